@@ -1,0 +1,1 @@
+//! Shared helpers for Tailor cross-component tests.
