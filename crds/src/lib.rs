@@ -1,1 +1,33 @@
-//! Tailor API types.
+//! Tailor's API (`autoscaling.tailor.dev/v1`) and the resource-policy semantics both components share.
+//!
+//! - [`vpa`] and [`checkpoint`]: the custom resources, field-compatible with upstream `autoscaling.k8s.io/v1`.
+//! - [`crd`]: the CustomResourceDefinitions generated from those types.
+//! - [`quantity`]: resource quantities through `kube_quantity`.
+//! - [`policy`]: container-policy lookup and per-container settings.
+//! - [`capping`]: min/max clamping of recommendations.
+//! - [`validation`]: VPA validation and defaulting, with upstream's rules and messages.
+//! - [`convert`]: upstream manifests → Tailor manifests.
+
+mod open_enum;
+
+pub mod capping;
+pub mod checkpoint;
+pub mod convert;
+pub mod crd;
+pub mod policy;
+pub mod quantity;
+pub mod schema;
+pub mod validation;
+pub mod vpa;
+
+pub use checkpoint::{
+    HistogramCheckpoint, VerticalPodAutoscalerCheckpoint, VerticalPodAutoscalerCheckpointSpec,
+    VerticalPodAutoscalerCheckpointStatus,
+};
+pub use crd::{crds, crds_yaml};
+pub use vpa::*;
+
+/// The API group of Tailor's resources.
+pub const GROUP: &str = "autoscaling.tailor.dev";
+/// The upstream API group, which Tailor never reads or writes at run time.
+pub const UPSTREAM_GROUP: &str = "autoscaling.k8s.io";

@@ -1,0 +1,85 @@
+//! `VerticalPodAutoscalerCheckpoint`: the recommender's saved histograms for one (VPA, container).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::schema;
+
+// Like upstream, the checkpoint CRD has no status subresource: `crate::crd` removes the one the derive
+// adds, so the recommender writes spec and status in one request.
+/// Which VPA and container a checkpoint belongs to.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "autoscaling.tailor.dev",
+    version = "v1",
+    kind = "VerticalPodAutoscalerCheckpoint",
+    plural = "verticalpodautoscalercheckpoints",
+    singular = "verticalpodautoscalercheckpoint",
+    shortname = "tvpacheckpoint",
+    category = "tailor",
+    namespaced,
+    status = "VerticalPodAutoscalerCheckpointStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "VerticalPodAutoscalerCheckpoint is the checkpoint of the internal state of the recommender for one container of one VerticalPodAutoscaler."
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VerticalPodAutoscalerCheckpointSpec {
+    /// Name of the VPA object that stored this checkpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vpa_object_name: Option<String>,
+    /// Name of the checkpointed container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_name: Option<String>,
+}
+
+/// The saved state of one container's aggregate.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerticalPodAutoscalerCheckpointStatus {
+    /// When the checkpoint was last written.
+    #[serde(default)]
+    #[schemars(extend("nullable" = true))]
+    pub last_update_time: Option<Time>,
+    /// Format version of the stored data (`v3`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// CPU usage histogram.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_histogram: Option<HistogramCheckpoint>,
+    /// Memory peak histogram.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_histogram: Option<HistogramCheckpoint>,
+    /// Start of the first sample folded into the histograms.
+    #[serde(default)]
+    #[schemars(extend("nullable" = true))]
+    pub first_sample_start: Option<Time>,
+    /// Start of the last sample folded into the histograms.
+    #[serde(default)]
+    #[schemars(extend("nullable" = true))]
+    pub last_sample_start: Option<Time>,
+    /// Number of samples folded into the histograms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_samples_count: Option<i64>,
+}
+
+/// A histogram in checkpoint form: bucket index → weight scaled to at most 10000.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HistogramCheckpoint {
+    /// Reference time of the decaying weights.
+    #[serde(default)]
+    #[schemars(extend("nullable" = true))]
+    pub reference_timestamp: Option<Time>,
+    /// Bucket index (as a decimal string) → scaled weight.
+    #[serde(default)]
+    #[schemars(schema_with = "schema::preserve_unknown_object")]
+    pub bucket_weights: BTreeMap<u32, u32>,
+    /// Sum of the unscaled weights.
+    #[serde(default)]
+    pub total_weight: f64,
+}

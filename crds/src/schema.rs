@@ -1,0 +1,56 @@
+//! Hand-written schema pieces where the derived ones differ from upstream's CRD.
+
+use schemars::{Schema, SchemaGenerator, json_schema};
+
+/// Upstream's quantity pattern (int-or-string).
+pub const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+
+/// A single quantity: integer or string matching [`QUANTITY_PATTERN`].
+pub fn quantity(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "pattern": QUANTITY_PATTERN,
+        "x-kubernetes-int-or-string": true,
+    })
+}
+
+/// A resource list: resource name → quantity.
+pub fn resource_list(generator: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "additionalProperties": quantity(generator),
+    })
+}
+
+/// An object whose keys are free-form (checkpoint bucket weights).
+pub fn preserve_unknown_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+/// Marks `targetRef` required in the VPA spec schema while the Rust field stays optional (so that
+/// validation can report a missing targetRef the way upstream does).
+pub fn require_target_ref(schema: &mut Schema) {
+    require(schema, "targetRef");
+}
+
+/// Marks a start-up boost's `type` required while the Rust field stays optional (validation names it).
+pub fn require_type(schema: &mut Schema) {
+    require(schema, "type");
+}
+
+fn require(schema: &mut Schema, field: &str) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    let required = object
+        .entry("required")
+        .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+    if let Some(list) = required.as_array_mut()
+        && !list.iter().any(|v| v == field)
+    {
+        list.push(serde_json::Value::String(field.into()));
+    }
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs and a fresh machine lacks: rustfmt/clippy components, Debian packages,
+# and a Python virtualenv under target/venv with the chart and schema checkers. Idempotent and quiet when
+# everything is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+for comp in rustfmt clippy; do
+  if ! rustup component list --installed 2>/dev/null | grep -q "^$comp"; then
+    rustup component add "$comp"
+  fi
+done
+
+# Debian packages (Prometheus and VictoriaMetrics are added by the history-source work).
+APT_PACKAGES=(shellcheck)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Python tools in a virtualenv under target/ (never the system site-packages).
+VENV="$ROOT/target/venv"
+REQ="$ROOT/hack/requirements.txt"
+stamp="$VENV/.requirements.sha"
+want=$(sha256sum "$REQ" | cut -d' ' -f1)
+if [[ ! -x $VENV/bin/python || ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q -r "$REQ"
+  echo "$want" >"$stamp"
+fi

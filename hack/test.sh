@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The one test entry point (DESIGN.md §5): installs what is missing, runs fmt, clippy, every test and the
+# non-Rust checks under hack/checks/, and ends with a line "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+export CARGO_TERM_COLOR=never
+LOG_DIR="$ROOT/target/test-logs"
+mkdir -p "$LOG_DIR"
+
+passed=0
+failed=0
+failures=()
+
+step() { printf '\n==> %s\n' "$*"; }
+record() { # record NAME STATUS
+  if [[ $2 -eq 0 ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$1"); fi
+}
+
+# --- prerequisites -----------------------------------------------------------------------------------
+step "prerequisites"
+"$ROOT/hack/install-deps.sh" || { echo "installing prerequisites failed"; record install-deps 1; }
+
+# --- formatting and lints ----------------------------------------------------------------------------
+step "cargo fmt --check"
+cargo fmt --all -- --check
+record "cargo fmt" $?
+
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+record "cargo clippy" $?
+
+# --- Rust tests ----------------------------------------------------------------------------------------
+step "cargo test --workspace"
+cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$LOG_DIR/cargo-test.log"
+rc=${PIPESTATUS[0]}
+while read -r p f; do
+  passed=$((passed + p)); failed=$((failed + f))
+done < <(sed -nE 's/^test result: [a-zA-Z]+\. ([0-9]+) passed; ([0-9]+) failed.*/\1 \2/p' "$LOG_DIR/cargo-test.log")
+if [[ $rc -ne 0 ]] && ! grep -qE '^test result: FAILED' "$LOG_DIR/cargo-test.log"; then
+  record "cargo test (build)" 1
+fi
+
+# --- other checks: each script prints "N passed, N failed" as its last line ----------------------------
+for check in "$ROOT"/hack/checks/*.sh; do
+  [[ -e $check ]] || continue
+  name=$(basename "$check" .sh)
+  step "check: $name"
+  out="$LOG_DIR/check-$name.log"
+  bash "$check" 2>&1 | tee "$out"
+  rc=${PIPESTATUS[0]}
+  last=$(grep -E '^([A-Za-z-]+: )?[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
+  if [[ -n $last ]]; then
+    p=$(sed -nE 's/^([A-Za-z-]+: )?([0-9]+) passed, ([0-9]+) failed.*/\2/p' <<<"$last")
+    f=$(sed -nE 's/^([A-Za-z-]+: )?([0-9]+) passed, ([0-9]+) failed.*/\3/p' <<<"$last")
+    passed=$((passed + p)); failed=$((failed + f))
+    [[ $f -gt 0 ]] && failures+=("$name")
+  fi
+  if [[ $rc -ne 0 && ( -z $last || ${f:-0} -eq 0 ) ]]; then record "$name (exit $rc)" 1; fi
+done
+
+echo
+if ((${#failures[@]})); then printf 'failed steps: %s\n' "${failures[*]}"; fi
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
