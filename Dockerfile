@@ -1,0 +1,41 @@
+# syntax=docker/dockerfile:1
+# Images of both Tailor components, from one build of the workspace:
+#   docker build --target recommender -t ghcr.io/tailor-dev/tailor-recommender:dev .
+#   docker build --target admission   -t ghcr.io/tailor-dev/tailor-admission:dev .
+# The builder is Debian 12 (bookworm) so the binaries link against the same glibc as the distroless
+# cc-debian12 runtime; the runtime has no shell or package manager and runs as a non-root user.
+
+ARG RUST_IMAGE=rust:1.95-bookworm
+ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
+
+FROM ${RUST_IMAGE} AS builder
+WORKDIR /src
+COPY . .
+# Cache mounts keep the registry and target/ between builds; the binaries are copied out of the cached
+# target/ in the same step.
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/usr/local/cargo/git \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked --bin tailor-recommender --bin tailor-admission \
+ && mkdir -p /out \
+ && cp target/release/tailor-recommender target/release/tailor-admission /out/
+
+FROM ${RUNTIME_IMAGE} AS recommender
+LABEL org.opencontainers.image.title="tailor-recommender" \
+      org.opencontainers.image.description="Tailor VPA recommender" \
+      org.opencontainers.image.source="https://github.com/tailor-dev/tailor" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=builder /out/tailor-recommender /usr/local/bin/tailor-recommender
+USER 65532:65532
+EXPOSE 8942
+ENTRYPOINT ["/usr/local/bin/tailor-recommender"]
+
+FROM ${RUNTIME_IMAGE} AS admission
+LABEL org.opencontainers.image.title="tailor-admission" \
+      org.opencontainers.image.description="Tailor VPA admission webhook" \
+      org.opencontainers.image.source="https://github.com/tailor-dev/tailor" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=builder /out/tailor-admission /usr/local/bin/tailor-admission
+USER 65532:65532
+EXPOSE 8000 8944
+ENTRYPOINT ["/usr/local/bin/tailor-admission"]

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# End-to-end tests on a kind cluster (needs Docker, kind, kubectl and cargo; helm, or the Python venv from
+# hack/install-deps.sh, whose Helm v4 library installs the chart when the helm CLI is missing).
+#
+#   hack/kind-e2e.sh                 create the cluster, build and load the images, install, run the tests
+#
+# Environment:
+#   KIND_CLUSTER       cluster name                              (tailor-e2e)
+#   KIND_NODE_IMAGE    node image, Kubernetes >= 1.33            (kindest/node:v1.33.1)
+#   KEEP_CLUSTER=1     keep the cluster afterwards (default: delete it, also on failure)
+#   REUSE_CLUSTER=1    use an existing cluster of that name instead of creating one
+#   SKIP_BUILD=1       do not build the images (they must already be loaded)
+#   IMAGE_TAG          tag of the locally built images          (e2e)
+#   METRICS_SERVER_VERSION                                       (v0.8.0)
+#   UPSTREAM_VPA_REF   kubernetes/autoscaler ref whose VPA CRDs are installed next to Tailor's, to prove
+#                      they do not interfere                    (vertical-pod-autoscaler-1.2.2)
+#   CARGO_TEST_ARGS    extra arguments after `--` for cargo test (e.g. a test name filter)
+set -euo pipefail
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$(pwd)
+
+KIND_CLUSTER=${KIND_CLUSTER:-tailor-e2e}
+KIND_NODE_IMAGE=${KIND_NODE_IMAGE:-kindest/node:v1.33.1}
+IMAGE_TAG=${IMAGE_TAG:-e2e}
+METRICS_SERVER_VERSION=${METRICS_SERVER_VERSION:-v0.8.0}
+UPSTREAM_VPA_REF=${UPSTREAM_VPA_REF:-vertical-pod-autoscaler-1.2.2}
+NAMESPACE=tailor-system
+RELEASE=tailor
+WORK="$ROOT/target/e2e"
+KUBECONFIG_FILE="$WORK/kubeconfig"
+export KUBECONFIG="$KUBECONFIG_FILE"
+
+log() { printf '\n==> %s\n' "$*" >&2; }
+die() { printf 'kind-e2e: %s\n' "$*" >&2; exit 1; }
+
+for tool in docker kind kubectl cargo; do
+  command -v "$tool" >/dev/null 2>&1 || die "$tool is required"
+done
+mkdir -p "$WORK"
+
+dump_state() {
+  log "cluster state (for debugging)"
+  kubectl get pods -A -o wide || true
+  kubectl -n "$NAMESPACE" describe deployments || true
+  for component in recommender admission; do
+    kubectl -n "$NAMESPACE" logs "deployment/$RELEASE-$component" --all-containers --tail=200 || true
+  done
+  kubectl get events -A --sort-by=.lastTimestamp | tail -n 50 || true
+}
+
+cleanup() {
+  local rc=$?
+  if [[ $rc -ne 0 ]]; then dump_state; fi
+  if [[ ${KEEP_CLUSTER:-0} != 1 && ${REUSE_CLUSTER:-0} != 1 ]]; then
+    log "deleting cluster $KIND_CLUSTER (KEEP_CLUSTER=1 keeps it)"
+    kind delete cluster --name "$KIND_CLUSTER" || true
+  fi
+  exit "$rc"
+}
+
+# --- cluster ---------------------------------------------------------------------------------------
+if [[ ${REUSE_CLUSTER:-0} == 1 ]] && kind get clusters | grep -qx "$KIND_CLUSTER"; then
+  log "reusing cluster $KIND_CLUSTER"
+else
+  log "creating cluster $KIND_CLUSTER ($KIND_NODE_IMAGE)"
+  cat >"$WORK/kind-config.yaml" <<'KIND'
+kind: Cluster
+apiVersion: kind.x-k8s.io/v1alpha4
+nodes:
+  - role: control-plane
+  - role: worker
+  - role: worker
+KIND
+  kind create cluster --name "$KIND_CLUSTER" --image "$KIND_NODE_IMAGE" \
+    --config "$WORK/kind-config.yaml" --wait 120s
+fi
+trap cleanup EXIT
+kind get kubeconfig --name "$KIND_CLUSTER" >"$KUBECONFIG_FILE"
+kubectl version
+
+# --- metrics-server (kind's kubelets serve self-signed certificates) ------------------------------------
+log "installing metrics-server $METRICS_SERVER_VERSION"
+kubectl apply -f "https://github.com/kubernetes-sigs/metrics-server/releases/download/$METRICS_SERVER_VERSION/components.yaml"
+kubectl -n kube-system patch deployment metrics-server --type=json \
+  -p '[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--kubelet-insecure-tls"}]'
+kubectl -n kube-system rollout status deployment/metrics-server --timeout=180s
+
+# --- upstream VPA CRDs only (no upstream components), for the coexistence test --------------------------
+log "installing upstream VPA CRDs ($UPSTREAM_VPA_REF)"
+kubectl apply --server-side -f \
+  "https://raw.githubusercontent.com/kubernetes/autoscaler/$UPSTREAM_VPA_REF/vertical-pod-autoscaler/deploy/vpa-v1-crd-gen.yaml"
+
+# --- images ----------------------------------------------------------------------------------------------
+if [[ ${SKIP_BUILD:-0} != 1 ]]; then
+  for component in recommender admission; do
+    log "building tailor-$component:$IMAGE_TAG"
+    docker build --target "$component" -t "tailor-$component:$IMAGE_TAG" "$ROOT"
+  done
+fi
+for component in recommender admission; do
+  kind load docker-image --name "$KIND_CLUSTER" "tailor-$component:$IMAGE_TAG"
+done
+
+# --- the chart (self-managed certificates: nothing else to install) ----------------------------------------
+log "installing the chart"
+VALUES="$WORK/values.yaml"
+cat >"$VALUES" <<VALUES
+global:
+  imageRegistry: ""
+recommender:
+  image: {repository: tailor-recommender, tag: "$IMAGE_TAG", pullPolicy: Never}
+  # A short loop so recommendations appear within the tests' patience.
+  interval: 10s
+  logFormat: text
+admission:
+  image: {repository: tailor-admission, tag: "$IMAGE_TAG", pullPolicy: Never}
+  tls:
+    selfManaged: {enabled: true}
+VALUES
+if command -v helm >/dev/null 2>&1; then
+  helm upgrade --install "$RELEASE" "$ROOT/charts/tailor" --namespace "$NAMESPACE" --create-namespace \
+    --values "$VALUES" --wait --timeout 5m
+elif [[ -x $ROOT/target/venv/bin/python ]]; then
+  "$ROOT/target/venv/bin/python" - "$ROOT/charts/tailor" "$RELEASE" "$NAMESPACE" "$VALUES" "$KUBECONFIG_FILE" <<'PY'
+import sys, yaml, helm_python as helm
+chart, release, namespace, values, kubeconfig = sys.argv[1:]
+with helm.Config(kubeconfig_path=kubeconfig, namespace=namespace) as cfg:
+    cfg.install(chart, release, yaml.safe_load(open(values)), namespace=namespace,
+                create_namespace=True, wait="watcher", timeout=300)
+    print(f"installed {release} in {namespace}")
+PY
+else
+  die "neither helm nor target/venv (hack/install-deps.sh) is available"
+fi
+kubectl -n "$NAMESPACE" rollout status "deployment/$RELEASE-admission" --timeout=180s
+kubectl -n "$NAMESPACE" rollout status "deployment/$RELEASE-recommender" --timeout=180s
+
+# Self-managed certificates: wait until the webhook has written its caBundle.
+log "waiting for the webhook's caBundle"
+for _ in $(seq 1 60); do
+  ca=$(kubectl get mutatingwebhookconfiguration "$RELEASE-admission" \
+    -o jsonpath='{.webhooks[0].clientConfig.caBundle}' 2>/dev/null || true)
+  [[ -n $ca ]] && break
+  sleep 2
+done
+[[ -n ${ca:-} ]] || die "the webhook did not patch caBundle into $RELEASE-admission"
+
+# metrics-server must serve pod metrics before recommendations can appear.
+log "waiting for metrics.k8s.io"
+for _ in $(seq 1 60); do
+  kubectl top pods -n kube-system >/dev/null 2>&1 && break
+  sleep 5
+done
+
+# --- the tests -----------------------------------------------------------------------------------------------
+log "running the e2e tests"
+# One test at a time: the webhook-down test scales the webhook to zero.
+# shellcheck disable=SC2086 # CARGO_TEST_ARGS is a list of words on purpose
+TAILOR_E2E_KUBECONFIG="$KUBECONFIG_FILE" TAILOR_E2E_NAMESPACE="$NAMESPACE" TAILOR_E2E_RELEASE="$RELEASE" \
+  cargo test -p tailor-tests --test e2e --locked -- --ignored --test-threads=1 --nocapture ${CARGO_TEST_ARGS:-}
+log "e2e passed"
