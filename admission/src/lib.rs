@@ -1,1 +1,5 @@
-//! Tailor admission webhook.
+//! Tailor's admission webhook: sets pod requests (and limits, in proportion) from a Tailor VPA's
+//! recommendation at pod creation, and validates and defaults Tailor VPA objects.
+//!
+//! The pure core (`pod`, `vpa`, `index` matching) never touches a socket or a clock; `server` and `review`
+//! carry it over HTTPS.
