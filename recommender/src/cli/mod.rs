@@ -1,0 +1,52 @@
+//! The `tailor` offline CLI: one module per subcommand. Compiled into the `tailor` binary (not the library),
+//! so `anyhow` stays out of the library.
+
+pub mod convert;
+pub mod crds;
+pub mod input;
+pub mod output;
+pub mod recommend;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// An error caused by the user's input (exit code 2); everything else exits 1.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InputError(pub String);
+
+/// Tailor: a Vertical Pod Autoscaler for Kubernetes. Offline tools.
+#[derive(Debug, Parser)]
+#[command(name = "tailor", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Recommend requests from a usage trace (JSON) or CSV, with upstream VPA's algorithm and flags.
+    Recommend(Box<recommend::RecommendArgs>),
+    /// Rewrite upstream VPA manifests (autoscaling.k8s.io) into Tailor manifests.
+    Convert(convert::ConvertArgs),
+    /// Print Tailor's CustomResourceDefinitions.
+    Crds(crds::CrdsArgs),
+}
+
+/// Parses arguments, runs the subcommand and maps errors to exit codes (2 bad input, 1 other failures).
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Recommend(a) => recommend::run(&a),
+        Command::Convert(a) => convert::run(&a),
+        Command::Crds(a) => crds::run(&a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            if e.chain().any(|c| c.is::<InputError>()) { ExitCode::from(2) } else { ExitCode::from(1) }
+        }
+    }
+}

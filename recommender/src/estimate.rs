@@ -1,0 +1,606 @@
+//! Estimators (percentile, margin, confidence, minimum), the per-VPA recommendation, output formatting
+//! (rounding) and the post-processors (integer CPU, capping).
+
+use std::collections::BTreeMap;
+
+use crate::histogram::ZERO_TIME;
+use crate::model::AggregateContainerState;
+use crate::policy::{CapsHit, PodResourcePolicy, PolicyError, Resources, cap_recommendation};
+use crate::units::{
+    Resource, ResourceAmount, cpu_amount_from_cores, frexp, ldexp, memory_amount_from_bytes, sat_sub,
+    scale_resource,
+};
+
+/// Annotation prefix/suffix that turn on the integer-CPU post-processor for a container.
+pub const INTEGER_CPU_PREFIX: &str = "vpa-post-processor.kubernetes.io/";
+/// See [`INTEGER_CPU_PREFIX`].
+pub const INTEGER_CPU_SUFFIX: &str = "_integerCPU";
+
+/// Confidence: min(history span / interval, sample count / interval-in-minutes); CPU samples only.
+pub fn confidence(agg: &AggregateContainerState, interval: i64) -> f64 {
+    confidence_from(agg.first_sample_start, agg.last_sample_start, agg.total_samples_count, interval)
+}
+
+/// [`confidence`] from raw statistics.
+pub fn confidence_from(first: i64, last: i64, count: u64, interval: i64) -> f64 {
+    let span = if first == ZERO_TIME || last == ZERO_TIME {
+        if first == last { 0 } else { sat_sub(last as i128, wide_zero(first)) }
+    } else {
+        sat_sub(last as i128, first as i128)
+    };
+    let lifespan = span as f64 / interval as f64;
+    let samples = count as f64 / duration_minutes(interval);
+    lifespan.min(samples)
+}
+
+fn wide_zero(t: i64) -> i128 {
+    if t == ZERO_TIME { -(crate::units::GO_ZERO_TO_UNIX_SECS as i128) * 1_000_000_000 } else { t as i128 }
+}
+
+/// Go's `Duration.Minutes()`.
+pub fn duration_minutes(d: i64) -> f64 {
+    const MIN: i64 = 60_000_000_000;
+    let m = d / MIN;
+    let ns = d % MIN;
+    m as f64 + ns as f64 / (60.0 * 1e9)
+}
+
+/// Go's `math.Pow` (integer exponents use repeated squaring, as Go does).
+pub fn go_pow(x: f64, y: f64) -> f64 {
+    if y == 0.0 || x == 1.0 {
+        return 1.0;
+    }
+    if y == 1.0 {
+        return x;
+    }
+    if x.is_nan() || y.is_nan() {
+        return f64::NAN;
+    }
+    if x == 0.0 {
+        return if y < 0.0 { f64::INFINITY } else { 0.0 };
+    }
+    if x.is_infinite() {
+        if x > 0.0 {
+            return if y < 0.0 { 0.0 } else { f64::INFINITY };
+        }
+        return x.powf(y);
+    }
+    if y.fract() != 0.0 || y.abs() >= 9.0e18 || x < 0.0 {
+        return x.powf(y);
+    }
+    let yi = y.abs() as u64;
+    let mut a1 = 1.0f64;
+    let mut ae: i64 = 0;
+    let (mut x1, xe) = frexp(x);
+    let mut xe = xe as i64;
+    let mut i = yi;
+    while i != 0 {
+        if !(-(1 << 12)..=(1 << 12)).contains(&xe) {
+            ae += xe;
+            break;
+        }
+        if i & 1 == 1 {
+            a1 *= x1;
+            ae += xe;
+        }
+        x1 *= x1;
+        xe <<= 1;
+        if x1 < 0.5 {
+            x1 += x1;
+            xe -= 1;
+        }
+        i >>= 1;
+    }
+    if y < 0.0 {
+        a1 = 1.0 / a1;
+        ae = -ae;
+    }
+    ldexp(a1, ae.clamp(-100_000, 100_000) as i32)
+}
+
+/// An estimator tree for one resource.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Estimator {
+    /// A constant amount.
+    Const(ResourceAmount),
+    /// Percentile of the resource's histogram.
+    Percentile(f64),
+    /// `b + trunc(b * fraction)`.
+    Margin {
+        /// Fraction.
+        fraction: f64,
+        /// Inner estimator.
+        base: Box<Estimator>,
+    },
+    /// `trunc(b * (1 + multiplier/confidence)^exponent)`.
+    Confidence {
+        /// Multiplier.
+        multiplier: f64,
+        /// Exponent.
+        exponent: f64,
+        /// Confidence interval (ns).
+        interval: i64,
+        /// Inner estimator.
+        base: Box<Estimator>,
+    },
+    /// `max(b, min)`.
+    MinResource {
+        /// Minimum.
+        min: ResourceAmount,
+        /// Inner estimator.
+        base: Box<Estimator>,
+    },
+}
+
+impl Estimator {
+    /// Evaluates the tree for resource `r`.
+    pub fn estimate(&self, r: Resource, agg: &AggregateContainerState) -> ResourceAmount {
+        match self {
+            Estimator::Const(v) => *v,
+            Estimator::Percentile(p) => percentile_amount(r, agg, *p),
+            Estimator::Margin { fraction, base } => {
+                let b = base.estimate(r, agg);
+                b.saturating_add(scale_resource(b, *fraction))
+            }
+            Estimator::Confidence { multiplier, exponent, interval, base } => {
+                let b = base.estimate(r, agg);
+                let c = confidence(agg, *interval);
+                scale_resource(b, go_pow(1.0 + multiplier / c, *exponent))
+            }
+            Estimator::MinResource { min, base } => base.estimate(r, agg).max(*min),
+        }
+    }
+}
+
+/// Percentile of the CPU (→ millicores) or memory (→ bytes) histogram.
+pub fn percentile_amount(r: Resource, agg: &AggregateContainerState, p: f64) -> ResourceAmount {
+    match r {
+        Resource::Cpu => cpu_amount_from_cores(agg.cpu.percentile(p)),
+        Resource::Memory => memory_amount_from_bytes(agg.memory.percentile(p)),
+    }
+}
+
+/// Recommender flags that shape estimation and output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecommenderConfig {
+    /// `--target-cpu-percentile`.
+    pub target_cpu_percentile: f64,
+    /// `--recommendation-lower-bound-cpu-percentile`.
+    pub lower_bound_cpu_percentile: f64,
+    /// `--recommendation-upper-bound-cpu-percentile`.
+    pub upper_bound_cpu_percentile: f64,
+    /// `--target-memory-percentile`.
+    pub target_memory_percentile: f64,
+    /// `--recommendation-lower-bound-memory-percentile`.
+    pub lower_bound_memory_percentile: f64,
+    /// `--recommendation-upper-bound-memory-percentile`.
+    pub upper_bound_memory_percentile: f64,
+    /// `--recommendation-margin-fraction`.
+    pub safety_margin_fraction: f64,
+    /// `--pod-recommendation-min-cpu-millicores`.
+    pub pod_min_cpu_millicores: f64,
+    /// `--pod-recommendation-min-memory-mb` (MiB).
+    pub pod_min_memory_mb: f64,
+    /// `--confidence-interval-cpu` (ns).
+    pub confidence_interval_cpu: i64,
+    /// `--confidence-interval-memory` (ns).
+    pub confidence_interval_memory: i64,
+    /// `--round-cpu-millicores`.
+    pub round_cpu_millicores: i64,
+    /// `--round-memory-bytes`.
+    pub round_memory_bytes: i64,
+    /// `--humanize-memory` (deprecated).
+    pub humanize_memory: bool,
+    /// `--cpu-integer-post-processor-enabled`.
+    pub cpu_integer_post_processor_enabled: bool,
+    /// `--container-recommendation-max-allowed-cpu` / `-memory`.
+    pub global_max_allowed: Resources,
+}
+
+impl Default for RecommenderConfig {
+    fn default() -> Self {
+        const DAY: i64 = 86_400_000_000_000;
+        RecommenderConfig {
+            target_cpu_percentile: 0.9,
+            lower_bound_cpu_percentile: 0.5,
+            upper_bound_cpu_percentile: 0.95,
+            target_memory_percentile: 0.9,
+            lower_bound_memory_percentile: 0.5,
+            upper_bound_memory_percentile: 0.95,
+            safety_margin_fraction: 0.15,
+            pod_min_cpu_millicores: 25.0,
+            pod_min_memory_mb: 250.0,
+            confidence_interval_cpu: DAY,
+            confidence_interval_memory: DAY,
+            round_cpu_millicores: 1,
+            round_memory_bytes: 1,
+            humanize_memory: false,
+            cpu_integer_post_processor_enabled: false,
+            global_max_allowed: Resources::default(),
+        }
+    }
+}
+
+/// Which of the three bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// Target.
+    Target,
+    /// Lower bound.
+    Lower,
+    /// Upper bound.
+    Upper,
+}
+
+impl RecommenderConfig {
+    fn percentile(&self, b: Bound, r: Resource) -> f64 {
+        match (b, r) {
+            (Bound::Target, Resource::Cpu) => self.target_cpu_percentile,
+            (Bound::Lower, Resource::Cpu) => self.lower_bound_cpu_percentile,
+            (Bound::Upper, Resource::Cpu) => self.upper_bound_cpu_percentile,
+            (Bound::Target, Resource::Memory) => self.target_memory_percentile,
+            (Bound::Lower, Resource::Memory) => self.lower_bound_memory_percentile,
+            (Bound::Upper, Resource::Memory) => self.upper_bound_memory_percentile,
+        }
+    }
+
+    fn interval(&self, r: Resource) -> i64 {
+        match r {
+            Resource::Cpu => self.confidence_interval_cpu,
+            Resource::Memory => self.confidence_interval_memory,
+        }
+    }
+
+    /// The estimator chain of one bound and resource, without the minimum.
+    pub fn estimator(&self, b: Bound, r: Resource) -> Estimator {
+        let e = Estimator::Margin {
+            fraction: self.safety_margin_fraction,
+            base: Box::new(Estimator::Percentile(self.percentile(b, r))),
+        };
+        match b {
+            Bound::Target => e,
+            Bound::Lower => {
+                Estimator::Confidence { multiplier: 0.001, exponent: -2.0, interval: self.interval(r), base: Box::new(e) }
+            }
+            Bound::Upper => {
+                Estimator::Confidence { multiplier: 1.0, exponent: 1.0, interval: self.interval(r), base: Box::new(e) }
+            }
+        }
+    }
+
+    /// Per-container minimum when the pod minimum is split over `n` containers.
+    pub fn min_resources(&self, n: usize) -> Resources {
+        let fraction = 1.0 / n.max(1) as f64;
+        Resources {
+            cpu: Some(scale_resource(cpu_amount_from_cores(self.pod_min_cpu_millicores * 0.001), fraction)),
+            memory: Some(scale_resource(memory_amount_from_bytes(self.pod_min_memory_mb * 1024.0 * 1024.0), fraction)),
+        }
+    }
+}
+
+/// A container's recommendation (integer millicores / bytes).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerRecommendation {
+    /// Container name.
+    pub container_name: String,
+    /// Target.
+    pub target: Resources,
+    /// Lower bound.
+    pub lower_bound: Resources,
+    /// Upper bound.
+    pub upper_bound: Resources,
+    /// Target before capping.
+    pub uncapped_target: Resources,
+}
+
+/// The raw (pre-format) estimate of one container: which resources are controlled and the three bounds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawEstimate {
+    /// Target.
+    pub target: Resources,
+    /// Lower bound.
+    pub lower_bound: Resources,
+    /// Upper bound.
+    pub upper_bound: Resources,
+}
+
+/// Estimates one container with the configured chains and the given per-container minimum, keeping only the
+/// controlled resources.
+pub fn estimate_container(
+    config: &RecommenderConfig,
+    agg: &AggregateContainerState,
+    min: Resources,
+    controlled: (bool, bool),
+) -> RawEstimate {
+    let mut out = RawEstimate { target: Resources::default(), lower_bound: Resources::default(), upper_bound: Resources::default() };
+    for (r, on) in [(Resource::Cpu, controlled.0), (Resource::Memory, controlled.1)] {
+        if !on {
+            continue;
+        }
+        let m = min.get(r).unwrap_or(0);
+        *out.target.get_mut(r) = Some(config.estimator(Bound::Target, r).estimate(r, agg).max(m));
+        *out.lower_bound.get_mut(r) = Some(config.estimator(Bound::Lower, r).estimate(r, agg).max(m));
+        *out.upper_bound.get_mut(r) = Some(config.estimator(Bound::Upper, r).estimate(r, agg).max(m));
+    }
+    out
+}
+
+/// `ceil(value / scale) * scale` in float64; a scale ≤ 0 returns the value and an error message.
+pub fn round_up_to_scale(value: ResourceAmount, scale: i64) -> (ResourceAmount, Option<&'static str>) {
+    if scale <= 0 {
+        return (value, Some("scale must be greater than zero"));
+    }
+    if value == 0 {
+        return (0, None);
+    }
+    let v = (value as f64 / scale as f64).ceil() * scale as f64;
+    (crate::units::resource_amount_from_float(v).max(if v > 0.0 { 0 } else { value }), None)
+}
+
+/// `%.2f` in the largest binary unit not above the value (`Ki`…`Ti`... up to `Ei`); values under 1024 stay integers.
+pub fn humanize_memory(bytes: f64) -> String {
+    const UNITS: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+    let mut unit = "";
+    let mut v = bytes;
+    let mut div = 1.0;
+    for u in UNITS {
+        if bytes >= div * 1024.0 {
+            div *= 1024.0;
+            unit = u;
+        } else {
+            break;
+        }
+    }
+    if unit.is_empty() {
+        return format!("{}", bytes as i64);
+    }
+    v /= div;
+    format!("{v:.2}{unit}")
+}
+
+/// Applies rounding (and humanisation) to one resource list, as the output formatter does.
+pub fn format_resources(res: Resources, config: &RecommenderConfig) -> Resources {
+    let mut out = res;
+    if let Some(c) = out.cpu
+        && config.round_cpu_millicores != 1
+        && c != 0
+    {
+        out.cpu = Some(round_up_to_scale(c, config.round_cpu_millicores).0);
+    }
+    if let Some(m) = out.memory {
+        let mut m = m;
+        if config.round_memory_bytes != 1 && m != 0 {
+            m = round_up_to_scale(m, config.round_memory_bytes).0;
+        }
+        if config.humanize_memory && m != 0 {
+            let q = humanize_memory(m as f64);
+            m = crate::quantity::memory_bytes(&q).unwrap_or(m);
+        }
+        out.memory = Some(m);
+    }
+    out
+}
+
+/// Name of the container an integer-CPU annotation key refers to, or "" if the key does not have the form.
+pub fn extract_container_name(key: &str, prefix: &str, suffix: &str) -> String {
+    if key.len() >= prefix.len() + suffix.len() && key.starts_with(prefix) && key.ends_with(suffix) {
+        key[prefix.len()..key.len() - suffix.len()].to_string()
+    } else {
+        String::new()
+    }
+}
+
+/// Rounds CPU up to whole cores.
+pub fn integer_cpu(res: &mut Resources) {
+    if let Some(c) = res.cpu {
+        let cores = (c as f64 / 1000.0).ceil();
+        res.cpu = Some(crate::units::resource_amount_from_float(cores * 1000.0));
+    }
+}
+
+/// Applies the integer-CPU post-processor for containers annotated `…/<name>_integerCPU: "true"`.
+pub fn apply_integer_cpu(recs: &mut [ContainerRecommendation], annotations: &BTreeMap<String, String>) {
+    for (k, v) in annotations {
+        if v != "true" {
+            continue;
+        }
+        let name = extract_container_name(k, INTEGER_CPU_PREFIX, INTEGER_CPU_SUFFIX);
+        if name.is_empty() {
+            continue;
+        }
+        for r in recs.iter_mut().filter(|r| r.container_name == name) {
+            integer_cpu(&mut r.target);
+            integer_cpu(&mut r.lower_bound);
+            integer_cpu(&mut r.upper_bound);
+            integer_cpu(&mut r.uncapped_target);
+        }
+    }
+}
+
+/// Input of one per-VPA recommendation pass.
+#[derive(Debug, Clone, Copy)]
+pub struct VpaInput<'a> {
+    /// `spec.resourcePolicy`.
+    pub policy: Option<&'a PodResourcePolicy>,
+    /// `metadata.annotations`.
+    pub annotations: &'a BTreeMap<String, String>,
+}
+
+/// Per-container details of how a recommendation came about (`--explain`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ContainerExplain {
+    /// Container name.
+    pub container: String,
+    /// CPU samples behind the aggregate.
+    pub cpu_samples: u64,
+    /// First and last CPU sample (ns), if any.
+    pub history_span_ns: i64,
+    /// Confidence for CPU and memory intervals.
+    pub confidence_cpu: f64,
+    /// See `confidence_cpu`.
+    pub confidence_memory: f64,
+    /// Per-container minimum applied.
+    pub minimum: Resources,
+    /// Caps hit: `bound resource cap value`.
+    pub caps: Vec<String>,
+    /// Per resource and bound: percentile, bucket index, bucket end, base after margin, multiplier, raw value.
+    pub steps: Vec<ExplainStep>,
+}
+
+/// One bound of one resource.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ExplainStep {
+    /// `cpu` or `memory`.
+    pub resource: &'static str,
+    /// `target`, `lowerBound`, `upperBound`.
+    pub bound: &'static str,
+    /// Percentile asked for.
+    pub percentile: f64,
+    /// Bucket index the percentile landed in (None = empty histogram).
+    pub bucket: Option<usize>,
+    /// Percentile value as an amount.
+    pub percentile_amount: ResourceAmount,
+    /// Amount after the margin.
+    pub with_margin: ResourceAmount,
+    /// Confidence multiplier applied (1 for the target).
+    pub multiplier: f64,
+    /// Estimate before the minimum.
+    pub estimate: ResourceAmount,
+    /// Whether the per-container minimum raised it.
+    pub minimum_applied: bool,
+}
+
+/// Result of a VPA recommendation pass.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PodRecommendation {
+    /// Sorted by container name.
+    pub containers: Vec<ContainerRecommendation>,
+    /// Explanations in the same order.
+    pub explain: Vec<ContainerExplain>,
+}
+
+/// Computes a VPA's recommendation from its per-container-name aggregates: drops `Off` containers, splits the
+/// pod minimum, estimates, filters controlled resources, formats (rounding), then runs the integer-CPU and
+/// capping post-processors.
+pub fn recommend(
+    config: &RecommenderConfig,
+    aggregates: &BTreeMap<String, AggregateContainerState>,
+    vpa: VpaInput<'_>,
+) -> Result<PodRecommendation, PolicyError> {
+    let cpolicy = |name: &str| vpa.policy.and_then(|p| p.container_policy(name));
+    let active: Vec<(&String, &AggregateContainerState)> =
+        aggregates.iter().filter(|(n, _)| !cpolicy(n).is_some_and(|p| p.is_off())).collect();
+    let mut out = PodRecommendation::default();
+    if active.is_empty() {
+        return Ok(out);
+    }
+    let min = config.min_resources(active.len());
+    for (name, agg) in &active {
+        let controlled = cpolicy(name).map_or((true, true), |p| p.controlled());
+        let raw = estimate_container(config, agg, min, controlled);
+        let target = format_resources(raw.target, config);
+        out.containers.push(ContainerRecommendation {
+            container_name: (*name).clone(),
+            target,
+            lower_bound: format_resources(raw.lower_bound, config),
+            upper_bound: format_resources(raw.upper_bound, config),
+            uncapped_target: target,
+        });
+        out.explain.push(explain_container(config, name, agg, min, controlled));
+    }
+    if config.cpu_integer_post_processor_enabled {
+        apply_integer_cpu(&mut out.containers, vpa.annotations);
+    }
+    for (rec, ex) in out.containers.iter_mut().zip(out.explain.iter_mut()) {
+        let p = cpolicy(&rec.container_name);
+        let (mut t, mut l, mut u) = (rec.target, rec.lower_bound, rec.upper_bound);
+        let hits: CapsHit =
+            cap_recommendation(p, config.global_max_allowed, [("target", &mut t), ("lowerBound", &mut l), ("upperBound", &mut u)])?;
+        rec.target = t;
+        rec.lower_bound = l;
+        rec.upper_bound = u;
+        ex.caps = hits.hits.iter().map(|(f, r, c, v)| format!("{f} {} capped to {c} {v}", r.name())).collect();
+    }
+    Ok(out)
+}
+
+/// Recomputes the chain step by step for `--explain`.
+pub fn explain_container(
+    config: &RecommenderConfig,
+    name: &str,
+    agg: &AggregateContainerState,
+    min: Resources,
+    controlled: (bool, bool),
+) -> ContainerExplain {
+    let span = if agg.first_sample_start == ZERO_TIME { 0 } else { agg.last_sample_start - agg.first_sample_start };
+    let mut ex = ContainerExplain {
+        container: name.to_string(),
+        cpu_samples: agg.total_samples_count,
+        history_span_ns: span,
+        confidence_cpu: confidence(agg, config.confidence_interval_cpu),
+        confidence_memory: confidence(agg, config.confidence_interval_memory),
+        minimum: min,
+        ..Default::default()
+    };
+    for (r, on) in [(Resource::Cpu, controlled.0), (Resource::Memory, controlled.1)] {
+        if !on {
+            continue;
+        }
+        for (b, bname) in [(Bound::Target, "target"), (Bound::Lower, "lowerBound"), (Bound::Upper, "upperBound")] {
+            let p = config.percentile(b, r);
+            let h = match r {
+                Resource::Cpu => agg.cpu.histogram(),
+                Resource::Memory => agg.memory.histogram(),
+            };
+            let pa = percentile_amount(r, agg, p);
+            let wm = pa.saturating_add(scale_resource(pa, config.safety_margin_fraction));
+            let c = confidence(agg, config.interval(r));
+            let multiplier = match b {
+                Bound::Target => 1.0,
+                Bound::Lower => go_pow(1.0 + 0.001 / c, -2.0),
+                Bound::Upper => go_pow(1.0 + 1.0 / c, 1.0),
+            };
+            let est = config.estimator(b, r).estimate(r, agg);
+            let m = min.get(r).unwrap_or(0);
+            ex.steps.push(ExplainStep {
+                resource: r.name(),
+                bound: bname,
+                percentile: p,
+                bucket: h.percentile_bucket(p),
+                percentile_amount: pa,
+                with_margin: wm,
+                multiplier,
+                estimate: est,
+                minimum_applied: est < m,
+            });
+        }
+    }
+    ex
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_pow_special_cases() {
+        assert_eq!(go_pow(f64::INFINITY, 1.0), f64::INFINITY);
+        assert_eq!(go_pow(f64::INFINITY, -2.0), 0.0);
+        assert_eq!(go_pow(1.2, 2.0), 1.2 * 1.2);
+        assert_eq!(go_pow(17.0, 2.0), 289.0);
+    }
+
+    #[test]
+    fn humanize() {
+        assert_eq!(humanize_memory(1050000.0), "1.00Mi");
+        assert_eq!(humanize_memory(1537.0), "1.50Ki");
+        assert_eq!(humanize_memory(100.0), "100");
+    }
+
+    #[test]
+    fn minimum_split() {
+        let c = RecommenderConfig::default();
+        assert_eq!(c.min_resources(2), Resources { cpu: Some(12), memory: Some(131072000) });
+    }
+}

@@ -1,0 +1,516 @@
+//! The cluster model: pods, containers, aggregates keyed by (namespace, container name, label set), VPAs,
+//! per-container-name merging and garbage collection.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::aggregate::{AggregateContainerState, AggregationsConfig};
+use super::container::{ContainerState, SampleRejected};
+use super::fxhash::FxBuildHasher;
+use super::selector::{Labels, Selector, label_set_key};
+use crate::histogram::ZERO_TIME;
+use crate::policy::PodResourcePolicy;
+use crate::units::{Nanos, ResourceAmount, Resource, sat_sub};
+
+type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;
+
+/// Pod phase as far as the model cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PodPhase {
+    /// Running (or anything active).
+    #[default]
+    Running,
+    /// Pending.
+    Pending,
+    /// Succeeded (inactive).
+    Succeeded,
+    /// Failed (inactive).
+    Failed,
+    /// Unknown (history-only pods).
+    Unknown,
+}
+
+impl PodPhase {
+    /// Neither Succeeded nor Failed.
+    pub fn is_active(self) -> bool {
+        !matches!(self, PodPhase::Succeeded | PodPhase::Failed)
+    }
+}
+
+/// Errors feeding the model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    /// Unknown pod.
+    #[error("pod {0} not found in the model")]
+    PodNotFound(String),
+    /// Unknown container.
+    #[error("container {0} not found in the model")]
+    ContainerNotFound(String),
+    /// Sample or OOM rejected by the container rules.
+    #[error(transparent)]
+    Rejected(#[from] SampleRejected),
+}
+
+/// One usage sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// Measurement time.
+    pub time: Nanos,
+    /// Which resource.
+    pub resource: Resource,
+    /// Millicores or bytes.
+    pub usage: ResourceAmount,
+}
+
+#[derive(Debug, Clone)]
+struct ContainerEntry {
+    name: u32,
+    slot: u32,
+    state: ContainerState,
+}
+
+#[derive(Debug, Clone)]
+struct PodState {
+    namespace: u32,
+    name: Box<str>,
+    labels: u32,
+    phase: PodPhase,
+    containers: Vec<ContainerEntry>,
+}
+
+#[derive(Debug, Clone)]
+struct AggSlot {
+    namespace: u32,
+    container: u32,
+    labels: u32,
+    state: Option<AggregateContainerState>,
+}
+
+/// A VPA as the model sees it.
+#[derive(Debug, Clone)]
+pub struct VpaState {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Pod selector derived from the target.
+    pub selector: Selector,
+    /// `spec.resourcePolicy`.
+    pub policy: Option<PodResourcePolicy>,
+    /// `metadata.annotations`.
+    pub annotations: BTreeMap<String, String>,
+    /// Whether the target controller still resolves (used by GC).
+    pub controller_exists: bool,
+    /// Aggregates restored from checkpoints, by container name.
+    pub initial_states: BTreeMap<String, AggregateContainerState>,
+    slots: Vec<u32>,
+}
+
+impl VpaState {
+    /// A VPA with no restored state.
+    pub fn new(namespace: &str, name: &str, selector: Selector) -> Self {
+        VpaState {
+            namespace: namespace.into(),
+            name: name.into(),
+            selector,
+            policy: None,
+            annotations: BTreeMap::new(),
+            controller_exists: true,
+            initial_states: BTreeMap::new(),
+            slots: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+struct Interner {
+    names: Vec<Box<str>>,
+    index: FxMap<Box<str>, u32>,
+}
+
+impl Interner {
+    fn intern(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.index.get(s) {
+            return i;
+        }
+        let i = self.names.len() as u32;
+        self.names.push(s.into());
+        self.index.insert(s.into(), i);
+        i
+    }
+    fn get(&self, s: &str) -> Option<u32> {
+        self.index.get(s).copied()
+    }
+    fn name(&self, i: u32) -> &str {
+        &self.names[i as usize]
+    }
+}
+
+/// Reference to a container instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContainerId<'a> {
+    /// Namespace.
+    pub namespace: &'a str,
+    /// Pod name.
+    pub pod: &'a str,
+    /// Container name.
+    pub container: &'a str,
+}
+
+impl std::fmt::Display for ContainerId<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.namespace, self.pod, self.container)
+    }
+}
+
+/// The whole model. Time enters only through method arguments and [`ClusterState::set_now`].
+#[derive(Debug, Clone)]
+pub struct ClusterState {
+    /// Aggregation parameters.
+    pub config: AggregationsConfig,
+    strings: Interner,
+    label_sets: Vec<Labels>,
+    label_index: FxMap<String, u32>,
+    pods_by_ns: FxMap<u32, FxMap<Box<str>, u32>>,
+    pods: Vec<Option<PodState>>,
+    slots: Vec<AggSlot>,
+    slot_index: FxMap<(u32, u32, u32), u32>,
+    vpas: Vec<VpaState>,
+    last_gc: Nanos,
+    gc_interval: i64,
+    now: Nanos,
+}
+
+impl ClusterState {
+    /// An empty model; `gc_interval` is the minimum time between aggregate GC passes (1h upstream).
+    pub fn new(config: AggregationsConfig, gc_interval: i64) -> Self {
+        ClusterState {
+            config,
+            strings: Interner::default(),
+            label_sets: Vec::new(),
+            label_index: FxMap::default(),
+            pods_by_ns: FxMap::default(),
+            pods: Vec::new(),
+            slots: Vec::new(),
+            slot_index: FxMap::default(),
+            vpas: Vec::new(),
+            last_gc: 0,
+            gc_interval,
+            now: 0,
+        }
+    }
+
+    /// Sets the clock used as the creation time of new aggregates.
+    pub fn set_now(&mut self, now: Nanos) {
+        self.now = now;
+    }
+
+    fn intern_labels(&mut self, labels: &Labels) -> u32 {
+        let key = label_set_key(labels);
+        if let Some(&i) = self.label_index.get(&key) {
+            return i;
+        }
+        let i = self.label_sets.len() as u32;
+        self.label_sets.push(labels.clone());
+        self.label_index.insert(key, i);
+        i
+    }
+
+    fn pod_index(&self, namespace: &str, pod: &str) -> Option<u32> {
+        let ns = self.strings.get(namespace)?;
+        self.pods_by_ns.get(&ns)?.get(pod).copied()
+    }
+
+    /// Adds a pod or updates its labels and phase. Changed labels re-point its containers to new aggregates.
+    pub fn add_or_update_pod(&mut self, namespace: &str, name: &str, labels: &Labels, phase: PodPhase) {
+        let labels_id = self.intern_labels(labels);
+        let ns = self.strings.intern(namespace);
+        if let Some(i) = self.pod_index(namespace, name) {
+            let relabel = self.pods[i as usize].as_ref().is_some_and(|p| p.labels != labels_id);
+            if let Some(p) = self.pods[i as usize].as_mut() {
+                p.phase = phase;
+                p.labels = labels_id;
+            }
+            if relabel {
+                let names: Vec<u32> =
+                    self.pods[i as usize].as_ref().map(|p| p.containers.iter().map(|c| c.name).collect()).unwrap_or_default();
+                for (ci, n) in names.into_iter().enumerate() {
+                    let slot = self.find_or_create_slot(ns, n, labels_id);
+                    if let Some(p) = self.pods[i as usize].as_mut() {
+                        p.containers[ci].slot = slot;
+                    }
+                }
+            }
+            return;
+        }
+        let idx = self.pods.len() as u32;
+        self.pods.push(Some(PodState { namespace: ns, name: name.into(), labels: labels_id, phase, containers: Vec::new() }));
+        self.pods_by_ns.entry(ns).or_default().insert(name.into(), idx);
+    }
+
+    /// Removes a pod (its aggregates stay until GC).
+    pub fn delete_pod(&mut self, namespace: &str, name: &str) {
+        if let Some(i) = self.pod_index(namespace, name) {
+            self.pods[i as usize] = None;
+            if let Some(ns) = self.strings.get(namespace)
+                && let Some(m) = self.pods_by_ns.get_mut(&ns)
+            {
+                m.remove(name);
+            }
+        }
+    }
+
+    fn find_or_create_slot(&mut self, ns: u32, container: u32, labels: u32) -> u32 {
+        if let Some(&s) = self.slot_index.get(&(ns, container, labels)) {
+            let now = self.now;
+            let slot = &mut self.slots[s as usize];
+            if slot.state.is_none() {
+                slot.state = Some(AggregateContainerState::new(&self.config, now));
+            }
+            return s;
+        }
+        let s = self.slots.len() as u32;
+        self.slots.push(AggSlot {
+            namespace: ns,
+            container,
+            labels,
+            state: Some(AggregateContainerState::new(&self.config, self.now)),
+        });
+        self.slot_index.insert((ns, container, labels), s);
+        let ns_name = self.strings.name(ns).to_string();
+        let lbl = &self.label_sets[labels as usize];
+        for v in &mut self.vpas {
+            if v.namespace == ns_name && v.selector.matches(lbl) {
+                v.slots.push(s);
+            }
+        }
+        s
+    }
+
+    /// Adds a container to a pod (creating its aggregate right away).
+    pub fn add_or_update_container(&mut self, id: ContainerId<'_>) -> Result<(), ModelError> {
+        let pi = self.pod_index(id.namespace, id.pod).ok_or_else(|| ModelError::PodNotFound(format!("{}/{}", id.namespace, id.pod)))?;
+        let name = self.strings.intern(id.container);
+        let (ns, labels, exists) = match self.pods[pi as usize].as_ref() {
+            Some(p) => (p.namespace, p.labels, p.containers.iter().any(|c| c.name == name)),
+            None => return Err(ModelError::PodNotFound(format!("{}/{}", id.namespace, id.pod))),
+        };
+        if exists {
+            return Ok(());
+        }
+        let slot = self.find_or_create_slot(ns, name, labels);
+        if let Some(p) = self.pods[pi as usize].as_mut() {
+            p.containers.push(ContainerEntry { name, slot, state: ContainerState::default() });
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn locate(&self, id: ContainerId<'_>) -> Result<(usize, usize), ModelError> {
+        let pi = self.pod_index(id.namespace, id.pod).ok_or_else(|| ModelError::PodNotFound(format!("{}/{}", id.namespace, id.pod)))?;
+        let pod = self.pods[pi as usize].as_ref().ok_or_else(|| ModelError::PodNotFound(id.pod.into()))?;
+        let ci = pod
+            .containers
+            .iter()
+            .position(|c| self.strings.name(c.name) == id.container)
+            .ok_or_else(|| ModelError::ContainerNotFound(id.to_string()))?;
+        Ok((pi as usize, ci))
+    }
+
+    /// Feeds one usage sample to a container (the recommender's `AddSample`).
+    #[inline]
+    pub fn add_sample(&mut self, id: ContainerId<'_>, sample: Sample) -> Result<(), ModelError> {
+        let (pi, ci) = self.locate(id)?;
+        self.add_sample_at(pi, ci, sample)
+    }
+
+    fn ensure_state(&mut self, slot: u32) -> &mut AggregateContainerState {
+        let now = self.now;
+        let config = &self.config;
+        self.slots[slot as usize].state.get_or_insert_with(|| AggregateContainerState::new(config, now))
+    }
+
+    #[inline]
+    fn add_sample_at(&mut self, pi: usize, ci: usize, sample: Sample) -> Result<(), ModelError> {
+        let config = self.config;
+        let Some(pod) = self.pods[pi].as_mut() else { return Err(ModelError::PodNotFound(String::new())) };
+        let entry = &mut pod.containers[ci];
+        let slot = entry.slot;
+        let mut state = entry.state;
+        let agg = {
+            let now = self.now;
+            self.slots[slot as usize].state.get_or_insert_with(|| AggregateContainerState::new(&config, now))
+        };
+        let r = match sample.resource {
+            Resource::Cpu => state.add_cpu_sample(sample.time, sample.usage, agg),
+            Resource::Memory => state.add_memory_sample(sample.time, sample.usage, &config, agg),
+        };
+        if let Some(pod) = self.pods[pi].as_mut() {
+            pod.containers[ci].state = state;
+        }
+        r.map_err(ModelError::from)
+    }
+
+    /// Records an OOM for a container; returns the bumped memory value.
+    pub fn record_oom(&mut self, id: ContainerId<'_>, t: Nanos, requested: ResourceAmount) -> Result<ResourceAmount, ModelError> {
+        let (pi, ci) = self.locate(id)?;
+        let config = self.config;
+        let (slot, mut state) = match self.pods[pi].as_ref() {
+            Some(p) => (p.containers[ci].slot, p.containers[ci].state),
+            None => return Err(ModelError::PodNotFound(id.pod.into())),
+        };
+        let r = state.record_oom(t, requested, &config, self.ensure_state(slot));
+        if let Some(p) = self.pods[pi].as_mut() {
+            p.containers[ci].state = state;
+        }
+        r.map_err(ModelError::from)
+    }
+
+    /// Adds a VPA and links every aggregate it selects. Returns its index.
+    pub fn add_vpa(&mut self, mut vpa: VpaState) -> usize {
+        vpa.slots.clear();
+        for (i, s) in self.slots.iter().enumerate() {
+            if self.strings.name(s.namespace) == vpa.namespace && vpa.selector.matches(&self.label_sets[s.labels as usize]) {
+                vpa.slots.push(i as u32);
+            }
+        }
+        self.vpas.push(vpa);
+        self.vpas.len() - 1
+    }
+
+    /// The VPAs in the model.
+    pub fn vpas(&self) -> &[VpaState] {
+        &self.vpas
+    }
+
+    /// Mutable VPA access.
+    pub fn vpa_mut(&mut self, i: usize) -> Option<&mut VpaState> {
+        self.vpas.get_mut(i)
+    }
+
+    /// Number of live aggregates.
+    pub fn aggregate_count(&self) -> usize {
+        self.slots.iter().filter(|s| s.state.is_some()).count()
+    }
+
+    /// Number of distinct label sets seen.
+    pub fn label_set_count(&self) -> usize {
+        self.label_sets.len()
+    }
+
+    /// Pods (namespace/name) whose namespace equals the VPA's and whose labels it selects, in any phase.
+    pub fn matching_pods(&self, vpa: usize) -> Vec<String> {
+        let Some(v) = self.vpas.get(vpa) else { return Vec::new() };
+        let mut out: Vec<String> = self
+            .pods
+            .iter()
+            .flatten()
+            .filter(|p| self.strings.name(p.namespace) == v.namespace && v.selector.matches(&self.label_sets[p.labels as usize]))
+            .map(|p| format!("{}/{}", self.strings.name(p.namespace), p.name))
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Live aggregates linked to the VPA, as (container name, label set, aggregate).
+    pub fn vpa_aggregates(&self, vpa: usize) -> Vec<(&str, &Labels, &AggregateContainerState)> {
+        let Some(v) = self.vpas.get(vpa) else { return Vec::new() };
+        v.slots
+            .iter()
+            .filter_map(|&s| {
+                let slot = &self.slots[s as usize];
+                slot.state.as_ref().map(|a| (self.strings.name(slot.container), &self.label_sets[slot.labels as usize], a))
+            })
+            .collect()
+    }
+
+    /// Merges every live aggregate of the VPA and its restored state into one fresh aggregate per container name.
+    pub fn aggregate_state_by_container_name(&self, vpa: usize) -> BTreeMap<String, AggregateContainerState> {
+        let mut out: BTreeMap<String, AggregateContainerState> = BTreeMap::new();
+        let Some(v) = self.vpas.get(vpa) else { return out };
+        for (name, _, agg) in self.vpa_aggregates(vpa) {
+            out.entry(name.to_string())
+                .or_insert_with(|| AggregateContainerState::new(&self.config, self.now))
+                .merge(agg);
+        }
+        for (name, agg) in &v.initial_states {
+            out.entry(name.clone())
+                .or_insert_with(|| AggregateContainerState::new(&self.config, self.now))
+                .merge(agg);
+        }
+        out
+    }
+
+    /// Same as [`Self::aggregate_state_by_container_name`], minus the open memory window of every selected
+    /// container at `now` (the content of a checkpoint).
+    pub fn checkpoint_states(&self, vpa: usize, now: Nanos) -> BTreeMap<String, AggregateContainerState> {
+        let mut states = self.aggregate_state_by_container_name(vpa);
+        let Some(v) = self.vpas.get(vpa) else { return states };
+        for p in self.pods.iter().flatten() {
+            if self.strings.name(p.namespace) != v.namespace || !v.selector.matches(&self.label_sets[p.labels as usize]) {
+                continue;
+            }
+            for c in &p.containers {
+                if let (Some(agg), Some((peak, end))) = (states.get_mut(self.strings.name(c.name)), c.state.open_window_peak(now)) {
+                    agg.memory.subtract_sample(peak as f64, 1.0, end);
+                }
+            }
+        }
+        states
+    }
+
+    /// Runs [`Self::garbage_collect`] if at least the GC interval passed since the last run.
+    pub fn rate_limited_garbage_collect(&mut self, now: Nanos) -> usize {
+        if sat_sub(now as i128, self.last_gc as i128) < self.gc_interval {
+            return 0;
+        }
+        self.last_gc = now;
+        self.garbage_collect(now)
+    }
+
+    /// Deletes expired aggregates and empty ones no pod contributes to. Returns how many were deleted.
+    pub fn garbage_collect(&mut self, now: Nanos) -> usize {
+        let mut contributive = vec![false; self.slots.len()];
+        for p in self.pods.iter().flatten() {
+            let active = p.phase.is_active()
+                || self.vpas.iter().any(|v| {
+                    v.controller_exists
+                        && self.strings.name(p.namespace) == v.namespace
+                        && v.selector.matches(&self.label_sets[p.labels as usize])
+                });
+            if active {
+                for c in &p.containers {
+                    if let Some(&s) = self.slot_index.get(&(p.namespace, c.name, p.labels)) {
+                        contributive[s as usize] = true;
+                    }
+                }
+            }
+        }
+        let mut deleted = 0;
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            let Some(agg) = slot.state.as_ref() else { continue };
+            if agg.is_expired(now, &self.config) || (agg.is_empty() && !contributive[i]) {
+                slot.state = None;
+                deleted += 1;
+            }
+        }
+        deleted
+    }
+
+    /// The time the last GC ran.
+    pub fn last_gc(&self) -> Nanos {
+        self.last_gc
+    }
+
+    /// Sets the time of the last GC (upstream starts at the Unix epoch).
+    pub fn set_last_gc(&mut self, t: Nanos) {
+        self.last_gc = t;
+    }
+
+    /// Sum of heap bytes held by live aggregates' histograms.
+    pub fn histogram_heap_bytes(&self) -> usize {
+        self.slots.iter().filter_map(|s| s.state.as_ref()).map(|a| a.heap_bytes()).sum()
+    }
+}
+
+/// Never written reference time for sorting checkpoints (zero time).
+pub const NEVER: Nanos = ZERO_TIME;

@@ -1,0 +1,13 @@
+//! The cluster model: per-container windows, per-key aggregates, VPAs and garbage collection. Pure: time is
+//! always a parameter.
+
+pub mod aggregate;
+pub mod cluster;
+pub mod container;
+pub mod fxhash;
+pub mod selector;
+
+pub use aggregate::{AggregateCheckpoint, AggregateContainerState, AggregationsConfig, CheckpointError, SampleSink};
+pub use cluster::{ClusterState, ContainerId, ModelError, PodPhase, Sample, VpaState};
+pub use container::{ContainerState, SampleRejected};
+pub use selector::{Labels, Selector};

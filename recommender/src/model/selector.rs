@@ -1,0 +1,175 @@
+//! Label sets and equality/set-based label selectors (the subset VPA selectors use).
+
+use std::collections::BTreeMap;
+
+/// A pod's labels, sorted.
+pub type Labels = BTreeMap<String, String>;
+
+/// Canonical string of a label set: `k1=v1,k2=v2` sorted by key.
+pub fn label_set_key(labels: &Labels) -> String {
+    let mut s = String::new();
+    for (i, (k, v)) in labels.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(k);
+        s.push('=');
+        s.push_str(v);
+    }
+    s
+}
+
+/// One selector requirement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Requirement {
+    /// `key in (values)` (also `key=value`).
+    In(String, Vec<String>),
+    /// `key notin (values)` (also `key!=value`).
+    NotIn(String, Vec<String>),
+    /// `key`.
+    Exists(String),
+    /// `!key`.
+    DoesNotExist(String),
+}
+
+/// A label selector. `Nothing` matches no pod; an empty `Requirements` list matches every pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selector {
+    /// Matches nothing (unresolvable target).
+    Nothing,
+    /// All requirements must hold.
+    Requirements(Vec<Requirement>),
+}
+
+/// A selector string that cannot be parsed.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("invalid label selector {0:?}")]
+pub struct SelectorError(pub String);
+
+impl Selector {
+    /// Matches every pod.
+    pub fn everything() -> Self {
+        Selector::Requirements(Vec::new())
+    }
+
+    /// Parses `a=b,c!=d,e in (f,g),!h`.
+    pub fn parse(s: &str) -> Result<Self, SelectorError> {
+        let err = || SelectorError(s.to_string());
+        let mut reqs = Vec::new();
+        for part in split_top_level(s) {
+            let p = part.trim();
+            if p.is_empty() {
+                continue;
+            }
+            if let Some(k) = p.strip_prefix('!') {
+                reqs.push(Requirement::DoesNotExist(k.trim().to_string()));
+            } else if let Some((k, v)) = p.split_once("!=") {
+                reqs.push(Requirement::NotIn(k.trim().into(), vec![v.trim().into()]));
+            } else if let Some((k, v)) = p.split_once("==").or_else(|| p.split_once('=')) {
+                reqs.push(Requirement::In(k.trim().into(), vec![v.trim().into()]));
+            } else if let Some((k, rest)) = split_word(p, " notin ") {
+                reqs.push(Requirement::NotIn(k, parse_set(rest).ok_or_else(err)?));
+            } else if let Some((k, rest)) = split_word(p, " in ") {
+                reqs.push(Requirement::In(k, parse_set(rest).ok_or_else(err)?));
+            } else if p.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c)) {
+                reqs.push(Requirement::Exists(p.into()));
+            } else {
+                return Err(err());
+            }
+        }
+        Ok(Selector::Requirements(reqs))
+    }
+
+    /// From a Kubernetes `LabelSelector` (`matchLabels` + `matchExpressions`) in JSON.
+    pub fn from_label_selector(v: &serde_json::Value) -> Result<Self, SelectorError> {
+        let err = || SelectorError(v.to_string());
+        let mut reqs = Vec::new();
+        if let Some(ml) = v.get("matchLabels").and_then(|m| m.as_object()) {
+            for (k, val) in ml {
+                reqs.push(Requirement::In(k.clone(), vec![val.as_str().ok_or_else(err)?.to_string()]));
+            }
+        }
+        if let Some(me) = v.get("matchExpressions").and_then(|m| m.as_array()) {
+            for e in me {
+                let key = e.get("key").and_then(|k| k.as_str()).ok_or_else(err)?.to_string();
+                let values: Vec<String> = e
+                    .get("values")
+                    .and_then(|x| x.as_array())
+                    .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+                    .unwrap_or_default();
+                match e.get("operator").and_then(|o| o.as_str()) {
+                    Some("In") => reqs.push(Requirement::In(key, values)),
+                    Some("NotIn") => reqs.push(Requirement::NotIn(key, values)),
+                    Some("Exists") => reqs.push(Requirement::Exists(key)),
+                    Some("DoesNotExist") => reqs.push(Requirement::DoesNotExist(key)),
+                    _ => return Err(err()),
+                }
+            }
+        }
+        Ok(Selector::Requirements(reqs))
+    }
+
+    /// Whether `labels` satisfy the selector.
+    pub fn matches(&self, labels: &Labels) -> bool {
+        match self {
+            Selector::Nothing => false,
+            Selector::Requirements(reqs) => reqs.iter().all(|r| match r {
+                Requirement::In(k, vs) => labels.get(k).is_some_and(|v| vs.contains(v)),
+                Requirement::NotIn(k, vs) => labels.get(k).is_none_or(|v| !vs.contains(v)),
+                Requirement::Exists(k) => labels.contains_key(k),
+                Requirement::DoesNotExist(k) => !labels.contains_key(k),
+            }),
+        }
+    }
+}
+
+fn split_top_level(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+fn split_word<'a>(p: &'a str, w: &str) -> Option<(String, &'a str)> {
+    p.find(w).map(|i| (p[..i].trim().to_string(), p[i + w.len()..].trim()))
+}
+
+fn parse_set(s: &str) -> Option<Vec<String>> {
+    let inner = s.trim().strip_prefix('(')?.strip_suffix(')')?;
+    Some(inner.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(kv: &[(&str, &str)]) -> Labels {
+        kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn parses_and_matches() {
+        let s = Selector::parse("label-1 = value-1").unwrap();
+        assert!(s.matches(&labels(&[("label-1", "value-1")])));
+        assert!(!s.matches(&labels(&[])));
+        let s = Selector::parse("name=vpa-pod,type=stateful").unwrap();
+        assert!(s.matches(&labels(&[("name", "vpa-pod"), ("type", "stateful")])));
+        assert!(!s.matches(&labels(&[("name", "vpa-pod")])));
+        assert!(Selector::parse("").unwrap().matches(&labels(&[])));
+        let s = Selector::parse("env in (a, b),!x").unwrap();
+        assert!(s.matches(&labels(&[("env", "b")])));
+        assert!(!Selector::Nothing.matches(&labels(&[])));
+        assert_eq!(label_set_key(&labels(&[("b", "2"), ("a", "1")])), "a=1,b=2");
+    }
+}

@@ -1,0 +1,483 @@
+//! Replays a usage trace (trace-format §1) through the model exactly as upstream's reference program does,
+//! and produces the §1.4 output shape.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::estimate::{ContainerExplain, RecommenderConfig, VpaInput, recommend};
+use crate::model::{AggregationsConfig, ClusterState, ContainerId, Labels, ModelError, PodPhase, Sample, Selector, VpaState};
+use crate::policy::{PodResourcePolicy, Resources};
+use crate::units::{Nanos, Resource, cpu_amount_from_cores, duration_from_secs, memory_amount_from_bytes, nanos_from_unix_seconds};
+
+/// Namespace every trace pod lives in.
+pub const NAMESPACE: &str = "default";
+/// Interval between aggregate GC passes (upstream's `aggregateContainerStateGCInterval`).
+pub const GC_INTERVAL: i64 = 3600 * 1_000_000_000;
+
+/// Per-trace overrides of recommender flags (trace-format §1.3). Absent fields keep the base configuration.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct TraceOptions {
+    pub target_cpu_percentile: Option<f64>,
+    pub lower_bound_cpu_percentile: Option<f64>,
+    pub upper_bound_cpu_percentile: Option<f64>,
+    pub target_memory_percentile: Option<f64>,
+    pub lower_bound_memory_percentile: Option<f64>,
+    pub upper_bound_memory_percentile: Option<f64>,
+    pub safety_margin_fraction: Option<f64>,
+    pub pod_min_cpu_millicores: Option<f64>,
+    pub pod_min_memory_mb: Option<f64>,
+    pub memory_aggregation_interval_seconds: Option<f64>,
+    pub memory_aggregation_interval_count: Option<i64>,
+    pub cpu_histogram_decay_half_life_seconds: Option<f64>,
+    pub memory_histogram_decay_half_life_seconds: Option<f64>,
+    pub oom_bump_up_ratio: Option<f64>,
+    pub oom_min_bump_up_bytes: Option<f64>,
+    pub cpu_integer_post_processor_enabled: Option<bool>,
+    pub humanize_memory: Option<bool>,
+    pub round_cpu_millicores: Option<i64>,
+    pub round_memory_bytes: Option<i64>,
+    pub confidence_interval_cpu_seconds: Option<f64>,
+    pub confidence_interval_memory_seconds: Option<f64>,
+}
+
+/// A pod declaration.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct TracePod {
+    /// Pod name.
+    pub name: String,
+    /// Labels (default `{"app": "workload"}`).
+    #[serde(default)]
+    pub labels: Option<Labels>,
+}
+
+/// One container instance and its samples.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct TraceContainer {
+    /// Container name.
+    pub name: String,
+    /// Pod name (default `pod-0`).
+    #[serde(default)]
+    pub pod: Option<String>,
+    /// CPU request (stored, unused by the algorithm).
+    #[serde(default)]
+    pub cpu_request_cores: Option<f64>,
+    /// Memory request; the default OOM value.
+    #[serde(default)]
+    pub memory_request_bytes: Option<f64>,
+    /// `[unix_seconds, cores]`.
+    #[serde(default)]
+    pub cpu_samples: Vec<[f64; 2]>,
+    /// `[unix_seconds, bytes]`.
+    #[serde(default)]
+    pub memory_samples: Vec<[f64; 2]>,
+    /// `[unix_seconds, bytes|null, observed_at?]`.
+    #[serde(default)]
+    pub ooms: Vec<Vec<Option<f64>>>,
+}
+
+/// A usage trace (trace-format §1.1).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Trace {
+    /// Identifier echoed in the output.
+    pub id: String,
+    /// Unix seconds of the final GC; none = no final GC.
+    #[serde(default)]
+    pub now: Option<f64>,
+    /// Flag overrides.
+    #[serde(default)]
+    pub options: Option<TraceOptions>,
+    /// Pod declarations.
+    #[serde(default)]
+    pub pods: Option<Vec<TracePod>>,
+    /// Containers.
+    #[serde(default)]
+    pub containers: Vec<TraceContainer>,
+    /// VPA `spec.resourcePolicy`.
+    #[serde(default)]
+    pub policy: Option<PodResourcePolicy>,
+    /// VPA update mode (no effect on recommendations).
+    #[serde(default)]
+    pub update_mode: Option<String>,
+    /// VPA annotations.
+    #[serde(default)]
+    pub annotations: Option<BTreeMap<String, String>>,
+}
+
+/// Counts of events the model rejected.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Discarded {
+    /// CPU samples.
+    pub cpu: u64,
+    /// Memory samples.
+    pub memory: u64,
+    /// OOMs.
+    pub oom: u64,
+}
+
+/// One container's recommendation in the §1.4 shape.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputRecommendation {
+    /// Container name.
+    pub container_name: String,
+    /// Target.
+    pub target: Resources,
+    /// Lower bound.
+    pub lower_bound: Resources,
+    /// Upper bound.
+    pub upper_bound: Resources,
+    /// Target before capping.
+    pub uncapped_target: Resources,
+}
+
+/// Explain details for one container name (`--explain`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TraceExplain {
+    /// Estimator details.
+    #[serde(flatten)]
+    pub detail: ContainerExplain,
+    /// Memory samples accepted for this container name.
+    pub memory_samples: u64,
+    /// OOMs accepted, with the bumped peak they recorded (bytes).
+    pub oom_bumps: Vec<i64>,
+}
+
+/// Replay result (§1.4).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ReplayOutput {
+    /// Trace id.
+    pub id: String,
+    /// Per container name, sorted.
+    pub recommendations: Vec<OutputRecommendation>,
+    /// Rejected events.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discarded: Option<Discarded>,
+    /// Why the trace could not be run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// `--explain` details.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<Vec<TraceExplain>>,
+}
+
+/// Base configuration a trace's options override.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplayConfig {
+    /// Model parameters.
+    pub aggregations: AggregationsConfig,
+    /// Estimation parameters.
+    pub recommender: RecommenderConfig,
+}
+
+/// A trace that cannot be replayed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TraceError {
+    /// An option out of its domain.
+    #[error("option {option}: {message}")]
+    Option {
+        /// Option name.
+        option: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// A timestamp that is not a finite number in range.
+    #[error("container {container:?}: {field}[{index}]: invalid timestamp")]
+    Timestamp {
+        /// Container name.
+        container: String,
+        /// Field.
+        field: &'static str,
+        /// Index in the list.
+        index: usize,
+    },
+    /// A malformed OOM entry.
+    #[error("container {container:?}: ooms[{index}]: expected [unix_seconds, bytes|null, observed_at?]")]
+    Oom {
+        /// Container name.
+        container: String,
+        /// Index.
+        index: usize,
+    },
+    /// Duplicate (pod, container).
+    #[error("container {container:?} in pod {pod:?} is listed twice")]
+    DuplicateContainer {
+        /// Pod.
+        pod: String,
+        /// Container.
+        container: String,
+    },
+    /// Bad policy quantity.
+    #[error("policy: {0}")]
+    Policy(String),
+    /// `now` not a finite number.
+    #[error("now: invalid timestamp")]
+    Now,
+}
+
+fn positive_duration(option: &'static str, secs: f64) -> Result<i64, TraceError> {
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err(TraceError::Option { option, message: format!("must be a positive number of seconds, got {secs}") });
+    }
+    Ok(duration_from_secs(secs))
+}
+
+fn fraction(option: &'static str, v: f64) -> Result<f64, TraceError> {
+    if !v.is_finite() {
+        return Err(TraceError::Option { option, message: "must be a finite number".into() });
+    }
+    Ok(v)
+}
+
+/// Applies a trace's options to a base configuration.
+pub fn apply_options(base: &ReplayConfig, o: &TraceOptions) -> Result<ReplayConfig, TraceError> {
+    let mut c = base.clone();
+    let r = &mut c.recommender;
+    let a = &mut c.aggregations;
+    macro_rules! frac {
+        ($field:ident, $dst:expr) => {
+            if let Some(v) = o.$field {
+                $dst = fraction(stringify!($field), v)?;
+            }
+        };
+    }
+    frac!(target_cpu_percentile, r.target_cpu_percentile);
+    frac!(lower_bound_cpu_percentile, r.lower_bound_cpu_percentile);
+    frac!(upper_bound_cpu_percentile, r.upper_bound_cpu_percentile);
+    frac!(target_memory_percentile, r.target_memory_percentile);
+    frac!(lower_bound_memory_percentile, r.lower_bound_memory_percentile);
+    frac!(upper_bound_memory_percentile, r.upper_bound_memory_percentile);
+    frac!(safety_margin_fraction, r.safety_margin_fraction);
+    frac!(pod_min_cpu_millicores, r.pod_min_cpu_millicores);
+    frac!(pod_min_memory_mb, r.pod_min_memory_mb);
+    frac!(oom_bump_up_ratio, a.oom_bump_up_ratio);
+    frac!(oom_min_bump_up_bytes, a.oom_min_bump_up_bytes);
+    if let Some(v) = o.memory_aggregation_interval_seconds {
+        a.memory_aggregation_interval = positive_duration("memory_aggregation_interval_seconds", v)?;
+    }
+    if let Some(v) = o.memory_aggregation_interval_count {
+        if v <= 0 {
+            return Err(TraceError::Option { option: "memory_aggregation_interval_count", message: "must be > 0".into() });
+        }
+        a.memory_aggregation_interval_count = v;
+    }
+    if let Some(v) = o.cpu_histogram_decay_half_life_seconds {
+        a.cpu_histogram_decay_half_life = positive_duration("cpu_histogram_decay_half_life_seconds", v)?;
+    }
+    if let Some(v) = o.memory_histogram_decay_half_life_seconds {
+        a.memory_histogram_decay_half_life = positive_duration("memory_histogram_decay_half_life_seconds", v)?;
+    }
+    if let Some(v) = o.confidence_interval_cpu_seconds {
+        r.confidence_interval_cpu = positive_duration("confidence_interval_cpu_seconds", v)?;
+    }
+    if let Some(v) = o.confidence_interval_memory_seconds {
+        r.confidence_interval_memory = positive_duration("confidence_interval_memory_seconds", v)?;
+    }
+    if let Some(v) = o.cpu_integer_post_processor_enabled {
+        r.cpu_integer_post_processor_enabled = v;
+    }
+    if o.humanize_memory == Some(true) {
+        return Err(TraceError::Option {
+            option: "humanize_memory",
+            message: "is not supported for traces: the output holds integer bytes (the flag is deprecated upstream)".into(),
+        });
+    }
+    if let Some(v) = o.round_cpu_millicores {
+        r.round_cpu_millicores = v;
+    }
+    if let Some(v) = o.round_memory_bytes {
+        r.round_memory_bytes = v;
+    }
+    Ok(c)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Cpu,
+    Memory,
+    Oom,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Event {
+    at: Nanos,
+    kind: Kind,
+    container: usize,
+    index: usize,
+    ts: Nanos,
+    value: Option<f64>,
+}
+
+fn ts(container: &str, field: &'static str, index: usize, t: f64) -> Result<Nanos, TraceError> {
+    nanos_from_unix_seconds(t).ok_or_else(|| TraceError::Timestamp { container: container.into(), field, index })
+}
+
+/// Replays `trace` with `base` as the flag configuration. Semantic problems (bad options) come back as an
+/// output with `error` set, like upstream's reference program.
+pub fn replay(trace: &Trace, base: &ReplayConfig, explain: bool) -> ReplayOutput {
+    match try_replay(trace, base, explain) {
+        Ok(o) => o,
+        Err(e) => ReplayOutput { id: trace.id.clone(), error: Some(e.to_string()), ..Default::default() },
+    }
+}
+
+/// Like [`replay`], but returns the error.
+pub fn try_replay(trace: &Trace, base: &ReplayConfig, explain: bool) -> Result<ReplayOutput, TraceError> {
+    let cfg = match &trace.options {
+        Some(o) => apply_options(base, o)?,
+        None => base.clone(),
+    };
+    if let Some(p) = &trace.policy {
+        p.validate().map_err(|e| TraceError::Policy(e.to_string()))?;
+    }
+    let default_labels: Labels = [("app".to_string(), "workload".to_string())].into_iter().collect();
+
+    // Events first: validates every timestamp and finds the latest time (the stand-in wall clock).
+    let mut events = Vec::new();
+    let mut latest: Nanos = 0;
+    for (ci, c) in trace.containers.iter().enumerate() {
+        for (i, s) in c.cpu_samples.iter().enumerate() {
+            let t = ts(&c.name, "cpu_samples", i, s[0])?;
+            events.push(Event { at: t, kind: Kind::Cpu, container: ci, index: i, ts: t, value: Some(s[1]) });
+        }
+        for (i, s) in c.memory_samples.iter().enumerate() {
+            let t = ts(&c.name, "memory_samples", i, s[0])?;
+            events.push(Event { at: t, kind: Kind::Memory, container: ci, index: i, ts: t, value: Some(s[1]) });
+        }
+        for (i, o) in c.ooms.iter().enumerate() {
+            let bad = || TraceError::Oom { container: c.name.clone(), index: i };
+            let t = o.first().copied().flatten().ok_or_else(bad)?;
+            if o.len() > 3 {
+                return Err(bad());
+            }
+            let t = ts(&c.name, "ooms", i, t)?;
+            let value = o.get(1).copied().flatten();
+            let at = match o.get(2).copied().flatten() {
+                Some(x) => ts(&c.name, "ooms", i, x)?,
+                None => t,
+            };
+            events.push(Event { at, kind: Kind::Oom, container: ci, index: i, ts: t, value });
+        }
+    }
+    for e in &events {
+        latest = latest.max(e.at).max(e.ts);
+    }
+    let now = match trace.now {
+        Some(n) => Some(nanos_from_unix_seconds(n).ok_or(TraceError::Now)?),
+        None => None,
+    };
+    if let Some(n) = now {
+        latest = latest.max(n);
+    }
+    events.sort_by_key(|e| (e.at, e.kind, e.container, e.index));
+
+    let mut cluster = ClusterState::new(cfg.aggregations, GC_INTERVAL);
+    // Aggregates are created at the wall-clock time of the run, after every trace time.
+    cluster.set_now(latest.saturating_add(1_000_000_000));
+    let mut vpa = VpaState::new(NAMESPACE, "vpa", Selector::everything());
+    vpa.policy = trace.policy.clone();
+    vpa.annotations = trace.annotations.clone().unwrap_or_default();
+    let vpa_idx = cluster.add_vpa(vpa);
+
+    let mut declared: Vec<String> = Vec::new();
+    for p in trace.pods.iter().flatten() {
+        cluster.add_or_update_pod(NAMESPACE, &p.name, p.labels.as_ref().unwrap_or(&default_labels), PodPhase::Running);
+        declared.push(p.name.clone());
+    }
+    let pod_names: Vec<String> = trace.containers.iter().map(|c| c.pod.clone().unwrap_or_else(|| "pod-0".into())).collect();
+    for p in &pod_names {
+        if !declared.contains(p) {
+            cluster.add_or_update_pod(NAMESPACE, p, &default_labels, PodPhase::Running);
+            declared.push(p.clone());
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (c, pod) in trace.containers.iter().zip(&pod_names) {
+        if !seen.insert((pod.clone(), c.name.clone())) {
+            return Err(TraceError::DuplicateContainer { pod: pod.clone(), container: c.name.clone() });
+        }
+        cluster
+            .add_or_update_container(ContainerId { namespace: NAMESPACE, pod, container: &c.name })
+            .map_err(|e| TraceError::Policy(e.to_string()))?;
+    }
+
+    let mut discarded = Discarded::default();
+    let mut mem_accepted: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut oom_bumps: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    for e in &events {
+        cluster.rate_limited_garbage_collect(e.at);
+        let c = &trace.containers[e.container];
+        let id = ContainerId { namespace: NAMESPACE, pod: &pod_names[e.container], container: &c.name };
+        match e.kind {
+            Kind::Cpu => {
+                let v = e.value.unwrap_or(f64::NAN);
+                // NaN converts to a negative amount upstream (amd64) and is rejected.
+                let r = if v.is_nan() {
+                    Err(ModelError::Rejected(crate::model::SampleRejected::Negative))
+                } else {
+                    cluster.add_sample(id, Sample { time: e.ts, resource: Resource::Cpu, usage: cpu_amount_from_cores(v) })
+                };
+                if r.is_err() {
+                    discarded.cpu += 1;
+                }
+            }
+            Kind::Memory => {
+                let v = e.value.unwrap_or(f64::NAN);
+                let r = if v.is_nan() {
+                    Err(ModelError::Rejected(crate::model::SampleRejected::Negative))
+                } else {
+                    cluster.add_sample(id, Sample { time: e.ts, resource: Resource::Memory, usage: memory_amount_from_bytes(v) })
+                };
+                match r {
+                    Ok(()) => *mem_accepted.entry(&c.name).or_default() += 1,
+                    Err(_) => discarded.memory += 1,
+                }
+            }
+            Kind::Oom => {
+                let bytes = e.value.or(c.memory_request_bytes).unwrap_or(0.0);
+                let r = if bytes.is_nan() {
+                    Err(ModelError::Rejected(crate::model::SampleRejected::Negative))
+                } else {
+                    cluster.record_oom(id, e.ts, memory_amount_from_bytes(bytes))
+                };
+                match r {
+                    Ok(v) => oom_bumps.entry(&c.name).or_default().push(v),
+                    Err(_) => discarded.oom += 1,
+                }
+            }
+        }
+    }
+    if let Some(n) = now {
+        cluster.rate_limited_garbage_collect(n);
+    }
+
+    let aggregates = cluster.aggregate_state_by_container_name(vpa_idx);
+    let v = &cluster.vpas()[vpa_idx];
+    let rec = recommend(&cfg.recommender, &aggregates, VpaInput { policy: v.policy.as_ref(), annotations: &v.annotations })
+        .map_err(|e| TraceError::Policy(e.to_string()))?;
+    let recommendations = rec
+        .containers
+        .iter()
+        .map(|c| OutputRecommendation {
+            container_name: c.container_name.clone(),
+            target: c.target,
+            lower_bound: c.lower_bound,
+            upper_bound: c.upper_bound,
+            uncapped_target: c.uncapped_target,
+        })
+        .collect();
+    let explain = explain.then(|| {
+        rec.explain
+            .into_iter()
+            .map(|d| TraceExplain {
+                memory_samples: mem_accepted.get(d.container.as_str()).copied().unwrap_or(0),
+                oom_bumps: oom_bumps.get(d.container.as_str()).cloned().unwrap_or_default(),
+                detail: d,
+            })
+            .collect()
+    });
+    Ok(ReplayOutput { id: trace.id.clone(), recommendations, discarded: Some(discarded), error: None, explain })
+}
