@@ -10,8 +10,8 @@ use std::cmp::Ordering;
 use crate::policy::container_policy;
 use crate::quantity::{self, QuantityError};
 use crate::vpa::{
-    ContainerResourcePolicy, PodResourcePolicy, RecommendedContainerResources, RecommendedPodResources,
-    ResourceList,
+    ContainerResourcePolicy, PodResourcePolicy, RecommendedContainerResources,
+    RecommendedPodResources, ResourceList,
 };
 
 /// Raises each resource in `values` to the policy's non-zero `minAllowed`, then lowers it to the non-zero
@@ -41,7 +41,10 @@ pub fn cap_to_policy(
 
 /// Lowers each resource in `values` that has a limit in `limits` to that limit when it is above it
 /// (`RequestsOnly`: the request may not exceed the limit the user set). Compared in thousandths.
-pub fn cap_to_limits(values: &mut ResourceList, limits: &ResourceList) -> Result<Vec<String>, QuantityError> {
+pub fn cap_to_limits(
+    values: &mut ResourceList,
+    limits: &ResourceList,
+) -> Result<Vec<String>, QuantityError> {
     let mut notes = Vec::new();
     for (resource, value) in values.iter_mut() {
         let Some(limit) = limits.get(resource) else {
@@ -93,7 +96,10 @@ pub fn apply_container_policy(
     let min = policy.and_then(|p| p.min_allowed.as_ref());
     let max = effective_max_allowed(policy, global_max);
     let notes = cap_to_policy(&mut rec.target, min, max.as_ref())?;
-    for bound in [&mut rec.lower_bound, &mut rec.upper_bound].into_iter().flatten() {
+    for bound in [&mut rec.lower_bound, &mut rec.upper_bound]
+        .into_iter()
+        .flatten()
+    {
         cap_to_policy(bound, min, max.as_ref())?;
     }
     Ok(notes)

@@ -34,7 +34,9 @@ pub enum ConvertError {
     #[error("invalid YAML: {0}")]
     Yaml(String),
     /// A document is an upstream VPA object in a version that cannot be converted.
-    #[error("document {document}: {kind} {name:?} uses {api_version}, which has no targetRef; migrate it to autoscaling.k8s.io/v1 first")]
+    #[error(
+        "document {document}: {kind} {name:?} uses {api_version}, which has no targetRef; migrate it to autoscaling.k8s.io/v1 first"
+    )]
     UnsupportedVersion {
         /// 1-based index of the document in the stream.
         document: usize,
@@ -65,14 +67,17 @@ pub fn convert_manifests(input: &str) -> Result<String, ConvertError> {
     let mut out = String::new();
     for doc in &converted.documents {
         out.push_str("---\n");
-        out.push_str(&serde_saphyr::to_string(doc).map_err(|e| ConvertError::Render(e.to_string()))?);
+        out.push_str(
+            &serde_saphyr::to_string(doc).map_err(|e| ConvertError::Render(e.to_string()))?,
+        );
     }
     Ok(out)
 }
 
 /// Converts a multi-document YAML stream into JSON values.
 pub fn convert_documents(input: &str) -> Result<Converted, ConvertError> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(input).map_err(|e| ConvertError::Yaml(e.to_string()))?;
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(input).map_err(|e| ConvertError::Yaml(e.to_string()))?;
     let mut result = Converted::default();
     for (i, mut doc) in docs.into_iter().enumerate() {
         result.converted += convert_object(&mut doc, i + 1)?;
@@ -90,9 +95,15 @@ pub fn convert_object(doc: &mut Value, document: usize) -> Result<usize, Convert
         }
         return Ok(n);
     }
-    let api_version = doc.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    let api_version = doc
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let kind = doc.get("kind").and_then(Value::as_str).unwrap_or_default();
-    let Some(version) = api_version.strip_prefix(UPSTREAM_GROUP).and_then(|v| v.strip_prefix('/')) else {
+    let Some(version) = api_version
+        .strip_prefix(UPSTREAM_GROUP)
+        .and_then(|v| v.strip_prefix('/'))
+    else {
         return Ok(0);
     };
     if !CONVERTIBLE_KINDS.contains(&kind) {
@@ -187,11 +198,17 @@ spec:
     fn v1beta1_is_refused_with_the_document_named() {
         let old = "apiVersion: autoscaling.k8s.io/v1beta1\nkind: VerticalPodAutoscaler\nmetadata: {name: legacy}\n";
         let err = convert_documents(old).unwrap_err().to_string();
-        assert!(err.contains("document 1") && err.contains("legacy"), "{err}");
+        assert!(
+            err.contains("document 1") && err.contains("legacy"),
+            "{err}"
+        );
     }
 
     #[test]
     fn broken_yaml_is_an_error() {
-        assert!(matches!(convert_documents("a: [1, 2"), Err(ConvertError::Yaml(_))));
+        assert!(matches!(
+            convert_documents("a: [1, 2"),
+            Err(ConvertError::Yaml(_))
+        ));
     }
 }

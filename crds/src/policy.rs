@@ -55,7 +55,10 @@ pub fn controlled_values(policy: Option<&ContainerResourcePolicy>) -> Controlled
 pub fn controlled_resources(policy: Option<&ContainerResourcePolicy>) -> Vec<String> {
     match policy.and_then(|p| p.controlled_resources.as_ref()) {
         Some(list) => list.clone(),
-        None => DEFAULT_CONTROLLED_RESOURCES.iter().map(|r| r.to_string()).collect(),
+        None => DEFAULT_CONTROLLED_RESOURCES
+            .iter()
+            .map(|r| r.to_string())
+            .collect(),
     }
 }
 

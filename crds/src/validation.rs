@@ -11,12 +11,14 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::quantity;
 use crate::vpa::{
-    ContainerResourcePolicy, ContainerScalingMode, ControlledValues, GenericStartupBoost, PodUpdatePolicy,
-    ResourceList, StartupBoost, StartupBoostType, UpdateMode, VerticalPodAutoscalerSpec,
+    ContainerResourcePolicy, ContainerScalingMode, ControlledValues, GenericStartupBoost,
+    PodUpdatePolicy, ResourceList, StartupBoost, StartupBoostType, UpdateMode,
+    VerticalPodAutoscalerSpec,
 };
 
 /// Update modes listed in the "supported values" of an unsupported mode (`Auto` is accepted but deprecated).
-const LISTED_UPDATE_MODES: [&str; 5] = ["InPlace", "InPlaceOrRecreate", "Initial", "Off", "Recreate"];
+const LISTED_UPDATE_MODES: [&str; 5] =
+    ["InPlace", "InPlaceOrRecreate", "Initial", "Off", "Recreate"];
 /// Resources a container policy may control.
 const CONTROLLABLE_RESOURCES: [&str; 2] = ["cpu", "memory"];
 /// Why per-VPA recommender settings are refused.
@@ -76,7 +78,11 @@ impl fmt::Display for FieldError {
             ErrorKind::Invalid(value, detail) => write!(f, "Invalid value: {value}: {detail}"),
             ErrorKind::Unsupported(value, supported) => {
                 let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
-                write!(f, "Unsupported value: {value:?}: supported values: {}", list.join(", "))
+                write!(
+                    f,
+                    "Unsupported value: {value:?}: supported values: {}",
+                    list.join(", ")
+                )
             }
             ErrorKind::Forbidden(detail) => write!(f, "Forbidden: {detail}"),
             ErrorKind::TooMany(count, max) => {
@@ -92,7 +98,13 @@ impl fmt::Display for FieldError {
 pub fn invalid_message(kind: &str, name: &str, errors: &[FieldError]) -> String {
     let detail = match errors {
         [one] => one.to_string(),
-        many => format!("[{}]", many.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")),
+        many => format!(
+            "[{}]",
+            many.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     };
     format!("{kind}.{} {name:?} is invalid: {detail}", crate::GROUP)
 }
@@ -132,8 +144,12 @@ impl ValidationOptions {
             allow_cpu_startup_boost: gates.cpu_startup_boost || old.is_some_and(uses_startup_boost),
             allow_per_vpa_config: gates.per_vpa_config || old.is_some_and(uses_per_vpa_config),
             allow_in_place: gates.in_place
-                || old.is_some_and(|o| mode_of(o.update_policy.as_ref()) == Some(&UpdateMode::InPlace)),
-            existing_controlled_resources: old.map(existing_controlled_resources).unwrap_or_default(),
+                || old.is_some_and(|o| {
+                    mode_of(o.update_policy.as_ref()) == Some(&UpdateMode::InPlace)
+                }),
+            existing_controlled_resources: old
+                .map(existing_controlled_resources)
+                .unwrap_or_default(),
             is_vpa_create: false,
         }
     }
@@ -153,7 +169,9 @@ fn mode_of(policy: Option<&PodUpdatePolicy>) -> Option<&UpdateMode> {
 /// Whether the object uses a start-up boost: a pod-level CPU boost or any container-level boost.
 pub fn uses_startup_boost(spec: &VerticalPodAutoscalerSpec) -> bool {
     spec.startup_boost.as_ref().is_some_and(|b| b.cpu.is_some())
-        || container_policies(spec).iter().any(|p| p.startup_boost.is_some())
+        || container_policies(spec)
+            .iter()
+            .any(|p| p.startup_boost.is_some())
 }
 
 /// Whether the object uses any per-VPA recommender setting.
@@ -205,7 +223,9 @@ pub fn validate(spec: &VerticalPodAutoscalerSpec, options: &ValidationOptions) -
     if spec.target_ref.is_none() && options.is_vpa_create {
         v.error(
             "spec.targetRef",
-            ErrorKind::Required(Some("If you're using v1beta1 version of the API, please migrate to v1".into())),
+            ErrorKind::Required(Some(
+                "If you're using v1beta1 version of the API, please migrate to v1".into(),
+            )),
         );
     }
     if let Some(policy) = &spec.update_policy {
@@ -221,12 +241,19 @@ pub fn validate(spec: &VerticalPodAutoscalerSpec, options: &ValidationOptions) -
     if let Some(recommenders) = &spec.recommenders
         && recommenders.len() > 1
     {
-        v.error("spec.recommenders", ErrorKind::TooMany(recommenders.len(), 1));
+        v.error(
+            "spec.recommenders",
+            ErrorKind::TooMany(recommenders.len(), 1),
+        );
     }
     v
 }
 
-fn validate_update_policy(policy: &PodUpdatePolicy, options: &ValidationOptions, v: &mut Validation) {
+fn validate_update_policy(
+    policy: &PodUpdatePolicy,
+    options: &ValidationOptions,
+    v: &mut Validation,
+) {
     const MODE: &str = "spec.updatePolicy.updateMode";
     match &policy.update_mode {
         None => v.error(
@@ -257,7 +284,10 @@ fn validate_update_policy(policy: &PodUpdatePolicy, options: &ValidationOptions,
     {
         v.error(
             "spec.updatePolicy.minReplicas",
-            ErrorKind::Invalid(BadValue::Int(min.into()), "minReplicas has to be positive".into()),
+            ErrorKind::Invalid(
+                BadValue::Int(min.into()),
+                "minReplicas has to be positive".into(),
+            ),
         );
     }
     if let Some(seconds) = policy.evict_after_oom_seconds {
@@ -271,7 +301,10 @@ fn validate_update_policy(policy: &PodUpdatePolicy, options: &ValidationOptions,
 }
 
 fn at_least_one(value: i64) -> ErrorKind {
-    ErrorKind::Invalid(BadValue::Int(value), "must be greater than or equal to 1".into())
+    ErrorKind::Invalid(
+        BadValue::Int(value),
+        "must be greater than or equal to 1".into(),
+    )
 }
 
 fn validate_container_policy(
@@ -280,7 +313,12 @@ fn validate_container_policy(
     options: &ValidationOptions,
     v: &mut Validation,
 ) {
-    if policy.container_name.as_deref().unwrap_or_default().is_empty() {
+    if policy
+        .container_name
+        .as_deref()
+        .unwrap_or_default()
+        .is_empty()
+    {
         v.error(format!("{path}.containerName"), ErrorKind::Required(None));
     }
     if let Some(ContainerScalingMode::Unknown(other)) = &policy.mode {
@@ -289,13 +327,20 @@ fn validate_container_policy(
             ErrorKind::Unsupported(other.clone(), vec!["Auto".into(), "Off".into()]),
         );
     }
-    validate_bounds(path, policy.min_allowed.as_ref(), policy.max_allowed.as_ref(), v);
+    validate_bounds(
+        path,
+        policy.min_allowed.as_ref(),
+        policy.max_allowed.as_ref(),
+        v,
+    );
     if policy.mode == Some(ContainerScalingMode::Off)
         && policy.controlled_values == Some(ControlledValues::RequestsAndLimits)
     {
         v.error(
             format!("{path}.controlledValues"),
-            ErrorKind::Forbidden("controlledValues shouldn't be specified if container scaling mode is off".into()),
+            ErrorKind::Forbidden(
+                "controlledValues shouldn't be specified if container scaling mode is off".into(),
+            ),
         );
     }
     for (j, resource) in policy.controlled_resources.iter().flatten().enumerate() {
@@ -310,7 +355,13 @@ fn validate_container_policy(
         } else {
             v.error(
                 field,
-                ErrorKind::Unsupported(resource.clone(), CONTROLLABLE_RESOURCES.iter().map(|s| s.to_string()).collect()),
+                ErrorKind::Unsupported(
+                    resource.clone(),
+                    CONTROLLABLE_RESOURCES
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect(),
+                ),
             );
         }
     }
@@ -320,7 +371,12 @@ fn validate_container_policy(
     }
 }
 
-fn validate_bounds(path: &str, min: Option<&ResourceList>, max: Option<&ResourceList>, v: &mut Validation) {
+fn validate_bounds(
+    path: &str,
+    min: Option<&ResourceList>,
+    max: Option<&ResourceList>,
+    v: &mut Validation,
+) {
     for (name, bounds) in [("minAllowed", min), ("maxAllowed", max)] {
         for (resource, q) in bounds.into_iter().flatten() {
             validate_whole(&format!("{path}.{name}[{resource}]"), resource, q, v);
@@ -338,7 +394,10 @@ fn validate_bounds(path: &str, min: Option<&ResourceList>, max: Option<&Resource
                 format!("{path}.maxAllowed[{resource}]"),
                 ErrorKind::Invalid(
                     BadValue::Str(max_q.0.clone()),
-                    format!("max resource for {resource} is lower than min of {:?}", min_q.0),
+                    format!(
+                        "max resource for {resource} is lower than min of {:?}",
+                        min_q.0
+                    ),
                 ),
             );
         }
@@ -348,18 +407,32 @@ fn validate_bounds(path: &str, min: Option<&ResourceList>, max: Option<&Resource
 /// CPU must be whole millicores and memory whole bytes; an unparsable quantity is invalid too.
 fn validate_whole(field: &str, resource: &str, q: &Quantity, v: &mut Validation) {
     let (whole, unit) = match resource {
-        "cpu" => (quantity::is_whole_milli(q), "must be a whole number of milli CPUs"),
+        "cpu" => (
+            quantity::is_whole_milli(q),
+            "must be a whole number of milli CPUs",
+        ),
         "memory" => (quantity::is_whole(q), "must be a whole number of bytes"),
         _ => return,
     };
     match whole {
         Ok(true) => {}
-        Ok(false) => v.error(field, ErrorKind::Invalid(BadValue::Str(q.0.clone()), unit.into())),
-        Err(e) => v.error(field, ErrorKind::Invalid(BadValue::Str(q.0.clone()), e.reason)),
+        Ok(false) => v.error(
+            field,
+            ErrorKind::Invalid(BadValue::Str(q.0.clone()), unit.into()),
+        ),
+        Err(e) => v.error(
+            field,
+            ErrorKind::Invalid(BadValue::Str(q.0.clone()), e.reason),
+        ),
     }
 }
 
-fn validate_per_vpa_config(path: &str, policy: &ContainerResourcePolicy, options: &ValidationOptions, v: &mut Validation) {
+fn validate_per_vpa_config(
+    path: &str,
+    policy: &ContainerResourcePolicy,
+    options: &ValidationOptions,
+    v: &mut Validation,
+) {
     if let Some(ratio) = &policy.oom_bump_up_ratio {
         let field = format!("{path}.oomBumpUpRatio");
         if !options.allow_per_vpa_config {
@@ -374,7 +447,10 @@ fn validate_per_vpa_config(path: &str, policy: &ContainerResourcePolicy, options
                     ),
                 ),
                 Ok(_) => {}
-                Err(e) => v.error(field, ErrorKind::Invalid(BadValue::Str(ratio.0.clone()), e.reason)),
+                Err(e) => v.error(
+                    field,
+                    ErrorKind::Invalid(BadValue::Str(ratio.0.clone()), e.reason),
+                ),
             }
         }
     }
@@ -386,16 +462,28 @@ fn validate_per_vpa_config(path: &str, policy: &ContainerResourcePolicy, options
             match quantity::value(bump) {
                 Ok(value) if value < 0 => v.error(
                     field,
-                    ErrorKind::Invalid(BadValue::Int(value), "must be greater than or equal to 0".into()),
+                    ErrorKind::Invalid(
+                        BadValue::Int(value),
+                        "must be greater than or equal to 0".into(),
+                    ),
                 ),
                 Ok(_) => {}
-                Err(e) => v.error(field, ErrorKind::Invalid(BadValue::Str(bump.0.clone()), e.reason)),
+                Err(e) => v.error(
+                    field,
+                    ErrorKind::Invalid(BadValue::Str(bump.0.clone()), e.reason),
+                ),
             }
         }
     }
     let intervals = [
-        ("memoryAggregationIntervalSeconds", policy.memory_aggregation_interval_seconds.map(i64::from)),
-        ("memoryAggregationIntervalCount", policy.memory_aggregation_interval_count),
+        (
+            "memoryAggregationIntervalSeconds",
+            policy.memory_aggregation_interval_seconds.map(i64::from),
+        ),
+        (
+            "memoryAggregationIntervalCount",
+            policy.memory_aggregation_interval_count,
+        ),
     ];
     for (name, value) in intervals {
         let Some(value) = value else { continue };
@@ -408,7 +496,12 @@ fn validate_per_vpa_config(path: &str, policy: &ContainerResourcePolicy, options
     }
 }
 
-fn validate_startup_boost(path: &str, boost: &StartupBoost, options: &ValidationOptions, v: &mut Validation) {
+fn validate_startup_boost(
+    path: &str,
+    boost: &StartupBoost,
+    options: &ValidationOptions,
+    v: &mut Validation,
+) {
     if !options.allow_cpu_startup_boost {
         v.error(
             path,
@@ -437,7 +530,10 @@ fn validate_cpu_boost(path: &str, boost: &GenericStartupBoost, v: &mut Validatio
             ),
             Some(f) if f < 1 => v.error(
                 format!("{path}.factor"),
-                ErrorKind::Invalid(BadValue::Int(f.into()), "must be >= 1 for type Factor".into()),
+                ErrorKind::Invalid(
+                    BadValue::Int(f.into()),
+                    "must be >= 1 for type Factor".into(),
+                ),
             ),
             Some(_) => {}
         },

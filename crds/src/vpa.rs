@@ -30,35 +30,13 @@ pub type ResourceList = BTreeMap<String, Quantity>;
     derive = "PartialEq",
     derive = "Default",
     doc = "VerticalPodAutoscaler is the configuration for a vertical pod autoscaler, which automatically manages pod resources based on historical and real time resource utilization.",
-    printcolumn(name = "Mode", type_ = "string", json_path = ".spec.updatePolicy.updateMode"),
-    printcolumn(
-        name = "CPU",
-        type_ = "string",
-        json_path = ".status.recommendation.containerRecommendations[0].target.cpu"
-    ),
-    printcolumn(
-        name = "Mem",
-        type_ = "string",
-        json_path = ".status.recommendation.containerRecommendations[0].target.memory"
-    ),
-    printcolumn(
-        name = "Provided",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type=='RecommendationProvided')].status"
-    ),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    printcolumn(
-        name = "MinReplicas",
-        type_ = "integer",
-        json_path = ".spec.updatePolicy.minReplicas",
-        priority = 1
-    ),
-    printcolumn(
-        name = "OOMSeconds",
-        type_ = "integer",
-        json_path = ".spec.updatePolicy.evictAfterOOMSeconds",
-        priority = 1
-    )
+    printcolumn = r#"{"name": "Mode", "type": "string", "jsonPath": ".spec.updatePolicy.updateMode"}"#,
+    printcolumn = r#"{"name": "CPU", "type": "string", "jsonPath": ".status.recommendation.containerRecommendations[0].target.cpu"}"#,
+    printcolumn = r#"{"name": "Mem", "type": "string", "jsonPath": ".status.recommendation.containerRecommendations[0].target.memory"}"#,
+    printcolumn = r#"{"name": "Provided", "type": "string", "jsonPath": ".status.conditions[?(@.type=='RecommendationProvided')].status"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name": "MinReplicas", "type": "integer", "jsonPath": ".spec.updatePolicy.minReplicas", "priority": 1}"#,
+    printcolumn = r#"{"name": "OOMSeconds", "type": "integer", "jsonPath": ".spec.updatePolicy.evictAfterOOMSeconds", "priority": 1}"#
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = schema::require_target_ref)]
@@ -143,7 +121,11 @@ pub struct PodUpdatePolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eviction_requirements: Option<Vec<EvictionRequirement>>,
     /// Evict a pod this many seconds after an OOM kill (per-VPA configuration).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "evictAfterOOMSeconds",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(range(min = 1))]
     pub evict_after_oom_seconds: Option<i32>,
 }

@@ -26,23 +26,51 @@ fn committed_crds_match_the_types() {
 fn crds_have_the_upstream_shape() {
     let defs = crd::crds();
     let vpa = &defs[0];
-    assert_eq!(vpa.metadata.name.as_deref(), Some("verticalpodautoscalers.autoscaling.tailor.dev"));
+    assert_eq!(
+        vpa.metadata.name.as_deref(),
+        Some("verticalpodautoscalers.autoscaling.tailor.dev")
+    );
     assert_eq!(vpa.spec.scope, "Namespaced");
-    assert_eq!(vpa.spec.names.short_names.as_deref(), Some(&["tvpa".to_string()][..]));
-    assert_eq!(vpa.spec.names.categories.as_deref(), Some(&["tailor".to_string()][..]));
+    assert_eq!(
+        vpa.spec.names.short_names.as_deref(),
+        Some(&["tvpa".to_string()][..])
+    );
+    assert_eq!(
+        vpa.spec.names.categories.as_deref(),
+        Some(&["tailor".to_string()][..])
+    );
     let v1 = &vpa.spec.versions[0];
     assert!(v1.served && v1.storage);
-    assert!(v1.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
+    assert!(
+        v1.subresources
+            .as_ref()
+            .and_then(|s| s.status.as_ref())
+            .is_some()
+    );
     let columns: Vec<&str> = v1
         .additional_printer_columns
         .iter()
         .flatten()
         .map(|c| c.name.as_str())
         .collect();
-    assert_eq!(columns, ["Mode", "CPU", "Mem", "Provided", "Age", "MinReplicas", "OOMSeconds"]);
+    assert_eq!(
+        columns,
+        [
+            "Mode",
+            "CPU",
+            "Mem",
+            "Provided",
+            "Age",
+            "MinReplicas",
+            "OOMSeconds"
+        ]
+    );
 
     let checkpoint = &defs[1];
-    assert_eq!(checkpoint.spec.names.short_names.as_deref(), Some(&["tvpacheckpoint".to_string()][..]));
+    assert_eq!(
+        checkpoint.spec.names.short_names.as_deref(),
+        Some(&["tvpacheckpoint".to_string()][..])
+    );
     assert!(checkpoint.spec.versions[0].subresources.is_none());
 
     let yaml = crd::to_yaml(vpa).unwrap();

@@ -28,7 +28,9 @@ fn main() -> ExitCode {
     match run(&dirs, check) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
-            eprintln!("crdgen: generated CRDs differ from the files; run `cargo run -p tailor-crds --bin crdgen`");
+            eprintln!(
+                "crdgen: generated CRDs differ from the files; run `cargo run -p tailor-crds --bin crdgen`"
+            );
             ExitCode::FAILURE
         }
         Err(err) => {
@@ -42,7 +44,8 @@ fn main() -> ExitCode {
 fn run(dirs: &[PathBuf], check: bool) -> Result<bool, String> {
     let mut up_to_date = true;
     for crd in crd::crds() {
-        let yaml = crd::to_yaml(&crd).map_err(|e| format!("cannot render {}: {e}", crd::file_name(&crd)))?;
+        let yaml = crd::to_yaml(&crd)
+            .map_err(|e| format!("cannot render {}: {e}", crd::file_name(&crd)))?;
         for dir in dirs {
             let path = dir.join(crd::file_name(&crd));
             let current = std::fs::read_to_string(&path).ok();
@@ -61,7 +64,8 @@ fn run(dirs: &[PathBuf], check: bool) -> Result<bool, String> {
 
 fn write(path: &Path, contents: &str) -> Result<(), String> {
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
     std::fs::write(path, contents).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
