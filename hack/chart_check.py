@@ -5,6 +5,7 @@ Run by hack/checks/chart.sh with target/venv/bin/python. Prints one line per che
 and "N passed, N failed" last; exits 1 when any check failed.
 
 What it verifies:
+- renders are deterministic (no genCA/random/time functions), so GitOps tools see no drift;
 - `helm lint --strict` is clean for the defaults and every case of the values matrix;
 - values.schema.json is a valid draft-07 schema, accepts values.yaml, types every key of it, and rejects typos;
 - README.md documents every value and its table is up to date (hack/chart_readme.py --check);
@@ -27,6 +28,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import re
 import subprocess
 import sys
 import traceback
@@ -608,6 +610,17 @@ def lint(values: dict | None = None, namespace: str = NAMESPACE) -> None:
     assert not bad, "; ".join(f"{m.get('path', '')}: {m['error']}" for m in bad)
 
 
+def deterministic() -> None:
+    """No certificate or secret is generated at render time: two renders are identical (GitOps-safe)."""
+    for values in ({}, {"admission": {"tls": {**SELF_OFF, "certManager": {"enabled": True}}}}):
+        a = chart().render(values, name=RELEASE, namespace=NAMESPACE)
+        b = chart().render(values, name=RELEASE, namespace=NAMESPACE)
+        assert a == b, "two renders differ"
+    for t in chart().templates:
+        for fn in ("genCA", "genSelfSignedCert", "genSignedCert", "randAlphaNum", "randAscii", "uuidv4", "now"):
+            assert not re.search(r"\b" + fn + r"\b", t["data"]), f"{t['name']} calls {fn}"
+
+
 # --- CRDs ----------------------------------------------------------------------------------------------
 
 def crd_checks() -> None:
@@ -676,6 +689,7 @@ def main() -> int:
     check("helm lint --strict (defaults)", lint)
     check("values.schema.json is valid, accepts values.yaml and types every value", schema_covers_values)
     check("README.md documents every value and its table is current", readme_up_to_date)
+    check("renders are deterministic: no genCA, random or time functions", deterministic)
     for name, values, expect, namespace in MATRIX:
         rendered: list[dict] = []
 
