@@ -603,8 +603,8 @@ def readme_up_to_date() -> None:
     assert r.returncode == 0, r.stderr.strip() or r.stdout.strip()
 
 
-def lint(values: dict | None = None, namespace: str = NAMESPACE) -> None:
-    res = helm.lint(str(CHART), values, strict=True, namespace=namespace, kube_version="v1.33.0")
+def lint(values: dict | None = None, namespace: str = NAMESPACE, kube_version: str = "v1.33.0") -> None:
+    res = helm.lint(str(CHART), values, strict=True, namespace=namespace, kube_version=kube_version)
     bad = [m for m in res.get("messages", []) if m.get("severity", 0) >= 2] + \
         [{"error": e} for e in res.get("errors", [])]
     assert not bad, "; ".join(f"{m.get('path', '')}: {m['error']}" for m in bad)
@@ -686,7 +686,10 @@ def shell_checks() -> None:
 
 def main() -> int:
     print(f"helm SDK {helm.helm_sdk_version()}, kubernetes-validate for {', '.join(KUBE_VERSIONS)}")
-    check("helm lint --strict (defaults)", lint)
+    for version in KUBE_VERSIONS:
+        check(f"helm lint --strict (defaults, kube {version})", lambda version=version: lint(kube_version=f"v{version}"))
+    check("CR subset schemas in hack/chart-schemas are valid draft-07", lambda: [
+        jsonschema.Draft7Validator.check_schema(json.loads(p.read_text())) for p in sorted(CR_SCHEMAS.glob("*.json"))])
     check("values.schema.json is valid, accepts values.yaml and types every value", schema_covers_values)
     check("README.md documents every value and its table is current", readme_up_to_date)
     check("renders are deterministic: no genCA, random or time functions", deterministic)
