@@ -1,0 +1,495 @@
+//! AdmissionReview v1 in and out: robust decoding, dispatch by resource, and the wire encoding of the response.
+//!
+//! The rules follow upstream's server (spec/upstream-admission.md §2.2): a body that does not decode as an
+//! `admission.k8s.io/v1` AdmissionReview is answered with a well-formed `allowed: true` review (with the request's
+//! `uid` when one can be found), the handler is chosen by `(request.resource.group, request.resource.resource)`
+//! only, and every other resource is allowed unchanged. A panic inside a handler is caught and answered like a
+//! handler error: allowed, no patch. Nothing in here panics on input.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use base64::Engine as _;
+use kube::core::{
+    DynamicObject, Status,
+    admission::{AdmissionRequest, AdmissionResponse, AdmissionReview},
+};
+use serde::Serialize;
+
+/// API version of every review Tailor reads and writes.
+pub const API_VERSION: &str = "admission.k8s.io/v1";
+/// Kind of the review object.
+pub const KIND: &str = "AdmissionReview";
+/// Largest accepted request body (5 MiB, as upstream); larger bodies are answered with HTTP 413.
+pub const MAX_BODY_BYTES: usize = 5 * 1024 * 1024;
+/// API group of Tailor's VerticalPodAutoscaler.
+pub const VPA_GROUP: &str = tailor_crds::GROUP;
+/// Plural resource name of Tailor's VerticalPodAutoscaler.
+pub const VPA_RESOURCE: &str = "verticalpodautoscalers";
+
+/// Which handler a review went to (the `resource` label of the metrics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ResourceKind {
+    /// `("", "pods")`.
+    Pod,
+    /// `("autoscaling.tailor.dev", "verticalpodautoscalers")`.
+    Vpa,
+    /// Anything else, or a review that could not be decoded.
+    Other,
+}
+
+impl ResourceKind {
+    /// Metric label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResourceKind::Pod => "pod",
+            ResourceKind::Vpa => "vpa",
+            ResourceKind::Other => "other",
+        }
+    }
+
+    /// The handler for a `(group, resource)` pair; version, kind, operation and path play no part.
+    pub fn of(group: &str, resource: &str) -> Self {
+        match (group, resource) {
+            ("", "pods") => ResourceKind::Pod,
+            (VPA_GROUP, VPA_RESOURCE) => ResourceKind::Vpa,
+            _ => ResourceKind::Other,
+        }
+    }
+}
+
+/// What a review did (the `result` label of the metrics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReviewResult {
+    /// Allowed with a JSON patch.
+    Patched,
+    /// Allowed without a patch (no matching VPA, valid VPA needing no default, unsupported resource).
+    Allowed,
+    /// Allowed untouched on purpose: the pod already carries upstream VPA's `vpaUpdates` annotation.
+    SkippedUpstream,
+    /// Denied (VPA validation failed).
+    Denied,
+    /// The handler failed (or panicked); allowed unchanged.
+    Error,
+    /// The body was not a decodable AdmissionReview with a request; allowed unchanged.
+    Malformed,
+}
+
+impl ReviewResult {
+    /// Metric label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewResult::Patched => "patched",
+            ReviewResult::Allowed => "allowed",
+            ReviewResult::SkippedUpstream => "skipped_upstream",
+            ReviewResult::Denied => "denied",
+            ReviewResult::Error => "error",
+            ReviewResult::Malformed => "malformed",
+        }
+    }
+}
+
+/// A handler's answer: the response to send and what it means for the metrics.
+#[derive(Clone, Debug)]
+pub struct Reviewed {
+    /// Response (its `uid` is overwritten with the request's).
+    pub response: AdmissionResponse,
+    /// Metrics label.
+    pub result: ReviewResult,
+}
+
+impl Reviewed {
+    /// Allowed without a patch.
+    pub fn allowed<T: kube::Resource>(req: &AdmissionRequest<T>) -> Self {
+        Reviewed {
+            response: AdmissionResponse::from(req),
+            result: ReviewResult::Allowed,
+        }
+    }
+}
+
+/// The two admission handlers the server dispatches to. Implementations must be cheap and never block on I/O:
+/// they run on the server's worker threads for every request.
+pub trait Reviewer: Send + Sync + 'static {
+    /// Pods (`CREATE`): compute the patch from the matching VPA.
+    fn review_pod(&self, req: &AdmissionRequest<DynamicObject>) -> Reviewed;
+    /// Tailor VPAs (`CREATE`/`UPDATE`): validate and default.
+    fn review_vpa(&self, req: &AdmissionRequest<DynamicObject>) -> Reviewed;
+}
+
+/// Why a body is not a usable review.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// Not JSON, or JSON not shaped like an AdmissionReview.
+    #[error("cannot decode AdmissionReview: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A review without `request`.
+    #[error("AdmissionReview has no request")]
+    NoRequest,
+}
+
+/// Decodes an AdmissionReview body into its request.
+pub fn decode(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, DecodeError> {
+    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body)?;
+    let types = review.types.clone();
+    let mut req = review.request.ok_or(DecodeError::NoRequest)?;
+    req.types = types;
+    Ok(req)
+}
+
+/// Best effort for a body that did not decode: the `request.uid` string if the body is JSON that has one.
+pub fn salvage_uid(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Uid {
+        uid: serde_json::Value,
+    }
+    #[derive(serde::Deserialize)]
+    struct Req {
+        request: Uid,
+    }
+    let req: Req = serde_json::from_slice(body).ok()?;
+    match req.request.uid {
+        serde_json::Value::String(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// The outcome of one review: the encoded response body and the metric labels.
+#[derive(Clone, Debug)]
+pub struct Handled {
+    /// JSON body of the response AdmissionReview.
+    pub body: Vec<u8>,
+    /// Handler the review went to.
+    pub resource: ResourceKind,
+    /// What the handler did.
+    pub result: ReviewResult,
+    /// The request's uid ("" when unknown), for logs.
+    pub uid: String,
+}
+
+/// Decodes `body`, dispatches it to `reviewer`, and encodes the answer. Never panics, always yields a valid
+/// AdmissionReview response.
+pub fn handle(body: &[u8], reviewer: &dyn Reviewer) -> Handled {
+    let req = match decode(body) {
+        Ok(req) => req,
+        Err(err) => {
+            let uid = salvage_uid(body).unwrap_or_default();
+            tracing::warn!(%uid, error = %err, "malformed admission review; allowing");
+            return Handled {
+                body: encode(&allowed_response(&uid)),
+                resource: ResourceKind::Other,
+                result: ReviewResult::Malformed,
+                uid,
+            };
+        }
+    };
+    let resource = ResourceKind::of(&req.resource.group, &req.resource.resource);
+    let reviewed = match resource {
+        ResourceKind::Pod => guarded(&req, || reviewer.review_pod(&req)),
+        ResourceKind::Vpa => guarded(&req, || reviewer.review_vpa(&req)),
+        ResourceKind::Other => {
+            tracing::debug!(uid = %req.uid, group = %req.resource.group, resource = %req.resource.resource,
+                "not a supported resource; allowing");
+            Reviewed::allowed(&req)
+        }
+    };
+    let mut response = reviewed.response;
+    response.uid.clone_from(&req.uid);
+    Handled {
+        body: encode(&response),
+        resource,
+        result: reviewed.result,
+        uid: req.uid,
+    }
+}
+
+/// Runs a handler, turning a panic into an allowed response without patch.
+fn guarded(req: &AdmissionRequest<DynamicObject>, f: impl FnOnce() -> Reviewed) -> Reviewed {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(_) => {
+            tracing::error!(uid = %req.uid, "admission handler panicked; allowing unchanged");
+            Reviewed {
+                response: AdmissionResponse::from(req),
+                result: ReviewResult::Error,
+            }
+        }
+    }
+}
+
+/// An `allowed: true` response without patch for the given uid.
+pub fn allowed_response(uid: &str) -> AdmissionResponse {
+    let mut response = AdmissionResponse::invalid("");
+    response.allowed = true;
+    response.result = Status::default();
+    response.uid = uid.to_owned();
+    response
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WireReview<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    response: WireResponse<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WireResponse<'a> {
+    uid: &'a str,
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<&'a Status>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "std::collections::HashMap::is_empty")]
+    audit_annotations: &'a std::collections::HashMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warnings: Option<&'a Vec<String>>,
+}
+
+/// Encodes a response as the AdmissionReview the API server expects: `apiVersion`/`kind` always set, the patch
+/// base64-encoded with `patchType: JSONPatch`, `status` only when it carries something.
+pub fn encode(response: &AdmissionResponse) -> Vec<u8> {
+    let status = &response.result;
+    let status_empty = status.status.is_none()
+        && status.code == 0
+        && status.message.is_empty()
+        && status.reason.is_empty()
+        && status.details.is_none()
+        && status.metadata.is_none();
+    let patch = response
+        .patch
+        .as_ref()
+        .map(|p| base64::engine::general_purpose::STANDARD.encode(p));
+    let wire = WireReview {
+        api_version: API_VERSION,
+        kind: KIND,
+        response: WireResponse {
+            uid: &response.uid,
+            allowed: response.allowed,
+            status: (!status_empty).then_some(status),
+            patch_type: patch.as_ref().map(|_| "JSONPatch"),
+            patch,
+            audit_annotations: &response.audit_annotations,
+            warnings: response.warnings.as_ref().filter(|w| !w.is_empty()),
+        },
+    };
+    // Serialising these plain structs cannot fail; fall back to a fixed allowed review all the same.
+    serde_json::to_vec(&wire).unwrap_or_else(|_| {
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"","allowed":true}}"#
+            .to_vec()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    struct Fixed;
+    impl Reviewer for Fixed {
+        fn review_pod(&self, req: &AdmissionRequest<DynamicObject>) -> Reviewed {
+            let patch: json_patch::Patch = serde_json::from_value(json!([
+                {"op": "add", "path": "/metadata/annotations", "value": {}}
+            ]))
+            .unwrap();
+            Reviewed {
+                response: AdmissionResponse::from(req).with_patch(patch).unwrap(),
+                result: ReviewResult::Patched,
+            }
+        }
+        fn review_vpa(&self, req: &AdmissionRequest<DynamicObject>) -> Reviewed {
+            Reviewed {
+                response: AdmissionResponse::from(req).deny("nope"),
+                result: ReviewResult::Denied,
+            }
+        }
+    }
+
+    struct Panics;
+    impl Reviewer for Panics {
+        fn review_pod(&self, _: &AdmissionRequest<DynamicObject>) -> Reviewed {
+            panic!("boom")
+        }
+        fn review_vpa(&self, _: &AdmissionRequest<DynamicObject>) -> Reviewed {
+            panic!("boom")
+        }
+    }
+
+    fn review(group: &str, resource: &str) -> Value {
+        json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "u-1",
+                "kind": {"group": group, "version": "v1", "kind": "X"},
+                "resource": {"group": group, "version": "v1", "resource": resource},
+                "namespace": "default",
+                "operation": "CREATE",
+                "userInfo": {"username": "me"},
+                "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}},
+                "oldObject": null,
+                "dryRun": false
+            }
+        })
+    }
+
+    fn response(h: &Handled) -> Value {
+        let v: Value = serde_json::from_slice(&h.body).unwrap();
+        assert_eq!(v["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(v["kind"], "AdmissionReview");
+        v["response"].clone()
+    }
+
+    #[test]
+    fn dispatches_by_group_and_resource() {
+        let body = serde_json::to_vec(&review("", "pods")).unwrap();
+        let h = handle(&body, &Fixed);
+        assert_eq!(
+            (h.resource, h.result),
+            (ResourceKind::Pod, ReviewResult::Patched)
+        );
+        let r = response(&h);
+        assert_eq!(r["uid"], "u-1");
+        assert_eq!(r["allowed"], true);
+        assert_eq!(r["patchType"], "JSONPatch");
+        let patch = base64::engine::general_purpose::STANDARD
+            .decode(r["patch"].as_str().unwrap())
+            .unwrap();
+        let patch: Value = serde_json::from_slice(&patch).unwrap();
+        assert_eq!(patch[0]["path"], "/metadata/annotations");
+
+        let body = serde_json::to_vec(&review(VPA_GROUP, VPA_RESOURCE)).unwrap();
+        let h = handle(&body, &Fixed);
+        assert_eq!(
+            (h.resource, h.result),
+            (ResourceKind::Vpa, ReviewResult::Denied)
+        );
+        let r = response(&h);
+        assert_eq!(r["allowed"], false);
+        assert_eq!(r["status"]["message"], "nope");
+
+        // Upstream's group is not ours, and other resources are allowed untouched.
+        for (g, res) in [
+            ("autoscaling.k8s.io", VPA_RESOURCE),
+            ("apps", "deployments"),
+            ("", "services"),
+        ] {
+            let body = serde_json::to_vec(&review(g, res)).unwrap();
+            let h = handle(&body, &Fixed);
+            assert_eq!(
+                (h.resource, h.result),
+                (ResourceKind::Other, ReviewResult::Allowed)
+            );
+            let r = response(&h);
+            assert_eq!(r, json!({"uid": "u-1", "allowed": true}));
+        }
+    }
+
+    #[test]
+    fn malformed_bodies_are_allowed() {
+        for body in [
+            &b""[..],
+            b"{",
+            b"null",
+            b"[]",
+            b"{\"request\":null}",
+            b"\xff\xfe",
+        ] {
+            let h = handle(body, &Fixed);
+            assert_eq!(h.result, ReviewResult::Malformed);
+            assert_eq!(response(&h), json!({"uid": "", "allowed": true}));
+        }
+        // A request whose uid is readable but whose shape is wrong keeps its uid.
+        let body = br#"{"request":{"uid":"abc","operation":"EXPLODE"}}"#;
+        let h = handle(body, &Fixed);
+        assert_eq!(response(&h), json!({"uid": "abc", "allowed": true}));
+    }
+
+    #[test]
+    fn handler_panics_are_allowed() {
+        let body = serde_json::to_vec(&review("", "pods")).unwrap();
+        let h = handle(&body, &Panics);
+        assert_eq!(h.result, ReviewResult::Error);
+        assert_eq!(response(&h), json!({"uid": "u-1", "allowed": true}));
+    }
+
+    fn check_valid(body: &[u8]) -> Result<(), TestCaseError> {
+        let h = handle(body, &Fixed);
+        let v: Value =
+            serde_json::from_slice(&h.body).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(&v["apiVersion"], "admission.k8s.io/v1");
+        prop_assert_eq!(&v["kind"], "AdmissionReview");
+        prop_assert!(v["response"]["uid"].is_string());
+        prop_assert!(v["response"]["allowed"].is_boolean());
+        Ok(())
+    }
+
+    /// Mutates one JSON value somewhere in the tree, chosen by `path`.
+    fn mutate(v: &mut Value, path: &[usize], replacement: Value) {
+        let Some((&i, rest)) = path.split_first() else {
+            *v = replacement;
+            return;
+        };
+        match v {
+            Value::Object(m) if !m.is_empty() => {
+                let key = m.keys().nth(i % m.len()).cloned().unwrap();
+                if rest.is_empty() && i % 7 == 0 {
+                    m.remove(&key);
+                } else {
+                    mutate(m.get_mut(&key).unwrap(), rest, replacement);
+                }
+            }
+            Value::Array(a) if !a.is_empty() => {
+                let n = a.len();
+                mutate(&mut a[i % n], rest, replacement);
+            }
+            _ => *v = replacement,
+        }
+    }
+
+    fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<f64>().prop_map(|f| json!(f)),
+            ".{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map(".{0,6}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_give_a_valid_review(body in prop::collection::vec(any::<u8>(), 0..512)) {
+            check_valid(&body)?;
+        }
+
+        #[test]
+        fn mutated_reviews_give_a_valid_review(
+            which in 0usize..2,
+            path in prop::collection::vec(0usize..16, 0..6),
+            replacement in arb_json(),
+        ) {
+            let mut v = if which == 0 { review("", "pods") } else { review(VPA_GROUP, VPA_RESOURCE) };
+            mutate(&mut v, &path, replacement);
+            check_valid(&serde_json::to_vec(&v).unwrap())?;
+        }
+
+        #[test]
+        fn truncated_reviews_give_a_valid_review(cut in 0usize..400) {
+            let body = serde_json::to_vec(&review("", "pods")).unwrap();
+            check_valid(&body[..cut.min(body.len())])?;
+        }
+    }
+}
