@@ -2,7 +2,7 @@
 # The one test entry point (DESIGN.md §5): installs what is missing, runs fmt, clippy, every test and the
 # non-Rust checks under hack/checks/, and ends with a line "N passed, N failed".
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ROOT=$(pwd)
 export CARGO_TERM_COLOR=never
 LOG_DIR="$ROOT/target/test-logs"
