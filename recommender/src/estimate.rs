@@ -7,8 +7,8 @@ use crate::histogram::ZERO_TIME;
 use crate::model::AggregateContainerState;
 use crate::policy::{CapsHit, PodResourcePolicy, PolicyError, Resources, cap_recommendation};
 use crate::units::{
-    Resource, ResourceAmount, cpu_amount_from_cores, frexp, ldexp, memory_amount_from_bytes, sat_sub,
-    scale_resource,
+    Resource, ResourceAmount, cpu_amount_from_cores, frexp, ldexp, memory_amount_from_bytes,
+    sat_sub, scale_resource,
 };
 
 /// Annotation prefix/suffix that turn on the integer-CPU post-processor for a container.
@@ -18,13 +18,22 @@ pub const INTEGER_CPU_SUFFIX: &str = "_integerCPU";
 
 /// Confidence: min(history span / interval, sample count / interval-in-minutes); CPU samples only.
 pub fn confidence(agg: &AggregateContainerState, interval: i64) -> f64 {
-    confidence_from(agg.first_sample_start, agg.last_sample_start, agg.total_samples_count, interval)
+    confidence_from(
+        agg.first_sample_start,
+        agg.last_sample_start,
+        agg.total_samples_count,
+        interval,
+    )
 }
 
 /// [`confidence`] from raw statistics.
 pub fn confidence_from(first: i64, last: i64, count: u64, interval: i64) -> f64 {
     let span = if first == ZERO_TIME || last == ZERO_TIME {
-        if first == last { 0 } else { sat_sub(last as i128, wide_zero(first)) }
+        if first == last {
+            0
+        } else {
+            sat_sub(last as i128, wide_zero(first))
+        }
     } else {
         sat_sub(last as i128, first as i128)
     };
@@ -34,7 +43,11 @@ pub fn confidence_from(first: i64, last: i64, count: u64, interval: i64) -> f64 
 }
 
 fn wide_zero(t: i64) -> i128 {
-    if t == ZERO_TIME { -(crate::units::GO_ZERO_TO_UNIX_SECS as i128) * 1_000_000_000 } else { t as i128 }
+    if t == ZERO_TIME {
+        -(crate::units::GO_ZERO_TO_UNIX_SECS as i128) * 1_000_000_000
+    } else {
+        t as i128
+    }
 }
 
 /// Go's `Duration.Minutes()`.
@@ -142,7 +155,12 @@ impl Estimator {
                 let b = base.estimate(r, agg);
                 b.saturating_add(scale_resource(b, *fraction))
             }
-            Estimator::Confidence { multiplier, exponent, interval, base } => {
+            Estimator::Confidence {
+                multiplier,
+                exponent,
+                interval,
+                base,
+            } => {
                 let b = base.estimate(r, agg);
                 let c = confidence(agg, *interval);
                 scale_resource(b, go_pow(1.0 + multiplier / c, *exponent))
@@ -259,12 +277,18 @@ impl RecommenderConfig {
         };
         match b {
             Bound::Target => e,
-            Bound::Lower => {
-                Estimator::Confidence { multiplier: 0.001, exponent: -2.0, interval: self.interval(r), base: Box::new(e) }
-            }
-            Bound::Upper => {
-                Estimator::Confidence { multiplier: 1.0, exponent: 1.0, interval: self.interval(r), base: Box::new(e) }
-            }
+            Bound::Lower => Estimator::Confidence {
+                multiplier: 0.001,
+                exponent: -2.0,
+                interval: self.interval(r),
+                base: Box::new(e),
+            },
+            Bound::Upper => Estimator::Confidence {
+                multiplier: 1.0,
+                exponent: 1.0,
+                interval: self.interval(r),
+                base: Box::new(e),
+            },
         }
     }
 
@@ -272,8 +296,14 @@ impl RecommenderConfig {
     pub fn min_resources(&self, n: usize) -> Resources {
         let fraction = 1.0 / n.max(1) as f64;
         Resources {
-            cpu: Some(scale_resource(cpu_amount_from_cores(self.pod_min_cpu_millicores * 0.001), fraction)),
-            memory: Some(scale_resource(memory_amount_from_bytes(self.pod_min_memory_mb * 1024.0 * 1024.0), fraction)),
+            cpu: Some(scale_resource(
+                cpu_amount_from_cores(self.pod_min_cpu_millicores * 0.001),
+                fraction,
+            )),
+            memory: Some(scale_resource(
+                memory_amount_from_bytes(self.pod_min_memory_mb * 1024.0 * 1024.0),
+                fraction,
+            )),
         }
     }
 }
@@ -305,29 +335,98 @@ pub struct RawEstimate {
     pub upper_bound: Resources,
 }
 
-/// Estimates one container with the configured chains and the given per-container minimum, keeping only the
-/// controlled resources.
+/// Estimator chains for the three bounds, each per resource (`[cpu, memory]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoundChains {
+    /// Target chains.
+    pub target: [Estimator; 2],
+    /// Lower-bound chains.
+    pub lower_bound: [Estimator; 2],
+    /// Upper-bound chains.
+    pub upper_bound: [Estimator; 2],
+}
+
+impl RecommenderConfig {
+    /// The configured chains (percentile → margin → confidence multiplier).
+    pub fn chains(&self) -> BoundChains {
+        let per = |b| {
+            [
+                self.estimator(b, Resource::Cpu),
+                self.estimator(b, Resource::Memory),
+            ]
+        };
+        BoundChains {
+            target: per(Bound::Target),
+            lower_bound: per(Bound::Lower),
+            upper_bound: per(Bound::Upper),
+        }
+    }
+}
+
+/// Evaluates the chains for one container, raises every value to the per-container minimum and keeps only the
+/// controlled resources (`(cpu, memory)`).
+pub fn estimate_with(
+    chains: &BoundChains,
+    agg: &AggregateContainerState,
+    min: Resources,
+    controlled: (bool, bool),
+) -> RawEstimate {
+    let mut out = RawEstimate {
+        target: Resources::default(),
+        lower_bound: Resources::default(),
+        upper_bound: Resources::default(),
+    };
+    for (i, r, on) in [
+        (0, Resource::Cpu, controlled.0),
+        (1, Resource::Memory, controlled.1),
+    ] {
+        if !on {
+            continue;
+        }
+        let m = min.get(r).unwrap_or(0);
+        *out.target.get_mut(r) = Some(chains.target[i].estimate(r, agg).max(m));
+        *out.lower_bound.get_mut(r) = Some(chains.lower_bound[i].estimate(r, agg).max(m));
+        *out.upper_bound.get_mut(r) = Some(chains.upper_bound[i].estimate(r, agg).max(m));
+    }
+    out
+}
+
+/// Estimates one container with the configured chains.
 pub fn estimate_container(
     config: &RecommenderConfig,
     agg: &AggregateContainerState,
     min: Resources,
     controlled: (bool, bool),
 ) -> RawEstimate {
-    let mut out = RawEstimate { target: Resources::default(), lower_bound: Resources::default(), upper_bound: Resources::default() };
-    for (r, on) in [(Resource::Cpu, controlled.0), (Resource::Memory, controlled.1)] {
-        if !on {
-            continue;
-        }
-        let m = min.get(r).unwrap_or(0);
-        *out.target.get_mut(r) = Some(config.estimator(Bound::Target, r).estimate(r, agg).max(m));
-        *out.lower_bound.get_mut(r) = Some(config.estimator(Bound::Lower, r).estimate(r, agg).max(m));
-        *out.upper_bound.get_mut(r) = Some(config.estimator(Bound::Upper, r).estimate(r, agg).max(m));
-    }
-    out
+    estimate_with(&config.chains(), agg, min, controlled)
+}
+
+/// Formats raw estimates into the list the status carries: sorted by name, rounded (and humanised), with
+/// `uncappedTarget` a copy of the target.
+pub fn map_to_list(
+    estimates: &BTreeMap<String, RawEstimate>,
+    config: &RecommenderConfig,
+) -> Vec<ContainerRecommendation> {
+    estimates
+        .iter()
+        .map(|(name, raw)| {
+            let target = format_resources(raw.target, config);
+            ContainerRecommendation {
+                container_name: name.clone(),
+                target,
+                lower_bound: format_resources(raw.lower_bound, config),
+                upper_bound: format_resources(raw.upper_bound, config),
+                uncapped_target: target,
+            }
+        })
+        .collect()
 }
 
 /// `ceil(value / scale) * scale` in float64; a scale ≤ 0 returns the value and an error message.
-pub fn round_up_to_scale(value: ResourceAmount, scale: i64) -> (ResourceAmount, Option<&'static str>) {
+pub fn round_up_to_scale(
+    value: ResourceAmount,
+    scale: i64,
+) -> (ResourceAmount, Option<&'static str>) {
     if scale <= 0 {
         return (value, Some("scale must be greater than zero"));
     }
@@ -335,7 +434,10 @@ pub fn round_up_to_scale(value: ResourceAmount, scale: i64) -> (ResourceAmount, 
         return (0, None);
     }
     let v = (value as f64 / scale as f64).ceil() * scale as f64;
-    (crate::units::resource_amount_from_float(v).max(if v > 0.0 { 0 } else { value }), None)
+    (
+        crate::units::resource_amount_from_float(v).max(if v > 0.0 { 0 } else { value }),
+        None,
+    )
 }
 
 /// `%.2f` in the largest binary unit not above the value (`Ki`…`Ti`... up to `Ei`); values under 1024 stay integers.
@@ -359,6 +461,20 @@ pub fn humanize_memory(bytes: f64) -> String {
     format!("{v:.2}{unit}")
 }
 
+/// The memory quantity the formatter emits: rounded up to `--round-memory-bytes`, then humanised if asked
+/// (which may hold fractional bytes, e.g. `800.61Mi`).
+pub fn memory_quantity(bytes: ResourceAmount, config: &RecommenderConfig) -> String {
+    let mut m = bytes;
+    if config.round_memory_bytes != 1 && m != 0 {
+        m = round_up_to_scale(m, config.round_memory_bytes).0;
+    }
+    if config.humanize_memory && m != 0 {
+        humanize_memory(m as f64)
+    } else {
+        m.to_string()
+    }
+}
+
 /// Applies rounding (and humanisation) to one resource list, as the output formatter does.
 pub fn format_resources(res: Resources, config: &RecommenderConfig) -> Resources {
     let mut out = res;
@@ -369,22 +485,16 @@ pub fn format_resources(res: Resources, config: &RecommenderConfig) -> Resources
         out.cpu = Some(round_up_to_scale(c, config.round_cpu_millicores).0);
     }
     if let Some(m) = out.memory {
-        let mut m = m;
-        if config.round_memory_bytes != 1 && m != 0 {
-            m = round_up_to_scale(m, config.round_memory_bytes).0;
-        }
-        if config.humanize_memory && m != 0 {
-            let q = humanize_memory(m as f64);
-            m = crate::quantity::memory_bytes(&q).unwrap_or(m);
-        }
-        out.memory = Some(m);
+        // Quantity.Value() of a humanised amount rounds fractional bytes up.
+        out.memory = Some(crate::quantity::memory_bytes(&memory_quantity(m, config)).unwrap_or(m));
     }
     out
 }
 
 /// Name of the container an integer-CPU annotation key refers to, or "" if the key does not have the form.
 pub fn extract_container_name(key: &str, prefix: &str, suffix: &str) -> String {
-    if key.len() >= prefix.len() + suffix.len() && key.starts_with(prefix) && key.ends_with(suffix) {
+    if key.len() >= prefix.len() + suffix.len() && key.starts_with(prefix) && key.ends_with(suffix)
+    {
         key[prefix.len()..key.len() - suffix.len()].to_string()
     } else {
         String::new()
@@ -400,7 +510,10 @@ pub fn integer_cpu(res: &mut Resources) {
 }
 
 /// Applies the integer-CPU post-processor for containers annotated `…/<name>_integerCPU: "true"`.
-pub fn apply_integer_cpu(recs: &mut [ContainerRecommendation], annotations: &BTreeMap<String, String>) {
+pub fn apply_integer_cpu(
+    recs: &mut [ContainerRecommendation],
+    annotations: &BTreeMap<String, String>,
+) {
     for (k, v) in annotations {
         if v != "true" {
             continue;
@@ -489,38 +602,50 @@ pub fn recommend(
     vpa: VpaInput<'_>,
 ) -> Result<PodRecommendation, PolicyError> {
     let cpolicy = |name: &str| vpa.policy.and_then(|p| p.container_policy(name));
-    let active: Vec<(&String, &AggregateContainerState)> =
-        aggregates.iter().filter(|(n, _)| !cpolicy(n).is_some_and(|p| p.is_off())).collect();
+    let active: Vec<(&String, &AggregateContainerState)> = aggregates
+        .iter()
+        .filter(|(n, _)| !cpolicy(n).is_some_and(|p| p.is_off()))
+        .collect();
     let mut out = PodRecommendation::default();
     if active.is_empty() {
         return Ok(out);
     }
     let min = config.min_resources(active.len());
+    let chains = config.chains();
+    let mut raw = BTreeMap::new();
     for (name, agg) in &active {
         let controlled = cpolicy(name).map_or((true, true), |p| p.controlled());
-        let raw = estimate_container(config, agg, min, controlled);
-        let target = format_resources(raw.target, config);
-        out.containers.push(ContainerRecommendation {
-            container_name: (*name).clone(),
-            target,
-            lower_bound: format_resources(raw.lower_bound, config),
-            upper_bound: format_resources(raw.upper_bound, config),
-            uncapped_target: target,
-        });
-        out.explain.push(explain_container(config, name, agg, min, controlled));
+        raw.insert(
+            (*name).clone(),
+            estimate_with(&chains, agg, min, controlled),
+        );
+        out.explain
+            .push(explain_container(config, name, agg, min, controlled));
     }
+    out.containers = map_to_list(&raw, config);
     if config.cpu_integer_post_processor_enabled {
         apply_integer_cpu(&mut out.containers, vpa.annotations);
     }
     for (rec, ex) in out.containers.iter_mut().zip(out.explain.iter_mut()) {
         let p = cpolicy(&rec.container_name);
         let (mut t, mut l, mut u) = (rec.target, rec.lower_bound, rec.upper_bound);
-        let hits: CapsHit =
-            cap_recommendation(p, config.global_max_allowed, [("target", &mut t), ("lowerBound", &mut l), ("upperBound", &mut u)])?;
+        let hits: CapsHit = cap_recommendation(
+            p,
+            config.global_max_allowed,
+            [
+                ("target", &mut t),
+                ("lowerBound", &mut l),
+                ("upperBound", &mut u),
+            ],
+        )?;
         rec.target = t;
         rec.lower_bound = l;
         rec.upper_bound = u;
-        ex.caps = hits.hits.iter().map(|(f, r, c, v)| format!("{f} {} capped to {c} {v}", r.name())).collect();
+        ex.caps = hits
+            .hits
+            .iter()
+            .map(|(f, r, c, v)| format!("{f} {} capped to {c} {v}", r.name()))
+            .collect();
     }
     Ok(out)
 }
@@ -533,7 +658,11 @@ pub fn explain_container(
     min: Resources,
     controlled: (bool, bool),
 ) -> ContainerExplain {
-    let span = if agg.first_sample_start == ZERO_TIME { 0 } else { agg.last_sample_start - agg.first_sample_start };
+    let span = if agg.first_sample_start == ZERO_TIME {
+        0
+    } else {
+        agg.last_sample_start - agg.first_sample_start
+    };
     let mut ex = ContainerExplain {
         container: name.to_string(),
         cpu_samples: agg.total_samples_count,
@@ -543,11 +672,18 @@ pub fn explain_container(
         minimum: min,
         ..Default::default()
     };
-    for (r, on) in [(Resource::Cpu, controlled.0), (Resource::Memory, controlled.1)] {
+    for (r, on) in [
+        (Resource::Cpu, controlled.0),
+        (Resource::Memory, controlled.1),
+    ] {
         if !on {
             continue;
         }
-        for (b, bname) in [(Bound::Target, "target"), (Bound::Lower, "lowerBound"), (Bound::Upper, "upperBound")] {
+        for (b, bname) in [
+            (Bound::Target, "target"),
+            (Bound::Lower, "lowerBound"),
+            (Bound::Upper, "upperBound"),
+        ] {
             let p = config.percentile(b, r);
             let h = match r {
                 Resource::Cpu => agg.cpu.histogram(),
@@ -601,6 +737,12 @@ mod tests {
     #[test]
     fn minimum_split() {
         let c = RecommenderConfig::default();
-        assert_eq!(c.min_resources(2), Resources { cpu: Some(12), memory: Some(131072000) });
+        assert_eq!(
+            c.min_resources(2),
+            Resources {
+                cpu: Some(12),
+                memory: Some(131072000)
+            }
+        );
     }
 }

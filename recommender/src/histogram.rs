@@ -63,13 +63,19 @@ impl HistogramOptions {
     /// Linear buckets of `bucket_size` up to `max_value`.
     pub fn linear(max_value: f64, bucket_size: f64, epsilon: f64) -> Result<Self, HistogramError> {
         if !(max_value > 0.0 && bucket_size > 0.0 && epsilon > 0.0) {
-            return Err(HistogramError::InvalidOptions("max_value, bucket_size and epsilon must be > 0"));
+            return Err(HistogramError::InvalidOptions(
+                "max_value, bucket_size and epsilon must be > 0",
+            ));
         }
         let n = (max_value / bucket_size).ceil() + 1.0;
         if !(n.is_finite() && n <= 1_000_000.0) {
             return Err(HistogramError::InvalidOptions("too many buckets"));
         }
-        Ok(HistogramOptions::Linear { bucket_size, epsilon, num_buckets: n as usize })
+        Ok(HistogramOptions::Linear {
+            bucket_size,
+            epsilon,
+            num_buckets: n as usize,
+        })
     }
 
     /// Exponential buckets: first bucket `first_bucket_size`, each next one `ratio` times wider.
@@ -85,7 +91,8 @@ impl HistogramOptions {
             ));
         }
         let ln_ratio = ratio.ln();
-        let n = ((max_value * (ratio - 1.0) / first_bucket_size + 1.0).ln() / ln_ratio).ceil() + 1.0;
+        let n =
+            ((max_value * (ratio - 1.0) / first_bucket_size + 1.0).ln() / ln_ratio).ceil() + 1.0;
         if !(n.is_finite() && n <= 100_000.0) {
             return Err(HistogramError::InvalidOptions("too many buckets"));
         }
@@ -99,7 +106,14 @@ impl HistogramOptions {
                 }
             })
             .collect();
-        Ok(HistogramOptions::Exponential { first_bucket_size, ratio, epsilon, num_buckets, ln_ratio, starts })
+        Ok(HistogramOptions::Exponential {
+            first_bucket_size,
+            ratio,
+            epsilon,
+            num_buckets,
+            ln_ratio,
+            starts,
+        })
     }
 
     /// The VPA CPU preset (cores; 10m first bucket, 5 % growth, 1000 cores, 176 buckets).
@@ -124,9 +138,8 @@ impl HistogramOptions {
     #[inline]
     pub fn num_buckets(&self) -> usize {
         match self {
-            HistogramOptions::Linear { num_buckets, .. } | HistogramOptions::Exponential { num_buckets, .. } => {
-                *num_buckets
-            }
+            HistogramOptions::Linear { num_buckets, .. }
+            | HistogramOptions::Exponential { num_buckets, .. } => *num_buckets,
         }
     }
 
@@ -134,7 +147,8 @@ impl HistogramOptions {
     #[inline]
     pub fn epsilon(&self) -> f64 {
         match self {
-            HistogramOptions::Linear { epsilon, .. } | HistogramOptions::Exponential { epsilon, .. } => *epsilon,
+            HistogramOptions::Linear { epsilon, .. }
+            | HistogramOptions::Exponential { epsilon, .. } => *epsilon,
         }
     }
 
@@ -142,12 +156,22 @@ impl HistogramOptions {
     #[inline]
     pub fn find_bucket(&self, v: f64) -> usize {
         match self {
-            HistogramOptions::Linear { bucket_size, num_buckets, .. } => {
+            HistogramOptions::Linear {
+                bucket_size,
+                num_buckets,
+                ..
+            } => {
                 let b = (v / bucket_size) as i64; // saturating, NaN → 0
                 b.clamp(0, *num_buckets as i64 - 1) as usize
             }
-            HistogramOptions::Exponential { first_bucket_size, ratio, num_buckets, ln_ratio, .. } => {
-                if !(v >= *first_bucket_size) {
+            HistogramOptions::Exponential {
+                first_bucket_size,
+                ratio,
+                num_buckets,
+                ln_ratio,
+                ..
+            } => {
+                if v.is_nan() || v < *first_bucket_size {
                     return 0;
                 }
                 let b = ((v * (ratio - 1.0) / first_bucket_size + 1.0).ln() / ln_ratio) as i64;
@@ -160,7 +184,11 @@ impl HistogramOptions {
     #[inline]
     pub fn bucket_start(&self, i: usize) -> f64 {
         match self {
-            HistogramOptions::Linear { bucket_size, num_buckets, .. } => i.min(num_buckets - 1) as f64 * bucket_size,
+            HistogramOptions::Linear {
+                bucket_size,
+                num_buckets,
+                ..
+            } => i.min(num_buckets - 1) as f64 * bucket_size,
             HistogramOptions::Exponential { starts, .. } => starts[i.min(starts.len() - 1)],
         }
     }
@@ -214,7 +242,11 @@ impl Histogram {
     #[inline]
     pub fn bucket_weight(&self, b: usize) -> f64 {
         let off = self.offset as usize;
-        if b >= off && b < off + self.weights.len() { self.weights[b - off] } else { 0.0 }
+        if b >= off && b < off + self.weights.len() {
+            self.weights[b - off]
+        } else {
+            0.0
+        }
     }
 
     #[inline]
@@ -261,7 +293,7 @@ impl Histogram {
     /// Adds `weight` at `value`. Negative or NaN weights are ignored.
     #[inline]
     pub fn add_sample(&mut self, value: f64, weight: f64) {
-        if !(weight >= 0.0) {
+        if weight.is_nan() || weight < 0.0 {
             return;
         }
         let b = self.opts.find_bucket(value);
@@ -284,7 +316,7 @@ impl Histogram {
 
     /// Removes `weight` at `value`; results below epsilon become 0. Negative or NaN weights are ignored.
     pub fn subtract_sample(&mut self, value: f64, weight: f64) {
-        if !(weight >= 0.0) {
+        if weight.is_nan() || weight < 0.0 {
             return;
         }
         let eps = self.opts.epsilon();
@@ -326,7 +358,7 @@ impl Histogram {
 
     /// Multiplies the buckets in [min, max] and the total by `factor` (≥ 0).
     pub fn scale(&mut self, factor: f64) {
-        if !(factor >= 0.0) {
+        if factor.is_nan() || factor < 0.0 {
             return;
         }
         let off = self.offset as usize;
@@ -351,7 +383,8 @@ impl Histogram {
     /// The end of the bucket where the cumulative weight first reaches `p * total`
     /// (the start of the last bucket if it lands there); 0 when empty.
     pub fn percentile(&self, p: f64) -> f64 {
-        self.percentile_bucket(p).map_or(0.0, |b| self.bucket_end(b))
+        self.percentile_bucket(p)
+            .map_or(0.0, |b| self.bucket_end(b))
     }
 
     /// The bucket a percentile lands in, or `None` when the histogram is empty.
@@ -375,12 +408,19 @@ impl Histogram {
 
     /// Upper end of bucket `b` (its start for the last bucket).
     pub fn bucket_end(&self, b: usize) -> f64 {
-        if b + 1 < self.opts.num_buckets() { self.opts.bucket_start(b + 1) } else { self.opts.bucket_start(b) }
+        if b + 1 < self.opts.num_buckets() {
+            self.opts.bucket_start(b + 1)
+        } else {
+            self.opts.bucket_start(b)
+        }
     }
 
     /// Test equality: same options, same min/max and bucket weights within 1e-15 in that range.
     pub fn equals(&self, other: &Histogram) -> bool {
-        if self.opts != other.opts || self.min_bucket != other.min_bucket || self.max_bucket != other.max_bucket {
+        if self.opts != other.opts
+            || self.min_bucket != other.min_bucket
+            || self.max_bucket != other.max_bucket
+        {
             return false;
         }
         (self.min_bucket as usize..=self.max_bucket as usize)
@@ -390,18 +430,30 @@ impl Histogram {
     /// Non-zero buckets (index, weight), ascending.
     pub fn buckets(&self) -> impl Iterator<Item = (usize, f64)> + '_ {
         let off = self.offset as usize;
-        self.weights.iter().enumerate().filter(|(_, w)| **w != 0.0).map(move |(i, w)| (i + off, *w))
+        self.weights
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| **w != 0.0)
+            .map(move |(i, w)| (i + off, *w))
     }
 
     /// Serialises the [min, max] buckets normalised so the heaviest is [`MAX_CHECKPOINT_WEIGHT`].
     pub fn save_to_checkpoint(&self) -> HistogramCheckpoint {
-        let mut cp = HistogramCheckpoint { total_weight: self.total_weight, ..Default::default() };
+        let mut cp = HistogramCheckpoint {
+            total_weight: self.total_weight,
+            ..Default::default()
+        };
         let (lo, hi) = (self.min_bucket as usize, self.max_bucket as usize);
         let max_w = (lo..=hi).map(|b| self.bucket_weight(b)).fold(0.0, f64::max);
         if max_w > 0.0 {
             for b in lo..=hi {
-                let w = (self.bucket_weight(b) * MAX_CHECKPOINT_WEIGHT as f64 / max_w + 0.5).floor();
-                let w = if w >= u32::MAX as f64 { u32::MAX } else { w as u32 };
+                let w =
+                    (self.bucket_weight(b) * MAX_CHECKPOINT_WEIGHT as f64 / max_w + 0.5).floor();
+                let w = if w >= u32::MAX as f64 {
+                    u32::MAX
+                } else {
+                    w as u32
+                };
                 if w > 0 {
                     cp.bucket_weights.insert(b as i64, w);
                 }
@@ -411,16 +463,24 @@ impl Histogram {
     }
 
     /// Adds a checkpoint's content to this histogram.
-    pub fn load_from_checkpoint(&mut self, cp: Option<&HistogramCheckpoint>) -> Result<(), HistogramError> {
+    pub fn load_from_checkpoint(
+        &mut self,
+        cp: Option<&HistogramCheckpoint>,
+    ) -> Result<(), HistogramError> {
         let cp = cp.ok_or_else(|| HistogramError::InvalidCheckpoint("checkpoint is nil".into()))?;
-        if !(cp.total_weight >= 0.0) {
-            return Err(HistogramError::InvalidCheckpoint(format!("negative total weight {}", cp.total_weight)));
+        if cp.total_weight.is_nan() || cp.total_weight < 0.0 {
+            return Err(HistogramError::InvalidCheckpoint(format!(
+                "negative total weight {}",
+                cp.total_weight
+            )));
         }
         let n = self.opts.num_buckets() as i64;
         let mut sum: u64 = 0;
         for (&b, &w) in &cp.bucket_weights {
             if b < 0 || b >= n {
-                return Err(HistogramError::InvalidCheckpoint(format!("bucket index {b} out of range [0, {n})")));
+                return Err(HistogramError::InvalidCheckpoint(format!(
+                    "bucket index {b} out of range [0, {n})"
+                )));
             }
             sum += w as u64;
         }
@@ -469,7 +529,11 @@ pub struct DecayingHistogram {
 impl DecayingHistogram {
     /// An empty decaying histogram; `half_life` in nanoseconds (must be > 0).
     pub fn new(opts: &'static HistogramOptions, half_life: i64) -> Self {
-        DecayingHistogram { hist: Histogram::new(opts), half_life: half_life.max(1), reference: ZERO_TIME }
+        DecayingHistogram {
+            hist: Histogram::new(opts),
+            half_life: half_life.max(1),
+            reference: ZERO_TIME,
+        }
     }
 
     /// The underlying plain histogram.
@@ -497,7 +561,8 @@ impl DecayingHistogram {
         let limit = if self.reference == ZERO_TIME {
             None
         } else {
-            self.reference.checked_add(self.half_life.saturating_mul(MAX_DECAY_EXPONENT))
+            self.reference
+                .checked_add(self.half_life.saturating_mul(MAX_DECAY_EXPONENT))
         };
         if limit.is_none_or(|l| t > l) {
             self.shift_reference(wide(t));
@@ -554,7 +619,9 @@ impl DecayingHistogram {
 
     /// Equal half-life, reference and histogram.
     pub fn equals(&self, other: &DecayingHistogram) -> bool {
-        self.half_life == other.half_life && self.reference == other.reference && self.hist.equals(&other.hist)
+        self.half_life == other.half_life
+            && self.reference == other.reference
+            && self.hist.equals(&other.hist)
     }
 
     /// Checkpoint including the reference timestamp.
@@ -565,7 +632,10 @@ impl DecayingHistogram {
     }
 
     /// Adds a checkpoint; the reference timestamp is taken verbatim.
-    pub fn load_from_checkpoint(&mut self, cp: Option<&HistogramCheckpoint>) -> Result<(), HistogramError> {
+    pub fn load_from_checkpoint(
+        &mut self,
+        cp: Option<&HistogramCheckpoint>,
+    ) -> Result<(), HistogramError> {
         self.hist.load_from_checkpoint(cp)?;
         if let Some(c) = cp {
             self.reference = c.reference_timestamp.unwrap_or(ZERO_TIME);

@@ -10,4 +10,5 @@ pub mod model;
 pub mod policy;
 pub mod quantity;
 pub mod replay;
+pub mod status;
 pub mod units;

@@ -97,11 +97,18 @@ impl ContainerResourcePolicy {
     pub fn controlled(&self) -> (bool, bool) {
         match &self.controlled_resources {
             None => (true, true),
-            Some(list) => (list.iter().any(|r| r == "cpu"), list.iter().any(|r| r == "memory")),
+            Some(list) => (
+                list.iter().any(|r| r == "cpu"),
+                list.iter().any(|r| r == "memory"),
+            ),
         }
     }
 
-    fn parse_map(&self, field: &'static str, m: &BTreeMap<String, String>) -> Result<Resources, PolicyError> {
+    fn parse_map(
+        &self,
+        field: &'static str,
+        m: &BTreeMap<String, String>,
+    ) -> Result<Resources, PolicyError> {
         let mut out = Resources::default();
         for (k, v) in m {
             let parsed = match k.as_str() {
@@ -121,12 +128,19 @@ impl ContainerResourcePolicy {
 
     /// Parsed `minAllowed`.
     pub fn min_allowed(&self) -> Result<Resources, PolicyError> {
-        self.min_allowed.as_ref().map_or(Ok(Resources::default()), |m| self.parse_map("minAllowed", m))
+        self.min_allowed
+            .as_ref()
+            .map_or(Ok(Resources::default()), |m| {
+                self.parse_map("minAllowed", m)
+            })
     }
 
     /// Parsed `maxAllowed`, `None` if the map is absent.
     pub fn max_allowed(&self) -> Result<Option<Resources>, PolicyError> {
-        self.max_allowed.as_ref().map(|m| self.parse_map("maxAllowed", m)).transpose()
+        self.max_allowed
+            .as_ref()
+            .map(|m| self.parse_map("maxAllowed", m))
+            .transpose()
     }
 }
 
@@ -136,7 +150,11 @@ impl PodResourcePolicy {
         self.container_policies
             .iter()
             .find(|p| p.container_name == container)
-            .or_else(|| self.container_policies.iter().find(|p| p.container_name == "*"))
+            .or_else(|| {
+                self.container_policies
+                    .iter()
+                    .find(|p| p.container_name == "*")
+            })
     }
 
     /// Validates every quantity so later capping cannot fail.
@@ -164,7 +182,10 @@ pub fn cap_recommendation(
     global_max: Resources,
     fields: [(&'static str, &mut Resources); 3],
 ) -> Result<CapsHit, PolicyError> {
-    let min = policy.map(|p| p.min_allowed()).transpose()?.unwrap_or_default();
+    let min = policy
+        .map(|p| p.min_allowed())
+        .transpose()?
+        .unwrap_or_default();
     let max = match policy.map(|p| p.max_allowed()).transpose()?.flatten() {
         None => global_max,
         Some(mut m) => {

@@ -15,7 +15,9 @@ pub fn parse_milli(s: &str) -> Result<i128, QuantityError> {
         Some(r) => (true, r),
         None => (false, t.strip_prefix('+').unwrap_or(t)),
     };
-    let num_end = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let num_end = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (num, suffix) = t.split_at(num_end);
     if num.is_empty() || num == "." || num.matches('.').count() > 1 {
         return Err(err());
@@ -47,7 +49,10 @@ pub fn parse_milli(s: &str) -> Result<i128, QuantityError> {
         "Pi" => bin_exp = 50,
         "Ei" => bin_exp = 60,
         other => {
-            let e = other.strip_prefix('e').or_else(|| other.strip_prefix('E')).ok_or_else(err)?;
+            let e = other
+                .strip_prefix('e')
+                .or_else(|| other.strip_prefix('E'))
+                .ok_or_else(err)?;
             let e: i32 = e.parse().map_err(|_| err())?;
             if e.abs() > 30 {
                 return Err(err());
@@ -57,7 +62,9 @@ pub fn parse_milli(s: &str) -> Result<i128, QuantityError> {
     }
     let mut v = mantissa.checked_mul(1i128 << bin_exp).ok_or_else(err)?;
     if dec_exp >= 0 {
-        v = v.checked_mul(10i128.checked_pow(dec_exp as u32).ok_or_else(err)?).ok_or_else(err)?;
+        v = v
+            .checked_mul(10i128.checked_pow(dec_exp as u32).ok_or_else(err)?)
+            .ok_or_else(err)?;
     } else {
         let d = 10i128.checked_pow((-dec_exp) as u32).ok_or_else(err)?;
         v = (v + d - 1) / d; // ceil for non-negative

@@ -6,9 +6,15 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::estimate::{ContainerExplain, RecommenderConfig, VpaInput, recommend};
-use crate::model::{AggregationsConfig, ClusterState, ContainerId, Labels, ModelError, PodPhase, Sample, Selector, VpaState};
+use crate::model::{
+    AggregationsConfig, ClusterState, ContainerId, Labels, ModelError, PodPhase, Sample, Selector,
+    VpaState,
+};
 use crate::policy::{PodResourcePolicy, Resources};
-use crate::units::{Nanos, Resource, cpu_amount_from_cores, duration_from_secs, memory_amount_from_bytes, nanos_from_unix_seconds};
+use crate::units::{
+    Nanos, Resource, cpu_amount_from_cores, duration_from_secs, memory_amount_from_bytes,
+    nanos_from_unix_seconds,
+};
 
 /// Namespace every trace pod lives in.
 pub const NAMESPACE: &str = "default";
@@ -195,7 +201,9 @@ pub enum TraceError {
         index: usize,
     },
     /// A malformed OOM entry.
-    #[error("container {container:?}: ooms[{index}]: expected [unix_seconds, bytes|null, observed_at?]")]
+    #[error(
+        "container {container:?}: ooms[{index}]: expected [unix_seconds, bytes|null, observed_at?]"
+    )]
     Oom {
         /// Container name.
         container: String,
@@ -220,14 +228,20 @@ pub enum TraceError {
 
 fn positive_duration(option: &'static str, secs: f64) -> Result<i64, TraceError> {
     if !(secs.is_finite() && secs > 0.0) {
-        return Err(TraceError::Option { option, message: format!("must be a positive number of seconds, got {secs}") });
+        return Err(TraceError::Option {
+            option,
+            message: format!("must be a positive number of seconds, got {secs}"),
+        });
     }
     Ok(duration_from_secs(secs))
 }
 
 fn fraction(option: &'static str, v: f64) -> Result<f64, TraceError> {
     if !v.is_finite() {
-        return Err(TraceError::Option { option, message: "must be a finite number".into() });
+        return Err(TraceError::Option {
+            option,
+            message: "must be a finite number".into(),
+        });
     }
     Ok(v)
 }
@@ -248,27 +262,39 @@ pub fn apply_options(base: &ReplayConfig, o: &TraceOptions) -> Result<ReplayConf
     frac!(lower_bound_cpu_percentile, r.lower_bound_cpu_percentile);
     frac!(upper_bound_cpu_percentile, r.upper_bound_cpu_percentile);
     frac!(target_memory_percentile, r.target_memory_percentile);
-    frac!(lower_bound_memory_percentile, r.lower_bound_memory_percentile);
-    frac!(upper_bound_memory_percentile, r.upper_bound_memory_percentile);
+    frac!(
+        lower_bound_memory_percentile,
+        r.lower_bound_memory_percentile
+    );
+    frac!(
+        upper_bound_memory_percentile,
+        r.upper_bound_memory_percentile
+    );
     frac!(safety_margin_fraction, r.safety_margin_fraction);
     frac!(pod_min_cpu_millicores, r.pod_min_cpu_millicores);
     frac!(pod_min_memory_mb, r.pod_min_memory_mb);
     frac!(oom_bump_up_ratio, a.oom_bump_up_ratio);
     frac!(oom_min_bump_up_bytes, a.oom_min_bump_up_bytes);
     if let Some(v) = o.memory_aggregation_interval_seconds {
-        a.memory_aggregation_interval = positive_duration("memory_aggregation_interval_seconds", v)?;
+        a.memory_aggregation_interval =
+            positive_duration("memory_aggregation_interval_seconds", v)?;
     }
     if let Some(v) = o.memory_aggregation_interval_count {
         if v <= 0 {
-            return Err(TraceError::Option { option: "memory_aggregation_interval_count", message: "must be > 0".into() });
+            return Err(TraceError::Option {
+                option: "memory_aggregation_interval_count",
+                message: "must be > 0".into(),
+            });
         }
         a.memory_aggregation_interval_count = v;
     }
     if let Some(v) = o.cpu_histogram_decay_half_life_seconds {
-        a.cpu_histogram_decay_half_life = positive_duration("cpu_histogram_decay_half_life_seconds", v)?;
+        a.cpu_histogram_decay_half_life =
+            positive_duration("cpu_histogram_decay_half_life_seconds", v)?;
     }
     if let Some(v) = o.memory_histogram_decay_half_life_seconds {
-        a.memory_histogram_decay_half_life = positive_duration("memory_histogram_decay_half_life_seconds", v)?;
+        a.memory_histogram_decay_half_life =
+            positive_duration("memory_histogram_decay_half_life_seconds", v)?;
     }
     if let Some(v) = o.confidence_interval_cpu_seconds {
         r.confidence_interval_cpu = positive_duration("confidence_interval_cpu_seconds", v)?;
@@ -312,7 +338,11 @@ struct Event {
 }
 
 fn ts(container: &str, field: &'static str, index: usize, t: f64) -> Result<Nanos, TraceError> {
-    nanos_from_unix_seconds(t).ok_or_else(|| TraceError::Timestamp { container: container.into(), field, index })
+    nanos_from_unix_seconds(t).ok_or_else(|| TraceError::Timestamp {
+        container: container.into(),
+        field,
+        index,
+    })
 }
 
 /// Replays `trace` with `base` as the flag configuration. Semantic problems (bad options) come back as an
@@ -320,20 +350,31 @@ fn ts(container: &str, field: &'static str, index: usize, t: f64) -> Result<Nano
 pub fn replay(trace: &Trace, base: &ReplayConfig, explain: bool) -> ReplayOutput {
     match try_replay(trace, base, explain) {
         Ok(o) => o,
-        Err(e) => ReplayOutput { id: trace.id.clone(), error: Some(e.to_string()), ..Default::default() },
+        Err(e) => ReplayOutput {
+            id: trace.id.clone(),
+            error: Some(e.to_string()),
+            ..Default::default()
+        },
     }
 }
 
 /// Like [`replay`], but returns the error.
-pub fn try_replay(trace: &Trace, base: &ReplayConfig, explain: bool) -> Result<ReplayOutput, TraceError> {
+pub fn try_replay(
+    trace: &Trace,
+    base: &ReplayConfig,
+    explain: bool,
+) -> Result<ReplayOutput, TraceError> {
     let cfg = match &trace.options {
         Some(o) => apply_options(base, o)?,
         None => base.clone(),
     };
     if let Some(p) = &trace.policy {
-        p.validate().map_err(|e| TraceError::Policy(e.to_string()))?;
+        p.validate()
+            .map_err(|e| TraceError::Policy(e.to_string()))?;
     }
-    let default_labels: Labels = [("app".to_string(), "workload".to_string())].into_iter().collect();
+    let default_labels: Labels = [("app".to_string(), "workload".to_string())]
+        .into_iter()
+        .collect();
 
     // Events first: validates every timestamp and finds the latest time (the stand-in wall clock).
     let mut events = Vec::new();
@@ -341,14 +382,31 @@ pub fn try_replay(trace: &Trace, base: &ReplayConfig, explain: bool) -> Result<R
     for (ci, c) in trace.containers.iter().enumerate() {
         for (i, s) in c.cpu_samples.iter().enumerate() {
             let t = ts(&c.name, "cpu_samples", i, s[0])?;
-            events.push(Event { at: t, kind: Kind::Cpu, container: ci, index: i, ts: t, value: Some(s[1]) });
+            events.push(Event {
+                at: t,
+                kind: Kind::Cpu,
+                container: ci,
+                index: i,
+                ts: t,
+                value: Some(s[1]),
+            });
         }
         for (i, s) in c.memory_samples.iter().enumerate() {
             let t = ts(&c.name, "memory_samples", i, s[0])?;
-            events.push(Event { at: t, kind: Kind::Memory, container: ci, index: i, ts: t, value: Some(s[1]) });
+            events.push(Event {
+                at: t,
+                kind: Kind::Memory,
+                container: ci,
+                index: i,
+                ts: t,
+                value: Some(s[1]),
+            });
         }
         for (i, o) in c.ooms.iter().enumerate() {
-            let bad = || TraceError::Oom { container: c.name.clone(), index: i };
+            let bad = || TraceError::Oom {
+                container: c.name.clone(),
+                index: i,
+            };
             let t = o.first().copied().flatten().ok_or_else(bad)?;
             if o.len() > 3 {
                 return Err(bad());
@@ -359,7 +417,14 @@ pub fn try_replay(trace: &Trace, base: &ReplayConfig, explain: bool) -> Result<R
                 Some(x) => ts(&c.name, "ooms", i, x)?,
                 None => t,
             };
-            events.push(Event { at, kind: Kind::Oom, container: ci, index: i, ts: t, value });
+            events.push(Event {
+                at,
+                kind: Kind::Oom,
+                container: ci,
+                index: i,
+                ts: t,
+                value,
+            });
         }
     }
     for e in &events {
@@ -384,10 +449,19 @@ pub fn try_replay(trace: &Trace, base: &ReplayConfig, explain: bool) -> Result<R
 
     let mut declared: Vec<String> = Vec::new();
     for p in trace.pods.iter().flatten() {
-        cluster.add_or_update_pod(NAMESPACE, &p.name, p.labels.as_ref().unwrap_or(&default_labels), PodPhase::Running);
+        cluster.add_or_update_pod(
+            NAMESPACE,
+            &p.name,
+            p.labels.as_ref().unwrap_or(&default_labels),
+            PodPhase::Running,
+        );
         declared.push(p.name.clone());
     }
-    let pod_names: Vec<String> = trace.containers.iter().map(|c| c.pod.clone().unwrap_or_else(|| "pod-0".into())).collect();
+    let pod_names: Vec<String> = trace
+        .containers
+        .iter()
+        .map(|c| c.pod.clone().unwrap_or_else(|| "pod-0".into()))
+        .collect();
     for p in &pod_names {
         if !declared.contains(p) {
             cluster.add_or_update_pod(NAMESPACE, p, &default_labels, PodPhase::Running);
@@ -397,10 +471,17 @@ pub fn try_replay(trace: &Trace, base: &ReplayConfig, explain: bool) -> Result<R
     let mut seen = std::collections::HashSet::new();
     for (c, pod) in trace.containers.iter().zip(&pod_names) {
         if !seen.insert((pod.clone(), c.name.clone())) {
-            return Err(TraceError::DuplicateContainer { pod: pod.clone(), container: c.name.clone() });
+            return Err(TraceError::DuplicateContainer {
+                pod: pod.clone(),
+                container: c.name.clone(),
+            });
         }
         cluster
-            .add_or_update_container(ContainerId { namespace: NAMESPACE, pod, container: &c.name })
+            .add_or_update_container(ContainerId {
+                namespace: NAMESPACE,
+                pod,
+                container: &c.name,
+            })
             .map_err(|e| TraceError::Policy(e.to_string()))?;
     }
 
@@ -410,7 +491,11 @@ pub fn try_replay(trace: &Trace, base: &ReplayConfig, explain: bool) -> Result<R
     for e in &events {
         cluster.rate_limited_garbage_collect(e.at);
         let c = &trace.containers[e.container];
-        let id = ContainerId { namespace: NAMESPACE, pod: &pod_names[e.container], container: &c.name };
+        let id = ContainerId {
+            namespace: NAMESPACE,
+            pod: &pod_names[e.container],
+            container: &c.name,
+        };
         match e.kind {
             Kind::Cpu => {
                 let v = e.value.unwrap_or(f64::NAN);
@@ -418,7 +503,14 @@ pub fn try_replay(trace: &Trace, base: &ReplayConfig, explain: bool) -> Result<R
                 let r = if v.is_nan() {
                     Err(ModelError::Rejected(crate::model::SampleRejected::Negative))
                 } else {
-                    cluster.add_sample(id, Sample { time: e.ts, resource: Resource::Cpu, usage: cpu_amount_from_cores(v) })
+                    cluster.add_sample(
+                        id,
+                        Sample {
+                            time: e.ts,
+                            resource: Resource::Cpu,
+                            usage: cpu_amount_from_cores(v),
+                        },
+                    )
                 };
                 if r.is_err() {
                     discarded.cpu += 1;
@@ -429,7 +521,14 @@ pub fn try_replay(trace: &Trace, base: &ReplayConfig, explain: bool) -> Result<R
                 let r = if v.is_nan() {
                     Err(ModelError::Rejected(crate::model::SampleRejected::Negative))
                 } else {
-                    cluster.add_sample(id, Sample { time: e.ts, resource: Resource::Memory, usage: memory_amount_from_bytes(v) })
+                    cluster.add_sample(
+                        id,
+                        Sample {
+                            time: e.ts,
+                            resource: Resource::Memory,
+                            usage: memory_amount_from_bytes(v),
+                        },
+                    )
                 };
                 match r {
                     Ok(()) => *mem_accepted.entry(&c.name).or_default() += 1,
@@ -456,8 +555,15 @@ pub fn try_replay(trace: &Trace, base: &ReplayConfig, explain: bool) -> Result<R
 
     let aggregates = cluster.aggregate_state_by_container_name(vpa_idx);
     let v = &cluster.vpas()[vpa_idx];
-    let rec = recommend(&cfg.recommender, &aggregates, VpaInput { policy: v.policy.as_ref(), annotations: &v.annotations })
-        .map_err(|e| TraceError::Policy(e.to_string()))?;
+    let rec = recommend(
+        &cfg.recommender,
+        &aggregates,
+        VpaInput {
+            policy: v.policy.as_ref(),
+            annotations: &v.annotations,
+        },
+    )
+    .map_err(|e| TraceError::Policy(e.to_string()))?;
     let recommendations = rec
         .containers
         .iter()
@@ -474,10 +580,19 @@ pub fn try_replay(trace: &Trace, base: &ReplayConfig, explain: bool) -> Result<R
             .into_iter()
             .map(|d| TraceExplain {
                 memory_samples: mem_accepted.get(d.container.as_str()).copied().unwrap_or(0),
-                oom_bumps: oom_bumps.get(d.container.as_str()).cloned().unwrap_or_default(),
+                oom_bumps: oom_bumps
+                    .get(d.container.as_str())
+                    .cloned()
+                    .unwrap_or_default(),
                 detail: d,
             })
             .collect()
     });
-    Ok(ReplayOutput { id: trace.id.clone(), recommendations, discarded: Some(discarded), error: None, explain })
+    Ok(ReplayOutput {
+        id: trace.id.clone(),
+        recommendations,
+        discarded: Some(discarded),
+        error: None,
+        explain,
+    })
 }

@@ -222,7 +222,10 @@ mod tests {
         let h = 3600 * NANOS_PER_SEC;
         // 2009-02-13T23:31:30Z → 2009-02-14T00:00:00Z
         let t = 1_234_567_890i128 * NANOS_PER_SEC as i128;
-        assert_eq!(round_to_multiple_from_go_zero(t, h), 1_234_569_600i128 * NANOS_PER_SEC as i128);
+        assert_eq!(
+            round_to_multiple_from_go_zero(t, h),
+            1_234_569_600i128 * NANOS_PER_SEC as i128
+        );
     }
 
     #[test]

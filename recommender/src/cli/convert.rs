@@ -25,14 +25,15 @@ pub fn run(args: &ConvertArgs) -> anyhow::Result<ExitCode> {
         if f.as_os_str() == "-" {
             docs.push(("<stdin>".to_string(), read_stdin()?));
         } else {
-            let text = std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+            let text =
+                std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
             docs.push((f.display().to_string(), text));
         }
     }
     let mut out = std::io::stdout().lock();
     for (i, (name, text)) in docs.iter().enumerate() {
-        let converted =
-            tailor_crds::convert::convert_manifests(text).map_err(|e| InputError(format!("{name}: {e}")))?;
+        let converted = tailor_crds::convert::convert_manifests(text)
+            .map_err(|e| InputError(format!("{name}: {e}")))?;
         if i > 0 && !converted.starts_with("---") {
             writeln!(out, "---")?;
         }
@@ -43,6 +44,8 @@ pub fn run(args: &ConvertArgs) -> anyhow::Result<ExitCode> {
 
 fn read_stdin() -> anyhow::Result<String> {
     let mut s = String::new();
-    std::io::stdin().read_to_string(&mut s).context("reading stdin")?;
+    std::io::stdin()
+        .read_to_string(&mut s)
+        .context("reading stdin")?;
     Ok(s)
 }

@@ -29,7 +29,8 @@ pub fn read_all(path: &Path) -> anyhow::Result<Vec<u8>> {
         std::io::stdin().read_to_end(&mut buf)?;
         return Ok(buf);
     }
-    let file = std::fs::File::open(path).map_err(|e| InputError(format!("{}: {e}", path.display())))?;
+    let file =
+        std::fs::File::open(path).map_err(|e| InputError(format!("{}: {e}", path.display())))?;
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut buf = Vec::with_capacity(len as usize);
     if len >= PROGRESS_THRESHOLD {
@@ -39,11 +40,14 @@ pub fn read_all(path: &Path) -> anyhow::Result<Vec<u8>> {
                 .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         bar.set_message(path.display().to_string());
-        bar.wrap_read(file).read_to_end(&mut buf).map_err(|e| InputError(format!("{}: {e}", path.display())))?;
+        bar.wrap_read(file)
+            .read_to_end(&mut buf)
+            .map_err(|e| InputError(format!("{}: {e}", path.display())))?;
         bar.finish_and_clear();
     } else {
         let mut f = file;
-        f.read_to_end(&mut buf).map_err(|e| InputError(format!("{}: {e}", path.display())))?;
+        f.read_to_end(&mut buf)
+            .map_err(|e| InputError(format!("{}: {e}", path.display())))?;
     }
     Ok(buf)
 }
@@ -54,13 +58,22 @@ pub fn parse(name: &str, data: &[u8]) -> Result<Loaded, InputError> {
     match first {
         Some(b'{') => {
             let t: Trace = serde_json::from_slice(data).map_err(|e| json_error(name, &e))?;
-            Ok(Loaded { traces: vec![t], single: true })
+            Ok(Loaded {
+                traces: vec![t],
+                single: true,
+            })
         }
         Some(b'[') => {
             let ts: Vec<Trace> = serde_json::from_slice(data).map_err(|e| json_error(name, &e))?;
-            Ok(Loaded { traces: ts, single: false })
+            Ok(Loaded {
+                traces: ts,
+                single: false,
+            })
         }
-        Some(_) => Ok(Loaded { traces: parse_csv(name, data)?, single: false }),
+        Some(_) => Ok(Loaded {
+            traces: parse_csv(name, data)?,
+            single: false,
+        }),
         None => Err(InputError(format!("{name}: empty input"))),
     }
 }
@@ -69,8 +82,18 @@ fn json_error(name: &str, e: &serde_json::Error) -> InputError {
     InputError(format!("{name}:{}:{}: {e}", e.line(), e.column()))
 }
 
+/// (pod, container) → index in a trace's `containers`.
+type ContainerIndex = BTreeMap<(String, String), usize>;
+
 /// The CSV header Tailor expects.
-pub const CSV_HEADER: [&str; 6] = ["timestamp", "namespace", "pod", "container", "cpu_cores", "memory_bytes"];
+pub const CSV_HEADER: [&str; 6] = [
+    "timestamp",
+    "namespace",
+    "pod",
+    "container",
+    "cpu_cores",
+    "memory_bytes",
+];
 
 /// Strips replica suffixes from a pod name: `web-7d9f8c6b5-x2x9z` → `web`, `db-0` → `db`.
 pub fn workload_of(pod: &str) -> String {
@@ -78,17 +101,28 @@ pub fn workload_of(pod: &str) -> String {
     if parts.len() < 2 {
         return pod.to_string();
     }
-    let is_hash = |s: &str, lens: &[usize]| lens.contains(&s.len()) && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let is_hash = |s: &str, lens: &[usize]| {
+        lens.contains(&s.len())
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+    };
     let mut n = parts.len();
     if parts[n - 1].chars().all(|c| c.is_ascii_digit()) {
         n -= 1;
     } else if is_hash(parts[n - 1], &[5]) {
         n -= 1;
-        if n >= 2 && is_hash(parts[n - 1], &[6, 7, 8, 9, 10]) && parts[n - 1].chars().any(|c| c.is_ascii_digit()) {
+        if n >= 2
+            && is_hash(parts[n - 1], &[6, 7, 8, 9, 10])
+            && parts[n - 1].chars().any(|c| c.is_ascii_digit())
+        {
             n -= 1;
         }
     }
-    if n == 0 { pod.to_string() } else { parts[..n].join("-") }
+    if n == 0 {
+        pod.to_string()
+    } else {
+        parts[..n].join("-")
+    }
 }
 
 fn parse_time(s: &str) -> Option<f64> {
@@ -104,8 +138,14 @@ fn parse_time(s: &str) -> Option<f64> {
 /// (namespace, workload); replicas of a workload share labels so they aggregate like a Deployment's pods.
 /// An empty cpu or memory cell means no sample of that resource.
 pub fn parse_csv(name: &str, data: &[u8]) -> Result<Vec<Trace>, InputError> {
-    let mut rdr = csv::ReaderBuilder::new().has_headers(true).trim(csv::Trim::All).from_reader(data);
-    let headers = rdr.headers().map_err(|e| InputError(format!("{name}:1: {e}")))?.clone();
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .trim(csv::Trim::All)
+        .from_reader(data);
+    let headers = rdr
+        .headers()
+        .map_err(|e| InputError(format!("{name}:1: {e}")))?
+        .clone();
     let got: Vec<&str> = headers.iter().collect();
     if got != CSV_HEADER {
         return Err(InputError(format!(
@@ -115,7 +155,7 @@ pub fn parse_csv(name: &str, data: &[u8]) -> Result<Vec<Trace>, InputError> {
         )));
     }
     // (namespace, workload) -> (pods, containers index by (pod, container))
-    let mut groups: BTreeMap<(String, String), (Trace, BTreeMap<(String, String), usize>)> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, String), (Trace, ContainerIndex)> = BTreeMap::new();
     for rec in rdr.records() {
         let rec = rec.map_err(|e| {
             let line = e.position().map_or(0, |p| p.line());
@@ -124,7 +164,10 @@ pub fn parse_csv(name: &str, data: &[u8]) -> Result<Vec<Trace>, InputError> {
         let line = rec.position().map_or(0, |p| p.line());
         let field = |i: usize| rec.get(i).unwrap_or("");
         let ts = parse_time(field(0)).ok_or_else(|| {
-            InputError(format!("{name}:{line}: field timestamp: {:?} is neither unix seconds nor RFC 3339", field(0)))
+            InputError(format!(
+                "{name}:{line}: field timestamp: {:?} is neither unix seconds nor RFC 3339",
+                field(0)
+            ))
         })?;
         let (ns, pod, container) = (field(1), field(2), field(3));
         for (i, col) in [(1, "namespace"), (2, "pod"), (3, "container")] {
@@ -137,24 +180,38 @@ pub fn parse_csv(name: &str, data: &[u8]) -> Result<Vec<Trace>, InputError> {
             if s.is_empty() {
                 return Ok(None);
             }
-            s.parse::<f64>()
-                .map(Some)
-                .map_err(|_| InputError(format!("{name}:{line}: field {col}: {s:?} is not a number")))
+            s.parse::<f64>().map(Some).map_err(|_| {
+                InputError(format!("{name}:{line}: field {col}: {s:?} is not a number"))
+            })
         };
         let cpu = num(4, "cpu_cores")?;
         let mem = num(5, "memory_bytes")?;
         let workload = workload_of(pod);
-        let (trace, index) = groups.entry((ns.to_string(), workload.clone())).or_insert_with(|| {
-            (Trace { id: format!("{ns}/{workload}"), pods: Some(Vec::new()), ..Default::default() }, BTreeMap::new())
-        });
+        let (trace, index) = groups
+            .entry((ns.to_string(), workload.clone()))
+            .or_insert_with(|| {
+                (
+                    Trace {
+                        id: format!("{ns}/{workload}"),
+                        pods: Some(Vec::new()),
+                        ..Default::default()
+                    },
+                    BTreeMap::new(),
+                )
+            });
         let key = (pod.to_string(), container.to_string());
         let ci = match index.get(&key) {
             Some(&i) => i,
             None => {
                 let pods = trace.pods.get_or_insert_with(Vec::new);
                 if !pods.iter().any(|p| p.name == pod) {
-                    let labels = [("app".to_string(), workload.clone())].into_iter().collect();
-                    pods.push(TracePod { name: pod.to_string(), labels: Some(labels) });
+                    let labels = [("app".to_string(), workload.clone())]
+                        .into_iter()
+                        .collect();
+                    pods.push(TracePod {
+                        name: pod.to_string(),
+                        labels: Some(labels),
+                    });
                 }
                 trace.containers.push(TraceContainer {
                     name: container.to_string(),

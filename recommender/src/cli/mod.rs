@@ -46,7 +46,11 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            if e.chain().any(|c| c.is::<InputError>()) { ExitCode::from(2) } else { ExitCode::from(1) }
+            if e.chain().any(|c| c.is::<InputError>()) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
         }
     }
 }

@@ -20,18 +20,31 @@ pub fn write(
     let shaped: Vec<Value> = outputs.iter().map(|o| shape(o, explain)).collect();
     match format {
         OutputFormat::Json => {
-            let v = if single && shaped.len() == 1 { shaped[0].clone() } else { Value::Array(shaped) };
+            let v = if single && shaped.len() == 1 {
+                shaped[0].clone()
+            } else {
+                Value::Array(shaped)
+            };
             serde_json::to_writer_pretty(&mut *w, &v)?;
             writeln!(w)?;
         }
         OutputFormat::Yaml => {
-            let v = if single && shaped.len() == 1 { shaped[0].clone() } else { Value::Array(shaped) };
+            let v = if single && shaped.len() == 1 {
+                shaped[0].clone()
+            } else {
+                Value::Array(shaped)
+            };
             w.write_all(serde_saphyr::to_string(&v)?.as_bytes())?;
         }
         OutputFormat::Csv => write_csv(w, outputs)?,
         OutputFormat::Table => write_table(w, outputs, explain)?,
         OutputFormat::Vpa => {
-            let docs: Vec<Value> = outputs.iter().zip(traces).filter(|(o, _)| o.error.is_none()).map(|(o, t)| vpa(o, t)).collect();
+            let docs: Vec<Value> = outputs
+                .iter()
+                .zip(traces)
+                .filter(|(o, _)| o.error.is_none())
+                .map(|(o, t)| vpa(o, t))
+                .collect();
             w.write_all(serde_saphyr::to_string_multiple(&docs)?.as_bytes())?;
         }
     }
@@ -47,7 +60,10 @@ fn shape(o: &ReplayOutput, explain: bool) -> Value {
 }
 
 fn write_csv(w: &mut dyn Write, outputs: &[ReplayOutput]) -> anyhow::Result<()> {
-    writeln!(w, "id,container,resource,target,lower_bound,upper_bound,uncapped_target")?;
+    writeln!(
+        w,
+        "id,container,resource,target,lower_bound,upper_bound,uncapped_target"
+    )?;
     for o in outputs {
         for r in &o.recommendations {
             for (res, unit) in [("cpu", "millicores"), ("memory", "bytes")] {
@@ -73,7 +89,11 @@ fn write_csv(w: &mut dyn Write, outputs: &[ReplayOutput]) -> anyhow::Result<()> 
 }
 
 fn csv_escape(s: &str) -> String {
-    if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
 }
 
 /// `627m`, `2`, `1.5` cores.
@@ -88,7 +108,12 @@ pub fn fmt_cpu(m: Option<i64>) -> String {
 /// `512Mi`, `1.25Gi`, … (2 decimals at most).
 pub fn fmt_mem(b: Option<i64>) -> String {
     let Some(b) = b else { return "-".into() };
-    let units = [("Ti", 1i64 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)];
+    let units = [
+        ("Ti", 1i64 << 40),
+        ("Gi", 1 << 30),
+        ("Mi", 1 << 20),
+        ("Ki", 1 << 10),
+    ];
     for (u, d) in units {
         if b >= d {
             let v = b as f64 / d as f64;
@@ -124,11 +149,25 @@ fn write_table(w: &mut dyn Write, outputs: &[ReplayOutput], explain: bool) -> an
     let mut details = Vec::new();
     for o in outputs {
         if let Some(e) = &o.error {
-            rows.push([o.id.clone(), "-".into(), "-".into(), "-".into(), "-".into(), format!("error: {e}")]);
+            rows.push([
+                o.id.clone(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                format!("error: {e}"),
+            ]);
             continue;
         }
         if o.recommendations.is_empty() {
-            rows.push([o.id.clone(), "-".into(), "-".into(), "-".into(), "-".into(), "no recommendation".into()]);
+            rows.push([
+                o.id.clone(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "no recommendation".into(),
+            ]);
         }
         for (i, r) in o.recommendations.iter().enumerate() {
             let ex = o.explain.as_ref().and_then(|e| e.get(i));
@@ -148,7 +187,11 @@ fn write_table(w: &mut dyn Write, outputs: &[ReplayOutput], explain: bool) -> an
                 if !e.detail.caps.is_empty() {
                     notes.push("capped by policy".to_string());
                 }
-                if e.detail.steps.iter().any(|s| s.bound == "target" && s.minimum_applied) {
+                if e.detail
+                    .steps
+                    .iter()
+                    .any(|s| s.bound == "target" && s.minimum_applied)
+                {
                     notes.push("pod minimum applied".to_string());
                 }
                 if e.detail.confidence_cpu < 1.0 {
@@ -158,7 +201,12 @@ fn write_table(w: &mut dyn Write, outputs: &[ReplayOutput], explain: bool) -> an
             rows.push([
                 o.id.clone(),
                 r.container_name.clone(),
-                format!("{} ({}..{})", fmt_cpu(r.target.cpu), fmt_cpu(r.lower_bound.cpu), fmt_cpu(r.upper_bound.cpu)),
+                format!(
+                    "{} ({}..{})",
+                    fmt_cpu(r.target.cpu),
+                    fmt_cpu(r.lower_bound.cpu),
+                    fmt_cpu(r.upper_bound.cpu)
+                ),
                 format!(
                     "{} ({}..{})",
                     fmt_mem(r.target.memory),
@@ -173,7 +221,9 @@ fn write_table(w: &mut dyn Write, outputs: &[ReplayOutput], explain: bool) -> an
             }
         }
     }
-    let widths: Vec<usize> = (0..6).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..6)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
     for r in &rows {
         let mut line = String::new();
         for (c, cell) in r.iter().enumerate() {
@@ -209,7 +259,13 @@ fn explain_text(id: &str, e: &tailor_recommender::replay::TraceExplain) -> Strin
         fmt_mem(d.minimum.memory)
     ));
     for st in &d.steps {
-        let fmt = |v: i64| if st.resource == "cpu" { fmt_cpu(Some(v)) } else { format!("{v} ({})", fmt_mem(Some(v))) };
+        let fmt = |v: i64| {
+            if st.resource == "cpu" {
+                fmt_cpu(Some(v))
+            } else {
+                format!("{v} ({})", fmt_mem(Some(v)))
+            }
+        };
         s.push_str(&format!(
             "  {:<6} {:<10} p{:<5} bucket {:>4} -> {} +margin {} x{:.4} = {}{}\n",
             st.resource,
@@ -220,7 +276,11 @@ fn explain_text(id: &str, e: &tailor_recommender::replay::TraceExplain) -> Strin
             fmt(st.with_margin),
             st.multiplier,
             fmt(st.estimate),
-            if st.minimum_applied { " (raised to the minimum)" } else { "" }
+            if st.minimum_applied {
+                " (raised to the minimum)"
+            } else {
+                ""
+            }
         ));
     }
     for c in &d.caps {
@@ -228,7 +288,10 @@ fn explain_text(id: &str, e: &tailor_recommender::replay::TraceExplain) -> Strin
     }
     if !e.oom_bumps.is_empty() {
         let v: Vec<String> = e.oom_bumps.iter().map(|b| fmt_mem(Some(*b))).collect();
-        s.push_str(&format!("  OOM bumps recorded as peaks: {}\n", v.join(", ")));
+        s.push_str(&format!(
+            "  OOM bumps recorded as peaks: {}\n",
+            v.join(", ")
+        ));
     }
     s
 }
@@ -245,10 +308,23 @@ fn quantities(r: &Resources) -> Value {
 }
 
 fn dns_name(id: &str) -> String {
-    let s: String =
-        id.to_ascii_lowercase().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' }).collect();
+    let s: String = id
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
     let s = s.trim_matches('-').to_string();
-    if s.is_empty() { "vpa".into() } else { s.chars().take(63).collect() }
+    if s.is_empty() {
+        "vpa".into()
+    } else {
+        s.chars().take(63).collect()
+    }
 }
 
 fn vpa(o: &ReplayOutput, t: &Trace) -> Value {

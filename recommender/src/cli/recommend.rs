@@ -130,17 +130,31 @@ impl RecommendArgs {
     pub fn config(&self) -> Result<ReplayConfig, InputError> {
         for (name, d) in [
             ("--confidence-interval-cpu", self.confidence_interval_cpu),
-            ("--confidence-interval-memory", self.confidence_interval_memory),
-            ("--memory-aggregation-interval", self.memory_aggregation_interval),
-            ("--memory-histogram-decay-half-life", self.memory_histogram_decay_half_life),
-            ("--cpu-histogram-decay-half-life", self.cpu_histogram_decay_half_life),
+            (
+                "--confidence-interval-memory",
+                self.confidence_interval_memory,
+            ),
+            (
+                "--memory-aggregation-interval",
+                self.memory_aggregation_interval,
+            ),
+            (
+                "--memory-histogram-decay-half-life",
+                self.memory_histogram_decay_half_life,
+            ),
+            (
+                "--cpu-histogram-decay-half-life",
+                self.cpu_histogram_decay_half_life,
+            ),
         ] {
             if d.is_zero() {
                 return Err(InputError(format!("{name} must be greater than zero")));
             }
         }
         if self.memory_aggregation_interval_count <= 0 {
-            return Err(InputError("--memory-aggregation-interval-count must be greater than zero".into()));
+            return Err(InputError(
+                "--memory-aggregation-interval-count must be greater than zero".into(),
+            ));
         }
         let max_cpu = self
             .container_recommendation_max_allowed_cpu
@@ -153,7 +167,11 @@ impl RecommendArgs {
             .as_deref()
             .map(quantity::memory_bytes)
             .transpose()
-            .map_err(|e| InputError(format!("--container-recommendation-max-allowed-memory: {e}")))?;
+            .map_err(|e| {
+                InputError(format!(
+                    "--container-recommendation-max-allowed-memory: {e}"
+                ))
+            })?;
         Ok(ReplayConfig {
             aggregations: AggregationsConfig {
                 memory_aggregation_interval: nanos(self.memory_aggregation_interval),
@@ -180,7 +198,10 @@ impl RecommendArgs {
                 round_memory_bytes: self.round_memory_bytes,
                 humanize_memory: self.humanize_memory,
                 cpu_integer_post_processor_enabled: self.cpu_integer_post_processor_enabled,
-                global_max_allowed: Resources { cpu: max_cpu, memory: max_mem },
+                global_max_allowed: Resources {
+                    cpu: max_cpu,
+                    memory: max_mem,
+                },
             },
         })
     }
@@ -189,16 +210,37 @@ impl RecommendArgs {
 /// Runs `tailor recommend`.
 pub fn run(args: &RecommendArgs) -> anyhow::Result<ExitCode> {
     let config = args.config()?;
-    let name = if args.input.as_os_str() == "-" { "<stdin>".to_string() } else { args.input.display().to_string() };
+    let name = if args.input.as_os_str() == "-" {
+        "<stdin>".to_string()
+    } else {
+        args.input.display().to_string()
+    };
     let data = input::read_all(&args.input)?;
     let loaded = input::parse(&name, &data)?;
     drop(data);
-    let outputs: Vec<_> = loaded.traces.iter().map(|t| replay(t, &config, true)).collect();
+    let outputs: Vec<_> = loaded
+        .traces
+        .iter()
+        .map(|t| replay(t, &config, true))
+        .collect();
     let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
-    output::write(&mut stdout, args.output, &outputs, loaded.single, args.explain, &loaded.traces)?;
+    output::write(
+        &mut stdout,
+        args.output,
+        &outputs,
+        loaded.single,
+        args.explain,
+        &loaded.traces,
+    )?;
     stdout.flush()?;
-    let failed: Vec<String> =
-        outputs.iter().filter_map(|o| o.error.as_ref().map(|e| format!("{name}: trace {:?}: {e}", o.id))).collect();
+    let failed: Vec<String> = outputs
+        .iter()
+        .filter_map(|o| {
+            o.error
+                .as_ref()
+                .map(|e| format!("{name}: trace {:?}: {e}", o.id))
+        })
+        .collect();
     if !failed.is_empty() {
         for f in &failed {
             eprintln!("error: {f}");

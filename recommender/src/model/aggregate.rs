@@ -1,7 +1,8 @@
 //! Aggregated usage of every container sharing one key: two decaying histograms and CPU sample statistics.
 
 use crate::histogram::{
-    DecayingHistogram, HistogramCheckpoint, HistogramError, HistogramOptions, MIN_SAMPLE_WEIGHT, ZERO_TIME,
+    DecayingHistogram, HistogramCheckpoint, HistogramError, HistogramOptions, MIN_SAMPLE_WEIGHT,
+    ZERO_TIME,
 };
 use crate::units::{Nanos, ResourceAmount, cores_from_cpu_amount, sat_sub};
 
@@ -45,7 +46,8 @@ impl Default for AggregationsConfig {
 impl AggregationsConfig {
     /// How long history is kept: interval × count.
     pub fn history_length(&self) -> i64 {
-        self.memory_aggregation_interval.saturating_mul(self.memory_aggregation_interval_count)
+        self.memory_aggregation_interval
+            .saturating_mul(self.memory_aggregation_interval_count)
     }
 }
 
@@ -120,8 +122,14 @@ impl AggregateContainerState {
     /// An empty aggregate created at `creation_time`.
     pub fn new(config: &AggregationsConfig, creation_time: Nanos) -> Self {
         AggregateContainerState {
-            cpu: DecayingHistogram::new(HistogramOptions::vpa_cpu(), config.cpu_histogram_decay_half_life),
-            memory: DecayingHistogram::new(HistogramOptions::vpa_memory(), config.memory_histogram_decay_half_life),
+            cpu: DecayingHistogram::new(
+                HistogramOptions::vpa_cpu(),
+                config.cpu_histogram_decay_half_life,
+            ),
+            memory: DecayingHistogram::new(
+                HistogramOptions::vpa_memory(),
+                config.memory_histogram_decay_half_life,
+            ),
             first_sample_start: ZERO_TIME,
             last_sample_start: ZERO_TIME,
             total_samples_count: 0,
@@ -148,7 +156,11 @@ impl AggregateContainerState {
 
     /// Expired at `now`: no sample (or, if empty, no creation) within interval × count; boundary included.
     pub fn is_expired(&self, now: Nanos, config: &AggregationsConfig) -> bool {
-        let since = if self.is_empty() { self.creation_time } else { self.last_sample_start };
+        let since = if self.is_empty() {
+            self.creation_time
+        } else {
+            self.last_sample_start
+        };
         sat_sub(now as i128, since as i128) >= config.history_length()
     }
 
@@ -157,7 +169,8 @@ impl AggregateContainerState {
         self.cpu.merge(&other.cpu);
         self.memory.merge(&other.memory);
         if other.first_sample_start != ZERO_TIME
-            && (self.first_sample_start == ZERO_TIME || other.first_sample_start < self.first_sample_start)
+            && (self.first_sample_start == ZERO_TIME
+                || other.first_sample_start < self.first_sample_start)
         {
             self.first_sample_start = other.first_sample_start;
         }
@@ -171,8 +184,10 @@ impl AggregateContainerState {
     pub fn save_to_checkpoint(&self) -> AggregateCheckpoint {
         AggregateCheckpoint {
             version: CHECKPOINT_VERSION.into(),
-            first_sample_start: (self.first_sample_start != ZERO_TIME).then_some(self.first_sample_start),
-            last_sample_start: (self.last_sample_start != ZERO_TIME).then_some(self.last_sample_start),
+            first_sample_start: (self.first_sample_start != ZERO_TIME)
+                .then_some(self.first_sample_start),
+            last_sample_start: (self.last_sample_start != ZERO_TIME)
+                .then_some(self.last_sample_start),
             total_samples_count: self.total_samples_count,
             cpu_histogram: self.cpu.save_to_checkpoint(),
             memory_histogram: self.memory.save_to_checkpoint(),
@@ -180,7 +195,10 @@ impl AggregateContainerState {
     }
 
     /// Loads a checkpoint into this (fresh) aggregate.
-    pub fn load_from_checkpoint(&mut self, cp: &AggregateCheckpoint) -> Result<(), CheckpointError> {
+    pub fn load_from_checkpoint(
+        &mut self,
+        cp: &AggregateCheckpoint,
+    ) -> Result<(), CheckpointError> {
         if cp.version != CHECKPOINT_VERSION {
             return Err(CheckpointError::Version(cp.version.clone()));
         }
@@ -189,10 +207,16 @@ impl AggregateContainerState {
         self.last_sample_start = cp.last_sample_start.unwrap_or(ZERO_TIME);
         self.memory
             .load_from_checkpoint(Some(&cp.memory_histogram))
-            .map_err(|source| CheckpointError::Histogram { which: "memory", source })?;
+            .map_err(|source| CheckpointError::Histogram {
+                which: "memory",
+                source,
+            })?;
         self.cpu
             .load_from_checkpoint(Some(&cp.cpu_histogram))
-            .map_err(|source| CheckpointError::Histogram { which: "cpu", source })?;
+            .map_err(|source| CheckpointError::Histogram {
+                which: "cpu",
+                source,
+            })?;
         Ok(())
     }
 

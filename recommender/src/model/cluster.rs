@@ -9,7 +9,7 @@ use super::fxhash::FxBuildHasher;
 use super::selector::{Labels, Selector, label_set_key};
 use crate::histogram::ZERO_TIME;
 use crate::policy::PodResourcePolicy;
-use crate::units::{Nanos, ResourceAmount, Resource, sat_sub};
+use crate::units::{Nanos, Resource, ResourceAmount, sat_sub};
 
 type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;
 
@@ -221,18 +221,28 @@ impl ClusterState {
     }
 
     /// Adds a pod or updates its labels and phase. Changed labels re-point its containers to new aggregates.
-    pub fn add_or_update_pod(&mut self, namespace: &str, name: &str, labels: &Labels, phase: PodPhase) {
+    pub fn add_or_update_pod(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        labels: &Labels,
+        phase: PodPhase,
+    ) {
         let labels_id = self.intern_labels(labels);
         let ns = self.strings.intern(namespace);
         if let Some(i) = self.pod_index(namespace, name) {
-            let relabel = self.pods[i as usize].as_ref().is_some_and(|p| p.labels != labels_id);
+            let relabel = self.pods[i as usize]
+                .as_ref()
+                .is_some_and(|p| p.labels != labels_id);
             if let Some(p) = self.pods[i as usize].as_mut() {
                 p.phase = phase;
                 p.labels = labels_id;
             }
             if relabel {
-                let names: Vec<u32> =
-                    self.pods[i as usize].as_ref().map(|p| p.containers.iter().map(|c| c.name).collect()).unwrap_or_default();
+                let names: Vec<u32> = self.pods[i as usize]
+                    .as_ref()
+                    .map(|p| p.containers.iter().map(|c| c.name).collect())
+                    .unwrap_or_default();
                 for (ci, n) in names.into_iter().enumerate() {
                     let slot = self.find_or_create_slot(ns, n, labels_id);
                     if let Some(p) = self.pods[i as usize].as_mut() {
@@ -243,8 +253,17 @@ impl ClusterState {
             return;
         }
         let idx = self.pods.len() as u32;
-        self.pods.push(Some(PodState { namespace: ns, name: name.into(), labels: labels_id, phase, containers: Vec::new() }));
-        self.pods_by_ns.entry(ns).or_default().insert(name.into(), idx);
+        self.pods.push(Some(PodState {
+            namespace: ns,
+            name: name.into(),
+            labels: labels_id,
+            phase,
+            containers: Vec::new(),
+        }));
+        self.pods_by_ns
+            .entry(ns)
+            .or_default()
+            .insert(name.into(), idx);
     }
 
     /// Removes a pod (its aggregates stay until GC).
@@ -288,26 +307,45 @@ impl ClusterState {
 
     /// Adds a container to a pod (creating its aggregate right away).
     pub fn add_or_update_container(&mut self, id: ContainerId<'_>) -> Result<(), ModelError> {
-        let pi = self.pod_index(id.namespace, id.pod).ok_or_else(|| ModelError::PodNotFound(format!("{}/{}", id.namespace, id.pod)))?;
+        let pi = self
+            .pod_index(id.namespace, id.pod)
+            .ok_or_else(|| ModelError::PodNotFound(format!("{}/{}", id.namespace, id.pod)))?;
         let name = self.strings.intern(id.container);
         let (ns, labels, exists) = match self.pods[pi as usize].as_ref() {
-            Some(p) => (p.namespace, p.labels, p.containers.iter().any(|c| c.name == name)),
-            None => return Err(ModelError::PodNotFound(format!("{}/{}", id.namespace, id.pod))),
+            Some(p) => (
+                p.namespace,
+                p.labels,
+                p.containers.iter().any(|c| c.name == name),
+            ),
+            None => {
+                return Err(ModelError::PodNotFound(format!(
+                    "{}/{}",
+                    id.namespace, id.pod
+                )));
+            }
         };
         if exists {
             return Ok(());
         }
         let slot = self.find_or_create_slot(ns, name, labels);
         if let Some(p) = self.pods[pi as usize].as_mut() {
-            p.containers.push(ContainerEntry { name, slot, state: ContainerState::default() });
+            p.containers.push(ContainerEntry {
+                name,
+                slot,
+                state: ContainerState::default(),
+            });
         }
         Ok(())
     }
 
     #[inline]
     fn locate(&self, id: ContainerId<'_>) -> Result<(usize, usize), ModelError> {
-        let pi = self.pod_index(id.namespace, id.pod).ok_or_else(|| ModelError::PodNotFound(format!("{}/{}", id.namespace, id.pod)))?;
-        let pod = self.pods[pi as usize].as_ref().ok_or_else(|| ModelError::PodNotFound(id.pod.into()))?;
+        let pi = self
+            .pod_index(id.namespace, id.pod)
+            .ok_or_else(|| ModelError::PodNotFound(format!("{}/{}", id.namespace, id.pod)))?;
+        let pod = self.pods[pi as usize]
+            .as_ref()
+            .ok_or_else(|| ModelError::PodNotFound(id.pod.into()))?;
         let ci = pod
             .containers
             .iter()
@@ -326,19 +364,25 @@ impl ClusterState {
     fn ensure_state(&mut self, slot: u32) -> &mut AggregateContainerState {
         let now = self.now;
         let config = &self.config;
-        self.slots[slot as usize].state.get_or_insert_with(|| AggregateContainerState::new(config, now))
+        self.slots[slot as usize]
+            .state
+            .get_or_insert_with(|| AggregateContainerState::new(config, now))
     }
 
     #[inline]
     fn add_sample_at(&mut self, pi: usize, ci: usize, sample: Sample) -> Result<(), ModelError> {
         let config = self.config;
-        let Some(pod) = self.pods[pi].as_mut() else { return Err(ModelError::PodNotFound(String::new())) };
+        let Some(pod) = self.pods[pi].as_mut() else {
+            return Err(ModelError::PodNotFound(String::new()));
+        };
         let entry = &mut pod.containers[ci];
         let slot = entry.slot;
         let mut state = entry.state;
         let agg = {
             let now = self.now;
-            self.slots[slot as usize].state.get_or_insert_with(|| AggregateContainerState::new(&config, now))
+            self.slots[slot as usize]
+                .state
+                .get_or_insert_with(|| AggregateContainerState::new(&config, now))
         };
         let r = match sample.resource {
             Resource::Cpu => state.add_cpu_sample(sample.time, sample.usage, agg),
@@ -351,7 +395,12 @@ impl ClusterState {
     }
 
     /// Records an OOM for a container; returns the bumped memory value.
-    pub fn record_oom(&mut self, id: ContainerId<'_>, t: Nanos, requested: ResourceAmount) -> Result<ResourceAmount, ModelError> {
+    pub fn record_oom(
+        &mut self,
+        id: ContainerId<'_>,
+        t: Nanos,
+        requested: ResourceAmount,
+    ) -> Result<ResourceAmount, ModelError> {
         let (pi, ci) = self.locate(id)?;
         let config = self.config;
         let (slot, mut state) = match self.pods[pi].as_ref() {
@@ -369,7 +418,9 @@ impl ClusterState {
     pub fn add_vpa(&mut self, mut vpa: VpaState) -> usize {
         vpa.slots.clear();
         for (i, s) in self.slots.iter().enumerate() {
-            if self.strings.name(s.namespace) == vpa.namespace && vpa.selector.matches(&self.label_sets[s.labels as usize]) {
+            if self.strings.name(s.namespace) == vpa.namespace
+                && vpa.selector.matches(&self.label_sets[s.labels as usize])
+            {
                 vpa.slots.push(i as u32);
             }
         }
@@ -399,13 +450,42 @@ impl ClusterState {
 
     /// Pods (namespace/name) whose namespace equals the VPA's and whose labels it selects, in any phase.
     pub fn matching_pods(&self, vpa: usize) -> Vec<String> {
-        let Some(v) = self.vpas.get(vpa) else { return Vec::new() };
+        let Some(v) = self.vpas.get(vpa) else {
+            return Vec::new();
+        };
         let mut out: Vec<String> = self
             .pods
             .iter()
             .flatten()
-            .filter(|p| self.strings.name(p.namespace) == v.namespace && v.selector.matches(&self.label_sets[p.labels as usize]))
+            .filter(|p| {
+                self.strings.name(p.namespace) == v.namespace
+                    && v.selector.matches(&self.label_sets[p.labels as usize])
+            })
             .map(|p| format!("{}/{}", self.strings.name(p.namespace), p.name))
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Container instances (`namespace/pod:container`) whose aggregate is linked to the VPA, sorted.
+    pub fn vpa_container_ids(&self, vpa: usize) -> Vec<String> {
+        let Some(v) = self.vpas.get(vpa) else {
+            return Vec::new();
+        };
+        let mut out: Vec<String> = self
+            .pods
+            .iter()
+            .flatten()
+            .flat_map(|p| p.containers.iter().map(move |c| (p, c)))
+            .filter(|(_, c)| v.slots.contains(&c.slot))
+            .map(|(p, c)| {
+                format!(
+                    "{}/{}:{}",
+                    self.strings.name(p.namespace),
+                    p.name,
+                    self.strings.name(c.name)
+                )
+            })
             .collect();
         out.sort();
         out
@@ -413,20 +493,33 @@ impl ClusterState {
 
     /// Live aggregates linked to the VPA, as (container name, label set, aggregate).
     pub fn vpa_aggregates(&self, vpa: usize) -> Vec<(&str, &Labels, &AggregateContainerState)> {
-        let Some(v) = self.vpas.get(vpa) else { return Vec::new() };
+        let Some(v) = self.vpas.get(vpa) else {
+            return Vec::new();
+        };
         v.slots
             .iter()
             .filter_map(|&s| {
                 let slot = &self.slots[s as usize];
-                slot.state.as_ref().map(|a| (self.strings.name(slot.container), &self.label_sets[slot.labels as usize], a))
+                slot.state.as_ref().map(|a| {
+                    (
+                        self.strings.name(slot.container),
+                        &self.label_sets[slot.labels as usize],
+                        a,
+                    )
+                })
             })
             .collect()
     }
 
     /// Merges every live aggregate of the VPA and its restored state into one fresh aggregate per container name.
-    pub fn aggregate_state_by_container_name(&self, vpa: usize) -> BTreeMap<String, AggregateContainerState> {
+    pub fn aggregate_state_by_container_name(
+        &self,
+        vpa: usize,
+    ) -> BTreeMap<String, AggregateContainerState> {
         let mut out: BTreeMap<String, AggregateContainerState> = BTreeMap::new();
-        let Some(v) = self.vpas.get(vpa) else { return out };
+        let Some(v) = self.vpas.get(vpa) else {
+            return out;
+        };
         for (name, _, agg) in self.vpa_aggregates(vpa) {
             out.entry(name.to_string())
                 .or_insert_with(|| AggregateContainerState::new(&self.config, self.now))
@@ -442,15 +535,26 @@ impl ClusterState {
 
     /// Same as [`Self::aggregate_state_by_container_name`], minus the open memory window of every selected
     /// container at `now` (the content of a checkpoint).
-    pub fn checkpoint_states(&self, vpa: usize, now: Nanos) -> BTreeMap<String, AggregateContainerState> {
+    pub fn checkpoint_states(
+        &self,
+        vpa: usize,
+        now: Nanos,
+    ) -> BTreeMap<String, AggregateContainerState> {
         let mut states = self.aggregate_state_by_container_name(vpa);
-        let Some(v) = self.vpas.get(vpa) else { return states };
+        let Some(v) = self.vpas.get(vpa) else {
+            return states;
+        };
         for p in self.pods.iter().flatten() {
-            if self.strings.name(p.namespace) != v.namespace || !v.selector.matches(&self.label_sets[p.labels as usize]) {
+            if self.strings.name(p.namespace) != v.namespace
+                || !v.selector.matches(&self.label_sets[p.labels as usize])
+            {
                 continue;
             }
             for c in &p.containers {
-                if let (Some(agg), Some((peak, end))) = (states.get_mut(self.strings.name(c.name)), c.state.open_window_peak(now)) {
+                if let (Some(agg), Some((peak, end))) = (
+                    states.get_mut(self.strings.name(c.name)),
+                    c.state.open_window_peak(now),
+                ) {
                     agg.memory.subtract_sample(peak as f64, 1.0, end);
                 }
             }
@@ -487,7 +591,9 @@ impl ClusterState {
         }
         let mut deleted = 0;
         for (i, slot) in self.slots.iter_mut().enumerate() {
-            let Some(agg) = slot.state.as_ref() else { continue };
+            let Some(agg) = slot.state.as_ref() else {
+                continue;
+            };
             if agg.is_expired(now, &self.config) || (agg.is_empty() && !contributive[i]) {
                 slot.state = None;
                 deleted += 1;
@@ -508,7 +614,11 @@ impl ClusterState {
 
     /// Sum of heap bytes held by live aggregates' histograms.
     pub fn histogram_heap_bytes(&self) -> usize {
-        self.slots.iter().filter_map(|s| s.state.as_ref()).map(|a| a.heap_bytes()).sum()
+        self.slots
+            .iter()
+            .filter_map(|s| s.state.as_ref())
+            .map(|a| a.heap_bytes())
+            .sum()
     }
 }
 

@@ -104,7 +104,11 @@ impl ContainerState {
         } else {
             let interval = config.memory_aggregation_interval;
             let d = t.saturating_sub(self.window_end);
-            let shift = if interval > 0 { d - d % interval + interval } else { d + interval };
+            let shift = if interval > 0 {
+                d - d % interval + interval
+            } else {
+                d + interval
+            };
             self.window_end = self.window_end.saturating_add(shift);
             self.memory_peak = 0;
             self.oom_peak = 0;
@@ -127,8 +131,14 @@ impl ContainerState {
         config: &AggregationsConfig,
         sink: &mut S,
     ) -> Result<ResourceAmount, SampleRejected> {
-        let reference = if config.legacy_oom_staleness { self.window_end } else { self.last_memory_sample_start };
-        if reference != ZERO_TIME && t < reference.saturating_sub(config.memory_aggregation_interval) {
+        let reference = if config.legacy_oom_staleness {
+            self.window_end
+        } else {
+            self.last_memory_sample_start
+        };
+        if reference != ZERO_TIME
+            && t < reference.saturating_sub(config.memory_aggregation_interval)
+        {
             return Err(SampleRejected::OomTooOld);
         }
         let used = requested.max(self.memory_peak);

@@ -7,7 +7,9 @@ pub mod container;
 pub mod fxhash;
 pub mod selector;
 
-pub use aggregate::{AggregateCheckpoint, AggregateContainerState, AggregationsConfig, CheckpointError, SampleSink};
+pub use aggregate::{
+    AggregateCheckpoint, AggregateContainerState, AggregationsConfig, CheckpointError, SampleSink,
+};
 pub use cluster::{ClusterState, ContainerId, ModelError, PodPhase, Sample, VpaState};
 pub use container::{ContainerState, SampleRejected};
 pub use selector::{Labels, Selector};

@@ -71,7 +71,10 @@ impl Selector {
                 reqs.push(Requirement::NotIn(k, parse_set(rest).ok_or_else(err)?));
             } else if let Some((k, rest)) = split_word(p, " in ") {
                 reqs.push(Requirement::In(k, parse_set(rest).ok_or_else(err)?));
-            } else if p.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c)) {
+            } else if p
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+            {
                 reqs.push(Requirement::Exists(p.into()));
             } else {
                 return Err(err());
@@ -86,16 +89,27 @@ impl Selector {
         let mut reqs = Vec::new();
         if let Some(ml) = v.get("matchLabels").and_then(|m| m.as_object()) {
             for (k, val) in ml {
-                reqs.push(Requirement::In(k.clone(), vec![val.as_str().ok_or_else(err)?.to_string()]));
+                reqs.push(Requirement::In(
+                    k.clone(),
+                    vec![val.as_str().ok_or_else(err)?.to_string()],
+                ));
             }
         }
         if let Some(me) = v.get("matchExpressions").and_then(|m| m.as_array()) {
             for e in me {
-                let key = e.get("key").and_then(|k| k.as_str()).ok_or_else(err)?.to_string();
+                let key = e
+                    .get("key")
+                    .and_then(|k| k.as_str())
+                    .ok_or_else(err)?
+                    .to_string();
                 let values: Vec<String> = e
                     .get("values")
                     .and_then(|x| x.as_array())
-                    .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|x| x.as_str().map(String::from))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 match e.get("operator").and_then(|o| o.as_str()) {
                     Some("In") => reqs.push(Requirement::In(key, values)),
@@ -142,12 +156,19 @@ fn split_top_level(s: &str) -> Vec<&str> {
 }
 
 fn split_word<'a>(p: &'a str, w: &str) -> Option<(String, &'a str)> {
-    p.find(w).map(|i| (p[..i].trim().to_string(), p[i + w.len()..].trim()))
+    p.find(w)
+        .map(|i| (p[..i].trim().to_string(), p[i + w.len()..].trim()))
 }
 
 fn parse_set(s: &str) -> Option<Vec<String>> {
     let inner = s.trim().strip_prefix('(')?.strip_suffix(')')?;
-    Some(inner.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect())
+    Some(
+        inner
+            .split(',')
+            .map(|x| x.trim().to_string())
+            .filter(|x| !x.is_empty())
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -155,7 +176,9 @@ mod tests {
     use super::*;
 
     fn labels(kv: &[(&str, &str)]) -> Labels {
-        kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
