@@ -7,3 +7,9 @@ pub mod certs;
 pub mod metrics;
 pub mod review;
 pub mod server;
+
+pub mod amount;
+pub mod index;
+pub mod limitrange;
+pub mod pod;
+pub mod preview;

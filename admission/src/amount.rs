@@ -1,0 +1,438 @@
+//! Exact quantity arithmetic for the pod patch.
+//!
+//! Kubernetes quantities are decimal numbers with an SI or binary suffix. The webhook needs Go's
+//! `Value()` / `MilliValue()` (rounded **up**), exact sums and comparisons, `floor(a·b/c)` without
+//! overflow, and the canonical string form of a result in the format of the quantity it came from.
+//! Everything here is exact (big integers), so huge values such as `1Ei` of CPU reach upstream's int64
+//! cap instead of wrapping.
+
+use std::cmp::Ordering;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use num_bigint::BigInt;
+use num_integer::Integer;
+use num_traits::{One, Signed, ToPrimitive, Zero};
+
+/// A quantity that is not a valid Kubernetes quantity.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid quantity {value:?}: {reason}")]
+pub struct AmountError {
+    /// The text as given.
+    pub value: String,
+    /// Why it was rejected.
+    pub reason: &'static str,
+}
+
+/// How a quantity is written, kept for results derived from it (Go's `resource.Format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    /// `1500m`, `2k`, `10M`.
+    #[default]
+    DecimalSi,
+    /// `1Gi`, `512Mi`.
+    BinarySi,
+    /// `1e3`.
+    DecimalExponent,
+}
+
+/// An exact quantity: `num / 10^scale`, plus the format it was written in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Amount {
+    num: BigInt,
+    scale: u32,
+    /// The format of the source text.
+    pub format: Format,
+}
+
+/// Largest decimal exponent accepted (far beyond anything a cluster uses; keeps arithmetic bounded).
+const MAX_EXPONENT: i64 = 1000;
+
+fn pow10(n: u32) -> BigInt {
+    num_traits::pow(BigInt::from(10u8), n as usize)
+}
+
+impl Amount {
+    /// Parses a quantity string.
+    pub fn parse(q: &Quantity) -> Result<Self, AmountError> {
+        parse_str(&q.0)
+    }
+
+    /// An integer amount of base units (bytes, cores).
+    pub fn from_units(units: BigInt, format: Format) -> Self {
+        Self {
+            num: units,
+            scale: 0,
+            format,
+        }
+    }
+
+    /// An integer amount of thousandths (millicores).
+    pub fn from_millis(millis: BigInt, format: Format) -> Self {
+        Self {
+            num: millis,
+            scale: 3,
+            format,
+        }
+    }
+
+    /// Zero, in decimal SI.
+    pub fn zero() -> Self {
+        Self::from_units(BigInt::zero(), Format::DecimalSi)
+    }
+
+    fn scaled_to(&self, scale: u32) -> BigInt {
+        if scale >= self.scale {
+            &self.num * pow10(scale - self.scale)
+        } else {
+            self.num.div_floor(&pow10(self.scale - scale))
+        }
+    }
+
+    /// `ceil(value · 10^digits)`.
+    fn ceil_at(&self, digits: u32) -> BigInt {
+        if digits >= self.scale {
+            &self.num * pow10(digits - self.scale)
+        } else {
+            self.num.div_ceil(&pow10(self.scale - digits))
+        }
+    }
+
+    /// Whole base units, rounded up (Go's `Value()` without the int64 wrap).
+    pub fn units(&self) -> BigInt {
+        self.ceil_at(0)
+    }
+
+    /// Thousandths, rounded up (Go's `MilliValue()` without the int64 wrap).
+    pub fn millis(&self) -> BigInt {
+        self.ceil_at(3)
+    }
+
+    /// The resource's integer amount: millicores for `cpu`, rounded-up whole units otherwise.
+    pub fn amount(&self, resource: &str) -> BigInt {
+        if resource == "cpu" {
+            self.millis()
+        } else {
+            self.units()
+        }
+    }
+
+    /// Builds a quantity of `resource` from its integer amount (see [`Amount::amount`]).
+    pub fn from_amount(resource: &str, amount: BigInt, format: Format) -> Self {
+        if resource == "cpu" {
+            Self::from_millis(amount, format)
+        } else {
+            Self::from_units(amount, format)
+        }
+    }
+
+    /// Whether the value is exactly zero.
+    pub fn is_zero(&self) -> bool {
+        self.num.is_zero()
+    }
+
+    /// Whether Go's `Value()` is zero (values are rounded up, so `1m` of memory is not zero).
+    pub fn units_zero(&self) -> bool {
+        self.units().is_zero()
+    }
+
+    /// Exact comparison.
+    pub fn cmp_value(&self, other: &Self) -> Ordering {
+        let scale = self.scale.max(other.scale);
+        self.scaled_to(scale).cmp(&other.scaled_to(scale))
+    }
+
+    /// Exact sum; keeps `self`'s format.
+    pub fn add(&self, other: &Self) -> Self {
+        let scale = self.scale.max(other.scale);
+        Self {
+            num: self.scaled_to(scale) + other.scaled_to(scale),
+            scale,
+            format: self.format,
+        }
+    }
+
+    /// The canonical string form in this amount's format (Go's `Quantity.String()`); values finer than
+    /// a nano-unit are rounded up to it, as Kubernetes does.
+    pub fn to_quantity(&self) -> Quantity {
+        Quantity(self.canonical())
+    }
+
+    fn canonical(&self) -> String {
+        // Work in nano-units.
+        let nanos = self.ceil_at(9);
+        if nanos.is_zero() {
+            return "0".into();
+        }
+        let negative = nanos.is_negative();
+        let abs = nanos.abs();
+        let sign = if negative { "-" } else { "" };
+        let billion = pow10(9);
+        if self.format == Format::BinarySi {
+            let (units, rem) = abs.div_rem(&billion);
+            if rem.is_zero() && units >= BigInt::from(1024) {
+                const SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+                let mut mantissa = units;
+                let mut exp = 0usize;
+                let k = BigInt::from(1024);
+                while exp < SUFFIXES.len() && (&mantissa % &k).is_zero() {
+                    mantissa /= &k;
+                    exp += 1;
+                }
+                if exp > 0 {
+                    return format!("{sign}{mantissa}{}", SUFFIXES[exp - 1]);
+                }
+                // Not a multiple of 1024: Go prints it in decimal SI.
+            }
+        }
+        // Decimal: mantissa · 10^exp with exp a multiple of 3 in [-9, 18].
+        let mut mantissa = abs;
+        let mut exp: i32 = -9;
+        let thousand = BigInt::from(1000);
+        while exp < 18 && (&mantissa % &thousand).is_zero() {
+            mantissa /= &thousand;
+            exp += 3;
+        }
+        if self.format == Format::DecimalExponent {
+            return if exp == 0 {
+                format!("{sign}{mantissa}")
+            } else {
+                format!("{sign}{mantissa}e{exp}")
+            };
+        }
+        let suffix = match exp {
+            -9 => "n",
+            -6 => "u",
+            -3 => "m",
+            0 => "",
+            3 => "k",
+            6 => "M",
+            9 => "G",
+            12 => "T",
+            15 => "P",
+            _ => "E",
+        };
+        format!("{sign}{mantissa}{suffix}")
+    }
+}
+
+/// Clamps a big integer into `i64` (for reporting); `None` when out of range.
+pub fn to_i64(v: &BigInt) -> Option<i64> {
+    v.to_i64()
+}
+
+/// `floor(a · b / c)`; `None` when `c` is zero.
+pub fn mul_div_floor(a: &BigInt, b: &BigInt, c: &BigInt) -> Option<BigInt> {
+    if c.is_zero() {
+        return None;
+    }
+    Some((a * b).div_floor(c))
+}
+
+/// `ceil(a · b / c)`; `None` when `c` is zero.
+pub fn mul_div_ceil(a: &BigInt, b: &BigInt, c: &BigInt) -> Option<BigInt> {
+    if c.is_zero() {
+        return None;
+    }
+    Some((a * b).div_ceil(c))
+}
+
+/// `i64::MAX` as a big integer (upstream's cap for limits that do not fit).
+pub fn int64_max() -> BigInt {
+    BigInt::from(i64::MAX)
+}
+
+fn parse_str(text: &str) -> Result<Amount, AmountError> {
+    let err = |reason| AmountError {
+        value: text.to_owned(),
+        reason,
+    };
+    let s = text.trim();
+    if s.is_empty() {
+        return Err(err("empty"));
+    }
+    let (negative, rest) = match s.as_bytes()[0] {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let number_end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    let (number, suffix) = rest.split_at(number_end);
+    let (int_part, frac_part) = match number.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (number, ""),
+    };
+    if int_part.is_empty() && frac_part.is_empty() {
+        return Err(err("no digits"));
+    }
+    if frac_part.contains('.') {
+        return Err(err("more than one decimal point"));
+    }
+    let digits = format!("{int_part}{frac_part}");
+    let mut num: BigInt = digits.parse().map_err(|_| err("bad digits"))?;
+    let mut scale = i64::try_from(frac_part.len()).map_err(|_| err("too many digits"))?;
+    let mut binary_exp: u32 = 0;
+    let format = match suffix {
+        "" => Format::DecimalSi,
+        "n" => {
+            scale += 9;
+            Format::DecimalSi
+        }
+        "u" => {
+            scale += 6;
+            Format::DecimalSi
+        }
+        "m" => {
+            scale += 3;
+            Format::DecimalSi
+        }
+        "k" => {
+            scale -= 3;
+            Format::DecimalSi
+        }
+        "M" => {
+            scale -= 6;
+            Format::DecimalSi
+        }
+        "G" => {
+            scale -= 9;
+            Format::DecimalSi
+        }
+        "T" => {
+            scale -= 12;
+            Format::DecimalSi
+        }
+        "P" => {
+            scale -= 15;
+            Format::DecimalSi
+        }
+        "E" => {
+            scale -= 18;
+            Format::DecimalSi
+        }
+        "Ki" => {
+            binary_exp = 10;
+            Format::BinarySi
+        }
+        "Mi" => {
+            binary_exp = 20;
+            Format::BinarySi
+        }
+        "Gi" => {
+            binary_exp = 30;
+            Format::BinarySi
+        }
+        "Ti" => {
+            binary_exp = 40;
+            Format::BinarySi
+        }
+        "Pi" => {
+            binary_exp = 50;
+            Format::BinarySi
+        }
+        "Ei" => {
+            binary_exp = 60;
+            Format::BinarySi
+        }
+        other => {
+            let exp_text = other
+                .strip_prefix('e')
+                .or_else(|| other.strip_prefix('E'))
+                .ok_or_else(|| err("unknown suffix"))?;
+            let exp: i64 = exp_text.parse().map_err(|_| err("bad exponent"))?;
+            if exp.abs() > MAX_EXPONENT {
+                return Err(err("exponent out of range"));
+            }
+            scale -= exp;
+            Format::DecimalExponent
+        }
+    };
+    if binary_exp > 0 {
+        num <<= binary_exp as usize;
+    }
+    if scale < 0 {
+        num *= pow10(u32::try_from(-scale).map_err(|_| err("exponent out of range"))?);
+        scale = 0;
+    }
+    let scale = u32::try_from(scale).map_err(|_| err("too many digits"))?;
+    if negative {
+        num = -num;
+    }
+    // Normalise so equal values compare and print alike regardless of trailing zeros.
+    let mut amount = Amount { num, scale, format };
+    let ten = BigInt::from(10u8);
+    while amount.scale > 0 && (&amount.num % &ten).is_zero() {
+        amount.num /= &ten;
+        amount.scale -= 1;
+    }
+    if amount.num.is_zero() {
+        amount.scale = 0;
+    }
+    Ok(amount)
+}
+
+/// Whether two quantities are equal in value (`1Gi` == `1073741824`).
+pub fn same_value(a: &Quantity, b: &Quantity) -> Result<bool, AmountError> {
+    Ok(Amount::parse(a)?.cmp_value(&Amount::parse(b)?) == Ordering::Equal)
+}
+
+/// `One` for big integers, re-exported for callers that build amounts.
+pub fn one() -> BigInt {
+    BigInt::one()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(s: &str) -> Quantity {
+        Quantity(s.into())
+    }
+
+    fn canon(s: &str) -> String {
+        Amount::parse(&q(s)).unwrap().to_quantity().0
+    }
+
+    #[test]
+    fn rounding_up() {
+        assert_eq!(
+            Amount::parse(&q("187500u")).unwrap().millis(),
+            BigInt::from(188)
+        );
+        assert_eq!(Amount::parse(&q("100m")).unwrap().units(), BigInt::from(1));
+        assert_eq!(
+            Amount::parse(&q("1Gi")).unwrap().units(),
+            BigInt::from(1u64 << 30)
+        );
+        assert_eq!(Amount::parse(&q("-0.5")).unwrap().units(), BigInt::from(0));
+    }
+
+    #[test]
+    fn canonical_strings() {
+        assert_eq!(canon("0.5"), "500m");
+        assert_eq!(canon("1000m"), "1");
+        assert_eq!(canon("1024Mi"), "1Gi");
+        assert_eq!(canon("1536Mi"), "1536Mi");
+        assert_eq!(canon("262144000"), "262144k");
+        assert_eq!(canon("1e3"), "1e3");
+        assert_eq!(canon("1.5Gi"), "1536Mi");
+        assert_eq!(canon("0"), "0");
+        assert_eq!(canon("10M"), "10M");
+        assert_eq!(canon("9223372036854775807m"), "9223372036854775807m");
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        for bad in ["", "lots", "1.2.3", "1Zi", "--1", ".", "1e"] {
+            assert!(Amount::parse(&q(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn comparison() {
+        assert!(same_value(&q("1Ki"), &q("1024")).unwrap());
+        assert!(same_value(&q("1"), &q("1000m")).unwrap());
+        assert!(!same_value(&q("1k"), &q("1Ki")).unwrap());
+    }
+}

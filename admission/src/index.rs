@@ -1,0 +1,579 @@
+//! In-memory indexes for pod → VPA matching (upstream spec §3.2) and LimitRange lookup.
+//!
+//! The server feeds an [`Index`] from kube-rs reflector [`Store`]s; standalone mode (`--vpa-dir`) and tests
+//! build it from plain objects. A lookup never waits on the API server: objects not in the caches are
+//! treated as missing, and kinds outside the well-known set are resolved through a [`ScaleLookup`] the
+//! caller provides (the server fills it from the `/scale` subresource in the background).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{LimitRange, Pod, ReplicationController};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement, OwnerReference,
+};
+use kube::Resource;
+use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+use tailor_crds::policy::{has_startup_boost, update_mode};
+use tailor_crds::{UpdateMode, VerticalPodAutoscaler};
+
+/// Kinds whose objects the index reads from its own caches.
+pub const WELL_KNOWN_KINDS: [&str; 7] = [
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "DaemonSet",
+    "Job",
+    "CronJob",
+    "ReplicationController",
+];
+
+/// Longest ownership chain followed before giving up.
+const MAX_CHAIN: usize = 32;
+
+/// A controller in a pod's ownership chain.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ControllerRef {
+    /// API version of the controller (may be empty).
+    pub api_version: String,
+    /// Kind, e.g. `Deployment`.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// Namespace (the pod's).
+    pub namespace: String,
+}
+
+impl ControllerRef {
+    fn from_owner(owner: &OwnerReference, namespace: &str) -> Self {
+        Self {
+            api_version: owner.api_version.clone(),
+            kind: owner.kind.clone(),
+            name: owner.name.clone(),
+            namespace: namespace.to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for ControllerRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// Why the controller chain of a pod could not be resolved (the pod then gets no VPA).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChainError {
+    /// A well-known controller is not in the cache.
+    #[error("{kind} {namespace}/{name} does not exist")]
+    Missing {
+        /// Kind.
+        kind: String,
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// The chain loops.
+    #[error("cycle detected in ownership chain")]
+    Cycle,
+    /// A controller in the chain is owned by something that cannot be a controller (e.g. a Node).
+    #[error("unhandled targetRef {api_version} / {kind} / {name}, last error {reason}")]
+    Unhandled {
+        /// API version of the owner.
+        api_version: String,
+        /// Kind of the owner.
+        kind: String,
+        /// Name of the owner.
+        name: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A label selector cannot be evaluated.
+    #[error("invalid selector: {0}")]
+    Selector(String),
+}
+
+/// What the server knows about an object of a kind outside [`WELL_KNOWN_KINDS`] (from its `/scale`
+/// subresource and metadata).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ScaleInfo {
+    /// The object's controller owner, if any.
+    pub owner: Option<OwnerReference>,
+    /// The selector from `status.selector` of the scale subresource.
+    pub selector: Option<LabelSelector>,
+}
+
+/// Resolves objects of kinds outside [`WELL_KNOWN_KINDS`]; `None` means the object has no `/scale`
+/// subresource (or is unknown). Must answer from memory.
+pub trait ScaleLookup: Send + Sync {
+    /// Looks up `kind`/`name` (of `api_version`) in `namespace`.
+    fn lookup(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<ScaleInfo>;
+}
+
+/// A [`ScaleLookup`] over a fixed map, for standalone mode and tests.
+#[derive(Clone, Debug, Default)]
+pub struct StaticScaleLookup {
+    /// (kind, namespace, name) → info.
+    pub objects: HashMap<(String, String, String), ScaleInfo>,
+}
+
+impl ScaleLookup for StaticScaleLookup {
+    fn lookup(
+        &self,
+        _api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<ScaleInfo> {
+        self.objects
+            .get(&(kind.to_owned(), namespace.to_owned(), name.to_owned()))
+            .cloned()
+    }
+}
+
+/// A read-only source of cached objects: a reflector [`Store`] or a fixed set.
+pub trait ObjectSource<K>: Send + Sync {
+    /// The object `namespace/name`.
+    fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>>;
+    /// All objects satisfying `predicate`.
+    fn filter(&self, predicate: &dyn Fn(&K) -> bool) -> Vec<Arc<K>>;
+}
+
+impl<K> ObjectSource<K> for Store<K>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        Store::get(self, &ObjectRef::new(name).within(namespace))
+    }
+
+    fn filter(&self, predicate: &dyn Fn(&K) -> bool) -> Vec<Arc<K>> {
+        self.state_filter(|k| predicate(k))
+    }
+}
+
+/// A fixed set of objects, keyed by namespace and name.
+#[derive(Clone, Debug)]
+pub struct StaticSource<K> {
+    objects: Vec<Arc<K>>,
+    by_key: HashMap<(String, String), usize>,
+}
+
+impl<K> Default for StaticSource<K> {
+    fn default() -> Self {
+        Self {
+            objects: Vec::new(),
+            by_key: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Resource> StaticSource<K> {
+    /// Indexes `objects`; a later object with the same namespace and name replaces an earlier one.
+    pub fn new(objects: Vec<K>) -> Self {
+        let mut source = Self::default();
+        for object in objects {
+            let key = (
+                object.meta().namespace.clone().unwrap_or_default(),
+                object.meta().name.clone().unwrap_or_default(),
+            );
+            match source.by_key.get(&key) {
+                Some(&i) => source.objects[i] = Arc::new(object),
+                None => {
+                    source.by_key.insert(key, source.objects.len());
+                    source.objects.push(Arc::new(object));
+                }
+            }
+        }
+        source
+    }
+}
+
+impl<K: Send + Sync> ObjectSource<K> for StaticSource<K> {
+    fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        self.by_key
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .and_then(|&i| self.objects.get(i).cloned())
+    }
+
+    fn filter(&self, predicate: &dyn Fn(&K) -> bool) -> Vec<Arc<K>> {
+        self.objects
+            .iter()
+            .filter(|k| predicate(k))
+            .cloned()
+            .collect()
+    }
+}
+
+/// Plain objects for [`Index::from_objects`] (standalone mode, tests).
+#[derive(Clone, Debug, Default)]
+pub struct IndexObjects {
+    /// Tailor VPAs.
+    pub vpas: Vec<VerticalPodAutoscaler>,
+    /// Deployments.
+    pub deployments: Vec<Deployment>,
+    /// ReplicaSets.
+    pub replica_sets: Vec<ReplicaSet>,
+    /// StatefulSets.
+    pub stateful_sets: Vec<StatefulSet>,
+    /// DaemonSets.
+    pub daemon_sets: Vec<DaemonSet>,
+    /// Jobs.
+    pub jobs: Vec<Job>,
+    /// CronJobs.
+    pub cron_jobs: Vec<CronJob>,
+    /// ReplicationControllers.
+    pub replication_controllers: Vec<ReplicationController>,
+    /// LimitRanges.
+    pub limit_ranges: Vec<LimitRange>,
+}
+
+/// Reflector stores for [`Index::from_stores`] (the server).
+#[derive(Clone)]
+pub struct IndexStores {
+    /// Tailor VPAs.
+    pub vpas: Store<VerticalPodAutoscaler>,
+    /// Deployments.
+    pub deployments: Store<Deployment>,
+    /// ReplicaSets.
+    pub replica_sets: Store<ReplicaSet>,
+    /// StatefulSets.
+    pub stateful_sets: Store<StatefulSet>,
+    /// DaemonSets.
+    pub daemon_sets: Store<DaemonSet>,
+    /// Jobs.
+    pub jobs: Store<Job>,
+    /// CronJobs.
+    pub cron_jobs: Store<CronJob>,
+    /// ReplicationControllers.
+    pub replication_controllers: Store<ReplicationController>,
+    /// LimitRanges.
+    pub limit_ranges: Store<LimitRange>,
+}
+
+/// The caches the webhook matches pods against.
+pub struct Index {
+    vpas: Box<dyn ObjectSource<VerticalPodAutoscaler>>,
+    deployments: Box<dyn ObjectSource<Deployment>>,
+    replica_sets: Box<dyn ObjectSource<ReplicaSet>>,
+    stateful_sets: Box<dyn ObjectSource<StatefulSet>>,
+    daemon_sets: Box<dyn ObjectSource<DaemonSet>>,
+    jobs: Box<dyn ObjectSource<Job>>,
+    cron_jobs: Box<dyn ObjectSource<CronJob>>,
+    replication_controllers: Box<dyn ObjectSource<ReplicationController>>,
+    limit_ranges: Box<dyn ObjectSource<LimitRange>>,
+    scale: Option<Arc<dyn ScaleLookup>>,
+}
+
+impl fmt::Debug for Index {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Index").finish_non_exhaustive()
+    }
+}
+
+/// The selector and metadata a well-known controller exposes.
+struct ControllerInfo {
+    owner: Option<OwnerReference>,
+    selector: Option<LabelSelector>,
+}
+
+/// The last ownerReference with `controller: true` (upstream keeps the last one).
+pub fn controller_owner(owners: Option<&Vec<OwnerReference>>) -> Option<&OwnerReference> {
+    owners?.iter().rev().find(|o| o.controller == Some(true))
+}
+
+fn equality_selector(labels: Option<&BTreeMap<String, String>>) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(labels.cloned().unwrap_or_default()),
+        match_expressions: None,
+    }
+}
+
+impl Index {
+    /// An index over plain objects, without a scale lookup.
+    pub fn from_objects(objects: IndexObjects) -> Self {
+        Self {
+            vpas: Box::new(StaticSource::new(objects.vpas)),
+            deployments: Box::new(StaticSource::new(objects.deployments)),
+            replica_sets: Box::new(StaticSource::new(objects.replica_sets)),
+            stateful_sets: Box::new(StaticSource::new(objects.stateful_sets)),
+            daemon_sets: Box::new(StaticSource::new(objects.daemon_sets)),
+            jobs: Box::new(StaticSource::new(objects.jobs)),
+            cron_jobs: Box::new(StaticSource::new(objects.cron_jobs)),
+            replication_controllers: Box::new(StaticSource::new(objects.replication_controllers)),
+            limit_ranges: Box::new(StaticSource::new(objects.limit_ranges)),
+            scale: None,
+        }
+    }
+
+    /// An index over reflector stores, without a scale lookup.
+    pub fn from_stores(stores: IndexStores) -> Self {
+        Self {
+            vpas: Box::new(stores.vpas),
+            deployments: Box::new(stores.deployments),
+            replica_sets: Box::new(stores.replica_sets),
+            stateful_sets: Box::new(stores.stateful_sets),
+            daemon_sets: Box::new(stores.daemon_sets),
+            jobs: Box::new(stores.jobs),
+            cron_jobs: Box::new(stores.cron_jobs),
+            replication_controllers: Box::new(stores.replication_controllers),
+            limit_ranges: Box::new(stores.limit_ranges),
+            scale: None,
+        }
+    }
+
+    /// Adds the lookup for kinds outside [`WELL_KNOWN_KINDS`].
+    pub fn with_scale_lookup(mut self, lookup: Arc<dyn ScaleLookup>) -> Self {
+        self.scale = Some(lookup);
+        self
+    }
+
+    /// The LimitRanges of `namespace`.
+    pub fn limit_ranges(&self, namespace: &str) -> Vec<LimitRange> {
+        self.limit_ranges
+            .filter(&|lr: &LimitRange| lr.metadata.namespace.as_deref() == Some(namespace))
+            .iter()
+            .map(|lr| (**lr).clone())
+            .collect()
+    }
+
+    fn well_known(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Option<ControllerInfo>> {
+        fn info<K: Resource>(
+            obj: Option<Arc<K>>,
+            selector: impl Fn(&K) -> Option<LabelSelector>,
+        ) -> Option<ControllerInfo> {
+            obj.map(|o| ControllerInfo {
+                owner: controller_owner(o.meta().owner_references.as_ref()).cloned(),
+                selector: selector(&o),
+            })
+        }
+        Some(match kind {
+            "Deployment" => info(self.deployments.get(namespace, name), |d| {
+                d.spec.as_ref().map(|s| s.selector.clone())
+            }),
+            "ReplicaSet" => info(self.replica_sets.get(namespace, name), |d| {
+                d.spec.as_ref().map(|s| s.selector.clone())
+            }),
+            "StatefulSet" => info(self.stateful_sets.get(namespace, name), |d| {
+                d.spec.as_ref().map(|s| s.selector.clone())
+            }),
+            "DaemonSet" => info(self.daemon_sets.get(namespace, name), |d| {
+                d.spec.as_ref().map(|s| s.selector.clone())
+            }),
+            "Job" => info(self.jobs.get(namespace, name), |d| {
+                d.spec.as_ref().and_then(|s| s.selector.clone())
+            }),
+            "CronJob" => info(self.cron_jobs.get(namespace, name), |d| {
+                let labels = d
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.job_template.spec.as_ref())
+                    .and_then(|s| s.template.metadata.as_ref())
+                    .and_then(|m| m.labels.as_ref());
+                Some(equality_selector(labels))
+            }),
+            "ReplicationController" => {
+                info(self.replication_controllers.get(namespace, name), |d| {
+                    d.spec
+                        .as_ref()
+                        .and_then(|s| s.selector.as_ref())
+                        .map(|m| equality_selector(Some(m)))
+                })
+            }
+            _ => return None,
+        })
+    }
+
+    fn scale_info(&self, c: &ControllerRef) -> Option<ScaleInfo> {
+        if c.kind == "Node" {
+            return None;
+        }
+        self.scale
+            .as_ref()
+            .and_then(|s| s.lookup(&c.api_version, &c.kind, &c.namespace, &c.name))
+    }
+
+    /// The topmost well-known-or-scalable controller above `start` (upstream spec §3.2 step 2).
+    pub fn topmost_controller(
+        &self,
+        start: &ControllerRef,
+    ) -> Result<Option<ControllerRef>, ChainError> {
+        let mut visited: HashSet<ControllerRef> = HashSet::new();
+        let mut current = start.clone();
+        let mut topmost: Option<ControllerRef> = None;
+        for _ in 0..MAX_CHAIN {
+            let key = ControllerRef {
+                api_version: String::new(),
+                ..current.clone()
+            };
+            if !visited.insert(key) {
+                return Err(ChainError::Cycle);
+            }
+            let owner = match self.well_known(&current.kind, &current.namespace, &current.name) {
+                Some(Some(info)) => info.owner,
+                Some(None) => {
+                    return Err(ChainError::Missing {
+                        kind: current.kind.clone(),
+                        namespace: current.namespace.clone(),
+                        name: current.name.clone(),
+                    });
+                }
+                None => match self.scale_info(&current) {
+                    Some(info) => info.owner,
+                    None if topmost.is_none() => return Ok(None),
+                    None if current.kind == "Node" => {
+                        return Err(ChainError::Unhandled {
+                            api_version: current.api_version.clone(),
+                            kind: current.kind.clone(),
+                            name: current.name.clone(),
+                            reason: "node is not a valid owner".into(),
+                        });
+                    }
+                    // The parent is neither well-known nor scalable: the child is the top.
+                    None => return Ok(topmost),
+                },
+            };
+            topmost = Some(current.clone());
+            match owner {
+                Some(owner) => current = ControllerRef::from_owner(&owner, &current.namespace),
+                None => return Ok(topmost),
+            }
+        }
+        Err(ChainError::Cycle)
+    }
+
+    /// The pod's controller (last ownerReference with `controller: true`), `None` for bare and static pods.
+    pub fn pod_controller(pod: &Pod, namespace: &str) -> Option<ControllerRef> {
+        let owner = controller_owner(pod.metadata.owner_references.as_ref())?;
+        if owner.kind == "Node" {
+            return None;
+        }
+        Some(ControllerRef::from_owner(owner, namespace))
+    }
+
+    /// The label selector of a controller: `spec.selector` for well-known kinds (CronJob: its job
+    /// template's labels; ReplicationController: its selector map), else the scale lookup's.
+    pub fn selector(&self, c: &ControllerRef) -> Option<LabelSelector> {
+        match self.well_known(&c.kind, &c.namespace, &c.name) {
+            Some(info) => info.and_then(|i| i.selector),
+            None => self.scale_info(c).and_then(|i| i.selector),
+        }
+    }
+
+    /// The VPA that governs `pod` in `namespace` (upstream spec §3.2), or `None`.
+    pub fn matching_vpa(
+        &self,
+        pod: &Pod,
+        namespace: &str,
+    ) -> Result<Option<Arc<VerticalPodAutoscaler>>, ChainError> {
+        let Some(controller) = Self::pod_controller(pod, namespace) else {
+            return Ok(None);
+        };
+        let Some(top) = self.topmost_controller(&controller)? else {
+            return Ok(None);
+        };
+        let candidates = self.vpas.filter(&|vpa: &VerticalPodAutoscaler| {
+            vpa.metadata.namespace.as_deref() == Some(namespace)
+                && vpa
+                    .spec
+                    .target_ref
+                    .as_ref()
+                    .is_some_and(|t| t.kind == top.kind && t.name == top.name)
+        });
+        let candidates: Vec<_> = candidates.into_iter().filter(|v| is_active(v)).collect();
+        if candidates.is_empty() {
+            return Ok(None);
+        }
+        let Some(selector) = self.selector(&top) else {
+            return Ok(None);
+        };
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        if !selector_matches(&selector, &labels)? {
+            return Ok(None);
+        }
+        Ok(strongest(candidates))
+    }
+}
+
+/// Whether a VPA takes part in matching: any mode but `Off`, or `Off` with a start-up boost.
+pub fn is_active(vpa: &VerticalPodAutoscaler) -> bool {
+    update_mode(&vpa.spec) != UpdateMode::Off || has_startup_boost(&vpa.spec)
+}
+
+/// The oldest VPA (by `creationTimestamp`, missing first), ties broken by the smaller name.
+pub fn strongest<V: std::ops::Deref<Target = VerticalPodAutoscaler>>(vpas: Vec<V>) -> Option<V> {
+    vpas.into_iter().min_by(|a, b| {
+        let ta = a.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        let tb = b.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        ta.cmp(&tb).then_with(|| a.name_any().cmp(&b.name_any()))
+    })
+}
+
+/// Whether `labels` satisfy a Kubernetes label selector. An empty selector matches everything.
+pub fn selector_matches(
+    selector: &LabelSelector,
+    labels: &BTreeMap<String, String>,
+) -> Result<bool, ChainError> {
+    for (k, v) in selector.match_labels.iter().flatten() {
+        if labels.get(k) != Some(v) {
+            return Ok(false);
+        }
+    }
+    for req in selector.match_expressions.iter().flatten() {
+        if !requirement_matches(req, labels)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+fn requirement_matches(
+    req: &LabelSelectorRequirement,
+    labels: &BTreeMap<String, String>,
+) -> Result<bool, ChainError> {
+    let values = req.values.as_deref().unwrap_or_default();
+    let value = labels.get(&req.key);
+    match req.operator.as_str() {
+        "In" => {
+            if values.is_empty() {
+                return Err(ChainError::Selector(format!(
+                    "{}: In needs values",
+                    req.key
+                )));
+            }
+            Ok(value.is_some_and(|v| values.contains(v)))
+        }
+        "NotIn" => {
+            if values.is_empty() {
+                return Err(ChainError::Selector(format!(
+                    "{}: NotIn needs values",
+                    req.key
+                )));
+            }
+            Ok(value.is_none_or(|v| !values.contains(v)))
+        }
+        "Exists" => Ok(value.is_some()),
+        "DoesNotExist" => Ok(value.is_none()),
+        other => Err(ChainError::Selector(format!(
+            "{}: unknown operator {other:?}",
+            req.key
+        ))),
+    }
+}

@@ -1,0 +1,335 @@
+//! The library side of `tailor patch` (DESIGN.md §4).
+//!
+//! - [`preview_patch`]: a pod, a VPA and optional LimitRanges (YAML or JSON text) → the JSON Patch the webhook
+//!   would return and the patched pod.
+//! - [`run_cases`]: admission cases (spec/trace-format.md §2, one object or an array) → one
+//!   `{"id","patches","allowed"}` per case, matching the pod to the VPA the way the webhook does with the
+//!   case's `topController` and `selector` standing in for the API server.
+//!
+//! Inputs are file contents; errors name the file and the field.
+
+use json_patch::Patch;
+use k8s_openapi::api::core::v1::{LimitRange, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tailor_crds::VerticalPodAutoscaler;
+
+use crate::index::{self, Index};
+use crate::pod::{PatchOptions, patch_pod};
+
+/// One input file: its name (for messages) and its contents.
+#[derive(Clone, Copy, Debug)]
+pub struct InputFile<'a> {
+    /// Path or name shown in errors.
+    pub name: &'a str,
+    /// The text.
+    pub content: &'a str,
+}
+
+/// Bad input for `tailor patch` (exit code 2).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PreviewError {
+    /// The file is not valid JSON/YAML or does not decode into the expected object.
+    #[error("{file}: {message}")]
+    Parse {
+        /// The file.
+        file: String,
+        /// What went wrong (with line/column or field where known).
+        message: String,
+    },
+    /// A field has a value that cannot be used.
+    #[error("{file}: {field}: {message}")]
+    Field {
+        /// The file.
+        file: String,
+        /// The field path, e.g. `[3].pod`.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn looks_like_json(text: &str) -> bool {
+    matches!(
+        text.trim_start().as_bytes().first(),
+        Some(b'{') | Some(b'[')
+    )
+}
+
+/// Parses a whole file (JSON or YAML) into a JSON value.
+fn parse_value(file: &InputFile<'_>) -> Result<Value, PreviewError> {
+    let err = |message: String| PreviewError::Parse {
+        file: file.name.to_owned(),
+        message,
+    };
+    if looks_like_json(file.content) {
+        serde_json::from_str(file.content).map_err(|e| err(e.to_string()))
+    } else {
+        serde_saphyr::from_str(file.content).map_err(|e| err(e.to_string()))
+    }
+}
+
+/// Parses every document of a file: a JSON value or array, a YAML stream, or a `List` object.
+fn parse_documents(file: &InputFile<'_>) -> Result<Vec<Value>, PreviewError> {
+    let docs: Vec<Value> = if looks_like_json(file.content) {
+        match parse_value(file)? {
+            Value::Array(items) => items,
+            other => vec![other],
+        }
+    } else {
+        serde_saphyr::from_multiple(file.content).map_err(|e| PreviewError::Parse {
+            file: file.name.to_owned(),
+            message: e.to_string(),
+        })?
+    };
+    let mut out = Vec::new();
+    for doc in docs {
+        match doc {
+            Value::Null => {}
+            Value::Object(ref map)
+                if map
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .is_some_and(|k| k.ends_with("List")) =>
+            {
+                out.extend(
+                    map.get("items")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default(),
+                );
+            }
+            Value::Array(items) => out.extend(items),
+            other => out.push(other),
+        }
+    }
+    Ok(out)
+}
+
+fn decode<T: DeserializeOwned>(file: &str, field: &str, value: Value) -> Result<T, PreviewError> {
+    serde_json::from_value(value).map_err(|e| PreviewError::Field {
+        file: file.to_owned(),
+        field: field.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+fn set_default(value: &mut Value, pointer: &[&str], default: &str) {
+    let mut cur = value;
+    for (i, key) in pointer.iter().enumerate() {
+        let Some(obj) = cur.as_object_mut() else {
+            return;
+        };
+        if i + 1 == pointer.len() {
+            let slot = obj.entry((*key).to_owned()).or_insert(Value::Null);
+            if slot.as_str().is_none_or(str::is_empty) {
+                *slot = Value::String(default.to_owned());
+            }
+            return;
+        }
+        cur = obj.entry((*key).to_owned()).or_insert_with(|| json!({}));
+    }
+}
+
+fn pod_namespace(pod: &Value) -> String {
+    pod.pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .unwrap_or("default")
+        .to_owned()
+}
+
+/// Decodes the pod, VPA and LimitRanges with the defaults of trace-format.md §2.1.
+fn decode_objects(
+    file: &str,
+    prefix: &str,
+    mut pod: Value,
+    mut vpa: Value,
+    limit_ranges: Vec<Value>,
+) -> Result<(Pod, VerticalPodAutoscaler, Vec<LimitRange>), PreviewError> {
+    let namespace = pod_namespace(&pod);
+    set_default(&mut pod, &["metadata", "namespace"], &namespace);
+    set_default(&mut vpa, &["metadata", "namespace"], &namespace);
+    set_default(&mut vpa, &["metadata", "name"], "vpa");
+    let pod: Pod = decode(file, &format!("{prefix}pod"), pod)?;
+    let vpa: VerticalPodAutoscaler = decode(file, &format!("{prefix}vpa"), vpa)?;
+    let mut lrs = Vec::new();
+    for (i, mut lr) in limit_ranges.into_iter().enumerate() {
+        set_default(&mut lr, &["metadata", "namespace"], &namespace);
+        lrs.push(decode(file, &format!("{prefix}limitRange[{i}]"), lr)?);
+    }
+    Ok((pod, vpa, lrs))
+}
+
+fn apply(pod: &Pod, patch: &Patch, file: &str) -> Result<Value, PreviewError> {
+    let mut doc = serde_json::to_value(pod).map_err(|e| PreviewError::Parse {
+        file: file.to_owned(),
+        message: e.to_string(),
+    })?;
+    json_patch::patch(&mut doc, &patch.0).map_err(|e| PreviewError::Field {
+        file: file.to_owned(),
+        field: "pod".into(),
+        message: format!("patch does not apply: {e}"),
+    })?;
+    Ok(doc)
+}
+
+/// `tailor patch --pod --vpa [--limit-range]`: `{"patch": [...], "pod": {...}}` (plus `"skipped"` when the
+/// pod was left alone, or `"error"` when the recommendation could not be applied).
+pub fn preview_patch(
+    pod: InputFile<'_>,
+    vpa: InputFile<'_>,
+    limit_ranges: &[InputFile<'_>],
+    options: &PatchOptions,
+) -> Result<Value, PreviewError> {
+    let pod_value = parse_value(&pod)?;
+    let namespace = pod_namespace(&pod_value);
+    let mut pod_value = pod_value;
+    set_default(&mut pod_value, &["metadata", "namespace"], &namespace);
+    let pod_obj: Pod = decode(pod.name, "pod", pod_value)?;
+    let mut vpa_value = parse_value(&vpa)?;
+    set_default(&mut vpa_value, &["metadata", "namespace"], &namespace);
+    set_default(&mut vpa_value, &["metadata", "name"], "vpa");
+    let vpa_obj: VerticalPodAutoscaler = decode(vpa.name, "vpa", vpa_value)?;
+    let mut lrs = Vec::new();
+    for file in limit_ranges {
+        for (i, mut doc) in parse_documents(file)?.into_iter().enumerate() {
+            set_default(&mut doc, &["metadata", "namespace"], &namespace);
+            lrs.push(decode::<LimitRange>(file.name, &format!("[{i}]"), doc)?);
+        }
+    }
+    let mut out = serde_json::Map::new();
+    match patch_pod(&pod_obj, &vpa_obj, &lrs, options) {
+        Ok(result) => {
+            let patched = apply(&pod_obj, &result.patch, pod.name)?;
+            out.insert(
+                "patch".into(),
+                serde_json::to_value(&result.patch).unwrap_or_default(),
+            );
+            out.insert("pod".into(), patched);
+            if let Some(reason) = result.skipped {
+                out.insert("skipped".into(), Value::String(format!("{reason:?}")));
+            }
+        }
+        Err(e) => {
+            out.insert("patch".into(), json!([]));
+            out.insert(
+                "pod".into(),
+                serde_json::to_value(&pod_obj).unwrap_or_default(),
+            );
+            out.insert("error".into(), Value::String(e.to_string()));
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+/// Runs one admission case (already parsed); `index` is its position for messages (`None` for a single
+/// case).
+pub fn run_case(
+    file: &str,
+    position: Option<usize>,
+    case: &Value,
+    options: &PatchOptions,
+) -> Result<Value, PreviewError> {
+    let prefix = position.map(|i| format!("[{i}].")).unwrap_or_default();
+    let field_err = |field: &str, message: &str| PreviewError::Field {
+        file: file.to_owned(),
+        field: format!("{prefix}{field}"),
+        message: message.to_owned(),
+    };
+    let obj = case
+        .as_object()
+        .ok_or_else(|| field_err("", "an admission case must be an object"))?;
+    let id = obj.get("id").cloned().unwrap_or(Value::Null);
+    let pod = obj
+        .get("pod")
+        .cloned()
+        .ok_or_else(|| field_err("pod", "missing"))?;
+    let vpa = obj
+        .get("vpa")
+        .cloned()
+        .ok_or_else(|| field_err("vpa", "missing"))?;
+    let lrs = match obj.get("limitRange") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items.clone(),
+        Some(other) => vec![other.clone()],
+    };
+    let (pod, vpa, lrs) = decode_objects(file, &prefix, pod, vpa, lrs)?;
+    let selector: Option<LabelSelector> = match obj.get("selector") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(decode(file, &format!("{prefix}selector"), v.clone())?),
+    };
+    let top: Option<(String, String)> = match obj.get("topController") {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            let kind = v.get("kind").and_then(Value::as_str);
+            let name = v.get("name").and_then(Value::as_str);
+            match (kind, name) {
+                (Some(k), Some(n)) => Some((k.to_owned(), n.to_owned())),
+                _ => return Err(field_err("topController", "needs kind and name")),
+            }
+        }
+    };
+
+    let patches = match case_patch(&pod, &vpa, &lrs, top, selector.as_ref(), options) {
+        Ok(patch) => serde_json::to_value(&patch).unwrap_or_else(|_| json!([])),
+        Err(_) => json!([]),
+    };
+    Ok(json!({"id": id, "patches": patches, "allowed": true}))
+}
+
+/// Matches like the webhook (the case's `topController` and `selector` stand in for the API server) and
+/// computes the patch; an empty patch when the VPA does not govern the pod.
+fn case_patch(
+    pod: &Pod,
+    vpa: &VerticalPodAutoscaler,
+    lrs: &[LimitRange],
+    top: Option<(String, String)>,
+    selector: Option<&LabelSelector>,
+    options: &PatchOptions,
+) -> Result<Patch, String> {
+    let namespace = pod
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    if !index::is_active(vpa) {
+        return Ok(Patch(Vec::new()));
+    }
+    let Some(controller) = Index::pod_controller(pod, &namespace) else {
+        return Ok(Patch(Vec::new()));
+    };
+    let (kind, name) = top.unwrap_or((controller.kind, controller.name));
+    let targets = vpa.metadata.namespace.as_deref() == Some(namespace.as_str())
+        && vpa
+            .spec
+            .target_ref
+            .as_ref()
+            .is_some_and(|t| t.kind == kind && t.name == name);
+    if !targets {
+        return Ok(Patch(Vec::new()));
+    }
+    if let Some(selector) = selector {
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        if !index::selector_matches(selector, &labels).map_err(|e| e.to_string())? {
+            return Ok(Patch(Vec::new()));
+        }
+    }
+    patch_pod(pod, vpa, lrs, options)
+        .map(|p| p.patch)
+        .map_err(|e| e.to_string())
+}
+
+/// `tailor patch --case FILE`: a single case gives one result object, an array gives an array.
+pub fn run_cases(file: InputFile<'_>, options: &PatchOptions) -> Result<Value, PreviewError> {
+    match parse_value(&file)? {
+        Value::Array(cases) => cases
+            .iter()
+            .enumerate()
+            .map(|(i, case)| run_case(file.name, Some(i), case, options))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::Array),
+        case => run_case(file.name, None, &case, options),
+    }
+}
