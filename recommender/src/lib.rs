@@ -6,6 +6,7 @@
 
 pub mod estimate;
 pub mod histogram;
+pub mod input;
 pub mod model;
 pub mod policy;
 pub mod quantity;

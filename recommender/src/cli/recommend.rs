@@ -216,7 +216,7 @@ pub fn run(args: &RecommendArgs) -> anyhow::Result<ExitCode> {
         args.input.display().to_string()
     };
     let data = input::read_all(&args.input)?;
-    let loaded = input::parse(&name, &data)?;
+    let loaded = tailor_recommender::input::parse(&name, &data).map_err(|e| InputError(e.0))?;
     drop(data);
     let outputs: Vec<_> = loaded
         .traces

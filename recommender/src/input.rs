@@ -1,0 +1,227 @@
+//! Parsing usage input: a JSON trace, a JSON array of traces, or CSV usage rows. Errors name the input and
+//! the line (and field). Pure: bytes in, traces out.
+
+use std::collections::BTreeMap;
+
+use crate::replay::{Trace, TraceContainer, TracePod};
+
+/// Input that cannot be parsed; the message starts with `name:line`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ParseError(pub String);
+
+/// What the input held.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The traces.
+    pub traces: Vec<Trace>,
+    /// Whether the input was a single JSON object (output is then a single object too).
+    pub single: bool,
+}
+
+/// Parses JSON (object or array) or CSV, chosen by the first non-blank byte.
+pub fn parse(name: &str, data: &[u8]) -> Result<Loaded, ParseError> {
+    let first = data.iter().find(|b| !b.is_ascii_whitespace()).copied();
+    match first {
+        Some(b'{') => {
+            let t: Trace = serde_json::from_slice(data).map_err(|e| json_error(name, &e))?;
+            Ok(Loaded {
+                traces: vec![t],
+                single: true,
+            })
+        }
+        Some(b'[') => {
+            let ts: Vec<Trace> = serde_json::from_slice(data).map_err(|e| json_error(name, &e))?;
+            Ok(Loaded {
+                traces: ts,
+                single: false,
+            })
+        }
+        Some(_) => Ok(Loaded {
+            traces: parse_csv(name, data)?,
+            single: false,
+        }),
+        None => Err(ParseError(format!("{name}: empty input"))),
+    }
+}
+
+fn json_error(name: &str, e: &serde_json::Error) -> ParseError {
+    ParseError(format!("{name}:{}:{}: {e}", e.line(), e.column()))
+}
+
+/// (pod, container) → index in a trace's `containers`.
+type ContainerIndex = BTreeMap<(String, String), usize>;
+
+/// The CSV header Tailor expects.
+pub const CSV_HEADER: [&str; 6] = [
+    "timestamp",
+    "namespace",
+    "pod",
+    "container",
+    "cpu_cores",
+    "memory_bytes",
+];
+
+/// Strips replica suffixes from a pod name: `web-7d9f8c6b5-x2x9z` → `web`, `db-0` → `db`.
+pub fn workload_of(pod: &str) -> String {
+    let parts: Vec<&str> = pod.split('-').collect();
+    if parts.len() < 2 {
+        return pod.to_string();
+    }
+    let is_hash = |s: &str, lens: &[usize]| {
+        lens.contains(&s.len())
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+    };
+    let mut n = parts.len();
+    if parts[n - 1].chars().all(|c| c.is_ascii_digit()) {
+        n -= 1;
+    } else if is_hash(parts[n - 1], &[5]) {
+        n -= 1;
+        if n >= 2
+            && is_hash(parts[n - 1], &[6, 7, 8, 9, 10])
+            && parts[n - 1].chars().any(|c| c.is_ascii_digit())
+        {
+            n -= 1;
+        }
+    }
+    if n == 0 {
+        pod.to_string()
+    } else {
+        parts[..n].join("-")
+    }
+}
+
+fn parse_time(s: &str) -> Option<f64> {
+    if let Ok(v) = s.parse::<f64>() {
+        return v.is_finite().then_some(v);
+    }
+    let t = humantime::parse_rfc3339_weak(s).ok()?;
+    let d = t.duration_since(std::time::UNIX_EPOCH).ok()?;
+    Some(d.as_secs_f64())
+}
+
+/// Parses `timestamp,namespace,pod,container,cpu_cores,memory_bytes` rows (header required) into one trace per
+/// (namespace, workload); replicas of a workload share labels so they aggregate like a Deployment's pods.
+/// An empty cpu or memory cell means no sample of that resource.
+pub fn parse_csv(name: &str, data: &[u8]) -> Result<Vec<Trace>, ParseError> {
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .trim(csv::Trim::All)
+        .from_reader(data);
+    let headers = rdr
+        .headers()
+        .map_err(|e| ParseError(format!("{name}:1: {e}")))?
+        .clone();
+    let got: Vec<&str> = headers.iter().collect();
+    if got != CSV_HEADER {
+        return Err(ParseError(format!(
+            "{name}:1: expected header `{}`, got `{}`",
+            CSV_HEADER.join(","),
+            got.join(",")
+        )));
+    }
+    // (namespace, workload) -> (pods, containers index by (pod, container))
+    let mut groups: BTreeMap<(String, String), (Trace, ContainerIndex)> = BTreeMap::new();
+    for rec in rdr.records() {
+        let rec = rec.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line());
+            ParseError(format!("{name}:{line}: {e}"))
+        })?;
+        let line = rec.position().map_or(0, |p| p.line());
+        let field = |i: usize| rec.get(i).unwrap_or("");
+        let ts = parse_time(field(0)).ok_or_else(|| {
+            ParseError(format!(
+                "{name}:{line}: field timestamp: {:?} is neither unix seconds nor RFC 3339",
+                field(0)
+            ))
+        })?;
+        let (ns, pod, container) = (field(1), field(2), field(3));
+        for (i, col) in [(1, "namespace"), (2, "pod"), (3, "container")] {
+            if field(i).is_empty() {
+                return Err(ParseError(format!("{name}:{line}: field {col} is empty")));
+            }
+        }
+        let num = |i: usize, col: &str| -> Result<Option<f64>, ParseError> {
+            let s = field(i);
+            if s.is_empty() {
+                return Ok(None);
+            }
+            s.parse::<f64>().map(Some).map_err(|_| {
+                ParseError(format!("{name}:{line}: field {col}: {s:?} is not a number"))
+            })
+        };
+        let cpu = num(4, "cpu_cores")?;
+        let mem = num(5, "memory_bytes")?;
+        let workload = workload_of(pod);
+        let (trace, index) = groups
+            .entry((ns.to_string(), workload.clone()))
+            .or_insert_with(|| {
+                (
+                    Trace {
+                        id: format!("{ns}/{workload}"),
+                        pods: Some(Vec::new()),
+                        ..Default::default()
+                    },
+                    BTreeMap::new(),
+                )
+            });
+        let key = (pod.to_string(), container.to_string());
+        let ci = match index.get(&key) {
+            Some(&i) => i,
+            None => {
+                let pods = trace.pods.get_or_insert_with(Vec::new);
+                if !pods.iter().any(|p| p.name == pod) {
+                    let labels = [("app".to_string(), workload.clone())]
+                        .into_iter()
+                        .collect();
+                    pods.push(TracePod {
+                        name: pod.to_string(),
+                        labels: Some(labels),
+                    });
+                }
+                trace.containers.push(TraceContainer {
+                    name: container.to_string(),
+                    pod: Some(pod.to_string()),
+                    ..Default::default()
+                });
+                index.insert(key, trace.containers.len() - 1);
+                trace.containers.len() - 1
+            }
+        };
+        let c = &mut trace.containers[ci];
+        if let Some(v) = cpu {
+            c.cpu_samples.push([ts, v]);
+        }
+        if let Some(v) = mem {
+            c.memory_samples.push([ts, v]);
+        }
+        trace.now = Some(trace.now.map_or(ts, |n: f64| n.max(ts)));
+    }
+    if groups.is_empty() {
+        return Err(ParseError(format!("{name}: no data rows")));
+    }
+    Ok(groups.into_values().map(|(t, _)| t).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workloads() {
+        assert_eq!(workload_of("web-7d9f8c6b5-x2x9z"), "web");
+        assert_eq!(workload_of("db-0"), "db");
+        assert_eq!(workload_of("api"), "api");
+        assert_eq!(workload_of("node-exporter-abcde"), "node-exporter");
+    }
+
+    #[test]
+    fn csv_errors_name_line_and_field() {
+        let data = b"timestamp,namespace,pod,container,cpu_cores,memory_bytes\n1,ns,p,c,0.1,100\n2,ns,p,c,abc,100\n";
+        let e = parse_csv("f.csv", data).unwrap_err().0;
+        assert!(e.contains("f.csv:3") && e.contains("cpu_cores"), "{e}");
+        let e = parse_csv("f.csv", b"a,b\n1,2\n").unwrap_err().0;
+        assert!(e.contains("f.csv:1"), "{e}");
+    }
+}
