@@ -27,12 +27,12 @@ cargo fmt --all -- --check
 record "cargo fmt" $?
 
 step "cargo clippy --all-targets -- -D warnings"
-cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets -- -D warnings
 record "cargo clippy" $?
 
 # --- Rust tests ----------------------------------------------------------------------------------------
 step "cargo test --workspace"
-cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$LOG_DIR/cargo-test.log"
+cargo test --workspace --no-fail-fast 2>&1 | tee "$LOG_DIR/cargo-test.log"
 rc=${PIPESTATUS[0]}
 while read -r p f; do
   passed=$((passed + p)); failed=$((failed + f))
