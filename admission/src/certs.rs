@@ -293,7 +293,8 @@ impl Reloader {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
         let mut watcher =
             notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                if event.is_ok() {
+                // Reading the files ourselves produces access events; only changes matter.
+                if event.is_ok_and(|e| !matches!(e.kind, notify::EventKind::Access(_))) {
                     // A full channel already means "reload pending".
                     let _ = tx.try_send(());
                 }

@@ -6,6 +6,8 @@
 pub mod certs;
 pub mod metrics;
 pub mod review;
+pub mod manifests;
+pub mod selfmanaged;
 pub mod server;
 
 pub mod amount;
