@@ -15,3 +15,4 @@ pub mod index;
 pub mod limitrange;
 pub mod pod;
 pub mod preview;
+pub mod vpa;

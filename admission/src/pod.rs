@@ -244,6 +244,35 @@ pub fn current_resources(pod: &Pod, container: &Container, init: bool) -> Curren
     }
 }
 
+/// Current resources of the container named `name` (in `spec.initContainers` when `init`): from its status
+/// entry when that reports resources, else from the spec; `None` when neither knows the container.
+pub fn current_resources_by_name(pod: &Pod, name: &str, init: bool) -> Option<CurrentResources> {
+    let statuses = pod.status.as_ref().and_then(|s| {
+        if init {
+            s.init_container_statuses.as_ref()
+        } else {
+            s.container_statuses.as_ref()
+        }
+    });
+    if let Some(r) = statuses
+        .into_iter()
+        .flatten()
+        .find(|s| s.name == name)
+        .and_then(|s| s.resources.as_ref())
+    {
+        return Some(from_requirements(Some(r)));
+    }
+    let spec = pod.spec.as_ref()?;
+    let list = if init {
+        spec.init_containers.as_deref().unwrap_or_default()
+    } else {
+        &spec.containers
+    };
+    list.iter()
+        .find(|c| c.name == name)
+        .map(|c| from_requirements(c.resources.as_ref()))
+}
+
 /// Whether an init container is a native sidecar (`restartPolicy: Always`).
 pub fn is_native_sidecar(container: &Container) -> bool {
     container.restart_policy.as_deref() == Some("Always")
@@ -387,8 +416,8 @@ fn amount_of(
 }
 
 /// Applies the pod-sum rule of a Pod-type LimitRange item to one resource and one field of the
-/// recommendations (upstream spec §3.4). Recommendations are matched to pod containers by name;
-/// containers without one are skipped.
+/// recommendations (upstream spec §3.4). Recommendations are matched to pod containers by name; a
+/// container without one counts with its current request and is left unchanged.
 pub fn apply_pod_limit_range(
     recommendations: &mut [RecommendedContainerResources],
     slots: &[Slot<'_>],
@@ -414,15 +443,14 @@ pub fn apply_pod_limit_range(
     let mut sum_rec = BigInt::zero();
     let mut sum_lim = BigInt::zero();
     for slot in slots {
-        let Some(idx) = recommendations
+        let idx = recommendations
             .iter()
-            .position(|r| r.container_name.as_deref() == Some(slot.name()))
-        else {
-            continue;
+            .position(|r| r.container_name.as_deref() == Some(slot.name()));
+        // A container without a recommendation takes part with its current request and is not changed.
+        let rec_q = match idx {
+            Some(i) => field.get(&recommendations[i]).and_then(|m| m.get(resource)),
+            None => slot.current.request(resource),
         };
-        let rec_q = field
-            .get(&recommendations[idx])
-            .and_then(|m| m.get(resource));
         let rec_amount = amount_of(resource, rec_q, || {
             format!("recommendation for {}", slot.name())
         })?;
@@ -442,7 +470,9 @@ pub fn apply_pod_limit_range(
         })?;
         sum_rec += &rec_amount;
         sum_lim += lim_amount;
-        entries.push((idx, rec_amount, format));
+        if let Some(idx) = idx {
+            entries.push((idx, rec_amount, format));
+        }
     }
 
     let max_set = !max.is_zero();
@@ -557,6 +587,48 @@ pub fn cap_to_container_limit_range(
     Ok(notes)
 }
 
+/// Raises each resource to the policy's non-zero `minAllowed`, then lowers it to the non-zero `maxAllowed`
+/// (exact comparison, any magnitude). Returns annotations.
+pub fn cap_to_policy(
+    values: &mut ResourceList,
+    min_allowed: Option<&ResourceList>,
+    max_allowed: Option<&ResourceList>,
+    container: &str,
+) -> Result<Vec<String>, PodError> {
+    let bound = |list: Option<&ResourceList>,
+                 what: &str,
+                 resource: &str|
+     -> Result<Option<(Amount, Quantity)>, PodError> {
+        let Some(q) = list.and_then(|l| l.get(resource)) else {
+            return Ok(None);
+        };
+        let a = parse(q, || {
+            format!("{what}[{resource}] of the policy for {container}")
+        })?;
+        Ok((!a.is_zero()).then(|| (a, q.clone())))
+    };
+    let mut notes = Vec::new();
+    for (resource, value) in values.iter_mut() {
+        let mut current = parse(value, || {
+            format!("recommendation[{resource}] for {container}")
+        })?;
+        if let Some((min, q)) = bound(min_allowed, "minAllowed", resource)?
+            && current.cmp_value(&min) == Ordering::Less
+        {
+            *value = q;
+            current = min;
+            notes.push(format!("{resource} capped to minAllowed"));
+        }
+        if let Some((max, q)) = bound(max_allowed, "maxAllowed", resource)?
+            && current.cmp_value(&max) == Ordering::Greater
+        {
+            *value = q;
+            notes.push(format!("{resource} capped to maxAllowed"));
+        }
+    }
+    Ok(notes)
+}
+
 /// `RequestsOnly`: lowers each resource above the container's current limit to that limit (compared in
 /// thousandths). Returns annotations.
 fn cap_to_current_limits(
@@ -652,17 +724,7 @@ pub fn process_recommendation(
             if let Some(item) = container_item {
                 field_notes.extend(cap_to_container_limit_range(values, &slot.current, item)?);
             }
-            field_notes.extend(
-                tailor_crds::capping::cap_to_policy(values, min, max).map_err(|e| {
-                    PodError::Quantity {
-                        context: format!("policy for container {}", slot.name()),
-                        source: AmountError {
-                            value: e.value,
-                            reason: "invalid quantity",
-                        },
-                    }
-                })?,
-            );
+            field_notes.extend(cap_to_policy(values, min, max, slot.name())?);
             if requests_only {
                 field_notes.extend(cap_to_current_limits(values, &slot.current)?);
             }
@@ -1030,6 +1092,76 @@ pub fn resource_patches(
     Ok((ops, updates))
 }
 
+/// `add /spec/containers/<i>/resources/<field>/<resource> "<quantity>"`.
+pub fn resource_value_op(
+    index: usize,
+    field: &str,
+    resource: &str,
+    quantity: &Quantity,
+) -> PatchOperation {
+    add_op(
+        &format!(
+            "/spec/containers/{index}/resources/{field}/{}",
+            escape(resource)
+        ),
+        Value::String(canonical(quantity).0),
+    )
+}
+
+/// `add /metadata/annotations/<name> "<value>"`.
+pub fn add_annotation_op(name: &str, value: &str) -> PatchOperation {
+    add_op(&annotation_path(name), Value::String(value.to_owned()))
+}
+
+/// `remove /metadata/annotations/<name>`.
+pub fn remove_annotation_op(name: &str) -> PatchOperation {
+    PatchOperation::Remove(json_patch::RemoveOperation {
+        path: jsonptr_buf(&annotation_path(name)),
+    })
+}
+
+/// Parses an observed-containers annotation value (`"a, b"`); every name must be a DNS-1123 label.
+pub fn parse_observed_containers(value: &str) -> Result<Vec<String>, String> {
+    if value.is_empty() {
+        return Ok(Vec::new());
+    }
+    value
+        .split(", ")
+        .map(|name| {
+            if is_dns1123_label(name) {
+                Ok(name.to_owned())
+            } else {
+                Err(format!("container name {name:?} is not a DNS-1123 label"))
+            }
+        })
+        .collect()
+}
+
+fn is_dns1123_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.first().is_some_and(u8::is_ascii_alphanumeric)
+        && b.last().is_some_and(u8::is_ascii_alphanumeric)
+}
+
+/// The resources a start-up boost replaced, from the boost annotation of `container` (`None` when the
+/// pod has no such annotation).
+pub fn parse_boost_annotation(
+    annotations: Option<&BTreeMap<String, String>>,
+    container: &str,
+) -> Result<Option<ResourceRequirements>, String> {
+    let key = format!("{STARTUP_BOOST_ANNOTATION_PREFIX}{container}");
+    let Some(text) = annotations.and_then(|a| a.get(&key)) else {
+        return Ok(None);
+    };
+    serde_json::from_str(text)
+        .map(Some)
+        .map_err(|e| format!("annotation {key}: {e}"))
+}
+
 /// The canonical string form of a quantity (Go's `Quantity.String()`); unparsable text is kept as is.
 pub fn canonical(q: &Quantity) -> Quantity {
     Amount::parse(q)
@@ -1136,4 +1268,95 @@ pub fn patch_pod(
         skipped: None,
         updates,
     })
+}
+
+// ---------------------------------------------------------------------------------------------------
+// §3.1 the pod review
+
+/// What happened to a pod review (for metrics and logs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodOutcome {
+    /// Patched from VPA `vpa` (`namespace/name`).
+    Patched {
+        /// The VPA, as `namespace/name`.
+        vpa: String,
+    },
+    /// No VPA governs the pod (or the chain could not be resolved: `reason`).
+    NoMatch {
+        /// Why, when matching failed rather than found nothing.
+        reason: Option<String>,
+    },
+    /// The pod already carries upstream's `vpaUpdates` annotation and was left alone.
+    SkippedUpstream,
+    /// An error left the pod unmodified.
+    Error(String),
+}
+
+/// Reviews a pod `CREATE` (upstream spec §3.1): finds the VPA in `index` and returns the patch. Never
+/// denies; any error admits the pod unmodified.
+pub fn review_pod(
+    req: &kube::core::admission::AdmissionRequest<kube::core::DynamicObject>,
+    index: &crate::index::Index,
+    options: &PatchOptions,
+) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
+    use kube::core::admission::AdmissionResponse;
+    let allowed = AdmissionResponse::from(req);
+    if req.resource.version != "v1" {
+        return (
+            allowed,
+            PodOutcome::Error("only v1 Pods are supported".into()),
+        );
+    }
+    let decoded = req
+        .object
+        .as_ref()
+        .ok_or_else(|| "request has no object".to_owned())
+        .and_then(|o| serde_json::to_value(o).map_err(|e| e.to_string()))
+        .and_then(|v| serde_json::from_value::<Pod>(v).map_err(|e| e.to_string()));
+    let mut pod = match decoded {
+        Ok(pod) => pod,
+        Err(e) => {
+            return (
+                allowed,
+                PodOutcome::Error(format!("cannot decode pod: {e}")),
+            );
+        }
+    };
+    let namespace = pod
+        .metadata
+        .namespace
+        .clone()
+        .filter(|ns| !ns.is_empty())
+        .or_else(|| req.namespace.clone())
+        .unwrap_or_else(|| "default".to_owned());
+    pod.metadata.namespace = Some(namespace.clone());
+    let vpa = match index.matching_vpa(&pod, &namespace) {
+        Ok(Some(vpa)) => vpa,
+        Ok(None) => return (allowed, PodOutcome::NoMatch { reason: None }),
+        Err(e) => {
+            return (
+                allowed,
+                PodOutcome::NoMatch {
+                    reason: Some(e.to_string()),
+                },
+            );
+        }
+    };
+    let limit_ranges = index.limit_ranges(&namespace);
+    match patch_pod(&pod, &vpa, &limit_ranges, options) {
+        Ok(result) if result.skipped.is_some() => (allowed, PodOutcome::SkippedUpstream),
+        Ok(result) => match allowed.clone().with_patch(result.patch) {
+            Ok(response) => (
+                response,
+                PodOutcome::Patched {
+                    vpa: format!(
+                        "{namespace}/{}",
+                        vpa.metadata.name.as_deref().unwrap_or_default()
+                    ),
+                },
+            ),
+            Err(e) => (allowed, PodOutcome::Error(e.to_string())),
+        },
+        Err(e) => (allowed, PodOutcome::Error(e.to_string())),
+    }
 }

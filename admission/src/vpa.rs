@@ -1,0 +1,270 @@
+//! Admission of Tailor VPA objects (upstream spec §4): decode, validate with `tailor-crds`, reject like the
+//! API server's `NewInvalid`, default `spec.updatePolicy`.
+
+use json_patch::Patch;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
+use kube::core::{DynamicObject, Status};
+use serde_json::{Value, json};
+use tailor_crds::validation::{
+    ErrorKind, FeatureGates, FieldError, ValidationOptions, default_update_policy, invalid_message,
+    needs_update_policy_default, validate,
+};
+use tailor_crds::{ResourceList, VerticalPodAutoscaler};
+
+use crate::amount::Amount;
+use crate::pod::add_op;
+
+/// Kind used in rejection messages when the request does not name one.
+const DEFAULT_KIND: &str = "VerticalPodAutoscaler";
+
+/// Go's message for a string that is not a quantity.
+const QUANTITY_FORMAT: &str =
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+
+/// What happened to a VPA review (for metrics and logs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VpaOutcome {
+    /// Accepted; `defaulted` when the `updatePolicy` default was added.
+    Accepted {
+        /// Whether a defaulting patch was returned.
+        defaulted: bool,
+    },
+    /// Rejected with this message.
+    Denied(String),
+}
+
+/// Why the object in a request could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DecodeError(pub String);
+
+fn quantity_error(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut i = usize::from(matches!(bytes.first(), Some(b'+') | Some(b'-')));
+    let digits_start = i;
+    while i < bytes.len() && (bytes[i].is_ascii_digit() || bytes[i] == b'.') {
+        i += 1;
+    }
+    let has_digits = i > digits_start;
+    while i < bytes.len() && b"eEinumkKMGTP".contains(&bytes[i]) {
+        i += 1;
+    }
+    if i < bytes.len() && matches!(bytes[i], b'+' | b'-') {
+        i += 1;
+    }
+    while i < bytes.len() && bytes[i].is_ascii_digit() {
+        i += 1;
+    }
+    if has_digits && i == bytes.len() {
+        "unable to parse quantity's suffix".into()
+    } else {
+        QUANTITY_FORMAT.into()
+    }
+}
+
+fn check(q: &Quantity) -> Result<(), DecodeError> {
+    Amount::parse(q)
+        .map(|_| ())
+        .map_err(|_| DecodeError(quantity_error(&q.0)))
+}
+
+fn check_list(list: Option<&ResourceList>) -> Result<(), DecodeError> {
+    list.into_iter().flatten().try_for_each(|(_, q)| check(q))
+}
+
+/// Every quantity in the object must parse, as Go's decoder requires.
+fn check_quantities(vpa: &VerticalPodAutoscaler) -> Result<(), DecodeError> {
+    let boost_quantity = |b: Option<&tailor_crds::StartupBoost>| {
+        b.and_then(|b| b.cpu.as_ref())
+            .and_then(|c| c.quantity.as_ref())
+            .map_or(Ok(()), check)
+    };
+    boost_quantity(vpa.spec.startup_boost.as_ref())?;
+    for p in vpa
+        .spec
+        .resource_policy
+        .iter()
+        .flat_map(|p| p.container_policies.iter().flatten())
+    {
+        check_list(p.min_allowed.as_ref())?;
+        check_list(p.max_allowed.as_ref())?;
+        p.oom_bump_up_ratio.as_ref().map_or(Ok(()), check)?;
+        p.oom_min_bump_up.as_ref().map_or(Ok(()), check)?;
+        boost_quantity(p.startup_boost.as_ref())?;
+    }
+    for r in vpa
+        .status
+        .iter()
+        .filter_map(|s| s.recommendation.as_ref())
+        .flat_map(|r| r.container_recommendations.iter().flatten())
+    {
+        check_list(Some(&r.target))?;
+        check_list(r.lower_bound.as_ref())?;
+        check_list(r.upper_bound.as_ref())?;
+        check_list(r.uncapped_target.as_ref())?;
+    }
+    Ok(())
+}
+
+/// Decodes a JSON object into a Tailor VPA (whatever its `apiVersion` says), with Go's quantity checks.
+pub fn decode_vpa(value: Value) -> Result<VerticalPodAutoscaler, DecodeError> {
+    let vpa: VerticalPodAutoscaler =
+        serde_json::from_value(value).map_err(|e| DecodeError(e.to_string()))?;
+    check_quantities(&vpa)?;
+    Ok(vpa)
+}
+
+fn decode_object(object: Option<&DynamicObject>) -> Result<VerticalPodAutoscaler, DecodeError> {
+    let object = object.ok_or_else(|| DecodeError("request has no object".into()))?;
+    let value = serde_json::to_value(object).map_err(|e| DecodeError(e.to_string()))?;
+    decode_vpa(value)
+}
+
+fn cause_type(kind: &ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Required(_) => "FieldValueRequired",
+        ErrorKind::Invalid(..) => "FieldValueInvalid",
+        ErrorKind::Unsupported(..) => "FieldValueNotSupported",
+        ErrorKind::Forbidden(_) => "FieldValueForbidden",
+        ErrorKind::TooMany(..) => "FieldValueTooMany",
+    }
+}
+
+/// The rejection `Status` for validation errors, like the API server's `NewInvalid`.
+pub fn invalid_status(kind: &str, name: &str, errors: &[FieldError]) -> Status {
+    let causes = errors
+        .iter()
+        .map(|e| {
+            let full = e.to_string();
+            let prefix = format!("{}: ", e.field);
+            StatusCause {
+                reason: cause_type(&e.kind).into(),
+                message: full.strip_prefix(&prefix).unwrap_or(&full).to_owned(),
+                field: e.field.clone(),
+            }
+        })
+        .collect();
+    rejection(kind, name, invalid_message(kind, name, errors), causes)
+}
+
+/// The rejection `Status` for an object that cannot be decoded (`.: Internal error: <msg>`).
+pub fn internal_error_status(kind: &str, name: &str, message: &str) -> Status {
+    let detail = format!("Internal error: {message}");
+    let text = format!(
+        "{kind}.{} {name:?} is invalid: .: {detail}",
+        tailor_crds::GROUP
+    );
+    let causes = vec![StatusCause {
+        reason: "InternalError".into(),
+        message: detail,
+        field: ".".into(),
+    }];
+    rejection(kind, name, text, causes)
+}
+
+fn rejection(kind: &str, name: &str, message: String, causes: Vec<StatusCause>) -> Status {
+    Status {
+        status: Some(StatusSummary::Failure),
+        code: 422,
+        message,
+        metadata: None,
+        reason: "Invalid".into(),
+        details: Some(StatusDetails {
+            name: name.to_owned(),
+            group: tailor_crds::GROUP.to_owned(),
+            kind: kind.to_owned(),
+            uid: String::new(),
+            causes,
+            retry_after_seconds: 0,
+        }),
+    }
+}
+
+fn deny(
+    req: &AdmissionRequest<DynamicObject>,
+    status: Status,
+    warnings: Vec<String>,
+) -> (AdmissionResponse, VpaOutcome) {
+    let message = status.message.clone();
+    let mut response = AdmissionResponse::from(req);
+    response.allowed = false;
+    response.result = status;
+    if !warnings.is_empty() {
+        response.warnings = Some(warnings);
+    }
+    (response, VpaOutcome::Denied(message))
+}
+
+/// The defaulting patch for a VPA without `spec.updatePolicy`.
+pub fn defaulting_patch(vpa: &VerticalPodAutoscaler) -> Option<Patch> {
+    needs_update_policy_default(&vpa.spec).then(|| {
+        let value = serde_json::to_value(default_update_policy())
+            .unwrap_or_else(|_| json!({"updateMode": "Recreate"}));
+        Patch(vec![add_op("/spec/updatePolicy", value)])
+    })
+}
+
+/// Reviews a Tailor VPA `CREATE`/`UPDATE` (upstream spec §4.1): denies undecodable or invalid objects,
+/// returns warnings, and defaults `spec.updatePolicy`.
+pub fn review_vpa(
+    req: &AdmissionRequest<DynamicObject>,
+    gates: FeatureGates,
+) -> (AdmissionResponse, VpaOutcome) {
+    let kind = req
+        .request_kind
+        .as_ref()
+        .map(|k| k.kind.clone())
+        .filter(|k| !k.is_empty())
+        .unwrap_or_else(|| DEFAULT_KIND.to_owned());
+    let vpa = match decode_object(req.object.as_ref()) {
+        Ok(vpa) => vpa,
+        Err(e) => {
+            return deny(
+                req,
+                internal_error_status(&kind, &req.name, &e.0),
+                Vec::new(),
+            );
+        }
+    };
+    let old = if req.operation == Operation::Update {
+        match decode_object(req.old_object.as_ref()) {
+            Ok(old) => Some(old),
+            Err(e) => {
+                return deny(
+                    req,
+                    internal_error_status(&kind, &req.name, &e.0),
+                    Vec::new(),
+                );
+            }
+        }
+    } else {
+        None
+    };
+    let options = ValidationOptions::new(gates, old.as_ref().map(|o| &o.spec));
+    let validation = validate(&vpa.spec, &options);
+    if !validation.is_valid() {
+        return deny(
+            req,
+            invalid_status(&kind, &req.name, &validation.errors),
+            validation.warnings,
+        );
+    }
+    let mut response = AdmissionResponse::from(req);
+    if !validation.warnings.is_empty() {
+        response.warnings = Some(validation.warnings);
+    }
+    let mut defaulted = false;
+    if let Some(patch) = defaulting_patch(&vpa) {
+        match response.clone().with_patch(patch) {
+            Ok(r) => {
+                response = r;
+                defaulted = true;
+            }
+            // Serialising a fixed patch cannot fail; admit without the default if it ever does.
+            Err(_) => defaulted = false,
+        }
+    }
+    (response, VpaOutcome::Accepted { defaulted })
+}
