@@ -4,6 +4,7 @@
 //! Data flows one way: samples → [`model`] → [`estimate`] → [`policy`] capping. Nothing here reads a clock,
 //! a socket or a kube client: time is always a parameter.
 
+pub mod controller;
 pub mod estimate;
 pub mod histogram;
 pub mod input;
@@ -11,5 +12,6 @@ pub mod model;
 pub mod policy;
 pub mod quantity;
 pub mod replay;
+pub mod source;
 pub mod status;
 pub mod units;

@@ -72,7 +72,7 @@ impl ControllerConfig {
         if names.is_empty() {
             return self.recommender_name == DEFAULT_RECOMMENDER;
         }
-        names.iter().any(|n| *n == self.recommender_name)
+        names.contains(&self.recommender_name)
     }
 
     /// Whether objects in `namespace` are watched at all.

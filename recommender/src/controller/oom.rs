@@ -133,13 +133,18 @@ pub fn pod_ooms(old: Option<&Pod>, new: &Pod) -> Vec<OomRecord> {
 /// Memory OOMs carried by an `Evicted` event on a pod: the annotations `offending_containers`,
 /// `offending_containers_usage` and `starved_resource` are parallel comma-separated lists.
 pub fn eviction_ooms(ev: &Event) -> Vec<OomRecord> {
-    if ev.reason.as_deref() != Some("Evicted") || ev.involved_object.kind.as_deref() != Some("Pod") {
+    if ev.reason.as_deref() != Some("Evicted") || ev.involved_object.kind.as_deref() != Some("Pod")
+    {
         return Vec::new();
     }
     let Some(ann) = ev.metadata.annotations.as_ref() else {
         return Vec::new();
     };
-    let list = |k: &str| -> Vec<&str> { ann.get(k).map(|v| v.split(',').collect()).unwrap_or_default() };
+    let list = |k: &str| -> Vec<&str> {
+        ann.get(k)
+            .map(|v| v.split(',').collect())
+            .unwrap_or_default()
+    };
     let (containers, usages, starved) = (
         list("offending_containers"),
         list("offending_containers_usage"),

@@ -11,8 +11,8 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerStatus, Event, Pod, PodSpec, PodStatus, PodTemplateSpec, ReplicationController,
-    ReplicationControllerSpec, ResourceRequirements,
+    Container, ContainerStatus, Event, Pod, PodSpec, PodStatus, PodTemplateSpec,
+    ReplicationController, ReplicationControllerSpec, ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::store::Writer;
@@ -396,13 +396,55 @@ pub fn spawn_watchers(
     let m = || metrics.clone();
     let mut tasks = vec![
         spawn_store(client, namespace, any(), writers.vpas, strip_vpa, m()),
-        spawn_store(client, namespace, any(), writers.checkpoints, strip_checkpoint, m()),
-        spawn_store(client, namespace, any(), writers.deployments, strip_deployment, m()),
-        spawn_store(client, namespace, any(), writers.replica_sets, strip_replica_set, m()),
-        spawn_store(client, namespace, any(), writers.stateful_sets, strip_stateful_set, m()),
-        spawn_store(client, namespace, any(), writers.daemon_sets, strip_daemon_set, m()),
+        spawn_store(
+            client,
+            namespace,
+            any(),
+            writers.checkpoints,
+            strip_checkpoint,
+            m(),
+        ),
+        spawn_store(
+            client,
+            namespace,
+            any(),
+            writers.deployments,
+            strip_deployment,
+            m(),
+        ),
+        spawn_store(
+            client,
+            namespace,
+            any(),
+            writers.replica_sets,
+            strip_replica_set,
+            m(),
+        ),
+        spawn_store(
+            client,
+            namespace,
+            any(),
+            writers.stateful_sets,
+            strip_stateful_set,
+            m(),
+        ),
+        spawn_store(
+            client,
+            namespace,
+            any(),
+            writers.daemon_sets,
+            strip_daemon_set,
+            m(),
+        ),
         spawn_store(client, namespace, any(), writers.jobs, strip_job, m()),
-        spawn_store(client, namespace, any(), writers.cron_jobs, strip_cron_job, m()),
+        spawn_store(
+            client,
+            namespace,
+            any(),
+            writers.cron_jobs,
+            strip_cron_job,
+            m(),
+        ),
         spawn_store(
             client,
             namespace,
@@ -458,7 +500,9 @@ pub fn spawn_watchers(
 }
 
 /// Waits until every store has seen its first complete list.
-pub async fn wait_until_ready(stores: &Stores) -> Result<(), kube::runtime::reflector::store::WriterDropped> {
+pub async fn wait_until_ready(
+    stores: &Stores,
+) -> Result<(), kube::runtime::reflector::store::WriterDropped> {
     stores.vpas.wait_until_ready().await?;
     stores.checkpoints.wait_until_ready().await?;
     stores.pods.wait_until_ready().await?;

@@ -44,7 +44,10 @@ mod tests {
         let t = 1_700_000_000_123_456_789;
         let secs = to_time_secs(t).unwrap();
         assert_eq!(from_time(&secs), Some(1_700_000_000_000_000_000));
-        assert_eq!(parse_rfc3339("2023-11-14T22:13:20Z"), Some(1_700_000_000_000_000_000));
+        assert_eq!(
+            parse_rfc3339("2023-11-14T22:13:20Z"),
+            Some(1_700_000_000_000_000_000)
+        );
         assert_eq!(from_time(&to_time(t).unwrap()), Some(t));
     }
 }

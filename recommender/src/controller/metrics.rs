@@ -1,0 +1,130 @@
+//! Prometheus metrics of the recommender (`tailor_recommender_*`), served on `/metrics`.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(&'static str, &'static str)>;
+
+/// Every metric, registered in one registry.
+pub struct Metrics {
+    registry: Registry,
+    /// Duration of each loop step, by `step`.
+    pub step_duration: Family<Labels, Histogram>,
+    /// VPA objects this recommender handles.
+    pub vpas: Gauge,
+    /// Pods in the model.
+    pub pods: Gauge,
+    /// Live aggregates in the model.
+    pub aggregates: Gauge,
+    /// Usage samples by `resource` and `result` (`accepted`, `rejected`).
+    pub samples: Family<Labels, Counter>,
+    /// OOMs by `source` and `result` (`recorded`, `rejected`, `unknown_container`, `dropped`).
+    pub ooms: Family<Labels, Counter>,
+    /// Status patches by `result`.
+    pub status_writes: Family<Labels, Counter>,
+    /// Checkpoint writes by `op` (`create`, `replace`, `delete`) and `result`.
+    pub checkpoint_writes: Family<Labels, Counter>,
+    /// Errors by `kind`.
+    pub errors: Family<Labels, Counter>,
+    /// Unix time of the last finished loop.
+    pub last_loop_timestamp: Gauge,
+}
+
+fn step_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 18))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("tailor_recommender");
+        let m = Metrics {
+            step_duration: Family::new_with_constructor(step_histogram),
+            vpas: Gauge::default(),
+            pods: Gauge::default(),
+            aggregates: Gauge::default(),
+            samples: Family::default(),
+            ooms: Family::default(),
+            status_writes: Family::default(),
+            checkpoint_writes: Family::default(),
+            errors: Family::default(),
+            last_loop_timestamp: Gauge::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "step_duration_seconds",
+            "Duration of each step of the recommender loop (step=total for the whole loop)",
+            m.step_duration.clone(),
+        );
+        registry.register(
+            "vpa_objects",
+            "VPA objects handled by this recommender",
+            m.vpas.clone(),
+        );
+        registry.register("pods", "Pods in the model", m.pods.clone());
+        registry.register(
+            "aggregate_container_states",
+            "Live aggregates in the model",
+            m.aggregates.clone(),
+        );
+        registry.register(
+            "samples",
+            "Usage samples fed to the model",
+            m.samples.clone(),
+        );
+        registry.register("ooms", "OOM records by source and result", m.ooms.clone());
+        registry.register(
+            "status_writes",
+            "VPA status patches",
+            m.status_writes.clone(),
+        );
+        registry.register(
+            "checkpoint_writes",
+            "Checkpoint writes",
+            m.checkpoint_writes.clone(),
+        );
+        registry.register("errors", "Errors by kind", m.errors.clone());
+        registry.register(
+            "last_loop_timestamp_seconds",
+            "Unix time the last loop finished",
+            m.last_loop_timestamp.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Counts an error of `kind`.
+    pub fn error(&self, kind: &'static str) {
+        self.errors.get_or_create(&vec![("kind", kind)]).inc();
+    }
+
+    /// The current value of an error counter (for tests).
+    pub fn error_count(&self, kind: &'static str) -> u64 {
+        self.errors.get_or_create(&vec![("kind", kind)]).get()
+    }
+
+    /// Records a step duration.
+    pub fn step(&self, step: &'static str, seconds: f64) {
+        self.step_duration
+            .get_or_create(&vec![("step", step)])
+            .observe(seconds);
+    }
+
+    /// OpenMetrics text of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}

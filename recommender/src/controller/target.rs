@@ -1,0 +1,281 @@
+//! `spec.targetRef` → pod selector. Well-known controllers are read from the reflector stores; any other
+//! kind through its `/scale` subresource, whose answers are cached by the loop ([`ScaleCache`]).
+//! Resolution itself is pure over the stores and the cache.
+
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client, Resource};
+use tailor_crds::CrossVersionObjectReference;
+
+use super::stores::Stores;
+use crate::model::Selector;
+use crate::units::Nanos;
+
+/// Kinds resolved from the stores (by kind, whatever the group, as upstream does).
+pub const WELL_KNOWN_KINDS: [&str; 7] = [
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "DaemonSet",
+    "Job",
+    "CronJob",
+    "ReplicationController",
+];
+
+/// Whether `kind` is resolved from a store.
+pub fn is_well_known(kind: &str) -> bool {
+    WELL_KNOWN_KINDS.contains(&kind)
+}
+
+/// Identity of a target.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TargetKey {
+    /// `apiVersion` of the reference (may be empty).
+    pub api_version: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace (the VPA's).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl TargetKey {
+    /// The key of a VPA's reference.
+    pub fn new(namespace: &str, r: &CrossVersionObjectReference) -> Self {
+        TargetKey {
+            api_version: r.api_version.clone().unwrap_or_default(),
+            kind: r.kind.clone(),
+            namespace: namespace.into(),
+            name: r.name.clone(),
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("{}.{}/{}", self.api_version, self.kind, self.name)
+    }
+}
+
+/// One `/scale` lookup: the selector string or the error, and when it was fetched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScaleEntry {
+    /// `status.selector` of the Scale, or why it could not be read.
+    pub selector: Result<String, String>,
+    /// Fetch time.
+    pub fetched: Nanos,
+}
+
+/// Cached `/scale` lookups for targets that are not well-known kinds.
+#[derive(Debug, Clone, Default)]
+pub struct ScaleCache {
+    entries: HashMap<TargetKey, ScaleEntry>,
+}
+
+impl ScaleCache {
+    /// The cached entry.
+    pub fn get(&self, key: &TargetKey) -> Option<&ScaleEntry> {
+        self.entries.get(key)
+    }
+
+    /// Stores a lookup.
+    pub fn insert(&mut self, key: TargetKey, entry: ScaleEntry) {
+        self.entries.insert(key, entry);
+    }
+
+    /// Whether `key` was fetched less than `ttl` ago.
+    pub fn is_fresh(&self, key: &TargetKey, now: Nanos, ttl: Nanos) -> bool {
+        self.entries
+            .get(key)
+            .is_some_and(|e| now.saturating_sub(e.fetched) < ttl)
+    }
+
+    /// Drops entries no VPA refers to any more.
+    pub fn retain(&mut self, keep: impl Fn(&TargetKey) -> bool) {
+        self.entries.retain(|k, _| keep(k));
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the cache is empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// Outcome of resolving a target: the selector (`Nothing` when unresolvable) and the `ConfigUnsupported`
+/// message, if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolution {
+    /// Pod selector.
+    pub selector: Selector,
+    /// Why the target cannot be served; `None` when it resolved.
+    pub unsupported: Option<String>,
+}
+
+impl Resolution {
+    fn unsupported(message: String) -> Self {
+        Resolution {
+            selector: Selector::Nothing,
+            unsupported: Some(message),
+        }
+    }
+}
+
+fn from_label_selector(sel: Option<&LabelSelector>) -> Result<Selector, String> {
+    let Some(sel) = sel else {
+        return Ok(Selector::Nothing);
+    };
+    let v = serde_json::to_value(sel).map_err(|e| e.to_string())?;
+    Selector::from_label_selector(&v).map_err(|e| e.to_string())
+}
+
+fn from_match_labels(labels: Option<&BTreeMap<String, String>>) -> Result<Selector, String> {
+    let Some(labels) = labels else {
+        return Ok(Selector::Nothing);
+    };
+    let v = serde_json::json!({ "matchLabels": labels });
+    Selector::from_label_selector(&v).map_err(|e| e.to_string())
+}
+
+fn get<K>(store: &Store<K>, namespace: &str, name: &str) -> Option<std::sync::Arc<K>>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    store.get(&ObjectRef::new(name).within(namespace))
+}
+
+type Found = (Result<Selector, String>, Vec<OwnerReference>);
+
+fn owners<K: Resource>(o: &K) -> Vec<OwnerReference> {
+    o.meta().owner_references.clone().unwrap_or_default()
+}
+
+fn lookup(stores: &Stores, kind: &str, ns: &str, name: &str) -> Option<Found> {
+    match kind {
+        "Deployment" => get(&stores.deployments, ns, name).map(|o| {
+            let s = o.spec.as_ref().map(|s| &s.selector);
+            (from_label_selector(s), owners(o.as_ref()))
+        }),
+        "ReplicaSet" => get(&stores.replica_sets, ns, name).map(|o| {
+            let s = o.spec.as_ref().map(|s| &s.selector);
+            (from_label_selector(s), owners(o.as_ref()))
+        }),
+        "StatefulSet" => get(&stores.stateful_sets, ns, name).map(|o| {
+            let s = o.spec.as_ref().map(|s| &s.selector);
+            (from_label_selector(s), owners(o.as_ref()))
+        }),
+        "DaemonSet" => get(&stores.daemon_sets, ns, name).map(|o| {
+            let s = o.spec.as_ref().map(|s| &s.selector);
+            (from_label_selector(s), owners(o.as_ref()))
+        }),
+        "Job" => get(&stores.jobs, ns, name).map(|o| {
+            let s = o.spec.as_ref().and_then(|s| s.selector.as_ref());
+            (from_label_selector(s), owners(o.as_ref()))
+        }),
+        "CronJob" => get(&stores.cron_jobs, ns, name).map(|o| {
+            let labels = o
+                .spec
+                .as_ref()
+                .and_then(|s| s.job_template.spec.as_ref())
+                .and_then(|s| s.template.metadata.as_ref())
+                .and_then(|m| m.labels.as_ref());
+            (from_match_labels(labels), owners(o.as_ref()))
+        }),
+        "ReplicationController" => get(&stores.replication_controllers, ns, name).map(|o| {
+            let s = o.spec.as_ref().and_then(|s| s.selector.as_ref());
+            (from_match_labels(s), owners(o.as_ref()))
+        }),
+        _ => None,
+    }
+}
+
+/// Resolves a VPA's `targetRef` in `namespace`. The target must exist, yield a selector, and be top-most:
+/// a target whose controlling owner is a well-known controller (a Deployment's ReplicaSet, a CronJob's Job)
+/// is refused, with upstream's `ConfigUnsupported` messages.
+pub fn resolve(
+    stores: &Stores,
+    scale: &ScaleCache,
+    namespace: &str,
+    target: Option<&CrossVersionObjectReference>,
+) -> Resolution {
+    let Some(t) = target else {
+        return Resolution::unsupported("Cannot read targetRef".into());
+    };
+    let key = TargetKey::new(namespace, t);
+    let (selector, owners) = if is_well_known(&t.kind) {
+        match lookup(stores, &t.kind, namespace, &t.name) {
+            Some(found) => found,
+            None => {
+                return Resolution::unsupported(format!(
+                    "Cannot read targetRef. Reason: {} {}/{} does not exist",
+                    t.kind, namespace, t.name
+                ));
+            }
+        }
+    } else {
+        match scale.get(&key) {
+            Some(ScaleEntry {
+                selector: Ok(s), ..
+            }) => (Selector::parse(s).map_err(|e| e.to_string()), Vec::new()),
+            Some(ScaleEntry {
+                selector: Err(e), ..
+            }) => return Resolution::unsupported(format!("Cannot read targetRef. Reason: {e}")),
+            None => {
+                return Resolution::unsupported(format!(
+                    "Cannot read targetRef. Reason: {} {}/{} has not been looked up yet",
+                    t.kind, namespace, t.name
+                ));
+            }
+        }
+    };
+    let selector = match selector {
+        Ok(s) => s,
+        Err(e) => return Resolution::unsupported(format!("Cannot read targetRef. Reason: {e}")),
+    };
+    if owners
+        .iter()
+        .any(|o| o.controller == Some(true) && is_well_known(&o.kind))
+    {
+        return Resolution::unsupported(format!(
+            "The target {} has a parent controller but it should point to a topmost well-known or scalable controller",
+            key.describe()
+        ));
+    }
+    Resolution {
+        selector,
+        unsupported: None,
+    }
+}
+
+/// Reads `status.selector` of a target's `/scale` subresource (API discovery first, to find the plural).
+pub async fn fetch_scale_selector(client: &Client, key: &TargetKey) -> Result<String, String> {
+    let (group, version) = match key.api_version.split_once('/') {
+        Some((g, v)) => (g.to_string(), v.to_string()),
+        None => (String::new(), key.api_version.clone()),
+    };
+    let gvk = kube::api::GroupVersionKind::gvk(&group, &version, &key.kind);
+    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .map_err(|e| format!("{} {}/{}: {e}", key.kind, key.namespace, key.name))?;
+    if !caps.supports_operation(kube::discovery::verbs::GET) {
+        return Err(format!("{} cannot be read", key.kind));
+    }
+    let api: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(client.clone(), &key.namespace, &ar);
+    let scale = api
+        .get_scale(&key.name)
+        .await
+        .map_err(|e| format!("{} {}/{}: {e}", key.kind, key.namespace, key.name))?;
+    scale.status.and_then(|s| s.selector).ok_or_else(|| {
+        format!(
+            "{} {}/{} has no selector in its scale subresource",
+            key.kind, key.namespace, key.name
+        )
+    })
+}
