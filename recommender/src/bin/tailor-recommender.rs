@@ -1,0 +1,498 @@
+//! `tailor-recommender`: the in-cluster recommender. Watches Tailor VPAs, pods and workloads, samples
+//! `metrics.k8s.io`, writes recommendations into VPA status and keeps checkpoints.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Parser, ValueEnum};
+use tailor_recommender::controller::config::ControllerConfig;
+use tailor_recommender::controller::http::{Health, router};
+use tailor_recommender::controller::leader::{DEFAULT_LEASE_NAME, LeaderElector, LeaseSettings};
+use tailor_recommender::controller::metrics::Metrics;
+use tailor_recommender::controller::oom::OomQueue;
+use tailor_recommender::controller::ratelimit::RateLimiter;
+use tailor_recommender::controller::recommender::Recommender;
+use tailor_recommender::controller::stores::{new_stores, spawn_watchers, wait_until_ready};
+use tailor_recommender::estimate::RecommenderConfig;
+use tailor_recommender::model::AggregationsConfig;
+use tailor_recommender::policy::Resources;
+use tokio::sync::watch;
+
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn nanos(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// One JSON object per line.
+    Json,
+    /// Human-readable text.
+    Text,
+}
+
+/// Tailor's recommender. Flag names and defaults follow the upstream VPA recommender.
+#[derive(Debug, Parser)]
+#[command(name = "tailor-recommender", version, about)]
+struct Args {
+    /// Address of the HTTP server for `/metrics` and `/healthz` (`:8942` = all interfaces).
+    #[arg(long, default_value = ":8942")]
+    address: String,
+    /// Name matched against `spec.recommenders` of each VPA.
+    #[arg(long, default_value = "default")]
+    recommender_name: String,
+    /// Period of the main loop.
+    #[arg(long, value_parser = duration, default_value = "1m")]
+    recommender_interval: Duration,
+    /// Deadline of the checkpoint step (and, separately, of checkpoint garbage collection) in each loop.
+    #[arg(long, value_parser = duration, default_value = "1m")]
+    checkpoints_timeout: Duration,
+    /// How often checkpoints of deleted VPAs are removed.
+    #[arg(long, value_parser = duration, default_value = "10m")]
+    checkpoints_gc_interval: Duration,
+    /// Deprecated upstream; accepted and ignored.
+    #[arg(long, default_value_t = 10)]
+    min_checkpoints: u32,
+    /// Parallel status and checkpoint writes.
+    #[arg(long, default_value_t = 10)]
+    update_worker_count: usize,
+    /// Client-side limit of API requests per second.
+    #[arg(long, default_value_t = 50.0)]
+    kube_api_qps: f64,
+    /// Client-side burst of API requests.
+    #[arg(long, default_value_t = 100)]
+    kube_api_burst: u32,
+    /// Path to a kubeconfig; in-cluster configuration otherwise.
+    #[arg(long)]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// Only track pods some VPA selects (Tailor's default: on; `--memory-saver=false` tracks all pods).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    memory_saver: bool,
+    /// `prometheus` selects the Prometheus history provider (not implemented yet: no history is loaded and
+    /// no checkpoints are used); anything else means checkpoints.
+    #[arg(long, default_value = "")]
+    storage: String,
+    /// Only handle VPAs (and watch objects) in this namespace.
+    #[arg(long, default_value = "")]
+    vpa_object_namespace: String,
+    /// Comma-separated namespaces whose VPAs are ignored.
+    #[arg(long, default_value = "", value_delimiter = ',')]
+    ignored_vpa_object_namespaces: Vec<String>,
+    /// Run only while holding the leader lease.
+    #[arg(long)]
+    leader_elect: bool,
+    /// Name of the Lease object.
+    #[arg(long, alias = "leader-elect-resource-name", default_value = DEFAULT_LEASE_NAME)]
+    leader_elect_lease_name: String,
+    /// Namespace of the Lease (default: `$NAMESPACE`, else `kube-system`).
+    #[arg(
+        long,
+        alias = "leader-elect-resource-namespace",
+        env = "NAMESPACE",
+        default_value = "kube-system"
+    )]
+    leader_elect_lease_namespace: String,
+    /// Lease validity after a renewal.
+    #[arg(long, value_parser = duration, default_value = "15s")]
+    leader_elect_lease_duration: Duration,
+    /// How long the leader keeps retrying a renewal before giving up.
+    #[arg(long, value_parser = duration, default_value = "10s")]
+    leader_elect_renew_deadline: Duration,
+    /// Time between lease attempts.
+    #[arg(long, value_parser = duration, default_value = "2s")]
+    leader_elect_retry_period: Duration,
+    /// Identity in the lease (default: `$POD_NAME`).
+    #[arg(long, env = "POD_NAME", default_value = "tailor-recommender")]
+    leader_elect_identity: String,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Prometheus-compatible API for history (not implemented yet: accepted and logged).
+    #[arg(long)]
+    prometheus_address: Option<String>,
+    /// History length to load from Prometheus (not implemented yet).
+    #[arg(long, default_value = "8d")]
+    history_length: String,
+    /// Query resolution of the Prometheus history (not implemented yet).
+    #[arg(long, default_value = "1h")]
+    history_resolution: String,
+
+    /// CPU usage percentile that will be used as a base for the CPU target recommendation.
+    #[arg(long, default_value_t = 0.9)]
+    target_cpu_percentile: f64,
+    /// CPU usage percentile that will be used for the lower bound on CPU recommendation.
+    #[arg(long, default_value_t = 0.5)]
+    recommendation_lower_bound_cpu_percentile: f64,
+    /// CPU usage percentile that will be used for the upper bound on CPU recommendation.
+    #[arg(long, default_value_t = 0.95)]
+    recommendation_upper_bound_cpu_percentile: f64,
+    /// Memory usage percentile that will be used as a base for the memory target recommendation.
+    #[arg(long, default_value_t = 0.9)]
+    target_memory_percentile: f64,
+    /// Memory usage percentile that will be used for the lower bound on memory recommendation.
+    #[arg(long, default_value_t = 0.5)]
+    recommendation_lower_bound_memory_percentile: f64,
+    /// Memory usage percentile that will be used for the upper bound on memory recommendation.
+    #[arg(long, default_value_t = 0.95)]
+    recommendation_upper_bound_memory_percentile: f64,
+    /// Fraction of usage added as the safety margin to the recommended request.
+    #[arg(long, default_value_t = 0.15)]
+    recommendation_margin_fraction: f64,
+    /// Minimum CPU recommendation for a pod, in millicores.
+    #[arg(long, default_value_t = 25.0)]
+    pod_recommendation_min_cpu_millicores: f64,
+    /// Minimum memory recommendation for a pod, in MiB.
+    #[arg(long, default_value_t = 250.0)]
+    pod_recommendation_min_memory_mb: f64,
+    /// Time unit of the confidence of CPU bounds.
+    #[arg(long, value_parser = duration, default_value = "24h")]
+    confidence_interval_cpu: Duration,
+    /// Time unit of the confidence of memory bounds.
+    #[arg(long, value_parser = duration, default_value = "24h")]
+    confidence_interval_memory: Duration,
+    /// Round CPU recommendations up to a multiple of this many millicores.
+    #[arg(long, default_value_t = 1)]
+    round_cpu_millicores: i64,
+    /// Round memory recommendations up to a multiple of this many bytes.
+    #[arg(long, default_value_t = 1)]
+    round_memory_bytes: i64,
+    /// (Deprecated upstream) humanize memory to two decimals of Ki/Mi/Gi/Ti.
+    #[arg(long)]
+    humanize_memory: bool,
+    /// Length of one memory peak aggregation window.
+    #[arg(long, value_parser = duration, default_value = "24h")]
+    memory_aggregation_interval: Duration,
+    /// Number of memory aggregation windows kept (history = interval × count).
+    #[arg(long, default_value_t = 8)]
+    memory_aggregation_interval_count: i64,
+    /// Half-life of the memory histogram decay.
+    #[arg(long, value_parser = duration, default_value = "24h")]
+    memory_histogram_decay_half_life: Duration,
+    /// Half-life of the CPU histogram decay.
+    #[arg(long, value_parser = duration, default_value = "24h")]
+    cpu_histogram_decay_half_life: Duration,
+    /// Ratio by which memory is bumped up after an OOM.
+    #[arg(long, default_value_t = 1.2)]
+    oom_bump_up_ratio: f64,
+    /// Minimum bytes memory is bumped up by after an OOM.
+    #[arg(long, default_value_t = 104857600.0)]
+    oom_min_bump_up_bytes: f64,
+    /// Round CPU up to whole cores for containers annotated `vpa-post-processor.kubernetes.io/<name>_integerCPU=true`.
+    #[arg(long)]
+    cpu_integer_post_processor_enabled: bool,
+    /// Maximum CPU recommendation per container (quantity, e.g. `4` or `3500m`).
+    #[arg(long)]
+    container_recommendation_max_allowed_cpu: Option<String>,
+    /// Maximum memory recommendation per container (quantity, e.g. `8Gi`).
+    #[arg(long)]
+    container_recommendation_max_allowed_memory: Option<String>,
+}
+
+fn quantity(resource: &str, flag: &str, v: Option<&str>) -> anyhow::Result<Option<i64>> {
+    v.map(|s| {
+        let q = k8s_openapi::apimachinery::pkg::api::resource::Quantity(s.to_string());
+        tailor_crds::quantity::amount(resource, &q)
+            .with_context(|| format!("{flag}: invalid quantity {s:?}"))
+    })
+    .transpose()
+}
+
+impl Args {
+    fn controller_config(&self) -> anyhow::Result<ControllerConfig> {
+        for (name, d) in [
+            ("--recommender-interval", self.recommender_interval),
+            ("--confidence-interval-cpu", self.confidence_interval_cpu),
+            (
+                "--confidence-interval-memory",
+                self.confidence_interval_memory,
+            ),
+            (
+                "--memory-aggregation-interval",
+                self.memory_aggregation_interval,
+            ),
+            (
+                "--memory-histogram-decay-half-life",
+                self.memory_histogram_decay_half_life,
+            ),
+            (
+                "--cpu-histogram-decay-half-life",
+                self.cpu_histogram_decay_half_life,
+            ),
+        ] {
+            if d.is_zero() {
+                bail!("{name} must be greater than zero");
+            }
+        }
+        if self.memory_aggregation_interval_count <= 0 {
+            bail!("--memory-aggregation-interval-count must be greater than zero");
+        }
+        let ignored: Vec<String> = self
+            .ignored_vpa_object_namespaces
+            .iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+        if !self.vpa_object_namespace.is_empty() && !ignored.is_empty() {
+            bail!(
+                "--vpa-object-namespace and --ignored-vpa-object-namespaces are mutually exclusive"
+            );
+        }
+        Ok(ControllerConfig {
+            recommender_name: self.recommender_name.clone(),
+            interval: self.recommender_interval,
+            checkpoints_timeout: self.checkpoints_timeout,
+            checkpoints_gc_interval: self.checkpoints_gc_interval,
+            update_worker_count: self.update_worker_count.max(1),
+            memory_saver: self.memory_saver,
+            vpa_object_namespace: self.vpa_object_namespace.clone(),
+            ignored_namespaces: ignored,
+            checkpoints_enabled: self.storage != "prometheus",
+            aggregations: AggregationsConfig {
+                memory_aggregation_interval: nanos(self.memory_aggregation_interval),
+                memory_aggregation_interval_count: self.memory_aggregation_interval_count,
+                memory_histogram_decay_half_life: nanos(self.memory_histogram_decay_half_life),
+                cpu_histogram_decay_half_life: nanos(self.cpu_histogram_decay_half_life),
+                oom_bump_up_ratio: self.oom_bump_up_ratio,
+                oom_min_bump_up_bytes: self.oom_min_bump_up_bytes,
+                legacy_oom_staleness: false,
+            },
+            recommender: RecommenderConfig {
+                target_cpu_percentile: self.target_cpu_percentile,
+                lower_bound_cpu_percentile: self.recommendation_lower_bound_cpu_percentile,
+                upper_bound_cpu_percentile: self.recommendation_upper_bound_cpu_percentile,
+                target_memory_percentile: self.target_memory_percentile,
+                lower_bound_memory_percentile: self.recommendation_lower_bound_memory_percentile,
+                upper_bound_memory_percentile: self.recommendation_upper_bound_memory_percentile,
+                safety_margin_fraction: self.recommendation_margin_fraction,
+                pod_min_cpu_millicores: self.pod_recommendation_min_cpu_millicores,
+                pod_min_memory_mb: self.pod_recommendation_min_memory_mb,
+                confidence_interval_cpu: nanos(self.confidence_interval_cpu),
+                confidence_interval_memory: nanos(self.confidence_interval_memory),
+                round_cpu_millicores: self.round_cpu_millicores,
+                round_memory_bytes: self.round_memory_bytes,
+                humanize_memory: self.humanize_memory,
+                cpu_integer_post_processor_enabled: self.cpu_integer_post_processor_enabled,
+                global_max_allowed: Resources {
+                    cpu: quantity(
+                        "cpu",
+                        "--container-recommendation-max-allowed-cpu",
+                        self.container_recommendation_max_allowed_cpu.as_deref(),
+                    )?,
+                    memory: quantity(
+                        "memory",
+                        "--container-recommendation-max-allowed-memory",
+                        self.container_recommendation_max_allowed_memory.as_deref(),
+                    )?,
+                },
+            },
+            ..ControllerConfig::default()
+        })
+    }
+}
+
+fn listen_address(s: &str) -> anyhow::Result<SocketAddr> {
+    let full = if s.starts_with(':') {
+        format!("0.0.0.0{s}")
+    } else {
+        s.to_string()
+    };
+    full.parse()
+        .with_context(|| format!("--address: invalid address {s:?}"))
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+async fn client(
+    kubeconfig: Option<&std::path::Path>,
+    qps: f64,
+    burst: u32,
+) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no Kubernetes configuration found")?,
+    };
+    tracing::info!(qps, burst, cluster = %config.cluster_url, "connecting");
+    Ok(kube::Client::try_from(config)?)
+}
+
+async fn shutdown_signal(tx: watch::Sender<bool>) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                    let _ = ctrl_c.await;
+                    let _ = tx.send(true);
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("shutting down");
+    let _ = tx.send(true);
+}
+
+async fn until_true(mut rx: watch::Receiver<bool>) {
+    while !*rx.borrow() {
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    init_tracing(args.log_format);
+    let cfg = args.controller_config()?;
+    let addr = listen_address(&args.address)?;
+    if let Some(p) = &args.prometheus_address {
+        tracing::warn!(
+            prometheus = %p,
+            history_length = %args.history_length,
+            history_resolution = %args.history_resolution,
+            "the Prometheus history source is not implemented yet; starting without history"
+        );
+    }
+    if args.storage == "prometheus" {
+        tracing::warn!("--storage=prometheus: checkpoints are neither read nor written");
+    }
+    let _ = args.min_checkpoints;
+
+    let metrics = Arc::new(Metrics::new());
+    let health = Arc::new(Health::new(cfg.interval));
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))?;
+    let app = router(health.clone(), metrics.clone());
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "HTTP server failed");
+        }
+    });
+    tracing::info!(%addr, "serving /metrics and /healthz");
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(shutdown_signal(stop_tx));
+
+    let client = client(
+        args.kubeconfig.as_deref(),
+        args.kube_api_qps,
+        args.kube_api_burst,
+    )
+    .await?;
+
+    let elector = args.leader_elect.then(|| {
+        LeaderElector::new(
+            client.clone(),
+            LeaseSettings {
+                name: args.leader_elect_lease_name.clone(),
+                namespace: args.leader_elect_lease_namespace.clone(),
+                identity: args.leader_elect_identity.clone(),
+                lease_duration: args.leader_elect_lease_duration,
+                renew_deadline: args.leader_elect_renew_deadline,
+                retry_period: args.leader_elect_retry_period,
+            },
+        )
+    });
+    let elector = elector.map(Arc::new);
+    if let Some(e) = &elector {
+        tracing::info!(lease = %args.leader_elect_lease_name, namespace = %args.leader_elect_lease_namespace, "waiting for the leader lease");
+        tokio::select! {
+            _ = e.acquire() => tracing::info!("leader lease acquired"),
+            _ = until_true(stop_rx.clone()) => return Ok(()),
+        }
+    }
+    let (lost_tx, lost_rx) = watch::channel(false);
+    if let Some(e) = elector.clone() {
+        tokio::spawn(async move {
+            let err = e.hold().await;
+            tracing::error!(error = %err, "leader lease lost");
+            let _ = lost_tx.send(true);
+        });
+    }
+
+    let ooms = OomQueue::default();
+    let (stores, writers) = new_stores(ooms.clone());
+    let watchers = spawn_watchers(
+        &client,
+        &cfg.vpa_object_namespace,
+        writers,
+        ooms.clone(),
+        metrics.clone(),
+    );
+    tokio::select! {
+        r = wait_until_ready(&stores) => r.context("stores")?,
+        _ = until_true(stop_rx.clone()) => return Ok(()),
+        _ = until_true(lost_rx.clone()) => bail!("leader lease lost before the caches were ready"),
+    }
+    tracing::info!(recommender = %cfg.recommender_name, interval = ?cfg.interval, "caches ready; starting the loop");
+
+    let limiter = RateLimiter::new(args.kube_api_qps, args.kube_api_burst);
+    let mut rec = Recommender::new(cfg, client, stores, ooms, metrics, limiter);
+    let stop = {
+        let (a, b) = (stop_rx.clone(), lost_rx.clone());
+        async move {
+            tokio::select! {
+                _ = until_true(a) => {},
+                _ = until_true(b) => {},
+            }
+        }
+    };
+    let h = health.clone();
+    rec.run(stop, move |r| {
+        h.loop_finished();
+        tracing::info!(
+            vpas = r.vpas,
+            pods = r.pods,
+            samples = r.samples_accepted,
+            ooms = r.ooms_recorded,
+            status_writes = r.status_writes,
+            checkpoints = r.checkpoints_written,
+            metrics_ok = r.metrics_ok,
+            "loop finished"
+        );
+    })
+    .await;
+    for w in watchers {
+        w.abort();
+    }
+    if *lost_rx.borrow() {
+        bail!("leader lease lost");
+    }
+    if let Some(e) = elector
+        && let Err(err) = e.release().await
+    {
+        tracing::warn!(error = %err, "cannot release the leader lease");
+    }
+    Ok(())
+}
