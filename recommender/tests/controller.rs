@@ -455,3 +455,29 @@ async fn metrics_api_errors_keep_the_last_recommendation() {
             .contains("tailor_recommender_errors_total{kind=\"metrics_api\"} 1")
     );
 }
+
+#[tokio::test]
+async fn eviction_events_become_ooms_with_their_usage() {
+    let mut h = Harness::new(ControllerConfig::default());
+    setup(&mut h);
+    add_pods(&mut h, 1);
+    for i in 0..3 {
+        h.loop_with(i * 60, Ok(sample_list(1, i))).await;
+    }
+    let ev: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({
+        "metadata": {"name": "web-0.1", "namespace": "default", "creationTimestamp": rfc3339(150),
+            "annotations": {"offending_containers": "app", "offending_containers_usage": "1Gi",
+                            "starved_resource": "memory"}},
+        "involvedObject": {"kind": "Pod", "name": "web-0", "namespace": "default"},
+        "reason": "Evicted",
+    }))
+    .unwrap();
+    let records = tailor_recommender::controller::oom::eviction_ooms(&ev);
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].memory_bytes, 1 << 30);
+    h.ooms.push(records);
+    let (report, _) = h.loop_with(180, Ok(sample_list(1, 3))).await;
+    assert_eq!(report.ooms_recorded, 1);
+    // max(1Gi × 1.2, 1Gi + 100Mi) = 1.2Gi peak.
+    assert!(target(&h.vpa("default", "web"), "app", "target").1 >= 1288490188);
+}
