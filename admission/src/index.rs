@@ -486,18 +486,25 @@ impl Index {
         let Some(controller) = Self::pod_controller(pod, namespace) else {
             return Ok(None);
         };
+        // Nothing to match in this namespace: skip the ownership walk.
+        let active = self.vpas.filter(&|vpa: &VerticalPodAutoscaler| {
+            vpa.metadata.namespace.as_deref() == Some(namespace) && is_active(vpa)
+        });
+        if active.is_empty() {
+            return Ok(None);
+        }
         let Some(top) = self.topmost_controller(&controller)? else {
             return Ok(None);
         };
-        let candidates = self.vpas.filter(&|vpa: &VerticalPodAutoscaler| {
-            vpa.metadata.namespace.as_deref() == Some(namespace)
-                && vpa
-                    .spec
+        let candidates: Vec<_> = active
+            .into_iter()
+            .filter(|vpa| {
+                vpa.spec
                     .target_ref
                     .as_ref()
                     .is_some_and(|t| t.kind == top.kind && t.name == top.name)
-        });
-        let candidates: Vec<_> = candidates.into_iter().filter(|v| is_active(v)).collect();
+            })
+            .collect();
         if candidates.is_empty() {
             return Ok(None);
         }
@@ -575,5 +582,128 @@ fn requirement_matches(
             "{}: unknown operator {other:?}",
             req.key
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::{reflector, watcher};
+    use serde_json::json;
+
+    fn vpa(name: &str, created: &str, mode: &str) -> VerticalPodAutoscaler {
+        serde_json::from_value(json!({
+            "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
+            "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created},
+            "spec": {"targetRef": {"kind": "Deployment", "name": "web"}, "updatePolicy": {"updateMode": mode}}
+        }))
+        .unwrap()
+    }
+
+    fn pod() -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "labels": {"app": "web", "tier": "fe"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "1", "controller": true}]},
+            "spec": {"containers": []}
+        }))
+        .unwrap()
+    }
+
+    fn deployment(selector: serde_json::Value) -> Deployment {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"selector": selector, "template": {}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn reflector_stores_feed_the_index() {
+        let (vpas, mut vpa_writer) = reflector::store();
+        let (deployments, mut deploy_writer) = reflector::store();
+        for v in [
+            vpa("b", "2024-01-01T00:00:00Z", "Recreate"),
+            vpa("a", "2024-01-01T00:00:00Z", "Initial"),
+            vpa("old-off", "2023-01-01T00:00:00Z", "Off"),
+        ] {
+            vpa_writer.apply_watcher_event(&watcher::Event::Apply(v));
+        }
+        deploy_writer.apply_watcher_event(&watcher::Event::Apply(deployment(json!({
+            "matchLabels": {"app": "web"},
+            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["fe", "be"]}]
+        }))));
+        let index = Index::from_stores(IndexStores {
+            vpas,
+            deployments,
+            replica_sets: reflector::store().0,
+            stateful_sets: reflector::store().0,
+            daemon_sets: reflector::store().0,
+            jobs: reflector::store().0,
+            cron_jobs: reflector::store().0,
+            replication_controllers: reflector::store().0,
+            limit_ranges: reflector::store().0,
+        });
+        // Same age: the smaller name wins; the older Off VPA is skipped.
+        let matched = index.matching_vpa(&pod(), "ns").unwrap().unwrap();
+        assert_eq!(matched.metadata.name.as_deref(), Some("a"));
+        // Another namespace never matches.
+        assert!(index.matching_vpa(&pod(), "other").unwrap().is_none());
+    }
+
+    #[test]
+    fn selector_mismatch_and_missing_controller() {
+        let index = Index::from_objects(IndexObjects {
+            vpas: vec![vpa("a", "2024-01-01T00:00:00Z", "Recreate")],
+            deployments: vec![deployment(
+                json!({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["fe"]}]}),
+            )],
+            ..Default::default()
+        });
+        assert!(index.matching_vpa(&pod(), "ns").unwrap().is_none());
+        let index = Index::from_objects(IndexObjects {
+            vpas: vec![vpa("a", "2024-01-01T00:00:00Z", "Recreate")],
+            ..Default::default()
+        });
+        assert!(matches!(
+            index.matching_vpa(&pod(), "ns"),
+            Err(ChainError::Missing { .. })
+        ));
+    }
+
+    #[test]
+    fn scalable_custom_owner_is_the_top() {
+        let mut lookup = StaticScaleLookup::default();
+        lookup.objects.insert(
+            ("Etcd".into(), "ns".into(), "main".into()),
+            ScaleInfo {
+                owner: None,
+                selector: Some(LabelSelector {
+                    match_labels: Some([("app".to_owned(), "web".to_owned())].into()),
+                    match_expressions: None,
+                }),
+            },
+        );
+        let mut d = deployment(json!({"matchLabels": {"app": "web"}}));
+        d.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "druid.gardener.cloud/v1alpha1".into(),
+            kind: "Etcd".into(),
+            name: "main".into(),
+            uid: "9".into(),
+            controller: Some(true),
+            ..Default::default()
+        }]);
+        let mut v = vpa("a", "2024-01-01T00:00:00Z", "Recreate");
+        v.spec.target_ref = Some(tailor_crds::CrossVersionObjectReference {
+            api_version: None,
+            kind: "Etcd".into(),
+            name: "main".into(),
+        });
+        let index = Index::from_objects(IndexObjects {
+            vpas: vec![v],
+            deployments: vec![d],
+            ..Default::default()
+        })
+        .with_scale_lookup(Arc::new(lookup));
+        assert!(index.matching_vpa(&pod(), "ns").unwrap().is_some());
     }
 }

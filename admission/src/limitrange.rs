@@ -2,7 +2,8 @@
 //!
 //! All items of one type (`Container` or `Pod`) that set `min`, `max` or `default` are merged: `max` takes
 //! the lowest value per resource, `min` the highest (only cpu and memory are merged; the first item's lists
-//! are taken whole), and `default` comes wholesale from the last item that has one. `defaultRequest` and
+//! are taken whole), and `default` comes wholesale from the last item that has one; `maxLimitRequestRatio`
+//! is carried (lowest per resource) for Tailor's opt-in ratio support. `defaultRequest` and
 //! `maxLimitRequestRatio` take no part in upstream's computation (Tailor can honour the ratio, see
 //! [`crate::pod::PatchOptions`]).
 
@@ -45,12 +46,27 @@ pub fn merged_item<'a>(
     limit_ranges: impl IntoIterator<Item = &'a LimitRange>,
     kind: &str,
 ) -> Option<LimitRangeItem> {
+    merged_item_with_ratio(limit_ranges, kind, false)
+}
+
+/// Like [`merged_item`]; with `with_ratio`, items that only set `maxLimitRequestRatio` count too (Tailor's
+/// opt-in ratio support). The merged ratio is the lowest per resource.
+pub fn merged_item_with_ratio<'a>(
+    limit_ranges: impl IntoIterator<Item = &'a LimitRange>,
+    kind: &str,
+    with_ratio: bool,
+) -> Option<LimitRangeItem> {
     let items = limit_ranges
         .into_iter()
         .filter_map(|lr| lr.spec.as_ref())
         .flat_map(|spec| spec.limits.iter())
         .filter(|item| item.type_ == kind)
-        .filter(|item| non_empty(&item.min) || non_empty(&item.max) || non_empty(&item.default));
+        .filter(|item| {
+            non_empty(&item.min)
+                || non_empty(&item.max)
+                || non_empty(&item.default)
+                || (with_ratio && non_empty(&item.max_limit_request_ratio))
+        });
     merge_items(items, kind)
 }
 
@@ -67,6 +83,7 @@ pub fn merge_items<'a>(
                 min: item.min.clone(),
                 max: item.max.clone(),
                 default: item.default.clone(),
+                max_limit_request_ratio: item.max_limit_request_ratio.clone(),
                 ..Default::default()
             });
             continue;
@@ -74,6 +91,12 @@ pub fn merge_items<'a>(
         for resource in MERGED {
             merge_bound(&mut acc.max, item.max.as_ref(), resource, Ordering::Less);
             merge_bound(&mut acc.min, item.min.as_ref(), resource, Ordering::Greater);
+            merge_bound(
+                &mut acc.max_limit_request_ratio,
+                item.max_limit_request_ratio.as_ref(),
+                resource,
+                Ordering::Less,
+            );
         }
         if item.default.is_some() {
             acc.default = item.default.clone();

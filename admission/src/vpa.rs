@@ -268,3 +268,115 @@ pub fn review_vpa(
     }
     (response, VpaOutcome::Accepted { defaulted })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::admission::AdmissionReview;
+
+    fn request(
+        operation: &str,
+        object: Value,
+        old: Option<Value>,
+    ) -> AdmissionRequest<DynamicObject> {
+        let mut req = json!({
+            "uid": "u1",
+            "kind": {"group": "autoscaling.tailor.dev", "version": "v1", "kind": "VerticalPodAutoscaler"},
+            "resource": {"group": "autoscaling.tailor.dev", "version": "v1", "resource": "verticalpodautoscalers"},
+            "requestKind": {"group": "autoscaling.tailor.dev", "version": "v1", "kind": "VerticalPodAutoscaler"},
+            "name": "web", "namespace": "default", "operation": operation, "userInfo": {}, "object": object
+        });
+        if let Some(old) = old {
+            req["oldObject"] = old;
+        }
+        let review: AdmissionReview<DynamicObject> = serde_json::from_value(json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req
+        }))
+        .unwrap();
+        review.try_into().unwrap()
+    }
+
+    fn vpa(spec: Value) -> Value {
+        json!({"apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
+               "metadata": {"name": "web", "namespace": "default"}, "spec": spec})
+    }
+
+    fn target() -> Value {
+        json!({"kind": "Deployment", "name": "web"})
+    }
+
+    #[test]
+    fn missing_update_policy_is_defaulted() {
+        let req = request("CREATE", vpa(json!({"targetRef": target()})), None);
+        let (resp, outcome) = review_vpa(&req, FeatureGates::default());
+        assert!(resp.allowed);
+        assert_eq!(outcome, VpaOutcome::Accepted { defaulted: true });
+        let patch: Value = serde_json::from_slice(resp.patch.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            patch,
+            json!([{"op": "add", "path": "/spec/updatePolicy", "value": {"updateMode": "Recreate"}}])
+        );
+    }
+
+    #[test]
+    fn invalid_object_is_rejected_like_new_invalid() {
+        let spec = json!({"targetRef": target(), "updatePolicy": {"updateMode": "Auto", "minReplicas": 0}});
+        let (resp, outcome) =
+            review_vpa(&request("CREATE", vpa(spec), None), FeatureGates::default());
+        assert!(!resp.allowed);
+        assert!(matches!(outcome, VpaOutcome::Denied(_)));
+        let status = &resp.result;
+        assert_eq!(status.code, 422);
+        assert_eq!(status.reason, "Invalid");
+        assert_eq!(
+            status.message,
+            "VerticalPodAutoscaler.autoscaling.tailor.dev \"web\" is invalid: \
+             spec.updatePolicy.minReplicas: Invalid value: 0: minReplicas has to be positive"
+        );
+        let details = status.details.as_ref().unwrap();
+        assert_eq!(details.group, "autoscaling.tailor.dev");
+        assert_eq!(details.kind, "VerticalPodAutoscaler");
+        assert_eq!(details.causes.len(), 1);
+        assert_eq!(details.causes[0].field, "spec.updatePolicy.minReplicas");
+        assert_eq!(details.causes[0].reason, "FieldValueInvalid");
+        // The deprecation warning of mode Auto still reaches the client.
+        assert_eq!(resp.warnings.as_ref().map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn undecodable_quantity_is_an_internal_error() {
+        let spec = json!({"targetRef": target(), "updatePolicy": {"updateMode": "Auto"},
+            "resourcePolicy": {"containerPolicies": [{"containerName": "*", "oomBumpUpRatio": "not-a-number"}]}});
+        let (resp, _) = review_vpa(&request("CREATE", vpa(spec), None), FeatureGates::default());
+        assert!(!resp.allowed);
+        assert_eq!(
+            resp.result.message,
+            format!(
+                "VerticalPodAutoscaler.autoscaling.tailor.dev \"web\" is invalid: .: Internal error: {QUANTITY_FORMAT}"
+            )
+        );
+    }
+
+    #[test]
+    fn update_ratchets_gated_fields() {
+        let spec = json!({"targetRef": target(), "updatePolicy": {"updateMode": "Recreate", "evictAfterOOMSeconds": 60}});
+        let create = request("CREATE", vpa(spec.clone()), None);
+        assert!(!review_vpa(&create, FeatureGates::default()).0.allowed);
+        let update = request("UPDATE", vpa(spec.clone()), Some(vpa(spec)));
+        let (resp, outcome) = review_vpa(&update, FeatureGates::default());
+        assert!(resp.allowed, "{}", resp.result.message);
+        assert_eq!(outcome, VpaOutcome::Accepted { defaulted: false });
+        assert!(resp.patch.is_none());
+    }
+
+    #[test]
+    fn numbers_are_quantities() {
+        let spec = json!({"targetRef": target(), "updatePolicy": {"updateMode": "Recreate"},
+            "resourcePolicy": {"containerPolicies": [{"containerName": "*", "minAllowed": {"memory": 104857600}}]}});
+        assert!(
+            review_vpa(&request("CREATE", vpa(spec), None), FeatureGates::default())
+                .0
+                .allowed
+        );
+    }
+}
