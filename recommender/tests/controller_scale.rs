@@ -1,0 +1,123 @@
+//! Scale test (ignored by default; `hack/bench-recommender.sh` runs it in release mode): 5,000 VPAs and
+//! 50,000 pods in stores fed directly, with the mocked API server answering metrics, status patches and
+//! checkpoint writes. Prints loop time, writes per loop and process RSS.
+
+mod controller_support;
+
+use std::time::Instant;
+
+use controller_support::*;
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use tailor_recommender::controller::config::ControllerConfig;
+use tailor_recommender::controller::stores::{apply_stripped, strip_deployment};
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn rss_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn metrics(vpas: usize, per: usize, namespaces: usize, secs: i64, round: i64) -> Value {
+    let mut items = Vec::with_capacity(vpas * per);
+    for v in 0..vpas {
+        let ns = format!("ns-{}", v % namespaces);
+        for p in 0..per {
+            let cpu = 50 + ((v * 7 + p * 13) as i64 + round * 11) % 400;
+            let mem = (100 + ((v * 3 + p * 5) as i64 + round * 7) % 300) * 1024 * 1024;
+            items.push(json!({
+                "metadata": {"name": format!("d{v}-{p}"), "namespace": ns},
+                "timestamp": rfc3339(secs), "window": "30s",
+                "containers": [{"name": "app", "usage": {"cpu": format!("{cpu}m"), "memory": mem.to_string()}}],
+            }));
+        }
+    }
+    json!({"apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetricsList", "metadata": {}, "items": items})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "scale benchmark; run by hack/bench-recommender.sh"]
+async fn five_thousand_vpas_fifty_thousand_pods() {
+    let vpas = env("TAILOR_BENCH_VPAS", 5000);
+    let per = env("TAILOR_BENCH_PODS_PER_VPA", 10);
+    let namespaces = env("TAILOR_BENCH_NAMESPACES", 50);
+    let loops = env("TAILOR_BENCH_LOOPS", 4) as i64;
+    let rss_start = rss_kib("VmRSS:");
+    let cfg = ControllerConfig {
+        checkpoints_timeout: std::time::Duration::from_secs(600),
+        ..ControllerConfig::default()
+    };
+    let mut h = Harness::new(cfg);
+    let t = Instant::now();
+    for v in 0..vpas {
+        let ns = format!("ns-{}", v % namespaces);
+        let name = format!("d{v}");
+        let sel = [("app", name.as_str())];
+        apply_stripped(
+            &mut h.writers.deployments,
+            watcher::Event::Apply(deployment(&ns, &name, &sel)),
+            strip_deployment,
+        );
+        h.apply_vpa(&vpa(&ns, &name, "Deployment", &name));
+        for p in 0..per {
+            let mut pd = pod(
+                &ns,
+                &format!("{name}-{p}"),
+                &[("app", name.as_str()), ("pod-template-hash", "abc")],
+                &["app"],
+            );
+            pd.metadata.resource_version = Some("1".into());
+            h.writers.pods.handle(watcher::Event::Apply(pd));
+        }
+    }
+    println!(
+        "stores fed: {vpas} VPAs, {} pods in {:.2}s",
+        vpas * per,
+        t.elapsed().as_secs_f64()
+    );
+    let rss_stores = rss_kib("VmRSS:");
+    println!("loop,seconds,status_writes,checkpoint_writes,samples,pods,vpas,rss_mib");
+    for i in 0..loops {
+        h.api
+            .push_metrics(Ok(metrics(vpas, per, namespaces, i * 60, i)));
+        let t = Instant::now();
+        let report = h.rec.run_once(controller_support::t(i * 60)).await;
+        let secs = t.elapsed().as_secs_f64();
+        let reqs = h.api.take();
+        h.reflect_status_patches(&reqs);
+        println!(
+            "{},{secs:.3},{},{},{},{},{},{}",
+            i + 1,
+            report.status_writes,
+            report.checkpoints_written,
+            report.samples_accepted,
+            report.pods,
+            report.vpas,
+            rss_kib("VmRSS:") / 1024
+        );
+        assert_eq!(report.vpas, vpas);
+        assert_eq!(report.pods, vpas * per);
+        assert_eq!(report.status_errors, 0);
+    }
+    println!(
+        "rss: start {} MiB, after stores {} MiB, end {} MiB, peak {} MiB; model aggregates {}",
+        rss_start / 1024,
+        rss_stores / 1024,
+        rss_kib("VmRSS:") / 1024,
+        rss_kib("VmHWM:") / 1024,
+        h.rec.model().aggregate_count()
+    );
+}
