@@ -108,10 +108,18 @@ fn parse_documents(file: &InputFile<'_>) -> Result<Vec<Value>, PreviewError> {
 }
 
 fn decode<T: DeserializeOwned>(file: &str, field: &str, value: Value) -> Result<T, PreviewError> {
-    serde_json::from_value(value).map_err(|e| PreviewError::Field {
-        file: file.to_owned(),
-        field: field.to_owned(),
-        message: e.to_string(),
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path.is_empty() || path == "." {
+            field.to_owned()
+        } else {
+            format!("{field}.{path}")
+        };
+        PreviewError::Field {
+            file: file.to_owned(),
+            field,
+            message: e.into_inner().to_string(),
+        }
     })
 }
 
@@ -175,26 +183,85 @@ fn apply(pod: &Pod, patch: &Patch, file: &str) -> Result<Value, PreviewError> {
     Ok(doc)
 }
 
+/// The pod in a file: a `Pod` document, or else the pod template of the first workload (`spec.template`,
+/// or a CronJob's `spec.jobTemplate.spec.template`), with the workload's namespace.
+fn pick_pod(file: &InputFile<'_>) -> Result<Value, PreviewError> {
+    let docs = parse_documents(file)?;
+    if let Some(pod) = docs
+        .iter()
+        .find(|d| d.get("kind").and_then(Value::as_str) == Some("Pod"))
+    {
+        return Ok(pod.clone());
+    }
+    if docs.len() == 1 && docs[0].get("kind").is_none() {
+        return Ok(docs[0].clone());
+    }
+    for doc in &docs {
+        let template = doc
+            .pointer("/spec/template")
+            .or_else(|| doc.pointer("/spec/jobTemplate/spec/template"));
+        if let Some(template) = template {
+            let mut pod = json!({"apiVersion": "v1", "kind": "Pod"});
+            pod["metadata"] = template
+                .get("metadata")
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            pod["spec"] = template.get("spec").cloned().unwrap_or_else(|| json!({}));
+            if let Some(ns) = doc.pointer("/metadata/namespace") {
+                pod["metadata"]["namespace"] = ns.clone();
+            }
+            return Ok(pod);
+        }
+    }
+    Err(PreviewError::Parse {
+        file: file.name.to_owned(),
+        message: "no Pod or workload with a pod template in this file".into(),
+    })
+}
+
+/// The VPA in a file: the first `VerticalPodAutoscaler` document (or the only document).
+fn pick_vpa(file: &InputFile<'_>) -> Result<Value, PreviewError> {
+    let docs = parse_documents(file)?;
+    if let Some(vpa) = docs
+        .iter()
+        .find(|d| d.get("kind").and_then(Value::as_str) == Some("VerticalPodAutoscaler"))
+    {
+        return Ok(vpa.clone());
+    }
+    match docs.as_slice() {
+        [only] => Ok(only.clone()),
+        _ => Err(PreviewError::Parse {
+            file: file.name.to_owned(),
+            message: "no VerticalPodAutoscaler in this file".into(),
+        }),
+    }
+}
+
 /// `tailor patch --pod --vpa [--limit-range]`: `{"patch": [...], "pod": {...}}` (plus `"skipped"` when the
-/// pod was left alone, or `"error"` when the recommendation could not be applied).
+/// pod was left alone, or `"error"` when the recommendation could not be applied). The pod file may hold a
+/// Pod or a workload (its pod template is used); the VPA file may hold other documents too; LimitRange
+/// files may hold several LimitRanges (other kinds are ignored).
 pub fn preview_patch(
     pod: InputFile<'_>,
     vpa: InputFile<'_>,
     limit_ranges: &[InputFile<'_>],
     options: &PatchOptions,
 ) -> Result<Value, PreviewError> {
-    let pod_value = parse_value(&pod)?;
+    let mut pod_value = pick_pod(&pod)?;
     let namespace = pod_namespace(&pod_value);
-    let mut pod_value = pod_value;
     set_default(&mut pod_value, &["metadata", "namespace"], &namespace);
     let pod_obj: Pod = decode(pod.name, "pod", pod_value)?;
-    let mut vpa_value = parse_value(&vpa)?;
+    let mut vpa_value = pick_vpa(&vpa)?;
     set_default(&mut vpa_value, &["metadata", "namespace"], &namespace);
     set_default(&mut vpa_value, &["metadata", "name"], "vpa");
     let vpa_obj: VerticalPodAutoscaler = decode(vpa.name, "vpa", vpa_value)?;
     let mut lrs = Vec::new();
     for file in limit_ranges {
         for (i, mut doc) in parse_documents(file)?.into_iter().enumerate() {
+            let kind = doc.get("kind").and_then(Value::as_str);
+            if kind.is_some_and(|k| k != "LimitRange") {
+                continue;
+            }
             set_default(&mut doc, &["metadata", "namespace"], &namespace);
             lrs.push(decode::<LimitRange>(file.name, &format!("[{i}]"), doc)?);
         }
@@ -331,5 +398,125 @@ pub fn run_cases(file: InputFile<'_>, options: &PatchOptions) -> Result<Value, P
             .collect::<Result<Vec<_>, _>>()
             .map(Value::Array),
         case => run_case(file.name, None, &case, options),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEPLOYMENT_AND_VPA: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: demo}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+        - name: web
+          image: nginx
+          resources:
+            requests: {cpu: 100m, memory: 64Mi}
+            limits: {cpu: 200m, memory: 128Mi}
+---
+apiVersion: autoscaling.tailor.dev/v1
+kind: VerticalPodAutoscaler
+metadata: {name: web, namespace: demo}
+spec:
+  targetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+status:
+  recommendation:
+    containerRecommendations:
+      - containerName: web
+        target: {cpu: 250m, memory: 100Mi}
+"#;
+
+    const LIMIT_RANGE: &str = r#"
+apiVersion: v1
+kind: LimitRange
+metadata: {name: lr}
+spec:
+  limits:
+    - type: Container
+      max: {cpu: 300m}
+"#;
+
+    fn file<'a>(name: &'a str, content: &'a str) -> InputFile<'a> {
+        InputFile { name, content }
+    }
+
+    #[test]
+    fn workload_and_vpa_from_one_yaml_file() {
+        let f = file("web.yaml", DEPLOYMENT_AND_VPA);
+        let lr = file("lr.yaml", LIMIT_RANGE);
+        let out = preview_patch(f, f, &[lr], &PatchOptions::default()).unwrap();
+        let c = &out["pod"]["spec"]["containers"][0]["resources"];
+        // 250m capped so that the limit stays within the LimitRange max: 100m·300m/200m = 150m.
+        assert_eq!(c["requests"]["cpu"], "150m");
+        assert_eq!(c["limits"]["cpu"], "300m");
+        assert_eq!(c["requests"]["memory"], "100Mi");
+        assert_eq!(c["limits"]["memory"], "200Mi");
+        assert!(out["patch"].as_array().is_some_and(|p| !p.is_empty()));
+    }
+
+    #[test]
+    fn errors_name_the_file_and_field() {
+        let bad_pod = file(
+            "pod.json",
+            r#"{"kind": "Pod", "spec": {"containers": [{"name": 3}]}}"#,
+        );
+        let vpa = file("web.yaml", DEPLOYMENT_AND_VPA);
+        let err = preview_patch(bad_pod, vpa, &[], &PatchOptions::default()).unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("pod.json: pod.spec.containers[0].name: "), "{text}");
+        assert!(text.contains("invalid type"), "{text}");
+        let err = run_cases(
+            file("cases.json", r#"[{"id": "a", "vpa": {}}]"#),
+            &PatchOptions::default(),
+        )
+        .unwrap_err();
+        assert_eq!(err.to_string(), "cases.json: [0].pod: missing");
+        let err = run_cases(file("cases.json", "{"), &PatchOptions::default()).unwrap_err();
+        assert!(err.to_string().starts_with("cases.json: "), "{err}");
+    }
+
+    #[test]
+    fn single_case_and_array() {
+        let case = json!({
+            "id": "one",
+            "pod": {"metadata": {"labels": {"app": "web"}, "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "u", "controller": true}]},
+                "spec": {"containers": [{"name": "web", "resources": {"requests": {"cpu": "100m"}}}]}},
+            "vpa": {"apiVersion": "autoscaling.k8s.io/v1", "kind": "VerticalPodAutoscaler",
+                "spec": {"targetRef": {"kind": "Deployment", "name": "web"}},
+                "status": {"recommendation": {"containerRecommendations": [
+                    {"containerName": "web", "target": {"cpu": "300m"}}]}}},
+            "topController": {"kind": "Deployment", "name": "web"},
+            "selector": {"matchLabels": {"app": "web"}}
+        });
+        let text = case.to_string();
+        let single = run_cases(file("c.json", &text), &PatchOptions::default()).unwrap();
+        assert_eq!(single["id"], "one");
+        assert_eq!(single["allowed"], true);
+        let patches = single["patches"].as_array().unwrap();
+        assert!(
+            patches
+                .iter()
+                .any(|p| p["path"] == "/spec/containers/0/resources/requests/cpu"
+                    && p["value"] == "300m")
+        );
+        let array = run_cases(
+            file("c.json", &format!("[{text}]")),
+            &PatchOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(array[0], single);
+        // Another top controller: no match, no patch.
+        let mut other = case.clone();
+        other["topController"]["name"] = json!("api");
+        let out = run_cases(file("c.json", &other.to_string()), &PatchOptions::default()).unwrap();
+        assert_eq!(out["patches"], json!([]));
     }
 }
