@@ -56,6 +56,11 @@ pub enum HistogramOptions {
         ln_ratio: f64,
         /// Start of every bucket.
         starts: Vec<f64>,
+        /// `thresholds[b]`: the smallest value the logarithmic formula puts in bucket ≥ b (b ≥ 1), found once
+        /// by bisection over the formula itself, so lookups need no logarithm and give identical buckets.
+        thresholds: Vec<f64>,
+        /// Buckets per doubling, for the initial guess.
+        buckets_per_octave: f64,
     },
 }
 
@@ -106,6 +111,35 @@ impl HistogramOptions {
                 }
             })
             .collect();
+        let formula = |v: f64| -> usize {
+            if v.is_nan() || v < first_bucket_size {
+                return 0;
+            }
+            let b = ((v * (ratio - 1.0) / first_bucket_size + 1.0).ln() / ln_ratio) as i64;
+            b.clamp(0, num_buckets as i64 - 1) as usize
+        };
+        // The formula is monotone in v (every step is), so each bucket has a smallest member.
+        let thresholds = (0..num_buckets)
+            .map(|b| {
+                if b == 0 {
+                    return f64::NEG_INFINITY;
+                }
+                let (mut lo, mut hi) = (first_bucket_size.to_bits(), f64::INFINITY.to_bits());
+                if formula(f64::from_bits(lo)) >= b {
+                    return f64::from_bits(lo);
+                }
+                // invariant: formula(lo) < b <= formula(hi)
+                while hi - lo > 1 {
+                    let mid = lo + (hi - lo) / 2;
+                    if formula(f64::from_bits(mid)) >= b {
+                        hi = mid;
+                    } else {
+                        lo = mid;
+                    }
+                }
+                f64::from_bits(hi)
+            })
+            .collect();
         Ok(HistogramOptions::Exponential {
             first_bucket_size,
             ratio,
@@ -113,7 +147,30 @@ impl HistogramOptions {
             num_buckets,
             ln_ratio,
             starts,
+            thresholds,
+            buckets_per_octave: std::f64::consts::LN_2 / ln_ratio,
         })
+    }
+
+    /// Bucket of `v` by upstream's formula, `int(ln(v·(r−1)/first + 1) / ln r)` (reference for
+    /// [`Self::find_bucket`]).
+    pub fn find_bucket_by_formula(&self, v: f64) -> usize {
+        match self {
+            HistogramOptions::Linear { .. } => self.find_bucket(v),
+            HistogramOptions::Exponential {
+                first_bucket_size,
+                ratio,
+                num_buckets,
+                ln_ratio,
+                ..
+            } => {
+                if v.is_nan() || v < *first_bucket_size {
+                    return 0;
+                }
+                let b = ((v * (ratio - 1.0) / first_bucket_size + 1.0).ln() / ln_ratio) as i64;
+                b.clamp(0, *num_buckets as i64 - 1) as usize
+            }
+        }
     }
 
     /// The VPA CPU preset (cores; 10m first bucket, 5 % growth, 1000 cores, 176 buckets).
@@ -168,14 +225,27 @@ impl HistogramOptions {
                 first_bucket_size,
                 ratio,
                 num_buckets,
-                ln_ratio,
+                thresholds,
+                buckets_per_octave,
                 ..
             } => {
                 if v.is_nan() || v < *first_bucket_size {
                     return 0;
                 }
-                let b = ((v * (ratio - 1.0) / first_bucket_size + 1.0).ln() / ln_ratio) as i64;
-                b.clamp(0, *num_buckets as i64 - 1) as usize
+                // Guess from the binary exponent and mantissa (log2 within 0.09), then settle on the thresholds.
+                let x = v * (ratio - 1.0) / first_bucket_size + 1.0;
+                let bits = x.to_bits();
+                let log2 = ((bits >> 52) & 0x7ff) as f64 - 1023.0
+                    + (bits & ((1u64 << 52) - 1)) as f64 * (1.0 / (1u64 << 52) as f64);
+                let last = num_buckets - 1;
+                let mut b = ((log2 * buckets_per_octave) as i64).clamp(0, last as i64) as usize;
+                while b < last && thresholds[b + 1] <= v {
+                    b += 1;
+                }
+                while b > 0 && thresholds[b] > v {
+                    b -= 1;
+                }
+                b
             }
         }
     }
@@ -653,6 +723,35 @@ mod tests {
         assert_eq!(HistogramOptions::vpa_cpu().num_buckets(), 176);
         assert_eq!(HistogramOptions::vpa_memory().num_buckets(), 176);
         assert_eq!(HistogramOptions::vpa_memory().find_bucket(1e7), 1);
+    }
+
+    #[test]
+    fn threshold_lookup_equals_formula() {
+        let mut state = 1u64;
+        for opts in [HistogramOptions::vpa_cpu(), HistogramOptions::vpa_memory()] {
+            for b in 0..opts.num_buckets() {
+                let s = opts.bucket_start(b);
+                for v in [
+                    s,
+                    s * (1.0 - 1e-15),
+                    s * (1.0 + 1e-15),
+                    s * 1.01,
+                    f64::from_bits(s.to_bits().wrapping_sub(1)),
+                ] {
+                    assert_eq!(opts.find_bucket(v), opts.find_bucket_by_formula(v), "v={v}");
+                }
+            }
+            for _ in 0..200_000 {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let v = f64::from_bits(state >> 2) % 1e13;
+                assert_eq!(opts.find_bucket(v), opts.find_bucket_by_formula(v), "v={v}");
+            }
+            for v in [f64::INFINITY, f64::MAX, 0.0, -1.0, f64::NAN, 1e-300] {
+                assert_eq!(opts.find_bucket(v), opts.find_bucket_by_formula(v), "v={v}");
+            }
+        }
     }
 
     #[test]

@@ -15,3 +15,4 @@ pub mod replay;
 pub mod source;
 pub mod status;
 pub mod units;
+pub mod workload;

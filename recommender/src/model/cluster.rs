@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::aggregate::{AggregateContainerState, AggregationsConfig};
 use super::container::{ContainerState, SampleRejected};
 use super::fxhash::FxBuildHasher;
-use super::selector::{Labels, Selector, label_set_key};
+use super::selector::{LabelSet, Labels, Selector, label_set_key};
 use crate::histogram::ZERO_TIME;
 use crate::policy::PodResourcePolicy;
 use crate::units::{Nanos, Resource, ResourceAmount, sat_sub};
@@ -79,7 +79,6 @@ struct PodState {
 
 #[derive(Debug, Clone)]
 struct AggSlot {
-    namespace: u32,
     container: u32,
     labels: u32,
     state: Option<AggregateContainerState>,
@@ -137,12 +136,16 @@ impl Interner {
         self.index.insert(s.into(), i);
         i
     }
-    fn get(&self, s: &str) -> Option<u32> {
-        self.index.get(s).copied()
-    }
     fn name(&self, i: u32) -> &str {
         &self.names[i as usize]
     }
+}
+
+/// String equality without a `memcmp` call (names are short).
+#[inline]
+fn short_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// Reference to a container instance.
@@ -168,13 +171,20 @@ pub struct ClusterState {
     /// Aggregation parameters.
     pub config: AggregationsConfig,
     strings: Interner,
-    label_sets: Vec<Labels>,
+    label_sets: Vec<LabelSet>,
     label_index: FxMap<String, u32>,
-    pods_by_ns: FxMap<u32, FxMap<Box<str>, u32>>,
+    /// Pods by a 64-bit hash of (namespace, name); `u32::MAX` marks a hash shared by several pods, which are then
+    /// found in `pod_collisions`.
+    pod_lookup: FxMap<u64, u32>,
+    pod_collisions: HashMap<(Box<str>, Box<str>), u32>,
     pods: Vec<Option<PodState>>,
     slots: Vec<AggSlot>,
     slot_index: FxMap<(u32, u32, u32), u32>,
     vpas: Vec<VpaState>,
+    /// Aggregate slots per namespace id.
+    slots_by_ns: FxMap<u32, Vec<u32>>,
+    /// VPA indices per namespace id.
+    vpas_by_ns: FxMap<u32, Vec<usize>>,
     last_gc: Nanos,
     gc_interval: i64,
     now: Nanos,
@@ -188,11 +198,14 @@ impl ClusterState {
             strings: Interner::default(),
             label_sets: Vec::new(),
             label_index: FxMap::default(),
-            pods_by_ns: FxMap::default(),
+            pod_lookup: FxMap::default(),
+            pod_collisions: HashMap::new(),
             pods: Vec::new(),
             slots: Vec::new(),
             slot_index: FxMap::default(),
             vpas: Vec::new(),
+            slots_by_ns: FxMap::default(),
+            vpas_by_ns: FxMap::default(),
             last_gc: 0,
             gc_interval,
             now: 0,
@@ -210,14 +223,66 @@ impl ClusterState {
             return i;
         }
         let i = self.label_sets.len() as u32;
-        self.label_sets.push(labels.clone());
+        self.label_sets.push(LabelSet::new(labels));
         self.label_index.insert(key, i);
         i
     }
 
+    #[inline]
+    fn pod_hash(namespace: &str, pod: &str) -> u64 {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = FxBuildHasher::default().build_hasher();
+        h.write(namespace.as_bytes());
+        h.write_u8(0xff);
+        h.write(pod.as_bytes());
+        h.write_usize(namespace.len());
+        h.finish()
+    }
+
+    #[inline]
     fn pod_index(&self, namespace: &str, pod: &str) -> Option<u32> {
-        let ns = self.strings.get(namespace)?;
-        self.pods_by_ns.get(&ns)?.get(pod).copied()
+        let i = *self.pod_lookup.get(&Self::pod_hash(namespace, pod))?;
+        if i == u32::MAX {
+            return self
+                .pod_collisions
+                .get(&(Box::from(namespace), Box::from(pod)))
+                .copied();
+        }
+        let p = self.pods[i as usize].as_ref()?;
+        (short_eq(&p.name, pod) && short_eq(self.strings.name(p.namespace), namespace)).then_some(i)
+    }
+
+    fn insert_pod_index(&mut self, namespace: &str, pod: &str, idx: u32) {
+        let h = Self::pod_hash(namespace, pod);
+        match self.pod_lookup.get(&h).copied() {
+            None => {
+                self.pod_lookup.insert(h, idx);
+            }
+            Some(u32::MAX) => {
+                self.pod_collisions
+                    .insert((namespace.into(), pod.into()), idx);
+            }
+            Some(other) => {
+                // Two pods share the hash: move both to the exact map.
+                if let Some(p) = self.pods[other as usize].as_ref() {
+                    let key = (Box::from(self.strings.name(p.namespace)), p.name.clone());
+                    self.pod_collisions.insert(key, other);
+                }
+                self.pod_collisions
+                    .insert((namespace.into(), pod.into()), idx);
+                self.pod_lookup.insert(h, u32::MAX);
+            }
+        }
+    }
+
+    fn remove_pod_index(&mut self, namespace: &str, pod: &str) {
+        let h = Self::pod_hash(namespace, pod);
+        if self.pod_lookup.get(&h) == Some(&u32::MAX) {
+            self.pod_collisions
+                .remove(&(Box::from(namespace), Box::from(pod)));
+        } else {
+            self.pod_lookup.remove(&h);
+        }
     }
 
     /// Adds a pod or updates its labels and phase. Changed labels re-point its containers to new aggregates.
@@ -260,21 +325,14 @@ impl ClusterState {
             phase,
             containers: Vec::new(),
         }));
-        self.pods_by_ns
-            .entry(ns)
-            .or_default()
-            .insert(name.into(), idx);
+        self.insert_pod_index(namespace, name, idx);
     }
 
     /// Removes a pod (its aggregates stay until GC).
     pub fn delete_pod(&mut self, namespace: &str, name: &str) {
         if let Some(i) = self.pod_index(namespace, name) {
             self.pods[i as usize] = None;
-            if let Some(ns) = self.strings.get(namespace)
-                && let Some(m) = self.pods_by_ns.get_mut(&ns)
-            {
-                m.remove(name);
-            }
+            self.remove_pod_index(namespace, name);
         }
     }
 
@@ -289,16 +347,16 @@ impl ClusterState {
         }
         let s = self.slots.len() as u32;
         self.slots.push(AggSlot {
-            namespace: ns,
             container,
             labels,
             state: Some(AggregateContainerState::new(&self.config, self.now)),
         });
         self.slot_index.insert((ns, container, labels), s);
-        let ns_name = self.strings.name(ns).to_string();
+        self.slots_by_ns.entry(ns).or_default().push(s);
         let lbl = &self.label_sets[labels as usize];
-        for v in &mut self.vpas {
-            if v.namespace == ns_name && v.selector.matches(lbl) {
+        for &vi in self.vpas_by_ns.get(&ns).into_iter().flatten() {
+            let v = &mut self.vpas[vi];
+            if lbl.selected_by(&v.selector) {
                 v.slots.push(s);
             }
         }
@@ -349,7 +407,7 @@ impl ClusterState {
         let ci = pod
             .containers
             .iter()
-            .position(|c| self.strings.name(c.name) == id.container)
+            .position(|c| short_eq(self.strings.name(c.name), id.container))
             .ok_or_else(|| ModelError::ContainerNotFound(id.to_string()))?;
         Ok((pi as usize, ci))
     }
@@ -416,16 +474,47 @@ impl ClusterState {
 
     /// Adds a VPA and links every aggregate it selects. Returns its index.
     pub fn add_vpa(&mut self, mut vpa: VpaState) -> usize {
-        vpa.slots.clear();
-        for (i, s) in self.slots.iter().enumerate() {
-            if self.strings.name(s.namespace) == vpa.namespace
-                && vpa.selector.matches(&self.label_sets[s.labels as usize])
-            {
-                vpa.slots.push(i as u32);
-            }
-        }
+        let ns = self.strings.intern(&vpa.namespace);
+        vpa.slots = self.selected_slots(ns, &vpa.selector);
         self.vpas.push(vpa);
-        self.vpas.len() - 1
+        let idx = self.vpas.len() - 1;
+        self.vpas_by_ns.entry(ns).or_default().push(idx);
+        idx
+    }
+
+    fn selected_slots(&self, ns: u32, selector: &Selector) -> Vec<u32> {
+        self.slots_by_ns
+            .get(&ns)
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|&i| {
+                self.label_sets[self.slots[i as usize].labels as usize].selected_by(selector)
+            })
+            .collect()
+    }
+
+    /// Replaces a VPA's selector and re-links its aggregates (restored state is kept).
+    pub fn set_vpa_selector(&mut self, i: usize, selector: Selector) {
+        let Some(v) = self.vpas.get(i) else { return };
+        let ns = self.strings.intern(&v.namespace.clone());
+        let slots = self.selected_slots(ns, &selector);
+        if let Some(v) = self.vpas.get_mut(i) {
+            v.selector = selector;
+            v.slots = slots;
+        }
+    }
+
+    /// Makes a VPA inert (selects nothing, no restored state, no controller); indices of other VPAs stay valid.
+    pub fn retire_vpa(&mut self, i: usize) {
+        if let Some(v) = self.vpas.get_mut(i) {
+            v.selector = Selector::Nothing;
+            v.slots.clear();
+            v.initial_states.clear();
+            v.controller_exists = false;
+            v.policy = None;
+            v.annotations.clear();
+        }
     }
 
     /// The VPAs in the model.
@@ -433,7 +522,8 @@ impl ClusterState {
         &self.vpas
     }
 
-    /// Mutable VPA access.
+    /// Mutable VPA access. Do not change `namespace` or `selector` through it: use
+    /// [`Self::set_vpa_selector`] (aggregate links are computed from them).
     pub fn vpa_mut(&mut self, i: usize) -> Option<&mut VpaState> {
         self.vpas.get_mut(i)
     }
@@ -459,7 +549,7 @@ impl ClusterState {
             .flatten()
             .filter(|p| {
                 self.strings.name(p.namespace) == v.namespace
-                    && v.selector.matches(&self.label_sets[p.labels as usize])
+                    && self.label_sets[p.labels as usize].selected_by(&v.selector)
             })
             .map(|p| format!("{}/{}", self.strings.name(p.namespace), p.name))
             .collect();
@@ -492,7 +582,7 @@ impl ClusterState {
     }
 
     /// Live aggregates linked to the VPA, as (container name, label set, aggregate).
-    pub fn vpa_aggregates(&self, vpa: usize) -> Vec<(&str, &Labels, &AggregateContainerState)> {
+    pub fn vpa_aggregates(&self, vpa: usize) -> Vec<(&str, &LabelSet, &AggregateContainerState)> {
         let Some(v) = self.vpas.get(vpa) else {
             return Vec::new();
         };
@@ -546,7 +636,7 @@ impl ClusterState {
         };
         for p in self.pods.iter().flatten() {
             if self.strings.name(p.namespace) != v.namespace
-                || !v.selector.matches(&self.label_sets[p.labels as usize])
+                || !self.label_sets[p.labels as usize].selected_by(&v.selector)
             {
                 continue;
             }
@@ -576,11 +666,16 @@ impl ClusterState {
         let mut contributive = vec![false; self.slots.len()];
         for p in self.pods.iter().flatten() {
             let active = p.phase.is_active()
-                || self.vpas.iter().any(|v| {
-                    v.controller_exists
-                        && self.strings.name(p.namespace) == v.namespace
-                        && v.selector.matches(&self.label_sets[p.labels as usize])
-                });
+                || self
+                    .vpas_by_ns
+                    .get(&p.namespace)
+                    .into_iter()
+                    .flatten()
+                    .any(|&vi| {
+                        let v = &self.vpas[vi];
+                        v.controller_exists
+                            && self.label_sets[p.labels as usize].selected_by(&v.selector)
+                    });
             if active {
                 for c in &p.containers {
                     if let Some(&s) = self.slot_index.get(&(p.namespace, c.name, p.labels)) {

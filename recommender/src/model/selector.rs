@@ -5,6 +5,35 @@ use std::collections::BTreeMap;
 /// A pod's labels, sorted.
 pub type Labels = BTreeMap<String, String>;
 
+/// A compact, sorted label set (what the model stores per distinct set).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LabelSet(Box<[(Box<str>, Box<str>)]>);
+
+impl LabelSet {
+    /// From a label map.
+    pub fn new(labels: &Labels) -> Self {
+        LabelSet(
+            labels
+                .iter()
+                .map(|(k, v)| (k.as_str().into(), v.as_str().into()))
+                .collect(),
+        )
+    }
+
+    /// Value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()
+            .map(|i| &*self.0[i].1)
+    }
+
+    /// Whether `selector` selects this set.
+    pub fn selected_by(&self, selector: &Selector) -> bool {
+        selector.matches_with(|k| self.get(k))
+    }
+}
+
 /// Canonical string of a label set: `k1=v1,k2=v2` sorted by key.
 pub fn label_set_key(labels: &Labels) -> String {
     let mut s = String::new();
@@ -125,13 +154,18 @@ impl Selector {
 
     /// Whether `labels` satisfy the selector.
     pub fn matches(&self, labels: &Labels) -> bool {
+        self.matches_with(|k| labels.get(k).map(String::as_str))
+    }
+
+    /// Whether a label set, given as a lookup function, satisfies the selector.
+    pub fn matches_with<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         match self {
             Selector::Nothing => false,
             Selector::Requirements(reqs) => reqs.iter().all(|r| match r {
-                Requirement::In(k, vs) => labels.get(k).is_some_and(|v| vs.contains(v)),
-                Requirement::NotIn(k, vs) => labels.get(k).is_none_or(|v| !vs.contains(v)),
-                Requirement::Exists(k) => labels.contains_key(k),
-                Requirement::DoesNotExist(k) => !labels.contains_key(k),
+                Requirement::In(k, vs) => get(k).is_some_and(|v| vs.iter().any(|x| x == v)),
+                Requirement::NotIn(k, vs) => get(k).is_none_or(|v| !vs.iter().any(|x| x == v)),
+                Requirement::Exists(k) => get(k).is_some(),
+                Requirement::DoesNotExist(k) => get(k).is_none(),
             }),
         }
     }

@@ -1,0 +1,211 @@
+//! One-shot W1 figures for BENCHMARKS.md: ingestion throughput (aggregate and cluster paths), heap per
+//! container (counting global allocator) and time to recommend for every container.
+//!
+//! `cargo run --release -p tailor-recommender --example w1_figures -- [containers] [days]` (default 10000 7).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::Instant;
+
+use tailor_recommender::estimate::{RecommenderConfig, VpaInput, estimate_container, recommend};
+use tailor_recommender::model::{
+    AggregateContainerState, AggregationsConfig, ClusterState, ContainerId, ContainerState, Labels,
+    PodPhase, Sample, Selector, VpaState,
+};
+use tailor_recommender::units::{Resource, cpu_amount_from_cores, memory_amount_from_bytes};
+use tailor_recommender::workload::{TICKS_PER_DAY, W1};
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        LIVE.fetch_add(new as isize - l.size() as isize, Ordering::Relaxed);
+        unsafe { System.realloc(p, l, new) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let n = args.first().copied().unwrap_or(10_000);
+    let days = args.get(1).copied().unwrap_or(7);
+    let ticks = days * TICKS_PER_DAY;
+    let samples = (2 * n * ticks) as f64;
+    let w = W1::new();
+    let config = AggregationsConfig::default();
+    println!(
+        "W1: {n} containers x {days} days ({:.1} M samples)",
+        samples / 1e6
+    );
+
+    // --- aggregate path: ContainerState + its own aggregate --------------------------------------------------
+    let base = live();
+    let mut states: Vec<(ContainerState, AggregateContainerState)> = (0..n)
+        .map(|_| {
+            (
+                ContainerState::default(),
+                AggregateContainerState::new(&config, 0),
+            )
+        })
+        .collect();
+    let start = Instant::now();
+    for k in 0..ticks {
+        let t = W1::time(k);
+        let d = W1::diurnal(k);
+        for (i, (c, a)) in states.iter_mut().enumerate() {
+            let _ = c.add_cpu_sample(t, cpu_amount_from_cores(w.cpu(i, k, d)), a);
+            let _ = c.add_memory_sample(t, memory_amount_from_bytes(w.mem(i, k)), &config, a);
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let heap = live() - base;
+    println!(
+        "aggregate path: {secs:.2} s, {:.2} M samples/s, {:.1} ns/sample; heap {:.1} B/container (struct {} B + buckets)",
+        samples / secs / 1e6,
+        secs * 1e9 / samples,
+        heap as f64 / n as f64,
+        std::mem::size_of::<(ContainerState, AggregateContainerState)>()
+    );
+
+    // --- recommendations for every aggregate -----------------------------------------------------------------
+    let rc = RecommenderConfig::default();
+    let min = rc.min_resources(1);
+    let start = Instant::now();
+    for (_, a) in &states {
+        black_box(estimate_container(&rc, a, min, (true, true)));
+    }
+    let est = start.elapsed().as_secs_f64();
+    let empty = BTreeMap::new();
+    let start = Instant::now();
+    for (_, a) in &states {
+        let mut fresh = AggregateContainerState::new(&config, 0);
+        fresh.merge(a);
+        let m = BTreeMap::from([("c".to_string(), fresh)]);
+        black_box(
+            recommend(
+                &rc,
+                &m,
+                VpaInput {
+                    policy: None,
+                    annotations: &empty,
+                },
+            )
+            .ok(),
+        );
+    }
+    let upd = start.elapsed().as_secs_f64();
+    println!(
+        "recommend {n}: estimate {:.1} ms ({:.2} us/container); UpdateVPAs-equivalent {:.1} ms ({:.2} us/container)",
+        est * 1e3,
+        est * 1e6 / n as f64,
+        upd * 1e3,
+        upd * 1e6 / n as f64
+    );
+    drop(states);
+
+    // --- cluster path: pod map -> container -> aggregate, one VPA per namespace ------------------------------
+    let names: Vec<(String, String)> = (0..n)
+        .map(|i| (format!("ns-{}", i / 100), format!("pod-{i}")))
+        .collect();
+    let base = live();
+    let mut cluster = ClusterState::new(config, 3_600_000_000_000);
+    for ns in 0..n.div_ceil(100) {
+        cluster.add_vpa(VpaState::new(
+            &format!("ns-{ns}"),
+            "vpa",
+            Selector::everything(),
+        ));
+    }
+    for (i, (ns, pod)) in names.iter().enumerate() {
+        let labels: Labels = [("app".to_string(), format!("app-{i}"))]
+            .into_iter()
+            .collect();
+        cluster.add_or_update_pod(ns, pod, &labels, PodPhase::Running);
+        let _ = cluster.add_or_update_container(ContainerId {
+            namespace: ns,
+            pod,
+            container: "c",
+        });
+    }
+    let start = Instant::now();
+    for k in 0..ticks {
+        let t = W1::time(k);
+        let d = W1::diurnal(k);
+        for (i, (ns, pod)) in names.iter().enumerate() {
+            let id = ContainerId {
+                namespace: ns,
+                pod,
+                container: "c",
+            };
+            let cpu = cpu_amount_from_cores(w.cpu(i, k, d));
+            let _ = cluster.add_sample(
+                id,
+                Sample {
+                    time: t,
+                    resource: Resource::Cpu,
+                    usage: cpu,
+                },
+            );
+            let mem = memory_amount_from_bytes(w.mem(i, k));
+            let _ = cluster.add_sample(
+                id,
+                Sample {
+                    time: t,
+                    resource: Resource::Memory,
+                    usage: mem,
+                },
+            );
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let heap = live() - base;
+    println!(
+        "cluster path: {secs:.2} s, {:.2} M samples/s, {:.1} ns/sample; heap {:.1} B/container (pods, labels, maps, aggregates)",
+        samples / secs / 1e6,
+        secs * 1e9 / samples,
+        heap as f64 / n as f64
+    );
+    let start = Instant::now();
+    let mut count = 0;
+    for v in 0..cluster.vpas().len() {
+        let aggs = cluster.aggregate_state_by_container_name(v);
+        let vpa = &cluster.vpas()[v];
+        if let Ok(r) = recommend(
+            &rc,
+            &aggs,
+            VpaInput {
+                policy: vpa.policy.as_ref(),
+                annotations: &vpa.annotations,
+            },
+        ) {
+            count += r.containers.len();
+        }
+    }
+    let all = start.elapsed().as_secs_f64();
+    println!(
+        "cluster recommend pass ({} VPAs, {count} container names): {:.1} ms",
+        cluster.vpas().len(),
+        all * 1e3
+    );
+}

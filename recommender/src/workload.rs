@@ -1,0 +1,68 @@
+//! Benchmark workload W1 (`bench-workload.md`): deterministic CPU and memory usage for N containers at a
+//! one-minute resolution, shared by the benchmarks, the heap measurement and the sanity test.
+
+/// Unix seconds of tick 0.
+pub const T0: i64 = 1_717_200_000;
+/// Ticks per day (one per minute).
+pub const TICKS_PER_DAY: usize = 1440;
+
+/// The W1 generator: noise table and per-container bases.
+#[derive(Debug, Clone)]
+pub struct W1 {
+    noise: Vec<f64>,
+    base_cpu: Vec<f64>,
+    base_mem: Vec<f64>,
+}
+
+impl Default for W1 {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl W1 {
+    /// Builds the 65536-entry splitmix64 noise table (seed 42) and the 160 CPU and memory bases.
+    pub fn new() -> Self {
+        let mut state: u64 = 42;
+        let noise = (0..65536)
+            .map(|_| {
+                state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = state;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                z ^= z >> 31;
+                (z >> 11) as f64 * 2f64.powi(-53)
+            })
+            .collect();
+        let pow = |i: usize| crate::units::go_pow_int(1.05, i as u32);
+        W1 {
+            noise,
+            base_cpu: (0..160).map(|i| 0.01 * pow(i)).collect(),
+            base_mem: (0..160).map(|i| 10.0 * 1_048_576.0 * pow(i)).collect(),
+        }
+    }
+
+    /// Sample time of tick `k`, in ns since the epoch.
+    #[inline]
+    pub fn time(k: usize) -> i64 {
+        (T0 + 60 * k as i64) * 1_000_000_000
+    }
+
+    /// The diurnal factor of tick `k`.
+    #[inline]
+    pub fn diurnal(k: usize) -> f64 {
+        1.0 + 0.5 * (2.0 * std::f64::consts::PI * k as f64 / 1440.0).sin()
+    }
+
+    /// CPU usage (cores) of container `i` at tick `k`, given `diurnal(k)`.
+    #[inline]
+    pub fn cpu(&self, i: usize, k: usize, diurnal: f64) -> f64 {
+        self.base_cpu[i % 160] * diurnal * (0.8 + 0.4 * self.noise[(i * 7919 + k) % 65536])
+    }
+
+    /// Memory usage (bytes) of container `i` at tick `k`.
+    #[inline]
+    pub fn mem(&self, i: usize, k: usize) -> f64 {
+        self.base_mem[i % 160] * (0.9 + 0.2 * self.noise[(i * 104_729 + 3 * k + 1) % 65536])
+    }
+}

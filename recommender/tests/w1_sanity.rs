@@ -1,0 +1,66 @@
+//! W1 sanity value (bench-workload.md): container 123 alone in its VPA, default estimator chain, after one and
+//! after seven days → target 7117m / 5527335984 bytes.
+
+use std::collections::BTreeMap;
+
+use tailor_recommender::estimate::{RecommenderConfig, VpaInput, recommend};
+use tailor_recommender::model::{AggregateContainerState, AggregationsConfig, ContainerState};
+use tailor_recommender::units::{cpu_amount_from_cores, memory_amount_from_bytes};
+use tailor_recommender::workload::{TICKS_PER_DAY, W1};
+
+fn target_after(days: usize) -> (i64, i64) {
+    let w = W1::new();
+    let config = AggregationsConfig::default();
+    let mut c = ContainerState::default();
+    let mut agg = AggregateContainerState::new(&config, 0);
+    let i = 123;
+    for k in 0..days * TICKS_PER_DAY {
+        let t = W1::time(k);
+        c.add_cpu_sample(
+            t,
+            cpu_amount_from_cores(w.cpu(i, k, W1::diurnal(k))),
+            &mut agg,
+        )
+        .expect("cpu sample");
+        c.add_memory_sample(t, memory_amount_from_bytes(w.mem(i, k)), &config, &mut agg)
+            .expect("memory sample");
+    }
+    let aggs = BTreeMap::from([("c".to_string(), agg)]);
+    let empty = BTreeMap::new();
+    let rec = recommend(
+        &RecommenderConfig::default(),
+        &aggs,
+        VpaInput {
+            policy: None,
+            annotations: &empty,
+        },
+    )
+    .expect("recommend");
+    let t = rec.containers[0].target;
+    (t.cpu.unwrap_or_default(), t.memory.unwrap_or_default())
+}
+
+#[test]
+fn w1_container_123_sanity_value() {
+    assert_eq!(target_after(1), (7117, 5527335984));
+    assert_eq!(target_after(7), (7117, 5527335984));
+}
+
+#[test]
+fn cluster_links_aggregates_to_namespace_vpa() {
+    use tailor_recommender::model::{
+        ClusterState, ContainerId, Labels, PodPhase, Selector, VpaState,
+    };
+    let mut cluster = ClusterState::new(AggregationsConfig::default(), 1);
+    let v = cluster.add_vpa(VpaState::new("ns-0", "vpa", Selector::everything()));
+    let labels: Labels = [("app".to_string(), "a".to_string())].into_iter().collect();
+    cluster.add_or_update_pod("ns-0", "pod-0", &labels, PodPhase::Running);
+    cluster
+        .add_or_update_container(ContainerId {
+            namespace: "ns-0",
+            pod: "pod-0",
+            container: "c",
+        })
+        .expect("container");
+    assert_eq!(cluster.aggregate_state_by_container_name(v).len(), 1);
+}
