@@ -4,14 +4,13 @@
 mod controller_support;
 
 use controller_support::*;
-use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus,
-};
+use k8s_openapi::api::core::v1::{ContainerState, ContainerStateRunning, ContainerStateTerminated};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::watcher;
 use serde_json::json;
 use tailor_crds::VerticalPodAutoscalerCheckpoint;
 use tailor_recommender::controller::config::ControllerConfig;
+use tailor_recommender::controller::slim::SlimContainerStatus;
 use tailor_recommender::controller::stores::{apply_stripped, strip_deployment, strip_replica_set};
 use tailor_recommender::replay::{ReplayConfig, Trace, TraceContainer, TracePod, try_replay};
 
@@ -222,19 +221,19 @@ async fn pods_and_metrics_give_the_cli_numbers() {
 
 fn oom_transition(h: &mut Harness, pod_name: &str, finished_secs: i64) {
     let mut running = pod("default", pod_name, APP, &["app"]);
-    running.status.as_mut().unwrap().container_statuses = Some(vec![ContainerStatus {
+    running.status.container_statuses = vec![SlimContainerStatus {
         name: "app".into(),
         state: Some(ContainerState {
             running: Some(ContainerStateRunning::default()),
             ..Default::default()
         }),
         ..Default::default()
-    }]);
+    }];
     h.writers
         .pods
         .handle(watcher::Event::Apply(running.clone()));
     let mut killed = running;
-    killed.status.as_mut().unwrap().container_statuses = Some(vec![ContainerStatus {
+    killed.status.container_statuses = vec![SlimContainerStatus {
         name: "app".into(),
         state: Some(ContainerState {
             terminated: Some(ContainerStateTerminated {
@@ -248,7 +247,7 @@ fn oom_transition(h: &mut Harness, pod_name: &str, finished_secs: i64) {
             ..Default::default()
         }),
         ..Default::default()
-    }]);
+    }];
     h.writers.pods.handle(watcher::Event::Apply(killed));
 }
 

@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod oom;
 pub mod ratelimit;
 pub mod recommender;
+pub mod slim;
 pub mod status;
 pub mod stores;
 pub mod target;

@@ -4,8 +4,9 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
+use k8s_openapi::api::core::v1::Event;
 
+use super::slim::{SlimContainerStatus, SlimPod};
 use super::time::from_time;
 use crate::units::Nanos;
 
@@ -47,40 +48,20 @@ pub struct OomRecord {
 
 const OOM_KILLED: &str = "OOMKilled";
 
-fn memory_request(pod: &Pod, container: &str) -> i64 {
-    let from_status = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.name == container))
-        .and_then(|c| c.resources.as_ref())
-        .and_then(|r| r.requests.as_ref())
-        .and_then(|r| r.get("memory"));
-    let from_spec = || {
-        pod.spec
-            .as_ref()
-            .and_then(|s| s.containers.iter().find(|c| c.name == container))
-            .and_then(|c| c.resources.as_ref())
-            .and_then(|r| r.requests.as_ref())
-            .and_then(|r| r.get("memory"))
-    };
-    from_status
-        .or_else(from_spec)
+fn memory_request(pod: &SlimPod, container: &str) -> i64 {
+    pod.memory_request(container)
         .and_then(|q| tailor_crds::quantity::amount("memory", q).ok())
         .unwrap_or(0)
 }
 
-fn statuses(pod: &Pod) -> &[ContainerStatus] {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_deref())
-        .unwrap_or(&[])
+fn statuses(pod: &SlimPod) -> &[SlimContainerStatus] {
+    &pod.status.container_statuses
 }
 
 /// OOMs visible in the change from `old` to `new` (upstream's rules): a container that is now terminated
 /// with `OOMKilled` (newly terminated or restarted since), or one running again after a restart whose last
 /// state is `OOMKilled`. The memory is the container's memory request (status before spec).
-pub fn pod_ooms(old: Option<&Pod>, new: &Pod) -> Vec<OomRecord> {
+pub fn pod_ooms(old: Option<&SlimPod>, new: &SlimPod) -> Vec<OomRecord> {
     let Some(old) = old else { return Vec::new() };
     let namespace = new.metadata.namespace.clone().unwrap_or_default();
     let pod = new.metadata.name.clone().unwrap_or_default();

@@ -519,7 +519,7 @@ impl Recommender {
             let Some(name) = pod.metadata.name.as_deref() else {
                 continue;
             };
-            let ph = phase(pod.status.as_ref().and_then(|s| s.phase.as_deref()));
+            let ph = phase(pod.status.phase.as_deref());
             if ph == PodPhase::Pending || !self.cfg.namespace_watched(ns) {
                 continue;
             }
@@ -548,17 +548,14 @@ impl Recommender {
             let ns = pod.metadata.namespace.clone().unwrap_or_default();
             let name = pod.metadata.name.clone().unwrap_or_default();
             self.model.add_or_update_pod(&ns, &name, &labels, ph);
-            let spec_containers: Vec<String> = pod
-                .spec
-                .as_ref()
-                .map(|s| s.containers.iter().map(|c| c.name.clone()).collect())
-                .unwrap_or_default();
+            let spec_containers: Vec<String> =
+                pod.spec.containers.iter().map(|c| c.name.clone()).collect();
             let init: Vec<String> = pod
                 .spec
-                .as_ref()
-                .and_then(|s| s.init_containers.as_ref())
-                .map(|v| v.iter().map(|c| c.name.clone()).collect())
-                .unwrap_or_default();
+                .init_containers
+                .iter()
+                .map(|c| c.name.clone())
+                .collect();
             let entry = self
                 .pods
                 .entry(ns.clone())

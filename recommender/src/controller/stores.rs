@@ -11,8 +11,7 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerStatus, Event, Pod, PodSpec, PodStatus, PodTemplateSpec,
-    ReplicationController, ReplicationControllerSpec, ResourceRequirements,
+    Event, PodTemplateSpec, ReplicationController, ReplicationControllerSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::store::Writer;
@@ -25,6 +24,7 @@ use tokio::task::JoinHandle;
 
 use super::metrics::Metrics;
 use super::oom::{OomQueue, eviction_ooms, pod_ooms};
+use super::slim::{SlimContainer, SlimPod, SlimResources};
 use std::sync::Arc;
 
 /// Read handles of every store.
@@ -35,7 +35,7 @@ pub struct Stores {
     /// Tailor VPA checkpoints.
     pub checkpoints: Store<VerticalPodAutoscalerCheckpoint>,
     /// Pods that are not Pending.
-    pub pods: Store<Pod>,
+    pub pods: Store<SlimPod>,
     /// Deployments (selector and owners only).
     pub deployments: Store<Deployment>,
     /// ReplicaSets.
@@ -131,14 +131,14 @@ where
 
 /// The pod store's writer plus the OOM observer: every update is compared with the stored copy first.
 pub struct PodFeed {
-    writer: Writer<Pod>,
+    writer: Writer<SlimPod>,
     ooms: OomQueue,
 }
 
 impl PodFeed {
     /// Handles one pod watch event: detects OOMs against the stored copy (which a relist keeps until
     /// `InitDone`), strips the object and stores it.
-    pub fn handle(&mut self, event: watcher::Event<Pod>) {
+    pub fn handle(&mut self, event: watcher::Event<SlimPod>) {
         let event = match event {
             watcher::Event::Apply(o) => watcher::Event::Apply(self.observe(o)),
             watcher::Event::InitApply(o) => watcher::Event::InitApply(self.observe(o)),
@@ -147,7 +147,7 @@ impl PodFeed {
         self.writer.apply_watcher_event(&event);
     }
 
-    fn observe(&self, pod: Pod) -> Pod {
+    fn observe(&self, pod: SlimPod) -> SlimPod {
         let old = self.writer.as_reader().get(&ObjectRef::from_obj(&pod));
         let new = strip_pod(pod);
         self.ooms.push(pod_ooms(old.as_deref(), &new));
@@ -171,60 +171,32 @@ fn strip_meta(m: ObjectMeta, labels: bool, annotations: bool) -> ObjectMeta {
     }
 }
 
-fn memory_requests(r: Option<ResourceRequirements>) -> Option<ResourceRequirements> {
+fn memory_requests(r: Option<SlimResources>) -> Option<SlimResources> {
     let requests: Option<BTreeMap<_, _>> = r
         .and_then(|r| r.requests)
         .map(|m| m.into_iter().filter(|(k, _)| k == "memory").collect());
-    requests.map(|requests| ResourceRequirements {
+    requests.map(|requests| SlimResources {
         requests: Some(requests),
-        ..Default::default()
     })
 }
 
 /// Keeps what the loop and the OOM observer read: identity, labels, owners, container names and memory
 /// requests, init container names, phase and container states.
-pub fn strip_pod(p: Pod) -> Pod {
-    let spec = p.spec.map(|s| PodSpec {
-        containers: s
-            .containers
-            .into_iter()
-            .map(|c| Container {
-                name: c.name,
-                resources: memory_requests(c.resources),
-                ..Default::default()
-            })
-            .collect(),
-        init_containers: s.init_containers.map(|v| {
-            v.into_iter()
-                .map(|c| Container {
-                    name: c.name,
-                    ..Default::default()
-                })
-                .collect()
-        }),
-        ..Default::default()
-    });
-    let status = p.status.map(|s| PodStatus {
-        phase: s.phase,
-        container_statuses: s.container_statuses.map(|v| {
-            v.into_iter()
-                .map(|c| ContainerStatus {
-                    name: c.name,
-                    restart_count: c.restart_count,
-                    state: c.state,
-                    last_state: c.last_state,
-                    resources: memory_requests(c.resources),
-                    ..Default::default()
-                })
-                .collect()
-        }),
-        ..Default::default()
-    });
-    Pod {
-        metadata: strip_meta(p.metadata, true, false),
-        spec,
-        status,
+pub fn strip_pod(mut p: SlimPod) -> SlimPod {
+    p.metadata = strip_meta(p.metadata, true, false);
+    for c in &mut p.spec.containers {
+        c.resources = memory_requests(c.resources.take());
     }
+    for c in &mut p.spec.init_containers {
+        *c = SlimContainer {
+            name: std::mem::take(&mut c.name),
+            resources: None,
+        };
+    }
+    for c in &mut p.status.container_statuses {
+        c.resources = memory_requests(c.resources.take());
+    }
+    p
 }
 
 /// VPAs keep spec, status and annotations (post-processor switches); managed fields and labels go.
@@ -454,7 +426,7 @@ pub fn spawn_watchers(
             m(),
         ),
     ];
-    let pods = api_for::<Pod>(client, namespace);
+    let pods = api_for::<SlimPod>(client, namespace);
     let mut feed = writers.pods;
     let pm = m();
     tasks.push(tokio::spawn(async move {

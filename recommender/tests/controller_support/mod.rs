@@ -24,6 +24,7 @@ use tailor_recommender::controller::metrics::Metrics;
 use tailor_recommender::controller::oom::OomQueue;
 use tailor_recommender::controller::ratelimit::RateLimiter;
 use tailor_recommender::controller::recommender::Recommender;
+use tailor_recommender::controller::slim::SlimPod;
 use tailor_recommender::controller::stores::{Stores, Writers, new_stores};
 use tailor_recommender::units::Nanos;
 
@@ -302,8 +303,14 @@ pub fn owned_replica_set(ns: &str, name: &str, owner: &str, sel: &[(&str, &str)]
     }
 }
 
-/// A running pod with the given containers (memory request 300Mi each).
-pub fn pod(ns: &str, name: &str, lbl: &[(&str, &str)], containers: &[&str]) -> Pod {
+/// A running pod with the given containers (memory request 300Mi each), in the form the pod watch
+/// delivers.
+pub fn pod(ns: &str, name: &str, lbl: &[(&str, &str)], containers: &[&str]) -> SlimPod {
+    SlimPod::from_pod(&full_pod(ns, name, lbl, containers)).unwrap()
+}
+
+/// The full Pod behind [`pod`].
+pub fn full_pod(ns: &str, name: &str, lbl: &[(&str, &str)], containers: &[&str]) -> Pod {
     Pod {
         metadata: ObjectMeta {
             name: Some(name.into()),
