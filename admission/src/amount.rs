@@ -48,7 +48,10 @@ pub struct Amount {
 const MAX_EXPONENT: i64 = 1000;
 
 fn pow10(n: u32) -> BigInt {
-    num_traits::pow(BigInt::from(10u8), n as usize)
+    match 10u128.checked_pow(n) {
+        Some(p) => BigInt::from(p),
+        None => num_traits::pow(BigInt::from(10u8), n as usize),
+    }
 }
 
 impl Amount {
@@ -166,6 +169,9 @@ impl Amount {
         let negative = nanos.is_negative();
         let abs = nanos.abs();
         let sign = if negative { "-" } else { "" };
+        if let Some(small) = abs.to_u128() {
+            return format!("{sign}{}", canonical_u128(small, self.format));
+        }
         let billion = pow10(9);
         if self.format == Format::BinarySi {
             let (units, rem) = abs.div_rem(&billion);
@@ -213,6 +219,50 @@ impl Amount {
         };
         format!("{sign}{mantissa}{suffix}")
     }
+}
+
+/// [`Amount::canonical`] for a positive amount of nano-units that fits in 128 bits (the common case, without
+/// big-integer arithmetic).
+fn canonical_u128(nanos: u128, format: Format) -> String {
+    const BILLION: u128 = 1_000_000_000;
+    if format == Format::BinarySi && nanos.is_multiple_of(BILLION) && nanos / BILLION >= 1024 {
+        const SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+        let mut mantissa = nanos / BILLION;
+        let mut exp = 0usize;
+        while exp < SUFFIXES.len() && mantissa.is_multiple_of(1024) {
+            mantissa /= 1024;
+            exp += 1;
+        }
+        if exp > 0 {
+            return format!("{mantissa}{}", SUFFIXES[exp - 1]);
+        }
+    }
+    let mut mantissa = nanos;
+    let mut exp: i32 = -9;
+    while exp < 18 && mantissa.is_multiple_of(1000) {
+        mantissa /= 1000;
+        exp += 3;
+    }
+    if format == Format::DecimalExponent {
+        return if exp == 0 {
+            mantissa.to_string()
+        } else {
+            format!("{mantissa}e{exp}")
+        };
+    }
+    let suffix = match exp {
+        -9 => "n",
+        -6 => "u",
+        -3 => "m",
+        0 => "",
+        3 => "k",
+        6 => "M",
+        9 => "G",
+        12 => "T",
+        15 => "P",
+        _ => "E",
+    };
+    format!("{mantissa}{suffix}")
 }
 
 /// Clamps a big integer into `i64` (for reporting); `None` when out of range.
@@ -270,7 +320,10 @@ fn parse_str(text: &str) -> Result<Amount, AmountError> {
         return Err(err("more than one decimal point"));
     }
     let digits = format!("{int_part}{frac_part}");
-    let mut num: BigInt = digits.parse().map_err(|_| err("bad digits"))?;
+    let mut num: BigInt = match digits.parse::<u128>() {
+        Ok(n) => BigInt::from(n),
+        Err(_) => digits.parse().map_err(|_| err("bad digits"))?,
+    };
     let mut scale = i64::try_from(frac_part.len()).map_err(|_| err("too many digits"))?;
     let mut binary_exp: u32 = 0;
     let format = match suffix {

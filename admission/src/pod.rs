@@ -1206,7 +1206,16 @@ pub fn compute_resources(
     limit_ranges: &[LimitRange],
     options: &PatchOptions,
 ) -> Result<Vec<ContainerResources>, PodError> {
-    let slots = slots(pod, options);
+    resources_for_slots(pod, &slots(pod, options), vpa, limit_ranges, options)
+}
+
+fn resources_for_slots(
+    pod: &Pod,
+    slots: &[Slot<'_>],
+    vpa: &VerticalPodAutoscaler,
+    limit_ranges: &[LimitRange],
+    options: &PatchOptions,
+) -> Result<Vec<ContainerResources>, PodError> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     let container_item = limitrange::merged_item_with_ratio(
         limitrange::in_namespace(limit_ranges, namespace),
@@ -1217,11 +1226,10 @@ pub fn compute_resources(
         limitrange::in_namespace(limit_ranges, namespace),
         limitrange::POD,
     );
-    let processed =
-        process_recommendation(vpa, &slots, container_item.as_ref(), pod_item.as_ref())?;
+    let processed = process_recommendation(vpa, slots, container_item.as_ref(), pod_item.as_ref())?;
     container_resources(
         vpa,
-        &slots,
+        slots,
         processed.as_ref(),
         container_item.as_ref(),
         AssemblyOptions::default(),
@@ -1246,7 +1254,7 @@ pub fn patch_pod(
         });
     }
     let slots = slots(pod, options);
-    let resources = compute_resources(pod, vpa, limit_ranges, options)?;
+    let resources = resources_for_slots(pod, &slots, vpa, limit_ranges, options)?;
     let (resource_ops, updates) = resource_patches(vpa, &slots, &resources, options)?;
     let mut ops = Vec::new();
     if annotations.is_none() {
