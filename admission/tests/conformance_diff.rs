@@ -11,7 +11,7 @@ mod conformance_support;
 use conformance_support::{annotation, apply, deviation_ids, load, same_container_resources};
 use serde_json::Value;
 use tailor_admission::pod::{OBSERVED_CONTAINERS_ANNOTATION, PatchOptions};
-use tailor_admission::preview::run_case;
+use tailor_admission::preview::{InputFile, run_case, run_cases};
 
 const UPSTREAM_OBSERVED: &str = "vpaObservedContainers";
 
@@ -60,6 +60,30 @@ fn upstream_diff_admission_cases() {
             Ok(()) => passed += 1,
             Err(msg) => failures.push(format!("{id}: {msg}\n  ours: {}", ours["patches"])),
         }
+    }
+    // The whole file through `tailor patch --case` gives the same answers, in order.
+    let path = format!(
+        "{}/../tests/data/upstream-diff/admission-cases.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let all = run_cases(
+        InputFile {
+            name: "admission-cases.json",
+            content: &text,
+        },
+        &options,
+    )
+    .unwrap();
+    let all = all.as_array().unwrap();
+    assert_eq!(all.len(), cases.len());
+    for (i, (out, case)) in all.iter().zip(&cases).enumerate() {
+        assert_eq!(
+            out,
+            &run_case("admission-cases.json", Some(i), case, &options).unwrap()
+        );
+        let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["allowed", "id", "patches"]);
     }
     println!("conformance: {passed}/{total}");
     assert!(
