@@ -470,7 +470,10 @@ spec:
         let vpa = file("web.yaml", DEPLOYMENT_AND_VPA);
         let err = preview_patch(bad_pod, vpa, &[], &PatchOptions::default()).unwrap_err();
         let text = err.to_string();
-        assert!(text.starts_with("pod.json: pod.spec.containers[0].name: "), "{text}");
+        assert!(
+            text.starts_with("pod.json: pod.spec.containers[0].name: "),
+            "{text}"
+        );
         assert!(text.contains("invalid type"), "{text}");
         let err = run_cases(
             file("cases.json", r#"[{"id": "a", "vpa": {}}]"#),
