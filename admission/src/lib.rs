@@ -10,7 +10,6 @@ pub mod manifests;
 pub mod selfmanaged;
 pub mod server;
 
-pub mod amount;
 pub mod index;
 pub mod limitrange;
 pub mod pod;

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{LimitRange, LimitRangeItem};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::amount::Amount;
+use tailor_crds::quantity::Amount;
 
 /// LimitRange item type for per-container bounds.
 pub const CONTAINER: &str = "Container";

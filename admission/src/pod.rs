@@ -28,7 +28,8 @@ use tailor_crds::{
     RecommendedPodResources, ResourceList, StartupBoostType, UpdateMode, VerticalPodAutoscaler,
 };
 
-use crate::amount::{self, Amount, AmountError, Format};
+use tailor_crds::capping;
+use tailor_crds::quantity::{self, Amount, Format, QuantityError};
 use crate::limitrange;
 
 /// Annotation listing what Tailor changed (upstream: `vpaUpdates`).
@@ -100,7 +101,7 @@ pub enum PodError {
         /// Where the quantity was read.
         context: String,
         /// The parse error.
-        source: AmountError,
+        source: QuantityError,
     },
     /// The start-up boost is misconfigured.
     #[error("{0}")]
@@ -358,11 +359,11 @@ pub fn proportional_limit(
         (limit.units(), recommended.units(), request.units())
     };
     // `r` is non-zero here: a request whose amount is zero was handled above, except a negative one.
-    let Some(scaled) = amount::mul_div_floor(&l, &n, &r) else {
+    let Some(scaled) = quantity::mul_div_floor(&l, &n, &r) else {
         return Ok((Some(recommended.to_quantity()), None));
     };
-    if scaled > amount::int64_max() {
-        let capped = Amount::from_amount(resource, amount::int64_max(), limit.format);
+    if scaled > quantity::int64_max() {
+        let capped = Amount::from_amount(resource, quantity::int64_max(), limit.format);
         return Ok((
             Some(capped.to_quantity()),
             Some(format!(
@@ -496,9 +497,9 @@ pub fn apply_pod_limit_range(
     };
     for (idx, rec_amount, format) in entries {
         let scaled = if round_up && resource == CPU {
-            amount::mul_div_ceil(&rec_amount, &target, &divisor)
+            quantity::mul_div_ceil(&rec_amount, &target, &divisor)
         } else {
-            amount::mul_div_floor(&rec_amount, &target, &divisor)
+            quantity::mul_div_floor(&rec_amount, &target, &divisor)
         };
         let Some(scaled) = scaled else { continue };
         if let Some(map) = field.get_mut(&mut recommendations[idx]) {
@@ -547,7 +548,7 @@ pub fn cap_to_container_limit_range(
             } else if request.is_zero() {
                 bound.clone()
             } else {
-                amount::mul_div_floor(&request, bound, &limit).unwrap_or_default()
+                quantity::mul_div_floor(&request, bound, &limit).unwrap_or_default()
             }
         };
         let min_q = limitrange::bound(item.min.as_ref(), resource);
@@ -582,69 +583,6 @@ pub fn cap_to_container_limit_range(
         }
         if let Some(v) = new_value {
             values.insert(resource.to_owned(), v);
-        }
-    }
-    Ok(notes)
-}
-
-/// Raises each resource to the policy's non-zero `minAllowed`, then lowers it to the non-zero `maxAllowed`
-/// (exact comparison, any magnitude). Returns annotations.
-pub fn cap_to_policy(
-    values: &mut ResourceList,
-    min_allowed: Option<&ResourceList>,
-    max_allowed: Option<&ResourceList>,
-    container: &str,
-) -> Result<Vec<String>, PodError> {
-    let bound = |list: Option<&ResourceList>,
-                 what: &str,
-                 resource: &str|
-     -> Result<Option<(Amount, Quantity)>, PodError> {
-        let Some(q) = list.and_then(|l| l.get(resource)) else {
-            return Ok(None);
-        };
-        let a = parse(q, || {
-            format!("{what}[{resource}] of the policy for {container}")
-        })?;
-        Ok((!a.is_zero()).then(|| (a, q.clone())))
-    };
-    let mut notes = Vec::new();
-    for (resource, value) in values.iter_mut() {
-        let mut current = parse(value, || {
-            format!("recommendation[{resource}] for {container}")
-        })?;
-        if let Some((min, q)) = bound(min_allowed, "minAllowed", resource)?
-            && current.cmp_value(&min) == Ordering::Less
-        {
-            *value = q;
-            current = min;
-            notes.push(format!("{resource} capped to minAllowed"));
-        }
-        if let Some((max, q)) = bound(max_allowed, "maxAllowed", resource)?
-            && current.cmp_value(&max) == Ordering::Greater
-        {
-            *value = q;
-            notes.push(format!("{resource} capped to maxAllowed"));
-        }
-    }
-    Ok(notes)
-}
-
-/// `RequestsOnly`: lowers each resource above the container's current limit to that limit (compared in
-/// thousandths). Returns annotations.
-fn cap_to_current_limits(
-    values: &mut ResourceList,
-    current: &CurrentResources,
-) -> Result<Vec<String>, PodError> {
-    let mut notes = Vec::new();
-    for (resource, value) in values.iter_mut() {
-        let Some(limit) = current.limit(resource) else {
-            continue;
-        };
-        let limit_amount = parse(limit, || format!("limit[{resource}]"))?;
-        if parse(value, || format!("recommendation[{resource}]"))?.millis() > limit_amount.millis()
-        {
-            *value = limit.clone();
-            notes.push(format!("{resource} capped to container limit"));
         }
     }
     Ok(notes)
@@ -724,9 +662,17 @@ pub fn process_recommendation(
             if let Some(item) = container_item {
                 field_notes.extend(cap_to_container_limit_range(values, &slot.current, item)?);
             }
-            field_notes.extend(cap_to_policy(values, min, max, slot.name())?);
-            if requests_only {
-                field_notes.extend(cap_to_current_limits(values, &slot.current)?);
+            let in_policy = |source| PodError::Quantity {
+                context: format!("resource policy bounds for {}", slot.name()),
+                source,
+            };
+            field_notes.extend(capping::cap_to_policy(values, min, max).map_err(in_policy)?);
+            if requests_only && let Some(limits) = &slot.current.limits {
+                let at_limit = |source| PodError::Quantity {
+                    context: format!("current limits of {}", slot.name()),
+                    source,
+                };
+                field_notes.extend(capping::cap_to_limits(values, limits).map_err(at_limit)?);
             }
             if field == Field::Target {
                 notes = field_notes;
@@ -867,7 +813,7 @@ fn cap_to_max_ratio(
             continue;
         }
         // ceiling of request · ratio, in the resource's unit, computed from thousandths of the ratio.
-        let allowed = amount::mul_div_floor(
+        let allowed = quantity::mul_div_floor(
             &request.amount(resource),
             &ratio.millis(),
             &BigInt::from(1000),

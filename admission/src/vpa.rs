@@ -13,7 +13,7 @@ use tailor_crds::validation::{
 };
 use tailor_crds::{ResourceList, VerticalPodAutoscaler};
 
-use crate::amount::Amount;
+use tailor_crds::quantity::Amount;
 use crate::pod::add_op;
 
 /// Kind used in rejection messages when the request does not name one.

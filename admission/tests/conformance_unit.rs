@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{LimitRange, LimitRangeItem, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{Value, json};
-use tailor_admission::amount::same_value;
+use tailor_crds::quantity::same_value;
 use tailor_admission::index::{self, ControllerRef, Index, IndexObjects, ScaleInfo, ScaleLookup};
 use tailor_admission::limitrange;
 use tailor_admission::pod::{self, AssemblyOptions, Field, PatchOptions, Processed};
@@ -1119,10 +1119,10 @@ fn admitted_pod(template: &Value, lr: Option<&LimitRange>) -> Result<Value, Stri
 }
 
 fn ratio(limits: &Value, requests: &Value, r: &str) -> Option<f64> {
-    let l = tailor_admission::amount::Amount::parse(&q(limits.get(r)?.as_str()?))
+    let l = tailor_crds::quantity::Amount::parse(&q(limits.get(r)?.as_str()?))
         .ok()?
         .millis();
-    let rq = tailor_admission::amount::Amount::parse(&q(requests.get(r)?.as_str()?))
+    let rq = tailor_crds::quantity::Amount::parse(&q(requests.get(r)?.as_str()?))
         .ok()?
         .millis();
     let (l, rq): (f64, f64) = (l.to_string().parse().ok()?, rq.to_string().parse().ok()?);

@@ -1,152 +1,523 @@
-//! Resource quantities, parsed and compared with `kube_quantity`.
+//! Resource quantities, exactly.
 //!
-//! Kubernetes semantics kept here: `value` and `milli_value` round **up** to the next integer (so any
-//! positive quantity has a non-zero value), CPU is handled in millicores and memory in bytes, and the
-//! canonical string forms match what the API server prints (`1500m`, `2`, `262144k`, `1536Mi`).
+//! Kubernetes quantities are decimal numbers with an SI or binary suffix (or an exponent). Both components
+//! need Go's `Value()` / `MilliValue()` (rounded **up**), exact sums and comparisons, `floor(a·b/c)` without
+//! overflow, and the canonical string form of a result in the format of the quantity it came from.
+//! Everything here is exact (big integers, with a 128-bit fast path), so huge values such as `1Ei` of CPU
+//! reach upstream's int64 cap instead of wrapping.
+//!
+//! Why not `kube_quantity`: it parses through `f64` (`9223372036854775807` becomes `...808`), rejects `1Ei`,
+//! truncates fractional mantissas in its integer conversions (`1.5Gi` → `1Gi`) and compares binary with
+//! decimal quantities through `f32` factors. Upstream's numbers must match to the byte, so Tailor keeps
+//! this small exact implementation (tested against the cases above) instead.
 
 use std::cmp::Ordering;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube_quantity::ParsedQuantity;
+use num_bigint::BigInt;
+use num_integer::Integer;
+use num_traits::{One, Signed, ToPrimitive, Zero};
 
-/// A quantity that could not be parsed.
+/// A quantity that is not a valid Kubernetes quantity, or does not fit where it is needed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid quantity {value:?}: {reason}")]
 pub struct QuantityError {
     /// The text as given.
     pub value: String,
     /// Why it was rejected.
-    pub reason: String,
+    pub reason: &'static str,
 }
 
-/// Relative tolerance for recognising whole numbers after the `f64` scaling `kube_quantity` exposes.
-const WHOLE_TOLERANCE: f64 = 1e-9;
+/// How a quantity is written, kept for results derived from it (Go's `resource.Format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    /// `1500m`, `2k`, `10M`.
+    #[default]
+    DecimalSi,
+    /// `1Gi`, `512Mi`.
+    BinarySi,
+    /// `1e3`.
+    DecimalExponent,
+}
 
-/// Parses a quantity.
-pub fn parse(q: &Quantity) -> Result<ParsedQuantity, QuantityError> {
-    ParsedQuantity::try_from(q).map_err(|e| QuantityError {
+/// An exact quantity: `num / 10^scale`, plus the format it was written in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Amount {
+    num: BigInt,
+    scale: u32,
+    /// The format of the source text.
+    pub format: Format,
+}
+
+/// Largest decimal exponent accepted (far beyond anything a cluster uses; keeps arithmetic bounded).
+const MAX_EXPONENT: i64 = 1000;
+
+fn pow10(n: u32) -> BigInt {
+    match 10u128.checked_pow(n) {
+        Some(p) => BigInt::from(p),
+        None => num_traits::pow(BigInt::from(10u8), n as usize),
+    }
+}
+
+impl Amount {
+    /// Parses a quantity string.
+    pub fn parse(q: &Quantity) -> Result<Self, QuantityError> {
+        parse_str(&q.0)
+    }
+
+    /// An integer amount of base units (bytes, cores).
+    pub fn from_units(units: BigInt, format: Format) -> Self {
+        Self {
+            num: units,
+            scale: 0,
+            format,
+        }
+    }
+
+    /// An integer amount of thousandths (millicores).
+    pub fn from_millis(millis: BigInt, format: Format) -> Self {
+        Self {
+            num: millis,
+            scale: 3,
+            format,
+        }
+    }
+
+    /// Zero, in decimal SI.
+    pub fn zero() -> Self {
+        Self::from_units(BigInt::zero(), Format::DecimalSi)
+    }
+
+    fn scaled_to(&self, scale: u32) -> BigInt {
+        if scale >= self.scale {
+            &self.num * pow10(scale - self.scale)
+        } else {
+            self.num.div_floor(&pow10(self.scale - scale))
+        }
+    }
+
+    /// `ceil(value · 10^digits)`.
+    fn ceil_at(&self, digits: u32) -> BigInt {
+        if digits >= self.scale {
+            &self.num * pow10(digits - self.scale)
+        } else {
+            self.num.div_ceil(&pow10(self.scale - digits))
+        }
+    }
+
+    /// Whole base units, rounded up (Go's `Value()` without the int64 wrap).
+    pub fn units(&self) -> BigInt {
+        self.ceil_at(0)
+    }
+
+    /// Thousandths, rounded up (Go's `MilliValue()` without the int64 wrap).
+    pub fn millis(&self) -> BigInt {
+        self.ceil_at(3)
+    }
+
+    /// The resource's integer amount: millicores for `cpu`, rounded-up whole units otherwise.
+    pub fn amount(&self, resource: &str) -> BigInt {
+        if resource == "cpu" {
+            self.millis()
+        } else {
+            self.units()
+        }
+    }
+
+    /// Builds a quantity of `resource` from its integer amount (see [`Amount::amount`]).
+    pub fn from_amount(resource: &str, amount: BigInt, format: Format) -> Self {
+        if resource == "cpu" {
+            Self::from_millis(amount, format)
+        } else {
+            Self::from_units(amount, format)
+        }
+    }
+
+    /// Whether the value is exactly zero.
+    pub fn is_zero(&self) -> bool {
+        self.num.is_zero()
+    }
+
+    /// Whether Go's `Value()` is zero (values are rounded up, so `1m` of memory is not zero).
+    pub fn units_zero(&self) -> bool {
+        self.units().is_zero()
+    }
+
+    /// Exact comparison.
+    pub fn cmp_value(&self, other: &Self) -> Ordering {
+        let scale = self.scale.max(other.scale);
+        self.scaled_to(scale).cmp(&other.scaled_to(scale))
+    }
+
+    /// Exact sum; keeps `self`'s format.
+    pub fn add(&self, other: &Self) -> Self {
+        let scale = self.scale.max(other.scale);
+        Self {
+            num: self.scaled_to(scale) + other.scaled_to(scale),
+            scale,
+            format: self.format,
+        }
+    }
+
+    /// The canonical string form in this amount's format (Go's `Quantity.String()`); values finer than
+    /// a nano-unit are rounded up to it, as Kubernetes does.
+    pub fn to_quantity(&self) -> Quantity {
+        Quantity(self.canonical())
+    }
+
+    fn canonical(&self) -> String {
+        // Work in nano-units.
+        let nanos = self.ceil_at(9);
+        if nanos.is_zero() {
+            return "0".into();
+        }
+        let negative = nanos.is_negative();
+        let abs = nanos.abs();
+        let sign = if negative { "-" } else { "" };
+        if let Some(small) = abs.to_u128() {
+            return format!("{sign}{}", canonical_u128(small, self.format));
+        }
+        let billion = pow10(9);
+        if self.format == Format::BinarySi {
+            let (units, rem) = abs.div_rem(&billion);
+            if rem.is_zero() && units >= BigInt::from(1024) {
+                const SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+                let mut mantissa = units;
+                let mut exp = 0usize;
+                let k = BigInt::from(1024);
+                while exp < SUFFIXES.len() && (&mantissa % &k).is_zero() {
+                    mantissa /= &k;
+                    exp += 1;
+                }
+                if exp > 0 {
+                    return format!("{sign}{mantissa}{}", SUFFIXES[exp - 1]);
+                }
+                // Not a multiple of 1024: Go prints it in decimal SI.
+            }
+        }
+        // Decimal: mantissa · 10^exp with exp a multiple of 3 in [-9, 18].
+        let mut mantissa = abs;
+        let mut exp: i32 = -9;
+        let thousand = BigInt::from(1000);
+        while exp < 18 && (&mantissa % &thousand).is_zero() {
+            mantissa /= &thousand;
+            exp += 3;
+        }
+        if self.format == Format::DecimalExponent {
+            return if exp == 0 {
+                format!("{sign}{mantissa}")
+            } else {
+                format!("{sign}{mantissa}e{exp}")
+            };
+        }
+        let suffix = match exp {
+            -9 => "n",
+            -6 => "u",
+            -3 => "m",
+            0 => "",
+            3 => "k",
+            6 => "M",
+            9 => "G",
+            12 => "T",
+            15 => "P",
+            _ => "E",
+        };
+        format!("{sign}{mantissa}{suffix}")
+    }
+}
+
+/// [`Amount::canonical`] for a positive amount of nano-units that fits in 128 bits (the common case, without
+/// big-integer arithmetic).
+fn canonical_u128(nanos: u128, format: Format) -> String {
+    const BILLION: u128 = 1_000_000_000;
+    if format == Format::BinarySi && nanos.is_multiple_of(BILLION) && nanos / BILLION >= 1024 {
+        const SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+        let mut mantissa = nanos / BILLION;
+        let mut exp = 0usize;
+        while exp < SUFFIXES.len() && mantissa.is_multiple_of(1024) {
+            mantissa /= 1024;
+            exp += 1;
+        }
+        if exp > 0 {
+            return format!("{mantissa}{}", SUFFIXES[exp - 1]);
+        }
+    }
+    let mut mantissa = nanos;
+    let mut exp: i32 = -9;
+    while exp < 18 && mantissa.is_multiple_of(1000) {
+        mantissa /= 1000;
+        exp += 3;
+    }
+    if format == Format::DecimalExponent {
+        return if exp == 0 {
+            mantissa.to_string()
+        } else {
+            format!("{mantissa}e{exp}")
+        };
+    }
+    let suffix = match exp {
+        -9 => "n",
+        -6 => "u",
+        -3 => "m",
+        0 => "",
+        3 => "k",
+        6 => "M",
+        9 => "G",
+        12 => "T",
+        15 => "P",
+        _ => "E",
+    };
+    format!("{mantissa}{suffix}")
+}
+
+/// Clamps a big integer into `i64` (for reporting); `None` when out of range.
+pub fn to_i64(v: &BigInt) -> Option<i64> {
+    v.to_i64()
+}
+
+/// `floor(a · b / c)`; `None` when `c` is zero.
+pub fn mul_div_floor(a: &BigInt, b: &BigInt, c: &BigInt) -> Option<BigInt> {
+    if c.is_zero() {
+        return None;
+    }
+    Some((a * b).div_floor(c))
+}
+
+/// `ceil(a · b / c)`; `None` when `c` is zero.
+pub fn mul_div_ceil(a: &BigInt, b: &BigInt, c: &BigInt) -> Option<BigInt> {
+    if c.is_zero() {
+        return None;
+    }
+    Some((a * b).div_ceil(c))
+}
+
+/// `i64::MAX` as a big integer (upstream's cap for limits that do not fit).
+pub fn int64_max() -> BigInt {
+    BigInt::from(i64::MAX)
+}
+
+fn parse_str(text: &str) -> Result<Amount, QuantityError> {
+    let err = |reason| QuantityError {
+        value: text.to_owned(),
+        reason,
+    };
+    let s = text.trim();
+    if s.is_empty() {
+        return Err(err("empty"));
+    }
+    let (negative, rest) = match s.as_bytes()[0] {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let number_end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    let (number, suffix) = rest.split_at(number_end);
+    let (int_part, frac_part) = match number.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (number, ""),
+    };
+    if int_part.is_empty() && frac_part.is_empty() {
+        return Err(err("no digits"));
+    }
+    if frac_part.contains('.') {
+        return Err(err("more than one decimal point"));
+    }
+    let digits = format!("{int_part}{frac_part}");
+    let mut num: BigInt = match digits.parse::<u128>() {
+        Ok(n) => BigInt::from(n),
+        Err(_) => digits.parse().map_err(|_| err("bad digits"))?,
+    };
+    let mut scale = i64::try_from(frac_part.len()).map_err(|_| err("too many digits"))?;
+    let mut binary_exp: u32 = 0;
+    let format = match suffix {
+        "" => Format::DecimalSi,
+        "n" => {
+            scale += 9;
+            Format::DecimalSi
+        }
+        "u" => {
+            scale += 6;
+            Format::DecimalSi
+        }
+        "m" => {
+            scale += 3;
+            Format::DecimalSi
+        }
+        "k" => {
+            scale -= 3;
+            Format::DecimalSi
+        }
+        "M" => {
+            scale -= 6;
+            Format::DecimalSi
+        }
+        "G" => {
+            scale -= 9;
+            Format::DecimalSi
+        }
+        "T" => {
+            scale -= 12;
+            Format::DecimalSi
+        }
+        "P" => {
+            scale -= 15;
+            Format::DecimalSi
+        }
+        "E" => {
+            scale -= 18;
+            Format::DecimalSi
+        }
+        "Ki" => {
+            binary_exp = 10;
+            Format::BinarySi
+        }
+        "Mi" => {
+            binary_exp = 20;
+            Format::BinarySi
+        }
+        "Gi" => {
+            binary_exp = 30;
+            Format::BinarySi
+        }
+        "Ti" => {
+            binary_exp = 40;
+            Format::BinarySi
+        }
+        "Pi" => {
+            binary_exp = 50;
+            Format::BinarySi
+        }
+        "Ei" => {
+            binary_exp = 60;
+            Format::BinarySi
+        }
+        other => {
+            let exp_text = other
+                .strip_prefix('e')
+                .or_else(|| other.strip_prefix('E'))
+                .ok_or_else(|| err("unknown suffix"))?;
+            let exp: i64 = exp_text.parse().map_err(|_| err("bad exponent"))?;
+            if exp.abs() > MAX_EXPONENT {
+                return Err(err("exponent out of range"));
+            }
+            scale -= exp;
+            Format::DecimalExponent
+        }
+    };
+    if binary_exp > 0 {
+        num <<= binary_exp as usize;
+    }
+    if scale < 0 {
+        num *= pow10(u32::try_from(-scale).map_err(|_| err("exponent out of range"))?);
+        scale = 0;
+    }
+    let scale = u32::try_from(scale).map_err(|_| err("too many digits"))?;
+    if negative {
+        num = -num;
+    }
+    // Normalise so equal values compare and print alike regardless of trailing zeros.
+    let mut amount = Amount { num, scale, format };
+    let ten = BigInt::from(10u8);
+    while amount.scale > 0 && (&amount.num % &ten).is_zero() {
+        amount.num /= &ten;
+        amount.scale -= 1;
+    }
+    if amount.num.is_zero() {
+        amount.scale = 0;
+    }
+    Ok(amount)
+}
+
+/// Whether two quantities are equal in value (`1Gi` == `1073741824`).
+pub fn same_value(a: &Quantity, b: &Quantity) -> Result<bool, QuantityError> {
+    Ok(Amount::parse(a)?.cmp_value(&Amount::parse(b)?) == Ordering::Equal)
+}
+
+/// `One` for big integers, re-exported for callers that build amounts.
+pub fn one() -> BigInt {
+    BigInt::one()
+}
+
+impl Amount {
+    /// Whether the value is a whole number of `10^-digits` units (e.g. `100m` is whole at 3 digits).
+    fn is_whole_at(&self, digits: u32) -> bool {
+        self.ceil_at(digits) == self.scaled_to(digits)
+    }
+
+    /// The value as a float in base units (cores, bytes); exact up to `f64` precision.
+    pub fn to_f64(&self) -> f64 {
+        let num = self.num.to_f64().unwrap_or(f64::NAN);
+        num / 10f64.powi(self.scale as i32)
+    }
+}
+
+fn fit_i64(v: BigInt, q: &Quantity) -> Result<i64, QuantityError> {
+    v.to_i64().ok_or(QuantityError {
         value: q.0.clone(),
-        reason: e.to_string(),
+        reason: "does not fit in 64 bits",
     })
 }
 
 /// The quantity as a float in base units (cores, bytes).
 pub fn as_f64(q: &Quantity) -> Result<f64, QuantityError> {
-    let parsed = parse(q)?;
-    parsed.to_bytes_f64().ok_or_else(|| QuantityError {
-        value: q.0.clone(),
-        reason: "out of range".into(),
-    })
-}
-
-fn nearest_integer(x: f64) -> Option<f64> {
-    let r = x.round();
-    ((x - r).abs() <= WHOLE_TOLERANCE * r.abs().max(1.0)).then_some(r)
-}
-
-fn ceil_to_i64(x: f64, q: &Quantity) -> Result<i64, QuantityError> {
-    let c = nearest_integer(x).unwrap_or_else(|| x.ceil());
-    if !c.is_finite() || c > i64::MAX as f64 || c < i64::MIN as f64 {
-        return Err(QuantityError {
-            value: q.0.clone(),
-            reason: "does not fit in 64 bits".into(),
-        });
-    }
-    Ok(c as i64)
+    Ok(Amount::parse(q)?.to_f64())
 }
 
 /// The value in whole base units, rounded up (Go's `Quantity.Value`).
 pub fn value(q: &Quantity) -> Result<i64, QuantityError> {
-    ceil_to_i64(as_f64(q)?, q)
+    fit_i64(Amount::parse(q)?.units(), q)
 }
 
 /// The value in thousandths, rounded up (Go's `Quantity.MilliValue`): CPU millicores.
 pub fn milli_value(q: &Quantity) -> Result<i64, QuantityError> {
-    ceil_to_i64(as_f64(q)? * 1000.0, q)
+    fit_i64(Amount::parse(q)?.millis(), q)
 }
 
-/// Whether the quantity is a whole number of thousandths (e.g. `100m` yes, `187500u` no).
+/// Whether the quantity is a whole number of thousandths (`100m` yes, `187500u` no).
 pub fn is_whole_milli(q: &Quantity) -> Result<bool, QuantityError> {
-    Ok(nearest_integer(as_f64(q)? * 1000.0).is_some())
+    Ok(Amount::parse(q)?.is_whole_at(3))
 }
 
-/// Whether the quantity is a whole number of base units (e.g. `500M` yes, `100m` no).
+/// Whether the quantity is a whole number of base units (`500M` yes, `100m` no).
 pub fn is_whole(q: &Quantity) -> Result<bool, QuantityError> {
-    Ok(nearest_integer(as_f64(q)?).is_some())
+    Ok(Amount::parse(q)?.is_whole_at(0))
 }
 
 /// Whether the quantity equals zero.
 pub fn is_zero(q: &Quantity) -> Result<bool, QuantityError> {
-    Ok(as_f64(q)? == 0.0)
+    Ok(Amount::parse(q)?.is_zero())
 }
 
-/// Compares two quantities by value (exact decimal comparison).
+/// Compares two quantities by value, exactly.
 pub fn cmp(a: &Quantity, b: &Quantity) -> Result<Ordering, QuantityError> {
-    Ok(parse(a)?.cmp(&parse(b)?))
+    Ok(Amount::parse(a)?.cmp_value(&Amount::parse(b)?))
 }
 
 /// The amount of a resource in its integer unit: millicores for `cpu`, whole units otherwise.
 pub fn amount(resource: &str, q: &Quantity) -> Result<i64, QuantityError> {
-    if resource == "cpu" {
-        milli_value(q)
-    } else {
-        value(q)
-    }
+    fit_i64(Amount::parse(q)?.amount(resource), q)
 }
 
-/// The canonical quantity for an integer amount of a resource (see [`amount`]).
+/// The canonical decimal-SI quantity for an integer amount of a resource (see [`amount`]).
 pub fn from_amount(resource: &str, amount: i64) -> Quantity {
-    if resource == "cpu" {
-        from_millis(amount)
-    } else {
-        from_decimal(amount)
-    }
+    Amount::from_amount(resource, BigInt::from(amount), Format::DecimalSi).to_quantity()
 }
 
 /// Canonical decimal-SI form of `millis` thousandths: `1500m`, `2`, `1k`.
 pub fn from_millis(millis: i64) -> Quantity {
-    if millis % 1000 == 0 {
-        from_decimal(millis / 1000)
-    } else {
-        Quantity(format!("{millis}m"))
-    }
+    Amount::from_millis(BigInt::from(millis), Format::DecimalSi).to_quantity()
 }
 
-/// Canonical decimal-SI form of an integer: the largest power-of-1000 suffix that keeps it exact
-/// (`262144000` → `262144k`, `5527335984` → `5527335984`).
+/// Canonical decimal-SI form of an integer: `262144000` → `262144k`, `5527335984` → `5527335984`.
 pub fn from_decimal(value: i64) -> Quantity {
-    const SUFFIXES: [&str; 6] = ["k", "M", "G", "T", "P", "E"];
-    if value == 0 {
-        return Quantity("0".into());
-    }
-    let mut mantissa = value;
-    let mut exp = 0usize;
-    while exp < SUFFIXES.len() && mantissa % 1000 == 0 {
-        mantissa /= 1000;
-        exp += 1;
-    }
-    match exp {
-        0 => Quantity(mantissa.to_string()),
-        e => Quantity(format!("{mantissa}{}", SUFFIXES[e - 1])),
-    }
+    Amount::from_units(BigInt::from(value), Format::DecimalSi).to_quantity()
 }
 
-/// Canonical binary-SI form of a byte count: `1536Mi`, `1Gi`; counts not divisible by 1024 stay plain.
+/// Canonical binary-SI form of a byte count: `1536Mi`, `1Gi`; counts not divisible by 1024 print in decimal SI.
 pub fn from_binary(bytes: i64) -> Quantity {
-    const SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
-    if bytes == 0 {
-        return Quantity("0".into());
-    }
-    let mut mantissa = bytes;
-    let mut exp = 0usize;
-    while exp < SUFFIXES.len() && mantissa % 1024 == 0 {
-        mantissa /= 1024;
-        exp += 1;
-    }
-    match exp {
-        0 => from_decimal(bytes),
-        e => Quantity(format!("{mantissa}{}", SUFFIXES[e - 1])),
-    }
+    Amount::from_units(BigInt::from(bytes), Format::BinarySi).to_quantity()
 }
 
 #[cfg(test)]
@@ -157,44 +528,75 @@ mod tests {
         Quantity(s.into())
     }
 
-    #[test]
-    fn values_round_up() {
-        assert_eq!(milli_value(&q("100m")).unwrap(), 100);
-        assert_eq!(milli_value(&q("1.5")).unwrap(), 1500);
-        assert_eq!(milli_value(&q("187500u")).unwrap(), 188);
-        assert_eq!(value(&q("100m")).unwrap(), 1);
-        assert_eq!(value(&q("1Gi")).unwrap(), 1 << 30);
-        assert_eq!(value(&q("500M")).unwrap(), 500_000_000);
+    fn canon(s: &str) -> String {
+        Amount::parse(&q(s)).unwrap().to_quantity().0
     }
 
     #[test]
-    fn wholeness() {
-        assert!(is_whole_milli(&q("100m")).unwrap());
+    fn rounding_up() {
+        assert_eq!(
+            Amount::parse(&q("187500u")).unwrap().millis(),
+            BigInt::from(188)
+        );
+        assert_eq!(Amount::parse(&q("100m")).unwrap().units(), BigInt::from(1));
+        assert_eq!(
+            Amount::parse(&q("1Gi")).unwrap().units(),
+            BigInt::from(1u64 << 30)
+        );
+        assert_eq!(Amount::parse(&q("-0.5")).unwrap().units(), BigInt::from(0));
+    }
+
+    #[test]
+    fn canonical_strings() {
+        assert_eq!(canon("0.5"), "500m");
+        assert_eq!(canon("1000m"), "1");
+        assert_eq!(canon("1024Mi"), "1Gi");
+        assert_eq!(canon("1536Mi"), "1536Mi");
+        assert_eq!(canon("262144000"), "262144k");
+        assert_eq!(canon("1e3"), "1e3");
+        assert_eq!(canon("1.5Gi"), "1536Mi");
+        assert_eq!(canon("0"), "0");
+        assert_eq!(canon("10M"), "10M");
+        assert_eq!(canon("9223372036854775807m"), "9223372036854775807m");
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        for bad in ["", "lots", "1.2.3", "1Zi", "--1", ".", "1e"] {
+            assert!(Amount::parse(&q(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn comparison() {
+        assert!(same_value(&q("1Ki"), &q("1024")).unwrap());
+        assert!(same_value(&q("1"), &q("1000m")).unwrap());
+        assert!(!same_value(&q("1k"), &q("1Ki")).unwrap());
+    }
+
+    #[test]
+    fn exact_where_float_parsers_are_not() {
+        assert_eq!(value(&q("1Ei")).unwrap(), 1 << 60);
+        assert_eq!(value(&q("1.5Gi")).unwrap(), 3 << 29);
+        assert_eq!(value(&q("9223372036854775807")).unwrap(), i64::MAX);
+        assert_eq!(cmp(&q("1Gi"), &q("1073741825")).unwrap(), Ordering::Less);
+        assert_eq!(milli_value(&q("187500u")).unwrap(), 188);
+        assert_eq!(milli_value(&q("1e3")).unwrap(), 1_000_000);
         assert!(!is_whole_milli(&q("187500u")).unwrap());
+        assert!(is_whole_milli(&q("100m")).unwrap());
         assert!(is_whole(&q("500M")).unwrap());
         assert!(!is_whole(&q("100m")).unwrap());
+        assert!(value(&q("10Ei")).is_err(), "does not fit in i64");
     }
 
     #[test]
-    fn comparison_across_formats() {
-        assert_eq!(cmp(&q("1Ki"), &q("1024")).unwrap(), Ordering::Equal);
-        assert_eq!(cmp(&q("1k"), &q("1Ki")).unwrap(), Ordering::Less);
-        assert_eq!(cmp(&q("1"), &q("1000m")).unwrap(), Ordering::Equal);
-    }
-
-    #[test]
-    fn canonical_forms() {
+    fn canonical_helpers() {
         assert_eq!(from_millis(1500).0, "1500m");
         assert_eq!(from_millis(2000).0, "2");
         assert_eq!(from_decimal(262_144_000).0, "262144k");
         assert_eq!(from_decimal(5_527_335_984).0, "5527335984");
         assert_eq!(from_binary(1536 << 20).0, "1536Mi");
-        assert_eq!(from_binary(1000).0, "1k");
-    }
-
-    #[test]
-    fn garbage_is_an_error() {
-        assert!(parse(&q("lots")).is_err());
-        assert!(milli_value(&q("")).is_err());
+        assert_eq!(from_amount("cpu", 250).0, "250m");
+        assert_eq!(from_amount("memory", 1000).0, "1k");
     }
 }

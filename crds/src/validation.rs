@@ -422,7 +422,7 @@ fn validate_whole(field: &str, resource: &str, q: &Quantity, v: &mut Validation)
         ),
         Err(e) => v.error(
             field,
-            ErrorKind::Invalid(BadValue::Str(q.0.clone()), e.reason),
+            ErrorKind::Invalid(BadValue::Str(q.0.clone()), e.reason.into()),
         ),
     }
 }
@@ -449,7 +449,7 @@ fn validate_per_vpa_config(
                 Ok(_) => {}
                 Err(e) => v.error(
                     field,
-                    ErrorKind::Invalid(BadValue::Str(ratio.0.clone()), e.reason),
+                    ErrorKind::Invalid(BadValue::Str(ratio.0.clone()), e.reason.into()),
                 ),
             }
         }
@@ -470,7 +470,7 @@ fn validate_per_vpa_config(
                 Ok(_) => {}
                 Err(e) => v.error(
                     field,
-                    ErrorKind::Invalid(BadValue::Str(bump.0.clone()), e.reason),
+                    ErrorKind::Invalid(BadValue::Str(bump.0.clone()), e.reason.into()),
                 ),
             }
         }

@@ -4,6 +4,8 @@
 
 mod controller_support;
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use controller_support::*;
@@ -11,6 +13,38 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tailor_recommender::controller::config::ControllerConfig;
 use tailor_recommender::controller::stores::{apply_stripped, strip_deployment};
+
+/// Counts live heap bytes, to tell retained memory from allocator slack in RSS.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator and only adds bookkeeping.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size, Ordering::Relaxed);
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn live_mib() -> usize {
+    LIVE.load(Ordering::Relaxed) / (1 << 20)
+}
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -61,6 +95,7 @@ async fn five_thousand_vpas_fifty_thousand_pods() {
         ..ControllerConfig::default()
     };
     let mut h = Harness::new(cfg);
+    h.api.set_lean(true);
     let t = Instant::now();
     for v in 0..vpas {
         let ns = format!("ns-{}", v % namespaces);
@@ -89,7 +124,10 @@ async fn five_thousand_vpas_fifty_thousand_pods() {
         t.elapsed().as_secs_f64()
     );
     let rss_stores = rss_kib("VmRSS:");
-    println!("loop,seconds,status_writes,checkpoint_writes,samples,pods,vpas,rss_mib");
+    println!("live heap after feeding the stores: {} MiB", live_mib());
+    println!(
+        "loop,seconds,status_writes,checkpoint_writes,samples,pods,vpas,rss_mib,live_heap_mib"
+    );
     for i in 0..loops {
         h.api
             .push_metrics(Ok(metrics(vpas, per, namespaces, i * 60, i)));
@@ -99,25 +137,27 @@ async fn five_thousand_vpas_fifty_thousand_pods() {
         let reqs = h.api.take();
         h.reflect_status_patches(&reqs);
         println!(
-            "{},{secs:.3},{},{},{},{},{},{}",
+            "{},{secs:.3},{},{},{},{},{},{},{}",
             i + 1,
             report.status_writes,
             report.checkpoints_written,
             report.samples_accepted,
             report.pods,
             report.vpas,
-            rss_kib("VmRSS:") / 1024
+            rss_kib("VmRSS:") / 1024,
+            live_mib()
         );
         assert_eq!(report.vpas, vpas);
         assert_eq!(report.pods, vpas * per);
         assert_eq!(report.status_errors, 0);
     }
     println!(
-        "rss: start {} MiB, after stores {} MiB, end {} MiB, peak {} MiB; model aggregates {}",
+        "rss: start {} MiB, after stores {} MiB, end {} MiB, peak {} MiB; model aggregates {}, histogram heap {} KiB",
         rss_start / 1024,
         rss_stores / 1024,
         rss_kib("VmRSS:") / 1024,
         rss_kib("VmHWM:") / 1024,
-        h.rec.model().aggregate_count()
+        h.rec.model().aggregate_count(),
+        h.rec.model().histogram_heap_bytes() / 1024
     );
 }

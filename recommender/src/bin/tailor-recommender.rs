@@ -389,7 +389,11 @@ async fn main() -> anyhow::Result<()> {
     let _ = args.min_checkpoints;
 
     let metrics = Arc::new(Metrics::new());
-    let health = Arc::new(Health::new(cfg.interval));
+    let health = Arc::new(if args.leader_elect {
+        Health::standby(cfg.interval)
+    } else {
+        Health::new(cfg.interval)
+    });
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
@@ -428,7 +432,10 @@ async fn main() -> anyhow::Result<()> {
     if let Some(e) = &elector {
         tracing::info!(lease = %args.leader_elect_lease_name, namespace = %args.leader_elect_lease_namespace, "waiting for the leader lease");
         tokio::select! {
-            _ = e.acquire() => tracing::info!("leader lease acquired"),
+            _ = e.acquire() => {
+                tracing::info!("leader lease acquired");
+                health.activate();
+            }
             _ = until_true(stop_rx.clone()) => return Ok(()),
         }
     }

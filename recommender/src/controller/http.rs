@@ -14,7 +14,7 @@ use super::metrics::Metrics;
 /// Liveness: when the process started and when the last loop finished.
 #[derive(Debug)]
 pub struct Health {
-    started: Instant,
+    started: Mutex<Option<Instant>>,
     last_loop: Mutex<Option<Instant>>,
     timeout: Duration,
 }
@@ -22,10 +22,24 @@ pub struct Health {
 impl Health {
     /// Health that fails once nothing finished for `5 × interval` (counting from start).
     pub fn new(interval: Duration) -> Self {
+        let h = Health::standby(interval);
+        h.activate();
+        h
+    }
+
+    /// Health of a replica waiting for the leader lease: healthy until [`Health::activate`].
+    pub fn standby(interval: Duration) -> Self {
         Health {
-            started: Instant::now(),
+            started: Mutex::new(None),
             last_loop: Mutex::new(None),
             timeout: interval.saturating_mul(5),
+        }
+    }
+
+    /// Starts checking (the replica now runs the loop).
+    pub fn activate(&self) {
+        if let Ok(mut g) = self.started.lock() {
+            *g = Some(Instant::now());
         }
     }
 
@@ -36,14 +50,18 @@ impl Health {
         }
     }
 
-    /// Whether a loop finished recently enough (or the process is younger than the timeout).
+    /// Whether a loop finished recently enough (or checking started less than the timeout ago, or has not
+    /// started: a standby replica is healthy).
     pub fn healthy(&self) -> bool {
+        let Some(started) = self.started.lock().ok().and_then(|g| *g) else {
+            return true;
+        };
         let last = self
             .last_loop
             .lock()
             .ok()
             .and_then(|g| *g)
-            .unwrap_or(self.started);
+            .unwrap_or(started);
         last.elapsed() <= self.timeout
     }
 }
@@ -85,4 +103,42 @@ pub fn router(health: Arc<Health>, metrics_: Arc<Metrics>) -> Router {
             health,
             metrics: metrics_,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn standby_is_healthy_and_a_stale_loop_is_not() {
+        let h = Health::standby(Duration::from_millis(1));
+        std::thread::sleep(Duration::from_millis(10));
+        assert!(h.healthy());
+        h.activate();
+        assert!(h.healthy());
+        std::thread::sleep(Duration::from_millis(10));
+        assert!(!h.healthy());
+        h.loop_finished();
+        assert!(h.healthy());
+    }
+
+    #[tokio::test]
+    async fn serves_metrics_and_health() {
+        use tower::ServiceExt;
+        let app = router(
+            Arc::new(Health::new(Duration::from_secs(60))),
+            Arc::new(Metrics::new()),
+        );
+        let req = |p: &str| {
+            axum::http::Request::get(p)
+                .body(axum::body::Body::empty())
+                .unwrap()
+        };
+        let r = app.clone().oneshot(req("/healthz")).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        let r = app.oneshot(req("/metrics")).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        let body = axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap();
+        assert!(String::from_utf8_lossy(&body).contains("# EOF"));
+    }
 }

@@ -63,6 +63,7 @@ struct State {
     requests: Vec<Recorded>,
     metrics: VecDeque<MetricsAnswer>,
     objects: HashMap<String, Value>,
+    lean: bool,
 }
 
 /// The fake API server.
@@ -99,6 +100,12 @@ impl FakeApi {
     /// Queues the answer of the next metrics list.
     pub fn push_metrics(&self, a: MetricsAnswer) {
         self.state.lock().unwrap().metrics.push_back(a);
+    }
+
+    /// Lean mode (scale tests): request bodies are not kept and written objects are not stored; writes
+    /// answer with a minimal object.
+    pub fn set_lean(&self, lean: bool) {
+        self.state.lock().unwrap().lean = lean;
     }
 
     /// Every request so far, and forgets them.
