@@ -16,6 +16,10 @@ pub const MIN_SAMPLE_WEIGHT: f64 = 0.1;
 pub const EPSILON: f64 = 0.001 * MIN_SAMPLE_WEIGHT;
 /// Largest integer bucket weight in a checkpoint.
 pub const MAX_CHECKPOINT_WEIGHT: u32 = 10000;
+/// Buckets allocated on each side of the first touched bucket.
+const INITIAL_SLACK: usize = 1;
+/// Extra buckets allocated beyond the needed one when the window grows.
+const GROWTH_SLACK: usize = 3;
 /// Renormalise a decaying histogram when a sample is this many half-lives after its reference.
 pub const MAX_DECAY_EXPONENT: i64 = 100;
 
@@ -323,16 +327,22 @@ impl Histogram {
     fn slot(&mut self, b: usize) -> &mut f64 {
         let off = self.offset as usize;
         let len = self.weights.len();
+        let n = self.opts.num_buckets();
         if len == 0 {
-            self.weights = vec![0.0; 1].into_boxed_slice();
-            self.offset = b as u32;
+            let lo = b.saturating_sub(INITIAL_SLACK);
+            let hi = (b + INITIAL_SLACK + 1).min(n);
+            self.weights = vec![0.0; hi - lo].into_boxed_slice();
+            self.offset = lo as u32;
         } else if b < off {
-            let mut v = vec![0.0; off + len - b];
-            v[off - b..].copy_from_slice(&self.weights);
+            // Grow downwards with some slack so a drifting workload does not reallocate on every new bucket.
+            let lo = b.saturating_sub(GROWTH_SLACK);
+            let mut v = vec![0.0; off + len - lo];
+            v[off - lo..].copy_from_slice(&self.weights);
             self.weights = v.into_boxed_slice();
-            self.offset = b as u32;
+            self.offset = lo as u32;
         } else if b >= off + len {
-            let mut v = vec![0.0; b + 1 - off];
+            let hi = (b + GROWTH_SLACK + 1).min(n);
+            let mut v = vec![0.0; hi - off];
             v[..len].copy_from_slice(&self.weights);
             self.weights = v.into_boxed_slice();
         }

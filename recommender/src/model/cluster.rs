@@ -68,13 +68,87 @@ struct ContainerEntry {
     state: ContainerState,
 }
 
+/// A pod's containers; the first is stored inline (most pods have one or two), sparing a heap indirection.
+#[derive(Debug, Clone, Default)]
+struct Containers {
+    first: Option<ContainerEntry>,
+    rest: Vec<ContainerEntry>,
+}
+
+impl Containers {
+    fn iter(&self) -> impl Iterator<Item = &ContainerEntry> {
+        self.first.iter().chain(self.rest.iter())
+    }
+
+    fn push(&mut self, e: ContainerEntry) {
+        if self.first.is_none() {
+            self.first = Some(e);
+        } else {
+            self.rest.push(e);
+        }
+    }
+}
+
+impl std::ops::Index<usize> for Containers {
+    type Output = ContainerEntry;
+    fn index(&self, i: usize) -> &ContainerEntry {
+        match (i, &self.first) {
+            (0, Some(f)) => f,
+            _ => &self.rest[i - 1],
+        }
+    }
+}
+
+impl std::ops::IndexMut<usize> for Containers {
+    fn index_mut(&mut self, i: usize) -> &mut ContainerEntry {
+        match (i, &mut self.first) {
+            (0, Some(f)) => f,
+            _ => &mut self.rest[i - 1],
+        }
+    }
+}
+
+/// A short name stored inline (pod names are usually under 32 bytes), or on the heap.
+#[derive(Debug, Clone)]
+enum Name {
+    Inline { len: u8, buf: [u8; 30] },
+    Heap(Box<str>),
+}
+
+impl Name {
+    fn new(s: &str) -> Self {
+        if s.len() <= 30 {
+            let mut buf = [0u8; 30];
+            buf[..s.len()].copy_from_slice(s.as_bytes());
+            Name::Inline {
+                len: s.len() as u8,
+                buf,
+            }
+        } else {
+            Name::Heap(s.into())
+        }
+    }
+
+    #[inline]
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Name::Inline { len, buf } => &buf[..*len as usize],
+            Name::Heap(b) => b.as_bytes(),
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(self.as_bytes()).unwrap_or_default()
+    }
+}
+
 #[derive(Debug, Clone)]
 struct PodState {
     namespace: u32,
-    name: Box<str>,
+    name: Name,
     labels: u32,
     phase: PodPhase,
-    containers: Vec<ContainerEntry>,
+    containers: Containers,
 }
 
 #[derive(Debug, Clone)]
@@ -144,7 +218,11 @@ impl Interner {
 /// String equality without a `memcmp` call (names are short).
 #[inline]
 fn short_eq(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
+    bytes_eq(a.as_bytes(), b.as_bytes())
+}
+
+#[inline]
+fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
@@ -249,7 +327,9 @@ impl ClusterState {
                 .copied();
         }
         let p = self.pods[i as usize].as_ref()?;
-        (short_eq(&p.name, pod) && short_eq(self.strings.name(p.namespace), namespace)).then_some(i)
+        (bytes_eq(p.name.as_bytes(), pod.as_bytes())
+            && short_eq(self.strings.name(p.namespace), namespace))
+        .then_some(i)
     }
 
     fn insert_pod_index(&mut self, namespace: &str, pod: &str, idx: u32) {
@@ -265,7 +345,10 @@ impl ClusterState {
             Some(other) => {
                 // Two pods share the hash: move both to the exact map.
                 if let Some(p) = self.pods[other as usize].as_ref() {
-                    let key = (Box::from(self.strings.name(p.namespace)), p.name.clone());
+                    let key = (
+                        Box::from(self.strings.name(p.namespace)),
+                        Box::from(p.name.as_str()),
+                    );
                     self.pod_collisions.insert(key, other);
                 }
                 self.pod_collisions
@@ -320,10 +403,10 @@ impl ClusterState {
         let idx = self.pods.len() as u32;
         self.pods.push(Some(PodState {
             namespace: ns,
-            name: name.into(),
+            name: Name::new(name),
             labels: labels_id,
             phase,
-            containers: Vec::new(),
+            containers: Containers::default(),
         }));
         self.insert_pod_index(namespace, name, idx);
     }
@@ -551,7 +634,7 @@ impl ClusterState {
                 self.strings.name(p.namespace) == v.namespace
                     && self.label_sets[p.labels as usize].selected_by(&v.selector)
             })
-            .map(|p| format!("{}/{}", self.strings.name(p.namespace), p.name))
+            .map(|p| format!("{}/{}", self.strings.name(p.namespace), p.name.as_str()))
             .collect();
         out.sort();
         out
@@ -572,7 +655,7 @@ impl ClusterState {
                 format!(
                     "{}/{}:{}",
                     self.strings.name(p.namespace),
-                    p.name,
+                    p.name.as_str(),
                     self.strings.name(c.name)
                 )
             })
@@ -640,7 +723,7 @@ impl ClusterState {
             {
                 continue;
             }
-            for c in &p.containers {
+            for c in p.containers.iter() {
                 if let (Some(agg), Some((peak, end))) = (
                     states.get_mut(self.strings.name(c.name)),
                     c.state.open_window_peak(now),
@@ -677,7 +760,7 @@ impl ClusterState {
                             && self.label_sets[p.labels as usize].selected_by(&v.selector)
                     });
             if active {
-                for c in &p.containers {
+                for c in p.containers.iter() {
                     if let Some(&s) = self.slot_index.get(&(p.namespace, c.name, p.labels)) {
                         contributive[s as usize] = true;
                     }
