@@ -461,6 +461,15 @@ pub fn spawn_watchers(
                     ooms.push(eviction_ooms(&e));
                 }
                 Ok(_) => {}
+                Err(e) if is_forbidden(&e) => {
+                    em.error("watch");
+                    tracing::warn!(
+                        error = %e,
+                        "not allowed to list/watch events: OOMs from evictions are not observed \
+                         (grant list and watch on events to enable them)"
+                    );
+                    return;
+                }
                 Err(e) => {
                     em.error("watch");
                     tracing::warn!(kind = "Event", error = %e, "watch failed; retrying");
@@ -469,6 +478,16 @@ pub fn spawn_watchers(
         }
     }));
     tasks
+}
+
+fn is_forbidden(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code == 403,
+        watcher::Error::WatchError(s) => s.code == 403,
+        _ => false,
+    }
 }
 
 /// Waits until every store has seen its first complete list.
