@@ -434,10 +434,8 @@ pub fn round_up_to_scale(
         return (0, None);
     }
     let v = (value as f64 / scale as f64).ceil() * scale as f64;
-    (
-        crate::units::resource_amount_from_float(v).max(if v > 0.0 { 0 } else { value }),
-        None,
-    )
+    // A plain float → int64 conversion (no 1e14 clamp): an upper bound of 1e14 rounds above it, as upstream.
+    (v as i64, None)
 }
 
 /// `%.2f` in the largest binary unit not above the value (`Ki`…`Ti`... up to `Ei`); values under 1024 stay integers.
