@@ -6,7 +6,11 @@ use tailor_recommender::replay::{ReplayConfig, Trace, TraceContainer, replay};
 #[test]
 fn spec_worked_example() {
     let t0 = 1_717_200_000.0;
-    let samples = |v: f64| (0..1440).map(|k| [t0 + 60.0 * k as f64, v]).collect::<Vec<_>>();
+    let samples = |v: f64| {
+        (0..1440)
+            .map(|k| [t0 + 60.0 * k as f64, v])
+            .collect::<Vec<_>>()
+    };
     let trace = Trace {
         id: "worked".into(),
         containers: vec![TraceContainer {
@@ -19,7 +23,10 @@ fn spec_worked_example() {
     };
     let out = replay(&trace, &ReplayConfig::default(), false);
     let r = &out.recommendations[0];
-    assert_eq!((r.target.cpu, r.lower_bound.cpu, r.upper_bound.cpu), (Some(296), Some(295), Some(592)));
+    assert_eq!(
+        (r.target.cpu, r.lower_bound.cpu, r.upper_bound.cpu),
+        (Some(296), Some(295), Some(592))
+    );
     assert_eq!(
         (r.target.memory, r.lower_bound.memory, r.upper_bound.memory),
         (Some(628_694_953), Some(627_438_575), Some(1_257_826_803))
