@@ -18,7 +18,7 @@ pub struct InputError(pub String);
 
 /// Tailor: a Vertical Pod Autoscaler for Kubernetes. Offline tools.
 #[derive(Debug, Parser)]
-#[command(name = "tailor", version, about)]
+#[command(name = "tailor", version)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
