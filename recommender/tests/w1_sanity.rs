@@ -63,4 +63,64 @@ fn cluster_links_aggregates_to_namespace_vpa() {
         })
         .expect("container");
     assert_eq!(cluster.aggregate_state_by_container_name(v).len(), 1);
+    // Freed pod and aggregate slots are reused, so the model does not grow with churn.
+    assert_eq!(cluster.pod_slots(), 1);
+    assert!(
+        cluster.aggregate_slots() <= 8 * 24 + 2,
+        "{}",
+        cluster.aggregate_slots()
+    );
+}
+
+#[test]
+fn pod_and_aggregate_churn_is_reclaimed() {
+    use tailor_recommender::model::{
+        ClusterState, ContainerId, Labels, PodPhase, Sample, Selector, VpaState,
+    };
+    use tailor_recommender::units::Resource;
+    const H: i64 = 3_600_000_000_000;
+    let mut cluster = ClusterState::new(AggregationsConfig::default(), H);
+    let v = cluster.add_vpa(VpaState::new("ns", "vpa", Selector::everything()));
+    // A new pod (and label set) every hour for 30 days, each deleted after its sample.
+    for hour in 0..24 * 30 {
+        let t = 1_700_000_000_000_000_000 + hour * H;
+        let pod = format!("job-{hour}");
+        let labels: Labels = [("job-name".to_string(), pod.clone())]
+            .into_iter()
+            .collect();
+        cluster.add_or_update_pod("ns", &pod, &labels, PodPhase::Running);
+        let id = ContainerId {
+            namespace: "ns",
+            pod: &pod,
+            container: "c",
+        };
+        cluster.add_or_update_container(id).expect("container");
+        cluster
+            .add_sample(
+                id,
+                Sample {
+                    time: t,
+                    resource: Resource::Cpu,
+                    usage: 100,
+                },
+            )
+            .expect("sample");
+        cluster.delete_pod("ns", &pod);
+        cluster.rate_limited_garbage_collect(t);
+    }
+    // Only the last 8 days of aggregates are alive, and the VPA links only live ones.
+    assert!(
+        cluster.aggregate_count() <= 8 * 24 + 1,
+        "{}",
+        cluster.aggregate_count()
+    );
+    assert_eq!(cluster.vpa_aggregates(v).len(), cluster.aggregate_count());
+    assert_eq!(cluster.aggregate_state_by_container_name(v).len(), 1);
+    // Freed pod and aggregate slots are reused, so the model does not grow with churn.
+    assert_eq!(cluster.pod_slots(), 1);
+    assert!(
+        cluster.aggregate_slots() <= 8 * 24 + 2,
+        "{}",
+        cluster.aggregate_slots()
+    );
 }

@@ -153,6 +153,7 @@ struct PodState {
 
 #[derive(Debug, Clone)]
 struct AggSlot {
+    namespace: u32,
     container: u32,
     labels: u32,
     state: Option<AggregateContainerState>,
@@ -259,6 +260,9 @@ pub struct ClusterState {
     slots: Vec<AggSlot>,
     slot_index: FxMap<(u32, u32, u32), u32>,
     vpas: Vec<VpaState>,
+    /// Reusable indices of removed pods and aggregate slots.
+    free_pods: Vec<u32>,
+    free_slots: Vec<u32>,
     /// Aggregate slots per namespace id.
     slots_by_ns: FxMap<u32, Vec<u32>>,
     /// VPA indices per namespace id.
@@ -282,6 +286,8 @@ impl ClusterState {
             slots: Vec::new(),
             slot_index: FxMap::default(),
             vpas: Vec::new(),
+            free_pods: Vec::new(),
+            free_slots: Vec::new(),
             slots_by_ns: FxMap::default(),
             vpas_by_ns: FxMap::default(),
             last_gc: 0,
@@ -400,14 +406,23 @@ impl ClusterState {
             }
             return;
         }
-        let idx = self.pods.len() as u32;
-        self.pods.push(Some(PodState {
+        let pod = Some(PodState {
             namespace: ns,
             name: Name::new(name),
             labels: labels_id,
             phase,
             containers: Containers::default(),
-        }));
+        });
+        let idx = match self.free_pods.pop() {
+            Some(i) => {
+                self.pods[i as usize] = pod;
+                i
+            }
+            None => {
+                self.pods.push(pod);
+                self.pods.len() as u32 - 1
+            }
+        };
         self.insert_pod_index(namespace, name, idx);
     }
 
@@ -416,6 +431,7 @@ impl ClusterState {
         if let Some(i) = self.pod_index(namespace, name) {
             self.pods[i as usize] = None;
             self.remove_pod_index(namespace, name);
+            self.free_pods.push(i);
         }
     }
 
@@ -428,12 +444,22 @@ impl ClusterState {
             }
             return s;
         }
-        let s = self.slots.len() as u32;
-        self.slots.push(AggSlot {
+        let fresh = AggSlot {
+            namespace: ns,
             container,
             labels,
             state: Some(AggregateContainerState::new(&self.config, self.now)),
-        });
+        };
+        let s = match self.free_slots.pop() {
+            Some(s) => {
+                self.slots[s as usize] = fresh;
+                s
+            }
+            None => {
+                self.slots.push(fresh);
+                self.slots.len() as u32 - 1
+            }
+        };
         self.slot_index.insert((ns, container, labels), s);
         self.slots_by_ns.entry(ns).or_default().push(s);
         let lbl = &self.label_sets[labels as usize];
@@ -616,6 +642,16 @@ impl ClusterState {
         self.slots.iter().filter(|s| s.state.is_some()).count()
     }
 
+    /// Allocated aggregate slots (live, deleted-but-referenced, and free for reuse).
+    pub fn aggregate_slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Allocated pod slots (live and free for reuse).
+    pub fn pod_slots(&self) -> usize {
+        self.pods.len()
+    }
+
     /// Number of distinct label sets seen.
     pub fn label_set_count(&self) -> usize {
         self.label_sets.len()
@@ -767,15 +803,40 @@ impl ClusterState {
                 }
             }
         }
+        let mut referenced = vec![false; self.slots.len()];
+        for p in self.pods.iter().flatten() {
+            for c in p.containers.iter() {
+                referenced[c.slot as usize] = true;
+            }
+        }
         let mut deleted = 0;
+        let mut released: FxMap<u32, Vec<u32>> = FxMap::default();
         for (i, slot) in self.slots.iter_mut().enumerate() {
-            let Some(agg) = slot.state.as_ref() else {
-                continue;
-            };
-            if agg.is_expired(now, &self.config) || (agg.is_empty() && !contributive[i]) {
+            let key = (slot.namespace, slot.container, slot.labels);
+            if self.slot_index.get(&key) != Some(&(i as u32)) {
+                continue; // already released
+            }
+            if let Some(agg) = slot.state.as_ref()
+                && (agg.is_expired(now, &self.config) || (agg.is_empty() && !contributive[i]))
+            {
                 slot.state = None;
                 deleted += 1;
             }
+            // A deleted aggregate no container points to any more: forget the key and reuse the slot.
+            if slot.state.is_none() && !referenced[i] {
+                self.slot_index.remove(&key);
+                released.entry(slot.namespace).or_default().push(i as u32);
+            }
+        }
+        for (ns, gone) in released {
+            let gone: std::collections::HashSet<u32> = gone.into_iter().collect();
+            if let Some(list) = self.slots_by_ns.get_mut(&ns) {
+                list.retain(|s| !gone.contains(s));
+            }
+            for &vi in self.vpas_by_ns.get(&ns).into_iter().flatten() {
+                self.vpas[vi].slots.retain(|s| !gone.contains(s));
+            }
+            self.free_slots.extend(gone);
         }
         deleted
     }
