@@ -66,6 +66,11 @@ fn cluster_links_aggregates_to_namespace_vpa() {
     // Freed pod and aggregate slots are reused, so the model does not grow with churn.
     assert_eq!(cluster.pod_slots(), 1);
     assert!(
+        cluster.label_set_count() <= 8 * 24 + 2,
+        "{}",
+        cluster.label_set_count()
+    );
+    assert!(
         cluster.aggregate_slots() <= 8 * 24 + 2,
         "{}",
         cluster.aggregate_slots()
@@ -118,6 +123,11 @@ fn pod_and_aggregate_churn_is_reclaimed() {
     assert_eq!(cluster.aggregate_state_by_container_name(v).len(), 1);
     // Freed pod and aggregate slots are reused, so the model does not grow with churn.
     assert_eq!(cluster.pod_slots(), 1);
+    assert!(
+        cluster.label_set_count() <= 8 * 24 + 2,
+        "{}",
+        cluster.label_set_count()
+    );
     assert!(
         cluster.aggregate_slots() <= 8 * 24 + 2,
         "{}",

@@ -263,6 +263,7 @@ pub struct ClusterState {
     /// Reusable indices of removed pods and aggregate slots.
     free_pods: Vec<u32>,
     free_slots: Vec<u32>,
+    free_labels: Vec<u32>,
     /// Aggregate slots per namespace id.
     slots_by_ns: FxMap<u32, Vec<u32>>,
     /// VPA indices per namespace id.
@@ -288,6 +289,7 @@ impl ClusterState {
             vpas: Vec::new(),
             free_pods: Vec::new(),
             free_slots: Vec::new(),
+            free_labels: Vec::new(),
             slots_by_ns: FxMap::default(),
             vpas_by_ns: FxMap::default(),
             last_gc: 0,
@@ -306,8 +308,17 @@ impl ClusterState {
         if let Some(&i) = self.label_index.get(&key) {
             return i;
         }
-        let i = self.label_sets.len() as u32;
-        self.label_sets.push(LabelSet::new(labels));
+        let set = LabelSet::new(labels);
+        let i = match self.free_labels.pop() {
+            Some(i) => {
+                self.label_sets[i as usize] = set;
+                i
+            }
+            None => {
+                self.label_sets.push(set);
+                self.label_sets.len() as u32 - 1
+            }
+        };
         self.label_index.insert(key, i);
         i
     }
@@ -652,9 +663,9 @@ impl ClusterState {
         self.pods.len()
     }
 
-    /// Number of distinct label sets seen.
+    /// Number of distinct label sets in use.
     pub fn label_set_count(&self) -> usize {
-        self.label_sets.len()
+        self.label_index.len()
     }
 
     /// Pods (namespace/name) whose namespace equals the VPA's and whose labels it selects, in any phase.
@@ -838,7 +849,30 @@ impl ClusterState {
             }
             self.free_slots.extend(gone);
         }
+        self.release_unused_label_sets();
         deleted
+    }
+
+    /// Forgets label sets no pod and no aggregate key uses any more (their ids are reused).
+    fn release_unused_label_sets(&mut self) {
+        let mut used = vec![false; self.label_sets.len()];
+        for p in self.pods.iter().flatten() {
+            used[p.labels as usize] = true;
+        }
+        for &(_, _, l) in self.slot_index.keys() {
+            used[l as usize] = true;
+        }
+        for (i, u) in used.into_iter().enumerate() {
+            if u {
+                continue;
+            }
+            let key = self.label_sets[i].key();
+            if self.label_index.get(&key) == Some(&(i as u32)) {
+                self.label_index.remove(&key);
+                self.label_sets[i] = LabelSet::default();
+                self.free_labels.push(i as u32);
+            }
+        }
     }
 
     /// The time the last GC ran.

@@ -28,6 +28,20 @@ impl LabelSet {
             .map(|i| &*self.0[i].1)
     }
 
+    /// The canonical `k1=v1,k2=v2` string (as [`label_set_key`] gives for the same labels).
+    pub fn key(&self) -> String {
+        let mut s = String::new();
+        for (i, (k, v)) in self.0.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            s.push_str(k);
+            s.push('=');
+            s.push_str(v);
+        }
+        s
+    }
+
     /// Whether `selector` selects this set.
     pub fn selected_by(&self, selector: &Selector) -> bool {
         selector.matches_with(|k| self.get(k))
