@@ -4,11 +4,12 @@
 //! The pure core (`pod`, `vpa`, `index` matching) never touches a socket or a clock; `server` and `review`
 //! carry it over HTTPS.
 pub mod certs;
+pub mod manifests;
 pub mod metrics;
 pub mod review;
-pub mod manifests;
 pub mod selfmanaged;
 pub mod server;
+pub mod webhook;
 
 pub mod index;
 pub mod limitrange;

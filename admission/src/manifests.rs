@@ -123,10 +123,21 @@ pub fn load_dir(dir: &Path) -> Result<Loaded, ManifestError> {
 
 /// Adds the objects of one multi-document YAML (or JSON) text; `path` is only used in errors.
 pub fn load_str(text: &str, path: &Path, loaded: &mut Loaded) -> Result<(), ManifestError> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| ManifestError::Yaml {
-        path: path.to_owned(),
-        message: e.to_string(),
-    })?;
+    // Manifest dumps of a whole cluster exceed the parser's default budget (1,024 documents, 250k nodes);
+    // the files are the operator's own, so allow large ones while keeping alias-bomb protection.
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_documents = 1_000_000;
+    budget.max_nodes = 50_000_000;
+    budget.max_events = 200_000_000;
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple_with_options(text, options).map_err(|e| {
+            ManifestError::Yaml {
+                path: path.to_owned(),
+                message: e.to_string(),
+            }
+        })?;
     for (i, doc) in docs.into_iter().enumerate() {
         add(doc, path, i + 1, loaded)?;
     }

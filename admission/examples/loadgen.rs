@@ -1,0 +1,421 @@
+//! Load generator for the webhook benchmark (`hack/bench-webhook.sh`).
+//!
+//! `loadgen setup --dir DIR --vpas N` writes a CA + serving certificate and N Tailor VPAs (each with its
+//! Deployment and ReplicaSet, spread over namespaces) for `tailor-admission --vpa-dir`.
+//! `loadgen run --addr HOST:PORT --ca DIR/ca.crt …` sends pod-CREATE AdmissionReviews over TLS keep-alive
+//! connections, either as fast as possible (`--rate 0`, closed loop) or at a fixed rate (open loop; latency is
+//! measured from each request's scheduled start, so a stalled server is not hidden). It checks every answer
+//! (HTTP 200, `allowed: true`, a patch) and prints one JSON line of figures.
+
+use std::{
+    net::SocketAddr,
+    path::PathBuf,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use clap::{Parser, Subcommand};
+use http_body_util::{BodyExt, Full};
+use hyper::{Request, body::Bytes, client::conn::http1};
+use hyper_util::rt::TokioIo;
+use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject};
+use serde_json::json;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Write certificates and manifests.
+    Setup {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long, default_value_t = 1000)]
+        vpas: usize,
+        #[arg(long, default_value_t = 50)]
+        namespaces: usize,
+    },
+    /// Send reviews and report throughput and latency.
+    Run {
+        #[arg(long)]
+        addr: SocketAddr,
+        #[arg(long)]
+        ca: PathBuf,
+        /// Keep-alive connections.
+        #[arg(long, default_value_t = 16)]
+        connections: usize,
+        /// Total requests per second over all connections; 0 = as fast as possible.
+        #[arg(long, default_value_t = 0)]
+        rate: u64,
+        /// Measurement time in seconds (after the warm-up).
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Warm-up time in seconds (not measured).
+        #[arg(long, default_value_t = 2)]
+        warmup: u64,
+        /// Must match `setup`.
+        #[arg(long, default_value_t = 1000)]
+        vpas: usize,
+        #[arg(long, default_value_t = 50)]
+        namespaces: usize,
+        /// Label of the run in the output.
+        #[arg(long, default_value = "")]
+        label: String,
+    },
+}
+
+fn workload(i: usize, namespaces: usize) -> (String, String) {
+    (format!("bench-{}", i % namespaces), format!("app-{i}"))
+}
+
+fn setup(dir: PathBuf, vpas: usize, namespaces: usize) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir.join("manifests"))?;
+    let certs = tailor_admission::certs::generate(&["localhost".into(), "127.0.0.1".into()], 7)?;
+    std::fs::write(dir.join("ca.crt"), &certs.ca_cert_pem)?;
+    std::fs::write(dir.join("tls.crt"), &certs.cert_pem)?;
+    std::fs::write(dir.join("tls.key"), &certs.key_pem)?;
+    let mut out = String::new();
+    for i in 0..vpas {
+        let (ns, name) = workload(i, namespaces);
+        out.push_str(&format!(
+            r#"---
+apiVersion: autoscaling.tailor.dev/v1
+kind: VerticalPodAutoscaler
+metadata: {{name: {name}, namespace: {ns}, creationTimestamp: "2026-01-01T00:00:00Z"}}
+spec:
+  targetRef: {{apiVersion: apps/v1, kind: Deployment, name: {name}}}
+  updatePolicy: {{updateMode: Recreate}}
+  resourcePolicy:
+    containerPolicies:
+      - {{containerName: "*", minAllowed: {{cpu: 10m, memory: 32Mi}}, maxAllowed: {{cpu: "4", memory: 8Gi}}}}
+status:
+  recommendation:
+    containerRecommendations:
+      - containerName: app
+        target: {{cpu: {cpu}m, memory: {mem}Mi}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, namespace: {ns}, uid: d-{i}}}
+spec:
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec: {{containers: [{{name: app, image: nginx}}]}}
+---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: {name}-7f9c
+  namespace: {ns}
+  uid: rs-{i}
+  ownerReferences: [{{apiVersion: apps/v1, kind: Deployment, name: {name}, uid: d-{i}, controller: true}}]
+spec:
+  selector: {{matchLabels: {{app: {name}, pod-template-hash: 7f9c}}}}
+  template:
+    metadata: {{labels: {{app: {name}, pod-template-hash: 7f9c}}}}
+    spec: {{containers: [{{name: app, image: nginx}}]}}
+"#,
+            cpu = 100 + i % 400,
+            mem = 128 + i % 512,
+        ));
+    }
+    for n in 0..namespaces {
+        out.push_str(&format!(
+            "---\napiVersion: v1\nkind: LimitRange\nmetadata: {{name: limits, namespace: bench-{n}}}\nspec:\n  limits:\n    - type: Container\n      max: {{cpu: \"8\", memory: 16Gi}}\n"
+        ));
+    }
+    std::fs::write(dir.join("manifests/bench.yaml"), out)?;
+    println!(
+        "wrote {vpas} VPAs in {namespaces} namespaces and certificates to {}",
+        dir.display()
+    );
+    Ok(())
+}
+
+/// The review the API server sends when ReplicaSet `name-7f9c` creates a pod.
+fn review_body(i: usize, namespaces: usize) -> Bytes {
+    let (ns, name) = workload(i, namespaces);
+    let review = json!({
+        "kind": "AdmissionReview",
+        "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": format!("bench-{i}"),
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "",
+            "namespace": ns,
+            "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller",
+                "groups": ["system:serviceaccounts", "system:authenticated"]},
+            "object": {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {
+                    "generateName": format!("{name}-7f9c-"), "namespace": ns,
+                    "labels": {"app": name, "pod-template-hash": "7f9c"},
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("{name}-7f9c"),
+                        "uid": format!("rs-{i}"), "controller": true, "blockOwnerDeletion": true}]
+                },
+                "spec": {
+                    "containers": [{
+                        "name": "app", "image": "nginx:1.27",
+                        "ports": [{"containerPort": 80, "protocol": "TCP"}],
+                        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "200m", "memory": "256Mi"}},
+                        "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
+                        "imagePullPolicy": "IfNotPresent"
+                    }],
+                    "restartPolicy": "Always", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
+                    "serviceAccountName": "default", "securityContext": {}, "schedulerName": "default-scheduler",
+                    "tolerations": [
+                        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+                        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+                    ],
+                    "priority": 0, "enableServiceLinks": true, "preemptionPolicy": "PreemptLowerPriority"
+                },
+                "status": {}
+            },
+            "oldObject": null,
+            "dryRun": false,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
+        }
+    });
+    Bytes::from(serde_json::to_vec(&review).unwrap_or_default())
+}
+
+async fn connect(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+) -> anyhow::Result<http1::SendRequest<Full<Bytes>>> {
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    let tls = tokio_rustls::TlsConnector::from(config)
+        .connect(ServerName::try_from("localhost")?, tcp)
+        .await?;
+    let (sender, conn) = http1::handshake(TokioIo::new(tls)).await?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+#[derive(Default)]
+struct Stats {
+    latencies_us: Vec<u32>,
+    errors: u64,
+    unpatched: u64,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn worker(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+    bodies: Arc<Vec<Bytes>>,
+    offset: usize,
+    interval: Option<Duration>,
+    start: Instant,
+    measure_from: Instant,
+    end: Instant,
+) -> anyhow::Result<Stats> {
+    let mut sender = connect(addr, config.clone()).await?;
+    let mut stats = Stats::default();
+    let mut n = 0usize;
+    let mut next = start;
+    loop {
+        let scheduled = match interval {
+            Some(iv) => {
+                next += iv;
+                if next >= end {
+                    break;
+                }
+                tokio::time::sleep_until(next.into()).await;
+                next
+            }
+            None => {
+                let now = Instant::now();
+                if now >= end {
+                    break;
+                }
+                now
+            }
+        };
+        let body = bodies[(offset + n) % bodies.len()].clone();
+        n += 1;
+        let req = Request::post("/mutate-pods")
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .body(Full::new(body))?;
+        let result = async {
+            sender.ready().await?;
+            let resp = sender.send_request(req).await?;
+            let status = resp.status();
+            let body = resp.into_body().collect().await?.to_bytes();
+            anyhow::Ok((status, body))
+        }
+        .await;
+        let done = Instant::now();
+        if scheduled < measure_from {
+            if result.is_err() {
+                sender = connect(addr, config.clone()).await?;
+            }
+            continue;
+        }
+        match result {
+            Ok((status, body)) if status.is_success() => {
+                let text = &body[..];
+                let allowed = memchr(text, b"\"allowed\":true");
+                let patched = memchr(text, b"\"patch\":");
+                if !allowed {
+                    stats.errors += 1;
+                } else if !patched {
+                    stats.unpatched += 1;
+                }
+                stats.latencies_us.push(
+                    done.duration_since(scheduled)
+                        .as_micros()
+                        .min(u32::MAX as u128) as u32,
+                );
+            }
+            Ok(_) => stats.errors += 1,
+            Err(_) => {
+                stats.errors += 1;
+                sender = connect(addr, config.clone()).await?;
+            }
+        }
+    }
+    Ok(stats)
+}
+
+fn memchr(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn percentile(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1] as f64 / 1000.0
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run(
+    addr: SocketAddr,
+    ca: PathBuf,
+    connections: usize,
+    rate: u64,
+    seconds: u64,
+    warmup: u64,
+    vpas: usize,
+    namespaces: usize,
+    label: String,
+) -> anyhow::Result<()> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(&ca)? {
+        roots.add(cert?)?;
+    }
+    let mut config =
+        rustls::ClientConfig::builder_with_provider(tailor_admission::certs::provider())
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let config = Arc::new(config);
+    let bodies: Arc<Vec<Bytes>> = Arc::new((0..vpas).map(|i| review_body(i, namespaces)).collect());
+    let body_bytes = bodies.first().map(|b| b.len()).unwrap_or(0);
+    let interval = (rate > 0).then(|| Duration::from_secs_f64(connections as f64 / rate as f64));
+    let start = Instant::now() + Duration::from_millis(200);
+    let measure_from = start + Duration::from_secs(warmup);
+    let end = measure_from + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for c in 0..connections {
+        // Stagger open-loop senders evenly over one interval.
+        let offset_start = match interval {
+            Some(iv) => start + iv.mul_f64(c as f64 / connections as f64),
+            None => start,
+        };
+        tasks.push(tokio::spawn(worker(
+            addr,
+            config.clone(),
+            bodies.clone(),
+            c * 7919,
+            interval,
+            offset_start,
+            measure_from,
+            end,
+        )));
+    }
+    let mut all = Stats::default();
+    for t in tasks {
+        let s = t.await??;
+        all.latencies_us.extend(s.latencies_us);
+        all.errors += s.errors;
+        all.unpatched += s.unpatched;
+    }
+    all.latencies_us.sort_unstable();
+    let n = all.latencies_us.len();
+    let figures = json!({
+        "label": label,
+        "connections": connections,
+        "target_rate": rate,
+        "seconds": seconds,
+        "request_bytes": body_bytes,
+        "requests": n,
+        "errors": all.errors,
+        "unpatched": all.unpatched,
+        "reviews_per_second": (n as f64 / seconds as f64).round(),
+        "p50_ms": percentile(&all.latencies_us, 50.0),
+        "p90_ms": percentile(&all.latencies_us, 90.0),
+        "p99_ms": percentile(&all.latencies_us, 99.0),
+        "p999_ms": percentile(&all.latencies_us, 99.9),
+        "max_ms": all.latencies_us.last().map(|&u| u as f64 / 1000.0).unwrap_or(0.0),
+    });
+    println!("{figures}");
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Setup {
+            dir,
+            vpas,
+            namespaces,
+        } => setup(dir, vpas, namespaces),
+        Cmd::Run {
+            addr,
+            ca,
+            connections,
+            rate,
+            seconds,
+            warmup,
+            vpas,
+            namespaces,
+            label,
+        } => {
+            let threads: usize = std::env::var("LOADGEN_THREADS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1);
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(threads)
+                .enable_all()
+                .build()?
+                .block_on(run(
+                    addr,
+                    ca,
+                    connections,
+                    rate,
+                    seconds,
+                    warmup,
+                    vpas,
+                    namespaces,
+                    label,
+                ))
+        }
+    }
+}

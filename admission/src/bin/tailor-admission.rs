@@ -1,0 +1,427 @@
+//! `tailor-admission`: the Tailor admission webhook server.
+//!
+//! In a cluster it keeps reflector caches of Tailor VPAs, the workload kinds and LimitRanges, and answers pod
+//! and VPA admission reviews from memory. With `--vpa-dir` it runs standalone from manifest files instead.
+
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+
+use anyhow::{Context as _, bail};
+use clap::{ArgAction, Parser, ValueEnum};
+use futures::StreamExt as _;
+use k8s_openapi::api::{
+    apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet},
+    batch::v1::{CronJob, Job},
+    core::v1::{LimitRange, ReplicationController},
+};
+use kube::{
+    Api, Client, Resource, ResourceExt as _,
+    runtime::{WatchStreamExt as _, reflector, watcher},
+};
+use tailor_admission::{
+    certs::{self, CertFiles, MinTlsVersion, Reloader},
+    index::{Index, IndexStores},
+    manifests,
+    metrics::Metrics,
+    pod::PatchOptions,
+    selfmanaged::SelfManaged,
+    server::{self, AppState, Readiness, Server, ShutdownTiming},
+    webhook::Webhook,
+};
+use tailor_crds::{VerticalPodAutoscaler, validation::FeatureGates};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Tailor admission webhook: sets pod requests and limits from Tailor VPA recommendations and validates
+/// Tailor VPAs.
+#[derive(Debug, Parser)]
+#[command(name = "tailor-admission", version, about)]
+struct Args {
+    /// HTTPS port of the webhook (every path is the webhook).
+    #[arg(long, default_value_t = 8000)]
+    port: u16,
+    /// Listen address of the metrics and health endpoints (/metrics, /healthz, /readyz); `:PORT` means all
+    /// interfaces.
+    #[arg(long, default_value = ":8944")]
+    address: String,
+    /// Serving certificate chain (PEM).
+    #[arg(long, default_value = "/etc/tls-certs/tls.crt")]
+    tls_cert_file: PathBuf,
+    /// Serving private key (PEM).
+    #[arg(long, default_value = "/etc/tls-certs/tls.key")]
+    tls_private_key: PathBuf,
+    /// CA bundle of the serving certificate. As upstream, it does not enable client authentication; Tailor
+    /// does not register its webhook from this file (the chart or `--self-signed-certs` sets `caBundle`).
+    #[arg(long, default_value = "/etc/tls-certs/ca.crt")]
+    client_ca_file: PathBuf,
+    /// Reload the certificate when the files change (watches their directory, so Secret volume updates are seen).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set)]
+    reload_cert: bool,
+    /// With --reload-cert: also re-read the files this often, in seconds, in case a change event is missed.
+    #[arg(long, default_value_t = 60)]
+    reload_cert_poll_seconds: u64,
+    /// Minimum TLS version: tls1_2 or tls1_3 (TLS 1.3 is always preferred).
+    #[arg(long, default_value = "tls1_2")]
+    min_tls_version: MinTlsVersion,
+    /// Deadline, in seconds, for receiving one review request body (the webhook configuration's timeoutSeconds
+    /// bounds the whole call on the API server side).
+    #[arg(long, default_value_t = 30)]
+    webhook_timeout_seconds: u64,
+
+    /// Generate a CA and serving certificate, keep them in --cert-secret and write the CA into the caBundle of
+    /// --webhook-config-name (instead of reading --tls-cert-file).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set)]
+    self_signed_certs: bool,
+    /// Secret (in --namespace) holding the self-managed certificate.
+    #[arg(long, default_value = "tailor-admission-tls")]
+    cert_secret: String,
+    /// MutatingWebhookConfiguration whose webhooks get the self-managed CA.
+    #[arg(long, default_value = "tailor-admission")]
+    webhook_config_name: String,
+    /// Service name the self-managed certificate is issued for.
+    #[arg(long, default_value = "tailor-admission")]
+    webhook_service: String,
+    /// Namespace of the webhook's Service and certificate Secret.
+    #[arg(long, env = "NAMESPACE", default_value = "default")]
+    namespace: String,
+
+    /// Standalone mode: read Tailor VPAs, LimitRanges and workloads from the manifests in this directory
+    /// (or file) instead of watching the cluster. Re-read when files change.
+    #[arg(long)]
+    vpa_dir: Option<PathBuf>,
+    /// Watch VPAs and workloads in this namespace only (default: all namespaces).
+    #[arg(long, default_value = "")]
+    vpa_object_namespace: String,
+    /// Kubeconfig file (default: in-cluster configuration, then $KUBECONFIG / ~/.kube/config).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+
+    /// Feature gates, `Name=bool` separated by commas: CPUStartupBoost, InPlace, PerVPAConfig.
+    #[arg(long, default_value = "")]
+    feature_gates: String,
+    /// Ceiling of a start-up-boosted CPU request (a quantity; unset: none).
+    #[arg(long)]
+    max_allowed_cpu_boost: Option<String>,
+    /// Tailor improvement: lower proportional limits to respect LimitRange maxLimitRequestRatio.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set)]
+    honor_max_limit_request_ratio: bool,
+    /// Tailor improvement: also size native sidecars (init containers with restartPolicy: Always).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set)]
+    native_sidecars: bool,
+
+    /// After SIGTERM, keep serving (reporting not ready) this long, in seconds, so endpoints stop routing here.
+    #[arg(long, default_value_t = 5)]
+    shutdown_delay_seconds: u64,
+    /// Then wait at most this long, in seconds, for in-flight requests.
+    #[arg(long, default_value_t = 20)]
+    shutdown_timeout_seconds: u64,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
+    /// Log filter (tracing EnvFilter syntax); RUST_LOG wins when set.
+    #[arg(long, default_value = "info")]
+    log_level: String,
+}
+
+fn init_tracing(args: &Args) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&args.log_level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+fn parse_gates(s: &str) -> anyhow::Result<FeatureGates> {
+    let mut gates = FeatureGates::default();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (name, value) = item.split_once('=').unwrap_or((item, "true"));
+        let on: bool = value
+            .trim()
+            .parse()
+            .with_context(|| format!("--feature-gates: {name}: {value:?} is not true or false"))?;
+        match name.trim() {
+            "CPUStartupBoost" => gates.cpu_startup_boost = on,
+            "InPlace" => gates.in_place = on,
+            "PerVPAConfig" => gates.per_vpa_config = on,
+            other => bail!(
+                "--feature-gates: unknown gate {other:?} (known: CPUStartupBoost, InPlace, PerVPAConfig)"
+            ),
+        }
+    }
+    Ok(gates)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    init_tracing(&args);
+    if rustls::crypto::ring::default_provider()
+        .install_default()
+        .is_err()
+    {
+        tracing::debug!("a rustls crypto provider was already installed");
+    }
+    let gates = parse_gates(&args.feature_gates)?;
+    let options = PatchOptions {
+        cpu_startup_boost: gates.cpu_startup_boost,
+        max_allowed_cpu_boost: args
+            .max_allowed_cpu_boost
+            .clone()
+            .map(k8s_openapi::apimachinery::pkg::api::resource::Quantity),
+        honor_max_limit_request_ratio: args.honor_max_limit_request_ratio,
+        native_sidecars: args.native_sidecars,
+    };
+    let metrics_addr = server::parse_listen_addr(&args.address).map_err(anyhow::Error::msg)?;
+    let webhook_addr = SocketAddr::from(([0, 0, 0, 0], args.port));
+    let metrics = Metrics::new();
+    let readiness = Readiness::new();
+
+    // Shutdown fan-out: the signal resolves every waiter.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    tokio::spawn(async move {
+        server::shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+
+    let client = if args.vpa_dir.is_none() || args.self_signed_certs {
+        Some(kube_client(&args).await?)
+    } else {
+        None
+    };
+
+    // The index: manifests or reflectors.
+    let webhook = match &args.vpa_dir {
+        Some(dir) => {
+            let loaded =
+                manifests::load_dir(dir).with_context(|| format!("--vpa-dir {}", dir.display()))?;
+            tracing::info!(dir = %dir.display(), files = loaded.files, objects = loaded.count(),
+                vpas = loaded.objects.vpas.len(), skipped = loaded.skipped, "standalone mode: manifests loaded");
+            let webhook = Arc::new(Webhook::new(
+                Index::from_objects(loaded.objects),
+                gates,
+                options,
+            ));
+            readiness.set_synced();
+            watch_manifests(dir.clone(), webhook.clone(), stopped())?;
+            webhook
+        }
+        None => {
+            let client = client.clone().context("no Kubernetes client")?;
+            let stores = start_reflectors(client, &args.vpa_object_namespace, readiness.clone());
+            Arc::new(Webhook::new(Index::from_stores(stores), gates, options))
+        }
+    };
+
+    // Certificates.
+    let resolver = if args.self_signed_certs {
+        let sm = SelfManaged {
+            client: client.clone().context("no Kubernetes client")?,
+            namespace: args.namespace.clone(),
+            secret: args.cert_secret.clone(),
+            webhook_config: args.webhook_config_name.clone(),
+            service: args.webhook_service.clone(),
+        };
+        sm.bootstrap(&metrics)
+            .await
+            .context("self-managed certificates")?
+    } else {
+        let files = CertFiles {
+            cert: args.tls_cert_file.clone(),
+            key: args.tls_private_key.clone(),
+        };
+        let (resolver, reloader) =
+            Reloader::load(files, None).context("loading the serving certificate")?;
+        if args.reload_cert {
+            reloader
+                .spawn(
+                    Duration::from_secs(args.reload_cert_poll_seconds.max(1)),
+                    stopped(),
+                )
+                .context("watching the certificate directory")?;
+            tracing::info!(cert = %args.tls_cert_file.display(), "certificate reload enabled");
+        }
+        resolver
+    };
+    if args.client_ca_file.exists() {
+        tracing::debug!(file = %args.client_ca_file.display(), "client CA file present (not used for client auth)");
+    }
+    let tls = Arc::new(certs::server_config(
+        resolver.clone(),
+        args.min_tls_version,
+    )?);
+
+    let metrics = Arc::new(metrics);
+    if args.self_signed_certs {
+        let sm = SelfManaged {
+            client: client.clone().context("no Kubernetes client")?,
+            namespace: args.namespace.clone(),
+            secret: args.cert_secret.clone(),
+            webhook_config: args.webhook_config_name.clone(),
+            service: args.webhook_service.clone(),
+        };
+        tokio::spawn(sm.run(resolver.clone(), metrics.clone(), stopped()));
+    }
+
+    let state = Arc::new(AppState {
+        reviewer: webhook,
+        metrics,
+        readiness,
+        body_timeout: Duration::from_secs(args.webhook_timeout_seconds.max(1)),
+    });
+    let timing = ShutdownTiming {
+        delay: Duration::from_secs(args.shutdown_delay_seconds),
+        drain: Duration::from_secs(args.shutdown_timeout_seconds),
+    };
+    let server = Server::bind(webhook_addr, Some(metrics_addr), tls, state, timing).await?;
+    tracing::info!(webhook = ?server.webhook_addr(), metrics = ?server.ops_addr(), "serving");
+    server.run(stopped()).await?;
+    Ok(())
+}
+
+async fn kube_client(args: &Args) -> anyhow::Result<Client> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(
+                kubeconfig,
+                &kube::config::KubeConfigOptions::default(),
+            )
+            .await?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no Kubernetes configuration found")?,
+    };
+    Ok(Client::try_from(config)?)
+}
+
+/// Re-reads the manifests when the directory changes (standalone mode); a bad edit keeps the previous index.
+fn watch_manifests(
+    dir: PathBuf,
+    webhook: Arc<Webhook>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    use notify::Watcher as _;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
+    let mut watcher = notify::recommended_watcher(move |e: notify::Result<notify::Event>| {
+        // Reading the manifests produces access events; only changes matter.
+        if e.is_ok_and(|e| !matches!(e.kind, notify::EventKind::Access(_))) {
+            let _ = tx.try_send(());
+        }
+    })?;
+    watcher.watch(&dir, notify::RecursiveMode::Recursive)?;
+    tokio::spawn(async move {
+        let _watcher = watcher;
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return,
+                e = rx.recv() => if e.is_none() { return },
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            while rx.try_recv().is_ok() {}
+            let d = dir.clone();
+            match tokio::task::spawn_blocking(move || manifests::load_dir(&d)).await {
+                Ok(Ok(loaded)) => {
+                    tracing::info!(
+                        objects = loaded.count(),
+                        vpas = loaded.objects.vpas.len(),
+                        "manifests reloaded"
+                    );
+                    webhook.set_index(Index::from_objects(loaded.objects));
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "manifests not reloaded; keeping the previous ones")
+                }
+                Err(e) => tracing::warn!(error = %e, "manifest reload task failed"),
+            }
+        }
+    });
+    Ok(())
+}
+
+fn api<K>(client: &Client, namespace: &str) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    if namespace.is_empty() {
+        Api::all(client.clone())
+    } else {
+        Api::namespaced(client.clone(), namespace)
+    }
+}
+
+/// Starts a reflector for `K` (managedFields and the last-applied annotation stripped) and returns its store.
+fn reflect<K>(
+    api: Api<K>,
+    ready: &mut Vec<futures::future::BoxFuture<'static, ()>>,
+) -> reflector::Store<K>
+where
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store();
+    let kind = K::kind(&K::DynamicType::default()).into_owned();
+    let stream = watcher(api, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(|o: &mut K| {
+            o.managed_fields_mut().clear();
+            o.annotations_mut()
+                .remove("kubectl.kubernetes.io/last-applied-configuration");
+        })
+        .reflect(writer)
+        .touched_objects();
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(item) = stream.next().await {
+            if let Err(e) = item {
+                tracing::warn!(%kind, error = %e, "watch error (retrying)");
+            }
+        }
+    });
+    let r = reader.clone();
+    ready.push(Box::pin(async move {
+        let _ = r.wait_until_ready().await;
+    }));
+    reader
+}
+
+fn start_reflectors(client: Client, namespace: &str, readiness: Readiness) -> IndexStores {
+    let mut ready = Vec::new();
+    let stores = IndexStores {
+        vpas: reflect(api::<VerticalPodAutoscaler>(&client, namespace), &mut ready),
+        deployments: reflect(api::<Deployment>(&client, namespace), &mut ready),
+        replica_sets: reflect(api::<ReplicaSet>(&client, namespace), &mut ready),
+        stateful_sets: reflect(api::<StatefulSet>(&client, namespace), &mut ready),
+        daemon_sets: reflect(api::<DaemonSet>(&client, namespace), &mut ready),
+        jobs: reflect(api::<Job>(&client, namespace), &mut ready),
+        cron_jobs: reflect(api::<CronJob>(&client, namespace), &mut ready),
+        replication_controllers: reflect(
+            api::<ReplicationController>(&client, namespace),
+            &mut ready,
+        ),
+        limit_ranges: reflect(api::<LimitRange>(&client, namespace), &mut ready),
+    };
+    tokio::spawn(async move {
+        futures::future::join_all(ready).await;
+        tracing::info!("caches synced; ready");
+        readiness.set_synced();
+    });
+    stores
+}

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Webhook benchmark: tailor-admission (release build, standalone mode with 1,000 Tailor VPAs indexed) answering
+# pod-CREATE AdmissionReviews over TLS with HTTP/1.1 keep-alive, driven by admission/examples/loadgen.rs.
+# Two measurements: maximum throughput (closed loop) and latency at a fixed 2,000 reviews/s (open loop).
+# Usage: hack/bench-webhook.sh [--vpas N] [--seconds S] [--connections C]
+# Server and load generator share this machine's cores; SERVER_CPUS / LOADGEN_CPUS (taskset lists) pin them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VPAS=1000
+SECONDS_RUN=10
+CONNECTIONS=32
+RATE_CONNECTIONS=16
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --vpas) VPAS=$2; shift 2 ;;
+    --seconds) SECONDS_RUN=$2; shift 2 ;;
+    --connections) CONNECTIONS=$2; shift 2 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+cargo build --release -q -p tailor-admission --bin tailor-admission --example loadgen
+BIN=target/release/tailor-admission
+LOADGEN=target/release/examples/loadgen
+WORK=$(mktemp -d)
+SERVER_PID=""
+cleanup() {
+  if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+"$LOADGEN" setup --dir "$WORK" --vpas "$VPAS"
+
+# Free loopback ports chosen by the OS.
+read -r PORT MPORT < <(python3 -c 'import socket
+s=[socket.socket() for _ in range(2)]
+[x.bind(("127.0.0.1",0)) for x in s]
+print(*[x.getsockname()[1] for x in s])')
+
+pin() { local cpus=$1; shift; if [ -n "$cpus" ]; then taskset -c "$cpus" "$@"; else "$@"; fi; }
+# Started directly (not through a shell function) so that $! is the server itself.
+# shellcheck disable=SC2086
+RUST_LOG=warn ${SERVER_CPUS:+taskset -c $SERVER_CPUS} "$BIN" --vpa-dir "$WORK/manifests" --tls-cert-file "$WORK/tls.crt" \
+  --tls-private-key "$WORK/tls.key" --port "$PORT" --address "127.0.0.1:$MPORT" --shutdown-delay-seconds 0 &
+SERVER_PID=$!
+for _ in $(seq 1 100); do
+  curl -fsS "http://127.0.0.1:$MPORT/readyz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+curl -fsS "http://127.0.0.1:$MPORT/readyz" >/dev/null
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "server: $BIN, $VPAS VPAs indexed; loadgen threads: ${LOADGEN_THREADS:-1}"
+pin "${LOADGEN_CPUS:-}" "$LOADGEN" run --addr "127.0.0.1:$PORT" --ca "$WORK/ca.crt" --vpas "$VPAS" \
+  --connections "$CONNECTIONS" --rate 0 --seconds "$SECONDS_RUN" --label max-throughput
+pin "${LOADGEN_CPUS:-}" "$LOADGEN" run --addr "127.0.0.1:$PORT" --ca "$WORK/ca.crt" --vpas "$VPAS" \
+  --connections "$RATE_CONNECTIONS" --rate 2000 --seconds "$SECONDS_RUN" --label rate-2000
+echo "server RSS: $(awk '/VmRSS/ {print $2, $3}' /proc/$SERVER_PID/status)"
+curl -fsS "http://127.0.0.1:$MPORT/metrics" | grep -E '^tailor_admission_reviews_total' || true
