@@ -28,9 +28,9 @@ use tailor_crds::{
     RecommendedPodResources, ResourceList, StartupBoostType, UpdateMode, VerticalPodAutoscaler,
 };
 
+use crate::limitrange;
 use tailor_crds::capping;
 use tailor_crds::quantity::{self, Amount, Format, QuantityError};
-use crate::limitrange;
 
 /// Annotation listing what Tailor changed (upstream: `vpaUpdates`).
 pub const UPDATES_ANNOTATION: &str = "tailor.dev/updates";

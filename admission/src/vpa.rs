@@ -13,8 +13,8 @@ use tailor_crds::validation::{
 };
 use tailor_crds::{ResourceList, VerticalPodAutoscaler};
 
-use tailor_crds::quantity::Amount;
 use crate::pod::add_op;
+use tailor_crds::quantity::Amount;
 
 /// Kind used in rejection messages when the request does not name one.
 const DEFAULT_KIND: &str = "VerticalPodAutoscaler";

@@ -14,10 +14,10 @@ use k8s_openapi::api::core::v1::{LimitRange, LimitRangeItem, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{Value, json};
-use tailor_crds::quantity::same_value;
 use tailor_admission::index::{self, ControllerRef, Index, IndexObjects, ScaleInfo, ScaleLookup};
 use tailor_admission::limitrange;
 use tailor_admission::pod::{self, AssemblyOptions, Field, PatchOptions, Processed};
+use tailor_crds::quantity::same_value;
 use tailor_crds::validation::{FeatureGates, ValidationOptions, validate};
 use tailor_crds::{
     PodResourcePolicy, RecommendedContainerResources, RecommendedPodResources,

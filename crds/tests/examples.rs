@@ -22,7 +22,10 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for path in entries {
         if path.is_dir() {
             yaml_files(&path, out);
-        } else if matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")) {
+        } else if matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("yaml" | "yml")
+        ) {
             out.push(path);
         }
     }
@@ -68,13 +71,20 @@ fn every_example_is_accepted() {
     let mut files = Vec::new();
     yaml_files(&examples_dir(), &mut files);
     let mut checked = 0;
-    for file in files.iter().filter(|f| !f.components().any(|c| c.as_os_str() == "broken")) {
+    for file in files
+        .iter()
+        .filter(|f| !f.components().any(|c| c.as_os_str() == "broken"))
+    {
         for doc in documents(file).iter().filter(|d| is_tailor(d)) {
             let errors = schema_errors(doc);
-            assert!(errors.is_empty(), "{}: schema errors {errors:?}", file.display());
+            assert!(
+                errors.is_empty(),
+                "{}: schema errors {errors:?}",
+                file.display()
+            );
             if doc["kind"] == "VerticalPodAutoscaler" {
-                let vpa: VerticalPodAutoscaler =
-                    serde_json::from_value(doc.clone()).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+                let vpa: VerticalPodAutoscaler = serde_json::from_value(doc.clone())
+                    .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
                 let gates = FeatureGates {
                     cpu_startup_boost: true,
                     per_vpa_config: true,
@@ -87,7 +97,10 @@ fn every_example_is_accepted() {
         }
     }
     println!("examples: {checked} Tailor objects accepted");
-    assert!(checked >= 8, "expected the mode, policy and upstream examples, found {checked}");
+    assert!(
+        checked >= 8,
+        "expected the mode, policy and upstream examples, found {checked}"
+    );
 }
 
 #[test]
@@ -95,19 +108,34 @@ fn broken_example_is_rejected_for_each_fault() {
     let file = examples_dir().join("broken/vpa-invalid.yaml");
     let docs = documents(&file);
     let errors = schema_errors(&docs[0]).join("\n");
-    for fault in ["/spec/updatePolicy/updateMode", "/spec/resourcePolicy/containerPolicies/0/mode", "/spec/resourcePolicy/containerPolicies/0/maxAllowed/memory", "targetRef"] {
-        assert!(errors.contains(fault), "no schema error for {fault}:\n{errors}");
+    for fault in [
+        "/spec/updatePolicy/updateMode",
+        "/spec/resourcePolicy/containerPolicies/0/mode",
+        "/spec/resourcePolicy/containerPolicies/0/maxAllowed/memory",
+        "targetRef",
+    ] {
+        assert!(
+            errors.contains(fault),
+            "no schema error for {fault}:\n{errors}"
+        );
     }
     // The typed API decodes it (unknown enum values are kept) so the webhook can name every fault too.
     let vpa: VerticalPodAutoscaler = serde_json::from_value(docs[0].clone()).expect("decodes");
-    let result = validate(&vpa.spec, &ValidationOptions::new(FeatureGates::default(), None));
+    let result = validate(
+        &vpa.spec,
+        &ValidationOptions::new(FeatureGates::default(), None),
+    );
     let messages: Vec<String> = result.errors.iter().map(|e| e.to_string()).collect();
     assert!(
-        messages.iter().any(|m| m.starts_with("spec.updatePolicy.updateMode: Unsupported value: \"Sometimes\"")),
+        messages.iter().any(
+            |m| m.starts_with("spec.updatePolicy.updateMode: Unsupported value: \"Sometimes\"")
+        ),
         "{messages:?}"
     );
     assert!(
-        messages.iter().any(|m| m.starts_with("spec.resourcePolicy.containerPolicies[0].mode: Unsupported value: \"Maybe\"")),
+        messages.iter().any(|m| m.starts_with(
+            "spec.resourcePolicy.containerPolicies[0].mode: Unsupported value: \"Maybe\""
+        )),
         "{messages:?}"
     );
 }
