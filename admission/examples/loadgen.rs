@@ -38,6 +38,17 @@ enum Cmd {
         #[arg(long, default_value_t = 50)]
         namespaces: usize,
     },
+    /// In-process cost of one review (decode, match, patch, encode), no TLS or HTTP: one thread.
+    Micro {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long, default_value_t = 20000)]
+        iterations: usize,
+        #[arg(long, default_value_t = 1000)]
+        vpas: usize,
+        #[arg(long, default_value_t = 50)]
+        namespaces: usize,
+    },
     /// Send reviews and report throughput and latency.
     Run {
         #[arg(long)]
@@ -378,6 +389,39 @@ async fn run(
     Ok(())
 }
 
+fn micro(dir: PathBuf, iterations: usize, vpas: usize, namespaces: usize) -> anyhow::Result<()> {
+    use tailor_admission::{index::Index, manifests, review, webhook::Webhook};
+    let loaded = manifests::load_dir(&dir.join("manifests"))?;
+    let webhook = Webhook::new(
+        Index::from_objects(loaded.objects),
+        Default::default(),
+        Default::default(),
+    );
+    let bodies: Vec<Bytes> = (0..vpas).map(|i| review_body(i, namespaces)).collect();
+    let time = |what: &str, f: &dyn Fn(&[u8])| {
+        for b in bodies.iter().take(1000) {
+            f(b);
+        }
+        let t = Instant::now();
+        for i in 0..iterations {
+            f(&bodies[i % bodies.len()]);
+        }
+        let us = t.elapsed().as_secs_f64() * 1e6 / iterations as f64;
+        println!(
+            "{}",
+            json!({"step": what, "us_per_review": (us * 100.0).round() / 100.0})
+        );
+    };
+    time("decode", &|b| {
+        let _ = review::decode(b);
+    });
+    time("handle (decode + review + encode)", &|b| {
+        let h = review::handle(b, &webhook);
+        assert_eq!(h.result, review::ReviewResult::Patched);
+    });
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
@@ -386,6 +430,12 @@ fn main() -> anyhow::Result<()> {
             vpas,
             namespaces,
         } => setup(dir, vpas, namespaces),
+        Cmd::Micro {
+            dir,
+            iterations,
+            vpas,
+            namespaces,
+        } => micro(dir, iterations, vpas, namespaces),
         Cmd::Run {
             addr,
             ca,
