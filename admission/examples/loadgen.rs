@@ -412,7 +412,12 @@ fn micro(dir: PathBuf, iterations: usize, vpas: usize, namespaces: usize) -> any
             json!({"step": what, "us_per_review": (us * 100.0).round() / 100.0})
         );
     };
-    time("decode", &|b| {
+    time("decode (derived AdmissionReview<DynamicObject>)", &|b| {
+        let _ = serde_json::from_slice::<
+            kube::core::admission::AdmissionReview<kube::core::DynamicObject>,
+        >(b);
+    });
+    time("decode (review::decode)", &|b| {
         let _ = review::decode(b);
     });
     time("handle (decode + review + encode)", &|b| {

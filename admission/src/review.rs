@@ -128,12 +128,106 @@ pub enum DecodeError {
 }
 
 /// Decodes an AdmissionReview body into its request.
+///
+/// Equivalent to deserialising `AdmissionReview<DynamicObject>` (the review's `apiVersion` and `kind` are
+/// required, the objects are split into type, metadata and the rest exactly like `DynamicObject`'s flattened
+/// fields), but in one pass: serde's `flatten` would buffer the whole review, and each object again.
 pub fn decode(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, DecodeError> {
-    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body)?;
-    let types = review.types.clone();
-    let mut req = review.request.ok_or(DecodeError::NoRequest)?;
-    req.types = types;
-    Ok(req)
+    let review: WireReviewIn = serde_json::from_slice(body)?;
+    let types = kube::core::TypeMeta {
+        api_version: review.api_version,
+        kind: review.kind,
+    };
+    let r = review.request.ok_or(DecodeError::NoRequest)?;
+    Ok(AdmissionRequest {
+        types,
+        uid: r.uid,
+        kind: r.kind,
+        resource: r.resource,
+        sub_resource: r.sub_resource,
+        request_kind: r.request_kind,
+        request_resource: r.request_resource,
+        request_sub_resource: r.request_sub_resource,
+        name: r.name,
+        namespace: r.namespace,
+        operation: r.operation,
+        user_info: r.user_info,
+        object: r.object.map(dynamic_object).transpose()?,
+        old_object: r.old_object.map(dynamic_object).transpose()?,
+        dry_run: r.dry_run,
+        options: r.options,
+    })
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireReviewIn {
+    api_version: String,
+    kind: String,
+    #[serde(default)]
+    request: Option<WireRequestIn>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireRequestIn {
+    uid: String,
+    kind: kube::core::GroupVersionKind,
+    resource: kube::core::GroupVersionResource,
+    #[serde(default)]
+    sub_resource: Option<String>,
+    #[serde(default)]
+    request_kind: Option<kube::core::GroupVersionKind>,
+    #[serde(default)]
+    request_resource: Option<kube::core::GroupVersionResource>,
+    #[serde(default)]
+    request_sub_resource: Option<String>,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    operation: kube::core::admission::Operation,
+    user_info: k8s_openapi::api::authentication::v1::UserInfo,
+    #[serde(default)]
+    object: Option<serde_json::Value>,
+    #[serde(default)]
+    old_object: Option<serde_json::Value>,
+    #[serde(default)]
+    dry_run: bool,
+    #[serde(default)]
+    options: Option<k8s_openapi::apimachinery::pkg::runtime::RawExtension>,
+}
+
+/// Splits an object into `DynamicObject`'s parts: `apiVersion` + `kind`, `metadata`, and every other key.
+fn dynamic_object(value: serde_json::Value) -> Result<DynamicObject, serde_json::Error> {
+    use serde::de::Error as _;
+    let serde_json::Value::Object(mut map) = value else {
+        return Err(serde_json::Error::custom("object is not a JSON object"));
+    };
+    // As serde's flatten of `Option<TypeMeta>` (fields in `apiVersion`, `kind` order): each field leaves the
+    // data until one holds a non-string; the type is set only when both are strings.
+    let types = match map.remove("apiVersion") {
+        Some(serde_json::Value::String(api_version)) => match map.remove("kind") {
+            Some(serde_json::Value::String(kind)) => {
+                Some(kube::core::TypeMeta { api_version, kind })
+            }
+            _ => None,
+        },
+        None => {
+            map.remove("kind");
+            None
+        }
+        Some(_) => None,
+    };
+    let metadata = match map.remove("metadata") {
+        Some(m) => serde_json::from_value(m)?,
+        None => Default::default(),
+    };
+    Ok(DynamicObject {
+        types,
+        metadata,
+        data: serde_json::Value::Object(map),
+    })
 }
 
 /// Best effort for a body that did not decode: the `request.uid` string if the body is JSON that has one.
@@ -410,6 +504,53 @@ mod tests {
         assert_eq!(response(&h), json!({"uid": "abc", "allowed": true}));
     }
 
+    /// The one-pass decoder gives what `AdmissionReview<DynamicObject>`'s derived decoder gives.
+    fn same_as_serde(body: &[u8]) {
+        let ours = decode(body).map(|r| serde_json::to_value(&r).unwrap());
+        let theirs = serde_json::from_slice::<AdmissionReview<DynamicObject>>(body)
+            .ok()
+            .and_then(|r| r.request)
+            .map(|r| serde_json::to_value(&r).unwrap());
+        assert_eq!(ours.ok(), theirs, "{}", String::from_utf8_lossy(body));
+    }
+
+    #[test]
+    fn decoder_matches_the_derived_one() {
+        let mut full = review("", "pods");
+        full["request"]["object"] = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", "labels": {"a": "b"}, "annotations": {"x": "y"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u", "controller": true}]},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+            "status": {}
+        });
+        full["request"]["oldObject"] = json!({"metadata": {"name": "old"}, "spec": {}});
+        full["request"]["options"] =
+            json!({"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"});
+        full["request"]["requestKind"] = json!({"group": "", "version": "v1", "kind": "Pod"});
+        full["request"]["subResource"] = json!("status");
+        same_as_serde(&serde_json::to_vec(&full).unwrap());
+        // Objects without type information, with a non-string kind, or without metadata.
+        for object in [
+            json!({"spec": {}}),
+            json!({"apiVersion": "v1", "kind": 3, "metadata": {}}),
+            json!({"kind": "Pod"}),
+        ] {
+            let mut r = review("", "pods");
+            r["request"]["object"] = object;
+            same_as_serde(&serde_json::to_vec(&r).unwrap());
+        }
+        // Failures fail in both.
+        for bad in [json!({"metadata": {"name": 5}}), json!([1]), json!("pod")] {
+            let mut r = review("", "pods");
+            r["request"]["object"] = bad;
+            same_as_serde(&serde_json::to_vec(&r).unwrap());
+        }
+        let mut r = review("", "pods");
+        r.as_object_mut().unwrap().remove("apiVersion");
+        same_as_serde(&serde_json::to_vec(&r).unwrap());
+    }
+
     #[test]
     fn handler_panics_are_allowed() {
         let body = serde_json::to_vec(&review("", "pods")).unwrap();
@@ -483,7 +624,9 @@ mod tests {
         ) {
             let mut v = if which == 0 { review("", "pods") } else { review(VPA_GROUP, VPA_RESOURCE) };
             mutate(&mut v, &path, replacement);
-            check_valid(&serde_json::to_vec(&v).unwrap())?;
+            let body = serde_json::to_vec(&v).unwrap();
+            check_valid(&body)?;
+            same_as_serde(&body);
         }
 
         #[test]
