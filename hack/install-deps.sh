@@ -12,8 +12,8 @@ for comp in rustfmt clippy; do
   fi
 done
 
-# Debian packages (Prometheus and VictoriaMetrics are added by the history-source work).
-APT_PACKAGES=(shellcheck)
+# Debian packages: prometheus (prometheus, promtool) and victoria-metrics serve the history-source tests.
+APT_PACKAGES=(shellcheck prometheus victoria-metrics)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -5,6 +5,7 @@ pub mod convert;
 pub mod crds;
 pub mod input;
 pub mod output;
+pub mod prometheus;
 pub mod recommend;
 
 use std::process::ExitCode;

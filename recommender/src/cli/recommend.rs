@@ -42,8 +42,16 @@ fn nanos(d: Duration) -> i64 {
 pub struct RecommendArgs {
     /// Usage trace (JSON object or array, trace-format §1) or CSV with header
     /// `timestamp,namespace,pod,container,cpu_cores,memory_bytes`; `-` reads stdin.
-    #[arg(long, short)]
-    pub input: PathBuf,
+    #[arg(
+        long,
+        short,
+        required_unless_present = "prometheus",
+        conflicts_with = "prometheus"
+    )]
+    pub input: Option<PathBuf>,
+    /// History from a Prometheus-compatible API (`--prometheus URL` and its flags).
+    #[command(flatten)]
+    pub history: super::prometheus::PrometheusArgs,
     /// Output format.
     #[arg(long, short, value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
@@ -210,12 +218,16 @@ impl RecommendArgs {
 /// Runs `tailor recommend`.
 pub fn run(args: &RecommendArgs) -> anyhow::Result<ExitCode> {
     let config = args.config()?;
-    let name = if args.input.as_os_str() == "-" {
+    let Some(input) = &args.input else {
+        let url = args.history.prometheus.clone().unwrap_or_default();
+        return super::prometheus::run(&url, &args.history, &config, args.output, args.explain);
+    };
+    let name = if input.as_os_str() == "-" {
         "<stdin>".to_string()
     } else {
-        args.input.display().to_string()
+        input.display().to_string()
     };
-    let data = input::read_all(&args.input)?;
+    let data = input::read_all(input)?;
     let loaded = tailor_recommender::input::parse(&name, &data).map_err(|e| InputError(e.0))?;
     drop(data);
     let outputs: Vec<_> = loaded
