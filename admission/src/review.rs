@@ -11,7 +11,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use base64::Engine as _;
 use kube::core::{
     DynamicObject, Status,
-    admission::{AdmissionRequest, AdmissionResponse, AdmissionReview},
+    admission::{AdmissionRequest, AdmissionResponse},
 };
 use serde::Serialize;
 
@@ -381,6 +381,7 @@ pub fn encode(response: &AdmissionResponse) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::core::admission::AdmissionReview;
     use proptest::prelude::*;
     use serde_json::{Value, json};
 
