@@ -43,6 +43,9 @@ struct Args {
     /// HTTPS port of the webhook (every path is the webhook).
     #[arg(long, default_value_t = 8000)]
     port: u16,
+    /// IP address the webhook listens on (with --port).
+    #[arg(long, default_value = "0.0.0.0")]
+    bind_address: std::net::IpAddr,
     /// Listen address of the metrics and health endpoints (/metrics, /healthz, /readyz); `:PORT` means all
     /// interfaces.
     #[arg(long, default_value = ":8944")]
@@ -180,7 +183,7 @@ async fn main() -> anyhow::Result<()> {
         native_sidecars: args.native_sidecars,
     };
     let metrics_addr = server::parse_listen_addr(&args.address).map_err(anyhow::Error::msg)?;
-    let webhook_addr = SocketAddr::from(([0, 0, 0, 0], args.port));
+    let webhook_addr = SocketAddr::new(args.bind_address, args.port);
     let metrics = Metrics::new();
     let readiness = Readiness::new();
 
@@ -287,7 +290,8 @@ async fn main() -> anyhow::Result<()> {
         drain: Duration::from_secs(args.shutdown_timeout_seconds),
     };
     let server = Server::bind(webhook_addr, Some(metrics_addr), tls, state, timing).await?;
-    tracing::info!(webhook = ?server.webhook_addr(), metrics = ?server.ops_addr(), "serving");
+    let shown = |a: Option<SocketAddr>| a.map(|a| a.to_string()).unwrap_or_default();
+    tracing::info!(webhook = %shown(server.webhook_addr()), metrics = %shown(server.ops_addr()), "serving");
     server.run(stopped()).await?;
     Ok(())
 }

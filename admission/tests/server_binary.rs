@@ -1,0 +1,142 @@
+//! The `tailor-admission` binary itself, in standalone mode: flags, readiness, a patched pod over TLS, and a
+//! graceful exit on SIGTERM (not ready during the shutdown delay, then exit 0).
+
+mod server_common;
+
+use std::{
+    io::{BufRead, BufReader},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use hyper::StatusCode;
+use serde_json::{Value, json};
+use server_common::*;
+
+const MANIFESTS: &str = r#"
+apiVersion: autoscaling.tailor.dev/v1
+kind: VerticalPodAutoscaler
+metadata: {name: web, namespace: shop}
+spec:
+  targetRef: {apiVersion: apps/v1, kind: StatefulSet, name: db}
+status:
+  recommendation:
+    containerRecommendations:
+      - {containerName: db, target: {cpu: 500m, memory: 1Gi}}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: shop}
+spec:
+  selector: {matchLabels: {app: db}}
+  serviceName: db
+  template:
+    metadata: {labels: {app: db}}
+    spec: {containers: [{name: db, image: postgres}]}
+"#;
+
+#[tokio::test]
+async fn standalone_binary_serves_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = test_certs();
+    std::fs::write(dir.path().join("tls.crt"), &certs.cert_pem).unwrap();
+    std::fs::write(dir.path().join("tls.key"), &certs.key_pem).unwrap();
+    std::fs::create_dir(dir.path().join("vpas")).unwrap();
+    std::fs::write(dir.path().join("vpas/db.yaml"), MANIFESTS).unwrap();
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tailor-admission"))
+        .args([
+            "--bind-address",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--address",
+            "127.0.0.1:0",
+        ])
+        .arg("--tls-cert-file")
+        .arg(dir.path().join("tls.crt"))
+        .arg("--tls-private-key")
+        .arg(dir.path().join("tls.key"))
+        .arg("--vpa-dir")
+        .arg(dir.path().join("vpas"))
+        .args([
+            "--reload-cert",
+            "--min-tls-version",
+            "tls1_3",
+            "--webhook-timeout-seconds=5",
+        ])
+        .args(["--shutdown-delay-seconds", "1", "--log-format", "json"])
+        .env_remove("RUST_LOG")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    // The "serving" log line names the bound addresses.
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    let serving = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("no 'serving' log line");
+        if line["message"] == "serving" {
+            break line;
+        }
+    };
+    let webhook: std::net::SocketAddr = serving["webhook"].as_str().unwrap().parse().unwrap();
+    let ops: std::net::SocketAddr = serving["metrics"].as_str().unwrap().parse().unwrap();
+
+    assert_eq!(get_ops(ops, "/readyz").await.0, StatusCode::OK);
+    let mut client = Client::connect(webhook, client_config(&certs.ca_cert_pem))
+        .await
+        .unwrap();
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "db-0", "namespace": "shop", "labels": {"app": "db"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db", "uid": "s", "controller": true}]},
+        "spec": {"containers": [{"name": "db", "image": "postgres"}]}
+    });
+    let out = client
+        .review(&pod_create_review("b-1", "shop", pod.clone()))
+        .await;
+    use base64::Engine as _;
+    let patch = base64::engine::general_purpose::STANDARD
+        .decode(out["response"]["patch"].as_str().unwrap())
+        .unwrap();
+    let mut patched = pod;
+    let patch: json_patch::Patch = serde_json::from_slice(&patch).unwrap();
+    json_patch::patch(&mut patched, &patch).unwrap();
+    assert_eq!(
+        patched["spec"]["containers"][0]["resources"],
+        json!({"requests": {"cpu": "500m", "memory": "1Gi"}})
+    );
+
+    // SIGTERM: not ready during the delay, then a clean exit.
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_millis(800);
+    let mut saw_not_ready = false;
+    while Instant::now() < deadline && !saw_not_ready {
+        saw_not_ready = get_ops(ops, "/readyz").await.0 == StatusCode::SERVICE_UNAVAILABLE;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(saw_not_ready, "/readyz stayed ready after SIGTERM");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let exit = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "no exit within 15 s of SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(exit.success(), "{exit:?}");
+}
