@@ -53,15 +53,31 @@ curl -fsS "http://127.0.0.1:$MPORT/readyz" >/dev/null
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "server: $BIN, $VPAS VPAs indexed; loadgen threads: ${LOADGEN_THREADS:-1} (server and loadgen share the cores)"
+TICKS=$(getconf CLK_TCK)
+server_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
+# One loadgen run; also prints the server's on-CPU time per review (robust against other load on the
+# machine) and the throughput that implies for 2 dedicated cores.
+run() {
+  local t0 t1 out
+  t0=$(server_ticks)
+  out=$(pin "${LOADGEN_CPUS:-}" "$LOADGEN" run --addr "127.0.0.1:$PORT" --ca "$WORK/ca.crt" --vpas "$VPAS" \
+    --seconds "$SECONDS_RUN" --warmup 0 "$@")
+  t1=$(server_ticks)
+  echo "$out"
+  python3 -c 'import json,sys
+d=json.loads(sys.argv[1]); cpu=(int(sys.argv[3])-int(sys.argv[2]))/int(sys.argv[4])
+n=d["requests"] or 1
+us=cpu*1e6/n
+print(json.dumps({"label": d["label"], "server_cpu_seconds": round(cpu,2), "server_cpu_us_per_review": round(us,1),
+  "implied_reviews_per_second_on_2_cores": round(2e6/us)}))' "$out" "$t0" "$t1" "$TICKS"
+}
 # Maximum throughput: closed loop over a few connection counts (the best is the figure to quote).
 for c in $CONNECTIONS_LIST; do
-  pin "${LOADGEN_CPUS:-}" "$LOADGEN" run --addr "127.0.0.1:$PORT" --ca "$WORK/ca.crt" --vpas "$VPAS" \
-    --connections "$c" --rate 0 --seconds "$SECONDS_RUN" --label "max-throughput-c$c"
+  run --connections "$c" --rate 0 --label "max-throughput-c$c"
 done
 # Latency at 2,000 reviews/s: open loop, latency measured from each request's scheduled time.
 for c in $RATE_CONNECTIONS_LIST; do
-  pin "${LOADGEN_CPUS:-}" "$LOADGEN" run --addr "127.0.0.1:$PORT" --ca "$WORK/ca.crt" --vpas "$VPAS" \
-    --connections "$c" --rate 2000 --seconds "$SECONDS_RUN" --label "rate-2000-c$c"
+  run --connections "$c" --rate 2000 --label "rate-2000-c$c"
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "server RSS: $(awk '/VmRSS/ {print $2, $3}' /proc/$SERVER_PID/status)"

@@ -99,6 +99,11 @@ impl Readiness {
         self.stopping.store(true, Ordering::Release);
     }
 
+    /// Whether shutdown has started.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
     /// Whether `/readyz` answers 200.
     pub fn is_ready(&self) -> bool {
         self.synced.load(Ordering::Acquire) && !self.stopping.load(Ordering::Acquire)
@@ -240,6 +245,13 @@ pub async fn webhook(State(state): State<Arc<AppState>>, req: Request) -> Respon
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    if state.readiness.is_stopping() {
+        // Shutting down: move the API server's kept-alive HTTP/1.1 connections to other replicas now (the
+        // endpoint removal only affects new connections). HTTP/2 gets GOAWAY when draining starts.
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     response
 }
 
@@ -307,7 +319,9 @@ pub async fn serve_tls(
             builder
                 .http1()
                 .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(60))
+                // Also bounds idle keep-alive connections: longer than the API server's 90 s idle timeout,
+                // so the client closes first and never races a POST against our close.
+                .header_read_timeout(Duration::from_secs(120))
                 .keep_alive(true);
             builder.http2().timer(TokioTimer::new());
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);

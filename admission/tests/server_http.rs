@@ -242,6 +242,29 @@ async fn graceful_shutdown_reports_not_ready_and_stops() {
     .await;
     let addr = server.webhook;
     let readiness = server.readiness.clone();
+    // Once stopping, kept-alive connections are told to close so the client moves to another replica.
+    let mut client = Client::connect(addr, client_config(&certs.ca_cert_pem))
+        .await
+        .unwrap();
+    client
+        .post("/", Some("application/json"), "{}")
+        .await
+        .unwrap();
+    assert!(client.last_headers.get("connection").is_none());
+    readiness.set_stopping();
+    client
+        .post("/", Some("application/json"), "{}")
+        .await
+        .unwrap();
+    assert_eq!(
+        client
+            .last_headers
+            .get("connection")
+            .map(|v| v.to_str().unwrap()),
+        Some("close"),
+        "{:?}",
+        client.last_headers
+    );
     server.stop().await;
     assert!(!readiness.is_ready());
     let config = client_config(&certs.ca_cert_pem);

@@ -128,6 +128,8 @@ pub async fn start_with_files(
 /// An HTTPS/1.1 keep-alive connection to the webhook.
 pub struct Client {
     sender: http1::SendRequest<Full<Bytes>>,
+    /// Headers of the last response.
+    pub last_headers: hyper::HeaderMap,
     /// The end-entity certificate the server presented.
     pub peer_cert: CertificateDer<'static>,
 }
@@ -172,7 +174,11 @@ impl Client {
         tokio::spawn(async move {
             let _ = conn.await;
         });
-        Ok(Client { sender, peer_cert })
+        Ok(Client {
+            sender,
+            last_headers: Default::default(),
+            peer_cert,
+        })
     }
 
     /// POSTs `body` and returns status and body.
@@ -196,6 +202,7 @@ impl Client {
             .await
             .map_err(|e| e.to_string())?;
         let status = resp.status();
+        self.last_headers = resp.headers().clone();
         let body = resp
             .into_body()
             .collect()
