@@ -36,7 +36,10 @@ pub struct HistoryConfig {
     pub container_label: String,
     /// Query step (`--history-resolution`, `--step`).
     pub step: Duration,
-    /// Window of `rate()`; none = the step, so each CPU point covers exactly one step.
+    /// Window of a server-side `rate()`. None (the default): the counter itself is read at every step and
+    /// differenced here, so each CPU point is the exact average over its step on every server (servers
+    /// disagree on which samples `rate` over one step sees: Prometheus 2 takes `[t−w, t]`, VictoriaMetrics
+    /// also the sample before).
     pub rate_window: Option<Duration>,
     /// Containers per query at most (`--prometheus-max-series-per-query`).
     pub max_series_per_query: usize,
@@ -261,15 +264,23 @@ impl HistoryConfig {
         )
     }
 
-    /// The CPU query of a batch.
+    /// The CPU query of a batch: the counter (differenced by [`load`]) or, with a rate window, its rate.
     pub fn cpu_query(&self, batch: &Batch) -> String {
-        let w = self.rate_window.unwrap_or(self.step).as_secs().max(1);
-        format!(
-            "max by ({}) (rate({}{{{}}}[{w}s]))",
-            self.by(),
-            self.cpu_metric,
-            batch.matchers
-        )
+        match self.rate_window {
+            Some(w) => format!(
+                "max by ({}) (rate({}{{{}}}[{}s]))",
+                self.by(),
+                self.cpu_metric,
+                batch.matchers,
+                w.as_secs().max(1)
+            ),
+            None => format!(
+                "max by ({}) ({}{{{}}})",
+                self.by(),
+                self.cpu_metric,
+                batch.matchers
+            ),
+        }
     }
 
     /// The memory query of a batch.
@@ -478,65 +489,125 @@ pub async fn discover(
     }
     plan.batches = batches(cfg, &plan.containers);
 
-    // OOM kills: a restart while the last termination reason is OOMKilled.
     if cfg.ooms && !plan.containers.is_empty() {
-        let f = ksm_ns.as_deref().unwrap_or("");
-        let by = "namespace, pod, container";
-        let rw = cfg.rate_window.unwrap_or(cfg.step).as_secs().max(1);
-        let reason = if f.is_empty() {
-            "reason=\"OOMKilled\"".to_string()
+        discover_ooms(client, &mut plan, ksm_ns.as_deref().unwrap_or(""), cfg.step).await?;
+    }
+    plan.discovery_queries = client.requests() - before;
+    Ok(plan)
+}
+
+/// OOM kills: a restart (the restart counter grows) at a step where the last termination reason is
+/// `OOMKilled`. Detected here from plain series, not with `changes()`, whose window servers read
+/// differently. Only containers that were ever OOM-killed (one instant query) are read over time.
+async fn discover_ooms(
+    client: &PromClient,
+    plan: &mut Plan,
+    ns_filter: &str,
+    step: Duration,
+) -> Result<(), HistoryError> {
+    let by = "namespace, pod, container";
+    let with = |m: &str| {
+        if ns_filter.is_empty() {
+            m.to_string()
         } else {
-            format!("reason=\"OOMKilled\", {f}")
-        };
-        let q = format!(
-            "max by ({by}) (changes(kube_pod_container_status_restarts_total{{{f}}}[{rw}s])) > 0 \
-             and on ({by}) max by ({by}) (kube_pod_container_status_last_terminated_reason{{{reason}}}) > 0"
-        );
-        for &(ws, we) in &plan.windows {
+            format!("{m}, {ns_filter}")
+        }
+    };
+    let reason = with("reason=\"OOMKilled\"");
+    let span = (plan.end_ms - plan.start_ms) / 1000 + step.as_secs().max(1) as i64;
+    let q = format!(
+        "max by ({by}) (max_over_time(kube_pod_container_status_last_terminated_reason{{{reason}}}[{span}s]))"
+    );
+    let mut killed: BTreeSet<usize> = BTreeSet::new();
+    for s in client.query(&q, plan.end_ms).await? {
+        let l = &s.labels;
+        if let Some(i) = plan.find(get(l, "namespace"), get(l, "pod"), get(l, "container"))
+            && s.points.last().is_some_and(|p| p.1 > 0.0)
+        {
+            killed.insert(i);
+        }
+    }
+    if killed.is_empty() {
+        return Ok(());
+    }
+    let mut nss: Vec<&str> = killed
+        .iter()
+        .map(|&i| plan.containers[i].namespace.as_str())
+        .collect();
+    let mut pods: Vec<&str> = killed
+        .iter()
+        .map(|&i| plan.containers[i].pod.as_str())
+        .collect();
+    nss.sort();
+    nss.dedup();
+    pods.sort();
+    pods.dedup();
+    let only = format!(
+        "namespace=~\"{}\", pod=~\"{}\"",
+        alternation(&nss),
+        alternation(&pods)
+    );
+    let restarts_q = format!("max by ({by}) (kube_pod_container_status_restarts_total{{{only}}})");
+    let reason_q = format!(
+        "max by ({by}) (kube_pod_container_status_last_terminated_reason{{reason=\"OOMKilled\", {only}}})"
+    );
+    let mut restarts: HashMap<usize, Vec<(i64, f64)>> = HashMap::new();
+    let mut oom_reason: HashMap<usize, BTreeSet<i64>> = HashMap::new();
+    for &(ws, we) in &plan.windows.clone() {
+        for (q, is_reason) in [(&restarts_q, false), (&reason_q, true)] {
             let mut got = Vec::new();
             client
-                .query_range(&q, ws, we, cfg.step, &mut |s| {
+                .query_range(q, ws, we, step, &mut |s| {
                     got.push(s);
                     Ok(())
                 })
                 .await?;
             for s in got {
                 let l = &s.labels;
-                if let Some(i) = plan.find(get(l, "namespace"), get(l, "pod"), get(l, "container"))
-                {
-                    plan.ooms
+                let Some(i) = plan.find(get(l, "namespace"), get(l, "pod"), get(l, "container"))
+                else {
+                    continue;
+                };
+                if is_reason {
+                    oom_reason
                         .entry(i)
                         .or_default()
-                        .extend(s.points.iter().map(|p| (p.0, None)));
-                }
-            }
-        }
-        if !plan.ooms.is_empty() {
-            let mem = if f.is_empty() {
-                "resource=\"memory\"".to_string()
-            } else {
-                format!("resource=\"memory\", {f}")
-            };
-            let q = format!(
-                "max by ({by}) (max_over_time(kube_pod_container_resource_requests{{{mem}}}[{}s]))",
-                (end_ms - start_ms) / 1000 + step / 1000
-            );
-            for s in client.query(&q, end_ms).await? {
-                let l = &s.labels;
-                if let (Some(i), Some(v)) = (
-                    plan.find(get(l, "namespace"), get(l, "pod"), get(l, "container")),
-                    s.points.last(),
-                ) && let Some(list) = plan.ooms.get_mut(&i)
-                {
-                    for o in list.iter_mut() {
-                        o.1 = Some(v.1);
-                    }
+                        .extend(s.points.iter().filter(|p| p.1 > 0.0).map(|p| p.0));
+                } else {
+                    restarts.entry(i).or_default().extend(s.points);
                 }
             }
         }
     }
-    plan.discovery_queries = client.requests() - before;
-    Ok(plan)
+    for (i, pts) in restarts {
+        let Some(reasons) = oom_reason.get(&i) else {
+            continue;
+        };
+        for w in pts.windows(2) {
+            if w[1].1 > w[0].1 && reasons.contains(&w[1].0) {
+                plan.ooms.entry(i).or_default().push((w[1].0, None));
+            }
+        }
+    }
+    if plan.ooms.is_empty() {
+        return Ok(());
+    }
+    let q = format!(
+        "max by ({by}) (max_over_time(kube_pod_container_resource_requests{{resource=\"memory\", {only}}}[{span}s]))"
+    );
+    for s in client.query(&q, plan.end_ms).await? {
+        let l = &s.labels;
+        if let (Some(i), Some(v)) = (
+            plan.find(get(l, "namespace"), get(l, "pod"), get(l, "container")),
+            s.points.last(),
+        ) && let Some(list) = plan.ooms.get_mut(&i)
+        {
+            for o in list.iter_mut() {
+                o.1 = Some(v.1);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Cuts containers (sorted by namespace, pod) into batches: whole namespaces packed together while they fit,
@@ -640,6 +711,8 @@ pub struct LoadState {
     wm_cpu: Vec<i64>,
     wm_mem: Vec<i64>,
     wm_oom: Vec<i64>,
+    /// Last counter point read per container (CPU differencing).
+    cpu_base: Vec<Option<(i64, f64)>>,
     /// Points fed.
     pub samples: u64,
     /// Series the plan does not know (created after discovery), ignored.
@@ -657,6 +730,9 @@ impl LoadState {
             if v.len() < n {
                 v.resize(n, i64::MIN);
             }
+        }
+        if self.cpu_base.len() < n {
+            self.cpu_base.resize(n, None);
         }
     }
 }
@@ -694,6 +770,7 @@ pub async fn load(
     let pl = cfg.pod_label.clone();
     let cl = cfg.container_label.clone();
     let empty: Vec<(i64, Option<f64>)> = Vec::new();
+    let mut rates: Vec<(i64, f64)> = Vec::new();
     while state.next_window < plan.windows.len() {
         let (ws, we) = plan.windows[state.next_window];
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Msg>(4 * cfg.concurrency.max(1));
@@ -705,6 +782,12 @@ pub async fn load(
                     Kind::Memory => cfg.memory_query(b),
                 };
                 let (client, tx, sem, step) = (client.clone(), tx.clone(), sem.clone(), cfg.step);
+                // A counter needs the point before the window as the base of its first difference.
+                let ws = if kind == Kind::Cpu && cfg.rate_window.is_none() {
+                    ws - cfg.step_ms()
+                } else {
+                    ws
+                };
                 tasks.spawn(async move {
                     let _permit = sem.acquire_owned().await;
                     let r = client
@@ -755,6 +838,24 @@ pub async fn load(
                     state.samples += pts.len() as u64;
                     prog.samples = state.samples;
                     match kind {
+                        Kind::Cpu if cfg.rate_window.is_none() => {
+                            // Counter → average cores over each step; a drop is a counter reset.
+                            let mut base = state.cpu_base[i];
+                            rates.clear();
+                            for &(t, v) in pts {
+                                if let Some((bt, bv)) = base
+                                    && t > bt
+                                {
+                                    let inc = if v >= bv { v - bv } else { v };
+                                    rates.push((t, inc * 1000.0 / (t - bt) as f64));
+                                }
+                                base = Some((t, v));
+                            }
+                            state.cpu_base[i] = base;
+                            if !rates.is_empty() {
+                                sink.cpu(i, &rates);
+                            }
+                        }
                         Kind::Cpu => {
                             if !pts.is_empty() {
                                 sink.cpu(i, pts);
@@ -873,7 +974,15 @@ mod tests {
         };
         assert_eq!(
             cfg.cpu_query(&b),
-            "max by (namespace, pod, container) (rate(container_cpu_usage_seconds_total{x=\"1\"}[60s]))"
+            "max by (namespace, pod, container) (container_cpu_usage_seconds_total{x=\"1\"})"
+        );
+        let cfg = HistoryConfig {
+            rate_window: Some(Duration::from_secs(300)),
+            ..cfg
+        };
+        assert_eq!(
+            cfg.cpu_query(&b),
+            "max by (namespace, pod, container) (rate(container_cpu_usage_seconds_total{x=\"1\"}[300s]))"
         );
     }
 }
