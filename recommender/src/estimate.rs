@@ -3,9 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use tailor_crds::PodResourcePolicy;
+use tailor_crds::policy::{container_policy, needs_recommendation};
+
 use crate::histogram::ZERO_TIME;
 use crate::model::AggregateContainerState;
-use crate::policy::{CapsHit, PodResourcePolicy, PolicyError, Resources, cap_recommendation};
+use crate::policy::{self, IntegerBounds, PolicyError, Resources};
 use crate::units::{
     Resource, ResourceAmount, cpu_amount_from_cores, frexp, ldexp, memory_amount_from_bytes,
     sat_sub, scale_resource,
@@ -599,10 +602,10 @@ pub fn recommend(
     aggregates: &BTreeMap<String, AggregateContainerState>,
     vpa: VpaInput<'_>,
 ) -> Result<PodRecommendation, PolicyError> {
-    let cpolicy = |name: &str| vpa.policy.and_then(|p| p.container_policy(name));
+    let cpolicy = |name: &str| container_policy(vpa.policy, name);
     let active: Vec<(&String, &AggregateContainerState)> = aggregates
         .iter()
-        .filter(|(n, _)| !cpolicy(n).is_some_and(|p| p.is_off()))
+        .filter(|(n, _)| needs_recommendation(cpolicy(n)))
         .collect();
     let mut out = PodRecommendation::default();
     if active.is_empty() {
@@ -612,7 +615,7 @@ pub fn recommend(
     let chains = config.chains();
     let mut raw = BTreeMap::new();
     for (name, agg) in &active {
-        let controlled = cpolicy(name).map_or((true, true), |p| p.controlled());
+        let controlled = policy::controlled(cpolicy(name));
         raw.insert(
             (*name).clone(),
             estimate_with(&chains, agg, min, controlled),
@@ -624,18 +627,15 @@ pub fn recommend(
     if config.cpu_integer_post_processor_enabled {
         apply_integer_cpu(&mut out.containers, vpa.annotations);
     }
+    let global_max = config.global_max_allowed.to_resource_list();
     for (rec, ex) in out.containers.iter_mut().zip(out.explain.iter_mut()) {
-        let p = cpolicy(&rec.container_name);
+        let bounds = IntegerBounds::compile(cpolicy(&rec.container_name), &global_max)?;
         let (mut t, mut l, mut u) = (rec.target, rec.lower_bound, rec.upper_bound);
-        let hits: CapsHit = cap_recommendation(
-            p,
-            config.global_max_allowed,
-            [
-                ("target", &mut t),
-                ("lowerBound", &mut l),
-                ("upperBound", &mut u),
-            ],
-        )?;
+        let hits = bounds.apply([
+            ("target", &mut t),
+            ("lowerBound", &mut l),
+            ("upperBound", &mut u),
+        ]);
         rec.target = t;
         rec.lower_bound = l;
         rec.upper_bound = u;

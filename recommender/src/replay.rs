@@ -4,13 +4,14 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use tailor_crds::PodResourcePolicy;
 
 use crate::estimate::{ContainerExplain, RecommenderConfig, VpaInput, recommend};
 use crate::model::{
     AggregationsConfig, ClusterState, ContainerId, Labels, ModelError, PodPhase, Sample, Selector,
     VpaState,
 };
-use crate::policy::{PodResourcePolicy, Resources};
+use crate::policy::{self, Resources};
 use crate::units::{
     Nanos, Resource, cpu_amount_from_cores, duration_from_secs, memory_amount_from_bytes,
     nanos_from_unix_seconds,
@@ -369,8 +370,7 @@ pub fn try_replay(
         None => base.clone(),
     };
     if let Some(p) = &trace.policy {
-        p.validate()
-            .map_err(|e| TraceError::Policy(e.to_string()))?;
+        policy::validate(p).map_err(|e| TraceError::Policy(e.to_string()))?;
     }
     let default_labels: Labels = [("app".to_string(), "workload".to_string())]
         .into_iter()

@@ -11,7 +11,8 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client};
 use tailor_crds::{
-    VerticalPodAutoscaler, VerticalPodAutoscalerCheckpoint, VerticalPodAutoscalerStatus,
+    PodResourcePolicy, VerticalPodAutoscaler, VerticalPodAutoscalerCheckpoint,
+    VerticalPodAutoscalerStatus,
 };
 use tokio::time::Instant;
 
@@ -29,7 +30,7 @@ use crate::model::{
     AggregateContainerState, ClusterState, ContainerId, ContainerState, Labels, ModelError,
     PodPhase, Sample, SampleSink, Selector, VpaState,
 };
-use crate::policy::PodResourcePolicy;
+use crate::policy::{self, PolicyError};
 use crate::source::metrics_api::MetricsApiSource;
 use crate::units::{Nanos, Resource, ResourceAmount};
 
@@ -124,14 +125,13 @@ fn key_of(v: &VerticalPodAutoscaler) -> VpaKey {
     )
 }
 
-fn convert_policy(v: &VerticalPodAutoscaler) -> Result<Option<PodResourcePolicy>, String> {
+/// The VPA's `resourcePolicy`, once every `minAllowed` / `maxAllowed` quantity is known to parse.
+fn resource_policy(v: &VerticalPodAutoscaler) -> Result<Option<PodResourcePolicy>, PolicyError> {
     let Some(p) = v.spec.resource_policy.as_ref() else {
         return Ok(None);
     };
-    let json = serde_json::to_value(p).map_err(|e| e.to_string())?;
-    let policy: PodResourcePolicy = serde_json::from_value(json).map_err(|e| e.to_string())?;
-    policy.validate().map_err(|e| e.to_string())?;
-    Ok(Some(policy))
+    policy::validate(p)?;
+    Ok(Some(p.clone()))
 }
 
 fn is_not_found(e: &kube::Error) -> bool {
@@ -427,7 +427,7 @@ impl Recommender {
                 &key.0,
                 v.spec.target_ref.as_ref(),
             );
-            let policy = convert_policy(&v).ok().flatten();
+            let policy = resource_policy(&v).ok().flatten();
             let annotations = v.metadata.annotations.clone().unwrap_or_default();
             let uid = v.metadata.uid.clone().unwrap_or_default();
             let controller_exists = res.unsupported.is_none();
@@ -873,7 +873,7 @@ impl Recommender {
                 Some(m) => (m.policy.clone(), m.annotations.clone()),
                 None => (None, BTreeMap::new()),
             };
-            if let Err(err) = convert_policy(v) {
+            if let Err(err) = resource_policy(v) {
                 unsupported.get_or_insert(format!("Invalid resourcePolicy: {err}"));
             }
             let input = VpaInput {

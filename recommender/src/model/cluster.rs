@@ -7,8 +7,9 @@ use super::aggregate::{AggregateContainerState, AggregationsConfig};
 use super::container::{ContainerState, SampleRejected};
 use super::fxhash::FxBuildHasher;
 use super::selector::{LabelSet, Labels, Selector, label_set_key};
+use tailor_crds::PodResourcePolicy;
+
 use crate::histogram::ZERO_TIME;
-use crate::policy::PodResourcePolicy;
 use crate::units::{Nanos, Resource, ResourceAmount, sat_sub};
 
 type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;
