@@ -164,11 +164,49 @@ pub fn server_config(
     resolver: Arc<CertResolver>,
     min: MinTlsVersion,
 ) -> Result<ServerConfig, CertError> {
+    server_config_with_ciphers(resolver, min, "")
+}
+
+/// [`server_config`] with `--tls-ciphers`: TLS 1.2 suite names (IANA/Go spelling, e.g.
+/// `TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256`) separated by `,` or `:`. As upstream, unknown names are
+/// dropped (and logged here), an empty result means the defaults, and TLS 1.3 suites are always enabled.
+pub fn server_config_with_ciphers(
+    resolver: Arc<CertResolver>,
+    min: MinTlsVersion,
+    ciphers: &str,
+) -> Result<ServerConfig, CertError> {
     let versions: &[&'static rustls::SupportedProtocolVersion] = match min {
         MinTlsVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
         MinTlsVersion::Tls13 => &[&rustls::version::TLS13],
     };
-    let mut config = ServerConfig::builder_with_provider(provider())
+    let mut provider = rustls::crypto::ring::default_provider();
+    let wanted: Vec<&str> = ciphers
+        .split([',', ':'])
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    if !wanted.is_empty() {
+        let name = |s: &rustls::SupportedCipherSuite| s.suite().as_str().unwrap_or_default();
+        for w in &wanted {
+            let known = provider.cipher_suites.iter().any(|s| name(s) == *w);
+            if !known {
+                tracing::warn!(cipher = %w, "--tls-ciphers: unknown or unsupported cipher suite ignored");
+            }
+        }
+        let chosen: Vec<_> = provider
+            .cipher_suites
+            .iter()
+            .filter(|s| s.version() == &rustls::version::TLS13 || wanted.contains(&name(s)))
+            .copied()
+            .collect();
+        if chosen
+            .iter()
+            .any(|s| s.version() == &rustls::version::TLS12)
+        {
+            provider.cipher_suites = chosen;
+        }
+    }
+    let mut config = ServerConfig::builder_with_provider(Arc::new(provider))
         .with_protocol_versions(versions)
         .map_err(|source| CertError::Tls {
             what: "TLS configuration".into(),
@@ -435,6 +473,33 @@ mod tests {
         assert!(certified_key_from_pem(a.cert_pem.as_bytes(), b.key_pem.as_bytes(), "x").is_err());
         assert!(certified_key_from_pem(b"junk", a.key_pem.as_bytes(), "x").is_err());
         assert!(certified_key_from_pem(a.cert_pem.as_bytes(), b"", "x").is_err());
+    }
+
+    #[test]
+    fn cipher_allow_list() {
+        let g = generate(&["a".into()], 1).unwrap();
+        let resolver = CertResolver::new(
+            certified_key_from_pem(g.cert_pem.as_bytes(), g.key_pem.as_bytes(), "a").unwrap(),
+        );
+        let suites = |c: &str| {
+            let cfg =
+                server_config_with_ciphers(resolver.clone(), MinTlsVersion::Tls12, c).unwrap();
+            cfg.crypto_provider()
+                .cipher_suites
+                .iter()
+                .map(|s| s.suite().as_str().unwrap_or_default().to_owned())
+                .collect::<Vec<_>>()
+        };
+        let all = suites("");
+        let one = suites("TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256:NOPE");
+        assert!(one.contains(&"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256".to_owned()));
+        assert!(!one.contains(&"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384".to_owned()));
+        assert!(
+            one.iter().any(|s| s.starts_with("TLS13_")),
+            "TLS 1.3 suites stay"
+        );
+        assert!(one.len() < all.len());
+        assert_eq!(suites("NOPE, ALSO_NOPE"), all, "nothing usable: defaults");
     }
 
     #[test]

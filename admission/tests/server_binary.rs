@@ -64,6 +64,7 @@ async fn standalone_binary_serves_and_stops_on_sigterm() {
             "--min-tls-version",
             "tls1_3",
             "--webhook-timeout-seconds=5",
+            "--tls-ciphers=TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
         ])
         .args(["--shutdown-delay-seconds", "1", "--log-format", "json"])
         .env_remove("RUST_LOG")

@@ -69,6 +69,10 @@ struct Args {
     /// Minimum TLS version: tls1_2 or tls1_3 (TLS 1.3 is always preferred).
     #[arg(long, default_value = "tls1_2")]
     min_tls_version: MinTlsVersion,
+    /// TLS 1.2 cipher suites (IANA names, `,` or `:` separated); unknown names are ignored, empty means the
+    /// rustls defaults, TLS 1.3 suites are always on.
+    #[arg(long, default_value = "")]
+    tls_ciphers: String,
     /// Deadline, in seconds, for receiving one review request body (the webhook configuration's timeoutSeconds
     /// bounds the whole call on the API server side).
     #[arg(long, default_value_t = 30)]
@@ -262,9 +266,10 @@ async fn main() -> anyhow::Result<()> {
     if args.client_ca_file.exists() {
         tracing::debug!(file = %args.client_ca_file.display(), "client CA file present (not used for client auth)");
     }
-    let tls = Arc::new(certs::server_config(
+    let tls = Arc::new(certs::server_config_with_ciphers(
         resolver.clone(),
         args.min_tls_version,
+        &args.tls_ciphers,
     )?);
 
     let metrics = Arc::new(metrics);
