@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import os
 import re
 import subprocess
 import sys
@@ -124,6 +125,23 @@ def container(dep: dict) -> dict:
 
 def args(dep: dict) -> list[str]:
     return container(dep).get("args", [])
+
+
+# The binary each component's Deployment runs; `cargo test` (which hack/test.sh runs first) builds them.
+BINARIES = {"recommender": "tailor-recommender", "admission": "tailor-admission"}
+
+
+def binaries_accept_args(docs: list[dict]) -> None:
+    """Every flag the chart passes is one the binary knows: clap parses the args in order and answers the
+    trailing --help with exit 0 only when everything before it was accepted."""
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    for dep in find(docs, "Deployment"):
+        component = dep["metadata"].get("labels", {}).get("app.kubernetes.io/component", "")
+        exe = target / "debug" / BINARIES[component]
+        assert exe.exists(), f"{exe} is not built (run cargo test or cargo build first)"
+        env = {**os.environ, "NAMESPACE": NAMESPACE, "POD_NAME": "check-0"}
+        r = subprocess.run([str(exe), *args(dep), "--help"], capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 0, f"{exe.name} rejects the chart's args {args(dep)}: {r.stderr.strip()[:400]}"
 
 
 def merge(base: dict, override: dict) -> dict:
@@ -376,7 +394,7 @@ GLOBAL_SCHED = {
         "priorityClassName": "system-cluster-critical",
         "imagePullSecrets": [{"name": "rec-pull"}],
         "image": {"registry": "other.example.com", "tag": "v9"},
-        "extraArgs": {"v": 4, "log-format": "text", "update-worker-count": False},
+        "extraArgs": {"target-cpu-percentile": 0.85, "log-format": "text", "update-worker-count": False},
         "extraEnv": [{"name": "RUST_LOG", "value": "debug"}],
         "serviceAccount": {"annotations": {"iam.example.com/role": "tailor"}},
     },
@@ -408,7 +426,7 @@ def expect_scheduling(docs: list[dict]) -> None:
     assert rec["metadata"]["labels"]["team"] == "platform"
     assert container(rec)["image"] == "other.example.com/tailor-dev/tailor-recommender:v9", container(rec)["image"]
     a = args(rec)
-    assert "--v=4" in a and "--log-format=text" in a and "--log-format=json" not in a, a
+    assert "--target-cpu-percentile=0.85" in a and "--log-format=text" in a and "--log-format=json" not in a, a
     assert not any(x.startswith("--update-worker-count") for x in a), a
     assert {"name": "RUST_LOG", "value": "debug"} in container(rec)["env"]
     sa = one(docs, "ServiceAccount", f"{RELEASE}-recommender")
@@ -710,6 +728,7 @@ def main() -> int:
         check(f"valid for k8s {' + '.join(KUBE_VERSIONS)}, non-root, webhook safe: {name}", inv)
         if expect is not None:
             check(f"expected objects: {name}", lambda rendered=rendered, expect=expect: expect(rendered))
+        check(f"binaries accept the chart's args: {name}", lambda rendered=rendered: binaries_accept_args(rendered))
     for name, values, want in INVALID:
         check(f"rejected: {name}", lambda values=values, want=want: run_invalid(values, want))
     crd_checks()
