@@ -4,6 +4,7 @@
 //! The pure core (`pod`, `vpa`, `index` matching) never touches a socket or a clock; `server` and `review`
 //! carry it over HTTPS.
 pub mod certs;
+pub mod cluster;
 pub mod manifests;
 pub mod metrics;
 pub mod review;
