@@ -12,25 +12,17 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{LimitRange, Pod, ReplicationController};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    LabelSelector, LabelSelectorRequirement, OwnerReference,
-};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use kube::Resource;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tailor_crds::policy::{has_startup_boost, update_mode};
+use tailor_crds::target::{Workload, WorkloadInfo, workload_info};
 use tailor_crds::{UpdateMode, VerticalPodAutoscaler};
 
-/// Kinds whose objects the index reads from its own caches.
-pub const WELL_KNOWN_KINDS: [&str; 7] = [
-    "Deployment",
-    "ReplicaSet",
-    "StatefulSet",
-    "DaemonSet",
-    "Job",
-    "CronJob",
-    "ReplicationController",
-];
+/// Kinds whose objects the index reads from its own caches, and the controller-owner rule (shared with the
+/// recommender).
+pub use tailor_crds::target::{WELL_KNOWN_KINDS, controller_owner};
 
 /// Longest ownership chain followed before giving up.
 const MAX_CHAIN: usize = 32;
@@ -283,24 +275,6 @@ impl fmt::Debug for Index {
     }
 }
 
-/// The selector and metadata a well-known controller exposes.
-struct ControllerInfo {
-    owner: Option<OwnerReference>,
-    selector: Option<LabelSelector>,
-}
-
-/// The last ownerReference with `controller: true` (upstream keeps the last one).
-pub fn controller_owner(owners: Option<&Vec<OwnerReference>>) -> Option<&OwnerReference> {
-    owners?.iter().rev().find(|o| o.controller == Some(true))
-}
-
-fn equality_selector(labels: Option<&BTreeMap<String, String>>) -> LabelSelector {
-    LabelSelector {
-        match_labels: Some(labels.cloned().unwrap_or_default()),
-        match_expressions: None,
-    }
-}
-
 impl Index {
     /// An index over plain objects, without a scale lookup.
     pub fn from_objects(objects: IndexObjects) -> Self {
@@ -349,54 +323,19 @@ impl Index {
             .collect()
     }
 
-    fn well_known(
-        &self,
-        kind: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Option<Option<ControllerInfo>> {
-        fn info<K: Resource>(
-            obj: Option<Arc<K>>,
-            selector: impl Fn(&K) -> Option<LabelSelector>,
-        ) -> Option<ControllerInfo> {
-            obj.map(|o| ControllerInfo {
-                owner: controller_owner(o.meta().owner_references.as_ref()).cloned(),
-                selector: selector(&o),
-            })
+    /// `Some(None)` when `kind` is well-known but the object is not cached; `None` for other kinds.
+    fn well_known(&self, kind: &str, namespace: &str, name: &str) -> Option<Option<WorkloadInfo>> {
+        fn info<K: Workload>(obj: Option<Arc<K>>) -> Option<WorkloadInfo> {
+            obj.map(|o| workload_info(o.as_ref()))
         }
         Some(match kind {
-            "Deployment" => info(self.deployments.get(namespace, name), |d| {
-                d.spec.as_ref().map(|s| s.selector.clone())
-            }),
-            "ReplicaSet" => info(self.replica_sets.get(namespace, name), |d| {
-                d.spec.as_ref().map(|s| s.selector.clone())
-            }),
-            "StatefulSet" => info(self.stateful_sets.get(namespace, name), |d| {
-                d.spec.as_ref().map(|s| s.selector.clone())
-            }),
-            "DaemonSet" => info(self.daemon_sets.get(namespace, name), |d| {
-                d.spec.as_ref().map(|s| s.selector.clone())
-            }),
-            "Job" => info(self.jobs.get(namespace, name), |d| {
-                d.spec.as_ref().and_then(|s| s.selector.clone())
-            }),
-            "CronJob" => info(self.cron_jobs.get(namespace, name), |d| {
-                let labels = d
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.job_template.spec.as_ref())
-                    .and_then(|s| s.template.metadata.as_ref())
-                    .and_then(|m| m.labels.as_ref());
-                Some(equality_selector(labels))
-            }),
-            "ReplicationController" => {
-                info(self.replication_controllers.get(namespace, name), |d| {
-                    d.spec
-                        .as_ref()
-                        .and_then(|s| s.selector.as_ref())
-                        .map(|m| equality_selector(Some(m)))
-                })
-            }
+            "Deployment" => info(self.deployments.get(namespace, name)),
+            "ReplicaSet" => info(self.replica_sets.get(namespace, name)),
+            "StatefulSet" => info(self.stateful_sets.get(namespace, name)),
+            "DaemonSet" => info(self.daemon_sets.get(namespace, name)),
+            "Job" => info(self.jobs.get(namespace, name)),
+            "CronJob" => info(self.cron_jobs.get(namespace, name)),
+            "ReplicationController" => info(self.replication_controllers.get(namespace, name)),
             _ => return None,
         })
     }
@@ -533,56 +472,14 @@ pub fn strongest<V: std::ops::Deref<Target = VerticalPodAutoscaler>>(vpas: Vec<V
     })
 }
 
-/// Whether `labels` satisfy a Kubernetes label selector. An empty selector matches everything.
+/// Whether `labels` satisfy a Kubernetes label selector ([`tailor_crds::target::selector_matches`]). An
+/// empty selector matches everything.
 pub fn selector_matches(
     selector: &LabelSelector,
     labels: &BTreeMap<String, String>,
 ) -> Result<bool, ChainError> {
-    for (k, v) in selector.match_labels.iter().flatten() {
-        if labels.get(k) != Some(v) {
-            return Ok(false);
-        }
-    }
-    for req in selector.match_expressions.iter().flatten() {
-        if !requirement_matches(req, labels)? {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-fn requirement_matches(
-    req: &LabelSelectorRequirement,
-    labels: &BTreeMap<String, String>,
-) -> Result<bool, ChainError> {
-    let values = req.values.as_deref().unwrap_or_default();
-    let value = labels.get(&req.key);
-    match req.operator.as_str() {
-        "In" => {
-            if values.is_empty() {
-                return Err(ChainError::Selector(format!(
-                    "{}: In needs values",
-                    req.key
-                )));
-            }
-            Ok(value.is_some_and(|v| values.contains(v)))
-        }
-        "NotIn" => {
-            if values.is_empty() {
-                return Err(ChainError::Selector(format!(
-                    "{}: NotIn needs values",
-                    req.key
-                )));
-            }
-            Ok(value.is_none_or(|v| !values.contains(v)))
-        }
-        "Exists" => Ok(value.is_some()),
-        "DoesNotExist" => Ok(value.is_none()),
-        other => Err(ChainError::Selector(format!(
-            "{}: unknown operator {other:?}",
-            req.key
-        ))),
-    }
+    tailor_crds::target::selector_matches(selector, labels)
+        .map_err(|e| ChainError::Selector(e.to_string()))
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@
 //! - [`capping`]: min/max clamping of recommendations.
 //! - [`validation`]: VPA validation and defaulting, with upstream's rules and messages.
 //! - [`convert`]: upstream manifests → Tailor manifests.
+//! - [`target`]: target resolution shared by both components (well-known kinds, controller owner, workload
+//!   selectors, label-selector matching).
 
 mod open_enum;
 
@@ -17,6 +19,7 @@ pub mod crd;
 pub mod policy;
 pub mod quantity;
 pub mod schema;
+pub mod target;
 pub mod validation;
 pub mod vpa;
 

@@ -2,32 +2,19 @@
 //! kind through its `/scale` subresource, whose answers are cached by the loop ([`ScaleCache`]).
 //! Resolution itself is pure over the stores and the cache.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client};
 use tailor_crds::CrossVersionObjectReference;
+use tailor_crds::target::{Workload, WorkloadInfo, cron_job_template_labels, workload_info};
 
 use super::stores::Stores;
 use crate::model::Selector;
 use crate::units::Nanos;
 
-/// Kinds resolved from the stores (by kind, whatever the group, as upstream does).
-pub const WELL_KNOWN_KINDS: [&str; 7] = [
-    "Deployment",
-    "ReplicaSet",
-    "StatefulSet",
-    "DaemonSet",
-    "Job",
-    "CronJob",
-    "ReplicationController",
-];
-
-/// Whether `kind` is resolved from a store.
-pub fn is_well_known(kind: &str) -> bool {
-    WELL_KNOWN_KINDS.contains(&kind)
-}
+/// Kinds resolved from the stores (by kind, whatever the group, as upstream does); shared with the webhook.
+pub use tailor_crds::target::{WELL_KNOWN_KINDS, is_well_known};
 
 /// Identity of a target.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -126,71 +113,34 @@ impl Resolution {
     }
 }
 
-fn from_label_selector(sel: Option<&LabelSelector>) -> Result<Selector, String> {
-    let Some(sel) = sel else {
-        return Ok(Selector::Nothing);
-    };
-    let v = serde_json::to_value(sel).map_err(|e| e.to_string())?;
-    Selector::from_label_selector(&v).map_err(|e| e.to_string())
-}
-
-fn from_match_labels(labels: Option<&BTreeMap<String, String>>) -> Result<Selector, String> {
-    let Some(labels) = labels else {
-        return Ok(Selector::Nothing);
-    };
-    let v = serde_json::json!({ "matchLabels": labels });
-    Selector::from_label_selector(&v).map_err(|e| e.to_string())
-}
-
-fn get<K>(store: &Store<K>, namespace: &str, name: &str) -> Option<std::sync::Arc<K>>
+fn get<K>(store: &Store<K>, namespace: &str, name: &str) -> Option<WorkloadInfo>
 where
-    K: Resource + Clone + 'static,
+    K: Workload + Clone + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
-    store.get(&ObjectRef::new(name).within(namespace))
+    store
+        .get(&ObjectRef::new(name).within(namespace))
+        .map(|o| workload_info(o.as_ref()))
 }
 
-type Found = (Result<Selector, String>, Vec<OwnerReference>);
-
-fn owners<K: Resource>(o: &K) -> Vec<OwnerReference> {
-    o.meta().owner_references.clone().unwrap_or_default()
-}
-
-fn lookup(stores: &Stores, kind: &str, ns: &str, name: &str) -> Option<Found> {
+fn lookup(stores: &Stores, kind: &str, ns: &str, name: &str) -> Option<WorkloadInfo> {
     match kind {
-        "Deployment" => get(&stores.deployments, ns, name).map(|o| {
-            let s = o.spec.as_ref().map(|s| &s.selector);
-            (from_label_selector(s), owners(o.as_ref()))
-        }),
-        "ReplicaSet" => get(&stores.replica_sets, ns, name).map(|o| {
-            let s = o.spec.as_ref().map(|s| &s.selector);
-            (from_label_selector(s), owners(o.as_ref()))
-        }),
-        "StatefulSet" => get(&stores.stateful_sets, ns, name).map(|o| {
-            let s = o.spec.as_ref().map(|s| &s.selector);
-            (from_label_selector(s), owners(o.as_ref()))
-        }),
-        "DaemonSet" => get(&stores.daemon_sets, ns, name).map(|o| {
-            let s = o.spec.as_ref().map(|s| &s.selector);
-            (from_label_selector(s), owners(o.as_ref()))
-        }),
-        "Job" => get(&stores.jobs, ns, name).map(|o| {
-            let s = o.spec.as_ref().and_then(|s| s.selector.as_ref());
-            (from_label_selector(s), owners(o.as_ref()))
-        }),
-        "CronJob" => get(&stores.cron_jobs, ns, name).map(|o| {
-            let labels = o
-                .spec
-                .as_ref()
-                .and_then(|s| s.job_template.spec.as_ref())
-                .and_then(|s| s.template.metadata.as_ref())
-                .and_then(|m| m.labels.as_ref());
-            (from_match_labels(labels), owners(o.as_ref()))
-        }),
-        "ReplicationController" => get(&stores.replication_controllers, ns, name).map(|o| {
-            let s = o.spec.as_ref().and_then(|s| s.selector.as_ref());
-            (from_match_labels(s), owners(o.as_ref()))
-        }),
+        "Deployment" => get(&stores.deployments, ns, name),
+        "ReplicaSet" => get(&stores.replica_sets, ns, name),
+        "StatefulSet" => get(&stores.stateful_sets, ns, name),
+        "DaemonSet" => get(&stores.daemon_sets, ns, name),
+        "Job" => get(&stores.jobs, ns, name),
+        "CronJob" => {
+            let cron_job = stores.cron_jobs.get(&ObjectRef::new(name).within(ns))?;
+            let mut info = workload_info(cron_job.as_ref());
+            // A job template without labels selects no pod here (upstream's empty selector would select
+            // every pod of the namespace).
+            if cron_job_template_labels(&cron_job).is_none() {
+                info.selector = None;
+            }
+            Some(info)
+        }
+        "ReplicationController" => get(&stores.replication_controllers, ns, name),
         _ => None,
     }
 }
@@ -208,9 +158,14 @@ pub fn resolve(
         return Resolution::unsupported("Cannot read targetRef".into());
     };
     let key = TargetKey::new(namespace, t);
-    let (selector, owners) = if is_well_known(&t.kind) {
+    let (selector, owner) = if is_well_known(&t.kind) {
         match lookup(stores, &t.kind, namespace, &t.name) {
-            Some(found) => found,
+            Some(info) => (
+                info.selector
+                    .map_or(Ok(Selector::Nothing), |s| Selector::from_label_selector(&s))
+                    .map_err(|e| e.to_string()),
+                info.owner,
+            ),
             None => {
                 return Resolution::unsupported(format!(
                     "Cannot read targetRef. Reason: {} {}/{} does not exist",
@@ -222,7 +177,7 @@ pub fn resolve(
         match scale.get(&key) {
             Some(ScaleEntry {
                 selector: Ok(s), ..
-            }) => (Selector::parse(s).map_err(|e| e.to_string()), Vec::new()),
+            }) => (Selector::parse(s).map_err(|e| e.to_string()), None),
             Some(ScaleEntry {
                 selector: Err(e), ..
             }) => return Resolution::unsupported(format!("Cannot read targetRef. Reason: {e}")),
@@ -238,10 +193,7 @@ pub fn resolve(
         Ok(s) => s,
         Err(e) => return Resolution::unsupported(format!("Cannot read targetRef. Reason: {e}")),
     };
-    if owners
-        .iter()
-        .any(|o| o.controller == Some(true) && is_well_known(&o.kind))
-    {
+    if owner.is_some_and(|o| is_well_known(&o.kind)) {
         return Resolution::unsupported(format!(
             "The target {} has a parent controller but it should point to a topmost well-known or scalable controller",
             key.describe()

@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
 /// A pod's labels, sorted.
 pub type Labels = BTreeMap<String, String>;
 
@@ -126,40 +128,24 @@ impl Selector {
         Ok(Selector::Requirements(reqs))
     }
 
-    /// From a Kubernetes `LabelSelector` (`matchLabels` + `matchExpressions`) in JSON.
-    pub fn from_label_selector(v: &serde_json::Value) -> Result<Self, SelectorError> {
-        let err = || SelectorError(v.to_string());
+    /// From a Kubernetes `LabelSelector` (`matchLabels` + `matchExpressions`); `In` / `NotIn` without values
+    /// match nothing / everything, an unknown operator is an error.
+    pub fn from_label_selector(sel: &LabelSelector) -> Result<Self, SelectorError> {
         let mut reqs = Vec::new();
-        if let Some(ml) = v.get("matchLabels").and_then(|m| m.as_object()) {
-            for (k, val) in ml {
-                reqs.push(Requirement::In(
-                    k.clone(),
-                    vec![val.as_str().ok_or_else(err)?.to_string()],
-                ));
-            }
+        for (k, v) in sel.match_labels.iter().flatten() {
+            reqs.push(Requirement::In(k.clone(), vec![v.clone()]));
         }
-        if let Some(me) = v.get("matchExpressions").and_then(|m| m.as_array()) {
-            for e in me {
-                let key = e
-                    .get("key")
-                    .and_then(|k| k.as_str())
-                    .ok_or_else(err)?
-                    .to_string();
-                let values: Vec<String> = e
-                    .get("values")
-                    .and_then(|x| x.as_array())
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|x| x.as_str().map(String::from))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                match e.get("operator").and_then(|o| o.as_str()) {
-                    Some("In") => reqs.push(Requirement::In(key, values)),
-                    Some("NotIn") => reqs.push(Requirement::NotIn(key, values)),
-                    Some("Exists") => reqs.push(Requirement::Exists(key)),
-                    Some("DoesNotExist") => reqs.push(Requirement::DoesNotExist(key)),
-                    _ => return Err(err()),
+        for e in sel.match_expressions.iter().flatten() {
+            let key = e.key.clone();
+            let values = e.values.clone().unwrap_or_default();
+            match e.operator.as_str() {
+                "In" => reqs.push(Requirement::In(key, values)),
+                "NotIn" => reqs.push(Requirement::NotIn(key, values)),
+                "Exists" => reqs.push(Requirement::Exists(key)),
+                "DoesNotExist" => reqs.push(Requirement::DoesNotExist(key)),
+                _ => {
+                    let json = serde_json::to_value(sel).map(|v| v.to_string());
+                    return Err(SelectorError(json.unwrap_or_default()));
                 }
             }
         }
