@@ -528,7 +528,7 @@ impl PromClient {
     }
 
     /// `fut` limited to the query timeout.
-    async fn timed<T>(
+    pub async fn timed<T>(
         &self,
         query: &str,
         fut: impl std::future::Future<Output = Result<T, PromError>>,
@@ -632,8 +632,8 @@ impl PromClient {
     }
 }
 
-/// Retry bookkeeping of one query.
-struct Retry<'a> {
+/// Retry bookkeeping of one query: [`Retry::wait`] sleeps before the next attempt or gives the error back.
+pub struct Retry<'a> {
     query: &'a str,
     attempts: u32,
     max: u32,
@@ -641,7 +641,8 @@ struct Retry<'a> {
 }
 
 impl<'a> Retry<'a> {
-    fn new(client: &PromClient, query: &'a str) -> Self {
+    /// Bookkeeping with the client's retry count and backoff.
+    pub fn new(client: &PromClient, query: &'a str) -> Self {
         let c = &client.inner.config;
         Retry {
             query,
@@ -652,7 +653,7 @@ impl<'a> Retry<'a> {
     }
 
     /// Sleeps before the next attempt, or gives the error back when retrying cannot help or is used up.
-    async fn wait(&mut self, e: PromError) -> Result<(), PromError> {
+    pub async fn wait(&mut self, e: PromError) -> Result<(), PromError> {
         if !e.is_retryable() || self.attempts >= self.max {
             return Err(e);
         }

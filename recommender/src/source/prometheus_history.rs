@@ -45,7 +45,7 @@ pub struct HistoryConfig {
     pub max_series_per_query: usize,
     /// Points per series and query at most (Prometheus refuses more than 11,000).
     pub max_points_per_series: usize,
-    /// Queries in flight at most (`--prometheus-concurrency`).
+    /// Queries read at once (`--prometheus-concurrency`); each may have its next window's query in flight too.
     pub concurrency: usize,
     /// Only these namespaces (empty = all).
     pub namespaces: Vec<String>,
@@ -711,6 +711,8 @@ pub struct LoadState {
     wm_cpu: Vec<i64>,
     wm_mem: Vec<i64>,
     wm_oom: Vec<i64>,
+    /// Next window of each chain (batch × resource).
+    chain_next: Vec<usize>,
     /// Last counter point read per container (CPU differencing).
     cpu_base: Vec<Option<(i64, f64)>>,
     /// Points fed.
@@ -745,11 +747,89 @@ enum Kind {
 
 enum Msg {
     Series(Kind, Series),
-    Done(Result<(), PromError>),
+    /// A chain finished a window.
+    WindowDone(usize, usize),
+    /// A chain gave up on a window.
+    Failed(PromError),
 }
 
-/// Feeds the planned history into `sink`, window after window (see the module docs). On failure the state
-/// says where to resume; everything fed before the failure stays fed.
+/// One chain: the queries of one batch and one resource, window after window. The next window's query is
+/// sent while the current one is read, so the server computes it meanwhile (the client only buffers what
+/// the socket holds).
+#[allow(clippy::too_many_arguments)]
+async fn chain(
+    client: PromClient,
+    query: String,
+    kind: Kind,
+    index: usize,
+    windows: Vec<(usize, i64, i64)>,
+    step: Duration,
+    tx: tokio::sync::mpsc::Sender<Msg>,
+    sem: Arc<tokio::sync::Semaphore>,
+) {
+    let Ok(_permit) = sem.acquire_owned().await else {
+        return;
+    };
+    type Opened = tokio::task::JoinHandle<Result<super::prometheus::ResponseStream, PromError>>;
+    let open = |ws: i64, we: i64| -> Opened {
+        let (c, q) = (client.clone(), query.clone());
+        tokio::spawn(async move { c.open_range(&q, ws, we, step).await })
+    };
+    // The prefetched query and the position of its window.
+    let mut pre: Option<(usize, Opened)> = None;
+    for (k, &(w, ws, we)) in windows.iter().enumerate() {
+        let mut retry = super::prometheus::Retry::new(&client, &query);
+        loop {
+            let handle = match pre.take() {
+                Some((pk, h)) if pk == k => h,
+                other => {
+                    pre = other;
+                    open(ws, we)
+                }
+            };
+            let r = client
+                .timed(&query, async {
+                    let mut st = handle
+                        .await
+                        .map_err(|e| PromError::Consumer(format!("query task: {e}")))??;
+                    if pre.is_none()
+                        && let Some(&(_, nws, nwe)) = windows.get(k + 1)
+                    {
+                        pre = Some((k + 1, open(nws, nwe)));
+                    }
+                    while let Some(s) = st.next_series().await? {
+                        tx.send(Msg::Series(kind, s)).await.map_err(|_| {
+                            PromError::Consumer("the history load was stopped".into())
+                        })?;
+                    }
+                    Ok(())
+                })
+                .await;
+            match r {
+                Ok(()) => break,
+                Err(e) => {
+                    if let Err(e) = retry.wait(e).await {
+                        if let Some((_, p)) = pre.take() {
+                            p.abort();
+                        }
+                        let _ = tx.send(Msg::Failed(e)).await;
+                        return;
+                    }
+                }
+            }
+        }
+        if tx.send(Msg::WindowDone(index, w)).await.is_err() {
+            break;
+        }
+    }
+    if let Some((_, p)) = pre.take() {
+        p.abort();
+    }
+}
+
+/// Feeds the planned history into `sink` (see the module docs): one chain of windows per batch and resource,
+/// `concurrency` chains at a time, each window's query sent while the previous one is read. On failure the
+/// state says where to resume; everything fed before the failure stays fed.
 pub async fn load(
     client: &PromClient,
     cfg: &HistoryConfig,
@@ -759,146 +839,149 @@ pub async fn load(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<(), HistoryError> {
     state.ensure(plan.containers.len());
-    let sem = Arc::new(tokio::sync::Semaphore::new(cfg.concurrency.max(1)));
+    let chains = plan.batches.len() * 2;
+    if state.chain_next.len() != chains {
+        state.chain_next = vec![state.next_window; chains];
+    }
+    let nw = plan.windows.len();
     let mut prog = Progress {
-        queries_done: state.next_window.min(plan.windows.len()) * plan.batches.len() * 2,
+        queries_done: state.chain_next.iter().map(|&n| n.min(nw)).sum(),
         queries_total: plan.load_queries(),
         samples: state.samples,
     };
     progress(&prog);
+    let counter = cfg.rate_window.is_none();
+    let sem = Arc::new(tokio::sync::Semaphore::new(cfg.concurrency.max(1)));
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Msg>(4 * cfg.concurrency.max(1));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (bi, b) in plan.batches.iter().enumerate() {
+        for (ki, kind) in [Kind::Cpu, Kind::Memory].into_iter().enumerate() {
+            let index = bi * 2 + ki;
+            let windows: Vec<(usize, i64, i64)> = plan
+                .windows
+                .iter()
+                .enumerate()
+                .skip(state.chain_next[index])
+                // A counter needs the point before the window as the base of its first difference.
+                .map(|(w, &(ws, we))| {
+                    let ws = if kind == Kind::Cpu && counter {
+                        ws - cfg.step_ms()
+                    } else {
+                        ws
+                    };
+                    (w, ws, we)
+                })
+                .collect();
+            if windows.is_empty() {
+                continue;
+            }
+            let q = match kind {
+                Kind::Cpu => cfg.cpu_query(b),
+                Kind::Memory => cfg.memory_query(b),
+            };
+            tasks.spawn(chain(
+                client.clone(),
+                q,
+                kind,
+                index,
+                windows,
+                cfg.step,
+                tx.clone(),
+                sem.clone(),
+            ));
+        }
+    }
+    drop(tx);
     let nl = cfg.namespace_label.clone();
     let pl = cfg.pod_label.clone();
     let cl = cfg.container_label.clone();
     let empty: Vec<(i64, Option<f64>)> = Vec::new();
     let mut rates: Vec<(i64, f64)> = Vec::new();
-    while state.next_window < plan.windows.len() {
-        let (ws, we) = plan.windows[state.next_window];
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Msg>(4 * cfg.concurrency.max(1));
-        let mut tasks = tokio::task::JoinSet::new();
-        for b in &plan.batches {
-            for kind in [Kind::Cpu, Kind::Memory] {
-                let q = match kind {
-                    Kind::Cpu => cfg.cpu_query(b),
-                    Kind::Memory => cfg.memory_query(b),
-                };
-                let (client, tx, sem, step) = (client.clone(), tx.clone(), sem.clone(), cfg.step);
-                // A counter needs the point before the window as the base of its first difference.
-                let ws = if kind == Kind::Cpu && cfg.rate_window.is_none() {
-                    ws - cfg.step_ms()
-                } else {
-                    ws
-                };
-                tasks.spawn(async move {
-                    let _permit = sem.acquire_owned().await;
-                    let r = client
-                        .retrying(&q, || {
-                            let (client, q, tx) = (client.clone(), q.clone(), tx.clone());
-                            async move {
-                                let mut st = client.open_range(&q, ws, we, step).await?;
-                                while let Some(s) = st.next_series().await? {
-                                    tx.send(Msg::Series(kind, s)).await.map_err(|_| {
-                                        PromError::Consumer("the history load was stopped".into())
-                                    })?;
-                                }
-                                Ok(())
-                            }
-                        })
-                        .await;
-                    let _ = tx.send(Msg::Done(r)).await;
-                });
-            }
-        }
-        drop(tx);
-        let mut first_err: Option<PromError> = None;
-        let mut fed_mem: Vec<bool> = Vec::new();
-        while let Some(msg) = rx.recv().await {
-            match msg {
-                Msg::Done(r) => {
-                    prog.queries_done += 1;
-                    if let Err(e) = r {
-                        first_err.get_or_insert(e);
-                    }
-                    progress(&prog);
+    let mut first_err: Option<PromError> = None;
+    while let Some(msg) = rx.recv().await {
+        match msg {
+            Msg::Failed(e) => {
+                if first_err.is_none() {
+                    first_err = Some(e);
+                    tasks.abort_all();
                 }
-                Msg::Series(kind, s) => {
-                    let l = &s.labels;
-                    let Some(i) = plan.find(get(l, &nl), get(l, &pl), get(l, &cl)) else {
-                        state.unknown_series += 1;
-                        continue;
-                    };
-                    let wm = match kind {
-                        Kind::Cpu => &mut state.wm_cpu[i],
-                        Kind::Memory => &mut state.wm_mem[i],
-                    };
-                    let from = s.points.partition_point(|p| p.0 <= *wm);
-                    let pts = &s.points[from..];
-                    if let Some(last) = pts.last() {
-                        *wm = last.0;
+            }
+            Msg::WindowDone(chain, w) => {
+                state.chain_next[chain] = w + 1;
+                prog.queries_done += 1;
+                // Windows every chain has passed: OOMs of containers without memory points, then GC.
+                let done = state.chain_next.iter().copied().min().unwrap_or(nw);
+                while state.next_window < done.min(nw) {
+                    let we = plan.windows[state.next_window].1;
+                    for (&i, ooms) in &plan.ooms {
+                        let lo = ooms.partition_point(|o| o.0 <= state.wm_oom[i]);
+                        let hi = ooms.partition_point(|o| o.0 <= we);
+                        if hi > lo {
+                            sink.memory(i, &[], &ooms[lo..hi]);
+                            state.wm_oom[i] = ooms[hi - 1].0;
+                        }
                     }
-                    state.samples += pts.len() as u64;
-                    prog.samples = state.samples;
-                    match kind {
-                        Kind::Cpu if cfg.rate_window.is_none() => {
-                            // Counter → average cores over each step; a drop is a counter reset.
-                            let mut base = state.cpu_base[i];
-                            rates.clear();
-                            for &(t, v) in pts {
-                                if let Some((bt, bv)) = base
-                                    && t > bt
-                                {
-                                    let inc = if v >= bv { v - bv } else { v };
-                                    rates.push((t, inc * 1000.0 / (t - bt) as f64));
-                                }
-                                base = Some((t, v));
+                    sink.window_done(we);
+                    state.next_window += 1;
+                }
+                progress(&prog);
+            }
+            Msg::Series(kind, s) => {
+                let l = &s.labels;
+                let Some(i) = plan.find(get(l, &nl), get(l, &pl), get(l, &cl)) else {
+                    state.unknown_series += 1;
+                    continue;
+                };
+                let wm = match kind {
+                    Kind::Cpu => &mut state.wm_cpu[i],
+                    Kind::Memory => &mut state.wm_mem[i],
+                };
+                let from = s.points.partition_point(|p| p.0 <= *wm);
+                let pts = &s.points[from..];
+                let Some(last) = pts.last() else { continue };
+                *wm = last.0;
+                state.samples += pts.len() as u64;
+                prog.samples = state.samples;
+                match kind {
+                    Kind::Cpu if counter => {
+                        // Counter → average cores over each step; a drop is a counter reset.
+                        let mut base = state.cpu_base[i];
+                        rates.clear();
+                        for &(t, v) in pts {
+                            if let Some((bt, bv)) = base
+                                && t > bt
+                            {
+                                let inc = if v >= bv { v - bv } else { v };
+                                rates.push((t, inc * 1000.0 / (t - bt) as f64));
                             }
-                            state.cpu_base[i] = base;
-                            if !rates.is_empty() {
-                                sink.cpu(i, &rates);
-                            }
+                            base = Some((t, v));
                         }
-                        Kind::Cpu => {
-                            if !pts.is_empty() {
-                                sink.cpu(i, pts);
-                            }
+                        state.cpu_base[i] = base;
+                        if !rates.is_empty() {
+                            sink.cpu(i, &rates);
                         }
-                        Kind::Memory => {
-                            let ooms = plan.ooms.get(&i).unwrap_or(&empty);
-                            let lo = ooms.partition_point(|o| o.0 <= state.wm_oom[i]);
-                            let hi = ooms.partition_point(|o| o.0 <= we);
-                            let o = &ooms[lo..hi.max(lo)];
-                            if let Some(last) = o.last() {
-                                state.wm_oom[i] = last.0;
-                            }
-                            if !pts.is_empty() || !o.is_empty() {
-                                sink.memory(i, pts, o);
-                            }
-                            if fed_mem.len() <= i {
-                                fed_mem.resize(i + 1, false);
-                            }
-                            fed_mem[i] = true;
+                    }
+                    Kind::Cpu => sink.cpu(i, pts),
+                    Kind::Memory => {
+                        // OOMs up to the last memory point go with it, in time order.
+                        let ooms = plan.ooms.get(&i).unwrap_or(&empty);
+                        let lo = ooms.partition_point(|o| o.0 <= state.wm_oom[i]);
+                        let hi = ooms.partition_point(|o| o.0 <= last.0).max(lo);
+                        if hi > lo {
+                            state.wm_oom[i] = ooms[hi - 1].0;
                         }
+                        sink.memory(i, pts, &ooms[lo..hi]);
                     }
                 }
             }
         }
-        while tasks.join_next().await.is_some() {}
-        if let Some(e) = first_err {
-            return Err(e.into());
-        }
-        // OOMs of containers without memory points in this window.
-        for (&i, ooms) in &plan.ooms {
-            let lo = ooms.partition_point(|o| o.0 <= state.wm_oom[i]);
-            let hi = ooms.partition_point(|o| o.0 <= we);
-            if hi > lo {
-                sink.memory(i, &[], &ooms[lo..hi]);
-                state.wm_oom[i] = ooms[hi - 1].0;
-            }
-        }
-        sink.window_done(we);
-        state.next_window += 1;
     }
+    while tasks.join_next().await.is_some() {}
     progress(&prog);
-    Ok(())
+    match first_err {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]
