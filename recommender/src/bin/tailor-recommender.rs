@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Parser, ValueEnum};
 use tailor_recommender::controller::config::ControllerConfig;
+use tailor_recommender::controller::history::{HistoryBootstrap, HistoryOptions};
 use tailor_recommender::controller::http::{Health, router};
 use tailor_recommender::controller::leader::{DEFAULT_LEASE_NAME, LeaderElector, LeaseSettings};
 use tailor_recommender::controller::metrics::Metrics;
@@ -74,8 +75,9 @@ struct Args {
     /// Only track pods some VPA selects (Tailor's default: on; `--memory-saver=false` tracks all pods).
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     memory_saver: bool,
-    /// `prometheus` selects the Prometheus history provider (not implemented yet: no history is loaded and
-    /// no checkpoints are used); anything else means checkpoints.
+    /// `prometheus`: no checkpoints are read or written, history comes from Prometheus only (at
+    /// `--prometheus-address`, default `http://prometheus.monitoring.svc`); anything else means checkpoints
+    /// (plus Prometheus history for new VPAs when `--prometheus-address` is given).
     #[arg(long, default_value = "")]
     storage: String,
     /// Only handle VPAs (and watch objects) in this namespace.
@@ -113,15 +115,58 @@ struct Args {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
-    /// Prometheus-compatible API for history (not implemented yet: accepted and logged).
+    /// Prometheus-compatible API to load each new VPA's usage history from (in the background; the VPA shows
+    /// `FetchingHistory` meanwhile).
     #[arg(long)]
     prometheus_address: Option<String>,
-    /// History length to load from Prometheus (not implemented yet).
+    /// History length to load from Prometheus.
     #[arg(long, default_value = "8d")]
     history_length: String,
-    /// Query resolution of the Prometheus history (not implemented yet).
+    /// Query step of the Prometheus history (one CPU and one memory sample per container and step).
     #[arg(long, default_value = "1h")]
     history_resolution: String,
+    /// `job` label of the cAdvisor series; empty for no job matcher.
+    #[arg(long, default_value = "kubernetes-cadvisor")]
+    prometheus_cadvisor_job_name: String,
+    /// CPU usage counter.
+    #[arg(long, default_value = "container_cpu_usage_seconds_total")]
+    history_cpu_metric: String,
+    /// Memory usage gauge.
+    #[arg(long, default_value = "container_memory_working_set_bytes")]
+    history_memory_metric: String,
+    /// Namespace label of the container series.
+    #[arg(long, default_value = "namespace")]
+    container_namespace_label: String,
+    /// Pod label of the container series (upstream's default `pod_name` predates Kubernetes 1.16).
+    #[arg(long, default_value = "pod")]
+    container_pod_name_label: String,
+    /// Container label of the container series (upstream's default `name` predates Kubernetes 1.16).
+    #[arg(long, default_value = "container")]
+    container_name_label: String,
+    /// Bearer token for Prometheus (takes priority over basic auth).
+    #[arg(long, env = "PROMETHEUS_BEARER_TOKEN", hide_env_values = true)]
+    prometheus_bearer_token: Option<String>,
+    /// File holding the bearer token for Prometheus.
+    #[arg(long)]
+    prometheus_bearer_token_file: Option<std::path::PathBuf>,
+    /// Basic-auth user name for Prometheus.
+    #[arg(long, env = "PROMETHEUS_USERNAME")]
+    username: Option<String>,
+    /// Basic-auth password for Prometheus.
+    #[arg(long, env = "PROMETHEUS_PASSWORD", hide_env_values = true)]
+    password: Option<String>,
+    /// Skip TLS verification of Prometheus.
+    #[arg(long)]
+    prometheus_insecure: bool,
+    /// Time limit of one Prometheus query.
+    #[arg(long, value_parser = duration, default_value = "5m")]
+    prometheus_query_timeout: Duration,
+    /// Containers per Prometheus query at most.
+    #[arg(long, default_value_t = 1000)]
+    prometheus_max_series_per_query: usize,
+    /// Prometheus queries read at once.
+    #[arg(long, default_value_t = 2)]
+    prometheus_concurrency: usize,
 
     /// CPU usage percentile that will be used as a base for the CPU target recommendation.
     #[arg(long, default_value_t = 0.9)]
@@ -369,20 +414,79 @@ async fn until_true(mut rx: watch::Receiver<bool>) {
     }
 }
 
+/// The history bootstrap, when `--prometheus-address` is given or `--storage=prometheus`.
+fn history_bootstrap(
+    args: &Args,
+    aggregations: AggregationsConfig,
+) -> anyhow::Result<Option<HistoryBootstrap>> {
+    use tailor_recommender::source::prometheus::{Auth, ClientConfig, PromClient};
+    use tailor_recommender::source::prometheus_history::HistoryConfig;
+    let url = match (&args.prometheus_address, args.storage.as_str()) {
+        (Some(u), _) => u.clone(),
+        (None, "prometheus") => "http://prometheus.monitoring.svc".to_string(),
+        (None, _) => return Ok(None),
+    };
+    let length = duration(&args.history_length)
+        .map_err(|e| anyhow::anyhow!("--history-length {:?}: {e}", args.history_length))?;
+    let step = duration(&args.history_resolution)
+        .map_err(|e| anyhow::anyhow!("--history-resolution {:?}: {e}", args.history_resolution))?;
+    let token = match (
+        &args.prometheus_bearer_token,
+        &args.prometheus_bearer_token_file,
+    ) {
+        (Some(t), _) => Some(t.clone()),
+        (None, Some(f)) => Some(
+            std::fs::read_to_string(f)
+                .with_context(|| format!("--prometheus-bearer-token-file {}", f.display()))?,
+        ),
+        _ => None,
+    };
+    let auth = match (token, &args.username) {
+        (Some(t), _) => Auth::Bearer(t.trim().to_string()),
+        (None, Some(u)) if !u.is_empty() => Auth::Basic {
+            username: u.clone(),
+            password: args.password.clone().unwrap_or_default(),
+        },
+        _ => Auth::None,
+    };
+    let client = PromClient::new(ClientConfig {
+        url: url.clone(),
+        auth,
+        query_timeout: args.prometheus_query_timeout,
+        insecure: args.prometheus_insecure,
+        ..Default::default()
+    })?;
+    let query = HistoryConfig {
+        cadvisor_job: args.prometheus_cadvisor_job_name.clone(),
+        cpu_metric: args.history_cpu_metric.clone(),
+        memory_metric: args.history_memory_metric.clone(),
+        namespace_label: args.container_namespace_label.clone(),
+        pod_label: args.container_pod_name_label.clone(),
+        container_label: args.container_name_label.clone(),
+        step,
+        max_series_per_query: args.prometheus_max_series_per_query,
+        concurrency: args.prometheus_concurrency,
+        ..Default::default()
+    };
+    tracing::info!(prometheus = %url, history_length = %args.history_length, history_resolution = %args.history_resolution, "loading each new VPA's usage history from Prometheus");
+    Ok(Some(HistoryBootstrap::new(
+        HistoryOptions {
+            client,
+            query,
+            length,
+            retry_after: Duration::from_secs(60),
+        },
+        aggregations,
+    )))
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     init_tracing(args.log_format);
     let cfg = args.controller_config()?;
     let addr = listen_address(&args.address)?;
-    if let Some(p) = &args.prometheus_address {
-        tracing::warn!(
-            prometheus = %p,
-            history_length = %args.history_length,
-            history_resolution = %args.history_resolution,
-            "the Prometheus history source is not implemented yet; starting without history"
-        );
-    }
+    let history = history_bootstrap(&args, cfg.aggregations)?;
     if args.storage == "prometheus" {
         tracing::warn!("--storage=prometheus: checkpoints are neither read nor written");
     }
@@ -466,6 +570,9 @@ async fn main() -> anyhow::Result<()> {
 
     let limiter = RateLimiter::new(args.kube_api_qps, args.kube_api_burst);
     let mut rec = Recommender::new(cfg, client, stores, ooms, metrics, limiter);
+    if let Some(h) = history {
+        rec = rec.with_history(h);
+    }
     let stop = {
         let (a, b) = (stop_rx.clone(), lost_rx.clone());
         async move {

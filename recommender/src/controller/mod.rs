@@ -6,6 +6,7 @@
 
 pub mod checkpoint;
 pub mod config;
+pub mod history;
 pub mod http;
 pub mod leader;
 pub mod metrics;

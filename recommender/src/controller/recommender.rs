@@ -250,6 +250,7 @@ pub struct Recommender {
     last_checkpoint_gc: Option<Nanos>,
     loops: u64,
     vpas_changed: bool,
+    history: Option<super::history::HistoryBootstrap>,
 }
 
 impl Recommender {
@@ -279,6 +280,54 @@ impl Recommender {
             last_checkpoint_gc: None,
             loops: 0,
             vpas_changed: true,
+            history: None,
+        }
+    }
+
+    /// Loads every new VPA's usage history in the background (see [`super::history`]).
+    pub fn with_history(mut self, history: super::history::HistoryBootstrap) -> Self {
+        self.history = Some(history);
+        self
+    }
+
+    /// Starts the history of VPAs that have none yet (after checkpoints were restored, so history ends where
+    /// they begin), and merges the histories that finished.
+    async fn bootstrap_history(&mut self, owned: &[Arc<VerticalPodAutoscaler>], now: Nanos) {
+        let Some(h) = self.history.as_mut() else {
+            return;
+        };
+        for v in owned {
+            let key = key_of(v);
+            let (Some(e), Some(t)) = (self.vpas.get(&key), v.spec.target_ref.as_ref()) else {
+                continue;
+            };
+            if h.started(&key) || (e.restore_pending && self.cfg.checkpoints_enabled) {
+                continue;
+            }
+            let end = self
+                .model
+                .vpas()
+                .get(e.index)
+                .map(|m| super::history::history_end(&m.initial_states, now.div_euclid(1_000_000)))
+                .unwrap_or(now.div_euclid(1_000_000));
+            h.start(key, &t.kind, &t.name, end);
+        }
+        for (key, aggs) in h.poll().await {
+            let Some(e) = self.vpas.get(&key) else {
+                continue;
+            };
+            if let Some(m) = self.model.vpa_mut(e.index) {
+                super::history::merge_into(&mut m.initial_states, aggs);
+            }
+        }
+        let gone: Vec<VpaKey> = self
+            .vpas
+            .keys()
+            .filter(|k| !owned.iter().any(|v| &key_of(v) == *k))
+            .cloned()
+            .collect();
+        for k in gone {
+            h.forget(&k);
         }
     }
 
@@ -310,6 +359,8 @@ impl Recommender {
             self.restore_checkpoints(now, &mut report);
         }
         self.metrics.step("load_pods", t.elapsed().as_secs_f64());
+
+        self.bootstrap_history(&owned, now).await;
 
         let t = Instant::now();
         report.metrics_ok = self.load_metrics(&mut report).await;
@@ -922,6 +973,7 @@ impl Recommender {
                 unsupported,
                 low_confidence,
                 generation: v.metadata.generation,
+                fetching_history: self.history.as_ref().and_then(|h| h.fetching(&key)),
             };
             let new = status::build_status(old, &findings, &now_t);
             if Some(&new) == old {

@@ -66,6 +66,8 @@ pub struct Findings {
     pub low_confidence: Option<String>,
     /// `metadata.generation`.
     pub generation: Option<i64>,
+    /// `FetchingHistory` message while the VPA's usage history is being loaded.
+    pub fetching_history: Option<String>,
 }
 
 fn set(
@@ -102,8 +104,8 @@ fn remove(conditions: &mut Vec<VerticalPodAutoscalerCondition>, type_: &str) {
     conditions.retain(|c| c.type_ != type_);
 }
 
-/// The status to write: conditions owned by the recommender are set or removed (others, such as
-/// `FetchingHistory`, are kept), a condition keeps its `lastTransitionTime` unless its status changes,
+/// The status to write: conditions owned by the recommender (all but user-set ones) are set or removed
+/// (`FetchingHistory` while the history bootstrap runs), a condition keeps its `lastTransitionTime` unless its status changes,
 /// and conditions are sorted by type.
 pub fn build_status(
     old: Option<&VerticalPodAutoscalerStatus>,
@@ -167,6 +169,17 @@ pub fn build_status(
             now,
         ),
         _ => remove(&mut conditions, cond::LOW_CONFIDENCE),
+    }
+    match &f.fetching_history {
+        Some(m) => set(
+            &mut conditions,
+            cond::FETCHING_HISTORY,
+            true,
+            "FetchingHistory",
+            m,
+            now,
+        ),
+        None => remove(&mut conditions, cond::FETCHING_HISTORY),
     }
     conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
     VerticalPodAutoscalerStatus {

@@ -835,8 +835,8 @@ pub async fn load(
     cfg: &HistoryConfig,
     plan: &Plan,
     state: &mut LoadState,
-    sink: &mut dyn HistorySink,
-    progress: &mut dyn FnMut(&Progress),
+    sink: &mut (dyn HistorySink + Send),
+    progress: &mut (dyn FnMut(&Progress) + Send),
 ) -> Result<(), HistoryError> {
     state.ensure(plan.containers.len());
     let chains = plan.batches.len() * 2;

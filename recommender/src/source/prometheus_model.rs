@@ -75,6 +75,17 @@ impl<'p> ModelSink<'p> {
         sink
     }
 
+    /// The per-container-name aggregates of a workload (index in [`Plan::workloads`]).
+    pub fn aggregates(
+        &self,
+        workload: usize,
+    ) -> BTreeMap<String, crate::model::AggregateContainerState> {
+        self.vpas
+            .get(workload)
+            .map(|&v| self.cluster.aggregate_state_by_container_name(v))
+            .unwrap_or_default()
+    }
+
     /// The model.
     pub fn cluster(&self) -> &ClusterState {
         &self.cluster
