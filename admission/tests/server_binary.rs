@@ -44,7 +44,15 @@ async fn standalone_binary_serves_and_stops_on_sigterm() {
     std::fs::create_dir(dir.path().join("vpas")).unwrap();
     std::fs::write(dir.path().join("vpas/db.yaml"), MANIFESTS).unwrap();
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tailor-admission"))
+    /// Kills the server if the test fails before it exits (its stderr pipe would keep the harness waiting).
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let child = Command::new(env!("CARGO_BIN_EXE_tailor-admission"))
         .args([
             "--bind-address",
             "127.0.0.1",
@@ -71,9 +79,10 @@ async fn standalone_binary_serves_and_stops_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let mut child = KillOnDrop(child);
 
     // The "serving" log line names the bound addresses.
-    let stderr = child.stderr.take().unwrap();
+    let stderr = child.0.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<Value>();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -118,9 +127,57 @@ async fn standalone_binary_serves_and_stops_on_sigterm() {
         json!({"requests": {"cpu": "500m", "memory": "1Gi"}})
     );
 
+    // Standalone mode re-reads the directory: a VPA added now governs the next pod.
+    let agent_manifests = r#"
+apiVersion: autoscaling.tailor.dev/v1
+kind: VerticalPodAutoscaler
+metadata: {name: agent, namespace: shop}
+spec:
+  targetRef: {apiVersion: apps/v1, kind: DaemonSet, name: agent}
+status:
+  recommendation:
+    containerRecommendations:
+      - {containerName: agent, target: {cpu: 50m, memory: 64Mi}}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: shop}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec: {containers: [{name: agent, image: fluent-bit}]}
+"#;
+    std::fs::write(dir.path().join("vpas/agent.yaml.tmp"), agent_manifests).unwrap();
+    std::fs::rename(
+        dir.path().join("vpas/agent.yaml.tmp"),
+        dir.path().join("vpas/agent.yaml"),
+    )
+    .unwrap();
+    let agent = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "agent-x", "namespace": "shop", "labels": {"app": "agent"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "d", "controller": true}]},
+        "spec": {"containers": [{"name": "agent", "image": "fluent-bit"}]}
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = client
+            .review(&pod_create_review("b-2", "shop", agent.clone()))
+            .await;
+        if out["response"]["patch"].is_string() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the added manifest was not picked up: {out}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
     // SIGTERM: not ready during the delay, then a clean exit.
     let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-TERM", &child.0.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
@@ -133,7 +190,7 @@ async fn standalone_binary_serves_and_stops_on_sigterm() {
     assert!(saw_not_ready, "/readyz stayed ready after SIGTERM");
     let deadline = Instant::now() + Duration::from_secs(15);
     let exit = loop {
-        if let Some(s) = child.try_wait().unwrap() {
+        if let Some(s) = child.0.try_wait().unwrap() {
             break s;
         }
         assert!(Instant::now() < deadline, "no exit within 15 s of SIGTERM");
