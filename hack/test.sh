@@ -41,6 +41,14 @@ if [[ $rc -ne 0 ]] && ! grep -qE '^test result: FAILED' "$LOG_DIR/cargo-test.log
   record "cargo test (build)" 1
 fi
 
+# --- conformance figures (already counted above; re-run with output shown so the N/M lines are visible) ---
+step "conformance summary"
+{
+  cargo test -q -p tailor-crds --test conformance -- --nocapture
+  cargo test -q -p tailor-admission --test conformance_unit --test conformance_diff -- --nocapture
+  cargo test -q -p tailor-recommender --test unit_vectors --test upstream_diff -- --nocapture
+} 2>&1 | grep -E '^conformance:' || echo "no conformance figures printed"
+
 # --- other checks: each script prints "N passed, N failed" as its last line ----------------------------
 for check in "$ROOT"/hack/checks/*.sh; do
   [[ -e $check ]] || continue
