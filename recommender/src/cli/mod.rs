@@ -5,6 +5,7 @@ pub mod convert;
 pub mod crds;
 pub mod input;
 pub mod output;
+pub mod patch;
 pub mod prometheus;
 pub mod recommend;
 
@@ -33,6 +34,8 @@ enum Command {
     Convert(convert::ConvertArgs),
     /// Print Tailor's CustomResourceDefinitions.
     Crds(crds::CrdsArgs),
+    /// Preview what the admission webhook does to a pod: the JSON patch and the patched pod.
+    Patch(Box<patch::PatchArgs>),
 }
 
 /// Parses arguments, runs the subcommand and maps errors to exit codes (2 bad input, 1 other failures).
@@ -42,6 +45,7 @@ pub fn main() -> ExitCode {
         Command::Recommend(a) => recommend::run(&a),
         Command::Convert(a) => convert::run(&a),
         Command::Crds(a) => crds::run(&a),
+        Command::Patch(a) => patch::run(&a),
     };
     match result {
         Ok(code) => code,
