@@ -6,6 +6,7 @@
 
 pub mod controller;
 pub mod estimate;
+pub mod estimate_flags;
 pub mod histogram;
 pub mod input;
 pub mod model;

@@ -16,17 +16,12 @@ use tailor_recommender::controller::oom::OomQueue;
 use tailor_recommender::controller::ratelimit::RateLimiter;
 use tailor_recommender::controller::recommender::Recommender;
 use tailor_recommender::controller::stores::{new_stores, spawn_watchers, wait_until_ready};
-use tailor_recommender::estimate::RecommenderConfig;
+use tailor_recommender::estimate_flags::EstimationFlags;
 use tailor_recommender::model::AggregationsConfig;
-use tailor_recommender::policy::Resources;
 use tokio::sync::watch;
 
 fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| e.to_string())
-}
-
-fn nanos(d: Duration) -> i64 {
-    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
 }
 
 /// Log output format.
@@ -41,6 +36,13 @@ enum LogFormat {
 /// Tailor's recommender. Flag names and defaults follow the upstream VPA recommender.
 #[derive(Debug, Parser)]
 #[command(name = "tailor-recommender", version, about)]
+// This binary's wording of four of the shared estimation flags' help (the shared struct carries `tailor recommend`'s).
+#[command(
+    mut_arg("pod_recommendation_min_cpu_millicores", |a| a.help("Minimum CPU recommendation for a pod, in millicores")),
+    mut_arg("pod_recommendation_min_memory_mb", |a| a.help("Minimum memory recommendation for a pod, in MiB")),
+    mut_arg("confidence_interval_cpu", |a| a.help("Time unit of the confidence of CPU bounds")),
+    mut_arg("confidence_interval_memory", |a| a.help("Time unit of the confidence of memory bounds")),
+)]
 struct Args {
     /// Address of the HTTP server for `/metrics` and `/healthz` (`:8942` = all interfaces).
     #[arg(long, default_value = ":8942")]
@@ -168,115 +170,17 @@ struct Args {
     #[arg(long, default_value_t = 2)]
     prometheus_concurrency: usize,
 
-    /// CPU usage percentile that will be used as a base for the CPU target recommendation.
-    #[arg(long, default_value_t = 0.9)]
-    target_cpu_percentile: f64,
-    /// CPU usage percentile that will be used for the lower bound on CPU recommendation.
-    #[arg(long, default_value_t = 0.5)]
-    recommendation_lower_bound_cpu_percentile: f64,
-    /// CPU usage percentile that will be used for the upper bound on CPU recommendation.
-    #[arg(long, default_value_t = 0.95)]
-    recommendation_upper_bound_cpu_percentile: f64,
-    /// Memory usage percentile that will be used as a base for the memory target recommendation.
-    #[arg(long, default_value_t = 0.9)]
-    target_memory_percentile: f64,
-    /// Memory usage percentile that will be used for the lower bound on memory recommendation.
-    #[arg(long, default_value_t = 0.5)]
-    recommendation_lower_bound_memory_percentile: f64,
-    /// Memory usage percentile that will be used for the upper bound on memory recommendation.
-    #[arg(long, default_value_t = 0.95)]
-    recommendation_upper_bound_memory_percentile: f64,
-    /// Fraction of usage added as the safety margin to the recommended request.
-    #[arg(long, default_value_t = 0.15)]
-    recommendation_margin_fraction: f64,
-    /// Minimum CPU recommendation for a pod, in millicores.
-    #[arg(long, default_value_t = 25.0)]
-    pod_recommendation_min_cpu_millicores: f64,
-    /// Minimum memory recommendation for a pod, in MiB.
-    #[arg(long, default_value_t = 250.0)]
-    pod_recommendation_min_memory_mb: f64,
-    /// Time unit of the confidence of CPU bounds.
-    #[arg(long, value_parser = duration, default_value = "24h")]
-    confidence_interval_cpu: Duration,
-    /// Time unit of the confidence of memory bounds.
-    #[arg(long, value_parser = duration, default_value = "24h")]
-    confidence_interval_memory: Duration,
-    /// Round CPU recommendations up to a multiple of this many millicores.
-    #[arg(long, default_value_t = 1)]
-    round_cpu_millicores: i64,
-    /// Round memory recommendations up to a multiple of this many bytes.
-    #[arg(long, default_value_t = 1)]
-    round_memory_bytes: i64,
-    /// (Deprecated upstream) humanize memory to two decimals of Ki/Mi/Gi/Ti.
-    #[arg(long)]
-    humanize_memory: bool,
-    /// Length of one memory peak aggregation window.
-    #[arg(long, value_parser = duration, default_value = "24h")]
-    memory_aggregation_interval: Duration,
-    /// Number of memory aggregation windows kept (history = interval × count).
-    #[arg(long, default_value_t = 8)]
-    memory_aggregation_interval_count: i64,
-    /// Half-life of the memory histogram decay.
-    #[arg(long, value_parser = duration, default_value = "24h")]
-    memory_histogram_decay_half_life: Duration,
-    /// Half-life of the CPU histogram decay.
-    #[arg(long, value_parser = duration, default_value = "24h")]
-    cpu_histogram_decay_half_life: Duration,
-    /// Ratio by which memory is bumped up after an OOM.
-    #[arg(long, default_value_t = 1.2)]
-    oom_bump_up_ratio: f64,
-    /// Minimum bytes memory is bumped up by after an OOM.
-    #[arg(long, default_value_t = 104857600.0)]
-    oom_min_bump_up_bytes: f64,
-    /// Round CPU up to whole cores for containers annotated `vpa-post-processor.kubernetes.io/<name>_integerCPU=true`.
-    #[arg(long)]
-    cpu_integer_post_processor_enabled: bool,
-    /// Maximum CPU recommendation per container (quantity, e.g. `4` or `3500m`).
-    #[arg(long)]
-    container_recommendation_max_allowed_cpu: Option<String>,
-    /// Maximum memory recommendation per container (quantity, e.g. `8Gi`).
-    #[arg(long)]
-    container_recommendation_max_allowed_memory: Option<String>,
-}
-
-fn quantity(resource: &str, flag: &str, v: Option<&str>) -> anyhow::Result<Option<i64>> {
-    v.map(|s| {
-        let q = k8s_openapi::apimachinery::pkg::api::resource::Quantity(s.to_string());
-        tailor_crds::quantity::amount(resource, &q)
-            .with_context(|| format!("{flag}: invalid quantity {s:?}"))
-    })
-    .transpose()
+    /// Upstream's model and estimation flags (shared with `tailor recommend`).
+    #[command(flatten)]
+    estimation: EstimationFlags,
 }
 
 impl Args {
     fn controller_config(&self) -> anyhow::Result<ControllerConfig> {
-        for (name, d) in [
-            ("--recommender-interval", self.recommender_interval),
-            ("--confidence-interval-cpu", self.confidence_interval_cpu),
-            (
-                "--confidence-interval-memory",
-                self.confidence_interval_memory,
-            ),
-            (
-                "--memory-aggregation-interval",
-                self.memory_aggregation_interval,
-            ),
-            (
-                "--memory-histogram-decay-half-life",
-                self.memory_histogram_decay_half_life,
-            ),
-            (
-                "--cpu-histogram-decay-half-life",
-                self.cpu_histogram_decay_half_life,
-            ),
-        ] {
-            if d.is_zero() {
-                bail!("{name} must be greater than zero");
-            }
+        if self.recommender_interval.is_zero() {
+            bail!("--recommender-interval must be greater than zero");
         }
-        if self.memory_aggregation_interval_count <= 0 {
-            bail!("--memory-aggregation-interval-count must be greater than zero");
-        }
+        self.estimation.validate()?;
         let ignored: Vec<String> = self
             .ignored_vpa_object_namespaces
             .iter()
@@ -288,6 +192,7 @@ impl Args {
                 "--vpa-object-namespace and --ignored-vpa-object-namespaces are mutually exclusive"
             );
         }
+        let engine = self.estimation.engine_config(false)?;
         Ok(ControllerConfig {
             recommender_name: self.recommender_name.clone(),
             interval: self.recommender_interval,
@@ -298,44 +203,8 @@ impl Args {
             vpa_object_namespace: self.vpa_object_namespace.clone(),
             ignored_namespaces: ignored,
             checkpoints_enabled: self.storage != "prometheus",
-            aggregations: AggregationsConfig {
-                memory_aggregation_interval: nanos(self.memory_aggregation_interval),
-                memory_aggregation_interval_count: self.memory_aggregation_interval_count,
-                memory_histogram_decay_half_life: nanos(self.memory_histogram_decay_half_life),
-                cpu_histogram_decay_half_life: nanos(self.cpu_histogram_decay_half_life),
-                oom_bump_up_ratio: self.oom_bump_up_ratio,
-                oom_min_bump_up_bytes: self.oom_min_bump_up_bytes,
-                legacy_oom_staleness: false,
-            },
-            recommender: RecommenderConfig {
-                target_cpu_percentile: self.target_cpu_percentile,
-                lower_bound_cpu_percentile: self.recommendation_lower_bound_cpu_percentile,
-                upper_bound_cpu_percentile: self.recommendation_upper_bound_cpu_percentile,
-                target_memory_percentile: self.target_memory_percentile,
-                lower_bound_memory_percentile: self.recommendation_lower_bound_memory_percentile,
-                upper_bound_memory_percentile: self.recommendation_upper_bound_memory_percentile,
-                safety_margin_fraction: self.recommendation_margin_fraction,
-                pod_min_cpu_millicores: self.pod_recommendation_min_cpu_millicores,
-                pod_min_memory_mb: self.pod_recommendation_min_memory_mb,
-                confidence_interval_cpu: nanos(self.confidence_interval_cpu),
-                confidence_interval_memory: nanos(self.confidence_interval_memory),
-                round_cpu_millicores: self.round_cpu_millicores,
-                round_memory_bytes: self.round_memory_bytes,
-                humanize_memory: self.humanize_memory,
-                cpu_integer_post_processor_enabled: self.cpu_integer_post_processor_enabled,
-                global_max_allowed: Resources {
-                    cpu: quantity(
-                        "cpu",
-                        "--container-recommendation-max-allowed-cpu",
-                        self.container_recommendation_max_allowed_cpu.as_deref(),
-                    )?,
-                    memory: quantity(
-                        "memory",
-                        "--container-recommendation-max-allowed-memory",
-                        self.container_recommendation_max_allowed_memory.as_deref(),
-                    )?,
-                },
-            },
+            aggregations: engine.aggregations,
+            recommender: engine.recommender,
             ..ControllerConfig::default()
         })
     }

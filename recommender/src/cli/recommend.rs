@@ -3,13 +3,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::ValueEnum;
-use tailor_recommender::estimate::RecommenderConfig;
-use tailor_recommender::model::AggregationsConfig;
-use tailor_recommender::policy::Resources;
-use tailor_recommender::quantity;
+use tailor_recommender::estimate_flags::EstimationFlags;
 use tailor_recommender::replay::{ReplayConfig, replay};
 
 use super::{InputError, input, output};
@@ -27,14 +23,6 @@ pub enum OutputFormat {
     Csv,
     /// Tailor VerticalPodAutoscaler manifests carrying the recommendation in their status.
     Vpa,
-}
-
-fn duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| e.to_string())
-}
-
-fn nanos(d: Duration) -> i64 {
-    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
 }
 
 /// Arguments of `tailor recommend`. Flag names and defaults follow upstream's recommender.
@@ -59,75 +47,9 @@ pub struct RecommendArgs {
     #[arg(long)]
     pub explain: bool,
 
-    /// CPU usage percentile that will be used as a base for the CPU target recommendation.
-    #[arg(long, default_value_t = 0.9)]
-    pub target_cpu_percentile: f64,
-    /// CPU usage percentile that will be used for the lower bound on CPU recommendation.
-    #[arg(long, default_value_t = 0.5)]
-    pub recommendation_lower_bound_cpu_percentile: f64,
-    /// CPU usage percentile that will be used for the upper bound on CPU recommendation.
-    #[arg(long, default_value_t = 0.95)]
-    pub recommendation_upper_bound_cpu_percentile: f64,
-    /// Memory usage percentile that will be used as a base for the memory target recommendation.
-    #[arg(long, default_value_t = 0.9)]
-    pub target_memory_percentile: f64,
-    /// Memory usage percentile that will be used for the lower bound on memory recommendation.
-    #[arg(long, default_value_t = 0.5)]
-    pub recommendation_lower_bound_memory_percentile: f64,
-    /// Memory usage percentile that will be used for the upper bound on memory recommendation.
-    #[arg(long, default_value_t = 0.95)]
-    pub recommendation_upper_bound_memory_percentile: f64,
-    /// Fraction of usage added as the safety margin to the recommended request.
-    #[arg(long, default_value_t = 0.15)]
-    pub recommendation_margin_fraction: f64,
-    /// Minimum CPU recommendation for a pod (millicores), split across its containers.
-    #[arg(long, default_value_t = 25.0)]
-    pub pod_recommendation_min_cpu_millicores: f64,
-    /// Minimum memory recommendation for a pod (MiB), split across its containers.
-    #[arg(long, default_value_t = 250.0)]
-    pub pod_recommendation_min_memory_mb: f64,
-    /// Time unit of the confidence for CPU bounds.
-    #[arg(long, value_parser = duration, default_value = "24h")]
-    pub confidence_interval_cpu: Duration,
-    /// Time unit of the confidence for memory bounds.
-    #[arg(long, value_parser = duration, default_value = "24h")]
-    pub confidence_interval_memory: Duration,
-    /// Round CPU recommendations up to a multiple of this many millicores.
-    #[arg(long, default_value_t = 1)]
-    pub round_cpu_millicores: i64,
-    /// Round memory recommendations up to a multiple of this many bytes.
-    #[arg(long, default_value_t = 1)]
-    pub round_memory_bytes: i64,
-    /// (Deprecated upstream) humanize memory to two decimals of Ki/Mi/Gi/Ti.
-    #[arg(long)]
-    pub humanize_memory: bool,
-    /// Length of one memory peak aggregation window.
-    #[arg(long, value_parser = duration, default_value = "24h")]
-    pub memory_aggregation_interval: Duration,
-    /// Number of memory aggregation windows kept (history = interval × count).
-    #[arg(long, default_value_t = 8)]
-    pub memory_aggregation_interval_count: i64,
-    /// Half-life of the memory histogram decay.
-    #[arg(long, value_parser = duration, default_value = "24h")]
-    pub memory_histogram_decay_half_life: Duration,
-    /// Half-life of the CPU histogram decay.
-    #[arg(long, value_parser = duration, default_value = "24h")]
-    pub cpu_histogram_decay_half_life: Duration,
-    /// Ratio by which memory is bumped up after an OOM.
-    #[arg(long, default_value_t = 1.2)]
-    pub oom_bump_up_ratio: f64,
-    /// Minimum bytes memory is bumped up by after an OOM.
-    #[arg(long, default_value_t = 104857600.0)]
-    pub oom_min_bump_up_bytes: f64,
-    /// Round CPU up to whole cores for containers annotated `vpa-post-processor.kubernetes.io/<name>_integerCPU=true`.
-    #[arg(long)]
-    pub cpu_integer_post_processor_enabled: bool,
-    /// Maximum CPU recommendation per container (quantity, e.g. `4` or `3500m`).
-    #[arg(long)]
-    pub container_recommendation_max_allowed_cpu: Option<String>,
-    /// Maximum memory recommendation per container (quantity, e.g. `8Gi`).
-    #[arg(long)]
-    pub container_recommendation_max_allowed_memory: Option<String>,
+    /// Upstream's model and estimation flags (shared with `tailor-recommender`).
+    #[command(flatten)]
+    pub estimation: EstimationFlags,
     /// Judge OOM staleness like upstream ≤ 1.2 (against the window end instead of the last memory sample).
     #[arg(long, hide = true)]
     pub legacy_oom_staleness: bool,
@@ -136,82 +58,10 @@ pub struct RecommendArgs {
 impl RecommendArgs {
     /// The configuration these flags describe.
     pub fn config(&self) -> Result<ReplayConfig, InputError> {
-        for (name, d) in [
-            ("--confidence-interval-cpu", self.confidence_interval_cpu),
-            (
-                "--confidence-interval-memory",
-                self.confidence_interval_memory,
-            ),
-            (
-                "--memory-aggregation-interval",
-                self.memory_aggregation_interval,
-            ),
-            (
-                "--memory-histogram-decay-half-life",
-                self.memory_histogram_decay_half_life,
-            ),
-            (
-                "--cpu-histogram-decay-half-life",
-                self.cpu_histogram_decay_half_life,
-            ),
-        ] {
-            if d.is_zero() {
-                return Err(InputError(format!("{name} must be greater than zero")));
-            }
-        }
-        if self.memory_aggregation_interval_count <= 0 {
-            return Err(InputError(
-                "--memory-aggregation-interval-count must be greater than zero".into(),
-            ));
-        }
-        let max_cpu = self
-            .container_recommendation_max_allowed_cpu
-            .as_deref()
-            .map(quantity::cpu_millis)
-            .transpose()
-            .map_err(|e| InputError(format!("--container-recommendation-max-allowed-cpu: {e}")))?;
-        let max_mem = self
-            .container_recommendation_max_allowed_memory
-            .as_deref()
-            .map(quantity::memory_bytes)
-            .transpose()
-            .map_err(|e| {
-                InputError(format!(
-                    "--container-recommendation-max-allowed-memory: {e}"
-                ))
-            })?;
-        Ok(ReplayConfig {
-            aggregations: AggregationsConfig {
-                memory_aggregation_interval: nanos(self.memory_aggregation_interval),
-                memory_aggregation_interval_count: self.memory_aggregation_interval_count,
-                memory_histogram_decay_half_life: nanos(self.memory_histogram_decay_half_life),
-                cpu_histogram_decay_half_life: nanos(self.cpu_histogram_decay_half_life),
-                oom_bump_up_ratio: self.oom_bump_up_ratio,
-                oom_min_bump_up_bytes: self.oom_min_bump_up_bytes,
-                legacy_oom_staleness: self.legacy_oom_staleness,
-            },
-            recommender: RecommenderConfig {
-                target_cpu_percentile: self.target_cpu_percentile,
-                lower_bound_cpu_percentile: self.recommendation_lower_bound_cpu_percentile,
-                upper_bound_cpu_percentile: self.recommendation_upper_bound_cpu_percentile,
-                target_memory_percentile: self.target_memory_percentile,
-                lower_bound_memory_percentile: self.recommendation_lower_bound_memory_percentile,
-                upper_bound_memory_percentile: self.recommendation_upper_bound_memory_percentile,
-                safety_margin_fraction: self.recommendation_margin_fraction,
-                pod_min_cpu_millicores: self.pod_recommendation_min_cpu_millicores,
-                pod_min_memory_mb: self.pod_recommendation_min_memory_mb,
-                confidence_interval_cpu: nanos(self.confidence_interval_cpu),
-                confidence_interval_memory: nanos(self.confidence_interval_memory),
-                round_cpu_millicores: self.round_cpu_millicores,
-                round_memory_bytes: self.round_memory_bytes,
-                humanize_memory: self.humanize_memory,
-                cpu_integer_post_processor_enabled: self.cpu_integer_post_processor_enabled,
-                global_max_allowed: Resources {
-                    cpu: max_cpu,
-                    memory: max_mem,
-                },
-            },
-        })
+        self.estimation
+            .validate()
+            .and_then(|()| self.estimation.engine_config(self.legacy_oom_staleness))
+            .map_err(|e| InputError(e.0))
     }
 }
 
