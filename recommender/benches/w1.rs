@@ -9,11 +9,10 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use tailor_recommender::estimate::{RecommenderConfig, VpaInput, estimate_container, recommend};
 use tailor_recommender::model::{
-    AggregateContainerState, AggregationsConfig, ClusterState, ContainerId, ContainerState, Labels,
-    PodPhase, Sample, Selector, VpaState,
+    AggregateContainerState, AggregationsConfig, ClusterState, ContainerState,
 };
-use tailor_recommender::units::{Resource, cpu_amount_from_cores, memory_amount_from_bytes};
-use tailor_recommender::workload::{TICKS_PER_DAY, W1};
+use tailor_recommender::units::{cpu_amount_from_cores, memory_amount_from_bytes};
+use tailor_recommender::workload::{self, TICKS_PER_DAY, W1};
 
 const N: usize = 1000;
 const TICKS: usize = TICKS_PER_DAY;
@@ -43,29 +42,11 @@ fn fold_aggregates(
 }
 
 fn cluster(n: usize) -> (ClusterState, Vec<(String, String)>) {
-    let names: Vec<(String, String)> = (0..n)
-        .map(|i| (format!("ns-{}", i / 100), format!("pod-{i}")))
-        .collect();
-    let mut cluster = ClusterState::new(AggregationsConfig::default(), 3_600_000_000_000);
-    for ns in 0..n.div_ceil(100) {
-        cluster.add_vpa(VpaState::new(
-            &format!("ns-{ns}"),
-            "vpa",
-            Selector::everything(),
-        ));
-    }
-    for (i, (ns, pod)) in names.iter().enumerate() {
-        let labels: Labels = [("app".to_string(), format!("app-{i}"))]
-            .into_iter()
-            .collect();
-        cluster.add_or_update_pod(ns, pod, &labels, PodPhase::Running);
-        let _ = cluster.add_or_update_container(ContainerId {
-            namespace: ns,
-            pod,
-            container: "c",
-        });
-    }
-    (cluster, names)
+    let names = workload::pod_names(n);
+    (
+        workload::cluster(&names, AggregationsConfig::default()),
+        names,
+    )
 }
 
 fn ingest(c: &mut Criterion) {
@@ -82,32 +63,7 @@ fn ingest(c: &mut Criterion) {
             || cluster(N),
             |(mut cluster, names)| {
                 for k in 0..TICKS {
-                    let (t, d) = (W1::time(k), W1::diurnal(k));
-                    for (i, (ns, pod)) in names.iter().enumerate() {
-                        let id = ContainerId {
-                            namespace: ns,
-                            pod,
-                            container: "c",
-                        };
-                        let cpu = cpu_amount_from_cores(w.cpu(i, k, d));
-                        let _ = cluster.add_sample(
-                            id,
-                            Sample {
-                                time: t,
-                                resource: Resource::Cpu,
-                                usage: cpu,
-                            },
-                        );
-                        let mem = memory_amount_from_bytes(w.mem(i, k));
-                        let _ = cluster.add_sample(
-                            id,
-                            Sample {
-                                time: t,
-                                resource: Resource::Memory,
-                                usage: mem,
-                            },
-                        );
-                    }
+                    w.add_tick(&mut cluster, &names, k);
                 }
                 cluster
             },

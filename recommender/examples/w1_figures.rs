@@ -10,12 +10,9 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Instant;
 
 use tailor_recommender::estimate::{RecommenderConfig, VpaInput, estimate_container, recommend};
-use tailor_recommender::model::{
-    AggregateContainerState, AggregationsConfig, ClusterState, ContainerId, ContainerState, Labels,
-    PodPhase, Sample, Selector, VpaState,
-};
-use tailor_recommender::units::{Resource, cpu_amount_from_cores, memory_amount_from_bytes};
-use tailor_recommender::workload::{TICKS_PER_DAY, W1};
+use tailor_recommender::model::{AggregateContainerState, AggregationsConfig, ContainerState};
+use tailor_recommender::units::{cpu_amount_from_cores, memory_amount_from_bytes};
+use tailor_recommender::workload::{self, TICKS_PER_DAY, W1};
 
 struct Counting;
 
@@ -136,59 +133,13 @@ fn main() {
     drop(states);
 
     // --- cluster path: pod map -> container -> aggregate, one VPA per namespace ------------------------------
-    let names: Vec<(String, String)> = (0..n)
-        .map(|i| (format!("ns-{}", i / 100), format!("pod-{i}")))
-        .collect();
+    let names = workload::pod_names(n);
     let base = live();
-    let mut cluster = ClusterState::new(config, 3_600_000_000_000);
-    for ns in 0..n.div_ceil(100) {
-        cluster.add_vpa(VpaState::new(
-            &format!("ns-{ns}"),
-            "vpa",
-            Selector::everything(),
-        ));
-    }
-    for (i, (ns, pod)) in names.iter().enumerate() {
-        let labels: Labels = [("app".to_string(), format!("app-{i}"))]
-            .into_iter()
-            .collect();
-        cluster.add_or_update_pod(ns, pod, &labels, PodPhase::Running);
-        let _ = cluster.add_or_update_container(ContainerId {
-            namespace: ns,
-            pod,
-            container: "c",
-        });
-    }
+    let mut cluster = workload::cluster(&names, config);
     let start = Instant::now();
     let cpu0 = cpu_ns();
     for k in 0..ticks {
-        let t = W1::time(k);
-        let d = W1::diurnal(k);
-        for (i, (ns, pod)) in names.iter().enumerate() {
-            let id = ContainerId {
-                namespace: ns,
-                pod,
-                container: "c",
-            };
-            let cpu = cpu_amount_from_cores(w.cpu(i, k, d));
-            let _ = cluster.add_sample(
-                id,
-                Sample {
-                    time: t,
-                    resource: Resource::Cpu,
-                    usage: cpu,
-                },
-            );
-            let mem = memory_amount_from_bytes(w.mem(i, k));
-            let _ = cluster.add_sample(
-                id,
-                Sample {
-                    time: t,
-                    resource: Resource::Memory,
-                    usage: mem,
-                },
-            );
-        }
+        w.add_tick(&mut cluster, &names, k);
     }
     let secs = start.elapsed().as_secs_f64();
     let cpu = (cpu_ns() - cpu0) as f64 / 1e9;

@@ -1,6 +1,11 @@
 //! Benchmark workload W1 (`bench-workload.md`): deterministic CPU and memory usage for N containers at a
 //! one-minute resolution, shared by the benchmarks, the heap measurement and the sanity test.
 
+use crate::model::{
+    AggregationsConfig, ClusterState, ContainerId, Labels, PodPhase, Sample, Selector, VpaState,
+};
+use crate::units::{Resource, cpu_amount_from_cores, memory_amount_from_bytes};
+
 /// Unix seconds of tick 0.
 pub const T0: i64 = 1_717_200_000;
 /// Ticks per day (one per minute).
@@ -64,5 +69,70 @@ impl W1 {
     #[inline]
     pub fn mem(&self, i: usize, k: usize) -> f64 {
         self.base_mem[i % 160] * (0.9 + 0.2 * self.noise[(i * 104_729 + 3 * k + 1) % 65536])
+    }
+}
+
+/// Pod `(namespace, name)` pairs of W1's cluster path: pod `i` is `pod-i` in namespace `ns-(i/100)`.
+pub fn pod_names(n: usize) -> Vec<(String, String)> {
+    (0..n)
+        .map(|i| (format!("ns-{}", i / 100), format!("pod-{i}")))
+        .collect()
+}
+
+/// W1's cluster-path model: one VPA per namespace selecting everything, and every pod of `names` Running
+/// with labels `{app: app-i}` and one container `c` (garbage collection every hour).
+pub fn cluster(names: &[(String, String)], config: AggregationsConfig) -> ClusterState {
+    let mut cluster = ClusterState::new(config, 3_600_000_000_000);
+    for ns in 0..names.len().div_ceil(100) {
+        cluster.add_vpa(VpaState::new(
+            &format!("ns-{ns}"),
+            "vpa",
+            Selector::everything(),
+        ));
+    }
+    for (i, (ns, pod)) in names.iter().enumerate() {
+        let labels: Labels = [("app".to_string(), format!("app-{i}"))]
+            .into_iter()
+            .collect();
+        cluster.add_or_update_pod(ns, pod, &labels, PodPhase::Running);
+        let _ = cluster.add_or_update_container(container_id(ns, pod));
+    }
+    cluster
+}
+
+fn container_id<'a>(namespace: &'a str, pod: &'a str) -> ContainerId<'a> {
+    ContainerId {
+        namespace,
+        pod,
+        container: "c",
+    }
+}
+
+impl W1 {
+    /// Folds tick `k` into a model built by [`cluster`]: one CPU and one memory sample per pod of `names`,
+    /// through `ClusterState::add_sample` (the recommender's real entry point).
+    pub fn add_tick(&self, cluster: &mut ClusterState, names: &[(String, String)], k: usize) {
+        let (time, d) = (W1::time(k), W1::diurnal(k));
+        for (i, (ns, pod)) in names.iter().enumerate() {
+            let id = container_id(ns, pod);
+            let cpu = cpu_amount_from_cores(self.cpu(i, k, d));
+            let _ = cluster.add_sample(
+                id,
+                Sample {
+                    time,
+                    resource: Resource::Cpu,
+                    usage: cpu,
+                },
+            );
+            let mem = memory_amount_from_bytes(self.mem(i, k));
+            let _ = cluster.add_sample(
+                id,
+                Sample {
+                    time,
+                    resource: Resource::Memory,
+                    usage: mem,
+                },
+            );
+        }
     }
 }
