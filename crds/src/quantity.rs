@@ -296,6 +296,25 @@ pub fn int64_max() -> BigInt {
     BigInt::from(i64::MAX)
 }
 
+/// Suffix → (power of ten, power of two, format) of the value it multiplies.
+const SUFFIXES: [(&str, i64, u32, Format); 15] = [
+    ("n", -9, 0, Format::DecimalSi),
+    ("u", -6, 0, Format::DecimalSi),
+    ("m", -3, 0, Format::DecimalSi),
+    ("k", 3, 0, Format::DecimalSi),
+    ("M", 6, 0, Format::DecimalSi),
+    ("G", 9, 0, Format::DecimalSi),
+    ("T", 12, 0, Format::DecimalSi),
+    ("P", 15, 0, Format::DecimalSi),
+    ("E", 18, 0, Format::DecimalSi),
+    ("Ki", 0, 10, Format::BinarySi),
+    ("Mi", 0, 20, Format::BinarySi),
+    ("Gi", 0, 30, Format::BinarySi),
+    ("Ti", 0, 40, Format::BinarySi),
+    ("Pi", 0, 50, Format::BinarySi),
+    ("Ei", 0, 60, Format::BinarySi),
+];
+
 fn parse_str(text: &str) -> Result<Amount, QuantityError> {
     let err = |reason| QuantityError {
         value: text.to_owned(),
@@ -331,80 +350,25 @@ fn parse_str(text: &str) -> Result<Amount, QuantityError> {
     };
     let mut scale = i64::try_from(frac_part.len()).map_err(|_| err("too many digits"))?;
     let mut binary_exp: u32 = 0;
-    let format = match suffix {
-        "" => Format::DecimalSi,
-        "n" => {
-            scale += 9;
-            Format::DecimalSi
+    let format = if suffix.is_empty() {
+        Format::DecimalSi
+    } else if let Some(&(_, exponent, power_of_two, format)) =
+        SUFFIXES.iter().find(|(name, ..)| *name == suffix)
+    {
+        scale -= exponent;
+        binary_exp = power_of_two;
+        format
+    } else {
+        let exp_text = suffix
+            .strip_prefix('e')
+            .or_else(|| suffix.strip_prefix('E'))
+            .ok_or_else(|| err("unknown suffix"))?;
+        let exp: i64 = exp_text.parse().map_err(|_| err("bad exponent"))?;
+        if exp.abs() > MAX_EXPONENT {
+            return Err(err("exponent out of range"));
         }
-        "u" => {
-            scale += 6;
-            Format::DecimalSi
-        }
-        "m" => {
-            scale += 3;
-            Format::DecimalSi
-        }
-        "k" => {
-            scale -= 3;
-            Format::DecimalSi
-        }
-        "M" => {
-            scale -= 6;
-            Format::DecimalSi
-        }
-        "G" => {
-            scale -= 9;
-            Format::DecimalSi
-        }
-        "T" => {
-            scale -= 12;
-            Format::DecimalSi
-        }
-        "P" => {
-            scale -= 15;
-            Format::DecimalSi
-        }
-        "E" => {
-            scale -= 18;
-            Format::DecimalSi
-        }
-        "Ki" => {
-            binary_exp = 10;
-            Format::BinarySi
-        }
-        "Mi" => {
-            binary_exp = 20;
-            Format::BinarySi
-        }
-        "Gi" => {
-            binary_exp = 30;
-            Format::BinarySi
-        }
-        "Ti" => {
-            binary_exp = 40;
-            Format::BinarySi
-        }
-        "Pi" => {
-            binary_exp = 50;
-            Format::BinarySi
-        }
-        "Ei" => {
-            binary_exp = 60;
-            Format::BinarySi
-        }
-        other => {
-            let exp_text = other
-                .strip_prefix('e')
-                .or_else(|| other.strip_prefix('E'))
-                .ok_or_else(|| err("unknown suffix"))?;
-            let exp: i64 = exp_text.parse().map_err(|_| err("bad exponent"))?;
-            if exp.abs() > MAX_EXPONENT {
-                return Err(err("exponent out of range"));
-            }
-            scale -= exp;
-            Format::DecimalExponent
-        }
+        scale -= exp;
+        Format::DecimalExponent
     };
     if binary_exp > 0 {
         num <<= binary_exp as usize;
