@@ -14,7 +14,7 @@ END=1717200000
 VM=$(command -v victoria-metrics || echo /usr/bin/victoria-metrics)
 [[ -x $VM ]] || { echo "victoria-metrics not found: run hack/install-deps.sh" >&2; exit 1; }
 
-cargo build --release -q -p tailor-recommender --bin tailor
+cargo build --release -q -p tailor-cli --bin tailor
 TAILOR=$ROOT/target/release/tailor
 
 DATA=$ROOT/target/bench-vm/$CONTAINERS-$DAYS

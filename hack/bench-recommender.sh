@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Scale benchmark of the recommender controller: 5,000 VPAs / 50,000 pods against the mocked API server
-# (recommender/tests/controller_scale.rs). Prints per-loop time, writes and RSS.
+# (recommender/benches/scale.rs). Prints per-loop time, writes and RSS.
 # Sizes: TAILOR_BENCH_VPAS, TAILOR_BENCH_PODS_PER_VPA, TAILOR_BENCH_NAMESPACES, TAILOR_BENCH_LOOPS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo test --release -p tailor-recommender --test controller_scale -- --ignored --nocapture --test-threads=1
+cargo bench -p tailor-recommender --bench scale

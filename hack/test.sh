@@ -44,9 +44,10 @@ fi
 # --- conformance figures (already counted above; re-run with output shown so the N/M lines are visible) ---
 step "conformance summary"
 {
-  cargo test -q -p tailor-crds --test conformance -- --nocapture
-  cargo test -q -p tailor-admission --test conformance_unit --test conformance_diff -- --nocapture
-  cargo test -q -p tailor-recommender --test unit_vectors --test upstream_diff -- --nocapture
+  cargo test -q -p tailor-crds --test it conformance:: -- --nocapture
+  cargo test -q -p tailor-admission --test it conformance_ -- --nocapture
+  cargo test -q -p tailor-recommender --test it unit_vectors:: -- --nocapture
+  cargo test -q -p tailor-cli --test it upstream_diff:: -- --nocapture
 } 2>&1 | grep -E '^conformance:' || echo "no conformance figures printed"
 
 # --- other checks: each script prints "N passed, N failed" as its last line ----------------------------

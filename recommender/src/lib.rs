@@ -1,19 +1,30 @@
-//! Tailor recommender: the pure recommendation engine (histograms, model, estimators, replay) and the
-//! `tailor` CLI built on it.
+//! The running recommender: reflectors over VPAs, checkpoints, pods and workloads; the OOM observer; the
+//! loop that feeds the engine ([`tailor_engine`]) and writes VPA status; checkpoints; the leader lease;
+//! metrics and health; the `metrics.k8s.io` source and the Prometheus history bootstrap.
 //!
-//! Data flows one way: samples → [`model`] → [`estimate`] → [`policy`] capping. Nothing here reads a clock,
-//! a socket or a kube client: time is always a parameter.
+//! Time enters the loop only as a parameter ([`Recommender::run_once`]), so every step can be driven by a
+//! test with fixed clocks and a mocked API server.
 
-pub mod controller;
-pub mod estimate;
-pub mod estimate_flags;
-pub mod histogram;
-pub mod input;
-pub mod model;
-pub mod policy;
-pub mod quantity;
-pub mod replay;
-pub mod source;
+pub mod checkpoint;
+pub mod config;
+pub mod error;
+pub mod history;
+pub mod http;
+pub mod leader;
+pub mod metrics;
+pub mod metrics_api;
+pub mod oom;
+pub mod ratelimit;
+pub mod recommender;
+pub mod selection;
+pub mod slim;
 pub mod status;
-pub mod units;
-pub mod workload;
+pub mod stores;
+pub mod target;
+pub mod time;
+
+pub use config::ControllerConfig;
+pub use error::Error;
+pub use metrics::Metrics;
+pub use recommender::{LoopReport, Recommender};
+pub use stores::{Stores, Writers};

@@ -1,220 +1,248 @@
-//! Pure pieces of the recommender loop around the engine: which VPAs this recommender handles, target
-//! validation conditions, status conditions, missing-recommendation tracking and checkpoint-writer ordering.
+//! The VPA status the recommender writes: recommendation, conditions and `observedGeneration`, built
+//! purely from the previous status and this loop's findings.
 
-use crate::units::Nanos;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use tailor_crds::condition as cond;
+use tailor_crds::{
+    RecommendedContainerResources, RecommendedPodResources, ResourceList,
+    VerticalPodAutoscalerCondition, VerticalPodAutoscalerStatus,
+};
 
-/// Name of the default recommender.
-pub const DEFAULT_RECOMMENDER: &str = "default";
+use tailor_engine::estimate::ContainerRecommendation;
+use tailor_engine::policy::Resources;
 
-/// Whether a recommender named `recommender` handles a VPA in `namespace` listing `vpa_recommenders`.
-/// The default recommender also takes VPAs that list none. `only_namespace` (if non-empty) restricts to one
-/// namespace; `ignored` namespaces are skipped.
-pub fn is_selected(
-    recommender: &str,
-    vpa_recommenders: &[String],
-    namespace: &str,
-    only_namespace: &str,
-    ignored: &[String],
-) -> bool {
-    if !only_namespace.is_empty() && namespace != only_namespace {
-        return false;
-    }
-    if ignored.iter().any(|n| n == namespace) {
-        return false;
-    }
-    if vpa_recommenders.is_empty() {
-        return recommender == DEFAULT_RECOMMENDER;
-    }
-    vpa_recommenders.iter().any(|r| r == recommender)
-}
-
-/// A status condition.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Condition {
-    /// Condition type.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// `True` / `False`.
-    pub status: String,
-    /// Reason.
-    pub reason: String,
-    /// Message.
-    pub message: String,
-}
-
-/// `NoPodsMatched` message.
+/// `NoPodsMatched` reason and message.
 pub const NO_PODS_MATCHED_MESSAGE: &str = "No pods match this VPA object";
 
-/// The recommender's conditions for a VPA, sorted by type. `NoPodsMatched` is absent when pods match.
-pub fn recommendation_conditions(has_recommendation: bool, pods_matched: bool) -> Vec<Condition> {
-    let mut out = Vec::new();
-    let (reason, message) = if pods_matched {
-        ("", "")
-    } else {
-        ("NoPodsMatched", NO_PODS_MATCHED_MESSAGE)
-    };
-    out.push(Condition {
-        type_: "RecommendationProvided".into(),
-        status: if has_recommendation { "True" } else { "False" }.into(),
-        reason: if has_recommendation { "" } else { reason }.into(),
-        message: if has_recommendation { "" } else { message }.into(),
-    });
-    if !pods_matched {
-        out.push(Condition {
-            type_: "NoPodsMatched".into(),
-            status: "True".into(),
-            reason: "NoPodsMatched".into(),
-            message: NO_PODS_MATCHED_MESSAGE.into(),
-        });
+fn resource_list(r: &Resources) -> ResourceList {
+    let mut out = ResourceList::new();
+    if let Some(c) = r.cpu {
+        out.insert("cpu".into(), tailor_crds::quantity::from_amount("cpu", c));
     }
-    out.sort_by(|a, b| a.type_.cmp(&b.type_));
+    if let Some(m) = r.memory {
+        out.insert(
+            "memory".into(),
+            tailor_crds::quantity::from_amount("memory", m),
+        );
+    }
     out
 }
 
-/// Go's `Duration.String()` for non-negative whole-second durations (`30m0s`, `1h0m0s`, `45s`).
-pub fn go_duration_string(ns: i64) -> String {
-    let s = ns / 1_000_000_000;
-    let (h, m, sec) = (s / 3600, (s % 3600) / 60, s % 60);
-    if h > 0 {
-        format!("{h}h{m}m{sec}s")
-    } else if m > 0 {
-        format!("{m}m{sec}s")
-    } else {
-        format!("{sec}s")
+/// The API form of the engine's per-container recommendations; `None` when there are none.
+pub fn to_api_recommendation(recs: &[ContainerRecommendation]) -> Option<RecommendedPodResources> {
+    if recs.is_empty() {
+        return None;
     }
+    Some(RecommendedPodResources {
+        container_recommendations: Some(
+            recs.iter()
+                .map(|r| RecommendedContainerResources {
+                    container_name: Some(r.container_name.clone()),
+                    target: resource_list(&r.target),
+                    lower_bound: Some(resource_list(&r.lower_bound)),
+                    upper_bound: Some(resource_list(&r.upper_bound)),
+                    uncapped_target: Some(resource_list(&r.uncapped_target)),
+                })
+                .collect(),
+        ),
+    })
 }
 
-/// Outcome of tracking a VPA that may lack a recommendation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MissingTracking {
-    /// Whether the VPA is tracked as having no recommendation.
-    pub tracked: bool,
-    /// When the problem was last logged.
-    pub last_logged: Option<Nanos>,
-    /// The message to log now, if any.
-    pub log: Option<String>,
+fn has_entries(r: Option<&RecommendedPodResources>) -> bool {
+    r.and_then(|r| r.container_recommendations.as_ref())
+        .is_some_and(|c| !c.is_empty())
 }
 
-/// Updates tracking of VPAs without a recommendation: logs at most once per `max_duration`.
-pub fn track_missing_recommendation(
-    vpa: &str,
-    has_recommendation: bool,
-    last_logged: Option<Nanos>,
-    now: Nanos,
-    max_duration: i64,
-) -> MissingTracking {
-    if has_recommendation {
-        return MissingTracking {
-            tracked: false,
-            last_logged: None,
-            log: None,
-        };
-    }
-    match last_logged {
-        None => MissingTracking {
-            tracked: true,
-            last_logged: Some(now),
-            log: None,
-        },
-        Some(l) if now.saturating_sub(l) > max_duration => MissingTracking {
-            tracked: true,
-            last_logged: Some(now),
-            log: Some(format!(
-                "VPA {vpa} is missing recommendation for more than {}",
-                go_duration_string(max_duration)
-            )),
-        },
-        Some(l) => MissingTracking {
-            tracked: true,
-            last_logged: Some(l),
-            log: None,
-        },
-    }
-}
-
-/// An object reference (`apiVersion`, `kind`, `name`, namespace).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ObjectKey {
-    /// API version.
-    pub api_version: String,
-    /// Kind.
-    pub kind: String,
-    /// Name.
-    pub name: String,
-    /// Namespace.
-    pub namespace: String,
-}
-
-/// Result of resolving a VPA's target: the selector to use (`None` = matches nothing) and the
-/// `ConfigUnsupported` message (`None` = condition removed).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TargetResolution {
-    /// The selector string if the target is valid.
-    pub selector: Option<String>,
-    /// `ConfigUnsupported` message.
+/// What this loop found out about one VPA.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Findings {
+    /// The recommendation to publish.
+    pub recommendation: Option<RecommendedPodResources>,
+    /// Whether any pod matches.
+    pub pods_matched: bool,
+    /// `ConfigUnsupported` message (unresolvable target, bad policy).
     pub unsupported: Option<String>,
+    /// `LowConfidence` message when some container has less than a day of history.
+    pub low_confidence: Option<String>,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// `FetchingHistory` message while the VPA's usage history is being loaded.
+    pub fetching_history: Option<String>,
 }
 
-/// Decides selector and `ConfigUnsupported` from the fetched selector and the top-most controller lookup.
-pub fn resolve_target(
-    target: Option<&ObjectKey>,
-    fetched_selector: Result<Option<String>, String>,
-    topmost: Result<Option<ObjectKey>, String>,
-) -> TargetResolution {
-    let nothing = |m: Option<String>| TargetResolution {
-        selector: None,
-        unsupported: m,
-    };
-    let selector = match fetched_selector {
-        Ok(Some(s)) => s,
-        Ok(None) => return nothing(Some("Cannot read targetRef".into())),
-        Err(e) => return nothing(Some(format!("Cannot read targetRef. Reason: {e}"))),
-    };
-    // Upstream stores an empty-type condition here; Tailor removes ConfigUnsupported instead.
-    let Some(t) = target else {
-        return nothing(None);
-    };
-    let desc = format!("{}.{}/{}", t.api_version, t.kind, t.name);
-    match topmost {
-        Err(e) => nothing(Some(format!(
-            "Error checking if target {desc} is a topmost well-known or scalable controller: {e}"
-        ))),
-        Ok(None) => nothing(Some(format!(
-            "Unknown error during checking if target {desc} is a topmost well-known or scalable controller"
-        ))),
-        Ok(Some(k))
-            if k.api_version != t.api_version
-                || k.kind != t.kind
-                || k.name != t.name
-                || k.namespace != t.namespace =>
-        {
-            nothing(Some(format!(
-                "The target {desc} has a parent controller but it should point to a topmost well-known or scalable controller"
-            )))
+fn set(
+    conditions: &mut Vec<VerticalPodAutoscalerCondition>,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    now: &Time,
+) {
+    let status = if status { "True" } else { "False" };
+    let opt = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    let (reason, message) = (opt(reason), opt(message));
+    if let Some(c) = conditions.iter_mut().find(|c| c.type_ == type_) {
+        if c.status != status {
+            c.last_transition_time = Some(now.clone());
         }
-        Ok(Some(_)) => TargetResolution {
-            selector: Some(selector),
-            unsupported: None,
-        },
+        c.status = status.into();
+        c.reason = reason;
+        c.message = message;
+        return;
+    }
+    conditions.push(VerticalPodAutoscalerCondition {
+        type_: type_.into(),
+        status: status.into(),
+        last_transition_time: Some(now.clone()),
+        reason,
+        message,
+        observed_generation: None,
+    });
+}
+
+fn remove(conditions: &mut Vec<VerticalPodAutoscalerCondition>, type_: &str) {
+    conditions.retain(|c| c.type_ != type_);
+}
+
+/// The status to write: conditions owned by the recommender (all but user-set ones) are set or removed
+/// (`FetchingHistory` while the history bootstrap runs), a condition keeps its `lastTransitionTime` unless its status changes,
+/// and conditions are sorted by type.
+pub fn build_status(
+    old: Option<&VerticalPodAutoscalerStatus>,
+    f: &Findings,
+    now: &Time,
+) -> VerticalPodAutoscalerStatus {
+    let mut conditions = old.and_then(|s| s.conditions.clone()).unwrap_or_default();
+    remove(&mut conditions, cond::CONFIG_DEPRECATED);
+    match &f.unsupported {
+        Some(m) => set(&mut conditions, cond::CONFIG_UNSUPPORTED, true, "", m, now),
+        None => remove(&mut conditions, cond::CONFIG_UNSUPPORTED),
+    }
+    if f.pods_matched {
+        remove(&mut conditions, cond::NO_PODS_MATCHED);
+    } else {
+        set(
+            &mut conditions,
+            cond::NO_PODS_MATCHED,
+            true,
+            "NoPodsMatched",
+            NO_PODS_MATCHED_MESSAGE,
+            now,
+        );
+    }
+    let provided = has_entries(f.recommendation.as_ref());
+    if provided {
+        set(
+            &mut conditions,
+            cond::RECOMMENDATION_PROVIDED,
+            true,
+            "",
+            "",
+            now,
+        );
+    } else if f.pods_matched {
+        set(
+            &mut conditions,
+            cond::RECOMMENDATION_PROVIDED,
+            false,
+            "",
+            "",
+            now,
+        );
+    } else {
+        set(
+            &mut conditions,
+            cond::RECOMMENDATION_PROVIDED,
+            false,
+            "NoPodsMatched",
+            NO_PODS_MATCHED_MESSAGE,
+            now,
+        );
+    }
+    match (&f.low_confidence, provided) {
+        (Some(m), true) => set(
+            &mut conditions,
+            cond::LOW_CONFIDENCE,
+            true,
+            "LowConfidence",
+            m,
+            now,
+        ),
+        _ => remove(&mut conditions, cond::LOW_CONFIDENCE),
+    }
+    match &f.fetching_history {
+        Some(m) => set(
+            &mut conditions,
+            cond::FETCHING_HISTORY,
+            true,
+            "FetchingHistory",
+            m,
+            now,
+        ),
+        None => remove(&mut conditions, cond::FETCHING_HISTORY),
+    }
+    conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+    VerticalPodAutoscalerStatus {
+        recommendation: f.recommendation.clone(),
+        conditions: Some(conditions),
+        observed_generation: f.generation,
     }
 }
 
-/// Orders VPAs for checkpointing: oldest successful write first, never written (`None`) first of all.
-pub fn checkpoint_order<T>(vpas: &mut [(T, Option<Nanos>)]) {
-    vpas.sort_by_key(|(_, w)| w.unwrap_or(i64::MIN));
+/// The JSON merge patch that turns any status into `status` (absent fields are sent as `null` so that
+/// they are removed).
+pub fn merge_patch(
+    status: &VerticalPodAutoscalerStatus,
+) -> Result<serde_json::Value, serde_json::Error> {
+    Ok(serde_json::json!({
+        "status": {
+            "recommendation": serde_json::to_value(&status.recommendation)?,
+            "conditions": serde_json::to_value(&status.conditions)?,
+            "observedGeneration": status.observed_generation,
+        }
+    }))
 }
 
-/// Checkpoints written when the deadline has already passed: each worker still writes all containers of one
-/// VPA before checking it.
-pub fn checkpoints_written_past_deadline(
-    workers: usize,
-    vpas: usize,
-    containers_per_vpa: usize,
-) -> usize {
-    workers.min(vpas) * containers_per_vpa
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::to_time_secs;
 
-/// VPAs whose `FetchingHistory` condition is `True` are not checkpointed.
-pub fn skip_checkpoint(fetching_history_status: Option<&str>) -> bool {
-    fetching_history_status == Some("True")
+    #[test]
+    fn transitions_keep_times_and_sort() {
+        let t0 = to_time_secs(1_000_000_000_000).unwrap();
+        let t1 = to_time_secs(2_000_000_000_000).unwrap();
+        let f = Findings::default();
+        let s0 = build_status(None, &f, &t0);
+        let c = s0.conditions.as_ref().unwrap();
+        assert_eq!(
+            c.iter().map(|c| c.type_.as_str()).collect::<Vec<_>>(),
+            ["NoPodsMatched", "RecommendationProvided"]
+        );
+        assert_eq!(c[1].status, "False");
+        assert_eq!(c[1].reason.as_deref(), Some("NoPodsMatched"));
+        let s1 = build_status(Some(&s0), &f, &t1);
+        assert_eq!(s0, s1, "unchanged status keeps transition times");
+        let f2 = Findings {
+            pods_matched: true,
+            recommendation: to_api_recommendation(&[ContainerRecommendation {
+                container_name: "app".into(),
+                ..Default::default()
+            }]),
+            low_confidence: Some("x".into()),
+            ..Default::default()
+        };
+        let s2 = build_status(Some(&s1), &f2, &t1);
+        let c = s2.conditions.as_ref().unwrap();
+        assert_eq!(
+            c.iter()
+                .map(|c| (c.type_.as_str(), c.status.as_str()))
+                .collect::<Vec<_>>(),
+            [
+                ("LowConfidence", "True"),
+                ("RecommendationProvided", "True")
+            ]
+        );
+        assert_eq!(c[1].last_transition_time, Some(t1));
+    }
 }

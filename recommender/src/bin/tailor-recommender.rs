@@ -7,17 +7,17 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Parser, ValueEnum};
-use tailor_recommender::controller::config::ControllerConfig;
-use tailor_recommender::controller::history::{HistoryBootstrap, HistoryOptions};
-use tailor_recommender::controller::http::{Health, router};
-use tailor_recommender::controller::leader::{DEFAULT_LEASE_NAME, LeaderElector, LeaseSettings};
-use tailor_recommender::controller::metrics::Metrics;
-use tailor_recommender::controller::oom::OomQueue;
-use tailor_recommender::controller::ratelimit::RateLimiter;
-use tailor_recommender::controller::recommender::Recommender;
-use tailor_recommender::controller::stores::{new_stores, spawn_watchers, wait_until_ready};
-use tailor_recommender::estimate_flags::EstimationFlags;
-use tailor_recommender::model::AggregationsConfig;
+use tailor_engine::estimate_flags::EstimationFlags;
+use tailor_engine::model::AggregationsConfig;
+use tailor_recommender::config::ControllerConfig;
+use tailor_recommender::history::{HistoryBootstrap, HistoryOptions};
+use tailor_recommender::http::{Health, router};
+use tailor_recommender::leader::{DEFAULT_LEASE_NAME, LeaderElector, LeaseSettings};
+use tailor_recommender::metrics::Metrics;
+use tailor_recommender::oom::OomQueue;
+use tailor_recommender::ratelimit::RateLimiter;
+use tailor_recommender::recommender::Recommender;
+use tailor_recommender::stores::{new_stores, spawn_watchers, wait_until_ready};
 use tokio::sync::watch;
 
 fn duration(s: &str) -> Result<Duration, String> {
@@ -288,8 +288,8 @@ fn history_bootstrap(
     args: &Args,
     aggregations: AggregationsConfig,
 ) -> anyhow::Result<Option<HistoryBootstrap>> {
-    use tailor_recommender::source::prometheus::{Auth, ClientConfig, PromClient};
-    use tailor_recommender::source::prometheus_history::HistoryConfig;
+    use tailor_prometheus::client::{Auth, ClientConfig, PromClient};
+    use tailor_prometheus::history::HistoryConfig;
     let url = match (&args.prometheus_address, args.storage.as_str()) {
         (Some(u), _) => u.clone(),
         (None, "prometheus") => "http://prometheus.monitoring.svc".to_string(),

@@ -1,0 +1,15 @@
+//! Integration tests of the admission webhook, one binary: conformance against upstream's vectors, pod-patch
+//! properties, and the real HTTPS server (admission, HTTP rules, reflectors, self-managed certificates,
+//! certificate rotation, the binary itself).
+
+mod conformance_diff;
+mod conformance_support;
+mod conformance_unit;
+mod proptest_pod;
+mod server_admission;
+mod server_binary;
+mod server_common;
+mod server_http;
+mod server_reflectors;
+mod server_selfmanaged;
+mod tls_rotation;

@@ -1,0 +1,171 @@
+//! Scale benchmark (`hack/bench-recommender.sh` runs it in release mode): 5,000 VPAs and
+//! 50,000 pods in stores fed directly, with the mocked API server answering metrics, status patches and
+//! checkpoint writes. Prints loop time, writes per loop and process RSS.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+#[path = "../tests/it/support.rs"]
+mod support;
+
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use support::*;
+use tailor_recommender::config::ControllerConfig;
+use tailor_recommender::stores::{apply_stripped, strip_deployment};
+
+/// Counts live heap bytes, to tell retained memory from allocator slack in RSS.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator and only adds bookkeeping.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size, Ordering::Relaxed);
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn live_mib() -> usize {
+    LIVE.load(Ordering::Relaxed) / (1 << 20)
+}
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn rss_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn metrics(vpas: usize, per: usize, namespaces: usize, secs: i64, round: i64) -> Value {
+    let mut items = Vec::with_capacity(vpas * per);
+    for v in 0..vpas {
+        let ns = format!("ns-{}", v % namespaces);
+        for p in 0..per {
+            let cpu = 50 + ((v * 7 + p * 13) as i64 + round * 11) % 400;
+            let mem = (100 + ((v * 3 + p * 5) as i64 + round * 7) % 300) * 1024 * 1024;
+            items.push(json!({
+                "metadata": {"name": format!("d{v}-{p}"), "namespace": ns},
+                "timestamp": rfc3339(secs), "window": "30s",
+                "containers": [{"name": "app", "usage": {"cpu": format!("{cpu}m"), "memory": mem.to_string()}}],
+            }));
+        }
+    }
+    json!({"apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetricsList", "metadata": {}, "items": items})
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(five_thousand_vpas_fifty_thousand_pods());
+}
+
+async fn five_thousand_vpas_fifty_thousand_pods() {
+    let vpas = env("TAILOR_BENCH_VPAS", 5000);
+    let per = env("TAILOR_BENCH_PODS_PER_VPA", 10);
+    let namespaces = env("TAILOR_BENCH_NAMESPACES", 50);
+    let loops = env("TAILOR_BENCH_LOOPS", 4) as i64;
+    let rss_start = rss_kib("VmRSS:");
+    let cfg = ControllerConfig {
+        checkpoints_timeout: std::time::Duration::from_secs(600),
+        ..ControllerConfig::default()
+    };
+    let mut h = Harness::new(cfg);
+    h.api.set_lean(true);
+    let t = Instant::now();
+    for v in 0..vpas {
+        let ns = format!("ns-{}", v % namespaces);
+        let name = format!("d{v}");
+        let sel = [("app", name.as_str())];
+        apply_stripped(
+            &mut h.writers.deployments,
+            watcher::Event::Apply(deployment(&ns, &name, &sel)),
+            strip_deployment,
+        );
+        h.apply_vpa(&vpa(&ns, &name, "Deployment", &name));
+        for p in 0..per {
+            let mut pd = pod(
+                &ns,
+                &format!("{name}-{p}"),
+                &[("app", name.as_str()), ("pod-template-hash", "abc")],
+                &["app"],
+            );
+            pd.metadata.resource_version = Some("1".into());
+            h.writers.pods.handle(watcher::Event::Apply(pd));
+        }
+    }
+    println!(
+        "stores fed: {vpas} VPAs, {} pods in {:.2}s",
+        vpas * per,
+        t.elapsed().as_secs_f64()
+    );
+    let rss_stores = rss_kib("VmRSS:");
+    println!("live heap after feeding the stores: {} MiB", live_mib());
+    println!(
+        "loop,seconds,status_writes,checkpoint_writes,samples,pods,vpas,rss_mib,live_heap_mib"
+    );
+    for i in 0..loops {
+        h.api
+            .push_metrics(Ok(metrics(vpas, per, namespaces, i * 60, i)));
+        let t = Instant::now();
+        let report = h.rec.run_once(support::t(i * 60)).await;
+        let secs = t.elapsed().as_secs_f64();
+        let reqs = h.api.take();
+        h.reflect_status_patches(&reqs);
+        println!(
+            "{},{secs:.3},{},{},{},{},{},{},{}",
+            i + 1,
+            report.status_writes,
+            report.checkpoints_written,
+            report.samples_accepted,
+            report.pods,
+            report.vpas,
+            rss_kib("VmRSS:") / 1024,
+            live_mib()
+        );
+        assert_eq!(report.vpas, vpas);
+        assert_eq!(report.pods, vpas * per);
+        assert_eq!(report.status_errors, 0);
+    }
+    println!(
+        "rss: start {} MiB, after stores {} MiB, end {} MiB, peak {} MiB; model aggregates {}, histogram heap {} KiB",
+        rss_start / 1024,
+        rss_stores / 1024,
+        rss_kib("VmRSS:") / 1024,
+        rss_kib("VmHWM:") / 1024,
+        h.rec.model().aggregate_count(),
+        h.rec.model().histogram_heap_bytes() / 1024
+    );
+}

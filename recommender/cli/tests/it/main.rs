@@ -1,0 +1,8 @@
+//! Integration tests of the `tailor` binary, one test binary: recommend, patch, convert, crds; history from
+//! real Prometheus and VictoriaMetrics servers and from a faulty stub; upstream's differential cases.
+
+mod cli;
+mod patch;
+mod prometheus;
+mod prometheus_faults;
+mod upstream_diff;

@@ -1,0 +1,175 @@
+//! One-shot W1 figures for BENCHMARKS.md: ingestion throughput (aggregate and cluster paths), heap per
+//! container (counting global allocator) and time to recommend for every container.
+//!
+//! `cargo run --release -p tailor-engine --example w1_figures -- [containers] [days]` (default 10000 7).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::Instant;
+
+use tailor_engine::estimate::{RecommenderConfig, VpaInput, estimate_container, recommend};
+use tailor_engine::model::{AggregateContainerState, AggregationsConfig, ContainerState};
+use tailor_engine::units::{cpu_amount_from_cores, memory_amount_from_bytes};
+use tailor_engine::workload::{self, TICKS_PER_DAY, W1};
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        LIVE.fetch_add(new as isize - l.size() as isize, Ordering::Relaxed);
+        unsafe { System.realloc(p, l, new) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+/// On-CPU time of this thread in ns (`/proc/thread-self/schedstat`), so other load on the machine does not
+/// count; falls back to 0 where unavailable.
+fn cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse().ok()))
+        .unwrap_or(0)
+}
+
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let n = args.first().copied().unwrap_or(10_000);
+    let days = args.get(1).copied().unwrap_or(7);
+    let ticks = days * TICKS_PER_DAY;
+    let samples = (2 * n * ticks) as f64;
+    let w = W1::new();
+    let config = AggregationsConfig::default();
+    println!(
+        "W1: {n} containers x {days} days ({:.1} M samples)",
+        samples / 1e6
+    );
+
+    // --- aggregate path: ContainerState + its own aggregate --------------------------------------------------
+    let base = live();
+    let mut states: Vec<(ContainerState, AggregateContainerState)> = (0..n)
+        .map(|_| {
+            (
+                ContainerState::default(),
+                AggregateContainerState::new(&config, 0),
+            )
+        })
+        .collect();
+    let start = Instant::now();
+    let cpu0 = cpu_ns();
+    for k in 0..ticks {
+        let t = W1::time(k);
+        let d = W1::diurnal(k);
+        for (i, (c, a)) in states.iter_mut().enumerate() {
+            let _ = c.add_cpu_sample(t, cpu_amount_from_cores(w.cpu(i, k, d)), a);
+            let _ = c.add_memory_sample(t, memory_amount_from_bytes(w.mem(i, k)), &config, a);
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let cpu = (cpu_ns() - cpu0) as f64 / 1e9;
+    let heap = live() - base;
+    println!(
+        "aggregate path: {secs:.2} s wall, {cpu:.2} s on-CPU, {:.2} M samples/s (on-CPU), {:.1} ns/sample; heap {:.1} B/container (struct {} B + buckets)",
+        samples / cpu.max(1e-9) / 1e6,
+        cpu * 1e9 / samples,
+        heap as f64 / n as f64,
+        std::mem::size_of::<(ContainerState, AggregateContainerState)>()
+    );
+
+    // --- recommendations for every aggregate -----------------------------------------------------------------
+    let rc = RecommenderConfig::default();
+    let min = rc.min_resources(1);
+    let cpu0 = cpu_ns();
+    for (_, a) in &states {
+        black_box(estimate_container(&rc, a, min, (true, true)));
+    }
+    let est = (cpu_ns() - cpu0) as f64 / 1e9;
+    let empty = BTreeMap::new();
+    let cpu0 = cpu_ns();
+    for (_, a) in &states {
+        let mut fresh = AggregateContainerState::new(&config, 0);
+        fresh.merge(a);
+        let m = BTreeMap::from([("c".to_string(), fresh)]);
+        black_box(
+            recommend(
+                &rc,
+                &m,
+                VpaInput {
+                    policy: None,
+                    annotations: &empty,
+                },
+            )
+            .ok(),
+        );
+    }
+    let upd = (cpu_ns() - cpu0) as f64 / 1e9;
+    println!(
+        "recommend {n} (on-CPU): estimate {:.1} ms ({:.2} us/container); UpdateVPAs-equivalent {:.1} ms ({:.2} us/container)",
+        est * 1e3,
+        est * 1e6 / n as f64,
+        upd * 1e3,
+        upd * 1e6 / n as f64
+    );
+    drop(states);
+
+    // --- cluster path: pod map -> container -> aggregate, one VPA per namespace ------------------------------
+    let names = workload::pod_names(n);
+    let base = live();
+    let mut cluster = workload::cluster(&names, config);
+    let start = Instant::now();
+    let cpu0 = cpu_ns();
+    for k in 0..ticks {
+        w.add_tick(&mut cluster, &names, k);
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let cpu = (cpu_ns() - cpu0) as f64 / 1e9;
+    let heap = live() - base;
+    println!(
+        "cluster path: {secs:.2} s wall, {cpu:.2} s on-CPU, {:.2} M samples/s (on-CPU), {:.1} ns/sample; heap {:.1} B/container (pods, labels, maps, aggregates)",
+        samples / cpu.max(1e-9) / 1e6,
+        cpu * 1e9 / samples,
+        heap as f64 / n as f64
+    );
+    let cpu0 = cpu_ns();
+    let mut count = 0;
+    for v in 0..cluster.vpas().len() {
+        let aggs = cluster.aggregate_state_by_container_name(v);
+        let vpa = &cluster.vpas()[v];
+        if let Ok(r) = recommend(
+            &rc,
+            &aggs,
+            VpaInput {
+                policy: vpa.policy.as_ref(),
+                annotations: &vpa.annotations,
+            },
+        ) {
+            count += r.containers.len();
+        }
+    }
+    let all = (cpu_ns() - cpu0) as f64 / 1e9;
+    println!(
+        "cluster recommend pass, on-CPU ({} VPAs, {count} container names): {:.1} ms",
+        cluster.vpas().len(),
+        all * 1e3
+    );
+}

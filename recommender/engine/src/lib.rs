@@ -1,0 +1,18 @@
+//! Tailor's recommendation engine: sparse decaying histograms, the cluster model, upstream's estimators, policy
+//! capping, deterministic replay of usage traces, and trace parsing.
+//!
+//! Pure: data flows one way (samples → [`model`] → [`estimate`] → [`policy`]) and nothing here reads a clock, a
+//! socket or a kube client — time is always a parameter. The crate has no tokio, hyper or kube client
+//! dependency; clap only behind the `flags` feature ([`estimate_flags`]).
+
+pub mod estimate;
+#[cfg(feature = "flags")]
+pub mod estimate_flags;
+pub mod histogram;
+pub mod model;
+pub mod policy;
+pub mod quantity;
+pub mod replay;
+pub mod trace;
+pub mod units;
+pub mod workload;

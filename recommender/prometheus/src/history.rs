@@ -1,0 +1,1071 @@
+//! Usage history from a Prometheus-compatible API, loaded in bounded pieces.
+//!
+//! [`discover`] finds the containers (cAdvisor series), their workloads (kube-state-metrics owners, else
+//! the pod name's stem) and their OOM kills, and cuts the work into **batches** of at most
+//! `max_series_per_query` containers (whole namespaces when they fit, else pods of one namespace) and
+//! **windows** of at most `max_points_per_series` steps. [`load`] then runs, window after window, one CPU
+//! and one memory range query per batch, `concurrency` at a time, and streams every series into a
+//! [`HistorySink`] as soon as it has been parsed: memory use is bounded by the queries in flight, not by the
+//! length of the history.
+//!
+//! Every container keeps a watermark per resource, so a query that fails half-way and is retried, or a
+//! load resumed after a failure ([`LoadState`]), never feeds a point twice; what already loaded is kept.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::client::{PromClient, PromError, Series};
+use tailor_engine::model::selector::{Requirement, Selector};
+
+/// What to query and how to cut it up. Label names follow upstream's flags; the defaults are those of
+/// current cAdvisor (`pod`, `container`; upstream still defaults to the pre-1.16 `pod_name`, `name`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryConfig {
+    /// `job` of the cAdvisor series; empty = no job matcher (`--prometheus-cadvisor-job-name`).
+    pub cadvisor_job: String,
+    /// CPU counter (`--history-cpu-metric`), queried as `rate`.
+    pub cpu_metric: String,
+    /// Memory gauge (`--history-memory-metric`).
+    pub memory_metric: String,
+    /// Namespace label of container series (`--container-namespace-label`).
+    pub namespace_label: String,
+    /// Pod label of container series (`--container-pod-name-label`).
+    pub pod_label: String,
+    /// Container label of container series (`--container-name-label`).
+    pub container_label: String,
+    /// Query step (`--history-resolution`, `--step`).
+    pub step: Duration,
+    /// Window of a server-side `rate()`. None (the default): the counter itself is read at every step and
+    /// differenced here, so each CPU point is the exact average over its step on every server (servers
+    /// disagree on which samples `rate` over one step sees: Prometheus 2 takes `[t−w, t]`, VictoriaMetrics
+    /// also the sample before).
+    pub rate_window: Option<Duration>,
+    /// Containers per query at most (`--prometheus-max-series-per-query`).
+    pub max_series_per_query: usize,
+    /// Points per series and query at most (Prometheus refuses more than 11,000).
+    pub max_points_per_series: usize,
+    /// Queries read at once (`--prometheus-concurrency`); each may have its next window's query in flight too.
+    pub concurrency: usize,
+    /// Only these namespaces (empty = all).
+    pub namespaces: Vec<String>,
+    /// Only pods whose labels (from kube-state-metrics `kube_pod_labels`) match this selector.
+    pub pod_selector: Option<String>,
+    /// Only pods whose name matches this regular expression (anchored, PromQL syntax).
+    pub pod_regex: Option<String>,
+    /// Resolve workloads from kube-state-metrics owners.
+    pub owners: bool,
+    /// Load OOM kills from kube-state-metrics.
+    pub ooms: bool,
+}
+
+impl Default for HistoryConfig {
+    fn default() -> Self {
+        HistoryConfig {
+            cadvisor_job: "kubernetes-cadvisor".into(),
+            cpu_metric: "container_cpu_usage_seconds_total".into(),
+            memory_metric: "container_memory_working_set_bytes".into(),
+            namespace_label: "namespace".into(),
+            pod_label: "pod".into(),
+            container_label: "container".into(),
+            step: Duration::from_secs(60),
+            rate_window: None,
+            max_series_per_query: 1000,
+            max_points_per_series: 11_000,
+            concurrency: 2,
+            namespaces: Vec::new(),
+            pod_selector: None,
+            pod_regex: None,
+            owners: true,
+            ooms: true,
+        }
+    }
+}
+
+/// Why history could not be (fully) loaded.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HistoryError {
+    /// A query failed (after its retries).
+    #[error(transparent)]
+    Prom(#[from] PromError),
+    /// The request cannot be expressed (bad selector, zero step, …).
+    #[error("{0}")]
+    Config(String),
+}
+
+/// A container found in the history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerInfo {
+    /// Namespace.
+    pub namespace: String,
+    /// Pod.
+    pub pod: String,
+    /// Container name.
+    pub container: String,
+    /// Index in [`Plan::workloads`].
+    pub workload: usize,
+}
+
+/// A workload: the top owner of some pods.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct WorkloadInfo {
+    /// Namespace.
+    pub namespace: String,
+    /// Owner kind (`Deployment`, `StatefulSet`, …); empty when guessed from the pod name.
+    pub kind: String,
+    /// Owner name.
+    pub name: String,
+}
+
+/// A set of containers queried together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Batch {
+    /// Label matchers (inside `{}`) that select the batch's containers.
+    pub matchers: String,
+    /// Number of containers.
+    pub containers: usize,
+}
+
+/// What [`load`] will fetch.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// First point (unix ms, aligned to the step).
+    pub start_ms: i64,
+    /// Last point (unix ms, aligned to the step).
+    pub end_ms: i64,
+    /// Containers, sorted by (namespace, pod, container).
+    pub containers: Vec<ContainerInfo>,
+    /// Workloads, sorted.
+    pub workloads: Vec<WorkloadInfo>,
+    /// Query batches.
+    pub batches: Vec<Batch>,
+    /// Time windows `[start, end]` (unix ms, inclusive, disjoint).
+    pub windows: Vec<(i64, i64)>,
+    /// OOM kills per container: (unix ms, memory request in bytes if known), in time order.
+    pub ooms: HashMap<usize, Vec<(i64, Option<f64>)>>,
+    /// HTTP queries discovery took.
+    pub discovery_queries: u64,
+    index: HashMap<(String, String, String), usize>,
+}
+
+impl Plan {
+    /// The container with these names.
+    pub fn find(&self, namespace: &str, pod: &str, container: &str) -> Option<usize> {
+        self.index
+            .get(&(
+                namespace.to_string(),
+                pod.to_string(),
+                container.to_string(),
+            ))
+            .copied()
+    }
+
+    /// Range queries [`load`] sends when nothing fails.
+    pub fn load_queries(&self) -> usize {
+        self.windows.len() * self.batches.len() * 2
+    }
+}
+
+/// PromQL string literal contents.
+pub fn promql_str(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// A regular expression matching exactly `s`, as PromQL string contents.
+pub fn promql_regex_literal(s: &str) -> String {
+    let mut r = String::new();
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            r.push('\\');
+        }
+        r.push(c);
+    }
+    promql_str(&r)
+}
+
+fn alternation(values: &[&str]) -> String {
+    values
+        .iter()
+        .map(|v| promql_regex_literal(v))
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+/// kube-state-metrics' name for a pod label key (`app.kubernetes.io/name` → `label_app_kubernetes_io_name`).
+pub fn ksm_label(key: &str) -> String {
+    let mut s = String::from("label_");
+    for c in key.chars() {
+        s.push(if c.is_ascii_alphanumeric() { c } else { '_' });
+    }
+    s
+}
+
+/// A Kubernetes label selector as matchers on `kube_pod_labels`.
+pub fn selector_matchers(selector: &str) -> Result<Vec<String>, HistoryError> {
+    let sel = Selector::parse(selector)
+        .map_err(|e| HistoryError::Config(format!("invalid --selector {:?}", e.0)))?;
+    let Selector::Requirements(reqs) = sel else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for r in reqs {
+        out.push(match r {
+            Requirement::In(k, v) if v.len() == 1 => {
+                format!("{}=\"{}\"", ksm_label(&k), promql_str(&v[0]))
+            }
+            Requirement::In(k, v) => {
+                let v: Vec<&str> = v.iter().map(String::as_str).collect();
+                format!("{}=~\"{}\"", ksm_label(&k), alternation(&v))
+            }
+            Requirement::NotIn(k, v) => {
+                let v: Vec<&str> = v.iter().map(String::as_str).collect();
+                format!("{}!~\"{}\"", ksm_label(&k), alternation(&v))
+            }
+            Requirement::Exists(k) => format!("{}!=\"\"", ksm_label(&k)),
+            Requirement::DoesNotExist(k) => format!("{}=\"\"", ksm_label(&k)),
+        });
+    }
+    Ok(out)
+}
+
+impl HistoryConfig {
+    fn step_ms(&self) -> i64 {
+        self.step.as_millis().min(i64::MAX as u128) as i64
+    }
+
+    fn ns_matcher(&self, label: &str) -> Option<String> {
+        if self.namespaces.is_empty() {
+            return None;
+        }
+        let v: Vec<&str> = self.namespaces.iter().map(String::as_str).collect();
+        Some(format!("{label}=~\"{}\"", alternation(&v)))
+    }
+
+    /// Matchers every container series query carries.
+    fn base_matchers(&self) -> Vec<String> {
+        let (p, c) = (&self.pod_label, &self.container_label);
+        let mut m = Vec::new();
+        if !self.cadvisor_job.is_empty() {
+            m.push(format!("job=\"{}\"", promql_str(&self.cadvisor_job)));
+        }
+        m.push(format!("{p}!=\"\""));
+        m.push(format!("{c}!=\"\""));
+        m.push(format!("{c}!=\"POD\""));
+        if let Some(r) = &self.pod_regex {
+            m.push(format!("{p}=~\"{}\"", promql_str(r)));
+        }
+        m
+    }
+
+    fn by(&self) -> String {
+        format!(
+            "{}, {}, {}",
+            self.namespace_label, self.pod_label, self.container_label
+        )
+    }
+
+    /// The CPU query of a batch: the counter (differenced by [`load`]) or, with a rate window, its rate.
+    pub fn cpu_query(&self, batch: &Batch) -> String {
+        match self.rate_window {
+            Some(w) => format!(
+                "max by ({}) (rate({}{{{}}}[{}s]))",
+                self.by(),
+                self.cpu_metric,
+                batch.matchers,
+                w.as_secs().max(1)
+            ),
+            None => format!(
+                "max by ({}) ({}{{{}}})",
+                self.by(),
+                self.cpu_metric,
+                batch.matchers
+            ),
+        }
+    }
+
+    /// The memory query of a batch.
+    pub fn memory_query(&self, batch: &Batch) -> String {
+        format!(
+            "max by ({}) ({}{{{}}})",
+            self.by(),
+            self.memory_metric,
+            batch.matchers
+        )
+    }
+}
+
+/// Splits `[start, end]` (aligned to `step`) into windows of at most `max_points` points, as even as possible.
+pub fn windows(start_ms: i64, end_ms: i64, step_ms: i64, max_points: usize) -> Vec<(i64, i64)> {
+    if end_ms < start_ms || step_ms <= 0 {
+        return Vec::new();
+    }
+    let points = (end_ms - start_ms) / step_ms + 1;
+    let max = (max_points.max(1)) as i64;
+    let n = (points + max - 1) / max;
+    let per = (points + n - 1) / n;
+    let mut out = Vec::new();
+    let mut s = start_ms;
+    while s <= end_ms {
+        let e = (s + (per - 1) * step_ms).min(end_ms);
+        out.push((s, e));
+        s = e + step_ms;
+    }
+    out
+}
+
+fn get<'a>(l: &'a BTreeMap<String, String>, k: &str) -> &'a str {
+    l.get(k).map_or("", String::as_str)
+}
+
+/// Finds containers, workloads and OOMs in `[end − history, end]`, and plans the batches and windows.
+pub async fn discover(
+    client: &PromClient,
+    cfg: &HistoryConfig,
+    end_ms: i64,
+    history: Duration,
+) -> Result<Plan, HistoryError> {
+    let step = cfg.step_ms();
+    if step < 1000 {
+        return Err(HistoryError::Config("the step must be at least 1s".into()));
+    }
+    if cfg.max_series_per_query == 0 || cfg.concurrency == 0 {
+        return Err(HistoryError::Config(
+            "--prometheus-max-series-per-query and --prometheus-concurrency must be positive"
+                .into(),
+        ));
+    }
+    let end_ms = end_ms - end_ms.rem_euclid(step);
+    let hist = history.as_millis().min(i64::MAX as u128) as i64;
+    let start_ms = end_ms - hist + step;
+    let start_ms = start_ms + (step - start_ms.rem_euclid(step)) % step;
+    if start_ms > end_ms {
+        return Err(HistoryError::Config(
+            "the history is shorter than one step".into(),
+        ));
+    }
+    let before = client.requests();
+    let mut plan = Plan {
+        start_ms,
+        end_ms,
+        windows: windows(start_ms, end_ms, step, cfg.max_points_per_series),
+        ..Default::default()
+    };
+
+    // Containers.
+    let mut m = cfg.base_matchers();
+    if let Some(n) = cfg.ns_matcher(&cfg.namespace_label) {
+        m.push(n);
+    }
+    let sel = m.join(", ");
+    let matchers = vec![
+        format!("{}{{{sel}}}", cfg.cpu_metric),
+        format!("{}{{{sel}}}", cfg.memory_metric),
+    ];
+    let mut found: BTreeSet<(String, String, String)> = BTreeSet::new();
+    let (nl, pl, cl) = (
+        cfg.namespace_label.clone(),
+        cfg.pod_label.clone(),
+        cfg.container_label.clone(),
+    );
+    client
+        .series(&matchers, start_ms, end_ms, &mut |l| {
+            let (n, p, c) = (get(&l, &nl), get(&l, &pl), get(&l, &cl));
+            if !n.is_empty() && !p.is_empty() && !c.is_empty() {
+                found.insert((n.into(), p.into(), c.into()));
+            }
+            Ok(())
+        })
+        .await?;
+
+    let ksm_ns = cfg.ns_matcher("namespace");
+    // Pod selector through kube_pod_labels.
+    if let Some(s) = &cfg.pod_selector {
+        let mut m = selector_matchers(s)?;
+        m.extend(ksm_ns.clone());
+        let q = if m.is_empty() {
+            "kube_pod_labels".to_string()
+        } else {
+            format!("kube_pod_labels{{{}}}", m.join(", "))
+        };
+        let mut pods: BTreeSet<(String, String)> = BTreeSet::new();
+        client
+            .series(&[q], start_ms, end_ms, &mut |l| {
+                pods.insert((get(&l, "namespace").into(), get(&l, "pod").into()));
+                Ok(())
+            })
+            .await?;
+        found.retain(|(n, p, _)| pods.contains(&(n.clone(), p.clone())));
+    }
+
+    // Owners.
+    let mut pod_owner: HashMap<(String, String), (String, String, bool)> = HashMap::new();
+    let mut parent: HashMap<(String, String, String), (String, String)> = HashMap::new();
+    if cfg.owners && !found.is_empty() {
+        let f = ksm_ns.as_deref().unwrap_or("");
+        let q = vec![
+            format!("kube_pod_owner{{{f}}}"),
+            format!("kube_replicaset_owner{{{f}}}"),
+            format!("kube_job_owner{{{f}}}"),
+        ];
+        client
+            .series(&q, start_ms, end_ms, &mut |l| {
+                let (kind, name) = (get(&l, "owner_kind"), get(&l, "owner_name"));
+                if kind.is_empty() || kind == "<none>" || name.is_empty() || name == "<none>" {
+                    return Ok(());
+                }
+                let ns = get(&l, "namespace").to_string();
+                match get(&l, "__name__") {
+                    "kube_pod_owner" => {
+                        let ctl = get(&l, "owner_is_controller") == "true";
+                        let e = pod_owner.entry((ns, get(&l, "pod").into())).or_insert((
+                            kind.into(),
+                            name.into(),
+                            ctl,
+                        ));
+                        if ctl && !e.2 {
+                            *e = (kind.into(), name.into(), ctl);
+                        }
+                    }
+                    "kube_replicaset_owner" => {
+                        parent.insert(
+                            (ns, "ReplicaSet".into(), get(&l, "replicaset").into()),
+                            (kind.into(), name.into()),
+                        );
+                    }
+                    "kube_job_owner" => {
+                        parent.insert(
+                            (ns, "Job".into(), get(&l, "job_name").into()),
+                            (kind.into(), name.into()),
+                        );
+                    }
+                    _ => {}
+                }
+                Ok(())
+            })
+            .await?;
+    }
+
+    // Containers and workloads.
+    let mut workloads: BTreeMap<WorkloadInfo, usize> = BTreeMap::new();
+    let mut owner_of: Vec<WorkloadInfo> = Vec::new();
+    for (n, p, _) in &found {
+        let w = match pod_owner.get(&(n.clone(), p.clone())) {
+            Some((k, name, _)) => {
+                let mut w = (k.clone(), name.clone());
+                for _ in 0..4 {
+                    match parent.get(&(n.clone(), w.0.clone(), w.1.clone())) {
+                        Some(up) => w = up.clone(),
+                        None => break,
+                    }
+                }
+                WorkloadInfo {
+                    namespace: n.clone(),
+                    kind: w.0,
+                    name: w.1,
+                }
+            }
+            None => WorkloadInfo {
+                namespace: n.clone(),
+                kind: String::new(),
+                name: tailor_engine::trace::workload_of(p),
+            },
+        };
+        workloads.insert(w.clone(), 0);
+        owner_of.push(w);
+    }
+    for (i, v) in workloads.values_mut().enumerate() {
+        *v = i;
+    }
+    plan.workloads = workloads.keys().cloned().collect();
+    for ((n, p, c), w) in found.iter().zip(owner_of) {
+        let i = plan.containers.len();
+        plan.index.insert((n.clone(), p.clone(), c.clone()), i);
+        plan.containers.push(ContainerInfo {
+            namespace: n.clone(),
+            pod: p.clone(),
+            container: c.clone(),
+            workload: workloads.get(&w).copied().unwrap_or(0),
+        });
+    }
+    plan.batches = batches(cfg, &plan.containers);
+
+    if cfg.ooms && !plan.containers.is_empty() {
+        discover_ooms(client, &mut plan, ksm_ns.as_deref().unwrap_or(""), cfg.step).await?;
+    }
+    plan.discovery_queries = client.requests() - before;
+    Ok(plan)
+}
+
+/// OOM kills: a restart (the restart counter grows) at a step where the last termination reason is
+/// `OOMKilled`. Detected here from plain series, not with `changes()`, whose window servers read
+/// differently. Only containers that were ever OOM-killed (one instant query) are read over time.
+async fn discover_ooms(
+    client: &PromClient,
+    plan: &mut Plan,
+    ns_filter: &str,
+    step: Duration,
+) -> Result<(), HistoryError> {
+    let by = "namespace, pod, container";
+    let with = |m: &str| {
+        if ns_filter.is_empty() {
+            m.to_string()
+        } else {
+            format!("{m}, {ns_filter}")
+        }
+    };
+    let reason = with("reason=\"OOMKilled\"");
+    let span = (plan.end_ms - plan.start_ms) / 1000 + step.as_secs().max(1) as i64;
+    let q = format!(
+        "max by ({by}) (max_over_time(kube_pod_container_status_last_terminated_reason{{{reason}}}[{span}s]))"
+    );
+    let mut killed: BTreeSet<usize> = BTreeSet::new();
+    for s in client.query(&q, plan.end_ms).await? {
+        let l = &s.labels;
+        if let Some(i) = plan.find(get(l, "namespace"), get(l, "pod"), get(l, "container"))
+            && s.points.last().is_some_and(|p| p.1 > 0.0)
+        {
+            killed.insert(i);
+        }
+    }
+    if killed.is_empty() {
+        return Ok(());
+    }
+    let mut nss: Vec<&str> = killed
+        .iter()
+        .map(|&i| plan.containers[i].namespace.as_str())
+        .collect();
+    let mut pods: Vec<&str> = killed
+        .iter()
+        .map(|&i| plan.containers[i].pod.as_str())
+        .collect();
+    nss.sort();
+    nss.dedup();
+    pods.sort();
+    pods.dedup();
+    let only = format!(
+        "namespace=~\"{}\", pod=~\"{}\"",
+        alternation(&nss),
+        alternation(&pods)
+    );
+    let restarts_q = format!("max by ({by}) (kube_pod_container_status_restarts_total{{{only}}})");
+    let reason_q = format!(
+        "max by ({by}) (kube_pod_container_status_last_terminated_reason{{reason=\"OOMKilled\", {only}}})"
+    );
+    let mut restarts: HashMap<usize, Vec<(i64, f64)>> = HashMap::new();
+    let mut oom_reason: HashMap<usize, BTreeSet<i64>> = HashMap::new();
+    for &(ws, we) in &plan.windows.clone() {
+        for (q, is_reason) in [(&restarts_q, false), (&reason_q, true)] {
+            let mut got = Vec::new();
+            client
+                .query_range(q, ws, we, step, &mut |s| {
+                    got.push(s);
+                    Ok(())
+                })
+                .await?;
+            for s in got {
+                let l = &s.labels;
+                let Some(i) = plan.find(get(l, "namespace"), get(l, "pod"), get(l, "container"))
+                else {
+                    continue;
+                };
+                if is_reason {
+                    oom_reason
+                        .entry(i)
+                        .or_default()
+                        .extend(s.points.iter().filter(|p| p.1 > 0.0).map(|p| p.0));
+                } else {
+                    restarts.entry(i).or_default().extend(s.points);
+                }
+            }
+        }
+    }
+    for (i, pts) in restarts {
+        let Some(reasons) = oom_reason.get(&i) else {
+            continue;
+        };
+        for w in pts.windows(2) {
+            if w[1].1 > w[0].1 && reasons.contains(&w[1].0) {
+                plan.ooms.entry(i).or_default().push((w[1].0, None));
+            }
+        }
+    }
+    if plan.ooms.is_empty() {
+        return Ok(());
+    }
+    let q = format!(
+        "max by ({by}) (max_over_time(kube_pod_container_resource_requests{{resource=\"memory\", {only}}}[{span}s]))"
+    );
+    for s in client.query(&q, plan.end_ms).await? {
+        let l = &s.labels;
+        if let (Some(i), Some(v)) = (
+            plan.find(get(l, "namespace"), get(l, "pod"), get(l, "container")),
+            s.points.last(),
+        ) && let Some(list) = plan.ooms.get_mut(&i)
+        {
+            for o in list.iter_mut() {
+                o.1 = Some(v.1);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Cuts containers (sorted by namespace, pod) into batches: whole namespaces packed together while they fit,
+/// a namespace larger than a batch split by pods.
+fn batches(cfg: &HistoryConfig, containers: &[ContainerInfo]) -> Vec<Batch> {
+    let max = cfg.max_series_per_query.max(1);
+    let base = cfg.base_matchers().join(", ");
+    let nl = &cfg.namespace_label;
+    let pl = &cfg.pod_label;
+    // namespace -> pods -> container count
+    let mut by_ns: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
+    for c in containers {
+        *by_ns
+            .entry(&c.namespace)
+            .or_default()
+            .entry(&c.pod)
+            .or_default() += 1;
+    }
+    let mut out = Vec::new();
+    let mut group: Vec<&str> = Vec::new();
+    let mut group_n = 0;
+    let flush = |group: &mut Vec<&str>, n: &mut usize, out: &mut Vec<Batch>| {
+        if group.is_empty() {
+            return;
+        }
+        out.push(Batch {
+            matchers: format!("{base}, {nl}=~\"{}\"", alternation(group)),
+            containers: *n,
+        });
+        group.clear();
+        *n = 0;
+    };
+    for (ns, pods) in &by_ns {
+        let n: usize = pods.values().sum();
+        if n <= max {
+            if group_n + n > max {
+                flush(&mut group, &mut group_n, &mut out);
+            }
+            group.push(ns);
+            group_n += n;
+            continue;
+        }
+        let mut chunk: Vec<&str> = Vec::new();
+        let mut cn = 0;
+        let mut emit = |chunk: &mut Vec<&str>, cn: &mut usize| {
+            if chunk.is_empty() {
+                return;
+            }
+            out.push(Batch {
+                matchers: format!(
+                    "{base}, {nl}=\"{}\", {pl}=~\"{}\"",
+                    promql_str(ns),
+                    alternation(chunk)
+                ),
+                containers: *cn,
+            });
+            chunk.clear();
+            *cn = 0;
+        };
+        for (pod, k) in pods {
+            if cn + k > max {
+                emit(&mut chunk, &mut cn);
+            }
+            chunk.push(pod);
+            cn += k;
+        }
+        emit(&mut chunk, &mut cn);
+    }
+    flush(&mut group, &mut group_n, &mut out);
+    out
+}
+
+/// Where history samples go. Points are (unix ms, value), in time order, never older than what the same
+/// container already received for the same resource.
+pub trait HistorySink {
+    /// CPU usage in cores.
+    fn cpu(&mut self, container: usize, points: &[(i64, f64)]);
+    /// Memory working set in bytes, and the container's OOM kills in the same time span (unix ms,
+    /// memory request if known), to be merged in time order.
+    fn memory(&mut self, container: usize, points: &[(i64, f64)], ooms: &[(i64, Option<f64>)]);
+    /// Every query of the window ending at `end_ms` has been fed.
+    fn window_done(&mut self, _end_ms: i64) {}
+}
+
+/// Progress of a load.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Range queries finished.
+    pub queries_done: usize,
+    /// Range queries in the plan.
+    pub queries_total: usize,
+    /// Points fed to the sink.
+    pub samples: u64,
+}
+
+/// What a load has fed so far; pass the same state again to resume after a failure.
+#[derive(Debug, Clone, Default)]
+pub struct LoadState {
+    /// First window not completely fed.
+    pub next_window: usize,
+    wm_cpu: Vec<i64>,
+    wm_mem: Vec<i64>,
+    wm_oom: Vec<i64>,
+    /// Next window of each chain (batch × resource).
+    chain_next: Vec<usize>,
+    /// Last counter point read per container (CPU differencing).
+    cpu_base: Vec<Option<(i64, f64)>>,
+    /// Points fed.
+    pub samples: u64,
+    /// Series the plan does not know (created after discovery), ignored.
+    pub unknown_series: u64,
+}
+
+impl LoadState {
+    /// Whether every window has been fed.
+    pub fn complete(&self, plan: &Plan) -> bool {
+        self.next_window >= plan.windows.len()
+    }
+
+    fn ensure(&mut self, n: usize) {
+        for v in [&mut self.wm_cpu, &mut self.wm_mem, &mut self.wm_oom] {
+            if v.len() < n {
+                v.resize(n, i64::MIN);
+            }
+        }
+        if self.cpu_base.len() < n {
+            self.cpu_base.resize(n, None);
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Cpu,
+    Memory,
+}
+
+enum Msg {
+    Series(Kind, Series),
+    /// A chain finished a window.
+    WindowDone(usize, usize),
+    /// A chain gave up on a window.
+    Failed(PromError),
+}
+
+/// One chain: the queries of one batch and one resource, window after window. The next window's query is
+/// sent while the current one is read, so the server computes it meanwhile (the client only buffers what
+/// the socket holds).
+#[allow(clippy::too_many_arguments)]
+async fn chain(
+    client: PromClient,
+    query: String,
+    kind: Kind,
+    index: usize,
+    windows: Vec<(usize, i64, i64)>,
+    step: Duration,
+    tx: tokio::sync::mpsc::Sender<Msg>,
+    sem: Arc<tokio::sync::Semaphore>,
+) {
+    let Ok(_permit) = sem.acquire_owned().await else {
+        return;
+    };
+    type Opened = tokio::task::JoinHandle<Result<super::client::ResponseStream, PromError>>;
+    let open = |ws: i64, we: i64| -> Opened {
+        let (c, q) = (client.clone(), query.clone());
+        tokio::spawn(async move { c.open_range(&q, ws, we, step).await })
+    };
+    // The prefetched query and the position of its window.
+    let mut pre: Option<(usize, Opened)> = None;
+    for (k, &(w, ws, we)) in windows.iter().enumerate() {
+        let mut retry = super::client::Retry::new(&client, &query);
+        loop {
+            let handle = match pre.take() {
+                Some((pk, h)) if pk == k => h,
+                other => {
+                    pre = other;
+                    open(ws, we)
+                }
+            };
+            let r = client
+                .timed(&query, async {
+                    let mut st = handle
+                        .await
+                        .map_err(|e| PromError::Consumer(format!("query task: {e}")))??;
+                    if pre.is_none()
+                        && let Some(&(_, nws, nwe)) = windows.get(k + 1)
+                    {
+                        pre = Some((k + 1, open(nws, nwe)));
+                    }
+                    while let Some(s) = st.next_series().await? {
+                        tx.send(Msg::Series(kind, s)).await.map_err(|_| {
+                            PromError::Consumer("the history load was stopped".into())
+                        })?;
+                    }
+                    Ok(())
+                })
+                .await;
+            match r {
+                Ok(()) => break,
+                Err(e) => {
+                    if let Err(e) = retry.wait(e).await {
+                        if let Some((_, p)) = pre.take() {
+                            p.abort();
+                        }
+                        let _ = tx.send(Msg::Failed(e)).await;
+                        return;
+                    }
+                }
+            }
+        }
+        if tx.send(Msg::WindowDone(index, w)).await.is_err() {
+            break;
+        }
+    }
+    if let Some((_, p)) = pre.take() {
+        p.abort();
+    }
+}
+
+/// Feeds the planned history into `sink` (see the module docs): one chain of windows per batch and resource,
+/// `concurrency` chains at a time, each window's query sent while the previous one is read. On failure the
+/// state says where to resume; everything fed before the failure stays fed.
+pub async fn load(
+    client: &PromClient,
+    cfg: &HistoryConfig,
+    plan: &Plan,
+    state: &mut LoadState,
+    sink: &mut (dyn HistorySink + Send),
+    progress: &mut (dyn FnMut(&Progress) + Send),
+) -> Result<(), HistoryError> {
+    state.ensure(plan.containers.len());
+    let chains = plan.batches.len() * 2;
+    if state.chain_next.len() != chains {
+        state.chain_next = vec![state.next_window; chains];
+    }
+    let nw = plan.windows.len();
+    let mut prog = Progress {
+        queries_done: state.chain_next.iter().map(|&n| n.min(nw)).sum(),
+        queries_total: plan.load_queries(),
+        samples: state.samples,
+    };
+    progress(&prog);
+    let counter = cfg.rate_window.is_none();
+    let sem = Arc::new(tokio::sync::Semaphore::new(cfg.concurrency.max(1)));
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Msg>(4 * cfg.concurrency.max(1));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (bi, b) in plan.batches.iter().enumerate() {
+        for (ki, kind) in [Kind::Cpu, Kind::Memory].into_iter().enumerate() {
+            let index = bi * 2 + ki;
+            let windows: Vec<(usize, i64, i64)> = plan
+                .windows
+                .iter()
+                .enumerate()
+                .skip(state.chain_next[index])
+                // A counter needs the point before the window as the base of its first difference.
+                .map(|(w, &(ws, we))| {
+                    let ws = if kind == Kind::Cpu && counter {
+                        ws - cfg.step_ms()
+                    } else {
+                        ws
+                    };
+                    (w, ws, we)
+                })
+                .collect();
+            if windows.is_empty() {
+                continue;
+            }
+            let q = match kind {
+                Kind::Cpu => cfg.cpu_query(b),
+                Kind::Memory => cfg.memory_query(b),
+            };
+            tasks.spawn(chain(
+                client.clone(),
+                q,
+                kind,
+                index,
+                windows,
+                cfg.step,
+                tx.clone(),
+                sem.clone(),
+            ));
+        }
+    }
+    drop(tx);
+    let nl = cfg.namespace_label.clone();
+    let pl = cfg.pod_label.clone();
+    let cl = cfg.container_label.clone();
+    let empty: Vec<(i64, Option<f64>)> = Vec::new();
+    let mut rates: Vec<(i64, f64)> = Vec::new();
+    let mut first_err: Option<PromError> = None;
+    while let Some(msg) = rx.recv().await {
+        match msg {
+            Msg::Failed(e) => {
+                if first_err.is_none() {
+                    first_err = Some(e);
+                    tasks.abort_all();
+                }
+            }
+            Msg::WindowDone(chain, w) => {
+                state.chain_next[chain] = w + 1;
+                prog.queries_done += 1;
+                // Windows every chain has passed: OOMs of containers without memory points, then GC.
+                let done = state.chain_next.iter().copied().min().unwrap_or(nw);
+                while state.next_window < done.min(nw) {
+                    let we = plan.windows[state.next_window].1;
+                    for (&i, ooms) in &plan.ooms {
+                        let lo = ooms.partition_point(|o| o.0 <= state.wm_oom[i]);
+                        let hi = ooms.partition_point(|o| o.0 <= we);
+                        if hi > lo {
+                            sink.memory(i, &[], &ooms[lo..hi]);
+                            state.wm_oom[i] = ooms[hi - 1].0;
+                        }
+                    }
+                    sink.window_done(we);
+                    state.next_window += 1;
+                }
+                progress(&prog);
+            }
+            Msg::Series(kind, s) => {
+                let l = &s.labels;
+                let Some(i) = plan.find(get(l, &nl), get(l, &pl), get(l, &cl)) else {
+                    state.unknown_series += 1;
+                    continue;
+                };
+                let wm = match kind {
+                    Kind::Cpu => &mut state.wm_cpu[i],
+                    Kind::Memory => &mut state.wm_mem[i],
+                };
+                let from = s.points.partition_point(|p| p.0 <= *wm);
+                let pts = &s.points[from..];
+                let Some(last) = pts.last() else { continue };
+                *wm = last.0;
+                state.samples += pts.len() as u64;
+                prog.samples = state.samples;
+                match kind {
+                    Kind::Cpu if counter => {
+                        // Counter → average cores over each step; a drop is a counter reset.
+                        let mut base = state.cpu_base[i];
+                        rates.clear();
+                        for &(t, v) in pts {
+                            if let Some((bt, bv)) = base
+                                && t > bt
+                            {
+                                let inc = if v >= bv { v - bv } else { v };
+                                rates.push((t, inc * 1000.0 / (t - bt) as f64));
+                            }
+                            base = Some((t, v));
+                        }
+                        state.cpu_base[i] = base;
+                        if !rates.is_empty() {
+                            sink.cpu(i, &rates);
+                        }
+                    }
+                    Kind::Cpu => sink.cpu(i, pts),
+                    Kind::Memory => {
+                        // OOMs up to the last memory point go with it, in time order.
+                        let ooms = plan.ooms.get(&i).unwrap_or(&empty);
+                        let lo = ooms.partition_point(|o| o.0 <= state.wm_oom[i]);
+                        let hi = ooms.partition_point(|o| o.0 <= last.0).max(lo);
+                        if hi > lo {
+                            state.wm_oom[i] = ooms[hi - 1].0;
+                        }
+                        sink.memory(i, pts, &ooms[lo..hi]);
+                    }
+                }
+            }
+        }
+    }
+    while tasks.join_next().await.is_some() {}
+    progress(&prog);
+    match first_err {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(ns: &str, pod: &str, name: &str) -> ContainerInfo {
+        ContainerInfo {
+            namespace: ns.into(),
+            pod: pod.into(),
+            container: name.into(),
+            workload: 0,
+        }
+    }
+
+    #[test]
+    fn window_cutting() {
+        // 14 days at 1 minute: 20,160 points -> two even windows.
+        let step = 60_000;
+        let end = 14 * 86_400_000 - step;
+        let w = windows(0, end, step, 11_000);
+        assert_eq!(w, vec![(0, 10_079 * step), (10_080 * step, end)]);
+        assert_eq!(windows(0, end, step, 10_000).len(), 3);
+        assert_eq!(windows(0, 0, step, 10), vec![(0, 0)]);
+        let w = windows(0, 24 * step, step, 10);
+        assert_eq!(w.len(), 3);
+        assert!(w.windows(2).all(|p| p[1].0 == p[0].1 + step));
+        assert_eq!(w.last().unwrap().1, 24 * step);
+    }
+
+    #[test]
+    fn batching() {
+        let cfg = HistoryConfig {
+            max_series_per_query: 3,
+            cadvisor_job: String::new(),
+            ..Default::default()
+        };
+        let cs = vec![
+            c("a", "p1", "x"),
+            c("b", "p1", "x"),
+            c("b", "p1", "y"),
+            c("big", "p1", "x"),
+            c("big", "p2", "x"),
+            c("big", "p3", "x"),
+            c("big", "p3", "y"),
+        ];
+        let b = batches(&cfg, &cs);
+        assert_eq!(b.len(), 3, "{b:?}");
+        let has = |s: &str| b.iter().any(|b| b.matchers.ends_with(s));
+        assert!(has("namespace=~\"a|b\""), "{b:?}");
+        assert!(has("namespace=\"big\", pod=~\"p1|p2\""), "{b:?}");
+        assert!(has("namespace=\"big\", pod=~\"p3\""), "{b:?}");
+        assert_eq!(b.iter().map(|b| b.containers).sum::<usize>(), 7);
+    }
+
+    #[test]
+    fn selectors_and_escaping() {
+        assert_eq!(promql_regex_literal("a.b"), "a\\\\.b");
+        assert_eq!(
+            selector_matchers("app=web,tier in (a,b),!canary,app.kubernetes.io/name").unwrap(),
+            vec![
+                "label_app=\"web\"",
+                "label_tier=~\"a|b\"",
+                "label_canary=\"\"",
+                "label_app_kubernetes_io_name!=\"\""
+            ]
+        );
+        assert!(selector_matchers("a b c").is_err());
+        let cfg = HistoryConfig::default();
+        let b = Batch {
+            matchers: "x=\"1\"".into(),
+            containers: 1,
+        };
+        assert_eq!(
+            cfg.cpu_query(&b),
+            "max by (namespace, pod, container) (container_cpu_usage_seconds_total{x=\"1\"})"
+        );
+        let cfg = HistoryConfig {
+            rate_window: Some(Duration::from_secs(300)),
+            ..cfg
+        };
+        assert_eq!(
+            cfg.cpu_query(&b),
+            "max by (namespace, pod, container) (rate(container_cpu_usage_seconds_total{x=\"1\"}[300s]))"
+        );
+    }
+}

@@ -1,0 +1,11 @@
+//! Usage history from Prometheus-compatible stores (Prometheus, VictoriaMetrics, Thanos, Mimir, …).
+//!
+//! - [`client`]: the HTTP API client (TLS, auth, timeouts, retries) with a streaming response decoder.
+//! - [`stream`]: the incremental JSON splitter behind it, one series at a time.
+//! - [`history`]: the PromQL, batching and windowing plan that loads history through the client.
+//! - [`model_sink`]: feeding loaded samples into the engine's model.
+
+pub mod client;
+pub mod history;
+pub mod model_sink;
+pub mod stream;

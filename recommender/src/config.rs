@@ -1,0 +1,105 @@
+//! Settings of the running recommender (from the command line).
+
+use std::time::Duration;
+
+use tailor_engine::estimate::RecommenderConfig;
+use tailor_engine::model::AggregationsConfig;
+
+/// Name of the default recommender (`spec.recommenders` empty or listing it).
+pub const DEFAULT_RECOMMENDER: &str = "default";
+
+/// Everything the loop needs besides a client and stores.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// `--recommender-name`.
+    pub recommender_name: String,
+    /// `--recommender-interval`.
+    pub interval: Duration,
+    /// `--checkpoints-timeout`: deadline of the checkpoint step (and, separately, of checkpoint GC).
+    pub checkpoints_timeout: Duration,
+    /// `--checkpoints-gc-interval`.
+    pub checkpoints_gc_interval: Duration,
+    /// `--update-worker-count`: parallel status and checkpoint writes.
+    pub update_worker_count: usize,
+    /// `--memory-saver`: only pods matched by some VPA enter the model (Tailor's default: on).
+    pub memory_saver: bool,
+    /// `--vpa-object-namespace` (empty = all).
+    pub vpa_object_namespace: String,
+    /// `--ignored-vpa-object-namespaces`.
+    pub ignored_namespaces: Vec<String>,
+    /// Whether checkpoints are read and written (`--storage` other than `prometheus`).
+    pub checkpoints_enabled: bool,
+    /// Model parameters.
+    pub aggregations: AggregationsConfig,
+    /// Estimation parameters.
+    pub recommender: RecommenderConfig,
+    /// Lifetime of a `/scale` selector lookup (10 minutes upstream).
+    pub scale_cache_ttl: Duration,
+    /// Aggregate GC interval (1 hour upstream).
+    pub aggregate_gc_interval: Duration,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            recommender_name: DEFAULT_RECOMMENDER.into(),
+            interval: Duration::from_secs(60),
+            checkpoints_timeout: Duration::from_secs(60),
+            checkpoints_gc_interval: Duration::from_secs(600),
+            update_worker_count: 10,
+            memory_saver: true,
+            vpa_object_namespace: String::new(),
+            ignored_namespaces: Vec::new(),
+            checkpoints_enabled: true,
+            aggregations: AggregationsConfig::default(),
+            recommender: RecommenderConfig::default(),
+            scale_cache_ttl: Duration::from_secs(600),
+            aggregate_gc_interval: Duration::from_secs(3600),
+        }
+    }
+}
+
+impl ControllerConfig {
+    /// Whether this recommender handles a VPA in `namespace` whose `spec.recommenders` lists `names`.
+    /// The default recommender also takes VPAs that list none; any other name only VPAs that list it.
+    pub fn owns(&self, namespace: &str, names: &[String]) -> bool {
+        if !self.vpa_object_namespace.is_empty() && namespace != self.vpa_object_namespace {
+            return false;
+        }
+        if self.ignored_namespaces.iter().any(|n| n == namespace) {
+            return false;
+        }
+        if names.is_empty() {
+            return self.recommender_name == DEFAULT_RECOMMENDER;
+        }
+        names.contains(&self.recommender_name)
+    }
+
+    /// Whether objects in `namespace` are watched at all.
+    pub fn namespace_watched(&self, namespace: &str) -> bool {
+        (self.vpa_object_namespace.is_empty() || namespace == self.vpa_object_namespace)
+            && !self.ignored_namespaces.iter().any(|n| n == namespace)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ownership_follows_spec_recommenders() {
+        let mut c = ControllerConfig::default();
+        assert!(c.owns("a", &[]));
+        assert!(c.owns("a", &["default".into()]));
+        assert!(!c.owns("a", &["other".into()]));
+        c.recommender_name = "other".into();
+        assert!(!c.owns("a", &[]));
+        assert!(c.owns("a", &["x".into(), "other".into()]));
+        c.ignored_namespaces = vec!["a".into()];
+        assert!(!c.owns("a", &["other".into()]));
+        c.ignored_namespaces.clear();
+        c.vpa_object_namespace = "b".into();
+        assert!(!c.owns("a", &["other".into()]));
+        assert!(c.owns("b", &["other".into()]));
+    }
+}

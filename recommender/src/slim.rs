@@ -1,0 +1,180 @@
+//! A slim Pod: only the fields the loop and the OOM observer read. The pod watch deserialises straight
+//! into it, so the full `Pod` (several KiB per object in memory) is never built.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ContainerState, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+
+/// `resources` of a container or container status: requests only.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SlimResources {
+    /// Requests by resource name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<BTreeMap<String, Quantity>>,
+}
+
+/// A container: its name and requests.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SlimContainer {
+    /// Name.
+    pub name: String,
+    /// Requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<SlimResources>,
+}
+
+/// Container lists of the pod spec.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlimPodSpec {
+    /// Regular containers.
+    #[serde(default)]
+    pub containers: Vec<SlimContainer>,
+    /// Init containers (names only matter).
+    #[serde(default)]
+    pub init_containers: Vec<SlimContainer>,
+}
+
+/// A container status: what OOM detection compares.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlimContainerStatus {
+    /// Container name.
+    pub name: String,
+    /// Restarts so far.
+    #[serde(default)]
+    pub restart_count: i32,
+    /// Current state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<ContainerState>,
+    /// Previous state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_state: Option<ContainerState>,
+    /// Resources as applied (in-place resize).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<SlimResources>,
+}
+
+/// Phase and container statuses.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlimPodStatus {
+    /// `Running`, `Succeeded`, …
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// Statuses of regular containers.
+    #[serde(default)]
+    pub container_statuses: Vec<SlimContainerStatus>,
+}
+
+/// A Pod reduced to what the recommender reads; watched and stored in place of `Pod`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SlimPod {
+    /// Metadata (stripped further before storing).
+    pub metadata: ObjectMeta,
+    /// Containers.
+    #[serde(default)]
+    pub spec: SlimPodSpec,
+    /// Status.
+    #[serde(default)]
+    pub status: SlimPodStatus,
+}
+
+impl k8s_openapi::Resource for SlimPod {
+    const API_VERSION: &'static str = "v1";
+    const GROUP: &'static str = "";
+    const KIND: &'static str = "Pod";
+    const VERSION: &'static str = "v1";
+    const URL_PATH_SEGMENT: &'static str = "pods";
+    type Scope = k8s_openapi::NamespaceResourceScope;
+}
+
+impl k8s_openapi::Metadata for SlimPod {
+    type Ty = ObjectMeta;
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl SlimPod {
+    /// The slim form of a full Pod (through its JSON form, as the watch would deliver it).
+    pub fn from_pod(pod: &Pod) -> Result<SlimPod, serde_json::Error> {
+        serde_json::to_value(pod).and_then(serde_json::from_value)
+    }
+
+    /// The memory request of a container: status resources first, then the spec.
+    pub fn memory_request(&self, container: &str) -> Option<&Quantity> {
+        let from_status = self
+            .status
+            .container_statuses
+            .iter()
+            .find(|c| c.name == container)
+            .and_then(|c| c.resources.as_ref())
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("memory"));
+        from_status.or_else(|| {
+            self.spec
+                .containers
+                .iter()
+                .find(|c| c.name == container)
+                .and_then(|c| c.resources.as_ref())
+                .and_then(|r| r.requests.as_ref())
+                .and_then(|r| r.get("memory"))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stores::strip_pod;
+
+    #[test]
+    fn a_full_pod_reads_and_strips_to_what_the_loop_needs() {
+        let pod: SlimPod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web-0", "namespace": "default", "labels": {"app": "web"},
+                "annotations": {"big": "x"}, "managedFields": [{"manager": "kubectl"}],
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "u", "controller": true}]},
+            "spec": {"nodeName": "n1", "volumes": [{"name": "v"}],
+                "initContainers": [{"name": "init", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}],
+                "containers": [{"name": "app", "image": "nginx", "env": [{"name": "A", "value": "b"}],
+                    "resources": {"requests": {"cpu": "100m", "memory": "300Mi"}, "limits": {"memory": "1Gi"}}}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.1",
+                "containerStatuses": [{"name": "app", "image": "nginx", "imageID": "x", "ready": true,
+                    "restartCount": 2, "state": {"running": {"startedAt": "2023-11-14T22:13:20Z"}}}]}
+        }))
+        .unwrap();
+        let s = strip_pod(pod);
+        assert_eq!(s.metadata.labels.as_ref().unwrap()["app"], "web");
+        assert!(s.metadata.annotations.is_none() && s.metadata.managed_fields.is_none());
+        assert_eq!(
+            s.metadata.owner_references.as_ref().unwrap()[0].kind,
+            "ReplicaSet"
+        );
+        assert_eq!(
+            s.spec.init_containers,
+            vec![SlimContainer {
+                name: "init".into(),
+                resources: None
+            }]
+        );
+        let req = s.spec.containers[0]
+            .resources
+            .as_ref()
+            .unwrap()
+            .requests
+            .as_ref()
+            .unwrap();
+        assert_eq!(req.keys().collect::<Vec<_>>(), ["memory"]);
+        assert_eq!(s.memory_request("app").map(|q| q.0.as_str()), Some("300Mi"));
+        assert_eq!(s.status.phase.as_deref(), Some("Running"));
+        assert_eq!(s.status.container_statuses[0].restart_count, 2);
+    }
+}

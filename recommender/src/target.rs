@@ -1,0 +1,233 @@
+//! `spec.targetRef` → pod selector. Well-known controllers are read from the reflector stores; any other
+//! kind through its `/scale` subresource, whose answers are cached by the loop ([`ScaleCache`]).
+//! Resolution itself is pure over the stores and the cache.
+
+use std::collections::HashMap;
+
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client};
+use tailor_crds::CrossVersionObjectReference;
+use tailor_crds::target::{Workload, WorkloadInfo, cron_job_template_labels, workload_info};
+
+use super::stores::Stores;
+use tailor_engine::model::Selector;
+use tailor_engine::units::Nanos;
+
+/// Kinds resolved from the stores (by kind, whatever the group, as upstream does); shared with the webhook.
+pub use tailor_crds::target::{WELL_KNOWN_KINDS, is_well_known};
+
+/// Identity of a target.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TargetKey {
+    /// `apiVersion` of the reference (may be empty).
+    pub api_version: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace (the VPA's).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl TargetKey {
+    /// The key of a VPA's reference.
+    pub fn new(namespace: &str, r: &CrossVersionObjectReference) -> Self {
+        TargetKey {
+            api_version: r.api_version.clone().unwrap_or_default(),
+            kind: r.kind.clone(),
+            namespace: namespace.into(),
+            name: r.name.clone(),
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("{}.{}/{}", self.api_version, self.kind, self.name)
+    }
+}
+
+/// One `/scale` lookup: the selector string or the error, and when it was fetched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScaleEntry {
+    /// `status.selector` of the Scale, or why it could not be read.
+    pub selector: Result<String, String>,
+    /// Fetch time.
+    pub fetched: Nanos,
+}
+
+/// Cached `/scale` lookups for targets that are not well-known kinds.
+#[derive(Debug, Clone, Default)]
+pub struct ScaleCache {
+    entries: HashMap<TargetKey, ScaleEntry>,
+}
+
+impl ScaleCache {
+    /// The cached entry.
+    pub fn get(&self, key: &TargetKey) -> Option<&ScaleEntry> {
+        self.entries.get(key)
+    }
+
+    /// Stores a lookup.
+    pub fn insert(&mut self, key: TargetKey, entry: ScaleEntry) {
+        self.entries.insert(key, entry);
+    }
+
+    /// Whether `key` was fetched less than `ttl` ago.
+    pub fn is_fresh(&self, key: &TargetKey, now: Nanos, ttl: Nanos) -> bool {
+        self.entries
+            .get(key)
+            .is_some_and(|e| now.saturating_sub(e.fetched) < ttl)
+    }
+
+    /// Drops entries no VPA refers to any more.
+    pub fn retain(&mut self, keep: impl Fn(&TargetKey) -> bool) {
+        self.entries.retain(|k, _| keep(k));
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the cache is empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// Outcome of resolving a target: the selector (`Nothing` when unresolvable) and the `ConfigUnsupported`
+/// message, if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolution {
+    /// Pod selector.
+    pub selector: Selector,
+    /// Why the target cannot be served; `None` when it resolved.
+    pub unsupported: Option<String>,
+}
+
+impl Resolution {
+    fn unsupported(message: String) -> Self {
+        Resolution {
+            selector: Selector::Nothing,
+            unsupported: Some(message),
+        }
+    }
+}
+
+fn get<K>(store: &Store<K>, namespace: &str, name: &str) -> Option<WorkloadInfo>
+where
+    K: Workload + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    store
+        .get(&ObjectRef::new(name).within(namespace))
+        .map(|o| workload_info(o.as_ref()))
+}
+
+fn lookup(stores: &Stores, kind: &str, ns: &str, name: &str) -> Option<WorkloadInfo> {
+    match kind {
+        "Deployment" => get(&stores.deployments, ns, name),
+        "ReplicaSet" => get(&stores.replica_sets, ns, name),
+        "StatefulSet" => get(&stores.stateful_sets, ns, name),
+        "DaemonSet" => get(&stores.daemon_sets, ns, name),
+        "Job" => get(&stores.jobs, ns, name),
+        "CronJob" => {
+            let cron_job = stores.cron_jobs.get(&ObjectRef::new(name).within(ns))?;
+            let mut info = workload_info(cron_job.as_ref());
+            // A job template without labels selects no pod here (upstream's empty selector would select
+            // every pod of the namespace).
+            if cron_job_template_labels(&cron_job).is_none() {
+                info.selector = None;
+            }
+            Some(info)
+        }
+        "ReplicationController" => get(&stores.replication_controllers, ns, name),
+        _ => None,
+    }
+}
+
+/// Resolves a VPA's `targetRef` in `namespace`. The target must exist, yield a selector, and be top-most:
+/// a target whose controlling owner is a well-known controller (a Deployment's ReplicaSet, a CronJob's Job)
+/// is refused, with upstream's `ConfigUnsupported` messages.
+pub fn resolve(
+    stores: &Stores,
+    scale: &ScaleCache,
+    namespace: &str,
+    target: Option<&CrossVersionObjectReference>,
+) -> Resolution {
+    let Some(t) = target else {
+        return Resolution::unsupported("Cannot read targetRef".into());
+    };
+    let key = TargetKey::new(namespace, t);
+    let (selector, owner) = if is_well_known(&t.kind) {
+        match lookup(stores, &t.kind, namespace, &t.name) {
+            Some(info) => (
+                info.selector
+                    .map_or(Ok(Selector::Nothing), |s| Selector::from_label_selector(&s))
+                    .map_err(|e| e.to_string()),
+                info.owner,
+            ),
+            None => {
+                return Resolution::unsupported(format!(
+                    "Cannot read targetRef. Reason: {} {}/{} does not exist",
+                    t.kind, namespace, t.name
+                ));
+            }
+        }
+    } else {
+        match scale.get(&key) {
+            Some(ScaleEntry {
+                selector: Ok(s), ..
+            }) => (Selector::parse(s).map_err(|e| e.to_string()), None),
+            Some(ScaleEntry {
+                selector: Err(e), ..
+            }) => return Resolution::unsupported(format!("Cannot read targetRef. Reason: {e}")),
+            None => {
+                return Resolution::unsupported(format!(
+                    "Cannot read targetRef. Reason: {} {}/{} has not been looked up yet",
+                    t.kind, namespace, t.name
+                ));
+            }
+        }
+    };
+    let selector = match selector {
+        Ok(s) => s,
+        Err(e) => return Resolution::unsupported(format!("Cannot read targetRef. Reason: {e}")),
+    };
+    if owner.is_some_and(|o| is_well_known(&o.kind)) {
+        return Resolution::unsupported(format!(
+            "The target {} has a parent controller but it should point to a topmost well-known or scalable controller",
+            key.describe()
+        ));
+    }
+    Resolution {
+        selector,
+        unsupported: None,
+    }
+}
+
+/// Reads `status.selector` of a target's `/scale` subresource (API discovery first, to find the plural).
+pub async fn fetch_scale_selector(client: &Client, key: &TargetKey) -> Result<String, String> {
+    let (group, version) = match key.api_version.split_once('/') {
+        Some((g, v)) => (g.to_string(), v.to_string()),
+        None => (String::new(), key.api_version.clone()),
+    };
+    let gvk = kube::api::GroupVersionKind::gvk(&group, &version, &key.kind);
+    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .map_err(|e| format!("{} {}/{}: {e}", key.kind, key.namespace, key.name))?;
+    if !caps.supports_operation(kube::discovery::verbs::GET) {
+        return Err(format!("{} cannot be read", key.kind));
+    }
+    let api: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(client.clone(), &key.namespace, &ar);
+    let scale = api
+        .get_scale(&key.name)
+        .await
+        .map_err(|e| format!("{} {}/{}: {e}", key.kind, key.namespace, key.name))?;
+    scale.status.and_then(|s| s.selector).ok_or_else(|| {
+        format!(
+            "{} {}/{} has no selector in its scale subresource",
+            key.kind, key.namespace, key.name
+        )
+    })
+}

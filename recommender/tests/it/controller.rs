@@ -1,0 +1,480 @@
+//! The recommender controller against reflector stores fed directly and a mocked API server (tower-test):
+//! exact requests for status, checkpoints and deletes, and the scenarios of issue 5.
+
+use crate::support::*;
+use k8s_openapi::api::core::v1::{ContainerState, ContainerStateRunning, ContainerStateTerminated};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::watcher;
+use serde_json::json;
+use tailor_crds::VerticalPodAutoscalerCheckpoint;
+use tailor_engine::replay::{ReplayConfig, Trace, TraceContainer, TracePod, try_replay};
+use tailor_recommender::config::ControllerConfig;
+use tailor_recommender::slim::SlimContainerStatus;
+use tailor_recommender::stores::{apply_stripped, strip_deployment, strip_replica_set};
+
+const VPA_STATUS: &str = "/apis/autoscaling.tailor.dev/v1/namespaces/default/verticalpodautoscalers/web/status?&fieldManager=tailor-recommender";
+const CHECKPOINTS: &str =
+    "/apis/autoscaling.tailor.dev/v1/namespaces/default/verticalpodautoscalercheckpoints";
+
+const APP: &[(&str, &str)] = &[("app", "workload")];
+
+fn setup(h: &mut Harness) {
+    apply_stripped(
+        &mut h.writers.deployments,
+        watcher::Event::Apply(deployment("default", "web", APP)),
+        strip_deployment,
+    );
+    h.apply_vpa(&vpa("default", "web", "Deployment", "web"));
+}
+
+fn add_pods(h: &mut Harness, n: usize) {
+    for i in 0..n {
+        h.writers.pods.handle(watcher::Event::Apply(pod(
+            "default",
+            &format!("web-{i}"),
+            APP,
+            &["app"],
+        )));
+    }
+}
+
+fn cpu_at(pod: usize, i: i64) -> i64 {
+    125 * (1 + ((i * 7 + pod as i64 * 3) % 8))
+}
+
+fn mem_at(pod: usize, i: i64) -> i64 {
+    200 * 1024 * 1024 + ((i * 13 + pod as i64 * 5) % 11) * 3 * 1024 * 1024
+}
+
+fn sample_list(pods: usize, i: i64) -> serde_json::Value {
+    let names: Vec<String> = (0..pods).map(|p| format!("web-{p}")).collect();
+    let items: Vec<PodSample<'_>> = names
+        .iter()
+        .enumerate()
+        .map(|(p, n)| {
+            (
+                "default",
+                n.as_str(),
+                i * 60,
+                vec![("app", cpu_at(p, i), mem_at(p, i))],
+            )
+        })
+        .collect();
+    metrics_list(&items)
+}
+
+#[tokio::test]
+async fn new_vpa_without_pods_reports_no_pods_matched() {
+    let mut h = Harness::new(ControllerConfig::default());
+    setup(&mut h);
+    let (report, reqs) = h.loop_with(0, Ok(metrics_list(&[]))).await;
+    assert!(report.metrics_ok);
+    let t0 = rfc3339(0);
+    assert_eq!(reqs.len(), 2, "{reqs:#?}");
+    assert_eq!(reqs[0].method, "GET");
+    assert_eq!(reqs[0].uri, "/apis/metrics.k8s.io/v1beta1/pods?");
+    assert_eq!(reqs[1].method, "PATCH");
+    assert_eq!(reqs[1].uri, VPA_STATUS);
+    assert_eq!(
+        reqs[1].content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
+    assert_eq!(
+        reqs[1].body,
+        json!({"status": {
+            "recommendation": null,
+            "conditions": [
+                {"type": "NoPodsMatched", "status": "True", "lastTransitionTime": t0,
+                 "reason": "NoPodsMatched", "message": "No pods match this VPA object"},
+                {"type": "RecommendationProvided", "status": "False", "lastTransitionTime": t0,
+                 "reason": "NoPodsMatched", "message": "No pods match this VPA object"},
+            ],
+            "observedGeneration": 1,
+        }})
+    );
+    // Nothing changed: no write at all on the next loop.
+    let (_, reqs) = h.loop_with(60, Ok(metrics_list(&[]))).await;
+    assert_eq!(
+        reqs.iter().filter(|r| r.method != "GET").count(),
+        0,
+        "{reqs:#?}"
+    );
+}
+
+#[tokio::test]
+async fn unresolvable_target_is_config_unsupported() {
+    let mut h = Harness::new(ControllerConfig::default());
+    h.apply_vpa(&vpa("default", "web", "Deployment", "missing"));
+    apply_stripped(
+        &mut h.writers.replica_sets,
+        watcher::Event::Apply(owned_replica_set("default", "web-abc", "web", APP)),
+        strip_replica_set,
+    );
+    h.apply_vpa(&vpa("default", "child", "ReplicaSet", "web-abc"));
+    let (_, reqs) = h.loop_with(0, Ok(metrics_list(&[]))).await;
+    let web = reqs.iter().find(|r| r.uri == VPA_STATUS).unwrap();
+    let conds = web.body["status"]["conditions"].as_array().unwrap();
+    assert_eq!(conds[0]["type"], "ConfigUnsupported");
+    assert_eq!(conds[0]["status"], "True");
+    assert_eq!(
+        conds[0]["message"],
+        "Cannot read targetRef. Reason: Deployment default/missing does not exist"
+    );
+    assert_eq!(conds[1]["type"], "NoPodsMatched");
+    assert_eq!(conds[2]["type"], "RecommendationProvided");
+    assert_eq!(conds[2]["status"], "False");
+    let child = reqs
+        .iter()
+        .find(|r| r.uri.contains("/verticalpodautoscalers/child/status"))
+        .unwrap();
+    assert_eq!(
+        child.body["status"]["conditions"][0]["message"],
+        "The target apps/v1.ReplicaSet/web-abc has a parent controller but it should point to a topmost well-known or scalable controller"
+    );
+}
+
+fn trace_for(pods: usize, loops: i64) -> Trace {
+    Trace {
+        id: "controller".into(),
+        now: None,
+        options: None,
+        pods: Some(
+            (0..pods)
+                .map(|p| TracePod {
+                    name: format!("web-{p}"),
+                    labels: Some(labels(APP)),
+                })
+                .collect(),
+        ),
+        containers: (0..pods)
+            .map(|p| TraceContainer {
+                name: "app".into(),
+                pod: Some(format!("web-{p}")),
+                cpu_request_cores: None,
+                memory_request_bytes: None,
+                cpu_samples: (0..loops)
+                    .map(|i| [(T0_SECS + i * 60) as f64, cpu_at(p, i) as f64 / 1000.0])
+                    .collect(),
+                memory_samples: (0..loops)
+                    .map(|i| [(T0_SECS + i * 60) as f64, mem_at(p, i) as f64])
+                    .collect(),
+                ooms: vec![],
+            })
+            .collect(),
+        policy: None,
+        update_mode: None,
+        annotations: None,
+    }
+}
+
+#[tokio::test]
+async fn pods_and_metrics_give_the_cli_numbers() {
+    let mut h = Harness::new(ControllerConfig::default());
+    setup(&mut h);
+    add_pods(&mut h, 3);
+    // A pod no VPA selects stays out of the model (memory saver).
+    h.writers.pods.handle(watcher::Event::Apply(pod(
+        "default",
+        "other",
+        &[("app", "x")],
+        &["app"],
+    )));
+    let loops = 40;
+    let mut last = None;
+    for i in 0..loops {
+        let (report, _) = h.loop_with(i * 60, Ok(sample_list(3, i))).await;
+        assert_eq!(report.pods, 3);
+        assert_eq!(report.samples_accepted, 6);
+        last = Some(report);
+    }
+    assert!(last.unwrap().metrics_ok);
+    let v = h.vpa("default", "web");
+    let out = try_replay(&trace_for(3, loops), &ReplayConfig::default(), false).unwrap();
+    let r = &out.recommendations[0];
+    assert_eq!(
+        target(&v, "app", "target"),
+        (r.target.cpu.unwrap(), r.target.memory.unwrap())
+    );
+    assert_eq!(
+        target(&v, "app", "lowerBound"),
+        (r.lower_bound.cpu.unwrap(), r.lower_bound.memory.unwrap())
+    );
+    assert_eq!(
+        target(&v, "app", "upperBound"),
+        (r.upper_bound.cpu.unwrap(), r.upper_bound.memory.unwrap())
+    );
+    let conds = v.status.as_ref().unwrap().conditions.clone().unwrap();
+    let types: Vec<(&str, &str)> = conds
+        .iter()
+        .map(|c| (c.type_.as_str(), c.status.as_str()))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            ("LowConfidence", "True"),
+            ("RecommendationProvided", "True")
+        ]
+    );
+}
+
+fn oom_transition(h: &mut Harness, pod_name: &str, finished_secs: i64) {
+    let mut running = pod("default", pod_name, APP, &["app"]);
+    running.status.container_statuses = vec![SlimContainerStatus {
+        name: "app".into(),
+        state: Some(ContainerState {
+            running: Some(ContainerStateRunning::default()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }];
+    h.writers
+        .pods
+        .handle(watcher::Event::Apply(running.clone()));
+    let mut killed = running;
+    killed.status.container_statuses = vec![SlimContainerStatus {
+        name: "app".into(),
+        state: Some(ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                reason: Some("OOMKilled".into()),
+                exit_code: 137,
+                finished_at: Some(Time(
+                    k8s_openapi::jiff::Timestamp::from_second(T0_SECS + finished_secs).unwrap(),
+                )),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }];
+    h.writers.pods.handle(watcher::Event::Apply(killed));
+}
+
+#[tokio::test]
+async fn oom_arriving_after_later_samples_still_bumps_memory() {
+    let run = |with_oom: bool| async move {
+        let mut h = Harness::new(ControllerConfig::default());
+        setup(&mut h);
+        add_pods(&mut h, 1);
+        for i in 0..10 {
+            h.loop_with(i * 60, Ok(sample_list(1, i))).await;
+        }
+        let mut recorded = 0;
+        if with_oom {
+            // Killed at minute 3, observed only now (after samples up to minute 9).
+            oom_transition(&mut h, "web-0", 180);
+            let (report, _) = h.loop_with(600, Ok(sample_list(1, 10))).await;
+            recorded = report.ooms_recorded;
+        } else {
+            h.loop_with(600, Ok(sample_list(1, 10))).await;
+        }
+        (
+            target(&h.vpa("default", "web"), "app", "target").1,
+            recorded,
+        )
+    };
+    let (plain, _) = run(false).await;
+    let (bumped, recorded) = run(true).await;
+    assert_eq!(recorded, 1);
+    // Request 300Mi → peak 400Mi (+100Mi minimum bump), well above the ~230Mi usage peak.
+    assert!(bumped >= 400 * 1024 * 1024, "{bumped}");
+    assert!(bumped > plain, "{bumped} vs {plain}");
+}
+
+#[tokio::test]
+async fn checkpoints_are_created_then_replaced() {
+    let mut h = Harness::new(ControllerConfig::default());
+    setup(&mut h);
+    add_pods(&mut h, 1);
+    let (report, reqs) = h.loop_with(0, Ok(sample_list(1, 0))).await;
+    assert_eq!(report.checkpoints_written, 1);
+    let posts: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.uri.starts_with(CHECKPOINTS))
+        .collect();
+    assert_eq!(posts.len(), 1, "{reqs:#?}");
+    assert_eq!(posts[0].method, "POST");
+    assert_eq!(
+        posts[0].uri,
+        format!("{CHECKPOINTS}?&fieldManager=tailor-recommender")
+    );
+    let body = &posts[0].body;
+    assert_eq!(body["metadata"]["name"], "web-app");
+    assert_eq!(
+        body["spec"],
+        json!({"vpaObjectName": "web", "containerName": "app"})
+    );
+    assert_eq!(body["status"]["version"], "v3");
+    assert_eq!(body["status"]["totalSamplesCount"], 1);
+    assert_eq!(
+        body["metadata"]["ownerReferences"][0]["kind"],
+        "VerticalPodAutoscaler"
+    );
+    // The open window is left out of the histogram (as upstream) and kept in the annotation.
+    assert_eq!(body["status"]["memoryHistogram"]["totalWeight"], 0.0);
+    let windows: serde_json::Value = serde_json::from_str(
+        body["metadata"]["annotations"]["tailor.dev/open-memory-windows"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        windows,
+        json!([{"pod": "web-0", "end": t(86_400), "peak": mem_at(0, 0)}])
+    );
+
+    let (_, reqs) = h.loop_with(60, Ok(sample_list(1, 1))).await;
+    let patches: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.uri.starts_with(CHECKPOINTS))
+        .collect();
+    assert_eq!(patches.len(), 1, "{reqs:#?}");
+    assert_eq!(patches[0].method, "PATCH");
+    assert_eq!(
+        patches[0].uri,
+        format!("{CHECKPOINTS}/web-app?&fieldManager=tailor-recommender")
+    );
+    assert_eq!(
+        patches[0].content_type.as_deref(),
+        Some("application/json-patch+json")
+    );
+    let ops = patches[0].body.as_array().unwrap();
+    assert_eq!(ops.len(), 2);
+    assert_eq!(
+        (ops[0]["op"].as_str(), ops[0]["path"].as_str()),
+        (Some("add"), Some("/metadata/annotations"))
+    );
+    assert_eq!(
+        (ops[1]["op"].as_str(), ops[1]["path"].as_str()),
+        (Some("add"), Some("/status"))
+    );
+    assert_eq!(ops[1]["value"]["totalSamplesCount"], 2);
+    let stored = h.api.object(&format!("{CHECKPOINTS}/web-app")).unwrap();
+    assert_eq!(stored["status"]["totalSamplesCount"], 2);
+}
+
+#[tokio::test]
+async fn restart_from_checkpoints_reproduces_the_recommendation() {
+    let mut a = Harness::new(ControllerConfig::default());
+    setup(&mut a);
+    add_pods(&mut a, 2);
+    // Two days and a bit, one sample every 10 minutes: closed windows plus an open one.
+    let loops = 300;
+    for i in 0..loops {
+        a.loop_with(i * 600, Ok(sample_list(2, i * 10))).await;
+    }
+    let before = a.vpa("default", "web");
+    let checkpoints = a.api.objects(&format!("{CHECKPOINTS}/"));
+    assert_eq!(checkpoints.len(), 1);
+
+    let mut b = Harness::new(ControllerConfig::default());
+    setup(&mut b);
+    b.apply_vpa(&before);
+    add_pods(&mut b, 2);
+    for c in checkpoints {
+        let c: VerticalPodAutoscalerCheckpoint = serde_json::from_value(c).unwrap();
+        b.apply_checkpoint(c);
+    }
+    // No new usage: the restored state alone must give the same numbers.
+    let (report, _) = b.loop_with(loops * 600, Ok(metrics_list(&[]))).await;
+    assert_eq!(report.checkpoints_restored, 1);
+    let after = b.vpa("default", "web");
+    for field in ["target", "lowerBound", "upperBound"] {
+        let (c0, m0) = target(&before, "app", field);
+        let (c1, m1) = target(&after, "app", field);
+        let close = |x: i64, y: i64| ((x - y).abs() as f64) <= 0.01 * x.max(y) as f64;
+        assert!(
+            close(c0, c1) && close(m0, m1),
+            "{field}: ({c0}, {m0}) vs ({c1}, {m1})"
+        );
+    }
+}
+
+#[tokio::test]
+async fn deleted_vpa_checkpoints_are_removed() {
+    let mut h = Harness::new(ControllerConfig::default());
+    setup(&mut h);
+    for (vpa_name, container) in [("web", "app"), ("gone", "app"), ("gone", "sidecar")] {
+        let mut c = VerticalPodAutoscalerCheckpoint::new(
+            &format!("{vpa_name}-{container}"),
+            tailor_crds::VerticalPodAutoscalerCheckpointSpec {
+                vpa_object_name: Some(vpa_name.into()),
+                container_name: Some(container.into()),
+            },
+        );
+        c.metadata.namespace = Some("default".into());
+        h.api.put_object(
+            &format!("{CHECKPOINTS}/{vpa_name}-{container}"),
+            serde_json::to_value(&c).unwrap(),
+        );
+        h.apply_checkpoint(c);
+    }
+    let (report, reqs) = h.loop_with(0, Ok(metrics_list(&[]))).await;
+    let deletes: Vec<&str> = reqs
+        .iter()
+        .filter(|r| r.method == "DELETE")
+        .map(|r| r.uri.as_str())
+        .collect();
+    assert_eq!(
+        deletes,
+        [
+            format!("{CHECKPOINTS}/gone-app?"),
+            format!("{CHECKPOINTS}/gone-sidecar?")
+        ],
+        "{reqs:#?}"
+    );
+    assert_eq!(report.checkpoints_deleted, 2);
+    // GC runs again only after --checkpoints-gc-interval.
+    let (_, reqs) = h.loop_with(60, Ok(metrics_list(&[]))).await;
+    assert!(reqs.iter().all(|r| r.method != "DELETE"));
+}
+
+#[tokio::test]
+async fn metrics_api_errors_keep_the_last_recommendation() {
+    let mut h = Harness::new(ControllerConfig::default());
+    setup(&mut h);
+    add_pods(&mut h, 1);
+    for i in 0..5 {
+        h.loop_with(i * 60, Ok(sample_list(1, i))).await;
+    }
+    let before = h.vpa("default", "web").status;
+    let (report, reqs) = h.loop_with(300, Err(503)).await;
+    assert!(!report.metrics_ok);
+    assert_eq!(h.metrics.error_count("metrics_api"), 1);
+    assert!(
+        reqs.iter()
+            .all(|r| !r.uri.contains("/verticalpodautoscalers/")),
+        "{reqs:#?}"
+    );
+    assert_eq!(h.vpa("default", "web").status, before);
+    assert!(
+        h.metrics
+            .encode()
+            .contains("tailor_recommender_errors_total{kind=\"metrics_api\"} 1")
+    );
+}
+
+#[tokio::test]
+async fn eviction_events_become_ooms_with_their_usage() {
+    let mut h = Harness::new(ControllerConfig::default());
+    setup(&mut h);
+    add_pods(&mut h, 1);
+    for i in 0..3 {
+        h.loop_with(i * 60, Ok(sample_list(1, i))).await;
+    }
+    let ev: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({
+        "metadata": {"name": "web-0.1", "namespace": "default", "creationTimestamp": rfc3339(150),
+            "annotations": {"offending_containers": "app", "offending_containers_usage": "1Gi",
+                            "starved_resource": "memory"}},
+        "involvedObject": {"kind": "Pod", "name": "web-0", "namespace": "default"},
+        "reason": "Evicted",
+    }))
+    .unwrap();
+    let records = tailor_recommender::oom::eviction_ooms(&ev);
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].memory_bytes, 1 << 30);
+    h.ooms.push(records);
+    let (report, _) = h.loop_with(180, Ok(sample_list(1, 3))).await;
+    assert_eq!(report.ooms_recorded, 1);
+    // max(1Gi × 1.2, 1Gi + 100Mi) = 1.2Gi peak.
+    assert!(target(&h.vpa("default", "web"), "app", "target").1 >= 1288490188);
+}
