@@ -181,16 +181,15 @@ impl Amount {
         if self.format == Format::BinarySi {
             let (units, rem) = abs.div_rem(&billion);
             if rem.is_zero() && units >= BigInt::from(1024) {
-                const SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
                 let mut mantissa = units;
                 let mut exp = 0usize;
                 let k = BigInt::from(1024);
-                while exp < SUFFIXES.len() && (&mantissa % &k).is_zero() {
+                while binary_suffix(exp + 1).is_some() && (&mantissa % &k).is_zero() {
                     mantissa /= &k;
                     exp += 1;
                 }
-                if exp > 0 {
-                    return format!("{sign}{mantissa}{}", SUFFIXES[exp - 1]);
+                if let Some(suffix) = binary_suffix(exp) {
+                    return format!("{sign}{mantissa}{suffix}");
                 }
                 // Not a multiple of 1024: Go prints it in decimal SI.
             }
@@ -210,19 +209,7 @@ impl Amount {
                 format!("{sign}{mantissa}e{exp}")
             };
         }
-        let suffix = match exp {
-            -9 => "n",
-            -6 => "u",
-            -3 => "m",
-            0 => "",
-            3 => "k",
-            6 => "M",
-            9 => "G",
-            12 => "T",
-            15 => "P",
-            _ => "E",
-        };
-        format!("{sign}{mantissa}{suffix}")
+        format!("{sign}{mantissa}{}", decimal_suffix(exp))
     }
 }
 
@@ -231,15 +218,14 @@ impl Amount {
 fn canonical_u128(nanos: u128, format: Format) -> String {
     const BILLION: u128 = 1_000_000_000;
     if format == Format::BinarySi && nanos.is_multiple_of(BILLION) && nanos / BILLION >= 1024 {
-        const SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
         let mut mantissa = nanos / BILLION;
         let mut exp = 0usize;
-        while exp < SUFFIXES.len() && mantissa.is_multiple_of(1024) {
+        while binary_suffix(exp + 1).is_some() && mantissa.is_multiple_of(1024) {
             mantissa /= 1024;
             exp += 1;
         }
-        if exp > 0 {
-            return format!("{mantissa}{}", SUFFIXES[exp - 1]);
+        if let Some(suffix) = binary_suffix(exp) {
+            return format!("{mantissa}{suffix}");
         }
     }
     let mut mantissa = nanos;
@@ -255,19 +241,7 @@ fn canonical_u128(nanos: u128, format: Format) -> String {
             format!("{mantissa}e{exp}")
         };
     }
-    let suffix = match exp {
-        -9 => "n",
-        -6 => "u",
-        -3 => "m",
-        0 => "",
-        3 => "k",
-        6 => "M",
-        9 => "G",
-        12 => "T",
-        15 => "P",
-        _ => "E",
-    };
-    format!("{mantissa}{suffix}")
+    format!("{mantissa}{}", decimal_suffix(exp))
 }
 
 /// Clamps a big integer into `i64` (for reporting); `None` when out of range.
@@ -314,6 +288,25 @@ const SUFFIXES: [(&str, i64, u32, Format); 15] = [
     ("Pi", 0, 50, Format::BinarySi),
     ("Ei", 0, 60, Format::BinarySi),
 ];
+
+/// The binary suffix of `1024^power` (`Ki` for 1 … `Ei` for 6); `None` for 0 or beyond `Ei`.
+pub fn binary_suffix(power: usize) -> Option<&'static str> {
+    let bits = u32::try_from(power).ok()?.checked_mul(10)?;
+    SUFFIXES
+        .iter()
+        .find(|&&(_, ten, two, format)| {
+            format == Format::BinarySi && ten == 0 && two == bits && bits > 0
+        })
+        .map(|&(suffix, ..)| suffix)
+}
+
+/// The decimal SI suffix of `10^exp` for `exp` a multiple of 3 in [-9, 18] (`""` for 0).
+fn decimal_suffix(exp: i32) -> &'static str {
+    SUFFIXES
+        .iter()
+        .find(|&&(_, ten, _, format)| format == Format::DecimalSi && ten == i64::from(exp))
+        .map_or("", |&(suffix, ..)| suffix)
+}
 
 fn parse_str(text: &str) -> Result<Amount, QuantityError> {
     let err = |reason| QuantityError {

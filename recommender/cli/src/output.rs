@@ -108,14 +108,10 @@ pub fn fmt_cpu(m: Option<i64>) -> String {
 /// `512Mi`, `1.25Gi`, … (2 decimals at most).
 pub fn fmt_mem(b: Option<i64>) -> String {
     let Some(b) = b else { return "-".into() };
-    let units = [
-        ("Ti", 1i64 << 40),
-        ("Gi", 1 << 30),
-        ("Mi", 1 << 20),
-        ("Ki", 1 << 10),
-    ];
-    for (u, d) in units {
-        if b >= d {
+    // Up to `Ti`: larger memory requests are not worth a shorter column.
+    for power in (1..=4).rev() {
+        let d = 1i64 << (10 * power);
+        if let (true, Some(u)) = (b >= d, tailor_crds::quantity::binary_suffix(power)) {
             let v = b as f64 / d as f64;
             let s = format!("{v:.2}");
             let s = s.trim_end_matches('0').trim_end_matches('.');

@@ -5,13 +5,14 @@ use std::collections::BTreeMap;
 
 use tailor_crds::PodResourcePolicy;
 use tailor_crds::policy::{container_policy, needs_recommendation};
+use tailor_crds::quantity::binary_suffix;
 
 use crate::histogram::ZERO_TIME;
 use crate::model::AggregateContainerState;
 use crate::policy::{self, IntegerBounds, PolicyError, Resources};
 use crate::units::{
-    Resource, ResourceAmount, cpu_amount_from_cores, frexp, ldexp, memory_amount_from_bytes,
-    sat_sub, scale_resource,
+    Resource, ResourceAmount, cpu_amount_from_cores, go_pow, memory_amount_from_bytes, sat_sub,
+    scale_resource,
 };
 
 /// Annotation prefix/suffix that turn on the integer-CPU post-processor for a container.
@@ -59,59 +60,6 @@ pub fn duration_minutes(d: i64) -> f64 {
     let m = d / MIN;
     let ns = d % MIN;
     m as f64 + ns as f64 / (60.0 * 1e9)
-}
-
-/// Go's `math.Pow` (integer exponents use repeated squaring, as Go does).
-pub fn go_pow(x: f64, y: f64) -> f64 {
-    if y == 0.0 || x == 1.0 {
-        return 1.0;
-    }
-    if y == 1.0 {
-        return x;
-    }
-    if x.is_nan() || y.is_nan() {
-        return f64::NAN;
-    }
-    if x == 0.0 {
-        return if y < 0.0 { f64::INFINITY } else { 0.0 };
-    }
-    if x.is_infinite() {
-        if x > 0.0 {
-            return if y < 0.0 { 0.0 } else { f64::INFINITY };
-        }
-        return x.powf(y);
-    }
-    if y.fract() != 0.0 || y.abs() >= 9.0e18 || x < 0.0 {
-        return x.powf(y);
-    }
-    let yi = y.abs() as u64;
-    let mut a1 = 1.0f64;
-    let mut ae: i64 = 0;
-    let (mut x1, xe) = frexp(x);
-    let mut xe = xe as i64;
-    let mut i = yi;
-    while i != 0 {
-        if !(-(1 << 12)..=(1 << 12)).contains(&xe) {
-            ae += xe;
-            break;
-        }
-        if i & 1 == 1 {
-            a1 *= x1;
-            ae += xe;
-        }
-        x1 *= x1;
-        xe <<= 1;
-        if x1 < 0.5 {
-            x1 += x1;
-            xe -= 1;
-        }
-        i >>= 1;
-    }
-    if y < 0.0 {
-        a1 = 1.0 / a1;
-        ae = -ae;
-    }
-    ldexp(a1, ae.clamp(-100_000, 100_000) as i32)
 }
 
 /// An estimator tree for one resource.
@@ -443,23 +391,16 @@ pub fn round_up_to_scale(
 
 /// `%.2f` in the largest binary unit not above the value (`Ki`…`Ti`... up to `Ei`); values under 1024 stay integers.
 pub fn humanize_memory(bytes: f64) -> String {
-    const UNITS: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
-    let mut unit = "";
-    let mut v = bytes;
+    let mut power = 0;
     let mut div = 1.0;
-    for u in UNITS {
-        if bytes >= div * 1024.0 {
-            div *= 1024.0;
-            unit = u;
-        } else {
-            break;
-        }
+    while binary_suffix(power + 1).is_some() && bytes >= div * 1024.0 {
+        div *= 1024.0;
+        power += 1;
     }
-    if unit.is_empty() {
-        return format!("{}", bytes as i64);
+    match binary_suffix(power) {
+        Some(unit) => format!("{:.2}{unit}", bytes / div),
+        None => format!("{}", bytes as i64),
     }
-    v /= div;
-    format!("{v:.2}{unit}")
 }
 
 /// The memory quantity the formatter emits: rounded up to `--round-memory-bytes`, then humanised if asked
@@ -716,14 +657,6 @@ pub fn explain_container(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn go_pow_special_cases() {
-        assert_eq!(go_pow(f64::INFINITY, 1.0), f64::INFINITY);
-        assert_eq!(go_pow(f64::INFINITY, -2.0), 0.0);
-        assert_eq!(go_pow(1.2, 2.0), 1.2 * 1.2);
-        assert_eq!(go_pow(17.0, 2.0), 289.0);
-    }
 
     #[test]
     fn humanize() {

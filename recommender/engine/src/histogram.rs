@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
-use crate::units::{Nanos, go_pow_int, ldexp, round_to_multiple_from_go_zero, sat_sub};
+use crate::units::{Nanos, go_pow, ldexp, round_to_multiple_from_go_zero, sat_sub};
 
 /// Bucket growth of the VPA presets (5 %).
 pub const BUCKET_SIZE_GROWTH: f64 = 0.05;
@@ -111,7 +111,7 @@ impl HistogramOptions {
                 if i == 0 {
                     0.0
                 } else {
-                    first_bucket_size * (go_pow_int(ratio, i as u32) - 1.0) / (ratio - 1.0)
+                    first_bucket_size * (go_pow(ratio, i as f64) - 1.0) / (ratio - 1.0)
                 }
             })
             .collect();

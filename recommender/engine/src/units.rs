@@ -120,19 +120,36 @@ pub fn duration_from_secs(s: f64) -> i64 {
     }
 }
 
-/// Go's `math.Pow(x, y)` for a non-negative integer exponent: repeated squaring on the normalised mantissa,
-/// so the result is bit-identical to upstream's bucket boundaries.
-pub fn go_pow_int(x: f64, y: u32) -> f64 {
-    if y == 0 {
+/// Go's `math.Pow`: integer exponents use repeated squaring on the normalised mantissa, as Go does, so
+/// results (histogram bucket boundaries, confidence multipliers) are bit-identical to upstream's.
+pub fn go_pow(x: f64, y: f64) -> f64 {
+    if y == 0.0 || x == 1.0 {
         return 1.0;
     }
-    if x == 0.0 || !x.is_finite() {
-        return x.powi(y as i32);
+    if y == 1.0 {
+        return x;
     }
+    if x.is_nan() || y.is_nan() {
+        return f64::NAN;
+    }
+    if x == 0.0 {
+        return if y < 0.0 { f64::INFINITY } else { 0.0 };
+    }
+    if x.is_infinite() {
+        if x > 0.0 {
+            return if y < 0.0 { 0.0 } else { f64::INFINITY };
+        }
+        return x.powf(y);
+    }
+    if y.fract() != 0.0 || y.abs() >= 9.0e18 || x < 0.0 {
+        return x.powf(y);
+    }
+    let yi = y.abs() as u64;
     let mut a1 = 1.0f64;
-    let mut ae: i32 = 0;
-    let (mut x1, mut xe) = frexp(x);
-    let mut i = y;
+    let mut ae: i64 = 0;
+    let (mut x1, xe) = frexp(x);
+    let mut xe = xe as i64;
+    let mut i = yi;
     while i != 0 {
         if !(-(1 << 12)..=(1 << 12)).contains(&xe) {
             ae += xe;
@@ -150,7 +167,11 @@ pub fn go_pow_int(x: f64, y: u32) -> f64 {
         }
         i >>= 1;
     }
-    ldexp(a1, ae)
+    if y < 0.0 {
+        a1 = 1.0 / a1;
+        ae = -ae;
+    }
+    ldexp(a1, ae.clamp(-100_000, 100_000) as i32)
 }
 
 /// Splits `x` into a mantissa in [0.5, 1) and a power of two.
@@ -212,9 +233,9 @@ mod tests {
 
     #[test]
     fn go_pow_matches_small_cases() {
-        assert_eq!(go_pow_int(1.05, 0), 1.0);
-        assert_eq!(go_pow_int(1.5, 2), 2.25);
-        assert_eq!(go_pow_int(2.0, 10), 1024.0);
+        assert_eq!(go_pow(1.05, 0.0), 1.0);
+        assert_eq!(go_pow(1.5, 2.0), 2.25);
+        assert_eq!(go_pow(2.0, 10.0), 1024.0);
     }
 
     #[test]
@@ -234,5 +255,13 @@ mod tests {
         assert_eq!(resource_amount_from_float(-1.0), 0);
         assert_eq!(resource_amount_from_float(1e20), MAX_RESOURCE_AMOUNT);
         assert_eq!(resource_amount_from_float(f64::NAN), 0);
+    }
+
+    #[test]
+    fn go_pow_special_cases() {
+        assert_eq!(go_pow(f64::INFINITY, 1.0), f64::INFINITY);
+        assert_eq!(go_pow(f64::INFINITY, -2.0), 0.0);
+        assert_eq!(go_pow(1.2, 2.0), 1.2 * 1.2);
+        assert_eq!(go_pow(17.0, 2.0), 289.0);
     }
 }

@@ -39,7 +39,7 @@ impl W1 {
                 (z >> 11) as f64 * 2f64.powi(-53)
             })
             .collect();
-        let pow = |i: usize| crate::units::go_pow_int(1.05, i as u32);
+        let pow = |i: usize| crate::units::go_pow(1.05, i as f64);
         W1 {
             noise,
             base_cpu: (0..160).map(|i| 0.01 * pow(i)).collect(),
