@@ -359,7 +359,9 @@ pub fn replay(trace: &Trace, base: &ReplayConfig, explain: bool) -> ReplayOutput
     }
 }
 
-/// Like [`replay`], but returns the error.
+/// Like [`replay`], but returns the error. The steps: check the trace's options and policy, turn every sample
+/// and OOM into a time-ordered [`Event`], build the one-VPA cluster of the trace's pods and containers, feed the
+/// events through it, and recommend.
 pub fn try_replay(
     trace: &Trace,
     base: &ReplayConfig,
@@ -372,227 +374,276 @@ pub fn try_replay(
     if let Some(p) = &trace.policy {
         policy::validate(p).map_err(|e| TraceError::Policy(e.to_string()))?;
     }
-    let default_labels: Labels = [("app".to_string(), "workload".to_string())]
-        .into_iter()
-        .collect();
-
-    // Events first: validates every timestamp and finds the latest time (the stand-in wall clock).
-    let mut events = Vec::new();
-    let mut latest: Nanos = 0;
-    for (ci, c) in trace.containers.iter().enumerate() {
-        for (i, s) in c.cpu_samples.iter().enumerate() {
-            let t = ts(&c.name, "cpu_samples", i, s[0])?;
-            events.push(Event {
-                at: t,
-                kind: Kind::Cpu,
-                container: ci,
-                index: i,
-                ts: t,
-                value: Some(s[1]),
-            });
-        }
-        for (i, s) in c.memory_samples.iter().enumerate() {
-            let t = ts(&c.name, "memory_samples", i, s[0])?;
-            events.push(Event {
-                at: t,
-                kind: Kind::Memory,
-                container: ci,
-                index: i,
-                ts: t,
-                value: Some(s[1]),
-            });
-        }
-        for (i, o) in c.ooms.iter().enumerate() {
-            let bad = || TraceError::Oom {
-                container: c.name.clone(),
-                index: i,
-            };
-            let t = o.first().copied().flatten().ok_or_else(bad)?;
-            if o.len() > 3 {
-                return Err(bad());
-            }
-            let t = ts(&c.name, "ooms", i, t)?;
-            let value = o.get(1).copied().flatten();
-            let at = match o.get(2).copied().flatten() {
-                Some(x) => ts(&c.name, "ooms", i, x)?,
-                None => t,
-            };
-            events.push(Event {
-                at,
-                kind: Kind::Oom,
-                container: ci,
-                index: i,
-                ts: t,
-                value,
-            });
-        }
-    }
-    for e in &events {
-        latest = latest.max(e.at).max(e.ts);
-    }
+    let events = trace_events(trace)?;
     let now = match trace.now {
         Some(n) => Some(nanos_from_unix_seconds(n).ok_or(TraceError::Now)?),
         None => None,
     };
+    // The latest time of the trace is the stand-in wall clock.
+    let latest = events
+        .iter()
+        .map(|e| e.at.max(e.ts))
+        .chain(now)
+        .fold(0, Nanos::max);
+    let mut run = TraceCluster::build(trace, cfg.aggregations, latest)?;
+    let fed = run.feed(trace, &events);
     if let Some(n) = now {
-        latest = latest.max(n);
+        run.cluster.rate_limited_garbage_collect(n);
+    }
+    run.recommend(trace, &cfg.recommender, fed, explain)
+}
+
+/// Every sample and OOM of the trace as an event, validated and sorted in replay order.
+fn trace_events(trace: &Trace) -> Result<Vec<Event>, TraceError> {
+    let mut events = Vec::new();
+    for (ci, c) in trace.containers.iter().enumerate() {
+        let samples = [
+            (Kind::Cpu, "cpu_samples", &c.cpu_samples),
+            (Kind::Memory, "memory_samples", &c.memory_samples),
+        ];
+        for (kind, field, list) in samples {
+            for (i, s) in list.iter().enumerate() {
+                let t = ts(&c.name, field, i, s[0])?;
+                events.push(Event {
+                    at: t,
+                    kind,
+                    container: ci,
+                    index: i,
+                    ts: t,
+                    value: Some(s[1]),
+                });
+            }
+        }
+        for (i, o) in c.ooms.iter().enumerate() {
+            events.push(oom_event(c, ci, i, o)?);
+        }
     }
     events.sort_by_key(|e| (e.at, e.kind, e.container, e.index));
+    Ok(events)
+}
 
-    let mut cluster = ClusterState::new(cfg.aggregations, GC_INTERVAL);
-    // Aggregates are created at the wall-clock time of the run, after every trace time.
-    cluster.set_now(latest.saturating_add(1_000_000_000));
-    let mut vpa = VpaState::new(NAMESPACE, "vpa", Selector::everything());
-    vpa.policy = trace.policy.clone();
-    vpa.annotations = trace.annotations.clone().unwrap_or_default();
-    let vpa_idx = cluster.add_vpa(vpa);
+/// An OOM entry `[time, bytes?, observed_at?]` as an event at the time it was observed.
+fn oom_event(
+    c: &TraceContainer,
+    ci: usize,
+    i: usize,
+    o: &[Option<f64>],
+) -> Result<Event, TraceError> {
+    let bad = || TraceError::Oom {
+        container: c.name.clone(),
+        index: i,
+    };
+    let t = o.first().copied().flatten().ok_or_else(bad)?;
+    if o.len() > 3 {
+        return Err(bad());
+    }
+    let t = ts(&c.name, "ooms", i, t)?;
+    let at = match o.get(2).copied().flatten() {
+        Some(x) => ts(&c.name, "ooms", i, x)?,
+        None => t,
+    };
+    Ok(Event {
+        at,
+        kind: Kind::Oom,
+        container: ci,
+        index: i,
+        ts: t,
+        value: o.get(1).copied().flatten(),
+    })
+}
 
-    let mut declared: Vec<String> = Vec::new();
-    for p in trace.pods.iter().flatten() {
-        cluster.add_or_update_pod(
-            NAMESPACE,
-            &p.name,
-            p.labels.as_ref().unwrap_or(&default_labels),
-            PodPhase::Running,
-        );
-        declared.push(p.name.clone());
-    }
-    let pod_names: Vec<String> = trace
-        .containers
-        .iter()
-        .map(|c| c.pod.clone().unwrap_or_else(|| "pod-0".into()))
-        .collect();
-    for p in &pod_names {
-        if !declared.contains(p) {
-            cluster.add_or_update_pod(NAMESPACE, p, &default_labels, PodPhase::Running);
-            declared.push(p.clone());
+/// What feeding the events left behind, besides the model: discarded counts and, for `--explain`, accepted
+/// memory samples and OOM bumps per container name.
+#[derive(Default)]
+struct Fed<'t> {
+    discarded: Discarded,
+    memory_accepted: BTreeMap<&'t str, u64>,
+    oom_bumps: BTreeMap<&'t str, Vec<i64>>,
+}
+
+/// The model of one trace: a cluster holding the trace's pods and containers and one VPA selecting them all.
+struct TraceCluster {
+    cluster: ClusterState,
+    vpa: usize,
+    /// Pod name of each trace container, by container index.
+    pod_names: Vec<String>,
+}
+
+impl TraceCluster {
+    /// Declared pods first (with their labels), then the pods containers name; aggregates are created at
+    /// the wall-clock time of the run, one second after `latest`.
+    fn build(
+        trace: &Trace,
+        aggregations: AggregationsConfig,
+        latest: Nanos,
+    ) -> Result<Self, TraceError> {
+        let default_labels: Labels = [("app".to_string(), "workload".to_string())]
+            .into_iter()
+            .collect();
+        let mut cluster = ClusterState::new(aggregations, GC_INTERVAL);
+        cluster.set_now(latest.saturating_add(1_000_000_000));
+        let mut vpa = VpaState::new(NAMESPACE, "vpa", Selector::everything());
+        vpa.policy = trace.policy.clone();
+        vpa.annotations = trace.annotations.clone().unwrap_or_default();
+        let vpa = cluster.add_vpa(vpa);
+
+        let mut declared: Vec<String> = Vec::new();
+        for p in trace.pods.iter().flatten() {
+            let labels = p.labels.as_ref().unwrap_or(&default_labels);
+            cluster.add_or_update_pod(NAMESPACE, &p.name, labels, PodPhase::Running);
+            declared.push(p.name.clone());
         }
-    }
-    let mut seen = std::collections::HashSet::new();
-    for (c, pod) in trace.containers.iter().zip(&pod_names) {
-        if !seen.insert((pod.clone(), c.name.clone())) {
-            return Err(TraceError::DuplicateContainer {
-                pod: pod.clone(),
-                container: c.name.clone(),
-            });
+        let pod_names: Vec<String> = trace
+            .containers
+            .iter()
+            .map(|c| c.pod.clone().unwrap_or_else(|| "pod-0".into()))
+            .collect();
+        for p in &pod_names {
+            if !declared.contains(p) {
+                cluster.add_or_update_pod(NAMESPACE, p, &default_labels, PodPhase::Running);
+                declared.push(p.clone());
+            }
         }
-        cluster
-            .add_or_update_container(ContainerId {
+        let mut seen = std::collections::HashSet::new();
+        for (c, pod) in trace.containers.iter().zip(&pod_names) {
+            if !seen.insert((pod.as_str(), c.name.as_str())) {
+                return Err(TraceError::DuplicateContainer {
+                    pod: pod.clone(),
+                    container: c.name.clone(),
+                });
+            }
+            let id = ContainerId {
                 namespace: NAMESPACE,
                 pod,
                 container: &c.name,
-            })
-            .map_err(|e| TraceError::Policy(e.to_string()))?;
+            };
+            cluster
+                .add_or_update_container(id)
+                .map_err(|e| TraceError::Policy(e.to_string()))?;
+        }
+        Ok(Self {
+            cluster,
+            vpa,
+            pod_names,
+        })
     }
 
-    let mut discarded = Discarded::default();
-    let mut mem_accepted: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut oom_bumps: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
-    for e in &events {
-        cluster.rate_limited_garbage_collect(e.at);
-        let c = &trace.containers[e.container];
-        let id = ContainerId {
-            namespace: NAMESPACE,
-            pod: &pod_names[e.container],
-            container: &c.name,
-        };
-        match e.kind {
-            Kind::Cpu => {
-                let v = e.value.unwrap_or(f64::NAN);
-                // NaN converts to a negative amount upstream (amd64) and is rejected.
-                let r = if v.is_nan() {
-                    Err(ModelError::Rejected(crate::model::SampleRejected::Negative))
-                } else {
-                    cluster.add_sample(
-                        id,
-                        Sample {
-                            time: e.ts,
-                            resource: Resource::Cpu,
-                            usage: cpu_amount_from_cores(v),
-                        },
-                    )
-                };
-                if r.is_err() {
-                    discarded.cpu += 1;
+    /// Feeds the events in order, garbage-collecting at each event's time as upstream's loop would.
+    fn feed<'t>(&mut self, trace: &'t Trace, events: &[Event]) -> Fed<'t> {
+        let mut fed = Fed::default();
+        for e in events {
+            self.cluster.rate_limited_garbage_collect(e.at);
+            let c = &trace.containers[e.container];
+            let id = ContainerId {
+                namespace: NAMESPACE,
+                pod: &self.pod_names[e.container],
+                container: &c.name,
+            };
+            match e.kind {
+                Kind::Cpu => {
+                    if !add_usage(&mut self.cluster, id, Resource::Cpu, e) {
+                        fed.discarded.cpu += 1;
+                    }
                 }
-            }
-            Kind::Memory => {
-                let v = e.value.unwrap_or(f64::NAN);
-                let r = if v.is_nan() {
-                    Err(ModelError::Rejected(crate::model::SampleRejected::Negative))
-                } else {
-                    cluster.add_sample(
-                        id,
-                        Sample {
-                            time: e.ts,
-                            resource: Resource::Memory,
-                            usage: memory_amount_from_bytes(v),
-                        },
-                    )
-                };
-                match r {
-                    Ok(()) => *mem_accepted.entry(&c.name).or_default() += 1,
-                    Err(_) => discarded.memory += 1,
+                Kind::Memory => {
+                    if add_usage(&mut self.cluster, id, Resource::Memory, e) {
+                        *fed.memory_accepted.entry(&c.name).or_default() += 1;
+                    } else {
+                        fed.discarded.memory += 1;
+                    }
                 }
-            }
-            Kind::Oom => {
-                let bytes = e.value.or(c.memory_request_bytes).unwrap_or(0.0);
-                let r = if bytes.is_nan() {
-                    Err(ModelError::Rejected(crate::model::SampleRejected::Negative))
-                } else {
-                    cluster.record_oom(id, e.ts, memory_amount_from_bytes(bytes))
-                };
-                match r {
-                    Ok(v) => oom_bumps.entry(&c.name).or_default().push(v),
-                    Err(_) => discarded.oom += 1,
+                Kind::Oom => {
+                    let bytes = e.value.or(c.memory_request_bytes).unwrap_or(0.0);
+                    let r = if bytes.is_nan() {
+                        Err(ModelError::Rejected(crate::model::SampleRejected::Negative))
+                    } else {
+                        self.cluster
+                            .record_oom(id, e.ts, memory_amount_from_bytes(bytes))
+                    };
+                    match r {
+                        Ok(v) => fed.oom_bumps.entry(&c.name).or_default().push(v),
+                        Err(_) => fed.discarded.oom += 1,
+                    }
                 }
             }
         }
-    }
-    if let Some(n) = now {
-        cluster.rate_limited_garbage_collect(n);
+        fed
     }
 
-    let aggregates = cluster.aggregate_state_by_container_name(vpa_idx);
-    let v = &cluster.vpas()[vpa_idx];
-    let rec = recommend(
-        &cfg.recommender,
-        &aggregates,
-        VpaInput {
+    /// The VPA's recommendation in the §1.4 output shape, with the explanation when asked.
+    fn recommend(
+        &self,
+        trace: &Trace,
+        config: &RecommenderConfig,
+        fed: Fed<'_>,
+        explain: bool,
+    ) -> Result<ReplayOutput, TraceError> {
+        let aggregates = self.cluster.aggregate_state_by_container_name(self.vpa);
+        let v = &self.cluster.vpas()[self.vpa];
+        let input = VpaInput {
             policy: v.policy.as_ref(),
             annotations: &v.annotations,
-        },
-    )
-    .map_err(|e| TraceError::Policy(e.to_string()))?;
-    let recommendations = rec
-        .containers
-        .iter()
-        .map(|c| OutputRecommendation {
-            container_name: c.container_name.clone(),
-            target: c.target,
-            lower_bound: c.lower_bound,
-            upper_bound: c.upper_bound,
-            uncapped_target: c.uncapped_target,
-        })
-        .collect();
-    let explain = explain.then(|| {
-        rec.explain
-            .into_iter()
-            .map(|d| TraceExplain {
-                memory_samples: mem_accepted.get(d.container.as_str()).copied().unwrap_or(0),
-                oom_bumps: oom_bumps
-                    .get(d.container.as_str())
-                    .cloned()
-                    .unwrap_or_default(),
-                detail: d,
+        };
+        let rec =
+            recommend(config, &aggregates, input).map_err(|e| TraceError::Policy(e.to_string()))?;
+        let recommendations = rec
+            .containers
+            .iter()
+            .map(|c| OutputRecommendation {
+                container_name: c.container_name.clone(),
+                target: c.target,
+                lower_bound: c.lower_bound,
+                upper_bound: c.upper_bound,
+                uncapped_target: c.uncapped_target,
             })
-            .collect()
-    });
-    Ok(ReplayOutput {
-        id: trace.id.clone(),
-        recommendations,
-        discarded: Some(discarded),
-        error: None,
-        explain,
-    })
+            .collect();
+        let explain = explain.then(|| {
+            rec.explain
+                .into_iter()
+                .map(|d| TraceExplain {
+                    memory_samples: fed
+                        .memory_accepted
+                        .get(d.container.as_str())
+                        .copied()
+                        .unwrap_or(0),
+                    oom_bumps: fed
+                        .oom_bumps
+                        .get(d.container.as_str())
+                        .cloned()
+                        .unwrap_or_default(),
+                    detail: d,
+                })
+                .collect()
+        });
+        Ok(ReplayOutput {
+            id: trace.id.clone(),
+            recommendations,
+            discarded: Some(fed.discarded),
+            error: None,
+            explain,
+        })
+    }
+}
+
+/// Adds a usage sample; false when the model rejects it. NaN converts to a negative amount upstream
+/// (amd64) and is rejected too.
+fn add_usage(
+    cluster: &mut ClusterState,
+    id: ContainerId<'_>,
+    resource: Resource,
+    e: &Event,
+) -> bool {
+    let Some(v) = e.value.filter(|v| !v.is_nan()) else {
+        return false;
+    };
+    let usage = match resource {
+        Resource::Cpu => cpu_amount_from_cores(v),
+        Resource::Memory => memory_amount_from_bytes(v),
+    };
+    let sample = Sample {
+        time: e.ts,
+        resource,
+        usage,
+    };
+    cluster.add_sample(id, sample).is_ok()
 }
