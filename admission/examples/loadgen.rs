@@ -7,6 +7,8 @@
 //! measured from each request's scheduled start, so a stalled server is not hidden). It checks every answer
 //! (HTTP 200, `allowed: true`, a patch) and prints one JSON line of figures.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
+
 use std::{
     net::SocketAddr,
     path::PathBuf,

@@ -2,49 +2,28 @@
 //! 50,000 pods in stores fed directly, with the mocked API server answering metrics, status patches and
 //! checkpoint writes. Prints loop time, writes per loop and process RSS.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
+
+use std::alloc::System;
 use std::time::Instant;
 
 #[path = "../tests/it/support.rs"]
 mod support;
 
+use cap::Cap;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use support::*;
 use tailor_recommender::config::ControllerConfig;
 use tailor_recommender::stores::{apply_stripped, strip_deployment};
 
-/// Counts live heap bytes, to tell retained memory from allocator slack in RSS.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator and only adds bookkeeping.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size, Ordering::Relaxed);
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
+/// Counts live heap bytes (the `cap` allocator wraps the system one), to tell retained memory from
+/// allocator slack in RSS.
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: Cap<System> = Cap::new(System, usize::MAX);
 
 fn live_mib() -> usize {
-    LIVE.load(Ordering::Relaxed) / (1 << 20)
+    ALLOC.allocated() / (1 << 20)
 }
 
 fn env(name: &str, default: usize) -> usize {

@@ -11,6 +11,8 @@
 //! installed chart. Each test works in its own namespace and deletes it at the end. Run them one at a time:
 //! the webhook-down test scales the webhook to zero for a moment.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
+
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;

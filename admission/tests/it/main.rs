@@ -2,6 +2,8 @@
 //! properties, and the real HTTPS server (admission, HTTP rules, reflectors, self-managed certificates,
 //! certificate rotation, the binary itself).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
+
 mod conformance_diff;
 mod conformance_support;
 mod conformance_unit;

@@ -2,6 +2,8 @@
 //! cluster path, and recommendation for every container. Sizes are kept small so a run takes about a minute
 //! on a 2-core machine; `examples/w1_figures.rs` produces the large one-shot figures for BENCHMARKS.md.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
+
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::Duration;

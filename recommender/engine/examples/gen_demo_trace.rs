@@ -5,6 +5,8 @@
 //! - `shop/web`: two replicas, each with `app` (diurnal CPU, steady memory) and `istio-proxy` (small sidecar);
 //! - `shop/worker`: one `worker` container whose memory creeps up and is OOM-killed once.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
+
 use std::fmt::Write;
 
 struct Rng(u64);

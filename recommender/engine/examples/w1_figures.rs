@@ -3,38 +3,22 @@
 //!
 //! `cargo run --release -p tailor-engine --example w1_figures -- [containers] [days]` (default 10000 7).
 
-use std::alloc::{GlobalAlloc, Layout, System};
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
+
+use std::alloc::System;
 use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Instant;
 
+use cap::Cap;
 use tailor_engine::estimate::{RecommenderConfig, VpaInput, estimate_container, recommend};
 use tailor_engine::model::{AggregateContainerState, AggregationsConfig, ContainerState};
 use tailor_engine::units::{cpu_amount_from_cores, memory_amount_from_bytes};
 use tailor_engine::workload::{self, TICKS_PER_DAY, W1};
 
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new as isize - l.size() as isize, Ordering::Relaxed);
-        unsafe { System.realloc(p, l, new) }
-    }
-}
-
+/// Counts live heap bytes (the `cap` allocator wraps the system one), for heap per container.
 #[global_allocator]
-static A: Counting = Counting;
+static ALLOC: Cap<System> = Cap::new(System, usize::MAX);
 
 /// On-CPU time of this thread in ns (`/proc/thread-self/schedstat`), so other load on the machine does not
 /// count; falls back to 0 where unavailable.
@@ -46,7 +30,7 @@ fn cpu_ns() -> u64 {
 }
 
 fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
+    isize::try_from(ALLOC.allocated()).unwrap_or(isize::MAX)
 }
 
 fn main() {

@@ -1,6 +1,8 @@
 //! Integration tests of the `tailor` binary, one test binary: recommend, patch, convert, crds; history from
 //! real Prometheus and VictoriaMetrics servers and from a faulty stub; upstream's differential cases.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
+
 mod cli;
 mod patch;
 mod prometheus;
