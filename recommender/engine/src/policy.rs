@@ -56,7 +56,7 @@ impl Resources {
 }
 
 /// A policy quantity map that does not parse.
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
 #[error("container policy {container:?}: {field}.{resource}: {source}")]
 pub struct PolicyError {
     /// Container policy name.

@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use tailor_crds::quantity::{Amount, to_i64};
 
 /// Error for a quantity string that cannot be parsed.
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
 #[error("invalid quantity {0:?}")]
 pub struct QuantityError(pub String);
 

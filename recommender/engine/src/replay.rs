@@ -11,7 +11,7 @@ use crate::model::{
     AggregationsConfig, ClusterState, ContainerId, Labels, ModelError, PodPhase, Sample, Selector,
     VpaState,
 };
-use crate::policy::{self, Resources};
+use crate::policy::{self, PolicyError, Resources};
 use crate::units::{
     Nanos, Resource, cpu_amount_from_cores, duration_from_secs, memory_amount_from_bytes,
     nanos_from_unix_seconds,
@@ -219,9 +219,12 @@ pub enum TraceError {
         /// Container.
         container: String,
     },
-    /// Bad policy quantity.
+    /// A resource policy that does not parse or apply.
     #[error("policy: {0}")]
-    Policy(String),
+    Policy(#[from] PolicyError),
+    /// The model refused the trace's pods or containers.
+    #[error("model: {0}")]
+    Model(#[from] ModelError),
     /// `now` not a finite number.
     #[error("now: invalid timestamp")]
     Now,
@@ -372,7 +375,7 @@ pub fn try_replay(
         None => base.clone(),
     };
     if let Some(p) = &trace.policy {
-        policy::validate(p).map_err(|e| TraceError::Policy(e.to_string()))?;
+        policy::validate(p)?;
     }
     let events = trace_events(trace)?;
     let now = match trace.now {
@@ -517,9 +520,7 @@ impl TraceCluster {
                 pod,
                 container: &c.name,
             };
-            cluster
-                .add_or_update_container(id)
-                .map_err(|e| TraceError::Policy(e.to_string()))?;
+            cluster.add_or_update_container(id)?;
         }
         Ok(Self {
             cluster,
@@ -584,8 +585,7 @@ impl TraceCluster {
             policy: v.policy.as_ref(),
             annotations: &v.annotations,
         };
-        let rec =
-            recommend(config, &aggregates, input).map_err(|e| TraceError::Policy(e.to_string()))?;
+        let rec = recommend(config, &aggregates, input)?;
         let recommendations = rec
             .containers
             .iter()
