@@ -26,7 +26,7 @@ pub struct Metrics {
     pub ooms: Family<Labels, Counter>,
     /// Status patches by `result`.
     pub status_writes: Family<Labels, Counter>,
-    /// Checkpoint writes by `op` (`create`, `replace`, `delete`) and `result`.
+    /// Checkpoint writes by `op` (`apply`, `delete`) and `result`.
     pub checkpoint_writes: Family<Labels, Counter>,
     /// Errors by `kind`.
     pub errors: Family<Labels, Counter>,

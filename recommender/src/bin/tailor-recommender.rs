@@ -16,7 +16,7 @@ use tailor_recommender::leader::{DEFAULT_LEASE_NAME, LeaderElector, LeaseSetting
 use tailor_recommender::metrics::Metrics;
 use tailor_recommender::oom::OomQueue;
 use tailor_recommender::ratelimit::RateLimiter;
-use tailor_recommender::recommender::Recommender;
+use tailor_recommender::run_loop::Recommender;
 use tailor_recommender::stores::{new_stores, spawn_watchers, wait_until_ready};
 use tokio::sync::watch;
 
