@@ -34,6 +34,16 @@ pub struct OpenWindow {
     pub peak: ResourceAmount,
 }
 
+impl From<tailor_engine::model::OpenWindow> for OpenWindow {
+    fn from(w: tailor_engine::model::OpenWindow) -> Self {
+        OpenWindow {
+            pod: w.pod,
+            end: w.end,
+            peak: w.peak,
+        }
+    }
+}
+
 /// Checkpoint object name for a (VPA, container) pair, as upstream names it.
 pub fn checkpoint_name(vpa: &str, container: &str) -> String {
     format!("{vpa}-{container}")

@@ -87,11 +87,10 @@ pub fn desired_checkpoints(
     let vpa_name = vpa.metadata.name.clone().unwrap_or_default();
     let mut windows: BTreeMap<String, Vec<OpenWindow>> = BTreeMap::new();
     for w in content.open_windows {
-        windows.entry(w.container).or_default().push(OpenWindow {
-            pod: w.pod,
-            end: w.end,
-            peak: w.peak,
-        });
+        windows
+            .entry(w.container.clone())
+            .or_default()
+            .push(w.into());
     }
     content
         .states
@@ -326,11 +325,14 @@ impl Recommender {
         });
         let out =
             delete_checkpoints(self.client.clone(), self.limiter.clone(), doomed, deadline).await;
-        report.checkpoints_deleted += out.deleted.len() as u64;
-        self.metrics
-            .checkpoint_writes
-            .get_or_create(&vec![("op", "delete"), ("result", "ok")])
-            .inc_by(out.deleted.len() as u64);
+        let deleted = out.deleted.len() as u64;
+        report.checkpoints_deleted += deleted;
+        if deleted > 0 {
+            self.metrics
+                .checkpoint_writes
+                .get_or_create(&vec![("op", "delete"), ("result", "ok")])
+                .inc_by(deleted);
+        }
         for k in out.deleted.iter().chain(&out.missing) {
             self.written_checkpoints.remove(k);
         }
@@ -357,5 +359,53 @@ impl Recommender {
             .collect();
         self.maintain_checkpoints(&owned, now, &mut report).await;
         report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tailor_crds::VerticalPodAutoscalerCheckpointSpec;
+
+    fn checkpoint(ns: &str, name: &str, vpa: &str) -> Arc<VerticalPodAutoscalerCheckpoint> {
+        let mut c = VerticalPodAutoscalerCheckpoint::new(
+            name,
+            VerticalPodAutoscalerCheckpointSpec {
+                vpa_object_name: Some(vpa.into()),
+                container_name: Some("app".into()),
+            },
+        );
+        c.metadata.namespace = Some(ns.into());
+        Arc::new(c)
+    }
+
+    #[test]
+    fn orphans_are_checkpoints_of_missing_vpas_in_watched_namespaces() {
+        let cps = [
+            checkpoint("a", "web-app", "web"),
+            checkpoint("a", "gone-app", "gone"),
+            checkpoint("skip", "gone-app", "gone"),
+        ];
+        let vpas = HashSet::from([("a".to_string(), "web".to_string())]);
+        let out = orphaned_checkpoints(&cps, &vpas, |ns| ns != "skip");
+        assert_eq!(out, [("a".to_string(), "gone-app".to_string())]);
+    }
+
+    #[test]
+    fn gc_runs_first_then_every_interval() {
+        assert!(gc_due(None, 0, 10));
+        assert!(!gc_due(Some(100), 109, 10));
+        assert!(gc_due(Some(100), 110, 10));
+    }
+
+    #[test]
+    fn plan_puts_never_written_first_and_breaks_ties_by_key() {
+        let c = |key: &'static str, last_written| CheckpointCandidate {
+            key,
+            last_written,
+            fetching_history: false,
+        };
+        let plan = checkpoint_plan(vec![c("b", Some(5)), c("c", None), c("a", Some(5))]);
+        assert_eq!(plan, ["c", "a", "b"]);
     }
 }

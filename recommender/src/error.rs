@@ -6,9 +6,6 @@ use tailor_engine::model::CheckpointError;
 /// Errors of the controller.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A Kubernetes API call of the leader lease failed.
-    #[error("kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
     /// The `/scale` subresource of a VPA target could not be read.
     #[error("scale subresource of {target}: {message}")]
     Scale {
@@ -101,7 +98,6 @@ impl Error {
     /// A short label for the `errors_total` metric.
     pub fn metric_label(&self) -> &'static str {
         match self {
-            Error::Kube(_) => "kube",
             Error::Scale { .. } => "scale",
             Error::MetricsApi(_) => "metrics_api",
             Error::MalformedMetrics { .. } => "metrics_malformed",

@@ -564,3 +564,31 @@ impl Recommender {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vpa_action_follows_identity_then_selector() {
+        let a = Selector::parse("app=a").unwrap();
+        let b = Selector::parse("app=b").unwrap();
+        assert_eq!(vpa_action(None, "u1", &a), VpaAction::Add);
+        assert_eq!(vpa_action(Some(("u1", &a)), "u1", &a), VpaAction::Keep);
+        assert_eq!(vpa_action(Some(("u1", &a)), "u1", &b), VpaAction::Reselect);
+        assert_eq!(vpa_action(Some(("u1", &a)), "u2", &a), VpaAction::Replace);
+        assert_eq!(vpa_action(Some(("u1", &a)), "u2", &b), VpaAction::Replace);
+    }
+
+    #[test]
+    fn pod_filter_ignores_vpas_that_select_nothing() {
+        let nothing = Selector::Nothing;
+        let everything = Selector::everything();
+        let labels = Labels::new();
+        let f = PodFilter::new(true, [("a", &nothing), ("b", &everything)]);
+        assert!(!f.tracks("a", &labels));
+        assert!(f.tracks("b", &labels));
+        assert!(!f.tracks("c", &labels));
+        assert!(PodFilter::new(false, []).tracks("c", &labels));
+    }
+}

@@ -484,6 +484,32 @@ impl Recommender {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_is_skipped_when_stored_or_already_sent_from_the_same_base() {
+        let t0 = to_time_secs(1_000_000_000_000).unwrap();
+        let a = plan_status(None, &Findings::default(), &t0);
+        let b = plan_status(
+            None,
+            &Findings {
+                pods_matched: true,
+                ..Default::default()
+            },
+            &t0,
+        );
+        assert!(needs_write(None, &a, None));
+        assert!(!needs_write(Some(&a), &a, None));
+        assert!(!needs_write(
+            Some(&a),
+            &b,
+            Some(&(Some(a.clone()), b.clone()))
+        ));
+        assert!(needs_write(
+            Some(&b),
+            &a,
+            Some(&(Some(a.clone()), b.clone()))
+        ));
+    }
     use crate::time::to_time_secs;
 
     #[test]
