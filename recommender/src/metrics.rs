@@ -107,11 +107,6 @@ impl Metrics {
         self.errors.get_or_create(&vec![("kind", kind)]).inc();
     }
 
-    /// The current value of an error counter (for tests).
-    pub fn error_count(&self, kind: &'static str) -> u64 {
-        self.errors.get_or_create(&vec![("kind", kind)]).get()
-    }
-
     /// Records a step duration.
     pub fn step(&self, step: &'static str, seconds: f64) {
         self.step_duration

@@ -83,16 +83,6 @@ impl ScaleCache {
     pub fn retain(&mut self, keep: impl Fn(&TargetKey) -> bool) {
         self.entries.retain(|k, _| keep(k));
     }
-
-    /// Number of entries.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Whether the cache is empty.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
 }
 
 /// Outcome of resolving a target: the selector (`Nothing` when unresolvable) and the `ConfigUnsupported`

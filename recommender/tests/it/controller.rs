@@ -447,7 +447,6 @@ async fn metrics_api_errors_keep_the_last_recommendation() {
     let before = h.vpa("default", "web").status;
     let (report, reqs) = h.loop_with(300, Err(503)).await;
     assert!(!report.metrics_ok);
-    assert_eq!(h.metrics.error_count("metrics_api"), 1);
     assert!(
         reqs.iter()
             .all(|r| !r.uri.contains("/verticalpodautoscalers/")),
