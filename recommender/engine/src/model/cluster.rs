@@ -294,6 +294,8 @@ pub struct ClusterState {
     free_labels: Vec<u32>,
     /// Aggregate slots per namespace id.
     slots_by_ns: FxMap<u32, Vec<u32>>,
+    /// Live pods per namespace id.
+    pods_by_ns: FxMap<u32, Vec<u32>>,
     /// VPA indices per namespace id.
     vpas_by_ns: FxMap<u32, Vec<usize>>,
     last_gc: Nanos,
@@ -320,6 +322,7 @@ impl ClusterState {
             free_slots: Vec::new(),
             free_labels: Vec::new(),
             slots_by_ns: FxMap::default(),
+            pods_by_ns: FxMap::default(),
             vpas_by_ns: FxMap::default(),
             last_gc: 0,
             gc_interval,
@@ -464,11 +467,18 @@ impl ClusterState {
             }
         };
         self.insert_pod_index(namespace, name, idx);
+        self.pods_by_ns.entry(ns).or_default().push(idx);
     }
 
     /// Removes a pod (its aggregates stay until GC).
     pub fn delete_pod(&mut self, namespace: &str, name: &str) {
         if let Some(i) = self.pod_index(namespace, name) {
+            if let Some(p) = self.pods[i as usize].as_ref()
+                && let Some(list) = self.pods_by_ns.get_mut(&p.namespace)
+                && let Some(pos) = list.iter().position(|&x| x == i)
+            {
+                list.swap_remove(pos);
+            }
             self.pods[i as usize] = None;
             self.remove_pod_index(namespace, name);
             self.free_pods.push(i);
@@ -804,15 +814,21 @@ impl ClusterState {
         out
     }
 
+    /// The pods of the VPA's namespace (in any phase) that it selects.
+    fn selected_pods(&self, v: &VpaState) -> impl Iterator<Item = &PodState> {
+        let ns = self.strings.index.get(v.namespace.as_str());
+        ns.and_then(|ns| self.pods_by_ns.get(ns))
+            .into_iter()
+            .flatten()
+            .filter_map(|&i| self.pods[i as usize].as_ref())
+            .filter(move |p| self.label_sets[p.labels as usize].selected_by(&v.selector))
+    }
+
     /// Whether any pod of the VPA's namespace (in any phase) is selected by it.
     pub fn has_matching_pod(&self, vpa: usize) -> bool {
-        let Some(v) = self.vpas.get(vpa) else {
-            return false;
-        };
-        self.pods.iter().flatten().any(|p| {
-            self.strings.name(p.namespace) == v.namespace
-                && self.label_sets[p.labels as usize].selected_by(&v.selector)
-        })
+        self.vpas
+            .get(vpa)
+            .is_some_and(|v| self.selected_pods(v).next().is_some())
     }
 
     /// The open memory windows at `now` of every container the VPA selects, sorted by container and pod.
@@ -821,12 +837,7 @@ impl ClusterState {
             return Vec::new();
         };
         let mut out = Vec::new();
-        for p in self.pods.iter().flatten() {
-            if self.strings.name(p.namespace) != v.namespace
-                || !self.label_sets[p.labels as usize].selected_by(&v.selector)
-            {
-                continue;
-            }
+        for p in self.selected_pods(v) {
             for c in p.containers.iter() {
                 if let Some((peak, end)) = c.state.open_window_peak(now) {
                     out.push(OpenWindow {
