@@ -89,9 +89,25 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// The leader lease was lost or could not be held.
-    #[error("leader election: {0}")]
-    Lease(String),
+    /// Another replica holds the leader lease.
+    #[error("leader election: lease {namespace}/{lease} taken by another replica")]
+    LeaseTaken {
+        /// Lease namespace.
+        namespace: String,
+        /// Lease name.
+        lease: String,
+    },
+    /// The leader lease could not be renewed within the renew deadline.
+    #[error("leader election: lease {namespace}/{lease} not renewed within the deadline: {source}")]
+    LeaseRenewal {
+        /// Lease namespace.
+        namespace: String,
+        /// Lease name.
+        lease: String,
+        /// The last renewal failure.
+        #[source]
+        source: kube::Error,
+    },
 }
 
 impl Error {
@@ -105,7 +121,7 @@ impl Error {
             Error::CheckpointBuild { .. } | Error::CheckpointWrite { .. } => "checkpoint",
             Error::CheckpointDelete { .. } => "checkpoint_gc",
             Error::StatusBody { .. } | Error::StatusWrite { .. } => "status",
-            Error::Lease(_) => "lease",
+            Error::LeaseTaken { .. } | Error::LeaseRenewal { .. } => "lease",
         }
     }
 }

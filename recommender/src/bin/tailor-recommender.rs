@@ -414,8 +414,10 @@ async fn main() -> anyhow::Result<()> {
     }
     let (lost_tx, lost_rx) = watch::channel(false);
     if let Some(e) = elector.clone() {
+        let metrics = metrics.clone();
         tokio::spawn(async move {
             let err = e.hold().await;
+            metrics.error(err.metric_label());
             tracing::error!(error = %err, "leader lease lost");
             let _ = lost_tx.send(true);
         });
