@@ -15,7 +15,7 @@ use tailor_crds::{
     VerticalPodAutoscalerCheckpointSpec, VerticalPodAutoscalerCheckpointStatus,
 };
 
-use super::time::{from_time, to_time, to_time_secs};
+use crate::time::{from_time, to_time, to_time_secs};
 use tailor_engine::histogram::HistogramCheckpoint;
 use tailor_engine::model::AggregateCheckpoint;
 use tailor_engine::units::{Nanos, ResourceAmount};
@@ -32,6 +32,16 @@ pub struct OpenWindow {
     pub end: Nanos,
     /// Peak of the window so far (bytes).
     pub peak: ResourceAmount,
+}
+
+impl From<tailor_engine::model::OpenWindow> for OpenWindow {
+    fn from(w: tailor_engine::model::OpenWindow) -> Self {
+        OpenWindow {
+            pod: w.pod,
+            end: w.end,
+            peak: w.peak,
+        }
+    }
 }
 
 /// Checkpoint object name for a (VPA, container) pair, as upstream names it.
@@ -143,24 +153,6 @@ pub fn build(
         },
         status: Some(status),
     })
-}
-
-/// The JSON patch that rewrites an existing checkpoint in place: the whole status and the open-windows
-/// annotation (other annotations are kept).
-pub fn replace_patch(
-    existing: Option<&VerticalPodAutoscalerCheckpoint>,
-    desired: &VerticalPodAutoscalerCheckpoint,
-) -> Result<json_patch::Patch, serde_json::Error> {
-    let mut annotations = existing
-        .and_then(|e| e.metadata.annotations.clone())
-        .unwrap_or_default();
-    if let Some(a) = desired.metadata.annotations.as_ref() {
-        annotations.extend(a.clone());
-    }
-    serde_json::from_value(serde_json::json!([
-        { "op": "add", "path": "/metadata/annotations", "value": annotations },
-        { "op": "add", "path": "/status", "value": desired.status },
-    ]))
 }
 
 #[cfg(test)]

@@ -5,8 +5,7 @@ use std::time::Duration;
 use tailor_engine::estimate::RecommenderConfig;
 use tailor_engine::model::AggregationsConfig;
 
-/// Name of the default recommender (`spec.recommenders` empty or listing it).
-pub const DEFAULT_RECOMMENDER: &str = "default";
+pub use crate::selection::DEFAULT_RECOMMENDER;
 
 /// Everything the loop needs besides a client and stores.
 #[derive(Debug, Clone)]
@@ -63,16 +62,13 @@ impl ControllerConfig {
     /// Whether this recommender handles a VPA in `namespace` whose `spec.recommenders` lists `names`.
     /// The default recommender also takes VPAs that list none; any other name only VPAs that list it.
     pub fn owns(&self, namespace: &str, names: &[String]) -> bool {
-        if !self.vpa_object_namespace.is_empty() && namespace != self.vpa_object_namespace {
-            return false;
-        }
-        if self.ignored_namespaces.iter().any(|n| n == namespace) {
-            return false;
-        }
-        if names.is_empty() {
-            return self.recommender_name == DEFAULT_RECOMMENDER;
-        }
-        names.contains(&self.recommender_name)
+        crate::selection::is_selected(
+            &self.recommender_name,
+            names,
+            namespace,
+            &self.vpa_object_namespace,
+            &self.ignored_namespaces,
+        )
     }
 
     /// Whether objects in `namespace` are watched at all.

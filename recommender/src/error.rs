@@ -1,39 +1,127 @@
-//! Errors of the recommender controller.
+//! Errors of the recommender controller: one variant per failure, naming the object it concerns.
+//! [`Error::metric_label`] is the `kind` label of `tailor_recommender_errors_total`.
+
+use tailor_engine::model::CheckpointError;
 
 /// Errors of the controller.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A Kubernetes API call failed.
-    #[error("kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    /// The metrics API returned something unusable.
-    #[error("metrics API: {0}")]
-    MetricsApi(#[from] crate::metrics_api::SourceError),
-    /// A checkpoint could not be converted.
-    #[error("checkpoint {name}: {message}")]
-    Checkpoint {
-        /// `namespace/name` of the checkpoint.
-        name: String,
-        /// What is wrong.
+    /// The `/scale` subresource of a VPA target could not be read.
+    #[error("scale subresource of {target}: {message}")]
+    Scale {
+        /// `kind namespace/name` of the target.
+        target: String,
+        /// Why.
         message: String,
     },
-    /// The leader lease was lost or could not be held.
-    #[error("leader election: {0}")]
-    Lease(String),
-    /// Serialising a request body failed.
-    #[error("serialising: {0}")]
-    Json(#[from] serde_json::Error),
+    /// The metrics API could not be listed.
+    #[error("metrics API: {0}")]
+    MetricsApi(#[from] crate::metrics_api::SourceError),
+    /// PodMetrics items that could not be read were skipped.
+    #[error("metrics API: {count} malformed PodMetrics item(s) skipped")]
+    MalformedMetrics {
+        /// How many.
+        count: usize,
+    },
+    /// A stored checkpoint could not be loaded into the model.
+    #[error("checkpoint {namespace}/{checkpoint}: cannot load: {source}")]
+    CheckpointLoad {
+        /// Namespace.
+        namespace: String,
+        /// Checkpoint name.
+        checkpoint: String,
+        /// Why.
+        #[source]
+        source: CheckpointError,
+    },
+    /// A checkpoint object could not be built.
+    #[error("checkpoint {namespace}/{checkpoint}: cannot build the object: {source}")]
+    CheckpointBuild {
+        /// Namespace.
+        namespace: String,
+        /// Checkpoint name.
+        checkpoint: String,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Applying a checkpoint failed.
+    #[error("checkpoint {namespace}/{checkpoint}: apply failed: {source}")]
+    CheckpointWrite {
+        /// Namespace.
+        namespace: String,
+        /// Checkpoint name.
+        checkpoint: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// Deleting a checkpoint whose VPA is gone failed.
+    #[error("checkpoint {namespace}/{checkpoint}: delete failed: {source}")]
+    CheckpointDelete {
+        /// Namespace.
+        namespace: String,
+        /// Checkpoint name.
+        checkpoint: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// The status patch of a VPA could not be serialised.
+    #[error("VPA {namespace}/{vpa}: cannot serialise the status patch: {source}")]
+    StatusBody {
+        /// Namespace.
+        namespace: String,
+        /// VPA name.
+        vpa: String,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Patching the status of a VPA failed.
+    #[error("VPA {namespace}/{vpa}: status patch failed: {source}")]
+    StatusWrite {
+        /// Namespace.
+        namespace: String,
+        /// VPA name.
+        vpa: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// Another replica holds the leader lease.
+    #[error("leader election: lease {namespace}/{lease} taken by another replica")]
+    LeaseTaken {
+        /// Lease namespace.
+        namespace: String,
+        /// Lease name.
+        lease: String,
+    },
+    /// The leader lease could not be renewed within the renew deadline.
+    #[error("leader election: lease {namespace}/{lease} not renewed within the deadline: {source}")]
+    LeaseRenewal {
+        /// Lease namespace.
+        namespace: String,
+        /// Lease name.
+        lease: String,
+        /// The last renewal failure.
+        #[source]
+        source: kube::Error,
+    },
 }
 
 impl Error {
     /// A short label for the `errors_total` metric.
     pub fn metric_label(&self) -> &'static str {
         match self {
-            Error::Kube(_) => "kube",
+            Error::Scale { .. } => "scale",
             Error::MetricsApi(_) => "metrics_api",
-            Error::Checkpoint { .. } => "checkpoint",
-            Error::Lease(_) => "lease",
-            Error::Json(_) => "json",
+            Error::MalformedMetrics { .. } => "metrics_malformed",
+            Error::CheckpointLoad { .. } => "checkpoint_load",
+            Error::CheckpointBuild { .. } | Error::CheckpointWrite { .. } => "checkpoint",
+            Error::CheckpointDelete { .. } => "checkpoint_gc",
+            Error::StatusBody { .. } | Error::StatusWrite { .. } => "status",
+            Error::LeaseTaken { .. } | Error::LeaseRenewal { .. } => "lease",
         }
     }
 }

@@ -136,13 +136,20 @@ impl LeaderElector {
             tokio::time::sleep(self.settings.retry_period).await;
             match self.try_acquire_or_renew(wall_now()).await {
                 Ok(true) => last_ok = tokio::time::Instant::now(),
-                Ok(false) => return super::Error::Lease("lease taken by another replica".into()),
+                Ok(false) => {
+                    return super::Error::LeaseTaken {
+                        namespace: self.settings.namespace.clone(),
+                        lease: self.settings.name.clone(),
+                    };
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "lease renewal failed");
                     if last_ok.elapsed() > self.settings.renew_deadline {
-                        return super::Error::Lease(format!(
-                            "could not renew within the deadline: {e}"
-                        ));
+                        return super::Error::LeaseRenewal {
+                            namespace: self.settings.namespace.clone(),
+                            lease: self.settings.name.clone(),
+                            source: e,
+                        };
                     }
                 }
             }

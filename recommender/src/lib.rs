@@ -2,23 +2,27 @@
 //! loop that feeds the engine ([`tailor_engine`]) and writes VPA status; checkpoints; the leader lease;
 //! metrics and health; the `metrics.k8s.io` source and the Prometheus history bootstrap.
 //!
-//! Time enters the loop only as a parameter ([`Recommender::run_once`]), so every step can be driven by a
-//! test with fixed clocks and a mocked API server.
+//! Each step of the loop plans purely and then applies: [`ingest`] (VPAs, pods, checkpoints, usage and
+//! OOMs into the one model, the engine's `ClusterState`), [`status_writer`] and [`checkpoint_writer`];
+//! [`run_loop`] runs them in order. Time enters the loop only as a parameter ([`Recommender::run_once`]),
+//! so every step can be driven by a test with fixed clocks and a mocked API server.
 
 pub mod checkpoint;
+pub mod checkpoint_writer;
 pub mod config;
 pub mod error;
 pub mod history;
 pub mod http;
+pub mod ingest;
 pub mod leader;
 pub mod metrics;
 pub mod metrics_api;
 pub mod oom;
 pub mod ratelimit;
-pub mod recommender;
+pub mod run_loop;
 pub mod selection;
 pub mod slim;
-pub mod status;
+pub mod status_writer;
 pub mod stores;
 pub mod target;
 pub mod time;
@@ -26,5 +30,5 @@ pub mod time;
 pub use config::ControllerConfig;
 pub use error::Error;
 pub use metrics::Metrics;
-pub use recommender::{LoopReport, Recommender};
+pub use run_loop::{LoopReport, Recommender};
 pub use stores::{Stores, Writers};

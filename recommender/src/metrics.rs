@@ -26,7 +26,7 @@ pub struct Metrics {
     pub ooms: Family<Labels, Counter>,
     /// Status patches by `result`.
     pub status_writes: Family<Labels, Counter>,
-    /// Checkpoint writes by `op` (`create`, `replace`, `delete`) and `result`.
+    /// Checkpoint writes by `op` (`apply`, `delete`) and `result`.
     pub checkpoint_writes: Family<Labels, Counter>,
     /// Errors by `kind`.
     pub errors: Family<Labels, Counter>,
@@ -105,11 +105,6 @@ impl Metrics {
     /// Counts an error of `kind`.
     pub fn error(&self, kind: &'static str) {
         self.errors.get_or_create(&vec![("kind", kind)]).inc();
-    }
-
-    /// The current value of an error counter (for tests).
-    pub fn error_count(&self, kind: &'static str) -> u64 {
-        self.errors.get_or_create(&vec![("kind", kind)]).get()
     }
 
     /// Records a step duration.

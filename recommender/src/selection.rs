@@ -1,10 +1,13 @@
-//! Pure pieces of the recommender loop around the engine: which VPAs this recommender handles, target
-//! validation conditions, status conditions, missing-recommendation tracking and checkpoint-writer ordering.
+//! Which VPAs this recommender handles, and the log of VPAs that stay without a recommendation: pure
+//! decisions the loop takes for every VPA.
 
 use tailor_engine::units::Nanos;
 
-/// Name of the default recommender.
+/// Name of the default recommender (`spec.recommenders` empty or listing it).
 pub const DEFAULT_RECOMMENDER: &str = "default";
+
+/// How often a VPA still missing a recommendation is logged (upstream: 30 minutes).
+pub const RECOMMENDATION_MISSING_LOG_PERIOD: i64 = 30 * 60 * 1_000_000_000;
 
 /// Whether a recommender named `recommender` handles a VPA in `namespace` listing `vpa_recommenders`.
 /// The default recommender also takes VPAs that list none. `only_namespace` (if non-empty) restricts to one
@@ -26,49 +29,6 @@ pub fn is_selected(
         return recommender == DEFAULT_RECOMMENDER;
     }
     vpa_recommenders.iter().any(|r| r == recommender)
-}
-
-/// A status condition.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Condition {
-    /// Condition type.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// `True` / `False`.
-    pub status: String,
-    /// Reason.
-    pub reason: String,
-    /// Message.
-    pub message: String,
-}
-
-/// `NoPodsMatched` message.
-pub const NO_PODS_MATCHED_MESSAGE: &str = "No pods match this VPA object";
-
-/// The recommender's conditions for a VPA, sorted by type. `NoPodsMatched` is absent when pods match.
-pub fn recommendation_conditions(has_recommendation: bool, pods_matched: bool) -> Vec<Condition> {
-    let mut out = Vec::new();
-    let (reason, message) = if pods_matched {
-        ("", "")
-    } else {
-        ("NoPodsMatched", NO_PODS_MATCHED_MESSAGE)
-    };
-    out.push(Condition {
-        type_: "RecommendationProvided".into(),
-        status: if has_recommendation { "True" } else { "False" }.into(),
-        reason: if has_recommendation { "" } else { reason }.into(),
-        message: if has_recommendation { "" } else { message }.into(),
-    });
-    if !pods_matched {
-        out.push(Condition {
-            type_: "NoPodsMatched".into(),
-            status: "True".into(),
-            reason: "NoPodsMatched".into(),
-            message: NO_PODS_MATCHED_MESSAGE.into(),
-        });
-    }
-    out.sort_by(|a, b| a.type_.cmp(&b.type_));
-    out
 }
 
 /// Go's `Duration.String()` for non-negative whole-second durations (`30m0s`, `1h0m0s`, `45s`).
@@ -130,91 +90,4 @@ pub fn track_missing_recommendation(
             log: None,
         },
     }
-}
-
-/// An object reference (`apiVersion`, `kind`, `name`, namespace).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ObjectKey {
-    /// API version.
-    pub api_version: String,
-    /// Kind.
-    pub kind: String,
-    /// Name.
-    pub name: String,
-    /// Namespace.
-    pub namespace: String,
-}
-
-/// Result of resolving a VPA's target: the selector to use (`None` = matches nothing) and the
-/// `ConfigUnsupported` message (`None` = condition removed).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TargetResolution {
-    /// The selector string if the target is valid.
-    pub selector: Option<String>,
-    /// `ConfigUnsupported` message.
-    pub unsupported: Option<String>,
-}
-
-/// Decides selector and `ConfigUnsupported` from the fetched selector and the top-most controller lookup.
-pub fn resolve_target(
-    target: Option<&ObjectKey>,
-    fetched_selector: Result<Option<String>, String>,
-    topmost: Result<Option<ObjectKey>, String>,
-) -> TargetResolution {
-    let nothing = |m: Option<String>| TargetResolution {
-        selector: None,
-        unsupported: m,
-    };
-    let selector = match fetched_selector {
-        Ok(Some(s)) => s,
-        Ok(None) => return nothing(Some("Cannot read targetRef".into())),
-        Err(e) => return nothing(Some(format!("Cannot read targetRef. Reason: {e}"))),
-    };
-    // Upstream stores an empty-type condition here; Tailor removes ConfigUnsupported instead.
-    let Some(t) = target else {
-        return nothing(None);
-    };
-    let desc = format!("{}.{}/{}", t.api_version, t.kind, t.name);
-    match topmost {
-        Err(e) => nothing(Some(format!(
-            "Error checking if target {desc} is a topmost well-known or scalable controller: {e}"
-        ))),
-        Ok(None) => nothing(Some(format!(
-            "Unknown error during checking if target {desc} is a topmost well-known or scalable controller"
-        ))),
-        Ok(Some(k))
-            if k.api_version != t.api_version
-                || k.kind != t.kind
-                || k.name != t.name
-                || k.namespace != t.namespace =>
-        {
-            nothing(Some(format!(
-                "The target {desc} has a parent controller but it should point to a topmost well-known or scalable controller"
-            )))
-        }
-        Ok(Some(_)) => TargetResolution {
-            selector: Some(selector),
-            unsupported: None,
-        },
-    }
-}
-
-/// Orders VPAs for checkpointing: oldest successful write first, never written (`None`) first of all.
-pub fn checkpoint_order<T>(vpas: &mut [(T, Option<Nanos>)]) {
-    vpas.sort_by_key(|(_, w)| w.unwrap_or(i64::MIN));
-}
-
-/// Checkpoints written when the deadline has already passed: each worker still writes all containers of one
-/// VPA before checking it.
-pub fn checkpoints_written_past_deadline(
-    workers: usize,
-    vpas: usize,
-    containers_per_vpa: usize,
-) -> usize {
-    workers.min(vpas) * containers_per_vpa
-}
-
-/// VPAs whose `FetchingHistory` condition is `True` are not checkpointed.
-pub fn skip_checkpoint(fetching_history_status: Option<&str>) -> bool {
-    fetching_history_status == Some("True")
 }

@@ -40,7 +40,8 @@ impl TargetKey {
         }
     }
 
-    fn describe(&self) -> String {
+    /// `apiVersion.kind/name`, as upstream's messages name a target.
+    pub fn describe(&self) -> String {
         format!("{}.{}/{}", self.api_version, self.kind, self.name)
     }
 }
@@ -81,16 +82,6 @@ impl ScaleCache {
     /// Drops entries no VPA refers to any more.
     pub fn retain(&mut self, keep: impl Fn(&TargetKey) -> bool) {
         self.entries.retain(|k, _| keep(k));
-    }
-
-    /// Number of entries.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Whether the cache is empty.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 }
 
@@ -145,67 +136,108 @@ fn lookup(stores: &Stores, kind: &str, ns: &str, name: &str) -> Option<WorkloadI
     }
 }
 
-/// Resolves a VPA's `targetRef` in `namespace`. The target must exist, yield a selector, and be top-most:
-/// a target whose controlling owner is a well-known controller (a Deployment's ReplicaSet, a CronJob's Job)
-/// is refused, with upstream's `ConfigUnsupported` messages.
-pub fn resolve(
-    stores: &Stores,
-    scale: &ScaleCache,
-    namespace: &str,
-    target: Option<&CrossVersionObjectReference>,
-) -> Resolution {
-    let Some(t) = target else {
-        return Resolution::unsupported("Cannot read targetRef".into());
-    };
-    let key = TargetKey::new(namespace, t);
-    let (selector, owner) = if is_well_known(&t.kind) {
-        match lookup(stores, &t.kind, namespace, &t.name) {
-            Some(info) => (
-                info.selector
-                    .map_or(Ok(Selector::Nothing), |s| Selector::from_label_selector(&s))
-                    .map_err(|e| e.to_string()),
-                info.owner,
-            ),
-            None => {
-                return Resolution::unsupported(format!(
-                    "Cannot read targetRef. Reason: {} {}/{} does not exist",
-                    t.kind, namespace, t.name
-                ));
-            }
-        }
-    } else {
-        match scale.get(&key) {
-            Some(ScaleEntry {
-                selector: Ok(s), ..
-            }) => (Selector::parse(s).map_err(|e| e.to_string()), None),
-            Some(ScaleEntry {
-                selector: Err(e), ..
-            }) => return Resolution::unsupported(format!("Cannot read targetRef. Reason: {e}")),
-            None => {
-                return Resolution::unsupported(format!(
-                    "Cannot read targetRef. Reason: {} {}/{} has not been looked up yet",
-                    t.kind, namespace, t.name
-                ));
-            }
-        }
-    };
-    let selector = match selector {
-        Ok(s) => s,
+/// What target resolution asks the cluster, injected so that [`resolve`] stays pure.
+pub trait TargetLookup {
+    /// The pod selector of the target; `Ok(None)` when there is none to read (no target).
+    fn selector(&self, target: Option<&TargetKey>) -> Result<Option<Selector>, String>;
+    /// The top-most well-known or scalable controller of the target (the target itself when no such
+    /// controller owns it); `Ok(None)` when that cannot be decided.
+    fn topmost(&self, target: &TargetKey) -> Result<Option<TargetKey>, String>;
+}
+
+/// Resolves a VPA's target. The target must yield a selector and be top-most: a target whose controlling
+/// owner is a well-known controller (a Deployment's ReplicaSet, a CronJob's Job) is refused, with
+/// upstream's `ConfigUnsupported` messages. A VPA without a target that still yields a selector selects
+/// nothing and has no `ConfigUnsupported` condition (upstream stores an empty-type condition).
+pub fn resolve(target: Option<&TargetKey>, lookup: &impl TargetLookup) -> Resolution {
+    let selector = match lookup.selector(target) {
+        Ok(Some(s)) => s,
+        Ok(None) => return Resolution::unsupported("Cannot read targetRef".into()),
         Err(e) => return Resolution::unsupported(format!("Cannot read targetRef. Reason: {e}")),
     };
-    if owner.is_some_and(|o| is_well_known(&o.kind)) {
-        return Resolution::unsupported(format!(
-            "The target {} has a parent controller but it should point to a topmost well-known or scalable controller",
-            key.describe()
-        ));
+    let Some(t) = target else {
+        return Resolution {
+            selector: Selector::Nothing,
+            unsupported: None,
+        };
+    };
+    let desc = t.describe();
+    match lookup.topmost(t) {
+        Err(e) => Resolution::unsupported(format!(
+            "Error checking if target {desc} is a topmost well-known or scalable controller: {e}"
+        )),
+        Ok(None) => Resolution::unsupported(format!(
+            "Unknown error during checking if target {desc} is a topmost well-known or scalable controller"
+        )),
+        Ok(Some(top)) if top != *t => Resolution::unsupported(format!(
+            "The target {desc} has a parent controller but it should point to a topmost well-known or scalable controller"
+        )),
+        Ok(Some(_)) => Resolution {
+            selector,
+            unsupported: None,
+        },
     }
-    Resolution {
-        selector,
-        unsupported: None,
+}
+
+/// The controller's [`TargetLookup`]: well-known kinds from the reflector stores, any other kind from the
+/// `/scale` cache.
+#[derive(Clone, Copy)]
+pub struct StoreLookup<'a> {
+    /// Reflector stores.
+    pub stores: &'a Stores,
+    /// `/scale` answers.
+    pub scale: &'a ScaleCache,
+}
+
+impl TargetLookup for StoreLookup<'_> {
+    fn selector(&self, target: Option<&TargetKey>) -> Result<Option<Selector>, String> {
+        let Some(t) = target else {
+            return Ok(None);
+        };
+        if is_well_known(&t.kind) {
+            let info = lookup(self.stores, &t.kind, &t.namespace, &t.name)
+                .ok_or_else(|| format!("{} {}/{} does not exist", t.kind, t.namespace, t.name))?;
+            return info
+                .selector
+                .map_or(Ok(Selector::Nothing), |s| Selector::from_label_selector(&s))
+                .map(Some)
+                .map_err(|e| e.to_string());
+        }
+        match self.scale.get(t) {
+            Some(ScaleEntry {
+                selector: Ok(s), ..
+            }) => Selector::parse(s).map(Some).map_err(|e| e.to_string()),
+            Some(ScaleEntry {
+                selector: Err(e), ..
+            }) => Err(e.clone()),
+            None => Err(format!(
+                "{} {}/{} has not been looked up yet",
+                t.kind, t.namespace, t.name
+            )),
+        }
+    }
+
+    fn topmost(&self, target: &TargetKey) -> Result<Option<TargetKey>, String> {
+        if !is_well_known(&target.kind) {
+            return Ok(Some(target.clone()));
+        }
+        let owner = lookup(self.stores, &target.kind, &target.namespace, &target.name)
+            .and_then(|info| info.owner)
+            .filter(|o| is_well_known(&o.kind));
+        Ok(Some(match owner {
+            Some(o) => TargetKey {
+                api_version: o.api_version,
+                kind: o.kind,
+                namespace: target.namespace.clone(),
+                name: o.name,
+            },
+            None => target.clone(),
+        }))
     }
 }
 
 /// Reads `status.selector` of a target's `/scale` subresource (API discovery first, to find the plural).
+/// The error is kept as text: it is cached and becomes part of the `ConfigUnsupported` message.
 pub async fn fetch_scale_selector(client: &Client, key: &TargetKey) -> Result<String, String> {
     let (group, version) = match key.api_version.split_once('/') {
         Some((g, v)) => (g.to_string(), v.to_string()),

@@ -16,7 +16,7 @@ use tailor_recommender::leader::{DEFAULT_LEASE_NAME, LeaderElector, LeaseSetting
 use tailor_recommender::metrics::Metrics;
 use tailor_recommender::oom::OomQueue;
 use tailor_recommender::ratelimit::RateLimiter;
-use tailor_recommender::recommender::Recommender;
+use tailor_recommender::run_loop::Recommender;
 use tailor_recommender::stores::{new_stores, spawn_watchers, wait_until_ready};
 use tokio::sync::watch;
 
@@ -414,8 +414,10 @@ async fn main() -> anyhow::Result<()> {
     }
     let (lost_tx, lost_rx) = watch::channel(false);
     if let Some(e) = elector.clone() {
+        let metrics = metrics.clone();
         tokio::spawn(async move {
             let err = e.hold().await;
+            metrics.error(err.metric_label());
             tracing::error!(error = %err, "leader lease lost");
             let _ = lost_tx.send(true);
         });

@@ -24,7 +24,7 @@ use tailor_recommender::config::ControllerConfig;
 use tailor_recommender::metrics::Metrics;
 use tailor_recommender::oom::OomQueue;
 use tailor_recommender::ratelimit::RateLimiter;
-use tailor_recommender::recommender::Recommender;
+use tailor_recommender::run_loop::Recommender;
 use tailor_recommender::slim::SlimPod;
 use tailor_recommender::stores::{Stores, Writers, new_stores};
 
@@ -150,7 +150,7 @@ impl FakeApi {
         s.requests.push(Recorded {
             method: method.clone(),
             uri,
-            content_type,
+            content_type: content_type.clone(),
             body: body.clone(),
         });
         if path.starts_with("/apis/metrics.k8s.io/") {
@@ -199,6 +199,15 @@ impl FakeApi {
                 }
                 s.objects.insert(path, body.clone());
                 (200, body)
+            }
+            "PATCH" if content_type.as_deref() == Some("application/apply-patch+yaml") => {
+                // Server-side apply: creates the object or merges the applied fields into it.
+                let mut obj = s.objects.get(&path).cloned().unwrap_or(Value::Null);
+                let created = obj.is_null();
+                json_patch::merge(&mut obj, &body);
+                obj["metadata"]["resourceVersion"] = json!("1");
+                s.objects.insert(path, obj.clone());
+                (if created { 201 } else { 200 }, obj)
             }
             "PATCH" => {
                 let Some(mut obj) = s.objects.get(&path).cloned() else {

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
+use tailor_crds::{VerticalPodAutoscalerCondition, VerticalPodAutoscalerStatus};
 use tailor_engine::estimate::{
     BoundChains, ContainerRecommendation, Estimator, RawEstimate, RecommenderConfig,
     apply_integer_cpu, confidence_from, estimate_with, extract_container_name, humanize_memory,
@@ -20,7 +21,13 @@ use tailor_engine::model::{
 use tailor_engine::policy::Resources;
 use tailor_engine::quantity::parse_milli;
 use tailor_engine::units::{self, Nanos, Resource};
+use tailor_recommender::checkpoint_writer::{
+    CheckpointCandidate, checkpoint_plan, fetching_history, may_start,
+};
+use tailor_recommender::ingest::PodFilter;
 use tailor_recommender::selection;
+use tailor_recommender::status_writer::{Findings, plan_status, to_api_recommendation};
+use tailor_recommender::target::{self, TargetKey, TargetLookup};
 
 const OWNED_ELSEWHERE: [&str; 3] = ["container_policy", "capping", "limitrange_capping"];
 /// Vector ids deliberately skipped (each is a row in DEVIATIONS.md). Empty: none.
@@ -1032,8 +1039,11 @@ fn run_checkpoint(v: &Value) -> BTreeMap<String, Value> {
         let empties: Vec<bool> = times
             .iter()
             .map(|x| {
-                let states = cluster.checkpoint_states(vpa, t(x.as_str().expect("time")));
-                states.get(C.container).is_none_or(|a| a.memory.is_empty())
+                let content = cluster.checkpoint_states(vpa, t(x.as_str().expect("time")));
+                content
+                    .states
+                    .get(C.container)
+                    .is_none_or(|a| a.memory.is_empty())
             })
             .collect();
         results.insert("memory_histogram_is_empty".into(), json!(empties));
@@ -1184,26 +1194,62 @@ fn strings(v: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A target lookup answering what the vector says the cluster answered.
+struct VectorLookup {
+    selector: Result<Option<String>, String>,
+    topmost: Result<Option<TargetKey>, String>,
+}
+
+impl TargetLookup for VectorLookup {
+    fn selector(&self, _: Option<&TargetKey>) -> Result<Option<Selector>, String> {
+        self.selector
+            .clone()
+            .map(|s| s.map(|s| Selector::parse(&s).expect("selector")))
+    }
+
+    fn topmost(&self, _: &TargetKey) -> Result<Option<TargetKey>, String> {
+        self.topmost.clone()
+    }
+}
+
 fn run_status(v: &Value) -> BTreeMap<String, Value> {
     let i = &v["input"];
     let mut results = BTreeMap::new();
     match v["kind"].as_str().unwrap_or_default() {
         "vpa_conditions" => {
-            let pods = i["pods_matched"].as_bool().unwrap_or(false);
-            let conds = selection::recommendation_conditions(
-                i["has_recommendation"].as_bool().unwrap_or(false),
-                pods,
-            );
-            let present: Vec<&str> = conds.iter().map(|c| c.type_.as_str()).collect();
+            let has_recommendation = i["has_recommendation"].as_bool().unwrap_or(false);
+            let recommendation = if has_recommendation {
+                to_api_recommendation(&[ContainerRecommendation {
+                    container_name: "c".into(),
+                    ..Default::default()
+                }])
+            } else {
+                None
+            };
+            let findings = Findings {
+                recommendation,
+                pods_matched: i["pods_matched"].as_bool().unwrap_or(false),
+                ..Default::default()
+            };
+            let now = tailor_recommender::time::to_time_secs(0).expect("time");
+            let status = plan_status(None, &findings, &now);
+            let conds: Vec<Value> = status
+                .conditions
+                .iter()
+                .flatten()
+                .map(|c| {
+                    json!({"type": c.type_, "status": c.status,
+                           "reason": c.reason.clone().unwrap_or_default(),
+                           "message": c.message.clone().unwrap_or_default()})
+                })
+                .collect();
+            let present: Vec<&str> = conds.iter().filter_map(|c| c["type"].as_str()).collect();
             let absent: Vec<&str> = ["NoPodsMatched", "RecommendationProvided"]
                 .into_iter()
                 .filter(|t| !present.contains(t))
                 .collect();
-            results.insert(
-                "conditions".into(),
-                serde_json::to_value(&conds).expect("json"),
-            );
             results.insert("absent".into(), json!(absent));
+            results.insert("conditions".into(), Value::Array(conds));
         }
         "recommendation_missing_tracking" => {
             let r = selection::track_missing_recommendation(
@@ -1232,22 +1278,23 @@ fn run_status(v: &Value) -> BTreeMap<String, Value> {
                 .iter()
                 .map(|s| Selector::parse(s).expect("selector"))
                 .collect();
-            let same_ns = i["vpa_namespace"] == i["pod_namespace"];
+            let vpa_ns = i["vpa_namespace"].as_str().unwrap_or_default();
+            let pod_ns = i["pod_namespace"].as_str().unwrap_or_default();
             let pods: Vec<Labels> = i["pod_labels"]
                 .as_array()
                 .into_iter()
                 .flatten()
                 .map(labels)
                 .collect();
-            let saver = pods
-                .iter()
-                .filter(|l| same_ns && selectors.iter().any(|s| s.matches(l)))
-                .count();
-            results.insert("tracked_pods_default".into(), json!(pods.len()));
-            results.insert("tracked_pods_memory_saver".into(), json!(saver));
+            let tracked = |memory_saver: bool| {
+                let filter = PodFilter::new(memory_saver, selectors.iter().map(|s| (vpa_ns, s)));
+                pods.iter().filter(|l| filter.tracks(pod_ns, l)).count()
+            };
+            results.insert("tracked_pods_default".into(), json!(tracked(false)));
+            results.insert("tracked_pods_memory_saver".into(), json!(tracked(true)));
         }
         "vpa_target_validation" => {
-            let key = |x: &Value, ns: &str| selection::ObjectKey {
+            let key = |x: &Value, ns: &str| TargetKey {
                 api_version: x["apiVersion"].as_str().unwrap_or_default().into(),
                 kind: x["kind"].as_str().unwrap_or_default().into(),
                 name: x["name"].as_str().unwrap_or_default().into(),
@@ -1261,48 +1308,76 @@ fn run_status(v: &Value) -> BTreeMap<String, Value> {
                 None => Ok(sf["selector"].as_str().map(String::from)),
             };
             let tc = &i["topmost_controller"];
-            let top = match tc["error"].as_str() {
+            let topmost = match tc["error"].as_str() {
                 Some(e) => Err(e.to_string()),
                 None => Ok((!tc["key"].is_null()).then(|| key(&tc["key"], ns))),
             };
-            let r = selection::resolve_target(target.as_ref(), fetched, top);
-            results.insert(
-                "selector".into(),
-                json!(r.selector.unwrap_or_else(|| "<nothing>".into())),
-            );
+            let lookup = VectorLookup {
+                selector: fetched.clone(),
+                topmost,
+            };
+            let r = target::resolve(target.as_ref(), &lookup);
+            let selector = match fetched {
+                _ if r.selector == Selector::Nothing => "<nothing>".to_string(),
+                Ok(Some(s)) if Selector::parse(&s).ok() == Some(r.selector.clone()) => s,
+                _ => format!("{:?}", r.selector),
+            };
+            results.insert("selector".into(), json!(selector));
             results.insert("config_unsupported_message".into(), json!(r.unsupported));
             results.insert("config_deprecated_present".into(), json!(false));
         }
         "checkpoint_writer" => {
             if let Some(vpas) = i["vpas"].as_array() {
-                let mut list: Vec<(String, Option<Nanos>)> = vpas
+                let candidates = vpas
                     .iter()
-                    .map(|x| {
-                        (
-                            x["name"].as_str().unwrap_or_default().to_string(),
-                            ts(&x["checkpoint_written"]),
-                        )
+                    .map(|x| CheckpointCandidate {
+                        key: x["name"].as_str().unwrap_or_default().to_string(),
+                        last_written: ts(&x["checkpoint_written"]),
+                        fetching_history: false,
                     })
                     .collect();
-                selection::checkpoint_order(&mut list);
-                results.insert(
-                    "order".into(),
-                    json!(list.into_iter().map(|(n, _)| n).collect::<Vec<_>>()),
-                );
+                results.insert("order".into(), json!(checkpoint_plan(candidates)));
             } else if i.get("concurrent_workers").is_some() {
-                let n = selection::checkpoints_written_past_deadline(
-                    i["concurrent_workers"].as_u64().unwrap_or(0) as usize,
-                    i["vpas"].as_u64().unwrap_or(0) as usize,
-                    i["containers_per_vpa"].as_u64().unwrap_or(0) as usize,
+                let workers = i["concurrent_workers"].as_u64().unwrap_or(0) as usize;
+                let containers = i["containers_per_vpa"].as_u64().unwrap_or(0) as usize;
+                let past_deadline = i["context_already_cancelled"].as_bool().unwrap_or(false);
+                let plan = checkpoint_plan(
+                    (0..i["vpas"].as_u64().unwrap_or(0))
+                        .map(|key| CheckpointCandidate {
+                            key,
+                            last_written: None,
+                            fetching_history: false,
+                        })
+                        .collect(),
                 );
-                results.insert("checkpoints_written".into(), json!(n));
+                // The writer's loop: start VPAs while `may_start` allows; each writes all its containers.
+                let mut started = 0;
+                for _ in plan {
+                    if !may_start(started, workers, past_deadline) {
+                        break;
+                    }
+                    started += 1;
+                }
+                results.insert("checkpoints_written".into(), json!(started * containers));
             } else {
-                let st = i["fetching_history_condition_status"].as_str();
-                results.insert("is_fetching_history".into(), json!(st == Some("True")));
-                results.insert(
-                    "skipped_for_checkpointing".into(),
-                    json!(selection::skip_checkpoint(st)),
-                );
+                let status = i["fetching_history_condition_status"].as_str().map(|s| {
+                    VerticalPodAutoscalerStatus {
+                        conditions: Some(vec![VerticalPodAutoscalerCondition {
+                            type_: "FetchingHistory".into(),
+                            status: s.into(),
+                            ..Default::default()
+                        }]),
+                        ..Default::default()
+                    }
+                });
+                let fetching = fetching_history(status.as_ref());
+                let plan = checkpoint_plan(vec![CheckpointCandidate {
+                    key: "vpa",
+                    last_written: None,
+                    fetching_history: fetching,
+                }]);
+                results.insert("is_fetching_history".into(), json!(fetching));
+                results.insert("skipped_for_checkpointing".into(), json!(plan.is_empty()));
             }
         }
         other => panic!("not a status kind: {other}"),

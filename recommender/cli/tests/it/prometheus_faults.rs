@@ -530,7 +530,7 @@ fn retried_and_resumed_windows_feed_every_point_once() {
 fn controller_bootstrap_retries_resumes_and_counts_once() {
     use tailor_engine::model::AggregationsConfig;
     use tailor_recommender::history::{HistoryBootstrap, HistoryOptions, history_end, merge_into};
-    use tailor_recommender::status::{Findings, build_status};
+    use tailor_recommender::status_writer::{Findings, plan_status};
     use tailor_recommender::time::to_time_secs;
 
     let split = END - 7200;
@@ -588,7 +588,7 @@ fn controller_bootstrap_retries_resumes_and_counts_once() {
             }
         }
         assert!(msg.contains("Retrying") && msg.contains("503"), "{msg}");
-        let status = build_status(
+        let status = plan_status(
             None,
             &Findings {
                 fetching_history: Some(msg),
@@ -629,7 +629,7 @@ fn controller_bootstrap_retries_resumes_and_counts_once() {
         let first_ms = initial["c"].first_sample_start / 1_000_000;
         assert_eq!(history_end(&initial, END * 1000), first_ms - 1);
         // Done: the condition is removed.
-        let status = build_status(Some(&status), &Findings::default(), &t);
+        let status = plan_status(Some(&status), &Findings::default(), &t);
         assert!(
             !status
                 .conditions

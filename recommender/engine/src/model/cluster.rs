@@ -178,6 +178,8 @@ pub struct VpaState {
     /// Aggregates restored from checkpoints, by container name.
     pub initial_states: BTreeMap<String, AggregateContainerState>,
     slots: Vec<u32>,
+    /// Retired by [`ClusterState::retire_vpa`]; its index is reused by the next [`ClusterState::add_vpa`].
+    retired: bool,
 }
 
 impl VpaState {
@@ -192,6 +194,7 @@ impl VpaState {
             controller_exists: true,
             initial_states: BTreeMap::new(),
             slots: Vec::new(),
+            retired: false,
         }
     }
 }
@@ -245,6 +248,28 @@ impl std::fmt::Display for ContainerId<'_> {
     }
 }
 
+/// The memory window of one container instance that is still open at checkpoint time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenWindow {
+    /// Container name.
+    pub container: String,
+    /// Pod name.
+    pub pod: String,
+    /// Window end.
+    pub end: Nanos,
+    /// Peak of the window so far (bytes, OOM bumps included).
+    pub peak: ResourceAmount,
+}
+
+/// The content of a VPA's checkpoints: per container name, the merged aggregate without the open windows.
+#[derive(Debug, Clone)]
+pub struct VpaCheckpoint {
+    /// Aggregates by container name, open windows subtracted.
+    pub states: BTreeMap<String, AggregateContainerState>,
+    /// The open windows left out of `states`.
+    pub open_windows: Vec<OpenWindow>,
+}
+
 /// The whole model. Time enters only through method arguments and [`ClusterState::set_now`].
 #[derive(Debug, Clone)]
 pub struct ClusterState {
@@ -261,12 +286,16 @@ pub struct ClusterState {
     slots: Vec<AggSlot>,
     slot_index: FxMap<(u32, u32, u32), u32>,
     vpas: Vec<VpaState>,
+    /// Indices of retired VPAs, reused by `add_vpa`.
+    free_vpas: Vec<usize>,
     /// Reusable indices of removed pods and aggregate slots.
     free_pods: Vec<u32>,
     free_slots: Vec<u32>,
     free_labels: Vec<u32>,
     /// Aggregate slots per namespace id.
     slots_by_ns: FxMap<u32, Vec<u32>>,
+    /// Live pods per namespace id.
+    pods_by_ns: FxMap<u32, Vec<u32>>,
     /// VPA indices per namespace id.
     vpas_by_ns: FxMap<u32, Vec<usize>>,
     last_gc: Nanos,
@@ -288,10 +317,12 @@ impl ClusterState {
             slots: Vec::new(),
             slot_index: FxMap::default(),
             vpas: Vec::new(),
+            free_vpas: Vec::new(),
             free_pods: Vec::new(),
             free_slots: Vec::new(),
             free_labels: Vec::new(),
             slots_by_ns: FxMap::default(),
+            pods_by_ns: FxMap::default(),
             vpas_by_ns: FxMap::default(),
             last_gc: 0,
             gc_interval,
@@ -436,11 +467,18 @@ impl ClusterState {
             }
         };
         self.insert_pod_index(namespace, name, idx);
+        self.pods_by_ns.entry(ns).or_default().push(idx);
     }
 
     /// Removes a pod (its aggregates stay until GC).
     pub fn delete_pod(&mut self, namespace: &str, name: &str) {
         if let Some(i) = self.pod_index(namespace, name) {
+            if let Some(p) = self.pods[i as usize].as_ref()
+                && let Some(list) = self.pods_by_ns.get_mut(&p.namespace)
+                && let Some(pos) = list.iter().position(|&x| x == i)
+            {
+                list.swap_remove(pos);
+            }
             self.pods[i as usize] = None;
             self.remove_pod_index(namespace, name);
             self.free_pods.push(i);
@@ -593,12 +631,22 @@ impl ClusterState {
         r.map_err(ModelError::from)
     }
 
-    /// Adds a VPA and links every aggregate it selects. Returns its index.
+    /// Adds a VPA and links every aggregate it selects. Returns its index, which may be the index of a
+    /// retired VPA: the VPA table grows only with the number of VPAs alive at once.
     pub fn add_vpa(&mut self, mut vpa: VpaState) -> usize {
         let ns = self.strings.intern(&vpa.namespace);
         vpa.slots = self.selected_slots(ns, &vpa.selector);
-        self.vpas.push(vpa);
-        let idx = self.vpas.len() - 1;
+        vpa.retired = false;
+        let idx = match self.free_vpas.pop() {
+            Some(i) => {
+                self.vpas[i] = vpa;
+                i
+            }
+            None => {
+                self.vpas.push(vpa);
+                self.vpas.len() - 1
+            }
+        };
         self.vpas_by_ns.entry(ns).or_default().push(idx);
         idx
     }
@@ -626,16 +674,28 @@ impl ClusterState {
         }
     }
 
-    /// Makes a VPA inert (selects nothing, no restored state, no controller); indices of other VPAs stay valid.
+    /// Makes a VPA inert (selects nothing, no restored state, no controller) and frees its index for the
+    /// next [`Self::add_vpa`]; indices of other VPAs stay valid.
     pub fn retire_vpa(&mut self, i: usize) {
-        if let Some(v) = self.vpas.get_mut(i) {
-            v.selector = Selector::Nothing;
-            v.slots.clear();
-            v.initial_states.clear();
-            v.controller_exists = false;
-            v.policy = None;
-            v.annotations.clear();
+        let Some(v) = self.vpas.get_mut(i) else {
+            return;
+        };
+        if v.retired {
+            return;
         }
+        v.retired = true;
+        v.selector = Selector::Nothing;
+        v.slots.clear();
+        v.initial_states.clear();
+        v.controller_exists = false;
+        v.policy = None;
+        v.annotations.clear();
+        let namespace = v.namespace.clone();
+        let ns = self.strings.intern(&namespace);
+        if let Some(list) = self.vpas_by_ns.get_mut(&ns) {
+            list.retain(|&x| x != i);
+        }
+        self.free_vpas.push(i);
     }
 
     /// The VPAs in the model.
@@ -754,33 +814,59 @@ impl ClusterState {
         out
     }
 
-    /// Same as [`Self::aggregate_state_by_container_name`], minus the open memory window of every selected
-    /// container at `now` (the content of a checkpoint).
-    pub fn checkpoint_states(
-        &self,
-        vpa: usize,
-        now: Nanos,
-    ) -> BTreeMap<String, AggregateContainerState> {
-        let mut states = self.aggregate_state_by_container_name(vpa);
+    /// The pods of the VPA's namespace (in any phase) that it selects.
+    fn selected_pods(&self, v: &VpaState) -> impl Iterator<Item = &PodState> {
+        let ns = self.strings.index.get(v.namespace.as_str());
+        ns.and_then(|ns| self.pods_by_ns.get(ns))
+            .into_iter()
+            .flatten()
+            .filter_map(|&i| self.pods[i as usize].as_ref())
+            .filter(move |p| self.label_sets[p.labels as usize].selected_by(&v.selector))
+    }
+
+    /// Whether any pod of the VPA's namespace (in any phase) is selected by it.
+    pub fn has_matching_pod(&self, vpa: usize) -> bool {
+        self.vpas
+            .get(vpa)
+            .is_some_and(|v| self.selected_pods(v).next().is_some())
+    }
+
+    /// The open memory windows at `now` of every container the VPA selects, sorted by container and pod.
+    pub fn open_windows(&self, vpa: usize, now: Nanos) -> Vec<OpenWindow> {
         let Some(v) = self.vpas.get(vpa) else {
-            return states;
+            return Vec::new();
         };
-        for p in self.pods.iter().flatten() {
-            if self.strings.name(p.namespace) != v.namespace
-                || !self.label_sets[p.labels as usize].selected_by(&v.selector)
-            {
-                continue;
-            }
+        let mut out = Vec::new();
+        for p in self.selected_pods(v) {
             for c in p.containers.iter() {
-                if let (Some(agg), Some((peak, end))) = (
-                    states.get_mut(self.strings.name(c.name)),
-                    c.state.open_window_peak(now),
-                ) {
-                    agg.memory.subtract_sample(peak as f64, 1.0, end);
+                if let Some((peak, end)) = c.state.open_window_peak(now) {
+                    out.push(OpenWindow {
+                        container: self.strings.name(c.name).to_string(),
+                        pod: p.name.as_str().to_string(),
+                        end,
+                        peak,
+                    });
                 }
             }
         }
-        states
+        out.sort_by(|a, b| (&a.container, &a.pod).cmp(&(&b.container, &b.pod)));
+        out
+    }
+
+    /// What a checkpoint of the VPA holds at `now`: [`Self::aggregate_state_by_container_name`] minus the
+    /// open memory window of every selected container, and those windows.
+    pub fn checkpoint_states(&self, vpa: usize, now: Nanos) -> VpaCheckpoint {
+        let mut states = self.aggregate_state_by_container_name(vpa);
+        let open_windows = self.open_windows(vpa, now);
+        for w in &open_windows {
+            if let Some(agg) = states.get_mut(&w.container) {
+                agg.memory.subtract_sample(w.peak as f64, 1.0, w.end);
+            }
+        }
+        VpaCheckpoint {
+            states,
+            open_windows,
+        }
     }
 
     /// Runs [`Self::garbage_collect`] if at least the GC interval passed since the last run.

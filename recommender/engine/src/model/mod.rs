@@ -10,6 +10,8 @@ pub mod selector;
 pub use aggregate::{
     AggregateCheckpoint, AggregateContainerState, AggregationsConfig, CheckpointError, SampleSink,
 };
-pub use cluster::{ClusterState, ContainerId, ModelError, PodPhase, Sample, VpaState};
+pub use cluster::{
+    ClusterState, ContainerId, ModelError, OpenWindow, PodPhase, Sample, VpaCheckpoint, VpaState,
+};
 pub use container::{ContainerState, SampleRejected};
 pub use selector::{Labels, Selector};

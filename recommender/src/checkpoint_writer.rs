@@ -1,0 +1,411 @@
+//! Checkpoint writer: which VPAs get their checkpoints written this loop and in which order
+//! ([`checkpoint_plan`], [`may_start`]), what each checkpoint holds ([`desired_checkpoints`], from the
+//! model's [`ClusterState::checkpoint_states`](tailor_engine::model::ClusterState::checkpoint_states)),
+//! and one server-side apply per checkpoint; plus the removal of checkpoints whose VPA is gone.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, Client};
+use tailor_crds::condition as cond;
+use tailor_crds::{
+    VerticalPodAutoscaler, VerticalPodAutoscalerCheckpoint, VerticalPodAutoscalerStatus,
+};
+use tokio::time::Instant;
+
+use crate::checkpoint::{self, OpenWindow};
+use crate::error::Error;
+use crate::ingest::{VpaKey, key_of};
+use crate::ratelimit::RateLimiter;
+use crate::run_loop::{FIELD_MANAGER, LoopReport, Recommender};
+use tailor_engine::model::VpaCheckpoint;
+use tailor_engine::units::Nanos;
+
+/// A VPA that may get its checkpoints written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointCandidate<K> {
+    /// Which VPA.
+    pub key: K,
+    /// When its checkpoints were last written without error (`None`: never).
+    pub last_written: Option<Nanos>,
+    /// Whether its usage history is still being loaded ([`fetching_history`]).
+    pub fetching_history: bool,
+}
+
+/// Whether a VPA's `FetchingHistory` condition is `True`.
+pub fn fetching_history(status: Option<&VerticalPodAutoscalerStatus>) -> bool {
+    status.and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
+        c.iter()
+            .any(|c| c.type_ == cond::FETCHING_HISTORY && c.status == "True")
+    })
+}
+
+/// The order in which VPAs get their checkpoints written: oldest successful write first, never written
+/// first of all, ties by key; VPAs still fetching history are left out.
+pub fn checkpoint_plan<K: Ord>(candidates: Vec<CheckpointCandidate<K>>) -> Vec<K> {
+    let mut c: Vec<CheckpointCandidate<K>> = candidates
+        .into_iter()
+        .filter(|c| !c.fetching_history)
+        .collect();
+    c.sort_by(|a, b| {
+        a.last_written
+            .unwrap_or(i64::MIN)
+            .cmp(&b.last_written.unwrap_or(i64::MIN))
+            .then_with(|| a.key.cmp(&b.key))
+    });
+    c.into_iter().map(|c| c.key).collect()
+}
+
+/// Whether the next VPA of the plan may start: always while fewer than `workers` started (each worker
+/// writes at least one VPA, all of its containers), otherwise only before the deadline.
+pub fn may_start(started: usize, workers: usize, past_deadline: bool) -> bool {
+    started < workers || !past_deadline
+}
+
+/// One checkpoint object to apply.
+#[derive(Debug, Clone)]
+pub struct DesiredCheckpoint {
+    /// Namespace.
+    pub namespace: String,
+    /// Object name.
+    pub name: String,
+    /// The whole object, as the writer owns it.
+    pub object: VerticalPodAutoscalerCheckpoint,
+}
+
+/// The checkpoints of one VPA at `now`: per container name, the merged aggregate minus open memory windows,
+/// with those windows in the annotation.
+pub fn desired_checkpoints(
+    vpa: &VerticalPodAutoscaler,
+    content: VpaCheckpoint,
+    now: Nanos,
+) -> Vec<Result<DesiredCheckpoint, Error>> {
+    let namespace = vpa.metadata.namespace.clone().unwrap_or_default();
+    let vpa_name = vpa.metadata.name.clone().unwrap_or_default();
+    let mut windows: BTreeMap<String, Vec<OpenWindow>> = BTreeMap::new();
+    for w in content.open_windows {
+        windows
+            .entry(w.container.clone())
+            .or_default()
+            .push(w.into());
+    }
+    content
+        .states
+        .into_iter()
+        .map(|(container, agg)| {
+            let status = checkpoint::to_api_status(&agg.save_to_checkpoint(), now);
+            let ws = windows.remove(&container).unwrap_or_default();
+            let name = checkpoint::checkpoint_name(&vpa_name, &container);
+            match checkpoint::build(vpa, &container, status, &ws) {
+                Ok(object) => Ok(DesiredCheckpoint {
+                    namespace: namespace.clone(),
+                    name,
+                    object,
+                }),
+                Err(source) => Err(Error::CheckpointBuild {
+                    namespace: namespace.clone(),
+                    checkpoint: name,
+                    source,
+                }),
+            }
+        })
+        .collect()
+}
+
+/// What applying one VPA's checkpoints did.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// Names of the checkpoints written.
+    pub written: Vec<String>,
+    /// Failures.
+    pub errors: Vec<Error>,
+}
+
+/// Applies each checkpoint with one server-side apply PATCH (field manager [`FIELD_MANAGER`], forced).
+pub async fn apply_checkpoints(
+    client: Client,
+    limiter: RateLimiter,
+    checkpoints: Vec<Result<DesiredCheckpoint, Error>>,
+) -> Applied {
+    let mut out = Applied::default();
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    for c in checkpoints {
+        let c = match c {
+            Ok(c) => c,
+            Err(e) => {
+                out.errors.push(e);
+                continue;
+            }
+        };
+        limiter.acquire().await;
+        let api: Api<VerticalPodAutoscalerCheckpoint> =
+            Api::namespaced(client.clone(), &c.namespace);
+        match api.patch(&c.name, &pp, &Patch::Apply(&c.object)).await {
+            Ok(_) => out.written.push(c.name),
+            Err(source) => out.errors.push(Error::CheckpointWrite {
+                namespace: c.namespace,
+                checkpoint: c.name,
+                source,
+            }),
+        }
+    }
+    out
+}
+
+/// Checkpoints (namespace, name) in watched namespaces whose VPA no longer exists, sorted.
+pub fn orphaned_checkpoints(
+    checkpoints: &[Arc<VerticalPodAutoscalerCheckpoint>],
+    vpas: &HashSet<VpaKey>,
+    watched: impl Fn(&str) -> bool,
+) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = checkpoints
+        .iter()
+        .filter_map(|c| {
+            let ns = c.metadata.namespace.clone().unwrap_or_default();
+            let vpa = c.spec.vpa_object_name.clone().unwrap_or_default();
+            let name = c.metadata.name.clone()?;
+            (watched(&ns) && !vpas.contains(&(ns.clone(), vpa))).then_some((ns, name))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Whether checkpoint GC is due: never ran, or `interval` passed since it last finished.
+pub fn gc_due(last: Option<Nanos>, now: Nanos, interval: i64) -> bool {
+    last.is_none_or(|t| now.saturating_sub(t) >= interval)
+}
+
+/// What deleting orphaned checkpoints did.
+#[derive(Debug, Default)]
+pub struct Deleted {
+    /// Checkpoints deleted now.
+    pub deleted: Vec<(String, String)>,
+    /// Checkpoints that were already gone.
+    pub missing: Vec<(String, String)>,
+    /// Failures.
+    pub errors: Vec<Error>,
+    /// Whether every checkpoint was handled before the deadline and without error.
+    pub finished: bool,
+}
+
+/// Deletes `doomed` checkpoints one by one until `deadline`.
+pub async fn delete_checkpoints(
+    client: Client,
+    limiter: RateLimiter,
+    doomed: Vec<(String, String)>,
+    deadline: Instant,
+) -> Deleted {
+    let mut out = Deleted {
+        finished: true,
+        ..Default::default()
+    };
+    for (ns, name) in doomed {
+        if Instant::now() >= deadline {
+            out.finished = false;
+            break;
+        }
+        limiter.acquire().await;
+        let api: Api<VerticalPodAutoscalerCheckpoint> = Api::namespaced(client.clone(), &ns);
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => out.deleted.push((ns, name)),
+            Err(kube::Error::Api(s)) if s.code == 404 => out.missing.push((ns, name)),
+            Err(source) => {
+                out.finished = false;
+                out.errors.push(Error::CheckpointDelete {
+                    namespace: ns,
+                    checkpoint: name,
+                    source,
+                });
+            }
+        }
+    }
+    out
+}
+
+impl Recommender {
+    /// Writes checkpoints in [`checkpoint_plan`] order with `--update-worker-count` workers, until the
+    /// `--checkpoints-timeout` deadline ([`may_start`]).
+    pub(crate) async fn maintain_checkpoints(
+        &mut self,
+        owned: &[Arc<VerticalPodAutoscaler>],
+        now: Nanos,
+        report: &mut LoopReport,
+    ) {
+        let deadline = Instant::now() + self.cfg.checkpoints_timeout;
+        let candidates = owned
+            .iter()
+            .filter_map(|v| {
+                let key = key_of(v);
+                let e = self.vpas.get(&key)?;
+                Some(CheckpointCandidate {
+                    last_written: e.last_checkpoint,
+                    fetching_history: fetching_history(v.status.as_ref()),
+                    key,
+                })
+            })
+            .collect();
+        let vpas: HashMap<VpaKey, &Arc<VerticalPodAutoscaler>> =
+            owned.iter().map(|v| (key_of(v), v)).collect();
+        let workers = self.cfg.update_worker_count.max(1);
+        let mut pending = checkpoint_plan(candidates).into_iter();
+        let mut in_flight = FuturesUnordered::new();
+        let mut started = 0usize;
+        loop {
+            while in_flight.len() < workers
+                && may_start(started, workers, Instant::now() >= deadline)
+            {
+                let Some(key) = pending.next() else {
+                    break;
+                };
+                let (Some(vpa), Some(e)) = (vpas.get(&key), self.vpas.get(&key)) else {
+                    continue;
+                };
+                let content = self.model.checkpoint_states(e.index, now);
+                let checkpoints = desired_checkpoints(vpa, content, now);
+                let (client, limiter) = (self.client.clone(), self.limiter.clone());
+                in_flight.push(async move {
+                    (key, apply_checkpoints(client, limiter, checkpoints).await)
+                });
+                started += 1;
+            }
+            let Some((key, applied)) = in_flight.next().await else {
+                break;
+            };
+            self.record_applied(&key, applied, now, report);
+        }
+    }
+
+    fn record_applied(
+        &mut self,
+        key: &VpaKey,
+        applied: Applied,
+        now: Nanos,
+        report: &mut LoopReport,
+    ) {
+        let (written, errors) = (applied.written.len() as u64, applied.errors.len() as u64);
+        report.checkpoints_written += written;
+        report.checkpoint_errors += errors;
+        let m = &self.metrics.checkpoint_writes;
+        m.get_or_create(&vec![("op", "apply"), ("result", "ok")])
+            .inc_by(written);
+        if errors > 0 {
+            m.get_or_create(&vec![("op", "apply"), ("result", "error")])
+                .inc_by(errors);
+        }
+        for e in &applied.errors {
+            self.record_error(e);
+        }
+        for name in applied.written {
+            self.written_checkpoints.insert((key.0.clone(), name));
+        }
+        if errors == 0
+            && let Some(e) = self.vpas.get_mut(key)
+        {
+            e.last_checkpoint = Some(now);
+        }
+    }
+
+    /// Deletes checkpoints whose VPA no longer exists (any recommender's VPAs count), every
+    /// `--checkpoints-gc-interval`, with its own deadline; a pass that does not finish is retried next loop.
+    pub(crate) async fn collect_checkpoints(&mut self, now: Nanos, report: &mut LoopReport) {
+        let interval =
+            i64::try_from(self.cfg.checkpoints_gc_interval.as_nanos()).unwrap_or(i64::MAX);
+        if !gc_due(self.last_checkpoint_gc, now, interval) {
+            return;
+        }
+        let deadline = Instant::now() + self.cfg.checkpoints_timeout;
+        let existing: HashSet<VpaKey> =
+            self.stores.vpas.state().iter().map(|v| key_of(v)).collect();
+        let doomed = orphaned_checkpoints(&self.stores.checkpoints.state(), &existing, |ns| {
+            self.cfg.namespace_watched(ns)
+        });
+        let out =
+            delete_checkpoints(self.client.clone(), self.limiter.clone(), doomed, deadline).await;
+        let deleted = out.deleted.len() as u64;
+        report.checkpoints_deleted += deleted;
+        if deleted > 0 {
+            self.metrics
+                .checkpoint_writes
+                .get_or_create(&vec![("op", "delete"), ("result", "ok")])
+                .inc_by(deleted);
+        }
+        for k in out.deleted.iter().chain(&out.missing) {
+            self.written_checkpoints.remove(k);
+        }
+        for e in &out.errors {
+            self.record_error(e);
+        }
+        if out.finished {
+            self.last_checkpoint_gc = Some(now);
+        }
+    }
+
+    /// Writes every owned VPA's checkpoints once more (on shutdown), within the checkpoint deadline.
+    pub async fn final_checkpoints(&mut self, now: Nanos) -> LoopReport {
+        let mut report = LoopReport::default();
+        if !self.cfg.checkpoints_enabled {
+            return report;
+        }
+        let owned: Vec<Arc<VerticalPodAutoscaler>> = self
+            .stores
+            .vpas
+            .state()
+            .into_iter()
+            .filter(|v| self.vpas.contains_key(&key_of(v)))
+            .collect();
+        self.maintain_checkpoints(&owned, now, &mut report).await;
+        report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tailor_crds::VerticalPodAutoscalerCheckpointSpec;
+
+    fn checkpoint(ns: &str, name: &str, vpa: &str) -> Arc<VerticalPodAutoscalerCheckpoint> {
+        let mut c = VerticalPodAutoscalerCheckpoint::new(
+            name,
+            VerticalPodAutoscalerCheckpointSpec {
+                vpa_object_name: Some(vpa.into()),
+                container_name: Some("app".into()),
+            },
+        );
+        c.metadata.namespace = Some(ns.into());
+        Arc::new(c)
+    }
+
+    #[test]
+    fn orphans_are_checkpoints_of_missing_vpas_in_watched_namespaces() {
+        let cps = [
+            checkpoint("a", "web-app", "web"),
+            checkpoint("a", "gone-app", "gone"),
+            checkpoint("skip", "gone-app", "gone"),
+        ];
+        let vpas = HashSet::from([("a".to_string(), "web".to_string())]);
+        let out = orphaned_checkpoints(&cps, &vpas, |ns| ns != "skip");
+        assert_eq!(out, [("a".to_string(), "gone-app".to_string())]);
+    }
+
+    #[test]
+    fn gc_runs_first_then_every_interval() {
+        assert!(gc_due(None, 0, 10));
+        assert!(!gc_due(Some(100), 109, 10));
+        assert!(gc_due(Some(100), 110, 10));
+    }
+
+    #[test]
+    fn plan_puts_never_written_first_and_breaks_ties_by_key() {
+        let c = |key: &'static str, last_written| CheckpointCandidate {
+            key,
+            last_written,
+            fetching_history: false,
+        };
+        let plan = checkpoint_plan(vec![c("b", Some(5)), c("c", None), c("a", Some(5))]);
+        assert_eq!(plan, ["c", "a", "b"]);
+    }
+}

@@ -1,0 +1,191 @@
+//! Ingest: VPAs, pods, checkpoints, usage samples and OOMs into the model ([`ClusterState`], the one
+//! model of the controller). What changes is decided purely ([`vpa_action`], [`PodFilter`]); the steps
+//! then apply it to the model.
+//!
+//! [`ClusterState`]: tailor_engine::model::ClusterState
+
+mod pods;
+mod restore;
+mod usage;
+mod vpas;
+
+use std::collections::HashMap;
+
+use tailor_crds::{PodResourcePolicy, VerticalPodAutoscaler, VerticalPodAutoscalerStatus};
+
+use tailor_engine::model::{Labels, PodPhase, Selector};
+use tailor_engine::policy::{self, PolicyError};
+use tailor_engine::units::Nanos;
+
+/// `(namespace, name)` of a VPA.
+pub type VpaKey = (String, String);
+
+/// What the loop remembers about a VPA it handles, besides the model's [`VpaState`].
+#[derive(Debug)]
+pub(crate) struct VpaEntry {
+    /// Index of the VPA in the model.
+    pub(crate) index: usize,
+    /// `metadata.uid` (a new uid is a new VPA).
+    uid: String,
+    /// Its checkpoints are still to be restored.
+    pub(crate) restore_pending: bool,
+    /// When its checkpoints were last written without error.
+    pub(crate) last_checkpoint: Option<Nanos>,
+    /// The stored status a write was based on, and what was written.
+    pub(crate) last_written: Option<(
+        Option<VerticalPodAutoscalerStatus>,
+        VerticalPodAutoscalerStatus,
+    )>,
+    /// `ConfigUnsupported` message of the target resolution.
+    pub(crate) unsupported: Option<String>,
+    /// When a missing recommendation was last logged.
+    pub(crate) missing_logged: Option<Nanos>,
+}
+
+impl VpaEntry {
+    fn new(index: usize, uid: String) -> Self {
+        VpaEntry {
+            index,
+            uid,
+            restore_pending: true,
+            last_checkpoint: None,
+            last_written: None,
+            unsupported: None,
+            missing_logged: None,
+        }
+    }
+}
+
+/// What the loop remembers about a pod in the model: enough to skip unchanged pods and init containers.
+#[derive(Debug)]
+pub(crate) struct PodEntry {
+    resource_version: Option<String>,
+    init: Vec<String>,
+    seen: u64,
+}
+
+/// `(namespace, name)` of a VPA object.
+pub fn key_of(v: &VerticalPodAutoscaler) -> VpaKey {
+    (
+        v.metadata.namespace.clone().unwrap_or_default(),
+        v.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+/// The names in `spec.recommenders`.
+pub fn recommender_names(v: &VerticalPodAutoscaler) -> Vec<String> {
+    v.spec
+        .recommenders
+        .iter()
+        .flatten()
+        .map(|r| r.name.clone())
+        .collect()
+}
+
+/// The VPA's `resourcePolicy`, once every `minAllowed` / `maxAllowed` quantity is known to parse.
+pub fn resource_policy(
+    v: &VerticalPodAutoscaler,
+) -> Result<Option<PodResourcePolicy>, PolicyError> {
+    let Some(p) = v.spec.resource_policy.as_ref() else {
+        return Ok(None);
+    };
+    policy::validate(p)?;
+    Ok(Some(p.clone()))
+}
+
+fn phase(p: Option<&str>) -> PodPhase {
+    match p {
+        Some("Pending") => PodPhase::Pending,
+        Some("Succeeded") => PodPhase::Succeeded,
+        Some("Failed") => PodPhase::Failed,
+        Some("Unknown") => PodPhase::Unknown,
+        _ => PodPhase::Running,
+    }
+}
+
+/// What a sync does with one owned VPA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VpaAction {
+    /// New to the model.
+    Add,
+    /// Same identity and selector: only policy, annotations and target state are refreshed.
+    Keep,
+    /// Same identity, new selector: re-linked in place (restored history is kept; upstream drops it).
+    Reselect,
+    /// A new object under the same name: the old one is retired and the new one starts over.
+    Replace,
+}
+
+/// The action for a VPA with `uid` resolving to `selector`, given the model's current `(uid, selector)`.
+pub fn vpa_action(current: Option<(&str, &Selector)>, uid: &str, selector: &Selector) -> VpaAction {
+    match current {
+        None => VpaAction::Add,
+        Some((u, _)) if u != uid => VpaAction::Replace,
+        Some((_, s)) if s != selector => VpaAction::Reselect,
+        Some(_) => VpaAction::Keep,
+    }
+}
+
+/// Which pods enter the model: with `--memory-saver`, only those some VPA of their namespace selects;
+/// otherwise all.
+#[derive(Debug)]
+pub struct PodFilter<'a> {
+    memory_saver: bool,
+    selectors: HashMap<&'a str, Vec<&'a Selector>>,
+}
+
+impl<'a> PodFilter<'a> {
+    /// A filter over the selectors of `vpas` (namespace, selector).
+    pub fn new(
+        memory_saver: bool,
+        vpas: impl IntoIterator<Item = (&'a str, &'a Selector)>,
+    ) -> Self {
+        let mut selectors: HashMap<&str, Vec<&Selector>> = HashMap::new();
+        for (ns, s) in vpas {
+            if *s != Selector::Nothing {
+                selectors.entry(ns).or_default().push(s);
+            }
+        }
+        PodFilter {
+            memory_saver,
+            selectors,
+        }
+    }
+
+    /// Whether a pod in `namespace` with `labels` is tracked.
+    pub fn tracks(&self, namespace: &str, labels: &Labels) -> bool {
+        !self.memory_saver
+            || self
+                .selectors
+                .get(namespace)
+                .is_some_and(|s| s.iter().any(|s| s.matches(labels)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vpa_action_follows_identity_then_selector() {
+        let a = Selector::parse("app=a").unwrap();
+        let b = Selector::parse("app=b").unwrap();
+        assert_eq!(vpa_action(None, "u1", &a), VpaAction::Add);
+        assert_eq!(vpa_action(Some(("u1", &a)), "u1", &a), VpaAction::Keep);
+        assert_eq!(vpa_action(Some(("u1", &a)), "u1", &b), VpaAction::Reselect);
+        assert_eq!(vpa_action(Some(("u1", &a)), "u2", &a), VpaAction::Replace);
+        assert_eq!(vpa_action(Some(("u1", &a)), "u2", &b), VpaAction::Replace);
+    }
+
+    #[test]
+    fn pod_filter_ignores_vpas_that_select_nothing() {
+        let nothing = Selector::Nothing;
+        let everything = Selector::everything();
+        let labels = Labels::new();
+        let f = PodFilter::new(true, [("a", &nothing), ("b", &everything)]);
+        assert!(!f.tracks("a", &labels));
+        assert!(f.tracks("b", &labels));
+        assert!(!f.tracks("c", &labels));
+        assert!(PodFilter::new(false, []).tracks("c", &labels));
+    }
+}

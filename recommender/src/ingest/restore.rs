@@ -1,0 +1,93 @@
+//! Checkpoints into the model: the restored aggregates of VPAs new to the model, and their open memory
+//! windows continued in containers that still run.
+
+use crate::checkpoint::{self, OpenWindow};
+use crate::error::Error;
+use crate::run_loop::{LoopReport, Recommender};
+use tailor_engine::model::{AggregateContainerState, ContainerId, Sample};
+use tailor_engine::units::{Nanos, Resource};
+
+impl Recommender {
+    /// Loads checkpoints of VPAs new to the model (all of them at start), except those this process wrote.
+    pub(crate) fn restore_checkpoints(&mut self, now: Nanos, report: &mut LoopReport) {
+        if !self.vpas.values().any(|e| e.restore_pending) {
+            return;
+        }
+        let interval = self.model.config.memory_aggregation_interval;
+        let mut checkpoints = self.stores.checkpoints.state();
+        checkpoints.sort_by_key(|c| c.metadata.name.clone());
+        for cp in checkpoints {
+            let ns = cp.metadata.namespace.clone().unwrap_or_default();
+            let cp_name = cp.metadata.name.clone().unwrap_or_default();
+            let (Some(vpa_name), Some(container)) = (
+                cp.spec.vpa_object_name.clone(),
+                cp.spec.container_name.clone(),
+            ) else {
+                continue;
+            };
+            let Some(e) = self.vpas.get(&(ns.clone(), vpa_name)) else {
+                continue;
+            };
+            if !e.restore_pending
+                || self
+                    .written_checkpoints
+                    .contains(&(ns.clone(), cp_name.clone()))
+            {
+                continue;
+            }
+            let index = e.index;
+            let Some(status) = cp.status.as_ref() else {
+                continue;
+            };
+            let mut agg = AggregateContainerState::new(&self.model.config, now);
+            if let Err(source) = agg.load_from_checkpoint(&checkpoint::from_api_status(status)) {
+                self.record_error(&Error::CheckpointLoad {
+                    namespace: ns,
+                    checkpoint: cp_name,
+                    source,
+                });
+                continue;
+            }
+            for w in checkpoint::open_windows(&cp) {
+                let continued = now < w.end && self.continue_window(&ns, &w, &container, interval);
+                if !continued {
+                    agg.memory.add_sample(w.peak as f64, 1.0, w.end);
+                }
+            }
+            if let Some(v) = self.model.vpa_mut(index) {
+                match v.initial_states.get_mut(&container) {
+                    Some(existing) => existing.merge(&agg),
+                    None => {
+                        v.initial_states.insert(container, agg);
+                    }
+                }
+            }
+            report.checkpoints_restored += 1;
+        }
+        for e in self.vpas.values_mut() {
+            e.restore_pending = false;
+        }
+    }
+
+    /// Re-opens a checkpointed memory window in a running container of the model: a sample one interval
+    /// before the window's end re-creates the same window with the same peak.
+    fn continue_window(
+        &mut self,
+        ns: &str,
+        w: &OpenWindow,
+        container: &str,
+        interval: i64,
+    ) -> bool {
+        let id = ContainerId {
+            namespace: ns,
+            pod: &w.pod,
+            container,
+        };
+        let sample = Sample {
+            time: w.end.saturating_sub(interval),
+            resource: Resource::Memory,
+            usage: w.peak,
+        };
+        self.model.add_sample(id, sample).is_ok()
+    }
+}

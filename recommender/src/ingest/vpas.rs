@@ -1,0 +1,134 @@
+//! VPAs into the model: `/scale` lookups for custom targets, selection, target resolution, and the
+//! [`VpaAction`] each owned VPA needs.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use tailor_crds::VerticalPodAutoscaler;
+
+use super::{VpaAction, VpaEntry, VpaKey, key_of, recommender_names, resource_policy, vpa_action};
+use crate::error::Error;
+use crate::run_loop::Recommender;
+use crate::target::{self, ScaleEntry, StoreLookup, TargetKey};
+use tailor_engine::model::VpaState;
+use tailor_engine::units::Nanos;
+
+impl Recommender {
+    /// Looks up `/scale` selectors of targets that are not well-known kinds, at most once per TTL.
+    pub(crate) async fn refresh_scale_cache(&mut self, now: Nanos) {
+        let ttl = i64::try_from(self.cfg.scale_cache_ttl.as_nanos()).unwrap_or(i64::MAX);
+        let mut wanted = HashSet::new();
+        for v in self.stores.vpas.state() {
+            let (ns, _) = key_of(&v);
+            let Some(t) = v.spec.target_ref.as_ref() else {
+                continue;
+            };
+            if !self.cfg.owns(&ns, &recommender_names(&v)) || target::is_well_known(&t.kind) {
+                continue;
+            }
+            wanted.insert(TargetKey::new(&ns, t));
+        }
+        self.scale.retain(|k| wanted.contains(k));
+        for key in wanted {
+            if self.scale.is_fresh(&key, now, ttl) {
+                continue;
+            }
+            self.limiter.acquire().await;
+            let selector = target::fetch_scale_selector(&self.client, &key).await;
+            if let Err(message) = &selector {
+                self.record_error(&Error::Scale {
+                    target: format!("{} {}/{}", key.kind, key.namespace, key.name),
+                    message: message.clone(),
+                });
+            }
+            self.scale.insert(
+                key,
+                ScaleEntry {
+                    selector,
+                    fetched: now,
+                },
+            );
+        }
+    }
+
+    /// Brings the model's VPAs in line with the owned VPAs in the store: selection, target resolution,
+    /// selector changes ([`ClusterState::set_vpa_selector`]), and VPAs that went away
+    /// ([`ClusterState::retire_vpa`]). Returns the owned VPAs.
+    ///
+    /// [`ClusterState::set_vpa_selector`]: tailor_engine::model::ClusterState::set_vpa_selector
+    /// [`ClusterState::retire_vpa`]: tailor_engine::model::ClusterState::retire_vpa
+    pub fn sync_vpas(&mut self) -> Vec<Arc<VerticalPodAutoscaler>> {
+        let mut owned = Vec::new();
+        let mut seen = HashSet::new();
+        let mut all = self.stores.vpas.state();
+        all.sort_by_key(|v| key_of(v));
+        for v in all {
+            let key = key_of(&v);
+            if !self.cfg.owns(&key.0, &recommender_names(&v)) {
+                continue;
+            }
+            let target = v
+                .spec
+                .target_ref
+                .as_ref()
+                .map(|t| TargetKey::new(&key.0, t));
+            let lookup = StoreLookup {
+                stores: &self.stores,
+                scale: &self.scale,
+            };
+            let resolution = target::resolve(target.as_ref(), &lookup);
+            self.sync_vpa(&key, &v, resolution);
+            seen.insert(key);
+            owned.push(v);
+        }
+        let removed: Vec<VpaKey> = self
+            .vpas
+            .keys()
+            .filter(|k| !seen.contains(*k))
+            .cloned()
+            .collect();
+        for k in removed {
+            if let Some(e) = self.vpas.remove(&k) {
+                self.model.retire_vpa(e.index);
+                self.vpas_changed = true;
+            }
+        }
+        owned
+    }
+
+    fn sync_vpa(&mut self, key: &VpaKey, v: &VerticalPodAutoscaler, res: target::Resolution) {
+        let uid = v.metadata.uid.clone().unwrap_or_default();
+        let current = self.vpas.get(key).and_then(|e| {
+            let m = self.model.vpas().get(e.index)?;
+            Some((e.uid.as_str(), &m.selector))
+        });
+        let action = vpa_action(current, &uid, &res.selector);
+        let index = match (action, self.vpas.get(key).map(|e| e.index)) {
+            (VpaAction::Keep, Some(index)) => index,
+            (VpaAction::Reselect, Some(index)) => {
+                self.model.set_vpa_selector(index, res.selector);
+                self.vpas_changed = true;
+                index
+            }
+            (_, existing) => {
+                if let Some(old) = existing {
+                    self.model.retire_vpa(old);
+                }
+                let index = self
+                    .model
+                    .add_vpa(VpaState::new(&key.0, &key.1, res.selector));
+                self.vpas.insert(key.clone(), VpaEntry::new(index, uid));
+                self.vpas_changed = true;
+                index
+            }
+        };
+        if let Some(m) = self.model.vpa_mut(index) {
+            m.policy = resource_policy(v).ok().flatten();
+            m.annotations = v.metadata.annotations.clone().unwrap_or_default();
+            m.controller_exists = res.unsupported.is_none();
+        }
+        if let Some(e) = self.vpas.get_mut(key) {
+            e.unsupported = res.unsupported;
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! The loop: one iteration ([`Recommender::run_once`]) runs the steps in order — VPAs and pods into the
+//! model ([`crate::ingest`]), usage from the metrics API and OOMs from the observer, recommendations into
+//! VPA status ([`crate::status_writer`]), checkpoints and their GC ([`crate::checkpoint_writer`]) and the
+//! model's GC — each timed and counted. [`Recommender::run`] repeats it on a ticker. Time enters only as a
+//! parameter of `run_once`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use kube::Client;
+use tailor_crds::VerticalPodAutoscaler;
+use tokio::time::Instant;
+
+use crate::config::ControllerConfig;
+use crate::error::Error;
+use crate::history::HistoryBootstrap;
+use crate::ingest::{PodEntry, VpaEntry, VpaKey, key_of};
+use crate::metrics::Metrics;
+use crate::metrics_api::MetricsApiSource;
+use crate::oom::OomQueue;
+use crate::ratelimit::RateLimiter;
+use crate::stores::Stores;
+use crate::target::ScaleCache;
+use crate::time::from_timestamp;
+use tailor_engine::model::ClusterState;
+use tailor_engine::units::Nanos;
+
+/// The field manager named in every write.
+pub const FIELD_MANAGER: &str = "tailor-recommender";
+
+/// What one loop did (also exported as metrics).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoopReport {
+    /// VPAs this recommender handles.
+    pub vpas: usize,
+    /// Pods in the model.
+    pub pods: usize,
+    /// Samples accepted by the model.
+    pub samples_accepted: u64,
+    /// Samples rejected (out of order, unknown container, negative).
+    pub samples_rejected: u64,
+    /// OOMs recorded.
+    pub ooms_recorded: u64,
+    /// OOMs not recorded (too old, unknown pod or container, queue overflow).
+    pub ooms_rejected: u64,
+    /// Whether the metrics API answered.
+    pub metrics_ok: bool,
+    /// Status patches sent successfully.
+    pub status_writes: u64,
+    /// Status patches that failed.
+    pub status_errors: u64,
+    /// Checkpoints written (server-side applied).
+    pub checkpoints_written: u64,
+    /// Checkpoint writes that failed.
+    pub checkpoint_errors: u64,
+    /// Checkpoints deleted by GC.
+    pub checkpoints_deleted: u64,
+    /// Checkpoints restored into the model.
+    pub checkpoints_restored: u64,
+    /// Aggregates removed by the model's GC.
+    pub aggregates_collected: usize,
+}
+
+/// The controller state across loops: the model and what the loop remembers about the objects in it.
+pub struct Recommender {
+    pub(crate) cfg: ControllerConfig,
+    pub(crate) client: Client,
+    pub(crate) stores: Stores,
+    pub(crate) ooms: OomQueue,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) limiter: RateLimiter,
+    pub(crate) source: MetricsApiSource,
+    pub(crate) model: ClusterState,
+    pub(crate) vpas: BTreeMap<VpaKey, VpaEntry>,
+    pub(crate) pods: HashMap<String, HashMap<String, PodEntry>>,
+    pub(crate) scale: ScaleCache,
+    pub(crate) written_checkpoints: HashSet<(String, String)>,
+    pub(crate) last_checkpoint_gc: Option<Nanos>,
+    pub(crate) loops: u64,
+    pub(crate) vpas_changed: bool,
+    pub(crate) history: Option<HistoryBootstrap>,
+}
+
+impl Recommender {
+    /// A recommender over `stores`, writing through `client` under `limiter`.
+    pub fn new(
+        cfg: ControllerConfig,
+        client: Client,
+        stores: Stores,
+        ooms: OomQueue,
+        metrics: Arc<Metrics>,
+        limiter: RateLimiter,
+    ) -> Self {
+        let gc = i64::try_from(cfg.aggregate_gc_interval.as_nanos()).unwrap_or(i64::MAX);
+        Recommender {
+            model: ClusterState::new(cfg.aggregations, gc),
+            source: MetricsApiSource::new(client.clone(), &cfg.vpa_object_namespace),
+            cfg,
+            client,
+            stores,
+            ooms,
+            metrics,
+            limiter,
+            vpas: BTreeMap::new(),
+            pods: HashMap::new(),
+            scale: ScaleCache::default(),
+            written_checkpoints: HashSet::new(),
+            last_checkpoint_gc: None,
+            loops: 0,
+            vpas_changed: true,
+            history: None,
+        }
+    }
+
+    /// Loads every new VPA's usage history in the background (see [`crate::history`]).
+    pub fn with_history(mut self, history: HistoryBootstrap) -> Self {
+        self.history = Some(history);
+        self
+    }
+
+    /// Starts the history of VPAs that have none yet (after checkpoints were restored, so history ends where
+    /// they begin), and merges the histories that finished.
+    async fn bootstrap_history(&mut self, owned: &[Arc<VerticalPodAutoscaler>], now: Nanos) {
+        let Some(h) = self.history.as_mut() else {
+            return;
+        };
+        for v in owned {
+            let key = key_of(v);
+            let (Some(e), Some(t)) = (self.vpas.get(&key), v.spec.target_ref.as_ref()) else {
+                continue;
+            };
+            if h.started(&key) || (e.restore_pending && self.cfg.checkpoints_enabled) {
+                continue;
+            }
+            let end = self
+                .model
+                .vpas()
+                .get(e.index)
+                .map(|m| crate::history::history_end(&m.initial_states, now.div_euclid(1_000_000)))
+                .unwrap_or(now.div_euclid(1_000_000));
+            h.start(key, &t.kind, &t.name, end);
+        }
+        for (key, aggs) in h.poll().await {
+            let Some(e) = self.vpas.get(&key) else {
+                continue;
+            };
+            if let Some(m) = self.model.vpa_mut(e.index) {
+                crate::history::merge_into(&mut m.initial_states, aggs);
+            }
+        }
+        let gone: Vec<VpaKey> = self
+            .vpas
+            .keys()
+            .filter(|k| !owned.iter().any(|v| &key_of(v) == *k))
+            .cloned()
+            .collect();
+        for k in gone {
+            h.forget(&k);
+        }
+    }
+
+    /// The model (read-only), for inspection.
+    pub fn model(&self) -> &ClusterState {
+        &self.model
+    }
+
+    /// Metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Counts an error under its [`Error::metric_label`] and logs it.
+    pub(crate) fn record_error(&self, e: &Error) {
+        self.metrics.error(e.metric_label());
+        tracing::warn!(kind = e.metric_label(), "{e}");
+    }
+
+    /// One iteration at time `now`.
+    pub async fn run_once(&mut self, now: Nanos) -> LoopReport {
+        let start = Instant::now();
+        let mut report = LoopReport::default();
+        self.loops += 1;
+        self.model.set_now(now);
+
+        let t = Instant::now();
+        self.refresh_scale_cache(now).await;
+        let owned = self.sync_vpas();
+        self.metrics.step("load_vpas", t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        let gone = self.sync_pods();
+        if self.cfg.checkpoints_enabled {
+            self.restore_checkpoints(now, &mut report);
+        }
+        self.metrics.step("load_pods", t.elapsed().as_secs_f64());
+
+        self.bootstrap_history(&owned, now).await;
+
+        let t = Instant::now();
+        report.metrics_ok = match self.load_metrics(&mut report).await {
+            Ok(()) => true,
+            Err(e) => {
+                self.record_error(&e);
+                tracing::warn!("keeping the last recommendations");
+                false
+            }
+        };
+        self.record_ooms(&mut report);
+        self.delete_pods(gone);
+        self.metrics.step("load_metrics", t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        self.update_vpas(&owned, now, report.metrics_ok, &mut report)
+            .await;
+        self.metrics.step("update_vpas", t.elapsed().as_secs_f64());
+
+        if self.cfg.checkpoints_enabled {
+            let t = Instant::now();
+            self.maintain_checkpoints(&owned, now, &mut report).await;
+            self.metrics.step("checkpoints", t.elapsed().as_secs_f64());
+            let t = Instant::now();
+            self.collect_checkpoints(now, &mut report).await;
+            self.metrics
+                .step("checkpoint_gc", t.elapsed().as_secs_f64());
+        }
+
+        let t = Instant::now();
+        report.aggregates_collected = self.model.rate_limited_garbage_collect(now);
+        self.metrics.step("aggregate_gc", t.elapsed().as_secs_f64());
+
+        report.vpas = owned.len();
+        report.pods = self.pods.values().map(HashMap::len).sum();
+        self.metrics.vpas.set(report.vpas as i64);
+        self.metrics.pods.set(report.pods as i64);
+        self.metrics
+            .aggregates
+            .set(self.model.aggregate_count() as i64);
+        self.metrics.step("total", start.elapsed().as_secs_f64());
+        self.metrics
+            .last_loop_timestamp
+            .set(now.div_euclid(1_000_000_000));
+        report
+    }
+
+    /// Runs a loop every interval (the first one right away) until `shutdown` resolves, then writes
+    /// checkpoints one last time. `on_loop` is called after each loop (health, logging).
+    pub async fn run<F>(&mut self, shutdown: F, mut on_loop: impl FnMut(&LoopReport))
+    where
+        F: std::future::Future<Output = ()>,
+    {
+        let mut ticker = tokio::time::interval(self.cfg.interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {
+                    let r = self.run_once(wall_now()).await;
+                    on_loop(&r);
+                }
+                _ = &mut shutdown => break,
+            }
+        }
+        let r = self.final_checkpoints(wall_now()).await;
+        tracing::info!(
+            written = r.checkpoints_written,
+            errors = r.checkpoint_errors,
+            "final checkpoints written"
+        );
+    }
+}
+
+/// The wall clock in engine time (only the binary's driver reads it; `run_once` takes time as a parameter).
+pub fn wall_now() -> Nanos {
+    from_timestamp(k8s_openapi::jiff::Timestamp::now()).unwrap_or(0)
+}
+
+#[allow(dead_code)]
+fn _assert_send(r: &mut Recommender) -> impl std::future::Future<Output = LoopReport> + Send + '_ {
+    r.run_once(0)
+}

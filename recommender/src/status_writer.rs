@@ -1,0 +1,552 @@
+//! Status writer: what each VPA's status becomes (recommendation, conditions, `observedGeneration`),
+//! planned purely from the model and the previous status ([`plan_status`]), then written as one merge
+//! patch of the status subresource per VPA that changed.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use tailor_crds::condition as cond;
+use tailor_crds::{
+    RecommendedContainerResources, RecommendedPodResources, ResourceList, VerticalPodAutoscaler,
+    VerticalPodAutoscalerCondition, VerticalPodAutoscalerStatus,
+};
+
+use crate::error::Error;
+use crate::ingest::{VpaKey, key_of, resource_policy};
+use crate::ratelimit::RateLimiter;
+use crate::run_loop::{FIELD_MANAGER, LoopReport, Recommender};
+use crate::selection::{RECOMMENDATION_MISSING_LOG_PERIOD, track_missing_recommendation};
+use crate::time::to_time_secs;
+use tailor_engine::estimate::{ContainerRecommendation, VpaInput, confidence, recommend};
+use tailor_engine::model::AggregateContainerState;
+use tailor_engine::policy::Resources;
+use tailor_engine::units::Nanos;
+
+const DAY: i64 = 86_400_000_000_000;
+
+/// `NoPodsMatched` reason and message.
+pub const NO_PODS_MATCHED_MESSAGE: &str = "No pods match this VPA object";
+
+fn resource_list(r: &Resources) -> ResourceList {
+    let mut out = ResourceList::new();
+    if let Some(c) = r.cpu {
+        out.insert("cpu".into(), tailor_crds::quantity::from_amount("cpu", c));
+    }
+    if let Some(m) = r.memory {
+        out.insert(
+            "memory".into(),
+            tailor_crds::quantity::from_amount("memory", m),
+        );
+    }
+    out
+}
+
+/// The API form of the engine's per-container recommendations; `None` when there are none.
+pub fn to_api_recommendation(recs: &[ContainerRecommendation]) -> Option<RecommendedPodResources> {
+    if recs.is_empty() {
+        return None;
+    }
+    Some(RecommendedPodResources {
+        container_recommendations: Some(
+            recs.iter()
+                .map(|r| RecommendedContainerResources {
+                    container_name: Some(r.container_name.clone()),
+                    target: resource_list(&r.target),
+                    lower_bound: Some(resource_list(&r.lower_bound)),
+                    upper_bound: Some(resource_list(&r.upper_bound)),
+                    uncapped_target: Some(resource_list(&r.uncapped_target)),
+                })
+                .collect(),
+        ),
+    })
+}
+
+fn has_entries(r: Option<&RecommendedPodResources>) -> bool {
+    r.and_then(|r| r.container_recommendations.as_ref())
+        .is_some_and(|c| !c.is_empty())
+}
+
+/// What this loop found out about one VPA.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Findings {
+    /// The recommendation to publish.
+    pub recommendation: Option<RecommendedPodResources>,
+    /// Whether any pod matches.
+    pub pods_matched: bool,
+    /// `ConfigUnsupported` message (unresolvable target, bad policy).
+    pub unsupported: Option<String>,
+    /// `LowConfidence` message when some container has less than a day of history.
+    pub low_confidence: Option<String>,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// `FetchingHistory` message while the VPA's usage history is being loaded.
+    pub fetching_history: Option<String>,
+}
+
+fn set(
+    conditions: &mut Vec<VerticalPodAutoscalerCondition>,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    now: &Time,
+) {
+    let status = if status { "True" } else { "False" };
+    let opt = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    let (reason, message) = (opt(reason), opt(message));
+    if let Some(c) = conditions.iter_mut().find(|c| c.type_ == type_) {
+        if c.status != status {
+            c.last_transition_time = Some(now.clone());
+        }
+        c.status = status.into();
+        c.reason = reason;
+        c.message = message;
+        return;
+    }
+    conditions.push(VerticalPodAutoscalerCondition {
+        type_: type_.into(),
+        status: status.into(),
+        last_transition_time: Some(now.clone()),
+        reason,
+        message,
+        observed_generation: None,
+    });
+}
+
+fn remove(conditions: &mut Vec<VerticalPodAutoscalerCondition>, type_: &str) {
+    conditions.retain(|c| c.type_ != type_);
+}
+
+/// The status to plan: conditions owned by the recommender (all but user-set ones) are set or removed
+/// (`FetchingHistory` while the history bootstrap runs), a condition keeps its `lastTransitionTime` unless its status changes,
+/// and conditions are sorted by type.
+pub fn plan_status(
+    old: Option<&VerticalPodAutoscalerStatus>,
+    f: &Findings,
+    now: &Time,
+) -> VerticalPodAutoscalerStatus {
+    let mut conditions = old.and_then(|s| s.conditions.clone()).unwrap_or_default();
+    remove(&mut conditions, cond::CONFIG_DEPRECATED);
+    match &f.unsupported {
+        Some(m) => set(&mut conditions, cond::CONFIG_UNSUPPORTED, true, "", m, now),
+        None => remove(&mut conditions, cond::CONFIG_UNSUPPORTED),
+    }
+    if f.pods_matched {
+        remove(&mut conditions, cond::NO_PODS_MATCHED);
+    } else {
+        set(
+            &mut conditions,
+            cond::NO_PODS_MATCHED,
+            true,
+            "NoPodsMatched",
+            NO_PODS_MATCHED_MESSAGE,
+            now,
+        );
+    }
+    let provided = has_entries(f.recommendation.as_ref());
+    if provided {
+        set(
+            &mut conditions,
+            cond::RECOMMENDATION_PROVIDED,
+            true,
+            "",
+            "",
+            now,
+        );
+    } else if f.pods_matched {
+        set(
+            &mut conditions,
+            cond::RECOMMENDATION_PROVIDED,
+            false,
+            "",
+            "",
+            now,
+        );
+    } else {
+        set(
+            &mut conditions,
+            cond::RECOMMENDATION_PROVIDED,
+            false,
+            "NoPodsMatched",
+            NO_PODS_MATCHED_MESSAGE,
+            now,
+        );
+    }
+    match (&f.low_confidence, provided) {
+        (Some(m), true) => set(
+            &mut conditions,
+            cond::LOW_CONFIDENCE,
+            true,
+            "LowConfidence",
+            m,
+            now,
+        ),
+        _ => remove(&mut conditions, cond::LOW_CONFIDENCE),
+    }
+    match &f.fetching_history {
+        Some(m) => set(
+            &mut conditions,
+            cond::FETCHING_HISTORY,
+            true,
+            "FetchingHistory",
+            m,
+            now,
+        ),
+        None => remove(&mut conditions, cond::FETCHING_HISTORY),
+    }
+    conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+    VerticalPodAutoscalerStatus {
+        recommendation: f.recommendation.clone(),
+        conditions: Some(conditions),
+        observed_generation: f.generation,
+    }
+}
+
+/// Whether `new` must be written: it differs from the stored status, and is not what the last write
+/// (`last`: the stored status it was based on, and what was written) already sent from the same base.
+pub fn needs_write(
+    old: Option<&VerticalPodAutoscalerStatus>,
+    new: &VerticalPodAutoscalerStatus,
+    last: Option<&(
+        Option<VerticalPodAutoscalerStatus>,
+        VerticalPodAutoscalerStatus,
+    )>,
+) -> bool {
+    if Some(new) == old {
+        return false;
+    }
+    !last.is_some_and(|(base, written)| base.as_ref() == old && written == new)
+}
+
+/// `LowConfidence` message when some container has less than a day of history.
+pub fn low_confidence_message(
+    recs: &[ContainerRecommendation],
+    aggregates: &BTreeMap<String, AggregateContainerState>,
+) -> Option<String> {
+    let low: Vec<String> = recs
+        .iter()
+        .filter_map(|c| {
+            let conf = aggregates
+                .get(&c.container_name)
+                .map(|a| confidence(a, DAY))?;
+            (conf < 1.0).then(|| format!("{} ({:.2} days)", c.container_name, conf))
+        })
+        .collect();
+    (!low.is_empty()).then(|| format!("Less than one day of usage history: {}", low.join(", ")))
+}
+
+/// The recommendation and `LowConfidence` message of the previous status, kept while the metrics API
+/// fails.
+pub fn kept_recommendation(
+    old: Option<&VerticalPodAutoscalerStatus>,
+) -> (Option<RecommendedPodResources>, Option<String>) {
+    let recommendation = old.and_then(|s| s.recommendation.clone());
+    let low_confidence = old
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == cond::LOW_CONFIDENCE))
+        .filter(|c| c.status == "True")
+        .map(|c| c.message.clone().unwrap_or_default());
+    (recommendation, low_confidence)
+}
+
+/// The JSON merge patch that turns any status into `status` (absent fields are sent as `null` so that
+/// they are removed).
+pub fn merge_patch(
+    status: &VerticalPodAutoscalerStatus,
+) -> Result<serde_json::Value, serde_json::Error> {
+    Ok(serde_json::json!({
+        "status": {
+            "recommendation": serde_json::to_value(&status.recommendation)?,
+            "conditions": serde_json::to_value(&status.conditions)?,
+            "observedGeneration": status.observed_generation,
+        }
+    }))
+}
+
+/// One planned status write.
+#[derive(Debug)]
+pub struct StatusWrite {
+    /// The VPA.
+    pub key: VpaKey,
+    /// The stored status the write is based on.
+    pub base: Option<VerticalPodAutoscalerStatus>,
+    /// The status to write.
+    pub status: VerticalPodAutoscalerStatus,
+}
+
+/// Sends the planned writes, `workers` at a time; returns each write with its outcome.
+pub async fn write_statuses(
+    client: Client,
+    limiter: RateLimiter,
+    workers: usize,
+    writes: Vec<StatusWrite>,
+) -> Vec<(StatusWrite, Result<(), Error>)> {
+    let pp = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    futures::stream::iter(writes)
+        .map(|w| {
+            let (client, limiter, pp) = (client.clone(), limiter.clone(), pp.clone());
+            async move {
+                let r = patch_status(client, limiter, &pp, &w).await;
+                (w, r)
+            }
+        })
+        .buffer_unordered(workers.max(1))
+        .collect()
+        .await
+}
+
+async fn patch_status(
+    client: Client,
+    limiter: RateLimiter,
+    pp: &PatchParams,
+    w: &StatusWrite,
+) -> Result<(), Error> {
+    let (namespace, vpa) = (&w.key.0, &w.key.1);
+    let body = merge_patch(&w.status).map_err(|source| Error::StatusBody {
+        namespace: namespace.clone(),
+        vpa: vpa.clone(),
+        source,
+    })?;
+    limiter.acquire().await;
+    let api: Api<VerticalPodAutoscaler> = Api::namespaced(client, namespace);
+    api.patch_status(vpa, pp, &Patch::Merge(&body))
+        .await
+        .map(|_| ())
+        .map_err(|source| Error::StatusWrite {
+            namespace: namespace.clone(),
+            vpa: vpa.clone(),
+            source,
+        })
+}
+
+impl Recommender {
+    /// Plans every owned VPA's status and patches those that changed, in parallel.
+    pub(crate) async fn update_vpas(
+        &mut self,
+        owned: &[Arc<VerticalPodAutoscaler>],
+        now: Nanos,
+        metrics_ok: bool,
+        report: &mut LoopReport,
+    ) {
+        let Some(now_t) = to_time_secs(now) else {
+            return;
+        };
+        let writes = self.plan_status_writes(owned, now, &now_t, metrics_ok);
+        let results = write_statuses(
+            self.client.clone(),
+            self.limiter.clone(),
+            self.cfg.update_worker_count,
+            writes,
+        )
+        .await;
+        self.record_status_results(results, report);
+    }
+
+    /// The status writes this loop needs, with missing recommendations tracked and logged on the way.
+    fn plan_status_writes(
+        &mut self,
+        owned: &[Arc<VerticalPodAutoscaler>],
+        now: Nanos,
+        now_t: &Time,
+        metrics_ok: bool,
+    ) -> Vec<StatusWrite> {
+        let mut writes = Vec::new();
+        for v in owned {
+            let key = key_of(v);
+            let Some(findings) = self.findings(v, &key, metrics_ok) else {
+                continue;
+            };
+            self.track_missing(&key, &findings, now);
+            let old = v.status.as_ref();
+            let status = plan_status(old, &findings, now_t);
+            let last = self.vpas.get(&key).and_then(|e| e.last_written.as_ref());
+            if needs_write(old, &status, last) {
+                writes.push(StatusWrite {
+                    key,
+                    base: old.cloned(),
+                    status,
+                });
+            }
+        }
+        writes
+    }
+
+    /// What the model, the target resolution and the history bootstrap say about one VPA.
+    fn findings(
+        &self,
+        v: &VerticalPodAutoscaler,
+        key: &VpaKey,
+        metrics_ok: bool,
+    ) -> Option<Findings> {
+        let e = self.vpas.get(key)?;
+        let mut unsupported = e.unsupported.clone();
+        if let Err(err) = resource_policy(v) {
+            unsupported.get_or_insert(format!("Invalid resourcePolicy: {err}"));
+        }
+        let (mut recommendation, mut low_confidence) = match self.recommendation(e.index) {
+            Ok(r) => r,
+            Err(err) => {
+                unsupported.get_or_insert(format!("Invalid resourcePolicy: {err}"));
+                (None, None)
+            }
+        };
+        if !metrics_ok {
+            (recommendation, low_confidence) = kept_recommendation(v.status.as_ref());
+        }
+        Some(Findings {
+            recommendation,
+            pods_matched: self.model.has_matching_pod(e.index),
+            unsupported,
+            low_confidence,
+            generation: v.metadata.generation,
+            fetching_history: self.history.as_ref().and_then(|h| h.fetching(key)),
+        })
+    }
+
+    /// The engine's recommendation for the model VPA `index`, in API form, and its `LowConfidence` message.
+    fn recommendation(
+        &self,
+        index: usize,
+    ) -> Result<(Option<RecommendedPodResources>, Option<String>), String> {
+        let aggregates = self.model.aggregate_state_by_container_name(index);
+        let empty = BTreeMap::new();
+        let (policy, annotations) = match self.model.vpas().get(index) {
+            Some(m) => (m.policy.as_ref(), &m.annotations),
+            None => (None, &empty),
+        };
+        let input = VpaInput {
+            policy,
+            annotations,
+        };
+        let r = recommend(&self.cfg.recommender, &aggregates, input).map_err(|e| e.to_string())?;
+        Ok((
+            to_api_recommendation(&r.containers),
+            low_confidence_message(&r.containers, &aggregates),
+        ))
+    }
+
+    /// Logs a VPA that stays without a recommendation, at most once per
+    /// [`RECOMMENDATION_MISSING_LOG_PERIOD`].
+    fn track_missing(&mut self, key: &VpaKey, findings: &Findings, now: Nanos) {
+        let has = has_entries(findings.recommendation.as_ref());
+        let Some(e) = self.vpas.get_mut(key) else {
+            return;
+        };
+        let t = track_missing_recommendation(
+            &format!("{}/{}", key.0, key.1),
+            has,
+            e.missing_logged,
+            now,
+            RECOMMENDATION_MISSING_LOG_PERIOD,
+        );
+        e.missing_logged = t.last_logged;
+        if let Some(m) = t.log {
+            tracing::warn!("{m}");
+        }
+    }
+
+    /// Counts the outcomes and remembers what was written.
+    fn record_status_results(
+        &mut self,
+        results: Vec<(StatusWrite, Result<(), Error>)>,
+        report: &mut LoopReport,
+    ) {
+        for (w, r) in results {
+            let result = match r {
+                Ok(()) => {
+                    report.status_writes += 1;
+                    if let Some(e) = self.vpas.get_mut(&w.key) {
+                        e.last_written = Some((w.base, w.status));
+                    }
+                    "ok"
+                }
+                Err(err) => {
+                    report.status_errors += 1;
+                    self.record_error(&err);
+                    "error"
+                }
+            };
+            self.metrics
+                .status_writes
+                .get_or_create(&vec![("result", result)])
+                .inc();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_is_skipped_when_stored_or_already_sent_from_the_same_base() {
+        let t0 = to_time_secs(1_000_000_000_000).unwrap();
+        let a = plan_status(None, &Findings::default(), &t0);
+        let b = plan_status(
+            None,
+            &Findings {
+                pods_matched: true,
+                ..Default::default()
+            },
+            &t0,
+        );
+        assert!(needs_write(None, &a, None));
+        assert!(!needs_write(Some(&a), &a, None));
+        assert!(!needs_write(
+            Some(&a),
+            &b,
+            Some(&(Some(a.clone()), b.clone()))
+        ));
+        assert!(needs_write(
+            Some(&b),
+            &a,
+            Some(&(Some(a.clone()), b.clone()))
+        ));
+    }
+    use crate::time::to_time_secs;
+
+    #[test]
+    fn transitions_keep_times_and_sort() {
+        let t0 = to_time_secs(1_000_000_000_000).unwrap();
+        let t1 = to_time_secs(2_000_000_000_000).unwrap();
+        let f = Findings::default();
+        let s0 = plan_status(None, &f, &t0);
+        let c = s0.conditions.as_ref().unwrap();
+        assert_eq!(
+            c.iter().map(|c| c.type_.as_str()).collect::<Vec<_>>(),
+            ["NoPodsMatched", "RecommendationProvided"]
+        );
+        assert_eq!(c[1].status, "False");
+        assert_eq!(c[1].reason.as_deref(), Some("NoPodsMatched"));
+        let s1 = plan_status(Some(&s0), &f, &t1);
+        assert_eq!(s0, s1, "unchanged status keeps transition times");
+        let f2 = Findings {
+            pods_matched: true,
+            recommendation: to_api_recommendation(&[ContainerRecommendation {
+                container_name: "app".into(),
+                ..Default::default()
+            }]),
+            low_confidence: Some("x".into()),
+            ..Default::default()
+        };
+        let s2 = plan_status(Some(&s1), &f2, &t1);
+        let c = s2.conditions.as_ref().unwrap();
+        assert_eq!(
+            c.iter()
+                .map(|c| (c.type_.as_str(), c.status.as_str()))
+                .collect::<Vec<_>>(),
+            [
+                ("LowConfidence", "True"),
+                ("RecommendationProvided", "True")
+            ]
+        );
+        assert_eq!(c[1].last_transition_time, Some(t1));
+    }
+}
