@@ -849,13 +849,18 @@ fn run_aggregation(v: &Value) -> BTreeMap<String, Value> {
     let sample_time = ts(&i["sample_time"]);
     for vpa_first in orders {
         let (cluster, vpa) = build(vpa_first);
-        pod_counts.push(cluster.matching_pods(vpa).len());
+        pod_counts.push(cluster.matching_pods(vpa).count());
         results.insert("aggregate_count".into(), json!(cluster.aggregate_count()));
         results.insert(
             "distinct_label_sets".into(),
             json!(cluster.label_set_count()),
         );
-        results.insert("matching_pods".into(), json!(cluster.matching_pods(vpa)));
+        let mut pods: Vec<String> = cluster
+            .matching_pods(vpa)
+            .map(|(ns, name)| format!("{ns}/{name}"))
+            .collect();
+        pods.sort();
+        results.insert("matching_pods".into(), json!(pods));
         results.insert(
             "vpa_uses_aggregates_of".into(),
             json!(cluster.vpa_container_ids(vpa)),

@@ -729,25 +729,6 @@ impl ClusterState {
         self.label_index.len()
     }
 
-    /// Pods (namespace/name) whose namespace equals the VPA's and whose labels it selects, in any phase.
-    pub fn matching_pods(&self, vpa: usize) -> Vec<String> {
-        let Some(v) = self.vpas.get(vpa) else {
-            return Vec::new();
-        };
-        let mut out: Vec<String> = self
-            .pods
-            .iter()
-            .flatten()
-            .filter(|p| {
-                self.strings.name(p.namespace) == v.namespace
-                    && self.label_sets[p.labels as usize].selected_by(&v.selector)
-            })
-            .map(|p| format!("{}/{}", self.strings.name(p.namespace), p.name.as_str()))
-            .collect();
-        out.sort();
-        out
-    }
-
     /// Container instances (`namespace/pod:container`) whose aggregate is linked to the VPA, sorted.
     pub fn vpa_container_ids(&self, vpa: usize) -> Vec<String> {
         let Some(v) = self.vpas.get(vpa) else {
@@ -824,11 +805,17 @@ impl ClusterState {
             .filter(move |p| self.label_sets[p.labels as usize].selected_by(&v.selector))
     }
 
-    /// Whether any pod of the VPA's namespace (in any phase) is selected by it.
+    /// Pods `(namespace, name)` of the VPA's namespace, in any phase, whose labels it selects; unordered.
+    pub fn matching_pods(&self, vpa: usize) -> impl Iterator<Item = (&str, &str)> {
+        self.vpas.get(vpa).into_iter().flat_map(move |v| {
+            self.selected_pods(v)
+                .map(move |p| (self.strings.name(p.namespace), p.name.as_str()))
+        })
+    }
+
+    /// Whether any pod of the VPA's namespace (in any phase) is selected by it (`NoPodsMatched` otherwise).
     pub fn has_matching_pod(&self, vpa: usize) -> bool {
-        self.vpas
-            .get(vpa)
-            .is_some_and(|v| self.selected_pods(v).next().is_some())
+        self.matching_pods(vpa).next().is_some()
     }
 
     /// The open memory windows at `now` of every container the VPA selects, sorted by container and pod.
