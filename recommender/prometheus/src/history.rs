@@ -10,6 +10,8 @@
 //!
 //! Every container keeps a watermark per resource, so a query that fails half-way and is retried, or a
 //! load resumed after a failure ([`LoadState`]), never feeds a point twice; what already loaded is kept.
+//! Those rules and the CPU counter differencing live in the pure [`Feeder`]; owner resolution in
+//! [`Owners`]; this module does the I/O around them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
