@@ -88,7 +88,7 @@ impl PrometheusArgs {
 
 fn world_or_input(e: HistoryError) -> anyhow::Error {
     match e {
-        HistoryError::Config(m) | HistoryError::Prom(PromError::Config(m)) => InputError(m).into(),
+        e if e.is_config() => InputError(e.to_string()).into(),
         HistoryError::Prom(e @ PromError::Api { .. }) => {
             // The server refused the query as written: a bad metric or label name from the flags.
             InputError(e.to_string()).into()

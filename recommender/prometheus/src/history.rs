@@ -92,9 +92,30 @@ pub enum HistoryError {
     /// A query failed (after its retries).
     #[error(transparent)]
     Prom(#[from] PromError),
-    /// The request cannot be expressed (bad selector, zero step, …).
-    #[error("{0}")]
-    Config(String),
+    /// The step is shorter than a second.
+    #[error("the step must be at least 1s")]
+    StepTooShort,
+    /// A batch size or the concurrency is zero.
+    #[error("--prometheus-max-series-per-query and --prometheus-concurrency must be positive")]
+    ZeroLimit,
+    /// The history does not cover one step.
+    #[error("the history is shorter than one step")]
+    HistoryTooShort,
+    /// The pod selector does not parse.
+    #[error("invalid --selector {0:?}")]
+    Selector(String),
+}
+
+impl HistoryError {
+    /// Whether the request itself is wrong (flags or selector), as opposed to a failure of the server or
+    /// the network.
+    pub fn is_config(&self) -> bool {
+        match self {
+            HistoryError::Prom(PromError::Config(_)) => true,
+            HistoryError::Prom(_) => false,
+            _ => true,
+        }
+    }
 }
 
 /// A container found in the history.
@@ -206,8 +227,7 @@ pub fn ksm_label(key: &str) -> String {
 
 /// A Kubernetes label selector as matchers on `kube_pod_labels`.
 pub fn selector_matchers(selector: &str) -> Result<Vec<String>, HistoryError> {
-    let sel = Selector::parse(selector)
-        .map_err(|e| HistoryError::Config(format!("invalid --selector {:?}", e.0)))?;
+    let sel = Selector::parse(selector).map_err(|e| HistoryError::Selector(e.0))?;
     let Selector::Requirements(reqs) = sel else {
         return Ok(Vec::new());
     };
@@ -360,22 +380,17 @@ fn time_range(
 ) -> Result<(i64, i64), HistoryError> {
     let step = cfg.step_ms();
     if step < 1000 {
-        return Err(HistoryError::Config("the step must be at least 1s".into()));
+        return Err(HistoryError::StepTooShort);
     }
     if cfg.max_series_per_query == 0 || cfg.concurrency == 0 {
-        return Err(HistoryError::Config(
-            "--prometheus-max-series-per-query and --prometheus-concurrency must be positive"
-                .into(),
-        ));
+        return Err(HistoryError::ZeroLimit);
     }
     let end_ms = end_ms - end_ms.rem_euclid(step);
     let hist = history.as_millis().min(i64::MAX as u128) as i64;
     let start_ms = end_ms - hist + step;
     let start_ms = start_ms + (step - start_ms.rem_euclid(step)) % step;
     if start_ms > end_ms {
-        return Err(HistoryError::Config(
-            "the history is shorter than one step".into(),
-        ));
+        return Err(HistoryError::HistoryTooShort);
     }
     Ok((start_ms, end_ms))
 }
