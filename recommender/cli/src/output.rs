@@ -423,3 +423,44 @@ fn vpa(o: &ReplayOutput, t: &Target) -> Value {
         "status": {"recommendation": {"containerRecommendations": recs}},
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_ref_names_the_real_kind() {
+        let r = |kind: &str| target_ref(kind, "w");
+        assert_eq!(
+            r(""),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "w"})
+        );
+        assert_eq!(r("StatefulSet")["kind"], "StatefulSet");
+        assert_eq!(r("DaemonSet")["apiVersion"], "apps/v1");
+        assert_eq!(r("CronJob")["apiVersion"], "batch/v1");
+        // A custom kind's API group is unknown: no apiVersion is guessed.
+        assert_eq!(r("Rollout"), json!({"kind": "Rollout", "name": "w"}));
+    }
+
+    #[test]
+    fn vpa_documents_carry_the_target_kind() {
+        let recs = Recommendations {
+            items: vec![Recommendation {
+                output: ReplayOutput {
+                    id: "shop/db".into(),
+                    ..Default::default()
+                },
+                target: Target {
+                    kind: "StatefulSet".into(),
+                    ..Target::default()
+                },
+            }],
+            single: false,
+        };
+        let mut out = Vec::new();
+        write(&mut out, OutputFormat::Vpa, &recs, false).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("kind: StatefulSet"), "{text}");
+        assert!(text.contains("namespace: shop"), "{text}");
+    }
+}
