@@ -866,6 +866,70 @@ struct Chain {
     windows: Vec<(usize, i64, i64)>,
 }
 
+/// A query being opened in the background.
+type Opened = tokio::task::JoinHandle<Result<crate::client::ResponseStream, PromError>>;
+
+/// Reads the windows of one chain and sends their series.
+struct ChainReader {
+    client: PromClient,
+    query: String,
+    resource: Resource,
+    step: Duration,
+    tx: tokio::sync::mpsc::Sender<Msg>,
+}
+
+impl ChainReader {
+    fn open(&self, ws: i64, we: i64) -> Opened {
+        let (c, q, step) = (self.client.clone(), self.query.clone(), self.step);
+        tokio::spawn(async move { c.open_range(&q, ws, we, step).await })
+    }
+
+    /// Reads window `k` of `windows` (with the client's retries) and sends its series; once its query
+    /// answers, the next window's is opened into `pre`.
+    async fn window(
+        &self,
+        windows: &[(usize, i64, i64)],
+        k: usize,
+        pre: &mut Option<(usize, Opened)>,
+    ) -> Result<(), PromError> {
+        let (_, ws, we) = windows[k];
+        let mut retry = crate::client::Retry::new(&self.client, &self.query);
+        loop {
+            let handle = match pre.take() {
+                Some((pk, h)) if pk == k => h,
+                other => {
+                    *pre = other;
+                    self.open(ws, we)
+                }
+            };
+            let r = self
+                .client
+                .timed(&self.query, async {
+                    let mut st = handle
+                        .await
+                        .map_err(|e| PromError::Consumer(format!("query task: {e}")))??;
+                    if pre.is_none()
+                        && let Some(&(_, nws, nwe)) = windows.get(k + 1)
+                    {
+                        *pre = Some((k + 1, self.open(nws, nwe)));
+                    }
+                    while let Some(s) = st.next_series().await? {
+                        self.tx
+                            .send(Msg::Series(self.resource, s))
+                            .await
+                            .map_err(|_| {
+                                PromError::Consumer("the history load was stopped".into())
+                            })?;
+                    }
+                    Ok(())
+                })
+                .await;
+            let Err(e) = r else { return Ok(()) };
+            retry.wait(e).await?;
+        }
+    }
+}
+
 /// One chain's run. The next window's query is sent while the current one is read, so the server computes
 /// it meanwhile (the client only buffers what the socket holds).
 async fn run_chain(
@@ -878,57 +942,29 @@ async fn run_chain(
     let Ok(_permit) = sem.acquire_owned().await else {
         return;
     };
-    let Chain {
-        query,
-        resource,
-        index,
-        windows,
-    } = chain;
-    type Opened = tokio::task::JoinHandle<Result<super::client::ResponseStream, PromError>>;
-    let open = |ws: i64, we: i64| -> Opened {
-        let (c, q) = (client.clone(), query.clone());
-        tokio::spawn(async move { c.open_range(&q, ws, we, step).await })
+    let reader = ChainReader {
+        client,
+        query: chain.query,
+        resource: chain.resource,
+        step,
+        tx,
     };
     // The prefetched query and the position of its window.
     let mut pre: Option<(usize, Opened)> = None;
-    for (k, &(w, ws, we)) in windows.iter().enumerate() {
-        let mut retry = super::client::Retry::new(&client, &query);
-        loop {
-            let handle = match pre.take() {
-                Some((pk, h)) if pk == k => h,
-                other => {
-                    pre = other;
-                    open(ws, we)
-                }
-            };
-            let r = client
-                .timed(&query, async {
-                    let mut st = handle
-                        .await
-                        .map_err(|e| PromError::Consumer(format!("query task: {e}")))??;
-                    if pre.is_none()
-                        && let Some(&(_, nws, nwe)) = windows.get(k + 1)
-                    {
-                        pre = Some((k + 1, open(nws, nwe)));
-                    }
-                    while let Some(s) = st.next_series().await? {
-                        tx.send(Msg::Series(resource, s)).await.map_err(|_| {
-                            PromError::Consumer("the history load was stopped".into())
-                        })?;
-                    }
-                    Ok(())
-                })
-                .await;
-            let Err(e) = r else { break };
-            if let Err(e) = retry.wait(e).await {
-                if let Some((_, p)) = pre.take() {
-                    p.abort();
-                }
-                let _ = tx.send(Msg::Failed(e)).await;
-                return;
+    for (k, &(w, _, _)) in chain.windows.iter().enumerate() {
+        if let Err(e) = reader.window(&chain.windows, k, &mut pre).await {
+            if let Some((_, p)) = pre.take() {
+                p.abort();
             }
+            let _ = reader.tx.send(Msg::Failed(e)).await;
+            return;
         }
-        if tx.send(Msg::WindowDone(index, w)).await.is_err() {
+        if reader
+            .tx
+            .send(Msg::WindowDone(chain.index, w))
+            .await
+            .is_err()
+        {
             break;
         }
     }
