@@ -9,6 +9,7 @@
 //! from the first unfinished window with everything already loaded kept. History ends where the VPA's
 //! restored checkpoint begins (or at the start of the task), so the two never count the same time twice.
 
+use crate::tracked::VpaKey;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,9 +32,6 @@ pub struct HistoryOptions {
     /// Wait before resuming a load that failed.
     pub retry_after: Duration,
 }
-
-/// `(namespace, name)` of a VPA.
-pub type VpaKey = (String, String);
 
 struct Task {
     handle: tokio::task::JoinHandle<BTreeMap<String, AggregateContainerState>>,

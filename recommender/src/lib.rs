@@ -26,6 +26,7 @@ pub mod status_writer;
 pub mod stores;
 pub mod target;
 pub mod time;
+pub mod tracked;
 
 pub use config::ControllerConfig;
 pub use error::Error;

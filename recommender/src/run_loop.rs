@@ -14,7 +14,6 @@ use tokio::time::Instant;
 use crate::config::ControllerConfig;
 use crate::error::Error;
 use crate::history::HistoryBootstrap;
-use crate::ingest::{PodEntry, VpaEntry, VpaKey, key_of};
 use crate::metrics::Metrics;
 use crate::metrics_api::MetricsApiSource;
 use crate::oom::OomQueue;
@@ -22,6 +21,7 @@ use crate::ratelimit::RateLimiter;
 use crate::stores::Stores;
 use crate::target::ScaleCache;
 use crate::time::from_timestamp;
+use crate::tracked::{PodEntry, VpaEntry, VpaKey, key_of};
 use tailor_engine::model::ClusterState;
 use tailor_engine::units::Nanos;
 

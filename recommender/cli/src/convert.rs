@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use super::InputError;
+use crate::error::InputError;
 
 /// Arguments of `tailor convert`.
 #[derive(Debug, clap::Args)]

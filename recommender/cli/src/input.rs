@@ -6,7 +6,7 @@ use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::InputError;
+use crate::error::InputError;
 
 /// Inputs at least this large get a progress bar on stderr (when stderr is a terminal).
 const PROGRESS_THRESHOLD: u64 = 32 << 20;

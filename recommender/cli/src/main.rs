@@ -3,6 +3,7 @@
 
 pub mod convert;
 pub mod crds;
+pub mod error;
 pub mod input;
 pub mod output;
 pub mod patch;
@@ -13,10 +14,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// An error caused by the user's input (exit code 2); everything else exits 1.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InputError(pub String);
+pub use error::InputError;
 
 /// Tailor: a Vertical Pod Autoscaler for Kubernetes. Offline tools.
 #[derive(Debug, Parser)]

@@ -1,23 +1,71 @@
 //! Output formats of `tailor recommend`: table (for people), json/yaml (trace-format §1.4), csv, vpa.
+//!
+//! The sources (traces, Prometheus) produce [`Recommendations`]; this module only prints them and depends
+//! on neither.
 
 use std::io::Write;
 
+use clap::ValueEnum;
 use serde_json::{Value, json};
+use tailor_crds::PodResourcePolicy;
 use tailor_engine::policy::Resources;
-use tailor_engine::replay::{ReplayOutput, Trace};
+use tailor_engine::replay::ReplayOutput;
 
-use super::recommend::OutputFormat;
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Human-readable table.
+    Table,
+    /// The trace-format §1.4 shape.
+    Json,
+    /// The same as YAML.
+    Yaml,
+    /// One row per container and resource.
+    Csv,
+    /// Tailor VerticalPodAutoscaler manifests carrying the recommendation in their status.
+    Vpa,
+}
 
-/// Writes the outputs in the chosen format. `single`: the input was one trace object.
+/// The workload a recommendation is for, and the VPA spec `-o vpa` gives it.
+#[derive(Debug, Clone, Default)]
+pub struct Target {
+    /// Workload kind (`Deployment`, `StatefulSet`, `DaemonSet`, …); empty when unknown (printed as
+    /// `Deployment`).
+    pub kind: String,
+    /// VPA `spec.resourcePolicy`.
+    pub policy: Option<PodResourcePolicy>,
+    /// VPA update mode (`Off` when none).
+    pub update_mode: Option<String>,
+}
+
+/// One workload's recommendation (id `namespace/name` or the trace id).
+#[derive(Debug, Clone)]
+pub struct Recommendation {
+    /// The recommendation in the §1.4 shape.
+    pub output: ReplayOutput,
+    /// What it is for.
+    pub target: Target,
+}
+
+/// What a source produced, in output order.
+#[derive(Debug, Clone, Default)]
+pub struct Recommendations {
+    /// One per trace or workload.
+    pub items: Vec<Recommendation>,
+    /// The input was one trace object (json/yaml print an object, not an array).
+    pub single: bool,
+}
+
+/// Writes the recommendations in the chosen format.
 pub fn write(
     w: &mut dyn Write,
     format: OutputFormat,
-    outputs: &[ReplayOutput],
-    single: bool,
+    recs: &Recommendations,
     explain: bool,
-    traces: &[Trace],
 ) -> anyhow::Result<()> {
+    let outputs: Vec<&ReplayOutput> = recs.items.iter().map(|r| &r.output).collect();
     let shaped: Vec<Value> = outputs.iter().map(|o| shape(o, explain)).collect();
+    let single = recs.single;
     match format {
         OutputFormat::Json => {
             let v = if single && shaped.len() == 1 {
@@ -36,14 +84,14 @@ pub fn write(
             };
             w.write_all(serde_saphyr::to_string(&v)?.as_bytes())?;
         }
-        OutputFormat::Csv => write_csv(w, outputs)?,
-        OutputFormat::Table => write_table(w, outputs, explain)?,
+        OutputFormat::Csv => write_csv(w, &outputs)?,
+        OutputFormat::Table => write_table(w, &outputs, explain)?,
         OutputFormat::Vpa => {
-            let docs: Vec<Value> = outputs
+            let docs: Vec<Value> = recs
+                .items
                 .iter()
-                .zip(traces)
-                .filter(|(o, _)| o.error.is_none())
-                .map(|(o, t)| vpa(o, t))
+                .filter(|r| r.output.error.is_none())
+                .map(|r| vpa(&r.output, &r.target))
                 .collect();
             w.write_all(serde_saphyr::to_string_multiple(&docs)?.as_bytes())?;
         }
@@ -59,7 +107,7 @@ fn shape(o: &ReplayOutput, explain: bool) -> Value {
     v
 }
 
-fn write_csv(w: &mut dyn Write, outputs: &[ReplayOutput]) -> anyhow::Result<()> {
+fn write_csv(w: &mut dyn Write, outputs: &[&ReplayOutput]) -> anyhow::Result<()> {
     writeln!(
         w,
         "id,container,resource,target,lower_bound,upper_bound,uncapped_target"
@@ -133,7 +181,7 @@ fn fmt_span(ns: i64) -> String {
     }
 }
 
-fn write_table(w: &mut dyn Write, outputs: &[ReplayOutput], explain: bool) -> anyhow::Result<()> {
+fn write_table(w: &mut dyn Write, outputs: &[&ReplayOutput], explain: bool) -> anyhow::Result<()> {
     let mut rows: Vec<[String; 6]> = vec![[
         "TRACE".into(),
         "CONTAINER".into(),
@@ -323,7 +371,25 @@ fn dns_name(id: &str) -> String {
     }
 }
 
-fn vpa(o: &ReplayOutput, t: &Trace) -> Value {
+/// The `apiVersion` of a workload kind's `targetRef`; None for kinds outside the built-in API groups.
+fn api_version(kind: &str) -> Option<&'static str> {
+    match kind {
+        "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" => Some("apps/v1"),
+        "Job" | "CronJob" => Some("batch/v1"),
+        "ReplicationController" => Some("v1"),
+        _ => None,
+    }
+}
+
+fn target_ref(kind: &str, name: &str) -> Value {
+    let kind = if kind.is_empty() { "Deployment" } else { kind };
+    match api_version(kind) {
+        Some(v) => json!({"apiVersion": v, "kind": kind, "name": name}),
+        None => json!({"kind": kind, "name": name}),
+    }
+}
+
+fn vpa(o: &ReplayOutput, t: &Target) -> Value {
     let (namespace, workload) = o.id.split_once('/').unwrap_or(("default", o.id.as_str()));
     let recs: Vec<Value> = o
         .recommendations
@@ -339,7 +405,7 @@ fn vpa(o: &ReplayOutput, t: &Trace) -> Value {
         })
         .collect();
     let mut spec = json!({
-        "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": dns_name(workload)},
+        "targetRef": target_ref(&t.kind, &dns_name(workload)),
         "updatePolicy": {"updateMode": t.update_mode.clone().unwrap_or_else(|| "Off".into())},
     });
     if let Some(p) = &t.policy {
@@ -352,4 +418,45 @@ fn vpa(o: &ReplayOutput, t: &Trace) -> Value {
         "spec": spec,
         "status": {"recommendation": {"containerRecommendations": recs}},
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_ref_names_the_real_kind() {
+        let r = |kind: &str| target_ref(kind, "w");
+        assert_eq!(
+            r(""),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "w"})
+        );
+        assert_eq!(r("StatefulSet")["kind"], "StatefulSet");
+        assert_eq!(r("DaemonSet")["apiVersion"], "apps/v1");
+        assert_eq!(r("CronJob")["apiVersion"], "batch/v1");
+        // A custom kind's API group is unknown: no apiVersion is guessed.
+        assert_eq!(r("Rollout"), json!({"kind": "Rollout", "name": "w"}));
+    }
+
+    #[test]
+    fn vpa_documents_carry_the_target_kind() {
+        let recs = Recommendations {
+            items: vec![Recommendation {
+                output: ReplayOutput {
+                    id: "shop/db".into(),
+                    ..Default::default()
+                },
+                target: Target {
+                    kind: "StatefulSet".into(),
+                    ..Target::default()
+                },
+            }],
+            single: false,
+        };
+        let mut out = Vec::new();
+        write(&mut out, OutputFormat::Vpa, &recs, false).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("kind: StatefulSet"), "{text}");
+        assert!(text.contains("namespace: shop"), "{text}");
+    }
 }

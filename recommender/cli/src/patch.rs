@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use tailor_admission::pod::PatchOptions;
 use tailor_admission::preview::{InputFile, preview_patch, run_cases};
 
-use super::InputError;
+use crate::error::InputError;
 
 /// Arguments of `tailor patch`.
 #[derive(Debug, clap::Args)]

@@ -4,26 +4,12 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::ValueEnum;
 use tailor_engine::estimate_flags::EstimationFlags;
 use tailor_engine::replay::{ReplayConfig, replay};
 
-use super::{InputError, input, output};
-
-/// Output formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OutputFormat {
-    /// Human-readable table.
-    Table,
-    /// The trace-format §1.4 shape.
-    Json,
-    /// The same as YAML.
-    Yaml,
-    /// One row per container and resource.
-    Csv,
-    /// Tailor VerticalPodAutoscaler manifests carrying the recommendation in their status.
-    Vpa,
-}
+use crate::error::InputError;
+use crate::output::{self, OutputFormat, Recommendation, Recommendations, Target};
+use crate::{input, prometheus};
 
 /// Arguments of `tailor recommend`. Flag names and defaults follow upstream's recommender.
 #[derive(Debug, clap::Args)]
@@ -39,7 +25,7 @@ pub struct RecommendArgs {
     pub input: Option<PathBuf>,
     /// History from a Prometheus-compatible API (`--prometheus URL` and its flags).
     #[command(flatten)]
-    pub history: super::prometheus::PrometheusArgs,
+    pub history: prometheus::PrometheusArgs,
     /// Output format.
     #[arg(long, short, value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
@@ -65,42 +51,27 @@ impl RecommendArgs {
     }
 }
 
-/// Runs `tailor recommend`.
+/// Runs `tailor recommend`: reads the source, prints the recommendations, then reports what failed.
 pub fn run(args: &RecommendArgs) -> anyhow::Result<ExitCode> {
     let config = args.config()?;
     let Some(input) = &args.input else {
-        let url = args.history.prometheus.clone().unwrap_or_default();
-        return super::prometheus::run(&url, &args.history, &config, args.output, args.explain);
+        return run_prometheus(args, &config);
     };
     let name = if input.as_os_str() == "-" {
         "<stdin>".to_string()
     } else {
         input.display().to_string()
     };
-    let data = input::read_all(input)?;
-    let loaded = tailor_engine::trace::parse(&name, &data).map_err(|e| InputError(e.0))?;
-    drop(data);
-    let outputs: Vec<_> = loaded
-        .traces
+    let recs = from_trace_file(input, &name, &config)?;
+    print(&recs, args)?;
+    let failed: Vec<String> = recs
+        .items
         .iter()
-        .map(|t| replay(t, &config, true))
-        .collect();
-    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
-    output::write(
-        &mut stdout,
-        args.output,
-        &outputs,
-        loaded.single,
-        args.explain,
-        &loaded.traces,
-    )?;
-    stdout.flush()?;
-    let failed: Vec<String> = outputs
-        .iter()
-        .filter_map(|o| {
-            o.error
+        .filter_map(|r| {
+            r.output
+                .error
                 .as_ref()
-                .map(|e| format!("{name}: trace {:?}: {e}", o.id))
+                .map(|e| format!("{name}: trace {:?}: {e}", r.output.id))
         })
         .collect();
     if !failed.is_empty() {
@@ -110,4 +81,50 @@ pub fn run(args: &RecommendArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The trace source: every trace of the file replayed; the VPA spec comes from the trace.
+fn from_trace_file(
+    input: &std::path::Path,
+    name: &str,
+    config: &ReplayConfig,
+) -> anyhow::Result<Recommendations> {
+    let data = input::read_all(input)?;
+    let loaded = tailor_engine::trace::parse(name, &data).map_err(|e| InputError(e.0))?;
+    drop(data);
+    let items = loaded
+        .traces
+        .into_iter()
+        .map(|t| Recommendation {
+            output: replay(&t, config, true),
+            target: Target {
+                kind: String::new(),
+                policy: t.policy,
+                update_mode: t.update_mode,
+            },
+        })
+        .collect();
+    Ok(Recommendations {
+        items,
+        single: loaded.single,
+    })
+}
+
+/// The Prometheus source: prints what loaded, then the load's summary, then why it is incomplete (exit 1).
+fn run_prometheus(args: &RecommendArgs, config: &ReplayConfig) -> anyhow::Result<ExitCode> {
+    let loaded = prometheus::load(&args.history, config, args.explain)?;
+    print(&loaded.recommendations, args)?;
+    eprintln!("{}", loaded.summary);
+    if let Some(e) = loaded.incomplete {
+        eprintln!("error: {e}");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print(recs: &Recommendations, args: &RecommendArgs) -> anyhow::Result<()> {
+    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    output::write(&mut stdout, args.output, recs, args.explain)?;
+    stdout.flush()?;
+    Ok(())
 }

@@ -10,12 +10,18 @@
 //!
 //! Every container keeps a watermark per resource, so a query that fails half-way and is retried, or a
 //! load resumed after a failure ([`LoadState`]), never feeds a point twice; what already loaded is kept.
+//! Those rules and the CPU counter differencing live in the pure [`Feeder`]; owner resolution in
+//! [`Owners`]; this module does the I/O around them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::client::{PromClient, PromError, Series};
+use crate::client::{PromClient, PromError, Series};
+pub use crate::feeder::HistorySink;
+use crate::feeder::{CpuSeries, Feeder, oom_kills};
+use crate::owners::Owners;
+pub use crate::owners::WorkloadInfo;
 use tailor_engine::model::selector::{Requirement, Selector};
 
 /// What to query and how to cut it up. Label names follow upstream's flags; the defaults are those of
@@ -88,9 +94,30 @@ pub enum HistoryError {
     /// A query failed (after its retries).
     #[error(transparent)]
     Prom(#[from] PromError),
-    /// The request cannot be expressed (bad selector, zero step, …).
-    #[error("{0}")]
-    Config(String),
+    /// The step is shorter than a second.
+    #[error("the step must be at least 1s")]
+    StepTooShort,
+    /// A batch size or the concurrency is zero.
+    #[error("--prometheus-max-series-per-query and --prometheus-concurrency must be positive")]
+    ZeroLimit,
+    /// The history does not cover one step.
+    #[error("the history is shorter than one step")]
+    HistoryTooShort,
+    /// The pod selector does not parse.
+    #[error("invalid --selector {0:?}")]
+    Selector(String),
+}
+
+impl HistoryError {
+    /// Whether the request itself is wrong (flags or selector), as opposed to a failure of the server or
+    /// the network.
+    pub fn is_config(&self) -> bool {
+        match self {
+            HistoryError::Prom(PromError::Config(_)) => true,
+            HistoryError::Prom(_) => false,
+            _ => true,
+        }
+    }
 }
 
 /// A container found in the history.
@@ -104,17 +131,6 @@ pub struct ContainerInfo {
     pub container: String,
     /// Index in [`Plan::workloads`].
     pub workload: usize,
-}
-
-/// A workload: the top owner of some pods.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct WorkloadInfo {
-    /// Namespace.
-    pub namespace: String,
-    /// Owner kind (`Deployment`, `StatefulSet`, …); empty when guessed from the pod name.
-    pub kind: String,
-    /// Owner name.
-    pub name: String,
 }
 
 /// A set of containers queried together.
@@ -202,8 +218,7 @@ pub fn ksm_label(key: &str) -> String {
 
 /// A Kubernetes label selector as matchers on `kube_pod_labels`.
 pub fn selector_matchers(selector: &str) -> Result<Vec<String>, HistoryError> {
-    let sel = Selector::parse(selector)
-        .map_err(|e| HistoryError::Config(format!("invalid --selector {:?}", e.0)))?;
+    let sel = Selector::parse(selector).map_err(|e| HistoryError::Selector(e.0))?;
     let Selector::Requirements(reqs) = sel else {
         return Ok(Vec::new());
     };
@@ -324,201 +339,213 @@ pub async fn discover(
     end_ms: i64,
     history: Duration,
 ) -> Result<Plan, HistoryError> {
+    let (start_ms, end_ms) = time_range(cfg, end_ms, history)?;
+    let before = client.requests();
+    let mut found = find_containers(client, cfg, start_ms, end_ms).await?;
+    if let Some(selector) = &cfg.pod_selector {
+        let pods = pods_matching(client, cfg, selector, start_ms, end_ms).await?;
+        found.retain(|(n, p, _)| pods.contains(&(n.clone(), p.clone())));
+    }
+    let owners = if cfg.owners && !found.is_empty() {
+        find_owners(client, cfg, start_ms, end_ms).await?
+    } else {
+        Owners::default()
+    };
+    let mut plan = Plan::new(start_ms, end_ms, found, &owners);
+    plan.windows = windows(start_ms, end_ms, cfg.step_ms(), cfg.max_points_per_series);
+    plan.batches = batches(cfg, &plan.containers);
+    if cfg.ooms && !plan.containers.is_empty() {
+        let ns_filter = cfg.ns_matcher("namespace").unwrap_or_default();
+        discover_ooms(client, &mut plan, &ns_filter, cfg.step).await?;
+    }
+    plan.discovery_queries = client.requests() - before;
+    Ok(plan)
+}
+
+/// The first and last point (unix ms, aligned to the step) of `history` ending at `end_ms`; checks the
+/// configuration.
+fn time_range(
+    cfg: &HistoryConfig,
+    end_ms: i64,
+    history: Duration,
+) -> Result<(i64, i64), HistoryError> {
     let step = cfg.step_ms();
     if step < 1000 {
-        return Err(HistoryError::Config("the step must be at least 1s".into()));
+        return Err(HistoryError::StepTooShort);
     }
     if cfg.max_series_per_query == 0 || cfg.concurrency == 0 {
-        return Err(HistoryError::Config(
-            "--prometheus-max-series-per-query and --prometheus-concurrency must be positive"
-                .into(),
-        ));
+        return Err(HistoryError::ZeroLimit);
     }
     let end_ms = end_ms - end_ms.rem_euclid(step);
     let hist = history.as_millis().min(i64::MAX as u128) as i64;
     let start_ms = end_ms - hist + step;
     let start_ms = start_ms + (step - start_ms.rem_euclid(step)) % step;
     if start_ms > end_ms {
-        return Err(HistoryError::Config(
-            "the history is shorter than one step".into(),
-        ));
+        return Err(HistoryError::HistoryTooShort);
     }
-    let before = client.requests();
-    let mut plan = Plan {
-        start_ms,
-        end_ms,
-        windows: windows(start_ms, end_ms, step, cfg.max_points_per_series),
-        ..Default::default()
-    };
+    Ok((start_ms, end_ms))
+}
 
-    // Containers.
+/// (namespace, pod, container) of every cAdvisor container series in the range.
+async fn find_containers(
+    client: &PromClient,
+    cfg: &HistoryConfig,
+    start_ms: i64,
+    end_ms: i64,
+) -> Result<BTreeSet<(String, String, String)>, HistoryError> {
     let mut m = cfg.base_matchers();
-    if let Some(n) = cfg.ns_matcher(&cfg.namespace_label) {
-        m.push(n);
-    }
+    m.extend(cfg.ns_matcher(&cfg.namespace_label));
     let sel = m.join(", ");
     let matchers = vec![
         format!("{}{{{sel}}}", cfg.cpu_metric),
         format!("{}{{{sel}}}", cfg.memory_metric),
     ];
-    let mut found: BTreeSet<(String, String, String)> = BTreeSet::new();
-    let (nl, pl, cl) = (
-        cfg.namespace_label.clone(),
-        cfg.pod_label.clone(),
-        cfg.container_label.clone(),
-    );
+    let (nl, pl, cl) = (&cfg.namespace_label, &cfg.pod_label, &cfg.container_label);
+    let mut found = BTreeSet::new();
     client
         .series(&matchers, start_ms, end_ms, &mut |l| {
-            let (n, p, c) = (get(&l, &nl), get(&l, &pl), get(&l, &cl));
+            let (n, p, c) = (get(&l, nl), get(&l, pl), get(&l, cl));
             if !n.is_empty() && !p.is_empty() && !c.is_empty() {
                 found.insert((n.into(), p.into(), c.into()));
             }
             Ok(())
         })
         .await?;
+    Ok(found)
+}
 
-    let ksm_ns = cfg.ns_matcher("namespace");
-    // Pod selector through kube_pod_labels.
-    if let Some(s) = &cfg.pod_selector {
-        let mut m = selector_matchers(s)?;
-        m.extend(ksm_ns.clone());
-        let q = if m.is_empty() {
-            "kube_pod_labels".to_string()
-        } else {
-            format!("kube_pod_labels{{{}}}", m.join(", "))
+/// (namespace, pod) of the pods whose labels match `selector`, through kube-state-metrics' `kube_pod_labels`.
+async fn pods_matching(
+    client: &PromClient,
+    cfg: &HistoryConfig,
+    selector: &str,
+    start_ms: i64,
+    end_ms: i64,
+) -> Result<BTreeSet<(String, String)>, HistoryError> {
+    let mut m = selector_matchers(selector)?;
+    m.extend(cfg.ns_matcher("namespace"));
+    let q = if m.is_empty() {
+        "kube_pod_labels".to_string()
+    } else {
+        format!("kube_pod_labels{{{}}}", m.join(", "))
+    };
+    let mut pods = BTreeSet::new();
+    client
+        .series(&[q], start_ms, end_ms, &mut |l| {
+            pods.insert((get(&l, "namespace").into(), get(&l, "pod").into()));
+            Ok(())
+        })
+        .await?;
+    Ok(pods)
+}
+
+/// kube-state-metrics' owner links of pods, ReplicaSets and Jobs in the range.
+async fn find_owners(
+    client: &PromClient,
+    cfg: &HistoryConfig,
+    start_ms: i64,
+    end_ms: i64,
+) -> Result<Owners, HistoryError> {
+    let f = cfg.ns_matcher("namespace").unwrap_or_default();
+    let q = vec![
+        format!("kube_pod_owner{{{f}}}"),
+        format!("kube_replicaset_owner{{{f}}}"),
+        format!("kube_job_owner{{{f}}}"),
+    ];
+    let mut owners = Owners::default();
+    client
+        .series(&q, start_ms, end_ms, &mut |l| {
+            owners.record(&l);
+            Ok(())
+        })
+        .await?;
+    Ok(owners)
+}
+
+impl Plan {
+    /// A plan over `[start_ms, end_ms]` with these containers (sorted) grouped into their workloads; no
+    /// windows, batches or OOMs yet.
+    fn new(
+        start_ms: i64,
+        end_ms: i64,
+        found: BTreeSet<(String, String, String)>,
+        owners: &Owners,
+    ) -> Plan {
+        let owner_of: Vec<WorkloadInfo> = found
+            .iter()
+            .map(|(n, p, _)| owners.workload_of(n, p))
+            .collect();
+        let workloads: BTreeSet<&WorkloadInfo> = owner_of.iter().collect();
+        let index_of: BTreeMap<&WorkloadInfo, usize> =
+            workloads.iter().enumerate().map(|(i, &w)| (w, i)).collect();
+        let mut plan = Plan {
+            start_ms,
+            end_ms,
+            workloads: workloads.iter().map(|&w| w.clone()).collect(),
+            ..Default::default()
         };
-        let mut pods: BTreeSet<(String, String)> = BTreeSet::new();
-        client
-            .series(&[q], start_ms, end_ms, &mut |l| {
-                pods.insert((get(&l, "namespace").into(), get(&l, "pod").into()));
-                Ok(())
-            })
-            .await?;
-        found.retain(|(n, p, _)| pods.contains(&(n.clone(), p.clone())));
+        for ((namespace, pod, container), w) in found.into_iter().zip(&owner_of) {
+            let i = plan.containers.len();
+            plan.index
+                .insert((namespace.clone(), pod.clone(), container.clone()), i);
+            plan.containers.push(ContainerInfo {
+                namespace,
+                pod,
+                container,
+                workload: index_of.get(w).copied().unwrap_or(0),
+            });
+        }
+        plan
     }
-
-    // Owners.
-    let mut pod_owner: HashMap<(String, String), (String, String, bool)> = HashMap::new();
-    let mut parent: HashMap<(String, String, String), (String, String)> = HashMap::new();
-    if cfg.owners && !found.is_empty() {
-        let f = ksm_ns.as_deref().unwrap_or("");
-        let q = vec![
-            format!("kube_pod_owner{{{f}}}"),
-            format!("kube_replicaset_owner{{{f}}}"),
-            format!("kube_job_owner{{{f}}}"),
-        ];
-        client
-            .series(&q, start_ms, end_ms, &mut |l| {
-                let (kind, name) = (get(&l, "owner_kind"), get(&l, "owner_name"));
-                if kind.is_empty() || kind == "<none>" || name.is_empty() || name == "<none>" {
-                    return Ok(());
-                }
-                let ns = get(&l, "namespace").to_string();
-                match get(&l, "__name__") {
-                    "kube_pod_owner" => {
-                        let ctl = get(&l, "owner_is_controller") == "true";
-                        let e = pod_owner.entry((ns, get(&l, "pod").into())).or_insert((
-                            kind.into(),
-                            name.into(),
-                            ctl,
-                        ));
-                        if ctl && !e.2 {
-                            *e = (kind.into(), name.into(), ctl);
-                        }
-                    }
-                    "kube_replicaset_owner" => {
-                        parent.insert(
-                            (ns, "ReplicaSet".into(), get(&l, "replicaset").into()),
-                            (kind.into(), name.into()),
-                        );
-                    }
-                    "kube_job_owner" => {
-                        parent.insert(
-                            (ns, "Job".into(), get(&l, "job_name").into()),
-                            (kind.into(), name.into()),
-                        );
-                    }
-                    _ => {}
-                }
-                Ok(())
-            })
-            .await?;
-    }
-
-    // Containers and workloads.
-    let mut workloads: BTreeMap<WorkloadInfo, usize> = BTreeMap::new();
-    let mut owner_of: Vec<WorkloadInfo> = Vec::new();
-    for (n, p, _) in &found {
-        let w = match pod_owner.get(&(n.clone(), p.clone())) {
-            Some((k, name, _)) => {
-                let mut w = (k.clone(), name.clone());
-                for _ in 0..4 {
-                    match parent.get(&(n.clone(), w.0.clone(), w.1.clone())) {
-                        Some(up) => w = up.clone(),
-                        None => break,
-                    }
-                }
-                WorkloadInfo {
-                    namespace: n.clone(),
-                    kind: w.0,
-                    name: w.1,
-                }
-            }
-            None => WorkloadInfo {
-                namespace: n.clone(),
-                kind: String::new(),
-                name: tailor_engine::trace::workload_of(p),
-            },
-        };
-        workloads.insert(w.clone(), 0);
-        owner_of.push(w);
-    }
-    for (i, v) in workloads.values_mut().enumerate() {
-        *v = i;
-    }
-    plan.workloads = workloads.keys().cloned().collect();
-    for ((n, p, c), w) in found.iter().zip(owner_of) {
-        let i = plan.containers.len();
-        plan.index.insert((n.clone(), p.clone(), c.clone()), i);
-        plan.containers.push(ContainerInfo {
-            namespace: n.clone(),
-            pod: p.clone(),
-            container: c.clone(),
-            workload: workloads.get(&w).copied().unwrap_or(0),
-        });
-    }
-    plan.batches = batches(cfg, &plan.containers);
-
-    if cfg.ooms && !plan.containers.is_empty() {
-        discover_ooms(client, &mut plan, ksm_ns.as_deref().unwrap_or(""), cfg.step).await?;
-    }
-    plan.discovery_queries = client.requests() - before;
-    Ok(plan)
 }
 
 /// OOM kills: a restart (the restart counter grows) at a step where the last termination reason is
-/// `OOMKilled`. Detected here from plain series, not with `changes()`, whose window servers read
-/// differently. Only containers that were ever OOM-killed (one instant query) are read over time.
+/// `OOMKilled` ([`oom_kills`]). Detected here from plain series, not with `changes()`, whose window servers
+/// read differently. Only containers that were ever OOM-killed (one instant query) are read over time.
 async fn discover_ooms(
     client: &PromClient,
     plan: &mut Plan,
     ns_filter: &str,
     step: Duration,
 ) -> Result<(), HistoryError> {
-    let by = "namespace, pod, container";
-    let with = |m: &str| {
-        if ns_filter.is_empty() {
-            m.to_string()
-        } else {
-            format!("{m}, {ns_filter}")
-        }
-    };
-    let reason = with("reason=\"OOMKilled\"");
     let span = (plan.end_ms - plan.start_ms) / 1000 + step.as_secs().max(1) as i64;
+    let killed = ever_oom_killed(client, plan, ns_filter, span).await?;
+    if killed.is_empty() {
+        return Ok(());
+    }
+    let only = containers_matcher(plan, &killed);
+    let (restarts, reasons) = restarts_and_reasons(client, plan, &only, step).await?;
+    for (i, pts) in restarts {
+        if let Some(reasons) = reasons.get(&i) {
+            for t in oom_kills(&pts, reasons) {
+                plan.ooms.entry(i).or_default().push((t, None));
+            }
+        }
+    }
+    if !plan.ooms.is_empty() {
+        add_memory_requests(client, plan, &only, span).await?;
+    }
+    Ok(())
+}
+
+const OOM_BY: &str = "namespace, pod, container";
+
+/// The containers whose last termination reason was `OOMKilled` at some time in the last `span_s` seconds.
+async fn ever_oom_killed(
+    client: &PromClient,
+    plan: &Plan,
+    ns_filter: &str,
+    span_s: i64,
+) -> Result<BTreeSet<usize>, HistoryError> {
+    let reason = if ns_filter.is_empty() {
+        "reason=\"OOMKilled\"".to_string()
+    } else {
+        format!("reason=\"OOMKilled\", {ns_filter}")
+    };
     let q = format!(
-        "max by ({by}) (max_over_time(kube_pod_container_status_last_terminated_reason{{{reason}}}[{span}s]))"
+        "max by ({OOM_BY}) (max_over_time(kube_pod_container_status_last_terminated_reason{{{reason}}}[{span_s}s]))"
     );
-    let mut killed: BTreeSet<usize> = BTreeSet::new();
+    let mut killed = BTreeSet::new();
     for s in client.query(&q, plan.end_ms).await? {
         let l = &s.labels;
         if let Some(i) = plan.find(get(l, "namespace"), get(l, "pod"), get(l, "container"))
@@ -527,33 +554,44 @@ async fn discover_ooms(
             killed.insert(i);
         }
     }
-    if killed.is_empty() {
-        return Ok(());
+    Ok(killed)
+}
+
+/// Matchers selecting the namespaces and pods of these containers.
+fn containers_matcher(plan: &Plan, containers: &BTreeSet<usize>) -> String {
+    let mut nss: Vec<&str> = Vec::new();
+    let mut pods: Vec<&str> = Vec::new();
+    for c in containers.iter().filter_map(|&i| plan.containers.get(i)) {
+        nss.push(&c.namespace);
+        pods.push(&c.pod);
     }
-    let mut nss: Vec<&str> = killed
-        .iter()
-        .map(|&i| plan.containers[i].namespace.as_str())
-        .collect();
-    let mut pods: Vec<&str> = killed
-        .iter()
-        .map(|&i| plan.containers[i].pod.as_str())
-        .collect();
-    nss.sort();
-    nss.dedup();
-    pods.sort();
-    pods.dedup();
-    let only = format!(
+    for v in [&mut nss, &mut pods] {
+        v.sort();
+        v.dedup();
+    }
+    format!(
         "namespace=~\"{}\", pod=~\"{}\"",
         alternation(&nss),
         alternation(&pods)
-    );
-    let restarts_q = format!("max by ({by}) (kube_pod_container_status_restarts_total{{{only}}})");
+    )
+}
+
+/// Per container: the restart counter over the plan's windows, and the steps where its last termination
+/// reason was `OOMKilled`.
+async fn restarts_and_reasons(
+    client: &PromClient,
+    plan: &Plan,
+    only: &str,
+    step: Duration,
+) -> Result<OomSeries, HistoryError> {
+    let restarts_q =
+        format!("max by ({OOM_BY}) (kube_pod_container_status_restarts_total{{{only}}})");
     let reason_q = format!(
-        "max by ({by}) (kube_pod_container_status_last_terminated_reason{{reason=\"OOMKilled\", {only}}})"
+        "max by ({OOM_BY}) (kube_pod_container_status_last_terminated_reason{{reason=\"OOMKilled\", {only}}})"
     );
     let mut restarts: HashMap<usize, Vec<(i64, f64)>> = HashMap::new();
     let mut oom_reason: HashMap<usize, BTreeSet<i64>> = HashMap::new();
-    for &(ws, we) in &plan.windows.clone() {
+    for &(ws, we) in &plan.windows {
         for (q, is_reason) in [(&restarts_q, false), (&reason_q, true)] {
             let mut got = Vec::new();
             client
@@ -579,21 +617,24 @@ async fn discover_ooms(
             }
         }
     }
-    for (i, pts) in restarts {
-        let Some(reasons) = oom_reason.get(&i) else {
-            continue;
-        };
-        for w in pts.windows(2) {
-            if w[1].1 > w[0].1 && reasons.contains(&w[1].0) {
-                plan.ooms.entry(i).or_default().push((w[1].0, None));
-            }
-        }
-    }
-    if plan.ooms.is_empty() {
-        return Ok(());
-    }
+    Ok((restarts, oom_reason))
+}
+
+/// Restart counters and `OOMKilled` steps per container.
+type OomSeries = (
+    HashMap<usize, Vec<(i64, f64)>>,
+    HashMap<usize, BTreeSet<i64>>,
+);
+
+/// Sets the memory request (the largest in the last `span_s` seconds) of every OOM kill found.
+async fn add_memory_requests(
+    client: &PromClient,
+    plan: &mut Plan,
+    only: &str,
+    span_s: i64,
+) -> Result<(), HistoryError> {
     let q = format!(
-        "max by ({by}) (max_over_time(kube_pod_container_resource_requests{{resource=\"memory\", {only}}}[{span}s]))"
+        "max by ({OOM_BY}) (max_over_time(kube_pod_container_resource_requests{{resource=\"memory\", {only}}}[{span_s}s]))"
     );
     for s in client.query(&q, plan.end_ms).await? {
         let l = &s.labels;
@@ -680,18 +721,6 @@ fn batches(cfg: &HistoryConfig, containers: &[ContainerInfo]) -> Vec<Batch> {
     out
 }
 
-/// Where history samples go. Points are (unix ms, value), in time order, never older than what the same
-/// container already received for the same resource.
-pub trait HistorySink {
-    /// CPU usage in cores.
-    fn cpu(&mut self, container: usize, points: &[(i64, f64)]);
-    /// Memory working set in bytes, and the container's OOM kills in the same time span (unix ms,
-    /// memory request if known), to be merged in time order.
-    fn memory(&mut self, container: usize, points: &[(i64, f64)], ooms: &[(i64, Option<f64>)]);
-    /// Every query of the window ending at `end_ms` has been fed.
-    fn window_done(&mut self, _end_ms: i64) {}
-}
-
 /// Progress of a load.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Progress {
@@ -708,13 +737,10 @@ pub struct Progress {
 pub struct LoadState {
     /// First window not completely fed.
     pub next_window: usize,
-    wm_cpu: Vec<i64>,
-    wm_mem: Vec<i64>,
-    wm_oom: Vec<i64>,
+    /// Watermarks and counter bases per container.
+    feeder: Feeder,
     /// Next window of each chain (batch × resource).
     chain_next: Vec<usize>,
-    /// Last counter point read per container (CPU differencing).
-    cpu_base: Vec<Option<(i64, f64)>>,
     /// Points fed.
     pub samples: u64,
     /// Series the plan does not know (created after discovery), ignored.
@@ -727,42 +753,167 @@ impl LoadState {
         self.next_window >= plan.windows.len()
     }
 
-    fn ensure(&mut self, n: usize) {
-        for v in [&mut self.wm_cpu, &mut self.wm_mem, &mut self.wm_oom] {
-            if v.len() < n {
-                v.resize(n, i64::MIN);
-            }
+    /// Sized for the plan on the first load; kept as is when resuming.
+    fn prepare(&mut self, cfg: &HistoryConfig, plan: &Plan) {
+        if self.feeder.len() < plan.containers.len() {
+            let cpu = match cfg.rate_window {
+                None => CpuSeries::Counter,
+                Some(_) => CpuSeries::Rate,
+            };
+            self.feeder = Feeder::new(plan.containers.len(), cpu);
         }
-        if self.cpu_base.len() < n {
-            self.cpu_base.resize(n, None);
+        let chains = plan.batches.len() * 2;
+        if self.chain_next.len() != chains {
+            self.chain_next = vec![self.next_window; chains];
+        }
+    }
+
+    fn progress(&self, plan: &Plan) -> Progress {
+        let nw = plan.windows.len();
+        Progress {
+            queries_done: self.chain_next.iter().map(|&n| n.min(nw)).sum(),
+            queries_total: plan.load_queries(),
+            samples: self.samples,
+        }
+    }
+
+    /// One series of a chain: through the feeder into the sink.
+    fn feed(
+        &mut self,
+        labels: (&str, &str, &str),
+        plan: &Plan,
+        resource: Resource,
+        s: &Series,
+        sink: &mut dyn HistorySink,
+    ) {
+        let Some(i) = plan.find(
+            get(&s.labels, labels.0),
+            get(&s.labels, labels.1),
+            get(&s.labels, labels.2),
+        ) else {
+            self.unknown_series += 1;
+            return;
+        };
+        let fed = match resource {
+            Resource::Cpu => self.feeder.cpu(i, &s.points, sink),
+            Resource::Memory => {
+                let ooms = plan.ooms.get(&i).map_or(&[][..], Vec::as_slice);
+                self.feeder.memory(i, &s.points, ooms, sink)
+            }
+        };
+        self.samples += fed as u64;
+    }
+
+    /// A chain finished window `w`: windows every chain has passed get their remaining OOM kills, then
+    /// the sink's `window_done` (its garbage collection).
+    fn window_done(&mut self, plan: &Plan, chain: usize, w: usize, sink: &mut dyn HistorySink) {
+        if let Some(next) = self.chain_next.get_mut(chain) {
+            *next = w + 1;
+        }
+        let nw = plan.windows.len();
+        let done = self.chain_next.iter().copied().min().unwrap_or(nw).min(nw);
+        while self.next_window < done {
+            let we = plan.windows[self.next_window].1;
+            self.feeder.ooms_until(we, &plan.ooms, sink);
+            sink.window_done(we);
+            self.next_window += 1;
         }
     }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+enum Resource {
     Cpu,
     Memory,
 }
 
 enum Msg {
-    Series(Kind, Series),
+    Series(Resource, Series),
     /// A chain finished a window.
     WindowDone(usize, usize),
     /// A chain gave up on a window.
     Failed(PromError),
 }
 
-/// One chain: the queries of one batch and one resource, window after window. The next window's query is
-/// sent while the current one is read, so the server computes it meanwhile (the client only buffers what
-/// the socket holds).
-#[allow(clippy::too_many_arguments)]
-async fn chain(
+/// The queries of one batch and one resource, window after window.
+struct Chain {
+    query: String,
+    resource: Resource,
+    /// Index in [`LoadState::chain_next`].
+    index: usize,
+    /// (window index, start, end) still to read.
+    windows: Vec<(usize, i64, i64)>,
+}
+
+/// A query being opened in the background.
+type Opened = tokio::task::JoinHandle<Result<crate::client::ResponseStream, PromError>>;
+
+/// Reads the windows of one chain and sends their series.
+struct ChainReader {
     client: PromClient,
     query: String,
-    kind: Kind,
-    index: usize,
-    windows: Vec<(usize, i64, i64)>,
+    resource: Resource,
+    step: Duration,
+    tx: tokio::sync::mpsc::Sender<Msg>,
+}
+
+impl ChainReader {
+    fn open(&self, ws: i64, we: i64) -> Opened {
+        let (c, q, step) = (self.client.clone(), self.query.clone(), self.step);
+        tokio::spawn(async move { c.open_range(&q, ws, we, step).await })
+    }
+
+    /// Reads window `k` of `windows` (with the client's retries) and sends its series; once its query
+    /// answers, the next window's is opened into `pre`.
+    async fn window(
+        &self,
+        windows: &[(usize, i64, i64)],
+        k: usize,
+        pre: &mut Option<(usize, Opened)>,
+    ) -> Result<(), PromError> {
+        let (_, ws, we) = windows[k];
+        let mut retry = crate::client::Retry::new(&self.client, &self.query);
+        loop {
+            let handle = match pre.take() {
+                Some((pk, h)) if pk == k => h,
+                other => {
+                    *pre = other;
+                    self.open(ws, we)
+                }
+            };
+            let r = self
+                .client
+                .timed(&self.query, async {
+                    let mut st = handle
+                        .await
+                        .map_err(|e| PromError::Consumer(format!("query task: {e}")))??;
+                    if pre.is_none()
+                        && let Some(&(_, nws, nwe)) = windows.get(k + 1)
+                    {
+                        *pre = Some((k + 1, self.open(nws, nwe)));
+                    }
+                    while let Some(s) = st.next_series().await? {
+                        self.tx
+                            .send(Msg::Series(self.resource, s))
+                            .await
+                            .map_err(|_| {
+                                PromError::Consumer("the history load was stopped".into())
+                            })?;
+                    }
+                    Ok(())
+                })
+                .await;
+            let Err(e) = r else { return Ok(()) };
+            retry.wait(e).await?;
+        }
+    }
+}
+
+/// One chain's run. The next window's query is sent while the current one is read, so the server computes
+/// it meanwhile (the client only buffers what the socket holds).
+async fn run_chain(
+    client: PromClient,
+    chain: Chain,
     step: Duration,
     tx: tokio::sync::mpsc::Sender<Msg>,
     sem: Arc<tokio::sync::Semaphore>,
@@ -770,61 +921,73 @@ async fn chain(
     let Ok(_permit) = sem.acquire_owned().await else {
         return;
     };
-    type Opened = tokio::task::JoinHandle<Result<super::client::ResponseStream, PromError>>;
-    let open = |ws: i64, we: i64| -> Opened {
-        let (c, q) = (client.clone(), query.clone());
-        tokio::spawn(async move { c.open_range(&q, ws, we, step).await })
+    let reader = ChainReader {
+        client,
+        query: chain.query,
+        resource: chain.resource,
+        step,
+        tx,
     };
     // The prefetched query and the position of its window.
     let mut pre: Option<(usize, Opened)> = None;
-    for (k, &(w, ws, we)) in windows.iter().enumerate() {
-        let mut retry = super::client::Retry::new(&client, &query);
-        loop {
-            let handle = match pre.take() {
-                Some((pk, h)) if pk == k => h,
-                other => {
-                    pre = other;
-                    open(ws, we)
-                }
-            };
-            let r = client
-                .timed(&query, async {
-                    let mut st = handle
-                        .await
-                        .map_err(|e| PromError::Consumer(format!("query task: {e}")))??;
-                    if pre.is_none()
-                        && let Some(&(_, nws, nwe)) = windows.get(k + 1)
-                    {
-                        pre = Some((k + 1, open(nws, nwe)));
-                    }
-                    while let Some(s) = st.next_series().await? {
-                        tx.send(Msg::Series(kind, s)).await.map_err(|_| {
-                            PromError::Consumer("the history load was stopped".into())
-                        })?;
-                    }
-                    Ok(())
-                })
-                .await;
-            match r {
-                Ok(()) => break,
-                Err(e) => {
-                    if let Err(e) = retry.wait(e).await {
-                        if let Some((_, p)) = pre.take() {
-                            p.abort();
-                        }
-                        let _ = tx.send(Msg::Failed(e)).await;
-                        return;
-                    }
-                }
+    for (k, &(w, _, _)) in chain.windows.iter().enumerate() {
+        if let Err(e) = reader.window(&chain.windows, k, &mut pre).await {
+            if let Some((_, p)) = pre.take() {
+                p.abort();
             }
+            let _ = reader.tx.send(Msg::Failed(e)).await;
+            return;
         }
-        if tx.send(Msg::WindowDone(index, w)).await.is_err() {
+        if reader
+            .tx
+            .send(Msg::WindowDone(chain.index, w))
+            .await
+            .is_err()
+        {
             break;
         }
     }
     if let Some((_, p)) = pre.take() {
         p.abort();
     }
+}
+
+/// The chains still to run: per batch, CPU and memory, each from its first unfinished window.
+fn chains(cfg: &HistoryConfig, plan: &Plan, chain_next: &[usize]) -> Vec<Chain> {
+    let counter = cfg.rate_window.is_none();
+    let mut out = Vec::new();
+    for (bi, b) in plan.batches.iter().enumerate() {
+        for (ri, resource) in [Resource::Cpu, Resource::Memory].into_iter().enumerate() {
+            let index = bi * 2 + ri;
+            // A counter needs the point before the window as the base of its first difference.
+            let lead = if resource == Resource::Cpu && counter {
+                cfg.step_ms()
+            } else {
+                0
+            };
+            let windows: Vec<(usize, i64, i64)> = plan
+                .windows
+                .iter()
+                .enumerate()
+                .skip(chain_next.get(index).copied().unwrap_or(0))
+                .map(|(w, &(ws, we))| (w, ws - lead, we))
+                .collect();
+            if windows.is_empty() {
+                continue;
+            }
+            let query = match resource {
+                Resource::Cpu => cfg.cpu_query(b),
+                Resource::Memory => cfg.memory_query(b),
+            };
+            out.push(Chain {
+                query,
+                resource,
+                index,
+                windows,
+            });
+        }
+    }
+    out
 }
 
 /// Feeds the planned history into `sink` (see the module docs): one chain of windows per batch and resource,
@@ -838,65 +1001,22 @@ pub async fn load(
     sink: &mut (dyn HistorySink + Send),
     progress: &mut (dyn FnMut(&Progress) + Send),
 ) -> Result<(), HistoryError> {
-    state.ensure(plan.containers.len());
-    let chains = plan.batches.len() * 2;
-    if state.chain_next.len() != chains {
-        state.chain_next = vec![state.next_window; chains];
-    }
-    let nw = plan.windows.len();
-    let mut prog = Progress {
-        queries_done: state.chain_next.iter().map(|&n| n.min(nw)).sum(),
-        queries_total: plan.load_queries(),
-        samples: state.samples,
-    };
+    state.prepare(cfg, plan);
+    let mut prog = state.progress(plan);
     progress(&prog);
-    let counter = cfg.rate_window.is_none();
     let sem = Arc::new(tokio::sync::Semaphore::new(cfg.concurrency.max(1)));
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Msg>(4 * cfg.concurrency.max(1));
     let mut tasks = tokio::task::JoinSet::new();
-    for (bi, b) in plan.batches.iter().enumerate() {
-        for (ki, kind) in [Kind::Cpu, Kind::Memory].into_iter().enumerate() {
-            let index = bi * 2 + ki;
-            let windows: Vec<(usize, i64, i64)> = plan
-                .windows
-                .iter()
-                .enumerate()
-                .skip(state.chain_next[index])
-                // A counter needs the point before the window as the base of its first difference.
-                .map(|(w, &(ws, we))| {
-                    let ws = if kind == Kind::Cpu && counter {
-                        ws - cfg.step_ms()
-                    } else {
-                        ws
-                    };
-                    (w, ws, we)
-                })
-                .collect();
-            if windows.is_empty() {
-                continue;
-            }
-            let q = match kind {
-                Kind::Cpu => cfg.cpu_query(b),
-                Kind::Memory => cfg.memory_query(b),
-            };
-            tasks.spawn(chain(
-                client.clone(),
-                q,
-                kind,
-                index,
-                windows,
-                cfg.step,
-                tx.clone(),
-                sem.clone(),
-            ));
-        }
+    for chain in chains(cfg, plan, &state.chain_next) {
+        let run = run_chain(client.clone(), chain, cfg.step, tx.clone(), sem.clone());
+        tasks.spawn(run);
     }
     drop(tx);
-    let nl = cfg.namespace_label.clone();
-    let pl = cfg.pod_label.clone();
-    let cl = cfg.container_label.clone();
-    let empty: Vec<(i64, Option<f64>)> = Vec::new();
-    let mut rates: Vec<(i64, f64)> = Vec::new();
+    let labels = (
+        cfg.namespace_label.as_str(),
+        cfg.pod_label.as_str(),
+        cfg.container_label.as_str(),
+    );
     let mut first_err: Option<PromError> = None;
     while let Some(msg) = rx.recv().await {
         match msg {
@@ -907,76 +1027,16 @@ pub async fn load(
                 }
             }
             Msg::WindowDone(chain, w) => {
-                state.chain_next[chain] = w + 1;
+                state.window_done(plan, chain, w, sink);
                 prog.queries_done += 1;
-                // Windows every chain has passed: OOMs of containers without memory points, then GC.
-                let done = state.chain_next.iter().copied().min().unwrap_or(nw);
-                while state.next_window < done.min(nw) {
-                    let we = plan.windows[state.next_window].1;
-                    for (&i, ooms) in &plan.ooms {
-                        let lo = ooms.partition_point(|o| o.0 <= state.wm_oom[i]);
-                        let hi = ooms.partition_point(|o| o.0 <= we);
-                        if hi > lo {
-                            sink.memory(i, &[], &ooms[lo..hi]);
-                            state.wm_oom[i] = ooms[hi - 1].0;
-                        }
-                    }
-                    sink.window_done(we);
-                    state.next_window += 1;
-                }
+                prog.samples = state.samples;
                 progress(&prog);
             }
-            Msg::Series(kind, s) => {
-                let l = &s.labels;
-                let Some(i) = plan.find(get(l, &nl), get(l, &pl), get(l, &cl)) else {
-                    state.unknown_series += 1;
-                    continue;
-                };
-                let wm = match kind {
-                    Kind::Cpu => &mut state.wm_cpu[i],
-                    Kind::Memory => &mut state.wm_mem[i],
-                };
-                let from = s.points.partition_point(|p| p.0 <= *wm);
-                let pts = &s.points[from..];
-                let Some(last) = pts.last() else { continue };
-                *wm = last.0;
-                state.samples += pts.len() as u64;
-                prog.samples = state.samples;
-                match kind {
-                    Kind::Cpu if counter => {
-                        // Counter → average cores over each step; a drop is a counter reset.
-                        let mut base = state.cpu_base[i];
-                        rates.clear();
-                        for &(t, v) in pts {
-                            if let Some((bt, bv)) = base
-                                && t > bt
-                            {
-                                let inc = if v >= bv { v - bv } else { v };
-                                rates.push((t, inc * 1000.0 / (t - bt) as f64));
-                            }
-                            base = Some((t, v));
-                        }
-                        state.cpu_base[i] = base;
-                        if !rates.is_empty() {
-                            sink.cpu(i, &rates);
-                        }
-                    }
-                    Kind::Cpu => sink.cpu(i, pts),
-                    Kind::Memory => {
-                        // OOMs up to the last memory point go with it, in time order.
-                        let ooms = plan.ooms.get(&i).unwrap_or(&empty);
-                        let lo = ooms.partition_point(|o| o.0 <= state.wm_oom[i]);
-                        let hi = ooms.partition_point(|o| o.0 <= last.0).max(lo);
-                        if hi > lo {
-                            state.wm_oom[i] = ooms[hi - 1].0;
-                        }
-                        sink.memory(i, pts, &ooms[lo..hi]);
-                    }
-                }
-            }
+            Msg::Series(resource, s) => state.feed(labels, plan, resource, &s, sink),
         }
     }
     while tasks.join_next().await.is_some() {}
+    prog.samples = state.samples;
     progress(&prog);
     match first_err {
         Some(e) => Err(e.into()),

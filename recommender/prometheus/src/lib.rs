@@ -3,9 +3,16 @@
 //! - [`client`]: the HTTP API client (TLS, auth, timeouts, retries) with a streaming response decoder.
 //! - [`stream`]: the incremental JSON splitter behind it, one series at a time.
 //! - [`history`]: the PromQL, batching and windowing plan that loads history through the client.
+//! - [`feeder`]: the pure step of a load: series in, samples out (CPU counter differencing, watermarks).
+//! - [`owners`]: workloads from kube-state-metrics owner series.
+//! - `flags` (feature `flags`): `PrometheusFlags`, the flag group both front ends share.
 //! - [`model_sink`]: feeding loaded samples into the engine's model.
 
 pub mod client;
+pub mod feeder;
+#[cfg(feature = "flags")]
+pub mod flags;
 pub mod history;
 pub mod model_sink;
+pub mod owners;
 pub mod stream;

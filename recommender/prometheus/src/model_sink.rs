@@ -20,6 +20,15 @@ fn nanos(ms: i64) -> Nanos {
     ms.saturating_mul(1_000_000)
 }
 
+/// One workload's recommendation from [`ModelSink::finish`].
+#[derive(Debug, Clone)]
+pub struct WorkloadOutput {
+    /// Index in [`Plan::workloads`] (its kind and name).
+    pub workload: usize,
+    /// The recommendation, id `namespace/name`.
+    pub output: ReplayOutput,
+}
+
 /// Model fed from a [`Plan`]'s history.
 #[derive(Debug)]
 pub struct ModelSink<'p> {
@@ -96,7 +105,7 @@ impl<'p> ModelSink<'p> {
 
     /// Runs the final GC at the end of the history and computes one output per workload (id
     /// `namespace/name`), sorted by id.
-    pub fn finish(mut self, explain: bool) -> Vec<ReplayOutput> {
+    pub fn finish(mut self, explain: bool) -> Vec<WorkloadOutput> {
         self.cluster
             .rate_limited_garbage_collect(nanos(self.plan.end_ms));
         let mut outs = Vec::new();
@@ -115,10 +124,13 @@ impl<'p> ModelSink<'p> {
             ) {
                 Ok(r) => r,
                 Err(e) => {
-                    outs.push(ReplayOutput {
-                        id,
-                        error: Some(e.to_string()),
-                        ..Default::default()
+                    outs.push(WorkloadOutput {
+                        workload: wi,
+                        output: ReplayOutput {
+                            id,
+                            error: Some(e.to_string()),
+                            ..Default::default()
+                        },
                     });
                     continue;
                 }
@@ -144,7 +156,7 @@ impl<'p> ModelSink<'p> {
                     })
                     .collect()
             });
-            outs.push(ReplayOutput {
+            let output = ReplayOutput {
                 id,
                 recommendations: rec
                     .containers
@@ -160,9 +172,13 @@ impl<'p> ModelSink<'p> {
                 discarded: Some(self.discarded[wi]),
                 error: None,
                 explain,
+            };
+            outs.push(WorkloadOutput {
+                workload: wi,
+                output,
             });
         }
-        outs.sort_by(|a, b| a.id.cmp(&b.id));
+        outs.sort_by(|a, b| a.output.id.cmp(&b.output.id));
         outs
     }
 }

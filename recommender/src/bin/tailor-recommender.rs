@@ -9,6 +9,8 @@ use anyhow::{Context, bail};
 use clap::{Parser, ValueEnum};
 use tailor_engine::estimate_flags::EstimationFlags;
 use tailor_engine::model::AggregationsConfig;
+use tailor_prometheus::client::PromClient;
+use tailor_prometheus::flags::PrometheusFlags;
 use tailor_recommender::config::ControllerConfig;
 use tailor_recommender::history::{HistoryBootstrap, HistoryOptions};
 use tailor_recommender::http::{Health, router};
@@ -117,62 +119,33 @@ struct Args {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
-    /// Prometheus-compatible API to load each new VPA's usage history from (in the background; the VPA shows
-    /// `FetchingHistory` meanwhile).
-    #[arg(long)]
-    prometheus_address: Option<String>,
-    /// History length to load from Prometheus.
-    #[arg(long, default_value = "8d")]
-    history_length: String,
-    /// Query step of the Prometheus history (one CPU and one memory sample per container and step).
-    #[arg(long, default_value = "1h")]
-    history_resolution: String,
-    /// `job` label of the cAdvisor series; empty for no job matcher.
-    #[arg(long, default_value = "kubernetes-cadvisor")]
-    prometheus_cadvisor_job_name: String,
-    /// CPU usage counter.
-    #[arg(long, default_value = "container_cpu_usage_seconds_total")]
-    history_cpu_metric: String,
-    /// Memory usage gauge.
-    #[arg(long, default_value = "container_memory_working_set_bytes")]
-    history_memory_metric: String,
-    /// Namespace label of the container series.
-    #[arg(long, default_value = "namespace")]
-    container_namespace_label: String,
-    /// Pod label of the container series (upstream's default `pod_name` predates Kubernetes 1.16).
-    #[arg(long, default_value = "pod")]
-    container_pod_name_label: String,
-    /// Container label of the container series (upstream's default `name` predates Kubernetes 1.16).
-    #[arg(long, default_value = "container")]
-    container_name_label: String,
-    /// Bearer token for Prometheus (takes priority over basic auth).
-    #[arg(long, env = "PROMETHEUS_BEARER_TOKEN", hide_env_values = true)]
-    prometheus_bearer_token: Option<String>,
-    /// File holding the bearer token for Prometheus.
-    #[arg(long)]
-    prometheus_bearer_token_file: Option<std::path::PathBuf>,
-    /// Basic-auth user name for Prometheus.
-    #[arg(long, env = "PROMETHEUS_USERNAME")]
-    username: Option<String>,
-    /// Basic-auth password for Prometheus.
-    #[arg(long, env = "PROMETHEUS_PASSWORD", hide_env_values = true)]
-    password: Option<String>,
-    /// Skip TLS verification of Prometheus.
-    #[arg(long)]
-    prometheus_insecure: bool,
-    /// Time limit of one Prometheus query.
-    #[arg(long, value_parser = duration, default_value = "5m")]
-    prometheus_query_timeout: Duration,
-    /// Containers per Prometheus query at most.
-    #[arg(long, default_value_t = 1000)]
-    prometheus_max_series_per_query: usize,
-    /// Prometheus queries read at once.
-    #[arg(long, default_value_t = 2)]
-    prometheus_concurrency: usize,
-
     /// Upstream's model and estimation flags (shared with `tailor recommend`).
     #[command(flatten)]
     estimation: EstimationFlags,
+
+    /// Prometheus-compatible API to load each new VPA's usage history from (in the background; the VPA shows
+    /// `FetchingHistory` meanwhile).
+    #[arg(long, alias = "prometheus", help_heading = "History from Prometheus")]
+    prometheus_address: Option<String>,
+    /// History length to load from Prometheus.
+    #[arg(
+        long,
+        alias = "history",
+        default_value = "8d",
+        help_heading = "History from Prometheus"
+    )]
+    history_length: String,
+    /// Query step of the Prometheus history (one CPU and one memory sample per container and step).
+    #[arg(
+        long,
+        alias = "step",
+        default_value = "1h",
+        help_heading = "History from Prometheus"
+    )]
+    history_resolution: String,
+    /// Prometheus connection and query flags (shared with `tailor recommend`).
+    #[command(flatten)]
+    prometheus: PrometheusFlags,
 }
 
 impl Args {
@@ -288,8 +261,6 @@ fn history_bootstrap(
     args: &Args,
     aggregations: AggregationsConfig,
 ) -> anyhow::Result<Option<HistoryBootstrap>> {
-    use tailor_prometheus::client::{Auth, ClientConfig, PromClient};
-    use tailor_prometheus::history::HistoryConfig;
     let url = match (&args.prometheus_address, args.storage.as_str()) {
         (Some(u), _) => u.clone(),
         (None, "prometheus") => "http://prometheus.monitoring.svc".to_string(),
@@ -299,44 +270,8 @@ fn history_bootstrap(
         .map_err(|e| anyhow::anyhow!("--history-length {:?}: {e}", args.history_length))?;
     let step = duration(&args.history_resolution)
         .map_err(|e| anyhow::anyhow!("--history-resolution {:?}: {e}", args.history_resolution))?;
-    let token = match (
-        &args.prometheus_bearer_token,
-        &args.prometheus_bearer_token_file,
-    ) {
-        (Some(t), _) => Some(t.clone()),
-        (None, Some(f)) => Some(
-            std::fs::read_to_string(f)
-                .with_context(|| format!("--prometheus-bearer-token-file {}", f.display()))?,
-        ),
-        _ => None,
-    };
-    let auth = match (token, &args.username) {
-        (Some(t), _) => Auth::Bearer(t.trim().to_string()),
-        (None, Some(u)) if !u.is_empty() => Auth::Basic {
-            username: u.clone(),
-            password: args.password.clone().unwrap_or_default(),
-        },
-        _ => Auth::None,
-    };
-    let client = PromClient::new(ClientConfig {
-        url: url.clone(),
-        auth,
-        query_timeout: args.prometheus_query_timeout,
-        insecure: args.prometheus_insecure,
-        ..Default::default()
-    })?;
-    let query = HistoryConfig {
-        cadvisor_job: args.prometheus_cadvisor_job_name.clone(),
-        cpu_metric: args.history_cpu_metric.clone(),
-        memory_metric: args.history_memory_metric.clone(),
-        namespace_label: args.container_namespace_label.clone(),
-        pod_label: args.container_pod_name_label.clone(),
-        container_label: args.container_name_label.clone(),
-        step,
-        max_series_per_query: args.prometheus_max_series_per_query,
-        concurrency: args.prometheus_concurrency,
-        ..Default::default()
-    };
+    let client = PromClient::new(args.prometheus.client_config(&url)?)?;
+    let query = args.prometheus.history_config(step);
     tracing::info!(prometheus = %url, history_length = %args.history_length, history_resolution = %args.history_resolution, "loading each new VPA's usage history from Prometheus");
     Ok(Some(HistoryBootstrap::new(
         HistoryOptions {

@@ -11,66 +11,13 @@ mod vpas;
 
 use std::collections::HashMap;
 
-use tailor_crds::{PodResourcePolicy, VerticalPodAutoscaler, VerticalPodAutoscalerStatus};
+use tailor_crds::{PodResourcePolicy, VerticalPodAutoscaler};
 
 use tailor_engine::model::{Labels, PodPhase, Selector};
 use tailor_engine::policy::{self, PolicyError};
-use tailor_engine::units::Nanos;
 
-/// `(namespace, name)` of a VPA.
-pub type VpaKey = (String, String);
-
-/// What the loop remembers about a VPA it handles, besides the model's [`VpaState`].
-#[derive(Debug)]
-pub(crate) struct VpaEntry {
-    /// Index of the VPA in the model.
-    pub(crate) index: usize,
-    /// `metadata.uid` (a new uid is a new VPA).
-    uid: String,
-    /// Its checkpoints are still to be restored.
-    pub(crate) restore_pending: bool,
-    /// When its checkpoints were last written without error.
-    pub(crate) last_checkpoint: Option<Nanos>,
-    /// The stored status a write was based on, and what was written.
-    pub(crate) last_written: Option<(
-        Option<VerticalPodAutoscalerStatus>,
-        VerticalPodAutoscalerStatus,
-    )>,
-    /// `ConfigUnsupported` message of the target resolution.
-    pub(crate) unsupported: Option<String>,
-    /// When a missing recommendation was last logged.
-    pub(crate) missing_logged: Option<Nanos>,
-}
-
-impl VpaEntry {
-    fn new(index: usize, uid: String) -> Self {
-        VpaEntry {
-            index,
-            uid,
-            restore_pending: true,
-            last_checkpoint: None,
-            last_written: None,
-            unsupported: None,
-            missing_logged: None,
-        }
-    }
-}
-
-/// What the loop remembers about a pod in the model: enough to skip unchanged pods and init containers.
-#[derive(Debug)]
-pub(crate) struct PodEntry {
-    resource_version: Option<String>,
-    init: Vec<String>,
-    seen: u64,
-}
-
-/// `(namespace, name)` of a VPA object.
-pub fn key_of(v: &VerticalPodAutoscaler) -> VpaKey {
-    (
-        v.metadata.namespace.clone().unwrap_or_default(),
-        v.metadata.name.clone().unwrap_or_default(),
-    )
-}
+pub(crate) use crate::tracked::{PodEntry, VpaEntry};
+pub use crate::tracked::{VpaKey, key_of};
 
 /// The names in `spec.recommenders`.
 pub fn recommender_names(v: &VerticalPodAutoscaler) -> Vec<String> {

@@ -1,9 +1,13 @@
 //! Integration tests of the recommender controller, one binary: the loop against a mocked API server,
-//! the leader lease, and the recommender conformance vectors.
+//! the leader lease, the history bootstrap against a faulty Prometheus stub, and the recommender conformance
+//! vectors.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
 mod controller;
+mod history_faults;
 mod lease;
+#[path = "../../prometheus/test-support/prom_stub.rs"]
+mod prom_stub;
 mod support;
 mod unit_vectors;

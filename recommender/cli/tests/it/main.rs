@@ -5,6 +5,8 @@
 
 mod cli;
 mod patch;
+#[path = "../../../prometheus/test-support/prom_stub.rs"]
+mod prom_stub;
 mod prometheus;
 mod prometheus_faults;
 mod upstream_diff;

@@ -147,17 +147,19 @@ struct Container {
     request: f64,
 }
 
-/// Two workloads in one namespace: Deployment `web` (two pods of one ReplicaSet, containers `app` and
-/// `proxy`) and StatefulSet `db` (pod `db-0`); `web`'s first `app` is OOM-killed once.
+/// Three workloads in one namespace: Deployment `web` (two pods of one ReplicaSet, containers `app` and
+/// `proxy`), StatefulSet `db` (pod `db-0`) and DaemonSet `agent` (one pod); `web`'s first `app` is
+/// OOM-killed once.
 fn workload() -> Vec<Container> {
     let t0 = END - DAYS * 86_400;
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let specs: [(&str, &str, f64, f64); 5] = [
+    let specs: [(&str, &str, f64, f64); 6] = [
         ("web-5d8f7c9b6d-abcde", "app", 0.40, 300.0),
         ("web-5d8f7c9b6d-abcde", "proxy", 0.05, 60.0),
         ("web-5d8f7c9b6d-fghij", "app", 0.40, 300.0),
         ("web-5d8f7c9b6d-fghij", "proxy", 0.05, 60.0),
         ("db-0", "postgres", 1.20, 2000.0),
+        ("agent-x7k2p", "collector", 0.02, 40.0),
     ];
     let oom_at = t0 + 40 * 3600;
     specs
@@ -193,7 +195,11 @@ fn workload() -> Vec<Container> {
 /// The first point of each series is left out: `rate` has no value there.
 fn traces(cs: &[Container]) -> Value {
     let mut out = Vec::new();
-    for (id, prefix, app) in [("shop/db", "db-", "db"), ("shop/web", "web-", "web")] {
+    for (id, prefix, app) in [
+        ("shop/agent", "agent-", "agent"),
+        ("shop/db", "db-", "db"),
+        ("shop/web", "web-", "web"),
+    ] {
         let mut containers = Vec::new();
         let mut pods = Vec::new();
         for c in cs.iter().filter(|c| c.pod.starts_with(prefix)) {
@@ -293,6 +299,8 @@ fn series(cs: &[Container]) -> Vec<(&'static str, Sample)> {
     for pod in pods {
         let (kind, name) = if pod.starts_with("web-") {
             ("ReplicaSet", RS)
+        } else if pod.starts_with("agent-") {
+            ("DaemonSet", "agent")
         } else {
             ("StatefulSet", "db")
         };
@@ -523,7 +531,7 @@ fn from_server(url: &str, extra: &[&str]) -> (Value, String) {
         &end,
         "--output",
         "json",
-        // Small batches and windows, to exercise the cutting: 3 batches x 4 windows.
+        // Small batches and windows, to exercise the cutting: 4 batches x 4 windows.
         "--prometheus-max-series-per-query",
         "2",
         "--prometheus-max-points-per-query",
@@ -553,7 +561,7 @@ fn check_server(server: &Server, name: &str) {
         "{app}"
     );
     // Queries: 1 series + 1 owners + 4 OOM windows + 1 requests + 2 x 2 batches x 4 windows... all counted.
-    assert!(err.contains("5 containers in 2 workloads"), "{err}");
+    assert!(err.contains("6 containers in 3 workloads"), "{err}");
     assert!(err.contains("HTTP queries"), "{err}");
     // Namespace filter and selector-free defaults: another namespace has nothing.
     let end = END.to_string();
@@ -595,7 +603,33 @@ fn check_server(server: &Server, name: &str) {
         );
         let s = String::from_utf8_lossy(&out.stdout);
         assert!(s.contains("web") && s.contains("postgres"), "{fmt}: {s}");
+        if fmt == "vpa" {
+            assert_target_kinds(&s);
+        }
     }
+}
+
+/// `-o vpa` names each workload's real kind in `targetRef` (kube-state-metrics owners), not `Deployment` for all.
+fn assert_target_kinds(yaml: &str) {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("VPA manifests");
+    let refs: std::collections::BTreeMap<String, (String, String)> = docs
+        .iter()
+        .map(|d| {
+            let r = &d["spec"]["targetRef"];
+            (
+                r["name"].as_str().unwrap().to_string(),
+                (
+                    r["kind"].as_str().unwrap().to_string(),
+                    r["apiVersion"].as_str().unwrap().to_string(),
+                ),
+            )
+        })
+        .collect();
+    let want = |k: &str| (k.to_string(), "apps/v1".to_string());
+    assert_eq!(refs.len(), 3, "{yaml}");
+    assert_eq!(refs["web"], want("Deployment"), "{yaml}");
+    assert_eq!(refs["db"], want("StatefulSet"), "{yaml}");
+    assert_eq!(refs["agent"], want("DaemonSet"), "{yaml}");
 }
 
 #[test]

@@ -1,0 +1,59 @@
+//! What the controller tracks per VPA and per pod besides the model: the state the loop's steps share.
+
+use tailor_crds::{VerticalPodAutoscaler, VerticalPodAutoscalerStatus};
+use tailor_engine::units::Nanos;
+
+/// `(namespace, name)` of a VPA.
+pub type VpaKey = (String, String);
+
+/// What the loop remembers about a VPA it handles, besides the model's [`VpaState`].
+#[derive(Debug)]
+pub(crate) struct VpaEntry {
+    /// Index of the VPA in the model.
+    pub(crate) index: usize,
+    /// `metadata.uid` (a new uid is a new VPA).
+    pub(crate) uid: String,
+    /// Its checkpoints are still to be restored.
+    pub(crate) restore_pending: bool,
+    /// When its checkpoints were last written without error.
+    pub(crate) last_checkpoint: Option<Nanos>,
+    /// The stored status a write was based on, and what was written.
+    pub(crate) last_written: Option<(
+        Option<VerticalPodAutoscalerStatus>,
+        VerticalPodAutoscalerStatus,
+    )>,
+    /// `ConfigUnsupported` message of the target resolution.
+    pub(crate) unsupported: Option<String>,
+    /// When a missing recommendation was last logged.
+    pub(crate) missing_logged: Option<Nanos>,
+}
+
+impl VpaEntry {
+    pub(crate) fn new(index: usize, uid: String) -> Self {
+        VpaEntry {
+            index,
+            uid,
+            restore_pending: true,
+            last_checkpoint: None,
+            last_written: None,
+            unsupported: None,
+            missing_logged: None,
+        }
+    }
+}
+
+/// What the loop remembers about a pod in the model: enough to skip unchanged pods and init containers.
+#[derive(Debug)]
+pub(crate) struct PodEntry {
+    pub(crate) resource_version: Option<String>,
+    pub(crate) init: Vec<String>,
+    pub(crate) seen: u64,
+}
+
+/// `(namespace, name)` of a VPA object.
+pub fn key_of(v: &VerticalPodAutoscaler) -> VpaKey {
+    (
+        v.metadata.namespace.clone().unwrap_or_default(),
+        v.metadata.name.clone().unwrap_or_default(),
+    )
+}
