@@ -3,7 +3,8 @@
 //! The server feeds an [`Index`] from kube-rs reflector [`Store`]s; standalone mode (`--vpa-dir`) and tests
 //! build it from plain objects. A lookup never waits on the API server: objects not in the caches are
 //! treated as missing, and kinds outside the well-known set are resolved through a [`ScaleLookup`] the
-//! caller provides (the server fills it from the `/scale` subresource in the background).
+//! caller provides ([`Index::with_scale_lookup`]). Nothing fills one in the server yet: there, owners of
+//! kinds outside the well-known set are treated as having no `/scale` subresource.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;

@@ -245,35 +245,6 @@ pub fn current_resources(pod: &Pod, container: &Container, init: bool) -> Curren
     }
 }
 
-/// Current resources of the container named `name` (in `spec.initContainers` when `init`): from its status
-/// entry when that reports resources, else from the spec; `None` when neither knows the container.
-pub fn current_resources_by_name(pod: &Pod, name: &str, init: bool) -> Option<CurrentResources> {
-    let statuses = pod.status.as_ref().and_then(|s| {
-        if init {
-            s.init_container_statuses.as_ref()
-        } else {
-            s.container_statuses.as_ref()
-        }
-    });
-    if let Some(r) = statuses
-        .into_iter()
-        .flatten()
-        .find(|s| s.name == name)
-        .and_then(|s| s.resources.as_ref())
-    {
-        return Some(from_requirements(Some(r)));
-    }
-    let spec = pod.spec.as_ref()?;
-    let list = if init {
-        spec.init_containers.as_deref().unwrap_or_default()
-    } else {
-        &spec.containers
-    };
-    list.iter()
-        .find(|c| c.name == name)
-        .map(|c| from_requirements(c.resources.as_ref()))
-}
-
 /// Whether an init container is a native sidecar (`restartPolicy: Always`).
 pub fn is_native_sidecar(container: &Container) -> bool {
     container.restart_policy.as_deref() == Some("Always")
@@ -982,9 +953,9 @@ pub fn resource_patches(
                 }
                 res.requests.insert(CPU.to_owned(), request);
                 let key = format!("{STARTUP_BOOST_ANNOTATION_PREFIX}{}", slot.name());
-                container_ops.push(add_op(
-                    &annotation_path(&key),
-                    Value::String(boost_annotation_value(spec_resources)),
+                container_ops.push(add_annotation_op(
+                    &key,
+                    &boost_annotation_value(spec_resources),
                 ));
             }
         }
@@ -1017,10 +988,7 @@ pub fn resource_patches(
                 container_ops.push(add_op(&format!("{base}/resources/{field}"), json!({})));
             }
             for (resource, q) in values {
-                container_ops.push(add_op(
-                    &format!("{base}/resources/{field}/{}", escape(resource)),
-                    Value::String(canonical(q).0),
-                ));
+                container_ops.push(resource_value_op(&base, field, resource, q));
                 items.push(format!("{resource} {label}"));
             }
         }
@@ -1038,18 +1006,16 @@ pub fn resource_patches(
     Ok((ops, updates))
 }
 
-/// `add /spec/containers/<i>/resources/<field>/<resource> "<quantity>"`.
+/// `add <container>/resources/<field>/<resource> "<quantity>"` with the quantity in canonical form;
+/// `container` is the container's path, e.g. `/spec/containers/0`.
 pub fn resource_value_op(
-    index: usize,
+    container: &str,
     field: &str,
     resource: &str,
     quantity: &Quantity,
 ) -> PatchOperation {
     add_op(
-        &format!(
-            "/spec/containers/{index}/resources/{field}/{}",
-            escape(resource)
-        ),
+        &format!("{container}/resources/{field}/{}", escape(resource)),
         Value::String(canonical(quantity).0),
     )
 }
@@ -1059,14 +1025,17 @@ pub fn add_annotation_op(name: &str, value: &str) -> PatchOperation {
     add_op(&annotation_path(name), Value::String(value.to_owned()))
 }
 
-/// `remove /metadata/annotations/<name>`.
+/// `remove /metadata/annotations/<name>`. The webhook never removes annotations: this is the un-boost
+/// operation of the updater (upstream-updater §5.3), kept next to the writer it undoes and checked by the
+/// same vectors; it moves to the shared crate with the updater.
 pub fn remove_annotation_op(name: &str) -> PatchOperation {
     PatchOperation::Remove(json_patch::RemoveOperation {
         path: jsonptr_buf(&annotation_path(name)),
     })
 }
 
-/// Parses an observed-containers annotation value (`"a, b"`); every name must be a DNS-1123 label.
+/// Parses an observed-containers annotation value (`"a, b"`); every name must be a DNS-1123 label. The
+/// reader of [`observed_containers_value`]: the webhook writes, the updater reads (no webhook caller).
 pub fn parse_observed_containers(value: &str) -> Result<Vec<String>, String> {
     if value.is_empty() {
         return Ok(Vec::new());
@@ -1094,7 +1063,8 @@ fn is_dns1123_label(s: &str) -> bool {
 }
 
 /// The resources a start-up boost replaced, from the boost annotation of `container` (`None` when the
-/// pod has no such annotation).
+/// pod has no such annotation). The reader of [`boost_annotation_value`]: the webhook writes, the updater
+/// reads when it un-boosts (no webhook caller).
 pub fn parse_boost_annotation(
     annotations: Option<&BTreeMap<String, String>>,
     container: &str,
@@ -1143,16 +1113,6 @@ pub fn observed_containers_value(pod: &Pod) -> String {
                 .join(", ")
         })
         .unwrap_or_default()
-}
-
-/// The per-slot resources Tailor would set (requests, limits and annotations) — steps A and B.
-pub fn compute_resources(
-    pod: &Pod,
-    vpa: &VerticalPodAutoscaler,
-    limit_ranges: &[LimitRange],
-    options: &PatchOptions,
-) -> Result<Vec<ContainerResources>, PodError> {
-    resources_for_slots(pod, &slots(pod, options), vpa, limit_ranges, options)
 }
 
 fn resources_for_slots(
@@ -1209,14 +1169,14 @@ pub fn patch_pod(
     ops.extend(resource_ops);
     if !updates.is_empty() {
         let name = vpa.metadata.name.as_deref().unwrap_or_default();
-        ops.push(add_op(
-            &annotation_path(UPDATES_ANNOTATION),
-            Value::String(updates_annotation_value(name, &updates)),
+        ops.push(add_annotation_op(
+            UPDATES_ANNOTATION,
+            &updates_annotation_value(name, &updates),
         ));
     }
-    ops.push(add_op(
-        &annotation_path(OBSERVED_CONTAINERS_ANNOTATION),
-        Value::String(observed_containers_value(pod)),
+    ops.push(add_annotation_op(
+        OBSERVED_CONTAINERS_ANNOTATION,
+        &observed_containers_value(pod),
     ));
     Ok(PodPatch {
         patch: Patch(ops),

@@ -2,7 +2,8 @@
 //!
 //! - [`vpa`] and [`checkpoint`]: the custom resources, field-compatible with upstream `autoscaling.k8s.io/v1`.
 //! - [`crd`]: the CustomResourceDefinitions generated from those types.
-//! - [`quantity`]: resource quantities through `kube_quantity`.
+//! - [`quantity`]: resource quantities, parsed, compared and printed exactly (Go's `resource.Quantity`
+//!   rules, implemented here without floating point).
 //! - [`policy`]: container-policy lookup and per-container settings.
 //! - [`capping`]: min/max clamping of recommendations.
 //! - [`validation`]: VPA validation and defaulting, with upstream's rules and messages.
