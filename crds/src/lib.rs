@@ -10,11 +10,16 @@
 //! - [`convert`]: upstream manifests → Tailor manifests.
 //! - [`target`]: target resolution shared by both components (well-known kinds, controller owner, workload
 //!   selectors, label-selector matching).
+//! - [`workload`]: the seven well-known workload kinds reduced to what target matching reads.
+//! - [`cluster`] (feature `kube`): the plumbing both binaries share — workload reflectors and the client,
+//!   log, listen-address and shutdown flag groups.
 
 mod open_enum;
 
 pub mod capping;
 pub mod checkpoint;
+#[cfg(feature = "kube")]
+pub mod cluster;
 pub mod convert;
 pub mod crd;
 pub mod policy;
@@ -23,6 +28,7 @@ pub mod schema;
 pub mod target;
 pub mod validation;
 pub mod vpa;
+pub mod workload;
 
 pub use checkpoint::{
     HistogramCheckpoint, VerticalPodAutoscalerCheckpoint, VerticalPodAutoscalerCheckpointSpec,

@@ -7,10 +7,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::watcher;
 use serde_json::json;
 use tailor_crds::VerticalPodAutoscalerCheckpoint;
+use tailor_crds::workload::SlimWorkload;
 use tailor_engine::replay::{ReplayConfig, Trace, TraceContainer, TracePod, try_replay};
 use tailor_recommender::config::ControllerConfig;
 use tailor_recommender::slim::SlimContainerStatus;
-use tailor_recommender::stores::{apply_stripped, strip_deployment, strip_replica_set};
 
 const VPA_STATUS: &str = "/apis/autoscaling.tailor.dev/v1/namespaces/default/verticalpodautoscalers/web/status?&fieldManager=tailor-recommender";
 const CHECKPOINTS: &str =
@@ -19,11 +19,12 @@ const CHECKPOINTS: &str =
 const APP: &[(&str, &str)] = &[("app", "workload")];
 
 fn setup(h: &mut Harness) {
-    apply_stripped(
-        &mut h.writers.deployments,
-        watcher::Event::Apply(deployment("default", "web", APP)),
-        strip_deployment,
-    );
+    h.writers
+        .workloads
+        .deployments
+        .apply_watcher_event(&watcher::Event::Apply(SlimWorkload::of(&deployment(
+            "default", "web", APP,
+        ))));
     h.apply_vpa(&vpa("default", "web", "Deployment", "web"));
 }
 
@@ -105,11 +106,12 @@ async fn new_vpa_without_pods_reports_no_pods_matched() {
 async fn unresolvable_target_is_config_unsupported() {
     let mut h = Harness::new(ControllerConfig::default());
     h.apply_vpa(&vpa("default", "web", "Deployment", "missing"));
-    apply_stripped(
-        &mut h.writers.replica_sets,
-        watcher::Event::Apply(owned_replica_set("default", "web-abc", "web", APP)),
-        strip_replica_set,
-    );
+    h.writers
+        .workloads
+        .replica_sets
+        .apply_watcher_event(&watcher::Event::Apply(SlimWorkload::of(
+            &owned_replica_set("default", "web-abc", "web", APP),
+        )));
     h.apply_vpa(&vpa("default", "child", "ReplicaSet", "web-abc"));
     let (_, reqs) = h.loop_with(0, Ok(metrics_list(&[]))).await;
     let web = reqs.iter().find(|r| r.uri == VPA_STATUS).unwrap();
