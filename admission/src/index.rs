@@ -3,7 +3,8 @@
 //! The server feeds an [`Index`] from kube-rs reflector [`Store`]s; standalone mode (`--vpa-dir`) and tests
 //! build it from plain objects. A lookup never waits on the API server: objects not in the caches are
 //! treated as missing, and kinds outside the well-known set are resolved through a [`ScaleLookup`] the
-//! caller provides (the server fills it from the `/scale` subresource in the background).
+//! caller provides ([`Index::with_scale_lookup`]). Nothing fills one in the server yet: there, owners of
+//! kinds outside the well-known set are treated as having no `/scale` subresource.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -16,8 +17,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReferen
 use kube::Resource;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
+use tailor_crds::cluster::reflectors::WorkloadStores;
 use tailor_crds::policy::{has_startup_boost, update_mode};
-use tailor_crds::target::{Workload, WorkloadInfo, workload_info};
+use tailor_crds::target::{WorkloadInfo, workload_info};
+use tailor_crds::workload::{SlimWorkload, WorkloadKind};
 use tailor_crds::{UpdateMode, VerticalPodAutoscaler};
 
 /// Kinds whose objects the index reads from its own caches, and the controller-owner rule (shared with the
@@ -237,20 +240,8 @@ pub struct IndexObjects {
 pub struct IndexStores {
     /// Tailor VPAs.
     pub vpas: Store<VerticalPodAutoscaler>,
-    /// Deployments.
-    pub deployments: Store<Deployment>,
-    /// ReplicaSets.
-    pub replica_sets: Store<ReplicaSet>,
-    /// StatefulSets.
-    pub stateful_sets: Store<StatefulSet>,
-    /// DaemonSets.
-    pub daemon_sets: Store<DaemonSet>,
-    /// Jobs.
-    pub jobs: Store<Job>,
-    /// CronJobs.
-    pub cron_jobs: Store<CronJob>,
-    /// ReplicationControllers.
-    pub replication_controllers: Store<ReplicationController>,
+    /// The well-known workload kinds, slim (shared with the recommender).
+    pub workloads: WorkloadStores,
     /// LimitRanges.
     pub limit_ranges: Store<LimitRange>,
 }
@@ -258,13 +249,13 @@ pub struct IndexStores {
 /// The caches the webhook matches pods against.
 pub struct Index {
     vpas: Box<dyn ObjectSource<VerticalPodAutoscaler>>,
-    deployments: Box<dyn ObjectSource<Deployment>>,
-    replica_sets: Box<dyn ObjectSource<ReplicaSet>>,
-    stateful_sets: Box<dyn ObjectSource<StatefulSet>>,
-    daemon_sets: Box<dyn ObjectSource<DaemonSet>>,
-    jobs: Box<dyn ObjectSource<Job>>,
-    cron_jobs: Box<dyn ObjectSource<CronJob>>,
-    replication_controllers: Box<dyn ObjectSource<ReplicationController>>,
+    deployments: Box<dyn ObjectSource<SlimWorkload<Deployment>>>,
+    replica_sets: Box<dyn ObjectSource<SlimWorkload<ReplicaSet>>>,
+    stateful_sets: Box<dyn ObjectSource<SlimWorkload<StatefulSet>>>,
+    daemon_sets: Box<dyn ObjectSource<SlimWorkload<DaemonSet>>>,
+    jobs: Box<dyn ObjectSource<SlimWorkload<Job>>>,
+    cron_jobs: Box<dyn ObjectSource<SlimWorkload<CronJob>>>,
+    replication_controllers: Box<dyn ObjectSource<SlimWorkload<ReplicationController>>>,
     limit_ranges: Box<dyn ObjectSource<LimitRange>>,
     scale: Option<Arc<dyn ScaleLookup>>,
 }
@@ -276,17 +267,23 @@ impl fmt::Debug for Index {
 }
 
 impl Index {
-    /// An index over plain objects, without a scale lookup.
+    /// An index over plain objects (workloads slimmed as the reflectors slim them), without a scale
+    /// lookup.
     pub fn from_objects(objects: IndexObjects) -> Self {
+        fn slim<K: WorkloadKind>(objects: Vec<K>) -> Box<StaticSource<SlimWorkload<K>>> {
+            Box::new(StaticSource::new(
+                objects.iter().map(SlimWorkload::of).collect(),
+            ))
+        }
         Self {
             vpas: Box::new(StaticSource::new(objects.vpas)),
-            deployments: Box::new(StaticSource::new(objects.deployments)),
-            replica_sets: Box::new(StaticSource::new(objects.replica_sets)),
-            stateful_sets: Box::new(StaticSource::new(objects.stateful_sets)),
-            daemon_sets: Box::new(StaticSource::new(objects.daemon_sets)),
-            jobs: Box::new(StaticSource::new(objects.jobs)),
-            cron_jobs: Box::new(StaticSource::new(objects.cron_jobs)),
-            replication_controllers: Box::new(StaticSource::new(objects.replication_controllers)),
+            deployments: slim(objects.deployments),
+            replica_sets: slim(objects.replica_sets),
+            stateful_sets: slim(objects.stateful_sets),
+            daemon_sets: slim(objects.daemon_sets),
+            jobs: slim(objects.jobs),
+            cron_jobs: slim(objects.cron_jobs),
+            replication_controllers: slim(objects.replication_controllers),
             limit_ranges: Box::new(StaticSource::new(objects.limit_ranges)),
             scale: None,
         }
@@ -296,13 +293,13 @@ impl Index {
     pub fn from_stores(stores: IndexStores) -> Self {
         Self {
             vpas: Box::new(stores.vpas),
-            deployments: Box::new(stores.deployments),
-            replica_sets: Box::new(stores.replica_sets),
-            stateful_sets: Box::new(stores.stateful_sets),
-            daemon_sets: Box::new(stores.daemon_sets),
-            jobs: Box::new(stores.jobs),
-            cron_jobs: Box::new(stores.cron_jobs),
-            replication_controllers: Box::new(stores.replication_controllers),
+            deployments: Box::new(stores.workloads.deployments),
+            replica_sets: Box::new(stores.workloads.replica_sets),
+            stateful_sets: Box::new(stores.workloads.stateful_sets),
+            daemon_sets: Box::new(stores.workloads.daemon_sets),
+            jobs: Box::new(stores.workloads.jobs),
+            cron_jobs: Box::new(stores.workloads.cron_jobs),
+            replication_controllers: Box::new(stores.workloads.replication_controllers),
             limit_ranges: Box::new(stores.limit_ranges),
             scale: None,
         }
@@ -325,7 +322,7 @@ impl Index {
 
     /// `Some(None)` when `kind` is well-known but the object is not cached; `None` for other kinds.
     fn well_known(&self, kind: &str, namespace: &str, name: &str) -> Option<Option<WorkloadInfo>> {
-        fn info<K: Workload>(obj: Option<Arc<K>>) -> Option<WorkloadInfo> {
+        fn info<K: WorkloadKind>(obj: Option<Arc<SlimWorkload<K>>>) -> Option<WorkloadInfo> {
             obj.map(|o| workload_info(o.as_ref()))
         }
         Some(match kind {
@@ -487,6 +484,7 @@ mod tests {
     use super::*;
     use kube::runtime::{reflector, watcher};
     use serde_json::json;
+    use tailor_crds::cluster::reflectors::workload_stores;
 
     fn vpa(name: &str, created: &str, mode: &str) -> VerticalPodAutoscaler {
         serde_json::from_value(json!({
@@ -517,7 +515,7 @@ mod tests {
     #[test]
     fn reflector_stores_feed_the_index() {
         let (vpas, mut vpa_writer) = reflector::store();
-        let (deployments, mut deploy_writer) = reflector::store();
+        let (workloads, mut workload_writers) = workload_stores();
         for v in [
             vpa("b", "2024-01-01T00:00:00Z", "Recreate"),
             vpa("a", "2024-01-01T00:00:00Z", "Initial"),
@@ -525,19 +523,16 @@ mod tests {
         ] {
             vpa_writer.apply_watcher_event(&watcher::Event::Apply(v));
         }
-        deploy_writer.apply_watcher_event(&watcher::Event::Apply(deployment(json!({
-            "matchLabels": {"app": "web"},
-            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["fe", "be"]}]
-        }))));
+        let deploy_writer = &mut workload_writers.deployments;
+        deploy_writer.apply_watcher_event(&watcher::Event::Apply(SlimWorkload::of(&deployment(
+            json!({
+                "matchLabels": {"app": "web"},
+                "matchExpressions": [{"key": "tier", "operator": "In", "values": ["fe", "be"]}]
+            }),
+        ))));
         let index = Index::from_stores(IndexStores {
             vpas,
-            deployments,
-            replica_sets: reflector::store().0,
-            stateful_sets: reflector::store().0,
-            daemon_sets: reflector::store().0,
-            jobs: reflector::store().0,
-            cron_jobs: reflector::store().0,
-            replication_controllers: reflector::store().0,
+            workloads,
             limit_ranges: reflector::store().0,
         });
         // Same age: the smaller name wins; the older Off VPA is skipped.

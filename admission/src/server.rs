@@ -357,17 +357,6 @@ impl std::fmt::Debug for Server {
     }
 }
 
-/// Parses a listen address: `:8944` means all interfaces, `host:port` as usual.
-pub fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
-    let full = if s.starts_with(':') {
-        format!("0.0.0.0{s}")
-    } else {
-        s.to_owned()
-    };
-    full.parse::<SocketAddr>()
-        .map_err(|e| format!("invalid listen address {s:?}: {e}"))
-}
-
 async fn bind(addr: SocketAddr) -> Result<TcpListener, ServerError> {
     TcpListener::bind(addr)
         .await
@@ -461,28 +450,6 @@ impl Server {
     }
 }
 
-/// Resolves on SIGTERM or SIGINT (Ctrl-C).
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -497,19 +464,6 @@ mod tests {
         assert!(!ok("text/plain"));
         assert!(!ok("application/jsonx"));
         assert!(!is_json_content_type(None));
-    }
-
-    #[test]
-    fn listen_addresses() {
-        assert_eq!(
-            parse_listen_addr(":8944").unwrap(),
-            "0.0.0.0:8944".parse().unwrap()
-        );
-        assert_eq!(
-            parse_listen_addr("127.0.0.1:1").unwrap(),
-            "127.0.0.1:1".parse().unwrap()
-        );
-        assert!(parse_listen_addr("nope").is_err());
     }
 
     #[test]

@@ -2,18 +2,24 @@
 //!
 //! - [`vpa`] and [`checkpoint`]: the custom resources, field-compatible with upstream `autoscaling.k8s.io/v1`.
 //! - [`crd`]: the CustomResourceDefinitions generated from those types.
-//! - [`quantity`]: resource quantities through `kube_quantity`.
+//! - [`quantity`]: resource quantities, parsed, compared and printed exactly (Go's `resource.Quantity`
+//!   rules, implemented here without floating point).
 //! - [`policy`]: container-policy lookup and per-container settings.
 //! - [`capping`]: min/max clamping of recommendations.
 //! - [`validation`]: VPA validation and defaulting, with upstream's rules and messages.
 //! - [`convert`]: upstream manifests → Tailor manifests.
 //! - [`target`]: target resolution shared by both components (well-known kinds, controller owner, workload
 //!   selectors, label-selector matching).
+//! - [`workload`]: the seven well-known workload kinds reduced to what target matching reads.
+//! - [`cluster`] (feature `kube`): the plumbing both binaries share — workload reflectors and the client,
+//!   log, listen-address and shutdown flag groups.
 
 mod open_enum;
 
 pub mod capping;
 pub mod checkpoint;
+#[cfg(feature = "kube")]
+pub mod cluster;
 pub mod convert;
 pub mod crd;
 pub mod policy;
@@ -22,6 +28,7 @@ pub mod schema;
 pub mod target;
 pub mod validation;
 pub mod vpa;
+pub mod workload;
 
 pub use checkpoint::{
     HistogramCheckpoint, VerticalPodAutoscalerCheckpoint, VerticalPodAutoscalerCheckpointSpec,

@@ -14,8 +14,8 @@ use cap::Cap;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use support::*;
+use tailor_crds::workload::SlimWorkload;
 use tailor_recommender::config::ControllerConfig;
-use tailor_recommender::stores::{apply_stripped, strip_deployment};
 
 /// Counts live heap bytes (the `cap` allocator wraps the system one), to tell retained memory from
 /// allocator slack in RSS.
@@ -88,11 +88,12 @@ async fn five_thousand_vpas_fifty_thousand_pods() {
         let ns = format!("ns-{}", v % namespaces);
         let name = format!("d{v}");
         let sel = [("app", name.as_str())];
-        apply_stripped(
-            &mut h.writers.deployments,
-            watcher::Event::Apply(deployment(&ns, &name, &sel)),
-            strip_deployment,
-        );
+        h.writers
+            .workloads
+            .deployments
+            .apply_watcher_event(&watcher::Event::Apply(SlimWorkload::of(&deployment(
+                &ns, &name, &sel,
+            ))));
         h.apply_vpa(&vpa(&ns, &name, "Deployment", &name));
         for p in 0..per {
             let mut pd = pod(

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client};
 use tailor_crds::CrossVersionObjectReference;
-use tailor_crds::target::{Workload, WorkloadInfo, cron_job_template_labels, workload_info};
+use tailor_crds::target::{WorkloadInfo, workload_info};
+use tailor_crds::workload::{SlimWorkload, WorkloadKind};
 
 use super::stores::Stores;
 use tailor_engine::model::Selector;
@@ -104,11 +105,11 @@ impl Resolution {
     }
 }
 
-fn get<K>(store: &Store<K>, namespace: &str, name: &str) -> Option<WorkloadInfo>
-where
-    K: Workload + Clone + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
-{
+fn get<K: WorkloadKind>(
+    store: &Store<SlimWorkload<K>>,
+    namespace: &str,
+    name: &str,
+) -> Option<WorkloadInfo> {
     store
         .get(&ObjectRef::new(name).within(namespace))
         .map(|o| workload_info(o.as_ref()))
@@ -116,22 +117,25 @@ where
 
 fn lookup(stores: &Stores, kind: &str, ns: &str, name: &str) -> Option<WorkloadInfo> {
     match kind {
-        "Deployment" => get(&stores.deployments, ns, name),
-        "ReplicaSet" => get(&stores.replica_sets, ns, name),
-        "StatefulSet" => get(&stores.stateful_sets, ns, name),
-        "DaemonSet" => get(&stores.daemon_sets, ns, name),
-        "Job" => get(&stores.jobs, ns, name),
+        "Deployment" => get(&stores.workloads.deployments, ns, name),
+        "ReplicaSet" => get(&stores.workloads.replica_sets, ns, name),
+        "StatefulSet" => get(&stores.workloads.stateful_sets, ns, name),
+        "DaemonSet" => get(&stores.workloads.daemon_sets, ns, name),
+        "Job" => get(&stores.workloads.jobs, ns, name),
         "CronJob" => {
-            let cron_job = stores.cron_jobs.get(&ObjectRef::new(name).within(ns))?;
+            let cron_job = stores
+                .workloads
+                .cron_jobs
+                .get(&ObjectRef::new(name).within(ns))?;
             let mut info = workload_info(cron_job.as_ref());
             // A job template without labels selects no pod here (upstream's empty selector would select
             // every pod of the namespace).
-            if cron_job_template_labels(&cron_job).is_none() {
+            if cron_job.template_labels().is_none() {
                 info.selector = None;
             }
             Some(info)
         }
-        "ReplicationController" => get(&stores.replication_controllers, ns, name),
+        "ReplicationController" => get(&stores.workloads.replication_controllers, ns, name),
         _ => None,
     }
 }

@@ -6,8 +6,7 @@
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::{Context as _, bail};
-use clap::{ArgAction, Parser, ValueEnum};
-use kube::Client;
+use clap::{ArgAction, Parser};
 use tailor_admission::{
     certs::{self, CertFiles, MinTlsVersion, Reloader},
     cluster,
@@ -16,21 +15,21 @@ use tailor_admission::{
     metrics::Metrics,
     pod::PatchOptions,
     selfmanaged::SelfManaged,
-    server::{self, AppState, Readiness, Server, ShutdownTiming},
+    server::{AppState, Readiness, Server, ShutdownTiming},
     webhook::Webhook,
 };
+use tailor_crds::cluster::{
+    client::ClientFlags, listen::ListenFlags, log::LogFlags, shutdown::Shutdown,
+    shutdown::ShutdownFlags,
+};
 use tailor_crds::validation::FeatureGates;
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
 
 /// Tailor admission webhook: sets pod requests and limits from Tailor VPA recommendations and validates
 /// Tailor VPAs.
 #[derive(Debug, Parser)]
 #[command(name = "tailor-admission", version, about)]
+#[command(mut_arg("address", |a| a.default_value(":8944")
+    .help("Listen address of the metrics and health endpoints (/metrics, /healthz, /readyz); `:PORT` means all interfaces")))]
 struct Args {
     /// HTTPS port of the webhook (every path is the webhook).
     #[arg(long, default_value_t = 8000)]
@@ -38,10 +37,9 @@ struct Args {
     /// IP address the webhook listens on (with --port).
     #[arg(long, default_value = "0.0.0.0")]
     bind_address: std::net::IpAddr,
-    /// Listen address of the metrics and health endpoints (/metrics, /healthz, /readyz); `:PORT` means all
-    /// interfaces.
-    #[arg(long, default_value = ":8944")]
-    address: String,
+    /// `--address` of the metrics and health endpoints.
+    #[command(flatten)]
+    listen: ListenFlags,
     /// Serving certificate chain (PEM).
     #[arg(long, default_value = "/etc/tls-certs/tls.crt")]
     tls_cert_file: PathBuf,
@@ -94,9 +92,9 @@ struct Args {
     /// Watch VPAs and workloads in this namespace only (default: all namespaces).
     #[arg(long, default_value = "")]
     vpa_object_namespace: String,
-    /// Kubeconfig file (default: in-cluster configuration, then $KUBECONFIG / ~/.kube/config).
-    #[arg(long)]
-    kubeconfig: Option<PathBuf>,
+    /// `--kubeconfig`, `--kube-api-qps`, `--kube-api-burst`.
+    #[command(flatten)]
+    client: ClientFlags,
 
     /// Feature gates, `Name=bool` separated by commas: CPUStartupBoost, InPlace, PerVPAConfig.
     #[arg(long, default_value = "")]
@@ -111,31 +109,12 @@ struct Args {
     #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set)]
     native_sidecars: bool,
 
-    /// After SIGTERM, keep serving (reporting not ready) this long, in seconds, so endpoints stop routing here.
-    #[arg(long, default_value_t = 5)]
-    shutdown_delay_seconds: u64,
-    /// Then wait at most this long, in seconds, for in-flight requests.
-    #[arg(long, default_value_t = 20)]
-    shutdown_timeout_seconds: u64,
-    /// Log format.
-    #[arg(long, value_enum, default_value = "text")]
-    log_format: LogFormat,
-    /// Log filter (tracing EnvFilter syntax); RUST_LOG wins when set.
-    #[arg(long, default_value = "info")]
-    log_level: String,
-}
-
-fn init_tracing(args: &Args) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&args.log_level))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match args.log_format {
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-        LogFormat::Text => builder.init(),
-    }
+    /// `--shutdown-delay-seconds`, `--shutdown-timeout-seconds`.
+    #[command(flatten)]
+    shutdown: ShutdownFlags,
+    /// `--log-format`, `--log-level`.
+    #[command(flatten)]
+    log: LogFlags,
 }
 
 fn parse_gates(s: &str) -> anyhow::Result<FeatureGates> {
@@ -161,7 +140,7 @@ fn parse_gates(s: &str) -> anyhow::Result<FeatureGates> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    init_tracing(&args);
+    args.log.init();
     if rustls::crypto::ring::default_provider()
         .install_default()
         .is_err()
@@ -178,26 +157,17 @@ async fn main() -> anyhow::Result<()> {
         honor_max_limit_request_ratio: args.honor_max_limit_request_ratio,
         native_sidecars: args.native_sidecars,
     };
-    let metrics_addr = server::parse_listen_addr(&args.address).map_err(anyhow::Error::msg)?;
+    let metrics_addr = args.listen.socket_addr()?;
     let webhook_addr = SocketAddr::new(args.bind_address, args.port);
     let metrics = Metrics::new();
     let readiness = Readiness::new();
 
     // Shutdown fan-out: the signal resolves every waiter.
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = move || {
-        let mut rx = stop_rx.clone();
-        async move {
-            let _ = rx.wait_for(|s| *s).await;
-        }
-    };
-    tokio::spawn(async move {
-        server::shutdown_signal().await;
-        let _ = stop_tx.send(true);
-    });
+    let shutdown = Shutdown::on_signal();
+    let stopped = || shutdown.wait();
 
     let client = if args.vpa_dir.is_none() || args.self_signed_certs {
-        Some(kube_client(&args).await?)
+        Some(args.client.client().await?)
     } else {
         None
     };
@@ -284,32 +254,14 @@ async fn main() -> anyhow::Result<()> {
         body_timeout: Duration::from_secs(args.webhook_timeout_seconds.max(1)),
     });
     let timing = ShutdownTiming {
-        delay: Duration::from_secs(args.shutdown_delay_seconds),
-        drain: Duration::from_secs(args.shutdown_timeout_seconds),
+        delay: args.shutdown.delay(),
+        drain: args.shutdown.drain(),
     };
     let server = Server::bind(webhook_addr, Some(metrics_addr), tls, state, timing).await?;
     let shown = |a: Option<SocketAddr>| a.map(|a| a.to_string()).unwrap_or_default();
     tracing::info!(webhook = %shown(server.webhook_addr()), metrics = %shown(server.ops_addr()), "serving");
     server.run(stopped()).await?;
     Ok(())
-}
-
-async fn kube_client(args: &Args) -> anyhow::Result<Client> {
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(
-                kubeconfig,
-                &kube::config::KubeConfigOptions::default(),
-            )
-            .await?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("no Kubernetes configuration found")?,
-    };
-    Ok(Client::try_from(config)?)
 }
 
 /// Re-reads the manifests when the directory changes (standalone mode); a bad edit keeps the previous index.

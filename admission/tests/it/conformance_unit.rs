@@ -641,7 +641,10 @@ fn annotation_value(input: &Value, expected: &Value) -> Check {
 fn patch_util(input: &Value, expected: &Value) -> Check {
     let op = match input["function"].as_str() {
         Some("resource_value") => pod::resource_value_op(
-            input["containerIndex"].as_u64().unwrap_or_default() as usize,
+            &format!(
+                "/spec/containers/{}",
+                input["containerIndex"].as_u64().unwrap_or_default()
+            ),
             input["field"].as_str().unwrap_or_default(),
             input["resource"].as_str().unwrap_or_default(),
             &q(input["quantity"].as_str().unwrap_or_default()),
@@ -1023,8 +1026,37 @@ fn limitrange_merge(input: &Value, expected: &Value) -> Check {
 fn container_resources_source(input: &Value, expected: &Value) -> Check {
     let pod = pod_of(&input["pod"])?;
     let init = input["function"].as_str() == Some("initContainers");
-    let got =
-        pod::current_resources_by_name(&pod, input["name"].as_str().unwrap_or_default(), init);
+    let name = input["name"].as_str().unwrap_or_default();
+    // Upstream looks a container up by name; the webhook asks `current_resources` about each container it
+    // sizes. A name in neither the spec nor the status is a question the webhook never asks (upstream:
+    // nil); a name only in the status is answered from the status, as for a container of that name.
+    let in_spec = pod.spec.as_ref().and_then(|s| {
+        let list = if init {
+            s.init_containers.as_deref().unwrap_or_default()
+        } else {
+            &s.containers
+        };
+        list.iter().find(|c| c.name == name).cloned()
+    });
+    let in_status = pod.status.as_ref().is_some_and(|s| {
+        let list = if init {
+            &s.init_container_statuses
+        } else {
+            &s.container_statuses
+        };
+        list.iter().flatten().any(|c| c.name == name)
+    });
+    let got = match in_spec {
+        Some(c) => Some(pod::current_resources(&pod, &c, init)),
+        None if in_status => {
+            let bare = k8s_openapi::api::core::v1::Container {
+                name: name.to_owned(),
+                ..Default::default()
+            };
+            Some(pod::current_resources(&pod, &bare, init))
+        }
+        None => None,
+    };
     let (requests, limits) = match &got {
         Some(r) => (to_value(&r.requests), to_value(&r.limits)),
         None => (Value::Null, Value::Null),

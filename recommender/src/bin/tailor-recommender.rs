@@ -1,12 +1,14 @@
 //! `tailor-recommender`: the in-cluster recommender. Watches Tailor VPAs, pods and workloads, samples
 //! `metrics.k8s.io`, writes recommendations into VPA status and keeps checkpoints.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use clap::{Parser, ValueEnum};
+use clap::Parser;
+use tailor_crds::cluster::{
+    client::ClientFlags, listen::ListenFlags, log::LogFlags, shutdown::Shutdown,
+};
 use tailor_engine::estimate_flags::EstimationFlags;
 use tailor_engine::model::AggregationsConfig;
 use tailor_prometheus::client::PromClient;
@@ -26,15 +28,6 @@ fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| e.to_string())
 }
 
-/// Log output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum LogFormat {
-    /// One JSON object per line.
-    Json,
-    /// Human-readable text.
-    Text,
-}
-
 /// Tailor's recommender. Flag names and defaults follow the upstream VPA recommender.
 #[derive(Debug, Parser)]
 #[command(name = "tailor-recommender", version, about)]
@@ -44,11 +37,13 @@ enum LogFormat {
     mut_arg("pod_recommendation_min_memory_mb", |a| a.help("Minimum memory recommendation for a pod, in MiB")),
     mut_arg("confidence_interval_cpu", |a| a.help("Time unit of the confidence of CPU bounds")),
     mut_arg("confidence_interval_memory", |a| a.help("Time unit of the confidence of memory bounds")),
+    mut_arg("address", |a| a.default_value(":8942")
+        .help("Address of the HTTP server for `/metrics` and `/healthz` (`:8942` = all interfaces)")),
 )]
 struct Args {
-    /// Address of the HTTP server for `/metrics` and `/healthz` (`:8942` = all interfaces).
-    #[arg(long, default_value = ":8942")]
-    address: String,
+    /// `--address` of the metrics and health endpoints.
+    #[command(flatten)]
+    listen: ListenFlags,
     /// Name matched against `spec.recommenders` of each VPA.
     #[arg(long, default_value = "default")]
     recommender_name: String,
@@ -67,15 +62,9 @@ struct Args {
     /// Parallel status and checkpoint writes.
     #[arg(long, default_value_t = 10)]
     update_worker_count: usize,
-    /// Client-side limit of API requests per second.
-    #[arg(long, default_value_t = 50.0)]
-    kube_api_qps: f64,
-    /// Client-side burst of API requests.
-    #[arg(long, default_value_t = 100)]
-    kube_api_burst: u32,
-    /// Path to a kubeconfig; in-cluster configuration otherwise.
-    #[arg(long)]
-    kubeconfig: Option<std::path::PathBuf>,
+    /// `--kubeconfig`, `--kube-api-qps`, `--kube-api-burst`.
+    #[command(flatten)]
+    client: ClientFlags,
     /// Only track pods some VPA selects (Tailor's default: on; `--memory-saver=false` tracks all pods).
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     memory_saver: bool,
@@ -116,9 +105,9 @@ struct Args {
     /// Identity in the lease (default: `$POD_NAME`).
     #[arg(long, env = "POD_NAME", default_value = "tailor-recommender")]
     leader_elect_identity: String,
-    /// Log format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    log_format: LogFormat,
+    /// `--log-format`, `--log-level`.
+    #[command(flatten)]
+    log: LogFlags,
     /// Upstream's model and estimation flags (shared with `tailor recommend`).
     #[command(flatten)]
     estimation: EstimationFlags,
@@ -183,71 +172,6 @@ impl Args {
     }
 }
 
-fn listen_address(s: &str) -> anyhow::Result<SocketAddr> {
-    let full = if s.starts_with(':') {
-        format!("0.0.0.0{s}")
-    } else {
-        s.to_string()
-    };
-    full.parse()
-        .with_context(|| format!("--address: invalid address {s:?}"))
-}
-
-fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
-    }
-}
-
-async fn client(
-    kubeconfig: Option<&std::path::Path>,
-    qps: f64,
-    burst: u32,
-) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("no Kubernetes configuration found")?,
-    };
-    tracing::info!(qps, burst, cluster = %config.cluster_url, "connecting");
-    Ok(kube::Client::try_from(config)?)
-}
-
-async fn shutdown_signal(tx: watch::Sender<bool>) {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot listen for SIGTERM");
-                    let _ = ctrl_c.await;
-                    let _ = tx.send(true);
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {},
-            _ = term.recv() => {},
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
-    tracing::info!("shutting down");
-    let _ = tx.send(true);
-}
-
 async fn until_true(mut rx: watch::Receiver<bool>) {
     while !*rx.borrow() {
         if rx.changed().await.is_err() {
@@ -287,9 +211,9 @@ fn history_bootstrap(
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    init_tracing(args.log_format);
+    args.log.init();
     let cfg = args.controller_config()?;
-    let addr = listen_address(&args.address)?;
+    let addr = args.listen.socket_addr().context("--address")?;
     let history = history_bootstrap(&args, cfg.aggregations)?;
     if args.storage == "prometheus" {
         tracing::warn!("--storage=prometheus: checkpoints are neither read nor written");
@@ -313,15 +237,9 @@ async fn main() -> anyhow::Result<()> {
     });
     tracing::info!(%addr, "serving /metrics and /healthz");
 
-    let (stop_tx, stop_rx) = watch::channel(false);
-    tokio::spawn(shutdown_signal(stop_tx));
+    let shutdown = Shutdown::on_signal();
 
-    let client = client(
-        args.kubeconfig.as_deref(),
-        args.kube_api_qps,
-        args.kube_api_burst,
-    )
-    .await?;
+    let client = args.client.client().await?;
 
     let elector = args.leader_elect.then(|| {
         LeaderElector::new(
@@ -344,7 +262,7 @@ async fn main() -> anyhow::Result<()> {
                 tracing::info!("leader lease acquired");
                 health.activate();
             }
-            _ = until_true(stop_rx.clone()) => return Ok(()),
+            _ = shutdown.wait() => return Ok(()),
         }
     }
     let (lost_tx, lost_rx) = watch::channel(false);
@@ -369,21 +287,21 @@ async fn main() -> anyhow::Result<()> {
     );
     tokio::select! {
         r = wait_until_ready(&stores) => r.context("stores")?,
-        _ = until_true(stop_rx.clone()) => return Ok(()),
+        _ = shutdown.wait() => return Ok(()),
         _ = until_true(lost_rx.clone()) => bail!("leader lease lost before the caches were ready"),
     }
     tracing::info!(recommender = %cfg.recommender_name, interval = ?cfg.interval, "caches ready; starting the loop");
 
-    let limiter = RateLimiter::new(args.kube_api_qps, args.kube_api_burst);
+    let limiter = RateLimiter::new(args.client.kube_api_qps, args.client.kube_api_burst);
     let mut rec = Recommender::new(cfg, client, stores, ooms, metrics, limiter);
     if let Some(h) = history {
         rec = rec.with_history(h);
     }
     let stop = {
-        let (a, b) = (stop_rx.clone(), lost_rx.clone());
+        let (a, b) = (shutdown.wait(), lost_rx.clone());
         async move {
             tokio::select! {
-                _ = until_true(a) => {},
+                _ = a => {},
                 _ = until_true(b) => {},
             }
         }

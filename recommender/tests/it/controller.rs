@@ -7,11 +7,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::watcher;
 use serde_json::json;
 use tailor_crds::VerticalPodAutoscalerCheckpoint;
+use tailor_crds::workload::SlimWorkload;
 use tailor_engine::model::Selector;
 use tailor_engine::replay::{ReplayConfig, Trace, TraceContainer, TracePod, try_replay};
 use tailor_recommender::config::ControllerConfig;
 use tailor_recommender::slim::SlimContainerStatus;
-use tailor_recommender::stores::{apply_stripped, strip_deployment, strip_replica_set};
 
 const VPA_STATUS: &str = "/apis/autoscaling.tailor.dev/v1/namespaces/default/verticalpodautoscalers/web/status?&fieldManager=tailor-recommender";
 const CHECKPOINTS: &str =
@@ -20,11 +20,12 @@ const CHECKPOINTS: &str =
 const APP: &[(&str, &str)] = &[("app", "workload")];
 
 fn setup(h: &mut Harness) {
-    apply_stripped(
-        &mut h.writers.deployments,
-        watcher::Event::Apply(deployment("default", "web", APP)),
-        strip_deployment,
-    );
+    h.writers
+        .workloads
+        .deployments
+        .apply_watcher_event(&watcher::Event::Apply(SlimWorkload::of(&deployment(
+            "default", "web", APP,
+        ))));
     h.apply_vpa(&vpa("default", "web", "Deployment", "web"));
 }
 
@@ -106,11 +107,12 @@ async fn new_vpa_without_pods_reports_no_pods_matched() {
 async fn unresolvable_target_is_config_unsupported() {
     let mut h = Harness::new(ControllerConfig::default());
     h.apply_vpa(&vpa("default", "web", "Deployment", "missing"));
-    apply_stripped(
-        &mut h.writers.replica_sets,
-        watcher::Event::Apply(owned_replica_set("default", "web-abc", "web", APP)),
-        strip_replica_set,
-    );
+    h.writers
+        .workloads
+        .replica_sets
+        .apply_watcher_event(&watcher::Event::Apply(SlimWorkload::of(
+            &owned_replica_set("default", "web-abc", "web", APP),
+        )));
     h.apply_vpa(&vpa("default", "child", "ReplicaSet", "web-abc"));
     let (_, reqs) = h.loop_with(0, Ok(metrics_list(&[]))).await;
     let web = reqs.iter().find(|r| r.uri == VPA_STATUS).unwrap();
@@ -490,11 +492,12 @@ async fn eviction_events_become_ooms_with_their_usage() {
 async fn vpa_churn_does_not_grow_the_model() {
     let mut h = Harness::new(ControllerConfig::default());
     for (name, sel) in [("web", APP), ("other", &[("app", "other")][..])] {
-        apply_stripped(
-            &mut h.writers.deployments,
-            watcher::Event::Apply(deployment("default", name, sel)),
-            strip_deployment,
-        );
+        h.writers
+            .workloads
+            .deployments
+            .apply_watcher_event(&watcher::Event::Apply(SlimWorkload::of(&deployment(
+                "default", name, sel,
+            ))));
     }
     // One VPA lives through the churn: its index and selector must stay valid.
     h.apply_vpa(&vpa("default", "stay", "Deployment", "web"));

@@ -377,6 +377,7 @@ impl Harness {
             .checkpoints
             .apply_watcher_event(&watcher::Event::InitDone);
         writers
+            .workloads
             .deployments
             .apply_watcher_event(&watcher::Event::InitDone);
         let metrics = Arc::new(Metrics::new());

@@ -1,0 +1,133 @@
+//! Step B: requests and limits from the processed recommendation (upstream spec §3.3, §3.6).
+
+use super::*;
+
+/// New requests and limits for one container; `None` maps mean "nothing to set".
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ContainerResources {
+    /// Requests to set.
+    pub requests: ResourceList,
+    /// Limits to set.
+    pub limits: ResourceList,
+    /// Annotations (capping notes, limit notes).
+    pub annotations: Vec<String>,
+}
+
+/// Extra behaviour of [`container_resources`] for callers other than the webhook.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AssemblyOptions {
+    /// Back-fill cpu/memory the recommendation does not name from the current values (upstream's
+    /// in-place updater path; the webhook leaves it off).
+    pub add_all: bool,
+}
+
+/// Requests and limits per slot (upstream spec §3.3 step B), from the processed recommendation.
+pub fn container_resources(
+    vpa: &VerticalPodAutoscaler,
+    slots: &[Slot<'_>],
+    processed: Option<&Processed>,
+    container_item: Option<&LimitRangeItem>,
+    assembly: AssemblyOptions,
+    options: &PatchOptions,
+) -> Result<Vec<ContainerResources>, PodError> {
+    let policy = vpa.spec.resource_policy.as_ref();
+    let vpa_off = update_mode(&vpa.spec) == UpdateMode::Off;
+    let defaults = container_item.and_then(|i| i.default.as_ref());
+    let mut out = Vec::with_capacity(slots.len());
+    for slot in slots {
+        let rec = processed.and_then(|p| {
+            p.recommendation
+                .container_recommendations
+                .iter()
+                .flatten()
+                .find(|r| r.container_name.as_deref() == Some(slot.name()))
+        });
+        let Some(rec) = rec else {
+            out.push(ContainerResources::default());
+            continue;
+        };
+        let mut resources = ContainerResources {
+            annotations: processed
+                .and_then(|p| p.annotations.get(slot.name()))
+                .cloned()
+                .unwrap_or_default(),
+            ..Default::default()
+        };
+        resources.requests = rec.target.clone();
+        let values = if vpa_off {
+            ControlledValues::RequestsAndLimits
+        } else {
+            controlled_values(container_policy(policy, slot.name()))
+        };
+        if values == ControlledValues::RequestsAndLimits {
+            let (mut limits, notes) =
+                proportional_limits(&slot.current, &resources.requests, defaults)?;
+            if !limits.is_empty() {
+                if options.honor_max_limit_request_ratio
+                    && let Some(item) = container_item
+                {
+                    resources.annotations.extend(cap_to_max_ratio(
+                        &mut limits,
+                        &resources.requests,
+                        item,
+                    )?);
+                }
+                resources.limits = limits;
+                resources.annotations.extend(notes);
+            }
+        }
+        if assembly.add_all {
+            for resource in CPU_AND_MEMORY {
+                if !resources.requests.contains_key(resource)
+                    && let Some(q) = slot.current.request(resource)
+                {
+                    resources.requests.insert(resource.to_owned(), q.clone());
+                }
+                if !resources.limits.contains_key(resource)
+                    && let Some(q) = slot.current.limit(resource)
+                {
+                    resources.limits.insert(resource.to_owned(), q.clone());
+                }
+            }
+        }
+        resources.requests.remove("");
+        resources.limits.remove("");
+        out.push(resources);
+    }
+    Ok(out)
+}
+
+/// Tailor improvement: lowers each limit to `request · maxLimitRequestRatio` of the container LimitRange.
+pub(super) fn cap_to_max_ratio(
+    limits: &mut ResourceList,
+    requests: &ResourceList,
+    item: &LimitRangeItem,
+) -> Result<Vec<String>, PodError> {
+    let mut notes = Vec::new();
+    let Some(ratios) = item.max_limit_request_ratio.as_ref() else {
+        return Ok(notes);
+    };
+    for (resource, limit) in limits.iter_mut() {
+        let (Some(ratio), Some(request)) = (ratios.get(resource), requests.get(resource)) else {
+            continue;
+        };
+        let ratio = parse(ratio, || format!("maxLimitRequestRatio[{resource}]"))?;
+        let request = parse(request, || format!("request[{resource}]"))?;
+        let current = parse(limit, || format!("limit[{resource}]"))?;
+        if ratio.is_zero() {
+            continue;
+        }
+        // ceiling of request · ratio, in the resource's unit, computed from thousandths of the ratio.
+        let allowed = quantity::mul_div_floor(
+            &request.amount(resource),
+            &ratio.millis(),
+            &BigInt::from(1000),
+        )
+        .unwrap_or_default();
+        if current.amount(resource) > allowed {
+            *limit = Amount::from_amount(resource, allowed, current.format).to_quantity();
+            notes.push(format!("{resource} limit capped to maxLimitRequestRatio"));
+        }
+    }
+    Ok(notes)
+}

@@ -1,0 +1,62 @@
+//! Start-up boost (upstream spec §3.8).
+
+use super::*;
+
+pub(super) fn boost_error(msg: impl Into<String>) -> PodError {
+    PodError::Boost(msg.into())
+}
+
+/// The boosted CPU request for `base` (upstream spec §3.8).
+pub(super) fn boosted_cpu(
+    base: &Amount,
+    boost: &GenericStartupBoost,
+    max: Option<&Amount>,
+) -> Result<Amount, PodError> {
+    let boosted = match boost.type_.as_ref() {
+        None | Some(StartupBoostType::Factor) => {
+            let factor = boost
+                .factor
+                .ok_or_else(|| boost_error("boost factor is required for type Factor"))?;
+            if factor < 1 {
+                return Err(boost_error("boost factor must be >= 1"));
+            }
+            Amount::from_millis(base.millis() * BigInt::from(factor), base.format)
+        }
+        Some(StartupBoostType::Quantity) => {
+            let q = boost
+                .quantity
+                .as_ref()
+                .ok_or_else(|| boost_error("boost quantity is required for type Quantity"))?;
+            base.add(&parse(q, || "startupBoost.cpu.quantity".to_owned())?)
+        }
+        Some(StartupBoostType::Unknown(other)) => {
+            return Err(boost_error(format!(
+                "unsupported startup boost type: {other}"
+            )));
+        }
+    };
+    match max {
+        Some(max) if !max.is_zero() && boosted.cmp_value(max) == Ordering::Greater => {
+            Ok(max.clone())
+        }
+        _ => Ok(boosted),
+    }
+}
+
+/// The boost annotation value: the container's spec cpu/memory requests and limits as JSON.
+pub fn boost_annotation_value(resources: Option<&ResourceRequirements>) -> String {
+    let pick = |m: Option<&BTreeMap<String, Quantity>>| -> serde_json::Map<String, Value> {
+        m.into_iter()
+            .flatten()
+            .filter(|(k, _)| CPU_AND_MEMORY.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), Value::String(v.0.clone())))
+            .collect()
+    };
+    let requests = pick(resources.and_then(|r| r.requests.as_ref()));
+    let limits = pick(resources.and_then(|r| r.limits.as_ref()));
+    format!(
+        "{{\"requests\":{},\"limits\":{}}}",
+        Value::Object(requests),
+        Value::Object(limits)
+    )
+}

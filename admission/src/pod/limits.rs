@@ -1,0 +1,91 @@
+//! Limits kept in proportion to requests (upstream spec §3.6).
+
+use super::*;
+
+/// The limit that keeps `original_limit / original_request` for `recommended_request` (upstream spec §3.6),
+/// with `default_limit` standing in for a missing or zero original limit. Returns the limit (if any) and
+/// an explanatory annotation (if any).
+pub fn proportional_limit(
+    resource: &str,
+    original_limit: Option<&Quantity>,
+    original_request: Option<&Quantity>,
+    recommended_request: Option<&Quantity>,
+    default_limit: Option<&Quantity>,
+) -> Result<(Option<Quantity>, Option<String>), PodError> {
+    let ctx = |what: &str| format!("{resource} {what}");
+    let mut limit = parse_opt(original_limit, || ctx("limit"))?;
+    if limit.as_ref().is_none_or(Amount::units_zero) {
+        limit = parse_opt(default_limit, || ctx("default limit"))?;
+    }
+    let Some(limit) = limit.filter(|l| !l.units_zero()) else {
+        return Ok((
+            None,
+            Some(format!(
+                "{resource}: limit NOT set since originalLimit is nil or 0"
+            )),
+        ));
+    };
+    let recommended = parse_opt(recommended_request, || ctx("recommended request"))?;
+    let Some(recommended) = recommended.filter(|r| !r.units_zero()) else {
+        return Ok((
+            None,
+            Some(format!(
+                "{resource}: limit NOT set since recommendedRequest is nil or 0"
+            )),
+        ));
+    };
+    let request = parse_opt(original_request, || ctx("request"))?;
+    let Some(request) = request.filter(|r| !r.units_zero()) else {
+        return Ok((Some(recommended.to_quantity()), None));
+    };
+    if request.millis() == limit.millis() {
+        return Ok((Some(recommended.to_quantity()), None));
+    }
+    let (l, n, r) = if resource == CPU {
+        (limit.millis(), recommended.millis(), request.millis())
+    } else {
+        (limit.units(), recommended.units(), request.units())
+    };
+    // `r` is non-zero here: a request whose amount is zero was handled above, except a negative one.
+    let Some(scaled) = quantity::mul_div_floor(&l, &n, &r) else {
+        return Ok((Some(recommended.to_quantity()), None));
+    };
+    if scaled > quantity::int64_max() {
+        let capped = Amount::from_amount(resource, quantity::int64_max(), limit.format);
+        return Ok((
+            Some(capped.to_quantity()),
+            Some(format!(
+                "{resource}: failed to keep limit to request ratio; capping limit to int64"
+            )),
+        ));
+    }
+    Ok((
+        Some(Amount::from_amount(resource, scaled, limit.format).to_quantity()),
+        None,
+    ))
+}
+
+/// Proportional limits for cpu and memory (upstream spec §3.6). Returns the limits that got a value and
+/// the annotations; an empty map means "no limits" (the caller then drops the annotations).
+pub fn proportional_limits(
+    current: &CurrentResources,
+    new_requests: &ResourceList,
+    defaults: Option<&ResourceList>,
+) -> Result<(ResourceList, Vec<String>), PodError> {
+    let mut limits = ResourceList::new();
+    let mut notes = Vec::new();
+    for resource in CPU_AND_MEMORY {
+        let (limit, note) = proportional_limit(
+            resource,
+            current.limit(resource),
+            current.request(resource),
+            new_requests.get(resource),
+            defaults.and_then(|d| d.get(resource)),
+        )?;
+        if let Some(limit) = limit {
+            limits.insert(resource.to_owned(), limit);
+        }
+        notes.extend(note);
+    }
+    Ok((limits, notes))
+}

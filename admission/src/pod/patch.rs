@@ -1,0 +1,326 @@
+//! The JSON patch: resource operations, Tailor's annotations and the whole pod patch (upstream spec
+//! §3.7, §3.1 steps 6–8).
+
+use super::*;
+
+/// Escapes one JSON-pointer segment (`~` → `~0`, `/` → `~1`).
+pub fn escape(segment: &str) -> String {
+    segment.replace('~', "~0").replace('/', "~1")
+}
+
+/// An `add` operation.
+pub fn add_op(path: &str, value: Value) -> PatchOperation {
+    PatchOperation::Add(AddOperation {
+        path: jsonptr_buf(path),
+        value,
+    })
+}
+
+pub(super) fn jsonptr_buf(path: &str) -> json_patch::jsonptr::PointerBuf {
+    // Paths built here are always valid pointers; fall back to the root on the impossible error.
+    json_patch::jsonptr::PointerBuf::parse(path).unwrap_or_default()
+}
+
+/// Path of an annotation.
+pub fn annotation_path(key: &str) -> String {
+    format!("/metadata/annotations/{}", escape(key))
+}
+
+/// The resource patches for given per-slot resources (upstream spec §3.7–§3.8): operations in container
+/// order and the per-container updates. `resources` is indexed like `slots`.
+pub fn resource_patches(
+    vpa: &VerticalPodAutoscaler,
+    slots: &[Slot<'_>],
+    resources: &[ContainerResources],
+    options: &PatchOptions,
+) -> Result<(Vec<PatchOperation>, Vec<ContainerUpdate>), PodError> {
+    let policy = vpa.spec.resource_policy.as_ref();
+    let vpa_off = update_mode(&vpa.spec) == UpdateMode::Off;
+    let max_boost = parse_opt(options.max_allowed_cpu_boost.as_ref(), || {
+        "--max-allowed-cpu-boost".into()
+    })?;
+    let mut ops = Vec::new();
+    let mut updates = Vec::new();
+    let empty = ContainerResources::default();
+    for (i, slot) in slots.iter().enumerate() {
+        let mut res = resources.get(i).cloned().unwrap_or_else(|| empty.clone());
+        let container_policy = container_policy(policy, slot.name());
+        let mut container_ops = Vec::new();
+        if vpa_off {
+            // Matched only for its boost: never apply the recommendation.
+            res = ContainerResources::default();
+        }
+        if options.cpu_startup_boost {
+            if scaling_mode(container_policy) == ContainerScalingMode::Off {
+                continue;
+            }
+            let boost = container_policy
+                .and_then(|p| p.startup_boost.as_ref())
+                .or(vpa.spec.startup_boost.as_ref())
+                .and_then(|b| b.cpu.as_ref());
+            if let Some(boost) = boost {
+                let spec_resources = slot.container.resources.as_ref();
+                let spec_request = spec_resources
+                    .and_then(|r| r.requests.as_ref())
+                    .and_then(|m| m.get(CPU));
+                let spec_limit = spec_resources
+                    .and_then(|r| r.limits.as_ref())
+                    .and_then(|m| m.get(CPU));
+                let base = match res.requests.get(CPU).or(spec_request) {
+                    Some(q) => parse(q, || format!("cpu request of {}", slot.name()))?,
+                    None => Amount::zero(),
+                };
+                let boosted = boosted_cpu(&base, boost, max_boost.as_ref())?;
+                let mut request = boosted.to_quantity();
+                if controlled_values(container_policy) == ControlledValues::RequestsOnly {
+                    if let Some(limit) = spec_limit {
+                        let limit = parse(limit, || format!("cpu limit of {}", slot.name()))?;
+                        if boosted.cmp_value(&limit) == Ordering::Greater {
+                            let lm = limit.millis();
+                            request = if lm <= BigInt::from(1) {
+                                limit.to_quantity()
+                            } else {
+                                Amount::from_millis(lm - 1, limit.format).to_quantity()
+                            };
+                        }
+                    }
+                } else {
+                    let (limit, _) =
+                        proportional_limit(CPU, spec_limit, spec_request, Some(&request), None)?;
+                    if let Some(limit) = limit {
+                        res.limits.insert(CPU.to_owned(), limit);
+                    }
+                }
+                res.requests.insert(CPU.to_owned(), request);
+                let key = format!("{STARTUP_BOOST_ANNOTATION_PREFIX}{}", slot.name());
+                container_ops.push(add_annotation_op(
+                    &key,
+                    &boost_annotation_value(spec_resources),
+                ));
+            }
+        }
+        let mut items = res.annotations.clone();
+        let base = slot.path();
+        let spec_resources = slot.container.resources.as_ref();
+        let needs_requests = !res.requests.is_empty();
+        let needs_limits = !res.limits.is_empty();
+        if (needs_requests || needs_limits) && spec_resources.is_none() {
+            container_ops.push(add_op(&format!("{base}/resources"), json!({})));
+        }
+        for (field, values, has_map, label) in [
+            (
+                "requests",
+                &res.requests,
+                spec_resources.is_some_and(|r| r.requests.is_some()),
+                "request",
+            ),
+            (
+                "limits",
+                &res.limits,
+                spec_resources.is_some_and(|r| r.limits.is_some()),
+                "limit",
+            ),
+        ] {
+            if values.is_empty() {
+                continue;
+            }
+            if !has_map {
+                container_ops.push(add_op(&format!("{base}/resources/{field}"), json!({})));
+            }
+            for (resource, q) in values {
+                container_ops.push(resource_value_op(&base, field, resource, q));
+                items.push(format!("{resource} {label}"));
+            }
+        }
+        if container_ops.is_empty() {
+            continue;
+        }
+        ops.extend(container_ops);
+        updates.push(ContainerUpdate {
+            index: slot.index,
+            name: slot.name().to_owned(),
+            init: slot.init,
+            items,
+        });
+    }
+    Ok((ops, updates))
+}
+
+/// `add <container>/resources/<field>/<resource> "<quantity>"` with the quantity in canonical form;
+/// `container` is the container's path, e.g. `/spec/containers/0`.
+pub fn resource_value_op(
+    container: &str,
+    field: &str,
+    resource: &str,
+    quantity: &Quantity,
+) -> PatchOperation {
+    add_op(
+        &format!("{container}/resources/{field}/{}", escape(resource)),
+        Value::String(canonical(quantity).0),
+    )
+}
+
+/// `add /metadata/annotations/<name> "<value>"`.
+pub fn add_annotation_op(name: &str, value: &str) -> PatchOperation {
+    add_op(&annotation_path(name), Value::String(value.to_owned()))
+}
+
+/// `remove /metadata/annotations/<name>`. The webhook never removes annotations: this is the un-boost
+/// operation of the updater (upstream-updater §5.3), kept next to the writer it undoes and checked by the
+/// same vectors; it moves to the shared crate with the updater.
+pub fn remove_annotation_op(name: &str) -> PatchOperation {
+    PatchOperation::Remove(json_patch::RemoveOperation {
+        path: jsonptr_buf(&annotation_path(name)),
+    })
+}
+
+/// Parses an observed-containers annotation value (`"a, b"`); every name must be a DNS-1123 label. The
+/// reader of [`observed_containers_value`]: the webhook writes, the updater reads (no webhook caller).
+pub fn parse_observed_containers(value: &str) -> Result<Vec<String>, String> {
+    if value.is_empty() {
+        return Ok(Vec::new());
+    }
+    value
+        .split(", ")
+        .map(|name| {
+            if is_dns1123_label(name) {
+                Ok(name.to_owned())
+            } else {
+                Err(format!("container name {name:?} is not a DNS-1123 label"))
+            }
+        })
+        .collect()
+}
+
+pub(super) fn is_dns1123_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.first().is_some_and(u8::is_ascii_alphanumeric)
+        && b.last().is_some_and(u8::is_ascii_alphanumeric)
+}
+
+/// The resources a start-up boost replaced, from the boost annotation of `container` (`None` when the
+/// pod has no such annotation). The reader of [`boost_annotation_value`]: the webhook writes, the updater
+/// reads when it un-boosts (no webhook caller).
+pub fn parse_boost_annotation(
+    annotations: Option<&BTreeMap<String, String>>,
+    container: &str,
+) -> Result<Option<ResourceRequirements>, String> {
+    let key = format!("{STARTUP_BOOST_ANNOTATION_PREFIX}{container}");
+    let Some(text) = annotations.and_then(|a| a.get(&key)) else {
+        return Ok(None);
+    };
+    serde_json::from_str(text)
+        .map(Some)
+        .map_err(|e| format!("annotation {key}: {e}"))
+}
+
+/// The canonical string form of a quantity (Go's `Quantity.String()`); unparsable text is kept as is.
+pub fn canonical(q: &Quantity) -> Quantity {
+    Amount::parse(q)
+        .map(|a| a.to_quantity())
+        .unwrap_or_else(|_| q.clone())
+}
+
+/// The text of the updates annotation: `Pod resources updated by <vpa>: container 0: …; container 1: …`.
+pub fn updates_annotation_value(vpa_name: &str, updates: &[ContainerUpdate]) -> String {
+    let parts: Vec<String> = updates
+        .iter()
+        .map(|u| {
+            let kind = if u.init {
+                "init container"
+            } else {
+                "container"
+            };
+            format!("{kind} {}: {}", u.index, u.items.join(", "))
+        })
+        .collect();
+    format!("Pod resources updated by {vpa_name}: {}", parts.join("; "))
+}
+
+/// The value of the observed-containers annotation: `spec.containers` names joined by `", "`.
+pub fn observed_containers_value(pod: &Pod) -> String {
+    pod.spec
+        .as_ref()
+        .map(|s| {
+            s.containers
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
+}
+
+pub(super) fn resources_for_slots(
+    pod: &Pod,
+    slots: &[Slot<'_>],
+    vpa: &VerticalPodAutoscaler,
+    limit_ranges: &[LimitRange],
+    options: &PatchOptions,
+) -> Result<Vec<ContainerResources>, PodError> {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let container_item = limitrange::merged_item_with_ratio(
+        limitrange::in_namespace(limit_ranges, namespace),
+        limitrange::CONTAINER,
+        options.honor_max_limit_request_ratio,
+    );
+    let pod_item = limitrange::merged_item(
+        limitrange::in_namespace(limit_ranges, namespace),
+        limitrange::POD,
+    );
+    let processed = process_recommendation(vpa, slots, container_item.as_ref(), pod_item.as_ref())?;
+    container_resources(
+        vpa,
+        slots,
+        processed.as_ref(),
+        container_item.as_ref(),
+        AssemblyOptions::default(),
+        options,
+    )
+}
+
+/// The patch for a pod that `vpa` governs (upstream spec §3.1 steps 6–8): resources of every container,
+/// then the updates and observed-containers annotations. A pod already sized by the upstream webhook
+/// (annotation `vpaUpdates`) is left alone. LimitRanges of other namespaces are ignored.
+pub fn patch_pod(
+    pod: &Pod,
+    vpa: &VerticalPodAutoscaler,
+    limit_ranges: &[LimitRange],
+    options: &PatchOptions,
+) -> Result<PodPatch, PodError> {
+    let annotations = pod.metadata.annotations.as_ref();
+    if annotations.is_some_and(|a| a.contains_key(UPSTREAM_UPDATES_ANNOTATION)) {
+        return Ok(PodPatch {
+            skipped: Some(SkipReason::UpstreamManaged),
+            ..Default::default()
+        });
+    }
+    let slots = slots(pod, options);
+    let resources = resources_for_slots(pod, &slots, vpa, limit_ranges, options)?;
+    let (resource_ops, updates) = resource_patches(vpa, &slots, &resources, options)?;
+    let mut ops = Vec::new();
+    if annotations.is_none() {
+        ops.push(add_op("/metadata/annotations", json!({})));
+    }
+    ops.extend(resource_ops);
+    if !updates.is_empty() {
+        let name = vpa.metadata.name.as_deref().unwrap_or_default();
+        ops.push(add_annotation_op(
+            UPDATES_ANNOTATION,
+            &updates_annotation_value(name, &updates),
+        ));
+    }
+    ops.push(add_annotation_op(
+        OBSERVED_CONTAINERS_ANNOTATION,
+        &observed_containers_value(pod),
+    ));
+    Ok(PodPatch {
+        patch: Patch(ops),
+        skipped: None,
+        updates,
+    })
+}

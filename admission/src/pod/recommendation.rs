@@ -1,0 +1,106 @@
+//! Step A: recommendation processing (upstream spec §3.3).
+
+use super::*;
+
+/// The processed recommendation and the annotations per container name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Processed {
+    /// Recommendations for pod containers only, capped.
+    pub recommendation: RecommendedPodResources,
+    /// Annotations per container name, in the order produced.
+    pub annotations: BTreeMap<String, Vec<String>>,
+}
+
+/// Processes the VPA's recommendation for `slots` (upstream spec §3.3 step A). `None` when the VPA has no
+/// recommendation.
+pub fn process_recommendation(
+    vpa: &VerticalPodAutoscaler,
+    slots: &[Slot<'_>],
+    container_item: Option<&LimitRangeItem>,
+    pod_item: Option<&LimitRangeItem>,
+) -> Result<Option<Processed>, PodError> {
+    let Some(recommendation) = vpa.status.as_ref().and_then(|s| s.recommendation.as_ref()) else {
+        return Ok(None);
+    };
+    let mut recs: Vec<RecommendedContainerResources> = recommendation
+        .container_recommendations
+        .clone()
+        .unwrap_or_default();
+
+    if let Some(pod_item) = pod_item {
+        // Containers with requests but no recommendation take part with their requests.
+        for slot in slots {
+            let has_rec = recs
+                .iter()
+                .any(|r| r.container_name.as_deref() == Some(slot.name()));
+            let requests = slot.current.requests.as_ref().filter(|r| !r.is_empty());
+            if let (false, Some(requests)) = (has_rec, requests) {
+                recs.push(RecommendedContainerResources {
+                    container_name: Some(slot.name().to_owned()),
+                    target: requests.clone(),
+                    ..Default::default()
+                });
+            }
+        }
+        for field in [Field::UpperBound, Field::Target, Field::LowerBound] {
+            for resource in CPU_AND_MEMORY {
+                apply_pod_limit_range(&mut recs, slots, pod_item, resource, field)?;
+            }
+        }
+    }
+
+    let policy = vpa.spec.resource_policy.as_ref();
+    let mut out = Vec::new();
+    let mut annotations: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for rec in recs {
+        let Some(slot) = slots
+            .iter()
+            .find(|s| rec.container_name.as_deref() == Some(s.name()))
+        else {
+            continue;
+        };
+        let container_policy = container_policy(policy, slot.name());
+        let requests_only = controlled_values(container_policy) == ControlledValues::RequestsOnly;
+        let min = container_policy.and_then(|p| p.min_allowed.as_ref());
+        let max = container_policy.and_then(|p| p.max_allowed.as_ref());
+        let mut rec = rec;
+        let mut notes = Vec::new();
+        for field in [Field::Target, Field::LowerBound, Field::UpperBound] {
+            let Some(values) = field.get_mut(&mut rec) else {
+                continue;
+            };
+            let mut field_notes = Vec::new();
+            if let Some(item) = container_item {
+                field_notes.extend(cap_to_container_limit_range(values, &slot.current, item)?);
+            }
+            let in_policy = |source| PodError::Quantity {
+                context: format!("resource policy bounds for {}", slot.name()),
+                source,
+            };
+            field_notes.extend(capping::cap_to_policy(values, min, max).map_err(in_policy)?);
+            if requests_only && let Some(limits) = &slot.current.limits {
+                let at_limit = |source| PodError::Quantity {
+                    context: format!("current limits of {}", slot.name()),
+                    source,
+                };
+                field_notes.extend(capping::cap_to_limits(values, limits).map_err(at_limit)?);
+            }
+            if field == Field::Target {
+                notes = field_notes;
+            }
+        }
+        if !notes.is_empty() {
+            annotations
+                .entry(slot.name().to_owned())
+                .or_default()
+                .extend(notes);
+        }
+        out.push(rec);
+    }
+    Ok(Some(Processed {
+        recommendation: RecommendedPodResources {
+            container_recommendations: Some(out),
+        },
+        annotations,
+    }))
+}

@@ -1,0 +1,91 @@
+//! The pod review (upstream spec §3.1).
+
+use super::*;
+
+/// What happened to a pod review (for metrics and logs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodOutcome {
+    /// Patched from VPA `vpa` (`namespace/name`).
+    Patched {
+        /// The VPA, as `namespace/name`.
+        vpa: String,
+    },
+    /// No VPA governs the pod (or the chain could not be resolved: `reason`).
+    NoMatch {
+        /// Why, when matching failed rather than found nothing.
+        reason: Option<String>,
+    },
+    /// The pod already carries upstream's `vpaUpdates` annotation and was left alone.
+    SkippedUpstream,
+    /// An error left the pod unmodified.
+    Error(String),
+}
+
+/// Reviews a pod `CREATE` (upstream spec §3.1): finds the VPA in `index` and returns the patch. Never
+/// denies; any error admits the pod unmodified.
+pub fn review_pod(
+    req: &kube::core::admission::AdmissionRequest<kube::core::DynamicObject>,
+    index: &crate::index::Index,
+    options: &PatchOptions,
+) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
+    use kube::core::admission::AdmissionResponse;
+    let allowed = AdmissionResponse::from(req);
+    if req.resource.version != "v1" {
+        return (
+            allowed,
+            PodOutcome::Error("only v1 Pods are supported".into()),
+        );
+    }
+    let decoded = req
+        .object
+        .as_ref()
+        .ok_or_else(|| "request has no object".to_owned())
+        .and_then(|o| serde_json::to_value(o).map_err(|e| e.to_string()))
+        .and_then(|v| serde_json::from_value::<Pod>(v).map_err(|e| e.to_string()));
+    let mut pod = match decoded {
+        Ok(pod) => pod,
+        Err(e) => {
+            return (
+                allowed,
+                PodOutcome::Error(format!("cannot decode pod: {e}")),
+            );
+        }
+    };
+    let namespace = pod
+        .metadata
+        .namespace
+        .clone()
+        .filter(|ns| !ns.is_empty())
+        .or_else(|| req.namespace.clone())
+        .unwrap_or_else(|| "default".to_owned());
+    pod.metadata.namespace = Some(namespace.clone());
+    let vpa = match index.matching_vpa(&pod, &namespace) {
+        Ok(Some(vpa)) => vpa,
+        Ok(None) => return (allowed, PodOutcome::NoMatch { reason: None }),
+        Err(e) => {
+            return (
+                allowed,
+                PodOutcome::NoMatch {
+                    reason: Some(e.to_string()),
+                },
+            );
+        }
+    };
+    let limit_ranges = index.limit_ranges(&namespace);
+    match patch_pod(&pod, &vpa, &limit_ranges, options) {
+        Ok(result) if result.skipped.is_some() => (allowed, PodOutcome::SkippedUpstream),
+        Ok(result) => match allowed.clone().with_patch(result.patch) {
+            Ok(response) => (
+                response,
+                PodOutcome::Patched {
+                    vpa: format!(
+                        "{namespace}/{}",
+                        vpa.metadata.name.as_deref().unwrap_or_default()
+                    ),
+                },
+            ),
+            Err(e) => (allowed, PodOutcome::Error(e.to_string())),
+        },
+        Err(e) => (allowed, PodOutcome::Error(e.to_string())),
+    }
+}

@@ -1,0 +1,245 @@
+use super::*;
+use crate::index::{Index, IndexObjects};
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionReview};
+
+fn pod(v: Value) -> Pod {
+    serde_json::from_value(v).unwrap()
+}
+
+fn vpa(v: Value) -> VerticalPodAutoscaler {
+    serde_json::from_value(v).unwrap()
+}
+
+fn web_vpa(policies: Value) -> VerticalPodAutoscaler {
+    vpa(json!({
+        "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
+        "metadata": {"name": "web-vpa", "namespace": "default", "creationTimestamp": "2024-06-01T00:00:00Z"},
+        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                 "resourcePolicy": {"containerPolicies": policies}},
+        "status": {"recommendation": {"containerRecommendations": [
+            {"containerName": "app", "target": {"cpu": "200m", "memory": "256Mi"}},
+            {"containerName": "proxy", "target": {"cpu": "50m", "memory": "64Mi"}}
+        ]}}
+    }))
+}
+
+fn web_pod() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"generateName": "web-abc-", "namespace": "default", "labels": {"app": "web"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc",
+                                 "uid": "1", "controller": true}]},
+        "spec": {
+            "containers": [{"name": "app", "resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "400m"}}}],
+            "initContainers": [{"name": "proxy", "restartPolicy": "Always",
+                                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]
+        }
+    })
+}
+
+fn apply(pod_json: &Value, patch: &Patch) -> Value {
+    let mut doc = pod_json.clone();
+    json_patch::patch(&mut doc, &patch.0).unwrap();
+    doc
+}
+
+#[test]
+fn native_sidecars_only_when_asked() {
+    let p = web_pod();
+    let v = web_vpa(json!([]));
+    let off = patch_pod(&pod(p.clone()), &v, &[], &PatchOptions::default()).unwrap();
+    let doc = apply(&p, &off.patch);
+    assert_eq!(
+        doc["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+        "200m"
+    );
+    assert_eq!(
+        doc["spec"]["containers"][0]["resources"]["limits"]["cpu"],
+        "800m"
+    );
+    assert_eq!(
+        doc["spec"]["initContainers"][0]["resources"]["requests"]["cpu"],
+        "10m"
+    );
+    assert_eq!(
+        doc["metadata"]["annotations"][OBSERVED_CONTAINERS_ANNOTATION],
+        "app"
+    );
+
+    let options = PatchOptions {
+        native_sidecars: true,
+        ..Default::default()
+    };
+    let on = patch_pod(&pod(p.clone()), &v, &[], &options).unwrap();
+    let doc = apply(&p, &on.patch);
+    assert_eq!(
+        doc["spec"]["initContainers"][0]["resources"]["requests"]["cpu"],
+        "50m"
+    );
+    assert_eq!(
+        doc["spec"]["initContainers"][0]["resources"]["requests"]["memory"],
+        "64Mi"
+    );
+    let updates = doc["metadata"]["annotations"][UPDATES_ANNOTATION]
+        .as_str()
+        .unwrap();
+    assert!(
+        updates.contains("init container 0: cpu request, memory request"),
+        "{updates}"
+    );
+}
+
+#[test]
+fn max_limit_request_ratio_only_when_asked() {
+    let p = web_pod();
+    let v = web_vpa(json!([]));
+    let lr: LimitRange = serde_json::from_value(json!({
+        "metadata": {"name": "lr", "namespace": "default"},
+        "spec": {"limits": [{"type": "Container", "maxLimitRequestRatio": {"cpu": "2"}}]}
+    }))
+    .unwrap();
+    // The LimitRange has no min/max/default, so upstream ignores it: the 1:4 ratio is kept.
+    let plain = patch_pod(
+        &pod(p.clone()),
+        &v,
+        std::slice::from_ref(&lr),
+        &PatchOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        apply(&p, &plain.patch)["spec"]["containers"][0]["resources"]["limits"]["cpu"],
+        "800m"
+    );
+    let options = PatchOptions {
+        honor_max_limit_request_ratio: true,
+        ..Default::default()
+    };
+    let capped = patch_pod(&pod(p.clone()), &v, &[lr], &options).unwrap();
+    let doc = apply(&p, &capped.patch);
+    assert_eq!(
+        doc["spec"]["containers"][0]["resources"]["limits"]["cpu"],
+        "400m"
+    );
+    let updates = doc["metadata"]["annotations"][UPDATES_ANNOTATION]
+        .as_str()
+        .unwrap();
+    assert!(
+        updates.contains("cpu limit capped to maxLimitRequestRatio"),
+        "{updates}"
+    );
+}
+
+#[test]
+fn upstream_managed_pods_are_left_alone() {
+    let mut p = web_pod();
+    p["metadata"]["annotations"] =
+        json!({"vpaUpdates": "Pod resources updated by x: container 0: cpu request"});
+    let result = patch_pod(&pod(p), &web_vpa(json!([])), &[], &PatchOptions::default()).unwrap();
+    assert_eq!(result.skipped, Some(SkipReason::UpstreamManaged));
+    assert!(result.patch.0.is_empty());
+}
+
+fn pod_request(object: Value, version: &str) -> AdmissionRequest<DynamicObject> {
+    let review: AdmissionReview<DynamicObject> = serde_json::from_value(json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": version, "resource": "pods"},
+            "name": "", "namespace": "default", "operation": "CREATE", "userInfo": {}, "object": object
+        }
+    }))
+    .unwrap();
+    review.try_into().unwrap()
+}
+
+fn web_index(vpas: Vec<VerticalPodAutoscaler>) -> Index {
+    let rs = serde_json::from_value(json!({
+        "metadata": {"name": "web-abc", "namespace": "default",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "2", "controller": true}]},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}}
+    }))
+    .unwrap();
+    let deploy = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {}}
+    }))
+    .unwrap();
+    Index::from_objects(IndexObjects {
+        vpas,
+        deployments: vec![deploy],
+        replica_sets: vec![rs],
+        ..Default::default()
+    })
+}
+
+#[test]
+fn review_pod_end_to_end() {
+    let index = web_index(vec![web_vpa(json!([]))]);
+    let p = web_pod();
+    let (resp, outcome) = review_pod(
+        &pod_request(p.clone(), "v1"),
+        &index,
+        &PatchOptions::default(),
+    );
+    assert_eq!(
+        outcome,
+        PodOutcome::Patched {
+            vpa: "default/web-vpa".into()
+        }
+    );
+    assert!(resp.allowed);
+    let patch: Patch = serde_json::from_slice(resp.patch.as_deref().unwrap()).unwrap();
+    let doc = apply(&p, &patch);
+    assert_eq!(
+        doc["spec"]["containers"][0]["resources"]["requests"]["memory"],
+        "256Mi"
+    );
+    assert_eq!(
+        doc["metadata"]["annotations"][OBSERVED_CONTAINERS_ANNOTATION],
+        "app"
+    );
+}
+
+#[test]
+fn review_pod_never_denies() {
+    let index = web_index(vec![web_vpa(json!([]))]);
+    let (resp, outcome) = review_pod(
+        &pod_request(web_pod(), "v2"),
+        &index,
+        &PatchOptions::default(),
+    );
+    assert!(resp.allowed && resp.patch.is_none());
+    assert!(matches!(outcome, PodOutcome::Error(_)));
+    let (resp, outcome) = review_pod(
+        &pod_request(json!({"spec": 3}), "v1"),
+        &index,
+        &PatchOptions::default(),
+    );
+    assert!(resp.allowed && resp.patch.is_none());
+    assert!(matches!(outcome, PodOutcome::Error(_)));
+    // A broken recommendation is an error, not a denial.
+    let mut bad = web_vpa(json!([]));
+    if let Some(r) = bad.status.as_mut().and_then(|s| s.recommendation.as_mut()) {
+        r.container_recommendations.as_mut().unwrap()[0]
+            .target
+            .insert("cpu".into(), Quantity("lots".into()));
+    }
+    let index = web_index(vec![bad]);
+    let (resp, outcome) = review_pod(
+        &pod_request(web_pod(), "v1"),
+        &index,
+        &PatchOptions::default(),
+    );
+    assert!(resp.allowed && resp.patch.is_none());
+    assert!(matches!(outcome, PodOutcome::Error(_)), "{outcome:?}");
+    // No VPA: allowed, no annotations.
+    let index = web_index(vec![]);
+    let (resp, outcome) = review_pod(
+        &pod_request(web_pod(), "v1"),
+        &index,
+        &PatchOptions::default(),
+    );
+    assert!(resp.allowed && resp.patch.is_none());
+    assert_eq!(outcome, PodOutcome::NoMatch { reason: None });
+}
