@@ -104,10 +104,11 @@ impl ContainerState {
         } else {
             let interval = config.memory_aggregation_interval;
             let d = t.saturating_sub(self.window_end);
+            // Saturating: a trace may span more than i64 nanoseconds (centuries); it must not overflow.
             let shift = if interval > 0 {
-                d - d % interval + interval
+                (d - d % interval).saturating_add(interval)
             } else {
-                d + interval
+                d.saturating_add(interval)
             };
             self.window_end = self.window_end.saturating_add(shift);
             self.memory_peak = 0;
