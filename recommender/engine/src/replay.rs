@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use tailor_crds::PodResourcePolicy;
 
-use crate::estimate::{ContainerExplain, RecommenderConfig, VpaInput, recommend};
+use crate::estimate::{
+    ContainerExplain, ContainerRecommendation, RecommenderConfig, VpaInput, recommend,
+};
 use crate::model::{
     AggregationsConfig, ClusterState, ContainerId, Labels, ModelError, PodPhase, Sample, Selector,
     VpaState,
@@ -139,6 +141,18 @@ pub struct OutputRecommendation {
     pub upper_bound: Resources,
     /// Target before capping.
     pub uncapped_target: Resources,
+}
+
+impl From<&ContainerRecommendation> for OutputRecommendation {
+    fn from(c: &ContainerRecommendation) -> Self {
+        OutputRecommendation {
+            container_name: c.container_name.clone(),
+            target: c.target,
+            lower_bound: c.lower_bound,
+            upper_bound: c.upper_bound,
+            uncapped_target: c.uncapped_target,
+        }
+    }
 }
 
 /// Explain details for one container name (`--explain`).
@@ -586,17 +600,7 @@ impl TraceCluster {
             annotations: &v.annotations,
         };
         let rec = recommend(config, &aggregates, input)?;
-        let recommendations = rec
-            .containers
-            .iter()
-            .map(|c| OutputRecommendation {
-                container_name: c.container_name.clone(),
-                target: c.target,
-                lower_bound: c.lower_bound,
-                upper_bound: c.upper_bound,
-                uncapped_target: c.uncapped_target,
-            })
-            .collect();
+        let recommendations = rec.containers.iter().map(Into::into).collect();
         let explain = explain.then(|| {
             rec.explain
                 .into_iter()

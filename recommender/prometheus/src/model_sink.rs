@@ -8,9 +8,7 @@ use tailor_engine::estimate::{VpaInput, recommend};
 use tailor_engine::model::{
     ClusterState, ContainerId, Labels, PodPhase, Sample, Selector, VpaState,
 };
-use tailor_engine::replay::{
-    Discarded, GC_INTERVAL, OutputRecommendation, ReplayConfig, ReplayOutput, TraceExplain,
-};
+use tailor_engine::replay::{Discarded, GC_INTERVAL, ReplayConfig, ReplayOutput, TraceExplain};
 use tailor_engine::units::{Nanos, Resource, cpu_amount_from_cores, memory_amount_from_bytes};
 
 /// Pod label that ties a pod to its workload's VPA in the model.
@@ -158,17 +156,7 @@ impl<'p> ModelSink<'p> {
             });
             let output = ReplayOutput {
                 id,
-                recommendations: rec
-                    .containers
-                    .iter()
-                    .map(|c| OutputRecommendation {
-                        container_name: c.container_name.clone(),
-                        target: c.target,
-                        lower_bound: c.lower_bound,
-                        upper_bound: c.upper_bound,
-                        uncapped_target: c.uncapped_target,
-                    })
-                    .collect(),
+                recommendations: rec.containers.iter().map(Into::into).collect(),
                 discarded: Some(self.discarded[wi]),
                 error: None,
                 explain,
