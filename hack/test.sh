@@ -48,7 +48,7 @@ step "conformance summary"
   cargo test -q -p tailor-admission --test it conformance_ -- --nocapture
   cargo test -q -p tailor-recommender --test it unit_vectors:: -- --nocapture
   cargo test -q -p tailor-cli --test it upstream_diff:: -- --nocapture
-} 2>&1 | grep -E '^conformance:' || echo "no conformance figures printed"
+} 2>&1 | grep -oE 'conformance: .*' || echo "no conformance figures printed"
 
 # --- other checks: each script prints "N passed, N failed" as its last line ----------------------------
 for check in "$ROOT"/hack/checks/*.sh; do

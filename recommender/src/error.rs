@@ -89,6 +89,14 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// A watch failed (it is retried with backoff).
+    #[error("watch of {kind}: {message}")]
+    Watch {
+        /// Kind watched (`Pod`, `Event`, `VerticalPodAutoscaler`, …).
+        kind: &'static str,
+        /// The watch error.
+        message: String,
+    },
     /// Another replica holds the leader lease.
     #[error("leader election: lease {namespace}/{lease} taken by another replica")]
     LeaseTaken {
@@ -122,6 +130,7 @@ impl Error {
             Error::CheckpointDelete { .. } => "checkpoint_gc",
             Error::StatusBody { .. } | Error::StatusWrite { .. } => "status",
             Error::LeaseTaken { .. } | Error::LeaseRenewal { .. } => "lease",
+            Error::Watch { .. } => "watch",
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Prometheus metrics of the recommender (`tailor_recommender_*`), served on `/metrics`.
 
+use crate::error::Error;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -102,9 +103,11 @@ impl Metrics {
         Metrics { registry, ..m }
     }
 
-    /// Counts an error of `kind`.
-    pub fn error(&self, kind: &'static str) {
-        self.errors.get_or_create(&vec![("kind", kind)]).inc();
+    /// Counts an error under its [`Error::metric_label`] (the caller logs it).
+    pub fn record(&self, e: &Error) {
+        self.errors
+            .get_or_create(&vec![("kind", e.metric_label())])
+            .inc();
     }
 
     /// Records a step duration.

@@ -171,7 +171,7 @@ impl Recommender {
 
     /// Counts an error under its [`Error::metric_label`] and logs it.
     pub(crate) fn record_error(&self, e: &Error) {
-        self.metrics.error(e.metric_label());
+        self.metrics.record(e);
         tracing::warn!(kind = e.metric_label(), "{e}");
     }
 

@@ -19,6 +19,7 @@ use tailor_crds::cluster::reflectors::{
 use tailor_crds::{VerticalPodAutoscaler, VerticalPodAutoscalerCheckpoint};
 use tokio::task::JoinHandle;
 
+use super::error::Error;
 use super::metrics::Metrics;
 use super::oom::{OomQueue, eviction_ooms, pod_ooms};
 use super::slim::{SlimContainer, SlimPod, SlimResources};
@@ -162,7 +163,13 @@ pub fn spawn_watchers(
 ) -> Vec<JoinHandle<()>> {
     let config = watcher::Config::default();
     let m = metrics.clone();
-    let on_error: OnWatchError = Arc::new(move |_| m.error("watch"));
+    // Reflectors log their failures; here they are only counted.
+    let on_error: OnWatchError = Arc::new(move |e| {
+        m.record(&Error::Watch {
+            kind: "workload",
+            message: e.to_string(),
+        })
+    });
     let mut tasks = vec![
         spawn_reflector(
             api::<VerticalPodAutoscaler>(client, namespace),
@@ -194,8 +201,12 @@ pub fn spawn_watchers(
             match ev {
                 Ok(ev) => feed.handle(ev),
                 Err(e) => {
-                    pm.error("watch");
-                    tracing::warn!(kind = "Pod", error = %e, "watch failed; retrying");
+                    let e = Error::Watch {
+                        kind: "Pod",
+                        message: e.to_string(),
+                    };
+                    pm.record(&e);
+                    tracing::warn!("{e}; retrying");
                 }
             }
         }
@@ -220,7 +231,10 @@ pub fn spawn_watchers(
                 }
                 Ok(_) => {}
                 Err(e) if is_forbidden(&e) => {
-                    em.error("watch");
+                    em.record(&Error::Watch {
+                        kind: "Event",
+                        message: e.to_string(),
+                    });
                     tracing::warn!(
                         error = %e,
                         "not allowed to list/watch events: OOMs from evictions are not observed \
@@ -229,8 +243,12 @@ pub fn spawn_watchers(
                     return;
                 }
                 Err(e) => {
-                    em.error("watch");
-                    tracing::warn!(kind = "Event", error = %e, "watch failed; retrying");
+                    let e = Error::Watch {
+                        kind: "Event",
+                        message: e.to_string(),
+                    };
+                    em.record(&e);
+                    tracing::warn!("{e}; retrying");
                 }
             }
         }

@@ -270,7 +270,7 @@ async fn main() -> anyhow::Result<()> {
         let metrics = metrics.clone();
         tokio::spawn(async move {
             let err = e.hold().await;
-            metrics.error(err.metric_label());
+            metrics.record(&err);
             tracing::error!(error = %err, "leader lease lost");
             let _ = lost_tx.send(true);
         });
