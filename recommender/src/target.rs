@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Api, Client};
 use tailor_crds::CrossVersionObjectReference;
 use tailor_crds::target::{WorkloadInfo, workload_info};
 use tailor_crds::workload::{SlimWorkload, WorkloadKind};
@@ -238,32 +237,4 @@ impl TargetLookup for StoreLookup<'_> {
             None => target.clone(),
         }))
     }
-}
-
-/// Reads `status.selector` of a target's `/scale` subresource (API discovery first, to find the plural).
-/// The error is kept as text: it is cached and becomes part of the `ConfigUnsupported` message.
-pub async fn fetch_scale_selector(client: &Client, key: &TargetKey) -> Result<String, String> {
-    let (group, version) = match key.api_version.split_once('/') {
-        Some((g, v)) => (g.to_string(), v.to_string()),
-        None => (String::new(), key.api_version.clone()),
-    };
-    let gvk = kube::api::GroupVersionKind::gvk(&group, &version, &key.kind);
-    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
-        .await
-        .map_err(|e| format!("{} {}/{}: {e}", key.kind, key.namespace, key.name))?;
-    if !caps.supports_operation(kube::discovery::verbs::GET) {
-        return Err(format!("{} cannot be read", key.kind));
-    }
-    let api: Api<kube::api::DynamicObject> =
-        Api::namespaced_with(client.clone(), &key.namespace, &ar);
-    let scale = api
-        .get_scale(&key.name)
-        .await
-        .map_err(|e| format!("{} {}/{}: {e}", key.kind, key.namespace, key.name))?;
-    scale.status.and_then(|s| s.selector).ok_or_else(|| {
-        format!(
-            "{} {}/{} has no selector in its scale subresource",
-            key.kind, key.namespace, key.name
-        )
-    })
 }

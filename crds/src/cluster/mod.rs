@@ -1,9 +1,10 @@
 //! Cluster plumbing both binaries share (feature `kube`): reflectors over the well-known workload kinds
-//! in their slim form ([`crate::workload`]) and the flag groups for the Kubernetes client, logging, the
-//! listen address and shutdown.
+//! in their slim form ([`crate::workload`]), the `/scale` lookup for other kinds ([`scale`]), and the flag
+//! groups for the Kubernetes client, logging, the listen address and shutdown.
 
 pub mod client;
 pub mod listen;
 pub mod log;
 pub mod reflectors;
+pub mod scale;
 pub mod shutdown;

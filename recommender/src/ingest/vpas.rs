@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use tailor_crds::VerticalPodAutoscaler;
+use tailor_crds::cluster::scale::scale_selector;
 
 use super::{VpaAction, VpaEntry, VpaKey, key_of, recommender_names, resource_policy, vpa_action};
 use crate::error::Error;
@@ -34,7 +35,16 @@ impl Recommender {
                 continue;
             }
             self.limiter.acquire().await;
-            let selector = target::fetch_scale_selector(&self.client, &key).await;
+            // The error is kept as text: it is cached and becomes part of the `ConfigUnsupported` message.
+            let selector = scale_selector(
+                &self.client,
+                &key.api_version,
+                &key.kind,
+                &key.namespace,
+                &key.name,
+            )
+            .await
+            .map_err(|e| e.to_string());
             if let Err(message) = &selector {
                 self.record_error(&Error::Scale {
                     target: format!("{} {}/{}", key.kind, key.namespace, key.name),

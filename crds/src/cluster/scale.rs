@@ -1,0 +1,74 @@
+//! The `/scale` lookup for targets of kinds outside the well-known set (Argo Rollouts, custom controllers):
+//! API discovery finds the resource, then `status.selector` of its scale subresource is the pod selector.
+
+use kube::api::{Api, DynamicObject, GroupVersionKind};
+use kube::{Client, discovery};
+
+/// Why a target's `/scale` selector could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaleError {
+    /// Discovery does not know the kind, or failed.
+    #[error("{target}: {source}")]
+    Discovery {
+        /// `Kind namespace/name`.
+        target: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// The resource cannot be read (no `get` verb).
+    #[error("{kind} cannot be read")]
+    NotReadable {
+        /// The target's kind.
+        kind: String,
+    },
+    /// The scale subresource could not be read.
+    #[error("{target}: {source}")]
+    Get {
+        /// `Kind namespace/name`.
+        target: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// The scale subresource has no `status.selector`.
+    #[error("{target} has no selector in its scale subresource")]
+    NoSelector {
+        /// `Kind namespace/name`.
+        target: String,
+    },
+}
+
+/// Reads `status.selector` of the `/scale` subresource of `kind` `namespace/name` in `api_version`.
+pub async fn scale_selector(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<String, ScaleError> {
+    let target = || format!("{kind} {namespace}/{name}");
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let (resource, caps) = discovery::pinned_kind(client, &gvk)
+        .await
+        .map_err(|source| ScaleError::Discovery {
+            target: target(),
+            source,
+        })?;
+    if !caps.supports_operation(discovery::verbs::GET) {
+        return Err(ScaleError::NotReadable { kind: kind.into() });
+    }
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    let scale = api
+        .get_scale(name)
+        .await
+        .map_err(|source| ScaleError::Get {
+            target: target(),
+            source,
+        })?;
+    scale
+        .status
+        .and_then(|s| s.selector)
+        .ok_or_else(|| ScaleError::NoSelector { target: target() })
+}
