@@ -3,21 +3,9 @@
 # the controller (and the updater) never depend on the webhook, and no crate's modules import each other
 # in a cycle.
 set -uo pipefail
+# shellcheck source=../check-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../check-lib.sh"
 cd "$(dirname "$0")/../.." || exit 1
-passed=0
-failed=0
-run() { # run NAME COMMAND...
-  local name=$1
-  shift
-  if out=$("$@" 2>&1); then
-    echo "ok   $name"
-    passed=$((passed + 1))
-  else
-    echo "FAIL $name"
-    while IFS= read -r line; do echo "     $line"; done <<<"$out"
-    failed=$((failed + 1))
-  fi
-}
 
 # Normal (non-dev) dependencies of a package with its default features, one crate name per line.
 normal_deps() {

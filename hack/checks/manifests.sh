@@ -3,22 +3,10 @@
 # Kubernetes versions Tailor supports (no API server can run here, so kubectl's dry-run is not available).
 # Tailor objects in the examples are checked against the CRD schema by `cargo test -p tailor-crds --test it examples`.
 set -uo pipefail
+# shellcheck source=../check-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../check-lib.sh"
 cd "$(dirname "$0")/../.." || exit 1
 KV=target/venv/bin/kubernetes-validate
-passed=0
-failed=0
-run() { # run NAME COMMAND...
-  local name=$1
-  shift
-  if out=$("$@" 2>&1); then
-    echo "ok   $name"
-    passed=$((passed + 1))
-  else
-    echo "FAIL $name"
-    while IFS= read -r line; do echo "     $line"; done <<<"$out"
-    failed=$((failed + 1))
-  fi
-}
 mapfile -t examples < <(find examples -name '*.yaml' -not -path 'examples/broken/*' | sort)
 for version in 1.33.0 1.37.0; do
   run "CRDs valid for Kubernetes $version" "$KV" --strict --quiet -k "$version" crds/yaml/*.yaml
