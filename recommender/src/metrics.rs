@@ -21,6 +21,9 @@ pub struct Metrics {
     pub pods: Gauge,
     /// Live aggregates in the model.
     pub aggregates: Gauge,
+    /// Allocated model slots by `table` (`pods`, `aggregates`, `label_sets`, `vpas`): live entries plus
+    /// freed ones kept for reuse, i.e. what the model's memory grows with.
+    pub model_slots: Family<Labels, Gauge>,
     /// Usage samples by `resource` and `result` (`accepted`, `rejected`).
     pub samples: Family<Labels, Counter>,
     /// OOMs by `source` and `result` (`recorded`, `rejected`, `unknown_container`, `dropped`).
@@ -54,6 +57,7 @@ impl Metrics {
             vpas: Gauge::default(),
             pods: Gauge::default(),
             aggregates: Gauge::default(),
+            model_slots: Family::default(),
             samples: Family::default(),
             ooms: Family::default(),
             status_writes: Family::default(),
@@ -77,6 +81,11 @@ impl Metrics {
             "aggregate_container_states",
             "Live aggregates in the model",
             m.aggregates.clone(),
+        );
+        registry.register(
+            "model_slots",
+            "Allocated slots of the model's tables (live plus freed for reuse), by table",
+            m.model_slots.clone(),
         );
         registry.register(
             "samples",

@@ -235,6 +235,18 @@ impl Recommender {
         self.metrics
             .aggregates
             .set(self.model.aggregate_count() as i64);
+        let slots = [
+            ("pods", self.model.pod_slots()),
+            ("aggregates", self.model.aggregate_slots()),
+            ("label_sets", self.model.label_set_count()),
+            ("vpas", self.model.vpas().len()),
+        ];
+        for (table, n) in slots {
+            self.metrics
+                .model_slots
+                .get_or_create(&vec![("table", table)])
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
         self.metrics.step("total", start.elapsed().as_secs_f64());
         self.metrics
             .last_loop_timestamp

@@ -455,11 +455,13 @@ async fn metrics_api_errors_keep_the_last_recommendation() {
         "{reqs:#?}"
     );
     assert_eq!(h.vpa("default", "web").status, before);
-    assert!(
-        h.metrics
-            .encode()
-            .contains("tailor_recommender_errors_total{kind=\"metrics_api\"} 1")
-    );
+    let metrics = h.metrics.encode();
+    assert!(metrics.contains("tailor_recommender_errors_total{kind=\"metrics_api\"} 1"));
+    // The model's table sizes are exported: one VPA, one pod.
+    for table in ["vpas", "pods"] {
+        let line = format!("tailor_recommender_model_slots{{table=\"{table}\"}} 1");
+        assert!(metrics.contains(&line), "{line} missing in:\n{metrics}");
+    }
 }
 
 #[tokio::test]
