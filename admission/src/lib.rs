@@ -13,7 +13,7 @@ pub mod server;
 pub mod webhook;
 
 pub mod index;
-pub mod limitrange;
+pub use tailor_crds::limitrange;
 pub mod pod;
 pub mod preview;
 pub mod vpa;

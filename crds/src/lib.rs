@@ -8,6 +8,8 @@
 //! - [`capping`]: min/max clamping of recommendations.
 //! - [`validation`]: VPA validation and defaulting, with upstream's rules and messages.
 //! - [`convert`]: upstream manifests → Tailor manifests.
+//! - [`limitrange`] and [`sizing`]: LimitRange merging and pod sizing (recommendation processing,
+//!   proportional limits) shared by the webhook and the updater.
 //! - [`target`]: target resolution shared by both components (well-known kinds, controller owner, workload
 //!   selectors, label-selector matching).
 //! - [`workload`]: the seven well-known workload kinds reduced to what target matching reads.
@@ -22,9 +24,11 @@ pub mod checkpoint;
 pub mod cluster;
 pub mod convert;
 pub mod crd;
+pub mod limitrange;
 pub mod policy;
 pub mod quantity;
 pub mod schema;
+pub mod sizing;
 pub mod target;
 pub mod validation;
 pub mod vpa;

@@ -42,21 +42,3 @@ pub(super) fn boosted_cpu(
         _ => Ok(boosted),
     }
 }
-
-/// The boost annotation value: the container's spec cpu/memory requests and limits as JSON.
-pub fn boost_annotation_value(resources: Option<&ResourceRequirements>) -> String {
-    let pick = |m: Option<&BTreeMap<String, Quantity>>| -> serde_json::Map<String, Value> {
-        m.into_iter()
-            .flatten()
-            .filter(|(k, _)| CPU_AND_MEMORY.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), Value::String(v.0.clone())))
-            .collect()
-    };
-    let requests = pick(resources.and_then(|r| r.requests.as_ref()));
-    let limits = pick(resources.and_then(|r| r.limits.as_ref()));
-    format!(
-        "{{\"requests\":{},\"limits\":{}}}",
-        Value::Object(requests),
-        Value::Object(limits)
-    )
-}

@@ -3,29 +3,6 @@
 
 use super::*;
 
-/// Escapes one JSON-pointer segment (`~` → `~0`, `/` → `~1`).
-pub fn escape(segment: &str) -> String {
-    segment.replace('~', "~0").replace('/', "~1")
-}
-
-/// An `add` operation.
-pub fn add_op(path: &str, value: Value) -> PatchOperation {
-    PatchOperation::Add(AddOperation {
-        path: jsonptr_buf(path),
-        value,
-    })
-}
-
-pub(super) fn jsonptr_buf(path: &str) -> json_patch::jsonptr::PointerBuf {
-    // Paths built here are always valid pointers; fall back to the root on the impossible error.
-    json_patch::jsonptr::PointerBuf::parse(path).unwrap_or_default()
-}
-
-/// Path of an annotation.
-pub fn annotation_path(key: &str) -> String {
-    format!("/metadata/annotations/{}", escape(key))
-}
-
 /// The resource patches for given per-slot resources (upstream spec §3.7–§3.8): operations in container
 /// order and the per-container updates. `resources` is indexed like `slots`.
 pub fn resource_patches(
@@ -160,64 +137,6 @@ pub fn resource_value_op(
     )
 }
 
-/// `add /metadata/annotations/<name> "<value>"`.
-pub fn add_annotation_op(name: &str, value: &str) -> PatchOperation {
-    add_op(&annotation_path(name), Value::String(value.to_owned()))
-}
-
-/// `remove /metadata/annotations/<name>`. The webhook never removes annotations: this is the un-boost
-/// operation of the updater (upstream-updater §5.3), kept next to the writer it undoes and checked by the
-/// same vectors; it moves to the shared crate with the updater.
-pub fn remove_annotation_op(name: &str) -> PatchOperation {
-    PatchOperation::Remove(json_patch::RemoveOperation {
-        path: jsonptr_buf(&annotation_path(name)),
-    })
-}
-
-/// Parses an observed-containers annotation value (`"a, b"`); every name must be a DNS-1123 label. The
-/// reader of [`observed_containers_value`]: the webhook writes, the updater reads (no webhook caller).
-pub fn parse_observed_containers(value: &str) -> Result<Vec<String>, String> {
-    if value.is_empty() {
-        return Ok(Vec::new());
-    }
-    value
-        .split(", ")
-        .map(|name| {
-            if is_dns1123_label(name) {
-                Ok(name.to_owned())
-            } else {
-                Err(format!("container name {name:?} is not a DNS-1123 label"))
-            }
-        })
-        .collect()
-}
-
-pub(super) fn is_dns1123_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b.first().is_some_and(u8::is_ascii_alphanumeric)
-        && b.last().is_some_and(u8::is_ascii_alphanumeric)
-}
-
-/// The resources a start-up boost replaced, from the boost annotation of `container` (`None` when the
-/// pod has no such annotation). The reader of [`boost_annotation_value`]: the webhook writes, the updater
-/// reads when it un-boosts (no webhook caller).
-pub fn parse_boost_annotation(
-    annotations: Option<&BTreeMap<String, String>>,
-    container: &str,
-) -> Result<Option<ResourceRequirements>, String> {
-    let key = format!("{STARTUP_BOOST_ANNOTATION_PREFIX}{container}");
-    let Some(text) = annotations.and_then(|a| a.get(&key)) else {
-        return Ok(None);
-    };
-    serde_json::from_str(text)
-        .map(Some)
-        .map_err(|e| format!("annotation {key}: {e}"))
-}
-
 /// The canonical string form of a quantity (Go's `Quantity.String()`); unparsable text is kept as is.
 pub fn canonical(q: &Quantity) -> Quantity {
     Amount::parse(q)
@@ -253,34 +172,6 @@ pub fn observed_containers_value(pod: &Pod) -> String {
                 .join(", ")
         })
         .unwrap_or_default()
-}
-
-pub(super) fn resources_for_slots(
-    pod: &Pod,
-    slots: &[Slot<'_>],
-    vpa: &VerticalPodAutoscaler,
-    limit_ranges: &[LimitRange],
-    options: &PatchOptions,
-) -> Result<Vec<ContainerResources>, PodError> {
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-    let container_item = limitrange::merged_item_with_ratio(
-        limitrange::in_namespace(limit_ranges, namespace),
-        limitrange::CONTAINER,
-        options.honor_max_limit_request_ratio,
-    );
-    let pod_item = limitrange::merged_item(
-        limitrange::in_namespace(limit_ranges, namespace),
-        limitrange::POD,
-    );
-    let processed = process_recommendation(vpa, slots, container_item.as_ref(), pod_item.as_ref())?;
-    container_resources(
-        vpa,
-        slots,
-        processed.as_ref(),
-        container_item.as_ref(),
-        AssemblyOptions::default(),
-        options,
-    )
 }
 
 /// The patch for a pod that `vpa` governs (upstream spec §3.1 steps 6–8): resources of every container,

@@ -5,7 +5,7 @@
 //! are taken whole), and `default` comes wholesale from the last item that has one; `maxLimitRequestRatio`
 //! is carried (lowest per resource) for Tailor's opt-in ratio support. `defaultRequest` and
 //! `maxLimitRequestRatio` take no part in upstream's computation (Tailor can honour the ratio, see
-//! [`crate::pod::PatchOptions`]).
+//! [`crate::sizing::PatchOptions`]).
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{LimitRange, LimitRangeItem};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use tailor_crds::quantity::Amount;
+use crate::quantity::Amount;
 
 /// LimitRange item type for per-container bounds.
 pub const CONTAINER: &str = "Container";
