@@ -12,7 +12,7 @@ pub mod selfmanaged;
 pub mod server;
 pub mod webhook;
 
-pub mod index;
+pub use tailor_crds::cluster::index;
 pub use tailor_crds::limitrange;
 pub mod pod;
 pub mod preview;

@@ -1,8 +1,10 @@
 //! Cluster plumbing both binaries share (feature `kube`): reflectors over the well-known workload kinds
-//! in their slim form ([`crate::workload`]), the `/scale` lookup for other kinds ([`scale`]), and the flag
+//! in their slim form ([`crate::workload`]), the `/scale` lookup for other kinds ([`scale`]), pod → VPA matching ([`index`],
+//! shared by the webhook and the updater), and the flag
 //! groups for the Kubernetes client, logging, the listen address and shutdown.
 
 pub mod client;
+pub mod index;
 pub mod listen;
 pub mod log;
 pub mod reflectors;

@@ -10,6 +10,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
+use crate::cluster::reflectors::WorkloadStores;
+use crate::policy::{has_startup_boost, update_mode};
+use crate::target::{WorkloadInfo, workload_info};
+use crate::workload::{SlimWorkload, WorkloadKind};
+use crate::{UpdateMode, VerticalPodAutoscaler};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{LimitRange, Pod, ReplicationController};
@@ -17,15 +22,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReferen
 use kube::Resource;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
-use tailor_crds::cluster::reflectors::WorkloadStores;
-use tailor_crds::policy::{has_startup_boost, update_mode};
-use tailor_crds::target::{WorkloadInfo, workload_info};
-use tailor_crds::workload::{SlimWorkload, WorkloadKind};
-use tailor_crds::{UpdateMode, VerticalPodAutoscaler};
 
 /// Kinds whose objects the index reads from its own caches, and the controller-owner rule (shared with the
 /// recommender).
-pub use tailor_crds::target::{WELL_KNOWN_KINDS, controller_owner};
+pub use crate::target::{WELL_KNOWN_KINDS, controller_owner};
 
 /// Longest ownership chain followed before giving up.
 const MAX_CHAIN: usize = 32;
@@ -419,12 +419,23 @@ impl Index {
         pod: &Pod,
         namespace: &str,
     ) -> Result<Option<Arc<VerticalPodAutoscaler>>, ChainError> {
+        self.matching_vpa_among(pod, namespace, &is_active)
+    }
+
+    /// The VPA that governs `pod` among the VPAs `candidate` accepts: the webhook's candidates are
+    /// [`is_active`]; the updater's are the VPAs its iteration selected (upstream-updater §1.2 step 6).
+    pub fn matching_vpa_among(
+        &self,
+        pod: &Pod,
+        namespace: &str,
+        candidate: &dyn Fn(&VerticalPodAutoscaler) -> bool,
+    ) -> Result<Option<Arc<VerticalPodAutoscaler>>, ChainError> {
         let Some(controller) = Self::pod_controller(pod, namespace) else {
             return Ok(None);
         };
         // Nothing to match in this namespace: skip the ownership walk.
         let active = self.vpas.filter(&|vpa: &VerticalPodAutoscaler| {
-            vpa.metadata.namespace.as_deref() == Some(namespace) && is_active(vpa)
+            vpa.metadata.namespace.as_deref() == Some(namespace) && candidate(vpa)
         });
         if active.is_empty() {
             return Ok(None);
@@ -469,22 +480,22 @@ pub fn strongest<V: std::ops::Deref<Target = VerticalPodAutoscaler>>(vpas: Vec<V
     })
 }
 
-/// Whether `labels` satisfy a Kubernetes label selector ([`tailor_crds::target::selector_matches`]). An
+/// Whether `labels` satisfy a Kubernetes label selector ([`crate::target::selector_matches`]). An
 /// empty selector matches everything.
 pub fn selector_matches(
     selector: &LabelSelector,
     labels: &BTreeMap<String, String>,
 ) -> Result<bool, ChainError> {
-    tailor_crds::target::selector_matches(selector, labels)
+    crate::target::selector_matches(selector, labels)
         .map_err(|e| ChainError::Selector(e.to_string()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::reflectors::workload_stores;
     use kube::runtime::{reflector, watcher};
     use serde_json::json;
-    use tailor_crds::cluster::reflectors::workload_stores;
 
     fn vpa(name: &str, created: &str, mode: &str) -> VerticalPodAutoscaler {
         serde_json::from_value(json!({
