@@ -1,0 +1,61 @@
+//! Events the updater records on pods and VPAs (upstream-updater §1.5; component `tailor-updater`).
+
+/// What an event is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventObject {
+    /// The pod.
+    Pod,
+    /// Its VPA.
+    Vpa,
+}
+
+/// One event to record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpdaterEvent {
+    /// The object it is recorded on.
+    pub object: EventObject,
+    /// `Normal` or `Warning`.
+    pub type_: &'static str,
+    /// Machine-readable reason.
+    pub reason: &'static str,
+    /// Human-readable message.
+    pub message: String,
+}
+
+/// The events of a successful eviction of `pod`: one on the pod, one on the VPA.
+pub fn evicted(pod: &str) -> [UpdaterEvent; 2] {
+    [
+        UpdaterEvent {
+            object: EventObject::Pod,
+            type_: "Normal",
+            reason: "EvictedByVPA",
+            message: "Pod was evicted by VPA Updater to apply resource recommendation.".into(),
+        },
+        UpdaterEvent {
+            object: EventObject::Vpa,
+            type_: "Normal",
+            reason: "EvictedPod",
+            message: format!("VPA Updater evicted Pod {pod} to apply resource recommendation."),
+        },
+    ]
+}
+
+/// The event of a successful resize.
+pub fn resized() -> UpdaterEvent {
+    UpdaterEvent {
+        object: EventObject::Pod,
+        type_: "Normal",
+        reason: "InPlaceResizedByVPA",
+        message: "Pod was resized in place by VPA Updater.".into(),
+    }
+}
+
+/// The event of a pod skipped because its last resize was infeasible.
+pub fn resize_skipped() -> UpdaterEvent {
+    UpdaterEvent {
+        object: EventObject::Pod,
+        type_: "Normal",
+        reason: "InPlaceResizeSkipped",
+        message: "Previously recorded in-place update was infeasible, current recommendation is not lower than previous, skipping resize".into(),
+    }
+}

@@ -1,0 +1,115 @@
+//! `spec.updatePolicy.evictionRequirements`: which scaling directions may disrupt a pod
+//! (upstream-updater §4). Applied after prioritisation on the eviction and the in-place path alike.
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use tailor_crds::quantity::{self, QuantityError};
+use tailor_crds::{
+    EvictionChangeRequirement, EvictionRequirement, RecommendedPodResources, VerticalPodAutoscaler,
+};
+
+use crate::pods;
+use crate::priority::container_recommendation;
+
+/// Requirements per pod (`namespace/name`), rebuilt every iteration.
+#[derive(Clone, Debug, Default)]
+pub struct EvictionAdmission {
+    requirements: HashMap<String, Vec<EvictionRequirement>>,
+}
+
+impl EvictionAdmission {
+    /// Rebuilds the map from the VPA → pods assignment of this iteration. Pods of VPAs without
+    /// `updatePolicy` are not entered (they are always admitted).
+    pub fn loop_init<'a>(
+        &mut self,
+        assignment: impl IntoIterator<Item = (&'a VerticalPodAutoscaler, &'a [std::sync::Arc<Pod>])>,
+    ) {
+        self.requirements.clear();
+        for (vpa, vpa_pods) in assignment {
+            let Some(policy) = vpa.spec.update_policy.as_ref() else {
+                continue;
+            };
+            let reqs = policy.eviction_requirements.clone().unwrap_or_default();
+            for pod in vpa_pods {
+                self.requirements.insert(pods::pod_key(pod), reqs.clone());
+            }
+        }
+    }
+
+    /// Forgets every pod (no VPA this iteration).
+    pub fn clean_up(&mut self) {
+        self.requirements.clear();
+    }
+
+    /// The requirements recorded for a pod (`None` = not in the map).
+    pub fn requirements(&self, pod: &Pod) -> Option<&[EvictionRequirement]> {
+        self.requirements
+            .get(&pods::pod_key(pod))
+            .map(Vec::as_slice)
+    }
+
+    /// Whether `pod` may be updated towards `rec` (§4).
+    pub fn admit(
+        &self,
+        pod: &Pod,
+        rec: Option<&RecommendedPodResources>,
+    ) -> Result<bool, QuantityError> {
+        admit(pod, self.requirements(pod), rec)
+    }
+}
+
+/// The admission rule for one pod with its requirements (`None` = pod not in the map → admitted).
+pub fn admit(
+    pod: &Pod,
+    requirements: Option<&[EvictionRequirement]>,
+    rec: Option<&RecommendedPodResources>,
+) -> Result<bool, QuantityError> {
+    let Some(requirements) = requirements else {
+        return Ok(true);
+    };
+    for container in pods::containers(pod) {
+        let Some(crec) = container_recommendation(rec, &container.name) else {
+            continue;
+        };
+        let current = pods::current(pod, container);
+        let requests = current.requests.clone().unwrap_or_default();
+        if !requests.contains_key("cpu") || !requests.contains_key("memory") {
+            return Ok(true);
+        }
+        let mut satisfied = true;
+        for requirement in requirements {
+            let mut any = false;
+            for resource in &requirement.resources {
+                let target = crec
+                    .target
+                    .get(resource)
+                    .map(quantity::milli_value)
+                    .transpose()?
+                    .unwrap_or(0);
+                let request = requests
+                    .get(resource)
+                    .map(quantity::milli_value)
+                    .transpose()?
+                    .unwrap_or(0);
+                let holds = match requirement.change_requirement {
+                    EvictionChangeRequirement::TargetHigherThanRequests => target > request,
+                    EvictionChangeRequirement::TargetLowerThanRequests => target < request,
+                    _ => false,
+                };
+                if holds {
+                    any = true;
+                    break;
+                }
+            }
+            if !any {
+                satisfied = false;
+                break;
+            }
+        }
+        if satisfied {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}

@@ -1,0 +1,707 @@
+//! One updater iteration after the liveness check (upstream-updater §1.2 steps 2–10), over objects the
+//! caller lists and with every decision and action injected: the binary passes its caches and the API,
+//! `tailor plan` a snapshot and a dry run, the conformance tests upstream's doubles.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use json_patch::PatchOperation;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use tailor_crds::policy::{has_startup_boost, update_mode};
+use tailor_crds::quantity::QuantityError;
+use tailor_crds::{RecommendedPodResources, UpdateMode, VerticalPodAutoscaler};
+
+use crate::calculator::PriorityCalculator;
+use crate::config::{FeatureGates, PriorityConfig};
+use crate::events::{self, UpdaterEvent};
+use crate::eviction_admission::EvictionAdmission;
+use crate::infeasible::{InfeasibleAttempts, is_infeasible_error};
+use crate::metrics::{GaugeKind, IterationGauges, Metrics, VpaLabel};
+use crate::modes::{self, Path};
+use crate::pods;
+use crate::priority::PodPriority;
+use crate::resize::{ResizeError, ResizePlan};
+use crate::restriction::{InPlaceDecision, InPlaceTimers, RestrictionError};
+use crate::skip::Skip;
+
+/// The mutable state an updater keeps between iterations.
+#[derive(Debug, Default)]
+pub struct UpdaterState {
+    /// Infeasible resize attempts (mode `InPlace`).
+    pub infeasible: InfeasibleAttempts,
+    /// Fallback timers of resizing pods.
+    pub timers: InPlaceTimers,
+    /// `evictionRequirements` of this iteration's pods.
+    pub admission: EvictionAdmission,
+    /// Iterations run (rotates the VPA order with [`IterationConfig::fair_order`]).
+    pub iterations: u64,
+}
+
+/// Per-VPA budget decisions (§3, §5.3–§5.4, §5.8), built fresh for each VPA of each iteration.
+pub trait Gate {
+    /// `CanEvict`, with the reason when refused.
+    fn can_evict(
+        &mut self,
+        pod: &Pod,
+        state: &mut UpdaterState,
+        now: Timestamp,
+    ) -> Result<(), Skip>;
+    /// `CanInPlaceUpdate`.
+    fn can_in_place_update(
+        &mut self,
+        pod: &Pod,
+        vpa: &VerticalPodAutoscaler,
+        state: &mut UpdaterState,
+        now: Timestamp,
+    ) -> Result<InPlaceDecision, QuantityError>;
+    /// `CanUnboost`.
+    fn can_unboost(&mut self, pod: &Pod, vpa: &VerticalPodAutoscaler, now: Timestamp) -> bool;
+    /// Checks an eviction before the API call.
+    fn check_evict(
+        &mut self,
+        pod: &Pod,
+        state: &mut UpdaterState,
+        now: Timestamp,
+    ) -> Result<(), RestrictionError>;
+    /// Counts a successful eviction.
+    fn evicted(&mut self, pod: &Pod);
+    /// Checks an in-place update before the PATCH.
+    fn check_in_place(&mut self, pod: &Pod) -> Result<(), RestrictionError>;
+    /// Counts a started in-place update.
+    fn in_place_started(&mut self, pod: &Pod, state: &mut UpdaterState, now: Timestamp);
+}
+
+/// What the iteration reads from the cluster's caches (pure lookups).
+pub trait ClusterView {
+    /// The budget decisions of one VPA.
+    type Gate: Gate;
+    /// Reads the VPA's target selector (§1.2 step 3); an error skips the VPA.
+    fn fetch_selector(&self, vpa: &VerticalPodAutoscaler) -> Result<(), String>;
+    /// Index into `selected` of the VPA that governs `pod` (§1.2 step 6).
+    fn controlling_vpa(&self, pod: &Pod, selected: &[Arc<VerticalPodAutoscaler>]) -> Option<usize>;
+    /// The budgets of `vpa`'s live pods.
+    fn gate(&self, vpa: &VerticalPodAutoscaler, pods: &[Arc<Pod>]) -> Self::Gate;
+    /// The processed (capped) recommendation for `pod` (§2.1).
+    fn processed(
+        &self,
+        vpa: &VerticalPodAutoscaler,
+        pod: &Pod,
+    ) -> Result<Option<RecommendedPodResources>, String>;
+    /// The priority of `pod` for `rec` (§2.3).
+    fn priority(
+        &self,
+        pod: &Pod,
+        rec: Option<&RecommendedPodResources>,
+    ) -> Result<PodPriority, String>;
+    /// The two patches that resize `pod` to `vpa`'s recommendation.
+    fn resize_plan(
+        &self,
+        pod: &Pod,
+        vpa: &VerticalPodAutoscaler,
+        now: Timestamp,
+    ) -> Result<ResizePlan, ResizeError>;
+}
+
+/// Why an action against the API failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ActError {
+    /// The API server refused or failed the call.
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    /// The rate limiter refused to wait.
+    #[error(transparent)]
+    RateLimit(#[from] crate::rate_limit::WaitError),
+    /// Any other failure (dry runs, simulated PodDisruptionBudgets).
+    #[error("{0}")]
+    Other(String),
+}
+
+impl ActError {
+    /// Whether a PodDisruptionBudget refused the eviction (HTTP 429): retried next iteration, not an error.
+    pub fn is_disruption_budget(&self) -> bool {
+        match self {
+            ActError::Api(kube::Error::Api(s)) => s.code == 429,
+            ActError::Other(m) => m.contains("disruption budget"),
+            _ => false,
+        }
+    }
+}
+
+/// How the iteration acts on the cluster.
+pub trait Actuator {
+    /// Waits for an eviction token; an error aborts the iteration.
+    fn wait_eviction(&mut self) -> impl Future<Output = Result<(), ActError>>;
+    /// Waits for an in-place token; an error aborts the iteration.
+    fn wait_in_place(&mut self) -> impl Future<Output = Result<(), ActError>>;
+    /// Posts the Eviction of `pod`.
+    fn evict(&mut self, pod: &Pod) -> impl Future<Output = Result<(), ActError>>;
+    /// Sends the resize PATCH, then the annotation PATCH (whose failure is only logged).
+    fn resize(
+        &mut self,
+        pod: &Pod,
+        plan: &ResizePlan,
+    ) -> impl Future<Output = Result<(), ActError>>;
+    /// Records an event on the pod or on `vpa`.
+    fn event(&mut self, pod: &Pod, vpa: &VerticalPodAutoscaler, event: UpdaterEvent);
+}
+
+/// Settings of an iteration.
+#[derive(Clone, Debug, Default)]
+pub struct IterationConfig {
+    /// Priority thresholds.
+    pub priority: PriorityConfig,
+    /// Feature gates.
+    pub gates: FeatureGates,
+    /// `--ignored-vpa-object-namespaces`.
+    pub ignored_namespaces: Vec<String>,
+    /// Tailor improvement: `InPlace` honours its deferrals instead of re-patching (spec §8 item 1).
+    pub in_place_honours_deferrals: bool,
+    /// Tailor improvement: the VPA order rotates each iteration, so that a rate limit reaches every VPA in
+    /// turn (upstream: random map order, spec §8 item 17).
+    pub fair_order: bool,
+}
+
+/// What happened to one pod.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Evicted.
+    Evict,
+    /// Resized in place with these resize operations.
+    Resize(Vec<PatchOperation>),
+    /// Left alone, and why.
+    Skip(Skip),
+}
+
+/// One VPA's pods and what happened to each.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VpaReport {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Effective mode.
+    pub mode: String,
+    /// Pod name → outcome, in name order.
+    pub pods: BTreeMap<String, Action>,
+}
+
+/// The outcome of an iteration.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    /// VPAs whose pods were considered, in processing order.
+    pub vpas: Vec<VpaReport>,
+    /// VPAs skipped before matching, with the reason.
+    pub skipped_vpas: Vec<(String, String, String)>,
+    /// VPAs using the deprecated `Auto` mode.
+    pub deprecated: Vec<String>,
+    /// Set when the iteration stopped early (a rate-limiter wait failed).
+    pub aborted: Option<String>,
+    /// Evictions done.
+    pub evictions: usize,
+    /// Resizes done.
+    pub resizes: usize,
+    /// Whether pods were listed (not when no VPA was selected).
+    pub pods_listed: bool,
+}
+
+struct Vpa<'a> {
+    vpa: &'a VerticalPodAutoscaler,
+    label: VpaLabel<'a>,
+    mode: UpdateMode,
+}
+
+/// Runs one iteration over `vpas` (list order) and the live `pods`.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_once<V: ClusterView, A: Actuator>(
+    config: &IterationConfig,
+    state: &mut UpdaterState,
+    view: &V,
+    actuator: &mut A,
+    vpas: &[Arc<VerticalPodAutoscaler>],
+    list_pods: impl FnOnce() -> Vec<Arc<Pod>>,
+    now: Timestamp,
+    gauges: &mut IterationGauges,
+    metrics: Option<&Metrics>,
+) -> Report {
+    let mut report = Report::default();
+    let mut selected: Vec<Arc<VerticalPodAutoscaler>> = Vec::new();
+    for vpa in vpas {
+        let ns = vpa.metadata.namespace.clone().unwrap_or_default();
+        let name = vpa.metadata.name.clone().unwrap_or_default();
+        if config.ignored_namespaces.iter().any(|n| *n == ns) {
+            report
+                .skipped_vpas
+                .push((ns, name, "namespace ignored".into()));
+            continue;
+        }
+        if modes::is_deprecated(vpa.spec.update_policy.as_ref()) {
+            report.deprecated.push(format!("{ns}/{name}"));
+        }
+        if !modes::is_selected(vpa) {
+            let mode = modes::mode_label(&update_mode(&vpa.spec));
+            report.skipped_vpas.push((ns, name, format!("mode {mode}")));
+            continue;
+        }
+        if let Err(e) = view.fetch_selector(vpa) {
+            report.skipped_vpas.push((ns, name, format!("target: {e}")));
+            continue;
+        }
+        selected.push(vpa.clone());
+    }
+    if selected.is_empty() {
+        state.admission.clean_up();
+        return report;
+    }
+    let all_pods = list_pods();
+    report.pods_listed = true;
+    let live: Vec<&Arc<Pod>> = all_pods
+        .iter()
+        .filter(|p| !pods::is_terminating(p))
+        .collect();
+    let mut assigned: Vec<Vec<Arc<Pod>>> = vec![Vec::new(); selected.len()];
+    for pod in &live {
+        if let Some(i) = view.controlling_vpa(pod, &selected)
+            && let Some(list) = assigned.get_mut(i)
+        {
+            list.push(Arc::clone(pod));
+        }
+    }
+    state
+        .infeasible
+        .retain_live(live.iter().map(|p| pods::uid(p)));
+    state.admission.loop_init(
+        selected
+            .iter()
+            .zip(&assigned)
+            .filter(|(_, p)| !p.is_empty())
+            .map(|(v, p)| (v.as_ref(), p.as_slice())),
+    );
+    let mut order: Vec<usize> = (0..selected.len())
+        .filter(|&i| !assigned[i].is_empty())
+        .collect();
+    if config.fair_order && !order.is_empty() {
+        let shift = usize::try_from(state.iterations % order.len() as u64).unwrap_or(0);
+        order.rotate_left(shift);
+    }
+    state.iterations = state.iterations.wrapping_add(1);
+    for i in order {
+        let vpa = selected[i].as_ref();
+        let vpa_pods = &assigned[i];
+        let mode = update_mode(&vpa.spec);
+        let mode_text = modes::mode_label(&mode);
+        let entry = Vpa {
+            vpa,
+            label: VpaLabel {
+                size: vpa_pods.len(),
+                name: vpa.metadata.name.as_deref().unwrap_or_default(),
+                namespace: vpa.metadata.namespace.as_deref().unwrap_or_default(),
+                mode: &mode_text,
+            },
+            mode: mode.clone(),
+        };
+        let mut vpa_report = VpaReport {
+            namespace: entry.label.namespace.to_owned(),
+            name: entry.label.name.to_owned(),
+            mode: mode_text.clone(),
+            pods: BTreeMap::new(),
+        };
+        let aborted = process_vpa(
+            config,
+            state,
+            view,
+            actuator,
+            &entry,
+            vpa_pods,
+            now,
+            gauges,
+            metrics,
+            &mut vpa_report,
+            &mut report,
+        )
+        .await;
+        report.vpas.push(vpa_report);
+        if let Err(reason) = aborted {
+            report.aborted = Some(reason);
+            break;
+        }
+    }
+    report
+}
+
+fn set(report: &mut VpaReport, pod: &Pod, action: Action) {
+    report.pods.insert(pods::name(pod).to_owned(), action);
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn process_vpa<V: ClusterView, A: Actuator>(
+    config: &IterationConfig,
+    state: &mut UpdaterState,
+    view: &V,
+    actuator: &mut A,
+    entry: &Vpa<'_>,
+    vpa_pods: &[Arc<Pod>],
+    now: Timestamp,
+    gauges: &mut IterationGauges,
+    metrics: Option<&Metrics>,
+    vpa_report: &mut VpaReport,
+    report: &mut Report,
+) -> Result<(), String> {
+    let vpa = entry.vpa;
+    let size = vpa_pods.len();
+    let mode_text = entry.label.mode;
+    gauges.add(GaugeKind::ControlledPods, size, mode_text, size as i64);
+    if let Some(m) = metrics {
+        m.init_counters(&entry.label);
+    }
+    let mut gate = view.gate(vpa, vpa_pods);
+    let mut resized = 0usize;
+
+    // Start-up boost pass (§5.8).
+    let mut available: Vec<Arc<Pod>> = Vec::new();
+    if config.gates.cpu_startup_boost && has_startup_boost(&vpa.spec) {
+        for pod in vpa_pods {
+            let expired = pods::expired_boost_keys(pod, vpa, now);
+            if !expired.is_empty() {
+                set(vpa_report, pod, Action::Skip(Skip::BoostActive));
+                if !gate.can_unboost(pod, vpa, now) {
+                    continue;
+                }
+                if let Err(e) = actuator.wait_in_place().await {
+                    if let Some(m) = metrics {
+                        m.record_failed_in_place_update(
+                            &entry.label,
+                            "InPlaceUpdateRateLimiterWaitFailed",
+                        );
+                    }
+                    set(vpa_report, pod, Action::Skip(Skip::RateLimited));
+                    return Err(format!("in-place rate limiter: {e}"));
+                }
+                match in_place_update(view, actuator, &mut gate, state, pod, vpa, now).await {
+                    Ok(plan) => {
+                        resized += 1;
+                        report.resizes += 1;
+                        if let Some(m) = metrics {
+                            m.add_in_place_updated_pod(&entry.label);
+                        }
+                        set(vpa_report, pod, Action::Resize(plan.resize));
+                    }
+                    Err(e) => {
+                        if let Some(m) = metrics {
+                            m.record_failed_in_place_update(&entry.label, "UnboostError");
+                        }
+                        set(vpa_report, pod, Action::Skip(Skip::Error(e.to_string())));
+                    }
+                }
+            } else if !pods::has_boost_annotation(pod) {
+                available.push(Arc::clone(pod));
+            } else {
+                set(vpa_report, pod, Action::Skip(Skip::BoostActive));
+            }
+        }
+    } else {
+        available = vpa_pods.to_vec();
+    }
+
+    let mut eviction_list: Vec<Arc<Pod>> = Vec::new();
+    let mut in_place_updatable = 0usize;
+    let mut evictable = 0usize;
+    match modes::path(&entry.mode, config.gates.in_place) {
+        Path::None | Path::InPlaceGateOff => {
+            for pod in &available {
+                set(
+                    vpa_report,
+                    pod,
+                    Action::Skip(Skip::Mode(mode_text.to_owned())),
+                );
+            }
+            if matches!(modes::path(&entry.mode, config.gates.in_place), Path::None) {
+                return Ok(());
+            }
+            tracing::warn!(vpa = %entry.label.name, "updateMode InPlace needs feature gate InPlace; pods left alone");
+            return Ok(());
+        }
+        Path::InPlace => {
+            let in_place_mode = entry.mode == UpdateMode::InPlace;
+            let mut calc = PriorityCalculator::new(vpa, &config.priority, config.gates);
+            for pod in &available {
+                let decision = match gate.can_in_place_update(pod, vpa, state, now) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        set(vpa_report, pod, Action::Skip(Skip::Error(e.to_string())));
+                        continue;
+                    }
+                };
+                let keep = match decision {
+                    InPlaceDecision::Approved => true,
+                    InPlaceDecision::Evict => !in_place_mode,
+                    InPlaceDecision::Deferred | InPlaceDecision::Infeasible => in_place_mode,
+                    InPlaceDecision::InfeasibleCached => {
+                        actuator.event(pod, vpa, events::resize_skipped());
+                        if let Some(m) = metrics {
+                            m.record_infeasible_cached(&entry.label);
+                        }
+                        set(vpa_report, pod, Action::Skip(Skip::InfeasibleCached));
+                        false
+                    }
+                };
+                if !keep {
+                    if decision != InPlaceDecision::InfeasibleCached {
+                        set(vpa_report, pod, Action::Skip(decision_skip(decision)));
+                    }
+                    continue;
+                }
+                offer(view, state, &mut calc, vpa, pod, now, vpa_report);
+            }
+            let sorted = match calc.sorted(&state.admission) {
+                Ok((sorted, refused)) => {
+                    for pod in refused {
+                        set(vpa_report, &pod, Action::Skip(Skip::EvictionRequirements));
+                    }
+                    sorted
+                }
+                Err(e) => {
+                    tracing::warn!(vpa = %entry.label.name, error = %e, "cannot order pods");
+                    Vec::new()
+                }
+            };
+            in_place_updatable = sorted.len();
+            gauges.add(
+                GaugeKind::InPlaceUpdatablePods,
+                size,
+                mode_text,
+                in_place_updatable as i64,
+            );
+            for candidate in sorted {
+                let pod = &candidate.pod;
+                let decision = match gate.can_in_place_update(pod, vpa, state, now) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        set(vpa_report, pod, Action::Skip(Skip::Error(e.to_string())));
+                        continue;
+                    }
+                };
+                match decision {
+                    InPlaceDecision::Deferred
+                        if !in_place_mode || config.in_place_honours_deferrals =>
+                    {
+                        set(vpa_report, pod, Action::Skip(decision_skip(decision)));
+                        continue;
+                    }
+                    InPlaceDecision::Evict => {
+                        eviction_list.push(Arc::clone(pod));
+                        continue;
+                    }
+                    InPlaceDecision::InfeasibleCached => {
+                        set(vpa_report, pod, Action::Skip(Skip::InfeasibleCached));
+                        continue;
+                    }
+                    InPlaceDecision::Infeasible => {
+                        if let Some(raw) =
+                            vpa.status.as_ref().and_then(|s| s.recommendation.clone())
+                        {
+                            state.infeasible.record(pods::uid(pod), raw);
+                        }
+                    }
+                    InPlaceDecision::Deferred | InPlaceDecision::Approved => {}
+                }
+                if let Err(e) = actuator.wait_in_place().await {
+                    if let Some(m) = metrics {
+                        m.record_failed_in_place_update(
+                            &entry.label,
+                            "InPlaceUpdateRateLimiterWaitFailed",
+                        );
+                    }
+                    set(vpa_report, pod, Action::Skip(Skip::RateLimited));
+                    return Err(format!("in-place rate limiter: {e}"));
+                }
+                match in_place_update(view, actuator, &mut gate, state, pod, vpa, now).await {
+                    Ok(plan) => {
+                        resized += 1;
+                        report.resizes += 1;
+                        if let Some(m) = metrics {
+                            m.add_in_place_updated_pod(&entry.label);
+                        }
+                        set(vpa_report, pod, Action::Resize(plan.resize));
+                    }
+                    Err(e) => {
+                        if in_place_mode {
+                            let infeasible = matches!(&e, InPlaceError::Act(ActError::Api(api)) if is_infeasible_error(Some(api)));
+                            if infeasible
+                                && let Some(raw) =
+                                    vpa.status.as_ref().and_then(|s| s.recommendation.clone())
+                            {
+                                state.infeasible.record(pods::uid(pod), raw);
+                            }
+                            if let Some(m) = metrics {
+                                let reason = if infeasible {
+                                    "InPlaceUpdateInfeasible"
+                                } else {
+                                    "InPlaceUpdateError"
+                                };
+                                m.record_failed_in_place_update(&entry.label, reason);
+                            }
+                            set(vpa_report, pod, Action::Skip(Skip::Error(e.to_string())));
+                        } else {
+                            if let Some(m) = metrics {
+                                m.record_failed_in_place_update(&entry.label, "InPlaceUpdateError");
+                            }
+                            set(vpa_report, pod, Action::Skip(Skip::Error(e.to_string())));
+                            eviction_list.push(Arc::clone(pod));
+                        }
+                    }
+                }
+            }
+        }
+        Path::Evict => {
+            let mut calc = PriorityCalculator::new(vpa, &config.priority, config.gates);
+            for pod in &available {
+                if let Err(skip) = gate.can_evict(pod, state, now) {
+                    set(vpa_report, pod, Action::Skip(skip));
+                    continue;
+                }
+                offer(view, state, &mut calc, vpa, pod, now, vpa_report);
+            }
+            match calc.sorted(&state.admission) {
+                Ok((sorted, refused)) => {
+                    for pod in refused {
+                        set(vpa_report, &pod, Action::Skip(Skip::EvictionRequirements));
+                    }
+                    eviction_list = sorted.into_iter().map(|c| c.pod).collect();
+                }
+                Err(e) => tracing::warn!(vpa = %entry.label.name, error = %e, "cannot order pods"),
+            }
+            evictable = eviction_list.len();
+            gauges.add(GaugeKind::EvictablePods, size, mode_text, evictable as i64);
+        }
+    }
+
+    let mut evicted = 0usize;
+    for pod in &eviction_list {
+        if let Err(skip) = gate.can_evict(pod, state, now) {
+            set(vpa_report, pod, Action::Skip(skip));
+            continue;
+        }
+        if let Err(e) = actuator.wait_eviction().await {
+            if let Some(m) = metrics {
+                m.record_failed_eviction(&entry.label, "EvictionRateLimiterWaitFailed");
+            }
+            set(vpa_report, pod, Action::Skip(Skip::RateLimited));
+            return Err(format!("eviction rate limiter: {e}"));
+        }
+        match evict_pod(actuator, &mut gate, state, pod, vpa, now).await {
+            Ok(()) => {
+                evicted += 1;
+                report.evictions += 1;
+                if let Some(m) = metrics {
+                    m.add_evicted_pod(&entry.label);
+                }
+                set(vpa_report, pod, Action::Evict);
+            }
+            Err(e) => {
+                if let Some(m) = metrics {
+                    m.record_failed_eviction(&entry.label, "EvictionError");
+                }
+                let skip = match &e {
+                    InPlaceError::Act(a) if a.is_disruption_budget() => Skip::DisruptionBudget,
+                    other => Skip::Error(other.to_string()),
+                };
+                set(vpa_report, pod, Action::Skip(skip));
+            }
+        }
+    }
+    if evictable > 0 {
+        gauges.add(GaugeKind::VpasWithEvictablePods, size, mode_text, 1);
+    }
+    if evicted > 0 {
+        gauges.add(GaugeKind::VpasWithEvictedPods, size, mode_text, 1);
+    }
+    if in_place_updatable > 0 {
+        gauges.add(GaugeKind::VpasWithInPlaceUpdatablePods, size, mode_text, 1);
+    }
+    if resized > 0 {
+        gauges.add(GaugeKind::VpasWithInPlaceUpdatedPods, size, mode_text, 1);
+    }
+    Ok(())
+}
+
+fn decision_skip(decision: InPlaceDecision) -> Skip {
+    match decision {
+        InPlaceDecision::Deferred => Skip::ResizeDeferred,
+        InPlaceDecision::InfeasibleCached => Skip::InfeasibleCached,
+        _ => Skip::ResizeInProgress,
+    }
+}
+
+fn offer<V: ClusterView>(
+    view: &V,
+    state: &UpdaterState,
+    calc: &mut PriorityCalculator<'_>,
+    vpa: &VerticalPodAutoscaler,
+    pod: &Arc<Pod>,
+    now: Timestamp,
+    vpa_report: &mut VpaReport,
+) {
+    let result = view.processed(vpa, pod).and_then(|rec| {
+        let priority = view.priority(pod, rec.as_ref())?;
+        calc.add_pod(Arc::clone(pod), rec, priority, &state.infeasible, now)
+            .map_err(|e| e.to_string())
+    });
+    match result {
+        Ok(Some(skip)) => set(vpa_report, pod, Action::Skip(skip)),
+        Ok(None) => {}
+        Err(e) => set(vpa_report, pod, Action::Skip(Skip::Error(e))),
+    }
+}
+
+/// Why an eviction or in-place update did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum InPlaceError {
+    /// The budget refused it.
+    #[error(transparent)]
+    Restriction(#[from] RestrictionError),
+    /// No resize could be computed.
+    #[error(transparent)]
+    Resize(#[from] ResizeError),
+    /// The API call failed.
+    #[error(transparent)]
+    Act(#[from] ActError),
+}
+
+/// `Evict` (§3.4): checks the budget, posts the Eviction, records the events and counts it.
+pub async fn evict_pod<G: Gate, A: Actuator>(
+    actuator: &mut A,
+    gate: &mut G,
+    state: &mut UpdaterState,
+    pod: &Pod,
+    vpa: &VerticalPodAutoscaler,
+    now: Timestamp,
+) -> Result<(), InPlaceError> {
+    gate.check_evict(pod, state, now)?;
+    actuator.evict(pod).await?;
+    for event in events::evicted(pods::name(pod)) {
+        actuator.event(pod, vpa, event);
+    }
+    gate.evicted(pod);
+    Ok(())
+}
+
+/// `InPlaceUpdate` (§5.5): checks group membership, computes and sends the patches, records the event and
+/// counts it.
+pub async fn in_place_update<V: ClusterView, G: Gate, A: Actuator>(
+    view: &V,
+    actuator: &mut A,
+    gate: &mut G,
+    state: &mut UpdaterState,
+    pod: &Pod,
+    vpa: &VerticalPodAutoscaler,
+    now: Timestamp,
+) -> Result<ResizePlan, InPlaceError> {
+    gate.check_in_place(pod)?;
+    let plan = view.resize_plan(pod, vpa, now)?;
+    actuator.resize(pod, &plan).await?;
+    actuator.event(pod, vpa, events::resized());
+    gate.in_place_started(pod, state, now);
+    Ok(plan)
+}

@@ -1,0 +1,26 @@
+//! Tailor's updater: brings running pods to their recommendation, in place through `pods/resize` or by
+//! eviction, within disruption budgets and rate limits (upstream-updater spec).
+//!
+//! The decisions are pure (time is a parameter): [`priority`] and [`calculator`] (which pods, in which
+//! order), [`eviction_admission`] (`evictionRequirements`), [`restriction`] (budgets per controller group,
+//! in-place decisions and fallbacks), [`resize`] (the resize and annotation patches), [`lease`] (is the
+//! webhook alive), [`rate_limit`]. [`iteration`] runs one pass over injected lookups and actions; the
+//! binary's [`cluster`] supplies caches and the API, `tailor plan` a snapshot.
+
+pub mod calculator;
+pub mod cluster;
+pub mod config;
+pub mod events;
+pub mod eviction_admission;
+pub mod flags;
+pub mod infeasible;
+pub mod iteration;
+pub mod lease;
+pub mod metrics;
+pub mod modes;
+pub mod pods;
+pub mod priority;
+pub mod rate_limit;
+pub mod resize;
+pub mod restriction;
+pub mod skip;

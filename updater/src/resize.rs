@@ -1,0 +1,150 @@
+//! The in-place resize: the `pods/resize` JSON Patch and the pod annotation patch (upstream-updater §5.5,
+//! §5.8 un-boost).
+
+use std::collections::BTreeSet;
+
+use json_patch::PatchOperation;
+use k8s_openapi::api::core::v1::{LimitRange, Pod};
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+use tailor_crds::policy::update_mode;
+use tailor_crds::quantity::Amount;
+use tailor_crds::sizing::{
+    ContainerResources, IN_PLACE_UPDATED_ANNOTATION, PatchOptions, PodError, add_annotation_op,
+    add_op, escape, parse_boost_annotation, remove_annotation_op, resources_for_slots, slots,
+};
+use tailor_crds::{ResourceList, UpdateMode, VerticalPodAutoscaler};
+
+use crate::pods;
+
+/// The two patches of one in-place update.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ResizePlan {
+    /// Operations for the `resize` subresource (requests and limits).
+    pub resize: Vec<PatchOperation>,
+    /// Operations on the pod itself (the in-place-updated annotation, removal of expired boosts).
+    pub annotations: Vec<PatchOperation>,
+}
+
+/// Why no resize can be computed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ResizeError {
+    /// Sizing the pod failed (a quantity, a boost annotation).
+    #[error(transparent)]
+    Sizing(#[from] PodError),
+    /// A boost annotation does not hold the JSON the webhook writes.
+    #[error("{0}")]
+    BoostAnnotation(String),
+    /// Nothing would change.
+    #[error("no resource patches were calculated to apply")]
+    NothingToApply,
+}
+
+/// What the recommendation provider gives each container of the pod (index-aligned with
+/// `spec.containers`): the webhook's sizing, requests from the processed target and limits in proportion.
+pub fn provider_resources(
+    pod: &Pod,
+    vpa: &VerticalPodAutoscaler,
+    limit_ranges: &[LimitRange],
+) -> Result<Vec<ContainerResources>, PodError> {
+    let options = PatchOptions::default();
+    let slots = slots(pod, &options);
+    resources_for_slots(pod, &slots, vpa, limit_ranges, &options)
+}
+
+/// The resize operations (§5.5 calculator 1) for `provided` (from [`provider_resources`]) and the boost
+/// keys that expired (`expired`, from [`pods::expired_boost_keys`]).
+pub fn resize_operations(
+    pod: &Pod,
+    vpa: &VerticalPodAutoscaler,
+    provided: &[ContainerResources],
+    expired: &[String],
+) -> Result<Vec<PatchOperation>, ResizeError> {
+    let off = update_mode(&vpa.spec) == UpdateMode::Off;
+    let annotations = pod.metadata.annotations.as_ref();
+    let mut ops = Vec::new();
+    for (i, container) in pods::containers(pod).iter().enumerate() {
+        let key = pods::boost_key(&container.name);
+        let empty = ContainerResources::default();
+        let given = provided.get(i).unwrap_or(&empty);
+        let (requests, limits): (ResourceList, ResourceList) = if expired.contains(&key) {
+            if !given.requests.is_empty() || !given.limits.is_empty() {
+                (given.requests.clone(), given.limits.clone())
+            } else {
+                let original = parse_boost_annotation(annotations, &container.name)
+                    .map_err(ResizeError::BoostAnnotation)?
+                    .unwrap_or_default();
+                (
+                    original.requests.unwrap_or_default(),
+                    original.limits.unwrap_or_default(),
+                )
+            }
+        } else if annotations.is_some_and(|a| a.contains_key(&key)) || off {
+            continue;
+        } else {
+            (given.requests.clone(), given.limits.clone())
+        };
+        let base = format!("/spec/containers/{i}/resources");
+        let spec = container.resources.as_ref();
+        let spec_requests = spec.and_then(|r| r.requests.as_ref());
+        let spec_limits = spec.and_then(|r| r.limits.as_ref());
+        if spec_requests.is_none() && spec_limits.is_none() {
+            ops.push(add_op(&base, json!({})));
+        }
+        for (field, target, present) in [
+            ("requests", &requests, spec_requests.is_some()),
+            ("limits", &limits, spec_limits.is_some()),
+        ] {
+            if !present && !target.is_empty() {
+                ops.push(add_op(&format!("{base}/{field}"), json!({})));
+            }
+            for (resource, value) in target {
+                let text = Amount::parse(value)
+                    .map(|a| a.to_quantity().0)
+                    .unwrap_or_else(|_| value.0.clone());
+                ops.push(add_op(
+                    &format!("{base}/{field}/{}", escape(resource)),
+                    Value::String(text),
+                ));
+            }
+        }
+    }
+    Ok(ops)
+}
+
+/// The pod patch of an in-place update (§5.5 calculators 2 and 3): the in-place-updated annotation and the
+/// removal of expired boost annotations.
+pub fn annotation_operations(pod: &Pod, expired: &[String]) -> Vec<PatchOperation> {
+    let mut ops = Vec::new();
+    if pod.metadata.annotations.is_none() {
+        ops.push(add_op("/metadata/annotations", json!({})));
+    }
+    ops.push(add_annotation_op(IN_PLACE_UPDATED_ANNOTATION, "true"));
+    let unique: BTreeSet<&String> = expired.iter().collect();
+    ops.extend(unique.into_iter().map(|k| remove_annotation_op(k)));
+    ops
+}
+
+/// Both patches of an in-place update of `pod` to `vpa`'s recommendation at `now`.
+pub fn plan_resize(
+    pod: &Pod,
+    vpa: &VerticalPodAutoscaler,
+    limit_ranges: &[LimitRange],
+    boost_gate: bool,
+    now: Timestamp,
+) -> Result<ResizePlan, ResizeError> {
+    let provided = provider_resources(pod, vpa, limit_ranges)?;
+    let expired = if boost_gate {
+        pods::expired_boost_keys(pod, vpa, now)
+    } else {
+        Vec::new()
+    };
+    let resize = resize_operations(pod, vpa, &provided, &expired)?;
+    if resize.is_empty() {
+        return Err(ResizeError::NothingToApply);
+    }
+    Ok(ResizePlan {
+        resize,
+        annotations: annotation_operations(pod, &expired),
+    })
+}

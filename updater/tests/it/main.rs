@@ -1,0 +1,4 @@
+//! Integration tests of tailor-updater: conformance with upstream's updater vectors.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod conformance;
