@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
-# Images of both Tailor components, from one build of the workspace:
+# Images of the three Tailor components, from one build of the workspace:
 #   docker build --target recommender -t ghcr.io/tailor-dev/tailor-recommender:dev .
+#   docker build --target updater     -t ghcr.io/tailor-dev/tailor-updater:dev .
 #   docker build --target admission   -t ghcr.io/tailor-dev/tailor-admission:dev .
 # The builder is Debian 12 (bookworm) so the binaries link against the same glibc as the distroless
 # cc-debian12 runtime; the runtime has no shell or package manager and runs as a non-root user.
@@ -16,9 +17,9 @@ COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/usr/local/cargo/git \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin tailor-recommender --bin tailor-admission \
+    cargo build --release --locked --bin tailor-recommender --bin tailor-updater --bin tailor-admission \
  && mkdir -p /out \
- && cp target/release/tailor-recommender target/release/tailor-admission /out/
+ && cp target/release/tailor-recommender target/release/tailor-updater target/release/tailor-admission /out/
 
 FROM ${RUNTIME_IMAGE} AS recommender
 LABEL org.opencontainers.image.title="tailor-recommender" \
@@ -29,6 +30,16 @@ COPY --from=builder /out/tailor-recommender /usr/local/bin/tailor-recommender
 USER 65532:65532
 EXPOSE 8942
 ENTRYPOINT ["/usr/local/bin/tailor-recommender"]
+
+FROM ${RUNTIME_IMAGE} AS updater
+LABEL org.opencontainers.image.title="tailor-updater" \
+      org.opencontainers.image.description="Tailor VPA updater" \
+      org.opencontainers.image.source="https://github.com/tailor-dev/tailor" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=builder /out/tailor-updater /usr/local/bin/tailor-updater
+USER 65532:65532
+EXPOSE 8943
+ENTRYPOINT ["/usr/local/bin/tailor-updater"]
 
 FROM ${RUNTIME_IMAGE} AS admission
 LABEL org.opencontainers.image.title="tailor-admission" \

@@ -128,7 +128,8 @@ def args(dep: dict) -> list[str]:
 
 
 # The binary each component's Deployment runs; `cargo test` (which hack/test.sh runs first) builds them.
-BINARIES = {"recommender": "tailor-recommender", "admission": "tailor-admission"}
+BINARIES = {"recommender": "tailor-recommender", "updater": "tailor-updater", "admission": "tailor-admission"}
+COMPONENTS = tuple(BINARIES)
 
 
 def binaries_accept_args(docs: list[dict]) -> None:
@@ -309,6 +310,67 @@ def expect_defaults(docs: list[dict]) -> None:
     assert not any("verticalpodautoscalers/status" in r["resources"] for r in cra["rules"])
     assert not any(set(r["verbs"]) - {"get", "list", "watch"} for r in cra["rules"]
                    if "admissionregistration.k8s.io" not in r["apiGroups"]), "admission may write more than its webhook"
+    # The webhook's status Lease: flags and a Role limited to that Lease in the release namespace.
+    for a in ["--status-lease-name=tailor-admission", f"--status-lease-namespace={NAMESPACE}",
+              "--status-lease-update-interval=10s"]:
+        assert a in args(adm), f"admission lacks {a}: {args(adm)}"
+    lease_role = one(docs, "Role", f"{RELEASE}-admission-status-lease")
+    assert lease_role["metadata"]["namespace"] == NAMESPACE
+    assert lease_role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["tailor-admission"],
+         "verbs": ["get", "update"]}], lease_role["rules"]
+    binding = one(docs, "RoleBinding", f"{RELEASE}-admission-status-lease")
+    assert binding["subjects"][0]["name"] == f"{RELEASE}-admission"
+    expect_updater_defaults(docs)
+
+
+UPDATER_DEFAULT_ARGS = [
+    "--address=:8943", "--updater-interval=1m", "--min-replicas=2", "--eviction-tolerance=0.5",
+    "--eviction-rate-limit=-1", "--eviction-rate-burst=1", "--pod-update-threshold=0.1",
+    "--in-recommendation-bounds-eviction-lifetime-threshold=12h", "--evict-after-oom-threshold=10m",
+    "--use-admission-controller-status=true", "--admission-controller-status-lease-name=tailor-admission",
+    f"--admission-controller-status-lease-namespace={NAMESPACE}", "--admission-controller-status-lease-timeout=1m",
+    "--kube-api-qps=50", "--kube-api-burst=100", "--log-format=json", "--log-level=info",
+]
+
+
+def expect_updater_defaults(docs: list[dict]) -> None:
+    upd = deployment(docs, "updater")
+    assert upd["spec"]["replicas"] == 1 and upd["spec"]["strategy"]["type"] == "Recreate", upd["spec"]["strategy"]
+    a = args(upd)
+    assert sorted(a) == sorted(UPDATER_DEFAULT_ARGS), f"updater args {a}"
+    c = container(upd)
+    assert c["image"] == "ghcr.io/tailor-dev/tailor-updater:0.1.0", c["image"]
+    assert c["ports"] == [{"name": "metrics", "containerPort": 8943, "protocol": "TCP"}], c["ports"]
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}, c["livenessProbe"]
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}, c["readinessProbe"]
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in c["env"]}
+    assert env == {"NAMESPACE": "metadata.namespace", "POD_NAME": "metadata.name"}, env
+    assert not find(docs, "PodDisruptionBudget", f"{RELEASE}-updater"), "PDB for a single updater"
+    svc = one(docs, "Service", f"{RELEASE}-updater")
+    assert svc["spec"]["ports"] == [{"name": "metrics", "port": 8943, "targetPort": "metrics", "protocol": "TCP"}]
+    cr = one(docs, "ClusterRole", f"{RELEASE}-updater")
+    granted = {(g, r, v) for rule in cr["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+               for v in rule["verbs"]}
+    need = {("", "pods", v) for v in ("get", "list", "watch", "patch")} | {
+        ("", "pods/eviction", "create"), ("", "pods/resize", "patch"),
+        ("", "events", "create"), ("", "events", "patch"),
+        ("events.k8s.io", "events", "create"), ("events.k8s.io", "events", "patch"),
+        ("", "limitranges", "watch"), ("autoscaling.tailor.dev", "verticalpodautoscalers", "watch"),
+        ("apps", "deployments", "list"), ("apps", "replicasets", "list"), ("apps", "statefulsets", "list"),
+        ("apps", "daemonsets", "list"), ("", "replicationcontrollers", "list"), ("batch", "jobs", "list"),
+        ("batch", "cronjobs", "list"), ("*", "*/scale", "get")}
+    assert need <= granted, f"updater ClusterRole lacks {sorted(need - granted)}"
+    writes = {(g, r, v) for g, r, v in granted if v not in ("get", "list", "watch")}
+    assert writes == {("", "pods", "patch"), ("", "pods/eviction", "create"), ("", "pods/resize", "patch"),
+                      ("", "events", "create"), ("", "events", "patch"), ("events.k8s.io", "events", "create"),
+                      ("events.k8s.io", "events", "patch")}, f"updater may write more than it needs: {writes}"
+    assert not any("poddisruptionbudgets" in r["resources"] or "secrets" in r["resources"] for r in cr["rules"])
+    role = one(docs, "Role", f"{RELEASE}-updater-leases")
+    assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                              "resourceNames": ["tailor-admission"], "verbs": ["get"]}], role["rules"]
+    one(docs, "RoleBinding", f"{RELEASE}-updater-leases")
 
 
 def expect_self_managed(docs: list[dict]) -> None:
@@ -398,6 +460,12 @@ GLOBAL_SCHED = {
         "extraEnv": [{"name": "RUST_LOG", "value": "debug"}],
         "serviceAccount": {"annotations": {"iam.example.com/role": "tailor"}},
     },
+    "updater": {
+        "nodeSelector": {"kubernetes.io/os": "windows-never"},
+        "podLabels": {"team": "autoscaling"},
+        "extraArgs": {"updater-interval": "30s", "log-format": False},
+        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
+    },
     "admission": {
         "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
             {"weight": 1, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}}]}},
@@ -440,22 +508,74 @@ def expect_scheduling(docs: list[dict]) -> None:
     assert "requiredDuringSchedulingIgnoredDuringExecution" in aff["podAntiAffinity"], aff
     assert apod["topologySpreadConstraints"][0]["maxSkew"] == 1
     assert container(adm)["image"] == "registry.example.com/mirror/tailor-dev/tailor-admission@sha256:" + "a" * 64
+    upd = deployment(docs, "updater")
+    upod = upd["spec"]["template"]["spec"]
+    assert upod["nodeSelector"] == {"pool": "system", "kubernetes.io/os": "windows-never"}, upod["nodeSelector"]
+    assert [t["key"] for t in upod["tolerations"]] == ["dedicated"], upod["tolerations"]
+    assert upod["affinity"] == GLOBAL_SCHED["global"]["affinity"], upod["affinity"]
+    assert upod["imagePullSecrets"] == [{"name": "global-pull"}], upod["imagePullSecrets"]
+    assert upd["spec"]["template"]["metadata"]["labels"]["team"] == "autoscaling"
+    assert upd["spec"]["template"]["metadata"]["annotations"] == {"owner": "global", "shared": "global"}
+    assert container(upd)["image"] == "registry.example.com/mirror/tailor-dev/tailor-updater:0.1.0"
+    # Helm merges maps: the component's requests replace the defaults, the default limit stays.
+    assert container(upd)["resources"] == {"requests": {"cpu": "10m", "memory": "64Mi"},
+                                           "limits": {"memory": "512Mi"}}, container(upd)["resources"]
+    ua = args(upd)
+    assert "--updater-interval=30s" in ua and "--updater-interval=1m" not in ua, ua
+    assert not any(x.startswith("--log-format") for x in ua), ua
     for d in docs:
         assert d["metadata"].get("labels", {}).get("team") == "platform", f"{d['kind']} lacks global label"
 
 
 def expect_only(component: str) -> Callable[[list[dict]], None]:
-    other = "admission" if component == "recommender" else "recommender"
-
     def f(docs: list[dict]) -> None:
         assert deployment(docs, component)
         for d in docs:
             comp = d["metadata"].get("labels", {}).get("app.kubernetes.io/component")
             assert comp == component, f"{d['kind']}/{d['metadata']['name']} belongs to {comp}"
-        assert not find(docs, "Deployment", f"{RELEASE}-{other}")
-        if component == "recommender":
+        for other in COMPONENTS:
+            if other != component:
+                assert not find(docs, "Deployment", f"{RELEASE}-{other}")
+        if component != "admission":
             assert not find(docs, "MutatingWebhookConfiguration")
     return f
+
+
+ONLY = {c: {o: {"enabled": False} for o in COMPONENTS if o != c} for c in COMPONENTS}
+# Without the webhook in the release, the updater must not wait for its status Lease.
+ONLY["updater"]["updater"] = {"admissionControllerStatus": {"enabled": False}}
+
+
+def expect_updater_alone(docs: list[dict]) -> None:
+    expect_only("updater")(docs)
+    a = args(deployment(docs, "updater"))
+    assert "--use-admission-controller-status=false" in a, a
+    assert not any(x.startswith("--admission-controller-status-lease") for x in a), a
+    assert not find(docs, "Role"), "no Lease to read and no leader election: no Role"
+
+
+def expect_updater_options(docs: list[dict]) -> None:
+    upd = deployment(docs, "updater")
+    a = args(upd)
+    for flag in ["--leader-elect", "--leader-elect-lease-name=tailor-updater",
+                 f"--leader-elect-lease-namespace={NAMESPACE}", "--feature-gates=InPlace=true,CPUStartupBoost=false",
+                 "--ignored-vpa-object-namespaces=kube-public,sandbox", "--in-place-skip-disruption-budget",
+                 "--eviction-rate-limit=0.5", "--eviction-rate-burst=3", "--min-replicas=1",
+                 "--in-recommendation-bounds-eviction-lifetime-threshold=1m", "--log-level=info,tailor_updater=debug",
+                 "--admission-controller-status-lease-name=webhook-alive"]:
+        assert flag in a, f"missing {flag}: {a}"
+    assert "--status-lease-name=webhook-alive" in args(deployment(docs, "admission")), "webhook and updater disagree"
+    assert not any(x.startswith("--vpa-object-namespace") for x in a), a
+    assert upd["spec"]["strategy"]["type"] == "RollingUpdate"
+    role = one(docs, "Role", f"{RELEASE}-updater-leases")
+    assert {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]} in role["rules"]
+    named = {r["resourceNames"][0]: r["verbs"] for r in role["rules"] if r.get("resourceNames")}
+    assert named == {"webhook-alive": ["get"], "tailor-updater": ["get", "watch", "update", "patch"]}, named
+    adm_role = one(docs, "Role", f"{RELEASE}-admission-status-lease")
+    assert adm_role["rules"][1]["resourceNames"] == ["webhook-alive"], adm_role["rules"]
+    pdb = one(docs, "PodDisruptionBudget", f"{RELEASE}-updater")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == upd["spec"]["selector"]["matchLabels"]
 
 
 def expect_leader_election(docs: list[dict]) -> None:
@@ -487,7 +607,7 @@ def expect_webhook_options(docs: list[dict]) -> None:
 
 def expect_service_monitor(docs: list[dict]) -> None:
     sms = find(docs, "ServiceMonitor")
-    assert {s["metadata"]["name"] for s in sms} == {f"{RELEASE}-recommender", f"{RELEASE}-admission"}
+    assert {s["metadata"]["name"] for s in sms} == {f"{RELEASE}-{c}" for c in COMPONENTS}
     for s in sms:
         assert s["metadata"]["labels"]["release"] == "kube-prometheus-stack"
         assert s["spec"]["endpoints"][0]["port"] == "metrics"
@@ -500,7 +620,7 @@ def expect_no_rbac(docs: list[dict]) -> None:
     kinds = {d["kind"] for d in docs}
     assert not kinds & {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}, kinds
     assert not find(docs, "ServiceAccount")
-    for comp in ("recommender", "admission"):
+    for comp in COMPONENTS:
         assert deployment(docs, comp)["spec"]["template"]["spec"]["serviceAccountName"] == "existing-sa"
 
 
@@ -517,8 +637,15 @@ MATRIX: list[tuple[str, dict, Callable[[list[dict]], None] | None, str]] = [
         "name": "my-webhook-tls", "caBundle": base64.b64encode((CA_PEM + "\n").encode()).decode()}}}},
      expect_existing_secret(pem=False), NAMESPACE),
     ("global + component scheduling and metadata", GLOBAL_SCHED, expect_scheduling, NAMESPACE),
-    ("recommender only", {"admission": {"enabled": False}}, expect_only("recommender"), NAMESPACE),
-    ("admission only", {"recommender": {"enabled": False}}, expect_only("admission"), NAMESPACE),
+    ("recommender only", ONLY["recommender"], expect_only("recommender"), NAMESPACE),
+    ("admission only", ONLY["admission"], expect_only("admission"), NAMESPACE),
+    ("updater only, without the webhook's status Lease", ONLY["updater"], expect_updater_alone, NAMESPACE),
+    ("updater with 2 replicas and its options", {
+        "updater": {"replicas": 2, "featureGates": "InPlace=true,CPUStartupBoost=false",
+                    "ignoredVpaObjectNamespaces": ["kube-public", "sandbox"], "inPlaceSkipDisruptionBudget": True,
+                    "evictionRateLimit": 0.5, "evictionRateBurst": 3, "minReplicas": 1,
+                    "inRecommendationBoundsEvictionLifetimeThreshold": "1m", "logLevel": "info,tailor_updater=debug"},
+        "admission": {"statusLease": {"name": "webhook-alive"}}}, expect_updater_options, NAMESPACE),
     ("recommender with 2 replicas (leader election)", {"recommender": {"replicas": 2, "pdb": {"maxUnavailable": 1}}},
      expect_leader_election, NAMESPACE),
     ("webhook options in another namespace", {"admission": {"webhook": {
@@ -532,8 +659,8 @@ MATRIX: list[tuple[str, dict, Callable[[list[dict]], None] | None, str]] = [
                                                             "replacement": "y"}]}},
      expect_service_monitor, NAMESPACE),
     ("no RBAC, existing ServiceAccounts", {"rbac": {"create": False},
-                                           "recommender": {"serviceAccount": {"create": False, "name": "existing-sa"}},
-                                           "admission": {"serviceAccount": {"create": False, "name": "existing-sa"}}},
+                                           **{c: {"serviceAccount": {"create": False, "name": "existing-sa"}}
+                                              for c in COMPONENTS}},
      expect_no_rbac, NAMESPACE),
     ("host network, TLS 1.3, single admission replica",
      {"admission": {"hostNetwork": True, "minTlsVersion": "tls1_3", "replicas": 1}},
@@ -572,6 +699,16 @@ INVALID: list[tuple[str, dict, str]] = [
     ("schema: timeoutSeconds above the API maximum", {"admission": {"webhook": {"timeoutSeconds": 31}}},
      "timeoutSeconds"),
     ("schema: bad duration", {"recommender": {"interval": "one minute"}}, "interval"),
+    ("schema: eviction tolerance above 1", {"updater": {"evictionTolerance": 1.5}}, "evictionTolerance"),
+    ("schema: malformed feature gates", {"updater": {"featureGates": "InPlace=yes"}}, "featureGates"),
+    ("updater namespace and ignored namespaces together",
+     {"updater": {"vpaObjectNamespace": "apps", "ignoredVpaObjectNamespaces": ["sandbox"]}},
+     "updater.vpaObjectNamespace and updater.ignoredVpaObjectNamespaces are exclusive"),
+    ("updater waiting for a webhook that is not deployed", {"admission": {"enabled": False}},
+     "updater.admissionControllerStatus.enabled needs admission.enabled"),
+    ("ServiceMonitor without the updater Service",
+     {"serviceMonitor": {"enabled": True}, "updater": {"service": {"enabled": False}}},
+     "serviceMonitor.enabled needs updater.service.enabled"),
 ]
 
 

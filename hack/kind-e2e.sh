@@ -2,11 +2,12 @@
 # End-to-end tests on a kind cluster (needs Docker, kind, kubectl and cargo; helm, or the Python venv from
 # hack/install-deps.sh, whose Helm v4 library installs the chart when the helm CLI is missing).
 #
-#   hack/kind-e2e.sh                 create the cluster, build and load the images, install, run the tests
+#   hack/kind-e2e.sh                 create the cluster, build and load the images of the recommender, updater
+#                                    and webhook, install the chart, run the tests
 #
 # Environment:
 #   KIND_CLUSTER       cluster name                              (tailor-e2e)
-#   KIND_NODE_IMAGE    node image, Kubernetes >= 1.33            (kindest/node:v1.33.1)
+#   KIND_NODE_IMAGE    node image, Kubernetes >= 1.33 (in-place resize on by default)  (kindest/node:v1.33.1)
 #   KEEP_CLUSTER=1     keep the cluster afterwards (default: delete it, also on failure)
 #   REUSE_CLUSTER=1    use an existing cluster of that name instead of creating one
 #   SKIP_BUILD=1       do not build the images (they must already be loaded)
@@ -26,6 +27,7 @@ METRICS_SERVER_VERSION=${METRICS_SERVER_VERSION:-v0.8.0}
 UPSTREAM_VPA_REF=${UPSTREAM_VPA_REF:-vertical-pod-autoscaler-1.2.2}
 NAMESPACE=tailor-system
 RELEASE=tailor
+COMPONENTS=(recommender updater admission)
 WORK="$ROOT/target/e2e"
 KUBECONFIG_FILE="$WORK/kubeconfig"
 export KUBECONFIG="$KUBECONFIG_FILE"
@@ -42,7 +44,7 @@ dump_state() {
   log "cluster state (for debugging)"
   kubectl get pods -A -o wide || true
   kubectl -n "$NAMESPACE" describe deployments || true
-  for component in recommender admission; do
+  for component in "${COMPONENTS[@]}"; do
     kubectl -n "$NAMESPACE" logs "deployment/$RELEASE-$component" --all-containers --tail=200 || true
   done
   kubectl get events -A --sort-by=.lastTimestamp | tail -n 50 || true
@@ -91,13 +93,14 @@ kubectl apply --server-side -f \
   "https://raw.githubusercontent.com/kubernetes/autoscaler/$UPSTREAM_VPA_REF/vertical-pod-autoscaler/deploy/vpa-v1-crd-gen.yaml"
 
 # --- images ----------------------------------------------------------------------------------------------
+# --provenance=false: a single-platform image without an attestation manifest, which `kind load` can import.
 if [[ ${SKIP_BUILD:-0} != 1 ]]; then
-  for component in recommender admission; do
+  for component in "${COMPONENTS[@]}"; do
     log "building tailor-$component:$IMAGE_TAG"
-    docker build --target "$component" -t "tailor-$component:$IMAGE_TAG" "$ROOT"
+    docker build --provenance=false --target "$component" -t "tailor-$component:$IMAGE_TAG" "$ROOT"
   done
 fi
-for component in recommender admission; do
+for component in "${COMPONENTS[@]}"; do
   kind load docker-image --name "$KIND_CLUSTER" "tailor-$component:$IMAGE_TAG"
 done
 
@@ -110,6 +113,12 @@ global:
 recommender:
   image: {repository: tailor-recommender, tag: "$IMAGE_TAG", pullPolicy: Never}
   # A short loop so recommendations appear within the tests' patience.
+  interval: 10s
+  logFormat: text
+updater:
+  image: {repository: tailor-updater, tag: "$IMAGE_TAG", pullPolicy: Never}
+  # A short loop so the update tests see evictions and resizes within their patience. The tests' pods start
+  # with requests below the recommendation's lowerBound, so the 12h lifetime threshold does not apply to them.
   interval: 10s
   logFormat: text
 admission:
@@ -132,8 +141,9 @@ PY
 else
   die "neither helm nor target/venv (hack/install-deps.sh) is available"
 fi
-kubectl -n "$NAMESPACE" rollout status "deployment/$RELEASE-admission" --timeout=180s
-kubectl -n "$NAMESPACE" rollout status "deployment/$RELEASE-recommender" --timeout=180s
+for component in "${COMPONENTS[@]}"; do
+  kubectl -n "$NAMESPACE" rollout status "deployment/$RELEASE-$component" --timeout=180s
+done
 
 # Self-managed certificates: wait until the webhook has written its caBundle.
 log "waiting for the webhook's caBundle"
@@ -145,6 +155,16 @@ for _ in $(seq 1 60); do
 done
 [[ -n ${ca:-} ]] || die "the webhook did not patch caBundle into $RELEASE-admission"
 
+# The updater acts only while the webhook's status Lease is fresh: wait for its first renewal.
+log "waiting for the webhook's status Lease"
+for _ in $(seq 1 30); do
+  holder=$(kubectl -n "$NAMESPACE" get lease tailor-admission \
+    -o jsonpath='{.spec.holderIdentity}' 2>/dev/null || true)
+  [[ -n $holder ]] && break
+  sleep 2
+done
+[[ -n ${holder:-} ]] || die "the webhook did not create its status Lease tailor-admission in $NAMESPACE"
+
 # metrics-server must serve pod metrics before recommendations can appear.
 log "waiting for metrics.k8s.io"
 for _ in $(seq 1 60); do
@@ -154,7 +174,7 @@ done
 
 # --- the tests -----------------------------------------------------------------------------------------------
 log "running the e2e tests"
-# One test at a time: the webhook-down test scales the webhook to zero.
+# One test at a time: the webhook-down test scales the webhook to zero (the updater pauses meanwhile).
 # shellcheck disable=SC2086 # CARGO_TEST_ARGS is a list of words on purpose
 TAILOR_E2E_KUBECONFIG="$KUBECONFIG_FILE" TAILOR_E2E_NAMESPACE="$NAMESPACE" TAILOR_E2E_RELEASE="$RELEASE" \
   cargo test -p tailor-tests --test e2e --locked -- --ignored --test-threads=1 --nocapture ${CARGO_TEST_ARGS:-}

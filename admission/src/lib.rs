@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod review;
 pub mod selfmanaged;
 pub mod server;
+pub mod status_lease;
 pub mod webhook;
 
 pub use tailor_crds::cluster::index;

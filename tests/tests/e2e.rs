@@ -9,11 +9,12 @@
 //!
 //! `TAILOR_E2E_NAMESPACE` (default `tailor-system`) and `TAILOR_E2E_RELEASE` (default `tailor`) locate the
 //! installed chart. Each test works in its own namespace and deletes it at the end. Run them one at a time:
-//! the webhook-down test scales the webhook to zero for a moment.
+//! the webhook-down test scales the webhook to zero for a moment (and the updater pauses while the webhook's
+//! status Lease is stale).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -32,6 +33,9 @@ use tailor_crds::VerticalPodAutoscaler;
 /// How long a recommendation may take: metrics-server needs a scrape or two, the recommender a loop.
 const RECOMMENDATION_TIMEOUT: Duration = Duration::from_secs(300);
 const POD_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long the updater may take once a recommendation exists: a few 10 s loops (hack/kind-e2e.sh sets
+/// `updater.interval`), one eviction per loop, and the replacement pods' start.
+const UPDATE_TIMEOUT: Duration = Duration::from_secs(240);
 const POLL: Duration = Duration::from_secs(3);
 const IMAGE: &str = "registry.k8s.io/pause:3.10";
 
@@ -122,7 +126,8 @@ impl E2e {
             .await?)
     }
 
-    /// A Deployment of `replicas` pause containers with requests 10m/20Mi and limits twice that.
+    /// A Deployment of `replicas` pause containers with requests 10m/20Mi and limits twice that. The container
+    /// states the default resize policy (no restart for CPU or memory) so an in-place resize keeps it running.
     async fn create_deployment(&self, ns: &str, name: &str, replicas: i32) -> Result<()> {
         let d: Deployment = serde_json::from_value(json!({
             "metadata": {"name": name},
@@ -136,6 +141,10 @@ impl E2e {
                         "containers": [{
                             "name": "app",
                             "image": IMAGE,
+                            "resizePolicy": [
+                                {"resourceName": "cpu", "restartPolicy": "NotRequired"},
+                                {"resourceName": "memory", "restartPolicy": "NotRequired"}
+                            ],
                             "resources": {
                                 "requests": {"cpu": "10m", "memory": "20Mi"},
                                 "limits": {"cpu": "20m", "memory": "40Mi"}
@@ -161,6 +170,27 @@ impl E2e {
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
             .collect())
+    }
+
+    /// Every pod of `app`, terminating or not.
+    async fn all_pods(&self, ns: &str, app: &str) -> Result<Vec<Pod>> {
+        Ok(Api::<Pod>::namespaced(self.client.clone(), ns)
+            .list(&ListParams::default().labels(&format!("app={app}")))
+            .await?
+            .items)
+    }
+
+    /// Waits until `replicas` pods of `app` run and returns them.
+    async fn wait_running(&self, ns: &str, app: &str, replicas: usize) -> Result<Vec<Pod>> {
+        wait_for(
+            &format!("{replicas} running pods of {app}"),
+            POD_TIMEOUT,
+            || async {
+                let pods = self.running_pods(ns, app).await?;
+                Ok((pods.len() == replicas).then_some(pods))
+            },
+        )
+        .await
     }
 
     /// Deletes the Deployment's pods and returns their replacements once they run.
@@ -246,6 +276,79 @@ fn target_of(vpa: &VerticalPodAutoscaler) -> Option<BTreeMap<String, Quantity>> 
         .find(|r| r.container_name.as_deref() == Some("app"))?;
     (provided && rec.target.contains_key("cpu") && rec.target.contains_key("memory"))
         .then(|| rec.target.clone())
+}
+
+/// (cpu millicores, memory bytes) of the recommendation's lowerBound and upperBound for container `app`.
+fn bounds_of(vpa: &VerticalPodAutoscaler) -> Result<((i64, i64), (i64, i64))> {
+    let rec = vpa
+        .status
+        .as_ref()
+        .and_then(|s| s.recommendation.as_ref())
+        .and_then(|r| r.container_recommendations.as_ref())
+        .and_then(|rs| {
+            rs.iter()
+                .find(|r| r.container_name.as_deref() == Some("app"))
+        })
+        .context("no recommendation for container app")?;
+    let lower = rec.lower_bound.as_ref().context("no lowerBound")?;
+    let upper = rec.upper_bound.as_ref().context("no upperBound")?;
+    Ok((cpu_mem(lower)?, cpu_mem(upper)?))
+}
+
+/// Whether both resources of `x` lie within [lower, upper].
+fn within(x: (i64, i64), (lower, upper): ((i64, i64), (i64, i64))) -> bool {
+    (lower.0..=upper.0).contains(&x.0) && (lower.1..=upper.1).contains(&x.1)
+}
+
+/// Requests the test Deployment's pods are created with (before any VPA applies).
+const ORIGINAL_REQUESTS: (i64, i64) = (10, 20 * 1024 * 1024);
+
+/// Waits for the recommendation and checks that the original requests lie outside its bounds, so the updater
+/// acts on the pods whatever their age. Returns the bounds.
+async fn bounds_excluding_original(env: &E2e, ns: &str) -> Result<((i64, i64), (i64, i64))> {
+    env.recommendation(ns, "web").await?;
+    let bounds = bounds_of(&env.tailor_vpas(ns).get("web").await?)?;
+    if within(ORIGINAL_REQUESTS, bounds) {
+        bail!(
+            "the original requests {ORIGINAL_REQUESTS:?} lie within the recommended bounds {bounds:?}: \
+             the updater would wait for the pods to age, and this test would prove nothing"
+        );
+    }
+    Ok(bounds)
+}
+
+/// Requests and limits (cpu millicores, memory bytes) of a pod's first container: as specified, and as the
+/// kubelet reports them actuated in `status.containerStatuses[].resources`.
+struct PodResources {
+    spec_requests: (i64, i64),
+    spec_limits: (i64, i64),
+    actual_requests: Option<(i64, i64)>,
+    restarts: i32,
+}
+
+fn pod_resources(pod: &Pod) -> Result<PodResources> {
+    let (requests, limits) = container_resources(pod)?;
+    let status = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == "app"))
+        .context("no status of container app")?;
+    let actual_requests = match status.resources.as_ref().and_then(|r| r.requests.as_ref()) {
+        Some(r) => Some(cpu_mem(r)?),
+        None => None,
+    };
+    Ok(PodResources {
+        spec_requests: cpu_mem(&requests)?,
+        spec_limits: cpu_mem(&limits)?,
+        actual_requests,
+        restarts: status.restart_count,
+    })
+}
+
+/// The original limit/request ratio of the test Deployment is 2 for both resources; updates keep it.
+fn limits_in_proportion(requests: (i64, i64), limits: (i64, i64)) -> bool {
+    (limits.0 - 2 * requests.0).abs() <= 1 && (limits.1 - 2 * requests.1).abs() <= 1
 }
 
 /// Polls `probe` until it yields a value or `timeout` passes; probe errors are retried, the last one reported.
@@ -663,6 +766,150 @@ async fn webhook_down_does_not_block_pod_creation() {
         // Always bring the webhook back for the tests that follow.
         env.scale_webhook(replicas).await?;
         result
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn in_place_or_recreate_resizes_running_pods_without_restart() {
+    let env = e2e("in_place_or_recreate_resizes_running_pods_without_restart").await;
+    let env = &env;
+    in_namespace(env, "inplace", |ns| async move {
+        // Two replicas: the updater's default --min-replicas is 2.
+        env.create_deployment(&ns, "web", 2).await?;
+        let original: BTreeSet<String> = env
+            .wait_running(&ns, "web", 2)
+            .await?
+            .into_iter()
+            .filter_map(|p| p.metadata.uid)
+            .collect();
+        // The VPA comes after the pods, so the webhook did not size them: they keep 10m/20Mi.
+        env.create_vpa(&ns, vpa_manifest("web", "web", "InPlaceOrRecreate"))
+            .await?;
+        bounds_excluding_original(env, &ns).await?;
+        let outcome = wait_for(
+            "both pods of web resized in place (spec and status.containerStatuses[].resources)",
+            UPDATE_TIMEOUT,
+            || async {
+                let pods = env.all_pods(&ns, "web").await?;
+                // A pod that is not one of the originals means the updater evicted instead of resizing.
+                if let Some(p) = pods.iter().find(|p| {
+                    !p.metadata
+                        .uid
+                        .as_ref()
+                        .is_some_and(|u| original.contains(u))
+                }) {
+                    return Ok(Some(Err(anyhow!(
+                        "pod {:?} replaced an original one: the pods were recreated, not resized",
+                        p.metadata.name
+                    ))));
+                }
+                let mut resized = 0;
+                for pod in &pods {
+                    let r = pod_resources(pod)?;
+                    if r.spec_requests != ORIGINAL_REQUESTS
+                        && r.actual_requests == Some(r.spec_requests)
+                    {
+                        resized += 1;
+                    }
+                }
+                Ok((resized == original.len()).then_some(Ok(pods)))
+            },
+        )
+        .await?;
+        let pods = outcome?;
+        let bounds = bounds_of(&env.tailor_vpas(&ns).get("web").await?)?;
+        for pod in &pods {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let r = pod_resources(pod)?;
+            if r.restarts != 0 {
+                bail!(
+                    "pod {name} restarted {} times during the resize",
+                    r.restarts
+                );
+            }
+            if pod.metadata.deletion_timestamp.is_some() {
+                bail!("pod {name} is being deleted");
+            }
+            if !within(r.spec_requests, bounds) {
+                bail!(
+                    "pod {name} was resized to {:?}, outside the recommended bounds {bounds:?}",
+                    r.spec_requests
+                );
+            }
+            if !limits_in_proportion(r.spec_requests, r.spec_limits) {
+                bail!(
+                    "pod {name}: limits {:?} are not twice the new requests {:?}",
+                    r.spec_limits,
+                    r.spec_requests
+                );
+            }
+        }
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn recreate_replaces_pods_with_recommended_requests() {
+    let env = e2e("recreate_replaces_pods_with_recommended_requests").await;
+    let env = &env;
+    in_namespace(env, "recreate", |ns| async move {
+        env.create_deployment(&ns, "web", 2).await?;
+        let original: BTreeSet<String> = env
+            .wait_running(&ns, "web", 2)
+            .await?
+            .into_iter()
+            .filter_map(|p| p.metadata.uid)
+            .collect();
+        env.create_vpa(&ns, vpa_manifest("web", "web", "Recreate"))
+            .await?;
+        bounds_excluding_original(env, &ns).await?;
+        // The updater evicts (one at a time: tolerance 0.5 of 2 replicas); the ReplicaSet recreates them and
+        // the webhook gives the new pods the recommendation.
+        let fresh = wait_for(
+            "both original pods of web replaced by running pods",
+            UPDATE_TIMEOUT,
+            || async {
+                let pods = env.all_pods(&ns, "web").await?;
+                let originals_left = pods
+                    .iter()
+                    .any(|p| p.metadata.uid.as_ref().is_some_and(|u| original.contains(u)));
+                let fresh: Vec<Pod> = env
+                    .running_pods(&ns, "web")
+                    .await?
+                    .into_iter()
+                    .filter(|p| !p.metadata.uid.as_ref().is_some_and(|u| original.contains(u)))
+                    .collect();
+                Ok((!originals_left && fresh.len() == original.len()).then_some(fresh))
+            },
+        )
+        .await?;
+        let bounds = bounds_of(&env.tailor_vpas(&ns).get("web").await?)?;
+        for pod in &fresh {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let r = pod_resources(pod)?;
+            if !within(r.spec_requests, bounds) {
+                bail!(
+                    "replacement pod {name} has requests {:?}, outside the recommended bounds {bounds:?}",
+                    r.spec_requests
+                );
+            }
+            if !limits_in_proportion(r.spec_requests, r.spec_limits) {
+                bail!(
+                    "replacement pod {name}: limits {:?} are not twice the requests {:?}",
+                    r.spec_limits,
+                    r.spec_requests
+                );
+            }
+            let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+            if !annotations.contains_key("tailor.dev/updates") {
+                bail!("replacement pod {name} was not admitted by the webhook: {annotations:?}");
+            }
+        }
+        Ok(())
     })
     .await;
 }

@@ -16,6 +16,7 @@ use tailor_admission::{
     pod::PatchOptions,
     selfmanaged::SelfManaged,
     server::{AppState, Readiness, Server, ShutdownTiming},
+    status_lease::{self, StatusLease, StatusLeaseSettings},
     webhook::Webhook,
 };
 use tailor_crds::cluster::{
@@ -96,6 +97,17 @@ struct Args {
     #[command(flatten)]
     client: ClientFlags,
 
+    /// Name of the status Lease renewed while the webhook runs (the updater acts only while it is fresh).
+    /// Cluster mode only.
+    #[arg(long, default_value = status_lease::DEFAULT_NAME)]
+    status_lease_name: String,
+    /// Namespace of the status Lease (default: `$NAMESPACE`, else `kube-system`).
+    #[arg(long, default_value = "")]
+    status_lease_namespace: String,
+    /// Time between renewals of the status Lease (also its duration and each renewal's timeout).
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    status_lease_update_interval: Duration,
+
     /// Feature gates, `Name=bool` separated by commas: CPUStartupBoost, InPlace, PerVPAConfig.
     #[arg(long, default_value = "")]
     feature_gates: String,
@@ -115,6 +127,10 @@ struct Args {
     /// `--log-format`, `--log-level`.
     #[command(flatten)]
     log: LogFlags,
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| e.to_string())
 }
 
 fn parse_gates(s: &str) -> anyhow::Result<FeatureGates> {
@@ -190,6 +206,15 @@ async fn main() -> anyhow::Result<()> {
         }
         None => {
             let client = client.clone().context("no Kubernetes client")?;
+            let env = |k: &str| std::env::var(k).ok();
+            let lease = StatusLeaseSettings::resolve(
+                &args.status_lease_name,
+                &args.status_lease_namespace,
+                env("NAMESPACE").as_deref(),
+                &[env("POD_NAME").as_deref(), env("HOSTNAME").as_deref()],
+                args.status_lease_update_interval,
+            )?;
+            tokio::spawn(StatusLease::new(client.clone(), lease).run(stopped()));
             let stores =
                 cluster::start_reflectors(client, &args.vpa_object_namespace, readiness.clone());
             Arc::new(Webhook::new(Index::from_stores(stores), gates, options))

@@ -14,4 +14,5 @@ mod server_common;
 mod server_http;
 mod server_reflectors;
 mod server_selfmanaged;
+mod status_lease;
 mod tls_rotation;

@@ -224,7 +224,12 @@ Fails when none or several are chosen.
 {{- if or .Values.recommender.leaderElection.enabled (gt (int .Values.recommender.replicas) 1) }}true{{ end -}}
 {{- end -}}
 
-{{/* Environment shared by both components. */}}
+{{/* Whether the updater runs leader election. */}}
+{{- define "tailor.updater.leaderElect" -}}
+{{- if or .Values.updater.leaderElection.enabled (gt (int .Values.updater.replicas) 1) }}true{{ end -}}
+{{- end -}}
+
+{{/* Environment shared by every component. */}}
 {{- define "tailor.downwardEnv" -}}
 - name: NAMESPACE
   valueFrom:
