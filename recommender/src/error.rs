@@ -134,3 +134,21 @@ impl Error {
         }
     }
 }
+
+impl From<tailor_crds::cluster::leader::LeaseLost> for Error {
+    fn from(lost: tailor_crds::cluster::leader::LeaseLost) -> Self {
+        use tailor_crds::cluster::leader::LeaseLost;
+        match lost {
+            LeaseLost::Taken { namespace, lease } => Error::LeaseTaken { namespace, lease },
+            LeaseLost::Renewal {
+                namespace,
+                lease,
+                source,
+            } => Error::LeaseRenewal {
+                namespace,
+                lease,
+                source,
+            },
+        }
+    }
+}

@@ -14,7 +14,7 @@ pub mod error;
 pub mod history;
 pub mod http;
 pub mod ingest;
-pub mod leader;
+pub use tailor_crds::cluster::leader;
 pub mod metrics;
 pub mod metrics_api;
 pub mod oom;

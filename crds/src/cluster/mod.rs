@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod index;
+pub mod leader;
 pub mod listen;
 pub mod log;
 pub mod reflectors;

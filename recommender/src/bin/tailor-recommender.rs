@@ -269,7 +269,7 @@ async fn main() -> anyhow::Result<()> {
     if let Some(e) = elector.clone() {
         let metrics = metrics.clone();
         tokio::spawn(async move {
-            let err = e.hold().await;
+            let err: tailor_recommender::Error = e.hold().await.into();
             metrics.record(&err);
             tracing::error!(error = %err, "leader lease lost");
             let _ = lost_tx.send(true);

@@ -8,11 +8,48 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::PostParams;
 use kube::{Api, Client};
 
-use super::time::{from_timestamp, to_micro_time};
-use tailor_engine::units::Nanos;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
 
-/// Lease name used by Tailor (upstream's is `vpa-recommender-lease`, so both can run side by side).
+/// Nanoseconds since the Unix epoch.
+type Nanos = i64;
+
+fn from_timestamp(t: Timestamp) -> Option<Nanos> {
+    i64::try_from(t.as_nanosecond()).ok()
+}
+
+fn to_micro_time(t: Nanos) -> Option<MicroTime> {
+    Timestamp::from_nanosecond(i128::from(t))
+        .ok()
+        .map(MicroTime)
+}
+
+/// The recommender's lease name (upstream's is `vpa-recommender-lease`, so both can run side by side).
 pub const DEFAULT_LEASE_NAME: &str = "tailor-recommender";
+
+/// How a held lease was lost.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseLost {
+    /// Another replica holds the lease.
+    #[error("leader election: lease {namespace}/{lease} taken by another replica")]
+    Taken {
+        /// Lease namespace.
+        namespace: String,
+        /// Lease name.
+        lease: String,
+    },
+    /// The lease could not be renewed within the renew deadline.
+    #[error("leader election: lease {namespace}/{lease} not renewed within the deadline: {source}")]
+    Renewal {
+        /// Lease namespace.
+        namespace: String,
+        /// Lease name.
+        lease: String,
+        /// The last renewal failure.
+        #[source]
+        source: kube::Error,
+    },
+}
 
 /// Lease parameters.
 #[derive(Debug, Clone)]
@@ -130,14 +167,14 @@ impl LeaderElector {
 
     /// Renews the lease every retry period; returns when it could not be renewed within the renew
     /// deadline, or another replica took it.
-    pub async fn hold(&self) -> super::Error {
+    pub async fn hold(&self) -> LeaseLost {
         let mut last_ok = tokio::time::Instant::now();
         loop {
             tokio::time::sleep(self.settings.retry_period).await;
             match self.try_acquire_or_renew(wall_now()).await {
                 Ok(true) => last_ok = tokio::time::Instant::now(),
                 Ok(false) => {
-                    return super::Error::LeaseTaken {
+                    return LeaseLost::Taken {
                         namespace: self.settings.namespace.clone(),
                         lease: self.settings.name.clone(),
                     };
@@ -145,7 +182,7 @@ impl LeaderElector {
                 Err(e) => {
                     tracing::warn!(error = %e, "lease renewal failed");
                     if last_ok.elapsed() > self.settings.renew_deadline {
-                        return super::Error::LeaseRenewal {
+                        return LeaseLost::Renewal {
                             namespace: self.settings.namespace.clone(),
                             lease: self.settings.name.clone(),
                             source: e,
