@@ -1,1 +1,330 @@
+//! The updater against a cluster: caches the iteration reads ([`CacheView`]) and the API calls it makes
+//! ([`ApiActuator`]).
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{LimitRange, Pod, ReplicationController};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{EvictParams, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client, Resource};
+use tailor_crds::cluster::index::Index;
+use tailor_crds::{RecommendedPodResources, VerticalPodAutoscaler};
+
+use crate::config::{FeatureGates, RestrictionConfig};
+use crate::events::{EventObject, UpdaterEvent};
+use crate::iteration::{ActError, Actuator, ClusterView};
+use crate::priority::{PodPriority, pod_priority};
+use crate::rate_limit::{RateSettings, TokenBucket};
+use crate::resize::{ResizeError, ResizePlan, plan_resize};
+use crate::restriction::{Creator, ReplicaLookup, Restriction, unknown_kind_replicas};
+
+/// Replica counts of the controllers that create pods directly.
+#[derive(Clone)]
+pub struct ReplicaStores {
+    /// ReplicaSets (spec.replicas).
+    pub replica_sets: Store<ReplicaSet>,
+    /// StatefulSets (spec.replicas).
+    pub stateful_sets: Store<StatefulSet>,
+    /// ReplicationControllers (spec.replicas).
+    pub replication_controllers: Store<ReplicationController>,
+    /// DaemonSets (status.numberReady).
+    pub daemon_sets: Store<DaemonSet>,
+}
+
+fn positive(n: Option<i32>, what: &str) -> Result<i32, String> {
+    n.filter(|n| *n > 0)
+        .ok_or_else(|| format!("{what} unset or 0"))
+}
+
+impl ReplicaLookup for ReplicaStores {
+    fn configured(&self, c: &Creator, live: i32) -> Result<i32, String> {
+        let missing = || format!("{} {}/{} not found", c.kind, c.namespace, c.name);
+        match c.kind.as_str() {
+            "ReplicaSet" => {
+                let o = self
+                    .replica_sets
+                    .get(&ObjectRef::new(&c.name).within(&c.namespace))
+                    .ok_or_else(missing)?;
+                positive(o.spec.as_ref().and_then(|s| s.replicas), "replicas")
+            }
+            "StatefulSet" => {
+                let o = self
+                    .stateful_sets
+                    .get(&ObjectRef::new(&c.name).within(&c.namespace))
+                    .ok_or_else(missing)?;
+                positive(o.spec.as_ref().and_then(|s| s.replicas), "replicas")
+            }
+            "ReplicationController" => {
+                let o = self
+                    .replication_controllers
+                    .get(&ObjectRef::new(&c.name).within(&c.namespace))
+                    .ok_or_else(missing)?;
+                positive(o.spec.as_ref().and_then(|s| s.replicas), "replicas")
+            }
+            "DaemonSet" => {
+                let o = self
+                    .daemon_sets
+                    .get(&ObjectRef::new(&c.name).within(&c.namespace))
+                    .ok_or_else(missing)?;
+                positive(o.status.as_ref().map(|s| s.number_ready), "numberReady")
+            }
+            "Job" => Ok(live),
+            _ => Ok(unknown_kind_replicas()),
+        }
+    }
+}
+
+/// Keeps only what the replica lookup reads: name, namespace, replicas and readiness counts.
+pub fn strip_controller<K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned>(
+    o: K,
+) -> K {
+    let mut v = serde_json::to_value(&o).unwrap_or_default();
+    if let Some(spec) = v.get_mut("spec").and_then(|s| s.as_object_mut()) {
+        spec.retain(|k, _| k == "replicas" || k == "selector");
+    }
+    if let Some(meta) = v.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.retain(|k, _| matches!(k.as_str(), "name" | "namespace" | "uid" | "resourceVersion"));
+    }
+    if let Some(status) = v.get_mut("status").and_then(|s| s.as_object_mut()) {
+        status.retain(|k, _| k == "numberReady" || k == "replicas");
+    }
+    serde_json::from_value(v).unwrap_or(o)
+}
+
+/// The iteration's view of the caches.
+pub struct CacheView {
+    /// Pod → VPA matching and LimitRanges (shared with the webhook).
+    pub index: Index,
+    /// Replica counts.
+    pub replicas: ReplicaStores,
+    /// Budget settings.
+    pub restriction: RestrictionConfig,
+    /// Feature gates.
+    pub gates: FeatureGates,
+    /// Clock of this iteration (for the resize plan's boost expiry).
+    pub now: Timestamp,
+}
+
+impl ClusterView for CacheView {
+    type Gate = Restriction;
+
+    fn fetch_selector(&self, vpa: &VerticalPodAutoscaler) -> Result<(), String> {
+        let ns = vpa.metadata.namespace.clone().unwrap_or_default();
+        let target = vpa.spec.target_ref.as_ref().ok_or("no targetRef")?;
+        let c = tailor_crds::cluster::index::ControllerRef {
+            api_version: target.api_version.clone().unwrap_or_default(),
+            kind: target.kind.clone(),
+            name: target.name.clone(),
+            namespace: ns,
+        };
+        self.index
+            .selector(&c)
+            .map(|_| ())
+            .ok_or_else(|| format!("{c} has no selector"))
+    }
+
+    fn controlling_vpa(&self, pod: &Pod, selected: &[Arc<VerticalPodAutoscaler>]) -> Option<usize> {
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let is_selected = |v: &VerticalPodAutoscaler| {
+            selected
+                .iter()
+                .any(|s| s.metadata.uid == v.metadata.uid && s.metadata.name == v.metadata.name)
+        };
+        let vpa = self
+            .index
+            .matching_vpa_among(pod, &ns, &is_selected)
+            .ok()??;
+        selected.iter().position(|s| {
+            s.metadata.uid == vpa.metadata.uid && s.metadata.name == vpa.metadata.name
+        })
+    }
+
+    fn gate(&self, vpa: &VerticalPodAutoscaler, pods: &[Arc<Pod>]) -> Restriction {
+        Restriction::new(vpa, pods, &self.replicas, &self.restriction, self.gates)
+    }
+
+    fn processed(
+        &self,
+        vpa: &VerticalPodAutoscaler,
+        pod: &Pod,
+    ) -> Result<Option<RecommendedPodResources>, String> {
+        processed_recommendation(&self.index, vpa, pod)
+    }
+
+    fn priority(
+        &self,
+        pod: &Pod,
+        rec: Option<&RecommendedPodResources>,
+    ) -> Result<PodPriority, String> {
+        pod_priority(pod, rec).map_err(|e| e.to_string())
+    }
+
+    fn resize_plan(
+        &self,
+        pod: &Pod,
+        vpa: &VerticalPodAutoscaler,
+        now: Timestamp,
+    ) -> Result<ResizePlan, ResizeError> {
+        let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+        plan_resize(
+            pod,
+            vpa,
+            &self.index.limit_ranges(ns),
+            self.gates.cpu_startup_boost,
+            now,
+        )
+    }
+}
+
+/// The capping processor (§2.1): the webhook's recommendation processing for `pod`.
+pub fn processed_recommendation(
+    index: &Index,
+    vpa: &VerticalPodAutoscaler,
+    pod: &Pod,
+) -> Result<Option<RecommendedPodResources>, String> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let limit_ranges: Vec<LimitRange> = index.limit_ranges(ns);
+    processed_with(vpa, pod, &limit_ranges)
+}
+
+/// [`processed_recommendation`] with explicit LimitRanges.
+pub fn processed_with(
+    vpa: &VerticalPodAutoscaler,
+    pod: &Pod,
+    limit_ranges: &[LimitRange],
+) -> Result<Option<RecommendedPodResources>, String> {
+    use tailor_crds::limitrange;
+    use tailor_crds::sizing::{PatchOptions, process_recommendation, slots};
+    let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let container = limitrange::merged_item(
+        limitrange::in_namespace(limit_ranges, ns),
+        limitrange::CONTAINER,
+    );
+    let pod_item =
+        limitrange::merged_item(limitrange::in_namespace(limit_ranges, ns), limitrange::POD);
+    let slots = slots(pod, &PatchOptions::default());
+    process_recommendation(vpa, &slots, container.as_ref(), pod_item.as_ref())
+        .map(|p| p.map(|p| p.recommendation))
+        .map_err(|e| e.to_string())
+}
+
+/// Evictions, resizes and events through the API, paced by the two token buckets.
+pub struct ApiActuator {
+    client: Client,
+    recorder: Recorder,
+    eviction: TokenBucket,
+    in_place: TokenBucket,
+    origin: tokio::time::Instant,
+    deadline: tokio::time::Instant,
+}
+
+impl ApiActuator {
+    /// An actuator whose waits end by `deadline`.
+    pub fn new(client: Client, rate: RateSettings, origin: tokio::time::Instant) -> Self {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "tailor-updater".into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        );
+        ApiActuator {
+            client,
+            recorder,
+            eviction: TokenBucket::new(rate),
+            in_place: TokenBucket::new(rate),
+            origin,
+            deadline: origin,
+        }
+    }
+
+    /// Sets the deadline of the coming iteration.
+    pub fn set_deadline(&mut self, deadline: tokio::time::Instant) {
+        self.deadline = deadline;
+    }
+
+    fn secs(&self, t: tokio::time::Instant) -> f64 {
+        t.saturating_duration_since(self.origin).as_secs_f64()
+    }
+
+    async fn wait(&mut self, eviction: bool) -> Result<(), ActError> {
+        let now = self.secs(tokio::time::Instant::now());
+        let deadline = self.secs(self.deadline);
+        let bucket = if eviction {
+            &mut self.eviction
+        } else {
+            &mut self.in_place
+        };
+        let wait = bucket.reserve(now, deadline)?;
+        if wait > Duration::ZERO {
+            tokio::time::sleep(wait).await;
+        }
+        Ok(())
+    }
+
+    fn pods(&self, pod: &Pod) -> Api<Pod> {
+        Api::namespaced(
+            self.client.clone(),
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+        )
+    }
+}
+
+impl Actuator for ApiActuator {
+    async fn wait_eviction(&mut self) -> Result<(), ActError> {
+        self.wait(true).await
+    }
+
+    async fn wait_in_place(&mut self) -> Result<(), ActError> {
+        self.wait(false).await
+    }
+
+    async fn evict(&mut self, pod: &Pod) -> Result<(), ActError> {
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        self.pods(pod).evict(name, &EvictParams::default()).await?;
+        Ok(())
+    }
+
+    async fn resize(&mut self, pod: &Pod, plan: &ResizePlan) -> Result<(), ActError> {
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let api = self.pods(pod);
+        let resize: Patch<()> = Patch::Json(json_patch::Patch(plan.resize.clone()));
+        api.patch_subresource("resize", name, &PatchParams::default(), &resize)
+            .await?;
+        if !plan.annotations.is_empty() {
+            let annotations: Patch<()> = Patch::Json(json_patch::Patch(plan.annotations.clone()));
+            if let Err(e) = api.patch(name, &PatchParams::default(), &annotations).await {
+                tracing::warn!(pod = %name, error = %e, "resized, but the annotation patch failed");
+            }
+        }
+        Ok(())
+    }
+
+    fn event(&mut self, pod: &Pod, vpa: &VerticalPodAutoscaler, event: UpdaterEvent) {
+        let reference = match event.object {
+            EventObject::Pod => pod.object_ref(&()),
+            EventObject::Vpa => vpa.object_ref(&()),
+        };
+        let recorder = self.recorder.clone();
+        let e = Event {
+            type_: if event.type_ == "Warning" {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: event.reason.into(),
+            note: Some(event.message),
+            action: event.reason.into(),
+            secondary: None,
+        };
+        tokio::spawn(async move {
+            if let Err(err) = recorder.publish(&e, &reference).await {
+                tracing::debug!(error = %err, "event not recorded");
+            }
+        });
+    }
+}

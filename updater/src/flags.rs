@@ -1,1 +1,143 @@
+//! The updater's flag group (upstream-updater §6): shared by the `tailor-updater` binary and `tailor plan`.
 
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::config::{FeatureGates, PriorityConfig, RestrictionConfig};
+use crate::iteration::IterationConfig;
+
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    let d = duration(s)?;
+    if d.is_zero() {
+        return Err("must be greater than 0".into());
+    }
+    Ok(d)
+}
+
+fn fraction(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if !(0.0..=1.0).contains(&v) {
+        return Err(format!("{v} is not within [0, 1]"));
+    }
+    Ok(v)
+}
+
+fn non_negative(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("{v} must be a finite number ≥ 0"));
+    }
+    Ok(v)
+}
+
+fn rate(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if v.is_nan() {
+        return Err("NaN is not a rate".into());
+    }
+    Ok(v)
+}
+
+/// Decision settings of the updater.
+#[derive(Args, Debug, Clone)]
+pub struct UpdaterFlags {
+    /// Minimum live pods per controller before any pod of it is disrupted (per VPA: `updatePolicy.minReplicas`).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(i32).range(1..), help_heading = "Disruption budget")]
+    pub min_replicas: i32,
+    /// Fraction of a controller's replicas that may be disrupted at once.
+    #[arg(long, default_value = "0.5", value_parser = fraction, help_heading = "Disruption budget")]
+    pub eviction_tolerance: f64,
+    /// In-place modes resize pods whose resize restarts no container without consulting the budget.
+    #[arg(long, help_heading = "Disruption budget")]
+    pub in_place_skip_disruption_budget: bool,
+    /// Evictions (and, separately, in-place resizes) per second; ≤ 0 means unlimited.
+    #[arg(long, default_value = "-1", value_parser = rate, allow_hyphen_values = true, help_heading = "Disruption budget")]
+    pub eviction_rate_limit: f64,
+    /// Token-bucket burst of both rate limits (ignored when unlimited).
+    #[arg(long, default_value_t = 1, help_heading = "Disruption budget")]
+    pub eviction_rate_burst: u32,
+    /// Least relative change worth updating a pod whose requests are within the recommended range.
+    #[arg(long, default_value = "0.1", value_parser = non_negative, help_heading = "When to update")]
+    pub pod_update_threshold: f64,
+    /// Pods within the recommended range younger than this are left alone.
+    #[arg(long, default_value = "12h", value_parser = duration, help_heading = "When to update")]
+    pub in_recommendation_bounds_eviction_lifetime_threshold: Duration,
+    /// A container OOM-killed after running less than this makes its pod eligible at any age.
+    #[arg(long, default_value = "10m", value_parser = duration, help_heading = "When to update")]
+    pub evict_after_oom_threshold: Duration,
+    /// Alpha features: `CPUStartupBoost`, `InPlace`, `PerVPAConfig` (`Name=true,…`; `AllAlpha=true`).
+    #[arg(long, default_value = "", value_parser = FeatureGates::parse, help_heading = "When to update")]
+    pub feature_gates: FeatureGates,
+}
+
+impl UpdaterFlags {
+    /// The iteration settings these flags describe, with Tailor's improvements on.
+    pub fn iteration_config(&self, ignored_namespaces: &str) -> IterationConfig {
+        IterationConfig {
+            priority: PriorityConfig {
+                min_change_priority: self.pod_update_threshold,
+                pod_lifetime_update_threshold: self
+                    .in_recommendation_bounds_eviction_lifetime_threshold,
+                evict_after_oom_threshold: self.evict_after_oom_threshold,
+                quick_oom_max_age: Some(self.in_recommendation_bounds_eviction_lifetime_threshold),
+            },
+            gates: self.feature_gates,
+            ignored_namespaces: ignored_namespaces
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            in_place_honours_deferrals: true,
+            fair_order: true,
+        }
+    }
+
+    /// The budget settings these flags describe.
+    pub fn restriction_config(&self) -> RestrictionConfig {
+        RestrictionConfig {
+            min_replicas: self.min_replicas,
+            eviction_tolerance: self.eviction_tolerance,
+            in_place_skip_disruption_budget: self.in_place_skip_disruption_budget,
+            timers_from_patch: true,
+        }
+    }
+}
+
+/// Settings of the webhook's status lease check.
+#[derive(Args, Debug, Clone)]
+pub struct AdmissionStatusFlags {
+    /// Act only while the webhook's status Lease is fresh.
+    #[arg(long, default_value = "true", action = clap::ArgAction::Set, help_heading = "Webhook liveness")]
+    pub use_admission_controller_status: bool,
+    /// Name of the webhook's status Lease.
+    #[arg(
+        long,
+        default_value = "tailor-admission",
+        help_heading = "Webhook liveness"
+    )]
+    pub admission_controller_status_lease_name: String,
+    /// Namespace of that Lease (default: `$NAMESPACE`, else `kube-system`).
+    #[arg(long, default_value = "", help_heading = "Webhook liveness")]
+    pub admission_controller_status_lease_namespace: String,
+    /// How long a renewal keeps the webhook alive.
+    #[arg(long, default_value = "1m", value_parser = positive_duration, help_heading = "Webhook liveness")]
+    pub admission_controller_status_lease_timeout: Duration,
+}
+
+impl AdmissionStatusFlags {
+    /// The Lease namespace: the flag, else `$NAMESPACE`, else `kube-system`.
+    pub fn namespace(&self) -> String {
+        if !self.admission_controller_status_lease_namespace.is_empty() {
+            return self.admission_controller_status_lease_namespace.clone();
+        }
+        match std::env::var("NAMESPACE") {
+            Ok(ns) if !ns.is_empty() => ns,
+            _ => "kube-system".into(),
+        }
+    }
+}

@@ -1,0 +1,380 @@
+//! `tailor-updater`: brings running pods of Tailor VPAs to their recommendation, in place or by eviction.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use clap::Parser;
+use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{LimitRange, Pod, ReplicationController};
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher;
+use kube::{Api, ResourceExt as _};
+use tailor_crds::VerticalPodAutoscaler;
+use tailor_crds::cluster::client::ClientFlags;
+use tailor_crds::cluster::index::{Index, IndexStores};
+use tailor_crds::cluster::leader::{LeaderElector, LeaseSettings};
+use tailor_crds::cluster::listen::ListenFlags;
+use tailor_crds::cluster::log::LogFlags;
+use tailor_crds::cluster::reflectors::{OnWatchError, api, spawn_reflector, workload_stores};
+use tailor_crds::cluster::shutdown::Shutdown;
+use tailor_updater::cluster::{ApiActuator, CacheView, ReplicaStores, strip_controller};
+use tailor_updater::flags::{AdmissionStatusFlags, UpdaterFlags};
+use tailor_updater::iteration::{UpdaterState, run_once};
+use tailor_updater::lease;
+use tailor_updater::metrics::{IterationGauges, Metrics};
+use tailor_updater::rate_limit::RateSettings;
+
+fn duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if d.is_zero() {
+        return Err("must be greater than 0".into());
+    }
+    Ok(d)
+}
+
+/// Tailor's updater. Flag names and defaults follow the upstream VPA updater.
+#[derive(Debug, Parser)]
+#[command(name = "tailor-updater", version, about)]
+#[command(mut_arg("address", |a| a.default_value(":8943")
+    .help("Address of the HTTP server for `/metrics`, `/healthz` and `/readyz` (`:8943` = all interfaces)")))]
+struct Args {
+    #[command(flatten)]
+    listen: ListenFlags,
+    /// Period of the main loop; also each iteration's deadline.
+    #[arg(long, value_parser = duration, default_value = "1m")]
+    updater_interval: Duration,
+    #[command(flatten)]
+    updater: UpdaterFlags,
+    #[command(flatten)]
+    status: AdmissionStatusFlags,
+    /// Only handle VPAs (and watch objects) in this namespace.
+    #[arg(long, default_value = "")]
+    vpa_object_namespace: String,
+    /// Comma-separated namespaces whose VPAs are ignored.
+    #[arg(long, default_value = "")]
+    ignored_vpa_object_namespaces: String,
+    #[command(flatten)]
+    client: ClientFlags,
+    /// Run only while holding the leader lease.
+    #[arg(long)]
+    leader_elect: bool,
+    /// Name of the leader Lease.
+    #[arg(long, default_value = "tailor-updater")]
+    leader_elect_lease_name: String,
+    /// Namespace of the leader Lease (default: `$NAMESPACE`, else `kube-system`).
+    #[arg(long, env = "NAMESPACE", default_value = "kube-system")]
+    leader_elect_lease_namespace: String,
+    /// Lease validity after a renewal.
+    #[arg(long, value_parser = duration, default_value = "15s")]
+    leader_elect_lease_duration: Duration,
+    /// How long the leader keeps retrying a renewal before giving up.
+    #[arg(long, value_parser = duration, default_value = "10s")]
+    leader_elect_renew_deadline: Duration,
+    /// Time between lease attempts.
+    #[arg(long, value_parser = duration, default_value = "2s")]
+    leader_elect_retry_period: Duration,
+    /// Identity in the lease (default: `$POD_NAME`).
+    #[arg(long, env = "POD_NAME", default_value = "tailor-updater")]
+    leader_elect_identity: String,
+    #[command(flatten)]
+    log: LogFlags,
+}
+
+#[derive(Clone)]
+struct Health {
+    metrics: Arc<Metrics>,
+    last_iteration: Arc<AtomicI64>,
+    started: Arc<AtomicI64>,
+    interval: Duration,
+}
+
+fn unix_now() -> i64 {
+    Timestamp::now().as_second()
+}
+
+async fn healthz(State(h): State<Health>) -> (StatusCode, String) {
+    let last = h
+        .last_iteration
+        .load(Ordering::Relaxed)
+        .max(h.started.load(Ordering::Relaxed));
+    let limit = 5 * h.interval.as_secs() as i64 + 1;
+    let age = unix_now() - last;
+    if age > limit {
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("Error: last activity more than {age}s ago"),
+        )
+    } else {
+        (StatusCode::OK, "OK".into())
+    }
+}
+
+async fn serve_metrics(State(h): State<Health>) -> String {
+    h.metrics.encode()
+}
+
+fn strip<K: kube::Resource>(mut o: K) -> K {
+    o.managed_fields_mut().clear();
+    o.annotations_mut()
+        .remove("kubectl.kubernetes.io/last-applied-configuration");
+    o
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    args.log.init();
+    if !args.vpa_object_namespace.is_empty() && !args.ignored_vpa_object_namespaces.is_empty() {
+        bail!("--vpa-object-namespace and --ignored-vpa-object-namespaces are mutually exclusive");
+    }
+    let addr = args.listen.socket_addr().context("--address")?;
+    let client = args.client.client().await.context("Kubernetes client")?;
+    let metrics = Arc::new(Metrics::new());
+    let health = Health {
+        metrics: metrics.clone(),
+        last_iteration: Arc::new(AtomicI64::new(0)),
+        started: Arc::new(AtomicI64::new(unix_now())),
+        interval: args.updater_interval,
+    };
+    let app = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/health-check", get(healthz))
+        .route("/readyz", get(|| async { "OK" }))
+        .route("/metrics", get(serve_metrics))
+        .with_state(health.clone());
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("listen on {addr}"))?;
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "HTTP server failed");
+        }
+    });
+    let shutdown = Shutdown::on_signal();
+
+    let elector = args.leader_elect.then(|| {
+        LeaderElector::new(
+            client.clone(),
+            LeaseSettings {
+                name: args.leader_elect_lease_name.clone(),
+                namespace: args.leader_elect_lease_namespace.clone(),
+                identity: args.leader_elect_identity.clone(),
+                lease_duration: args.leader_elect_lease_duration,
+                renew_deadline: args.leader_elect_renew_deadline,
+                retry_period: args.leader_elect_retry_period,
+            },
+        )
+    });
+    if let Some(e) = &elector {
+        tokio::select! {
+            _ = e.acquire() => tracing::info!("leader lease acquired"),
+            _ = shutdown.wait() => return Ok(()),
+        }
+    }
+    let elector = elector.map(Arc::new);
+    let (lost_tx, mut lost_rx) = tokio::sync::watch::channel(false);
+    if let Some(e) = elector.clone() {
+        tokio::spawn(async move {
+            let lost = e.hold().await;
+            tracing::error!(error = %lost, "leader lease lost; stopping");
+            let _ = lost_tx.send(true);
+        });
+    }
+
+    // Caches.
+    let ns = args.vpa_object_namespace.as_str();
+    let config = watcher::Config::default().any_semantic();
+    let on_error: OnWatchError = Arc::new(|_| {});
+    let vpas = Writer::default();
+    let limit_ranges = Writer::default();
+    let (workloads, workload_writers) = workload_stores();
+    let stores = IndexStores {
+        vpas: vpas.as_reader(),
+        workloads,
+        limit_ranges: limit_ranges.as_reader(),
+    };
+    spawn_reflector(
+        api::<VerticalPodAutoscaler>(&client, ns),
+        config.clone(),
+        vpas,
+        strip,
+        on_error.clone(),
+    );
+    spawn_reflector(
+        api::<LimitRange>(&client, ns),
+        config.clone(),
+        limit_ranges,
+        strip,
+        on_error.clone(),
+    );
+    workload_writers.spawn(&client, ns, &config, &on_error);
+    let rs = Writer::default();
+    let ss = Writer::default();
+    let rc = Writer::default();
+    let ds = Writer::default();
+    let replicas = ReplicaStores {
+        replica_sets: rs.as_reader(),
+        stateful_sets: ss.as_reader(),
+        replication_controllers: rc.as_reader(),
+        daemon_sets: ds.as_reader(),
+    };
+    spawn_reflector(
+        api::<ReplicaSet>(&client, ns),
+        config.clone(),
+        rs,
+        strip_controller,
+        on_error.clone(),
+    );
+    spawn_reflector(
+        api::<StatefulSet>(&client, ns),
+        config.clone(),
+        ss,
+        strip_controller,
+        on_error.clone(),
+    );
+    spawn_reflector(
+        api::<ReplicationController>(&client, ns),
+        config.clone(),
+        rc,
+        strip_controller,
+        on_error.clone(),
+    );
+    spawn_reflector(
+        api::<DaemonSet>(&client, ns),
+        config.clone(),
+        ds,
+        strip_controller,
+        on_error.clone(),
+    );
+    let pods = Writer::default();
+    let pod_store = pods.as_reader();
+    let pod_config = config
+        .clone()
+        .fields("spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed");
+    spawn_reflector(
+        api::<Pod>(&client, ns),
+        pod_config,
+        pods,
+        strip,
+        on_error.clone(),
+    );
+    let vpa_store = stores.vpas.clone();
+    let index = Index::from_stores(stores);
+
+    let iteration = args
+        .updater
+        .iteration_config(&args.ignored_vpa_object_namespaces);
+    let restriction = args.updater.restriction_config();
+    let status_api: Api<Lease> = Api::namespaced(client.clone(), &args.status.namespace());
+    let origin = tokio::time::Instant::now();
+    let mut actuator = ApiActuator::new(
+        client.clone(),
+        RateSettings::from_flags(
+            args.updater.eviction_rate_limit,
+            args.updater.eviction_rate_burst,
+        ),
+        origin,
+    );
+    let mut state = UpdaterState::default();
+    let mut view = CacheView {
+        index,
+        replicas,
+        restriction,
+        gates: args.updater.feature_gates,
+        now: Timestamp::now(),
+    };
+    // The first iteration runs one interval after start-up, as upstream's.
+    let mut ticker =
+        tokio::time::interval_at(origin + args.updater_interval, args.updater_interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = shutdown.wait() => break,
+            _ = lost_rx.changed() => break,
+        }
+        let started = tokio::time::Instant::now();
+        let now = Timestamp::now();
+        if args.status.use_admission_controller_status {
+            let fetched = lease::fetch_with_retry(
+                || status_api.get(&args.status.admission_controller_status_lease_name),
+                tokio::time::sleep,
+            )
+            .await;
+            let alive = match fetched {
+                Ok(l) => lease::is_valid(
+                    &l,
+                    args.status.admission_controller_status_lease_timeout,
+                    now,
+                ),
+                Err(e) => {
+                    tracing::error!(error = %e, "Error getting Admission Controller status");
+                    false
+                }
+            };
+            metrics.admission_alive.set(i64::from(alive));
+            if !alive {
+                tracing::warn!(
+                    "the webhook's status lease is stale: no pod is updated this iteration"
+                );
+                health.last_iteration.store(unix_now(), Ordering::Relaxed);
+                continue;
+            }
+        }
+        actuator.set_deadline(started + args.updater_interval);
+        view.now = now;
+        let vpas = vpa_store.state();
+        metrics.observe_step("ListVPAs", started.elapsed().as_secs_f64());
+        let mut gauges = IterationGauges::default();
+        let report = run_once(
+            &iteration,
+            &mut state,
+            &view,
+            &mut actuator,
+            &vpas,
+            || pod_store.state(),
+            now,
+            &mut gauges,
+            Some(&metrics),
+        )
+        .await;
+        if report.pods_listed {
+            metrics.publish(&gauges);
+        }
+        for vpa in &report.deprecated {
+            tracing::warn!(%vpa, "updateMode Auto is deprecated; use Recreate or InPlaceOrRecreate");
+        }
+        if let Some(reason) = &report.aborted {
+            tracing::warn!(%reason, "iteration stopped early");
+        }
+        let keep: std::collections::HashSet<String> = pod_store
+            .state()
+            .iter()
+            .map(|p| tailor_updater::pods::pod_key(p))
+            .collect();
+        state.timers.retain(|k| keep.contains(k));
+        tracing::info!(
+            evictions = report.evictions,
+            resizes = report.resizes,
+            vpas = report.vpas.len(),
+            "iteration done"
+        );
+        metrics.observe_step("total", started.elapsed().as_secs_f64());
+        metrics.last_iteration_timestamp.set(unix_now());
+        health.last_iteration.store(unix_now(), Ordering::Relaxed);
+    }
+    if let Some(e) = elector
+        && let Err(err) = e.release().await
+    {
+        tracing::warn!(error = %err, "could not release the leader lease");
+    }
+    Ok(())
+}
