@@ -241,7 +241,7 @@ fn priority_config(v: &Value) -> PriorityConfig {
         min_change_priority: v["minChangePriority"].as_f64().unwrap_or(0.0),
         pod_lifetime_update_threshold: duration(&v["podLifetimeUpdateThreshold"]),
         evict_after_oom_threshold: duration(&v["evictAfterOOMThreshold"]),
-        quick_oom_max_age: None,
+        quick_oom_max_age: Some(Duration::from_secs(12 * 3600)),
     }
 }
 
@@ -464,7 +464,7 @@ async fn restriction(input: &Value, expected: &Value) -> Check {
         in_place_skip_disruption_budget: c["inPlaceSkipDisruptionBudget"]
             .as_bool()
             .unwrap_or(false),
-        timers_from_patch: false,
+        timers_from_patch: true,
     };
     let gates = gates_of(&input["featureGates"]);
     let all = pods_of(&input["pods"])?;
@@ -1041,8 +1041,8 @@ async fn updater_loop(input: &Value, expected: &Value) -> Check {
         gates: gates_of(&input["featureGates"]),
         ignored_namespaces: serde_json::from_value(c["ignoredNamespaces"].clone())
             .unwrap_or_default(),
-        in_place_honours_deferrals: false,
-        fair_order: false,
+        in_place_honours_deferrals: true,
+        fair_order: true,
     };
     let selectors: BTreeMap<String, String> =
         serde_json::from_value(input["selectors"].clone()).unwrap_or_default();
