@@ -230,7 +230,7 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
     for vpa in vpas {
         let ns = vpa.metadata.namespace.clone().unwrap_or_default();
         let name = vpa.metadata.name.clone().unwrap_or_default();
-        if config.ignored_namespaces.iter().any(|n| *n == ns) {
+        if config.ignored_namespaces.contains(&ns) {
             report
                 .skipped_vpas
                 .push((ns, name, "namespace ignored".into()));

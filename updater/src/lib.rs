@@ -23,4 +23,5 @@ pub mod priority;
 pub mod rate_limit;
 pub mod resize;
 pub mod restriction;
+pub mod run_loop;
 pub mod skip;

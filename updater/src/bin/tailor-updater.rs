@@ -11,7 +11,6 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use clap::Parser;
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{LimitRange, Pod, ReplicationController};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::store::Writer;
@@ -27,10 +26,10 @@ use tailor_crds::cluster::reflectors::{OnWatchError, api, spawn_reflector, workl
 use tailor_crds::cluster::shutdown::Shutdown;
 use tailor_updater::cluster::{ApiActuator, CacheView, ReplicaStores, strip_controller};
 use tailor_updater::flags::{AdmissionStatusFlags, UpdaterFlags};
-use tailor_updater::iteration::{UpdaterState, run_once};
-use tailor_updater::lease;
-use tailor_updater::metrics::{IterationGauges, Metrics};
+use tailor_updater::iteration::UpdaterState;
+use tailor_updater::metrics::Metrics;
 use tailor_updater::rate_limit::RateSettings;
+use tailor_updater::run_loop::{Outcome, StatusCheck, Updater};
 
 fn duration(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
@@ -269,27 +268,39 @@ async fn main() -> anyhow::Result<()> {
     let vpa_store = stores.vpas.clone();
     let index = Index::from_stores(stores);
 
-    let iteration = args
-        .updater
-        .iteration_config(&args.ignored_vpa_object_namespaces);
-    let restriction = args.updater.restriction_config();
-    let status_api: Api<Lease> = Api::namespaced(client.clone(), &args.status.namespace());
+    let status = args
+        .status
+        .use_admission_controller_status
+        .then(|| StatusCheck {
+            api: Api::namespaced(client.clone(), &args.status.namespace()),
+            name: args.status.admission_controller_status_lease_name.clone(),
+            timeout: args.status.admission_controller_status_lease_timeout,
+        });
     let origin = tokio::time::Instant::now();
-    let mut actuator = ApiActuator::new(
-        client.clone(),
-        RateSettings::from_flags(
-            args.updater.eviction_rate_limit,
-            args.updater.eviction_rate_burst,
+    let mut updater = Updater {
+        config: args
+            .updater
+            .iteration_config(&args.ignored_vpa_object_namespaces),
+        state: UpdaterState::default(),
+        view: CacheView {
+            index,
+            replicas,
+            restriction: args.updater.restriction_config(),
+            gates: args.updater.feature_gates,
+            now: Timestamp::now(),
+        },
+        actuator: ApiActuator::new(
+            client.clone(),
+            RateSettings::from_flags(
+                args.updater.eviction_rate_limit,
+                args.updater.eviction_rate_burst,
+            ),
+            origin,
         ),
-        origin,
-    );
-    let mut state = UpdaterState::default();
-    let mut view = CacheView {
-        index,
-        replicas,
-        restriction,
-        gates: args.updater.feature_gates,
-        now: Timestamp::now(),
+        status,
+        vpas: Box::new(move || vpa_store.state()),
+        pods: Box::new(move || pod_store.state()),
+        metrics: metrics.clone(),
     };
     // The first iteration runs one interval after start-up, as upstream's.
     let mut ticker =
@@ -302,73 +313,28 @@ async fn main() -> anyhow::Result<()> {
             _ = lost_rx.changed() => break,
         }
         let started = tokio::time::Instant::now();
-        let now = Timestamp::now();
-        if args.status.use_admission_controller_status {
-            let fetched = lease::fetch_with_retry(
-                || status_api.get(&args.status.admission_controller_status_lease_name),
-                tokio::time::sleep,
-            )
-            .await;
-            let alive = match fetched {
-                Ok(l) => lease::is_valid(
-                    &l,
-                    args.status.admission_controller_status_lease_timeout,
-                    now,
-                ),
-                Err(e) => {
-                    tracing::error!(error = %e, "Error getting Admission Controller status");
-                    false
+        match updater
+            .iterate(Timestamp::now(), started + args.updater_interval)
+            .await
+        {
+            Outcome::AdmissionNotAlive(why) => {
+                tracing::error!(reason = %why, "the webhook is not known to be alive: no pod is updated this iteration");
+            }
+            Outcome::Ran(report) => {
+                for vpa in &report.deprecated {
+                    tracing::warn!(%vpa, "updateMode Auto is deprecated; use Recreate or InPlaceOrRecreate");
                 }
-            };
-            metrics.admission_alive.set(i64::from(alive));
-            if !alive {
-                tracing::warn!(
-                    "the webhook's status lease is stale: no pod is updated this iteration"
+                if let Some(reason) = &report.aborted {
+                    tracing::warn!(%reason, "iteration stopped early");
+                }
+                tracing::info!(
+                    evictions = report.evictions,
+                    resizes = report.resizes,
+                    vpas = report.vpas.len(),
+                    "iteration done"
                 );
-                health.last_iteration.store(unix_now(), Ordering::Relaxed);
-                continue;
             }
         }
-        actuator.set_deadline(started + args.updater_interval);
-        view.now = now;
-        let vpas = vpa_store.state();
-        metrics.observe_step("ListVPAs", started.elapsed().as_secs_f64());
-        let mut gauges = IterationGauges::default();
-        let report = run_once(
-            &iteration,
-            &mut state,
-            &view,
-            &mut actuator,
-            &vpas,
-            || pod_store.state(),
-            now,
-            &mut gauges,
-            Some(&metrics),
-        )
-        .await;
-        if report.pods_listed {
-            metrics.publish(&gauges);
-        }
-        for vpa in &report.deprecated {
-            tracing::warn!(%vpa, "updateMode Auto is deprecated; use Recreate or InPlaceOrRecreate");
-        }
-        if let Some(reason) = &report.aborted {
-            tracing::warn!(%reason, "iteration stopped early");
-        }
-        let keep: std::collections::HashSet<String> = pod_store
-            .state()
-            .iter()
-            .map(|p| tailor_updater::pods::pod_key(p))
-            .collect();
-        state.timers.retain(|k| keep.contains(k));
-        tracing::info!(
-            evictions = report.evictions,
-            resizes = report.resizes,
-            vpas = report.vpas.len(),
-            "iteration done"
-        );
-        metrics.observe_step("total", started.elapsed().as_secs_f64());
-        metrics.last_iteration_timestamp.set(unix_now());
         health.last_iteration.store(unix_now(), Ordering::Relaxed);
     }
     if let Some(e) = elector

@@ -1,0 +1,123 @@
+//! The updater's iteration as the binary runs it: the webhook-liveness check (upstream-updater §1.2 step
+//! 1), then [`run_once`] over the caches with the API actuator, then the metrics.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use tailor_crds::VerticalPodAutoscaler;
+
+use crate::cluster::{ApiActuator, CacheView};
+use crate::iteration::{IterationConfig, Report, UpdaterState, run_once};
+use crate::lease;
+use crate::metrics::{IterationGauges, Metrics};
+use crate::pods;
+
+/// Where the webhook's status Lease is and how long a renewal counts.
+#[derive(Clone)]
+pub struct StatusCheck {
+    /// The Lease's namespace.
+    pub api: Api<Lease>,
+    /// The Lease's name.
+    pub name: String,
+    /// Validity after creation or renewal.
+    pub timeout: Duration,
+}
+
+/// What one iteration did.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The webhook is not known to be alive: nothing was done.
+    AdmissionNotAlive(String),
+    /// The iteration ran.
+    Ran(Report),
+}
+
+/// Lists the objects an iteration reads.
+pub type Lister<T> = Box<dyn Fn() -> Vec<Arc<T>> + Send + Sync>;
+
+/// The updater: caches, state kept between iterations and the API.
+pub struct Updater {
+    /// Iteration settings.
+    pub config: IterationConfig,
+    /// State kept between iterations.
+    pub state: UpdaterState,
+    /// Cached lookups.
+    pub view: CacheView,
+    /// API calls.
+    pub actuator: ApiActuator,
+    /// The status check (`None` with `--use-admission-controller-status=false`).
+    pub status: Option<StatusCheck>,
+    /// Lists VPAs.
+    pub vpas: Lister<VerticalPodAutoscaler>,
+    /// Lists pods.
+    pub pods: Lister<Pod>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+}
+
+impl Updater {
+    /// Whether the webhook's status Lease is fresh at `now` (`Err` says why not).
+    pub async fn admission_alive(&self, now: Timestamp) -> Result<(), String> {
+        let Some(check) = &self.status else {
+            return Ok(());
+        };
+        let fetched =
+            lease::fetch_with_retry(|| check.api.get(&check.name), tokio::time::sleep).await;
+        match fetched {
+            Ok(l) if lease::is_valid(&l, check.timeout, now) => Ok(()),
+            Ok(_) => Err(format!(
+                "status lease {} is older than {:?}",
+                check.name, check.timeout
+            )),
+            Err(e) => Err(format!("Error getting Admission Controller status: {e}")),
+        }
+    }
+
+    /// One iteration at `now`, whose rate-limiter waits end by `deadline`.
+    pub async fn iterate(&mut self, now: Timestamp, deadline: tokio::time::Instant) -> Outcome {
+        let started = tokio::time::Instant::now();
+        if let Err(why) = self.admission_alive(now).await {
+            self.metrics.admission_alive.set(0);
+            return Outcome::AdmissionNotAlive(why);
+        }
+        self.metrics.admission_alive.set(1);
+        self.actuator.set_deadline(deadline);
+        self.view.now = now;
+        let vpas = (self.vpas)();
+        self.metrics
+            .observe_step("ListVPAs", started.elapsed().as_secs_f64());
+        let mut gauges = IterationGauges::default();
+        let pods = &self.pods;
+        let mut live_keys = std::collections::HashSet::new();
+        let report = run_once(
+            &self.config,
+            &mut self.state,
+            &self.view,
+            &mut self.actuator,
+            &vpas,
+            || {
+                let list = pods();
+                live_keys = list.iter().map(|p| pods::pod_key(p)).collect();
+                list
+            },
+            now,
+            &mut gauges,
+            Some(&self.metrics),
+        )
+        .await;
+        if report.pods_listed {
+            self.metrics.publish(&gauges);
+            self.state.timers.retain(|k| live_keys.contains(k));
+        }
+        self.metrics
+            .observe_step("total", started.elapsed().as_secs_f64());
+        self.metrics
+            .last_iteration_timestamp
+            .set(Timestamp::now().as_second());
+        Outcome::Ran(report)
+    }
+}
