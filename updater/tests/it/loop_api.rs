@@ -1,0 +1,604 @@
+//! The updater's iteration against a fake API server (kube-rs mock service): evictions, in-place resizes,
+//! budgets, PodDisruptionBudgets, the webhook's lease and un-boosting, for each mode.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use http::{Request, Response};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::client::Body;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use tailor_crds::VerticalPodAutoscaler;
+use tailor_crds::cluster::index::{Index, IndexObjects};
+use tailor_updater::cluster::{ApiActuator, CacheView, ReplicaStores};
+use tailor_updater::flags::UpdaterFlags;
+use tailor_updater::iteration::{Action, UpdaterState};
+use tailor_updater::metrics::Metrics;
+use tailor_updater::rate_limit::RateSettings;
+use tailor_updater::run_loop::{Outcome, StatusCheck, Updater};
+use tailor_updater::skip::Skip;
+
+/// The clock of the tests.
+const NOW: &str = "2026-01-10T12:00:00Z";
+
+fn now() -> Timestamp {
+    NOW.parse().unwrap()
+}
+
+fn ago(secs: i64) -> String {
+    let t = now()
+        .checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(secs))
+        .unwrap();
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+#[derive(Debug, Clone)]
+struct Recorded {
+    method: String,
+    path: String,
+    body: Value,
+}
+
+#[derive(Default)]
+struct State {
+    requests: Vec<Recorded>,
+    lease: Option<Value>,
+    /// Pod name → HTTP codes of successive eviction answers (default 201).
+    evictions: HashMap<String, Vec<u16>>,
+    /// Pod name → resize answer: 200, or 403 with a NodeCapacity cause.
+    resize: HashMap<String, u16>,
+}
+
+#[derive(Clone, Default)]
+struct FakeApi {
+    state: Arc<Mutex<State>>,
+}
+
+fn status(code: u16, reason: &str, causes: Value) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": reason,
+           "reason": reason, "code": code, "details": {"causes": causes}})
+}
+
+impl FakeApi {
+    fn start() -> (Client, FakeApi) {
+        let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let api = FakeApi::default();
+        let server = api.clone();
+        tokio::spawn(async move {
+            while let Some((req, send)) = handle.next_request().await {
+                let (code, body) = server.answer(req).await;
+                send.send_response(
+                    Response::builder()
+                        .status(code)
+                        .header("content-type", "application/json")
+                        .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                        .unwrap(),
+                );
+            }
+        });
+        (Client::new(svc, "default"), api)
+    }
+
+    async fn answer(&self, req: Request<Body>) -> (u16, Value) {
+        use http_body_util::BodyExt;
+        let method = req.method().to_string();
+        let path = req.uri().path().to_string();
+        let bytes = req
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let mut s = self.state.lock().unwrap();
+        s.requests.push(Recorded {
+            method: method.clone(),
+            path: path.clone(),
+            body: body.clone(),
+        });
+        let segments: Vec<&str> = path.split('/').collect();
+        let pod = segments
+            .iter()
+            .position(|s| *s == "pods")
+            .and_then(|i| segments.get(i + 1))
+            .map(|s| s.to_string());
+        if path.contains("/leases/") {
+            return match &s.lease {
+                Some(l) => (200, l.clone()),
+                None => (404, status(404, "NotFound", json!([]))),
+            };
+        }
+        if path.ends_with("/eviction") {
+            let name = pod.unwrap_or_default();
+            let code = s
+                .evictions
+                .get_mut(&name)
+                .and_then(|q| {
+                    if q.is_empty() {
+                        None
+                    } else {
+                        Some(q.remove(0))
+                    }
+                })
+                .unwrap_or(201);
+            return if code == 429 {
+                (
+                    429,
+                    status(
+                        429,
+                        "TooManyRequests",
+                        json!([{"reason": "DisruptionBudget"}]),
+                    ),
+                )
+            } else {
+                (
+                    201,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "metadata": {}}),
+                )
+            };
+        }
+        if path.ends_with("/resize") {
+            let name = pod.unwrap_or_default();
+            return match s.resize.get(&name).copied().unwrap_or(200) {
+                403 => (
+                    403,
+                    status(
+                        403,
+                        "Forbidden",
+                        json!([{"reason": "NodeCapacity", "message": "node too small"}]),
+                    ),
+                ),
+                _ => (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}}),
+                ),
+            };
+        }
+        if method == "PATCH" && pod.is_some() {
+            return (
+                200,
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": "default"}}),
+            );
+        }
+        (201, body)
+    }
+
+    fn take(&self) -> Vec<Recorded> {
+        std::mem::take(&mut self.state.lock().unwrap().requests)
+    }
+
+    fn set_lease(&self, renewed_secs_ago: Option<i64>) {
+        self.state.lock().unwrap().lease = renewed_secs_ago.map(|s| {
+            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                   "metadata": {"name": "tailor-admission", "namespace": "tailor", "creationTimestamp": ago(86400)},
+                   "spec": {"holderIdentity": "tailor-admission-0", "renewTime": format!("{}.000000Z", ago(s).trim_end_matches('Z'))}})
+        });
+    }
+}
+
+fn vpa(mode: &str, extra_spec: Value) -> VerticalPodAutoscaler {
+    let mut spec = json!({
+        "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+        "updatePolicy": {"updateMode": mode},
+    });
+    if let (Some(s), Some(e)) = (spec.as_object_mut(), extra_spec.as_object()) {
+        for (k, v) in e {
+            s.insert(k.clone(), v.clone());
+        }
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
+        "metadata": {"name": "web", "namespace": "default", "uid": "vpa-uid", "creationTimestamp": ago(86400)},
+        "spec": spec,
+        "status": {"recommendation": {"containerRecommendations": [{
+            "containerName": "app",
+            "target": {"cpu": "250m", "memory": "256Mi"},
+            "lowerBound": {"cpu": "120m", "memory": "200Mi"},
+            "upperBound": {"cpu": "400m", "memory": "512Mi"},
+            "uncappedTarget": {"cpu": "250m", "memory": "256Mi"}}]}}
+    }))
+    .unwrap()
+}
+
+fn pod(i: usize, cpu: &str, extra: Value) -> Pod {
+    let memory = if cpu == "100m" { "128Mi" } else { "256Mi" };
+    let mut p = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("web-1-{i}"), "namespace": "default", "uid": format!("uid-{i}"),
+            "labels": {"app": "web"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": true}]},
+        "spec": {"nodeName": "n1", "containers": [{"name": "app", "image": "app",
+            "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": "1", "memory": "512Mi"}}}]},
+        "status": {"phase": "Running", "startTime": ago(2 * 86400),
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": ago(2 * 86400)}]}
+    });
+    merge(&mut p, &extra);
+    serde_json::from_value(p).unwrap()
+}
+
+fn merge(base: &mut Value, extra: &Value) {
+    match (base, extra) {
+        (Value::Object(b), Value::Object(e)) => {
+            for (k, v) in e {
+                merge(b.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (b, e) => *b = e.clone(),
+    }
+}
+
+struct Harness {
+    api: FakeApi,
+    updater: Updater,
+    pods: Arc<Mutex<Vec<Arc<Pod>>>>,
+}
+
+fn harness(
+    vpa: VerticalPodAutoscaler,
+    replicas: i32,
+    pods: Vec<Pod>,
+    gates: &str,
+    lease_secs_ago: Option<i64>,
+) -> Harness {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct F {
+        #[command(flatten)]
+        u: UpdaterFlags,
+    }
+    let flags = F::try_parse_from(["t", "--feature-gates", gates])
+        .unwrap()
+        .u;
+    let (client, api) = FakeApi::start();
+    api.set_lease(lease_secs_ago);
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "default", "uid": "dep"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {}}
+    }))
+    .unwrap();
+    let rs: ReplicaSet = serde_json::from_value(json!({
+        "metadata": {"name": "web-1", "namespace": "default", "uid": "rs",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "dep", "controller": true}]},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}}}
+    }))
+    .unwrap();
+    let index = Index::from_objects(IndexObjects {
+        vpas: vec![vpa.clone()],
+        deployments: vec![deployment],
+        replica_sets: vec![rs.clone()],
+        ..Default::default()
+    });
+    let mut rs_writer: Writer<ReplicaSet> = Writer::default();
+    rs_writer.apply_watcher_event(&watcher::Event::Apply(rs));
+    let replicas = ReplicaStores {
+        replica_sets: rs_writer.as_reader(),
+        stateful_sets: Writer::default().as_reader(),
+        replication_controllers: Writer::default().as_reader(),
+        daemon_sets: Writer::default().as_reader(),
+    };
+    let pods: Arc<Mutex<Vec<Arc<Pod>>>> =
+        Arc::new(Mutex::new(pods.into_iter().map(Arc::new).collect()));
+    let listed = pods.clone();
+    let vpas = vec![Arc::new(vpa)];
+    let updater = Updater {
+        config: flags.iteration_config(""),
+        state: UpdaterState::default(),
+        view: CacheView {
+            index,
+            replicas,
+            restriction: flags.restriction_config(),
+            gates: flags.feature_gates,
+            now: now(),
+        },
+        actuator: ApiActuator::new(
+            client.clone(),
+            RateSettings::from_flags(-1.0, 1),
+            tokio::time::Instant::now(),
+        ),
+        status: Some(StatusCheck {
+            api: Api::namespaced(client, "tailor"),
+            name: "tailor-admission".into(),
+            timeout: std::time::Duration::from_secs(60),
+        }),
+        vpas: Box::new(move || vpas.clone()),
+        pods: Box::new(move || listed.lock().unwrap().clone()),
+        metrics: Arc::new(Metrics::new()),
+    };
+    Harness { api, updater, pods }
+}
+
+impl Harness {
+    async fn iterate(&mut self) -> (Outcome, Vec<Recorded>) {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        let outcome = self.updater.iterate(now(), deadline).await;
+        // Events are recorded in the background.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        (outcome, self.api.take())
+    }
+
+    fn set_pods(&self, pods: Vec<Pod>) {
+        *self.pods.lock().unwrap() = pods.into_iter().map(Arc::new).collect();
+    }
+}
+
+fn evicted(reqs: &[Recorded]) -> Vec<String> {
+    let mut out: Vec<String> = reqs
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/eviction"))
+        .filter_map(|r| r.path.split('/').rev().nth(1).map(str::to_owned))
+        .collect();
+    out.sort();
+    out
+}
+
+fn resized(reqs: &[Recorded]) -> Vec<&Recorded> {
+    reqs.iter()
+        .filter(|r| r.method == "PATCH" && r.path.ends_with("/resize"))
+        .collect()
+}
+
+fn four_pods(cpu: &str) -> Vec<Pod> {
+    (0..4).map(|i| pod(i, cpu, json!({}))).collect()
+}
+
+#[tokio::test]
+async fn recreate_evicts_pods_outside_their_bounds_within_the_tolerance() {
+    let mut h = harness(
+        vpa("Recreate", json!({})),
+        4,
+        four_pods("100m"),
+        "",
+        Some(5),
+    );
+    let (outcome, reqs) = h.iterate().await;
+    assert!(matches!(outcome, Outcome::Ran(_)), "{outcome:?}");
+    // 4 replicas × tolerance 0.5: two of them per iteration.
+    assert_eq!(evicted(&reqs).len(), 2, "{reqs:?}");
+    assert!(resized(&reqs).is_empty());
+    assert!(
+        reqs.iter()
+            .any(|r| r.path.contains("/events") && r.body.to_string().contains("EvictedByVPA")),
+        "the eviction is recorded as an event: {reqs:?}"
+    );
+    // The evicted two are gone; their replacements are Pending with the new requests: nothing more.
+    let mut next: Vec<Pod> = (2..4).map(|i| pod(i, "100m", json!({}))).collect();
+    for i in 4..6 {
+        next.push(pod(
+            i,
+            "250m",
+            json!({"status": {"phase": "Pending", "startTime": ago(10)}}),
+        ));
+    }
+    h.set_pods(next);
+    let (_, reqs) = h.iterate().await;
+    assert!(
+        evicted(&reqs).is_empty(),
+        "running 2 of 4 must leave the others alone: {reqs:?}"
+    );
+    // Once the replacements run, the last two old pods go.
+    let mut next: Vec<Pod> = (2..4).map(|i| pod(i, "100m", json!({}))).collect();
+    for i in 4..6 {
+        next.push(pod(i, "250m", json!({"status": {"startTime": ago(10)}})));
+    }
+    h.set_pods(next);
+    let (_, reqs) = h.iterate().await;
+    assert_eq!(evicted(&reqs), vec!["web-1-2", "web-1-3"]);
+}
+
+#[tokio::test]
+async fn in_place_or_recreate_resizes_in_place_and_evicts_after_an_infeasible_resize() {
+    let mut h = harness(
+        vpa("InPlaceOrRecreate", json!({})),
+        4,
+        four_pods("100m"),
+        "",
+        Some(5),
+    );
+    let (outcome, reqs) = h.iterate().await;
+    let Outcome::Ran(report) = outcome else {
+        panic!("{outcome:?}")
+    };
+    let patches = resized(&reqs);
+    assert_eq!(patches.len(), 2, "tolerance 2 of 4: {reqs:?}");
+    assert!(evicted(&reqs).is_empty());
+    let ops = patches[0].body.as_array().unwrap();
+    assert!(ops.contains(&json!({"op": "add", "path": "/spec/containers/0/resources/requests/cpu", "value": "250m"})), "{ops:?}");
+    assert!(ops.contains(&json!({"op": "add", "path": "/spec/containers/0/resources/limits/cpu", "value": "2500m"})), "limits keep their ratio: {ops:?}");
+    assert!(
+        reqs.iter()
+            .any(|r| r.method == "PATCH" && r.path.ends_with("/pods/web-1-0")
+                || r.path.ends_with("/pods/web-1-1"))
+    );
+    assert_eq!(report.resizes, 2);
+    // The kubelet finds the resized two infeasible: they are evicted instead.
+    let infeasible = json!({"status": {"conditions": [
+        {"type": "PodResizePending", "status": "True", "reason": "Infeasible"},
+        {"type": "Ready", "status": "True"}]}});
+    let mut next: Vec<Pod> = (0..2).map(|i| pod(i, "100m", infeasible.clone())).collect();
+    next.extend((2..4).map(|i| pod(i, "250m", json!({}))));
+    h.set_pods(next);
+    let (_, reqs) = h.iterate().await;
+    assert_eq!(evicted(&reqs), vec!["web-1-0", "web-1-1"], "{reqs:?}");
+    assert!(resized(&reqs).is_empty());
+}
+
+#[tokio::test]
+async fn in_place_never_evicts_and_remembers_an_infeasible_resize() {
+    let mut h = harness(
+        vpa("InPlace", json!({})),
+        4,
+        four_pods("100m"),
+        "InPlace=true",
+        Some(5),
+    );
+    for i in 0..4 {
+        h.api
+            .state
+            .lock()
+            .unwrap()
+            .resize
+            .insert(format!("web-1-{i}"), 403);
+    }
+    // Refused resizes do not consume the budget: all four are tried, none is evicted.
+    let (outcome, reqs) = h.iterate().await;
+    assert_eq!(resized(&reqs).len(), 4, "{outcome:?}");
+    assert!(evicted(&reqs).is_empty(), "InPlace never evicts: {reqs:?}");
+    let text = h.updater.metrics.encode();
+    assert!(
+        text.contains("reason=\"InPlaceUpdateInfeasible\""),
+        "{text}"
+    );
+    // With the same recommendation they are not tried again, and still not evicted.
+    let (outcome, reqs) = h.iterate().await;
+    let Outcome::Ran(report) = outcome else {
+        panic!()
+    };
+    assert!(evicted(&reqs).is_empty());
+    assert!(resized(&reqs).is_empty(), "{reqs:?}");
+    let cached = report.vpas[0]
+        .pods
+        .values()
+        .filter(|a| **a == Action::Skip(Skip::InfeasibleCached))
+        .count();
+    assert_eq!(cached, 4, "{:?}", report.vpas[0].pods);
+    assert!(
+        reqs.iter()
+            .any(|r| r.body.to_string().contains("InPlaceResizeSkipped")),
+        "each skip is an event: {reqs:?}"
+    );
+}
+
+#[tokio::test]
+async fn min_replicas_and_tolerance_hold_over_iterations() {
+    let pods: Vec<Pod> = (0..3).map(|i| pod(i, "100m", json!({}))).collect();
+    let mut h = harness(vpa("Recreate", json!({})), 3, pods.clone(), "", Some(5));
+    for _ in 0..3 {
+        let (_, reqs) = h.iterate().await;
+        // 3 × 0.5 = 1 pod per iteration (the fake API does not delete the pods).
+        assert_eq!(evicted(&reqs).len(), 1, "{reqs:?}");
+    }
+    let mut h = harness(
+        vpa(
+            "Recreate",
+            json!({"updatePolicy": {"updateMode": "Recreate", "minReplicas": 4}}),
+        ),
+        3,
+        pods,
+        "",
+        Some(5),
+    );
+    for _ in 0..3 {
+        let (outcome, reqs) = h.iterate().await;
+        assert!(
+            evicted(&reqs).is_empty(),
+            "3 live pods < minReplicas 4: {reqs:?}"
+        );
+        let Outcome::Ran(report) = outcome else {
+            panic!()
+        };
+        assert!(
+            report.vpas[0]
+                .pods
+                .values()
+                .all(|a| *a == Action::Skip(Skip::BelowMinReplicas))
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_disruption_budget_refusal_is_retried_next_iteration() {
+    let pods: Vec<Pod> = (0..3).map(|i| pod(i, "100m", json!({}))).collect();
+    let mut h = harness(vpa("Recreate", json!({})), 3, pods, "", Some(5));
+    for i in 0..3 {
+        h.api
+            .state
+            .lock()
+            .unwrap()
+            .evictions
+            .insert(format!("web-1-{i}"), vec![429]);
+    }
+    let (outcome, reqs) = h.iterate().await;
+    let Outcome::Ran(report) = outcome else {
+        panic!()
+    };
+    assert_eq!(report.evictions, 0);
+    assert_eq!(
+        evicted(&reqs).len(),
+        3,
+        "every refusal leaves the budget unspent: {reqs:?}"
+    );
+    assert!(
+        report.vpas[0]
+            .pods
+            .values()
+            .all(|a| *a == Action::Skip(Skip::DisruptionBudget))
+    );
+    let text = h.updater.metrics.encode();
+    assert!(text.contains("tailor_updater_failed_eviction_attempts_total{vpa_size_log2=\"1\",update_mode=\"Recreate\",reason=\"EvictionError\""), "{text}");
+    let (outcome, _) = h.iterate().await;
+    let Outcome::Ran(report) = outcome else {
+        panic!()
+    };
+    assert_eq!(report.evictions, 1, "the PDB allows it now");
+}
+
+#[tokio::test]
+async fn nothing_happens_while_the_webhook_lease_is_stale_or_missing() {
+    for lease in [Some(300), None] {
+        let mut h = harness(vpa("Recreate", json!({})), 4, four_pods("100m"), "", lease);
+        let (outcome, reqs) = h.iterate().await;
+        assert!(
+            matches!(outcome, Outcome::AdmissionNotAlive(_)),
+            "{outcome:?}"
+        );
+        assert!(
+            reqs.iter()
+                .all(|r| r.method == "GET" && r.path.contains("/leases/")),
+            "{reqs:?}"
+        );
+        assert!(
+            h.updater
+                .metrics
+                .encode()
+                .contains("tailor_updater_admission_alive 0")
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_boosted_pod_is_unboosted_in_place() {
+    let boost = json!({"resourcePolicy": {"containerPolicies": [{"containerName": "app", "startupBoost": {"cpu": {"type": "Factor", "factor": 4, "durationSeconds": 30}}}]}});
+    let boosted = pod(
+        0,
+        "1",
+        json!({"metadata": {"annotations": {"cpu-startup-boost.tailor.dev/app": "{\"requests\":{\"cpu\":\"250m\",\"memory\":\"256Mi\"},\"limits\":{\"cpu\":\"1\",\"memory\":\"256Mi\"}}"}},
+               "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": ago(120)}]}}),
+    );
+    // A single replica: the boost annotation keeps its group so that it can be un-boosted.
+    let mut h = harness(
+        vpa("Initial", boost),
+        1,
+        vec![boosted],
+        "CPUStartupBoost=true",
+        Some(5),
+    );
+    let (_, reqs) = h.iterate().await;
+    let patches = resized(&reqs);
+    assert_eq!(patches.len(), 1, "{reqs:?}");
+    let ops = patches[0].body.as_array().unwrap();
+    assert!(ops.contains(&json!({"op": "add", "path": "/spec/containers/0/resources/requests/cpu", "value": "250m"})), "{ops:?}");
+    let annotations = reqs
+        .iter()
+        .find(|r| r.method == "PATCH" && r.path.ends_with("/pods/web-1-0"))
+        .expect("annotation patch");
+    assert!(
+        annotations.body.as_array().unwrap().contains(&json!({"op": "remove", "path": "/metadata/annotations/cpu-startup-boost.tailor.dev~1app"})),
+        "{annotations:?}"
+    );
+    assert!(evicted(&reqs).is_empty());
+}
