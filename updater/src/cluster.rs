@@ -95,12 +95,12 @@ pub fn strip_controller<K: Resource + Clone + serde::Serialize + serde::de::Dese
     serde_json::from_value(v).unwrap_or(o)
 }
 
-/// The iteration's view of the caches.
-pub struct CacheView {
+/// The iteration's view of the caches (the binary's informers, or a snapshot's objects in `tailor plan`).
+pub struct CacheView<R: ReplicaLookup = ReplicaStores> {
     /// Pod → VPA matching and LimitRanges (shared with the webhook).
     pub index: Index,
     /// Replica counts.
-    pub replicas: ReplicaStores,
+    pub replicas: R,
     /// Budget settings.
     pub restriction: RestrictionConfig,
     /// Feature gates.
@@ -109,7 +109,7 @@ pub struct CacheView {
     pub now: Timestamp,
 }
 
-impl ClusterView for CacheView {
+impl<R: ReplicaLookup> ClusterView for CacheView<R> {
     type Gate = Restriction;
 
     fn fetch_selector(&self, vpa: &VerticalPodAutoscaler) -> Result<(), String> {

@@ -19,6 +19,7 @@ pub mod lease;
 pub mod metrics;
 pub mod modes;
 pub mod pods;
+pub mod preview;
 pub mod priority;
 pub mod rate_limit;
 pub mod resize;

@@ -1,0 +1,432 @@
+//! `tailor plan`: what one updater iteration would do to the pods of a snapshot, with the decision code the
+//! binary runs ([`run_once`] over the snapshot's objects) and a dry-run actuator that honours the
+//! snapshot's PodDisruptionBudgets and the rate limits.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use json_patch::PatchOperation;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+use tailor_crds::VerticalPodAutoscaler;
+use tailor_crds::cluster::index::{Index, IndexObjects};
+use tailor_crds::target::selector_matches;
+
+use super::snapshot::Snapshot;
+use crate::cluster::CacheView;
+use crate::config::RestrictionConfig;
+use crate::events::UpdaterEvent;
+use crate::iteration::{ActError, Action, Actuator, IterationConfig, UpdaterState, run_once};
+use crate::lease;
+use crate::metrics::IterationGauges;
+use crate::rate_limit::{RateSettings, TokenBucket};
+use crate::resize::ResizePlan;
+use crate::restriction::{Creator, ReplicaLookup, unknown_kind_replicas};
+use crate::skip::Skip;
+
+/// Replica counts read from the snapshot's controllers (§3.1 table).
+#[derive(Debug, Default)]
+pub struct SnapshotReplicas {
+    counts: HashMap<(String, String, String), Option<i32>>,
+}
+
+impl SnapshotReplicas {
+    /// The counts of a snapshot's controllers.
+    pub fn of(s: &Snapshot) -> Self {
+        let mut counts = HashMap::new();
+        let key = |kind: &str, m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            (
+                kind.to_owned(),
+                m.namespace.clone().unwrap_or_default(),
+                m.name.clone().unwrap_or_default(),
+            )
+        };
+        for o in &s.replica_sets {
+            counts.insert(
+                key("ReplicaSet", &o.metadata),
+                o.spec.as_ref().and_then(|s| s.replicas),
+            );
+        }
+        for o in &s.stateful_sets {
+            counts.insert(
+                key("StatefulSet", &o.metadata),
+                o.spec.as_ref().and_then(|s| s.replicas),
+            );
+        }
+        for o in &s.replication_controllers {
+            counts.insert(
+                key("ReplicationController", &o.metadata),
+                o.spec.as_ref().and_then(|s| s.replicas),
+            );
+        }
+        for o in &s.daemon_sets {
+            counts.insert(
+                key("DaemonSet", &o.metadata),
+                o.status.as_ref().map(|s| s.number_ready),
+            );
+        }
+        SnapshotReplicas { counts }
+    }
+}
+
+impl ReplicaLookup for SnapshotReplicas {
+    fn configured(&self, c: &Creator, live: i32) -> Result<i32, String> {
+        match c.kind.as_str() {
+            "ReplicaSet" | "StatefulSet" | "ReplicationController" | "DaemonSet" => self
+                .counts
+                .get(&(c.kind.clone(), c.namespace.clone(), c.name.clone()))
+                .ok_or_else(|| {
+                    format!("{} {}/{} not in the snapshot", c.kind, c.namespace, c.name)
+                })?
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("{} {}/{} has no replicas", c.kind, c.namespace, c.name)),
+            "Job" => Ok(live),
+            _ => Ok(unknown_kind_replicas()),
+        }
+    }
+}
+
+/// A dry run: evictions are checked against the snapshot's PodDisruptionBudgets (`status.disruptionsAllowed`,
+/// consumed as they go), resizes always succeed, rate limits run on a virtual clock.
+pub struct DryRun {
+    budgets: Vec<(
+        String,
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+        i32,
+        String,
+    )>,
+    eviction: TokenBucket,
+    in_place: TokenBucket,
+    clock: f64,
+    deadline: f64,
+}
+
+impl DryRun {
+    /// A dry run over `snapshot`'s budgets, with `rate` limits over one `interval`.
+    pub fn new(snapshot: &Snapshot, rate: RateSettings, interval: Duration) -> Self {
+        let budgets = snapshot
+            .pdbs
+            .iter()
+            .filter_map(|p| {
+                let selector = p.spec.as_ref()?.selector.clone()?;
+                let allowed = p
+                    .status
+                    .as_ref()
+                    .map(|s| s.disruptions_allowed)
+                    .unwrap_or(i32::MAX);
+                Some((
+                    p.metadata.namespace.clone().unwrap_or_default(),
+                    selector,
+                    allowed,
+                    p.metadata.name.clone().unwrap_or_default(),
+                ))
+            })
+            .collect();
+        DryRun {
+            budgets,
+            eviction: TokenBucket::new(rate),
+            in_place: TokenBucket::new(rate),
+            clock: 0.0,
+            deadline: interval.as_secs_f64(),
+        }
+    }
+
+    fn wait(&mut self, eviction: bool) -> Result<(), ActError> {
+        let bucket = if eviction {
+            &mut self.eviction
+        } else {
+            &mut self.in_place
+        };
+        let wait = bucket.reserve(self.clock, self.deadline)?;
+        self.clock += wait.as_secs_f64();
+        Ok(())
+    }
+}
+
+impl Actuator for DryRun {
+    async fn wait_eviction(&mut self) -> Result<(), ActError> {
+        self.wait(true)
+    }
+
+    async fn wait_in_place(&mut self) -> Result<(), ActError> {
+        self.wait(false)
+    }
+
+    async fn evict(&mut self, pod: &Pod) -> Result<(), ActError> {
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        let matching: Vec<usize> = self
+            .budgets
+            .iter()
+            .enumerate()
+            .filter(|(_, (n, sel, _, _))| {
+                *n == ns && selector_matches(sel, &labels).unwrap_or(false)
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if let Some(&i) = matching.iter().find(|&&i| self.budgets[i].2 <= 0) {
+            return Err(ActError::Other(format!(
+                "would violate the pod's disruption budget {}",
+                self.budgets[i].3
+            )));
+        }
+        for i in matching {
+            self.budgets[i].2 -= 1;
+        }
+        Ok(())
+    }
+
+    async fn resize(&mut self, _pod: &Pod, _plan: &ResizePlan) -> Result<(), ActError> {
+        Ok(())
+    }
+
+    fn event(&mut self, _pod: &Pod, _vpa: &VerticalPodAutoscaler, _event: UpdaterEvent) {}
+}
+
+/// Settings of a plan.
+#[derive(Clone, Debug)]
+pub struct PlanSettings {
+    /// Iteration settings (from the updater's flags).
+    pub iteration: IterationConfig,
+    /// Budget settings.
+    pub restriction: RestrictionConfig,
+    /// Rate limits.
+    pub rate: RateSettings,
+    /// `--updater-interval`: the window the rate limits apply to.
+    pub interval: Duration,
+    /// The webhook's status Lease name and validity (`None`: not checked).
+    pub status_lease: Option<(String, Duration)>,
+    /// The iteration's clock.
+    pub now: Timestamp,
+}
+
+/// One pod in the plan.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PodPlan {
+    /// Namespace.
+    pub namespace: String,
+    /// Pod name.
+    pub pod: String,
+    /// The VPA (`namespace/name`).
+    pub vpa: String,
+    /// Its effective mode.
+    pub mode: String,
+    /// `evict`, `resize` or `skip`.
+    pub action: &'static str,
+    /// Why it is skipped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The resize patch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<Vec<PatchOperation>>,
+}
+
+/// A VPA left out before its pods were matched.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SkippedVpa {
+    /// `namespace/name`.
+    pub vpa: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// The plan of one iteration.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// The clock used.
+    pub now: String,
+    /// Whether the webhook's status lease was fresh (or not checked).
+    pub admission_alive: bool,
+    /// Per pod, in VPA processing order then pod name.
+    pub pods: Vec<PodPlan>,
+    /// VPAs not considered, with the reason.
+    pub skipped_vpas: Vec<SkippedVpa>,
+    /// Set when the iteration would stop early (a rate limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aborted: Option<String>,
+    /// Notes for the reader (assumptions made).
+    pub notes: Vec<String>,
+}
+
+/// Plans one iteration over `snapshot`.
+pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
+    let mut notes = Vec::new();
+    if !snapshot.ignored.is_empty() {
+        notes.push(format!(
+            "{} documents of other kinds ignored",
+            snapshot.ignored.len()
+        ));
+    }
+    let mut admission_alive = true;
+    let mut alive_reason = None;
+    if let Some((name, timeout)) = &settings.status_lease {
+        match snapshot
+            .leases
+            .iter()
+            .find(|l| l.metadata.name.as_deref() == Some(name.as_str()))
+        {
+            Some(l) if lease::is_valid(l, *timeout, settings.now) => {}
+            Some(_) => {
+                admission_alive = false;
+                alive_reason = Some(format!(
+                    "status lease {name} is older than {}",
+                    humantime::format_duration(*timeout)
+                ));
+            }
+            None => notes.push(format!(
+                "the webhook's status lease {name} is not in the snapshot; assumed alive"
+            )),
+        }
+    }
+    let vpas: Vec<Arc<VerticalPodAutoscaler>> =
+        snapshot.vpas.iter().cloned().map(Arc::new).collect();
+    let pods: Vec<Arc<Pod>> = snapshot.pods.iter().cloned().map(Arc::new).collect();
+    let view = CacheView {
+        index: Index::from_objects(IndexObjects {
+            vpas: snapshot.vpas.clone(),
+            deployments: snapshot.deployments.clone(),
+            replica_sets: snapshot.replica_sets.clone(),
+            stateful_sets: snapshot.stateful_sets.clone(),
+            daemon_sets: snapshot.daemon_sets.clone(),
+            jobs: snapshot.jobs.clone(),
+            cron_jobs: snapshot.cron_jobs.clone(),
+            replication_controllers: snapshot.replication_controllers.clone(),
+            limit_ranges: snapshot.limit_ranges.clone(),
+        }),
+        replicas: SnapshotReplicas::of(snapshot),
+        restriction: settings.restriction.clone(),
+        gates: settings.iteration.gates,
+        now: settings.now,
+    };
+    let mut actuator = DryRun::new(snapshot, settings.rate, settings.interval);
+    let mut state = UpdaterState::default();
+    let mut gauges = IterationGauges::default();
+    let report = run_once(
+        &settings.iteration,
+        &mut state,
+        &view,
+        &mut actuator,
+        &vpas,
+        || pods.clone(),
+        settings.now,
+        &mut gauges,
+        None,
+    )
+    .await;
+    let mut out = Vec::new();
+    for v in &report.vpas {
+        for (pod, action) in &v.pods {
+            let (action, reason, patch) = match action {
+                _ if !admission_alive => ("skip", Some(Skip::AdmissionNotAlive.to_string()), None),
+                Action::Evict => ("evict", None, None),
+                Action::Resize(ops) => ("resize", None, Some(ops.clone())),
+                Action::Skip(s) => ("skip", Some(s.to_string()), None),
+            };
+            out.push(PodPlan {
+                namespace: v.namespace.clone(),
+                pod: pod.clone(),
+                vpa: format!("{}/{}", v.namespace, v.name),
+                mode: v.mode.clone(),
+                action,
+                reason,
+                patch,
+            });
+        }
+    }
+    if let Some(why) = alive_reason {
+        notes.push(format!(
+            "admission not alive: {why}; nothing would be updated"
+        ));
+    }
+    Plan {
+        now: settings.now.to_string(),
+        admission_alive,
+        pods: out,
+        skipped_vpas: report
+            .skipped_vpas
+            .iter()
+            .map(|(ns, name, reason)| SkippedVpa {
+                vpa: format!("{ns}/{name}"),
+                reason: reason.clone(),
+            })
+            .collect(),
+        aborted: report.aborted,
+        notes,
+    }
+}
+
+/// A short text for a resize patch: `cpu request 250m, memory limit 512Mi`.
+pub fn describe_patch(ops: &[PatchOperation]) -> String {
+    let mut parts = Vec::new();
+    for op in ops {
+        if let PatchOperation::Add(add) = op {
+            let path = add.path.to_string();
+            let segments: Vec<&str> = path.split('/').collect();
+            if let [_, "spec", "containers", i, "resources", field, resource] = segments.as_slice()
+            {
+                let field = field.trim_end_matches('s');
+                let value = add.value.as_str().unwrap_or_default();
+                parts.push(format!("[{i}] {resource} {field} {value}"));
+            }
+        }
+    }
+    parts.join(", ")
+}
+
+/// The plan as an aligned table.
+pub fn table(plan: &Plan) -> String {
+    let mut rows: Vec<[String; 6]> = vec![[
+        "NAMESPACE".into(),
+        "POD".into(),
+        "VPA".into(),
+        "MODE".into(),
+        "ACTION".into(),
+        "DETAIL".into(),
+    ]];
+    for p in &plan.pods {
+        let detail = match (&p.reason, &p.patch) {
+            (Some(r), _) => r.chars().take(120).collect(),
+            (None, Some(ops)) => describe_patch(ops),
+            _ => String::new(),
+        };
+        rows.push([
+            p.namespace.clone(),
+            p.pod.clone(),
+            p.vpa.rsplit('/').next().unwrap_or_default().to_owned(),
+            p.mode.clone(),
+            p.action.to_owned(),
+            detail,
+        ]);
+    }
+    let widths: Vec<usize> = (0..5)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in &rows {
+        for (c, w) in widths.iter().enumerate() {
+            out.push_str(&format!("{:<w$}  ", r[c], w = *w));
+        }
+        out.push_str(&r[5]);
+        out.push('\n');
+    }
+    for s in &plan.skipped_vpas {
+        out.push_str(&format!("VPA {} not considered: {}\n", s.vpa, s.reason));
+    }
+    if let Some(a) = &plan.aborted {
+        out.push_str(&format!("the iteration stops early: {a}\n"));
+    }
+    for n in &plan.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    let count = |a: &str| plan.pods.iter().filter(|p| p.action == a).count();
+    out.push_str(&format!(
+        "{} evict, {} resize, {} skip\n",
+        count("evict"),
+        count("resize"),
+        count("skip")
+    ));
+    out
+}
