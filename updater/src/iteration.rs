@@ -71,6 +71,8 @@ pub trait Gate {
     fn check_in_place(&mut self, pod: &Pod) -> Result<(), RestrictionError>;
     /// Counts a started in-place update.
     fn in_place_started(&mut self, pod: &Pod, state: &mut UpdaterState, now: Timestamp);
+    /// Why an in-place update of `pod` is deferred (for reports).
+    fn deferral_reason(&self, pod: &Pod) -> Skip;
 }
 
 /// What the iteration reads from the cluster's caches (pure lookups).
@@ -448,7 +450,11 @@ async fn process_vpa<V: ClusterView, A: Actuator>(
                 };
                 if !keep {
                     if decision != InPlaceDecision::InfeasibleCached {
-                        set(vpa_report, pod, Action::Skip(decision_skip(decision)));
+                        set(
+                            vpa_report,
+                            pod,
+                            Action::Skip(decision_skip(&gate, pod, decision)),
+                        );
                     }
                     continue;
                 }
@@ -486,7 +492,11 @@ async fn process_vpa<V: ClusterView, A: Actuator>(
                     InPlaceDecision::Deferred
                         if !in_place_mode || config.in_place_honours_deferrals =>
                     {
-                        set(vpa_report, pod, Action::Skip(decision_skip(decision)));
+                        set(
+                            vpa_report,
+                            pod,
+                            Action::Skip(decision_skip(&gate, pod, decision)),
+                        );
                         continue;
                     }
                     InPlaceDecision::Evict => {
@@ -626,9 +636,9 @@ async fn process_vpa<V: ClusterView, A: Actuator>(
     Ok(())
 }
 
-fn decision_skip(decision: InPlaceDecision) -> Skip {
+fn decision_skip<G: Gate>(gate: &G, pod: &Pod, decision: InPlaceDecision) -> Skip {
     match decision {
-        InPlaceDecision::Deferred => Skip::ResizeDeferred,
+        InPlaceDecision::Deferred => gate.deferral_reason(pod),
         InPlaceDecision::InfeasibleCached => Skip::InfeasibleCached,
         _ => Skip::ResizeInProgress,
     }

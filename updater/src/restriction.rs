@@ -505,4 +505,18 @@ impl crate::iteration::Gate for Restriction {
     ) {
         Restriction::in_place_started(self, pod, &mut state.timers, now);
     }
+
+    fn deferral_reason(&self, pod: &Pod) -> Skip {
+        if !self.contains(pod) {
+            Skip::BelowMinReplicas
+        } else if pods::is_pending(pod) {
+            Skip::Pending
+        } else if pods::resize_status(pod) == ResizeStatus::Deferred {
+            Skip::ResizeDeferred
+        } else if pods::is_in_place_updating(pod) {
+            Skip::ResizeInProgress
+        } else {
+            Skip::ToleranceExhausted
+        }
+    }
 }

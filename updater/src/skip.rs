@@ -25,6 +25,8 @@ pub enum Skip {
     BelowMinReplicas,
     /// The group's eviction tolerance is used up this iteration.
     ToleranceExhausted,
+    /// The pod is scheduled but not running yet.
+    Pending,
     /// A resize is under way and its fallback timeout has not passed.
     ResizeInProgress,
     /// The kubelet deferred the resize; waiting.
@@ -54,6 +56,7 @@ impl fmt::Display for Skip {
             Skip::BoostActive => f.write_str("start-up boost active"),
             Skip::BelowMinReplicas => f.write_str("below minReplicas"),
             Skip::ToleranceExhausted => f.write_str("tolerance exhausted"),
+            Skip::Pending => f.write_str("pending"),
             Skip::ResizeInProgress => f.write_str("resize in progress"),
             Skip::ResizeDeferred => f.write_str("resize deferred"),
             Skip::DisruptionBudget => f.write_str("PDB"),

@@ -7,6 +7,7 @@ pub mod error;
 pub mod input;
 pub mod output;
 pub mod patch;
+pub mod plan;
 pub mod prometheus;
 pub mod recommend;
 
@@ -34,6 +35,8 @@ enum Command {
     Crds(crds::CrdsArgs),
     /// Preview what the admission webhook does to a pod: the JSON patch and the patched pod.
     Patch(Box<patch::PatchArgs>),
+    /// Preview one updater iteration on a cluster snapshot: evict, resize (with the patch) or skip, per pod.
+    Plan(Box<plan::PlanArgs>),
 }
 
 /// Parses arguments, runs the subcommand and maps errors to exit codes (2 bad input, 1 other failures).
@@ -44,6 +47,7 @@ pub fn main() -> ExitCode {
         Command::Convert(a) => convert::run(&a),
         Command::Crds(a) => crds::run(&a),
         Command::Patch(a) => patch::run(&a),
+        Command::Plan(a) => plan::run(&a),
     };
     match result {
         Ok(code) => code,

@@ -845,6 +845,9 @@ impl Gate for MockGate {
         }
     }
     fn in_place_started(&mut self, _pod: &Pod, _s: &mut UpdaterState, _now: Timestamp) {}
+    fn deferral_reason(&self, _pod: &Pod) -> Skip {
+        Skip::ResizeDeferred
+    }
 }
 
 /// Upstream's loop fixture: selectors by VPA name, the pod's controller owner as its top-most controller.

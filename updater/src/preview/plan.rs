@@ -266,7 +266,7 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
         match snapshot
             .leases
             .iter()
-            .find(|l| l.metadata.name.as_deref() == Some(name.as_str()))
+            .rfind(|l| l.metadata.name.as_deref() == Some(name.as_str()))
         {
             Some(l) if lease::is_valid(l, *timeout, settings.now) => {}
             Some(_) => {

@@ -166,8 +166,8 @@ impl Snapshot {
         Ok(())
     }
 
-    /// Reads a snapshot from files and directories (every `.yaml`, `.yml` and `.json` file, recursively,
-    /// in name order).
+    /// Reads a snapshot from files and directories (every `.yaml`, `.yml` and `.json` file directly in a
+    /// directory, in name order). A later object of the same kind, namespace and name replaces an earlier one.
     pub fn load(paths: &[PathBuf]) -> Result<Self, SnapshotError> {
         let mut files = Vec::new();
         for p in paths {
@@ -219,8 +219,8 @@ fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), SnapshotError> {
             .extension()
             .and_then(|x| x.to_str())
             .is_some_and(|x| matches!(x, "yaml" | "yml" | "json"));
-        if e.is_dir() || snapshot_file {
-            collect(&e, out)?;
+        if snapshot_file && e.is_file() {
+            out.push(e);
         }
     }
     Ok(())

@@ -5,6 +5,7 @@
 
 mod cli;
 mod patch;
+mod plan;
 #[path = "../../../prometheus/test-support/prom_stub.rs"]
 mod prom_stub;
 mod prometheus;
