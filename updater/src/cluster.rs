@@ -16,7 +16,7 @@ use tailor_crds::{RecommendedPodResources, VerticalPodAutoscaler};
 
 use crate::config::{FeatureGates, RestrictionConfig};
 use crate::events::{EventObject, UpdaterEvent};
-use crate::iteration::{ActError, Actuator, ClusterView};
+use crate::iteration::{ActError, Actuator, Candidates, ClusterView};
 use crate::priority::{PodPriority, pod_priority};
 use crate::rate_limit::{RateSettings, TokenBucket};
 use crate::resize::{ResizeError, ResizePlan, plan_resize};
@@ -127,19 +127,24 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
             .ok_or_else(|| format!("{c} has no selector"))
     }
 
-    fn controlling_vpa(&self, pod: &Pod, selected: &[Arc<VerticalPodAutoscaler>]) -> Option<usize> {
-        let ns = pod.metadata.namespace.clone().unwrap_or_default();
-        let is_selected = |v: &VerticalPodAutoscaler| {
-            selected
-                .iter()
-                .any(|s| s.metadata.uid == v.metadata.uid && s.metadata.name == v.metadata.name)
-        };
-        let vpa = self
-            .index
-            .matching_vpa_among(pod, &ns, &is_selected)
-            .ok()??;
-        selected.iter().position(|s| {
-            s.metadata.uid == vpa.metadata.uid && s.metadata.name == vpa.metadata.name
+    fn controlling_vpa(&self, pod: &Pod, selected: &Candidates) -> Option<usize> {
+        let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let top = self.index.pod_top_controller(pod, ns).ok()??;
+        let candidates = selected.for_target(ns, &top.kind, &top.name);
+        if candidates.is_empty() {
+            return None;
+        }
+        let selector = self.index.selector(&top)?;
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        if !tailor_crds::target::selector_matches(&selector, &labels).unwrap_or(false) {
+            return None;
+        }
+        // The strongest: oldest, then smallest name (as the webhook's matching).
+        candidates.iter().copied().min_by(|&a, &b| {
+            let (va, vb) = (&selected.vpas[a], &selected.vpas[b]);
+            let ta = va.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            let tb = vb.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            ta.cmp(&tb).then_with(|| va.metadata.name.cmp(&vb.metadata.name))
         })
     }
 

@@ -82,7 +82,7 @@ pub trait ClusterView {
     /// Reads the VPA's target selector (§1.2 step 3); an error skips the VPA.
     fn fetch_selector(&self, vpa: &VerticalPodAutoscaler) -> Result<(), String>;
     /// Index into `selected` of the VPA that governs `pod` (§1.2 step 6).
-    fn controlling_vpa(&self, pod: &Pod, selected: &[Arc<VerticalPodAutoscaler>]) -> Option<usize>;
+    fn controlling_vpa(&self, pod: &Pod, selected: &Candidates) -> Option<usize>;
     /// The budgets of `vpa`'s live pods.
     fn gate(&self, vpa: &VerticalPodAutoscaler, pods: &[Arc<Pod>]) -> Self::Gate;
     /// The processed (capped) recommendation for `pod` (§2.1).
@@ -104,6 +104,36 @@ pub trait ClusterView {
         vpa: &VerticalPodAutoscaler,
         now: Timestamp,
     ) -> Result<ResizePlan, ResizeError>;
+}
+
+/// The VPAs an iteration selected, indexed by target (namespace, kind, name) for pod matching.
+#[derive(Debug, Default)]
+pub struct Candidates {
+    /// The selected VPAs, in list order.
+    pub vpas: Vec<Arc<VerticalPodAutoscaler>>,
+    by_target: std::collections::HashMap<(String, String, String), Vec<usize>>,
+}
+
+impl Candidates {
+    /// Indexes `vpas` by their target.
+    pub fn new(vpas: Vec<Arc<VerticalPodAutoscaler>>) -> Self {
+        let mut by_target: std::collections::HashMap<(String, String, String), Vec<usize>> = std::collections::HashMap::new();
+        for (i, v) in vpas.iter().enumerate() {
+            if let Some(t) = v.spec.target_ref.as_ref() {
+                let ns = v.metadata.namespace.clone().unwrap_or_default();
+                by_target.entry((ns, t.kind.clone(), t.name.clone())).or_default().push(i);
+            }
+        }
+        Candidates { vpas, by_target }
+    }
+
+    /// Indices of the VPAs targeting `kind`/`name` in `namespace`.
+    pub fn for_target(&self, namespace: &str, kind: &str, name: &str) -> &[usize] {
+        self.by_target
+            .get(&(namespace.to_owned(), kind.to_owned(), name.to_owned()))
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    }
 }
 
 /// Why an action against the API failed.
@@ -256,13 +286,14 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
         state.admission.clean_up();
         return report;
     }
+    let selected = Candidates::new(selected);
     let all_pods = list_pods();
     report.pods_listed = true;
     let live: Vec<&Arc<Pod>> = all_pods
         .iter()
         .filter(|p| !pods::is_terminating(p))
         .collect();
-    let mut assigned: Vec<Vec<Arc<Pod>>> = vec![Vec::new(); selected.len()];
+    let mut assigned: Vec<Vec<Arc<Pod>>> = vec![Vec::new(); selected.vpas.len()];
     for pod in &live {
         if let Some(i) = view.controlling_vpa(pod, &selected)
             && let Some(list) = assigned.get_mut(i)
@@ -275,12 +306,13 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
         .retain_live(live.iter().map(|p| pods::uid(p)));
     state.admission.loop_init(
         selected
+            .vpas
             .iter()
             .zip(&assigned)
             .filter(|(_, p)| !p.is_empty())
             .map(|(v, p)| (v.as_ref(), p.as_slice())),
     );
-    let mut order: Vec<usize> = (0..selected.len())
+    let mut order: Vec<usize> = (0..selected.vpas.len())
         .filter(|&i| !assigned[i].is_empty())
         .collect();
     if config.fair_order && !order.is_empty() {
@@ -289,7 +321,7 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
     }
     state.iterations = state.iterations.wrapping_add(1);
     for i in order {
-        let vpa = selected[i].as_ref();
+        let vpa = selected.vpas[i].as_ref();
         let vpa_pods = &assigned[i];
         let mode = update_mode(&vpa.spec);
         let mode_text = modes::mode_label(&mode);

@@ -259,3 +259,73 @@ pub fn go_zero_time() -> Timestamp {
 pub fn labels(pod: &Pod) -> BTreeMap<String, String> {
     pod.metadata.labels.clone().unwrap_or_default()
 }
+
+/// The pod reduced to what the updater reads (names, labels, owners, Tailor's annotations, container
+/// resources and resize policies, phase, start time, conditions, container statuses' resources and last
+/// termination): what the pod cache keeps.
+pub fn slim(pod: Pod) -> Pod {
+    use k8s_openapi::api::core::v1::{Container, ContainerStatus, PodSpec, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    let m = pod.metadata;
+    let annotations = m.annotations.map(|a| {
+        a.into_iter()
+            .filter(|(k, _)| {
+                k.starts_with(STARTUP_BOOST_ANNOTATION_PREFIX) || k == OBSERVED_CONTAINERS_ANNOTATION
+            })
+            .collect::<BTreeMap<_, _>>()
+    });
+    let metadata = ObjectMeta {
+        name: m.name,
+        namespace: m.namespace,
+        uid: m.uid,
+        resource_version: m.resource_version,
+        labels: m.labels,
+        annotations: annotations.filter(|a| !a.is_empty()),
+        owner_references: m.owner_references,
+        deletion_timestamp: m.deletion_timestamp,
+        creation_timestamp: m.creation_timestamp,
+        ..ObjectMeta::default()
+    };
+    let spec = pod.spec.map(|s| PodSpec {
+        containers: s
+            .containers
+            .into_iter()
+            .map(|c| Container {
+                name: c.name,
+                resources: c.resources,
+                resize_policy: c.resize_policy,
+                ..Container::default()
+            })
+            .collect(),
+        node_name: s.node_name,
+        ..PodSpec::default()
+    });
+    let status = pod.status.map(|s| PodStatus {
+        phase: s.phase,
+        start_time: s.start_time,
+        conditions: s.conditions.map(|list| {
+            list.into_iter()
+                .map(|mut c| {
+                    c.message = c.message.map(|m| m.chars().take(256).collect());
+                    c
+                })
+                .collect()
+        }),
+        container_statuses: s.container_statuses.map(|list| {
+            list.into_iter()
+                .map(|c| ContainerStatus {
+                    name: c.name,
+                    resources: c.resources,
+                    last_state: c.last_state,
+                    ..ContainerStatus::default()
+                })
+                .collect()
+        }),
+        ..PodStatus::default()
+    });
+    Pod {
+        metadata,
+        spec,
+        status,
+    }
+}

@@ -413,6 +413,19 @@ impl Index {
         }
     }
 
+    /// The top-most well-known or scalable controller of `pod` (its controller owner, walked up), `None`
+    /// for bare and static pods.
+    pub fn pod_top_controller(
+        &self,
+        pod: &Pod,
+        namespace: &str,
+    ) -> Result<Option<ControllerRef>, ChainError> {
+        match Self::pod_controller(pod, namespace) {
+            Some(controller) => self.topmost_controller(&controller),
+            None => Ok(None),
+        }
+    }
+
     /// The VPA that governs `pod` in `namespace` (upstream spec §3.2), or `None`.
     pub fn matching_vpa(
         &self,

@@ -262,7 +262,7 @@ async fn main() -> anyhow::Result<()> {
         api::<Pod>(&client, ns),
         pod_config,
         pods,
-        strip,
+        tailor_updater::pods::slim,
         on_error.clone(),
     );
     let vpa_store = stores.vpas.clone();

@@ -30,7 +30,7 @@ use crate::events::{EventObject, UpdaterEvent};
 use crate::eviction_admission::{self, EvictionAdmission};
 use crate::infeasible::{InfeasibleAttempts, is_infeasible_error};
 use crate::iteration::{
-    self, ActError, Actuator, ClusterView, Gate, IterationConfig, UpdaterState, evict_pod,
+    self, ActError, Actuator, Candidates, ClusterView, Gate, IterationConfig, UpdaterState, evict_pod,
     in_place_update,
 };
 use crate::metrics::{GaugeKind, IterationGauges, Metrics, VpaLabel};
@@ -397,7 +397,7 @@ impl ClusterView for FakeCalculators {
     fn controlling_vpa(
         &self,
         _pod: &Pod,
-        _selected: &[Arc<VerticalPodAutoscaler>],
+        _selected: &Candidates,
     ) -> Option<usize> {
         None
     }
@@ -879,9 +879,9 @@ impl ClusterView for LoopView {
             .map(|_| ())
             .ok_or_else(|| "no selector".into())
     }
-    fn controlling_vpa(&self, pod: &Pod, selected: &[Arc<VerticalPodAutoscaler>]) -> Option<usize> {
+    fn controlling_vpa(&self, pod: &Pod, selected: &Candidates) -> Option<usize> {
         let owner = tailor_crds::target::controller_owner(pod.metadata.owner_references.as_ref())?;
-        selected.iter().position(|v| {
+        selected.vpas.iter().position(|v| {
             v.metadata.namespace == pod.metadata.namespace
                 && v.spec
                     .target_ref
