@@ -26,7 +26,10 @@ use tailor_updater::rate_limit::RateSettings;
 static ALLOC: Cap<System> = Cap::new(System, usize::MAX);
 
 fn env(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 const NOW: &str = "2026-01-10T12:00:00Z";
@@ -95,8 +98,14 @@ fn main() {
     // Slim pods, measured over many (slimming frees the full object while it builds the slim one).
     let raw: Vec<Pod> = (0..1000).map(|_| sample.clone()).collect();
     let before = ALLOC.allocated();
-    let slimmed: Vec<Arc<Pod>> = raw.into_iter().map(|p| Arc::new(tailor_updater::pods::slim(p))).collect();
-    let slim_bytes = ALLOC.allocated().saturating_sub(before.saturating_sub(1000 * full_bytes)) / 1000;
+    let slimmed: Vec<Arc<Pod>> = raw
+        .into_iter()
+        .map(|p| Arc::new(tailor_updater::pods::slim(p)))
+        .collect();
+    let slim_bytes = ALLOC
+        .allocated()
+        .saturating_sub(before.saturating_sub(1000 * full_bytes))
+        / 1000;
     drop(slimmed);
 
     let base = ALLOC.allocated();
@@ -106,14 +115,21 @@ fn main() {
         let ns = format!("ns-{}", v % 200);
         let name = format!("d-{v}");
         let rs = format!("{name}-rs");
-        snapshot.deployments.push(serde_json::from_value(json!({
+        snapshot.deployments.push(
+            serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": ns, "uid": format!("{name}-uid")},
-            "spec": {"selector": {"matchLabels": {"app": name}}, "template": {}}})).unwrap());
+            "spec": {"selector": {"matchLabels": {"app": name}}, "template": {}}}))
+            .unwrap(),
+        );
         snapshot.replica_sets.push(serde_json::from_value(json!({
             "metadata": {"name": rs, "namespace": ns, "uid": format!("{rs}-uid"),
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "uid": format!("{name}-uid"), "controller": true}]},
             "spec": {"replicas": per, "selector": {"matchLabels": {"app": name}}}})).unwrap());
-        let mode = if v % 3 == 0 { "InPlaceOrRecreate" } else { "Recreate" };
+        let mode = if v % 3 == 0 {
+            "InPlaceOrRecreate"
+        } else {
+            "Recreate"
+        };
         snapshot.vpas.push(serde_json::from_value(json!({
             "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
             "metadata": {"name": name, "namespace": ns, "uid": format!("vpa-{v}"), "creationTimestamp": "2026-01-01T00:00:00Z"},
@@ -124,30 +140,41 @@ fn main() {
         })).unwrap());
         for i in 0..per {
             // One pod in five is outside its bounds.
-            let p: Pod = serde_json::from_value(pod_json(&ns, &rs, i, (v * per + i) % 5 == 0)).unwrap();
+            let p: Pod =
+                serde_json::from_value(pod_json(&ns, &rs, i, (v * per + i) % 5 == 0)).unwrap();
             pods.push(Arc::new(tailor_updater::pods::slim(p)));
         }
     }
     let pods_bytes = ALLOC.allocated() - base;
-    let vpas: Vec<Arc<VerticalPodAutoscaler>> = snapshot.vpas.iter().cloned().map(Arc::new).collect();
-    let view = CacheView {
-        index: Index::from_objects(IndexObjects {
+    let vpas: Vec<Arc<VerticalPodAutoscaler>> =
+        snapshot.vpas.iter().cloned().map(Arc::new).collect();
+    let mut view = CacheView::new(
+        Index::from_objects(IndexObjects {
             vpas: snapshot.vpas.clone(),
             deployments: std::mem::take(&mut snapshot.deployments),
             replica_sets: snapshot.replica_sets.clone(),
             ..Default::default()
         }),
-        replicas: SnapshotReplicas::of(&snapshot),
-        restriction: RestrictionConfig { timers_from_patch: true, ..Default::default() },
-        gates: FeatureGates::default(),
+        SnapshotReplicas::of(&snapshot),
+        RestrictionConfig {
+            timers_from_patch: true,
+            ..Default::default()
+        },
+        FeatureGates::default(),
         now,
-    };
+    );
     drop(snapshot);
     let cache_bytes = ALLOC.allocated() - base;
     let n_pods = pods.len();
 
-    let config = IterationConfig { fair_order: true, in_place_honours_deferrals: true, ..Default::default() };
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let config = IterationConfig {
+        fair_order: true,
+        in_place_honours_deferrals: true,
+        ..Default::default()
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     let metrics = Metrics::new();
     let mut state = UpdaterState::default();
     let mut times = Vec::new();
@@ -155,11 +182,26 @@ fn main() {
     let mut evictions = 0;
     let mut resizes = 0;
     for _ in 0..iterations {
-        let mut actuator = DryRun::new(&Snapshot::default(), RateSettings::from_flags(-1.0, 1), Duration::from_secs(60));
+        let mut actuator = DryRun::new(
+            &Snapshot::default(),
+            RateSettings::from_flags(-1.0, 1),
+            Duration::from_secs(60),
+        );
         let mut gauges = IterationGauges::default();
         let before = ALLOC.allocated();
         let started = Instant::now();
-        let report = rt.block_on(run_once(&config, &mut state, &view, &mut actuator, &vpas, || pods.clone(), now, &mut gauges, Some(&metrics)));
+        view.begin_iteration(now);
+        let report = rt.block_on(run_once(
+            &config,
+            &mut state,
+            &view,
+            &mut actuator,
+            &vpas,
+            || pods.clone(),
+            now,
+            &mut gauges,
+            Some(&metrics),
+        ));
         metrics.publish(&gauges);
         times.push(started.elapsed());
         peak_iteration_bytes = peak_iteration_bytes.max(ALLOC.allocated().saturating_sub(before));
@@ -170,9 +212,16 @@ fn main() {
     times.sort();
     let rss_kib = std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<usize>().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<usize>().ok())
+        })
         .unwrap_or(0);
-    println!("vpas={vpas_n} pods={n_pods} iterations={iterations} evictions_per_iteration={evictions} resizes_per_iteration={resizes}");
+    println!(
+        "vpas={vpas_n} pods={n_pods} iterations={iterations} evictions_per_iteration={evictions} resizes_per_iteration={resizes}"
+    );
     println!("pod_object_bytes full={full_bytes} slim={slim_bytes}");
     println!(
         "cache_bytes_per_pod={} (pods, VPAs, workloads, index; pods alone {}) peak_rss_mib={} iteration_heap_delta_mib={}",

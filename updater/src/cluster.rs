@@ -1,23 +1,27 @@
 //! The updater against a cluster: caches the iteration reads ([`CacheView`]) and the API calls it makes
 //! ([`ApiActuator`]).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{LimitRange, Pod, ReplicationController};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{EvictParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource};
-use tailor_crds::cluster::index::Index;
+use tailor_crds::cluster::index::{ControllerRef, Index};
 use tailor_crds::{RecommendedPodResources, VerticalPodAutoscaler};
 
 use crate::config::{FeatureGates, RestrictionConfig};
 use crate::events::{EventObject, UpdaterEvent};
 use crate::iteration::{ActError, Actuator, Candidates, ClusterView};
-use crate::priority::{PodPriority, pod_priority};
+use crate::pods;
+use crate::priority::{MilliCache, PodPriority, pod_priority_with};
 use crate::rate_limit::{RateSettings, TokenBucket};
 use crate::resize::{ResizeError, ResizePlan, plan_resize};
 use crate::restriction::{Creator, ReplicaLookup, Restriction, unknown_kind_replicas};
@@ -107,6 +111,66 @@ pub struct CacheView<R: ReplicaLookup = ReplicaStores> {
     pub gates: FeatureGates,
     /// Clock of this iteration (for the resize plan's boost expiry).
     pub now: Timestamp,
+    caches: IterationCaches,
+}
+
+/// What one iteration computes once and reuses: parsed quantities, the top-most controller and selector
+/// of each pod controller, and processed recommendations that do not depend on a pod's own resources.
+#[derive(Debug, Default)]
+struct IterationCaches {
+    millis: RefCell<MilliCache>,
+    targets: RefCell<HashMap<(String, String, String), Option<(ControllerRef, LabelSelector)>>>,
+    processed: RefCell<HashMap<(String, String, String), Option<RecommendedPodResources>>>,
+}
+
+/// Most entries in each iteration cache (beyond it, lookups are computed without caching).
+const CACHE_ENTRIES: usize = 1 << 20;
+
+impl<R: ReplicaLookup> CacheView<R> {
+    /// A view over `index` and `replicas`.
+    pub fn new(
+        index: Index,
+        replicas: R,
+        restriction: RestrictionConfig,
+        gates: FeatureGates,
+        now: Timestamp,
+    ) -> Self {
+        CacheView {
+            index,
+            replicas,
+            restriction,
+            gates,
+            now,
+            caches: IterationCaches::default(),
+        }
+    }
+
+    /// Starts an iteration at `now`: what was cached for the previous one is dropped.
+    pub fn begin_iteration(&mut self, now: Timestamp) {
+        self.now = now;
+        self.caches = IterationCaches::default();
+    }
+
+    /// The top-most controller of the pod's controller and its selector, cached per controller.
+    fn target_of(&self, pod: &Pod) -> Option<(ControllerRef, LabelSelector)> {
+        let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let owner = tailor_crds::target::controller_owner(pod.metadata.owner_references.as_ref())?;
+        let key = (ns.to_owned(), owner.kind.clone(), owner.name.clone());
+        if let Some(hit) = self.caches.targets.borrow().get(&key) {
+            return hit.clone();
+        }
+        let found = self
+            .index
+            .pod_top_controller(pod, ns)
+            .ok()
+            .flatten()
+            .and_then(|top| self.index.selector(&top).map(|sel| (top, sel)));
+        let mut targets = self.caches.targets.borrow_mut();
+        if targets.len() < CACHE_ENTRIES {
+            targets.insert(key, found.clone());
+        }
+        found
+    }
 }
 
 impl<R: ReplicaLookup> ClusterView for CacheView<R> {
@@ -129,14 +193,14 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
 
     fn controlling_vpa(&self, pod: &Pod, selected: &Candidates) -> Option<usize> {
         let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
-        let top = self.index.pod_top_controller(pod, ns).ok()??;
+        let (top, selector) = self.target_of(pod)?;
         let candidates = selected.for_target(ns, &top.kind, &top.name);
         if candidates.is_empty() {
             return None;
         }
-        let selector = self.index.selector(&top)?;
-        let labels = pod.metadata.labels.clone().unwrap_or_default();
-        if !tailor_crds::target::selector_matches(&selector, &labels).unwrap_or(false) {
+        let empty = std::collections::BTreeMap::new();
+        let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
+        if !tailor_crds::target::selector_matches(&selector, labels).unwrap_or(false) {
             return None;
         }
         // The strongest: oldest, then smallest name (as the webhook's matching).
@@ -144,7 +208,8 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
             let (va, vb) = (&selected.vpas[a], &selected.vpas[b]);
             let ta = va.metadata.creation_timestamp.as_ref().map(|t| t.0);
             let tb = vb.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            ta.cmp(&tb).then_with(|| va.metadata.name.cmp(&vb.metadata.name))
+            ta.cmp(&tb)
+                .then_with(|| va.metadata.name.cmp(&vb.metadata.name))
         })
     }
 
@@ -157,7 +222,31 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         vpa: &VerticalPodAutoscaler,
         pod: &Pod,
     ) -> Result<Option<RecommendedPodResources>, String> {
-        processed_recommendation(&self.index, vpa, pod)
+        let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let limit_ranges = self.index.limit_ranges(ns);
+        // Without LimitRanges and RequestsOnly policies the result depends only on the container names.
+        let per_pod = !limit_ranges.is_empty() || uses_requests_only(vpa);
+        if per_pod {
+            return processed_with(vpa, pod, &limit_ranges);
+        }
+        let names: Vec<&str> = pods::containers(pod)
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        let key = (
+            ns.to_owned(),
+            vpa.metadata.name.clone().unwrap_or_default(),
+            names.join("\u{0}"),
+        );
+        if let Some(hit) = self.caches.processed.borrow().get(&key) {
+            return Ok(hit.clone());
+        }
+        let value = processed_with(vpa, pod, &limit_ranges)?;
+        let mut processed = self.caches.processed.borrow_mut();
+        if processed.len() < CACHE_ENTRIES {
+            processed.insert(key, value.clone());
+        }
+        Ok(value)
     }
 
     fn priority(
@@ -165,7 +254,7 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         pod: &Pod,
         rec: Option<&RecommendedPodResources>,
     ) -> Result<PodPriority, String> {
-        pod_priority(pod, rec).map_err(|e| e.to_string())
+        pod_priority_with(pod, rec, &mut self.caches.millis.borrow_mut()).map_err(|e| e.to_string())
     }
 
     fn resize_plan(
@@ -183,6 +272,19 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
             now,
         )
     }
+}
+
+/// Whether a container policy of `vpa` caps requests at the current limit (then processing depends on
+/// each pod's limits).
+fn uses_requests_only(vpa: &VerticalPodAutoscaler) -> bool {
+    vpa.spec
+        .resource_policy
+        .as_ref()
+        .and_then(|p| p.container_policies.as_ref())
+        .is_some_and(|list| {
+            list.iter()
+                .any(|c| c.controlled_values == Some(tailor_crds::ControlledValues::RequestsOnly))
+        })
 }
 
 /// The capping processor (§2.1): the webhook's recommendation processing for `pod`.

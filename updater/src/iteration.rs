@@ -117,11 +117,15 @@ pub struct Candidates {
 impl Candidates {
     /// Indexes `vpas` by their target.
     pub fn new(vpas: Vec<Arc<VerticalPodAutoscaler>>) -> Self {
-        let mut by_target: std::collections::HashMap<(String, String, String), Vec<usize>> = std::collections::HashMap::new();
+        let mut by_target: std::collections::HashMap<(String, String, String), Vec<usize>> =
+            std::collections::HashMap::new();
         for (i, v) in vpas.iter().enumerate() {
             if let Some(t) = v.spec.target_ref.as_ref() {
                 let ns = v.metadata.namespace.clone().unwrap_or_default();
-                by_target.entry((ns, t.kind.clone(), t.name.clone())).or_default().push(i);
+                by_target
+                    .entry((ns, t.kind.clone(), t.name.clone()))
+                    .or_default()
+                    .push(i);
             }
         }
         Candidates { vpas, by_target }

@@ -64,6 +64,29 @@ pub fn current(pod: &Pod, container: &Container) -> CurrentResources {
     current_resources(pod, container, false)
 }
 
+/// Current requests of a container without copying them: the status's resources when the status reports
+/// them (§2.1), else the spec's.
+pub fn current_requests<'a>(
+    pod: &'a Pod,
+    container: &'a Container,
+) -> Option<&'a tailor_crds::ResourceList> {
+    let from_status = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .find(|s| s.name == container.name)
+        .and_then(|s| s.resources.as_ref());
+    match from_status {
+        Some(r) => r.requests.as_ref(),
+        None => container
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref()),
+    }
+}
+
 /// The containers the webhook observed, from the observed-containers annotation; `None` (all observed)
 /// when the annotation is absent or any name in it is invalid (§2.2).
 pub fn observed_containers(pod: &Pod) -> Option<Vec<String>> {
@@ -270,7 +293,8 @@ pub fn slim(pod: Pod) -> Pod {
     let annotations = m.annotations.map(|a| {
         a.into_iter()
             .filter(|(k, _)| {
-                k.starts_with(STARTUP_BOOST_ANNOTATION_PREFIX) || k == OBSERVED_CONTAINERS_ANNOTATION
+                k.starts_with(STARTUP_BOOST_ANNOTATION_PREFIX)
+                    || k == OBSERVED_CONTAINERS_ANNOTATION
             })
             .collect::<BTreeMap<_, _>>()
     });

@@ -53,16 +53,67 @@ pub fn container_recommendation<'a>(
         .find(|r| r.container_name.as_deref() == Some(container))
 }
 
-fn milli(
-    q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity,
-) -> Result<i64, QuantityError> {
-    quantity::milli_value(q)
+type Quantity = k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+/// Most distinct quantity strings a [`MilliCache`] remembers before it starts over.
+pub const MILLI_CACHE_ENTRIES: usize = 4096;
+
+/// Quantities seen in an iteration, parsed once: the same few strings recur across thousands of pods.
+/// Holds exact thousandths where the quantity has them; others are parsed (and compared) exactly each
+/// time.
+#[derive(Debug, Default)]
+pub struct MilliCache {
+    exact: std::collections::HashMap<String, Option<i64>>,
+}
+
+impl MilliCache {
+    fn exact(&mut self, q: &Quantity) -> Result<Option<i64>, QuantityError> {
+        if let Some(v) = self.exact.get(q.0.as_str()) {
+            return Ok(*v);
+        }
+        let v = if quantity::is_whole_milli(q)? {
+            Some(quantity::milli_value(q)?)
+        } else {
+            None
+        };
+        if self.exact.len() >= MILLI_CACHE_ENTRIES {
+            self.exact.clear();
+        }
+        self.exact.insert(q.0.clone(), v);
+        Ok(v)
+    }
+
+    /// Thousandths rounded up (Go's `MilliValue`).
+    pub fn milli(&mut self, q: &Quantity) -> Result<i64, QuantityError> {
+        match self.exact(q)? {
+            Some(v) => Ok(v),
+            None => quantity::milli_value(q),
+        }
+    }
+
+    /// Exact comparison of two quantities.
+    pub fn cmp(&mut self, a: &Quantity, b: &Quantity) -> Result<Ordering, QuantityError> {
+        match (self.exact(a)?, self.exact(b)?) {
+            // i64::MAX may be a saturated value: compare those exactly.
+            (Some(x), Some(y)) if x != i64::MAX && y != i64::MAX => Ok(x.cmp(&y)),
+            _ => quantity::cmp(a, b),
+        }
+    }
 }
 
 /// The priority of `pod` for the processed recommendation `rec` (§2.3). Only observed containers count.
 pub fn pod_priority(
     pod: &Pod,
     rec: Option<&RecommendedPodResources>,
+) -> Result<PodPriority, QuantityError> {
+    pod_priority_with(pod, rec, &mut MilliCache::default())
+}
+
+/// [`pod_priority`] with quantities parsed through `cache`.
+pub fn pod_priority_with(
+    pod: &Pod,
+    rec: Option<&RecommendedPodResources>,
+    cache: &mut MilliCache,
 ) -> Result<PodPriority, QuantityError> {
     let observed = pods::observed_containers(pod);
     let mut out = PodPriority::default();
@@ -75,13 +126,13 @@ pub fn pod_priority(
         let Some(crec) = container_recommendation(rec, &container.name) else {
             continue;
         };
-        let current = pods::current(pod, container);
+        let requests = pods::current_requests(pod, container);
         for (resource, target) in &crec.target {
-            let target_milli = milli(target)?;
+            let target_milli = cache.milli(target)?;
             *total_recommended.entry(resource.as_str()).or_default() += target_milli as f64;
-            match current.request(resource) {
+            match requests.and_then(|r| r.get(resource)) {
                 Some(request) => {
-                    let request_milli = milli(request)?;
+                    let request_milli = cache.milli(request)?;
                     *total_request.entry(resource.as_str()).or_default() += request_milli as f64;
                     if target_milli > request_milli {
                         out.scale_up = true;
@@ -91,6 +142,7 @@ pub fn pod_priority(
                         crec.lower_bound.as_ref(),
                         crec.upper_bound.as_ref(),
                         resource,
+                        cache,
                     )? {
                         out.outside_recommended_range = true;
                     }
@@ -110,18 +162,19 @@ pub fn pod_priority(
 }
 
 fn outside(
-    request: &k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+    request: &Quantity,
     lower: Option<&ResourceList>,
     upper: Option<&ResourceList>,
     resource: &str,
+    cache: &mut MilliCache,
 ) -> Result<bool, QuantityError> {
     if let Some(lb) = lower.and_then(|l| l.get(resource))
-        && quantity::cmp(request, lb)? == Ordering::Less
+        && cache.cmp(request, lb)? == Ordering::Less
     {
         return Ok(true);
     }
     if let Some(ub) = upper.and_then(|u| u.get(resource))
-        && quantity::cmp(request, ub)? == Ordering::Greater
+        && cache.cmp(request, ub)? == Ordering::Greater
     {
         return Ok(true);
     }

@@ -86,7 +86,7 @@ impl Updater {
         }
         self.metrics.admission_alive.set(1);
         self.actuator.set_deadline(deadline);
-        self.view.now = now;
+        self.view.begin_iteration(now);
         let vpas = (self.vpas)();
         self.metrics
             .observe_step("ListVPAs", started.elapsed().as_secs_f64());

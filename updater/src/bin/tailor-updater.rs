@@ -282,13 +282,13 @@ async fn main() -> anyhow::Result<()> {
             .updater
             .iteration_config(&args.ignored_vpa_object_namespaces),
         state: UpdaterState::default(),
-        view: CacheView {
+        view: CacheView::new(
             index,
             replicas,
-            restriction: args.updater.restriction_config(),
-            gates: args.updater.feature_gates,
-            now: Timestamp::now(),
-        },
+            args.updater.restriction_config(),
+            args.updater.feature_gates,
+            Timestamp::now(),
+        ),
         actuator: ApiActuator::new(
             client.clone(),
             RateSettings::from_flags(

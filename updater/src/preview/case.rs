@@ -30,8 +30,8 @@ use crate::events::{EventObject, UpdaterEvent};
 use crate::eviction_admission::{self, EvictionAdmission};
 use crate::infeasible::{InfeasibleAttempts, is_infeasible_error};
 use crate::iteration::{
-    self, ActError, Actuator, Candidates, ClusterView, Gate, IterationConfig, UpdaterState, evict_pod,
-    in_place_update,
+    self, ActError, Actuator, Candidates, ClusterView, Gate, IterationConfig, UpdaterState,
+    evict_pod, in_place_update,
 };
 use crate::metrics::{GaugeKind, IterationGauges, Metrics, VpaLabel};
 use crate::priority::{PodPriority, has_lower_resource, list_has_lower, pod_priority};
@@ -394,11 +394,7 @@ impl ClusterView for FakeCalculators {
     fn fetch_selector(&self, _vpa: &VerticalPodAutoscaler) -> Result<(), String> {
         Ok(())
     }
-    fn controlling_vpa(
-        &self,
-        _pod: &Pod,
-        _selected: &Candidates,
-    ) -> Option<usize> {
+    fn controlling_vpa(&self, _pod: &Pod, _selected: &Candidates) -> Option<usize> {
         None
     }
     fn gate(&self, _vpa: &VerticalPodAutoscaler, _pods: &[Arc<Pod>]) -> Restriction {

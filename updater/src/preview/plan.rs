@@ -284,8 +284,8 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
     let vpas: Vec<Arc<VerticalPodAutoscaler>> =
         snapshot.vpas.iter().cloned().map(Arc::new).collect();
     let pods: Vec<Arc<Pod>> = snapshot.pods.iter().cloned().map(Arc::new).collect();
-    let view = CacheView {
-        index: Index::from_objects(IndexObjects {
+    let view = CacheView::new(
+        Index::from_objects(IndexObjects {
             vpas: snapshot.vpas.clone(),
             deployments: snapshot.deployments.clone(),
             replica_sets: snapshot.replica_sets.clone(),
@@ -296,11 +296,11 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
             replication_controllers: snapshot.replication_controllers.clone(),
             limit_ranges: snapshot.limit_ranges.clone(),
         }),
-        replicas: SnapshotReplicas::of(snapshot),
-        restriction: settings.restriction.clone(),
-        gates: settings.iteration.gates,
-        now: settings.now,
-    };
+        SnapshotReplicas::of(snapshot),
+        settings.restriction.clone(),
+        settings.iteration.gates,
+        settings.now,
+    );
     let mut actuator = DryRun::new(snapshot, settings.rate, settings.interval);
     let mut state = UpdaterState::default();
     let mut gauges = IterationGauges::default();

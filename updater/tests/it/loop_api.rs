@@ -288,13 +288,13 @@ fn harness(
     let updater = Updater {
         config: flags.iteration_config(""),
         state: UpdaterState::default(),
-        view: CacheView {
+        view: CacheView::new(
             index,
             replicas,
-            restriction: flags.restriction_config(),
-            gates: flags.feature_gates,
-            now: now(),
-        },
+            flags.restriction_config(),
+            flags.feature_gates,
+            now(),
+        ),
         actuator: ApiActuator::new(
             client.clone(),
             RateSettings::from_flags(-1.0, 1),
