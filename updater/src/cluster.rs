@@ -114,13 +114,16 @@ pub struct CacheView<R: ReplicaLookup = ReplicaStores> {
     caches: IterationCaches,
 }
 
+/// (namespace, kind or VPA name, name or container names): what the iteration caches are keyed by.
+type ObjectKey = (String, String, String);
+
 /// What one iteration computes once and reuses: parsed quantities, the top-most controller and selector
 /// of each pod controller, and processed recommendations that do not depend on a pod's own resources.
 #[derive(Debug, Default)]
 struct IterationCaches {
     millis: RefCell<MilliCache>,
-    targets: RefCell<HashMap<(String, String, String), Option<(ControllerRef, LabelSelector)>>>,
-    processed: RefCell<HashMap<(String, String, String), Option<RecommendedPodResources>>>,
+    targets: RefCell<HashMap<ObjectKey, Option<(ControllerRef, LabelSelector)>>>,
+    processed: RefCell<HashMap<ObjectKey, Option<RecommendedPodResources>>>,
 }
 
 /// Most entries in each iteration cache (beyond it, lookups are computed without caching).
