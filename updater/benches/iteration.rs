@@ -125,7 +125,7 @@ fn main() {
             "metadata": {"name": rs, "namespace": ns, "uid": format!("{rs}-uid"),
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "uid": format!("{name}-uid"), "controller": true}]},
             "spec": {"replicas": per, "selector": {"matchLabels": {"app": name}}}})).unwrap());
-        let mode = if v % 3 == 0 {
+        let mode = if v.is_multiple_of(3) {
             "InPlaceOrRecreate"
         } else {
             "Recreate"
@@ -141,7 +141,7 @@ fn main() {
         for i in 0..per {
             // One pod in five is outside its bounds.
             let p: Pod =
-                serde_json::from_value(pod_json(&ns, &rs, i, (v * per + i) % 5 == 0)).unwrap();
+                serde_json::from_value(pod_json(&ns, &rs, i, (v * per + i).is_multiple_of(5))).unwrap();
             pods.push(Arc::new(tailor_updater::pods::slim(p)));
         }
     }
