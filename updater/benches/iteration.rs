@@ -145,7 +145,6 @@ fn main() {
             pods.push(Arc::new(tailor_updater::pods::slim(p)));
         }
     }
-    let pods_bytes = ALLOC.allocated() - base;
     let vpas: Vec<Arc<VerticalPodAutoscaler>> =
         snapshot.vpas.iter().cloned().map(Arc::new).collect();
     let mut view = CacheView::new(
@@ -224,9 +223,8 @@ fn main() {
     );
     println!("pod_object_bytes full={full_bytes} slim={slim_bytes}");
     println!(
-        "cache_bytes_per_pod={} (pods, VPAs, workloads, index; pods alone {}) peak_rss_mib={} iteration_heap_delta_mib={}",
+        "cache_bytes_per_pod={} (pods, VPAs, workloads, index) peak_rss_mib={} iteration_heap_delta_mib={}",
         cache_bytes / n_pods.max(1),
-        pods_bytes / n_pods.max(1),
         rss_kib / 1024,
         peak_iteration_bytes >> 20
     );
