@@ -141,7 +141,8 @@ fn main() {
         for i in 0..per {
             // One pod in five is outside its bounds.
             let p: Pod =
-                serde_json::from_value(pod_json(&ns, &rs, i, (v * per + i).is_multiple_of(5))).unwrap();
+                serde_json::from_value(pod_json(&ns, &rs, i, (v * per + i).is_multiple_of(5)))
+                    .unwrap();
             pods.push(Arc::new(tailor_updater::pods::slim(p)));
         }
     }

@@ -13,6 +13,7 @@ pub mod config;
 pub mod events;
 pub mod eviction_admission;
 pub mod flags;
+pub mod gate;
 pub mod infeasible;
 pub mod iteration;
 pub mod lease;
