@@ -609,7 +609,7 @@ mod tests {
             ..Default::default()
         }]);
         let mut v = vpa("a", "2024-01-01T00:00:00Z", "Recreate");
-        v.spec.target_ref = Some(tailor_crds::CrossVersionObjectReference {
+        v.spec.target_ref = Some(crate::CrossVersionObjectReference {
             api_version: None,
             kind: "Etcd".into(),
             name: "main".into(),
