@@ -26,6 +26,103 @@ use crate::rate_limit::{RateSettings, TokenBucket};
 use crate::resize::{ResizeError, ResizePlan, plan_resize};
 use crate::restriction::{Creator, ReplicaLookup, Restriction, unknown_kind_replicas};
 
+/// Replica counts of controllers of other kinds, read from their `/scale` subresource in the background
+/// (Tailor: upstream counts 0 replicas for them, so every pod is disruptable, spec §8 item 3).
+#[derive(Clone, Debug, Default)]
+pub struct ScaleReplicas {
+    counts: Arc<std::sync::RwLock<HashMap<Creator, (i32, std::time::Instant)>>>,
+}
+
+/// How long a `/scale` answer is used before it is fetched again.
+pub const SCALE_TTL: Duration = Duration::from_secs(600);
+/// Most controllers of other kinds whose replica counts are kept.
+pub const MAX_SCALE_ENTRIES: usize = 10_000;
+
+impl ScaleReplicas {
+    /// The cached replica count of a controller, if any.
+    pub fn get(&self, creator: &Creator) -> Option<i32> {
+        let counts = self
+            .counts
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        counts.get(creator).map(|(n, _)| *n)
+    }
+
+    /// Records a replica count.
+    pub fn insert(&self, creator: Creator, replicas: i32) {
+        let mut counts = self
+            .counts
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if counts.len() < MAX_SCALE_ENTRIES || counts.contains_key(&creator) {
+            counts.insert(creator, (replicas, std::time::Instant::now()));
+        }
+    }
+
+    fn is_fresh(&self, creator: &Creator) -> bool {
+        let counts = self
+            .counts
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        counts
+            .get(creator)
+            .is_some_and(|(_, at)| at.elapsed() < SCALE_TTL)
+    }
+
+    /// Fetches `/scale` for the controllers of other kinds that own `pods` and are not fresh; forgets the
+    /// ones no pod names any more. Each fetch is bounded by `timeout`.
+    pub async fn refresh(&self, client: &Client, pods: &[Arc<Pod>], timeout: Duration) {
+        let mut wanted: HashMap<Creator, String> = HashMap::new();
+        for pod in pods {
+            let Some(owner) = pod
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.controller == Some(true))
+            else {
+                continue;
+            };
+            if is_counted_kind(&owner.kind) || wanted.len() >= MAX_SCALE_ENTRIES {
+                continue;
+            }
+            wanted.insert(Creator::of(pod), owner.api_version.clone());
+        }
+        {
+            let mut counts = self
+                .counts
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            counts.retain(|c, _| wanted.contains_key(c));
+        }
+        for (creator, api_version) in wanted {
+            if self.is_fresh(&creator) {
+                continue;
+            }
+            let fetch = tailor_crds::cluster::scale::scale_replicas(
+                client,
+                &api_version,
+                &creator.kind,
+                &creator.namespace,
+                &creator.name,
+            );
+            match tokio::time::timeout(timeout, fetch).await {
+                Ok(Ok(n)) => self.insert(creator, n),
+                Ok(Err(e)) => tracing::debug!(error = %e, "no /scale replica count"),
+                Err(_) => tracing::debug!(controller = %creator.name, "/scale lookup timed out"),
+            }
+        }
+    }
+}
+
+/// Kinds whose replica count the updater reads from its own caches (§3.1 table).
+fn is_counted_kind(kind: &str) -> bool {
+    matches!(
+        kind,
+        "ReplicaSet" | "StatefulSet" | "ReplicationController" | "DaemonSet" | "Job"
+    )
+}
+
 /// Replica counts of the controllers that create pods directly.
 #[derive(Clone)]
 pub struct ReplicaStores {
@@ -37,6 +134,8 @@ pub struct ReplicaStores {
     pub replication_controllers: Store<ReplicationController>,
     /// DaemonSets (status.numberReady).
     pub daemon_sets: Store<DaemonSet>,
+    /// Other kinds, through `/scale`.
+    pub scaled: ScaleReplicas,
 }
 
 fn positive(n: Option<i32>, what: &str) -> Result<i32, String> {
@@ -77,7 +176,11 @@ impl ReplicaLookup for ReplicaStores {
                 positive(o.status.as_ref().map(|s| s.number_ready), "numberReady")
             }
             "Job" => Ok(live),
-            _ => Ok(unknown_kind_replicas()),
+            _ => Ok(self
+                .scaled
+                .get(c)
+                .filter(|n| *n > 0)
+                .unwrap_or_else(unknown_kind_replicas)),
         }
     }
 }

@@ -39,14 +39,13 @@ pub enum ScaleError {
     },
 }
 
-/// Reads `status.selector` of the `/scale` subresource of `kind` `namespace/name` in `api_version`.
-pub async fn scale_selector(
+async fn scale_of(
     client: &Client,
     api_version: &str,
     kind: &str,
     namespace: &str,
     name: &str,
-) -> Result<String, ScaleError> {
+) -> Result<k8s_openapi::api::autoscaling::v1::Scale, ScaleError> {
     let target = || format!("{kind} {namespace}/{name}");
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     let gvk = GroupVersionKind::gvk(group, version, kind);
@@ -60,15 +59,40 @@ pub async fn scale_selector(
         return Err(ScaleError::NotReadable { kind: kind.into() });
     }
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
-    let scale = api
-        .get_scale(name)
-        .await
-        .map_err(|source| ScaleError::Get {
-            target: target(),
-            source,
-        })?;
-    scale
+    api.get_scale(name).await.map_err(|source| ScaleError::Get {
+        target: target(),
+        source,
+    })
+}
+
+/// Reads `status.selector` of the `/scale` subresource of `kind` `namespace/name` in `api_version`.
+pub async fn scale_selector(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<String, ScaleError> {
+    let target = || format!("{kind} {namespace}/{name}");
+    scale_of(client, api_version, kind, namespace, name)
+        .await?
         .status
         .and_then(|s| s.selector)
         .ok_or_else(|| ScaleError::NoSelector { target: target() })
+}
+
+/// Reads `spec.replicas` of the `/scale` subresource of `kind` `namespace/name` in `api_version` (0 when
+/// unset).
+pub async fn scale_replicas(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<i32, ScaleError> {
+    Ok(scale_of(client, api_version, kind, namespace, name)
+        .await?
+        .spec
+        .and_then(|s| s.replicas)
+        .unwrap_or(0))
 }

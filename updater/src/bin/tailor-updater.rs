@@ -24,7 +24,9 @@ use tailor_crds::cluster::listen::ListenFlags;
 use tailor_crds::cluster::log::LogFlags;
 use tailor_crds::cluster::reflectors::{OnWatchError, api, spawn_reflector, workload_stores};
 use tailor_crds::cluster::shutdown::Shutdown;
-use tailor_updater::cluster::{ApiActuator, CacheView, ReplicaStores, strip_controller};
+use tailor_updater::cluster::{
+    ApiActuator, CacheView, ReplicaStores, ScaleReplicas, strip_controller,
+};
 use tailor_updater::flags::{AdmissionStatusFlags, UpdaterFlags};
 use tailor_updater::iteration::UpdaterState;
 use tailor_updater::metrics::Metrics;
@@ -224,6 +226,7 @@ async fn main() -> anyhow::Result<()> {
         stateful_sets: ss.as_reader(),
         replication_controllers: rc.as_reader(),
         daemon_sets: ds.as_reader(),
+        scaled: ScaleReplicas::default(),
     };
     spawn_reflector(
         api::<ReplicaSet>(&client, ns),
@@ -265,6 +268,21 @@ async fn main() -> anyhow::Result<()> {
         tailor_updater::pods::slim,
         on_error.clone(),
     );
+    {
+        // Replica counts of controllers of other kinds, off the iteration's path.
+        let scaled = replicas.scaled.clone();
+        let pods = pod_store.clone();
+        let client = client.clone();
+        let period = args.updater_interval;
+        tokio::spawn(async move {
+            loop {
+                scaled
+                    .refresh(&client, &pods.state(), Duration::from_secs(2))
+                    .await;
+                tokio::time::sleep(period).await;
+            }
+        });
+    }
     let vpa_store = stores.vpas.clone();
     let index = Index::from_stores(stores);
 

@@ -107,6 +107,22 @@ impl FakeApi {
             .position(|s| *s == "pods")
             .and_then(|i| segments.get(i + 1))
             .map(|s| s.to_string());
+        if path == "/apis/apps.kruise.io/v1alpha1" {
+            return (
+                200,
+                json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "apps.kruise.io/v1alpha1",
+                "resources": [
+                    {"name": "clonesets", "singularName": "cloneset", "namespaced": true, "kind": "CloneSet", "verbs": ["get", "list", "watch"]},
+                    {"name": "clonesets/scale", "singularName": "", "namespaced": true, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}]}),
+            );
+        }
+        if path == "/apis/apps.kruise.io/v1alpha1/namespaces/default/clonesets/web/scale" {
+            return (
+                200,
+                json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
+                "metadata": {"name": "web", "namespace": "default"}, "spec": {"replicas": 4}, "status": {"replicas": 4, "selector": "app=web"}}),
+            );
+        }
         if path.contains("/leases/") {
             return match &s.lease {
                 Some(l) => (200, l.clone()),
@@ -280,6 +296,7 @@ fn harness(
         stateful_sets: Writer::default().as_reader(),
         replication_controllers: Writer::default().as_reader(),
         daemon_sets: Writer::default().as_reader(),
+        scaled: Default::default(),
     };
     let pods: Arc<Mutex<Vec<Arc<Pod>>>> =
         Arc::new(Mutex::new(pods.into_iter().map(Arc::new).collect()));
@@ -601,4 +618,72 @@ async fn a_boosted_pod_is_unboosted_in_place() {
         "{annotations:?}"
     );
     assert!(evicted(&reqs).is_empty());
+}
+
+#[tokio::test]
+async fn controllers_of_other_kinds_get_their_replica_count_from_scale() {
+    use tailor_updater::cluster::ScaleReplicas;
+    use tailor_updater::config::RestrictionConfig;
+    use tailor_updater::restriction::{Creator, InPlaceTimers, ReplicaLookup, Restriction};
+    let (client, _api) = FakeApi::start();
+    let owned = |i: usize| {
+        pod(
+            i,
+            "100m",
+            json!({"metadata": {"ownerReferences": [
+            {"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "web", "uid": "cs", "controller": true}]}}),
+        )
+    };
+    let pods: Vec<Arc<Pod>> = (0..4).map(|i| Arc::new(owned(i))).collect();
+    let scaled = ScaleReplicas::default();
+    scaled
+        .refresh(&client, &pods, std::time::Duration::from_secs(5))
+        .await;
+    let creator = Creator::of(&pods[0]);
+    assert_eq!(scaled.get(&creator), Some(4));
+    let stores = ReplicaStores {
+        replica_sets: Writer::default().as_reader(),
+        stateful_sets: Writer::default().as_reader(),
+        replication_controllers: Writer::default().as_reader(),
+        daemon_sets: Writer::default().as_reader(),
+        scaled,
+    };
+    assert_eq!(stores.configured(&creator, 4), Ok(4));
+    // 4 replicas × 0.5: two of the four may go, not all four (upstream: 0 configured, all four).
+    let mut restriction = Restriction::new(
+        &vpa("Recreate", json!({})),
+        &pods,
+        &stores,
+        &RestrictionConfig::default(),
+        Default::default(),
+    );
+    let mut timers = InPlaceTimers::default();
+    let mut evicted = 0;
+    for p in &pods {
+        if restriction.can_evict(p, &mut timers, now()).is_ok() {
+            restriction.evicted(p);
+            evicted += 1;
+        }
+    }
+    assert_eq!(evicted, 2);
+    // Without the /scale answer upstream's rule stands: nothing protects them.
+    let blind = ReplicaStores {
+        scaled: ScaleReplicas::default(),
+        ..stores
+    };
+    let mut restriction = Restriction::new(
+        &vpa("Recreate", json!({})),
+        &pods,
+        &blind,
+        &RestrictionConfig::default(),
+        Default::default(),
+    );
+    let mut evicted = 0;
+    for p in &pods {
+        if restriction.can_evict(p, &mut timers, now()).is_ok() {
+            restriction.evicted(p);
+            evicted += 1;
+        }
+    }
+    assert_eq!(evicted, 4);
 }
