@@ -446,7 +446,7 @@ async fn process_vpa<V: ClusterView, A: Actuator>(
     let mut in_place_updatable = 0usize;
     let mut evictable = 0usize;
     match modes::path(&entry.mode, config.gates.in_place) {
-        Path::None | Path::InPlaceGateOff => {
+        path @ (Path::None | Path::InPlaceGateOff) => {
             for pod in &available {
                 set(
                     vpa_report,
@@ -454,10 +454,9 @@ async fn process_vpa<V: ClusterView, A: Actuator>(
                     Action::Skip(Skip::Mode(mode_text.to_owned())),
                 );
             }
-            if matches!(modes::path(&entry.mode, config.gates.in_place), Path::None) {
-                return Ok(());
+            if path == Path::InPlaceGateOff {
+                tracing::warn!(vpa = %entry.label.name, "updateMode InPlace needs feature gate InPlace; pods left alone");
             }
-            tracing::warn!(vpa = %entry.label.name, "updateMode InPlace needs feature gate InPlace; pods left alone");
             return Ok(());
         }
         Path::InPlace => {
