@@ -92,6 +92,8 @@ struct Args {
 #[derive(Clone)]
 struct Health {
     metrics: Arc<Metrics>,
+    /// Set once the VPA and pod caches have listed.
+    synced: Arc<std::sync::atomic::AtomicBool>,
     last_iteration: Arc<AtomicI64>,
     started: Arc<AtomicI64>,
     interval: Duration,
@@ -118,6 +120,14 @@ async fn healthz(State(h): State<Health>) -> (StatusCode, String) {
     }
 }
 
+async fn readyz(State(h): State<Health>) -> (StatusCode, &'static str) {
+    if h.synced.load(Ordering::Relaxed) {
+        (StatusCode::OK, "OK")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced yet")
+    }
+}
+
 async fn serve_metrics(State(h): State<Health>) -> String {
     h.metrics.encode()
 }
@@ -141,6 +151,7 @@ async fn main() -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::new());
     let health = Health {
         metrics: metrics.clone(),
+        synced: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         last_iteration: Arc::new(AtomicI64::new(0)),
         started: Arc::new(AtomicI64::new(unix_now())),
         interval: args.updater_interval,
@@ -148,7 +159,7 @@ async fn main() -> anyhow::Result<()> {
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/health-check", get(healthz))
-        .route("/readyz", get(|| async { "OK" }))
+        .route("/readyz", get(readyz))
         .route("/metrics", get(serve_metrics))
         .with_state(health.clone());
     let listener = tokio::net::TcpListener::bind(addr)
@@ -284,6 +295,15 @@ async fn main() -> anyhow::Result<()> {
         });
     }
     let vpa_store = stores.vpas.clone();
+    {
+        let (vpas, pods, synced) = (vpa_store.clone(), pod_store.clone(), health.synced.clone());
+        tokio::spawn(async move {
+            if vpas.wait_until_ready().await.is_ok() && pods.wait_until_ready().await.is_ok() {
+                synced.store(true, Ordering::Relaxed);
+                tracing::info!("caches synced");
+            }
+        });
+    }
     let index = Index::from_stores(stores);
 
     let status = args
