@@ -26,7 +26,7 @@ pub struct Candidate {
     /// Its priority.
     pub priority: PodPriority,
     /// The processed recommendation it would be updated to.
-    pub recommendation: Option<RecommendedPodResources>,
+    pub recommendation: Option<Arc<RecommendedPodResources>>,
 }
 
 /// Collects candidate pods of one VPA and orders them.
@@ -58,7 +58,7 @@ impl<'a> PriorityCalculator<'a> {
     pub fn add_pod(
         &mut self,
         pod: Arc<Pod>,
-        recommendation: Option<RecommendedPodResources>,
+        recommendation: Option<Arc<RecommendedPodResources>>,
         priority: PodPriority,
         infeasible: &InfeasibleAttempts,
         now: Timestamp,
@@ -71,7 +71,7 @@ impl<'a> PriorityCalculator<'a> {
             .and_then(|p| p.update_mode.as_ref());
         if mode == Some(&UpdateMode::InPlace)
             && let Some(last) = infeasible.get(pods::uid(&pod))
-            && !has_lower_resource(Some(last), recommendation.as_ref())?
+            && !has_lower_resource(Some(last), recommendation.as_deref())?
         {
             return Ok(Some(Skip::InfeasibleCached));
         }
@@ -165,7 +165,7 @@ impl<'a> PriorityCalculator<'a> {
         let mut out = Vec::with_capacity(self.accepted.len());
         let mut refused = Vec::new();
         for c in self.accepted {
-            if admission.admit(&c.pod, c.recommendation.as_ref())? {
+            if admission.admit(&c.pod, c.recommendation.as_deref())? {
                 out.push(c);
             } else {
                 refused.push(c.pod);

@@ -226,7 +226,7 @@ type ObjectKey = (String, String, String);
 struct IterationCaches {
     millis: RefCell<MilliCache>,
     targets: RefCell<HashMap<ObjectKey, Option<(ControllerRef, LabelSelector)>>>,
-    processed: RefCell<HashMap<ObjectKey, Option<RecommendedPodResources>>>,
+    processed: RefCell<HashMap<ObjectKey, Option<Arc<RecommendedPodResources>>>>,
 }
 
 /// Most entries in each iteration cache (beyond it, lookups are computed without caching).
@@ -327,13 +327,13 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         &self,
         vpa: &VerticalPodAutoscaler,
         pod: &Pod,
-    ) -> Result<Option<RecommendedPodResources>, String> {
+    ) -> Result<Option<Arc<RecommendedPodResources>>, String> {
         let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
         let limit_ranges = self.index.limit_ranges(ns);
         // Without LimitRanges and RequestsOnly policies the result depends only on the container names.
         let per_pod = !limit_ranges.is_empty() || uses_requests_only(vpa);
         if per_pod {
-            return processed_with(vpa, pod, &limit_ranges);
+            return processed_with(vpa, pod, &limit_ranges).map(|r| r.map(Arc::new));
         }
         let names: Vec<&str> = pods::containers(pod)
             .iter()
@@ -347,7 +347,7 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         if let Some(hit) = self.caches.processed.borrow().get(&key) {
             return Ok(hit.clone());
         }
-        let value = processed_with(vpa, pod, &limit_ranges)?;
+        let value = processed_with(vpa, pod, &limit_ranges)?.map(Arc::new);
         let mut processed = self.caches.processed.borrow_mut();
         if processed.len() < CACHE_ENTRIES {
             processed.insert(key, value.clone());

@@ -90,7 +90,7 @@ pub trait ClusterView {
         &self,
         vpa: &VerticalPodAutoscaler,
         pod: &Pod,
-    ) -> Result<Option<RecommendedPodResources>, String>;
+    ) -> Result<Option<Arc<RecommendedPodResources>>, String>;
     /// The priority of `pod` for `rec` (§2.3).
     fn priority(
         &self,
@@ -689,7 +689,7 @@ fn offer<V: ClusterView>(
     vpa_report: &mut VpaReport,
 ) {
     let result = view.processed(vpa, pod).and_then(|rec| {
-        let priority = view.priority(pod, rec.as_ref())?;
+        let priority = view.priority(pod, rec.as_deref())?;
         calc.add_pod(Arc::clone(pod), rec, priority, &state.infeasible, now)
             .map_err(|e| e.to_string())
     });

@@ -273,7 +273,7 @@ fn priority_calculator(input: &Value) -> Out {
             Value::String(s) if s == "real" => pod_priority(&pod, rec.as_ref()).map_err(err)?,
             other => prio_of(&other["fake"][pods::name(&pod)]),
         };
-        calc.add_pod(pod, rec, prio, &infeasible, now)
+        calc.add_pod(pod, rec.map(Arc::new), prio, &infeasible, now)
             .map_err(err)?;
     }
     let (sorted, _) = calc.sorted(&EvictionAdmission::default()).map_err(err)?;
@@ -410,8 +410,12 @@ impl ClusterView for FakeCalculators {
         &self,
         vpa: &VerticalPodAutoscaler,
         _pod: &Pod,
-    ) -> Result<Option<RecommendedPodResources>, String> {
-        Ok(vpa.status.as_ref().and_then(|s| s.recommendation.clone()))
+    ) -> Result<Option<Arc<RecommendedPodResources>>, String> {
+        Ok(vpa
+            .status
+            .as_ref()
+            .and_then(|s| s.recommendation.clone())
+            .map(Arc::new))
     }
     fn priority(
         &self,
@@ -899,8 +903,12 @@ impl ClusterView for LoopView {
         &self,
         vpa: &VerticalPodAutoscaler,
         _pod: &Pod,
-    ) -> Result<Option<RecommendedPodResources>, String> {
-        Ok(vpa.status.as_ref().and_then(|s| s.recommendation.clone()))
+    ) -> Result<Option<Arc<RecommendedPodResources>>, String> {
+        Ok(vpa
+            .status
+            .as_ref()
+            .and_then(|s| s.recommendation.clone())
+            .map(Arc::new))
     }
     fn priority(
         &self,
