@@ -27,7 +27,9 @@ pub struct Workload {
 
 impl std::fmt::Debug for Workload {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Workload").field("name", &self.name).finish()
+        f.debug_struct("Workload")
+            .field("name", &self.name)
+            .finish()
     }
 }
 
@@ -135,7 +137,8 @@ fn trace(id: &str, containers: Vec<TraceContainer>) -> Trace {
 }
 
 fn push(c: &mut TraceContainer, k: usize, cpu: f64, mem: f64) {
-    c.cpu_samples.push([t(k), (cpu.max(0.0) * 1e4).round() / 1e4]);
+    c.cpu_samples
+        .push([t(k), (cpu.max(0.0) * 1e4).round() / 1e4]);
     c.memory_samples.push([t(k), mem.max(0.0).round()]);
 }
 
@@ -231,7 +234,11 @@ fn idle_sidecar(rng: &mut XorShiftRng) -> Trace {
         let cpu = (0.05 + 0.1 * daily(k)) * noise(rng, 0.3);
         let mem = (150.0 + 20.0 * daily(k)) * MIB * noise(rng, 0.02);
         push(&mut app, k, cpu, mem);
-        let burst = if rng.random::<f64>() < 0.01 { 0.02 } else { 0.0 };
+        let burst = if rng.random::<f64>() < 0.01 {
+            0.02
+        } else {
+            0.0
+        };
         push(
             &mut side,
             k,

@@ -69,7 +69,8 @@ pub fn takes(actuation: Actuation, applied: &Applied, rec: &Rec, now: Nanos) -> 
             {
                 return true;
             }
-            let change = changed_by(a.cpu, rec.target.cpu).max(changed_by(a.memory, rec.target.memory));
+            let change =
+                changed_by(a.cpu, rec.target.cpu).max(changed_by(a.memory, rec.target.memory));
             now.saturating_sub(applied.since) >= UPDATE_AFTER && change > MIN_CHANGE
         }
     }

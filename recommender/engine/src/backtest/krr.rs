@@ -138,9 +138,10 @@ impl KrrSimple {
                 let rank = ((CPU_PERCENTILE * w.counter.total as f64).ceil() as u64).max(1);
                 (w.counter.find(rank) as i64).max(MIN_CPU_MILLIS)
             });
-            let memory = w.maxima.front().map(|&(_, m)| {
-                ((m * (1.0 + MEMORY_BUFFER)).ceil() as i64).max(MIN_MEMORY_BYTES)
-            });
+            let memory = w
+                .maxima
+                .front()
+                .map(|&(_, m)| ((m * (1.0 + MEMORY_BUFFER)).ceil() as i64).max(MIN_MEMORY_BYTES));
             out.insert(name.clone(), Resources { cpu, memory });
         }
         out

@@ -141,10 +141,14 @@ pub fn run(
     cfg: &BacktestConfig,
 ) -> Result<Vec<StrategyResult>, BacktestError> {
     if cfg.every <= 0 {
-        return Err(BacktestError::Config("--every must be greater than zero".into()));
+        return Err(BacktestError::Config(
+            "--every must be greater than zero".into(),
+        ));
     }
     if cfg.warmup < 0 {
-        return Err(BacktestError::Config("--warmup must not be negative".into()));
+        return Err(BacktestError::Config(
+            "--warmup must not be negative".into(),
+        ));
     }
     if !(cfg.memory_limit_ratio.is_finite() && cfg.memory_limit_ratio >= 1.0) {
         return Err(BacktestError::Config(
@@ -225,7 +229,12 @@ impl Plan {
             minutes: trace
                 .containers
                 .iter()
-                .map(|c| (median_minutes(&c.cpu_samples), median_minutes(&c.memory_samples)))
+                .map(|c| {
+                    (
+                        median_minutes(&c.cpu_samples),
+                        median_minutes(&c.memory_samples),
+                    )
+                })
                 .collect(),
             name_of,
             names,
@@ -386,9 +395,10 @@ impl<'t> Runner<'t> {
         }
         self.latest = recs.into_iter().collect();
         for (ci, inst) in self.instances.iter_mut().enumerate() {
-            let (Some(applied), Some(rec)) =
-                (inst.applied.as_mut(), self.latest.get(&self.plan.name_of[ci]))
-            else {
+            let (Some(applied), Some(rec)) = (
+                inst.applied.as_mut(),
+                self.latest.get(&self.plan.name_of[ci]),
+            ) else {
                 continue;
             };
             if inst.started && actuation::takes(self.cfg.actuation, applied, rec, at) {
