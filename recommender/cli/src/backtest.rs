@@ -9,11 +9,13 @@ use std::time::Duration;
 use serde_json::json;
 use tailor_engine::backtest::{self, Actuation, BacktestConfig, Score, Strategy, StrategyResult};
 use tailor_engine::estimate_flags::EstimationFlags;
-use tailor_engine::replay::{ReplayConfig, Trace};
+use tailor_engine::replay::{ReplayConfig, Trace, TraceContainer};
 use tailor_engine::workloads::SUITE;
+use tailor_prometheus::feeder::HistorySink;
+use tailor_prometheus::history::Plan;
 
 use crate::error::InputError;
-use crate::{input, plot};
+use crate::{input, plot, prometheus};
 
 fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| e.to_string())
@@ -32,11 +34,14 @@ pub enum BacktestFormat {
 #[derive(Debug, clap::Args)]
 pub struct BacktestArgs {
     /// Usage trace (JSON) or CSV, as for `tailor recommend`; `-` reads stdin.
-    #[arg(long, short, required_unless_present_any = ["suite", "list_strategies"], conflicts_with = "suite")]
+    #[arg(long, short, required_unless_present_any = ["suite", "list_strategies", "prometheus"], conflicts_with_all = ["suite", "prometheus"])]
     pub input: Option<PathBuf>,
     /// Run the built-in workload suite (examples/workloads/) instead of --input.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "prometheus")]
     pub suite: bool,
+    /// History from a Prometheus-compatible API (`--prometheus URL` and its flags), as for `tailor recommend`.
+    #[command(flatten)]
+    pub history: prometheus::PrometheusArgs,
     /// Strategies to compare, comma-separated (default: all; see --list-strategies).
     #[arg(long, value_delimiter = ',')]
     pub strategy: Vec<String>,
@@ -104,7 +109,7 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<ExitCode> {
         .engine_config(false)
         .map_err(|e| InputError(e.0))?;
     let strategies = strategies(&args.strategy)?;
-    let traces = load(args)?;
+    let (traces, incomplete) = load(args)?;
     let cfg = BacktestConfig {
         every: nanos(args.every),
         warmup: nanos(args.warmup),
@@ -126,12 +131,26 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<ExitCode> {
         BacktestFormat::Table => write_table(&mut out, &results)?,
     }
     out.flush()?;
+    if let Some(e) = incomplete {
+        eprintln!("error: {e}");
+        return Ok(ExitCode::from(1));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-fn load(args: &BacktestArgs) -> anyhow::Result<Vec<Trace>> {
+/// The traces of the chosen source, and why a Prometheus history is incomplete if it is.
+fn load(args: &BacktestArgs) -> anyhow::Result<(Vec<Trace>, Option<String>)> {
     if args.suite {
-        return Ok(SUITE.iter().map(|w| w.trace()).collect());
+        return Ok((SUITE.iter().map(|w| w.trace()).collect(), None));
+    }
+    if args.history.prometheus.is_some() {
+        let read = prometheus::read(&args.history, |plan, feed| {
+            let mut sink = TraceSink::new(plan);
+            feed(&mut sink);
+            sink.traces
+        })?;
+        eprintln!("{}", read.summary);
+        return Ok((read.value, read.incomplete));
     }
     let Some(path) = &args.input else {
         return Err(InputError("one of --input or --suite is required".into()).into());
@@ -146,7 +165,7 @@ fn load(args: &BacktestArgs) -> anyhow::Result<Vec<Trace>> {
     if loaded.traces.len() > MAX_TRACES {
         return Err(InputError(format!("{name}: more than {MAX_TRACES} traces")).into());
     }
-    Ok(loaded.traces)
+    Ok((loaded.traces, None))
 }
 
 /// Every trace under every strategy; per strategy the containers of all traces, in input order.
@@ -271,4 +290,66 @@ pub fn write_table(w: &mut impl Write, results: &[StrategyResult]) -> std::io::R
          RISK in minutes above the request; OOM = memory samples above the limit; UNCOV = recorded OOMs not \
          covered; CHURN = request changes per pod-day"
     )
+}
+
+/// Collects Prometheus history into one trace per workload (id `namespace/name`), one trace container per
+/// container of the plan.
+struct TraceSink {
+    traces: Vec<Trace>,
+    /// Per plan container: (trace index, container index in the trace).
+    slot: Vec<(usize, usize)>,
+}
+
+impl TraceSink {
+    fn new(plan: &Plan) -> Self {
+        let mut traces: Vec<Trace> = plan
+            .workloads
+            .iter()
+            .map(|w| Trace {
+                id: format!("{}/{}", w.namespace, w.name),
+                ..Default::default()
+            })
+            .collect();
+        let mut slot = Vec::with_capacity(plan.containers.len());
+        for c in &plan.containers {
+            let Some(t) = traces.get_mut(c.workload) else {
+                slot.push((usize::MAX, 0));
+                continue;
+            };
+            t.containers.push(TraceContainer {
+                name: c.container.clone(),
+                pod: Some(c.pod.clone()),
+                ..Default::default()
+            });
+            slot.push((c.workload, t.containers.len() - 1));
+        }
+        TraceSink { traces, slot }
+    }
+
+    fn container(&mut self, i: usize) -> Option<&mut TraceContainer> {
+        let &(t, c) = self.slot.get(i)?;
+        self.traces.get_mut(t)?.containers.get_mut(c)
+    }
+}
+
+fn secs(ms: i64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+impl HistorySink for TraceSink {
+    fn cpu(&mut self, container: usize, points: &[(i64, f64)]) {
+        if let Some(c) = self.container(container) {
+            c.cpu_samples
+                .extend(points.iter().map(|&(t, v)| [secs(t), v]));
+        }
+    }
+
+    fn memory(&mut self, container: usize, points: &[(i64, f64)], ooms: &[(i64, Option<f64>)]) {
+        if let Some(c) = self.container(container) {
+            c.memory_samples
+                .extend(points.iter().map(|&(t, v)| [secs(t), v]));
+            c.ooms
+                .extend(ooms.iter().map(|&(t, b)| vec![Some(secs(t)), b]));
+        }
+    }
 }
