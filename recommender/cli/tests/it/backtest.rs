@@ -98,3 +98,36 @@ fn lists_strategies_and_rejects_unknown() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// `--prometheus` reads the same history `recommend` does (the stub's workload `a/w`) and backtests it.
+#[test]
+fn prometheus_source() {
+    use crate::prom_stub::{END, Reply, healthy, stub};
+    let s = stub(|r, _| Reply::Full(200, healthy(r)));
+    let url = format!("http://127.0.0.1:{}", s.port);
+    let end = END.to_string();
+    let o = tailor(&[
+        "backtest",
+        "--prometheus",
+        &url,
+        "--history",
+        "3h",
+        "--end",
+        &end,
+        "--prometheus-max-points-per-query",
+        "60",
+        "--every",
+        "30m",
+        "--warmup",
+        "1h",
+        "--strategy",
+        "upstream",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let c = &v["strategies"][0]["containers"][0];
+    assert!(c["name"].as_str().unwrap().starts_with("a/w/"), "{v}");
+    assert!(c["pod_days"].as_f64().unwrap() > 0.0, "{v}");
+}

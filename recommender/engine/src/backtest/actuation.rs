@@ -14,7 +14,8 @@ pub const MIN_CHANGE: f64 = 0.10;
 pub enum Actuation {
     /// New requests only when a pod starts (as seen in the data).
     Admission,
-    /// The updater's rules on running pods: outside [lower, upper], or more than 10 % off after 12 h.
+    /// The updater's rules on running pods: no request or outside [lower, upper], or more than 10 % off
+    /// after 12 h.
     #[default]
     Inplace,
     /// Every recommendation immediately.
@@ -64,7 +65,11 @@ pub fn takes(actuation: Actuation, applied: &Applied, rec: &Rec, now: Nanos) -> 
         Actuation::Ideal => true,
         Actuation::Inplace => {
             let a = &applied.requests;
-            if outside(a.cpu, rec.lower.cpu, rec.upper.cpu)
+            // A container without a request for a resource the target sets is outside any bounds.
+            let unset = (a.cpu.is_none() && rec.target.cpu.is_some())
+                || (a.memory.is_none() && rec.target.memory.is_some());
+            if unset
+                || outside(a.cpu, rec.lower.cpu, rec.upper.cpu)
                 || outside(a.memory, rec.lower.memory, rec.upper.memory)
             {
                 return true;
