@@ -32,6 +32,8 @@ pub struct ControllerConfig {
     pub aggregations: AggregationsConfig,
     /// Estimation parameters.
     pub recommender: RecommenderConfig,
+    /// `--profile`: the Tailor profile for VPAs without a `tailor.dev/profile` annotation (None = upstream).
+    pub profile: Option<&'static tailor_engine::profile::Profile>,
     /// Lifetime of a `/scale` selector lookup (10 minutes upstream).
     pub scale_cache_ttl: Duration,
     /// Aggregate GC interval (1 hour upstream).
@@ -52,6 +54,7 @@ impl Default for ControllerConfig {
             checkpoints_enabled: true,
             aggregations: AggregationsConfig::default(),
             recommender: RecommenderConfig::default(),
+            profile: None,
             scale_cache_ttl: Duration::from_secs(600),
             aggregate_gc_interval: Duration::from_secs(3600),
         }

@@ -425,7 +425,14 @@ impl Recommender {
             policy,
             annotations,
         };
-        let r = recommend(&self.cfg.recommender, &aggregates, input).map_err(|e| e.to_string())?;
+        // The VPA's `tailor.dev/profile` annotation, else `--profile`, adjusts the estimation settings.
+        let config = tailor_engine::profile::config_for(
+            &self.cfg.recommender,
+            self.cfg.profile,
+            annotations,
+        )
+        .map_err(|e| e.to_string())?;
+        let r = recommend(&config, &aggregates, input).map_err(|e| e.to_string())?;
         Ok((
             to_api_recommendation(&r.containers),
             low_confidence_message(&r.containers, &aggregates),

@@ -1,6 +1,7 @@
 //! The `tailor` offline CLI: one module per subcommand. Compiled into the `tailor` binary (not the library),
 //! so `anyhow` stays out of the library.
 
+pub mod backtest;
 pub mod convert;
 pub mod crds;
 pub mod error;
@@ -8,6 +9,7 @@ pub mod input;
 pub mod output;
 pub mod patch;
 pub mod plan;
+pub mod plot;
 pub mod prometheus;
 pub mod recommend;
 
@@ -29,6 +31,8 @@ pub struct Cli {
 enum Command {
     /// Recommend requests from a usage trace (JSON) or CSV, with upstream VPA's algorithm and flags.
     Recommend(Box<recommend::RecommendArgs>),
+    /// Replay history with several strategies and score cost, risk and churn of their recommendations.
+    Backtest(Box<backtest::BacktestArgs>),
     /// Rewrite upstream VPA manifests (autoscaling.k8s.io) into Tailor manifests.
     Convert(convert::ConvertArgs),
     /// Print Tailor's CustomResourceDefinitions.
@@ -44,6 +48,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Recommend(a) => recommend::run(&a),
+        Command::Backtest(a) => backtest::run(&a),
         Command::Convert(a) => convert::run(&a),
         Command::Crds(a) => crds::run(&a),
         Command::Patch(a) => patch::run(&a),

@@ -7,9 +7,10 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tailor_engine::replay::ReplayConfig;
 use tailor_prometheus::client::{PromClient, PromError};
+use tailor_prometheus::feeder::HistorySink;
 use tailor_prometheus::flags::PrometheusFlags;
 use tailor_prometheus::history::{
-    HistoryConfig, HistoryError, LoadState, discover, load as load_history,
+    HistoryConfig, HistoryError, LoadState, Plan, discover, load as load_history,
 };
 use tailor_prometheus::model_sink::ModelSink;
 
@@ -130,9 +131,24 @@ fn no_containers(url: &str, hcfg: &HistoryConfig) -> anyhow::Error {
     .into()
 }
 
-/// Reads history from `p.prometheus` and turns it into one recommendation per workload. Errors before any
-/// history loaded fail; a load that fails half-way gives what loaded and says why in `incomplete`.
-pub fn load(p: &PrometheusArgs, config: &ReplayConfig, explain: bool) -> anyhow::Result<Loaded> {
+/// A history read by [`read`]: what the consumer made of it, the one-line summary and why it is incomplete.
+#[derive(Debug)]
+pub struct Read<T> {
+    /// The consumer's result.
+    pub value: T,
+    /// The one-line summary for stderr (containers, samples, queries, bytes, time).
+    pub summary: String,
+    /// Why the history is incomplete, if it is (the value uses what loaded).
+    pub incomplete: Option<String>,
+}
+
+/// Reads history from `p.prometheus`: discovers the containers, then hands `consume` the plan and a feeder
+/// that loads every window into the sink it is given. `recommend` feeds the model; `backtest` collects traces.
+/// Errors before any history loaded fail; a load that fails half-way gives what loaded and says why.
+pub fn read<T>(
+    p: &PrometheusArgs,
+    consume: impl FnOnce(&Plan, &mut dyn FnMut(&mut (dyn HistorySink + Send))) -> T,
+) -> anyhow::Result<Read<T>> {
     let url = p.prometheus.clone().unwrap_or_default();
     let client_cfg = p
         .flags
@@ -159,35 +175,22 @@ pub fn load(p: &PrometheusArgs, config: &ReplayConfig, explain: bool) -> anyhow:
         return Err(no_containers(&url, &hcfg));
     }
     bar.set_length(plan.load_queries() as u64);
-    let mut sink = ModelSink::new(&plan, config);
     let mut state = LoadState::default();
-    let result = rt.block_on(load_history(
-        &client,
-        &hcfg,
-        &plan,
-        &mut state,
-        &mut sink,
-        &mut |pr| {
-            bar.set_position(pr.queries_done as u64);
-            bar.set_message(format!("{} samples", pr.samples));
-        },
-    ));
-    bar.finish_and_clear();
-    let items = sink
-        .finish(explain)
-        .into_iter()
-        .map(|w| Recommendation {
-            target: Target {
-                kind: plan
-                    .workloads
-                    .get(w.workload)
-                    .map(|i| i.kind.clone())
-                    .unwrap_or_default(),
-                ..Target::default()
+    let mut result = Ok(());
+    let value = consume(&plan, &mut |sink| {
+        result = rt.block_on(load_history(
+            &client,
+            &hcfg,
+            &plan,
+            &mut state,
+            sink,
+            &mut |pr| {
+                bar.set_position(pr.queries_done as u64);
+                bar.set_message(format!("{} samples", pr.samples));
             },
-            output: w.output,
-        })
-        .collect();
+        ));
+    });
+    bar.finish_and_clear();
     let summary = format!(
         "{} containers in {} workloads, {} samples, {} HTTP queries, {:.1} MB received, {:.2} s",
         plan.containers.len(),
@@ -204,12 +207,40 @@ pub fn load(p: &PrometheusArgs, config: &ReplayConfig, explain: bool) -> anyhow:
             plan.windows.len()
         )
     });
-    Ok(Loaded {
-        recommendations: Recommendations {
-            items,
-            single: false,
-        },
+    Ok(Read {
+        value,
         summary,
         incomplete,
+    })
+}
+
+/// Reads history from `p.prometheus` and turns it into one recommendation per workload. Errors before any
+/// history loaded fail; a load that fails half-way gives what loaded and says why in `incomplete`.
+pub fn load(p: &PrometheusArgs, config: &ReplayConfig, explain: bool) -> anyhow::Result<Loaded> {
+    let read = read(p, |plan, feed| {
+        let mut sink = ModelSink::new(plan, config);
+        feed(&mut sink);
+        sink.finish(explain)
+            .into_iter()
+            .map(|w| Recommendation {
+                target: Target {
+                    kind: plan
+                        .workloads
+                        .get(w.workload)
+                        .map(|i| i.kind.clone())
+                        .unwrap_or_default(),
+                    ..Target::default()
+                },
+                output: w.output,
+            })
+            .collect()
+    })?;
+    Ok(Loaded {
+        recommendations: Recommendations {
+            items: read.value,
+            single: false,
+        },
+        summary: read.summary,
+        incomplete: read.incomplete,
     })
 }

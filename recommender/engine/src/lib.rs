@@ -5,14 +5,17 @@
 //! socket or a kube client — time is always a parameter. The crate has no tokio, hyper or kube client
 //! dependency; clap only behind the `flags` feature ([`estimate_flags`]).
 
+pub mod backtest;
 pub mod estimate;
 #[cfg(feature = "flags")]
 pub mod estimate_flags;
 pub mod histogram;
 pub mod model;
 pub mod policy;
+pub mod profile;
 pub mod quantity;
 pub mod replay;
 pub mod trace;
 pub mod units;
 pub mod workload;
+pub mod workloads;

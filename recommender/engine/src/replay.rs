@@ -339,20 +339,20 @@ pub fn apply_options(base: &ReplayConfig, o: &TraceOptions) -> Result<ReplayConf
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Kind {
+pub(crate) enum Kind {
     Cpu,
     Memory,
     Oom,
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Event {
-    at: Nanos,
-    kind: Kind,
-    container: usize,
+pub(crate) struct Event {
+    pub(crate) at: Nanos,
+    pub(crate) kind: Kind,
+    pub(crate) container: usize,
     index: usize,
-    ts: Nanos,
-    value: Option<f64>,
+    pub(crate) ts: Nanos,
+    pub(crate) value: Option<f64>,
 }
 
 fn ts(container: &str, field: &'static str, index: usize, t: f64) -> Result<Nanos, TraceError> {
@@ -411,7 +411,7 @@ pub fn try_replay(
 }
 
 /// Every sample and OOM of the trace as an event, validated and sorted in replay order.
-fn trace_events(trace: &Trace) -> Result<Vec<Event>, TraceError> {
+pub(crate) fn trace_events(trace: &Trace) -> Result<Vec<Event>, TraceError> {
     let mut events = Vec::new();
     for (ci, c) in trace.containers.iter().enumerate() {
         let samples = [
@@ -472,15 +472,15 @@ fn oom_event(
 /// What feeding the events left behind, besides the model: discarded counts and, for `--explain`, accepted
 /// memory samples and OOM bumps per container name.
 #[derive(Default)]
-struct Fed<'t> {
+pub(crate) struct Fed<'t> {
     discarded: Discarded,
     memory_accepted: BTreeMap<&'t str, u64>,
     oom_bumps: BTreeMap<&'t str, Vec<i64>>,
 }
 
 /// The model of one trace: a cluster holding the trace's pods and containers and one VPA selecting them all.
-struct TraceCluster {
-    cluster: ClusterState,
+pub(crate) struct TraceCluster {
+    pub(crate) cluster: ClusterState,
     vpa: usize,
     /// Pod name of each trace container, by container index.
     pod_names: Vec<String>,
@@ -489,7 +489,7 @@ struct TraceCluster {
 impl TraceCluster {
     /// Declared pods first (with their labels), then the pods containers name; aggregates are created at
     /// the wall-clock time of the run, one second after `latest`.
-    fn build(
+    pub(crate) fn build(
         trace: &Trace,
         aggregations: AggregationsConfig,
         latest: Nanos,
@@ -547,6 +547,14 @@ impl TraceCluster {
     fn feed<'t>(&mut self, trace: &'t Trace, events: &[Event]) -> Fed<'t> {
         let mut fed = Fed::default();
         for e in events {
+            self.feed_one(trace, e, &mut fed);
+        }
+        fed
+    }
+
+    /// Feeds one event, garbage-collecting at its time first.
+    pub(crate) fn feed_one<'t>(&mut self, trace: &'t Trace, e: &Event, fed: &mut Fed<'t>) {
+        {
             self.cluster.rate_limited_garbage_collect(e.at);
             let c = &trace.containers[e.container];
             let id = ContainerId {
@@ -582,7 +590,20 @@ impl TraceCluster {
                 }
             }
         }
-        fed
+    }
+
+    /// The VPA's recommendation from what was fed so far.
+    pub(crate) fn recommend_now(
+        &self,
+        config: &RecommenderConfig,
+    ) -> Result<crate::estimate::PodRecommendation, PolicyError> {
+        let aggregates = self.cluster.aggregate_state_by_container_name(self.vpa);
+        let v = &self.cluster.vpas()[self.vpa];
+        let input = VpaInput {
+            policy: v.policy.as_ref(),
+            annotations: &v.annotations,
+        };
+        recommend(config, &aggregates, input)
     }
 
     /// The VPA's recommendation in the §1.4 output shape, with the explanation when asked.
@@ -593,13 +614,7 @@ impl TraceCluster {
         fed: Fed<'_>,
         explain: bool,
     ) -> Result<ReplayOutput, TraceError> {
-        let aggregates = self.cluster.aggregate_state_by_container_name(self.vpa);
-        let v = &self.cluster.vpas()[self.vpa];
-        let input = VpaInput {
-            policy: v.policy.as_ref(),
-            annotations: &v.annotations,
-        };
-        let rec = recommend(config, &aggregates, input)?;
+        let rec = self.recommend_now(config)?;
         let recommendations = rec.containers.iter().map(Into::into).collect();
         let explain = explain.then(|| {
             rec.explain

@@ -73,6 +73,10 @@ struct Args {
     /// (plus Prometheus history for new VPAs when `--prometheus-address` is given).
     #[arg(long, default_value = "")]
     storage: String,
+    /// Tailor profile for VPAs without a `tailor.dev/profile` annotation (`upstream` keeps the flags' numbers;
+    /// see docs/profiles.md).
+    #[arg(long, default_value = "upstream")]
+    profile: String,
     /// Only handle VPAs (and watch objects) in this namespace.
     #[arg(long, default_value = "")]
     vpa_object_namespace: String,
@@ -155,7 +159,10 @@ impl Args {
             );
         }
         let engine = self.estimation.engine_config(false)?;
+        let profile = tailor_engine::profile::by_name(&self.profile)
+            .map_err(|e| anyhow::anyhow!("--profile: {e}"))?;
         Ok(ControllerConfig {
+            profile,
             recommender_name: self.recommender_name.clone(),
             interval: self.recommender_interval,
             checkpoints_timeout: self.checkpoints_timeout,

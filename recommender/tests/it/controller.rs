@@ -529,3 +529,58 @@ async fn vpa_churn_does_not_grow_the_model() {
     assert!(live.contains(&("stay", false)), "{live:?}");
     assert!(live.contains(&("churn", true)), "{live:?}");
 }
+
+/// The profile a VPA gets: its `tailor.dev/profile` annotation, else `--profile`; the numbers are the CLI's with
+/// the profile applied to the flags.
+#[tokio::test]
+async fn profile_by_annotation_and_flag() {
+    use tailor_engine::profile::{PROFILE_ANNOTATION, by_name};
+    let balanced = by_name("balanced").unwrap().unwrap();
+    let saver = by_name("saver").unwrap().unwrap();
+    // (annotation, --profile, profile expected)
+    for (annotation, global, expected) in [
+        (Some("balanced"), None, Some(balanced)),
+        (None, Some(saver), Some(saver)),
+        (Some("upstream"), Some(saver), None),
+    ] {
+        let cfg = ControllerConfig {
+            profile: global,
+            ..ControllerConfig::default()
+        };
+        let mut h = Harness::new(cfg);
+        h.writers
+            .workloads
+            .deployments
+            .apply_watcher_event(&watcher::Event::Apply(SlimWorkload::of(&deployment(
+                "default", "web", APP,
+            ))));
+        let mut v = vpa("default", "web", "Deployment", "web");
+        if let Some(a) = annotation {
+            v.metadata.annotations = Some([(PROFILE_ANNOTATION.to_string(), a.to_string())].into());
+        }
+        h.apply_vpa(&v);
+        add_pods(&mut h, 2);
+        let loops = 30;
+        for i in 0..loops {
+            h.loop_with(i * 60, Ok(sample_list(2, i))).await;
+        }
+        let mut config = ReplayConfig::default();
+        if let Some(p) = expected {
+            config.recommender = p.apply(&config.recommender);
+        }
+        let out = try_replay(&trace_for(2, loops), &config, false).unwrap();
+        let r = &out.recommendations[0];
+        let upstream = try_replay(&trace_for(2, loops), &ReplayConfig::default(), false).unwrap();
+        // The data tells the profiles apart from upstream, so an ignored profile fails.
+        assert_eq!(
+            expected.is_some(),
+            upstream.recommendations[0].target != r.target
+        );
+        assert_eq!(
+            target(&h.vpa("default", "web"), "app", "target"),
+            (r.target.cpu.unwrap(), r.target.memory.unwrap()),
+            "{annotation:?} {:?}",
+            global.map(|p| p.name)
+        );
+    }
+}

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
+mod backtest;
 mod cli;
 mod patch;
 mod plan;

@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
+mod backtest;
 mod fuzz;
 mod w1_sanity;
 mod worked_example;

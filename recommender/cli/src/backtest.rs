@@ -1,0 +1,355 @@
+//! `tailor backtest`: how good would the recommendations have been on this history? Replays the usage with
+//! each strategy, applies the recommendations as an actuation model would, and prints cost, risk and churn.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::json;
+use tailor_engine::backtest::{self, Actuation, BacktestConfig, Score, Strategy, StrategyResult};
+use tailor_engine::estimate_flags::EstimationFlags;
+use tailor_engine::replay::{ReplayConfig, Trace, TraceContainer};
+use tailor_engine::workloads::SUITE;
+use tailor_prometheus::feeder::HistorySink;
+use tailor_prometheus::history::Plan;
+
+use crate::error::InputError;
+use crate::{input, plot, prometheus};
+
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// Output formats of `tailor backtest`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BacktestFormat {
+    /// One table per strategy: containers and the total.
+    Table,
+    /// `{"strategies": [{"name", "total", "containers"}]}`.
+    Json,
+}
+
+/// Arguments of `tailor backtest`.
+#[derive(Debug, clap::Args)]
+pub struct BacktestArgs {
+    /// Usage trace (JSON) or CSV, as for `tailor recommend`; `-` reads stdin.
+    #[arg(long, short, required_unless_present_any = ["suite", "list_strategies", "prometheus"], conflicts_with_all = ["suite", "prometheus"])]
+    pub input: Option<PathBuf>,
+    /// Run the built-in workload suite (examples/workloads/) instead of --input.
+    #[arg(long, conflicts_with = "prometheus")]
+    pub suite: bool,
+    /// History from a Prometheus-compatible API (`--prometheus URL` and its flags), as for `tailor recommend`.
+    #[command(flatten)]
+    pub history: prometheus::PrometheusArgs,
+    /// Strategies to compare, comma-separated (default: all; see --list-strategies).
+    #[arg(long, value_delimiter = ',')]
+    pub strategy: Vec<String>,
+    /// Print the strategy names and exit.
+    #[arg(long)]
+    pub list_strategies: bool,
+    /// Time between recommendations.
+    #[arg(long, value_parser = duration, default_value = "1h")]
+    pub every: Duration,
+    /// History at the start that is replayed but not scored.
+    #[arg(long, value_parser = duration, default_value = "1d")]
+    pub warmup: Duration,
+    /// How recommendations reach pods.
+    #[arg(long, value_enum, default_value_t = Actuation::Inplace)]
+    pub actuation: Actuation,
+    /// Memory limit as a multiple of the memory request (the webhook keeps limits proportional).
+    #[arg(long, default_value_t = 1.0)]
+    pub memory_limit_ratio: f64,
+    /// Write one SVG per container and strategy into this directory: usage, request, limit, breaches.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = BacktestFormat::Table)]
+    pub output: BacktestFormat,
+    /// Upstream's model and estimation flags (the `upstream` strategy's numbers; profiles start from them).
+    #[command(flatten)]
+    pub estimation: EstimationFlags,
+}
+
+/// Most traces one backtest reads.
+const MAX_TRACES: usize = 100_000;
+
+fn strategies(names: &[String]) -> Result<Vec<Strategy>, InputError> {
+    if names.is_empty() {
+        return Ok(Strategy::all());
+    }
+    let mut out: Vec<Strategy> = Vec::new();
+    for n in names {
+        let s = Strategy::parse(n.trim()).map_err(|e| InputError(format!("--strategy: {e}")))?;
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    if out.len() > backtest::strategy::MAX_STRATEGIES {
+        return Err(InputError("--strategy: too many strategies".into()));
+    }
+    Ok(out)
+}
+
+fn nanos(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// Runs `tailor backtest`.
+pub fn run(args: &BacktestArgs) -> anyhow::Result<ExitCode> {
+    if args.list_strategies {
+        for s in Strategy::all() {
+            println!("{}", s.name());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    args.estimation.validate().map_err(|e| InputError(e.0))?;
+    let config = args
+        .estimation
+        .engine_config(false)
+        .map_err(|e| InputError(e.0))?;
+    let strategies = strategies(&args.strategy)?;
+    let (traces, incomplete) = load(args)?;
+    let cfg = BacktestConfig {
+        every: nanos(args.every),
+        warmup: nanos(args.warmup),
+        actuation: args.actuation,
+        memory_limit_ratio: args.memory_limit_ratio,
+        keep_series: args.plot.is_some(),
+        keep_decisions: false,
+    };
+    let results = run_all(&traces, &config, &strategies, &cfg)?;
+    if let Some(dir) = &args.plot {
+        plot::write_all(dir, &results)?;
+    }
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match args.output {
+        BacktestFormat::Json => {
+            serde_json::to_writer_pretty(&mut out, &to_json(&results))?;
+            writeln!(out)?;
+        }
+        BacktestFormat::Table => write_table(&mut out, &results)?,
+    }
+    out.flush()?;
+    if let Some(e) = incomplete {
+        eprintln!("error: {e}");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The traces of the chosen source, and why a Prometheus history is incomplete if it is.
+fn load(args: &BacktestArgs) -> anyhow::Result<(Vec<Trace>, Option<String>)> {
+    if args.suite {
+        return Ok((SUITE.iter().map(|w| w.trace()).collect(), None));
+    }
+    if args.history.prometheus.is_some() {
+        let read = prometheus::read(&args.history, |plan, feed| {
+            let mut sink = TraceSink::new(plan);
+            feed(&mut sink);
+            sink.traces
+        })?;
+        eprintln!("{}", read.summary);
+        return Ok((read.value, read.incomplete));
+    }
+    let Some(path) = &args.input else {
+        return Err(InputError("one of --input or --suite is required".into()).into());
+    };
+    let name = if path.as_os_str() == "-" {
+        "<stdin>".to_string()
+    } else {
+        path.display().to_string()
+    };
+    let data = input::read_all(path)?;
+    let loaded = tailor_engine::trace::parse(&name, &data).map_err(|e| InputError(e.0))?;
+    if loaded.traces.len() > MAX_TRACES {
+        return Err(InputError(format!("{name}: more than {MAX_TRACES} traces")).into());
+    }
+    Ok((loaded.traces, None))
+}
+
+/// Every trace under every strategy; per strategy the containers of all traces, in input order.
+pub fn run_all(
+    traces: &[Trace],
+    config: &ReplayConfig,
+    strategies: &[Strategy],
+    cfg: &BacktestConfig,
+) -> anyhow::Result<Vec<StrategyResult>> {
+    let mut out: Vec<StrategyResult> = strategies
+        .iter()
+        .map(|s| StrategyResult {
+            name: s.name(),
+            containers: Vec::new(),
+            decisions: Vec::new(),
+        })
+        .collect();
+    for t in traces {
+        let results =
+            backtest::run(t, config, strategies, cfg).map_err(|e| InputError(e.to_string()))?;
+        for (acc, r) in out.iter_mut().zip(results) {
+            acc.containers.extend(r.containers);
+            acc.decisions.extend(r.decisions);
+        }
+    }
+    Ok(out)
+}
+
+fn score_json(s: &Score) -> serde_json::Value {
+    json!({
+        "cpu_waste_core_hours": s.cpu_waste_core_hours,
+        "memory_waste_gib_hours": s.memory_waste_gib_hours,
+        "cpu_waste_fraction": s.cpu_waste_fraction(),
+        "memory_waste_fraction": s.memory_waste_fraction(),
+        "cost_core_hours": s.cost(),
+        "cpu_risk_minutes": s.cpu_risk_minutes,
+        "memory_risk_minutes": s.memory_risk_minutes,
+        "oom_risk_samples": s.oom_risk_samples,
+        "uncovered_ooms": s.uncovered_ooms,
+        "changes": s.changes,
+        "changes_per_pod_day": s.changes_per_pod_day(),
+        "pod_days": s.pod_days,
+    })
+}
+
+/// The `-o json` document.
+pub fn to_json(results: &[StrategyResult]) -> serde_json::Value {
+    let strategies: Vec<_> = results
+        .iter()
+        .map(|r| {
+            let containers: Vec<_> = r
+                .containers
+                .iter()
+                .map(|c| {
+                    let mut v = score_json(&c.score);
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert("name".into(), json!(c.name));
+                    }
+                    v
+                })
+                .collect();
+            json!({
+                "name": r.name,
+                "total": score_json(&backtest::total(&r.containers)),
+                "containers": containers,
+            })
+        })
+        .collect();
+    json!({ "strategies": strategies })
+}
+
+fn row(w: &mut impl Write, name: &str, s: &Score) -> std::io::Result<()> {
+    writeln!(
+        w,
+        "{name:<36} {:>10.2} {:>5.0}% {:>10.2} {:>5.0}% {:>9.2} {:>9.0} {:>9.0} {:>6} {:>5} {:>7.3}",
+        s.cpu_waste_core_hours,
+        100.0 * s.cpu_waste_fraction(),
+        s.memory_waste_gib_hours,
+        100.0 * s.memory_waste_fraction(),
+        s.cost(),
+        s.cpu_risk_minutes,
+        s.memory_risk_minutes,
+        s.oom_risk_samples,
+        s.uncovered_ooms,
+        s.changes_per_pod_day(),
+    )
+}
+
+/// One table per strategy, then a summary of the totals.
+pub fn write_table(w: &mut impl Write, results: &[StrategyResult]) -> std::io::Result<()> {
+    let header = format!(
+        "{:<36} {:>10} {:>6} {:>10} {:>6} {:>9} {:>9} {:>9} {:>6} {:>5} {:>7}",
+        "CONTAINER",
+        "CPU-WASTE",
+        "",
+        "MEM-WASTE",
+        "",
+        "COST",
+        "CPU-RISK",
+        "MEM-RISK",
+        "OOM",
+        "UNCOV",
+        "CHURN"
+    );
+    for r in results {
+        writeln!(w, "strategy {}", r.name)?;
+        writeln!(w, "{header}")?;
+        for c in &r.containers {
+            row(w, &c.name, &c.score)?;
+        }
+        row(w, "TOTAL", &backtest::total(&r.containers))?;
+        writeln!(w)?;
+    }
+    writeln!(w, "totals")?;
+    writeln!(w, "{}", header.replacen("CONTAINER", "STRATEGY ", 1))?;
+    for r in results {
+        row(w, r.name, &backtest::total(&r.containers))?;
+    }
+    writeln!(
+        w,
+        "\nCPU-WASTE core-hours and % of usage; MEM-WASTE GiB-hours and %; COST = CPU-WASTE + MEM-WASTE/9; \
+         RISK in minutes above the request; OOM = memory samples above the limit; UNCOV = recorded OOMs not \
+         covered; CHURN = request changes per pod-day"
+    )
+}
+
+/// Collects Prometheus history into one trace per workload (id `namespace/name`), one trace container per
+/// container of the plan.
+struct TraceSink {
+    traces: Vec<Trace>,
+    /// Per plan container: (trace index, container index in the trace).
+    slot: Vec<(usize, usize)>,
+}
+
+impl TraceSink {
+    fn new(plan: &Plan) -> Self {
+        let mut traces: Vec<Trace> = plan
+            .workloads
+            .iter()
+            .map(|w| Trace {
+                id: format!("{}/{}", w.namespace, w.name),
+                ..Default::default()
+            })
+            .collect();
+        let mut slot = Vec::with_capacity(plan.containers.len());
+        for c in &plan.containers {
+            let Some(t) = traces.get_mut(c.workload) else {
+                slot.push((usize::MAX, 0));
+                continue;
+            };
+            t.containers.push(TraceContainer {
+                name: c.container.clone(),
+                pod: Some(c.pod.clone()),
+                ..Default::default()
+            });
+            slot.push((c.workload, t.containers.len() - 1));
+        }
+        TraceSink { traces, slot }
+    }
+
+    fn container(&mut self, i: usize) -> Option<&mut TraceContainer> {
+        let &(t, c) = self.slot.get(i)?;
+        self.traces.get_mut(t)?.containers.get_mut(c)
+    }
+}
+
+fn secs(ms: i64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+impl HistorySink for TraceSink {
+    fn cpu(&mut self, container: usize, points: &[(i64, f64)]) {
+        if let Some(c) = self.container(container) {
+            c.cpu_samples
+                .extend(points.iter().map(|&(t, v)| [secs(t), v]));
+        }
+    }
+
+    fn memory(&mut self, container: usize, points: &[(i64, f64)], ooms: &[(i64, Option<f64>)]) {
+        if let Some(c) = self.container(container) {
+            c.memory_samples
+                .extend(points.iter().map(|&(t, v)| [secs(t), v]));
+            c.ooms
+                .extend(ooms.iter().map(|&(t, b)| vec![Some(secs(t)), b]));
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! `tailor backtest`: output shape, byte-for-byte determinism, strategy listing, plots and bad input.
+
+use std::process::{Command, Output};
+
+fn tailor(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tailor"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+const CSV: &str = "timestamp,namespace,pod,container,cpu_cores,memory_bytes\n";
+
+/// Two days of one container at one-minute resolution, as CSV.
+fn csv() -> String {
+    let mut s = String::from(CSV);
+    for k in 0..2 * 1440 {
+        let t = 1_700_000_000 + 60 * k;
+        let cpu = 0.2 + 0.1 * ((k % 60) as f64 / 60.0);
+        let mem = 200_000_000 + 1000 * (k % 97);
+        s.push_str(&format!("{t},ns,web-abcde,app,{cpu},{mem}\n"));
+    }
+    s
+}
+
+#[test]
+fn json_shape_and_determinism() {
+    let dir = std::env::temp_dir().join(format!("tailor-backtest-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("usage.csv");
+    std::fs::write(&input, csv()).unwrap();
+    let path = input.to_str().unwrap();
+    let args = [
+        "backtest",
+        "--input",
+        path,
+        "-o",
+        "json",
+        "--strategy",
+        "upstream,krr-simple",
+    ];
+    let a = tailor(&args);
+    assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
+    let b = tailor(&args);
+    assert_eq!(a.stdout, b.stdout, "same input, same bytes");
+    let v: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
+    let s = v["strategies"].as_array().unwrap();
+    assert_eq!(s.len(), 2);
+    assert_eq!(
+        (s[0]["name"].as_str(), s[1]["name"].as_str()),
+        (Some("upstream"), Some("krr-simple"))
+    );
+    for key in [
+        "cpu_waste_core_hours",
+        "memory_waste_gib_hours",
+        "cpu_risk_minutes",
+        "memory_risk_minutes",
+        "oom_risk_samples",
+        "changes",
+    ] {
+        assert!(s[0]["total"][key].is_number(), "{key}");
+    }
+    assert_eq!(s[0]["containers"][0]["name"], "ns/web/app");
+    // One day scored after the 1 d warm-up: 1440 one-minute samples, 1440 minutes of pod time.
+    let days = s[1]["total"]["pod_days"].as_f64().unwrap();
+    assert!((days - 1.0).abs() < 1e-9, "{days}");
+    let plots = dir.join("plots");
+    let p = tailor(&[
+        "backtest",
+        "--input",
+        path,
+        "--strategy",
+        "balanced",
+        "--plot",
+        plots.to_str().unwrap(),
+    ]);
+    assert!(p.status.success(), "{}", String::from_utf8_lossy(&p.stderr));
+    let svg = std::fs::read_to_string(plots.join("ns_web_app.balanced.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("above request"));
+}
+
+#[test]
+fn lists_strategies_and_rejects_unknown() {
+    let o = tailor(&["backtest", "--list-strategies"]);
+    assert!(o.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "upstream\nkrr-simple\nbalanced\nsaver\n"
+    );
+    let o = tailor(&["backtest", "--suite", "--strategy", "fastest"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown strategy \"fastest\""));
+    let o = tailor(&["backtest", "--suite", "--every", "0s"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// `--prometheus` reads the same history `recommend` does (the stub's workload `a/w`) and backtests it.
+#[test]
+fn prometheus_source() {
+    use crate::prom_stub::{END, Reply, healthy, stub};
+    let s = stub(|r, _| Reply::Full(200, healthy(r)));
+    let url = format!("http://127.0.0.1:{}", s.port);
+    let end = END.to_string();
+    let o = tailor(&[
+        "backtest",
+        "--prometheus",
+        &url,
+        "--history",
+        "3h",
+        "--end",
+        &end,
+        "--prometheus-max-points-per-query",
+        "60",
+        "--every",
+        "30m",
+        "--warmup",
+        "1h",
+        "--strategy",
+        "upstream",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let c = &v["strategies"][0]["containers"][0];
+    assert!(c["name"].as_str().unwrap().starts_with("a/w/"), "{v}");
+    assert!(c["pod_days"].as_f64().unwrap() > 0.0, "{v}");
+}

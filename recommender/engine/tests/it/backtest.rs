@@ -1,0 +1,239 @@
+//! Backtest: scoring on a hand-computed trace, `upstream` equal to a plain replay at every decision point,
+//! determinism, and profile selection.
+
+use std::collections::BTreeMap;
+
+use tailor_engine::backtest::{self, Actuation, BacktestConfig, Score, Strategy};
+use tailor_engine::profile::{self, PROFILE_ANNOTATION};
+use tailor_engine::replay::{ReplayConfig, Trace, TraceContainer, replay};
+use tailor_engine::units::nanos_from_unix_seconds;
+use tailor_engine::workloads::SUITE;
+
+const T: f64 = 1_700_000_000.0;
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+fn tiny() -> Trace {
+    let cpu = [0.1, 0.2, 0.3, 0.5, 0.1];
+    let mem = [100e6, 150e6, 120e6, 300e6, 110e6];
+    Trace {
+        id: "tiny".into(),
+        containers: vec![TraceContainer {
+            name: "c".into(),
+            pod: Some("p".into()),
+            cpu_request_cores: Some(1.0),
+            memory_request_bytes: Some(200e6),
+            cpu_samples: cpu
+                .iter()
+                .enumerate()
+                .map(|(i, v)| [T + 60.0 * i as f64, *v])
+                .collect(),
+            memory_samples: mem
+                .iter()
+                .enumerate()
+                .map(|(i, v)| [T + 60.0 * i as f64, *v])
+                .collect(),
+            ooms: vec![vec![Some(T + 200.0), Some(250e6)]],
+        }],
+        ..Default::default()
+    }
+}
+
+fn cfg(actuation: Actuation) -> BacktestConfig {
+    BacktestConfig {
+        every: 120_000_000_000,
+        warmup: 120_000_000_000,
+        actuation,
+        memory_limit_ratio: 1.0,
+        keep_series: false,
+        keep_decisions: true,
+    }
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-12 * b.abs().max(1.0)
+}
+
+/// KRR's simple strategy is computable by hand: decisions at T+120 (samples at T, T+60) and T+240 (four
+/// samples); scoring from T+120.
+#[test]
+fn krr_scores_by_hand() {
+    let r = backtest::run(
+        &tiny(),
+        &ReplayConfig::default(),
+        &[Strategy::KrrSimple],
+        &cfg(Actuation::Ideal),
+    )
+    .unwrap();
+    let r = &r[0];
+    // T+120: p95 of {100m, 200m} by nearest rank = 200m; max memory 150 MB × 1.15.
+    // T+240: p95 of {100, 200, 300, 500}m = 500m; 300 MB × 1.15.
+    let targets: Vec<_> = r
+        .decisions
+        .iter()
+        .map(|d| {
+            (
+                d.recommendations[0].target.cpu,
+                d.recommendations[0].target.memory,
+            )
+        })
+        .collect();
+    assert_eq!(
+        targets,
+        vec![
+            (Some(200), Some(172_500_000)),
+            (Some(500), Some(345_000_000))
+        ]
+    );
+    let s: Score = r.containers[0].score;
+    // T+120: cpu 0.3 > 0.2 (risk), memory 120 MB under 172.5 MB. T+180: cpu 0.5 > 0.2, memory 300 MB above
+    // the 172.5 MB request and limit. T+200: the OOM (250 MB) is above the limit. T+240: 0.1 under 0.5 cores,
+    // 110 MB under 345 MB.
+    assert!(close(s.cpu_waste_core_hours, 0.4 / 60.0), "{s:?}");
+    assert!(
+        close(s.memory_waste_gib_hours, (52.5e6 + 235e6) / GIB / 60.0),
+        "{s:?}"
+    );
+    assert!(close(s.cpu_usage_core_hours, 0.9 / 60.0), "{s:?}");
+    assert!(close(s.memory_usage_gib_hours, 530e6 / GIB / 60.0), "{s:?}");
+    assert_eq!(s.cpu_risk_minutes, 2.0);
+    assert_eq!(s.memory_risk_minutes, 1.0);
+    assert_eq!(s.oom_risk_samples, 1);
+    assert_eq!(s.uncovered_ooms, 1);
+    assert_eq!(s.changes, 2);
+    assert!(close(s.pod_days, 180.0 / 86_400.0));
+    assert!(close(s.changes_per_pod_day(), 2.0 * 86_400.0 / 180.0));
+    assert!(close(s.cost(), 0.4 / 60.0 + (287.5e6 / GIB / 60.0) / 9.0));
+}
+
+/// Admission never changes a running pod: the data's requests (1 core, 200 MB) stay.
+#[test]
+fn admission_keeps_running_pods() {
+    let r = backtest::run(
+        &tiny(),
+        &ReplayConfig::default(),
+        &[Strategy::KrrSimple],
+        &cfg(Actuation::Admission),
+    )
+    .unwrap();
+    let s = r[0].containers[0].score;
+    assert_eq!(s.changes, 0);
+    assert!(
+        close(s.cpu_waste_core_hours, (0.7 + 0.5 + 0.9) / 60.0),
+        "{s:?}"
+    );
+    assert_eq!(
+        (
+            s.cpu_risk_minutes,
+            s.memory_risk_minutes,
+            s.oom_risk_samples
+        ),
+        (0.0, 1.0, 1)
+    );
+    // With a limit twice the request, 300 MB stays under the 400 MB limit and the 250 MB OOM is covered.
+    let mut c = cfg(Actuation::Admission);
+    c.memory_limit_ratio = 2.0;
+    let s = backtest::run(
+        &tiny(),
+        &ReplayConfig::default(),
+        &[Strategy::KrrSimple],
+        &c,
+    )
+    .unwrap()[0]
+        .containers[0]
+        .score;
+    assert_eq!((s.oom_risk_samples, s.uncovered_ooms), (0, 0));
+}
+
+/// The trace cut before `at`: what `tailor recommend` would see at that decision.
+fn cut(t: &Trace, at: i64) -> Trace {
+    let before = |s: f64| nanos_from_unix_seconds(s).unwrap() < at;
+    let mut t = t.clone();
+    for c in &mut t.containers {
+        c.cpu_samples.retain(|s| before(s[0]));
+        c.memory_samples.retain(|s| before(s[0]));
+        c.ooms
+            .retain(|o| before(o.get(2).copied().flatten().or(o[0]).unwrap()));
+    }
+    t
+}
+
+fn shortened(name: &str, days: f64) -> Trace {
+    let mut t = SUITE.iter().find(|w| w.name == name).unwrap().trace();
+    let end = tailor_engine::workloads::START + days * 86_400.0;
+    for c in &mut t.containers {
+        c.cpu_samples.retain(|s| s[0] < end);
+        c.memory_samples.retain(|s| s[0] < end);
+        c.ooms.retain(|o| o[0].unwrap() < end);
+    }
+    t.containers.retain(|c| !c.cpu_samples.is_empty());
+    t
+}
+
+#[test]
+fn upstream_equals_recommend_at_every_decision() {
+    let base = ReplayConfig::default();
+    let mut c = cfg(Actuation::Inplace);
+    c.every = 4 * 3600 * 1_000_000_000;
+    for (name, days) in [
+        ("oom-spikes", 3.0),
+        ("memory-leak", 3.0),
+        ("idle-sidecar", 1.5),
+    ] {
+        let t = shortened(name, days);
+        let r = backtest::run(&t, &base, &[Strategy::Upstream], &c).unwrap();
+        assert!(r[0].decisions.len() >= 8, "{name}");
+        for d in &r[0].decisions {
+            let plain = replay(&cut(&t, d.at), &base, false);
+            assert_eq!(plain.error, None);
+            assert_eq!(plain.recommendations.len(), d.recommendations.len());
+            for (p, b) in plain.recommendations.iter().zip(&d.recommendations) {
+                assert_eq!(
+                    (&p.container_name, p.target, p.lower_bound, p.upper_bound),
+                    (&b.container_name, b.target, b.lower_bound, b.upper_bound),
+                    "{name} at {}",
+                    d.at
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn deterministic() {
+    let t = shortened("batch-cron", 3.0);
+    let c = cfg(Actuation::Inplace);
+    let run = || {
+        format!(
+            "{:?}",
+            backtest::run(&t, &ReplayConfig::default(), &Strategy::all(), &c).unwrap()
+        )
+    };
+    assert_eq!(run(), run());
+    assert_eq!(
+        format!("{:?}", SUITE[0].trace()),
+        format!("{:?}", SUITE[0].trace())
+    );
+}
+
+#[test]
+fn profiles_by_annotation() {
+    let base = ReplayConfig::default().recommender;
+    let none = BTreeMap::new();
+    assert_eq!(*profile::config_for(&base, None, &none).unwrap(), base);
+    let balanced = profile::by_name("balanced").unwrap().unwrap();
+    let global = profile::config_for(&base, Some(balanced), &none)
+        .unwrap()
+        .into_owned();
+    assert_eq!(global, balanced.apply(&base));
+    assert_ne!(global, base);
+    let up: BTreeMap<_, _> = [(PROFILE_ANNOTATION.to_string(), "upstream".to_string())].into();
+    assert_eq!(
+        *profile::config_for(&base, Some(balanced), &up).unwrap(),
+        base
+    );
+    let bad: BTreeMap<_, _> = [(PROFILE_ANNOTATION.to_string(), "fastest".to_string())].into();
+    let e = profile::config_for(&base, None, &bad).unwrap_err();
+    assert!(e.to_string().contains("unknown profile \"fastest\""), "{e}");
+    assert_eq!(Strategy::parse("balanced").unwrap().name(), "balanced");
+    assert!(Strategy::parse("nope").is_err());
+}
