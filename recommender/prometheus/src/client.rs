@@ -449,6 +449,19 @@ impl PromClient {
         .await
     }
 
+    /// Sends an instant query of a range selector (`metric{…}[span]`) at `time_ms` and returns the response, its
+    /// raw samples, as a stream of series (no retries; see [`Self::retrying`]).
+    pub async fn open_instant(
+        &self,
+        query: &str,
+        time_ms: i64,
+    ) -> Result<ResponseStream, PromError> {
+        let t = secs(time_ms);
+        let body = form_encode(&[("query", query), ("time", &t)]);
+        self.open(query, "/api/v1/query", &body, &["data", "result"], "matrix")
+            .await
+    }
+
     /// Instant query at `time_ms`; returns the whole (small) result: vector elements carry one point.
     pub async fn query(&self, query: &str, time_ms: i64) -> Result<Vec<Series>, PromError> {
         let t = secs(time_ms);

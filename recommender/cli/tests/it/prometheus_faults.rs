@@ -15,7 +15,7 @@ use std::time::Duration;
 use tailor_prometheus::client::{ClientConfig, PromClient};
 use tailor_prometheus::history::{HistoryConfig, HistorySink, LoadState, discover, load};
 
-use crate::prom_stub::{END, Reply, healthy, stub};
+use crate::prom_stub::{END, Reply, healthy, is_history, stub, window_start};
 
 fn tailor(url: &str, extra: &[&str]) -> Output {
     let end = END.to_string();
@@ -64,9 +64,9 @@ fn healthy_stub_gives_recommendations() {
         .as_i64()
         .unwrap();
     assert!((250..=700).contains(&cpu), "{v}");
-    // 1 series + 1 owners + 1 OOM probe + 3 windows x 2 queries.
+    // 1 series + 1 owners + 1 sample-density probe + 1 OOM probe + 3 windows x 2 queries.
     assert!(
-        text(&out.stderr).contains("9 HTTP queries"),
+        text(&out.stderr).contains("10 HTTP queries"),
         "{}",
         text(&out.stderr)
     );
@@ -119,7 +119,7 @@ fn http_500_is_retried_then_reported() {
 fn timeout_mid_stream_keeps_partial_history() {
     let split = END - 7200;
     let s = stub(move |r, _| {
-        if r.path == "/api/v1/query_range" && r.num("start") > split {
+        if is_history(r) && window_start(r) > split {
             let full = healthy(r);
             Reply::Stall(full[..full.len() / 2].to_string())
         } else {
@@ -141,7 +141,7 @@ fn timeout_mid_stream_keeps_partial_history() {
 #[test]
 fn malformed_response_names_the_query() {
     let s = stub(|r, _| {
-        if r.path == "/api/v1/query_range" {
+        if is_history(r) {
             Reply::Full(
                 200,
                 r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"abc"]]}]}}"#.into(),
@@ -156,10 +156,7 @@ fn malformed_response_names_the_query() {
     let e = text(&out.stderr);
     assert!(e.contains("malformed response"), "{e}");
     assert!(e.contains("invalid sample value \"abc\""), "{e}");
-    assert!(
-        e.contains("(query max by (namespace, pod, container)"),
-        "{e}"
-    );
+    assert!(e.contains("(query container_"), "{e}");
     // Not JSON at all.
     let s = stub(|r, _| {
         if r.path == "/api/v1/series" {
@@ -206,11 +203,11 @@ fn retried_and_resumed_windows_feed_every_point_once() {
     let fail_hard = Arc::new(AtomicBool::new(false));
     let (a, f) = (attempts.clone(), fail_hard.clone());
     let s = stub(move |r, _| {
-        if r.path == "/api/v1/query_range" && r.num("start") > split {
+        if is_history(r) && window_start(r) > split {
             if f.load(Ordering::SeqCst) {
                 return Reply::Full(503, "unavailable".into());
             }
-            if r.num("start") < END - 3600 && a.fetch_add(1, Ordering::SeqCst) == 0 {
+            if window_start(r) < END - 3600 && a.fetch_add(1, Ordering::SeqCst) == 0 {
                 let full = healthy(r);
                 let cut = full
                     .find(r#"{"metric":{"namespace":"a","pod":"w-1""#)
