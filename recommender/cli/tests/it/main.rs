@@ -9,4 +9,5 @@ mod patch;
 mod prom_stub;
 mod prometheus;
 mod prometheus_faults;
+mod prometheus_stores;
 mod upstream_diff;
