@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::client::{Auth, ClientConfig};
 use crate::history::HistoryConfig;
+use crate::sigv4::SigV4Config;
 
 /// A duration greater than zero (`30s`, `5m`, `1h30m`).
 pub fn duration(s: &str) -> Result<Duration, String> {
@@ -99,6 +100,21 @@ pub struct PrometheusFlags {
     /// Extra header for every query, `Name: value` (repeatable), e.g. `X-Scope-OrgID: team-a`.
     #[arg(long = "prometheus-header", value_name = "NAME: VALUE")]
     pub prometheus_headers: Vec<String>,
+    /// Sign every query with AWS SigV4 (Amazon Managed Prometheus), credentials from the standard AWS chain:
+    /// environment, shared profile (AWS_PROFILE), web identity (IRSA), ECS / EKS Pod Identity, instance role.
+    #[arg(long, conflicts_with_all = ["prometheus_bearer_token", "prometheus_bearer_token_file", "username"])]
+    pub prometheus_sigv4: bool,
+    /// AWS region to sign for; default the chain's (AWS_REGION, profile).
+    #[arg(long, requires = "prometheus_sigv4", value_name = "REGION")]
+    pub prometheus_sigv4_region: Option<String>,
+    /// Signing name of the service.
+    #[arg(
+        long,
+        requires = "prometheus_sigv4",
+        default_value = "aps",
+        value_name = "NAME"
+    )]
+    pub prometheus_sigv4_service: String,
     /// Skip TLS certificate verification.
     #[arg(long)]
     pub prometheus_insecure: bool,
@@ -165,6 +181,10 @@ impl PrometheusFlags {
             read_timeout: self.prometheus_read_timeout,
             retries: self.prometheus_retries,
             insecure: self.prometheus_insecure,
+            sigv4: self.prometheus_sigv4.then(|| SigV4Config {
+                region: self.prometheus_sigv4_region.clone().unwrap_or_default(),
+                service: self.prometheus_sigv4_service.clone(),
+            }),
             ..ClientConfig::default()
         })
     }
@@ -222,6 +242,37 @@ mod tests {
                 ..HistoryConfig::default()
             }
         );
+    }
+
+    #[test]
+    fn sigv4_flags() {
+        let c = parse(&[
+            "--prometheus-sigv4",
+            "--prometheus-sigv4-region",
+            "eu-west-1",
+        ])
+        .client_config("https://aps-workspaces.eu-west-1.amazonaws.com/workspaces/ws-1")
+        .unwrap();
+        assert_eq!(
+            c.sigv4,
+            Some(SigV4Config {
+                region: "eu-west-1".into(),
+                service: "aps".into()
+            })
+        );
+        assert_eq!(parse(&[]).client_config("u").unwrap().sigv4, None);
+        let bad = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("x").chain(args.iter().copied())).is_err()
+        };
+        assert!(bad(&["--prometheus-sigv4-region", "eu-west-1"]));
+        assert!(bad(&[
+            "--prometheus-sigv4",
+            "--prometheus-bearer-token",
+            "t"
+        ]));
+        assert!(bad(&["--prometheus-query-timeout", "0s"]));
+        assert!(bad(&["--cluster-label", "a-b", "--cluster", "x"]));
+        assert!(bad(&["--cluster", "x"]));
     }
 
     #[test]

@@ -1010,7 +1010,7 @@ impl LoadState {
         }
         if let Some(b) = plan.batches.get(chain / 2) {
             self.feeder
-                .flush_held(&b.members, chain % 2 == 0, &plan.ooms, sink);
+                .flush_held(&b.members, chain.is_multiple_of(2), &plan.ooms, sink);
         }
         let nw = plan.windows.len();
         let done = self.chain_next.iter().copied().min().unwrap_or(nw).min(nw);
@@ -1302,7 +1302,10 @@ pub async fn load(
 mod tests {
     use super::*;
 
-    fn found(cs: &[(&str, &str, &str, &[(&str, &str)])]) -> Found {
+    /// (namespace, pod, container, its sources as (job, metrics_path)).
+    type Spec<'a> = (&'a str, &'a str, &'a str, &'a [(&'a str, &'a str)]);
+
+    fn found(cs: &[Spec<'_>]) -> Found {
         cs.iter()
             .map(|&(n, p, c, sources)| {
                 let s = sources

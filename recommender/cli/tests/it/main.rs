@@ -10,4 +10,5 @@ mod prom_stub;
 mod prometheus;
 mod prometheus_faults;
 mod prometheus_stores;
+mod sigv4;
 mod upstream_diff;

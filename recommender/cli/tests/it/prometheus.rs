@@ -141,7 +141,7 @@ impl Rng {
     }
 }
 
-struct Container {
+pub(crate) struct Container {
     pod: &'static str,
     name: &'static str,
     /// (unix seconds, cores) at every step from the first; the counter starts one step before.
@@ -155,7 +155,7 @@ struct Container {
 /// Three workloads in one namespace: Deployment `web` (two pods of one ReplicaSet, containers `app` and
 /// `proxy`), StatefulSet `db` (pod `db-0`) and DaemonSet `agent` (one pod); `web`'s first `app` is
 /// OOM-killed once.
-fn workload() -> Vec<Container> {
+pub(crate) fn workload() -> Vec<Container> {
     let t0 = END - DAYS * 86_400;
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let specs: [(&str, &str, f64, f64); 6] = [
@@ -228,7 +228,7 @@ fn traces(cs: &[Container]) -> Value {
 pub(crate) type Sample = (Vec<(&'static str, String)>, Vec<(i64, f64)>);
 
 /// Every series the servers hold: cAdvisor and kube-state-metrics.
-fn series(cs: &[Container]) -> Vec<(&'static str, Sample)> {
+pub(crate) fn series(cs: &[Container]) -> Vec<(&'static str, Sample)> {
     let mut out = Vec::new();
     let cadvisor = |c: &Container| {
         vec![
@@ -472,7 +472,7 @@ pub(crate) fn by_id(v: &Value) -> std::collections::BTreeMap<String, Value> {
         .collect()
 }
 
-fn assert_close(want: &Value, got: &Value, what: &str) {
+pub(crate) fn assert_close(want: &Value, got: &Value, what: &str) {
     let (w, g) = (by_id(want), by_id(got));
     assert_eq!(
         w.keys().collect::<Vec<_>>(),
@@ -504,7 +504,7 @@ fn assert_close(want: &Value, got: &Value, what: &str) {
     }
 }
 
-fn expected(cs: &[Container]) -> Value {
+pub(crate) fn expected(cs: &[Container]) -> Value {
     let dir = temp_dir("trace");
     let path = dir.join("trace.json");
     std::fs::write(&path, serde_json::to_vec(&traces(cs)).unwrap()).unwrap();
