@@ -216,6 +216,7 @@ pub fn load(p: &PrometheusArgs, config: &ReplayConfig, explain: bool) -> anyhow:
                 ..Target::default()
             },
             output: w.output,
+            skipped: [0, 0],
         })
         .collect();
     let summary = format!(

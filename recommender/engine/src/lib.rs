@@ -13,6 +13,7 @@ pub mod model;
 pub mod policy;
 pub mod quantity;
 pub mod replay;
+pub mod samples;
 pub mod trace;
 pub mod units;
 pub mod workload;

@@ -77,10 +77,10 @@ pub struct TraceContainer {
     #[serde(default)]
     pub memory_request_bytes: Option<f64>,
     /// `[unix_seconds, cores]`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::samples::cpu_samples")]
     pub cpu_samples: Vec<[f64; 2]>,
     /// `[unix_seconds, bytes]`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::samples::memory_samples")]
     pub memory_samples: Vec<[f64; 2]>,
     /// `[unix_seconds, bytes|null, observed_at?]`.
     #[serde(default)]
