@@ -304,3 +304,78 @@ fn retried_and_resumed_windows_feed_every_point_once() {
     assert!(rec.cpu.values().all(|&n| n == 1) && rec.memory.values().all(|&n| n == 1));
     assert_eq!((points(&rec.cpu), points(&rec.memory)), (2 * 180, 2 * 180));
 }
+
+/// A `CONNECT` proxy on loopback counting its tunnels.
+fn connect_proxy() -> (u16, Arc<AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Write};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let tunnels = Arc::new(AtomicUsize::new(0));
+    let t = tunnels.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(client) = conn else { continue };
+            let t = t.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(client.try_clone().unwrap());
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                let target = line
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap_or_default()
+                    .to_string();
+                assert!(line.starts_with("CONNECT "), "not a CONNECT: {line:?}");
+                loop {
+                    let mut h = String::new();
+                    if reader.read_line(&mut h).unwrap() <= 2 {
+                        break;
+                    }
+                }
+                let upstream = std::net::TcpStream::connect(&target).unwrap();
+                t.fetch_add(1, Ordering::SeqCst);
+                let mut c = client;
+                c.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .unwrap();
+                let (mut c2, mut u2) = (c.try_clone().unwrap(), upstream.try_clone().unwrap());
+                std::thread::spawn(move || std::io::copy(&mut u2, &mut c2));
+                let mut up = upstream;
+                let _ = std::io::copy(&mut reader, &mut up);
+            });
+        }
+    });
+    (port, tunnels)
+}
+
+#[test]
+fn proxy_variables_are_honoured() {
+    let s = stub(|r, _| Reply::Full(200, healthy(r)));
+    let (proxy, tunnels) = connect_proxy();
+    let url = format!("http://127.0.0.1:{}", s.port);
+    let run = |no_proxy: &str| {
+        Command::new(env!("CARGO_BIN_EXE_tailor"))
+            .args(["recommend", "--prometheus", &url, "--history", "3h"])
+            .args(["--end", &END.to_string(), "-o", "json"])
+            .env_remove("http_proxy")
+            .env_remove("https_proxy")
+            .env_remove("no_proxy")
+            .env("HTTP_PROXY", format!("http://127.0.0.1:{proxy}"))
+            .env("NO_PROXY", no_proxy)
+            .output()
+            .unwrap()
+    };
+    let out = run("");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        tunnels.load(Ordering::SeqCst) >= 1,
+        "no query went through the proxy"
+    );
+    let before = tunnels.load(Ordering::SeqCst);
+    let out = run("127.0.0.1");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        tunnels.load(Ordering::SeqCst),
+        before,
+        "NO_PROXY was not honoured"
+    );
+}
