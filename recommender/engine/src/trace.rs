@@ -138,7 +138,13 @@ pub fn parse(name: &str, data: &[u8]) -> Result<Loaded, ParseError> {
 }
 
 fn json_error(name: &str, e: &serde_json::Error) -> ParseError {
-    ParseError(format!("{name}:{}:{}: {e}", e.line(), e.column()))
+    // The position leads the message; serde_json's own " at line L column C" would repeat it.
+    let msg = e.to_string();
+    let msg = match msg.rsplit_once(" at line ") {
+        Some((m, _)) if e.line() > 0 => m.to_string(),
+        _ => msg,
+    };
+    ParseError(format!("{name}:{}:{}: {msg}", e.line(), e.column()))
 }
 
 /// (pod, container) → index in a trace's `containers`.
