@@ -54,6 +54,20 @@ impl std::fmt::Debug for Auth {
     }
 }
 
+/// Whether responses are asked for gzip-compressed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "flags", derive(clap::ValueEnum))]
+pub enum Compression {
+    /// gzip unless the server is on a loopback address (there compressing costs both sides CPU and saves
+    /// nothing).
+    #[default]
+    Auto,
+    /// Always gzip.
+    Gzip,
+    /// Never.
+    None,
+}
+
 /// Connection settings.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -75,6 +89,8 @@ pub struct ClientConfig {
     pub insecure: bool,
     /// Sign every request with AWS SigV4 (Amazon Managed Prometheus).
     pub sigv4: Option<SigV4Config>,
+    /// Response compression.
+    pub compression: Compression,
 }
 
 impl Default for ClientConfig {
@@ -89,6 +105,7 @@ impl Default for ClientConfig {
             backoff: Duration::from_millis(500),
             insecure: false,
             sigv4: None,
+            compression: Compression::Auto,
         }
     }
 }
@@ -221,6 +238,8 @@ struct Inner {
     base: String,
     /// `Host` of the base URL (signed requests carry it explicitly).
     host: String,
+    /// Ask for gzip.
+    gzip: bool,
     signer: Option<Signer>,
     http: HyperClient<Https, Full<Bytes>>,
     headers: Vec<(HeaderName, HeaderValue)>,
@@ -384,12 +403,18 @@ impl PromClient {
             .pool_idle_timeout(Duration::from_secs(30))
             .build(https);
         let host = uri.authority().map(|a| a.to_string()).unwrap_or_default();
+        let gzip = match config.compression {
+            Compression::Gzip => true,
+            Compression::None => false,
+            Compression::Auto => !is_loopback(uri.host().unwrap_or_default()),
+        };
         let signer = config.sigv4.clone().map(Signer::new);
         Ok(PromClient {
             inner: Arc::new(Inner {
                 config,
                 base,
                 host,
+                gzip,
                 signer,
                 http: client,
                 headers,
@@ -593,8 +618,10 @@ impl PromClient {
                 "application/x-www-form-urlencoded",
             )
             .header(http::header::ACCEPT, "application/json")
-            .header(http::header::ACCEPT_ENCODING, "gzip")
             .header(http::header::USER_AGENT, "tailor");
+        if self.inner.gzip {
+            req = req.header(http::header::ACCEPT_ENCODING, "gzip");
+        }
         for (k, v) in &self.inner.headers {
             req = req.header(k, v);
         }
@@ -893,6 +920,14 @@ pub fn parse_series(el: &[u8]) -> Result<Series, String> {
     })
 }
 
+/// Whether `host` (a URL's host: name, IPv4 or bracketed IPv6) is this machine.
+fn is_loopback(host: &str) -> bool {
+    let h = host.trim_start_matches('[').trim_end_matches(']');
+    h.eq_ignore_ascii_case("localhost")
+        || h.parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// The system's trust anchors (certificates that fail to load are skipped).
 fn rustls_native_certs() -> Vec<rustls::pki_types::CertificateDer<'static>> {
     rustls_native_certs::load_native_certs().certs
@@ -910,6 +945,12 @@ mod tests {
         );
         assert_eq!(secs(1500), "1.500");
         assert_eq!(secs(2000), "2");
+    }
+
+    #[test]
+    fn loopback_hosts() {
+        assert!(is_loopback("127.0.0.1") && is_loopback("[::1]") && is_loopback("localhost"));
+        assert!(!is_loopback("prometheus.monitoring.svc") && !is_loopback("10.0.0.1"));
     }
 
     #[test]

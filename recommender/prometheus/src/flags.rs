@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::client::{Auth, ClientConfig};
+use crate::client::{Auth, ClientConfig, Compression};
 use crate::history::HistoryConfig;
 use crate::sigv4::SigV4Config;
 
@@ -118,6 +118,9 @@ pub struct PrometheusFlags {
     /// Skip TLS certificate verification.
     #[arg(long)]
     pub prometheus_insecure: bool,
+    /// Response compression: `auto` asks for gzip unless the server is on a loopback address.
+    #[arg(long, value_enum, default_value_t = Compression::Auto)]
+    pub prometheus_compression: Compression,
     /// Time limit of one query, response included.
     #[arg(long, value_parser = duration, default_value = "5m")]
     pub prometheus_query_timeout: Duration,
@@ -181,6 +184,7 @@ impl PrometheusFlags {
             read_timeout: self.prometheus_read_timeout,
             retries: self.prometheus_retries,
             insecure: self.prometheus_insecure,
+            compression: self.prometheus_compression,
             sigv4: self.prometheus_sigv4.then(|| SigV4Config {
                 region: self.prometheus_sigv4_region.clone().unwrap_or_default(),
                 service: self.prometheus_sigv4_service.clone(),

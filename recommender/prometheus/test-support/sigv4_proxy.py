@@ -3,7 +3,7 @@
 Every /api/v1/* request must carry a valid AWS Signature Version 4 (checked by botocore, an implementation
 independent of the Rust client's), else it is answered 403 the way AWS words it; valid requests are forwarded
 to the upstream Prometheus-compatible server and the answer is gzip-compressed when the client accepts it.
-The same port also plays STS (AssumeRoleWithWebIdentity, for IRSA) and the EKS Pod Identity agent, each
+GET /stats counts the answers sent gzip-compressed and plain. The same port also plays STS (AssumeRoleWithWebIdentity, for IRSA) and the EKS Pod Identity agent, each
 issuing temporary credentials that are then accepted.
 
 Usage: sigv4_proxy.py CONFIG.json; prints "listening PORT" once ready. CONFIG:
@@ -29,6 +29,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 CONFIG = {}
+STATS = {"gzip": 0, "plain": 0}
 AUTH_RE = re.compile(
     r"^AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request,\s*"
     r"SignedHeaders=([^,]+),\s*Signature=([0-9a-f]{64})$"
@@ -96,6 +97,9 @@ class Handler(BaseHTTPRequestHandler):
         if "gzip" in self.headers.get("Accept-Encoding", "") and status == 200:
             data = gzip.compress(data)
             headers["Content-Encoding"] = "gzip"
+            STATS["gzip"] += 1
+        else:
+            STATS["plain"] += 1
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
@@ -116,6 +120,8 @@ class Handler(BaseHTTPRequestHandler):
     def handle_any(self, method):
         body = self.body()
         path = self.path
+        if path == "/stats":
+            return self.reply(200, json.dumps(STATS))
         if path.startswith("/pod-identity"):
             return self.pod_identity()
         if method == "POST" and path == "/" and b"Action=AssumeRoleWithWebIdentity" in body:

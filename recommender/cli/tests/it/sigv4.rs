@@ -101,6 +101,9 @@ fn run(proxy: &Proxy, home: &Path, env: &[(&str, String)], extra: &[&str]) -> Ou
         "--prometheus-sigv4",
         "--prometheus-retries",
         "0",
+        // The proxy is on loopback, where `auto` would not ask for gzip.
+        "--prometheus-compression",
+        "gzip",
     ];
     args.extend_from_slice(extra);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tailor"));
@@ -247,6 +250,17 @@ fn sigv4_signatures_are_checked_by_botocore_for_every_credential_source() {
         "EKS Pod Identity",
         &want,
     );
+
+    // Every signed answer came gzip-compressed and was read.
+    let (_, stats) = crate::prometheus::http(
+        proxy.url.rsplit(':').next().unwrap().parse().unwrap(),
+        "GET",
+        "/stats",
+        b"",
+    )
+    .unwrap();
+    let stats: Value = serde_json::from_slice(&stats).unwrap();
+    assert!(stats["gzip"].as_u64().unwrap() > 20, "{stats}");
 
     // No credentials anywhere: said before any query, exit 1.
     refused(
