@@ -279,9 +279,8 @@ mod tests {
         assert!(flags(&[]).validate().is_ok());
         assert!(flags(&["--target-cpu-percentile", "1"]).validate().is_ok());
         for p in ["2", "NaN", "-5", "0"] {
-            let e = flags(&["--target-cpu-percentile", p])
-                .validate()
-                .unwrap_err();
+            let flag = format!("--target-cpu-percentile={p}");
+            let e = flags(&[&flag]).validate().unwrap_err();
             assert!(
                 e.0.starts_with("--target-cpu-percentile must be in (0, 1]"),
                 "{e}"

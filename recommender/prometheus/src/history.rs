@@ -1219,10 +1219,17 @@ fn chains(cfg: &HistoryConfig, plan: &Plan, chain_next: &[usize]) -> Vec<Chain> 
             if windows.is_empty() {
                 continue;
             }
-            let span = Duration::from_millis(cfg.step_ms().max(0) as u64);
+            // A raw read's span is its window's; messages name the selector.
             let (query, metric) = match resource {
-                Resource::Cpu => (cfg.cpu_query(b, span), &cfg.cpu_metric),
-                Resource::Memory => (cfg.memory_query(b, span), &cfg.memory_metric),
+                Resource::Cpu if range => (cfg.cpu_query(b, cfg.step), &cfg.cpu_metric),
+                Resource::Cpu => (
+                    format!("{}{{{}}}[window]", cfg.cpu_metric, b.matchers),
+                    &cfg.cpu_metric,
+                ),
+                Resource::Memory => (
+                    format!("{}{{{}}}[window]", cfg.memory_metric, b.matchers),
+                    &cfg.memory_metric,
+                ),
             };
             let read = if range {
                 Read::Range
