@@ -3,7 +3,7 @@
 # CONTAINERS containers (default 1,000, 4 per pod, 25 pods per namespace) x DAYS days (default 14) at a
 # 1-minute step, imported through /api/v1/import; then prints the CLI's wall time, HTTP queries, bytes
 # received and peak RSS. Targets (DESIGN.md §6): <= 20 s, <= 50 queries.
-# Sizes: TAILOR_BENCH_CONTAINERS, TAILOR_BENCH_DAYS. Keeps the data under target/bench-vm (reused when the
+# Sizes: TAILOR_BENCH_CONTAINERS, TAILOR_BENCH_DAYS; TAILOR_BENCH_BASELINE=OLD_TAILOR also times an older binary. Keeps the data under target/bench-vm (reused when the
 # sizes match; remove it to regenerate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -70,4 +70,13 @@ echo "command: tailor recommend --prometheus $URL --history ${DAYS}d --step 1m -
 /usr/bin/time -f "peak RSS %M KiB, wall %e s, user %U s, sys %S s" \
   "$TAILOR" recommend --prometheus "$URL" --history "${DAYS}d" --step 1m --end "$END" --output json \
   >"$DATA/out.json"
+# TAILOR_BENCH_BASELINE=/path/to/an/older/tailor: the same command with it, then the new one again, against
+# the same server in the same window (timings on a shared machine are only comparable side by side).
+if [[ -n ${TAILOR_BENCH_BASELINE:-} ]]; then
+  for bin in "$TAILOR_BENCH_BASELINE" "$TAILOR"; do
+    /usr/bin/time -f "$bin: peak RSS %M KiB, wall %e s, user %U s, sys %S s" \
+      "$bin" recommend --prometheus "$URL" --history "${DAYS}d" --step 1m --end "$END" --output json \
+      >"$DATA/out-$(basename "$(dirname "$bin")").json"
+  done
+fi
 python3 -c "import json,sys; v=json.load(open(sys.argv[1])); print(len(v), 'workloads,', sum(len(o['recommendations']) for o in v), 'container recommendations', file=sys.stderr)" "$DATA/out.json"

@@ -616,6 +616,20 @@ def expect_service_monitor(docs: list[dict]) -> None:
         assert s["spec"]["selector"]["matchLabels"] == svc["spec"]["selector"]
 
 
+def expect_sigv4(docs: list[dict]) -> None:
+    a = args(deployment(docs, "recommender"))
+    for flag in ("--prometheus-address=https://aps-workspaces.eu-west-1.amazonaws.com/workspaces/ws-1",
+                 "--prometheus-sigv4", "--prometheus-sigv4-region=eu-west-1", "--prometheus-sigv4-service=aps"):
+        assert flag in a, a
+    sa = one(docs, "ServiceAccount", f"{RELEASE}-recommender")
+    assert sa["metadata"]["annotations"] == {"example.com/team": "platform",
+                                             "eks.amazonaws.com/role-arn": ROLE_ARN}, sa["metadata"]
+    assert "annotations" not in one(docs, "ServiceAccount", f"{RELEASE}-admission")["metadata"]
+
+
+ROLE_ARN = "arn:aws:iam::123456789012:role/tailor-amp-query"
+
+
 def expect_no_rbac(docs: list[dict]) -> None:
     kinds = {d["kind"] for d in docs}
     assert not kinds & {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}, kinds
@@ -658,6 +672,11 @@ MATRIX: list[tuple[str, dict, Callable[[list[dict]], None] | None, str]] = [
                                            "relabelings": [{"action": "replace", "targetLabel": "x",
                                                             "replacement": "y"}]}},
      expect_service_monitor, NAMESPACE),
+    ("Amazon Managed Prometheus with SigV4 and IRSA", {"recommender": {
+        "serviceAccount": {"annotations": {"example.com/team": "platform"}},
+        "prometheus": {"address": "https://aps-workspaces.eu-west-1.amazonaws.com/workspaces/ws-1",
+                       "sigv4": {"enabled": True, "region": "eu-west-1", "roleArn": ROLE_ARN}}}},
+     expect_sigv4, NAMESPACE),
     ("no RBAC, existing ServiceAccounts", {"rbac": {"create": False},
                                            **{c: {"serviceAccount": {"create": False, "name": "existing-sa"}}
                                               for c in COMPONENTS}},
@@ -709,6 +728,8 @@ INVALID: list[tuple[str, dict, str]] = [
     ("ServiceMonitor without the updater Service",
      {"serviceMonitor": {"enabled": True}, "updater": {"service": {"enabled": False}}},
      "serviceMonitor.enabled needs updater.service.enabled"),
+    ("schema: SigV4 role that is not an IAM role ARN",
+     {"recommender": {"prometheus": {"sigv4": {"roleArn": "tailor-role"}}}}, "roleArn"),
 ]
 
 

@@ -29,7 +29,7 @@ stamp="$VENV/.requirements.sha"
 want=$(sha256sum "$REQ" | cut -d' ' -f1)
 if [[ ! -x $VENV/bin/python || ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q -r "$REQ"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q -r "$REQ"
   echo "$want" >"$stamp"
 fi

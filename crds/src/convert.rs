@@ -50,6 +50,17 @@ pub enum ConvertError {
     /// The output could not be rendered.
     #[error("cannot render YAML: {0}")]
     Render(String),
+    /// `updateMode` read as a boolean that is no mode (`true`: an unquoted `On` or `Yes`).
+    #[error(
+        "document {document}: {name:?}: spec.updatePolicy.updateMode is the boolean true (an unquoted On or Yes?); \
+         write one of \"Off\", \"Initial\", \"Recreate\", \"InPlaceOrRecreate\", \"Auto\", quoted"
+    )]
+    UpdateModeBool {
+        /// 1-based index of the document in the stream.
+        document: usize,
+        /// Name of the object.
+        name: String,
+    },
 }
 
 /// What conversion did to a stream of documents.
@@ -125,6 +136,21 @@ pub fn convert_object(doc: &mut Value, document: usize) -> Result<usize, Convert
     if let Some(obj) = doc.as_object_mut() {
         obj.insert("apiVersion".into(), Value::String(format!("{GROUP}/v1")));
     }
+    // YAML 1.1 reads an unquoted `Off` as false: the mode meant is "Off" (written quoted on output).
+    if let Some(mode) = doc.pointer_mut("/spec/updatePolicy/updateMode") {
+        match mode {
+            Value::Bool(false) => *mode = Value::String("Off".into()),
+            Value::Bool(true) => {
+                let name = doc
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                return Err(ConvertError::UpdateModeBool { document, name });
+            }
+            _ => {}
+        }
+    }
     if let Some(meta) = doc.get_mut("metadata").and_then(Value::as_object_mut) {
         for key in SERVER_METADATA {
             meta.remove(key);
@@ -165,6 +191,19 @@ spec:
   futureField:
     keep: me
 "#;
+
+    #[test]
+    fn unquoted_off_stays_off() {
+        let vpa = "apiVersion: autoscaling.k8s.io/v1\nkind: VerticalPodAutoscaler\nmetadata:\n  name: w\n\
+                   spec:\n  updatePolicy:\n    updateMode: Off\n";
+        let out = convert_manifests(vpa).unwrap();
+        assert!(out.contains("updateMode: \"Off\""), "{out}");
+        let e = convert_manifests(&vpa.replace("Off", "On")).unwrap_err();
+        assert!(
+            e.to_string().contains("updateMode is the boolean true"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn rewrites_vpa_and_keeps_the_rest() {

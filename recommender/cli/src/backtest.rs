@@ -160,12 +160,27 @@ fn load(args: &BacktestArgs) -> anyhow::Result<(Vec<Trace>, Option<String>)> {
     } else {
         path.display().to_string()
     };
-    let data = input::read_all(path)?;
-    let loaded = tailor_engine::trace::parse(&name, &data).map_err(|e| InputError(e.0))?;
-    if loaded.traces.len() > MAX_TRACES {
+    // Streamed like `recommend --input`; impossible usage values are refused with their line.
+    let reader = input::open(path)?;
+    let mut traces = Vec::new();
+    let mut too_many = false;
+    tailor_engine::trace::parse_each(
+        &name,
+        reader,
+        tailor_engine::samples::BadSamples::Reject,
+        &mut |p| {
+            if traces.len() < MAX_TRACES {
+                traces.push(p.trace);
+            } else {
+                too_many = true;
+            }
+        },
+    )
+    .map_err(|e| InputError(e.0))?;
+    if too_many {
         return Err(InputError(format!("{name}: more than {MAX_TRACES} traces")).into());
     }
-    Ok((loaded.traces, None))
+    Ok((traces, None))
 }
 
 /// Every trace under every strategy; per strategy the containers of all traces, in input order.

@@ -4,8 +4,6 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
-
 use crate::error::InputError;
 
 /// Arguments of `tailor convert`.
@@ -25,8 +23,8 @@ pub fn run(args: &ConvertArgs) -> anyhow::Result<ExitCode> {
         if f.as_os_str() == "-" {
             docs.push(("<stdin>".to_string(), read_stdin()?));
         } else {
-            let text =
-                std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| InputError(format!("reading {}: {e}", f.display())))?;
             docs.push((f.display().to_string(), text));
         }
     }
@@ -46,6 +44,6 @@ fn read_stdin() -> anyhow::Result<String> {
     let mut s = String::new();
     std::io::stdin()
         .read_to_string(&mut s)
-        .context("reading stdin")?;
+        .map_err(|e| InputError(format!("reading stdin: {e}")))?;
     Ok(s)
 }

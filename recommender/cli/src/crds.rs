@@ -9,6 +9,6 @@ pub struct CrdsArgs {}
 /// Prints the CRDs as YAML.
 pub fn run(_: &CrdsArgs) -> anyhow::Result<ExitCode> {
     let yaml = tailor_crds::crds_yaml()?;
-    print!("{yaml}");
+    std::io::Write::write_all(&mut std::io::stdout().lock(), yaml.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -56,6 +56,8 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // The reader went away (`tailor … | head`): nothing more to say to anyone.
+        Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             if e.chain().any(|c| c.is::<InputError>()) {
@@ -65,4 +67,12 @@ pub fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// Whether the error is a write to a closed pipe.
+fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

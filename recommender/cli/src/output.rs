@@ -45,7 +45,12 @@ pub struct Recommendation {
     pub output: ReplayOutput,
     /// What it is for.
     pub target: Target,
+    /// Usage samples dropped as impossible by `--skip-bad-samples`: (CPU, memory).
+    pub skipped: [u64; 2],
 }
+
+/// The upstream release whose algorithm and output shape Tailor follows (trace-format §1.4 `upstream`).
+pub const UPSTREAM: &str = "vertical-pod-autoscaler/v1.2.2";
 
 /// What a source produced, in output order.
 #[derive(Debug, Clone, Default)]
@@ -64,7 +69,7 @@ pub fn write(
     explain: bool,
 ) -> anyhow::Result<()> {
     let outputs: Vec<&ReplayOutput> = recs.items.iter().map(|r| &r.output).collect();
-    let shaped: Vec<Value> = outputs.iter().map(|o| shape(o, explain)).collect();
+    let shaped: Vec<Value> = recs.items.iter().map(|r| shape(r, explain)).collect();
     let single = recs.single;
     match format {
         OutputFormat::Json => {
@@ -85,7 +90,7 @@ pub fn write(
             w.write_all(serde_saphyr::to_string(&v)?.as_bytes())?;
         }
         OutputFormat::Csv => write_csv(w, &outputs)?,
-        OutputFormat::Table => write_table(w, &outputs, explain)?,
+        OutputFormat::Table => write_table(w, &recs.items, explain)?,
         OutputFormat::Vpa => {
             let docs: Vec<Value> = recs
                 .items
@@ -99,10 +104,26 @@ pub fn write(
     Ok(())
 }
 
-fn shape(o: &ReplayOutput, explain: bool) -> Value {
+/// The trace-format §1.4 object: `id`, `recommendations`, `discarded`, `error` (when the trace could not be
+/// run), `upstream`; plus Tailor's `explain` (with `--explain`) and `skipped` (samples `--skip-bad-samples`
+/// dropped, when there were any).
+fn shape(r: &Recommendation, explain: bool) -> Value {
+    let o = &r.output;
     let mut v = serde_json::to_value(o).unwrap_or(Value::Null);
-    if !explain && let Some(m) = v.as_object_mut() {
-        m.remove("explain");
+    if let Some(m) = v.as_object_mut() {
+        if !explain {
+            m.remove("explain");
+        }
+        if !m.contains_key("discarded") {
+            m.insert("discarded".into(), json!({"cpu": 0, "memory": 0, "oom": 0}));
+        }
+        if r.skipped != [0, 0] {
+            m.insert(
+                "skipped".into(),
+                json!({"cpu": r.skipped[0], "memory": r.skipped[1]}),
+            );
+        }
+        m.insert("upstream".into(), json!(UPSTREAM));
     }
     v
 }
@@ -181,7 +202,7 @@ fn fmt_span(ns: i64) -> String {
     }
 }
 
-fn write_table(w: &mut dyn Write, outputs: &[&ReplayOutput], explain: bool) -> anyhow::Result<()> {
+fn write_table(w: &mut dyn Write, items: &[Recommendation], explain: bool) -> anyhow::Result<()> {
     let mut rows: Vec<[String; 6]> = vec![[
         "TRACE".into(),
         "CONTAINER".into(),
@@ -191,7 +212,9 @@ fn write_table(w: &mut dyn Write, outputs: &[&ReplayOutput], explain: bool) -> a
         "NOTES".into(),
     ]];
     let mut details = Vec::new();
-    for o in outputs {
+    for item in items {
+        let o = &item.output;
+        let skipped = item.skipped[0] + item.skipped[1];
         if let Some(e) = &o.error {
             rows.push([
                 o.id.clone(),
@@ -224,6 +247,12 @@ fn write_table(w: &mut dyn Write, outputs: &[&ReplayOutput], explain: bool) -> a
                 )
             });
             let mut notes = Vec::new();
+            if i == 0 && skipped > 0 {
+                notes.push(format!(
+                    "{skipped} bad sample(s) skipped ({} cpu, {} memory)",
+                    item.skipped[0], item.skipped[1]
+                ));
+            }
             if let Some(e) = ex {
                 if !e.oom_bumps.is_empty() {
                     notes.push(format!("{} OOM bump(s)", e.oom_bumps.len()));
@@ -261,7 +290,7 @@ fn write_table(w: &mut dyn Write, outputs: &[&ReplayOutput], explain: bool) -> a
                 notes.join("; "),
             ]);
             if explain && let Some(e) = ex {
-                details.push(explain_text(&o.id, e));
+                details.push(explain_text(&o.id, e, r));
             }
         }
     }
@@ -286,7 +315,11 @@ fn write_table(w: &mut dyn Write, outputs: &[&ReplayOutput], explain: bool) -> a
     Ok(())
 }
 
-fn explain_text(id: &str, e: &tailor_engine::replay::TraceExplain) -> String {
+fn explain_text(
+    id: &str,
+    e: &tailor_engine::replay::TraceExplain,
+    r: &tailor_engine::replay::OutputRecommendation,
+) -> String {
     let d = &e.detail;
     let mut s = format!(
         "{id} / {}: {} cpu samples, {} memory samples, history {}, confidence cpu {:.4} memory {:.4}\n",
@@ -307,11 +340,21 @@ fn explain_text(id: &str, e: &tailor_engine::replay::TraceExplain) -> String {
             if st.resource == "cpu" {
                 fmt_cpu(Some(v))
             } else {
-                format!("{v} ({})", fmt_mem(Some(v)))
+                format!("{v} bytes ({})", fmt_mem(Some(v)))
             }
         };
+        let bound = match st.bound {
+            "lowerBound" => &r.lower_bound,
+            "upperBound" => &r.upper_bound,
+            _ => &r.target,
+        };
+        let fin = if st.resource == "cpu" {
+            bound.cpu
+        } else {
+            bound.memory
+        };
         s.push_str(&format!(
-            "  {:<6} {:<10} p{:<5} bucket {:>4} -> {} +margin {} x{:.4} = {}{}\n",
+            "  {:<6} {:<10} p{:<5} bucket {:>4} -> {} +margin {} x{:.4} = {}{}; final {}\n",
             st.resource,
             st.bound,
             st.percentile,
@@ -321,10 +364,11 @@ fn explain_text(id: &str, e: &tailor_engine::replay::TraceExplain) -> String {
             st.multiplier,
             fmt(st.estimate),
             if st.minimum_applied {
-                " (raised to the minimum)"
+                ", raised to the minimum"
             } else {
                 ""
-            }
+            },
+            fin.map_or("- (not controlled)".to_string(), fmt)
         ));
     }
     for c in &d.caps {
@@ -450,6 +494,7 @@ mod tests {
                     kind: "StatefulSet".into(),
                     ..Target::default()
                 },
+                skipped: [0, 0],
             }],
             single: false,
         };

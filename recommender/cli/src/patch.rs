@@ -9,6 +9,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use tailor_admission::pod::PatchOptions;
 use tailor_admission::preview::{InputFile, preview_patch, run_cases};
 
+use serde_json::Value;
+
 use crate::error::InputError;
 
 /// Arguments of `tailor patch`.
@@ -39,6 +41,94 @@ pub struct PatchArgs {
     /// Also size native sidecars, init containers with restartPolicy Always (Tailor option).
     #[arg(long)]
     pub native_sidecars: bool,
+    /// Patch even when the VPA does not select the pod (another namespace or workload).
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// The first document of `text` (YAML or JSON, several documents allowed) that satisfies `want`.
+fn document(
+    name: &str,
+    text: &str,
+    want: impl Fn(&Value) -> bool,
+) -> Result<Option<Value>, InputError> {
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(text).map_err(|e| InputError(format!("{name}: {e}")))?;
+    Ok(docs.into_iter().find(|d| want(d)))
+}
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// The workload (kind, name) a pod belongs to: its controller, a ReplicaSet named after its Deployment seen
+/// as that Deployment, a Job named after its CronJob also as that CronJob; a workload manifest is itself.
+fn owners_of(obj: &Value) -> Vec<(String, String)> {
+    let kind = str_at(obj, "/kind").unwrap_or("Pod");
+    if kind != "Pod" {
+        return str_at(obj, "/metadata/name")
+            .map(|n| vec![(kind.to_string(), n.to_string())])
+            .unwrap_or_default();
+    }
+    let refs = obj
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let Some(owner) = refs
+        .iter()
+        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+        .or(refs.first())
+    else {
+        return Vec::new();
+    };
+    let (Some(k), Some(n)) = (str_at(owner, "/kind"), str_at(owner, "/name")) else {
+        return Vec::new();
+    };
+    let mut out = vec![(k.to_string(), n.to_string())];
+    let hash = str_at(obj, "/metadata/labels/pod-template-hash");
+    match (k, n.rsplit_once('-')) {
+        ("ReplicaSet", Some((deployment, h))) if hash.is_none_or(|x| x == h) => {
+            out.push(("Deployment".into(), deployment.into()));
+        }
+        ("Job", Some((cron, n))) if n.chars().all(|c| c.is_ascii_digit()) => {
+            out.push(("CronJob".into(), cron.into()));
+        }
+        _ => {}
+    }
+    out
+}
+
+/// Why the VPA does not select the pod, if it does not.
+fn mismatch(pod: &Value, vpa: &Value) -> Option<String> {
+    let (pod_ns, vpa_ns) = (
+        str_at(pod, "/metadata/namespace"),
+        str_at(vpa, "/metadata/namespace"),
+    );
+    if let (Some(p), Some(v)) = (pod_ns, vpa_ns)
+        && p != v
+    {
+        return Some(format!(
+            "the pod is in namespace {p:?}, the VPA in {v:?}: a VPA only selects pods of its own namespace"
+        ));
+    }
+    let (Some(kind), Some(name)) = (
+        str_at(vpa, "/spec/targetRef/kind"),
+        str_at(vpa, "/spec/targetRef/name"),
+    ) else {
+        return Some("the VPA has no spec.targetRef (kind and name)".into());
+    };
+    let owners = owners_of(pod);
+    if owners.iter().any(|(k, n)| k == kind && n == name) {
+        return None;
+    }
+    let what = match owners.last() {
+        Some((k, n)) => format!("the pod belongs to {k}/{n}"),
+        None => "the pod has no controller".to_string(),
+    };
+    Some(format!("{what}, the VPA targets {kind}/{name}"))
 }
 
 fn read(path: &Path) -> anyhow::Result<(String, String)> {
@@ -70,6 +160,20 @@ pub fn run(args: &PatchArgs) -> anyhow::Result<ExitCode> {
         };
         let (pod_name, pod_text) = read(pod)?;
         let (vpa_name, vpa_text) = read(vpa)?;
+        if !args.force {
+            let pod_doc = document(&pod_name, &pod_text, |d| d.get("kind").is_some())?;
+            let vpa_doc = document(&vpa_name, &vpa_text, |d| {
+                str_at(d, "/kind") == Some("VerticalPodAutoscaler")
+            })?;
+            if let (Some(p), Some(v)) = (pod_doc, vpa_doc)
+                && let Some(why) = mismatch(&p, &v)
+            {
+                return Err(InputError(format!(
+                    "{vpa_name} does not select {pod_name}: {why} (--force patches anyway)"
+                ))
+                .into());
+            }
+        }
         let lrs = args
             .limit_ranges
             .iter()

@@ -17,9 +17,7 @@ use tailor_prometheus::model_sink::ModelSink;
 use crate::error::InputError;
 use crate::output::{Recommendation, Recommendations, Target};
 
-fn duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| e.to_string())
-}
+use tailor_prometheus::flags::duration;
 
 /// Flags of the Prometheus history source: the address and the history span here, the connection and query
 /// flags shared with `tailor-recommender` in [`PrometheusFlags`].
@@ -120,15 +118,42 @@ fn progress_bar() -> ProgressBar {
 
 fn no_containers(url: &str, hcfg: &HistoryConfig) -> anyhow::Error {
     InputError(format!(
-        "{url}: no container series of {} or {} matched (job {:?}, namespaces {:?}, selector {:?}); \
-         check --prometheus-cadvisor-job-name and the container label flags",
+        "{url}: no container series of {} or {} matched (job {}, cluster {}, namespaces {:?}, selector {:?}); \
+         check --prometheus-cadvisor-job-name, --cluster-label/--cluster and the container label flags",
         hcfg.cpu_metric,
         hcfg.memory_metric,
-        hcfg.cadvisor_job,
+        if hcfg.cadvisor_job.is_empty() {
+            "any".to_string()
+        } else {
+            format!("{:?}", hcfg.cadvisor_job)
+        },
+        hcfg.cluster
+            .as_ref()
+            .map_or("any".to_string(), |(l, v)| format!("{l}={v:?}")),
         hcfg.namespaces,
         hcfg.pod_selector.clone().unwrap_or_default()
     ))
     .into()
+}
+
+/// One line per source the containers are read from, naming the sources passed over.
+pub fn source_report(plan: &tailor_prometheus::history::Plan) -> Vec<String> {
+    plan.source_uses
+        .iter()
+        .map(|u| {
+            let mut line = format!("reading {} containers from {}", u.containers, u.source);
+            if u.contested > 0 {
+                let others: Vec<String> = u.passed_over.iter().map(ToString::to_string).collect();
+                line.push_str(&format!(
+                    " ({} also scraped as {}: passed over, cAdvisor preferred; \
+                     --prometheus-cadvisor-job-name chooses)",
+                    u.contested,
+                    others.join(", ")
+                ));
+            }
+            line
+        })
+        .collect()
 }
 
 /// A history read by [`read`]: what the consumer made of it, the one-line summary and why it is incomplete.
@@ -174,6 +199,11 @@ pub fn read<T>(
         bar.finish_and_clear();
         return Err(no_containers(&url, &hcfg));
     }
+    bar.suspend(|| {
+        for line in source_report(&plan) {
+            eprintln!("{line}");
+        }
+    });
     bar.set_length(plan.load_queries() as u64);
     let mut state = LoadState::default();
     let mut result = Ok(());
@@ -232,6 +262,7 @@ pub fn load(p: &PrometheusArgs, config: &ReplayConfig, explain: bool) -> anyhow:
                     ..Target::default()
                 },
                 output: w.output,
+                skipped: [0, 0],
             })
             .collect()
     })?;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use tailor_engine::estimate_flags::EstimationFlags;
 use tailor_engine::replay::{ReplayConfig, replay};
+use tailor_engine::samples::BadSamples;
 
 use crate::error::InputError;
 use crate::output::{self, OutputFormat, Recommendation, Recommendations, Target};
@@ -20,21 +21,26 @@ pub struct RecommendArgs {
         long,
         short,
         required_unless_present = "prometheus",
-        conflicts_with = "prometheus"
+        conflicts_with = "prometheus",
+        help_heading = "Input and output"
     )]
     pub input: Option<PathBuf>,
+    /// Drop usage values that cannot be real (negative, not finite, beyond any machine) instead of failing on
+    /// the first; the count is reported per workload (table notes, `skipped` in JSON/YAML).
+    #[arg(long, help_heading = "Input and output")]
+    pub skip_bad_samples: bool,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = OutputFormat::Table, help_heading = "Input and output")]
+    pub output: OutputFormat,
+    /// Show, per container and resource, the inputs of each number and the final value (table, json, yaml).
+    #[arg(long, help_heading = "Input and output")]
+    pub explain: bool,
     /// History from a Prometheus-compatible API (`--prometheus URL` and its flags).
     #[command(flatten)]
     pub history: prometheus::PrometheusArgs,
-    /// Output format.
-    #[arg(long, short, value_enum, default_value_t = OutputFormat::Table)]
-    pub output: OutputFormat,
-    /// Show, per container and resource, the inputs of each number.
-    #[arg(long)]
-    pub explain: bool,
 
     /// Upstream's model and estimation flags (shared with `tailor-recommender`).
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Model and estimation (upstream's flags)")]
     pub estimation: EstimationFlags,
     /// Judge OOM staleness like upstream ≤ 1.2 (against the window end instead of the last memory sample).
     #[arg(long, hide = true)]
@@ -54,6 +60,17 @@ impl RecommendArgs {
 /// Runs `tailor recommend`: reads the source, prints the recommendations, then reports what failed.
 pub fn run(args: &RecommendArgs) -> anyhow::Result<ExitCode> {
     let config = args.config()?;
+    if args.explain && matches!(args.output, OutputFormat::Csv | OutputFormat::Vpa) {
+        return Err(InputError(format!(
+            "--explain is not available with -o {}: use -o table, json or yaml",
+            if args.output == OutputFormat::Csv {
+                "csv"
+            } else {
+                "vpa"
+            }
+        ))
+        .into());
+    }
     let Some(input) = &args.input else {
         return run_prometheus(args, &config);
     };
@@ -62,7 +79,12 @@ pub fn run(args: &RecommendArgs) -> anyhow::Result<ExitCode> {
     } else {
         input.display().to_string()
     };
-    let recs = from_trace_file(input, &name, &config)?;
+    let rule = if args.skip_bad_samples {
+        BadSamples::Skip
+    } else {
+        BadSamples::Reject
+    };
+    let recs = from_trace_file(input, &name, &config, rule)?;
     print(&recs, args)?;
     let failed: Vec<String> = recs
         .items
@@ -83,31 +105,31 @@ pub fn run(args: &RecommendArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The trace source: every trace of the file replayed; the VPA spec comes from the trace.
+/// The trace source: every trace of the file replayed as soon as it has been read (a JSON array is streamed,
+/// never held whole); the VPA spec comes from the trace.
 fn from_trace_file(
     input: &std::path::Path,
     name: &str,
     config: &ReplayConfig,
+    rule: BadSamples,
 ) -> anyhow::Result<Recommendations> {
-    let data = input::read_all(input)?;
-    let loaded = tailor_engine::trace::parse(name, &data).map_err(|e| InputError(e.0))?;
-    drop(data);
-    let items = loaded
-        .traces
-        .into_iter()
-        .map(|t| Recommendation {
+    let reader = input::open(input)?;
+    let mut items = Vec::new();
+    let single = tailor_engine::trace::parse_each(name, reader, rule, &mut |p| {
+        let t = p.trace;
+        // Explain details always: the table's history column and notes come from them (small per container).
+        items.push(Recommendation {
             output: replay(&t, config, true),
             target: Target {
                 kind: String::new(),
                 policy: t.policy,
                 update_mode: t.update_mode,
             },
-        })
-        .collect();
-    Ok(Recommendations {
-        items,
-        single: loaded.single,
+            skipped: p.skipped,
+        });
     })
+    .map_err(|e| InputError(e.0))?;
+    Ok(Recommendations { items, single })
 }
 
 /// The Prometheus source: prints what loaded, then the load's summary, then why it is incomplete (exit 1).

@@ -583,7 +583,10 @@ pub fn recommend(
         ex.caps = hits
             .hits
             .iter()
-            .map(|(f, r, c, v)| format!("{f} {} capped to {c} {v}", r.name()))
+            .map(|(f, r, c, v)| {
+                let unit = if r.name() == "cpu" { "m" } else { " bytes" };
+                format!("{f} {} capped to {c} {v}{unit}", r.name())
+            })
             .collect();
     }
     Ok(out)

@@ -102,8 +102,8 @@ pub struct EstimationFlags {
 }
 
 impl EstimationFlags {
-    /// Checks that every window, half-life and count is greater than zero; the error names the first
-    /// offending flag.
+    /// Checks that every window, half-life and count is greater than zero, every percentile in (0, 1] and
+    /// every margin, minimum and bump finite and not negative; the error names the first offending flag.
     pub fn validate(&self) -> Result<(), FlagError> {
         for (name, d) in [
             ("--confidence-interval-cpu", self.confidence_interval_cpu),
@@ -126,6 +126,55 @@ impl EstimationFlags {
         ] {
             if d.is_zero() {
                 return Err(FlagError(format!("{name} must be greater than zero")));
+            }
+        }
+        for (name, p) in [
+            ("--target-cpu-percentile", self.target_cpu_percentile),
+            (
+                "--recommendation-lower-bound-cpu-percentile",
+                self.recommendation_lower_bound_cpu_percentile,
+            ),
+            (
+                "--recommendation-upper-bound-cpu-percentile",
+                self.recommendation_upper_bound_cpu_percentile,
+            ),
+            ("--target-memory-percentile", self.target_memory_percentile),
+            (
+                "--recommendation-lower-bound-memory-percentile",
+                self.recommendation_lower_bound_memory_percentile,
+            ),
+            (
+                "--recommendation-upper-bound-memory-percentile",
+                self.recommendation_upper_bound_memory_percentile,
+            ),
+        ] {
+            // Written so that NaN fails too.
+            if !(p > 0.0 && p <= 1.0) {
+                return Err(FlagError(format!(
+                    "{name} must be in (0, 1] (a fraction: 0.9 is the 90th percentile), got {p}"
+                )));
+            }
+        }
+        for (name, v) in [
+            (
+                "--recommendation-margin-fraction",
+                self.recommendation_margin_fraction,
+            ),
+            (
+                "--pod-recommendation-min-cpu-millicores",
+                self.pod_recommendation_min_cpu_millicores,
+            ),
+            (
+                "--pod-recommendation-min-memory-mb",
+                self.pod_recommendation_min_memory_mb,
+            ),
+            ("--oom-bump-up-ratio", self.oom_bump_up_ratio),
+            ("--oom-min-bump-up-bytes", self.oom_min_bump_up_bytes),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(FlagError(format!(
+                    "{name} must be a finite number >= 0, got {v}"
+                )));
             }
         }
         if self.memory_aggregation_interval_count <= 0 {
@@ -222,6 +271,34 @@ mod tests {
                 .unwrap()
                 .aggregations
                 .legacy_oom_staleness
+        );
+    }
+
+    #[test]
+    fn rejects_impossible_percentiles_and_margins() {
+        assert!(flags(&[]).validate().is_ok());
+        assert!(flags(&["--target-cpu-percentile", "1"]).validate().is_ok());
+        for p in ["2", "NaN", "-5", "0"] {
+            let flag = format!("--target-cpu-percentile={p}");
+            let e = flags(&[&flag]).validate().unwrap_err();
+            assert!(
+                e.0.starts_with("--target-cpu-percentile must be in (0, 1]"),
+                "{e}"
+            );
+        }
+        let e = flags(&["--recommendation-margin-fraction=-1"])
+            .validate()
+            .unwrap_err();
+        assert!(e.0.contains("--recommendation-margin-fraction must be a finite number >= 0"));
+        assert!(
+            flags(&["--recommendation-margin-fraction", "inf"])
+                .validate()
+                .is_err()
+        );
+        assert!(
+            flags(&["--recommendation-margin-fraction", "0"])
+                .validate()
+                .is_ok()
         );
     }
 

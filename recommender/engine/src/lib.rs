@@ -15,6 +15,7 @@ pub mod policy;
 pub mod profile;
 pub mod quantity;
 pub mod replay;
+pub mod samples;
 pub mod trace;
 pub mod units;
 pub mod workload;

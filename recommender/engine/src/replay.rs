@@ -77,10 +77,10 @@ pub struct TraceContainer {
     #[serde(default)]
     pub memory_request_bytes: Option<f64>,
     /// `[unix_seconds, cores]`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::samples::cpu_samples")]
     pub cpu_samples: Vec<[f64; 2]>,
     /// `[unix_seconds, bytes]`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::samples::memory_samples")]
     pub memory_samples: Vec<[f64; 2]>,
     /// `[unix_seconds, bytes|null, observed_at?]`.
     #[serde(default)]
@@ -350,7 +350,6 @@ pub(crate) struct Event {
     pub(crate) at: Nanos,
     pub(crate) kind: Kind,
     pub(crate) container: usize,
-    index: usize,
     pub(crate) ts: Nanos,
     pub(crate) value: Option<f64>,
 }
@@ -391,52 +390,161 @@ pub fn try_replay(
     if let Some(p) = &trace.policy {
         policy::validate(p)?;
     }
-    let events = trace_events(trace)?;
+    let events = EventLists::new(trace)?;
     let now = match trace.now {
         Some(n) => Some(nanos_from_unix_seconds(n).ok_or(TraceError::Now)?),
         None => None,
     };
     // The latest time of the trace is the stand-in wall clock.
-    let latest = events
-        .iter()
-        .map(|e| e.at.max(e.ts))
-        .chain(now)
-        .fold(0, Nanos::max);
+    let latest = now.into_iter().fold(events.latest, Nanos::max);
     let mut run = TraceCluster::build(trace, cfg.aggregations, latest)?;
-    let fed = run.feed(trace, &events);
+    let fed = run.feed(trace, events.merge(trace));
     if let Some(n) = now {
         run.cluster.rate_limited_garbage_collect(n);
     }
     run.recommend(trace, &cfg.recommender, fed, explain)
 }
 
-/// Every sample and OOM of the trace as an event, validated and sorted in replay order.
+/// Every sample and OOM of the trace as an event, validated, in replay order (the backtest walks it
+/// several times).
 pub(crate) fn trace_events(trace: &Trace) -> Result<Vec<Event>, TraceError> {
-    let mut events = Vec::new();
-    for (ci, c) in trace.containers.iter().enumerate() {
-        let samples = [
-            (Kind::Cpu, "cpu_samples", &c.cpu_samples),
-            (Kind::Memory, "memory_samples", &c.memory_samples),
-        ];
-        for (kind, field, list) in samples {
-            for (i, s) in list.iter().enumerate() {
-                let t = ts(&c.name, field, i, s[0])?;
-                events.push(Event {
-                    at: t,
-                    kind,
-                    container: ci,
-                    index: i,
-                    ts: t,
-                    value: Some(s[1]),
-                });
+    let lists = EventLists::new(trace)?;
+    Ok(lists.merge(trace).collect())
+}
+
+/// The event `index` of one container's list of one kind.
+fn event_at(c: &TraceContainer, ci: usize, kind: Kind, index: usize) -> Result<Event, TraceError> {
+    let sample = |field: &'static str, list: &[[f64; 2]]| -> Result<Event, TraceError> {
+        let s = list.get(index).copied().unwrap_or([f64::NAN, 0.0]);
+        let t = ts(&c.name, field, index, s[0])?;
+        Ok(Event {
+            at: t,
+            kind,
+            container: ci,
+            ts: t,
+            value: Some(s[1]),
+        })
+    };
+    match kind {
+        Kind::Cpu => sample("cpu_samples", &c.cpu_samples),
+        Kind::Memory => sample("memory_samples", &c.memory_samples),
+        Kind::Oom => oom_event(
+            c,
+            ci,
+            index,
+            c.ooms.get(index).map_or(&[][..], Vec::as_slice),
+        ),
+    }
+}
+
+/// One container's events of one kind, in replay order: the list itself when it is in time order, else its
+/// indices stably sorted by time.
+struct EventList {
+    container: usize,
+    kind: Kind,
+    len: usize,
+    order: Option<Vec<usize>>,
+}
+
+impl EventList {
+    fn index(&self, pos: usize) -> usize {
+        self.order
+            .as_ref()
+            .map_or(pos, |o| o.get(pos).copied().unwrap_or(pos))
+    }
+}
+
+/// Every sample and OOM of the trace, validated, in replay order without being copied: the replay order is
+/// `(at, kind, container, index)`, which a merge of the per-container, per-kind lists (each in `(at, index)`
+/// order) reproduces exactly. Memory: nothing per sample unless a list is out of time order.
+struct EventLists {
+    lists: Vec<EventList>,
+    /// The latest event or sample time.
+    latest: Nanos,
+}
+
+/// A merge cursor: the next event's sort key and its list.
+type Head = std::cmp::Reverse<(Nanos, Kind, usize, usize, usize)>;
+
+impl EventLists {
+    fn new(trace: &Trace) -> Result<Self, TraceError> {
+        let mut lists = Vec::new();
+        let mut latest = 0;
+        for (ci, c) in trace.containers.iter().enumerate() {
+            for (kind, len) in [
+                (Kind::Cpu, c.cpu_samples.len()),
+                (Kind::Memory, c.memory_samples.len()),
+                (Kind::Oom, c.ooms.len()),
+            ] {
+                let mut sorted = true;
+                let mut prev = Nanos::MIN;
+                for i in 0..len {
+                    let e = event_at(c, ci, kind, i)?;
+                    latest = latest.max(e.at.max(e.ts));
+                    sorted &= e.at >= prev;
+                    prev = e.at;
+                }
+                let order = if sorted {
+                    None
+                } else {
+                    let mut at = Vec::with_capacity(len);
+                    for i in 0..len {
+                        at.push(event_at(c, ci, kind, i)?.at);
+                    }
+                    let mut order: Vec<usize> = (0..len).collect();
+                    // Stable: equal times keep their index order.
+                    order.sort_by_key(|&i| at.get(i).copied().unwrap_or(Nanos::MAX));
+                    Some(order)
+                };
+                if len > 0 {
+                    lists.push(EventList {
+                        container: ci,
+                        kind,
+                        len,
+                        order,
+                    });
+                }
             }
         }
-        for (i, o) in c.ooms.iter().enumerate() {
-            events.push(oom_event(c, ci, i, o)?);
-        }
+        Ok(EventLists { lists, latest })
     }
-    events.sort_by_key(|e| (e.at, e.kind, e.container, e.index));
-    Ok(events)
+
+    /// The events in replay order.
+    fn merge<'a>(&'a self, trace: &'a Trace) -> impl Iterator<Item = Event> + 'a {
+        // The next event of each list, and a heap of their sort keys.
+        let head = |li: usize, pos: usize| -> Option<Event> {
+            let l = self.lists.get(li)?;
+            if pos >= l.len {
+                return None;
+            }
+            let c = trace.containers.get(l.container)?;
+            // Validated in `new`: every event converts.
+            event_at(c, l.container, l.kind, l.index(pos)).ok()
+        };
+        let mut next: Vec<Option<Event>> = (0..self.lists.len()).map(|li| head(li, 0)).collect();
+        let mut heap: std::collections::BinaryHeap<Head> = next
+            .iter()
+            .enumerate()
+            .filter_map(|(li, e)| {
+                let e = e.as_ref()?;
+                let i = self.lists.get(li)?.index(0);
+                Some(std::cmp::Reverse((e.at, e.kind, e.container, i, li)))
+            })
+            .collect();
+        let mut pos = vec![0usize; self.lists.len()];
+        std::iter::from_fn(move || {
+            let std::cmp::Reverse((_, _, _, _, li)) = heap.pop()?;
+            let e = next.get_mut(li)?.take()?;
+            let p = pos.get_mut(li)?;
+            *p += 1;
+            if let Some(n) = head(li, *p) {
+                let i = self.lists.get(li).map_or(*p, |l| l.index(*p));
+                heap.push(std::cmp::Reverse((n.at, n.kind, n.container, i, li)));
+                next[li] = Some(n);
+            }
+            Some(e)
+        })
+    }
 }
 
 /// An OOM entry `[time, bytes?, observed_at?]` as an event at the time it was observed.
@@ -463,7 +571,6 @@ fn oom_event(
         at,
         kind: Kind::Oom,
         container: ci,
-        index: i,
         ts: t,
         value: o.get(1).copied().flatten(),
     })
@@ -544,10 +651,10 @@ impl TraceCluster {
     }
 
     /// Feeds the events in order, garbage-collecting at each event's time as upstream's loop would.
-    fn feed<'t>(&mut self, trace: &'t Trace, events: &[Event]) -> Fed<'t> {
+    fn feed<'t>(&mut self, trace: &'t Trace, events: impl Iterator<Item = Event>) -> Fed<'t> {
         let mut fed = Fed::default();
         for e in events {
-            self.feed_one(trace, e, &mut fed);
+            self.feed_one(trace, &e, &mut fed);
         }
         fed
     }

@@ -1,9 +1,15 @@
 //! Parsing usage input: a JSON trace, a JSON array of traces, or CSV usage rows. Errors name the input and
-//! the line (and field). Pure: bytes in, traces out.
+//! the line (and field). Pure: bytes in, traces out. [`parse_each`] streams: each trace of a JSON array is
+//! handed over as soon as it has been read, so a large file is never held whole; usage values that cannot be
+//! real are kept, rejected or skipped and counted ([`BadSamples`]).
 
 use std::collections::BTreeMap;
+use std::io::BufRead;
+
+use serde::de::{Deserializer as _, SeqAccess, Visitor};
 
 use crate::replay::{Trace, TraceContainer, TracePod};
+use crate::samples::{BadSamples, Resource, Rules, count_skipped, implausible};
 
 /// Input that cannot be parsed; the message starts with `name:line`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -19,7 +25,93 @@ pub struct Loaded {
     pub single: bool,
 }
 
-/// Parses JSON (object or array) or CSV, chosen by the first non-blank byte.
+/// One trace as parsed, and the samples [`BadSamples::Skip`] dropped from it: (CPU, memory).
+#[derive(Debug)]
+pub struct Parsed {
+    /// The trace.
+    pub trace: Trace,
+    /// Samples dropped as impossible: (CPU, memory).
+    pub skipped: [u64; 2],
+}
+
+/// Hands each trace of a JSON array to a callback as soon as it has been read.
+struct EachTrace<'f>(&'f mut dyn FnMut(Parsed));
+
+impl<'de> Visitor<'de> for EachTrace<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an array of traces")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        Rules::take_skipped();
+        while let Some(trace) = seq.next_element::<Trace>()? {
+            (self.0)(Parsed {
+                trace,
+                skipped: Rules::take_skipped(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Reads JSON (one trace object, or an array streamed trace by trace) or CSV, chosen by the first non-blank
+/// byte, and hands every trace to `each`. Returns whether the input was a single JSON object. Impossible
+/// usage values follow `rule`.
+pub fn parse_each<R: BufRead>(
+    name: &str,
+    mut reader: R,
+    rule: BadSamples,
+    each: &mut dyn FnMut(Parsed),
+) -> Result<bool, ParseError> {
+    let io = |e: std::io::Error| ParseError(format!("{name}: {e}"));
+    let first = loop {
+        let buf = reader.fill_buf().map_err(io)?;
+        if buf.is_empty() {
+            break None;
+        }
+        match buf.iter().position(|b| !b.is_ascii_whitespace()) {
+            Some(i) => {
+                let b = buf[i];
+                reader.consume(i);
+                break Some(b);
+            }
+            None => {
+                let n = buf.len();
+                reader.consume(n);
+            }
+        }
+    };
+    let _rules = Rules::scope(rule);
+    match first {
+        Some(b'{') => {
+            Rules::take_skipped();
+            let trace: Trace = serde_json::from_reader(reader).map_err(|e| json_error(name, &e))?;
+            each(Parsed {
+                trace,
+                skipped: Rules::take_skipped(),
+            });
+            Ok(true)
+        }
+        Some(b'[') => {
+            let mut de = serde_json::Deserializer::from_reader(reader);
+            de.deserialize_seq(EachTrace(each))
+                .and_then(|()| de.end())
+                .map_err(|e| json_error(name, &e))?;
+            Ok(false)
+        }
+        Some(_) => {
+            for p in parse_csv_checked(name, reader, rule)? {
+                each(p);
+            }
+            Ok(false)
+        }
+        None => Err(ParseError(format!("{name}: empty input"))),
+    }
+}
+
+/// Parses JSON (object or array) or CSV, chosen by the first non-blank byte; every usage value is kept.
 pub fn parse(name: &str, data: &[u8]) -> Result<Loaded, ParseError> {
     let first = data.iter().find(|b| !b.is_ascii_whitespace()).copied();
     match first {
@@ -46,7 +138,13 @@ pub fn parse(name: &str, data: &[u8]) -> Result<Loaded, ParseError> {
 }
 
 fn json_error(name: &str, e: &serde_json::Error) -> ParseError {
-    ParseError(format!("{name}:{}:{}: {e}", e.line(), e.column()))
+    // The position leads the message; serde_json's own " at line L column C" would repeat it.
+    let msg = e.to_string();
+    let msg = match msg.rsplit_once(" at line ") {
+        Some((m, _)) if e.line() > 0 => m.to_string(),
+        _ => msg,
+    };
+    ParseError(format!("{name}:{}:{}: {msg}", e.line(), e.column()))
 }
 
 /// (pod, container) → index in a trace's `containers`.
@@ -105,6 +203,18 @@ fn parse_time(s: &str) -> Option<f64> {
 /// (namespace, workload); replicas of a workload share labels so they aggregate like a Deployment's pods.
 /// An empty cpu or memory cell means no sample of that resource.
 pub fn parse_csv(name: &str, data: &[u8]) -> Result<Vec<Trace>, ParseError> {
+    Ok(parse_csv_checked(name, data, BadSamples::Accept)?
+        .into_iter()
+        .map(|p| p.trace)
+        .collect())
+}
+
+/// [`parse_csv`] from a reader, impossible usage values following `rule` (errors name the line and field).
+pub fn parse_csv_checked<R: std::io::Read>(
+    name: &str,
+    data: R,
+    rule: BadSamples,
+) -> Result<Vec<Parsed>, ParseError> {
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
         .trim(csv::Trim::All)
@@ -122,7 +232,7 @@ pub fn parse_csv(name: &str, data: &[u8]) -> Result<Vec<Trace>, ParseError> {
         )));
     }
     // (namespace, workload) -> (pods, containers index by (pod, container))
-    let mut groups: BTreeMap<(String, String), (Trace, ContainerIndex)> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, String), (Trace, ContainerIndex, [u64; 2])> = BTreeMap::new();
     for rec in rdr.records() {
         let rec = rec.map_err(|e| {
             let line = e.position().map_or(0, |p| p.line());
@@ -151,10 +261,27 @@ pub fn parse_csv(name: &str, data: &[u8]) -> Result<Vec<Trace>, ParseError> {
                 ParseError(format!("{name}:{line}: field {col}: {s:?} is not a number"))
             })
         };
-        let cpu = num(4, "cpu_cores")?;
-        let mem = num(5, "memory_bytes")?;
+        let checked = |i: usize, col: &str, res: Resource| -> Result<Option<f64>, ParseError> {
+            let v = num(i, col)?;
+            let Some(why) = v.and_then(|v| implausible(res, v)) else {
+                return Ok(v);
+            };
+            match rule {
+                BadSamples::Accept => Ok(v),
+                BadSamples::Reject => Err(ParseError(format!(
+                    "{name}:{line}: field {col}: {why} (--skip-bad-samples drops such samples)"
+                ))),
+                BadSamples::Skip => {
+                    count_skipped(res);
+                    Ok(None)
+                }
+            }
+        };
+        let cpu = checked(4, "cpu_cores", Resource::Cpu)?;
+        let mem = checked(5, "memory_bytes", Resource::Memory)?;
+        let skipped = Rules::take_skipped();
         let workload = workload_of(pod);
-        let (trace, index) = groups
+        let (trace, index, skips) = groups
             .entry((ns.to_string(), workload.clone()))
             .or_insert_with(|| {
                 (
@@ -164,8 +291,11 @@ pub fn parse_csv(name: &str, data: &[u8]) -> Result<Vec<Trace>, ParseError> {
                         ..Default::default()
                     },
                     BTreeMap::new(),
+                    [0, 0],
                 )
             });
+        skips[0] += skipped[0];
+        skips[1] += skipped[1];
         let key = (pod.to_string(), container.to_string());
         let ci = match index.get(&key) {
             Some(&i) => i,
@@ -201,7 +331,10 @@ pub fn parse_csv(name: &str, data: &[u8]) -> Result<Vec<Trace>, ParseError> {
     if groups.is_empty() {
         return Err(ParseError(format!("{name}: no data rows")));
     }
-    Ok(groups.into_values().map(|(t, _)| t).collect())
+    Ok(groups
+        .into_values()
+        .map(|(trace, _, skipped)| Parsed { trace, skipped })
+        .collect())
 }
 
 #[cfg(test)]

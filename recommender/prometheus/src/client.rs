@@ -1,7 +1,9 @@
 //! A client for the Prometheus HTTP API (`/api/v1/query_range`, `/api/v1/query`, `/api/v1/series`), for
-//! Prometheus and every compatible store (VictoriaMetrics, Thanos, Mimir, Amazon Managed Prometheus behind a
-//! signing proxy). HTTP/1.1 and HTTP/2 over rustls (ring), bearer-token, basic-auth and custom-header
-//! authentication, a timeout per query and per read, retries with exponential backoff.
+//! Prometheus and every compatible store (VictoriaMetrics, Thanos, Mimir, Amazon Managed Prometheus).
+//! HTTP/1.1 and HTTP/2 over rustls (ring), bearer-token, basic-auth, custom-header and AWS SigV4
+//! ([`crate::sigv4`]) authentication, gzip responses, the standard proxy variables (`HTTPS_PROXY`,
+//! `HTTP_PROXY`, `NO_PROXY`, through a `CONNECT` tunnel), a timeout per query and per read, retries with
+//! exponential backoff.
 //!
 //! Responses are parsed incrementally ([`crate::stream`]): each series is handed to the caller as
 //! soon as it has arrived, so a response is never held whole. A retried query hands out its series again:
@@ -20,6 +22,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use super::stream::{RawSeries, Splitter, StreamError};
+use crate::sigv4::{SigV4Config, Signer};
 
 /// Error bodies are read up to this many bytes.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -51,6 +54,20 @@ impl std::fmt::Debug for Auth {
     }
 }
 
+/// Whether responses are asked for gzip-compressed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "flags", derive(clap::ValueEnum))]
+pub enum Compression {
+    /// gzip unless the server is on a loopback address (there compressing costs both sides CPU and saves
+    /// nothing).
+    #[default]
+    Auto,
+    /// Always gzip.
+    Gzip,
+    /// Never.
+    None,
+}
+
 /// Connection settings.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -70,6 +87,10 @@ pub struct ClientConfig {
     pub backoff: Duration,
     /// Skip TLS certificate verification.
     pub insecure: bool,
+    /// Sign every request with AWS SigV4 (Amazon Managed Prometheus).
+    pub sigv4: Option<SigV4Config>,
+    /// Response compression.
+    pub compression: Compression,
 }
 
 impl Default for ClientConfig {
@@ -83,6 +104,8 @@ impl Default for ClientConfig {
             retries: 3,
             backoff: Duration::from_millis(500),
             insecure: false,
+            sigv4: None,
+            compression: Compression::Auto,
         }
     }
 }
@@ -160,6 +183,14 @@ pub enum PromError {
     /// The consumer of the series stopped the query.
     #[error("{0}")]
     Consumer(String),
+    /// The request could not be signed (no AWS credentials or region).
+    #[error("{url}: {source}")]
+    SigV4 {
+        /// Endpoint.
+        url: String,
+        /// Why.
+        source: crate::sigv4::SigV4Error,
+    },
 }
 
 impl PromError {
@@ -185,7 +216,7 @@ impl From<StreamError> for PromError {
     }
 }
 
-type Https = hyper_rustls::HttpsConnector<HttpConnector>;
+type Https = hyper_rustls::HttpsConnector<crate::proxy::ProxyConnector>;
 
 /// A series of a query result: labels and points (unix milliseconds, value).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -205,6 +236,11 @@ pub struct PromClient {
 struct Inner {
     config: ClientConfig,
     base: String,
+    /// `Host` of the base URL (signed requests carry it explicitly).
+    host: String,
+    /// Ask for gzip.
+    gzip: bool,
+    signer: Option<Signer>,
     http: HyperClient<Https, Full<Bytes>>,
     headers: Vec<(HeaderName, HeaderValue)>,
     requests: AtomicU64,
@@ -362,14 +398,24 @@ impl PromClient {
             .https_or_http()
             .enable_http1()
             .enable_http2()
-            .wrap_connector(http);
+            .wrap_connector(crate::proxy::ProxyConnector::from_env(http));
         let client = HyperClient::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build(https);
+        let host = uri.authority().map(|a| a.to_string()).unwrap_or_default();
+        let gzip = match config.compression {
+            Compression::Gzip => true,
+            Compression::None => false,
+            Compression::Auto => !is_loopback(uri.host().unwrap_or_default()),
+        };
+        let signer = config.sigv4.clone().map(Signer::new);
         Ok(PromClient {
             inner: Arc::new(Inner {
                 config,
                 base,
+                host,
+                gzip,
+                signer,
                 http: client,
                 headers,
                 requests: AtomicU64::new(0),
@@ -447,6 +493,19 @@ impl PromClient {
             "matrix",
         )
         .await
+    }
+
+    /// Sends an instant query of a range selector (`metric{…}[span]`) at `time_ms` and returns the response, its
+    /// raw samples, as a stream of series (no retries; see [`Self::retrying`]).
+    pub async fn open_instant(
+        &self,
+        query: &str,
+        time_ms: i64,
+    ) -> Result<ResponseStream, PromError> {
+        let t = secs(time_ms);
+        let body = form_encode(&[("query", query), ("time", &t)]);
+        self.open(query, "/api/v1/query", &body, &["data", "result"], "matrix")
+            .await
     }
 
     /// Instant query at `time_ms`; returns the whole (small) result: vector elements carry one point.
@@ -560,12 +619,27 @@ impl PromClient {
             )
             .header(http::header::ACCEPT, "application/json")
             .header(http::header::USER_AGENT, "tailor");
+        if self.inner.gzip {
+            req = req.header(http::header::ACCEPT_ENCODING, "gzip");
+        }
         for (k, v) in &self.inner.headers {
             req = req.header(k, v);
         }
-        let req = req
+        if self.inner.signer.is_some() {
+            req = req.header(http::header::HOST, &self.inner.host);
+        }
+        let mut req = req
             .body(Full::new(Bytes::from(body.to_string())))
             .map_err(|e| PromError::Config(format!("{url}: {e}")))?;
+        if let Some(signer) = &self.inner.signer {
+            signer
+                .sign(&mut req, body.as_bytes())
+                .await
+                .map_err(|source| PromError::SigV4 {
+                    url: url.clone(),
+                    source,
+                })?;
+        }
         self.inner.requests.fetch_add(1, Ordering::Relaxed);
         let resp = match tokio::time::timeout(cfg.read_timeout, self.inner.http.request(req)).await
         {
@@ -593,6 +667,10 @@ impl PromClient {
             Ok(Ok(r)) => r,
         };
         let status = resp.status();
+        let gzip = resp
+            .headers()
+            .get(http::header::CONTENT_ENCODING)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
         let mut st = ResponseStream {
             client: self.clone(),
             url,
@@ -602,6 +680,7 @@ impl PromClient {
             pending: std::collections::VecDeque::new(),
             want,
             ended: false,
+            gunzip: gzip.then(|| flate2::write::GzDecoder::new(Vec::new())),
         };
         if status != StatusCode::OK {
             let mut buf = Vec::new();
@@ -620,6 +699,14 @@ impl PromClient {
                 _ => String::from_utf8_lossy(&buf[..buf.len().min(300)])
                     .trim()
                     .to_string(),
+            };
+            let message = if self.inner.signer.is_some() && matches!(status.as_u16(), 401 | 403) {
+                format!(
+                    "{message} (SigV4: check the AWS credentials, --prometheus-sigv4-region and \
+                     --prometheus-sigv4-service)"
+                )
+            } else {
+                message
             };
             return Err(PromError::Http {
                 url: st.url,
@@ -678,6 +765,8 @@ pub struct ResponseStream {
     pending: std::collections::VecDeque<Vec<u8>>,
     want: &'static str,
     ended: bool,
+    /// Decompresses a gzip response as it arrives.
+    gunzip: Option<flate2::write::GzDecoder<Vec<u8>>>,
 }
 
 impl ResponseStream {
@@ -700,7 +789,19 @@ impl ResponseStream {
                         after: read_timeout,
                     });
                 }
-                Ok(None) => return Ok(None),
+                Ok(None) => {
+                    let Some(mut gz) = self.gunzip.take() else {
+                        return Ok(None);
+                    };
+                    let tail = gz
+                        .try_finish()
+                        .map(|()| std::mem::take(gz.get_mut()))
+                        .map_err(|e| self.malformed(format!("gzip: {e}")))?;
+                    if tail.is_empty() {
+                        return Ok(None);
+                    }
+                    return Ok(Some(Bytes::from(tail)));
+                }
                 Ok(Some(Err(e))) => {
                     return Err(PromError::Body {
                         url: self.url.clone(),
@@ -714,7 +815,17 @@ impl ResponseStream {
                             .inner
                             .bytes
                             .fetch_add(d.len() as u64, Ordering::Relaxed);
-                        return Ok(Some(d));
+                        let Some(gz) = self.gunzip.as_mut() else {
+                            return Ok(Some(d));
+                        };
+                        use std::io::Write;
+                        if let Err(e) = gz.write_all(&d) {
+                            return Err(self.malformed(format!("gzip: {e}")));
+                        }
+                        let out = std::mem::take(gz.get_mut());
+                        if !out.is_empty() {
+                            return Ok(Some(Bytes::from(out)));
+                        }
                     }
                 }
             }
@@ -809,6 +920,14 @@ pub fn parse_series(el: &[u8]) -> Result<Series, String> {
     })
 }
 
+/// Whether `host` (a URL's host: name, IPv4 or bracketed IPv6) is this machine.
+fn is_loopback(host: &str) -> bool {
+    let h = host.trim_start_matches('[').trim_end_matches(']');
+    h.eq_ignore_ascii_case("localhost")
+        || h.parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// The system's trust anchors (certificates that fail to load are skipped).
 fn rustls_native_certs() -> Vec<rustls::pki_types::CertificateDer<'static>> {
     rustls_native_certs::load_native_certs().certs
@@ -826,6 +945,12 @@ mod tests {
         );
         assert_eq!(secs(1500), "1.500");
         assert_eq!(secs(2000), "2");
+    }
+
+    #[test]
+    fn loopback_hosts() {
+        assert!(is_loopback("127.0.0.1") && is_loopback("[::1]") && is_loopback("localhost"));
+        assert!(!is_loopback("prometheus.monitoring.svc") && !is_loopback("10.0.0.1"));
     }
 
     #[test]

@@ -7,11 +7,33 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::client::{Auth, ClientConfig};
+use crate::client::{Auth, ClientConfig, Compression};
 use crate::history::HistoryConfig;
+use crate::sigv4::SigV4Config;
 
-fn duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| e.to_string())
+/// A duration greater than zero (`30s`, `5m`, `1h30m`).
+pub fn duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if d.is_zero() {
+        return Err("must be greater than zero".into());
+    }
+    Ok(d)
+}
+
+/// A Prometheus label name (`[a-zA-Z_][a-zA-Z0-9_]*`, at most 128 bytes): it goes into PromQL unquoted.
+pub fn label_name(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 128
+        && s.chars()
+            .enumerate()
+            .all(|(i, c)| c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()));
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a label name ([a-zA-Z_][a-zA-Z0-9_]*)"
+        ))
+    }
 }
 
 /// Why the flags do not make a client configuration.
@@ -34,12 +56,20 @@ pub enum FlagsError {
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "History from Prometheus")]
 pub struct PrometheusFlags {
-    /// Window of `rate()` for CPU; default the step.
+    /// Read CPU through a server-side `rate()` over this window at every step, instead of differencing the
+    /// counter's raw samples (which is exact at any scrape interval).
     #[arg(long, value_parser = duration)]
     pub prometheus_rate_window: Option<Duration>,
-    /// `job` label of the cAdvisor series; empty for no job matcher.
-    #[arg(long, default_value = "kubernetes-cadvisor")]
+    /// Only cAdvisor series with this `job` label. Default: any job; when several jobs or paths scrape one
+    /// container, the cAdvisor one is chosen (and named in the progress output).
+    #[arg(long, default_value = "")]
     pub prometheus_cadvisor_job_name: String,
+    /// Label that tells clusters apart in a store shared by several (with --cluster).
+    #[arg(long, requires = "cluster", value_name = "LABEL", value_parser = label_name)]
+    pub cluster_label: Option<String>,
+    /// Only series whose --cluster-label has this value.
+    #[arg(long, requires = "cluster_label", value_name = "VALUE")]
+    pub cluster: Option<String>,
     /// CPU usage counter (queried with `rate`).
     #[arg(long, default_value = "container_cpu_usage_seconds_total")]
     pub history_cpu_metric: String,
@@ -47,13 +77,13 @@ pub struct PrometheusFlags {
     #[arg(long, default_value = "container_memory_working_set_bytes")]
     pub history_memory_metric: String,
     /// Namespace label of the container series.
-    #[arg(long, default_value = "namespace")]
+    #[arg(long, default_value = "namespace", value_parser = label_name)]
     pub container_namespace_label: String,
     /// Pod label of the container series (upstream's default `pod_name` predates Kubernetes 1.16).
-    #[arg(long, default_value = "pod")]
+    #[arg(long, default_value = "pod", value_parser = label_name)]
     pub container_pod_name_label: String,
     /// Container label of the container series (upstream's default `name` predates Kubernetes 1.16).
-    #[arg(long, default_value = "container")]
+    #[arg(long, default_value = "container", value_parser = label_name)]
     pub container_name_label: String,
     /// Bearer token sent with every query.
     #[arg(long, env = "PROMETHEUS_BEARER_TOKEN", hide_env_values = true)]
@@ -70,9 +100,27 @@ pub struct PrometheusFlags {
     /// Extra header for every query, `Name: value` (repeatable), e.g. `X-Scope-OrgID: team-a`.
     #[arg(long = "prometheus-header", value_name = "NAME: VALUE")]
     pub prometheus_headers: Vec<String>,
+    /// Sign every query with AWS SigV4 (Amazon Managed Prometheus), credentials from the standard AWS chain:
+    /// environment, shared profile (AWS_PROFILE), web identity (IRSA), ECS / EKS Pod Identity, instance role.
+    #[arg(long, conflicts_with_all = ["prometheus_bearer_token", "prometheus_bearer_token_file", "username"])]
+    pub prometheus_sigv4: bool,
+    /// AWS region to sign for; default the chain's (AWS_REGION, profile).
+    #[arg(long, requires = "prometheus_sigv4", value_name = "REGION")]
+    pub prometheus_sigv4_region: Option<String>,
+    /// Signing name of the service.
+    #[arg(
+        long,
+        requires = "prometheus_sigv4",
+        default_value = "aps",
+        value_name = "NAME"
+    )]
+    pub prometheus_sigv4_service: String,
     /// Skip TLS certificate verification.
     #[arg(long)]
     pub prometheus_insecure: bool,
+    /// Response compression: `auto` asks for gzip unless the server is on a loopback address.
+    #[arg(long, value_enum, default_value_t = Compression::Auto)]
+    pub prometheus_compression: Compression,
     /// Time limit of one query, response included.
     #[arg(long, value_parser = duration, default_value = "5m")]
     pub prometheus_query_timeout: Duration,
@@ -136,6 +184,11 @@ impl PrometheusFlags {
             read_timeout: self.prometheus_read_timeout,
             retries: self.prometheus_retries,
             insecure: self.prometheus_insecure,
+            compression: self.prometheus_compression,
+            sigv4: self.prometheus_sigv4.then(|| SigV4Config {
+                region: self.prometheus_sigv4_region.clone().unwrap_or_default(),
+                service: self.prometheus_sigv4_service.clone(),
+            }),
             ..ClientConfig::default()
         })
     }
@@ -144,6 +197,7 @@ impl PrometheusFlags {
     pub fn history_config(&self, step: Duration) -> HistoryConfig {
         HistoryConfig {
             cadvisor_job: self.prometheus_cadvisor_job_name.clone(),
+            cluster: self.cluster_label.clone().zip(self.cluster.clone()),
             cpu_metric: self.history_cpu_metric.clone(),
             memory_metric: self.history_memory_metric.clone(),
             namespace_label: self.container_namespace_label.clone(),
@@ -192,6 +246,37 @@ mod tests {
                 ..HistoryConfig::default()
             }
         );
+    }
+
+    #[test]
+    fn sigv4_flags() {
+        let c = parse(&[
+            "--prometheus-sigv4",
+            "--prometheus-sigv4-region",
+            "eu-west-1",
+        ])
+        .client_config("https://aps-workspaces.eu-west-1.amazonaws.com/workspaces/ws-1")
+        .unwrap();
+        assert_eq!(
+            c.sigv4,
+            Some(SigV4Config {
+                region: "eu-west-1".into(),
+                service: "aps".into()
+            })
+        );
+        assert_eq!(parse(&[]).client_config("u").unwrap().sigv4, None);
+        let bad = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("x").chain(args.iter().copied())).is_err()
+        };
+        assert!(bad(&["--prometheus-sigv4-region", "eu-west-1"]));
+        assert!(bad(&[
+            "--prometheus-sigv4",
+            "--prometheus-bearer-token",
+            "t"
+        ]));
+        assert!(bad(&["--prometheus-query-timeout", "0s"]));
+        assert!(bad(&["--cluster-label", "a-b", "--cluster", "x"]));
+        assert!(bad(&["--cluster", "x"]));
     }
 
     #[test]

@@ -3,10 +3,20 @@
 //! [`discover`] finds the containers (cAdvisor series), their workloads (kube-state-metrics owners, else
 //! the pod name's stem) and their OOM kills, and cuts the work into **batches** of at most
 //! `max_series_per_query` containers (whole namespaces when they fit, else pods of one namespace) and
-//! **windows** of at most `max_points_per_series` steps. [`load`] then runs, window after window, one CPU
-//! and one memory range query per batch, `concurrency` at a time, and streams every series into a
+//! **windows** of at most `max_points_per_series` steps or raw samples. [`load`] then runs, window after
+//! window, one CPU and one memory query per batch, `concurrency` at a time, and streams every series into a
 //! [`HistorySink`] as soon as it has been parsed: memory use is bounded by the queries in flight, not by the
 //! length of the history.
+//!
+//! **Series discovery adapts** to how the store was filled: no `job` matcher by default; every container's
+//! series are grouped by where they were scraped from ([`Source`]: `job` and `metrics_path`), and when several
+//! sources hold one container (kube-prometheus-stack scrapes the kubelet's `/metrics/cadvisor` and
+//! `/metrics/resource`, both with `container_cpu_usage_seconds_total`) one is chosen deterministically,
+//! the cAdvisor one first ([`Source::rank`]); [`Plan::sources`] says which.
+//!
+//! **Raw samples**: CPU and memory are read as raw samples with their real timestamps (an instant query of a
+//! range selector), not resampled at the step, so sparse scrapes and downsampled stores give the usage between
+//! two samples over their real distance; the step only bounds the resolution ([`Feeder`]).
 //!
 //! Every container keeps a watermark per resource, so a query that fails half-way and is retried, or a
 //! load resumed after a failure ([`LoadState`]), never feeds a point twice; what already loaded is kept.
@@ -28,8 +38,12 @@ use tailor_engine::model::selector::{Requirement, Selector};
 /// current cAdvisor (`pod`, `container`; upstream still defaults to the pre-1.16 `pod_name`, `name`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistoryConfig {
-    /// `job` of the cAdvisor series; empty = no job matcher (`--prometheus-cadvisor-job-name`).
+    /// `job` of the cAdvisor series; empty (the default) = any job, chosen per container
+    /// (`--prometheus-cadvisor-job-name`).
     pub cadvisor_job: String,
+    /// Only series with this label value, `(label, value)`, for stores shared by several clusters
+    /// (`--cluster-label`, `--cluster`).
+    pub cluster: Option<(String, String)>,
     /// CPU counter (`--history-cpu-metric`), queried as `rate`.
     pub cpu_metric: String,
     /// Memory gauge (`--history-memory-metric`).
@@ -42,14 +56,15 @@ pub struct HistoryConfig {
     pub container_label: String,
     /// Query step (`--history-resolution`, `--step`).
     pub step: Duration,
-    /// Window of a server-side `rate()`. None (the default): the counter itself is read at every step and
-    /// differenced here, so each CPU point is the exact average over its step on every server (servers
-    /// disagree on which samples `rate` over one step sees: Prometheus 2 takes `[t−w, t]`, VictoriaMetrics
-    /// also the sample before).
+    /// Window of a server-side `rate()`. None (the default): the counter's raw samples are read and
+    /// differenced here, so each CPU point is the exact average between two samples on every server (servers
+    /// disagree on which samples `rate` sees: Prometheus 2 takes `[t−w, t]`, VictoriaMetrics also the sample
+    /// before; and a window shorter than the scrape interval sees one sample or none).
     pub rate_window: Option<Duration>,
     /// Containers per query at most (`--prometheus-max-series-per-query`).
     pub max_series_per_query: usize,
-    /// Points per series and query at most (Prometheus refuses more than 11,000).
+    /// Points (steps, and raw samples) per series and query at most (Prometheus refuses more than 11,000
+    /// steps).
     pub max_points_per_series: usize,
     /// Queries read at once (`--prometheus-concurrency`); each may have its next window's query in flight too.
     pub concurrency: usize,
@@ -68,7 +83,8 @@ pub struct HistoryConfig {
 impl Default for HistoryConfig {
     fn default() -> Self {
         HistoryConfig {
-            cadvisor_job: "kubernetes-cadvisor".into(),
+            cadvisor_job: String::new(),
+            cluster: None,
             cpu_metric: "container_cpu_usage_seconds_total".into(),
             memory_metric: "container_memory_working_set_bytes".into(),
             namespace_label: "namespace".into(),
@@ -131,6 +147,10 @@ pub struct ContainerInfo {
     pub container: String,
     /// Index in [`Plan::workloads`].
     pub workload: usize,
+    /// Index in [`Plan::source_uses`] of the source it is read from.
+    pub source: usize,
+    /// It has several CPU or memory series in its source (a restart gave it a new cgroup `id`).
+    pub several_series: bool,
 }
 
 /// A set of containers queried together.
@@ -140,6 +160,59 @@ pub struct Batch {
     pub matchers: String,
     /// Number of containers.
     pub containers: usize,
+    /// The containers (indices in [`Plan::containers`]).
+    pub members: Vec<usize>,
+}
+
+/// Where a container's series were scraped from: their `job` and `metrics_path` labels (empty when absent).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Source {
+    /// `job`.
+    pub job: String,
+    /// `metrics_path`.
+    pub metrics_path: String,
+}
+
+impl Source {
+    /// Matchers selecting exactly this source's series (`job=""` also matches series without the label).
+    pub fn matchers(&self) -> String {
+        format!(
+            "job=\"{}\", metrics_path=\"{}\"",
+            promql_str(&self.job),
+            promql_str(&self.metrics_path)
+        )
+    }
+
+    /// Sort key of the preference among sources of one container: the cAdvisor endpoint first (its path or
+    /// job names it; the kubelet's `/metrics/resource` also carries the usage metrics, coarser), then by name.
+    pub fn rank(&self) -> (bool, &str, &str) {
+        let cadvisor = self.metrics_path.contains("cadvisor") || self.job.contains("cadvisor");
+        (!cadvisor, &self.job, &self.metrics_path)
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.job.is_empty(), self.metrics_path.is_empty()) {
+            (true, true) => f.write_str("series without job"),
+            (false, true) => write!(f, "job {:?}", self.job),
+            (true, false) => write!(f, "metrics_path {:?}", self.metrics_path),
+            (false, false) => write!(f, "job {:?} metrics_path {:?}", self.job, self.metrics_path),
+        }
+    }
+}
+
+/// How one source is used by a plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceUse {
+    /// The source.
+    pub source: Source,
+    /// Containers read from it.
+    pub containers: usize,
+    /// Of those, containers another source also holds (this one was preferred).
+    pub contested: usize,
+    /// Sources passed over for those containers.
+    pub passed_over: Vec<Source>,
 }
 
 /// What [`load`] will fetch.
@@ -161,6 +234,11 @@ pub struct Plan {
     pub ooms: HashMap<usize, Vec<(i64, Option<f64>)>>,
     /// HTTP queries discovery took.
     pub discovery_queries: u64,
+    /// The sources containers are read from, and which were passed over.
+    pub source_uses: Vec<SourceUse>,
+    /// Raw CPU samples per step in the densest series (1 when unknown); windows are cut to hold at most
+    /// `max_points_per_series` of them.
+    pub samples_per_step: usize,
     index: HashMap<(String, String, String), usize>,
 }
 
@@ -256,6 +334,20 @@ impl HistoryConfig {
         Some(format!("{label}=~\"{}\"", alternation(&v)))
     }
 
+    /// The cluster matcher, if any.
+    fn cluster_matcher(&self) -> Option<String> {
+        self.cluster
+            .as_ref()
+            .map(|(l, v)| format!("{l}=\"{}\"", promql_str(v)))
+    }
+
+    /// Matchers of kube-state-metrics queries: namespaces and cluster, joined (maybe empty).
+    fn ksm_filter(&self) -> String {
+        let mut m: Vec<String> = self.ns_matcher("namespace").into_iter().collect();
+        m.extend(self.cluster_matcher());
+        m.join(", ")
+    }
+
     /// Matchers every container series query carries.
     fn base_matchers(&self) -> Vec<String> {
         let (p, c) = (&self.pod_label, &self.container_label);
@@ -263,6 +355,7 @@ impl HistoryConfig {
         if !self.cadvisor_job.is_empty() {
             m.push(format!("job=\"{}\"", promql_str(&self.cadvisor_job)));
         }
+        m.extend(self.cluster_matcher());
         m.push(format!("{p}!=\"\""));
         m.push(format!("{c}!=\"\""));
         m.push(format!("{c}!=\"POD\""));
@@ -279,8 +372,9 @@ impl HistoryConfig {
         )
     }
 
-    /// The CPU query of a batch: the counter (differenced by [`load`]) or, with a rate window, its rate.
-    pub fn cpu_query(&self, batch: &Batch) -> String {
+    /// The CPU query of a batch: the counter's raw samples over `span` ending at the query time (differenced
+    /// by [`load`]) or, with a rate window, its rate at every step (a range query; `span` unused).
+    pub fn cpu_query(&self, batch: &Batch, span: Duration) -> String {
         match self.rate_window {
             Some(w) => format!(
                 "max by ({}) (rate({}{{{}}}[{}s]))",
@@ -289,23 +383,13 @@ impl HistoryConfig {
                 batch.matchers,
                 w.as_secs().max(1)
             ),
-            None => format!(
-                "max by ({}) ({}{{{}}})",
-                self.by(),
-                self.cpu_metric,
-                batch.matchers
-            ),
+            None => raw_query(&self.cpu_metric, &batch.matchers, span),
         }
     }
 
-    /// The memory query of a batch.
-    pub fn memory_query(&self, batch: &Batch) -> String {
-        format!(
-            "max by ({}) ({}{{{}}})",
-            self.by(),
-            self.memory_metric,
-            batch.matchers
-        )
+    /// The memory query of a batch: the gauge's raw samples over `span` ending at the query time.
+    pub fn memory_query(&self, batch: &Batch, span: Duration) -> String {
+        raw_query(&self.memory_metric, &batch.matchers, span)
     }
 }
 
@@ -328,6 +412,11 @@ pub fn windows(start_ms: i64, end_ms: i64, step_ms: i64, max_points: usize) -> V
     out
 }
 
+/// The raw samples of `metric{matchers}` in the `span` before the query time (an instant query).
+fn raw_query(metric: &str, matchers: &str, span: Duration) -> String {
+    format!("{metric}{{{matchers}}}[{}ms]", span.as_millis().max(1))
+}
+
 fn get<'a>(l: &'a BTreeMap<String, String>, k: &str) -> &'a str {
     l.get(k).map_or("", String::as_str)
 }
@@ -344,7 +433,7 @@ pub async fn discover(
     let mut found = find_containers(client, cfg, start_ms, end_ms).await?;
     if let Some(selector) = &cfg.pod_selector {
         let pods = pods_matching(client, cfg, selector, start_ms, end_ms).await?;
-        found.retain(|(n, p, _)| pods.contains(&(n.clone(), p.clone())));
+        found.retain(|(n, p, _), _| pods.contains(&(n.clone(), p.clone())));
     }
     let owners = if cfg.owners && !found.is_empty() {
         find_owners(client, cfg, start_ms, end_ms).await?
@@ -352,11 +441,20 @@ pub async fn discover(
         Owners::default()
     };
     let mut plan = Plan::new(start_ms, end_ms, found, &owners);
-    plan.windows = windows(start_ms, end_ms, cfg.step_ms(), cfg.max_points_per_series);
-    plan.batches = batches(cfg, &plan.containers);
+    plan.samples_per_step = if plan.containers.is_empty() {
+        1
+    } else {
+        samples_per_step(client, cfg, end_ms).await?
+    };
+    plan.windows = windows(
+        start_ms,
+        end_ms,
+        cfg.step_ms(),
+        cfg.max_points_per_series / plan.samples_per_step.max(1),
+    );
+    plan.batches = batches(cfg, &plan);
     if cfg.ooms && !plan.containers.is_empty() {
-        let ns_filter = cfg.ns_matcher("namespace").unwrap_or_default();
-        discover_ooms(client, &mut plan, &ns_filter, cfg.step).await?;
+        discover_ooms(client, &mut plan, cfg).await?;
     }
     plan.discovery_queries = client.requests() - before;
     Ok(plan)
@@ -386,13 +484,19 @@ fn time_range(
     Ok((start_ms, end_ms))
 }
 
-/// (namespace, pod, container) of every cAdvisor container series in the range.
+/// A container's names: (namespace, pod, container).
+type ContainerKey = (String, String, String);
+
+/// Per container, its sources and how many (CPU, memory) series each holds.
+type Found = BTreeMap<ContainerKey, BTreeMap<Source, [u32; 2]>>;
+
+/// Every cAdvisor container series in the range, grouped by container and source.
 async fn find_containers(
     client: &PromClient,
     cfg: &HistoryConfig,
     start_ms: i64,
     end_ms: i64,
-) -> Result<BTreeSet<(String, String, String)>, HistoryError> {
+) -> Result<Found, HistoryError> {
     let mut m = cfg.base_matchers();
     m.extend(cfg.ns_matcher(&cfg.namespace_label));
     let sel = m.join(", ");
@@ -401,17 +505,51 @@ async fn find_containers(
         format!("{}{{{sel}}}", cfg.memory_metric),
     ];
     let (nl, pl, cl) = (&cfg.namespace_label, &cfg.pod_label, &cfg.container_label);
-    let mut found = BTreeSet::new();
+    let mut found = Found::new();
     client
         .series(&matchers, start_ms, end_ms, &mut |l| {
             let (n, p, c) = (get(&l, nl), get(&l, pl), get(&l, cl));
             if !n.is_empty() && !p.is_empty() && !c.is_empty() {
-                found.insert((n.into(), p.into(), c.into()));
+                let source = Source {
+                    job: get(&l, "job").into(),
+                    metrics_path: get(&l, "metrics_path").into(),
+                };
+                let i = usize::from(get(&l, "__name__") != cfg.cpu_metric);
+                let counts = found
+                    .entry((n.into(), p.into(), c.into()))
+                    .or_default()
+                    .entry(source)
+                    .or_default();
+                counts[i] = counts[i].saturating_add(1);
             }
             Ok(())
         })
         .await?;
     Ok(found)
+}
+
+/// Raw CPU samples per step in the densest series (one hour before the end; 1 when there is none).
+async fn samples_per_step(
+    client: &PromClient,
+    cfg: &HistoryConfig,
+    end_ms: i64,
+) -> Result<usize, HistoryError> {
+    let mut m = cfg.base_matchers();
+    m.extend(cfg.ns_matcher(&cfg.namespace_label));
+    let q = format!(
+        "max(count_over_time({}{{{}}}[1h]))",
+        cfg.cpu_metric,
+        m.join(", ")
+    );
+    let per_hour = client
+        .query(&q, end_ms)
+        .await?
+        .iter()
+        .filter_map(|s| s.points.last().map(|p| p.1))
+        .fold(0.0, f64::max);
+    let per_step = per_hour * cfg.step.as_secs_f64() / 3600.0;
+    // Bounded: a store holding more than 10,000 samples per step is cut as if it held 10,000.
+    Ok(per_step.ceil().clamp(1.0, 10_000.0) as usize)
 }
 
 /// (namespace, pod) of the pods whose labels match `selector`, through kube-state-metrics' `kube_pod_labels`.
@@ -424,6 +562,7 @@ async fn pods_matching(
 ) -> Result<BTreeSet<(String, String)>, HistoryError> {
     let mut m = selector_matchers(selector)?;
     m.extend(cfg.ns_matcher("namespace"));
+    m.extend(cfg.cluster_matcher());
     let q = if m.is_empty() {
         "kube_pod_labels".to_string()
     } else {
@@ -446,7 +585,7 @@ async fn find_owners(
     start_ms: i64,
     end_ms: i64,
 ) -> Result<Owners, HistoryError> {
-    let f = cfg.ns_matcher("namespace").unwrap_or_default();
+    let f = cfg.ksm_filter();
     let q = vec![
         format!("kube_pod_owner{{{f}}}"),
         format!("kube_replicaset_owner{{{f}}}"),
@@ -465,14 +604,9 @@ async fn find_owners(
 impl Plan {
     /// A plan over `[start_ms, end_ms]` with these containers (sorted) grouped into their workloads; no
     /// windows, batches or OOMs yet.
-    fn new(
-        start_ms: i64,
-        end_ms: i64,
-        found: BTreeSet<(String, String, String)>,
-        owners: &Owners,
-    ) -> Plan {
+    fn new(start_ms: i64, end_ms: i64, found: Found, owners: &Owners) -> Plan {
         let owner_of: Vec<WorkloadInfo> = found
-            .iter()
+            .keys()
             .map(|(n, p, _)| owners.workload_of(n, p))
             .collect();
         let workloads: BTreeSet<&WorkloadInfo> = owner_of.iter().collect();
@@ -484,7 +618,30 @@ impl Plan {
             workloads: workloads.iter().map(|&w| w.clone()).collect(),
             ..Default::default()
         };
-        for ((namespace, pod, container), w) in found.into_iter().zip(&owner_of) {
+        let mut use_of: BTreeMap<Source, usize> = BTreeMap::new();
+        for (((namespace, pod, container), sources), w) in found.into_iter().zip(&owner_of) {
+            // The preferred source; `found` only holds containers with at least one.
+            let Some((source, counts)) = sources.iter().min_by(|a, b| a.0.rank().cmp(&b.0.rank()))
+            else {
+                continue;
+            };
+            let u = *use_of.entry(source.clone()).or_insert_with(|| {
+                plan.source_uses.push(SourceUse {
+                    source: source.clone(),
+                    ..SourceUse::default()
+                });
+                plan.source_uses.len() - 1
+            });
+            let su = &mut plan.source_uses[u];
+            su.containers += 1;
+            if sources.len() > 1 {
+                su.contested += 1;
+                for other in sources.keys().filter(|o| *o != source) {
+                    if !su.passed_over.contains(other) {
+                        su.passed_over.push(other.clone());
+                    }
+                }
+            }
             let i = plan.containers.len();
             plan.index
                 .insert((namespace.clone(), pod.clone(), container.clone()), i);
@@ -493,7 +650,12 @@ impl Plan {
                 pod,
                 container,
                 workload: index_of.get(w).copied().unwrap_or(0),
+                source: u,
+                several_series: counts[0] > 1 || counts[1] > 1,
             });
+        }
+        for su in &mut plan.source_uses {
+            su.passed_over.sort();
         }
         plan
     }
@@ -505,15 +667,15 @@ impl Plan {
 async fn discover_ooms(
     client: &PromClient,
     plan: &mut Plan,
-    ns_filter: &str,
-    step: Duration,
+    cfg: &HistoryConfig,
 ) -> Result<(), HistoryError> {
+    let step = cfg.step;
     let span = (plan.end_ms - plan.start_ms) / 1000 + step.as_secs().max(1) as i64;
-    let killed = ever_oom_killed(client, plan, ns_filter, span).await?;
+    let killed = ever_oom_killed(client, plan, &cfg.ksm_filter(), span).await?;
     if killed.is_empty() {
         return Ok(());
     }
-    let only = containers_matcher(plan, &killed);
+    let only = with_cluster(cfg, &containers_matcher(plan, &killed));
     let (restarts, reasons) = restarts_and_reasons(client, plan, &only, step).await?;
     for (i, pts) in restarts {
         if let Some(reasons) = reasons.get(&i) {
@@ -574,6 +736,14 @@ fn containers_matcher(plan: &Plan, containers: &BTreeSet<usize>) -> String {
         alternation(&nss),
         alternation(&pods)
     )
+}
+
+/// `only` with the cluster matcher, if any.
+fn with_cluster(cfg: &HistoryConfig, only: &str) -> String {
+    match cfg.cluster_matcher() {
+        Some(c) => format!("{only}, {c}"),
+        None => only.to_string(),
+    }
 }
 
 /// Per container: the restart counter over the plan's windows, and the steps where its last termination
@@ -651,49 +821,70 @@ async fn add_memory_requests(
     Ok(())
 }
 
-/// Cuts containers (sorted by namespace, pod) into batches: whole namespaces packed together while they fit,
-/// a namespace larger than a batch split by pods.
-fn batches(cfg: &HistoryConfig, containers: &[ContainerInfo]) -> Vec<Batch> {
+/// Cuts containers into batches, per source: whole namespaces packed together while they fit, a namespace
+/// larger than a batch split by pods.
+fn batches(cfg: &HistoryConfig, plan: &Plan) -> Vec<Batch> {
+    let mut out = Vec::new();
+    for (u, su) in plan.source_uses.iter().enumerate() {
+        let members: Vec<usize> = (0..plan.containers.len())
+            .filter(|&i| plan.containers[i].source == u)
+            .collect();
+        let mut base = cfg.base_matchers();
+        base.push(su.source.matchers());
+        source_batches(cfg, &base.join(", "), &plan.containers, &members, &mut out);
+    }
+    out
+}
+
+/// The batches of one source's containers (`members`, sorted by namespace, pod), each selected by `base` and
+/// its namespaces or pods.
+fn source_batches(
+    cfg: &HistoryConfig,
+    base: &str,
+    containers: &[ContainerInfo],
+    members: &[usize],
+    out: &mut Vec<Batch>,
+) {
     let max = cfg.max_series_per_query.max(1);
-    let base = cfg.base_matchers().join(", ");
     let nl = &cfg.namespace_label;
     let pl = &cfg.pod_label;
-    // namespace -> pods -> container count
-    let mut by_ns: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
-    for c in containers {
-        *by_ns
+    // namespace -> pod -> containers
+    let mut by_ns: BTreeMap<&str, BTreeMap<&str, Vec<usize>>> = BTreeMap::new();
+    for &i in members {
+        let c = &containers[i];
+        by_ns
             .entry(&c.namespace)
             .or_default()
             .entry(&c.pod)
-            .or_default() += 1;
+            .or_default()
+            .push(i);
     }
-    let mut out = Vec::new();
     let mut group: Vec<&str> = Vec::new();
-    let mut group_n = 0;
-    let flush = |group: &mut Vec<&str>, n: &mut usize, out: &mut Vec<Batch>| {
+    let mut group_members: Vec<usize> = Vec::new();
+    let flush = |group: &mut Vec<&str>, m: &mut Vec<usize>, out: &mut Vec<Batch>| {
         if group.is_empty() {
             return;
         }
         out.push(Batch {
             matchers: format!("{base}, {nl}=~\"{}\"", alternation(group)),
-            containers: *n,
+            containers: m.len(),
+            members: std::mem::take(m),
         });
         group.clear();
-        *n = 0;
     };
     for (ns, pods) in &by_ns {
-        let n: usize = pods.values().sum();
+        let n: usize = pods.values().map(Vec::len).sum();
         if n <= max {
-            if group_n + n > max {
-                flush(&mut group, &mut group_n, &mut out);
+            if group_members.len() + n > max {
+                flush(&mut group, &mut group_members, out);
             }
             group.push(ns);
-            group_n += n;
+            group_members.extend(pods.values().flatten());
             continue;
         }
         let mut chunk: Vec<&str> = Vec::new();
-        let mut cn = 0;
-        let mut emit = |chunk: &mut Vec<&str>, cn: &mut usize| {
+        let mut cm: Vec<usize> = Vec::new();
+        let mut emit = |chunk: &mut Vec<&str>, cm: &mut Vec<usize>| {
             if chunk.is_empty() {
                 return;
             }
@@ -703,22 +894,21 @@ fn batches(cfg: &HistoryConfig, containers: &[ContainerInfo]) -> Vec<Batch> {
                     promql_str(ns),
                     alternation(chunk)
                 ),
-                containers: *cn,
+                containers: cm.len(),
+                members: std::mem::take(cm),
             });
             chunk.clear();
-            *cn = 0;
         };
         for (pod, k) in pods {
-            if cn + k > max {
-                emit(&mut chunk, &mut cn);
+            if cm.len() + k.len() > max {
+                emit(&mut chunk, &mut cm);
             }
             chunk.push(pod);
-            cn += k;
+            cm.extend(k);
         }
-        emit(&mut chunk, &mut cn);
+        emit(&mut chunk, &mut cm);
     }
-    flush(&mut group, &mut group_n, &mut out);
-    out
+    flush(&mut group, &mut group_members, out);
 }
 
 /// Progress of a load.
@@ -760,7 +950,14 @@ impl LoadState {
                 None => CpuSeries::Counter,
                 Some(_) => CpuSeries::Rate,
             };
-            self.feeder = Feeder::new(plan.containers.len(), cpu);
+            self.feeder = Feeder::new(plan.containers.len(), cpu, cfg.step_ms());
+            // The first point of the history is its start; a raw read's samples before it are only bases.
+            self.feeder.skip_until(plan.start_ms - cfg.step_ms());
+            for (i, c) in plan.containers.iter().enumerate() {
+                if c.several_series {
+                    self.feeder.set_several_series(i);
+                }
+            }
         }
         let chains = plan.batches.len() * 2;
         if self.chain_next.len() != chains {
@@ -794,11 +991,12 @@ impl LoadState {
             self.unknown_series += 1;
             return;
         };
+        let key = series_key(&s.labels);
         let fed = match resource {
-            Resource::Cpu => self.feeder.cpu(i, &s.points, sink),
+            Resource::Cpu => self.feeder.cpu(i, key, &s.points, sink),
             Resource::Memory => {
                 let ooms = plan.ooms.get(&i).map_or(&[][..], Vec::as_slice);
-                self.feeder.memory(i, &s.points, ooms, sink)
+                self.feeder.memory(i, key, &s.points, ooms, sink)
             }
         };
         self.samples += fed as u64;
@@ -810,6 +1008,10 @@ impl LoadState {
         if let Some(next) = self.chain_next.get_mut(chain) {
             *next = w + 1;
         }
+        if let Some(b) = plan.batches.get(chain / 2) {
+            self.feeder
+                .flush_held(&b.members, chain.is_multiple_of(2), &plan.ooms, sink);
+        }
         let nw = plan.windows.len();
         let done = self.chain_next.iter().copied().min().unwrap_or(nw).min(nw);
         while self.next_window < done {
@@ -819,6 +1021,14 @@ impl LoadState {
             self.next_window += 1;
         }
     }
+}
+
+/// Identity of a series: a hash of its full label set.
+fn series_key(labels: &BTreeMap<String, String>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    labels.hash(&mut h);
+    h.finish()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -835,9 +1045,24 @@ enum Msg {
     Failed(PromError),
 }
 
+/// How a chain reads a window.
+#[derive(Debug, Clone)]
+enum Read {
+    /// Raw samples: an instant query of `metric{matchers}[span]` at the window's end.
+    Raw {
+        /// Metric name.
+        metric: String,
+        /// Label matchers.
+        matchers: String,
+    },
+    /// A range query at every step (CPU with a server-side `rate()`).
+    Range,
+}
+
 /// The queries of one batch and one resource, window after window.
 struct Chain {
     query: String,
+    read: Read,
     resource: Resource,
     /// Index in [`LoadState::chain_next`].
     index: usize,
@@ -852,6 +1077,7 @@ type Opened = tokio::task::JoinHandle<Result<crate::client::ResponseStream, Prom
 struct ChainReader {
     client: PromClient,
     query: String,
+    read: Read,
     resource: Resource,
     step: Duration,
     tx: tokio::sync::mpsc::Sender<Msg>,
@@ -859,8 +1085,18 @@ struct ChainReader {
 
 impl ChainReader {
     fn open(&self, ws: i64, we: i64) -> Opened {
-        let (c, q, step) = (self.client.clone(), self.query.clone(), self.step);
-        tokio::spawn(async move { c.open_range(&q, ws, we, step).await })
+        let (c, step) = (self.client.clone(), self.step);
+        match &self.read {
+            Read::Range => {
+                let q = self.query.clone();
+                tokio::spawn(async move { c.open_range(&q, ws, we, step).await })
+            }
+            Read::Raw { metric, matchers } => {
+                let span = Duration::from_millis(u64::try_from(we - ws).unwrap_or(0));
+                let q = raw_query(metric, matchers, span);
+                tokio::spawn(async move { c.open_instant(&q, we).await })
+            }
+        }
     }
 
     /// Reads window `k` of `windows` (with the client's retries) and sends its series; once its query
@@ -924,6 +1160,7 @@ async fn run_chain(
     let reader = ChainReader {
         client,
         query: chain.query,
+        read: chain.read,
         resource: chain.resource,
         step,
         tx,
@@ -954,33 +1191,57 @@ async fn run_chain(
 
 /// The chains still to run: per batch, CPU and memory, each from its first unfinished window.
 fn chains(cfg: &HistoryConfig, plan: &Plan, chain_next: &[usize]) -> Vec<Chain> {
-    let counter = cfg.rate_window.is_none();
     let mut out = Vec::new();
     for (bi, b) in plan.batches.iter().enumerate() {
         for (ri, resource) in [Resource::Cpu, Resource::Memory].into_iter().enumerate() {
             let index = bi * 2 + ri;
-            // A counter needs the point before the window as the base of its first difference.
-            let lead = if resource == Resource::Cpu && counter {
-                cfg.step_ms()
-            } else {
-                0
-            };
+            let range = resource == Resource::Cpu && cfg.rate_window.is_some();
+            // Raw reads cover `(end of the previous window, end]` (a closed range on Prometheus 2, which
+            // repeats the boundary sample: read once); a counter's first window then also holds the
+            // sample before the history, the base of its first difference.
+            let lead = if range { 0 } else { cfg.step_ms() };
             let windows: Vec<(usize, i64, i64)> = plan
                 .windows
                 .iter()
                 .enumerate()
                 .skip(chain_next.get(index).copied().unwrap_or(0))
-                .map(|(w, &(ws, we))| (w, ws - lead, we))
+                .map(|(w, &(ws, we))| {
+                    // The first raw CPU read reaches one more step back: the base of the first point even
+                    // where a range is open on the left (VictoriaMetrics, Prometheus 3).
+                    let extra = if w == 0 && !range && resource == Resource::Cpu {
+                        cfg.step_ms()
+                    } else {
+                        0
+                    };
+                    (w, ws - lead - extra, we)
+                })
                 .collect();
             if windows.is_empty() {
                 continue;
             }
-            let query = match resource {
-                Resource::Cpu => cfg.cpu_query(b),
-                Resource::Memory => cfg.memory_query(b),
+            // A raw read's span is its window's; messages name the selector.
+            let (query, metric) = match resource {
+                Resource::Cpu if range => (cfg.cpu_query(b, cfg.step), &cfg.cpu_metric),
+                Resource::Cpu => (
+                    format!("{}{{{}}}[window]", cfg.cpu_metric, b.matchers),
+                    &cfg.cpu_metric,
+                ),
+                Resource::Memory => (
+                    format!("{}{{{}}}[window]", cfg.memory_metric, b.matchers),
+                    &cfg.memory_metric,
+                ),
+            };
+            let read = if range {
+                Read::Range
+            } else {
+                Read::Raw {
+                    metric: metric.clone(),
+                    matchers: b.matchers.clone(),
+                }
             };
             out.push(Chain {
                 query,
+                read,
                 resource,
                 index,
                 windows,
@@ -1048,13 +1309,25 @@ pub async fn load(
 mod tests {
     use super::*;
 
-    fn c(ns: &str, pod: &str, name: &str) -> ContainerInfo {
-        ContainerInfo {
-            namespace: ns.into(),
-            pod: pod.into(),
-            container: name.into(),
-            workload: 0,
-        }
+    /// (namespace, pod, container, its sources as (job, metrics_path)).
+    type Spec<'a> = (&'a str, &'a str, &'a str, &'a [(&'a str, &'a str)]);
+
+    fn found(cs: &[Spec<'_>]) -> Found {
+        cs.iter()
+            .map(|&(n, p, c, sources)| {
+                let s = sources
+                    .iter()
+                    .map(|&(job, path)| {
+                        let src = Source {
+                            job: job.into(),
+                            metrics_path: path.into(),
+                        };
+                        (src, [1, 1])
+                    })
+                    .collect();
+                ((n.into(), p.into(), c.into()), s)
+            })
+            .collect()
     }
 
     #[test]
@@ -1076,25 +1349,71 @@ mod tests {
     fn batching() {
         let cfg = HistoryConfig {
             max_series_per_query: 3,
-            cadvisor_job: String::new(),
             ..Default::default()
         };
-        let cs = vec![
-            c("a", "p1", "x"),
-            c("b", "p1", "x"),
-            c("b", "p1", "y"),
-            c("big", "p1", "x"),
-            c("big", "p2", "x"),
-            c("big", "p3", "x"),
-            c("big", "p3", "y"),
-        ];
-        let b = batches(&cfg, &cs);
+        let k: &[(&str, &str)] = &[("kubelet", "/metrics/cadvisor")];
+        let cs = found(&[
+            ("a", "p1", "x", k),
+            ("b", "p1", "x", k),
+            ("b", "p1", "y", k),
+            ("big", "p1", "x", k),
+            ("big", "p2", "x", k),
+            ("big", "p3", "x", k),
+            ("big", "p3", "y", k),
+        ]);
+        let plan = Plan::new(0, 0, cs, &Owners::default());
+        let b = batches(&cfg, &plan);
         assert_eq!(b.len(), 3, "{b:?}");
+        assert!(b.iter().all(|b| {
+            b.matchers
+                .contains("job=\"kubelet\", metrics_path=\"/metrics/cadvisor\"")
+        }));
+        assert_eq!(b.iter().map(|b| b.members.len()).sum::<usize>(), 7);
         let has = |s: &str| b.iter().any(|b| b.matchers.ends_with(s));
         assert!(has("namespace=~\"a|b\""), "{b:?}");
         assert!(has("namespace=\"big\", pod=~\"p1|p2\""), "{b:?}");
         assert!(has("namespace=\"big\", pod=~\"p3\""), "{b:?}");
         assert_eq!(b.iter().map(|b| b.containers).sum::<usize>(), 7);
+    }
+
+    #[test]
+    fn the_cadvisor_source_is_preferred_and_reported() {
+        // kube-prometheus-stack: the kubelet's cAdvisor and resource endpoints both carry the metrics.
+        let both: &[(&str, &str)] = &[
+            ("kubelet", "/metrics/resource"),
+            ("kubelet", "/metrics/cadvisor"),
+        ];
+        let vm: &[(&str, &str)] = &[("kubernetes-nodes-cadvisor", ""), ("kubelet", "")];
+        let plan = Plan::new(
+            0,
+            0,
+            found(&[("a", "p", "c", both), ("b", "p", "c", vm)]),
+            &Owners::default(),
+        );
+        let chosen: Vec<String> = plan
+            .containers
+            .iter()
+            .map(|c| plan.source_uses[c.source].source.to_string())
+            .collect();
+        assert_eq!(
+            chosen,
+            [
+                "job \"kubelet\" metrics_path \"/metrics/cadvisor\"",
+                "job \"kubernetes-nodes-cadvisor\""
+            ]
+        );
+        assert!(plan.source_uses.iter().all(|u| u.contested == 1));
+        assert_eq!(
+            plan.source_uses[0].passed_over[0].metrics_path,
+            "/metrics/resource"
+        );
+        // No cAdvisor among them: the first by name, whatever order the series came in.
+        let s = |j: &str| Source {
+            job: j.into(),
+            metrics_path: String::new(),
+        };
+        assert!(s("a-job").rank() < s("b-job").rank());
+        assert!(s("z-cadvisor").rank() < s("a-job").rank());
     }
 
     #[test]
@@ -1114,17 +1433,19 @@ mod tests {
         let b = Batch {
             matchers: "x=\"1\"".into(),
             containers: 1,
+            members: vec![0],
         };
+        let span = Duration::from_secs(3600);
         assert_eq!(
-            cfg.cpu_query(&b),
-            "max by (namespace, pod, container) (container_cpu_usage_seconds_total{x=\"1\"})"
+            cfg.cpu_query(&b, span),
+            "container_cpu_usage_seconds_total{x=\"1\"}[3600000ms]"
         );
         let cfg = HistoryConfig {
             rate_window: Some(Duration::from_secs(300)),
             ..cfg
         };
         assert_eq!(
-            cfg.cpu_query(&b),
+            cfg.cpu_query(&b, span),
             "max by (namespace, pod, container) (rate(container_cpu_usage_seconds_total{x=\"1\"}[300s]))"
         );
     }

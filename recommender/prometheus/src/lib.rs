@@ -6,6 +6,7 @@
 //! - [`feeder`]: the pure step of a load: series in, samples out (CPU counter differencing, watermarks).
 //! - [`owners`]: workloads from kube-state-metrics owner series.
 //! - `flags` (feature `flags`): `PrometheusFlags`, the flag group both front ends share.
+//! - [`sigv4`]: AWS SigV4 request signing (Amazon Managed Prometheus) with the standard credential chain.
 //! - [`model_sink`]: feeding loaded samples into the engine's model.
 
 pub mod client;
@@ -15,4 +16,6 @@ pub mod flags;
 pub mod history;
 pub mod model_sink;
 pub mod owners;
+mod proxy;
+pub mod sigv4;
 pub mod stream;

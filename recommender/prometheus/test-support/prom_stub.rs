@@ -204,6 +204,14 @@ pub fn healthy(req: &Req) -> String {
                 ok("[]".into())
             }
         }
+        "/api/v1/query" if raw_span(req).is_some() => ok(format!(
+            r#"{{"resultType":"matrix","result":[{}]}}"#,
+            PODS.iter()
+                .enumerate()
+                .map(|(i, p)| series(req, p, i))
+                .collect::<Vec<_>>()
+                .join(",")
+        )),
         "/api/v1/query" => ok(r#"{"resultType":"vector","result":[]}"#.into()),
         "/api/v1/query_range" => ok(format!(
             r#"{{"resultType":"matrix","result":[{}]}}"#,
@@ -217,9 +225,45 @@ pub fn healthy(req: &Req) -> String {
     }
 }
 
-/// One matrix series of `pod` (the `i`-th) for a range query.
+/// The span (seconds) of a raw-sample query `metric{…}[<n>ms]`, if the request is one.
+pub fn raw_span(req: &Req) -> Option<i64> {
+    let q = req.get("query");
+    let inner = q.strip_suffix("ms]")?;
+    let n = &inner[inner.rfind('[')? + 1..];
+    n.parse::<i64>().ok().map(|ms| ms / 1000)
+}
+
+/// The (start, end, step) in seconds a request covers: a range query's, or a raw-sample query's span
+/// ending at its time with one sample a minute.
+pub fn span(req: &Req) -> (i64, i64, i64) {
+    match raw_span(req) {
+        Some(d) => {
+            let end = req.num("time");
+            let start = end - d;
+            // Samples on the minute grid in [start, end].
+            (start + (60 - start.rem_euclid(60)) % 60, end, 60)
+        }
+        None => (req.num("start"), req.num("end"), req.num("step").max(1)),
+    }
+}
+
+/// Whether the request reads history: a range query or a raw-sample query.
+pub fn is_history(req: &Req) -> bool {
+    req.path == "/api/v1/query_range" || (req.path == "/api/v1/query" && raw_span(req).is_some())
+}
+
+/// The first time (seconds) a history request covers that the previous window did not: a range query's
+/// start, or just after a raw-sample query's left end.
+pub fn window_start(req: &Req) -> i64 {
+    match raw_span(req) {
+        Some(d) => req.num("time") - d + 1,
+        None => req.num("start"),
+    }
+}
+
+/// One matrix series of `pod` (the `i`-th) for a range or raw-sample query.
 pub fn series(req: &Req, pod: &str, i: usize) -> String {
-    let (start, end, step) = (req.num("start"), req.num("end"), req.num("step").max(1));
+    let (start, end, step) = span(req);
     let cpu = req.get("query").contains("cpu");
     let mut pts = Vec::new();
     let mut t = start;

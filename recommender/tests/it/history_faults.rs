@@ -13,7 +13,7 @@ use tailor_recommender::history::{HistoryBootstrap, HistoryOptions, history_end,
 use tailor_recommender::status_writer::{Findings, plan_status};
 use tailor_recommender::time::to_time_secs;
 
-use crate::prom_stub::{END, Reply, healthy, stub};
+use crate::prom_stub::{END, Reply, healthy, is_history, stub, window_start};
 
 /// The controller's history bootstrap: while the server fails the VPA shows `FetchingHistory` with the
 /// reason; a load that fails half-way resumes (after `retry_after`) from where it stopped; the finished
@@ -29,9 +29,9 @@ fn controller_bootstrap_retries_resumes_and_counts_once() {
             return Reply::Full(503, "starting".into());
         }
         // The third CPU window fails twice (one try + one retry): the load stops and later resumes.
-        if r.path == "/api/v1/query_range"
+        if is_history(r)
             && r.get("query").contains("cpu")
-            && r.num("start") > split
+            && window_start(r) > split
             && cf.fetch_add(1, Ordering::SeqCst) < 2
         {
             return Reply::Full(503, "busy".into());

@@ -149,13 +149,243 @@ fn csv_input() {
         "--output",
         "json",
     ]);
+    // A value that cannot be real is refused, naming the file, line and field.
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let e = text(&out.stderr);
+    assert!(
+        e.contains("usage.csv:1202: field cpu_cores: NaN cores is not a finite number"),
+        "{e}"
+    );
+    // With --skip-bad-samples the row is dropped and counted, in JSON and in the table's notes.
+    let path = p.to_str().expect("utf-8");
+    let out = tailor(&["recommend", "-i", path, "-o", "json", "--skip-bad-samples"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v[0]["id"], "prod/api");
     assert_eq!(v[0]["recommendations"][0]["containerName"], "api");
-    // NaN CPU is discarded; a negative memory value converts to 0 bytes (upstream's conversion) and is accepted.
-    assert_eq!(v[0]["discarded"]["cpu"], 1);
-    assert_eq!(v[0]["discarded"]["memory"], 0);
+    assert_eq!(v[0]["skipped"], serde_json::json!({"cpu": 1, "memory": 1}));
+    assert_eq!(v[0]["discarded"]["cpu"], 0);
+    let out = tailor(&["recommend", "-i", path, "--skip-bad-samples"]);
+    let t = text(&out.stdout);
+    assert!(
+        t.contains("2 bad sample(s) skipped (1 cpu, 1 memory)"),
+        "{t}"
+    );
+}
+
+fn refused(args: &[&str], needle: &str) {
+    let out = tailor(args);
+    let e = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {e}");
+    assert!(e.contains(needle), "{args:?}: {e}");
+    assert!(out.stdout.is_empty(), "{args:?} printed an answer anyway");
+}
+
+#[test]
+fn impossible_flags_are_refused() {
+    for p in ["2", "NaN", "-5", "0"] {
+        let flag = format!("--target-cpu-percentile={p}");
+        refused(
+            &["recommend", "-i", DEMO, &flag],
+            "--target-cpu-percentile must be in (0, 1]",
+        );
+    }
+    refused(
+        &[
+            "recommend",
+            "-i",
+            DEMO,
+            "--recommendation-upper-bound-memory-percentile",
+            "1.5",
+        ],
+        "--recommendation-upper-bound-memory-percentile must be in (0, 1]",
+    );
+    refused(
+        &[
+            "recommend",
+            "-i",
+            DEMO,
+            "--recommendation-margin-fraction=-1",
+        ],
+        "--recommendation-margin-fraction must be a finite number >= 0",
+    );
+    refused(
+        &[
+            "recommend",
+            "--prometheus",
+            "http://127.0.0.1:1",
+            "--step",
+            "0s",
+        ],
+        "must be greater than zero",
+    );
+    refused(
+        &[
+            "recommend",
+            "--prometheus",
+            "http://127.0.0.1:1",
+            "--history",
+            "0s",
+        ],
+        "must be greater than zero",
+    );
+    refused(
+        &["recommend", "-i", DEMO, "-o", "csv", "--explain"],
+        "--explain is not available with -o csv",
+    );
+    refused(
+        &["recommend", "-i", DEMO, "-o", "vpa", "--explain"],
+        "--explain is not available with -o vpa",
+    );
+}
+
+#[test]
+fn impossible_usage_values_are_refused_with_file_and_line() {
+    let head =
+        "timestamp,namespace,pod,container,cpu_cores,memory_bytes\n1717200000,ns,p-0,c,0.5,1000\n";
+    for (row, needle) in [
+        (
+            "1717200060,ns,p-0,c,inf,1000",
+            "inf.csv:3: field cpu_cores: inf cores is not a finite number",
+        ),
+        (
+            "1717200060,ns,p-0,c,1e300,1000",
+            "inf.csv:3: field cpu_cores: 1e300 cores is beyond any container",
+        ),
+        (
+            "1717200060,ns,p-0,c,-0.5,1000",
+            "inf.csv:3: field cpu_cores: -0.5 cores is negative",
+        ),
+        (
+            "1717200060,ns,p-0,c,0.5,-1",
+            "inf.csv:3: field memory_bytes: -1 bytes is negative",
+        ),
+    ] {
+        let p = temp("inf.csv", format!("{head}{row}\n").as_bytes());
+        refused(&["recommend", "-i", p.to_str().expect("utf-8")], needle);
+    }
+    let json = b"[{\"id\": \"a\", \"containers\": [\n  {\"name\": \"c\",\n   \"cpu_samples\": [[1, 0.5],\n     [2, -0.25]]}]}]\n";
+    let p = temp("neg.json", json);
+    let path = p.to_str().expect("utf-8");
+    refused(&["recommend", "-i", path], "neg.json:4:");
+    refused(&["recommend", "-i", path], "-0.25 cores is negative");
+    let out = tailor(&["recommend", "-i", path, "-o", "json", "--skip-bad-samples"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v[0]["skipped"]["cpu"], 1);
+}
+
+#[test]
+fn json_output_is_the_documented_shape() {
+    let out = tailor(&["recommend", "-i", DEMO, "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    for o in v.as_array().expect("array") {
+        let mut keys: Vec<&str> = o
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            ["discarded", "id", "recommendations", "upstream"],
+            "{o}"
+        );
+        assert_eq!(o["upstream"], "vertical-pod-autoscaler/v1.2.2");
+        assert!(o["discarded"]["oom"].is_u64(), "{o}");
+    }
+}
+
+#[test]
+fn explain_shows_final_values_with_units() {
+    let out = tailor(&[
+        "recommend",
+        "-i",
+        DEMO,
+        "--explain",
+        "--pod-recommendation-min-cpu-millicores",
+        "900",
+        "--container-recommendation-max-allowed-memory",
+        "100Mi",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let t = text(&out.stdout);
+    assert!(t.contains(", raised to the minimum; final "), "{t}");
+    assert!(t.contains("capped to maxAllowed 104857600 bytes"), "{t}");
+    let out = tailor(&["recommend", "-i", DEMO, "-o", "yaml", "--explain"]);
+    assert!(text(&out.stdout).contains("explain:"));
+}
+
+#[test]
+fn help_groups_flags_by_what_they_do() {
+    let out = tailor(&["recommend", "--help"]);
+    let h = text(&out.stdout);
+    let at = |needle: &str| {
+        h.find(needle)
+            .unwrap_or_else(|| panic!("{needle:?} missing:\n{h}"))
+    };
+    let io = at("Input and output:");
+    let prom = at("History from Prometheus:");
+    let model = at("Model and estimation (upstream's flags):");
+    for flag in ["--output", "--explain", "--skip-bad-samples"] {
+        assert!(
+            (io..prom).contains(&at(flag)),
+            "{flag} not under Input and output:\n{h}"
+        );
+    }
+    assert!((prom..model).contains(&at("--prometheus-sigv4")), "{h}");
+    assert!(at("--target-cpu-percentile") > model, "{h}");
+}
+
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    use std::process::Stdio;
+    let mut big = String::from("timestamp,namespace,pod,container,cpu_cores,memory_bytes\n");
+    for w in 0..3000 {
+        big.push_str(&format!(
+            "1717200000,ns,w{w}-0,c,0.5,1000\n1717200060,ns,w{w}-0,c,0.5,1000\n"
+        ));
+    }
+    let p = temp("many.csv", big.as_bytes());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tailor"))
+        .args(["recommend", "-i", p.to_str().expect("utf-8"), "-o", "csv"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run tailor");
+    // Read one line, then close the pipe, as `head -1` does.
+    let mut first = [0u8; 16];
+    let mut stdout = child.stdout.take().expect("stdout");
+    std::io::Read::read_exact(&mut stdout, &mut first).expect("some output");
+    drop(stdout);
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+}
+
+#[test]
+fn convert_keeps_off_quoted_and_refuses_bad_input_with_2() {
+    let p = temp(
+        "vpa-off.yaml",
+        b"apiVersion: autoscaling.k8s.io/v1\nkind: VerticalPodAutoscaler\nmetadata:\n  name: w\nspec:\n  targetRef:\n    apiVersion: apps/v1\n    kind: Deployment\n    name: w\n  updatePolicy:\n    updateMode: Off\n",
+    );
+    let out = tailor(&["convert", p.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("updateMode: \"Off\""),
+        "{}",
+        text(&out.stdout)
+    );
+    refused(
+        &["convert", "/nonexistent/vpa.yaml"],
+        "/nonexistent/vpa.yaml",
+    );
+    let p = temp("vpa-on.yaml", b"apiVersion: autoscaling.k8s.io/v1\nkind: VerticalPodAutoscaler\nmetadata:\n  name: w\nspec:\n  updatePolicy:\n    updateMode: On\n");
+    refused(
+        &["convert", p.to_str().expect("utf-8")],
+        "updateMode is the boolean true",
+    );
 }
 
 #[test]

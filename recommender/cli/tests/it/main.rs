@@ -11,4 +11,6 @@ mod plan;
 mod prom_stub;
 mod prometheus;
 mod prometheus_faults;
+mod prometheus_stores;
+mod sigv4;
 mod upstream_diff;

@@ -135,3 +135,38 @@ fn bad_input_exits_2_and_names_the_file() {
         "clap usage errors exit 2 too"
     );
 }
+
+#[test]
+fn a_vpa_that_does_not_select_the_pod_is_refused_unless_forced() {
+    let vpa = std::fs::read_to_string(format!("{ROOT}/examples/patch/vpa.yaml")).expect("example");
+    let dir = std::env::temp_dir().join(format!("tailor-patch-select-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    for (name, text, why) in [
+        (
+            "other-ns.yaml",
+            vpa.replace("namespace: demo", "namespace: prod"),
+            "the pod is in namespace \"demo\", the VPA in \"prod\"",
+        ),
+        (
+            "other-workload.yaml",
+            vpa.replace("    name: web\n", "    name: api\n"),
+            "the pod belongs to Deployment/web, the VPA targets Deployment/api",
+        ),
+    ] {
+        let p = dir.join(name);
+        std::fs::write(&p, text).expect("write");
+        let path = p.to_str().expect("utf-8");
+        let args = ["patch", "--pod", "examples/patch/pod.yaml", "--vpa", path];
+        let out = tailor(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert!(
+            err.contains("does not select") && err.contains(why),
+            "{name}: {err}"
+        );
+        assert!(err.contains("--force"), "{err}");
+        let forced = json(&tailor(&[&args[..], &["--force"]].concat()));
+        assert_eq!(resources(&forced)["requests"]["cpu"], "250m");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

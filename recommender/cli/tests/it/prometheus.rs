@@ -23,13 +23,13 @@ use serde_json::{Value, json};
 
 const STEP: i64 = 60;
 /// End of the history (unix seconds, a multiple of the step).
-const END: i64 = 1_717_200_000;
+pub(crate) const END: i64 = 1_717_200_000;
 const DAYS: i64 = 3;
 const NS: &str = "shop";
 const RS: &str = "web-5d8f7c9b6d";
-const MIB: f64 = 1_048_576.0;
+pub(crate) const MIB: f64 = 1_048_576.0;
 
-fn find_binary(name: &str) -> PathBuf {
+pub(crate) fn find_binary(name: &str) -> PathBuf {
     let dirs = std::env::var("PATH").unwrap_or_default();
     for d in dirs
         .split(':')
@@ -46,14 +46,14 @@ fn find_binary(name: &str) -> PathBuf {
     );
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("free loopback port")
 }
 
-fn temp_dir(tag: &str) -> PathBuf {
+pub(crate) fn temp_dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!(
         "tailor-prom-{tag}-{}-{}",
         std::process::id(),
@@ -67,9 +67,9 @@ fn temp_dir(tag: &str) -> PathBuf {
 }
 
 /// A server process, killed (and its data removed) on drop.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    url: String,
+    pub(crate) url: String,
     dir: PathBuf,
     log: PathBuf,
 }
@@ -83,7 +83,12 @@ impl Drop for Server {
 }
 
 /// Plain HTTP/1.0 request, so no chunked bodies (the fixture's own, independent of the code under test).
-fn http(port: u16, method: &str, path: &str, body: &[u8]) -> std::io::Result<(u16, Vec<u8>)> {
+pub(crate) fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> std::io::Result<(u16, Vec<u8>)> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(60)))?;
     write!(
@@ -106,7 +111,7 @@ fn http(port: u16, method: &str, path: &str, body: &[u8]) -> std::io::Result<(u1
     Ok((status, out[(head_end + 4).min(out.len())..].to_vec()))
 }
 
-fn wait_ready(server: &mut Server, port: u16, path: &str) {
+pub(crate) fn wait_ready(server: &mut Server, port: u16, path: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Ok((200, _)) = http(port, "GET", path, b"") {
@@ -126,9 +131,9 @@ fn wait_ready(server: &mut Server, port: u16, path: &str) {
 }
 
 /// Deterministic pseudo-random numbers in [0, 1).
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 impl Rng {
-    fn next(&mut self) -> f64 {
+    pub(crate) fn next(&mut self) -> f64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -136,7 +141,7 @@ impl Rng {
     }
 }
 
-struct Container {
+pub(crate) struct Container {
     pod: &'static str,
     name: &'static str,
     /// (unix seconds, cores) at every step from the first; the counter starts one step before.
@@ -150,7 +155,7 @@ struct Container {
 /// Three workloads in one namespace: Deployment `web` (two pods of one ReplicaSet, containers `app` and
 /// `proxy`), StatefulSet `db` (pod `db-0`) and DaemonSet `agent` (one pod); `web`'s first `app` is
 /// OOM-killed once.
-fn workload() -> Vec<Container> {
+pub(crate) fn workload() -> Vec<Container> {
     let t0 = END - DAYS * 86_400;
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let specs: [(&str, &str, f64, f64); 6] = [
@@ -220,10 +225,10 @@ fn traces(cs: &[Container]) -> Value {
 }
 
 /// One series: labels and (unix seconds, value) points.
-type Sample = (Vec<(&'static str, String)>, Vec<(i64, f64)>);
+pub(crate) type Sample = (Vec<(&'static str, String)>, Vec<(i64, f64)>);
 
 /// Every series the servers hold: cAdvisor and kube-state-metrics.
-fn series(cs: &[Container]) -> Vec<(&'static str, Sample)> {
+pub(crate) fn series(cs: &[Container]) -> Vec<(&'static str, Sample)> {
     let mut out = Vec::new();
     let cadvisor = |c: &Container| {
         vec![
@@ -321,7 +326,7 @@ fn series(cs: &[Container]) -> Vec<(&'static str, Sample)> {
     out
 }
 
-fn openmetrics(all: &[(&'static str, Sample)]) -> String {
+pub(crate) fn openmetrics(all: &[(&'static str, Sample)]) -> String {
     let mut s = String::new();
     let mut families: Vec<&str> = all.iter().map(|(n, _)| *n).collect();
     families.sort();
@@ -343,7 +348,7 @@ fn openmetrics(all: &[(&'static str, Sample)]) -> String {
     s
 }
 
-fn vm_import(all: &[(&'static str, Sample)]) -> String {
+pub(crate) fn vm_import(all: &[(&'static str, Sample)]) -> String {
     let mut s = String::new();
     for (name, (labels, points)) in all {
         let mut m = serde_json::Map::new();
@@ -359,7 +364,7 @@ fn vm_import(all: &[(&'static str, Sample)]) -> String {
     s
 }
 
-fn start_prometheus(all: &[(&'static str, Sample)]) -> Server {
+pub(crate) fn start_prometheus(all: &[(&'static str, Sample)]) -> Server {
     let promtool = find_binary("promtool");
     let prometheus = find_binary("prometheus");
     let dir = temp_dir("prometheus");
@@ -401,7 +406,7 @@ fn start_prometheus(all: &[(&'static str, Sample)]) -> Server {
     s
 }
 
-fn start_victoria_metrics(all: &[(&'static str, Sample)]) -> Server {
+pub(crate) fn start_victoria_metrics(all: &[(&'static str, Sample)]) -> Server {
     let vm = find_binary("victoria-metrics");
     let dir = temp_dir("vm");
     let port = free_port();
@@ -433,7 +438,7 @@ fn start_victoria_metrics(all: &[(&'static str, Sample)]) -> Server {
     // Imported rows become searchable after a flush; wait until every series is visible.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let q = "/api/v1/series?match[]=%7Bnamespace%3D%22shop%22%7D&start=1000000000";
+        let q = "/api/v1/series?match[]=%7B__name__%3D~%22.%2B%22%7D&start=1000000000";
         let n = http(port, "GET", q, b"")
             .ok()
             .and_then(|(_, b)| serde_json::from_slice::<Value>(&b).ok())
@@ -452,14 +457,14 @@ fn start_victoria_metrics(all: &[(&'static str, Sample)]) -> Server {
     s
 }
 
-fn tailor(args: &[&str]) -> Output {
+pub(crate) fn tailor(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tailor"))
         .args(args)
         .output()
         .expect("run tailor")
 }
 
-fn by_id(v: &Value) -> std::collections::BTreeMap<String, Value> {
+pub(crate) fn by_id(v: &Value) -> std::collections::BTreeMap<String, Value> {
     v.as_array()
         .expect("an array of outputs")
         .iter()
@@ -467,7 +472,7 @@ fn by_id(v: &Value) -> std::collections::BTreeMap<String, Value> {
         .collect()
 }
 
-fn assert_close(want: &Value, got: &Value, what: &str) {
+pub(crate) fn assert_close(want: &Value, got: &Value, what: &str) {
     let (w, g) = (by_id(want), by_id(got));
     assert_eq!(
         w.keys().collect::<Vec<_>>(),
@@ -499,7 +504,7 @@ fn assert_close(want: &Value, got: &Value, what: &str) {
     }
 }
 
-fn expected(cs: &[Container]) -> Value {
+pub(crate) fn expected(cs: &[Container]) -> Value {
     let dir = temp_dir("trace");
     let path = dir.join("trace.json");
     std::fs::write(&path, serde_json::to_vec(&traces(cs)).unwrap()).unwrap();

@@ -15,7 +15,7 @@ use std::time::Duration;
 use tailor_prometheus::client::{ClientConfig, PromClient};
 use tailor_prometheus::history::{HistoryConfig, HistorySink, LoadState, discover, load};
 
-use crate::prom_stub::{END, Reply, healthy, stub};
+use crate::prom_stub::{END, Reply, healthy, is_history, stub, window_start};
 
 fn tailor(url: &str, extra: &[&str]) -> Output {
     let end = END.to_string();
@@ -64,9 +64,9 @@ fn healthy_stub_gives_recommendations() {
         .as_i64()
         .unwrap();
     assert!((250..=700).contains(&cpu), "{v}");
-    // 1 series + 1 owners + 1 OOM probe + 3 windows x 2 queries.
+    // 1 series + 1 owners + 1 sample-density probe + 1 OOM probe + 3 windows x 2 queries.
     assert!(
-        text(&out.stderr).contains("9 HTTP queries"),
+        text(&out.stderr).contains("10 HTTP queries"),
         "{}",
         text(&out.stderr)
     );
@@ -119,7 +119,7 @@ fn http_500_is_retried_then_reported() {
 fn timeout_mid_stream_keeps_partial_history() {
     let split = END - 7200;
     let s = stub(move |r, _| {
-        if r.path == "/api/v1/query_range" && r.num("start") > split {
+        if is_history(r) && window_start(r) > split {
             let full = healthy(r);
             Reply::Stall(full[..full.len() / 2].to_string())
         } else {
@@ -141,7 +141,7 @@ fn timeout_mid_stream_keeps_partial_history() {
 #[test]
 fn malformed_response_names_the_query() {
     let s = stub(|r, _| {
-        if r.path == "/api/v1/query_range" {
+        if is_history(r) {
             Reply::Full(
                 200,
                 r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"abc"]]}]}}"#.into(),
@@ -156,10 +156,7 @@ fn malformed_response_names_the_query() {
     let e = text(&out.stderr);
     assert!(e.contains("malformed response"), "{e}");
     assert!(e.contains("invalid sample value \"abc\""), "{e}");
-    assert!(
-        e.contains("(query max by (namespace, pod, container)"),
-        "{e}"
-    );
+    assert!(e.contains("(query container_"), "{e}");
     // Not JSON at all.
     let s = stub(|r, _| {
         if r.path == "/api/v1/series" {
@@ -206,11 +203,11 @@ fn retried_and_resumed_windows_feed_every_point_once() {
     let fail_hard = Arc::new(AtomicBool::new(false));
     let (a, f) = (attempts.clone(), fail_hard.clone());
     let s = stub(move |r, _| {
-        if r.path == "/api/v1/query_range" && r.num("start") > split {
+        if is_history(r) && window_start(r) > split {
             if f.load(Ordering::SeqCst) {
                 return Reply::Full(503, "unavailable".into());
             }
-            if r.num("start") < END - 3600 && a.fetch_add(1, Ordering::SeqCst) == 0 {
+            if window_start(r) < END - 3600 && a.fetch_add(1, Ordering::SeqCst) == 0 {
                 let full = healthy(r);
                 let cut = full
                     .find(r#"{"metric":{"namespace":"a","pod":"w-1""#)
@@ -306,4 +303,79 @@ fn retried_and_resumed_windows_feed_every_point_once() {
     assert!(state.complete(&plan));
     assert!(rec.cpu.values().all(|&n| n == 1) && rec.memory.values().all(|&n| n == 1));
     assert_eq!((points(&rec.cpu), points(&rec.memory)), (2 * 180, 2 * 180));
+}
+
+/// A `CONNECT` proxy on loopback counting its tunnels.
+fn connect_proxy() -> (u16, Arc<AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Write};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let tunnels = Arc::new(AtomicUsize::new(0));
+    let t = tunnels.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(client) = conn else { continue };
+            let t = t.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(client.try_clone().unwrap());
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                let target = line
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap_or_default()
+                    .to_string();
+                assert!(line.starts_with("CONNECT "), "not a CONNECT: {line:?}");
+                loop {
+                    let mut h = String::new();
+                    if reader.read_line(&mut h).unwrap() <= 2 {
+                        break;
+                    }
+                }
+                let upstream = std::net::TcpStream::connect(&target).unwrap();
+                t.fetch_add(1, Ordering::SeqCst);
+                let mut c = client;
+                c.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .unwrap();
+                let (mut c2, mut u2) = (c.try_clone().unwrap(), upstream.try_clone().unwrap());
+                std::thread::spawn(move || std::io::copy(&mut u2, &mut c2));
+                let mut up = upstream;
+                let _ = std::io::copy(&mut reader, &mut up);
+            });
+        }
+    });
+    (port, tunnels)
+}
+
+#[test]
+fn proxy_variables_are_honoured() {
+    let s = stub(|r, _| Reply::Full(200, healthy(r)));
+    let (proxy, tunnels) = connect_proxy();
+    let url = format!("http://127.0.0.1:{}", s.port);
+    let run = |no_proxy: &str| {
+        Command::new(env!("CARGO_BIN_EXE_tailor"))
+            .args(["recommend", "--prometheus", &url, "--history", "3h"])
+            .args(["--end", &END.to_string(), "-o", "json"])
+            .env_remove("http_proxy")
+            .env_remove("https_proxy")
+            .env_remove("no_proxy")
+            .env("HTTP_PROXY", format!("http://127.0.0.1:{proxy}"))
+            .env("NO_PROXY", no_proxy)
+            .output()
+            .unwrap()
+    };
+    let out = run("");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        tunnels.load(Ordering::SeqCst) >= 1,
+        "no query went through the proxy"
+    );
+    let before = tunnels.load(Ordering::SeqCst);
+    let out = run("127.0.0.1");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        tunnels.load(Ordering::SeqCst),
+        before,
+        "NO_PROXY was not honoured"
+    );
 }
