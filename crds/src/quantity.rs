@@ -308,11 +308,37 @@ fn decimal_suffix(exp: i32) -> &'static str {
         .map_or("", |&(suffix, ..)| suffix)
 }
 
+/// Longest quantity text accepted, in bytes.
+///
+/// The API server writes every pod quantity back in canonical form (a value within its int64 cap at nano
+/// precision needs at most ~30 characters), and Tailor's CRD schema gives quantity strings the same
+/// `maxLength`, so longer text only reaches Tailor from a client talking to it directly. Refusing it keeps
+/// the work per quantity constant.
+pub const MAX_QUANTITY_LEN: usize = 128;
+
+/// How much of a rejected quantity's text an error keeps (the rest is summarised by its length).
+const ERROR_TEXT_LEN: usize = 64;
+
+/// The text of a rejected quantity, cut to [`ERROR_TEXT_LEN`] bytes with a marker giving the full length.
+fn error_text(text: &str) -> String {
+    if text.len() <= ERROR_TEXT_LEN {
+        return text.to_owned();
+    }
+    let mut end = ERROR_TEXT_LEN;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…[{} bytes]", &text[..end], text.len())
+}
+
 fn parse_str(text: &str) -> Result<Amount, QuantityError> {
     let err = |reason| QuantityError {
-        value: text.to_owned(),
+        value: error_text(text),
         reason,
     };
+    if text.len() > MAX_QUANTITY_LEN {
+        return Err(err("longer than 128 characters"));
+    }
     let s = text.trim();
     if s.is_empty() {
         return Err(err("empty"));
@@ -336,10 +362,18 @@ fn parse_str(text: &str) -> Result<Amount, QuantityError> {
     if frac_part.contains('.') {
         return Err(err("more than one decimal point"));
     }
+    // Zeros that carry no value are dropped from the text, in one pass, before any arithmetic: equal values
+    // then compare and print alike, and the big-integer work depends only on the significant digits.
+    let frac_part = frac_part.trim_end_matches('0');
     let digits = format!("{int_part}{frac_part}");
-    let mut num: BigInt = match digits.parse::<u128>() {
-        Ok(n) => BigInt::from(n),
-        Err(_) => digits.parse().map_err(|_| err("bad digits"))?,
+    let digits = digits.trim_start_matches('0');
+    let mut num: BigInt = if digits.is_empty() {
+        BigInt::zero()
+    } else {
+        match digits.parse::<u128>() {
+            Ok(n) => BigInt::from(n),
+            Err(_) => digits.parse().map_err(|_| err("bad digits"))?,
+        }
     };
     let mut scale = i64::try_from(frac_part.len()).map_err(|_| err("too many digits"))?;
     let mut binary_exp: u32 = 0;
@@ -363,6 +397,13 @@ fn parse_str(text: &str) -> Result<Amount, QuantityError> {
         scale -= exp;
         Format::DecimalExponent
     };
+    if num.is_zero() {
+        return Ok(Amount {
+            num,
+            scale: 0,
+            format,
+        });
+    }
     if binary_exp > 0 {
         num <<= binary_exp as usize;
     }
@@ -370,21 +411,22 @@ fn parse_str(text: &str) -> Result<Amount, QuantityError> {
         num *= pow10(u32::try_from(-scale).map_err(|_| err("exponent out of range"))?);
         scale = 0;
     }
-    let scale = u32::try_from(scale).map_err(|_| err("too many digits"))?;
+    let mut scale = u32::try_from(scale).map_err(|_| err("too many digits"))?;
     if negative {
         num = -num;
     }
-    // Normalise so equal values compare and print alike regardless of trailing zeros.
-    let mut amount = Amount { num, scale, format };
+    // A suffix below one (`m`, `u`, `n`, `e-3`) can leave trailing zeros of the integer part in the scale:
+    // at most as many as the text has digits, so this stays linear in the (capped) text.
     let ten = BigInt::from(10u8);
-    while amount.scale > 0 && (&amount.num % &ten).is_zero() {
-        amount.num /= &ten;
-        amount.scale -= 1;
+    while scale > 0 {
+        let (q, r) = num.div_rem(&ten);
+        if !r.is_zero() {
+            break;
+        }
+        num = q;
+        scale -= 1;
     }
-    if amount.num.is_zero() {
-        amount.scale = 0;
-    }
-    Ok(amount)
+    Ok(Amount { num, scale, format })
 }
 
 /// Whether two quantities are equal in value (`1Gi` == `1073741824`).
@@ -515,6 +557,40 @@ mod tests {
         assert_eq!(canon("0"), "0");
         assert_eq!(canon("10M"), "10M");
         assert_eq!(canon("9223372036854775807m"), "9223372036854775807m");
+    }
+
+    #[test]
+    fn zeros_without_value_are_dropped() {
+        let longest = format!("1.{}", "0".repeat(MAX_QUANTITY_LEN - 2));
+        assert_eq!(canon(&longest), "1");
+        assert_eq!(canon("000250m"), "250m");
+        assert_eq!(canon("0.000"), "0");
+        assert_eq!(canon("-0"), "0");
+        assert_eq!(canon("1500000u"), "1500m");
+    }
+
+    /// The work per quantity must not grow faster than its text: the old normalisation divided an N-digit
+    /// number once per trailing zero (25 s at N = 300,000).
+    #[test]
+    fn parse_time_is_linear_and_long_text_is_refused() {
+        let time = |n: usize| {
+            let text = q(&format!("1.{}", "0".repeat(n)));
+            let start = std::time::Instant::now();
+            for _ in 0..20 {
+                let err = Amount::parse(&text).expect_err("longer than the cap");
+                assert_eq!(err.reason, "longer than 128 characters");
+                assert!(err.value.len() < 100, "error text is capped: {}", err.value.len());
+                assert!(err.value.ends_with(&format!("[{} bytes]", n + 2)));
+            }
+            start.elapsed()
+        };
+        let small = time(10_000);
+        let large = time(100_000);
+        // Linear would be 10×; the quadratic parser was 100×. Slack for timer noise on a busy machine.
+        assert!(
+            large < small * 30 + std::time::Duration::from_millis(5),
+            "N=10k {small:?}, N=100k {large:?}"
+        );
     }
 
     #[test]

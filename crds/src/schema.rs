@@ -5,11 +5,14 @@ use schemars::{Schema, SchemaGenerator, json_schema};
 /// Upstream's quantity pattern (int-or-string).
 pub const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
 
-/// A single quantity: integer or string matching [`QUANTITY_PATTERN`].
+/// A single quantity: integer or string matching [`QUANTITY_PATTERN`], at most
+/// [`MAX_QUANTITY_LEN`](crate::quantity::MAX_QUANTITY_LEN) characters (upstream sets no length; no quantity a
+/// person writes comes near it, and the API server then refuses what Tailor would refuse anyway).
 pub fn quantity(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "anyOf": [{"type": "integer"}, {"type": "string"}],
         "pattern": QUANTITY_PATTERN,
+        "maxLength": crate::quantity::MAX_QUANTITY_LEN,
         "x-kubernetes-int-or-string": true,
     })
 }
