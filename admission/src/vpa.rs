@@ -9,7 +9,7 @@ use kube::core::{DynamicObject, Status};
 use serde_json::{Value, json};
 use tailor_crds::validation::{
     ErrorKind, FeatureGates, FieldError, ValidationOptions, default_update_policy, invalid_message,
-    needs_update_policy_default, validate,
+    needs_update_policy_default, validate, validate_status,
 };
 use tailor_crds::{ResourceList, VerticalPodAutoscaler};
 
@@ -243,7 +243,13 @@ pub fn review_vpa(
         None
     };
     let options = ValidationOptions::new(gates, old.as_ref().map(|o| &o.spec));
-    let validation = validate(&vpa.spec, &options);
+    let mut validation = validate(&vpa.spec, &options);
+    // The API server drops status from writes to the main resource; only the status subresource carries it.
+    if req.sub_resource.as_deref() == Some("status")
+        && let Some(status) = &vpa.status
+    {
+        validation.errors.extend(validate_status(status).errors);
+    }
     if !validation.is_valid() {
         return deny(
             req,
@@ -256,7 +262,8 @@ pub fn review_vpa(
         response.warnings = Some(validation.warnings);
     }
     let mut defaulted = false;
-    if let Some(patch) = defaulting_patch(&vpa) {
+    let status_write = req.sub_resource.is_some();
+    if let Some(patch) = defaulting_patch(&vpa).filter(|_| !status_write) {
         match response.clone().with_patch(patch) {
             Ok(r) => {
                 response = r;
@@ -378,5 +385,40 @@ mod tests {
                 .0
                 .allowed
         );
+    }
+
+    #[test]
+    fn status_writes_with_negative_recommendations_are_refused() {
+        let spec = json!({"targetRef": target()});
+        let with_status = |cpu: &str| {
+            let mut v = vpa(spec.clone());
+            v["status"] = json!({"recommendation": {"containerRecommendations": [
+                {"containerName": "app", "target": {"cpu": cpu, "memory": "100Mi"}}]}});
+            v
+        };
+        let status_update = |cpu: &str| {
+            let mut req = request("UPDATE", with_status(cpu), Some(with_status("1")));
+            req.sub_resource = Some("status".into());
+            review_vpa(&req, FeatureGates::default())
+        };
+        let (resp, _) = status_update("-1");
+        assert!(!resp.allowed);
+        assert!(
+            resp.result.message.contains(
+                "status.recommendation.containerRecommendations[0].target.cpu: Invalid value: \"-1\": must be greater than or equal to 0"
+            ),
+            "{}",
+            resp.result.message
+        );
+        let (resp, outcome) = status_update("250m");
+        assert!(resp.allowed, "{}", resp.result.message);
+        // A status write is never given the spec's defaulting patch.
+        assert_eq!(outcome, VpaOutcome::Accepted { defaulted: false });
+        // Writes to the main resource ignore status, as the API server does.
+        let (resp, _) = review_vpa(
+            &request("UPDATE", with_status("-1"), Some(with_status("1"))),
+            FeatureGates::default(),
+        );
+        assert!(resp.allowed);
     }
 }

@@ -133,6 +133,11 @@ impl Amount {
         }
     }
 
+    /// Whether the value is below zero.
+    pub fn is_negative(&self) -> bool {
+        self.num.is_negative()
+    }
+
     /// Whether the value is exactly zero.
     pub fn is_zero(&self) -> bool {
         self.num.is_zero()
@@ -579,7 +584,11 @@ mod tests {
             for _ in 0..20 {
                 let err = Amount::parse(&text).expect_err("longer than the cap");
                 assert_eq!(err.reason, "longer than 128 characters");
-                assert!(err.value.len() < 100, "error text is capped: {}", err.value.len());
+                assert!(
+                    err.value.len() < 100,
+                    "error text is capped: {}",
+                    err.value.len()
+                );
                 assert!(err.value.ends_with(&format!("[{} bytes]", n + 2)));
             }
             start.elapsed()

@@ -13,7 +13,7 @@ use crate::quantity;
 use crate::vpa::{
     ContainerResourcePolicy, ContainerScalingMode, ControlledValues, GenericStartupBoost,
     PodUpdatePolicy, ResourceList, StartupBoost, StartupBoostType, UpdateMode,
-    VerticalPodAutoscalerSpec,
+    VerticalPodAutoscalerSpec, VerticalPodAutoscalerStatus,
 };
 
 /// Update modes listed in the "supported values" of an unsupported mode (`Auto` is accepted but deprecated).
@@ -215,6 +215,41 @@ impl Validation {
     pub fn is_valid(&self) -> bool {
         self.errors.is_empty()
     }
+}
+
+/// Validates the recommendations in a VPA status: no value may be negative (Tailor's own rule, also applied to
+/// status writes from other writers; upstream validates no status). A negative request is refused by the API
+/// server only after the webhook has patched it into a pod, so the pod could never be created.
+pub fn validate_status(status: &VerticalPodAutoscalerStatus) -> Validation {
+    let mut v = Validation::default();
+    let recommendations = status
+        .recommendation
+        .iter()
+        .flat_map(|r| r.container_recommendations.iter().flatten());
+    for (i, rec) in recommendations.enumerate() {
+        let lists = [
+            ("target", Some(&rec.target)),
+            ("lowerBound", rec.lower_bound.as_ref()),
+            ("upperBound", rec.upper_bound.as_ref()),
+            ("uncappedTarget", rec.uncapped_target.as_ref()),
+        ];
+        for (name, list) in lists {
+            for (resource, q) in list.into_iter().flatten() {
+                if quantity::Amount::parse(q).is_ok_and(|a| a.is_negative()) {
+                    v.error(
+                        format!(
+                            "status.recommendation.containerRecommendations[{i}].{name}.{resource}"
+                        ),
+                        ErrorKind::Invalid(
+                            BadValue::Str(q.0.clone()),
+                            "must be greater than or equal to 0".into(),
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    v
 }
 
 /// Validates a VPA spec with upstream's rules (V1–V24 of the admission specification).

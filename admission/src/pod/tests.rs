@@ -243,3 +243,29 @@ fn review_pod_never_denies() {
     assert!(resp.allowed && resp.patch.is_none());
     assert_eq!(outcome, PodOutcome::NoMatch { reason: None });
 }
+
+#[test]
+fn negative_or_zero_recommendations_never_reach_a_pod() {
+    let mut v = web_vpa(json!([]));
+    let recs = v
+        .status
+        .as_mut()
+        .and_then(|s| s.recommendation.as_mut())
+        .and_then(|r| r.container_recommendations.as_mut())
+        .unwrap();
+    recs[0].target = [
+        ("cpu".to_owned(), Quantity("-1".into())),
+        ("memory".to_owned(), Quantity("0".into())),
+    ]
+    .into();
+    let p = web_pod();
+    let result = patch_pod(&pod(p.clone()), &v, &[], &PatchOptions::default()).unwrap();
+    let doc = apply(&p, &result.patch);
+    let app = &doc["spec"]["containers"][0]["resources"];
+    // The pod keeps what it asked for; nothing negative or zero is written.
+    assert_eq!(app["requests"]["cpu"], "100m");
+    assert_eq!(app["limits"]["cpu"], "400m");
+    assert!(app["requests"].get("memory").is_none(), "{app}");
+    let text = serde_json::to_string(&result.patch).unwrap();
+    assert!(!text.contains("\"-"), "{text}");
+}

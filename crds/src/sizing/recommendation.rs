@@ -26,6 +26,9 @@ pub fn process_recommendation(
         .container_recommendations
         .clone()
         .unwrap_or_default();
+    for rec in &mut recs {
+        drop_unusable(rec);
+    }
 
     if let Some(pod_item) = pod_item {
         // Containers with requests but no recommendation take part with their requests.
@@ -103,4 +106,24 @@ pub fn process_recommendation(
         },
         annotations,
     }))
+}
+
+/// Removes recommended values no pod can be given: negative ones, and a zero target (no recommender measures
+/// zero; a zero request would make the container best-effort for that resource). Another writer of the status
+/// may have put them there; the VPA validation refuses negative values, this keeps older objects harmless.
+fn drop_unusable(rec: &mut RecommendedContainerResources) {
+    // Text that does not parse is left for the processing below to report.
+    let negative = |q: &Quantity| Amount::parse(q).is_ok_and(|a| a.is_negative());
+    rec.target
+        .retain(|_, q| !negative(q) && Amount::parse(q).map_or(true, |a| !a.is_zero()));
+    for list in [
+        &mut rec.lower_bound,
+        &mut rec.upper_bound,
+        &mut rec.uncapped_target,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        list.retain(|_, q| !negative(q));
+    }
 }
