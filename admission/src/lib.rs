@@ -5,6 +5,7 @@
 //! carry it over HTTPS.
 pub mod certs;
 pub mod cluster;
+pub mod limits;
 pub mod manifests;
 pub mod metrics;
 pub mod review;

@@ -14,6 +14,8 @@ use kube::core::{
     admission::{AdmissionRequest, AdmissionResponse},
 };
 use serde::Serialize;
+use serde_json::value::RawValue;
+use tailor_crds::text::capped;
 
 /// API version of every review Tailor reads and writes.
 pub const API_VERSION: &str = "admission.k8s.io/v1";
@@ -108,12 +110,25 @@ impl Reviewed {
 }
 
 /// The two admission handlers the server dispatches to. Implementations must be cheap and never block on I/O:
-/// they run on the server's worker threads for every request.
+/// they run on the server's review workers for every request.
 pub trait Reviewer: Send + Sync + 'static {
     /// Pods (`CREATE`): compute the patch from the matching VPA.
-    fn review_pod(&self, req: &AdmissionRequest<DynamicObject>) -> Reviewed;
-    /// Tailor VPAs (`CREATE`/`UPDATE`): validate and default.
-    fn review_vpa(&self, req: &AdmissionRequest<DynamicObject>) -> Reviewed;
+    fn review_pod(&self, review: &Review<'_>) -> Reviewed;
+    /// Tailor VPAs (`CREATE`/`UPDATE`, and status writes): validate and default.
+    fn review_vpa(&self, review: &Review<'_>) -> Reviewed;
+}
+
+/// A decoded review: the request's fields, and its objects still as the JSON text of the body. Each handler
+/// decodes only the object it needs, straight into its own types: no intermediate JSON tree, whose size is
+/// many times the text's.
+#[derive(Debug)]
+pub struct Review<'a> {
+    /// The request; its `object` and `old_object` are always `None` (see [`Review::object`]).
+    pub request: AdmissionRequest<DynamicObject>,
+    /// `request.object` as sent (`None` when absent or `null`).
+    pub object: Option<&'a RawValue>,
+    /// `request.oldObject` as sent (`None` when absent or `null`).
+    pub old_object: Option<&'a RawValue>,
 }
 
 /// Why a body is not a usable review.
@@ -127,19 +142,15 @@ pub enum DecodeError {
     NoRequest,
 }
 
-/// Decodes an AdmissionReview body into its request.
-///
-/// Equivalent to deserialising `AdmissionReview<DynamicObject>` (the review's `apiVersion` and `kind` are
-/// required, the objects are split into type, metadata and the rest exactly like `DynamicObject`'s flattened
-/// fields), but in one pass: serde's `flatten` would buffer the whole review, and each object again.
-pub fn decode(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, DecodeError> {
-    let review: WireReviewIn = serde_json::from_slice(body)?;
+/// Decodes an AdmissionReview body (`admission.k8s.io/v1`; `apiVersion`, `kind` and `request` required).
+pub fn decode(body: &[u8]) -> Result<Review<'_>, DecodeError> {
+    let review: WireReviewIn<'_> = serde_json::from_slice(body)?;
     let types = kube::core::TypeMeta {
         api_version: review.api_version,
         kind: review.kind,
     };
     let r = review.request.ok_or(DecodeError::NoRequest)?;
-    Ok(AdmissionRequest {
+    let request = AdmissionRequest {
         types,
         uid: r.uid,
         kind: r.kind,
@@ -152,25 +163,30 @@ pub fn decode(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, DecodeErro
         namespace: r.namespace,
         operation: r.operation,
         user_info: r.user_info,
-        object: r.object.map(dynamic_object).transpose()?,
-        old_object: r.old_object.map(dynamic_object).transpose()?,
+        object: None,
+        old_object: None,
         dry_run: r.dry_run,
         options: r.options,
+    };
+    Ok(Review {
+        request,
+        object: r.object,
+        old_object: r.old_object,
     })
 }
 
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireReviewIn {
+struct WireReviewIn<'a> {
     api_version: String,
     kind: String,
-    #[serde(default)]
-    request: Option<WireRequestIn>,
+    #[serde(default, borrow)]
+    request: Option<WireRequestIn<'a>>,
 }
 
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireRequestIn {
+struct WireRequestIn<'a> {
     uid: String,
     kind: kube::core::GroupVersionKind,
     resource: kube::core::GroupVersionResource,
@@ -188,46 +204,14 @@ struct WireRequestIn {
     namespace: Option<String>,
     operation: kube::core::admission::Operation,
     user_info: k8s_openapi::api::authentication::v1::UserInfo,
-    #[serde(default)]
-    object: Option<serde_json::Value>,
-    #[serde(default)]
-    old_object: Option<serde_json::Value>,
+    #[serde(default, borrow)]
+    object: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    old_object: Option<&'a RawValue>,
     #[serde(default)]
     dry_run: bool,
     #[serde(default)]
     options: Option<k8s_openapi::apimachinery::pkg::runtime::RawExtension>,
-}
-
-/// Splits an object into `DynamicObject`'s parts: `apiVersion` + `kind`, `metadata`, and every other key.
-fn dynamic_object(value: serde_json::Value) -> Result<DynamicObject, serde_json::Error> {
-    use serde::de::Error as _;
-    let serde_json::Value::Object(mut map) = value else {
-        return Err(serde_json::Error::custom("object is not a JSON object"));
-    };
-    // As serde's flatten of `Option<TypeMeta>` (fields in `apiVersion`, `kind` order): each field leaves the
-    // data until one holds a non-string; the type is set only when both are strings.
-    let types = match map.remove("apiVersion") {
-        Some(serde_json::Value::String(api_version)) => match map.remove("kind") {
-            Some(serde_json::Value::String(kind)) => {
-                Some(kube::core::TypeMeta { api_version, kind })
-            }
-            _ => None,
-        },
-        None => {
-            map.remove("kind");
-            None
-        }
-        Some(_) => None,
-    };
-    let metadata = match map.remove("metadata") {
-        Some(m) => serde_json::from_value(m)?,
-        None => Default::default(),
-    };
-    Ok(DynamicObject {
-        types,
-        metadata,
-        data: serde_json::Value::Object(map),
-    })
 }
 
 /// Best effort for a body that did not decode: the `request.uid` string if the body is JSON that has one.
@@ -263,11 +247,11 @@ pub struct Handled {
 /// Decodes `body`, dispatches it to `reviewer`, and encodes the answer. Never panics, always yields a valid
 /// AdmissionReview response.
 pub fn handle(body: &[u8], reviewer: &dyn Reviewer) -> Handled {
-    let req = match decode(body) {
-        Ok(req) => req,
+    let review = match decode(body) {
+        Ok(review) => review,
         Err(err) => {
             let uid = salvage_uid(body).unwrap_or_default();
-            tracing::warn!(%uid, error = %err, "malformed admission review; allowing");
+            tracing::warn!(uid = %capped(&uid), error = %capped(&err.to_string()), "malformed admission review; allowing");
             return Handled {
                 body: encode(&allowed_response(&uid)),
                 resource: ResourceKind::Other,
@@ -276,14 +260,15 @@ pub fn handle(body: &[u8], reviewer: &dyn Reviewer) -> Handled {
             };
         }
     };
+    let req = &review.request;
     let resource = ResourceKind::of(&req.resource.group, &req.resource.resource);
     let reviewed = match resource {
-        ResourceKind::Pod => guarded(&req, || reviewer.review_pod(&req)),
-        ResourceKind::Vpa => guarded(&req, || reviewer.review_vpa(&req)),
+        ResourceKind::Pod => guarded(req, || reviewer.review_pod(&review)),
+        ResourceKind::Vpa => guarded(req, || reviewer.review_vpa(&review)),
         ResourceKind::Other => {
-            tracing::debug!(uid = %req.uid, group = %req.resource.group, resource = %req.resource.resource,
-                "not a supported resource; allowing");
-            Reviewed::allowed(&req)
+            tracing::debug!(uid = %capped(&req.uid), group = %capped(&req.resource.group),
+                resource = %capped(&req.resource.resource), "not a supported resource; allowing");
+            Reviewed::allowed(req)
         }
     };
     let mut response = reviewed.response;
@@ -292,7 +277,7 @@ pub fn handle(body: &[u8], reviewer: &dyn Reviewer) -> Handled {
         body: encode(&response),
         resource,
         result: reviewed.result,
-        uid: req.uid,
+        uid: review.request.uid,
     }
 }
 
@@ -301,7 +286,7 @@ fn guarded(req: &AdmissionRequest<DynamicObject>, f: impl FnOnce() -> Reviewed) 
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(_) => {
-            tracing::error!(uid = %req.uid, "admission handler panicked; allowing unchanged");
+            tracing::error!(uid = %capped(&req.uid), "admission handler panicked; allowing unchanged");
             Reviewed {
                 response: AdmissionResponse::from(req),
                 result: ReviewResult::Error,
@@ -387,7 +372,8 @@ mod tests {
 
     struct Fixed;
     impl Reviewer for Fixed {
-        fn review_pod(&self, req: &AdmissionRequest<DynamicObject>) -> Reviewed {
+        fn review_pod(&self, review: &Review<'_>) -> Reviewed {
+            let req = &review.request;
             let patch: json_patch::Patch = serde_json::from_value(json!([
                 {"op": "add", "path": "/metadata/annotations", "value": {}}
             ]))
@@ -397,9 +383,9 @@ mod tests {
                 result: ReviewResult::Patched,
             }
         }
-        fn review_vpa(&self, req: &AdmissionRequest<DynamicObject>) -> Reviewed {
+        fn review_vpa(&self, review: &Review<'_>) -> Reviewed {
             Reviewed {
-                response: AdmissionResponse::from(req).deny("nope"),
+                response: AdmissionResponse::from(&review.request).deny("nope"),
                 result: ReviewResult::Denied,
             }
         }
@@ -407,10 +393,10 @@ mod tests {
 
     struct Panics;
     impl Reviewer for Panics {
-        fn review_pod(&self, _: &AdmissionRequest<DynamicObject>) -> Reviewed {
+        fn review_pod(&self, _: &Review<'_>) -> Reviewed {
             panic!("boom")
         }
-        fn review_vpa(&self, _: &AdmissionRequest<DynamicObject>) -> Reviewed {
+        fn review_vpa(&self, _: &Review<'_>) -> Reviewed {
             panic!("boom")
         }
     }
@@ -505,14 +491,38 @@ mod tests {
         assert_eq!(response(&h), json!({"uid": "abc", "allowed": true}));
     }
 
-    /// The one-pass decoder gives what `AdmissionReview<DynamicObject>`'s derived decoder gives.
+    /// The decoder accepts what `AdmissionReview<DynamicObject>`'s derived decoder accepts, gives the same
+    /// request fields, and keeps each object's text as sent.
     fn same_as_serde(body: &[u8]) {
-        let ours = decode(body).map(|r| serde_json::to_value(&r).unwrap());
+        let ours = decode(body).ok();
         let theirs = serde_json::from_slice::<AdmissionReview<DynamicObject>>(body)
             .ok()
-            .and_then(|r| r.request)
-            .map(|r| serde_json::to_value(&r).unwrap());
-        assert_eq!(ours.ok(), theirs, "{}", String::from_utf8_lossy(body));
+            .and_then(|r| r.request);
+        let text = String::from_utf8_lossy(body);
+        assert!(theirs.is_none() || ours.is_some(), "{text}");
+        let Some(ours) = ours else { return };
+        let sent: Value = serde_json::from_slice(body).unwrap();
+        let theirs = theirs.or_else(|| {
+            // Objects are left to the handlers (as Go's RawExtension does): the derived decoder may refuse
+            // one that is not shaped like a DynamicObject, but must accept the rest of the review.
+            let mut without = sent.clone();
+            without["request"]["object"] = Value::Null;
+            without["request"]["oldObject"] = Value::Null;
+            let r = serde_json::from_value::<AdmissionReview<DynamicObject>>(without).ok();
+            assert!(r.is_some(), "{text}");
+            r.and_then(|r| r.request)
+        });
+        let Some(mut theirs) = theirs else { return };
+        let raw = |r: Option<&RawValue>| r.map(|r| serde_json::from_str::<Value>(r.get()).unwrap());
+        let or_null = |v: &Value| Some(v.clone()).filter(|v| !v.is_null());
+        assert_eq!(raw(ours.object), or_null(&sent["request"]["object"]));
+        assert_eq!(raw(ours.old_object), or_null(&sent["request"]["oldObject"]));
+        theirs.object = None;
+        theirs.old_object = None;
+        assert_eq!(
+            serde_json::to_value(&ours.request).unwrap(),
+            serde_json::to_value(&theirs).unwrap()
+        );
     }
 
     #[test]

@@ -238,7 +238,7 @@ pub async fn webhook(State(state): State<Arc<AppState>>, req: Request) -> Respon
     state
         .metrics
         .review(handled.resource, handled.result, started.elapsed());
-    tracing::debug!(uid = %handled.uid, resource = handled.resource.as_str(), result = handled.result.as_str(),
+    tracing::debug!(uid = %tailor_crds::text::capped(&handled.uid), resource = handled.resource.as_str(), result = handled.result.as_str(),
         "admission review answered");
     let mut response = Response::new(Body::from(handled.body));
     response.headers_mut().insert(

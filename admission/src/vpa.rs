@@ -3,17 +3,20 @@
 
 use json_patch::Patch;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube::core::Status;
+use kube::core::admission::{AdmissionResponse, Operation};
 use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
-use kube::core::{DynamicObject, Status};
-use serde_json::{Value, json};
+use serde_json::json;
+use serde_json::value::RawValue;
+use tailor_crds::text::cut;
 use tailor_crds::validation::{
-    ErrorKind, FeatureGates, FieldError, ValidationOptions, default_update_policy, invalid_message,
-    needs_update_policy_default, validate, validate_status,
+    ErrorKind, FeatureGates, FieldError, MAX_ERROR_TEXT, MAX_LISTED_ERRORS, ValidationOptions,
+    default_update_policy, invalid_message, needs_update_policy_default, validate, validate_status,
 };
 use tailor_crds::{ResourceList, VerticalPodAutoscaler};
 
 use crate::pod::add_op;
+use crate::review::Review;
 use tailor_crds::quantity::Amount;
 
 /// Kind used in rejection messages when the request does not name one.
@@ -108,18 +111,14 @@ fn check_quantities(vpa: &VerticalPodAutoscaler) -> Result<(), DecodeError> {
     Ok(())
 }
 
-/// Decodes a JSON object into a Tailor VPA (whatever its `apiVersion` says), with Go's quantity checks.
-pub fn decode_vpa(value: Value) -> Result<VerticalPodAutoscaler, DecodeError> {
+/// Decodes the object of a request into a Tailor VPA (whatever its `apiVersion` says), with Go's quantity
+/// checks.
+fn decode_object(object: Option<&RawValue>) -> Result<VerticalPodAutoscaler, DecodeError> {
+    let object = object.ok_or_else(|| DecodeError("request has no object".into()))?;
     let vpa: VerticalPodAutoscaler =
-        serde_json::from_value(value).map_err(|e| DecodeError(e.to_string()))?;
+        serde_json::from_str(object.get()).map_err(|e| DecodeError(e.to_string()))?;
     check_quantities(&vpa)?;
     Ok(vpa)
-}
-
-fn decode_object(object: Option<&DynamicObject>) -> Result<VerticalPodAutoscaler, DecodeError> {
-    let object = object.ok_or_else(|| DecodeError("request has no object".into()))?;
-    let value = serde_json::to_value(object).map_err(|e| DecodeError(e.to_string()))?;
-    decode_vpa(value)
 }
 
 fn cause_type(kind: &ErrorKind) -> &'static str {
@@ -134,15 +133,17 @@ fn cause_type(kind: &ErrorKind) -> &'static str {
 
 /// The rejection `Status` for validation errors, like the API server's `NewInvalid`.
 pub fn invalid_status(kind: &str, name: &str, errors: &[FieldError]) -> Status {
+    // At most MAX_LISTED_ERRORS causes, each cut to MAX_ERROR_TEXT; the message counts the rest.
     let causes = errors
         .iter()
+        .take(MAX_LISTED_ERRORS)
         .map(|e| {
             let full = e.to_string();
             let prefix = format!("{}: ", e.field);
             StatusCause {
                 reason: cause_type(&e.kind).into(),
-                message: full.strip_prefix(&prefix).unwrap_or(&full).to_owned(),
-                field: e.field.clone(),
+                message: cut(full.strip_prefix(&prefix).unwrap_or(&full), MAX_ERROR_TEXT),
+                field: cut(&e.field, MAX_ERROR_TEXT),
             }
         })
         .collect();
@@ -151,10 +152,11 @@ pub fn invalid_status(kind: &str, name: &str, errors: &[FieldError]) -> Status {
 
 /// The rejection `Status` for an object that cannot be decoded (`.: Internal error: <msg>`).
 pub fn internal_error_status(kind: &str, name: &str, message: &str) -> Status {
-    let detail = format!("Internal error: {message}");
+    let detail = format!("Internal error: {}", cut(message, MAX_ERROR_TEXT));
     let text = format!(
-        "{kind}.{} {name:?} is invalid: .: {detail}",
-        tailor_crds::GROUP
+        "{kind}.{} {:?} is invalid: .: {detail}",
+        tailor_crds::GROUP,
+        cut(name, MAX_ERROR_TEXT)
     );
     let causes = vec![StatusCause {
         reason: "InternalError".into(),
@@ -183,7 +185,7 @@ fn rejection(kind: &str, name: &str, message: String, causes: Vec<StatusCause>) 
 }
 
 fn deny(
-    req: &AdmissionRequest<DynamicObject>,
+    req: &kube::core::admission::AdmissionRequest<kube::core::DynamicObject>,
     status: Status,
     warnings: Vec<String>,
 ) -> (AdmissionResponse, VpaOutcome) {
@@ -192,9 +194,23 @@ fn deny(
     response.allowed = false;
     response.result = status;
     if !warnings.is_empty() {
-        response.warnings = Some(warnings);
+        response.warnings = Some(bounded_warnings(warnings));
     }
     (response, VpaOutcome::Denied(message))
+}
+
+/// At most [`MAX_LISTED_ERRORS`] warnings, each cut to [`MAX_ERROR_TEXT`], the rest counted in a last one.
+fn bounded_warnings(warnings: Vec<String>) -> Vec<String> {
+    let total = warnings.len();
+    let mut out: Vec<String> = warnings
+        .into_iter()
+        .take(MAX_LISTED_ERRORS)
+        .map(|w| cut(&w, MAX_ERROR_TEXT))
+        .collect();
+    if total > MAX_LISTED_ERRORS {
+        out.push(format!("and {} more warnings", total - MAX_LISTED_ERRORS));
+    }
+    out
 }
 
 /// The defaulting patch for a VPA without `spec.updatePolicy`.
@@ -206,19 +222,33 @@ pub fn defaulting_patch(vpa: &VerticalPodAutoscaler) -> Option<Patch> {
     })
 }
 
-/// Reviews a Tailor VPA `CREATE`/`UPDATE` (upstream spec §4.1): denies undecodable or invalid objects,
-/// returns warnings, and defaults `spec.updatePolicy`.
-pub fn review_vpa(
-    req: &AdmissionRequest<DynamicObject>,
-    gates: FeatureGates,
-) -> (AdmissionResponse, VpaOutcome) {
+/// Reviews a Tailor VPA `CREATE`/`UPDATE` or status write (upstream spec §4.1): denies undecodable, oversized
+/// or invalid objects, returns warnings, and defaults `spec.updatePolicy`.
+pub fn review_vpa(review: &Review<'_>, gates: FeatureGates) -> (AdmissionResponse, VpaOutcome) {
+    let req = &review.request;
     let kind = req
         .request_kind
         .as_ref()
         .map(|k| k.kind.clone())
         .filter(|k| !k.is_empty())
         .unwrap_or_else(|| DEFAULT_KIND.to_owned());
-    let vpa = match decode_object(req.object.as_ref()) {
+    // List lengths first, on the raw text: a list of a million entries is refused before it is decoded.
+    if let Some(raw) = review.object {
+        match crate::limits::check_vpa(raw) {
+            Ok(errors) if !errors.is_empty() => {
+                return deny(req, invalid_status(&kind, &req.name, &errors), Vec::new());
+            }
+            Ok(_) => {}
+            Err(e) => {
+                return deny(
+                    req,
+                    internal_error_status(&kind, &req.name, &e.to_string()),
+                    Vec::new(),
+                );
+            }
+        }
+    }
+    let vpa = match decode_object(review.object) {
         Ok(vpa) => vpa,
         Err(e) => {
             return deny(
@@ -229,7 +259,7 @@ pub fn review_vpa(
         }
     };
     let old = if req.operation == Operation::Update {
-        match decode_object(req.old_object.as_ref()) {
+        match decode_object(review.old_object) {
             Ok(old) => Some(old),
             Err(e) => {
                 return deny(
@@ -259,7 +289,7 @@ pub fn review_vpa(
     }
     let mut response = AdmissionResponse::from(req);
     if !validation.warnings.is_empty() {
-        response.warnings = Some(validation.warnings);
+        response.warnings = Some(bounded_warnings(validation.warnings));
     }
     let mut defaulted = false;
     let status_write = req.sub_resource.is_some();
@@ -279,13 +309,10 @@ pub fn review_vpa(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::core::admission::AdmissionReview;
+    use serde_json::Value;
 
-    fn request(
-        operation: &str,
-        object: Value,
-        old: Option<Value>,
-    ) -> AdmissionRequest<DynamicObject> {
+    /// The review body the API server would send.
+    fn request_value(operation: &str, object: Value, old: Option<Value>) -> Value {
         let mut req = json!({
             "uid": "u1",
             "kind": {"group": "autoscaling.tailor.dev", "version": "v1", "kind": "VerticalPodAutoscaler"},
@@ -296,11 +323,15 @@ mod tests {
         if let Some(old) = old {
             req["oldObject"] = old;
         }
-        let review: AdmissionReview<DynamicObject> = serde_json::from_value(json!({
-            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req
-        }))
-        .unwrap();
-        review.try_into().unwrap()
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req})
+    }
+
+    fn request(operation: &str, object: Value, old: Option<Value>) -> Vec<u8> {
+        serde_json::to_vec(&request_value(operation, object, old)).unwrap()
+    }
+
+    fn review(body: &[u8], gates: FeatureGates) -> (AdmissionResponse, VpaOutcome) {
+        review_vpa(&crate::review::decode(body).unwrap(), gates)
     }
 
     fn vpa(spec: Value) -> Value {
@@ -315,7 +346,7 @@ mod tests {
     #[test]
     fn missing_update_policy_is_defaulted() {
         let req = request("CREATE", vpa(json!({"targetRef": target()})), None);
-        let (resp, outcome) = review_vpa(&req, FeatureGates::default());
+        let (resp, outcome) = review(&req, FeatureGates::default());
         assert!(resp.allowed);
         assert_eq!(outcome, VpaOutcome::Accepted { defaulted: true });
         let patch: Value = serde_json::from_slice(resp.patch.as_deref().unwrap()).unwrap();
@@ -328,8 +359,7 @@ mod tests {
     #[test]
     fn invalid_object_is_rejected_like_new_invalid() {
         let spec = json!({"targetRef": target(), "updatePolicy": {"updateMode": "Auto", "minReplicas": 0}});
-        let (resp, outcome) =
-            review_vpa(&request("CREATE", vpa(spec), None), FeatureGates::default());
+        let (resp, outcome) = review(&request("CREATE", vpa(spec), None), FeatureGates::default());
         assert!(!resp.allowed);
         assert!(matches!(outcome, VpaOutcome::Denied(_)));
         let status = &resp.result;
@@ -354,7 +384,7 @@ mod tests {
     fn undecodable_quantity_is_an_internal_error() {
         let spec = json!({"targetRef": target(), "updatePolicy": {"updateMode": "Auto"},
             "resourcePolicy": {"containerPolicies": [{"containerName": "*", "oomBumpUpRatio": "not-a-number"}]}});
-        let (resp, _) = review_vpa(&request("CREATE", vpa(spec), None), FeatureGates::default());
+        let (resp, _) = review(&request("CREATE", vpa(spec), None), FeatureGates::default());
         assert!(!resp.allowed);
         assert_eq!(
             resp.result.message,
@@ -368,9 +398,9 @@ mod tests {
     fn update_ratchets_gated_fields() {
         let spec = json!({"targetRef": target(), "updatePolicy": {"updateMode": "Recreate", "evictAfterOOMSeconds": 60}});
         let create = request("CREATE", vpa(spec.clone()), None);
-        assert!(!review_vpa(&create, FeatureGates::default()).0.allowed);
+        assert!(!review(&create, FeatureGates::default()).0.allowed);
         let update = request("UPDATE", vpa(spec.clone()), Some(vpa(spec)));
-        let (resp, outcome) = review_vpa(&update, FeatureGates::default());
+        let (resp, outcome) = review(&update, FeatureGates::default());
         assert!(resp.allowed, "{}", resp.result.message);
         assert_eq!(outcome, VpaOutcome::Accepted { defaulted: false });
         assert!(resp.patch.is_none());
@@ -381,7 +411,7 @@ mod tests {
         let spec = json!({"targetRef": target(), "updatePolicy": {"updateMode": "Recreate"},
             "resourcePolicy": {"containerPolicies": [{"containerName": "*", "minAllowed": {"memory": 104857600}}]}});
         assert!(
-            review_vpa(&request("CREATE", vpa(spec), None), FeatureGates::default())
+            review(&request("CREATE", vpa(spec), None), FeatureGates::default())
                 .0
                 .allowed
         );
@@ -397,9 +427,9 @@ mod tests {
             v
         };
         let status_update = |cpu: &str| {
-            let mut req = request("UPDATE", with_status(cpu), Some(with_status("1")));
-            req.sub_resource = Some("status".into());
-            review_vpa(&req, FeatureGates::default())
+            let mut req = request_value("UPDATE", with_status(cpu), Some(with_status("1")));
+            req["request"]["subResource"] = json!("status");
+            review(&serde_json::to_vec(&req).unwrap(), FeatureGates::default())
         };
         let (resp, _) = status_update("-1");
         assert!(!resp.allowed);
@@ -415,7 +445,7 @@ mod tests {
         // A status write is never given the spec's defaulting patch.
         assert_eq!(outcome, VpaOutcome::Accepted { defaulted: false });
         // Writes to the main resource ignore status, as the API server does.
-        let (resp, _) = review_vpa(
+        let (resp, _) = review(
             &request("UPDATE", with_status("-1"), Some(with_status("1"))),
             FeatureGates::default(),
         );

@@ -4,13 +4,13 @@
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use kube::core::{DynamicObject, admission::AdmissionRequest};
+use tailor_crds::text::capped;
 use tailor_crds::validation::FeatureGates;
 
 use crate::{
     index::Index,
     pod::{PatchOptions, PodOutcome, review_pod},
-    review::{ReviewResult, Reviewed, Reviewer},
+    review::{Review, ReviewResult, Reviewed, Reviewer},
     vpa::{VpaOutcome, review_vpa},
 };
 
@@ -47,53 +47,50 @@ impl Webhook {
 }
 
 impl Reviewer for Webhook {
-    fn review_pod(&self, req: &AdmissionRequest<DynamicObject>) -> Reviewed {
+    fn review_pod(&self, review: &Review<'_>) -> Reviewed {
         let index = self.index.load();
-        let (response, outcome) = review_pod(req, &index, &self.options);
+        let (response, outcome) = review_pod(review, &index, &self.options);
+        let req = &review.request;
         let pod = || {
-            let name = if req.name.is_empty() {
-                req.object
-                    .as_ref()
-                    .and_then(|o| o.metadata.generate_name.clone())
-                    .map(|g| format!("{g}%"))
-                    .unwrap_or_default()
-            } else {
-                req.name.clone()
-            };
-            format!("{}/{name}", req.namespace.as_deref().unwrap_or_default())
+            format!(
+                "{}/{}",
+                capped(req.namespace.as_deref().unwrap_or_default()),
+                capped(&req.name)
+            )
         };
         let result = match outcome {
             PodOutcome::Patched { vpa } => {
-                tracing::debug!(uid = %req.uid, pod = %pod(), %vpa, "pod patched");
+                tracing::debug!(uid = %capped(&req.uid), pod = %pod(), %vpa, "pod patched");
                 ReviewResult::Patched
             }
             PodOutcome::NoMatch { reason: None } => ReviewResult::Allowed,
             PodOutcome::NoMatch {
                 reason: Some(reason),
             } => {
-                tracing::debug!(uid = %req.uid, pod = %pod(), %reason, "pod not matched");
+                tracing::debug!(uid = %capped(&req.uid), pod = %pod(), reason = %capped(&reason), "pod not matched");
                 ReviewResult::Allowed
             }
             PodOutcome::SkippedUpstream => {
-                tracing::debug!(uid = %req.uid, pod = %pod(), "pod already sized by upstream VPA; left alone");
+                tracing::debug!(uid = %capped(&req.uid), pod = %pod(), "pod already sized by upstream VPA; left alone");
                 ReviewResult::SkippedUpstream
             }
             PodOutcome::Error(error) => {
-                tracing::warn!(uid = %req.uid, pod = %pod(), %error, "pod admitted unmodified");
+                tracing::warn!(uid = %capped(&req.uid), pod = %pod(), error = %capped(&error), "pod admitted unmodified");
                 ReviewResult::Error
             }
         };
         Reviewed { response, result }
     }
 
-    fn review_vpa(&self, req: &AdmissionRequest<DynamicObject>) -> Reviewed {
-        let (response, outcome) = review_vpa(req, self.gates);
+    fn review_vpa(&self, review: &Review<'_>) -> Reviewed {
+        let (response, outcome) = review_vpa(review, self.gates);
+        let req = &review.request;
         let result = match outcome {
             VpaOutcome::Accepted { defaulted: true } => ReviewResult::Patched,
             VpaOutcome::Accepted { defaulted: false } => ReviewResult::Allowed,
             VpaOutcome::Denied(message) => {
-                tracing::info!(uid = %req.uid, namespace = req.namespace.as_deref().unwrap_or_default(),
-                    name = %req.name, %message, "VPA rejected");
+                tracing::info!(uid = %capped(&req.uid), namespace = %capped(req.namespace.as_deref().unwrap_or_default()),
+                    name = %capped(&req.name), message = %capped(&message), "VPA rejected");
                 ReviewResult::Denied
             }
         };

@@ -30,6 +30,7 @@ pub mod quantity;
 pub mod schema;
 pub mod sizing;
 pub mod target;
+pub mod text;
 pub mod validation;
 pub mod vpa;
 pub mod workload;

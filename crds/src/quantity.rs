@@ -324,21 +324,9 @@ pub const MAX_QUANTITY_LEN: usize = 128;
 /// How much of a rejected quantity's text an error keeps (the rest is summarised by its length).
 const ERROR_TEXT_LEN: usize = 64;
 
-/// The text of a rejected quantity, cut to [`ERROR_TEXT_LEN`] bytes with a marker giving the full length.
-fn error_text(text: &str) -> String {
-    if text.len() <= ERROR_TEXT_LEN {
-        return text.to_owned();
-    }
-    let mut end = ERROR_TEXT_LEN;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…[{} bytes]", &text[..end], text.len())
-}
-
 fn parse_str(text: &str) -> Result<Amount, QuantityError> {
     let err = |reason| QuantityError {
-        value: error_text(text),
+        value: crate::text::cut(text, ERROR_TEXT_LEN),
         reason,
     };
     if text.len() > MAX_QUANTITY_LEN {

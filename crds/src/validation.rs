@@ -96,18 +96,31 @@ impl fmt::Display for FieldError {
 /// The reason reported for a rejected object, like the API server's `NewInvalid`:
 /// `VerticalPodAutoscaler.autoscaling.tailor.dev "name" is invalid: <error>` (several errors in brackets).
 pub fn invalid_message(kind: &str, name: &str, errors: &[FieldError]) -> String {
+    let shown = |e: &FieldError| crate::text::cut(&e.to_string(), MAX_ERROR_TEXT);
     let detail = match errors {
-        [one] => one.to_string(),
-        many => format!(
-            "[{}]",
-            many.iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        [one] => shown(one),
+        many => {
+            let mut listed: Vec<String> = many.iter().take(MAX_LISTED_ERRORS).map(shown).collect();
+            if many.len() > MAX_LISTED_ERRORS {
+                listed.push(format!(
+                    "and {} more errors",
+                    many.len() - MAX_LISTED_ERRORS
+                ));
+            }
+            format!("[{}]", listed.join(", "))
+        }
     };
-    format!("{kind}.{} {name:?} is invalid: {detail}", crate::GROUP)
+    format!(
+        "{kind}.{} {:?} is invalid: {detail}",
+        crate::GROUP,
+        crate::text::cut(name, MAX_ERROR_TEXT)
+    )
 }
+
+/// Errors listed in a rejection message (and causes in its details); the rest are counted.
+pub const MAX_LISTED_ERRORS: usize = 20;
+/// Longest text of one listed error, cause or warning (a value in it may come from the object).
+pub const MAX_ERROR_TEXT: usize = 512;
 
 /// Feature gates of the admission webhook that validation depends on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -12,6 +12,15 @@ use serde::{Deserialize, Serialize};
 use crate::open_enum::open_enum;
 use crate::schema;
 
+/// Longest `spec.resourcePolicy.containerPolicies` (the CRD's `maxItems`; upstream sets none): one policy per
+/// container and init container of a pod Tailor sizes (256 each) is far more than any workload has.
+pub const MAX_CONTAINER_POLICIES: usize = 512;
+/// Longest `controlledResources` of one container policy (the CRD's `maxItems`): only `cpu` and `memory` are
+/// valid, so a longer list is a mistake or an attack.
+pub const MAX_CONTROLLED_RESOURCES: usize = 16;
+/// Longest `status.recommendation.containerRecommendations` (the CRD's `maxItems`).
+pub const MAX_CONTAINER_RECOMMENDATIONS: usize = 512;
+
 /// Resource name → quantity, as in a container's `resources.requests`.
 pub type ResourceList = BTreeMap<String, Quantity>;
 
@@ -146,6 +155,7 @@ pub struct EvictionRequirement {
 pub struct PodResourcePolicy {
     /// Per-container policies; `containerName: "*"` is the default for containers without an entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_CONTAINER_POLICIES))]
     pub container_policies: Option<Vec<ContainerResourcePolicy>>,
 }
 
@@ -189,6 +199,7 @@ pub struct ContainerResourcePolicy {
     pub max_allowed: Option<ResourceList>,
     /// Resources to recommend for; default `[cpu, memory]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_CONTROLLED_RESOURCES))]
     pub controlled_resources: Option<Vec<String>>,
     /// `RequestsAndLimits` (default) or `RequestsOnly`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -291,6 +302,7 @@ pub struct VerticalPodAutoscalerStatus {
 pub struct RecommendedPodResources {
     /// One entry per container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_CONTAINER_RECOMMENDATIONS))]
     pub container_recommendations: Option<Vec<RecommendedContainerResources>>,
 }
 

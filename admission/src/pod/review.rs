@@ -22,13 +22,14 @@ pub enum PodOutcome {
 }
 
 /// Reviews a pod `CREATE` (upstream spec §3.1): finds the VPA in `index` and returns the patch. Never
-/// denies; any error admits the pod unmodified.
+/// denies; any error (a pod over Tailor's budgets included, see [`crate::limits`]) admits the pod unmodified.
 pub fn review_pod(
-    req: &kube::core::admission::AdmissionRequest<kube::core::DynamicObject>,
+    review: &crate::review::Review<'_>,
     index: &crate::index::Index,
     options: &PatchOptions,
 ) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
     use kube::core::admission::AdmissionResponse;
+    let req = &review.request;
     let allowed = AdmissionResponse::from(req);
     if req.resource.version != "v1" {
         return (
@@ -36,20 +37,16 @@ pub fn review_pod(
             PodOutcome::Error("only v1 Pods are supported".into()),
         );
     }
-    let decoded = req
+    let decoded = review
         .object
-        .as_ref()
         .ok_or_else(|| "request has no object".to_owned())
-        .and_then(|o| serde_json::to_value(o).map_err(|e| e.to_string()))
-        .and_then(|v| serde_json::from_value::<Pod>(v).map_err(|e| e.to_string()));
+        .and_then(|raw| {
+            crate::limits::check_pod(raw).map_err(|e| format!("pod not sized: {e}"))?;
+            serde_json::from_str::<Pod>(raw.get()).map_err(|e| format!("cannot decode pod: {e}"))
+        });
     let mut pod = match decoded {
         Ok(pod) => pod,
-        Err(e) => {
-            return (
-                allowed,
-                PodOutcome::Error(format!("cannot decode pod: {e}")),
-            );
-        }
+        Err(e) => return (allowed, PodOutcome::Error(e)),
     };
     let namespace = pod
         .metadata

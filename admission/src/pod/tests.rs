@@ -1,7 +1,5 @@
 use super::*;
 use crate::index::{Index, IndexObjects};
-use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionReview};
 
 fn pod(v: Value) -> Pod {
     serde_json::from_value(v).unwrap()
@@ -140,8 +138,9 @@ fn upstream_managed_pods_are_left_alone() {
     assert!(result.patch.0.is_empty());
 }
 
-fn pod_request(object: Value, version: &str) -> AdmissionRequest<DynamicObject> {
-    let review: AdmissionReview<DynamicObject> = serde_json::from_value(json!({
+/// The body of a pod CREATE review as the API server sends it.
+fn pod_request(object: Value, version: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {
             "uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"},
@@ -149,8 +148,11 @@ fn pod_request(object: Value, version: &str) -> AdmissionRequest<DynamicObject> 
             "name": "", "namespace": "default", "operation": "CREATE", "userInfo": {}, "object": object
         }
     }))
-    .unwrap();
-    review.try_into().unwrap()
+    .unwrap()
+}
+
+fn decoded(body: &[u8]) -> crate::review::Review<'_> {
+    crate::review::decode(body).unwrap()
 }
 
 fn web_index(vpas: Vec<VerticalPodAutoscaler>) -> Index {
@@ -178,7 +180,7 @@ fn review_pod_end_to_end() {
     let index = web_index(vec![web_vpa(json!([]))]);
     let p = web_pod();
     let (resp, outcome) = review_pod(
-        &pod_request(p.clone(), "v1"),
+        &decoded(&pod_request(p.clone(), "v1")),
         &index,
         &PatchOptions::default(),
     );
@@ -205,14 +207,14 @@ fn review_pod_end_to_end() {
 fn review_pod_never_denies() {
     let index = web_index(vec![web_vpa(json!([]))]);
     let (resp, outcome) = review_pod(
-        &pod_request(web_pod(), "v2"),
+        &decoded(&pod_request(web_pod(), "v2")),
         &index,
         &PatchOptions::default(),
     );
     assert!(resp.allowed && resp.patch.is_none());
     assert!(matches!(outcome, PodOutcome::Error(_)));
     let (resp, outcome) = review_pod(
-        &pod_request(json!({"spec": 3}), "v1"),
+        &decoded(&pod_request(json!({"spec": 3}), "v1")),
         &index,
         &PatchOptions::default(),
     );
@@ -227,7 +229,7 @@ fn review_pod_never_denies() {
     }
     let index = web_index(vec![bad]);
     let (resp, outcome) = review_pod(
-        &pod_request(web_pod(), "v1"),
+        &decoded(&pod_request(web_pod(), "v1")),
         &index,
         &PatchOptions::default(),
     );
@@ -236,7 +238,7 @@ fn review_pod_never_denies() {
     // No VPA: allowed, no annotations.
     let index = web_index(vec![]);
     let (resp, outcome) = review_pod(
-        &pod_request(web_pod(), "v1"),
+        &decoded(&pod_request(web_pod(), "v1")),
         &index,
         &PatchOptions::default(),
     );

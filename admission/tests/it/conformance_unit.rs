@@ -1257,7 +1257,6 @@ fn e2e_admission(input: &Value, expected: &Value) -> Check {
 }
 
 fn e2e_vpa_admission(input: &Value, expected: &Value) -> Check {
-    use kube::core::admission::AdmissionRequest;
     let gates = FeatureGates {
         cpu_startup_boost: input["featureGates"]["CPUStartupBoost"]
             .as_bool()
@@ -1279,11 +1278,9 @@ fn e2e_vpa_admission(input: &Value, expected: &Value) -> Check {
             "name": name, "namespace": "default", "operation": "CREATE", "userInfo": {}, "object": object
         }
     });
-    let review: kube::core::admission::AdmissionReview<kube::core::DynamicObject> =
-        serde_json::from_value(review).map_err(|e| e.to_string())?;
-    let req: AdmissionRequest<kube::core::DynamicObject> =
-        review.try_into().map_err(|e| format!("{e:?}"))?;
-    let (response, _) = tailor_admission::vpa::review_vpa(&req, gates);
+    let body = serde_json::to_vec(&review).map_err(|e| e.to_string())?;
+    let review = tailor_admission::review::decode(&body).map_err(|e| e.to_string())?;
+    let (response, _) = tailor_admission::vpa::review_vpa(&review, gates);
     if Some(response.allowed) != expected["accepted"].as_bool() {
         return Err(format!(
             "allowed {}: {}",

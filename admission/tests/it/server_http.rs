@@ -5,13 +5,10 @@ use std::{sync::Arc, time::Duration};
 
 use crate::server_common::*;
 use hyper::StatusCode;
-use kube::core::{
-    DynamicObject,
-    admission::{AdmissionRequest, AdmissionResponse},
-};
+use kube::core::admission::AdmissionResponse;
 use serde_json::{Value, json};
 use tailor_admission::{
-    review::{ReviewResult, Reviewed, Reviewer},
+    review::{Review, ReviewResult, Reviewed, Reviewer},
     server::Readiness,
 };
 
@@ -19,7 +16,8 @@ use tailor_admission::{
 struct Stub;
 
 impl Reviewer for Stub {
-    fn review_pod(&self, req: &AdmissionRequest<DynamicObject>) -> Reviewed {
+    fn review_pod(&self, review: &Review<'_>) -> Reviewed {
+        let req = &review.request;
         let patch: json_patch::Patch = serde_json::from_value(json!([
             {"op": "add", "path": "/metadata/annotations/stub", "value": "yes"}
         ]))
@@ -29,7 +27,8 @@ impl Reviewer for Stub {
             result: ReviewResult::Patched,
         }
     }
-    fn review_vpa(&self, req: &AdmissionRequest<DynamicObject>) -> Reviewed {
+    fn review_vpa(&self, review: &Review<'_>) -> Reviewed {
+        let req = &review.request;
         Reviewed {
             response: AdmissionResponse::from(req).deny("stub says no"),
             result: ReviewResult::Denied,

@@ -14,24 +14,23 @@ use std::{
 };
 
 use crate::server_common::*;
-use kube::core::{
-    DynamicObject,
-    admission::{AdmissionRequest, AdmissionResponse},
-};
+use kube::core::admission::AdmissionResponse;
 use rustls_pki_types::{CertificateDer, pem::PemObject};
 use serde_json::json;
 use tailor_admission::{
     certs::{CertFiles, GeneratedCerts},
-    review::{Reviewed, Reviewer},
+    review::{Review, Reviewed, Reviewer},
     server::Readiness,
 };
 
 struct AllowAll;
 impl Reviewer for AllowAll {
-    fn review_pod(&self, req: &AdmissionRequest<DynamicObject>) -> Reviewed {
+    fn review_pod(&self, review: &Review<'_>) -> Reviewed {
+        let req = &review.request;
         Reviewed::allowed(req)
     }
-    fn review_vpa(&self, req: &AdmissionRequest<DynamicObject>) -> Reviewed {
+    fn review_vpa(&self, review: &Review<'_>) -> Reviewed {
+        let req = &review.request;
         Reviewed {
             response: AdmissionResponse::from(req),
             result: tailor_admission::review::ReviewResult::Allowed,
