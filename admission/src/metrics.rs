@@ -46,6 +46,8 @@ pub enum Rejection {
     BodyRead,
     /// Not a POST.
     Method,
+    /// A large body arrived while every large-review slot stayed busy (HTTP 503).
+    Busy,
 }
 
 impl Rejection {
@@ -55,6 +57,7 @@ impl Rejection {
             Rejection::TooLarge => "too_large",
             Rejection::BodyRead => "body_read",
             Rejection::Method => "method",
+            Rejection::Busy => "busy",
         }
     }
 }
@@ -70,6 +73,32 @@ pub struct Metrics {
     cert_reloads: Family<OutcomeLabels, Counter>,
     cert_expiry: Gauge<i64>,
     in_flight: Gauge<i64>,
+    connections_open: Gauge<i64>,
+    connections_closed: Family<ReasonLabels, Counter>,
+}
+
+/// Why the server closed a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectionClose {
+    /// No traffic and no request for the idle timeout.
+    Idle,
+    /// Closed to make room for a new connection at the connection limit.
+    Shed,
+    /// Refused at the limit: every open connection had a request in progress.
+    Refused,
+    /// The TLS handshake failed or timed out.
+    Handshake,
+}
+
+impl ConnectionClose {
+    fn as_str(self) -> &'static str {
+        match self {
+            ConnectionClose::Idle => "idle",
+            ConnectionClose::Shed => "shed",
+            ConnectionClose::Refused => "refused",
+            ConnectionClose::Handshake => "handshake",
+        }
+    }
 }
 
 fn latency_histogram() -> Histogram {
@@ -114,7 +143,7 @@ impl Metrics {
         let rejected = Family::<ReasonLabels, Counter>::default();
         registry.register(
             "requests_rejected",
-            "HTTP requests refused before review (wrong content type, body too large, read error, method)",
+            "HTTP requests refused before review (wrong content type, body too large, read error, method, busy)",
             rejected.clone(),
         );
         let cert_reloads = Family::<OutcomeLabels, Counter>::default();
@@ -136,8 +165,22 @@ impl Metrics {
             "Admission reviews being processed",
             in_flight.clone(),
         );
+        let connections_open = Gauge::<i64>::default();
+        registry.register(
+            "connections_open",
+            "Webhook connections open (TLS handshake included)",
+            connections_open.clone(),
+        );
+        let connections_closed = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "connections_closed",
+            "Webhook connections closed or refused by the server, by reason (idle, shed, refused, handshake)",
+            connections_closed.clone(),
+        );
         Metrics {
             registry,
+            connections_open,
+            connections_closed,
             reviews,
             latency,
             skipped_upstream,
@@ -186,6 +229,20 @@ impl Metrics {
     /// Sets the expiry time of the certificate being served.
     pub fn set_cert_expiry(&self, unix_seconds: i64) {
         self.cert_expiry.set(unix_seconds);
+    }
+
+    /// Gauge of open webhook connections.
+    pub fn connections_open(&self) -> &Gauge<i64> {
+        &self.connections_open
+    }
+
+    /// Records a connection the server closed or refused.
+    pub fn connection_closed(&self, why: ConnectionClose) {
+        self.connections_closed
+            .get_or_create(&ReasonLabels {
+                reason: why.as_str(),
+            })
+            .inc();
     }
 
     /// Gauge of reviews in progress (incremented by the server around each review).

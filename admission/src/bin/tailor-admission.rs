@@ -15,7 +15,7 @@ use tailor_admission::{
     metrics::Metrics,
     pod::PatchOptions,
     selfmanaged::SelfManaged,
-    server::{AppState, Readiness, Server, ShutdownTiming},
+    server::{AppState, ConnectionLimits, LargeReviews, Readiness, Server, ShutdownTiming},
     status_lease::{self, StatusLease, StatusLeaseSettings},
     webhook::Webhook,
 };
@@ -24,6 +24,11 @@ use tailor_crds::cluster::{
     shutdown::ShutdownFlags,
 };
 use tailor_crds::validation::FeatureGates;
+
+/// mimalloc returns freed pages to the system within milliseconds: after a multi-megabyte review the webhook's
+/// resident memory falls back instead of keeping the peak, as glibc's arenas would (issue 15).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Tailor admission webhook: sets pod requests and limits from Tailor VPA recommendations and validates
 /// Tailor VPAs.
@@ -121,6 +126,15 @@ struct Args {
     #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set)]
     native_sidecars: bool,
 
+    /// Most webhook connections open at once (at least 1). At the limit the connection idle longest is closed
+    /// for a new one. The API server needs a few per replica; keep it below the process's file limit.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+    /// Close a webhook connection after this long without traffic or a request in progress (TLS before the
+    /// first byte, HTTP/1.1 keep-alive, idle HTTP/2). Longer than the API server's 90 s idle timeout.
+    #[arg(long, default_value = "120s", value_parser = positive_duration)]
+    connection_idle_timeout: Duration,
+
     /// `--shutdown-delay-seconds`, `--shutdown-timeout-seconds`.
     #[command(flatten)]
     shutdown: ShutdownFlags,
@@ -131,6 +145,13 @@ struct Args {
 
 fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    match duration(s)? {
+        d if d.is_zero() => Err("must be longer than zero".into()),
+        d => Ok(d),
+    }
 }
 
 fn parse_gates(s: &str) -> anyhow::Result<FeatureGates> {
@@ -162,6 +183,16 @@ async fn main() -> anyhow::Result<()> {
         .is_err()
     {
         tracing::debug!("a rustls crypto provider was already installed");
+    }
+    // Room for --max-connections plus the process's own files: raise the soft file limit to the hard one.
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) if limit < u64::from(args.max_connections) + 64 => tracing::warn!(
+            limit,
+            max_connections = args.max_connections,
+            "the open-file limit is below --max-connections; accepting will fail before the limit sheds"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit"),
     }
     let gates = parse_gates(&args.feature_gates)?;
     let options = PatchOptions {
@@ -277,6 +308,12 @@ async fn main() -> anyhow::Result<()> {
         metrics,
         readiness,
         body_timeout: Duration::from_secs(args.webhook_timeout_seconds.max(1)),
+        large_reviews: LargeReviews::default(),
+        connections: ConnectionLimits {
+            max_connections: args.max_connections as usize,
+            idle_timeout: args.connection_idle_timeout,
+            ..ConnectionLimits::default()
+        },
     });
     let timing = ShutdownTiming {
         delay: args.shutdown.delay(),

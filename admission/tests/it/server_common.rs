@@ -14,7 +14,7 @@ use tailor_admission::{
     certs::{self, CertFiles, GeneratedCerts, MinTlsVersion, Reloader},
     metrics::Metrics,
     review::Reviewer,
-    server::{AppState, Readiness, Server, ShutdownTiming},
+    server::{AppState, ConnectionLimits, LargeReviews, Readiness, Server, ShutdownTiming},
 };
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
@@ -76,6 +76,24 @@ pub async fn start_with_files(
     readiness: Readiness,
     poll: Duration,
 ) -> Running {
+    start_with_limits(
+        reviewer,
+        files,
+        readiness,
+        poll,
+        ConnectionLimits::default(),
+    )
+    .await
+}
+
+/// Starts the server serving `files` (which must exist) with these connection limits.
+pub async fn start_with_limits(
+    reviewer: Arc<dyn Reviewer>,
+    files: CertFiles,
+    readiness: Readiness,
+    poll: Duration,
+    connections: ConnectionLimits,
+) -> Running {
     let metrics = Arc::new(Metrics::new());
     let (resolver, reloader) = Reloader::load(files, Some(metrics.clone())).unwrap();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -91,6 +109,8 @@ pub async fn start_with_files(
         metrics: metrics.clone(),
         readiness: readiness.clone(),
         body_timeout: Duration::from_secs(10),
+        large_reviews: LargeReviews::default(),
+        connections,
     });
     let server = Server::bind(
         "127.0.0.1:0".parse().unwrap(),

@@ -7,7 +7,12 @@
 //! anything that is not a decodable review gets a well-formed `allowed: true` review.
 //!
 //! Connections: HTTP/1.1 with keep-alive, or HTTP/2 (ALPN `h2`); the TLS handshake has a deadline and runs on the
-//! connection's own task, so a slow client never holds up the accept loop. Shutdown: readiness turns false, the
+//! connection's own task, so a slow client never holds up the accept loop. [`connections`] bounds how many are
+//! open and closes idle ones. Reviews of small bodies (every pod the API server sends, in practice) run inline;
+//! a body over [`LARGE_BODY_BYTES`] needs one of a few slots and is reviewed on the blocking pool, so large
+//! requests can neither starve the small ones nor pile up in memory (the binary's allocator, mimalloc, hands
+//! freed pages back to the system within milliseconds, where glibc's arenas would keep the peak). The
+//! operations listener runs on a runtime of its own, so probes answer while the webhook port is under load. Shutdown: readiness turns false, the
 //! listener keeps accepting for `shutdown_delay` (so the API server's endpoints catch up), then stops accepting,
 //! and in-flight requests finish (bounded by `drain_timeout`).
 
@@ -39,14 +44,48 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use crate::{
-    metrics::{Metrics, OPENMETRICS_CONTENT_TYPE, Rejection},
+    metrics::{ConnectionClose, Metrics, OPENMETRICS_CONTENT_TYPE, Rejection},
     review::{self, MAX_BODY_BYTES, Reviewer},
 };
 
+pub mod connections;
+
+pub use connections::ConnectionLimits;
+use connections::Registry;
+
+/// Bodies larger than this (or of unknown length) are large reviews: they need a [`LargeReviews`] slot. Pods
+/// as the API server sends them are a few KiB.
+pub const LARGE_BODY_BYTES: usize = 64 * 1024;
+
 /// Body of the 413 answer (as upstream).
 pub const TOO_LARGE_MESSAGE: &str = "request payload too large";
-/// Deadline of a TLS handshake.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Body of the 503 answer when every large-review slot stays busy.
+pub const BUSY_MESSAGE: &str = "webhook busy with large requests; retry";
+
+/// Slots for large reviews, and how long a large request may wait for one.
+#[derive(Debug, Clone)]
+pub struct LargeReviews {
+    slots: Arc<tokio::sync::Semaphore>,
+    wait: Duration,
+}
+
+impl LargeReviews {
+    /// `slots` large reviews at once (at least one); a request waits at most `wait` for a slot.
+    pub fn new(slots: usize, wait: Duration) -> Self {
+        LargeReviews {
+            slots: Arc::new(tokio::sync::Semaphore::new(slots.max(1))),
+            wait,
+        }
+    }
+}
+
+impl Default for LargeReviews {
+    /// Half the cores (at least one), so that small reviews always keep a core; one second of waiting.
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        LargeReviews::new(cores / 2, Duration::from_secs(1))
+    }
+}
 
 /// Errors starting the server.
 #[derive(Debug, thiserror::Error)]
@@ -120,6 +159,10 @@ pub struct AppState {
     pub readiness: Readiness,
     /// Deadline for receiving one request body.
     pub body_timeout: Duration,
+    /// Slots for large reviews.
+    pub large_reviews: LargeReviews,
+    /// Limits on the webhook's connections.
+    pub connections: ConnectionLimits,
 }
 
 impl std::fmt::Debug for AppState {
@@ -189,6 +232,8 @@ fn plain(status: StatusCode, text: &'static str) -> Response {
 /// The webhook handler: checks method, content type and size, then reviews.
 pub async fn webhook(State(state): State<Arc<AppState>>, req: Request) -> Response {
     let started = Instant::now();
+    // Keeps the connection marked busy until the answer is ready (the request's parts go with its body).
+    let _busy = req.extensions().get::<RequestGuard>().cloned();
     if req.method() != Method::POST {
         state.metrics.rejected(Rejection::Method);
         return plain(
@@ -212,6 +257,22 @@ pub async fn webhook(State(state): State<Arc<AppState>>, req: Request) -> Respon
         state.metrics.rejected(Rejection::TooLarge);
         return plain(StatusCode::PAYLOAD_TOO_LARGE, TOO_LARGE_MESSAGE);
     }
+    let large = declared.is_none_or(|n| n > LARGE_BODY_BYTES as u64);
+    let _slot = if large {
+        let slots = state.large_reviews.slots.clone();
+        match tokio::time::timeout(state.large_reviews.wait, slots.acquire_owned()).await {
+            Ok(Ok(permit)) => Some(permit),
+            _ => {
+                state.metrics.rejected(Rejection::Busy);
+                let mut busy = plain(StatusCode::SERVICE_UNAVAILABLE, BUSY_MESSAGE);
+                busy.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                return busy;
+            }
+        }
+    } else {
+        None
+    };
     let body = Limited::new(req.into_body(), MAX_BODY_BYTES);
     let bytes = match tokio::time::timeout(state.body_timeout, body.collect()).await {
         Ok(Ok(collected)) => collected.to_bytes(),
@@ -220,7 +281,7 @@ pub async fn webhook(State(state): State<Arc<AppState>>, req: Request) -> Respon
             return plain(StatusCode::PAYLOAD_TOO_LARGE, TOO_LARGE_MESSAGE);
         }
         Ok(Err(e)) => {
-            tracing::debug!(error = %e, "reading the request body failed");
+            tracing::debug!(error = %tailor_crds::text::capped(&e.to_string()), "reading the request body failed");
             state.metrics.rejected(Rejection::BodyRead);
             return plain(StatusCode::BAD_REQUEST, "cannot read the request body");
         }
@@ -233,7 +294,24 @@ pub async fn webhook(State(state): State<Arc<AppState>>, req: Request) -> Respon
         }
     };
     state.metrics.in_flight().inc();
-    let handled = review::handle(&bytes, state.reviewer.as_ref());
+    let handled = if large {
+        // Off the async workers: decoding megabytes must not hold up the small reviews behind it.
+        let reviewer = state.reviewer.clone();
+        let handled = tokio::task::spawn_blocking(move || {
+            let handled = review::handle(&bytes, reviewer.as_ref());
+            drop(bytes);
+            handled
+        })
+        .await;
+        handled.unwrap_or_else(|_| review::Handled {
+            body: review::encode(&review::allowed_response("")),
+            resource: review::ResourceKind::Other,
+            result: review::ReviewResult::Error,
+            uid: String::new(),
+        })
+    } else {
+        review::handle(&bytes, state.reviewer.as_ref())
+    };
     state.metrics.in_flight().dec();
     state
         .metrics
@@ -274,16 +352,20 @@ impl Default for ShutdownTiming {
 }
 
 /// Serves `router` over TLS on `listener` until `shutdown` resolves, then drains in-flight connections for at
-/// most `drain`.
+/// most `drain`. Connections are bounded by `limits` (see [`connections`]).
 pub async fn serve_tls(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     router: Router,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
+    limits: ConnectionLimits,
+    metrics: Arc<Metrics>,
 ) {
     let acceptor = TlsAcceptor::from(tls);
     let graceful = GracefulShutdown::new();
+    let registry = Registry::new(limits);
+    let mut last_accept_warning: Option<Instant> = None;
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -292,42 +374,91 @@ pub async fn serve_tls(
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
                 Err(e) => {
-                    // Typically EMFILE: back off briefly instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
+                    // Typically EMFILE: back off briefly instead of spinning, and warn at most once a second.
+                    if last_accept_warning.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                        tracing::warn!(error = %e, open = registry.len(), "accept failed");
+                        last_accept_warning = Some(Instant::now());
+                    }
                     tokio::time::sleep(Duration::from_millis(20)).await;
                     continue;
                 }
             },
         };
+        let Some(registered) = registry.register() else {
+            // Every open connection is busy with a request: refuse this one rather than exceed the limit.
+            metrics.connection_closed(ConnectionClose::Refused);
+            drop(tcp);
+            continue;
+        };
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
-        let service = TowerToHyperService::new(router.clone());
+        let router = router.clone();
         let watcher = graceful.watcher();
+        let registry = registry.clone();
+        let metrics = metrics.clone();
         tokio::spawn(async move {
-            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
+            metrics.connections_open().inc();
+            let state = registered.state.clone();
+            let tcp = registry.track(tcp, state.clone());
+            let handshake = tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp));
+            let stream = tokio::select! {
+                handshake = handshake => match handshake {
+                    Ok(Ok(stream)) => Some(stream),
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        metrics.connection_closed(ConnectionClose::Handshake);
+                        None
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "TLS handshake timed out");
+                        metrics.connection_closed(ConnectionClose::Handshake);
+                        None
+                    }
+                },
+                why = registry.closed(&state) => {
+                    metrics.connection_closed(why);
+                    None
                 }
             };
-            let mut builder = auto::Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                // Also bounds idle keep-alive connections: longer than the API server's 90 s idle timeout,
-                // so the client closes first and never races a POST against our close.
-                .header_read_timeout(Duration::from_secs(120))
-                .keep_alive(true);
-            builder.http2().timer(TokioTimer::new());
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-            if let Err(e) = watcher.watch(conn).await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            if let Some(stream) = stream {
+                let conn_state = state.clone();
+                let service = tower::ServiceExt::map_request(
+                    router,
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let mut req = req;
+                        req.extensions_mut()
+                            .insert(RequestGuard::new(conn_state.request()));
+                        req
+                    },
+                );
+                let service = TowerToHyperService::new(service);
+                let mut builder = auto::Builder::new(TokioExecutor::new());
+                builder
+                    .http1()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(limits.idle_timeout)
+                    .keep_alive(true);
+                builder
+                    .http2()
+                    .timer(TokioTimer::new())
+                    // Pings find peers that vanished without closing.
+                    .keep_alive_interval(Some(Duration::from_secs(30)))
+                    .keep_alive_timeout(Duration::from_secs(10));
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                tokio::select! {
+                    result = watcher.watch(conn) => {
+                        if let Err(e) = result {
+                            tracing::debug!(%peer, error = %e, "connection ended with an error");
+                        }
+                    }
+                    why = registry.closed(&state) => {
+                        tracing::debug!(%peer, reason = ?why, "closing connection");
+                        metrics.connection_closed(why);
+                    }
+                }
             }
+            drop(registered);
+            metrics.connections_open().dec();
         });
     }
     drop(listener);
@@ -336,6 +467,21 @@ pub async fn serve_tls(
         .is_err()
     {
         tracing::warn!("in-flight connections did not finish within {drain:?}; closing them");
+    }
+}
+
+/// Marks its connection busy while a request is being handled (kept in the request's extensions, so it lives
+/// until the handler has produced the response).
+#[derive(Clone, Debug)]
+struct RequestGuard {
+    _in_flight: Arc<connections::InFlight>,
+}
+
+impl RequestGuard {
+    fn new(in_flight: connections::InFlight) -> Self {
+        RequestGuard {
+            _in_flight: Arc::new(in_flight),
+        }
     }
 }
 
@@ -418,36 +564,68 @@ impl Server {
         let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|s| *s).await;
         };
-        let ops = self.ops.map(|listener| {
-            let router = ops_router(self.state.clone());
-            let rx = stop_rx.clone();
-            tokio::spawn(async move {
-                axum::serve(listener, router)
-                    .with_graceful_shutdown(stopped(rx))
-                    .await
-                    .map_err(|source| ServerError::Serve {
-                        what: "operations",
-                        source,
-                    })
-            })
-        });
+        let ops = match self.ops {
+            Some(listener) => Some(spawn_ops(
+                listener,
+                ops_router(self.state.clone()),
+                stopped(stop_rx.clone()),
+            )?),
+            None => None,
+        };
         serve_tls(
             self.webhook,
             self.tls,
             webhook_router(self.state.clone()),
             stopped(stop_rx),
             self.timing.drain,
+            self.state.connections,
+            self.state.metrics.clone(),
         )
         .await;
         if let Some(ops) = ops {
             match ops.await {
                 Ok(r) => r?,
-                Err(e) => tracing::warn!(error = %e, "operations listener task failed"),
+                Err(_) => tracing::warn!("operations listener thread ended without a result"),
             }
         }
         tracing::info!("server stopped");
         Ok(())
     }
+}
+
+/// Serves the operations router on a thread with its own single-threaded runtime: `/healthz` and `/readyz`
+/// answer even while the webhook's workers are saturated. The result arrives when the listener stops.
+fn spawn_ops(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<tokio::sync::oneshot::Receiver<Result<(), ServerError>>, ServerError> {
+    let serve_error = |source| ServerError::Serve {
+        what: "operations",
+        source,
+    };
+    // A tokio listener belongs to the runtime that created it: move the socket across as a std listener.
+    let listener = listener.into_std().map_err(serve_error)?;
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("tailor-ops".into())
+        .spawn(move || {
+            let result = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .and_then(|runtime| {
+                    runtime.block_on(async move {
+                        let listener = TcpListener::from_std(listener)?;
+                        axum::serve(listener, router)
+                            .with_graceful_shutdown(shutdown)
+                            .await
+                    })
+                })
+                .map_err(serve_error);
+            let _ = done_tx.send(result);
+        })
+        .map_err(serve_error)?;
+    Ok(done_rx)
 }
 
 #[cfg(test)]

@@ -1,0 +1,315 @@
+//! Bounds on connections: how many may be open, how long one may sit idle, and which to close first when
+//! the limit is reached (the one idle longest; a connection with a request in progress is never shed).
+//!
+//! Every connection is registered from `accept` on, so the states hyper's own timers miss (TLS accepted but no
+//! byte of HTTP yet, HTTP/1.1 keep-alive, an HTTP/2 connection without streams) are all covered by one idle
+//! rule: no byte read or written and no request in progress for [`ConnectionLimits::idle_timeout`].
+
+use std::{
+    collections::HashMap,
+    io,
+    pin::Pin,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+    },
+    task::{Context, Poll},
+    time::{Duration, Instant},
+};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Notify;
+
+use crate::metrics::ConnectionClose;
+
+/// Limits on the webhook's connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Most connections open at once; at the limit the longest-idle one is closed for a new one (and a new
+    /// one is refused when none is idle).
+    pub max_connections: usize,
+    /// A connection with no traffic and no request in progress for this long is closed. Longer than the API
+    /// server's own 90 s idle timeout, so that in normal operation the client closes first.
+    pub idle_timeout: Duration,
+    /// Deadline of the TLS handshake.
+    pub handshake_timeout: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits {
+            max_connections: 1024,
+            idle_timeout: Duration::from_secs(120),
+            handshake_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What the registry knows about one connection.
+#[derive(Debug)]
+pub struct ConnState {
+    /// Milliseconds since the registry's epoch of the last byte read or written.
+    last_activity: AtomicU64,
+    /// Requests being handled on this connection.
+    in_flight: AtomicUsize,
+    /// Asks the connection's task to close it.
+    close: Notify,
+}
+
+impl ConnState {
+    /// A request started on this connection; the guard ends it.
+    pub fn request(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlight(self.clone())
+    }
+
+    fn idle_since(&self, epoch: Instant, now: Instant) -> Option<Duration> {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        let last = Duration::from_millis(self.last_activity.load(Ordering::Acquire));
+        Some(now.saturating_duration_since(epoch + last))
+    }
+
+    fn touch(&self, epoch: Instant) {
+        let ms = u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_activity.store(ms, Ordering::Release);
+    }
+}
+
+/// Marks a request in progress until dropped.
+#[derive(Debug)]
+pub struct InFlight(Arc<ConnState>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        // The response's bytes, written next, restart the idle clock.
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The open connections.
+#[derive(Debug)]
+pub struct Registry {
+    limits: ConnectionLimits,
+    epoch: Instant,
+    next_id: AtomicU64,
+    open: Mutex<HashMap<u64, Arc<ConnState>>>,
+}
+
+/// A registered connection; dropping it unregisters the connection.
+#[derive(Debug)]
+pub struct Registered {
+    id: u64,
+    /// The connection's state (shared with its I/O wrapper and requests).
+    pub state: Arc<ConnState>,
+    registry: Arc<Registry>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        if let Ok(mut open) = self.registry.open.lock() {
+            open.remove(&self.id);
+        }
+    }
+}
+
+impl Registry {
+    /// An empty registry with these limits.
+    pub fn new(limits: ConnectionLimits) -> Arc<Self> {
+        Arc::new(Registry {
+            limits,
+            epoch: Instant::now(),
+            next_id: AtomicU64::new(0),
+            open: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> ConnectionLimits {
+        self.limits
+    }
+
+    /// Connections open now.
+    pub fn len(&self) -> usize {
+        self.open.lock().map_or(0, |o| o.len())
+    }
+
+    /// Whether no connection is open.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Registers a new connection. At the limit, the longest-idle connection is asked to close; `None` (refuse
+    /// the new one) when every open connection has a request in progress.
+    pub fn register(self: &Arc<Self>) -> Option<Registered> {
+        let mut open = self.open.lock().ok()?;
+        if open.len() >= self.limits.max_connections {
+            let now = Instant::now();
+            let victim = open
+                .iter()
+                .filter_map(|(id, c)| c.idle_since(self.epoch, now).map(|idle| (idle, *id)))
+                .max()
+                .map(|(_, id)| id)?;
+            // Closed by its own task; forgotten here so that it is not picked twice.
+            if let Some(c) = open.remove(&victim) {
+                c.close.notify_one();
+            }
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let state = Arc::new(ConnState {
+            last_activity: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+            close: Notify::new(),
+        });
+        state.touch(self.epoch);
+        open.insert(id, state.clone());
+        Some(Registered {
+            id,
+            state,
+            registry: self.clone(),
+        })
+    }
+
+    /// Resolves when the connection should be closed, with why: it has been idle for the idle timeout, or it
+    /// was shed for a new one.
+    pub async fn closed(&self, state: &ConnState) -> ConnectionClose {
+        let idle_timeout = self.limits.idle_timeout;
+        // Check a few times per timeout: an idle connection closes within 1.25 × the timeout.
+        let tick = (idle_timeout / 4).max(Duration::from_millis(10));
+        loop {
+            tokio::select! {
+                _ = state.close.notified() => return ConnectionClose::Shed,
+                _ = tokio::time::sleep(tick) => {}
+            }
+            if state
+                .idle_since(self.epoch, Instant::now())
+                .is_some_and(|idle| idle >= idle_timeout)
+            {
+                return ConnectionClose::Idle;
+            }
+        }
+    }
+
+    /// Wraps a connection's stream so that its traffic counts as activity.
+    pub fn track<S>(self: &Arc<Self>, stream: S, state: Arc<ConnState>) -> Tracked<S> {
+        Tracked {
+            inner: stream,
+            state,
+            registry: self.clone(),
+        }
+    }
+}
+
+/// A stream whose reads and writes mark its connection active.
+#[derive(Debug)]
+pub struct Tracked<S> {
+    inner: S,
+    state: Arc<ConnState>,
+    registry: Arc<Registry>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let result = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.state.touch(self.registry.epoch);
+        }
+        result
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            self.state.touch(self.registry.epoch);
+        }
+        result
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            self.state.touch(self.registry.epoch);
+        }
+        result
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(max: usize, idle_ms: u64) -> ConnectionLimits {
+        ConnectionLimits {
+            max_connections: max,
+            idle_timeout: Duration::from_millis(idle_ms),
+            handshake_timeout: Duration::from_secs(1),
+        }
+    }
+
+    #[tokio::test]
+    async fn at_the_limit_the_longest_idle_connection_is_shed() {
+        let registry = Registry::new(limits(2, 60_000));
+        let first = registry.register().unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        let second = registry.register().unwrap();
+        let third = registry.register().expect("an idle connection makes room");
+        assert_eq!(registry.len(), 2);
+        // The first (idle longest) was told to close.
+        let why = tokio::time::timeout(Duration::from_millis(50), registry.closed(&first.state))
+            .await
+            .expect("the oldest idle connection is shed");
+        assert_eq!(why, ConnectionClose::Shed);
+        // With every open connection busy, a new one is refused.
+        let _busy = (second.state.request(), third.state.request());
+        assert!(registry.register().is_none());
+        drop(first);
+        assert_eq!(registry.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn idle_connections_close_and_busy_ones_stay() {
+        let registry = Registry::new(limits(8, 40));
+        let idle = registry.register().unwrap();
+        let started = Instant::now();
+        assert_eq!(registry.closed(&idle.state).await, ConnectionClose::Idle);
+        assert!(started.elapsed() >= Duration::from_millis(40));
+
+        let busy = registry.register().unwrap();
+        let guard = busy.state.request();
+        let waited =
+            tokio::time::timeout(Duration::from_millis(150), registry.closed(&busy.state)).await;
+        assert!(
+            waited.is_err(),
+            "a connection with a request in progress is not idle"
+        );
+        drop(guard);
+    }
+}
