@@ -237,18 +237,14 @@ async fn attack_quantities(fixture: &Fixture) {
 }
 
 async fn attack_large_pods(fixture: &Fixture) {
+    // ~3 MB: 53,000 containers. Four at once, on four connections.
+    let containers: Vec<Value> = (0..53_000)
+        .map(|i| json!({"name": format!("container-{i}"), "image": "registry.example/app:1"}))
+        .collect();
+    let review = pod_create_review("big", "shop", pod("shop", Value::Array(containers)));
+    let body = hyper::body::Bytes::from(serde_json::to_vec(&review).unwrap());
+    assert!(body.len() > 2_500_000, "{}", body.len());
     under_attack(fixture, "large pods", async {
-        // ~3 MB: 53,000 containers. Four at once, on four connections.
-        let containers: Vec<Value> = (0..53_000)
-            .map(|i| json!({"name": format!("container-{i}"), "image": "registry.example/app:1"}))
-            .collect();
-        let review = Arc::new(pod_create_review(
-            "big",
-            "shop",
-            pod("shop", Value::Array(containers)),
-        ));
-        let body = serde_json::to_vec(review.as_ref()).unwrap();
-        assert!(body.len() > 2_500_000, "{}", body.len());
         let tasks: Vec<_> = (0..4)
             .map(|_| {
                 let (addr, config, body) =
@@ -282,20 +278,22 @@ async fn attack_large_pods(fixture: &Fixture) {
 }
 
 async fn attack_amplified_answer(fixture: &Fixture) {
+    // Payloads are built before the valid load starts: the test's own JSON work must not stall the runtime
+    // the server shares.
+    let resources = vec!["cpu"; 600_000];
+    let vpa = json!({
+        "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
+        "metadata": {"name": "amp", "namespace": "shop"},
+        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "resourcePolicy": {"containerPolicies": [{"containerName": "*", "controlledResources": resources}]}}
+    });
+    let amplified = serde_json::to_vec(&vpa_create_review("amp", vpa)).unwrap();
     under_attack(fixture, "controlledResources amplification", async {
         let mut client = Client::connect(fixture.server.webhook, fixture.config.clone())
             .await
             .unwrap();
-        let resources = vec!["cpu"; 600_000];
-        let vpa = json!({
-            "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-            "metadata": {"name": "amp", "namespace": "shop"},
-            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-                "resourcePolicy": {"containerPolicies": [{"containerName": "*", "controlledResources": resources}]}}
-        });
-        let review = vpa_create_review("amp", vpa);
         let (status, body) = client
-            .post("/", Some("application/json"), serde_json::to_vec(&review).unwrap())
+            .post("/", Some("application/json"), amplified)
             .await
             .unwrap();
         assert_eq!(status, hyper::StatusCode::OK);
@@ -303,7 +301,9 @@ async fn attack_amplified_answer(fixture: &Fixture) {
         let answer: Value = serde_json::from_slice(&body).unwrap();
         assert_answer(&answer, "amp");
         assert_eq!(answer["response"]["allowed"], false);
-        let causes = answer["response"]["status"]["details"]["causes"].as_array().unwrap();
+        let causes = answer["response"]["status"]["details"]["causes"]
+            .as_array()
+            .unwrap();
         assert_eq!(causes.len(), 1);
         assert_eq!(causes[0]["reason"], "FieldValueTooMany");
 
@@ -321,25 +321,27 @@ async fn attack_amplified_answer(fixture: &Fixture) {
         assert_answer(&answer, "many");
         let status = &answer["response"]["status"];
         assert_eq!(status["details"]["causes"].as_array().unwrap().len(), 20);
-        assert!(status["message"].as_str().unwrap().contains("and 380 more errors"));
+        assert!(
+            status["message"]
+                .as_str()
+                .unwrap()
+                .contains("and 380 more errors")
+        );
     })
     .await;
 }
 
 async fn attack_malformed_field(fixture: &Fixture) {
+    // A 4 MB string where a pod's containers must be a list: decoding fails, the pod is admitted.
+    let mut review = pod_create_review("bad", "shop", pod("shop", json!([])));
+    review["request"]["object"]["spec"]["containers"] = json!("x".repeat(4 << 20));
+    let malformed = serde_json::to_vec(&review).unwrap();
     under_attack(fixture, "malformed 4 MB field", async {
         let mut client = Client::connect(fixture.server.webhook, fixture.config.clone())
             .await
             .unwrap();
-        // A 4 MB string where a pod's containers must be a list: decoding fails, the pod is admitted.
-        let mut review = pod_create_review("bad", "shop", pod("shop", json!([])));
-        review["request"]["object"]["spec"]["containers"] = json!("x".repeat(4 << 20));
         let (status, body) = client
-            .post(
-                "/",
-                Some("application/json"),
-                serde_json::to_vec(&review).unwrap(),
-            )
+            .post("/", Some("application/json"), malformed)
             .await
             .unwrap();
         assert_eq!(status, hyper::StatusCode::OK);
@@ -391,6 +393,48 @@ async fn idle_connections(fixture: &Fixture, n: usize) -> Vec<Box<dyn IdleConn>>
     out
 }
 
+/// Opens `n` HTTP/2 connections, sends one valid review on each, then leaves them idle (the client keeps
+/// answering the server's pings). Returns each connection's driver task, which ends when the server closes.
+async fn idle_http2_connections(fixture: &Fixture, n: usize) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut config = (*fixture.config).clone();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let config = Arc::new(config);
+    let mut drivers = Vec::new();
+    for i in 0..n {
+        let tcp = tokio::net::TcpStream::connect(fixture.server.webhook)
+            .await
+            .unwrap();
+        let tls = tokio_rustls::TlsConnector::from(config.clone())
+            .connect(
+                rustls_pki_types::ServerName::try_from("localhost").unwrap(),
+                tcp,
+            )
+            .await
+            .unwrap();
+        let (mut sender, conn) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(tls),
+        )
+        .await
+        .unwrap();
+        drivers.push(tokio::spawn(async move {
+            let _ = conn.await;
+        }));
+        let uid = format!("h2-{i}");
+        let review = pod_create_review(&uid, "shop", pod("shop", app(json!({"cpu": "100m"}))));
+        let request = hyper::Request::post("https://localhost/")
+            .header("content-type", "application/json")
+            .body(http_body_util::Full::new(hyper::body::Bytes::from(
+                serde_json::to_vec(&review).unwrap(),
+            )))
+            .unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        assert_eq!(response.status(), hyper::StatusCode::OK);
+        assert_eq!(response.version(), hyper::Version::HTTP_2);
+    }
+    drivers
+}
+
 /// A connection the attacker holds open; `closed` tells whether the server has closed it.
 trait IdleConn: Send {
     fn closed(&mut self) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + '_>>;
@@ -421,6 +465,7 @@ async fn attack_idle_connections() {
     })
     .await;
     assert!(idle.len() >= 128, "raw TCP connections always connect");
+    let h2 = idle_http2_connections(&fixture, 8).await;
     // Past the idle timeout every one of them has been closed by the server.
     tokio::time::sleep(Duration::from_millis(800)).await;
     let mut open = 0;
@@ -430,6 +475,13 @@ async fn attack_idle_connections() {
         }
     }
     assert_eq!(open, 0, "{open} idle connections still open");
+    // HTTP/2 connections that answer the server's pings but send no request are idle too.
+    for conn in h2 {
+        assert!(
+            conn.is_finished(),
+            "an idle HTTP/2 connection is still open"
+        );
+    }
     let metrics = fixture.server.metrics.encode();
     for reason in ["shed", "idle"] {
         assert!(

@@ -3,21 +3,18 @@
 //!
 //! Every connection is registered from `accept` on, so the states hyper's own timers miss (TLS accepted but no
 //! byte of HTTP yet, HTTP/1.1 keep-alive, an HTTP/2 connection without streams) are all covered by one idle
-//! rule: no byte read or written and no request in progress for [`ConnectionLimits::idle_timeout`].
+//! rule: no request in progress and none started or finished for [`ConnectionLimits::idle_timeout`]. Bytes
+//! alone do not count: HTTP/2 pings, or headers dribbled in a byte at a time, keep no connection alive.
 
 use std::{
     collections::HashMap,
-    io,
-    pin::Pin,
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, AtomicUsize, Ordering},
     },
-    task::{Context, Poll},
     time::{Duration, Instant},
 };
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 
 use crate::metrics::ConnectionClose;
@@ -48,7 +45,9 @@ impl Default for ConnectionLimits {
 /// What the registry knows about one connection.
 #[derive(Debug)]
 pub struct ConnState {
-    /// Milliseconds since the registry's epoch of the last byte read or written.
+    /// The registry's epoch.
+    epoch: Instant,
+    /// Milliseconds since the epoch at which the connection opened or a request last started or ended.
     last_activity: AtomicU64,
     /// Requests being handled on this connection.
     in_flight: AtomicUsize,
@@ -60,19 +59,20 @@ impl ConnState {
     /// A request started on this connection; the guard ends it.
     pub fn request(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.touch();
         InFlight(self.clone())
     }
 
-    fn idle_since(&self, epoch: Instant, now: Instant) -> Option<Duration> {
+    fn idle_since(&self, now: Instant) -> Option<Duration> {
         if self.in_flight.load(Ordering::Acquire) > 0 {
             return None;
         }
         let last = Duration::from_millis(self.last_activity.load(Ordering::Acquire));
-        Some(now.saturating_duration_since(epoch + last))
+        Some(now.saturating_duration_since(self.epoch + last))
     }
 
-    fn touch(&self, epoch: Instant) {
-        let ms = u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+    fn touch(&self) {
+        let ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.last_activity.store(ms, Ordering::Release);
     }
 }
@@ -83,7 +83,7 @@ pub struct InFlight(Arc<ConnState>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        // The response's bytes, written next, restart the idle clock.
+        self.0.touch();
         self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
@@ -148,7 +148,7 @@ impl Registry {
             let now = Instant::now();
             let victim = open
                 .iter()
-                .filter_map(|(id, c)| c.idle_since(self.epoch, now).map(|idle| (idle, *id)))
+                .filter_map(|(id, c)| c.idle_since(now).map(|idle| (idle, *id)))
                 .max()
                 .map(|(_, id)| id)?;
             // Closed by its own task; forgotten here so that it is not picked twice.
@@ -158,11 +158,12 @@ impl Registry {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let state = Arc::new(ConnState {
+            epoch: self.epoch,
             last_activity: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
             close: Notify::new(),
         });
-        state.touch(self.epoch);
+        state.touch();
         open.insert(id, state.clone());
         Some(Registered {
             id,
@@ -183,82 +184,12 @@ impl Registry {
                 _ = tokio::time::sleep(tick) => {}
             }
             if state
-                .idle_since(self.epoch, Instant::now())
+                .idle_since(Instant::now())
                 .is_some_and(|idle| idle >= idle_timeout)
             {
                 return ConnectionClose::Idle;
             }
         }
-    }
-
-    /// Wraps a connection's stream so that its traffic counts as activity.
-    pub fn track<S>(self: &Arc<Self>, stream: S, state: Arc<ConnState>) -> Tracked<S> {
-        Tracked {
-            inner: stream,
-            state,
-            registry: self.clone(),
-        }
-    }
-}
-
-/// A stream whose reads and writes mark its connection active.
-#[derive(Debug)]
-pub struct Tracked<S> {
-    inner: S,
-    state: Arc<ConnState>,
-    registry: Arc<Registry>,
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let result = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.state.touch(self.registry.epoch);
-        }
-        result
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let result = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
-            self.state.touch(self.registry.epoch);
-        }
-        result
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let result = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
-            self.state.touch(self.registry.epoch);
-        }
-        result
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
     }
 }
 

@@ -399,7 +399,6 @@ pub async fn serve_tls(
         tokio::spawn(async move {
             metrics.connections_open().inc();
             let state = registered.state.clone();
-            let tcp = registry.track(tcp, state.clone());
             let handshake = tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp));
             let stream = tokio::select! {
                 handshake = handshake => match handshake {
