@@ -199,22 +199,7 @@ impl Amount {
                 // Not a multiple of 1024: Go prints it in decimal SI.
             }
         }
-        // Decimal: mantissa · 10^exp with exp a multiple of 3 in [-9, 18].
-        let mut mantissa = abs;
-        let mut exp: i32 = -9;
-        let thousand = BigInt::from(1000);
-        while exp < 18 && (&mantissa % &thousand).is_zero() {
-            mantissa /= &thousand;
-            exp += 3;
-        }
-        if self.format == Format::DecimalExponent {
-            return if exp == 0 {
-                format!("{sign}{mantissa}")
-            } else {
-                format!("{sign}{mantissa}e{exp}")
-            };
-        }
-        format!("{sign}{mantissa}{}", decimal_suffix(exp))
+        format!("{sign}{}", decimal_big(abs, self.format))
     }
 }
 
@@ -235,18 +220,53 @@ fn canonical_u128(nanos: u128, format: Format) -> String {
     }
     let mut mantissa = nanos;
     let mut exp: i32 = -9;
-    while exp < 18 && mantissa.is_multiple_of(1000) {
-        mantissa /= 1000;
-        exp += 3;
+    while mantissa != 0 && mantissa.is_multiple_of(10) {
+        mantissa /= 10;
+        exp += 1;
     }
-    if format == Format::DecimalExponent {
-        return if exp == 0 {
-            mantissa.to_string()
-        } else {
-            format!("{mantissa}e{exp}")
-        };
+    while exp.rem_euclid(3) != 0 {
+        match mantissa.checked_mul(10) {
+            Some(m) => mantissa = m,
+            // Too large for the fast path: the exact one prints it.
+            None => return decimal_big(BigInt::from(nanos), format),
+        }
+        exp -= 1;
     }
-    format!("{mantissa}{}", decimal_suffix(exp))
+    decimal_text(&mantissa, exp, format)
+}
+
+/// A positive number of nano-units in decimal form: every factor of ten moved into the exponent, then the
+/// exponent lowered to a multiple of 3 (apimachinery's `AsCanonicalBytes`).
+fn decimal_big(nanos: BigInt, format: Format) -> String {
+    let mut mantissa = nanos;
+    let mut exp: i32 = -9;
+    let ten = BigInt::from(10u8);
+    while !mantissa.is_zero() {
+        let (q, r) = mantissa.div_rem(&ten);
+        if !r.is_zero() {
+            break;
+        }
+        mantissa = q;
+        exp += 1;
+    }
+    while exp.rem_euclid(3) != 0 {
+        mantissa *= &ten;
+        exp -= 1;
+    }
+    decimal_text(&mantissa, exp, format)
+}
+
+/// `mantissa · 10^exp` (exp a multiple of 3) as Go prints it: an SI suffix from `n` to `E`, else (and for the
+/// exponent format) `e<exp>`, as apimachinery does beyond `E` rather than drop the exponent.
+fn decimal_text(mantissa: &impl std::fmt::Display, exp: i32, format: Format) -> String {
+    if format == Format::DecimalSi && (-9..=18).contains(&exp) {
+        return format!("{mantissa}{}", decimal_suffix(exp));
+    }
+    if exp == 0 {
+        format!("{mantissa}")
+    } else {
+        format!("{mantissa}e{exp}")
+    }
 }
 
 /// Clamps a big integer into `i64` (for reporting); `None` when out of range.
@@ -550,6 +570,10 @@ mod tests {
         assert_eq!(canon("0"), "0");
         assert_eq!(canon("10M"), "10M");
         assert_eq!(canon("9223372036854775807m"), "9223372036854775807m");
+        // Beyond E there is no suffix: exponent form, as apimachinery prints it.
+        assert_eq!(canon("1000E"), "1e21");
+        assert_eq!(canon("1E200"), "100e198");
+        assert_eq!(canon("1e200"), "100e198");
     }
 
     #[test]

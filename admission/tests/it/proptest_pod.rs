@@ -166,7 +166,7 @@ fn limit_range() -> impl Strategy<Value = Value> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: crate::fuzz::cases(512), ..ProptestConfig::default() })]
 
     #[test]
     fn patch_always_applies(

@@ -35,6 +35,15 @@ pub fn proportional_limit(
         ));
     };
     let request = parse_opt(original_request, || ctx("request"))?;
+    // A negative limit or request (a pod the API server refuses anyway) must not turn into a negative limit.
+    if limit.is_negative() || request.as_ref().is_some_and(Amount::is_negative) {
+        return Ok((
+            None,
+            Some(format!(
+                "{resource}: limit NOT set since originalLimit or originalRequest is negative"
+            )),
+        ));
+    }
     let Some(request) = request.filter(|r| !r.units_zero()) else {
         return Ok((Some(recommended.to_quantity()), None));
     };
