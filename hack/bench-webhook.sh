@@ -42,6 +42,8 @@ print(*[x.getsockname()[1] for x in s])')
 pin() { local cpus=$1; shift; if [ -n "$cpus" ]; then taskset -c "$cpus" "$@"; else "$@"; fi; }
 # Started directly (not through a shell function) so that $! is the server itself.
 # shellcheck disable=SC2086
+# As the image and the chart set them (Dockerfile).
+export MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_PURGE_DELAY=0
 RUST_LOG=warn ${SERVER_CPUS:+taskset -c $SERVER_CPUS} "$BIN" --vpa-dir "$WORK/manifests" --tls-cert-file "$WORK/tls.crt" \
   --tls-private-key "$WORK/tls.key" --port "$PORT" --address "127.0.0.1:$MPORT" --shutdown-delay-seconds 0 &
 SERVER_PID=$!

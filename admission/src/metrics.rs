@@ -86,6 +86,8 @@ pub enum ConnectionClose {
     Shed,
     /// Refused at the limit: every open connection had a request in progress.
     Refused,
+    /// Refused before the handshake: connections arrived faster than the handshake rate.
+    TooFast,
     /// The TLS handshake failed or timed out.
     Handshake,
 }
@@ -96,6 +98,7 @@ impl ConnectionClose {
             ConnectionClose::Idle => "idle",
             ConnectionClose::Shed => "shed",
             ConnectionClose::Refused => "refused",
+            ConnectionClose::TooFast => "too_fast",
             ConnectionClose::Handshake => "handshake",
         }
     }
@@ -174,7 +177,7 @@ impl Metrics {
         let connections_closed = Family::<ReasonLabels, Counter>::default();
         registry.register(
             "connections_closed",
-            "Webhook connections closed or refused by the server, by reason (idle, shed, refused, handshake)",
+            "Webhook connections closed or refused by the server, by reason (idle, shed, refused, too_fast, handshake)",
             connections_closed.clone(),
         );
         Metrics {

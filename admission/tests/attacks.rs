@@ -457,6 +457,8 @@ async fn attack_idle_connections() {
         max_connections: 64,
         idle_timeout: Duration::from_millis(400),
         handshake_timeout: Duration::from_millis(400),
+        // The storm guard has its own unit test; here every connection must reach the limit logic.
+        handshakes_per_second: 100_000,
     };
     let fixture = start_fixture(limits).await;
     let mut idle = under_attack(&fixture, "idle connections", async {

@@ -184,6 +184,17 @@ async fn main() -> anyhow::Result<()> {
     {
         tracing::debug!("a rustls crypto provider was already installed");
     }
+    // The allocator reads its options at start; the image and the chart set these two.
+    for (name, value) in [
+        ("MIMALLOC_ARENA_EAGER_COMMIT", "0"),
+        ("MIMALLOC_PURGE_DELAY", "0"),
+    ] {
+        if std::env::var(name).ok().as_deref() != Some(value) {
+            tracing::warn!(
+                "{name} is not {value}: the allocator keeps more memory than it needs (set it in the environment)"
+            );
+        }
+    }
     // Room for --max-connections plus the process's own files: raise the soft file limit to the hard one.
     match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(limit) if limit < u64::from(args.max_connections) + 64 => tracing::warn!(

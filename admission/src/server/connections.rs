@@ -30,6 +30,9 @@ pub struct ConnectionLimits {
     pub idle_timeout: Duration,
     /// Deadline of the TLS handshake.
     pub handshake_timeout: Duration,
+    /// New connections accepted per second (burst the same); beyond, a connection is closed before its TLS
+    /// handshake, so that a reconnect storm costs an `accept`, not a key exchange.
+    pub handshakes_per_second: u32,
 }
 
 impl Default for ConnectionLimits {
@@ -38,6 +41,7 @@ impl Default for ConnectionLimits {
             max_connections: 1024,
             idle_timeout: Duration::from_secs(120),
             handshake_timeout: Duration::from_secs(10),
+            handshakes_per_second: 200,
         }
     }
 }
@@ -88,13 +92,20 @@ impl Drop for InFlight {
     }
 }
 
+/// Sockets that may be open beyond the limit while shed connections finish closing.
+const CLOSING_SLACK: usize = 64;
+
 /// The open connections.
 #[derive(Debug)]
 pub struct Registry {
     limits: ConnectionLimits,
     epoch: Instant,
     next_id: AtomicU64,
+    /// Connections that count against the limit (shed ones leave at once).
     open: Mutex<HashMap<u64, Arc<ConnState>>>,
+    /// Sockets held, shed ones included until their task has closed them.
+    sockets: AtomicUsize,
+    handshakes: governor::DefaultDirectRateLimiter,
 }
 
 /// A registered connection; dropping it unregisters the connection.
@@ -111,17 +122,31 @@ impl Drop for Registered {
         if let Ok(mut open) = self.registry.open.lock() {
             open.remove(&self.id);
         }
+        self.registry.sockets.fetch_sub(1, Ordering::AcqRel);
     }
+}
+
+/// Why a new connection was not registered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Every open connection has a request in progress (or shed ones are still closing).
+    Full,
+    /// More new connections this second than `handshakes_per_second`.
+    TooFast,
 }
 
 impl Registry {
     /// An empty registry with these limits.
     pub fn new(limits: ConnectionLimits) -> Arc<Self> {
+        let rate = std::num::NonZeroU32::new(limits.handshakes_per_second.max(1))
+            .unwrap_or(std::num::NonZeroU32::MIN);
         Arc::new(Registry {
             limits,
             epoch: Instant::now(),
             next_id: AtomicU64::new(0),
             open: Mutex::new(HashMap::new()),
+            sockets: AtomicUsize::new(0),
+            handshakes: governor::RateLimiter::direct(governor::Quota::per_second(rate)),
         })
     }
 
@@ -140,17 +165,25 @@ impl Registry {
         self.len() == 0
     }
 
-    /// Registers a new connection. At the limit, the longest-idle connection is asked to close; `None` (refuse
-    /// the new one) when every open connection has a request in progress.
-    pub fn register(self: &Arc<Self>) -> Option<Registered> {
-        let mut open = self.open.lock().ok()?;
+    /// Registers a new connection. At the limit, the longest-idle connection is asked to close; refused when
+    /// every open connection has a request in progress, or when connections arrive faster than
+    /// `handshakes_per_second`.
+    pub fn register(self: &Arc<Self>) -> Result<Registered, Refusal> {
+        if self.handshakes.check().is_err() {
+            return Err(Refusal::TooFast);
+        }
+        let mut open = self.open.lock().map_err(|_| Refusal::Full)?;
+        if self.sockets.load(Ordering::Acquire) >= self.limits.max_connections + CLOSING_SLACK {
+            return Err(Refusal::Full);
+        }
         if open.len() >= self.limits.max_connections {
             let now = Instant::now();
             let victim = open
                 .iter()
                 .filter_map(|(id, c)| c.idle_since(now).map(|idle| (idle, *id)))
                 .max()
-                .map(|(_, id)| id)?;
+                .map(|(_, id)| id)
+                .ok_or(Refusal::Full)?;
             // Closed by its own task; forgotten here so that it is not picked twice.
             if let Some(c) = open.remove(&victim) {
                 c.close.notify_one();
@@ -165,7 +198,8 @@ impl Registry {
         });
         state.touch();
         open.insert(id, state.clone());
-        Some(Registered {
+        self.sockets.fetch_add(1, Ordering::AcqRel);
+        Ok(Registered {
             id,
             state,
             registry: self.clone(),
@@ -202,6 +236,7 @@ mod tests {
             max_connections: max,
             idle_timeout: Duration::from_millis(idle_ms),
             handshake_timeout: Duration::from_secs(1),
+            handshakes_per_second: 1000,
         }
     }
 
@@ -220,9 +255,20 @@ mod tests {
         assert_eq!(why, ConnectionClose::Shed);
         // With every open connection busy, a new one is refused.
         let _busy = (second.state.request(), third.state.request());
-        assert!(registry.register().is_none());
+        assert_eq!(registry.register().err(), Some(Refusal::Full));
         drop(first);
         assert_eq!(registry.len(), 2);
+    }
+
+    #[test]
+    fn a_reconnect_storm_is_refused_before_the_handshake() {
+        let registry = Registry::new(ConnectionLimits {
+            handshakes_per_second: 10,
+            ..limits(1000, 60_000)
+        });
+        let accepted: Vec<_> = (0..50).filter_map(|_| registry.register().ok()).collect();
+        assert_eq!(accepted.len(), 10, "the burst is one second's worth");
+        assert_eq!(registry.register().err(), Some(Refusal::TooFast));
     }
 
     #[tokio::test]

@@ -62,28 +62,48 @@ pub const TOO_LARGE_MESSAGE: &str = "request payload too large";
 /// Body of the 503 answer when every large-review slot stays busy.
 pub const BUSY_MESSAGE: &str = "webhook busy with large requests; retry";
 
-/// Slots for large reviews, and how long a large request may wait for one.
+/// Budget of large reviews: slots (how many at once), how long a large request may wait for one, and bytes
+/// per second. Past the byte rate a large request is answered 503 at once and its connection closed, so that
+/// an attacker's megabytes cost neither decryption nor parsing.
 #[derive(Debug, Clone)]
 pub struct LargeReviews {
     slots: Arc<tokio::sync::Semaphore>,
     wait: Duration,
+    bytes: Arc<governor::DefaultDirectRateLimiter>,
 }
 
+/// Large-request bytes accepted per second (and the burst): 16 MiB, some 250 pods of 64 KiB each.
+pub const LARGE_BYTES_PER_SECOND: u32 = 16 << 20;
+
 impl LargeReviews {
-    /// `slots` large reviews at once (at least one); a request waits at most `wait` for a slot.
-    pub fn new(slots: usize, wait: Duration) -> Self {
+    /// `slots` large reviews at once (at least one); a request waits at most `wait` for a slot; at most
+    /// `bytes_per_second` of large bodies (at least [`MAX_BODY_BYTES`], so one largest body always fits).
+    pub fn new(slots: usize, wait: Duration, bytes_per_second: u32) -> Self {
+        let floor = u32::try_from(MAX_BODY_BYTES).unwrap_or(u32::MAX);
+        let rate = std::num::NonZeroU32::new(bytes_per_second.max(floor))
+            .unwrap_or(std::num::NonZeroU32::MIN);
         LargeReviews {
             slots: Arc::new(tokio::sync::Semaphore::new(slots.max(1))),
             wait,
+            bytes: Arc::new(governor::RateLimiter::direct(governor::Quota::per_second(
+                rate,
+            ))),
         }
+    }
+
+    /// Takes `len` bytes from the budget; false when over it.
+    fn take_bytes(&self, len: u64) -> bool {
+        let n = u32::try_from(len.max(1)).unwrap_or(u32::MAX);
+        std::num::NonZeroU32::new(n).is_some_and(|n| matches!(self.bytes.check_n(n), Ok(Ok(()))))
     }
 }
 
 impl Default for LargeReviews {
-    /// Half the cores (at least one), so that small reviews always keep a core; one second of waiting.
+    /// Half the cores (at least one), so that small reviews always keep a core; one second of waiting;
+    /// [`LARGE_BYTES_PER_SECOND`].
     fn default() -> Self {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        LargeReviews::new(cores / 2, Duration::from_secs(1))
+        LargeReviews::new(cores / 2, Duration::from_secs(1), LARGE_BYTES_PER_SECOND)
     }
 }
 
@@ -258,17 +278,29 @@ pub async fn webhook(State(state): State<Arc<AppState>>, req: Request) -> Respon
         return plain(StatusCode::PAYLOAD_TOO_LARGE, TOO_LARGE_MESSAGE);
     }
     let large = declared.is_none_or(|n| n > LARGE_BODY_BYTES as u64);
+    let busy = |state: &AppState, close: bool| {
+        state.metrics.rejected(Rejection::Busy);
+        let mut busy = plain(StatusCode::SERVICE_UNAVAILABLE, BUSY_MESSAGE);
+        busy.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        if close {
+            // The body is left unread: closing is cheaper than decrypting it.
+            busy.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        busy
+    };
     let _slot = if large {
+        if !state
+            .large_reviews
+            .take_bytes(declared.unwrap_or(MAX_BODY_BYTES as u64))
+        {
+            return busy(&state, true);
+        }
         let slots = state.large_reviews.slots.clone();
         match tokio::time::timeout(state.large_reviews.wait, slots.acquire_owned()).await {
             Ok(Ok(permit)) => Some(permit),
-            _ => {
-                state.metrics.rejected(Rejection::Busy);
-                let mut busy = plain(StatusCode::SERVICE_UNAVAILABLE, BUSY_MESSAGE);
-                busy.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                return busy;
-            }
+            _ => return busy(&state, false),
         }
     } else {
         None
@@ -384,11 +416,17 @@ pub async fn serve_tls(
                 }
             },
         };
-        let Some(registered) = registry.register() else {
-            // Every open connection is busy with a request: refuse this one rather than exceed the limit.
-            metrics.connection_closed(ConnectionClose::Refused);
-            drop(tcp);
-            continue;
+        let registered = match registry.register() {
+            Ok(registered) => registered,
+            Err(refusal) => {
+                // Closed before any TLS work: at the limit with every connection busy, or a reconnect storm.
+                metrics.connection_closed(match refusal {
+                    connections::Refusal::Full => ConnectionClose::Refused,
+                    connections::Refusal::TooFast => ConnectionClose::TooFast,
+                });
+                drop(tcp);
+                continue;
+            }
         };
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();

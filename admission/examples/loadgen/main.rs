@@ -6,6 +6,7 @@
 //! connections, either as fast as possible (`--rate 0`, closed loop) or at a fixed rate (open loop; latency is
 //! measured from each request's scheduled start, so a stalled server is not hidden). It checks every answer
 //! (HTTP 200, `allowed: true`, a patch) and prints one JSON line of figures.
+//! `loadgen soak …` does the same at a fixed rate while every attack of issue 15 runs (`hack/soak-webhook.sh`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
@@ -22,6 +23,8 @@ use hyper::{Request, body::Bytes, client::conn::http1};
 use hyper_util::rt::TokioIo;
 use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject};
 use serde_json::json;
+
+mod soak;
 
 #[derive(Parser)]
 struct Cli {
@@ -77,6 +80,31 @@ enum Cmd {
         /// Label of the run in the output.
         #[arg(long, default_value = "")]
         label: String,
+    },
+    /// Valid reviews at a fixed rate while the attacks run; one JSON line of figures.
+    Soak {
+        #[arg(long)]
+        addr: SocketAddr,
+        #[arg(long)]
+        ca: PathBuf,
+        #[arg(long, default_value_t = 180)]
+        seconds: u64,
+        /// Valid reviews per second.
+        #[arg(long, default_value_t = 500)]
+        rate: u64,
+        /// Keep-alive connections for the valid reviews.
+        #[arg(long, default_value_t = 4)]
+        connections: usize,
+        /// Idle connections held of each kind (raw TCP, idle TLS, idle HTTP/2).
+        #[arg(long, default_value_t = 1000)]
+        idle: usize,
+        /// Send the payload attacks (long quantities, large pods, amplification, malformed field).
+        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+        payloads: bool,
+        #[arg(long, default_value_t = 1000)]
+        vpas: usize,
+        #[arg(long, default_value_t = 50)]
+        namespaces: usize,
     },
 }
 
@@ -216,6 +244,22 @@ async fn connect(
     Ok(sender)
 }
 
+/// [`connect`], retried for up to a second (a server under a reconnect storm refuses some connections).
+async fn reconnect(
+    addr: SocketAddr,
+    config: &Arc<rustls::ClientConfig>,
+) -> anyhow::Result<http1::SendRequest<Full<Bytes>>> {
+    let mut last = None;
+    for _ in 0..20 {
+        match connect(addr, config.clone()).await {
+            Ok(sender) => return Ok(sender),
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(last.unwrap_or_else(|| anyhow::anyhow!("cannot connect to {addr}")))
+}
+
 #[derive(Default)]
 struct Stats {
     latencies_us: Vec<u32>,
@@ -236,7 +280,7 @@ async fn worker(
     measure_from: Instant,
     end: Instant,
 ) -> anyhow::Result<Stats> {
-    let mut sender = connect(addr, config.clone()).await?;
+    let mut sender = reconnect(addr, &config).await?;
     let mut stats = Stats::default();
     let mut n = 0usize;
     let mut next = start;
@@ -276,7 +320,7 @@ async fn worker(
         let done = Instant::now();
         if scheduled < measure_from {
             if result.is_err() {
-                sender = connect(addr, config.clone()).await?;
+                sender = reconnect(addr, &config).await?;
             }
             continue;
         }
@@ -302,7 +346,7 @@ async fn worker(
             Ok(_) => stats.errors += 1,
             Err(_) => {
                 stats.errors += 1;
-                sender = connect(addr, config.clone()).await?;
+                sender = reconnect(addr, &config).await?;
             }
         }
     }
@@ -333,8 +377,38 @@ async fn run(
     namespaces: usize,
     label: String,
 ) -> anyhow::Result<()> {
+    let config = client_config(&ca, b"http/1.1")?;
+    let bodies: Arc<Vec<Bytes>> = Arc::new((0..vpas).map(|i| review_body(i, namespaces)).collect());
+    let body_bytes = bodies.first().map(|b| b.len()).unwrap_or(0);
+    let all = load(config, addr, bodies, connections, rate, seconds, warmup).await?;
+    let n = all.latencies_us.len();
+    let figures = json!({
+        "label": label,
+        "connections": connections,
+        "target_rate": rate,
+        "seconds": seconds,
+        "request_bytes": body_bytes,
+        "requests": n,
+        "errors": all.errors,
+        "unpatched": all.unpatched,
+        "reviews_per_second": (n as f64 / seconds as f64).round(),
+        "p50_ms": percentile(&all.latencies_us, 50.0),
+        "p90_ms": percentile(&all.latencies_us, 90.0),
+        "p99_ms": percentile(&all.latencies_us, 99.0),
+        "p999_ms": percentile(&all.latencies_us, 99.9),
+        "max_ms": all.latencies_us.last().map(|&u| u as f64 / 1000.0).unwrap_or(0.0),
+        // Open loop: tokio's 1 ms timer makes sends up to ~1 ms late; these exclude that lateness.
+        "service_p50_ms": percentile(&all.service_us, 50.0),
+        "service_p99_ms": percentile(&all.service_us, 99.0),
+    });
+    println!("{figures}");
+    Ok(())
+}
+
+/// A TLS client configuration trusting the CA in `ca`, offering one ALPN protocol.
+fn client_config(ca: &std::path::Path, alpn: &[u8]) -> anyhow::Result<Arc<rustls::ClientConfig>> {
     let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(&ca)? {
+    for cert in CertificateDer::pem_file_iter(ca)? {
         roots.add(cert?)?;
     }
     let mut config =
@@ -342,10 +416,21 @@ async fn run(
             .with_safe_default_protocol_versions()?
             .with_root_certificates(roots)
             .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let config = Arc::new(config);
-    let bodies: Arc<Vec<Bytes>> = Arc::new((0..vpas).map(|i| review_body(i, namespaces)).collect());
-    let body_bytes = bodies.first().map(|b| b.len()).unwrap_or(0);
+    config.alpn_protocols = vec![alpn.to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Valid pod reviews over `connections` keep-alive connections, closed loop (`rate` 0) or open loop; the
+/// measured part starts after `warmup` seconds and lasts `seconds`. Latencies come back sorted.
+async fn load(
+    config: Arc<rustls::ClientConfig>,
+    addr: SocketAddr,
+    bodies: Arc<Vec<Bytes>>,
+    connections: usize,
+    rate: u64,
+    seconds: u64,
+    warmup: u64,
+) -> anyhow::Result<Stats> {
     let interval = (rate > 0).then(|| Duration::from_secs_f64(connections as f64 / rate as f64));
     let start = Instant::now() + Duration::from_millis(200);
     let measure_from = start + Duration::from_secs(warmup);
@@ -378,28 +463,7 @@ async fn run(
     }
     all.latencies_us.sort_unstable();
     all.service_us.sort_unstable();
-    let n = all.latencies_us.len();
-    let figures = json!({
-        "label": label,
-        "connections": connections,
-        "target_rate": rate,
-        "seconds": seconds,
-        "request_bytes": body_bytes,
-        "requests": n,
-        "errors": all.errors,
-        "unpatched": all.unpatched,
-        "reviews_per_second": (n as f64 / seconds as f64).round(),
-        "p50_ms": percentile(&all.latencies_us, 50.0),
-        "p90_ms": percentile(&all.latencies_us, 90.0),
-        "p99_ms": percentile(&all.latencies_us, 99.0),
-        "p999_ms": percentile(&all.latencies_us, 99.9),
-        "max_ms": all.latencies_us.last().map(|&u| u as f64 / 1000.0).unwrap_or(0.0),
-        // Open loop: tokio's 1 ms timer makes sends up to ~1 ms late; these exclude that lateness.
-        "service_p50_ms": percentile(&all.service_us, 50.0),
-        "service_p99_ms": percentile(&all.service_us, 99.0),
-    });
-    println!("{figures}");
-    Ok(())
+    Ok(all)
 }
 
 fn micro(dir: PathBuf, iterations: usize, vpas: usize, namespaces: usize) -> anyhow::Result<()> {
@@ -442,7 +506,38 @@ fn micro(dir: PathBuf, iterations: usize, vpas: usize, namespaces: usize) -> any
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    let threads: usize = std::env::var("LOADGEN_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+    };
     match cli.cmd {
+        Cmd::Soak {
+            addr,
+            ca,
+            seconds,
+            rate,
+            connections,
+            idle,
+            payloads,
+            vpas,
+            namespaces,
+        } => runtime()?.block_on(soak::soak(
+            addr,
+            ca,
+            seconds,
+            rate,
+            connections,
+            idle,
+            payloads,
+            vpas,
+            namespaces,
+        )),
         Cmd::Setup {
             dir,
             vpas,
@@ -464,26 +559,16 @@ fn main() -> anyhow::Result<()> {
             vpas,
             namespaces,
             label,
-        } => {
-            let threads: usize = std::env::var("LOADGEN_THREADS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(1);
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(threads)
-                .enable_all()
-                .build()?
-                .block_on(run(
-                    addr,
-                    ca,
-                    connections,
-                    rate,
-                    seconds,
-                    warmup,
-                    vpas,
-                    namespaces,
-                    label,
-                ))
-        }
+        } => runtime()?.block_on(run(
+            addr,
+            ca,
+            connections,
+            rate,
+            seconds,
+            warmup,
+            vpas,
+            namespaces,
+            label,
+        )),
     }
 }
