@@ -98,6 +98,9 @@ enum Cmd {
         /// Idle connections held of each kind (raw TCP, idle TLS, idle HTTP/2).
         #[arg(long, default_value_t = 1000)]
         idle: usize,
+        /// Milliseconds an idle-connection holder waits before reopening what the server closed (0: a storm).
+        #[arg(long, default_value_t = 1000)]
+        idle_backoff_ms: u64,
         /// Send the payload attacks (long quantities, large pods, amplification, malformed field).
         #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
         payloads: bool,
@@ -524,6 +527,7 @@ fn main() -> anyhow::Result<()> {
             rate,
             connections,
             idle,
+            idle_backoff_ms,
             payloads,
             vpas,
             namespaces,
@@ -534,6 +538,7 @@ fn main() -> anyhow::Result<()> {
             rate,
             connections,
             idle,
+            Duration::from_millis(idle_backoff_ms),
             payloads,
             vpas,
             namespaces,

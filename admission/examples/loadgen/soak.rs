@@ -203,6 +203,7 @@ async fn hold_idle(
     config: Arc<rustls::ClientConfig>,
     h2_config: Arc<rustls::ClientConfig>,
     kind: usize,
+    backoff: Duration,
     end: Instant,
     tally: Arc<IdleTally>,
 ) {
@@ -210,7 +211,7 @@ async fn hold_idle(
         let opened = open_idle(addr, &config, &h2_config, kind).await;
         let Some(closed) = opened else {
             tally.failed_to_open.fetch_add(1, Ordering::Relaxed);
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::time::sleep(backoff.max(Duration::from_millis(10))).await;
             continue;
         };
         tally.opened.fetch_add(1, Ordering::Relaxed);
@@ -218,6 +219,8 @@ async fn hold_idle(
             _ = closed => { tally.closed_by_server.fetch_add(1, Ordering::Relaxed); }
             _ = tokio::time::sleep_until(end.into()) => return,
         }
+        // Reopen after `backoff` (0: at once, a reconnect storm).
+        tokio::time::sleep(backoff).await;
     }
 }
 
@@ -285,6 +288,7 @@ pub async fn soak(
     rate: u64,
     connections: usize,
     idle_per_kind: usize,
+    idle_backoff: Duration,
     payload_attacks: bool,
     vpas: usize,
     namespaces: usize,
@@ -334,6 +338,7 @@ pub async fn soak(
             config.clone(),
             h2_config.clone(),
             i % 3,
+            idle_backoff,
             end,
             idle.clone(),
         )));
@@ -370,6 +375,7 @@ pub async fn soak(
             "attacks": attack_figures,
             "idle_connections": {
                 "held_per_kind": idle_per_kind,
+                "reopen_backoff_ms": idle_backoff.as_millis() as u64,
                 "opened": idle.opened.load(Ordering::Relaxed),
                 "closed_by_server": idle.closed_by_server.load(Ordering::Relaxed),
                 "failed_to_open": idle.failed_to_open.load(Ordering::Relaxed),

@@ -72,8 +72,9 @@ pub struct LargeReviews {
     bytes: Arc<governor::DefaultDirectRateLimiter>,
 }
 
-/// Large-request bytes accepted per second (and the burst): 16 MiB, some 250 pods of 64 KiB each.
-pub const LARGE_BYTES_PER_SECOND: u32 = 16 << 20;
+/// Large-request bytes accepted per second (and the burst): 8 MiB, some 125 pods of 64 KiB each (the API server
+/// sends a few KiB per pod; only pods with very large specs pass 64 KiB).
+pub const LARGE_BYTES_PER_SECOND: u32 = 8 << 20;
 
 impl LargeReviews {
     /// `slots` large reviews at once (at least one); a request waits at most `wait` for a slot; at most
