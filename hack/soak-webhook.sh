@@ -6,10 +6,13 @@
 # open file descriptors (sampled every second), and PASS/FAIL against the targets:
 #   errors on valid reviews 0; p99 of valid reviews <= 5 ms; peak RSS <= 128 MiB; open fds <= max connections + 64.
 # Usage: hack/soak-webhook.sh [--seconds S] [--rate R] [--idle N] [--idle-backoff-ms B] [--payloads true|false]
-#                              [--max-connections M] [--idle-timeout D]
+#                              [--max-connections M] [--idle-timeout D] [--attacker-nice N]
 # Each idle-connection holder reopens B ms after the server closed its connection (0: a reconnect storm, which on
 # a shared 2-core machine mostly measures the attacker's own CPU). In the attack figures, "other" counts answers
 # that were not reviews and connections the server closed (after a 503, or refused before the handshake).
+# The attacks run on one thread of the load generator at niceness N (default 19): in a cluster the attackers'
+# own CPU is spent on other machines, so on this shared machine they should not take the webhook's cores.
+# --attacker-nice 0 shares the cores equally (the valid client and the webhook then compete with the attacker).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +23,7 @@ MAX_CONNECTIONS=1024
 IDLE_TIMEOUT=20s
 PAYLOADS=true
 IDLE_BACKOFF_MS=1000
+ATTACKER_NICE=19
 VPAS=1000
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -30,6 +34,7 @@ while [ $# -gt 0 ]; do
     --idle-backoff-ms) IDLE_BACKOFF_MS=$2; shift 2 ;;
     --max-connections) MAX_CONNECTIONS=$2; shift 2 ;;
     --idle-timeout) IDLE_TIMEOUT=$2; shift 2 ;;
+    --attacker-nice) ATTACKER_NICE=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -70,7 +75,7 @@ done
 curl -fsS "http://127.0.0.1:$MPORT/readyz" >/dev/null
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "soak: ${SOAK_SECONDS}s, valid reviews at ${RATE}/s, ${IDLE} idle connections of each kind (reopened after ${IDLE_BACKOFF_MS} ms), --max-connections $MAX_CONNECTIONS, --connection-idle-timeout $IDLE_TIMEOUT"
+echo "soak: ${SOAK_SECONDS}s, valid reviews at ${RATE}/s, ${IDLE} idle connections of each kind (reopened after ${IDLE_BACKOFF_MS} ms), --max-connections $MAX_CONNECTIONS, --connection-idle-timeout $IDLE_TIMEOUT, attacker at nice $ATTACKER_NICE"
 
 # One line per second: RSS (KiB), open fds, and whether /healthz answered within 1 s.
 sample() {
@@ -86,7 +91,7 @@ sample >"$WORK/samples" &
 SAMPLER_PID=$!
 
 FIGURES=$("$LOADGEN" soak --addr "127.0.0.1:$PORT" --ca "$WORK/ca.crt" --seconds "$SOAK_SECONDS" --rate "$RATE" \
-  --idle "$IDLE" --idle-backoff-ms "$IDLE_BACKOFF_MS" --payloads "$PAYLOADS" --vpas "$VPAS")
+  --idle "$IDLE" --idle-backoff-ms "$IDLE_BACKOFF_MS" --attacker-nice "$ATTACKER_NICE" --payloads "$PAYLOADS" --vpas "$VPAS")
 sleep 2
 kill "$SAMPLER_PID" 2>/dev/null || true
 wait "$SAMPLER_PID" 2>/dev/null || true

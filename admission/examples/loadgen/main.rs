@@ -82,33 +82,7 @@ enum Cmd {
         label: String,
     },
     /// Valid reviews at a fixed rate while the attacks run; one JSON line of figures.
-    Soak {
-        #[arg(long)]
-        addr: SocketAddr,
-        #[arg(long)]
-        ca: PathBuf,
-        #[arg(long, default_value_t = 180)]
-        seconds: u64,
-        /// Valid reviews per second.
-        #[arg(long, default_value_t = 500)]
-        rate: u64,
-        /// Keep-alive connections for the valid reviews.
-        #[arg(long, default_value_t = 4)]
-        connections: usize,
-        /// Idle connections held of each kind (raw TCP, idle TLS, idle HTTP/2).
-        #[arg(long, default_value_t = 1000)]
-        idle: usize,
-        /// Milliseconds an idle-connection holder waits before reopening what the server closed (0: a storm).
-        #[arg(long, default_value_t = 1000)]
-        idle_backoff_ms: u64,
-        /// Send the payload attacks (long quantities, large pods, amplification, malformed field).
-        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-        payloads: bool,
-        #[arg(long, default_value_t = 1000)]
-        vpas: usize,
-        #[arg(long, default_value_t = 50)]
-        namespaces: usize,
-    },
+    Soak(soak::SoakArgs),
 }
 
 fn workload(i: usize, namespaces: usize) -> (String, String) {
@@ -520,29 +494,7 @@ fn main() -> anyhow::Result<()> {
             .build()
     };
     match cli.cmd {
-        Cmd::Soak {
-            addr,
-            ca,
-            seconds,
-            rate,
-            connections,
-            idle,
-            idle_backoff_ms,
-            payloads,
-            vpas,
-            namespaces,
-        } => runtime()?.block_on(soak::soak(
-            addr,
-            ca,
-            seconds,
-            rate,
-            connections,
-            idle,
-            Duration::from_millis(idle_backoff_ms),
-            payloads,
-            vpas,
-            namespaces,
-        )),
+        Cmd::Soak(args) => runtime()?.block_on(soak::soak(args)),
         Cmd::Setup {
             dir,
             vpas,

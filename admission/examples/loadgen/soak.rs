@@ -279,20 +279,65 @@ async fn open_idle(
     }
 }
 
-/// Runs the soak and prints its figures.
-#[allow(clippy::too_many_arguments)]
-pub async fn soak(
+/// What `loadgen soak` sends.
+#[derive(clap::Args)]
+pub struct SoakArgs {
+    #[arg(long)]
     addr: SocketAddr,
+    #[arg(long)]
     ca: PathBuf,
+    #[arg(long, default_value_t = 180)]
     seconds: u64,
+    /// Valid reviews per second.
+    #[arg(long, default_value_t = 500)]
     rate: u64,
+    /// Keep-alive connections for the valid reviews.
+    #[arg(long, default_value_t = 4)]
     connections: usize,
+    /// Idle connections held of each kind (raw TCP, idle TLS, idle HTTP/2).
+    #[arg(long = "idle", default_value_t = 1000)]
     idle_per_kind: usize,
-    idle_backoff: Duration,
+    /// Milliseconds an idle-connection holder waits before reopening what the server closed (0: a storm).
+    #[arg(long, default_value_t = 1000)]
+    idle_backoff_ms: u64,
+    /// Send the payload attacks (long quantities, large pods, amplification, malformed field).
+    #[arg(long = "payloads", default_value_t = true, action = clap::ArgAction::Set)]
     payload_attacks: bool,
+    /// Scheduling niceness of the attacker's thread (0-19). In a cluster the attackers' own CPU (encrypting
+    /// megabytes, thousands of handshakes) is spent on other machines; 19 keeps it from taking the webhook's
+    /// cores on a shared benchmark machine, 0 shares them equally.
+    #[arg(long, default_value_t = 19, value_parser = clap::value_parser!(i32).range(0..=19))]
+    attacker_nice: i32,
+    #[arg(long, default_value_t = 1000)]
     vpas: usize,
+    #[arg(long, default_value_t = 50)]
     namespaces: usize,
-) -> anyhow::Result<()> {
+}
+
+/// Lowers the calling thread's scheduling priority (on Linux niceness is per thread).
+fn renice_this_thread(nice: i32) {
+    let tid = rustix::thread::gettid();
+    if let Err(e) = rustix::process::setpriority_process(Some(tid), nice) {
+        eprintln!("loadgen: could not set the attacker's niceness to {nice}: {e}");
+    }
+}
+
+/// Runs the soak and prints its figures.
+pub async fn soak(args: SoakArgs) -> anyhow::Result<()> {
+    let SoakArgs {
+        addr,
+        ca,
+        seconds,
+        rate,
+        connections,
+        idle_per_kind,
+        idle_backoff_ms,
+        payload_attacks,
+        attacker_nice,
+        vpas,
+        namespaces,
+    } = args;
+    let idle_backoff = Duration::from_millis(idle_backoff_ms);
     let config = client_config(&ca, b"http/1.1")?;
     let h2_config = client_config(&ca, b"h2")?;
     // The valid client connects first (as the API server's connections are long-lived), then the attacks
@@ -317,6 +362,7 @@ pub async fn soak(
     let attacker = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("attacker")
+        .on_thread_start(move || renice_this_thread(attacker_nice))
         .enable_all()
         .build()?;
     let mut attacks = Vec::new();
@@ -362,6 +408,7 @@ pub async fn soak(
         "{}",
         json!({
             "seconds": seconds,
+            "attacker_nice": attacker_nice,
             "valid": {
                 "rate": rate,
                 "answered": n,
@@ -375,7 +422,7 @@ pub async fn soak(
             "attacks": attack_figures,
             "idle_connections": {
                 "held_per_kind": idle_per_kind,
-                "reopen_backoff_ms": idle_backoff.as_millis() as u64,
+                "reopen_backoff_ms": idle_backoff_ms,
                 "opened": idle.opened.load(Ordering::Relaxed),
                 "closed_by_server": idle.closed_by_server.load(Ordering::Relaxed),
                 "failed_to_open": idle.failed_to_open.load(Ordering::Relaxed),
