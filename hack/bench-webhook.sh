@@ -4,6 +4,8 @@
 # Two measurements: maximum throughput (closed loop) and latency at a fixed 2,000 reviews/s (open loop).
 # Usage: hack/bench-webhook.sh [--vpas N] [--seconds S] [--connections "C1 C2 …"]
 # Server and load generator share this machine's cores; SERVER_CPUS / LOADGEN_CPUS (taskset lists) pin them.
+# TAILOR_BENCH_BINARY=/path/to/an/older/tailor-admission measures that server with today's load generator (run
+# both back to back on the same machine to compare builds: figures move a lot between machines).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +23,7 @@ while [ $# -gt 0 ]; do
 done
 
 cargo build --release -q -p tailor-admission --bin tailor-admission --example loadgen
-BIN=target/release/tailor-admission
+BIN=${TAILOR_BENCH_BINARY:-target/release/tailor-admission}
 LOADGEN=target/release/examples/loadgen
 WORK=$(mktemp -d)
 SERVER_PID=""

@@ -63,7 +63,7 @@ print(*[x.getsockname()[1] for x in s])')
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 # As the image and the chart set them (Dockerfile).
-export MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_PURGE_DELAY=0
+export MIMALLOC_ARENA_EAGER_COMMIT=${MIMALLOC_ARENA_EAGER_COMMIT-0} MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY-0}
 RUST_LOG=warn "$BIN" --vpa-dir "$WORK/manifests" --tls-cert-file "$WORK/tls.crt" --tls-private-key "$WORK/tls.key" \
   --port "$PORT" --address "127.0.0.1:$MPORT" --shutdown-delay-seconds 0 \
   --max-connections "$MAX_CONNECTIONS" --connection-idle-timeout "$IDLE_TIMEOUT" 2>"$WORK/server.log" &

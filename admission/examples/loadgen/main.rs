@@ -252,25 +252,19 @@ async fn worker(
     config: Arc<rustls::ClientConfig>,
     bodies: Arc<Vec<Bytes>>,
     offset: usize,
-    interval: Option<Duration>,
-    start: Instant,
+    mut ticks: Option<tokio::sync::mpsc::UnboundedReceiver<Instant>>,
     measure_from: Instant,
     end: Instant,
 ) -> anyhow::Result<Stats> {
     let mut sender = reconnect(addr, &config).await?;
     let mut stats = Stats::default();
     let mut n = 0usize;
-    let mut next = start;
     loop {
-        let scheduled = match interval {
-            Some(iv) => {
-                next += iv;
-                if next >= end {
-                    break;
-                }
-                tokio::time::sleep_until(next.into()).await;
-                next
-            }
+        let scheduled = match ticks.as_mut() {
+            Some(ticks) => match ticks.recv().await {
+                Some(at) => at,
+                None => break,
+            },
             None => {
                 let now = Instant::now();
                 if now >= end {
@@ -397,6 +391,31 @@ fn client_config(ca: &std::path::Path, alpn: &[u8]) -> anyhow::Result<Arc<rustls
     Ok(Arc::new(config))
 }
 
+/// Open loop: hands each connection its next scheduled send time, round robin, from an OS thread that sleeps
+/// with the kernel's high-resolution timer (tokio's timer wheel has 1 ms ticks: pacing with it made every send
+/// up to a millisecond late, and that lateness counted as the server's latency). A connection still busy with
+/// its previous review finds the tick waiting, so queueing is measured from the scheduled time.
+fn pace(
+    senders: Vec<tokio::sync::mpsc::UnboundedSender<Instant>>,
+    start: Instant,
+    every: Duration,
+    end: Instant,
+) {
+    let mut next = start;
+    for c in (0..senders.len()).cycle() {
+        next += every;
+        if next >= end {
+            break;
+        }
+        if let Some(wait) = next.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        if senders[c].send(next).is_err() {
+            break;
+        }
+    }
+}
+
 /// Valid pod reviews over `connections` keep-alive connections, closed loop (`rate` 0) or open loop; the
 /// measured part starts after `warmup` seconds and lasts `seconds`. Latencies come back sorted.
 async fn load(
@@ -408,27 +427,33 @@ async fn load(
     seconds: u64,
     warmup: u64,
 ) -> anyhow::Result<Stats> {
-    let interval = (rate > 0).then(|| Duration::from_secs_f64(connections as f64 / rate as f64));
+    // Open loop: one send every `every`, spread over the connections in turn.
+    let every = (rate > 0).then(|| Duration::from_secs_f64(1.0 / rate as f64));
     let start = Instant::now() + Duration::from_millis(200);
     let measure_from = start + Duration::from_secs(warmup);
     let end = measure_from + Duration::from_secs(seconds);
     let mut tasks = Vec::new();
+    let mut senders = Vec::new();
     for c in 0..connections {
-        // Stagger open-loop senders evenly over one interval.
-        let offset_start = match interval {
-            Some(iv) => start + iv.mul_f64(c as f64 / connections as f64),
-            None => start,
-        };
+        let ticks = every.map(|_| {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            senders.push(tx);
+            rx
+        });
         tasks.push(tokio::spawn(worker(
             addr,
             config.clone(),
             bodies.clone(),
             c * 7919,
-            interval,
-            offset_start,
+            ticks,
             measure_from,
             end,
         )));
+    }
+    if let Some(every) = every {
+        std::thread::Builder::new()
+            .name("pacer".into())
+            .spawn(move || pace(senders, start, every, end))?;
     }
     let mut all = Stats::default();
     for t in tasks {
