@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Webhook benchmark: tailor-admission (release build, standalone mode with 1,000 Tailor VPAs indexed) answering
-# pod-CREATE AdmissionReviews over TLS with HTTP/1.1 keep-alive, driven by admission/examples/loadgen.rs.
+# pod-CREATE AdmissionReviews over TLS with HTTP/1.1 keep-alive, driven by admission/examples/loadgen/.
 # Two measurements: maximum throughput (closed loop) and latency at a fixed 2,000 reviews/s (open loop).
 # Usage: hack/bench-webhook.sh [--vpas N] [--seconds S] [--connections "C1 C2 …"]
 # Server and load generator share this machine's cores; SERVER_CPUS / LOADGEN_CPUS (taskset lists) pin them.
