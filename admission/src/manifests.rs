@@ -1,6 +1,9 @@
 //! Standalone mode (`--vpa-dir`): Tailor VPAs, LimitRanges and workload objects read from manifest files
 //! instead of reflectors.
 //!
+//! Objects of custom kinds with a `spec.selector` (Argo Rollouts and the like) stand in for the `/scale`
+//! subresource the server would read.
+//!
 //! Every `*.yaml`, `*.yml` and `*.json` file under the directory (recursively, in name order) is read as a
 //! multi-document YAML stream; `List` objects are flattened. Objects of other kinds (pods, services, upstream
 //! `autoscaling.k8s.io` VPAs, …) are skipped and counted.
@@ -9,7 +12,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::index::IndexObjects;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
+
+use crate::index::{IndexObjects, ScaleInfo, controller_owner};
 
 /// Errors reading manifests; each names the file and document.
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +75,7 @@ impl Loaded {
             + o.cron_jobs.len()
             + o.replication_controllers.len()
             + o.limit_ranges.len()
+            + o.scale.objects.len()
     }
 }
 
@@ -201,6 +207,18 @@ fn add(doc: Value, path: &Path, document: usize, loaded: &mut Loaded) -> Result<
             .push(decode(doc, path, document, &kind)?),
         ("", "LimitRange") => o.limit_ranges.push(decode(doc, path, document, &kind)?),
         _ => {
+            if let Some(info) = custom_controller(&doc).filter(|_| group != tailor_crds::UPSTREAM_GROUP) {
+                let meta = |field: &str| {
+                    doc.pointer(&format!("/metadata/{field}"))
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                o.scale
+                    .objects
+                    .insert((kind.clone(), meta("namespace"), meta("name")), info);
+                return Ok(());
+            }
             if group == tailor_crds::UPSTREAM_GROUP {
                 tracing::warn!(file = %path.display(), document, %kind,
                     "upstream autoscaling.k8s.io object ignored (convert it with `tailor convert`)");
@@ -209,6 +227,28 @@ fn add(doc: Value, path: &Path, document: usize, loaded: &mut Loaded) -> Result<
         }
     }
     Ok(())
+}
+
+/// An object of a custom kind (any API group) that selects pods through `spec.selector` — a label selector
+/// object as Argo Rollouts have, or its text form — stands in for its `/scale` subresource in standalone mode:
+/// the selector and the object's controller owner.
+fn custom_controller(doc: &Value) -> Option<ScaleInfo> {
+    let api_version = doc.get("apiVersion").and_then(Value::as_str)?;
+    if !api_version.contains('/') {
+        return None; // the core group has no custom kinds
+    }
+    let selector = match doc.pointer("/spec/selector")? {
+        Value::String(text) => tailor_crds::label_selector::parse(text).ok()?,
+        object @ Value::Object(_) => serde_json::from_value::<LabelSelector>(object.clone()).ok()?,
+        _ => return None,
+    };
+    let owners: Option<Vec<OwnerReference>> = doc
+        .pointer("/metadata/ownerReferences")
+        .and_then(|o| serde_json::from_value(o.clone()).ok());
+    Some(ScaleInfo {
+        owner: controller_owner(owners.as_ref()).cloned(),
+        selector: Some(selector),
+    })
 }
 
 #[cfg(test)]
@@ -261,6 +301,50 @@ metadata: {name: upstream, namespace: default}
         assert_eq!(loaded.objects.limit_ranges.len(), 1);
         assert_eq!(loaded.skipped, 2);
         assert_eq!(loaded.count(), 3);
+    }
+
+    #[test]
+    fn custom_kinds_with_a_selector_stand_in_for_scale() {
+        let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {matchLabels: {app: web}}
+---
+apiVersion: example.com/v1
+kind: Widget
+metadata:
+  name: w
+  namespace: shop
+  ownerReferences: [{apiVersion: example.com/v1, kind: WidgetSet, name: ws, uid: "1", controller: true}]
+spec: {selector: "app=w,tier in (a,b)"}
+---
+apiVersion: example.com/v1
+kind: Gadget
+metadata: {name: g, namespace: shop}
+spec: {selector: 42}
+"#;
+        let mut loaded = Loaded::default();
+        load_str(text, Path::new("custom.yaml"), &mut loaded).unwrap();
+        let scale = &loaded.objects.scale.objects;
+        assert_eq!(scale.len(), 2, "{scale:?}");
+        assert_eq!(loaded.skipped, 1);
+        let rollout = &scale[&("Rollout".into(), "shop".into(), "web".into())];
+        assert_eq!(
+            rollout.selector.as_ref().and_then(|s| s.match_labels.clone()),
+            Some([("app".to_owned(), "web".to_owned())].into())
+        );
+        assert!(rollout.owner.is_none());
+        let widget = &scale[&("Widget".into(), "shop".into(), "w".into())];
+        assert_eq!(widget.owner.as_ref().map(|o| o.name.as_str()), Some("ws"));
+        let expressions = widget
+            .selector
+            .as_ref()
+            .and_then(|s| s.match_expressions.clone())
+            .unwrap_or_default();
+        assert_eq!(expressions.len(), 2);
+        assert_eq!(expressions[1].operator, "In");
     }
 
     #[test]

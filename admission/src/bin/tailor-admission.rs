@@ -20,7 +20,11 @@ use tailor_admission::{
     webhook::Webhook,
 };
 use tailor_crds::cluster::{
-    client::ClientFlags, listen::ListenFlags, log::LogFlags, shutdown::Shutdown,
+    client::ClientFlags,
+    listen::ListenFlags,
+    log::LogFlags,
+    scale_cache::{ScaleCache, ScaleCacheSettings},
+    shutdown::Shutdown,
     shutdown::ShutdownFlags,
 };
 use tailor_crds::validation::FeatureGates;
@@ -257,9 +261,22 @@ async fn main() -> anyhow::Result<()> {
                 args.status_lease_update_interval,
             )?;
             tokio::spawn(StatusLease::new(client.clone(), lease).run(stopped()));
-            let stores =
-                cluster::start_reflectors(client, &args.vpa_object_namespace, readiness.clone());
-            Arc::new(Webhook::new(Index::from_stores(stores), gates, options))
+            let stores = cluster::start_reflectors(
+                client.clone(),
+                &args.vpa_object_namespace,
+                readiness.clone(),
+            );
+            // Controllers of other kinds (Argo Rollouts, custom controllers) through their `/scale`
+            // subresource, fetched in the background: a review never waits on the API server.
+            let scale = ScaleCache::default();
+            tokio::spawn(scale.clone().run(
+                client,
+                stores.vpas.clone(),
+                ScaleCacheSettings::default(),
+                stopped(),
+            ));
+            let index = Index::from_stores(stores).with_scale_lookup(Arc::new(scale));
+            Arc::new(Webhook::new(index, gates, options))
         }
     };
 

@@ -14,6 +14,7 @@ mod server_binary;
 mod server_common;
 mod server_http;
 mod server_reflectors;
+mod server_scale;
 mod server_selfmanaged;
 mod status_lease;
 mod tls_rotation;

@@ -3,8 +3,8 @@
 //! The server feeds an [`Index`] from kube-rs reflector [`Store`]s; standalone mode (`--vpa-dir`) and tests
 //! build it from plain objects. A lookup never waits on the API server: objects not in the caches are
 //! treated as missing, and kinds outside the well-known set are resolved through a [`ScaleLookup`] the
-//! caller provides ([`Index::with_scale_lookup`]). Nothing fills one in the server yet: there, owners of
-//! kinds outside the well-known set are treated as having no `/scale` subresource.
+//! caller provides ([`Index::with_scale_lookup`]): in the server a [`ScaleCache`](crate::cluster::scale_cache)
+//! filled in the background, in standalone mode the custom objects of the manifests.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -233,6 +233,8 @@ pub struct IndexObjects {
     pub replication_controllers: Vec<ReplicationController>,
     /// LimitRanges.
     pub limit_ranges: Vec<LimitRange>,
+    /// Objects of other kinds that can own pods' controllers (custom kinds with a selector).
+    pub scale: StaticScaleLookup,
 }
 
 /// Reflector stores for [`Index::from_stores`] (the server).
@@ -267,8 +269,8 @@ impl fmt::Debug for Index {
 }
 
 impl Index {
-    /// An index over plain objects (workloads slimmed as the reflectors slim them), without a scale
-    /// lookup.
+    /// An index over plain objects (workloads slimmed as the reflectors slim them); objects of other kinds
+    /// answer from [`IndexObjects::scale`].
     pub fn from_objects(objects: IndexObjects) -> Self {
         fn slim<K: WorkloadKind>(objects: Vec<K>) -> Box<StaticSource<SlimWorkload<K>>> {
             Box::new(StaticSource::new(
@@ -285,7 +287,8 @@ impl Index {
             cron_jobs: slim(objects.cron_jobs),
             replication_controllers: slim(objects.replication_controllers),
             limit_ranges: Box::new(StaticSource::new(objects.limit_ranges)),
-            scale: None,
+            scale: (!objects.scale.objects.is_empty())
+                .then(|| Arc::new(objects.scale) as Arc<dyn ScaleLookup>),
         }
     }
 

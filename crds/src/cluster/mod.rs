@@ -10,4 +10,5 @@ pub mod listen;
 pub mod log;
 pub mod reflectors;
 pub mod scale;
+pub mod scale_cache;
 pub mod shutdown;

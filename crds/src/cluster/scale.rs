@@ -4,6 +4,9 @@
 use kube::api::{Api, DynamicObject, GroupVersionKind};
 use kube::{Client, discovery};
 
+use crate::cluster::index::ScaleInfo;
+use crate::target::controller_owner;
+
 /// Why a target's `/scale` selector could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ScaleError {
@@ -95,4 +98,47 @@ pub async fn scale_replicas(
         .spec
         .and_then(|s| s.replicas)
         .unwrap_or(0))
+}
+
+impl ScaleError {
+    /// Whether the target has no readable `/scale` subresource (its kind is unknown to discovery, cannot be
+    /// read, or the object or subresource does not exist) rather than a failure worth retrying.
+    pub fn is_absent(&self) -> bool {
+        let not_found = |e: &kube::Error| match e {
+            kube::Error::Api(status) => status.code == 404,
+            kube::Error::Discovery(_) => true,
+            _ => false,
+        };
+        match self {
+            ScaleError::Discovery { source, .. } | ScaleError::Get { source, .. } => not_found(source),
+            ScaleError::NotReadable { .. } | ScaleError::NoSelector { .. } => true,
+        }
+    }
+}
+
+/// What the index needs of a controller of another kind: the controller owner and selector of its `/scale`
+/// subresource (upstream reads the owner from the scale object's metadata too). A selector text that does not
+/// parse leaves the selector unset.
+pub async fn scale_info(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<ScaleInfo, ScaleError> {
+    let scale = scale_of(client, api_version, kind, namespace, name).await?;
+    let selector = match scale.status.and_then(|s| s.selector) {
+        Some(text) => match crate::label_selector::parse(&text) {
+            Ok(selector) => Some(selector),
+            Err(e) => {
+                tracing::warn!(target = %format!("{kind} {namespace}/{name}"), error = %e, "unusable /scale selector");
+                None
+            }
+        },
+        None => None,
+    };
+    Ok(ScaleInfo {
+        owner: controller_owner(scale.metadata.owner_references.as_ref()).cloned(),
+        selector,
+    })
 }

@@ -97,35 +97,10 @@ impl Selector {
         Selector::Requirements(Vec::new())
     }
 
-    /// Parses `a=b,c!=d,e in (f,g),!h`.
+    /// Parses `a=b,c!=d,e in (f,g),!h` ([`tailor_crds::label_selector::parse`]).
     pub fn parse(s: &str) -> Result<Self, SelectorError> {
-        let err = || SelectorError(s.to_string());
-        let mut reqs = Vec::new();
-        for part in split_top_level(s) {
-            let p = part.trim();
-            if p.is_empty() {
-                continue;
-            }
-            if let Some(k) = p.strip_prefix('!') {
-                reqs.push(Requirement::DoesNotExist(k.trim().to_string()));
-            } else if let Some((k, v)) = p.split_once("!=") {
-                reqs.push(Requirement::NotIn(k.trim().into(), vec![v.trim().into()]));
-            } else if let Some((k, v)) = p.split_once("==").or_else(|| p.split_once('=')) {
-                reqs.push(Requirement::In(k.trim().into(), vec![v.trim().into()]));
-            } else if let Some((k, rest)) = split_word(p, " notin ") {
-                reqs.push(Requirement::NotIn(k, parse_set(rest).ok_or_else(err)?));
-            } else if let Some((k, rest)) = split_word(p, " in ") {
-                reqs.push(Requirement::In(k, parse_set(rest).ok_or_else(err)?));
-            } else if p
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
-            {
-                reqs.push(Requirement::Exists(p.into()));
-            } else {
-                return Err(err());
-            }
-        }
-        Ok(Selector::Requirements(reqs))
+        let selector = tailor_crds::label_selector::parse(s).map_err(|e| SelectorError(e.text))?;
+        Self::from_label_selector(&selector)
     }
 
     /// From a Kubernetes `LabelSelector` (`matchLabels` + `matchExpressions`); `In` / `NotIn` without values
@@ -169,40 +144,6 @@ impl Selector {
             }),
         }
     }
-}
-
-fn split_top_level(s: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let (mut depth, mut start) = (0i32, 0usize);
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(&s[start..]);
-    out
-}
-
-fn split_word<'a>(p: &'a str, w: &str) -> Option<(String, &'a str)> {
-    p.find(w)
-        .map(|i| (p[..i].trim().to_string(), p[i + w.len()..].trim()))
-}
-
-fn parse_set(s: &str) -> Option<Vec<String>> {
-    let inner = s.trim().strip_prefix('(')?.strip_suffix(')')?;
-    Some(
-        inner
-            .split(',')
-            .map(|x| x.trim().to_string())
-            .filter(|x| !x.is_empty())
-            .collect(),
-    )
 }
 
 #[cfg(test)]

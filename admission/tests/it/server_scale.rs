@@ -1,0 +1,181 @@
+//! Cluster mode, controllers of other kinds: the `/scale` cache the server builds its index with, against a
+//! mocked API server (kube-rs `Client` over a tower-test service). A VPA over an Argo Rollout gets its
+//! selector from discovery + `GET …/scale` in the background; pods of the Rollout's ReplicaSets then match,
+//! and nothing is read again within the TTL.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Request, Response, StatusCode};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Pod;
+use kube::client::Body;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use tailor_admission::index::{Index, IndexObjects, ScaleLookup};
+use tailor_crds::VerticalPodAutoscaler;
+use tailor_crds::cluster::scale_cache::{ScaleCache, ScaleCacheSettings};
+
+type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+const ROLLOUTS: &str = "argoproj.io/v1alpha1";
+
+fn respond(send: tower_test::mock::SendResponse<Response<Body>>, status: StatusCode, body: Value) {
+    send.send_response(
+        Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .body(Body::from(serde_json::to_vec(&body).expect("json")))
+            .expect("response"),
+    );
+}
+
+/// Answers like an API server with Argo Rollouts installed; returns the paths asked for.
+async fn serve(mut handle: Handle, requests: tokio::sync::mpsc::UnboundedSender<String>) {
+    while let Some((req, send)) = handle.next_request().await {
+        let path = req.uri().path().to_owned();
+        let _ = requests.send(path.clone());
+        match path.as_str() {
+            "/apis/argoproj.io/v1alpha1" => respond(
+                send,
+                StatusCode::OK,
+                json!({
+                    "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": ROLLOUTS,
+                    "resources": [
+                        {"name": "rollouts", "singularName": "rollout", "namespaced": true, "kind": "Rollout",
+                         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+                        {"name": "rollouts/scale", "singularName": "", "namespaced": true, "kind": "Scale",
+                         "group": "autoscaling", "version": "v1", "verbs": ["get", "patch", "update"]}
+                    ]
+                }),
+            ),
+            "/apis/argoproj.io/v1alpha1/namespaces/shop/rollouts/web/scale" => respond(
+                send,
+                StatusCode::OK,
+                json!({
+                    "kind": "Scale", "apiVersion": "autoscaling/v1",
+                    "metadata": {"name": "web", "namespace": "shop", "uid": "r-1", "resourceVersion": "7"},
+                    "spec": {"replicas": 3},
+                    "status": {"replicas": 3, "selector": "app=web,track notin (canary)"}
+                }),
+            ),
+            _ => respond(
+                send,
+                StatusCode::NOT_FOUND,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
+                       "code": 404, "message": "the server could not find the requested resource"}),
+            ),
+        }
+    }
+}
+
+fn vpa_over_rollout() -> VerticalPodAutoscaler {
+    serde_json::from_value(json!({
+        "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
+        "metadata": {"name": "web", "namespace": "shop", "creationTimestamp": "2024-01-01T00:00:00Z"},
+        "spec": {"targetRef": {"apiVersion": ROLLOUTS, "kind": "Rollout", "name": "web"},
+                 "updatePolicy": {"updateMode": "Initial"}}
+    }))
+    .expect("vpa")
+}
+
+fn replica_set() -> ReplicaSet {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "web-7d9f", "namespace": "shop",
+            "ownerReferences": [{"apiVersion": ROLLOUTS, "kind": "Rollout", "name": "web", "uid": "r-1",
+                                 "controller": true}]},
+        "spec": {"selector": {"matchLabels": {"app": "web", "rollouts-pod-template-hash": "7d9f"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": []}}}
+    }))
+    .expect("replica set")
+}
+
+fn pod(track: &str) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"generateName": "web-7d9f-", "namespace": "shop",
+            "labels": {"app": "web", "track": track, "rollouts-pod-template-hash": "7d9f"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9f",
+                                 "uid": "rs-1", "controller": true}]},
+        "spec": {"containers": [{"name": "app", "image": "web"}]}
+    }))
+    .expect("pod")
+}
+
+#[tokio::test]
+async fn rollout_pods_match_through_the_background_scale_cache() {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(service, "default");
+    let (requests, mut asked) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(serve(handle, requests));
+
+    let mut vpas = Writer::<VerticalPodAutoscaler>::default();
+    vpas.apply_watcher_event(&watcher::Event::Apply(vpa_over_rollout()));
+    let cache = ScaleCache::default();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let settings = ScaleCacheSettings {
+        ttl: Duration::from_secs(600),
+        period: Duration::from_millis(50),
+        timeout: Duration::from_secs(2),
+    };
+    tokio::spawn(cache.clone().run(client, vpas.as_reader(), settings, async {
+        let _ = stopped.await;
+    }));
+
+    let index = Index::from_objects(IndexObjects {
+        vpas: vec![vpa_over_rollout()],
+        replica_sets: vec![replica_set()],
+        ..Default::default()
+    })
+    .with_scale_lookup(Arc::new(cache.clone()));
+
+    // The VPA's target is fetched without any review asking for it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while cache.lookup(ROLLOUTS, "Rollout", "shop", "web").is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the Rollout's /scale answer never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let matched = index
+        .matching_vpa(&pod("stable"), "shop")
+        .expect("chain resolves")
+        .expect("the Rollout's pod matches its VPA");
+    assert_eq!(matched.metadata.name.as_deref(), Some("web"));
+    // The selector text's set operator is kept: a canary pod is outside the Rollout's selector.
+    assert!(
+        index
+            .matching_vpa(&pod("canary"), "shop")
+            .expect("chain")
+            .is_none()
+    );
+
+    // A controller nobody targets is asked for once, answered "absent" (404), and not asked for again.
+    assert!(cache.lookup("example.com/v1", "Widget", "shop", "w").is_none());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(cache.lookup("example.com/v1", "Widget", "shop", "w").is_none());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _ = stop.send(());
+
+    let mut paths = Vec::new();
+    while let Ok(p) = asked.try_recv() {
+        paths.push(p);
+    }
+    let count = |p: &str| paths.iter().filter(|x| x.as_str() == p).count();
+    assert_eq!(
+        count("/apis/argoproj.io/v1alpha1/namespaces/shop/rollouts/web/scale"),
+        1,
+        "within the TTL a /scale answer is read once: {paths:?}"
+    );
+    assert_eq!(
+        count("/apis/example.com/v1"),
+        1,
+        "an absent kind is asked for once: {paths:?}"
+    );
+    let stats = cache.stats();
+    assert!(stats.hits.load(std::sync::atomic::Ordering::Relaxed) >= 2);
+    assert_eq!(cache.len(), 2);
+}
