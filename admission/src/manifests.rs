@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
+use tailor_crds::cluster::scale::{custom_controller, static_key};
 
-use crate::index::{IndexObjects, ScaleInfo, controller_owner};
+use crate::index::IndexObjects;
 
 /// Errors reading manifests; each names the file and document.
 #[derive(Debug, thiserror::Error)]
@@ -207,16 +207,10 @@ fn add(doc: Value, path: &Path, document: usize, loaded: &mut Loaded) -> Result<
             .push(decode(doc, path, document, &kind)?),
         ("", "LimitRange") => o.limit_ranges.push(decode(doc, path, document, &kind)?),
         _ => {
-            if let Some(info) = custom_controller(&doc).filter(|_| group != tailor_crds::UPSTREAM_GROUP) {
-                let meta = |field: &str| {
-                    doc.pointer(&format!("/metadata/{field}"))
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned()
-                };
-                o.scale
-                    .objects
-                    .insert((kind.clone(), meta("namespace"), meta("name")), info);
+            if let Some(info) =
+                custom_controller(&doc).filter(|_| group != tailor_crds::UPSTREAM_GROUP)
+            {
+                o.scale.objects.insert(static_key(&doc), info);
                 return Ok(());
             }
             if group == tailor_crds::UPSTREAM_GROUP {
@@ -227,28 +221,6 @@ fn add(doc: Value, path: &Path, document: usize, loaded: &mut Loaded) -> Result<
         }
     }
     Ok(())
-}
-
-/// An object of a custom kind (any API group) that selects pods through `spec.selector` — a label selector
-/// object as Argo Rollouts have, or its text form — stands in for its `/scale` subresource in standalone mode:
-/// the selector and the object's controller owner.
-fn custom_controller(doc: &Value) -> Option<ScaleInfo> {
-    let api_version = doc.get("apiVersion").and_then(Value::as_str)?;
-    if !api_version.contains('/') {
-        return None; // the core group has no custom kinds
-    }
-    let selector = match doc.pointer("/spec/selector")? {
-        Value::String(text) => tailor_crds::label_selector::parse(text).ok()?,
-        object @ Value::Object(_) => serde_json::from_value::<LabelSelector>(object.clone()).ok()?,
-        _ => return None,
-    };
-    let owners: Option<Vec<OwnerReference>> = doc
-        .pointer("/metadata/ownerReferences")
-        .and_then(|o| serde_json::from_value(o.clone()).ok());
-    Some(ScaleInfo {
-        owner: controller_owner(owners.as_ref()).cloned(),
-        selector: Some(selector),
-    })
 }
 
 #[cfg(test)]
@@ -332,7 +304,10 @@ spec: {selector: 42}
         assert_eq!(loaded.skipped, 1);
         let rollout = &scale[&("Rollout".into(), "shop".into(), "web".into())];
         assert_eq!(
-            rollout.selector.as_ref().and_then(|s| s.match_labels.clone()),
+            rollout
+                .selector
+                .as_ref()
+                .and_then(|s| s.match_labels.clone()),
             Some([("app".to_owned(), "web".to_owned())].into())
         );
         assert!(rollout.owner.is_none());

@@ -120,9 +120,13 @@ async fn rollout_pods_match_through_the_background_scale_cache() {
         period: Duration::from_millis(50),
         timeout: Duration::from_secs(2),
     };
-    tokio::spawn(cache.clone().run(client, vpas.as_reader(), settings, async {
-        let _ = stopped.await;
-    }));
+    tokio::spawn(
+        cache
+            .clone()
+            .run(client, vpas.as_reader(), settings, async {
+                let _ = stopped.await;
+            }),
+    );
 
     let index = Index::from_objects(IndexObjects {
         vpas: vec![vpa_over_rollout()],
@@ -154,9 +158,17 @@ async fn rollout_pods_match_through_the_background_scale_cache() {
     );
 
     // A controller nobody targets is asked for once, answered "absent" (404), and not asked for again.
-    assert!(cache.lookup("example.com/v1", "Widget", "shop", "w").is_none());
+    assert!(
+        cache
+            .lookup("example.com/v1", "Widget", "shop", "w")
+            .is_none()
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(cache.lookup("example.com/v1", "Widget", "shop", "w").is_none());
+    assert!(
+        cache
+            .lookup("example.com/v1", "Widget", "shop", "w")
+            .is_none()
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     let _ = stop.send(());
 

@@ -110,7 +110,9 @@ impl ScaleError {
             _ => false,
         };
         match self {
-            ScaleError::Discovery { source, .. } | ScaleError::Get { source, .. } => not_found(source),
+            ScaleError::Discovery { source, .. } | ScaleError::Get { source, .. } => {
+                not_found(source)
+            }
             ScaleError::NotReadable { .. } | ScaleError::NoSelector { .. } => true,
         }
     }
@@ -141,4 +143,48 @@ pub async fn scale_info(
         owner: controller_owner(scale.metadata.owner_references.as_ref()).cloned(),
         selector,
     })
+}
+
+/// What an object of a custom kind (any API group but the core one) that selects pods through
+/// `spec.selector` — a label selector object as Argo Rollouts have, or its text form — tells in place of its
+/// `/scale` subresource: the selector and the object's controller owner. For manifests and snapshots read
+/// without a cluster.
+pub fn custom_controller(object: &serde_json::Value) -> Option<ScaleInfo> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
+    use serde_json::Value;
+    let api_version = object.get("apiVersion").and_then(Value::as_str)?;
+    if !api_version.contains('/') {
+        return None; // the core group has no custom kinds
+    }
+    let selector = match object.pointer("/spec/selector")? {
+        Value::String(text) => crate::label_selector::parse(text).ok()?,
+        selector @ Value::Object(_) => {
+            serde_json::from_value::<LabelSelector>(selector.clone()).ok()?
+        }
+        _ => return None,
+    };
+    let owners: Option<Vec<OwnerReference>> = object
+        .pointer("/metadata/ownerReferences")
+        .and_then(|o| serde_json::from_value(o.clone()).ok());
+    Some(ScaleInfo {
+        owner: controller_owner(owners.as_ref()).cloned(),
+        selector: Some(selector),
+    })
+}
+
+/// The key a [`StaticScaleLookup`](crate::cluster::index::StaticScaleLookup) files `object` under: kind,
+/// namespace, name.
+pub fn static_key(object: &serde_json::Value) -> (String, String, String) {
+    let text = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    (
+        text("/kind"),
+        text("/metadata/namespace"),
+        text("/metadata/name"),
+    )
 }

@@ -201,9 +201,10 @@ impl ScaleCache {
     fn wanted(&self, vpas: &Store<VerticalPodAutoscaler>, ttl: Duration) -> HashSet<Key> {
         let mut wanted = HashSet::new();
         for vpa in vpas.state() {
-            let (Some(namespace), Some(target)) =
-                (vpa.metadata.namespace.as_ref(), vpa.spec.target_ref.as_ref())
-            else {
+            let (Some(namespace), Some(target)) = (
+                vpa.metadata.namespace.as_ref(),
+                vpa.spec.target_ref.as_ref(),
+            ) else {
                 continue;
             };
             if is_well_known(&target.kind) || wanted.len() >= MAX_SCALE_ENTRIES {

@@ -295,6 +295,7 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
             cron_jobs: snapshot.cron_jobs.clone(),
             replication_controllers: snapshot.replication_controllers.clone(),
             limit_ranges: snapshot.limit_ranges.clone(),
+            scale: snapshot.scale.clone(),
         }),
         SnapshotReplicas::of(snapshot),
         settings.restriction.clone(),

@@ -11,6 +11,8 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tailor_crds::VerticalPodAutoscaler;
+use tailor_crds::cluster::index::StaticScaleLookup;
+use tailor_crds::cluster::scale::{custom_controller, static_key};
 
 /// Most files read from a snapshot directory.
 pub const MAX_FILES: usize = 10_000;
@@ -67,6 +69,8 @@ pub struct Snapshot {
     pub pdbs: Vec<PodDisruptionBudget>,
     /// Leases (the webhook's status Lease among them).
     pub leases: Vec<Lease>,
+    /// Objects of custom kinds with a `spec.selector` (Argo Rollouts and the like), in place of `/scale`.
+    pub scale: StaticScaleLookup,
     /// Documents of other kinds, ignored (kind names, for the user).
     pub ignored: Vec<String>,
 }
@@ -160,7 +164,12 @@ impl Snapshot {
                         message: "no kind".into(),
                     });
                 }
-                other => self.ignored.push(format!("{api}/{other}")),
+                other => match custom_controller(&doc) {
+                    Some(info) => {
+                        self.scale.objects.insert(static_key(&doc), info);
+                    }
+                    None => self.ignored.push(format!("{api}/{other}")),
+                },
             }
         }
         Ok(())
@@ -224,4 +233,25 @@ fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), SnapshotError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tailor_crds::cluster::index::ScaleLookup as _;
+
+    #[test]
+    fn custom_controllers_with_a_selector_resolve_like_scale() {
+        let text = "apiVersion: argoproj.io/v1alpha1\nkind: Rollout\nmetadata: {name: web, namespace: shop}\n\
+                    spec: {selector: {matchLabels: {app: web}}}\n---\n\
+                    apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\nspec: {selector: {app: web}}\n";
+        let mut snapshot = Snapshot::default();
+        snapshot.add_file("s.yaml", text).expect("snapshot");
+        let info = snapshot
+            .scale
+            .lookup("argoproj.io/v1alpha1", "Rollout", "shop", "web")
+            .expect("the Rollout stands in for its /scale");
+        assert!(info.selector.is_some() && info.owner.is_none());
+        assert_eq!(snapshot.ignored, ["v1/Service"]);
+    }
 }
