@@ -68,6 +68,9 @@ pub enum ReviewResult {
     Allowed,
     /// Allowed untouched on purpose: the pod already carries upstream VPA's `vpaUpdates` annotation.
     SkippedUpstream,
+    /// Matched, but every resource to change is budgeted at pod level (`spec.resources`); only Tailor's
+    /// annotations were added.
+    PodLevelLeftAlone,
     /// Denied (VPA validation failed).
     Denied,
     /// The handler failed (or panicked); allowed unchanged.
@@ -82,6 +85,7 @@ impl ReviewResult {
         match self {
             ReviewResult::Patched => "patched",
             ReviewResult::Allowed => "allowed",
+            ReviewResult::PodLevelLeftAlone => "pod_level_left_alone",
             ReviewResult::SkippedUpstream => "skipped_upstream",
             ReviewResult::Denied => "denied",
             ReviewResult::Error => "error",

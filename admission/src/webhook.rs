@@ -70,6 +70,10 @@ impl Reviewer for Webhook {
                 tracing::debug!(uid = %capped(&req.uid), pod = %pod(), reason = %capped(&reason), "pod not matched");
                 ReviewResult::Allowed
             }
+            PodOutcome::PodLevelLeftAlone { vpa } => {
+                tracing::debug!(uid = %capped(&req.uid), pod = %pod(), %vpa, "pod budgets its resources at pod level; left alone");
+                ReviewResult::PodLevelLeftAlone
+            }
             PodOutcome::SkippedUpstream => {
                 tracing::debug!(uid = %capped(&req.uid), pod = %pod(), "pod already sized by upstream VPA; left alone");
                 ReviewResult::SkippedUpstream

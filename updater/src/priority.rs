@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 use tailor_crds::quantity::{self, QuantityError};
+use tailor_crds::sizing::pod_level_resources;
 use tailor_crds::{RecommendedContainerResources, RecommendedPodResources, ResourceList};
 
 use crate::pods;
@@ -116,6 +117,9 @@ pub fn pod_priority_with(
     cache: &mut MilliCache,
 ) -> Result<PodPriority, QuantityError> {
     let observed = pods::observed_containers(pod);
+    // Resources the pod budgets at pod level are left alone (as the webhook does): they never make a pod a
+    // candidate, or its replacement would come back with the same requests.
+    let pod_level = pod_level_resources(pod);
     let mut out = PodPriority::default();
     let mut total_request: BTreeMap<&str, f64> = BTreeMap::new();
     let mut total_recommended: BTreeMap<&str, f64> = BTreeMap::new();
@@ -128,6 +132,9 @@ pub fn pod_priority_with(
         };
         let requests = pods::current_requests(pod, container);
         for (resource, target) in &crec.target {
+            if pod_level.contains(&resource.as_str()) {
+                continue;
+            }
             let target_milli = cache.milli(target)?;
             *total_recommended.entry(resource.as_str()).or_default() += target_milli as f64;
             match requests.and_then(|r| r.get(resource)) {
@@ -214,4 +221,45 @@ pub fn list_has_lower(old: &ResourceList, new: &ResourceList) -> Result<bool, Qu
         }
     }
     Ok(false)
+}
+
+#[cfg(test)]
+mod pod_level_tests {
+    use super::*;
+
+    #[test]
+    fn resources_budgeted_at_pod_level_never_make_a_candidate() {
+        let rec: RecommendedPodResources = serde_json::from_value(serde_json::json!({
+            "containerRecommendations": [{"containerName": "app",
+                "target": {"cpu": "1", "memory": "1Gi"},
+                "lowerBound": {"cpu": "800m", "memory": "800Mi"},
+                "upperBound": {"cpu": "2", "memory": "2Gi"}}]
+        }))
+        .expect("recommendation");
+        let pod = |pod_resources: serde_json::Value| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "namespace": "ns"},
+                "spec": {"resources": pod_resources,
+                         "containers": [{"name": "app",
+                             "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}}}]}
+            }))
+            .expect("pod")
+        };
+        let free = pod_priority(&pod(serde_json::json!(null)), Some(&rec)).expect("priority");
+        assert!(free.outside_recommended_range && free.scale_up);
+        let cpu = pod_priority(
+            &pod(serde_json::json!({"limits": {"cpu": "4"}})),
+            Some(&rec),
+        )
+        .expect("priority");
+        assert!(cpu.outside_recommended_range, "memory still counts");
+        assert!(cpu.resource_diff < free.resource_diff);
+        let both = pod_priority(
+            &pod(serde_json::json!({"requests": {"cpu": "4", "memory": "4Gi"}})),
+            Some(&rec),
+        )
+        .expect("priority");
+        assert!(!both.outside_recommended_range && !both.scale_up);
+        assert_eq!(both.resource_diff, 0.0);
+    }
 }

@@ -11,7 +11,8 @@ use tailor_crds::policy::update_mode;
 use tailor_crds::quantity::Amount;
 use tailor_crds::sizing::{
     ContainerResources, IN_PLACE_UPDATED_ANNOTATION, PatchOptions, PodError, add_annotation_op,
-    add_op, escape, parse_boost_annotation, remove_annotation_op, resources_for_slots, slots,
+    add_op, escape, leave_pod_level_alone, parse_boost_annotation, remove_annotation_op,
+    resources_for_slots, slots,
 };
 use tailor_crds::{ResourceList, UpdateMode, VerticalPodAutoscaler};
 
@@ -49,7 +50,9 @@ pub fn provider_resources(
 ) -> Result<Vec<ContainerResources>, PodError> {
     let options = PatchOptions::default();
     let slots = slots(pod, &options);
-    resources_for_slots(pod, &slots, vpa, limit_ranges, &options)
+    let mut resources = resources_for_slots(pod, &slots, vpa, limit_ranges, &options)?;
+    leave_pod_level_alone(pod, &mut resources);
+    Ok(resources)
 }
 
 /// The resize operations (§5.5 calculator 1) for `provided` (from [`provider_resources`]) and the boost

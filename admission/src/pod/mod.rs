@@ -63,6 +63,9 @@ pub struct PodPatch {
     pub skipped: Option<SkipReason>,
     /// Per-container changes, in container order (only containers that got operations).
     pub updates: Vec<ContainerUpdate>,
+    /// Resources the recommendation would have changed but the pod budgets at pod level
+    /// ([`pod_level_resources`]): left alone in every container.
+    pub pod_level: Vec<&'static str>,
 }
 
 #[cfg(test)]

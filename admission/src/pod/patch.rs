@@ -5,10 +5,12 @@ use super::*;
 
 /// The resource patches for given per-slot resources (upstream spec §3.7–§3.8): operations in container
 /// order and the per-container updates. `resources` is indexed like `slots`.
+/// A start-up CPU boost is not applied where the pod budgets CPU at pod level (`pod_level`).
 pub fn resource_patches(
     vpa: &VerticalPodAutoscaler,
     slots: &[Slot<'_>],
     resources: &[ContainerResources],
+    pod_level: &[&str],
     options: &PatchOptions,
 ) -> Result<(Vec<PatchOperation>, Vec<ContainerUpdate>), PodError> {
     let policy = vpa.spec.resource_policy.as_ref();
@@ -27,7 +29,7 @@ pub fn resource_patches(
             // Matched only for its boost: never apply the recommendation.
             res = ContainerResources::default();
         }
-        if options.cpu_startup_boost {
+        if options.cpu_startup_boost && !pod_level.contains(&CPU) {
             if scaling_mode(container_policy) == ContainerScalingMode::Off {
                 continue;
             }
@@ -144,9 +146,14 @@ pub fn canonical(q: &Quantity) -> Quantity {
         .unwrap_or_else(|_| q.clone())
 }
 
-/// The text of the updates annotation: `Pod resources updated by <vpa>: container 0: …; container 1: …`.
-pub fn updates_annotation_value(vpa_name: &str, updates: &[ContainerUpdate]) -> String {
-    let parts: Vec<String> = updates
+/// The text of the updates annotation: `Pod resources updated by <vpa>: container 0: …; container 1: …`,
+/// then a note per resource left alone because the pod budgets it at pod level.
+pub fn updates_annotation_value(
+    vpa_name: &str,
+    updates: &[ContainerUpdate],
+    pod_level: &[&str],
+) -> String {
+    let mut parts: Vec<String> = updates
         .iter()
         .map(|u| {
             let kind = if u.init {
@@ -157,6 +164,7 @@ pub fn updates_annotation_value(vpa_name: &str, updates: &[ContainerUpdate]) -> 
             format!("{kind} {}: {}", u.index, u.items.join(", "))
         })
         .collect();
+    parts.extend(pod_level.iter().map(|r| pod_level_note(r)));
     format!("Pod resources updated by {vpa_name}: {}", parts.join("; "))
 }
 
@@ -191,18 +199,20 @@ pub fn patch_pod(
         });
     }
     let slots = slots(pod, options);
-    let resources = resources_for_slots(pod, &slots, vpa, limit_ranges, options)?;
-    let (resource_ops, updates) = resource_patches(vpa, &slots, &resources, options)?;
+    let mut resources = resources_for_slots(pod, &slots, vpa, limit_ranges, options)?;
+    let pod_level = leave_pod_level_alone(pod, &mut resources);
+    let governed = pod_level_resources(pod);
+    let (resource_ops, updates) = resource_patches(vpa, &slots, &resources, &governed, options)?;
     let mut ops = Vec::new();
     if annotations.is_none() {
         ops.push(add_op("/metadata/annotations", json!({})));
     }
     ops.extend(resource_ops);
-    if !updates.is_empty() {
+    if !updates.is_empty() || !pod_level.is_empty() {
         let name = vpa.metadata.name.as_deref().unwrap_or_default();
         ops.push(add_annotation_op(
             UPDATES_ANNOTATION,
-            &updates_annotation_value(name, &updates),
+            &updates_annotation_value(name, &updates, &pod_level),
         ));
     }
     ops.push(add_annotation_op(
@@ -213,5 +223,6 @@ pub fn patch_pod(
         patch: Patch(ops),
         skipped: None,
         updates,
+        pod_level,
     })
 }

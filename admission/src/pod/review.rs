@@ -17,6 +17,12 @@ pub enum PodOutcome {
     },
     /// The pod already carries upstream's `vpaUpdates` annotation and was left alone.
     SkippedUpstream,
+    /// Matched `vpa`, but every resource the recommendation would change is budgeted at pod level
+    /// (`spec.resources`): only the updates annotation says so.
+    PodLevelLeftAlone {
+        /// The VPA, as `namespace/name`.
+        vpa: String,
+    },
     /// An error left the pod unmodified.
     Error(String),
 }
@@ -72,15 +78,18 @@ pub fn review_pod(
     match patch_pod(&pod, &vpa, &limit_ranges, options) {
         Ok(result) if result.skipped.is_some() => (allowed, PodOutcome::SkippedUpstream),
         Ok(result) => match allowed.clone().with_patch(result.patch) {
-            Ok(response) => (
-                response,
-                PodOutcome::Patched {
-                    vpa: format!(
-                        "{namespace}/{}",
-                        vpa.metadata.name.as_deref().unwrap_or_default()
-                    ),
-                },
-            ),
+            Ok(response) => {
+                let vpa = format!(
+                    "{namespace}/{}",
+                    vpa.metadata.name.as_deref().unwrap_or_default()
+                );
+                let outcome = if result.updates.is_empty() && !result.pod_level.is_empty() {
+                    PodOutcome::PodLevelLeftAlone { vpa }
+                } else {
+                    PodOutcome::Patched { vpa }
+                };
+                (response, outcome)
+            }
             Err(e) => (allowed, PodOutcome::Error(e.to_string())),
         },
         Err(e) => (allowed, PodOutcome::Error(e.to_string())),

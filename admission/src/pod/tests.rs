@@ -271,3 +271,51 @@ fn negative_or_zero_recommendations_never_reach_a_pod() {
     let text = serde_json::to_string(&result.patch).unwrap();
     assert!(!text.contains("\"-"), "{text}");
 }
+
+#[test]
+fn pod_level_resources_are_left_alone_and_said_so() {
+    let v = web_vpa(json!([]));
+    // CPU budgeted at pod level: memory is sized, CPU (request and limit) is not, and the annotation says why.
+    let mut p = web_pod();
+    p["spec"]["resources"] = json!({"requests": {"cpu": "150m"}, "limits": {"cpu": "500m"}});
+    let result = patch_pod(&pod(p.clone()), &v, &[], &PatchOptions::default()).unwrap();
+    let doc = apply(&p, &result.patch);
+    let app = &doc["spec"]["containers"][0]["resources"];
+    assert_eq!(app["requests"]["cpu"], "100m");
+    assert_eq!(app["limits"]["cpu"], "400m");
+    assert_eq!(app["requests"]["memory"], "256Mi");
+    assert_eq!(result.pod_level, ["cpu"]);
+    let note = doc["metadata"]["annotations"][UPDATES_ANNOTATION]
+        .as_str()
+        .unwrap();
+    assert!(
+        note.contains("container 0: ")
+            && note.contains("memory request")
+            && note.ends_with("cpu left alone: the pod sets pod-level resources"),
+        "{note}"
+    );
+
+    // Both budgeted: no resource operation at all, the reason in the annotation, and its own outcome.
+    p["spec"]["resources"] = json!({"limits": {"cpu": "1", "memory": "1Gi"}});
+    let result = patch_pod(&pod(p.clone()), &v, &[], &PatchOptions::default()).unwrap();
+    assert!(result.updates.is_empty());
+    assert_eq!(result.pod_level, ["cpu", "memory"]);
+    let text = serde_json::to_string(&result.patch).unwrap();
+    assert!(!text.contains("/resources/"), "{text}");
+    assert!(text.contains("memory left alone"), "{text}");
+
+    // A start-up CPU boost would raise the CPU request past the pod's budget: not applied either.
+    let mut boosted = web_vpa(json!([]));
+    boosted.spec.startup_boost =
+        serde_json::from_value(json!({"cpu": {"type": "Factor", "factor": 2, "duration": "60s"}}))
+            .unwrap();
+    let options = PatchOptions {
+        cpu_startup_boost: true,
+        ..Default::default()
+    };
+    p["spec"]["resources"] = json!({"requests": {"cpu": "150m"}});
+    let result = patch_pod(&pod(p.clone()), &boosted, &[], &options).unwrap();
+    let text = serde_json::to_string(&result.patch).unwrap();
+    assert!(!text.contains("cpu-startup-boost"), "{text}");
+    assert!(!text.contains("requests/cpu"), "{text}");
+}

@@ -473,7 +473,8 @@ fn patch(input: &Value, expected: &Value) -> Check {
             })
         })
         .collect::<Result<_, String>>()?;
-    let result = pod::resource_patches(&vpa, &slots, &resources, &options);
+    let pod_level = pod::pod_level_resources(&pod);
+    let result = pod::resource_patches(&vpa, &slots, &resources, &pod_level, &options);
     let (ops, updates) = match (result, expected["error"].as_str()) {
         (Err(e), Some(msg)) => {
             return if e.to_string() == msg {

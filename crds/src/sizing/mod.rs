@@ -32,6 +32,7 @@ mod assembly;
 mod limit_range;
 mod limits;
 mod ops;
+mod pod_level;
 mod recommendation;
 
 pub use annotations::*;
@@ -39,6 +40,7 @@ pub use assembly::*;
 pub use limit_range::*;
 pub use limits::*;
 pub use ops::*;
+pub use pod_level::*;
 pub use recommendation::*;
 
 /// Resources that get limits and LimitRange treatment.
