@@ -22,6 +22,7 @@ use tailor_admission::{
 use tailor_crds::cluster::{
     client::ClientFlags,
     listen::ListenFlags,
+    live_owners::{LiveOwnerSettings, LiveOwners},
     log::LogFlags,
     scale_cache::{ScaleCache, ScaleCacheSettings},
     shutdown::Shutdown,
@@ -270,12 +271,20 @@ async fn main() -> anyhow::Result<()> {
             // subresource, fetched in the background: a review never waits on the API server.
             let scale = ScaleCache::default();
             tokio::spawn(scale.clone().run(
-                client,
+                client.clone(),
                 stores.vpas.clone(),
                 ScaleCacheSettings::default(),
                 stopped(),
             ));
-            let index = Index::from_stores(stores).with_scale_lookup(Arc::new(scale));
+            // Owners created a moment ago (a rollout's new ReplicaSet) are read live, within bounds.
+            let live = LiveOwners::new(
+                client.clone(),
+                tokio::runtime::Handle::current(),
+                LiveOwnerSettings::default(),
+            );
+            let index = Index::from_stores(stores)
+                .with_scale_lookup(Arc::new(scale))
+                .with_owner_fallback(Arc::new(live));
             Arc::new(Webhook::new(index, gates, options))
         }
     };

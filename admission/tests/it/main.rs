@@ -13,6 +13,7 @@ mod server_admission;
 mod server_binary;
 mod server_common;
 mod server_http;
+mod server_live_owner;
 mod server_reflectors;
 mod server_scale;
 mod server_selfmanaged;

@@ -116,6 +116,14 @@ pub trait ScaleLookup: Send + Sync {
     ) -> Option<ScaleInfo>;
 }
 
+/// Answers for well-known controllers the caches do not hold yet (the first pods of a new ReplicaSet or Job
+/// arrive before its watch event); `None` when it cannot tell in time. Called on the review path: an
+/// implementation bounds its own wait.
+pub trait OwnerFallback: Send + Sync {
+    /// Looks up the well-known `kind` `namespace/name`.
+    fn lookup(&self, kind: &str, namespace: &str, name: &str) -> Option<WorkloadInfo>;
+}
+
 /// A [`ScaleLookup`] over a fixed map, for standalone mode and tests.
 #[derive(Clone, Debug, Default)]
 pub struct StaticScaleLookup {
@@ -260,6 +268,7 @@ pub struct Index {
     replication_controllers: Box<dyn ObjectSource<SlimWorkload<ReplicationController>>>,
     limit_ranges: Box<dyn ObjectSource<LimitRange>>,
     scale: Option<Arc<dyn ScaleLookup>>,
+    fallback: Option<Arc<dyn OwnerFallback>>,
 }
 
 impl fmt::Debug for Index {
@@ -289,6 +298,7 @@ impl Index {
             limit_ranges: Box::new(StaticSource::new(objects.limit_ranges)),
             scale: (!objects.scale.objects.is_empty())
                 .then(|| Arc::new(objects.scale) as Arc<dyn ScaleLookup>),
+            fallback: None,
         }
     }
 
@@ -305,12 +315,19 @@ impl Index {
             replication_controllers: Box::new(stores.workloads.replication_controllers),
             limit_ranges: Box::new(stores.limit_ranges),
             scale: None,
+            fallback: None,
         }
     }
 
     /// Adds the lookup for kinds outside [`WELL_KNOWN_KINDS`].
     pub fn with_scale_lookup(mut self, lookup: Arc<dyn ScaleLookup>) -> Self {
         self.scale = Some(lookup);
+        self
+    }
+
+    /// Adds the fallback for well-known controllers missing from the caches.
+    pub fn with_owner_fallback(mut self, fallback: Arc<dyn OwnerFallback>) -> Self {
+        self.fallback = Some(fallback);
         self
     }
 
@@ -328,7 +345,7 @@ impl Index {
         fn info<K: WorkloadKind>(obj: Option<Arc<SlimWorkload<K>>>) -> Option<WorkloadInfo> {
             obj.map(|o| workload_info(o.as_ref()))
         }
-        Some(match kind {
+        let cached = match kind {
             "Deployment" => info(self.deployments.get(namespace, name)),
             "ReplicaSet" => info(self.replica_sets.get(namespace, name)),
             "StatefulSet" => info(self.stateful_sets.get(namespace, name)),
@@ -337,7 +354,12 @@ impl Index {
             "CronJob" => info(self.cron_jobs.get(namespace, name)),
             "ReplicationController" => info(self.replication_controllers.get(namespace, name)),
             _ => return None,
-        })
+        };
+        Some(cached.or_else(|| {
+            self.fallback
+                .as_ref()
+                .and_then(|f| f.lookup(kind, namespace, name))
+        }))
     }
 
     fn scale_info(&self, c: &ControllerRef) -> Option<ScaleInfo> {

@@ -7,6 +7,7 @@ pub mod client;
 pub mod index;
 pub mod leader;
 pub mod listen;
+pub mod live_owners;
 pub mod log;
 pub mod reflectors;
 pub mod scale;

@@ -1,0 +1,179 @@
+//! Cluster mode, a pod whose owner the caches do not hold yet (a rollout's new ReplicaSet): the index reads it
+//! live through [`LiveOwners`] against a mocked API server, within its bounds — one read per owner, "absent"
+//! remembered, a slow server costs the review at most the timeout, and reads over the rate are shed.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use http::{Request, Response, StatusCode};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::client::Body;
+use serde_json::{Value, json};
+use tailor_admission::index::{Index, IndexObjects};
+use tailor_crds::VerticalPodAutoscaler;
+use tailor_crds::cluster::live_owners::{LiveOwnerSettings, LiveOwners};
+
+type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+const RS_PATH: &str = "/apis/apps/v1/namespaces/shop/replicasets/";
+
+fn respond(send: tower_test::mock::SendResponse<Response<Body>>, status: StatusCode, body: Value) {
+    send.send_response(
+        Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .body(Body::from(serde_json::to_vec(&body).expect("json")))
+            .expect("response"),
+    );
+}
+
+/// `web-new` exists, `slow` answers after 3 s, everything else is 404; returns the paths asked for.
+async fn serve(mut handle: Handle, asked: tokio::sync::mpsc::UnboundedSender<String>) {
+    while let Some((req, send)) = handle.next_request().await {
+        let path = req.uri().path().to_owned();
+        let _ = asked.send(path.clone());
+        let name = path.strip_prefix(RS_PATH).unwrap_or_default().to_owned();
+        tokio::spawn(async move {
+            match name.as_str() {
+                "web-new" => respond(
+                    send,
+                    StatusCode::OK,
+                    json!({
+                        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+                        "metadata": {"name": "web-new", "namespace": "shop", "uid": "rs-2",
+                            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                                                 "uid": "d-1", "controller": true}]},
+                        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                                 "template": {"metadata": {"labels": {"app": "web"}},
+                                              "spec": {"containers": [{"name": "app", "image": "web"}]}}}
+                    }),
+                ),
+                "slow" => {
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                    respond(send, StatusCode::NOT_FOUND, json!({}));
+                }
+                _ => respond(
+                    send,
+                    StatusCode::NOT_FOUND,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
+                           "code": 404, "message": "not found"}),
+                ),
+            }
+        });
+    }
+}
+
+fn vpa() -> VerticalPodAutoscaler {
+    serde_json::from_value(json!({
+        "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
+        "metadata": {"name": "web", "namespace": "shop", "creationTimestamp": "2024-01-01T00:00:00Z"},
+        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                 "updatePolicy": {"updateMode": "Initial"}}
+    }))
+    .expect("vpa")
+}
+
+fn deployment() -> Deployment {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop", "uid": "d-1"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": []}}}
+    }))
+    .expect("deployment")
+}
+
+fn pod(owner: &str) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"generateName": format!("{owner}-"), "namespace": "shop", "labels": {"app": "web"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner,
+                                 "uid": "x", "controller": true}]},
+        "spec": {"containers": [{"name": "app", "image": "web"}]}
+    }))
+    .expect("pod")
+}
+
+/// Matches `pod(owner)` on a runtime worker (as a small review) or on the blocking pool (a large one).
+async fn matches(index: &Arc<Index>, owner: &str, blocking: bool) -> (bool, Duration) {
+    let index = index.clone();
+    let pod = pod(owner);
+    let run = move || {
+        let started = Instant::now();
+        let matched = matches!(index.matching_vpa(&pod, "shop"), Ok(Some(_)));
+        (matched, started.elapsed())
+    };
+    if blocking {
+        tokio::task::spawn_blocking(run).await.expect("join")
+    } else {
+        tokio::spawn(async move { run() }).await.expect("join")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owners_missing_from_the_cache_are_read_live_within_bounds() {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(service, "default");
+    let (asked_tx, mut asked) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(serve(handle, asked_tx));
+    let settings = LiveOwnerSettings {
+        timeout: Duration::from_millis(500),
+        in_flight: 2,
+        per_second: 4,
+        ttl: Duration::from_secs(30),
+    };
+    let live = Arc::new(LiveOwners::new(
+        client,
+        tokio::runtime::Handle::current(),
+        settings,
+    ));
+    // The caches hold the VPA and its Deployment, not the new ReplicaSet.
+    let index = Arc::new(
+        Index::from_objects(IndexObjects {
+            vpas: vec![vpa()],
+            deployments: vec![deployment()],
+            ..Default::default()
+        })
+        .with_owner_fallback(live.clone()),
+    );
+
+    // The new ReplicaSet's pod matches, from a worker and from the blocking pool; it is read once.
+    assert_eq!(matches(&index, "web-new", false).await.0, true);
+    assert_eq!(matches(&index, "web-new", true).await.0, true);
+    // An owner that does not exist: no match, and the 404 is remembered.
+    assert!(!matches(&index, "gone", false).await.0);
+    assert!(!matches(&index, "gone", false).await.0);
+    // A server that does not answer costs the review the timeout, not more.
+    let (matched, waited) = matches(&index, "slow", false).await;
+    assert!(!matched);
+    assert!(waited < Duration::from_millis(1500), "waited {waited:?}");
+
+    let mut paths = Vec::new();
+    while let Ok(p) = asked.try_recv() {
+        paths.push(p);
+    }
+    let count = |name: &str| {
+        paths
+            .iter()
+            .filter(|p| p.as_str() == format!("{RS_PATH}{name}"))
+            .count()
+    };
+    assert_eq!(count("web-new"), 1, "{paths:?}");
+    assert_eq!(count("gone"), 1, "{paths:?}");
+    assert_eq!(count("slow"), 1, "{paths:?}");
+    let stats = live.stats();
+    assert_eq!(stats.found.load(Ordering::Relaxed), 1);
+    assert_eq!(stats.absent.load(Ordering::Relaxed), 1);
+    assert_eq!(stats.failed.load(Ordering::Relaxed), 1);
+
+    // A flood of pods naming owners that do not exist: reads beyond the rate are shed at once.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let started = Instant::now();
+    for i in 0..50 {
+        assert!(!matches(&index, &format!("bogus-{i}"), false).await.0);
+    }
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(stats.shed.load(Ordering::Relaxed) >= 40, "{stats:?}");
+}
