@@ -1,0 +1,266 @@
+//! The real `tailor-recommender` and `tailor-admission` binaries against the stand-in API server, through a
+//! kubeconfig, exactly as in a cluster (DESIGN.md §5, issue 12 "run the real binaries here").
+//!
+//! The binaries must be built first (`cargo build -p tailor-recommender -p tailor-admission`; `hack/test.sh`
+//! and `cargo test --workspace` do it): see [`tailor_tests::process::binary`].
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tailor_tests::process::{Process, start_recommender};
+use tailor_tests::standin::{ApiServer, Recorded};
+
+pub(crate) const VPA_API: &str = "autoscaling.tailor.dev/v1";
+const WAIT: Duration = Duration::from_secs(15);
+
+/// A Deployment `app` in `shop` with its ReplicaSet, two running pods, and their PodMetrics.
+pub(crate) fn workload(app: &str, cpu: &str, memory: &str) -> String {
+    let mut out = format!(
+        r#"
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {app}, namespace: shop, uid: dep-{app}}}
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: {app}}}}}
+  template:
+    metadata: {{labels: {{app: {app}}}}}
+    spec: {{containers: [{{name: app, image: nginx}}]}}
+status: {{replicas: 2}}
+---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: {app}-7c9f
+  namespace: shop
+  uid: rs-{app}
+  labels: {{app: {app}, pod-template-hash: 7c9f}}
+  ownerReferences: [{{apiVersion: apps/v1, kind: Deployment, name: {app}, uid: dep-{app}, controller: true}}]
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: {app}, pod-template-hash: 7c9f}}}}
+  template:
+    metadata: {{labels: {{app: {app}, pod-template-hash: 7c9f}}}}
+    spec: {{containers: [{{name: app, image: nginx}}]}}
+status: {{replicas: 2}}
+"#
+    );
+    for i in 0..2 {
+        out.push_str(&format!(
+            r#"
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {app}-7c9f-{i}
+  namespace: shop
+  uid: pod-{app}-{i}
+  labels: {{app: {app}, pod-template-hash: 7c9f}}
+  ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: {app}-7c9f, uid: rs-{app}, controller: true}}]
+spec:
+  containers:
+    - name: app
+      image: nginx
+      resources: {{requests: {{cpu: 100m, memory: 128Mi}}}}
+status:
+  phase: Running
+  containerStatuses:
+    - name: app
+      ready: true
+      restartCount: 0
+      image: nginx
+      imageID: ""
+      state: {{running: {{startedAt: "2026-01-01T00:00:00Z"}}}}
+---
+apiVersion: metrics.k8s.io/v1beta1
+kind: PodMetrics
+metadata: {{name: {app}-7c9f-{i}, namespace: shop}}
+timestamp: "2026-01-01T00:00:00Z"
+window: 30s
+containers: [{{name: app, usage: {{cpu: {cpu}, memory: {memory}}}}}]
+"#
+        ));
+    }
+    out
+}
+
+/// A VPA `name` in `shop` over Deployment `target`.
+pub(crate) fn vpa(name: &str, target: &str) -> Value {
+    json!({
+        "apiVersion": VPA_API, "kind": "VerticalPodAutoscaler",
+        "metadata": {"name": name, "namespace": "shop"},
+        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target}},
+    })
+}
+
+pub(crate) fn namespace() -> &'static str {
+    "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n"
+}
+
+/// The first container recommendation of VPA `name`, once it has target, lowerBound and upperBound.
+pub(crate) fn recommendation(server: &ApiServer, name: &str) -> Option<Value> {
+    let v = server.get(VPA_API, "VerticalPodAutoscaler", "shop", name)?;
+    let r = v.pointer("/status/recommendation/containerRecommendations/0")?;
+    ["target", "lowerBound", "upperBound"]
+        .iter()
+        .all(|k| {
+            r.get(*k)
+                .is_some_and(|x| x.get("cpu").is_some() && x.get("memory").is_some())
+        })
+        .then(|| r.clone())
+}
+
+/// The checkpoints of VPA `name` that carry histograms.
+fn checkpoints_of(server: &ApiServer, name: &str) -> Vec<Value> {
+    server
+        .list(VPA_API, "VerticalPodAutoscalerCheckpoint", Some("shop"))
+        .into_iter()
+        .filter(|c| c.pointer("/spec/vpaObjectName").and_then(Value::as_str) == Some(name))
+        .filter(|c| c.pointer("/status/cpuHistogram").is_some())
+        .collect()
+}
+
+/// Waits for `what`, panicking with the process's logs if it does not come.
+async fn wait<T>(
+    server: &ApiServer,
+    p: &Process,
+    what: &str,
+    check: impl FnMut(&ApiServer) -> Option<T>,
+) -> T {
+    match server.wait_for(WAIT, check).await {
+        Some(v) => v,
+        None => panic!(
+            "{what}: not within {WAIT:?}; logs:\n{}",
+            p.log_lines().join("\n")
+        ),
+    }
+}
+
+fn by<'a>(reqs: &'a [Recorded], user: &'a str) -> impl Iterator<Item = &'a Recorded> + 'a {
+    reqs.iter().filter(move |r| r.user == user)
+}
+
+fn clear_status(server: &ApiServer, name: &str) {
+    let mut v = server
+        .get(VPA_API, "VerticalPodAutoscaler", "shop", name)
+        .unwrap();
+    v.as_object_mut().unwrap().remove("status");
+    server.put(v).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recommender_writes_status_and_checkpoints_and_restores_them_after_a_restart() {
+    let server = ApiServer::start().await.unwrap();
+    server.load_yaml(namespace()).unwrap();
+    server.load_yaml(&workload("web", "250m", "200Mi")).unwrap();
+    server.put(vpa("web", "web")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+
+    // First process: usage from PodMetrics → status and checkpoints.
+    let (mut rec, _) = start_recommender(&server, dir.path(), "recommender-1", &[]);
+    // Usage is 250m: above the 25m floor a VPA without usage gets.
+    let first = wait(&server, &rec, "a recommendation from usage", |s| {
+        recommendation(s, "web").filter(|r| r["target"]["cpu"] != "25m")
+    })
+    .await;
+    assert!(first["target"]["cpu"].as_str().is_some(), "{first}");
+    wait(&server, &rec, "checkpoints", |s| {
+        let c = checkpoints_of(s, "web");
+        (!c.is_empty()).then_some(c)
+    })
+    .await;
+    let reqs = server.requests();
+    let status_patch = by(&reqs, "recommender-1")
+        .find(|r| r.verb() == "patch" && r.resource() == "verticalpodautoscalers/status")
+        .expect("the status is written through the status subresource");
+    assert_eq!(
+        status_patch.field_manager.as_deref(),
+        Some("tailor-recommender")
+    );
+    assert!(
+        status_patch
+            .content_type
+            .as_deref()
+            .is_some_and(|c| c.starts_with("application/merge-patch+json")),
+        "{status_patch:?}"
+    );
+    let apply = by(&reqs, "recommender-1")
+        .find(|r| r.verb() == "patch" && r.resource() == "verticalpodautoscalercheckpoints")
+        .expect("checkpoints are written");
+    assert_eq!(apply.field_manager.as_deref(), Some("tailor-recommender"));
+    assert!(
+        apply
+            .content_type
+            .as_deref()
+            .is_some_and(|c| c.starts_with("application/apply-patch+yaml")),
+        "checkpoints are server-side applied: {apply:?}"
+    );
+    assert!(by(&reqs, "recommender-1").any(|r| {
+        r.verb() == "list"
+            && r.resource() == "pods"
+            && r.target
+                .as_ref()
+                .is_some_and(|t| t.group == "metrics.k8s.io")
+    }));
+    assert!(
+        rec.terminate(Duration::from_secs(10)).await,
+        "the recommender exits 0 on SIGTERM:\n{}",
+        rec.log_lines().join("\n")
+    );
+    let last = recommendation(&server, "web").unwrap();
+
+    // Second process, with no usage at all and the status wiped: only the checkpoints can give it a
+    // recommendation, and its very first status write must carry one.
+    for pm in server.list("metrics.k8s.io/v1beta1", "PodMetrics", Some("shop")) {
+        let name = pm["metadata"]["name"].as_str().unwrap();
+        assert!(server.delete("metrics.k8s.io/v1beta1", "PodMetrics", "shop", name));
+    }
+    clear_status(&server, "web");
+    server.clear_requests();
+    let (mut rec2, _) = start_recommender(&server, dir.path(), "recommender-2", &[]);
+    let restored = wait(&server, &rec2, "a restored recommendation", |s| {
+        recommendation(s, "web")
+    })
+    .await;
+    let reqs = server.requests();
+    assert!(
+        by(&reqs, "recommender-2")
+            .any(|r| r.verb() == "list" && r.resource() == "verticalpodautoscalercheckpoints"),
+        "the new process reads the checkpoints"
+    );
+    let first_write = by(&reqs, "recommender-2")
+        .find(|r| r.verb() == "patch" && r.resource() == "verticalpodautoscalers/status")
+        .unwrap();
+    assert_eq!(
+        first_write
+            .body
+            .as_ref()
+            .and_then(|b| b.pointer("/status/recommendation/containerRecommendations/0/target")),
+        Some(&last["target"]),
+        "the first status write after the restart carries the restored recommendation: {:?}",
+        first_write.body
+    );
+    assert_eq!(
+        restored["target"], last["target"],
+        "restored target = the target before the restart"
+    );
+    assert!(rec2.terminate(Duration::from_secs(10)).await);
+
+    // Control: without the checkpoints, the same start gives only the floor (the minimum per pod).
+    for c in server.list(VPA_API, "VerticalPodAutoscalerCheckpoint", Some("shop")) {
+        let name = c["metadata"]["name"].as_str().unwrap();
+        server.delete(VPA_API, "VerticalPodAutoscalerCheckpoint", "shop", name);
+    }
+    clear_status(&server, "web");
+    let (rec3, _) = start_recommender(&server, dir.path(), "recommender-3", &[]);
+    let floor = wait(&server, &rec3, "a status without checkpoints", |s| {
+        recommendation(s, "web")
+    })
+    .await;
+    assert_eq!(
+        floor["target"]["cpu"], "25m",
+        "no checkpoints, no usage: {floor}"
+    );
+    assert_ne!(floor["target"], restored["target"]);
+}
