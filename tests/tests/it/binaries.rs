@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tailor_tests::process::{Process, start_recommender};
-use tailor_tests::standin::{ApiServer, Recorded};
+use tailor_tests::standin::{Action, ApiServer, DropMode, Fault, Match, Recorded};
 
 pub(crate) const VPA_API: &str = "autoscaling.tailor.dev/v1";
 const WAIT: Duration = Duration::from_secs(15);
@@ -263,4 +263,106 @@ async fn recommender_writes_status_and_checkpoints_and_restores_them_after_a_res
         "no checkpoints, no usage: {floor}"
     );
     assert_ne!(floor["target"], restored["target"]);
+}
+
+/// Waits until a recorded request matches `pred`.
+async fn wait_request(
+    server: &ApiServer,
+    p: &Process,
+    what: &str,
+    pred: impl Fn(&Recorded) -> bool,
+) -> Recorded {
+    wait(server, p, what, |s| {
+        s.requests().into_iter().find(|r| pred(r))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_watches_resume_without_losing_a_vpa() {
+    let server = ApiServer::start().await.unwrap();
+    server.load_yaml(namespace()).unwrap();
+    for app in ["web", "api", "batch"] {
+        server.load_yaml(&workload(app, "100m", "64Mi")).unwrap();
+    }
+    server.put(vpa("web", "web")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let user = "recommender";
+    let (rec, _) = start_recommender(&server, dir.path(), user, &[]);
+    wait(&server, &rec, "the first recommendation", |s| {
+        recommendation(s, "web")
+    })
+    .await;
+    let is_vpa = |r: &Recorded| r.user == user && r.resource() == "verticalpodautoscalers";
+
+    // 1. The VPA watch breaks and cannot be re-established for a moment; a VPA is created meanwhile. The
+    //    watch resumes from its last resourceVersion and replays the creation, without a new list.
+    server.clear_requests();
+    server.inject(Fault::new(
+        Match::verb("watch", "verticalpodautoscalers"),
+        Action::Fail(500),
+    ));
+    server.drop_watches(DropMode::Abort);
+    wait_request(&server, &rec, "a refused VPA watch", |r| {
+        is_vpa(r) && r.verb() == "watch" && r.status == 500
+    })
+    .await;
+    let created = server.put(vpa("web-2", "api")).unwrap();
+    let created_rv: u64 = created["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    server.clear_faults();
+    wait(
+        &server,
+        &rec,
+        "a recommendation for the VPA created while the watch was down",
+        |s| recommendation(s, "web-2"),
+    )
+    .await;
+    let reqs = server.requests();
+    let resumed = reqs
+        .iter()
+        .find(|r| is_vpa(r) && r.verb() == "watch" && r.status == 200)
+        .expect("the VPA watch resumed");
+    let from: u64 = resumed.query["resourceVersion"].parse().unwrap();
+    assert!(
+        from < created_rv,
+        "resumed from {from}, before the creation at {created_rv}"
+    );
+    assert!(
+        !reqs.iter().any(|r| is_vpa(r) && r.verb() == "list"),
+        "resumed by watch, not by a new list"
+    );
+
+    // 2. Same, but the change log is compacted meanwhile: the resumed watch gets 410 Gone, and the
+    //    recommender lists again and still sees the new VPA.
+    server.clear_requests();
+    server.inject(Fault::new(
+        Match::verb("watch", "verticalpodautoscalers"),
+        Action::Fail(500),
+    ));
+    server.drop_watches(DropMode::Clean);
+    wait_request(&server, &rec, "a refused VPA watch", |r| {
+        is_vpa(r) && r.verb() == "watch" && r.status == 500
+    })
+    .await;
+    server.put(vpa("web-3", "batch")).unwrap();
+    server.compact();
+    server.clear_faults();
+    wait(
+        &server,
+        &rec,
+        "a recommendation for the VPA created before the compaction",
+        |s| recommendation(s, "web-3"),
+    )
+    .await;
+    assert!(
+        server
+            .requests()
+            .iter()
+            .any(|r| is_vpa(r) && r.verb() == "list"),
+        "410 Gone leads to a new list"
+    );
 }
