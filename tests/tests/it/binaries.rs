@@ -7,7 +7,10 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tailor_tests::process::{Process, start_recommender};
+use tailor_tests::process::{
+    Process, http_get_status, post_review, start_admission, start_recommender,
+};
+use tailor_tests::standin::tls::TestCa;
 use tailor_tests::standin::{Action, ApiServer, DropMode, Fault, Match, Recorded};
 
 pub(crate) const VPA_API: &str = "autoscaling.tailor.dev/v1";
@@ -364,5 +367,125 @@ async fn dropped_watches_resume_without_losing_a_vpa() {
             .iter()
             .any(|r| is_vpa(r) && r.verb() == "list"),
         "410 Gone leads to a new list"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_in_cluster_mode_patches_a_pod_of_a_deployment() {
+    let server = ApiServer::start().await.unwrap();
+    server.load_yaml(namespace()).unwrap();
+    server.load_yaml(&workload("web", "100m", "64Mi")).unwrap();
+    let mut v = vpa("web", "web");
+    v["status"] = json!({"recommendation": {"containerRecommendations": [
+        {"containerName": "app", "target": {"cpu": "250m", "memory": "256Mi"}}]}});
+    server.put(v.clone()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("webhook-ca").unwrap();
+    let cert = ca.issue(&["localhost", "127.0.0.1"]).unwrap();
+    let (adm, addrs) = start_admission(
+        &server,
+        dir.path(),
+        "admission",
+        &cert,
+        &["--status-lease-update-interval", "1s"],
+    )
+    .await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while http_get_status(addrs.ops, "/readyz").await != 200 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the webhook never became ready:\n{}",
+            adm.log_lines().join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"generateName": "web-7c9f-", "namespace": "shop",
+            "labels": {"app": "web", "pod-template-hash": "7c9f"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7c9f",
+                "uid": "rs-web", "controller": true}]},
+        "spec": {"containers": [{"name": "app", "image": "nginx",
+            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}
+    });
+    let review = |uid: &str| {
+        json!({
+            "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+            "request": {
+                "uid": uid,
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+                "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+                "namespace": "shop", "operation": "CREATE",
+                "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
+                "object": pod, "oldObject": null, "dryRun": false,
+                "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
+            }
+        })
+    };
+    let requests_after = |answer: &Value| -> Value {
+        use base64::Engine as _;
+        assert_eq!(answer["response"]["allowed"], true, "{answer}");
+        let Some(patch) = answer["response"]["patch"].as_str() else {
+            return pod["spec"]["containers"][0]["resources"]["requests"].clone();
+        };
+        let patch = base64::engine::general_purpose::STANDARD
+            .decode(patch)
+            .unwrap();
+        let patch: json_patch::Patch = serde_json::from_slice(&patch).unwrap();
+        let mut patched = pod.clone();
+        json_patch::patch(&mut patched, &patch).unwrap();
+        patched["spec"]["containers"][0]["resources"]["requests"].clone()
+    };
+    let ca_pem = ca.ca_pem.as_str();
+    let answer = post_review(addrs.webhook, ca_pem, &review("r-1")).await;
+    assert_eq!(answer["response"]["uid"], "r-1");
+    assert_eq!(
+        requests_after(&answer),
+        json!({"cpu": "250m", "memory": "256Mi"}),
+        "{answer}"
+    );
+
+    // A new recommendation reaches the webhook through its watch.
+    v["status"]["recommendation"]["containerRecommendations"][0]["target"]["cpu"] = json!("300m");
+    server.put(v).unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let answer = post_review(addrs.webhook, ca_pem, &review("r-2")).await;
+        if requests_after(&answer)["cpu"] == "300m" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the new recommendation never arrived: {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The webhook keeps its status Lease, as the updater expects, and wrote nothing else.
+    let lease = server
+        .get(
+            "coordination.k8s.io/v1",
+            "Lease",
+            "kube-system",
+            "tailor-admission",
+        )
+        .expect("the status Lease exists");
+    assert!(
+        lease
+            .pointer("/spec/holderIdentity")
+            .and_then(Value::as_str)
+            .is_some()
+    );
+    let reqs = server.requests();
+    let writes: Vec<String> = by(&reqs, "admission")
+        .filter(|r| r.is_write())
+        .map(|r| format!("{} {}", r.verb(), r.resource()))
+        .collect();
+    assert!(
+        writes.iter().all(|w| w.ends_with(" leases")),
+        "the webhook writes only its Lease: {writes:?}"
     );
 }
