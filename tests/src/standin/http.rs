@@ -239,6 +239,7 @@ pub async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) -> Respon
     let mut rec = Recorded {
         seq: inner.seq.fetch_add(1, Ordering::SeqCst),
         at: Instant::now(),
+        wall: std::time::SystemTime::now(),
         method: parts.method.to_string(),
         path: path.clone(),
         field_manager: query.get("fieldManager").cloned(),

@@ -2,7 +2,7 @@
 //! test can inject.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 
@@ -30,6 +30,8 @@ pub struct Recorded {
     pub seq: u64,
     /// When it arrived.
     pub at: Instant,
+    /// When it arrived, by the wall clock (to compare with the binaries' log timestamps).
+    pub wall: SystemTime,
     /// HTTP method.
     pub method: String,
     /// URL path.

@@ -1,5 +1,5 @@
 //! Cross-component tests that run here: the stand-in API server against a real kube-rs client
-//! ([`standin`]), and the real binaries against the stand-in ([`binaries`]). The kind e2e suite is the
+//! ([`standin`]), and the real binaries against the stand-in ([`binaries`], [`lease`]). The kind e2e suite is the
 //! separate `e2e` test binary (it needs a cluster).
 //!
 //! ```sh
@@ -10,5 +10,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 mod binaries;
-
+mod lease;
 mod standin;
