@@ -755,10 +755,14 @@ impl WatchFilter {
     }
 }
 
+/// One watch event line, `type` first as the API server writes it: clients that decode the adjacently
+/// tagged event in one pass (kube-rs) then read `object` straight from the text. With `object` first they
+/// must buffer it, and map keys that are numbers (checkpoint `bucketWeights`) no longer decode.
 fn event_line(kind: &str, object: &Value) -> Bytes {
-    let mut line = json!({"type": kind, "object": object}).to_string();
-    line.push('\n');
-    Bytes::from(line)
+    Bytes::from(format!(
+        "{{\"type\":{},\"object\":{object}}}\n",
+        json!(kind)
+    ))
 }
 
 type Chunk = Result<Bytes, std::io::Error>;

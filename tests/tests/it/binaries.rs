@@ -144,6 +144,21 @@ fn by<'a>(reqs: &'a [Recorded], user: &'a str) -> impl Iterator<Item = &'a Recor
     reqs.iter().filter(move |r| r.user == user)
 }
 
+/// Panics if `p` logged a watch failure: every event the stand-in sends must decode, as the API server's do.
+pub(crate) fn assert_watches_clean(p: &Process) {
+    let failed: Vec<String> = p
+        .json_logs()
+        .into_iter()
+        .filter(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("retrying"))
+        })
+        .map(|l| l.to_string())
+        .collect();
+    assert!(failed.is_empty(), "watch failures: {failed:#?}");
+}
+
 fn clear_status(server: &ApiServer, name: &str) {
     let mut v = server
         .get(VPA_API, "VerticalPodAutoscaler", "shop", name)
@@ -206,6 +221,9 @@ async fn recommender_writes_status_and_checkpoints_and_restores_them_after_a_res
                 .as_ref()
                 .is_some_and(|t| t.group == "metrics.k8s.io")
     }));
+    // A loop later, the checkpoint events have reached the recommender's watch, and decoded.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_watches_clean(&rec);
     assert!(
         rec.terminate(Duration::from_secs(10)).await,
         "the recommender exits 0 on SIGTERM:\n{}",
@@ -488,4 +506,5 @@ async fn admission_in_cluster_mode_patches_a_pod_of_a_deployment() {
         writes.iter().all(|w| w.ends_with(" leases")),
         "the webhook writes only its Lease: {writes:?}"
     );
+    assert_watches_clean(&adm);
 }
