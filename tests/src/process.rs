@@ -134,13 +134,15 @@ pub struct Process {
 
 impl Process {
     /// Starts `binary` with `args` (stderr captured; `RUST_LOG`, `NAMESPACE` and `POD_NAME` cleared so
-    /// the flags decide).
+    /// the flags decide; the allocator settings the image and the chart set).
     pub fn spawn(name: &str, binary: &Path, args: &[String]) -> Process {
         let mut child = Command::new(binary)
             .args(args)
             .env_remove("RUST_LOG")
             .env_remove("NAMESPACE")
             .env_remove("POD_NAME")
+            .env("MIMALLOC_ARENA_EAGER_COMMIT", "0")
+            .env("MIMALLOC_PURGE_DELAY", "0")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
