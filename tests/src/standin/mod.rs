@@ -13,6 +13,13 @@
 //! sent it — field manager, body, answer), and faults can be injected ([`Fault`]: delays, HTTP errors,
 //! conflicts) or triggered ([`ApiServer::drop_watches`], [`ApiServer::compact`]).
 //!
+//! What it does not do (none of Tailor's binaries depends on it today): authorization (every user may do
+//! everything; the record is what an RBAC check reads), admission webhooks, schema validation and
+//! defaulting, namespace existence, finalizers, graceful deletion and garbage collection, PodDisruptionBudgets
+//! on evictions, field ownership in server-side apply (an apply is a merge patch, creating the object if
+//! missing), strategic-merge directives (`$patch`, `$retainKeys`; lists of named objects merge by name),
+//! `resourceVersionMatch=Exact` lists (every list is served from the latest state), and aggregated discovery.
+//!
 //! ```no_run
 //! # async fn doc() -> Result<(), tailor_tests::standin::StandInError> {
 //! use tailor_tests::standin::ApiServer;

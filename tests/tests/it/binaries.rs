@@ -508,3 +508,88 @@ async fn admission_in_cluster_mode_patches_a_pod_of_a_deployment() {
     );
     assert_watches_clean(&adm);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recommender_rides_out_api_faults_and_collects_orphaned_checkpoints() {
+    let server = ApiServer::start().await.unwrap();
+    server.load_yaml(namespace()).unwrap();
+    server.load_yaml(&workload("web", "250m", "200Mi")).unwrap();
+    server.put(vpa("web", "web")).unwrap();
+    // A slow first pod list, two failed status writes, an unavailable metrics API once, a conflict on the
+    // first checkpoint write.
+    server.inject(
+        Fault::new(
+            Match::verb("list", "pods"),
+            Action::Delay(Duration::from_secs(1)),
+        )
+        .times(1),
+    );
+    server.inject(
+        Fault::new(
+            Match::verb("patch", "verticalpodautoscalers").subresource("status"),
+            Action::Fail(500),
+        )
+        .times(2),
+    );
+    server.inject(
+        Fault::new(
+            Match {
+                path_contains: Some("/apis/metrics.k8s.io/".into()),
+                ..Match::any()
+            },
+            Action::Fail(503),
+        )
+        .times(1),
+    );
+    server.inject(
+        Fault::new(
+            Match::verb("patch", "verticalpodautoscalercheckpoints"),
+            Action::Conflict,
+        )
+        .times(1),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (mut rec, _) = start_recommender(
+        &server,
+        dir.path(),
+        "recommender",
+        &["--checkpoints-gc-interval", "1s"],
+    );
+    wait(&server, &rec, "a recommendation despite the faults", |s| {
+        recommendation(s, "web").filter(|r| r["target"]["cpu"] != "25m")
+    })
+    .await;
+    wait(&server, &rec, "checkpoints despite the conflict", |s| {
+        let c = checkpoints_of(s, "web");
+        (!c.is_empty()).then_some(c)
+    })
+    .await;
+    let reqs = server.requests();
+    let statuses: Vec<u16> = reqs
+        .iter()
+        .filter(|r| r.resource() == "verticalpodautoscalers/status")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(
+        statuses.get(..3),
+        Some(&[500, 500, 200][..]),
+        "{statuses:?}"
+    );
+    assert!(reqs.iter().any(|r| r.status == 503));
+    assert!(!rec.exited(), "the faults do not stop the recommender");
+
+    // The VPA goes: its checkpoints are garbage-collected.
+    assert!(server.delete(VPA_API, "VerticalPodAutoscaler", "shop", "web"));
+    wait(&server, &rec, "the orphaned checkpoint deleted", |s| {
+        s.list(VPA_API, "VerticalPodAutoscalerCheckpoint", Some("shop"))
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        server
+            .requests()
+            .iter()
+            .any(|r| r.verb() == "delete" && r.resource() == "verticalpodautoscalercheckpoints")
+    );
+}
