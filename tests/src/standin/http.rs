@@ -71,6 +71,9 @@ pub struct Inner {
     pub options: Options,
     /// The address served (for `/api`'s `serverAddressByClientCIDRs`).
     pub address: Mutex<String>,
+    /// [`crate::standin::ApiServer::requests`] shows requests from this sequence number on (all are kept
+    /// for the record file).
+    pub shown_from: AtomicU64,
     seq: AtomicU64,
 }
 
@@ -91,8 +94,14 @@ impl Inner {
             faults: Mutex::new(Vec::new()),
             options,
             address: Mutex::new(String::new()),
+            shown_from: AtomicU64::new(0),
             seq: AtomicU64::new(0),
         }
+    }
+
+    /// The sequence number the next request gets.
+    pub fn next_seq(&self) -> u64 {
+        self.seq.load(Ordering::SeqCst)
     }
 
     /// Runs `f` on the store and wakes the watches if it changed anything.

@@ -38,6 +38,7 @@ pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::Router;
@@ -98,9 +99,19 @@ impl std::fmt::Debug for ApiServer {
     }
 }
 
+/// When set, every stand-in appends its recorded requests to a file in this directory when it drops (one
+/// JSON object per line: user, verb, group, resource with subresource, namespace, name, status), so a check
+/// outside the test run — the chart's RBAC rules against what each binary really asked — can read them. The
+/// user is the kubeconfig token, which the harness names after the component (`recommender-…`,
+/// `admission`).
+pub const RECORD_DIR_ENV: &str = "TAILOR_STANDIN_RECORD_DIR";
+
 impl Drop for ApiServer {
     fn drop(&mut self) {
         self.stop.send_replace(true);
+        if let Some(dir) = std::env::var_os(RECORD_DIR_ENV) {
+            let _ = self.write_record(std::path::Path::new(&dir));
+        }
     }
 }
 
@@ -305,14 +316,46 @@ impl ApiServer {
         self.inner.write(|s| s.delete(&key).is_ok())
     }
 
-    /// Every request so far, in order of arrival.
+    /// Every request since the start or the last [`ApiServer::clear_requests`], in order of arrival.
     pub fn requests(&self) -> Vec<Recorded> {
-        lock(&self.inner.requests).clone()
+        let from = self.inner.shown_from.load(Ordering::SeqCst);
+        lock(&self.inner.requests)
+            .iter()
+            .filter(|r| r.seq >= from)
+            .cloned()
+            .collect()
     }
 
-    /// Forgets the recorded requests.
+    /// Appends the recorded requests to `dir/requests-<process>-<port>.jsonl` (see [`RECORD_DIR_ENV`]).
+    pub fn write_record(&self, dir: &std::path::Path) -> std::io::Result<()> {
+        use std::io::Write as _;
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(format!(
+            "requests-{}-{}.jsonl",
+            std::process::id(),
+            self.addr.port()
+        ));
+        let mut out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        for r in lock(&self.inner.requests).iter() {
+            let t = r.target.as_ref();
+            let line = json!({
+                "user": r.user, "verb": r.verb(), "group": t.map(|t| t.group.clone()),
+                "resource": r.resource(), "namespace": t.and_then(|t| t.namespace.clone()),
+                "name": t.and_then(|t| t.name.clone()), "path": r.path, "status": r.status,
+            });
+            writeln!(out, "{line}")?;
+        }
+        Ok(())
+    }
+
+    /// Hides the requests so far from [`ApiServer::requests`] (the record file keeps them).
     pub fn clear_requests(&self) {
-        lock(&self.inner.requests).clear();
+        self.inner
+            .shown_from
+            .store(self.inner.next_seq(), Ordering::SeqCst);
     }
 
     /// Adds a fault (faults apply in the order added).

@@ -50,7 +50,8 @@ pub struct Recorded {
     pub body: Option<Value>,
     /// The resource addressed, when the path is a resource path.
     pub target: Option<Target>,
-    /// The HTTP status answered (200 for a watch that started).
+    /// The HTTP status answered (200 for a watch that started; 0 while the request is in flight: it is
+    /// recorded on arrival, so a write is in the record before its effect is visible).
     pub status: u16,
     /// The fault that shaped the answer, if any.
     pub fault: Option<String>,

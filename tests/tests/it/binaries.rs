@@ -564,12 +564,19 @@ async fn recommender_rides_out_api_faults_and_collects_orphaned_checkpoints() {
         (!c.is_empty()).then_some(c)
     })
     .await;
+    // The answers of the first three status writes (0 while one is still in flight).
+    let statuses = wait(&server, &rec, "three answered status writes", |s| {
+        let statuses: Vec<u16> = s
+            .requests()
+            .iter()
+            .filter(|r| r.resource() == "verticalpodautoscalers/status")
+            .map(|r| r.status)
+            .take(3)
+            .collect();
+        (statuses.len() == 3 && !statuses.contains(&0)).then_some(statuses)
+    })
+    .await;
     let reqs = server.requests();
-    let statuses: Vec<u16> = reqs
-        .iter()
-        .filter(|r| r.resource() == "verticalpodautoscalers/status")
-        .map(|r| r.status)
-        .collect();
     assert_eq!(
         statuses.get(..3),
         Some(&[500, 500, 200][..]),

@@ -53,8 +53,8 @@ async fn two_replicas(server: &ApiServer, dir: &std::path::Path) -> (Process, Pr
     server.load_yaml(namespace()).unwrap();
     server.load_yaml(&workload("web", "250m", "200Mi")).unwrap();
     server.put(vpa("web", "web")).unwrap();
-    let a = start(server, dir, "replica-a");
-    let b = start(server, dir, "replica-b");
+    let a = start(server, dir, "recommender-a");
+    let b = start(server, dir, "recommender-b");
     server
         .wait_for(Duration::from_secs(15), |s| recommendation(s, "web"))
         .await
@@ -88,15 +88,15 @@ async fn one_lease_one_writer_and_failover_after_the_leader_dies() {
     );
 
     // Kill the leader abruptly: the other replica takes over once the lease expires (3 s) and writes.
-    let (mut dead, survivor) = if leader == "replica-a" {
+    let (mut dead, survivor) = if leader == "recommender-a" {
         (a, b)
     } else {
         (b, a)
     };
-    let other = if leader == "replica-a" {
-        "replica-b"
+    let other = if leader == "recommender-a" {
+        "recommender-b"
     } else {
-        "replica-a"
+        "recommender-a"
     };
     dead.kill();
     let killed = Instant::now();
@@ -144,10 +144,10 @@ async fn a_leader_that_loses_the_lease_writes_nothing_afterwards() {
     let server = ApiServer::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (a, b, leader) = two_replicas(&server, dir.path()).await;
-    let (old, other) = if leader == "replica-a" {
-        (a, "replica-b")
+    let (old, other) = if leader == "recommender-a" {
+        (a, "recommender-b")
     } else {
-        (b, "replica-a")
+        (b, "recommender-a")
     };
     // The leader's renewals start failing (and its checkpoint writes are slow, as on a busy API server):
     // it must notice within its renew deadline and stop writing at once; the other replica takes over
@@ -163,7 +163,10 @@ async fn a_leader_that_loses_the_lease_writes_nothing_afterwards() {
     server
         .wait_for(Duration::from_secs(15), |s| {
             s.requests().into_iter().find(|r| {
-                r.user == other && r.resource() == "leases" && r.is_write() && r.status < 300
+                r.user == other
+                    && r.resource() == "leases"
+                    && r.is_write()
+                    && (200..300).contains(&r.status)
             })
         })
         .await
