@@ -33,8 +33,8 @@ record "cargo clippy" $?
 # --- Rust tests ----------------------------------------------------------------------------------------
 # tests/tests/binaries.rs runs the real binaries against the stand-in API server and finds them in
 # target/debug: build them first (cargo test --workspace would too, but only as a side effect).
-step "cargo build -p tailor-recommender -p tailor-admission"
-cargo build -p tailor-recommender -p tailor-admission
+step "cargo build -p tailor-recommender -p tailor-admission -p tailor-updater"
+cargo build -p tailor-recommender -p tailor-admission -p tailor-updater
 record "cargo build (binaries for the stand-in tests)" $?
 
 step "cargo test --workspace"

@@ -62,7 +62,7 @@ fn sources_of(name: &str) -> &'static [&'static str] {
     }
 }
 
-/// The path of the built binary `name` (`tailor-recommender`, `tailor-admission`). Panics, saying how to
+/// The path of the built binary `name` (`tailor-recommender`, `tailor-admission`, `tailor-updater`). Panics, saying how to
 /// build it, when it is missing or older than the sources it is built from.
 pub fn binary(name: &str) -> PathBuf {
     let dir = match std::env::var_os("TAILOR_BIN_DIR") {
@@ -77,7 +77,7 @@ pub fn binary(name: &str) -> PathBuf {
         }
     };
     let path = dir.join(name);
-    let build = "cargo build -p tailor-recommender -p tailor-admission";
+    let build = "cargo build -p tailor-recommender -p tailor-admission -p tailor-updater";
     let built = std::fs::metadata(&path)
         .and_then(|m| m.modified())
         .unwrap_or_else(|_| {
@@ -283,6 +283,23 @@ pub fn start_recommender(
         Process::spawn(user, &binary("tailor-recommender"), &args),
         addr,
     )
+}
+
+/// Starts `tailor-updater` against `server` as `user`, with a 1 s loop and JSON logs; `extra` flags follow.
+pub fn start_updater(server: &ApiServer, dir: &Path, user: &str, extra: &[&str]) -> Process {
+    let kubeconfig = write_kubeconfig(server, dir, user);
+    let mut args: Vec<String> = vec![
+        "--kubeconfig".into(),
+        kubeconfig.display().to_string(),
+        "--address".into(),
+        format!("127.0.0.1:{}", free_port()),
+        "--updater-interval".into(),
+        "1s".into(),
+        "--log-format".into(),
+        "json".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    Process::spawn(user, &binary("tailor-updater"), &args)
 }
 
 /// The addresses `tailor-admission` serves on.

@@ -62,12 +62,14 @@ metadata:
   labels: {{app: {app}, pod-template-hash: 7c9f}}
   ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: {app}-7c9f, uid: rs-{app}, controller: true}}]
 spec:
+  nodeName: node-1
   containers:
     - name: app
       image: nginx
       resources: {{requests: {{cpu: 100m, memory: 128Mi}}}}
 status:
   phase: Running
+  startTime: "2026-01-01T00:00:00Z"
   containerStatuses:
     - name: app
       ready: true
