@@ -31,7 +31,7 @@ cargo clippy --workspace --all-targets -- -D warnings
 record "cargo clippy" $?
 
 # --- Rust tests ----------------------------------------------------------------------------------------
-# tests/tests/binaries.rs runs the real binaries against the stand-in API server and finds them in
+# tests/tests/it/ runs the real binaries against the stand-in API server and finds them in
 # target/debug: build them first (cargo test --workspace would too, but only as a side effect).
 step "cargo build -p tailor-recommender -p tailor-admission -p tailor-updater"
 cargo build -p tailor-recommender -p tailor-admission -p tailor-updater
