@@ -411,3 +411,24 @@ pub async fn post_review(addr: SocketAddr, ca_pem: &str, review: &Value) -> Valu
         .to_bytes();
     serde_json::from_slice(&body).expect("the webhook answers JSON")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[should_panic(expected = "is missing: these tests run the real binaries")]
+    fn a_missing_binary_says_how_to_build_it() {
+        binary("tailor-no-such-binary");
+    }
+
+    #[test]
+    fn each_binary_is_checked_against_its_own_sources() {
+        let root = workspace_root();
+        for name in ["tailor-recommender", "tailor-admission", "tailor-updater"] {
+            for dir in sources_of(name) {
+                assert!(root.join(dir).is_dir(), "{name}: {dir}");
+            }
+        }
+    }
+}
