@@ -1,8 +1,9 @@
 //! The real `tailor-recommender` and `tailor-admission` binaries against the stand-in API server, through a
 //! kubeconfig, exactly as in a cluster (DESIGN.md §5, issue 12 "run the real binaries here").
 //!
-//! The binaries must be built first (`cargo build -p tailor-recommender -p tailor-admission`; `hack/test.sh`
-//! and `cargo test --workspace` do it): see [`tailor_tests::process::binary`].
+//! The binaries must be built first (`cargo build -p tailor-recommender -p tailor-admission -p
+//! tailor-updater`; `hack/test.sh` and `cargo test --workspace` do it): see
+//! [`tailor_tests::process::binary`].
 
 use std::time::Duration;
 
