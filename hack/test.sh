@@ -31,6 +31,12 @@ cargo clippy --workspace --all-targets -- -D warnings
 record "cargo clippy" $?
 
 # --- Rust tests ----------------------------------------------------------------------------------------
+# tests/tests/it/ runs the real binaries against the stand-in API server and finds them in
+# target/debug: build them first (cargo test --workspace would too, but only as a side effect).
+step "cargo build -p tailor-recommender -p tailor-admission -p tailor-updater"
+cargo build -p tailor-recommender -p tailor-admission -p tailor-updater
+record "cargo build (binaries for the stand-in tests)" $?
+
 step "cargo test --workspace"
 cargo test --workspace --no-fail-fast 2>&1 | tee "$LOG_DIR/cargo-test.log"
 rc=${PIPESTATUS[0]}

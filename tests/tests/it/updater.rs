@@ -1,0 +1,115 @@
+//! The real `tailor-updater` against the stand-in: it evicts (through the `pods/eviction` subresource) a pod
+//! whose requests are outside its VPA's recommendation, but only while the webhook's status Lease says
+//! admission is alive, and no more pods at once than the disruption budget allows; with
+//! `InPlaceOrRecreate` it resizes through `pods/resize` instead.
+
+use std::time::Duration;
+
+use serde_json::json;
+use tailor_tests::process::start_updater;
+use tailor_tests::standin::ApiServer;
+
+use crate::binaries::{namespace, vpa, workload};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updater_evicts_outside_the_recommendation_only_while_admission_is_alive() {
+    let server = ApiServer::start().await.unwrap();
+    server.load_yaml(namespace()).unwrap();
+    server.load_yaml(&workload("web", "100m", "64Mi")).unwrap();
+    let mut v = vpa("web", "web");
+    v["spec"]["updatePolicy"] = json!({"updateMode": "Recreate"});
+    v["status"] = json!({"recommendation": {"containerRecommendations": [{"containerName": "app",
+        "target": {"cpu": "500m", "memory": "512Mi"},
+        "lowerBound": {"cpu": "400m", "memory": "400Mi"},
+        "upperBound": {"cpu": "600m", "memory": "600Mi"}}]}});
+    server.put(v).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let up = start_updater(&server, dir.path(), "updater", &[]);
+    let evictions = |s: &ApiServer| {
+        s.requests()
+            .into_iter()
+            .filter(|r| r.user == "updater" && r.resource() == "pods/eviction")
+            .count()
+    };
+
+    // No status Lease from the webhook: three loops, no eviction.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(evictions(&server), 0, "{}", up.log_lines().join("\n"));
+    assert!(
+        server
+            .requests()
+            .iter()
+            .any(|r| r.user == "updater" && r.resource() == "leases"),
+        "the updater looks for the webhook's Lease"
+    );
+
+    // The webhook is alive: one of the two pods goes (the other stays, within the disruption budget).
+    server
+        .put(
+            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "tailor-admission", "namespace": "kube-system"},
+            "spec": {"holderIdentity": "admission", "leaseDurationSeconds": 60}}),
+        )
+        .unwrap();
+    server
+        .wait_for(Duration::from_secs(10), |s| {
+            (evictions(s) > 0).then_some(())
+        })
+        .await
+        .unwrap_or_else(|| panic!("no eviction:\n{}", up.log_lines().join("\n")));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let pods = server.list("v1", "Pod", Some("shop"));
+    assert_eq!(pods.len(), 1, "one pod evicted, one kept");
+    assert_eq!(evictions(&server), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updater_resizes_in_place_through_the_resize_subresource() {
+    let server = ApiServer::start().await.unwrap();
+    server.load_yaml(namespace()).unwrap();
+    server.load_yaml(&workload("web", "100m", "64Mi")).unwrap();
+    server
+        .put(
+            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "tailor-admission", "namespace": "kube-system"},
+            "spec": {"holderIdentity": "admission", "leaseDurationSeconds": 60}}),
+        )
+        .unwrap();
+    let mut v = vpa("web", "web");
+    v["spec"]["updatePolicy"] = json!({"updateMode": "InPlaceOrRecreate"});
+    v["status"] = json!({"recommendation": {"containerRecommendations": [{"containerName": "app",
+        "target": {"cpu": "500m", "memory": "512Mi"},
+        "lowerBound": {"cpu": "400m", "memory": "400Mi"},
+        "upperBound": {"cpu": "600m", "memory": "600Mi"}}]}});
+    server.put(v).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let up = start_updater(&server, dir.path(), "updater", &[]);
+    let resize = server
+        .wait_for(Duration::from_secs(10), |s| {
+            s.requests()
+                .into_iter()
+                .find(|r| r.user == "updater" && r.resource() == "pods/resize" && r.status == 200)
+        })
+        .await
+        .unwrap_or_else(|| panic!("no resize:\n{}", up.log_lines().join("\n")));
+    assert!(
+        resize
+            .content_type
+            .as_deref()
+            .is_some_and(|c| c.starts_with("application/json-patch+json")),
+        "{resize:?}"
+    );
+    let name = resize.target.as_ref().unwrap().name.clone().unwrap();
+    let pod = server.get("v1", "Pod", "shop", &name).unwrap();
+    assert_eq!(
+        pod["spec"]["containers"][0]["resources"]["requests"]["cpu"], "500m",
+        "the resize patch set the recommended request: {pod}"
+    );
+    assert!(
+        !server
+            .requests()
+            .iter()
+            .any(|r| r.resource() == "pods/eviction"),
+        "in place first: no eviction"
+    );
+}
