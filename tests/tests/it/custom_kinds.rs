@@ -96,8 +96,6 @@ async fn recommender_resolves_a_custom_kind_through_scale() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 12 defect 1: tailor-admission builds its index without a scale lookup, so pods of custom \
-            kinds are admitted unpatched"]
 async fn admission_patches_a_pod_of_a_custom_kind_with_scale() {
     let server = ApiServer::start().await.unwrap();
     rollout(&server);
