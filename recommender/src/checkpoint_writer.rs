@@ -17,7 +17,7 @@ use tailor_crds::{
 };
 use tokio::time::Instant;
 
-use crate::checkpoint::{self, OpenWindow};
+use crate::checkpoint::{self, WindowAggregate};
 use crate::error::Error;
 use crate::ingest::{VpaKey, key_of};
 use crate::ratelimit::RateLimiter;
@@ -78,7 +78,8 @@ pub struct DesiredCheckpoint {
 }
 
 /// The checkpoints of one VPA at `now`: per container name, the merged aggregate minus open memory windows,
-/// with those windows in the annotation.
+/// with those windows aggregated ([`WindowAggregate`], bounded whatever the number of pods) in the
+/// annotation.
 pub fn desired_checkpoints(
     vpa: &VerticalPodAutoscaler,
     content: VpaCheckpoint,
@@ -86,21 +87,23 @@ pub fn desired_checkpoints(
 ) -> Vec<Result<DesiredCheckpoint, Error>> {
     let namespace = vpa.metadata.namespace.clone().unwrap_or_default();
     let vpa_name = vpa.metadata.name.clone().unwrap_or_default();
-    let mut windows: BTreeMap<String, Vec<OpenWindow>> = BTreeMap::new();
+    let mut windows: BTreeMap<String, Vec<(Nanos, i64)>> = BTreeMap::new();
     for w in content.open_windows {
         windows
-            .entry(w.container.clone())
+            .entry(w.container)
             .or_default()
-            .push(w.into());
+            .push((w.end, w.peak));
     }
     content
         .states
         .into_iter()
         .map(|(container, agg)| {
             let status = checkpoint::to_api_status(&agg.save_to_checkpoint(), now);
-            let ws = windows.remove(&container).unwrap_or_default();
+            let aggregate = windows.remove(&container).and_then(|ws| {
+                WindowAggregate::of(ws, agg.memory.histogram().options(), agg.memory.half_life())
+            });
             let name = checkpoint::checkpoint_name(&vpa_name, &container);
-            match checkpoint::build(vpa, &container, status, &ws) {
+            match checkpoint::build(vpa, &container, status, aggregate.as_ref()) {
                 Ok(object) => Ok(DesiredCheckpoint {
                     namespace: namespace.clone(),
                     name,
