@@ -649,3 +649,29 @@ pub fn default_update_policy() -> PodUpdatePolicy {
         ..PodUpdatePolicy::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feature_gates_parse_like_the_webhook_flag() {
+        assert_eq!(FeatureGates::parse(""), Ok(FeatureGates::default()));
+        assert_eq!(
+            FeatureGates::parse("CPUStartupBoost=true, InPlace ,PerVPAConfig=false"),
+            Ok(FeatureGates {
+                cpu_startup_boost: true,
+                per_vpa_config: false,
+                in_place: true,
+            })
+        );
+        assert_eq!(
+            FeatureGates::parse("InPlace=yes").map_err(|e| e.to_string()),
+            Err("--feature-gates: InPlace: \"yes\" is not true or false".to_string())
+        );
+        assert_eq!(
+            FeatureGates::parse("AllAlpha=true"),
+            Err(FeatureGateError::Unknown("AllAlpha".into()))
+        );
+    }
+}
