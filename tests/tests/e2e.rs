@@ -1398,6 +1398,14 @@ async fn an_oom_kill_bumps_the_memory_recommendation() {
     let env = e2e("an_oom_kill_bumps_the_memory_recommendation").await;
     let env = &env;
     in_namespace(env, "oom", |ns| async move {
+        // The VPA first, known to the recommender before the pod exists, so that no OOM can come before it.
+        env.create_vpa(&ns, vpa_manifest("oom", "oom", "Off")).await?;
+        let vpas = env.tailor_vpas(&ns);
+        wait_for("the recommender to take up VPA oom", POD_TIMEOUT, || async {
+            let status = vpas.get("oom").await?.status;
+            Ok(status.and_then(|s| s.conditions).filter(|c| !c.is_empty()).map(|_| ()))
+        })
+        .await?;
         // The container fills its 300Mi once (an OOM kill), then idles; the marker survives the restart.
         let script = "if [ -e /scratch/oomed ]; then exec sleep 100000; fi; touch /scratch/oomed; exec tail /dev/zero";
         env.create_deployment_from(&ns, json!({
@@ -1425,7 +1433,6 @@ async fn an_oom_kill_bumps_the_memory_recommendation() {
             }
         }))
         .await?;
-        env.create_vpa(&ns, vpa_manifest("oom", "oom", "Off")).await?;
         wait_for("the container of oom to be OOM-killed once and run again", POD_TIMEOUT, || async {
             let pods = env.running_pods(&ns, "oom").await?;
             Ok(pods.iter().find_map(|p| {
@@ -1438,7 +1445,6 @@ async fn an_oom_kill_bumps_the_memory_recommendation() {
         // Upstream's bump: max(request × 1.2, request + 100Mi) = 400Mi; without the OOM the container's few
         // KiB of usage give the 250Mi minimum.
         let bump = 400 * MI;
-        let vpas = env.tailor_vpas(&ns);
         let waited = wait_for(
             &format!("a memory target of at least {bump} bytes after the OOM"),
             RECOMMENDATION_TIMEOUT,
