@@ -226,6 +226,15 @@ def invariants(docs: list[dict], namespace: str = NAMESPACE) -> list[str]:
                 errs.append(f"{name}/{c['name']}: seccomp profile {seccomp!r}")
             if not c.get("resources", {}).get("requests"):
                 errs.append(f"{name}/{c['name']}: no resource requests")
+        # SIGTERM handling (final checkpoints, releasing the leader lease) must end before the kubelet kills.
+        for a in args(dep):
+            if a.startswith("--shutdown-timeout="):
+                timeout = a.split("=", 1)[1]
+                if not timeout.endswith("s") or not timeout[:-1].isdigit():
+                    errs.append(f"{name}: --shutdown-timeout={timeout} is not whole seconds")
+                elif pod.get("terminationGracePeriodSeconds", 30) <= int(timeout[:-1]):
+                    errs.append(f"{name}: terminationGracePeriodSeconds {pod.get('terminationGracePeriodSeconds', 30)}"
+                                f" does not exceed --shutdown-timeout={timeout}")
     for cfg in find(docs, "MutatingWebhookConfiguration") + find(docs, "ValidatingWebhookConfiguration"):
         for w in cfg["webhooks"]:
             where = f"{cfg['metadata']['name']}/{w['name']}"
@@ -289,7 +298,8 @@ def expect_defaults(docs: list[dict]) -> None:
     assert rec["spec"]["replicas"] == 1 and rec["spec"]["strategy"]["type"] == "Recreate"
     assert not any(a.startswith("--leader-elect") for a in args(rec)), args(rec)
     assert not find(docs, "PodDisruptionBudget", f"{RELEASE}-recommender"), "PDB for a single recommender"
-    for a in ["--address=:8942", "--recommender-interval=1m", "--log-format=json", "--recommender-name=default"]:
+    for a in ["--address=:8942", "--recommender-interval=1m", "--log-format=json", "--recommender-name=default",
+              "--shutdown-timeout=20s"]:
         assert a in args(rec), f"recommender lacks {a}: {args(rec)}"
     for a in ["--port=8000", "--address=:8944", "--webhook-timeout-seconds=5"]:
         assert a in args(adm), f"admission lacks {a}: {args(adm)}"
@@ -331,7 +341,7 @@ UPDATER_DEFAULT_ARGS = [
     "--in-recommendation-bounds-eviction-lifetime-threshold=12h", "--evict-after-oom-threshold=10m",
     "--use-admission-controller-status=true", "--admission-controller-status-lease-name=tailor-admission",
     f"--admission-controller-status-lease-namespace={NAMESPACE}", "--admission-controller-status-lease-timeout=1m",
-    "--kube-api-qps=50", "--kube-api-burst=100", "--log-format=json", "--log-level=info",
+    "--kube-api-qps=50", "--kube-api-burst=100", "--log-format=json", "--log-level=info", "--shutdown-timeout=20s",
 ]
 
 
@@ -720,6 +730,12 @@ INVALID: list[tuple[str, dict, str]] = [
     ("schema: bad duration", {"recommender": {"interval": "one minute"}}, "interval"),
     ("schema: eviction tolerance above 1", {"updater": {"evictionTolerance": 1.5}}, "evictionTolerance"),
     ("schema: malformed feature gates", {"updater": {"featureGates": "InPlace=yes"}}, "featureGates"),
+    ("recommender grace period not above its shutdown timeout",
+     {"recommender": {"terminationGracePeriodSeconds": 20}},
+     "recommender.terminationGracePeriodSeconds (20) must exceed recommender.shutdownTimeoutSeconds (20)"),
+    ("updater grace period not above its shutdown timeout",
+     {"updater": {"shutdownTimeoutSeconds": 45}},
+     "updater.terminationGracePeriodSeconds (30) must exceed updater.shutdownTimeoutSeconds (45)"),
     ("updater namespace and ignored namespaces together",
      {"updater": {"vpaObjectNamespace": "apps", "ignoredVpaObjectNamespaces": ["sandbox"]}},
      "updater.vpaObjectNamespace and updater.ignoredVpaObjectNamespaces are exclusive"),

@@ -8,14 +8,19 @@
 # Environment:
 #   KIND_CLUSTER       cluster name                              (tailor-e2e)
 #   KIND_NODE_IMAGE    node image, Kubernetes >= 1.33 (in-place resize on by default)  (kindest/node:v1.33.1)
-#   KEEP_CLUSTER=1     keep the cluster afterwards (default: delete it, also on failure)
+#   KEEP_CLUSTER=1     keep the cluster afterwards (default: delete the cluster this script created, also on
+#                      failure; a reused cluster is never deleted)
 #   REUSE_CLUSTER=1    use an existing cluster of that name instead of creating one
 #   SKIP_BUILD=1       do not build the images (they must already be loaded)
 #   IMAGE_TAG          tag of the locally built images          (e2e)
 #   METRICS_SERVER_VERSION                                       (v0.8.0)
 #   UPSTREAM_VPA_REF   kubernetes/autoscaler ref whose VPA CRDs are installed next to Tailor's, to prove
 #                      they do not interfere                    (vertical-pod-autoscaler-1.2.2)
-#   CARGO_TEST_ARGS    extra arguments after `--` for cargo test (e.g. a test name filter)
+#   CARGO_TEST_ARGS    extra arguments after `--` for cargo test (e.g. a test name filter); the run fails when
+#                      no test ran
+#
+# Chart values: hack/kind-values.yaml (the webhook's feature gates there are checked against the examples by
+# tests/tests/kind_values.rs), plus the image tags built here.
 set -euo pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$(pwd)
@@ -39,6 +44,7 @@ for tool in docker kind kubectl cargo; do
   command -v "$tool" >/dev/null 2>&1 || die "$tool is required"
 done
 mkdir -p "$WORK"
+rm -f "$KUBECONFIG_FILE" # a stale one would point the clean-up's state dump at another cluster
 
 dump_state() {
   log "cluster state (for debugging)"
@@ -50,33 +56,48 @@ dump_state() {
   kubectl get events -A --sort-by=.lastTimestamp | tail -n 50 || true
 }
 
+# Set before the cluster exists, so that a failure anywhere (the creation included) cleans up. Only a cluster
+# this script created is deleted.
+CREATED=0
 cleanup() {
   local rc=$?
-  if [[ $rc -ne 0 ]]; then dump_state; fi
-  if [[ ${KEEP_CLUSTER:-0} != 1 && ${REUSE_CLUSTER:-0} != 1 ]]; then
+  trap - EXIT
+  if [[ $rc -ne 0 && -s $KUBECONFIG_FILE ]]; then dump_state; fi
+  if [[ $CREATED == 1 && ${KEEP_CLUSTER:-0} != 1 ]]; then
     log "deleting cluster $KIND_CLUSTER (KEEP_CLUSTER=1 keeps it)"
     kind delete cluster --name "$KIND_CLUSTER" || true
   fi
   exit "$rc"
 }
+trap cleanup EXIT
 
 # --- cluster ---------------------------------------------------------------------------------------
-if [[ ${REUSE_CLUSTER:-0} == 1 ]] && kind get clusters | grep -qx "$KIND_CLUSTER"; then
+# Pod-level resources (spec.resources) are beta and on from Kubernetes 1.34; older node images need the gate.
+node_minor=$(sed -nE 's/.*:v1\.([0-9]+).*/\1/p' <<<"$KIND_NODE_IMAGE")
+feature_gates=""
+if [[ -n $node_minor && $node_minor -lt 34 ]]; then
+  feature_gates=$'featureGates:\n  PodLevelResources: true'
+fi
+if kind get clusters 2>/dev/null | grep -qx "$KIND_CLUSTER"; then
+  [[ ${REUSE_CLUSTER:-0} == 1 ]] ||
+    die "cluster $KIND_CLUSTER exists: set REUSE_CLUSTER=1 to use it, or delete it (kind delete cluster --name $KIND_CLUSTER)"
   log "reusing cluster $KIND_CLUSTER"
 else
+  [[ ${REUSE_CLUSTER:-0} != 1 ]] || die "REUSE_CLUSTER=1 but there is no cluster $KIND_CLUSTER"
   log "creating cluster $KIND_CLUSTER ($KIND_NODE_IMAGE)"
-  cat >"$WORK/kind-config.yaml" <<'KIND'
+  cat >"$WORK/kind-config.yaml" <<KIND
 kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4
+$feature_gates
 nodes:
   - role: control-plane
   - role: worker
   - role: worker
 KIND
+  CREATED=1
   kind create cluster --name "$KIND_CLUSTER" --image "$KIND_NODE_IMAGE" \
     --config "$WORK/kind-config.yaml" --wait 120s
 fi
-trap cleanup EXIT
 kind get kubeconfig --name "$KIND_CLUSTER" >"$KUBECONFIG_FILE"
 kubectl version
 
@@ -106,35 +127,34 @@ done
 
 # --- the chart (self-managed certificates: nothing else to install) ----------------------------------------
 log "installing the chart"
-VALUES="$WORK/values.yaml"
-cat >"$VALUES" <<VALUES
-global:
-  imageRegistry: ""
-recommender:
-  image: {repository: tailor-recommender, tag: "$IMAGE_TAG", pullPolicy: Never}
-  # A short loop so recommendations appear within the tests' patience.
-  interval: 10s
-  logFormat: text
-updater:
-  image: {repository: tailor-updater, tag: "$IMAGE_TAG", pullPolicy: Never}
-  # A short loop so the update tests see evictions and resizes within their patience. The tests' pods start
-  # with requests below the recommendation's lowerBound, so the 12h lifetime threshold does not apply to them.
-  interval: 10s
-  logFormat: text
-admission:
-  image: {repository: tailor-admission, tag: "$IMAGE_TAG", pullPolicy: Never}
-  tls:
-    selfManaged: {enabled: true}
-VALUES
+VALUES="$ROOT/hack/kind-values.yaml"
+IMAGES="$WORK/images.yaml"
+cat >"$IMAGES" <<IMAGES
+recommender: {image: {tag: "$IMAGE_TAG"}}
+updater: {image: {tag: "$IMAGE_TAG"}}
+admission: {image: {tag: "$IMAGE_TAG"}}
+IMAGES
 if command -v helm >/dev/null 2>&1; then
   helm upgrade --install "$RELEASE" "$ROOT/charts/tailor" --namespace "$NAMESPACE" --create-namespace \
-    --values "$VALUES" --wait --timeout 5m
+    --values "$VALUES" --values "$IMAGES" --wait --timeout 5m
 elif [[ -x $ROOT/target/venv/bin/python ]]; then
-  "$ROOT/target/venv/bin/python" - "$ROOT/charts/tailor" "$RELEASE" "$NAMESPACE" "$VALUES" "$KUBECONFIG_FILE" <<'PY'
+  "$ROOT/target/venv/bin/python" - "$ROOT/charts/tailor" "$RELEASE" "$NAMESPACE" "$KUBECONFIG_FILE" \
+    "$VALUES" "$IMAGES" <<'PY'
 import sys, yaml, helm_python as helm
-chart, release, namespace, values, kubeconfig = sys.argv[1:]
+chart, release, namespace, kubeconfig, *files = sys.argv[1:]
+
+def merge(base, override):
+    out = dict(base)
+    for k, v in override.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+values = {}
+for f in files:
+    with open(f) as fh:
+        values = merge(values, yaml.safe_load(fh) or {})
 with helm.Config(kubeconfig_path=kubeconfig, namespace=namespace) as cfg:
-    cfg.install(chart, release, yaml.safe_load(open(values)), namespace=namespace,
+    cfg.install(chart, release, values, namespace=namespace,
                 create_namespace=True, wait="watcher", timeout=300)
     print(f"installed {release} in {namespace}")
 PY
@@ -167,15 +187,27 @@ done
 
 # metrics-server must serve pod metrics before recommendations can appear.
 log "waiting for metrics.k8s.io"
+metrics_ok=0
 for _ in $(seq 1 60); do
-  kubectl top pods -n kube-system >/dev/null 2>&1 && break
+  if kubectl top pods -n kube-system >/dev/null 2>&1; then
+    metrics_ok=1
+    break
+  fi
   sleep 5
 done
+[[ $metrics_ok == 1 ]] ||
+  die "metrics.k8s.io served no pod metrics within 5 minutes (kubectl top pods -n kube-system: $(kubectl top pods -n kube-system 2>&1 | tail -n 1))"
 
 # --- the tests -----------------------------------------------------------------------------------------------
 log "running the e2e tests"
-# One test at a time: the webhook-down test scales the webhook to zero (the updater pauses meanwhile).
+# One test at a time: some restart or scale Tailor's components (webhook down, recommender failover and
+# restart, certificate rotation), and the updater pauses while the webhook's status Lease is stale.
+TEST_LOG="$WORK/cargo-test.log"
 # shellcheck disable=SC2086 # CARGO_TEST_ARGS is a list of words on purpose
 TAILOR_E2E_KUBECONFIG="$KUBECONFIG_FILE" TAILOR_E2E_NAMESPACE="$NAMESPACE" TAILOR_E2E_RELEASE="$RELEASE" \
-  cargo test -p tailor-tests --test e2e --locked -- --ignored --test-threads=1 --nocapture ${CARGO_TEST_ARGS:-}
-log "e2e passed"
+  cargo test -p tailor-tests --test e2e --locked -- --ignored --test-threads=1 --nocapture ${CARGO_TEST_ARGS:-} \
+  2>&1 | tee "$TEST_LOG"
+# A filter that matches nothing, or a build without the tests, passes with "0 passed": that is no e2e run.
+ran=$(sed -nE 's/^test result: ok\. ([0-9]+) passed.*/\1/p' "$TEST_LOG" | awk '{n += $1} END {print n + 0}')
+[[ $ran -gt 0 ]] || die "no e2e test ran (CARGO_TEST_ARGS=${CARGO_TEST_ARGS:-}); see $TEST_LOG"
+log "e2e passed ($ran tests)"

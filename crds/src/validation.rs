@@ -133,6 +133,44 @@ pub struct FeatureGates {
     pub in_place: bool,
 }
 
+/// A malformed `--feature-gates` value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FeatureGateError {
+    /// A gate's value is neither `true` nor `false`.
+    #[error("--feature-gates: {gate}: {value:?} is not true or false")]
+    Value {
+        /// The gate.
+        gate: String,
+        /// What was given.
+        value: String,
+    },
+    /// A gate the webhook does not know.
+    #[error("--feature-gates: unknown gate {0:?} (known: CPUStartupBoost, InPlace, PerVPAConfig)")]
+    Unknown(String),
+}
+
+impl FeatureGates {
+    /// Parses the webhook's `--feature-gates` value: `Name=bool` (or a bare `Name`, meaning true)
+    /// separated by commas; empty enables none.
+    pub fn parse(s: &str) -> Result<FeatureGates, FeatureGateError> {
+        let mut gates = FeatureGates::default();
+        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (name, value) = item.split_once('=').unwrap_or((item, "true"));
+            let on: bool = value.trim().parse().map_err(|_| FeatureGateError::Value {
+                gate: name.trim().to_string(),
+                value: value.to_string(),
+            })?;
+            match name.trim() {
+                "CPUStartupBoost" => gates.cpu_startup_boost = on,
+                "InPlace" => gates.in_place = on,
+                "PerVPAConfig" => gates.per_vpa_config = on,
+                other => return Err(FeatureGateError::Unknown(other.to_string())),
+            }
+        }
+        Ok(gates)
+    }
+}
+
 /// What validation allows, from the feature gates and the object being updated (ratcheting: a field
 /// the stored object already uses stays allowed).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -609,5 +647,31 @@ pub fn default_update_policy() -> PodUpdatePolicy {
     PodUpdatePolicy {
         update_mode: Some(UpdateMode::Recreate),
         ..PodUpdatePolicy::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feature_gates_parse_like_the_webhook_flag() {
+        assert_eq!(FeatureGates::parse(""), Ok(FeatureGates::default()));
+        assert_eq!(
+            FeatureGates::parse("CPUStartupBoost=true, InPlace ,PerVPAConfig=false"),
+            Ok(FeatureGates {
+                cpu_startup_boost: true,
+                per_vpa_config: false,
+                in_place: true,
+            })
+        );
+        assert_eq!(
+            FeatureGates::parse("InPlace=yes").map_err(|e| e.to_string()),
+            Err("--feature-gates: InPlace: \"yes\" is not true or false".to_string())
+        );
+        assert_eq!(
+            FeatureGates::parse("AllAlpha=true"),
+            Err(FeatureGateError::Unknown("AllAlpha".into()))
+        );
     }
 }

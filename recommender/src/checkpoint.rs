@@ -2,9 +2,14 @@
 //! `VerticalPodAutoscalerCheckpoint` resource, and the open memory windows Tailor keeps alongside.
 //!
 //! The status holds what upstream holds (the merged aggregate minus the open memory windows). Tailor adds
-//! the open windows themselves as the annotation [`OPEN_WINDOWS_ANNOTATION`], so that after a restart a
-//! still-running container continues its window, and the peak of a container that went away is kept as a
-//! finished window. Upstream-compatible readers ignore the annotation.
+//! the open windows as the annotation [`OPEN_WINDOWS_ANNOTATION`], so that their peaks survive a restart
+//! (upstream loses them). The annotation is bounded whatever the number of pods: one aggregate per
+//! container ([`WindowAggregate`]): the peaks of all its open windows, grouped by memory-histogram bucket (at
+//! most one entry per bucket, 176 with the VPA preset), each bucket's weight decayed to one reference time.
+//! A restart adds that aggregate back into the restored histogram, as the windows would have ended; a
+//! container still running then opens a new window. The earlier per-pod format ([`OpenWindow`] list, which
+//! passed the 256 KiB annotation limit for a few thousand pods) is still read. Upstream-compatible readers
+//! ignore the annotation.
 
 use std::collections::BTreeMap;
 
@@ -16,14 +21,19 @@ use tailor_crds::{
 };
 
 use crate::time::{from_time, to_time, to_time_secs};
-use tailor_engine::histogram::HistogramCheckpoint;
+use tailor_engine::histogram::{DecayingHistogram, HistogramCheckpoint, HistogramOptions};
 use tailor_engine::model::AggregateCheckpoint;
 use tailor_engine::units::{Nanos, ResourceAmount};
 
-/// Annotation holding the open memory windows of the checkpointed containers (JSON list of [`OpenWindow`]).
+/// Annotation holding the open memory windows of the checkpointed container ([`WindowAggregate`] as JSON;
+/// formerly a JSON list of [`OpenWindow`]).
 pub const OPEN_WINDOWS_ANNOTATION: &str = "tailor.dev/open-memory-windows";
 
-/// The open memory window of one container instance at checkpoint time.
+/// Format version of [`WindowAggregate`].
+pub const WINDOW_AGGREGATE_VERSION: u32 = 2;
+
+/// The open memory window of one container instance at checkpoint time (the per-pod format written
+/// before [`WindowAggregate`]; still read).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpenWindow {
     /// Pod name.
@@ -42,6 +52,78 @@ impl From<tailor_engine::model::OpenWindow> for OpenWindow {
             peak: w.peak,
         }
     }
+}
+
+/// The open memory windows of every instance of one container, aggregated: bounded by the number of
+/// histogram buckets, not by the number of pods.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowAggregate {
+    /// Format version ([`WINDOW_AGGREGATE_VERSION`]).
+    pub v: u32,
+    /// Reference time of the weights: the latest window end (ns since the Unix epoch).
+    pub at: Nanos,
+    /// Half-life the weights were decayed with (ns).
+    pub half_life: i64,
+    /// Per memory-histogram bucket with a peak in it: (the largest peak in the bucket in bytes, the sum of
+    /// the windows' weights `2^((end − at) / half_life)`), by ascending peak.
+    pub peaks: Vec<(ResourceAmount, f64)>,
+}
+
+/// Weights are stored with this many decimals (a bucket's weight is at most the number of windows).
+const WEIGHT_SCALE: f64 = 1e6;
+
+impl WindowAggregate {
+    /// The aggregate of `windows` (end, peak) for a memory histogram with `options` and `half_life`;
+    /// `None` when there are no windows.
+    pub fn of(
+        windows: impl IntoIterator<Item = (Nanos, ResourceAmount)>,
+        options: &HistogramOptions,
+        half_life: i64,
+    ) -> Option<WindowAggregate> {
+        let windows: Vec<(Nanos, ResourceAmount)> = windows.into_iter().collect();
+        let at = windows.iter().map(|&(end, _)| end).max()?;
+        let half_life = half_life.max(1);
+        let mut buckets: BTreeMap<usize, (ResourceAmount, f64)> = BTreeMap::new();
+        for (end, peak) in windows {
+            let exponent = (end as f64 - at as f64) / half_life as f64;
+            let weight = exponent.exp2();
+            let slot = buckets
+                .entry(options.find_bucket(peak as f64))
+                .or_insert((peak, 0.0));
+            slot.0 = slot.0.max(peak);
+            slot.1 += weight;
+        }
+        Some(WindowAggregate {
+            v: WINDOW_AGGREGATE_VERSION,
+            at,
+            half_life,
+            peaks: buckets
+                .into_values()
+                .map(|(peak, w)| (peak, (w * WEIGHT_SCALE).round() / WEIGHT_SCALE))
+                .collect(),
+        })
+    }
+
+    /// Adds the windows to `memory` as if they had ended: each bucket's peak with its weight at `at`.
+    pub fn add_to(&self, memory: &mut DecayingHistogram) {
+        for &(peak, weight) in &self.peaks {
+            if weight.is_finite() && weight > 0.0 && peak >= 0 {
+                memory.add_sample(peak as f64, weight, self.at);
+            }
+        }
+    }
+}
+
+/// What a checkpoint's annotation holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoredWindows {
+    /// Nothing (no annotation, an empty one, or one that cannot be read).
+    None,
+    /// The earlier per-pod list.
+    PerPod(Vec<OpenWindow>),
+    /// One aggregate for the container.
+    Aggregated(WindowAggregate),
 }
 
 /// Checkpoint object name for a (VPA, container) pair, as upstream names it.
@@ -107,30 +189,46 @@ pub fn from_api_status(s: &VerticalPodAutoscalerCheckpointStatus) -> AggregateCh
     }
 }
 
-/// The open windows recorded on a checkpoint (empty if absent or unreadable).
-pub fn open_windows(cp: &VerticalPodAutoscalerCheckpoint) -> Vec<OpenWindow> {
-    cp.metadata
+/// The open windows recorded on a checkpoint, in either format.
+pub fn open_windows(cp: &VerticalPodAutoscalerCheckpoint) -> StoredWindows {
+    let Some(text) = cp
+        .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(OPEN_WINDOWS_ANNOTATION))
-        .and_then(|v| serde_json::from_str(v).ok())
-        .unwrap_or_default()
+    else {
+        return StoredWindows::None;
+    };
+    if let Ok(a) = serde_json::from_str::<WindowAggregate>(text) {
+        return if a.v == WINDOW_AGGREGATE_VERSION {
+            StoredWindows::Aggregated(a)
+        } else {
+            StoredWindows::None
+        };
+    }
+    match serde_json::from_str::<Vec<OpenWindow>>(text) {
+        Ok(ws) if !ws.is_empty() => StoredWindows::PerPod(ws),
+        _ => StoredWindows::None,
+    }
 }
 
 /// A complete checkpoint object for `container` of `vpa`, owned by the VPA (so the API server also
-/// removes it when the VPA goes).
+/// removes it when the VPA goes). Its only annotation is [`OPEN_WINDOWS_ANNOTATION`] (`[]` without open
+/// windows, which every version reads): applied server-side, the writer owns that one key and no other
+/// annotation.
 pub fn build(
     vpa: &VerticalPodAutoscaler,
     container: &str,
     status: VerticalPodAutoscalerCheckpointStatus,
-    windows: &[OpenWindow],
+    windows: Option<&WindowAggregate>,
 ) -> Result<VerticalPodAutoscalerCheckpoint, serde_json::Error> {
     let vpa_name = vpa.metadata.name.clone().unwrap_or_default();
     let mut annotations = BTreeMap::new();
-    annotations.insert(
-        OPEN_WINDOWS_ANNOTATION.to_string(),
-        serde_json::to_string(windows)?,
-    );
+    let text = match windows {
+        Some(w) => serde_json::to_string(w)?,
+        None => "[]".to_string(),
+    };
+    annotations.insert(OPEN_WINDOWS_ANNOTATION.to_string(), text);
     let owner = vpa.metadata.uid.as_ref().map(|uid| OwnerReference {
         api_version: "autoscaling.tailor.dev/v1".into(),
         kind: "VerticalPodAutoscaler".into(),
@@ -159,6 +257,143 @@ pub fn build(
 mod tests {
     use super::*;
     use tailor_engine::model::{AggregateContainerState, AggregationsConfig, SampleSink};
+
+    const T: Nanos = 1_700_000_000_000_000_000;
+    const HOUR: Nanos = 3_600_000_000_000;
+
+    fn vpa() -> VerticalPodAutoscaler {
+        let mut v = VerticalPodAutoscaler::new("web", Default::default());
+        v.metadata.namespace = Some("default".into());
+        v.metadata.uid = Some("uid-web".into());
+        v
+    }
+
+    /// 4,000 pods of one container, peaks spread over the whole memory range (10 MB to 1 TB), window ends
+    /// spread over a day.
+    fn many_windows() -> Vec<(Nanos, ResourceAmount)> {
+        (0..4000i64)
+            .map(|i| {
+                let peak = (1e7 * 1e5f64.powf(i as f64 / 3999.0)) as i64;
+                (T + (i % 24) * HOUR + i, peak)
+            })
+            .collect()
+    }
+
+    fn annotation(cp: &VerticalPodAutoscalerCheckpoint) -> &str {
+        cp.metadata.annotations.as_ref().unwrap()[OPEN_WINDOWS_ANNOTATION].as_str()
+    }
+
+    #[test]
+    fn the_annotation_of_4000_pods_stays_under_8_kib() {
+        let cfg = AggregationsConfig::default();
+        let agg = AggregateContainerState::new(&cfg, T);
+        let windows = WindowAggregate::of(
+            many_windows(),
+            agg.memory.histogram().options(),
+            agg.memory.half_life(),
+        )
+        .unwrap();
+        assert!(windows.peaks.len() <= 176, "{}", windows.peaks.len());
+        let cp = build(
+            &vpa(),
+            "app",
+            VerticalPodAutoscalerCheckpointStatus::default(),
+            Some(&windows),
+        )
+        .unwrap();
+        let text = annotation(&cp);
+        assert!(text.len() < 8 * 1024, "annotation of {} bytes", text.len());
+        // The earlier per-pod format needed about 60 bytes per pod.
+        let per_pod: Vec<OpenWindow> = many_windows()
+            .into_iter()
+            .enumerate()
+            .map(|(i, (end, peak))| OpenWindow {
+                pod: format!("web-{i:05}-abcde"),
+                end,
+                peak,
+            })
+            .collect();
+        assert!(serde_json::to_string(&per_pod).unwrap().len() > 200 * 1024);
+        // Only Tailor's key, and the object reads back.
+        assert_eq!(cp.metadata.annotations.as_ref().unwrap().len(), 1);
+        assert_eq!(open_windows(&cp), StoredWindows::Aggregated(windows));
+    }
+
+    #[test]
+    fn restoring_the_aggregate_equals_adding_every_window() {
+        let cfg = AggregationsConfig::default();
+        let mut one_by_one = AggregateContainerState::new(&cfg, T);
+        let mut aggregated = AggregateContainerState::new(&cfg, T);
+        for i in 0..50 {
+            one_by_one.add_memory(300_000_000 + i * 1_000_000, T - (i + 1) * HOUR);
+            aggregated.add_memory(300_000_000 + i * 1_000_000, T - (i + 1) * HOUR);
+        }
+        let windows = many_windows();
+        for &(end, peak) in &windows {
+            one_by_one.memory.add_sample(peak as f64, 1.0, end);
+        }
+        WindowAggregate::of(
+            windows,
+            aggregated.memory.histogram().options(),
+            aggregated.memory.half_life(),
+        )
+        .unwrap()
+        .add_to(&mut aggregated.memory);
+        let (a, b) = (one_by_one.memory.histogram(), aggregated.memory.histogram());
+        assert_eq!(
+            one_by_one.memory.reference_timestamp(),
+            aggregated.memory.reference_timestamp()
+        );
+        for (bucket, w) in a.buckets() {
+            let v = b.bucket_weight(bucket);
+            assert!(
+                (w - v).abs() <= 1e-6 * w.max(1.0),
+                "bucket {bucket}: {w} vs {v}"
+            );
+        }
+        for p in [0.5, 0.9, 0.95, 0.99] {
+            assert_eq!(
+                one_by_one.memory.percentile(p),
+                aggregated.memory.percentile(p),
+                "p{p}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_per_pod_format_and_empty_annotations_are_still_read() {
+        let mut cp = build(
+            &vpa(),
+            "app",
+            VerticalPodAutoscalerCheckpointStatus::default(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(annotation(&cp), "[]");
+        assert_eq!(open_windows(&cp), StoredWindows::None);
+        let old = r#"[{"pod":"web-0","end":1700086400000000000,"peak":209715200}]"#;
+        cp.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(OPEN_WINDOWS_ANNOTATION.into(), old.into());
+        assert_eq!(
+            open_windows(&cp),
+            StoredWindows::PerPod(vec![OpenWindow {
+                pod: "web-0".into(),
+                end: 1_700_086_400_000_000_000,
+                peak: 209_715_200
+            }])
+        );
+        for junk in ["not json", r#"{"v":3,"at":0,"halfLife":1,"peaks":[]}"#] {
+            cp.metadata
+                .annotations
+                .as_mut()
+                .unwrap()
+                .insert(OPEN_WINDOWS_ANNOTATION.into(), junk.into());
+            assert_eq!(open_windows(&cp), StoredWindows::None, "{junk}");
+        }
+    }
 
     #[test]
     fn status_round_trip_preserves_the_aggregate() {

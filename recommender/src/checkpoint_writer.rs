@@ -10,13 +10,14 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client};
+use tailor_crds::cluster::leader::Fence;
 use tailor_crds::condition as cond;
 use tailor_crds::{
     VerticalPodAutoscaler, VerticalPodAutoscalerCheckpoint, VerticalPodAutoscalerStatus,
 };
 use tokio::time::Instant;
 
-use crate::checkpoint::{self, OpenWindow};
+use crate::checkpoint::{self, WindowAggregate};
 use crate::error::Error;
 use crate::ingest::{VpaKey, key_of};
 use crate::ratelimit::RateLimiter;
@@ -77,7 +78,8 @@ pub struct DesiredCheckpoint {
 }
 
 /// The checkpoints of one VPA at `now`: per container name, the merged aggregate minus open memory windows,
-/// with those windows in the annotation.
+/// with those windows aggregated ([`WindowAggregate`], bounded whatever the number of pods) in the
+/// annotation.
 pub fn desired_checkpoints(
     vpa: &VerticalPodAutoscaler,
     content: VpaCheckpoint,
@@ -85,21 +87,23 @@ pub fn desired_checkpoints(
 ) -> Vec<Result<DesiredCheckpoint, Error>> {
     let namespace = vpa.metadata.namespace.clone().unwrap_or_default();
     let vpa_name = vpa.metadata.name.clone().unwrap_or_default();
-    let mut windows: BTreeMap<String, Vec<OpenWindow>> = BTreeMap::new();
+    let mut windows: BTreeMap<String, Vec<(Nanos, i64)>> = BTreeMap::new();
     for w in content.open_windows {
         windows
-            .entry(w.container.clone())
+            .entry(w.container)
             .or_default()
-            .push(w.into());
+            .push((w.end, w.peak));
     }
     content
         .states
         .into_iter()
         .map(|(container, agg)| {
             let status = checkpoint::to_api_status(&agg.save_to_checkpoint(), now);
-            let ws = windows.remove(&container).unwrap_or_default();
+            let aggregate = windows.remove(&container).and_then(|ws| {
+                WindowAggregate::of(ws, agg.memory.histogram().options(), agg.memory.half_life())
+            });
             let name = checkpoint::checkpoint_name(&vpa_name, &container);
-            match checkpoint::build(vpa, &container, status, &ws) {
+            match checkpoint::build(vpa, &container, status, aggregate.as_ref()) {
                 Ok(object) => Ok(DesiredCheckpoint {
                     namespace: namespace.clone(),
                     name,
@@ -124,10 +128,12 @@ pub struct Applied {
     pub errors: Vec<Error>,
 }
 
-/// Applies each checkpoint with one server-side apply PATCH (field manager [`FIELD_MANAGER`], forced).
+/// Applies each checkpoint with one server-side apply PATCH (field manager [`FIELD_MANAGER`], forced),
+/// each only if `fence` allows it when its turn comes ([`Error::NotLeader`] otherwise).
 pub async fn apply_checkpoints(
     client: Client,
     limiter: RateLimiter,
+    fence: Fence,
     checkpoints: Vec<Result<DesiredCheckpoint, Error>>,
 ) -> Applied {
     let mut out = Applied::default();
@@ -141,6 +147,12 @@ pub async fn apply_checkpoints(
             }
         };
         limiter.acquire().await;
+        if !fence.allows_writes() {
+            out.errors.push(Error::NotLeader {
+                what: format!("checkpoint {}/{}", c.namespace, c.name),
+            });
+            continue;
+        }
         let api: Api<VerticalPodAutoscalerCheckpoint> =
             Api::namespaced(client.clone(), &c.namespace);
         match api.patch(&c.name, &pp, &Patch::Apply(&c.object)).await {
@@ -192,10 +204,11 @@ pub struct Deleted {
     pub finished: bool,
 }
 
-/// Deletes `doomed` checkpoints one by one until `deadline`.
+/// Deletes `doomed` checkpoints one by one until `deadline`, while `fence` allows writes.
 pub async fn delete_checkpoints(
     client: Client,
     limiter: RateLimiter,
+    fence: &Fence,
     doomed: Vec<(String, String)>,
     deadline: Instant,
 ) -> Deleted {
@@ -209,6 +222,13 @@ pub async fn delete_checkpoints(
             break;
         }
         limiter.acquire().await;
+        if !fence.allows_writes() {
+            out.finished = false;
+            out.errors.push(Error::NotLeader {
+                what: format!("checkpoint {ns}/{name} (delete)"),
+            });
+            break;
+        }
         let api: Api<VerticalPodAutoscalerCheckpoint> = Api::namespaced(client.clone(), &ns);
         match api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => out.deleted.push((ns, name)),
@@ -235,6 +255,10 @@ impl Recommender {
         now: Nanos,
         report: &mut LoopReport,
     ) {
+        if !self.fence.allows_writes() {
+            tracing::warn!("not holding the leader lease: no checkpoint is written");
+            return;
+        }
         let deadline = Instant::now() + self.cfg.checkpoints_timeout;
         let candidates = owned
             .iter()
@@ -267,8 +291,12 @@ impl Recommender {
                 let content = self.model.checkpoint_states(e.index, now);
                 let checkpoints = desired_checkpoints(vpa, content, now);
                 let (client, limiter) = (self.client.clone(), self.limiter.clone());
+                let fence = self.fence.clone();
                 in_flight.push(async move {
-                    (key, apply_checkpoints(client, limiter, checkpoints).await)
+                    (
+                        key,
+                        apply_checkpoints(client, limiter, fence, checkpoints).await,
+                    )
                 });
                 started += 1;
             }
@@ -314,7 +342,7 @@ impl Recommender {
     pub(crate) async fn collect_checkpoints(&mut self, now: Nanos, report: &mut LoopReport) {
         let interval =
             i64::try_from(self.cfg.checkpoints_gc_interval.as_nanos()).unwrap_or(i64::MAX);
-        if !gc_due(self.last_checkpoint_gc, now, interval) {
+        if !gc_due(self.last_checkpoint_gc, now, interval) || !self.fence.allows_writes() {
             return;
         }
         let deadline = Instant::now() + self.cfg.checkpoints_timeout;
@@ -323,8 +351,14 @@ impl Recommender {
         let doomed = orphaned_checkpoints(&self.stores.checkpoints.state(), &existing, |ns| {
             self.cfg.namespace_watched(ns)
         });
-        let out =
-            delete_checkpoints(self.client.clone(), self.limiter.clone(), doomed, deadline).await;
+        let out = delete_checkpoints(
+            self.client.clone(),
+            self.limiter.clone(),
+            &self.fence,
+            doomed,
+            deadline,
+        )
+        .await;
         let deleted = out.deleted.len() as u64;
         report.checkpoints_deleted += deleted;
         if deleted > 0 {
@@ -344,10 +378,15 @@ impl Recommender {
         }
     }
 
-    /// Writes every owned VPA's checkpoints once more (on shutdown), within the checkpoint deadline.
+    /// Writes every owned VPA's checkpoints once more (on shutdown), within the checkpoint deadline, and only
+    /// while the fence allows writes: nothing at all once the leader lease is lost.
     pub async fn final_checkpoints(&mut self, now: Nanos) -> LoopReport {
         let mut report = LoopReport::default();
         if !self.cfg.checkpoints_enabled {
+            return report;
+        }
+        if !self.fence.allows_writes() {
+            tracing::warn!("not holding the leader lease: no final checkpoints");
             return report;
         }
         let owned: Vec<Arc<VerticalPodAutoscaler>> = self

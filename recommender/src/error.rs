@@ -114,7 +114,13 @@ pub enum Error {
         lease: String,
         /// The last renewal failure.
         #[source]
-        source: kube::Error,
+        source: Box<tailor_crds::cluster::leader::LeaseError>,
+    },
+    /// A write was not sent: this replica does not hold the leader lease (any more).
+    #[error("{what}: not written, this replica does not hold the leader lease")]
+    NotLeader {
+        /// What would have been written (`VPA ns/name status`, `checkpoint ns/name`, …).
+        what: String,
     },
 }
 
@@ -130,6 +136,7 @@ impl Error {
             Error::CheckpointDelete { .. } => "checkpoint_gc",
             Error::StatusBody { .. } | Error::StatusWrite { .. } => "status",
             Error::LeaseTaken { .. } | Error::LeaseRenewal { .. } => "lease",
+            Error::NotLeader { .. } => "not_leader",
             Error::Watch { .. } => "watch",
         }
     }
@@ -147,7 +154,7 @@ impl From<tailor_crds::cluster::leader::LeaseLost> for Error {
             } => Error::LeaseRenewal {
                 namespace,
                 lease,
-                source,
+                source: Box::new(source),
             },
         }
     }

@@ -31,5 +31,5 @@ pub mod tracked;
 pub use config::ControllerConfig;
 pub use error::Error;
 pub use metrics::Metrics;
-pub use run_loop::{LoopReport, Recommender};
+pub use run_loop::{LoopReport, Recommender, Stopped};
 pub use stores::{Stores, Writers};

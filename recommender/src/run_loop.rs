@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use kube::Client;
 use tailor_crds::VerticalPodAutoscaler;
+use tailor_crds::cluster::leader::Fence;
 use tokio::time::Instant;
 
 use crate::config::ControllerConfig;
@@ -79,6 +80,16 @@ pub struct Recommender {
     pub(crate) loops: u64,
     pub(crate) vpas_changed: bool,
     pub(crate) history: Option<HistoryBootstrap>,
+    pub(crate) fence: Fence,
+}
+
+/// Why [`Recommender::run`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// The shutdown future resolved (SIGTERM); the loop in progress, if any, was abandoned.
+    Shutdown,
+    /// The leader lease was lost: no write may go out any more, final checkpoints included.
+    LeaseLost,
 }
 
 impl Recommender {
@@ -109,7 +120,25 @@ impl Recommender {
             loops: 0,
             vpas_changed: true,
             history: None,
+            fence: Fence::unfenced(),
         }
+    }
+
+    /// Writes only while `fence` allows (the leader lease is held): every status patch, checkpoint apply
+    /// and checkpoint delete checks it right before it goes out.
+    pub fn with_fence(mut self, fence: Fence) -> Self {
+        self.fence = fence;
+        self
+    }
+
+    /// Replaces the fence (see [`Recommender::with_fence`]).
+    pub fn set_fence(&mut self, fence: Fence) {
+        self.fence = fence;
+    }
+
+    /// The fence writes check.
+    pub fn fence(&self) -> &Fence {
+        &self.fence
     }
 
     /// Loads every new VPA's usage history in the background (see [`crate::history`]).
@@ -254,30 +283,36 @@ impl Recommender {
         report
     }
 
-    /// Runs a loop every interval (the first one right away) until `shutdown` resolves, then writes
-    /// checkpoints one last time. `on_loop` is called after each loop (health, logging).
-    pub async fn run<F>(&mut self, shutdown: F, mut on_loop: impl FnMut(&LoopReport))
+    /// Runs a loop every interval (the first one right away) until `shutdown` resolves or the fence reports
+    /// the lease lost; a loop in progress is abandoned at once in either case (its writes are checked
+    /// against the fence one by one). Writes no final checkpoints: the caller does that
+    /// ([`Recommender::final_checkpoints`]) after a shutdown, within its grace period, and never after a lost
+    /// lease. `on_loop` is called after each loop (health, logging).
+    pub async fn run<F>(&mut self, shutdown: F, mut on_loop: impl FnMut(&LoopReport)) -> Stopped
     where
         F: std::future::Future<Output = ()>,
     {
         let mut ticker = tokio::time::interval(self.cfg.interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);
+        let lost = self.fence.lost();
+        tokio::pin!(lost);
         loop {
             tokio::select! {
-                _ = ticker.tick() => {
-                    let r = self.run_once(wall_now()).await;
-                    on_loop(&r);
-                }
-                _ = &mut shutdown => break,
+                biased;
+                _ = &mut lost => return Stopped::LeaseLost,
+                _ = &mut shutdown => return Stopped::Shutdown,
+                _ = ticker.tick() => {}
             }
+            let now = wall_now();
+            let report = tokio::select! {
+                biased;
+                _ = &mut lost => return Stopped::LeaseLost,
+                _ = &mut shutdown => return Stopped::Shutdown,
+                r = self.run_once(now) => r,
+            };
+            on_loop(&report);
         }
-        let r = self.final_checkpoints(wall_now()).await;
-        tracing::info!(
-            written = r.checkpoints_written,
-            errors = r.checkpoint_errors,
-            "final checkpoints written"
-        );
     }
 }
 

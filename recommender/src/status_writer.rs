@@ -9,6 +9,7 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
+use tailor_crds::cluster::leader::Fence;
 use tailor_crds::condition as cond;
 use tailor_crds::{
     RecommendedContainerResources, RecommendedPodResources, ResourceList, VerticalPodAutoscaler,
@@ -278,10 +279,12 @@ pub struct StatusWrite {
     pub status: VerticalPodAutoscalerStatus,
 }
 
-/// Sends the planned writes, `workers` at a time; returns each write with its outcome.
+/// Sends the planned writes, `workers` at a time, each only if `fence` allows it when its turn comes
+/// ([`Error::NotLeader`] otherwise); returns each write with its outcome.
 pub async fn write_statuses(
     client: Client,
     limiter: RateLimiter,
+    fence: &Fence,
     workers: usize,
     writes: Vec<StatusWrite>,
 ) -> Vec<(StatusWrite, Result<(), Error>)> {
@@ -292,8 +295,9 @@ pub async fn write_statuses(
     futures::stream::iter(writes)
         .map(|w| {
             let (client, limiter, pp) = (client.clone(), limiter.clone(), pp.clone());
+            let fence = fence.clone();
             async move {
-                let r = patch_status(client, limiter, &pp, &w).await;
+                let r = patch_status(client, limiter, &fence, &pp, &w).await;
                 (w, r)
             }
         })
@@ -305,6 +309,7 @@ pub async fn write_statuses(
 async fn patch_status(
     client: Client,
     limiter: RateLimiter,
+    fence: &Fence,
     pp: &PatchParams,
     w: &StatusWrite,
 ) -> Result<(), Error> {
@@ -315,6 +320,11 @@ async fn patch_status(
         source,
     })?;
     limiter.acquire().await;
+    if !fence.allows_writes() {
+        return Err(Error::NotLeader {
+            what: format!("VPA {namespace}/{vpa} status"),
+        });
+    }
     let api: Api<VerticalPodAutoscaler> = Api::namespaced(client, namespace);
     api.patch_status(vpa, pp, &Patch::Merge(&body))
         .await
@@ -338,10 +348,15 @@ impl Recommender {
         let Some(now_t) = to_time_secs(now) else {
             return;
         };
+        if !self.fence.allows_writes() {
+            tracing::warn!("not holding the leader lease: no VPA status is written");
+            return;
+        }
         let writes = self.plan_status_writes(owned, now, &now_t, metrics_ok);
         let results = write_statuses(
             self.client.clone(),
             self.limiter.clone(),
+            &self.fence,
             self.cfg.update_worker_count,
             writes,
         )

@@ -8,9 +8,11 @@
 //! ```
 //!
 //! `TAILOR_E2E_NAMESPACE` (default `tailor-system`) and `TAILOR_E2E_RELEASE` (default `tailor`) locate the
-//! installed chart. Each test works in its own namespace and deletes it at the end. Run them one at a time:
-//! the webhook-down test scales the webhook to zero for a moment (and the updater pauses while the webhook's
-//! status Lease is stale).
+//! installed chart, installed with hack/kind-values.yaml (leader election on, the webhook's feature gates).
+//! Each test works in its own namespace and deletes it at the end. Run them one at a time: some disturb
+//! Tailor itself for a moment — the webhook-down test scales the webhook to zero (and the updater pauses while
+//! the webhook's status Lease is stale), the restart and failover tests delete recommender pods, the
+//! certificate test rotates the webhook's certificate — and each restores what it changed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
@@ -20,9 +22,13 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{LimitRange, Namespace, Pod, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -38,6 +44,19 @@ const POD_TIMEOUT: Duration = Duration::from_secs(120);
 const UPDATE_TIMEOUT: Duration = Duration::from_secs(240);
 const POLL: Duration = Duration::from_secs(3);
 const IMAGE: &str = "registry.k8s.io/pause:3.10";
+/// A shell for the OOM test's container.
+const BUSYBOX: &str = "registry.k8s.io/e2e-test-images/busybox:1.36.1-1";
+/// The recommender's leader Lease (chart value `recommender.leaderElection.leaseName`).
+const RECOMMENDER_LEASE: &str = "tailor-recommender";
+/// How long a recommender pod may take to start and take the lease (image, caches, a retry period).
+const LEADER_TIMEOUT: Duration = Duration::from_secs(180);
+/// Failover after the leader's pod is deleted: the lease is released on SIGTERM and taken within a retry
+/// period (2 s); were it not released, within the lease duration (15 s). Plus the poll interval.
+const FAILOVER_LIMIT: Duration = Duration::from_secs(15 + 5);
+/// Samples a checkpoint must hold before the restart test restarts the recommender (a recommender starting
+/// from nothing has one or two after its first loop).
+const MIN_SAMPLES: i64 = 4;
+const MI: i64 = 1024 * 1024;
 
 /// The installed chart.
 struct E2e {
@@ -234,9 +253,23 @@ impl E2e {
     }
 
     async fn scale_webhook(&self, replicas: i32) -> Result<()> {
+        self.scale_component("admission", replicas).await
+    }
+
+    /// The Deployment of a Tailor component (`recommender`, `updater`, `admission`).
+    async fn component(&self, component: &str) -> Result<Deployment> {
+        let name = format!("{}-{component}", self.release);
+        Api::<Deployment>::namespaced(self.client.clone(), &self.system_namespace)
+            .get(&name)
+            .await
+            .with_context(|| format!("Deployment {}/{name}", self.system_namespace))
+    }
+
+    /// Scales a Tailor component and waits until exactly `replicas` pods are ready.
+    async fn scale_component(&self, component: &str, replicas: i32) -> Result<()> {
         let deployments =
             Api::<Deployment>::namespaced(self.client.clone(), &self.system_namespace);
-        let name = format!("{}-admission", self.release);
+        let name = format!("{}-{component}", self.release);
         deployments
             .patch(
                 &name,
@@ -257,6 +290,174 @@ impl E2e {
         )
         .await
     }
+
+    /// The pods of a Tailor component (by its Deployment's selector), terminating ones included.
+    async fn component_pods(&self, component: &str) -> Result<Vec<Pod>> {
+        let d = self.component(component).await?;
+        let selector = d
+            .spec
+            .and_then(|s| s.selector.match_labels)
+            .unwrap_or_default()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        Ok(
+            Api::<Pod>::namespaced(self.client.clone(), &self.system_namespace)
+                .list(&ListParams::default().labels(&selector))
+                .await?
+                .items,
+        )
+    }
+
+    /// The recommender's leader Lease.
+    async fn recommender_lease(&self) -> Result<Lease> {
+        Api::<Lease>::namespaced(self.client.clone(), &self.system_namespace)
+            .get(RECOMMENDER_LEASE)
+            .await
+            .with_context(|| {
+                format!(
+                    "the recommender's leader Lease {}/{RECOMMENDER_LEASE} (hack/kind-values.yaml turns \
+                     leader election on)",
+                    self.system_namespace
+                )
+            })
+    }
+
+    /// Waits until a running recommender other than those in `not` holds the lease; returns its name and
+    /// when it acquired the lease.
+    async fn wait_for_new_leader(
+        &self,
+        not: &[String],
+        timeout: Duration,
+    ) -> Result<(String, Timestamp)> {
+        wait_for(
+            &format!("a recommender other than {not:?} holding the leader lease"),
+            timeout,
+            || async {
+                let spec = self.recommender_lease().await?.spec.unwrap_or_default();
+                let holder = spec.holder_identity.unwrap_or_default();
+                if holder.is_empty() || not.contains(&holder) {
+                    return Ok(None);
+                }
+                let running =
+                    self.component_pods("recommender").await?.iter().any(|p| {
+                        p.metadata.name.as_deref() == Some(holder.as_str()) && is_running(p)
+                    });
+                Ok(running
+                    .then_some(spec.acquire_time)
+                    .flatten()
+                    .map(|t| (holder.clone(), t.0)))
+            },
+        )
+        .await
+    }
+
+    /// Tailor checkpoints as untyped objects.
+    fn checkpoints(&self, ns: &str) -> Api<DynamicObject> {
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "autoscaling.tailor.dev",
+            "v1",
+            "VerticalPodAutoscalerCheckpoint",
+        ));
+        Api::namespaced_with(self.client.clone(), ns, &ar)
+    }
+
+    /// Waits until checkpoint `name` was written after `after` (by its `lastUpdateTime`); returns its sample
+    /// count.
+    async fn checkpoint_written_after(
+        &self,
+        ns: &str,
+        name: &str,
+        after: Timestamp,
+    ) -> Result<i64> {
+        let checkpoints = self.checkpoints(ns);
+        wait_for(
+            &format!("checkpoint {ns}/{name} written after {after}"),
+            Duration::from_secs(120),
+            || async {
+                let Some(cp) = checkpoints.get_opt(name).await? else {
+                    return Ok(None);
+                };
+                Ok(last_update_of(&cp)
+                    .filter(|t| *t > after)
+                    .and_then(|_| samples_of(&cp)))
+            },
+        )
+        .await
+    }
+
+    /// Creates a Deployment from a manifest.
+    async fn create_deployment_from(&self, ns: &str, manifest: Value) -> Result<()> {
+        let d: Deployment = serde_json::from_value(manifest)?;
+        Api::<Deployment>::namespaced(self.client.clone(), ns)
+            .create(&PostParams::default(), &d)
+            .await?;
+        Ok(())
+    }
+
+    /// Why ReplicaSets of the namespace cannot create pods (their `ReplicaFailure` conditions), for error
+    /// messages.
+    async fn replica_failures(&self, ns: &str) -> String {
+        let Ok(list) = Api::<ReplicaSet>::namespaced(self.client.clone(), ns)
+            .list(&ListParams::default())
+            .await
+        else {
+            return String::new();
+        };
+        let failures: Vec<String> = list
+            .items
+            .iter()
+            .flat_map(|rs| {
+                let name = rs.metadata.name.clone().unwrap_or_default();
+                rs.status
+                    .iter()
+                    .flat_map(|s| s.conditions.iter().flatten())
+                    .filter(|c| c.type_ == "ReplicaFailure" && c.status == "True")
+                    .map(move |c| format!("{name}: {}", c.message.clone().unwrap_or_default()))
+            })
+            .collect();
+        if failures.is_empty() {
+            String::new()
+        } else {
+            format!(" (ReplicaSet failures: {})", failures.join("; "))
+        }
+    }
+
+    /// [`E2e::recreate_pods`], naming why the ReplicaSet could not create the new pods when it times out.
+    async fn recreate_pods_explained(
+        &self,
+        ns: &str,
+        app: &str,
+        replicas: usize,
+    ) -> Result<Vec<Pod>> {
+        match self.recreate_pods(ns, app, replicas).await {
+            Ok(pods) => Ok(pods),
+            Err(e) => {
+                let why = self.replica_failures(ns).await;
+                Err(anyhow!("{e:#}{why}"))
+            }
+        }
+    }
+}
+
+fn is_running(p: &Pod) -> bool {
+    p.metadata.deletion_timestamp.is_none()
+        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+}
+
+/// `status.totalSamplesCount` of a checkpoint.
+fn samples_of(cp: &DynamicObject) -> Option<i64> {
+    cp.data.pointer("/status/totalSamplesCount")?.as_i64()
+}
+
+/// `status.lastUpdateTime` of a checkpoint.
+fn last_update_of(cp: &DynamicObject) -> Option<Timestamp> {
+    cp.data
+        .pointer("/status/lastUpdateTime")?
+        .as_str()?
+        .parse()
+        .ok()
 }
 
 /// The target of the recommendation for container `app`, when the recommender has provided one.
@@ -908,6 +1109,552 @@ async fn recreate_replaces_pods_with_recommended_requests() {
             if !annotations.contains_key("tailor.dev/updates") {
                 bail!("replacement pod {name} was not admitted by the webhook: {annotations:?}");
             }
+        }
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn recommender_restart_restores_from_checkpoints() {
+    let env = e2e("recommender_restart_restores_from_checkpoints").await;
+    let env = &env;
+    in_namespace(env, "restart", |ns| async move {
+        env.create_deployment(&ns, "web", 1).await?;
+        env.create_vpa(&ns, vpa_manifest("web", "web", "Off")).await?;
+        let checkpoints = env.checkpoints(&ns);
+        let before = wait_for(
+            &format!("checkpoint web-app with at least {MIN_SAMPLES} samples"),
+            RECOMMENDATION_TIMEOUT,
+            || async {
+                let cp = checkpoints.get_opt("web-app").await?;
+                Ok(cp.as_ref().and_then(samples_of).filter(|&n| n >= MIN_SAMPLES))
+            },
+        )
+        .await?;
+        // SIGTERM to every recommender: final checkpoints, lease released; new pods start from the API.
+        let old: Vec<String> = env
+            .component_pods("recommender")
+            .await?
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        if old.is_empty() {
+            bail!("no recommender pod to restart");
+        }
+        let pods = Api::<Pod>::namespaced(env.client.clone(), &env.system_namespace);
+        for name in &old {
+            pods.delete(name, &DeleteParams::default()).await?;
+        }
+        let (leader, acquired) = env.wait_for_new_leader(&old, LEADER_TIMEOUT).await?;
+        // Only the new leader writes after it acquired the lease (the old one released it first).
+        let after = env.checkpoint_written_after(&ns, "web-app", acquired).await?;
+        if after < before {
+            bail!(
+                "the restarted recommender {leader} checkpointed {after} samples, fewer than the {before} \
+                 checkpointed before the restart: it did not restore from the checkpoints"
+            );
+        }
+        let vpa = env.tailor_vpas(&ns).get("web").await?;
+        if target_of(&vpa).is_none() {
+            bail!("the recommendation is gone after the restart: {:?}", vpa.status);
+        }
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn two_recommender_replicas_fail_over() {
+    let env = e2e("two_recommender_replicas_fail_over").await;
+    let env = &env;
+    let recommender = env
+        .component("recommender")
+        .await
+        .expect("the recommender Deployment");
+    let args = recommender
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|s| s.containers.into_iter().next())
+        .and_then(|c| c.args)
+        .unwrap_or_default();
+    assert!(
+        args.iter().any(|a| a == "--leader-elect"),
+        "the recommender runs without --leader-elect (hack/kind-values.yaml sets recommender.leaderElection.enabled): {args:?}"
+    );
+    in_namespace(env, "failover", |ns| async move {
+        env.scale_component("recommender", 2).await?;
+        let result = async {
+            env.create_deployment(&ns, "web", 1).await?;
+            env.create_vpa(&ns, vpa_manifest("web", "web", "Off")).await?;
+            env.recommendation(&ns, "web").await?;
+            let spec = env.recommender_lease().await?.spec.unwrap_or_default();
+            let leader = spec
+                .holder_identity
+                .filter(|h| !h.is_empty())
+                .context("nobody holds the recommender lease")?;
+            let transitions = spec.lease_transitions.unwrap_or(0);
+            let pods = env.component_pods("recommender").await?;
+            let names: Vec<String> = pods.iter().filter_map(|p| p.metadata.name.clone()).collect();
+            if !names.contains(&leader) {
+                bail!("the lease holder {leader} is not a recommender pod ({names:?})");
+            }
+            if !pods.iter().any(|p| is_running(p) && p.metadata.name.as_ref() != Some(&leader)) {
+                bail!("no standby recommender runs next to the leader {leader}: {names:?}");
+            }
+            let start = Instant::now();
+            Api::<Pod>::namespaced(env.client.clone(), &env.system_namespace)
+                .delete(&leader, &DeleteParams::default())
+                .await?;
+            let (next, acquired) = env
+                .wait_for_new_leader(std::slice::from_ref(&leader), LEADER_TIMEOUT)
+                .await?;
+            let took = start.elapsed();
+            if took > FAILOVER_LIMIT {
+                bail!("{next} took the lease {took:?} after {leader} was deleted (limit {FAILOVER_LIMIT:?})");
+            }
+            let now = env.recommender_lease().await?.spec.unwrap_or_default();
+            if now.lease_transitions.unwrap_or(0) <= transitions {
+                bail!(
+                    "leaseTransitions did not increase ({transitions} → {:?}) when {next} took over",
+                    now.lease_transitions
+                );
+            }
+            // The new leader works: it writes the checkpoint after it acquired the lease.
+            env.checkpoint_written_after(&ns, "web-app", acquired).await?;
+            eprintln!("{next} took over from {leader} after {took:?}");
+            Ok(())
+        }
+        .await;
+        env.scale_component("recommender", 1).await?;
+        result
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn webhook_certificate_rotation() {
+    let env = e2e("webhook_certificate_rotation").await;
+    let env = &env;
+    in_namespace(env, "rotation", |ns| async move {
+        let secrets = Api::<Secret>::namespaced(env.client.clone(), &env.system_namespace);
+        let secret_name = format!("{}-admission-tls", env.release);
+        let pem = |s: &Secret, key: &str| -> Result<Vec<u8>> {
+            s.data
+                .as_ref()
+                .and_then(|d| d.get(key))
+                .map(|b| b.0.clone())
+                .with_context(|| format!("secret {secret_name} has no {key}"))
+        };
+        let old = secrets
+            .get(&secret_name)
+            .await
+            .with_context(|| format!("the self-managed certificate Secret {secret_name}"))?;
+        let (old_crt, old_ca) = (pem(&old, "tls.crt")?, pem(&old, "ca.crt")?);
+
+        // Expiring within the renewal window (30 days): the webhook must replace its CA and certificate.
+        let soon = (Timestamp::now().as_second() + 86_400).to_string();
+        secrets
+            .patch(
+                &secret_name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {
+                    "tailor.dev/certificate-expiry-unix": soon}}})),
+            )
+            .await?;
+        let new_ca = wait_for(
+            "a new CA and certificate in the Secret",
+            POD_TIMEOUT,
+            || async {
+                let s = secrets.get(&secret_name).await?;
+                let (crt, ca) = (pem(&s, "tls.crt")?, pem(&s, "ca.crt")?);
+                Ok((crt != old_crt && ca != old_ca).then_some(ca))
+            },
+        )
+        .await?;
+
+        // The new CA is published in every webhook's caBundle.
+        let configs = Api::<MutatingWebhookConfiguration>::all(env.client.clone());
+        let config_name = format!("{}-admission", env.release);
+        let ca_text = String::from_utf8_lossy(&new_ca).trim().to_string();
+        let names = wait_for("the new CA in every caBundle", POD_TIMEOUT, || async {
+            let webhooks = configs
+                .get(&config_name)
+                .await?
+                .webhooks
+                .unwrap_or_default();
+            let published = webhooks.iter().all(|w| {
+                w.client_config
+                    .ca_bundle
+                    .as_ref()
+                    .is_some_and(|b| String::from_utf8_lossy(&b.0).contains(&ca_text))
+            });
+            Ok((published && !webhooks.is_empty())
+                .then(|| webhooks.into_iter().map(|w| w.name).collect::<Vec<_>>()))
+        })
+        .await?;
+        // Trust the new CA alone: only a webhook serving the new certificate can answer from now on.
+        let encoded = json!(k8s_openapi::ByteString(new_ca.clone()));
+        let patch = json!({"webhooks": names.iter().map(|n| json!({
+            "name": n, "clientConfig": {"caBundle": encoded}})).collect::<Vec<_>>()});
+        configs
+            .patch(
+                &config_name,
+                &PatchParams::default(),
+                &Patch::Strategic(&patch),
+            )
+            .await?;
+
+        // failurePolicy is Ignore: an unreachable webhook lets an invalid VPA through. Every replica must
+        // deny it (several in a row, so that each replica behind the Service is hit).
+        let mut invalid = vpa_manifest("invalid", "web", "Recreate");
+        invalid["spec"]["updatePolicy"]["minReplicas"] = json!(0);
+        let invalid: DynamicObject = serde_json::from_value(invalid)?;
+        let dry_run = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+        let denials = std::sync::atomic::AtomicU32::new(0);
+        let (denials, invalid, dry_run, ns) = (&denials, &invalid, &dry_run, &ns);
+        wait_for(
+            "8 denials in a row of an invalid VPA by the webhook with the rotated certificate",
+            POD_TIMEOUT,
+            || async move {
+                use std::sync::atomic::Ordering;
+                match env.dynamic_vpas(ns).create(dry_run, invalid).await {
+                    Err(e) if format!("{e:#}").contains("denied the request") => {
+                        Ok((denials.fetch_add(1, Ordering::Relaxed) + 1 >= 8).then_some(()))
+                    }
+                    Ok(_) => {
+                        denials.store(0, Ordering::Relaxed);
+                        Err(anyhow!(
+                            "an invalid VPA was accepted: the API server did not reach the webhook"
+                        ))
+                    }
+                    Err(e) => {
+                        denials.store(0, Ordering::Relaxed);
+                        Err(anyhow!("unexpected answer: {e:#}"))
+                    }
+                }
+            },
+        )
+        .await
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn limit_range_caps_the_webhooks_requests() {
+    let env = e2e("limit_range_caps_the_webhooks_requests").await;
+    let env = &env;
+    in_namespace(env, "limits", |ns| async move {
+        // Below twice any recommendation (at least 25m and 250Mi): the proportional limits must be capped.
+        let max = (40, 200 * MI);
+        let lr: LimitRange = serde_json::from_value(json!({
+            "metadata": {"name": "caps"},
+            "spec": {"limits": [{"type": "Container", "max": {"cpu": "40m", "memory": "200Mi"}}]}
+        }))?;
+        Api::<LimitRange>::namespaced(env.client.clone(), &ns)
+            .create(&PostParams::default(), &lr)
+            .await?;
+        env.create_deployment(&ns, "web", 1).await?;
+        env.create_vpa(&ns, vpa_manifest("web", "web", "Initial")).await?;
+        let target = cpu_mem(&env.recommendation(&ns, "web").await?)?;
+        // A pod beyond the LimitRange's max would be rejected by the API server after the webhook.
+        let pods = env.recreate_pods_explained(&ns, "web", 1).await?;
+        let (requests, limits) = container_resources(&pods[0])?;
+        let (requests, limits) = (cpu_mem(&requests)?, cpu_mem(&limits)?);
+        if limits.0 > max.0 || limits.1 > max.1 {
+            bail!("limits {limits:?} exceed the LimitRange max {max:?}");
+        }
+        if requests.0 > limits.0 || requests.1 > limits.1 {
+            bail!("requests {requests:?} above limits {limits:?}");
+        }
+        if requests == ORIGINAL_REQUESTS {
+            bail!("the webhook left the pod at its original requests {requests:?}");
+        }
+        if requests.1 >= target.1 {
+            bail!("memory request {} not capped below the recommendation {} although 2× it exceeds the max", requests.1, target.1);
+        }
+        if !limits_in_proportion(requests, limits) {
+            bail!("capping broke the limit/request ratio of 2: requests {requests:?}, limits {limits:?}");
+        }
+        let annotations = pods[0].metadata.annotations.clone().unwrap_or_default();
+        if !annotations.contains_key("tailor.dev/updates") {
+            bail!("the capped pod lacks the tailor.dev/updates annotation: {annotations:?}");
+        }
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn an_oom_kill_bumps_the_memory_recommendation() {
+    let env = e2e("an_oom_kill_bumps_the_memory_recommendation").await;
+    let env = &env;
+    in_namespace(env, "oom", |ns| async move {
+        // The VPA first, known to the recommender before the pod exists, so that no OOM can come before it.
+        env.create_vpa(&ns, vpa_manifest("oom", "oom", "Off")).await?;
+        let vpas = env.tailor_vpas(&ns);
+        wait_for("the recommender to take up VPA oom", POD_TIMEOUT, || async {
+            let status = vpas.get("oom").await?.status;
+            Ok(status.and_then(|s| s.conditions).filter(|c| !c.is_empty()).map(|_| ()))
+        })
+        .await?;
+        // The container fills its 300Mi once (an OOM kill), then idles; the marker survives the restart.
+        let script = "if [ -e /scratch/oomed ]; then exec sleep 100000; fi; touch /scratch/oomed; exec tail /dev/zero";
+        env.create_deployment_from(&ns, json!({
+            "metadata": {"name": "oom"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "oom"}},
+                "template": {
+                    "metadata": {"labels": {"app": "oom"}},
+                    "spec": {
+                        "terminationGracePeriodSeconds": 0,
+                        "containers": [{
+                            "name": "app",
+                            "image": BUSYBOX,
+                            "command": ["sh", "-c", script],
+                            "resources": {
+                                "requests": {"cpu": "10m", "memory": "300Mi"},
+                                "limits": {"memory": "300Mi"}
+                            },
+                            "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]
+                        }],
+                        "volumes": [{"name": "scratch", "emptyDir": {}}]
+                    }
+                }
+            }
+        }))
+        .await?;
+        wait_for("the container of oom to be OOM-killed once and run again", POD_TIMEOUT, || async {
+            let pods = env.running_pods(&ns, "oom").await?;
+            Ok(pods.iter().find_map(|p| {
+                let status = p.status.as_ref()?.container_statuses.as_ref()?.first()?;
+                let reason = status.last_state.as_ref()?.terminated.as_ref()?.reason.clone()?;
+                (reason == "OOMKilled" && status.ready).then_some(())
+            }))
+        })
+        .await?;
+        // Upstream's bump: max(request × 1.2, request + 100Mi) = 400Mi; without the OOM the container's few
+        // KiB of usage give the 250Mi minimum.
+        let bump = 400 * MI;
+        let waited = wait_for(
+            &format!("a memory target of at least {bump} bytes after the OOM"),
+            RECOMMENDATION_TIMEOUT,
+            || async {
+                let target = target_of(&vpas.get("oom").await?).map(|t| cpu_mem(&t)).transpose()?;
+                Ok(target.filter(|&(_, mem)| mem >= bump))
+            },
+        )
+        .await;
+        if let Err(e) = waited {
+            let last = vpas.get("oom").await.ok().and_then(|v| target_of(&v));
+            bail!("{e:#}; last target {last:?}");
+        }
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn custom_kind_with_scale_subresource() {
+    let env = e2e("custom_kind_with_scale_subresource").await;
+    let env = &env;
+    let crds = Api::<CustomResourceDefinition>::all(env.client.clone());
+    let crd_name = "widgets.e2e.tailor.dev";
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": crd_name},
+        "spec": {
+            "group": "e2e.tailor.dev",
+            "names": {"kind": "Widget", "listKind": "WidgetList", "plural": "widgets", "singular": "widget"},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"replicas": {"type": "integer"}}},
+                    "status": {"type": "object", "properties": {
+                        "replicas": {"type": "integer"}, "selector": {"type": "string"}}}
+                }}},
+                "subresources": {"status": {}, "scale": {
+                    "specReplicasPath": ".spec.replicas",
+                    "statusReplicasPath": ".status.replicas",
+                    "labelSelectorPath": ".status.selector"
+                }}
+            }]
+        }
+    }))
+    .expect("the Widget CRD");
+    match crds.create(&PostParams::default(), &crd).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("creating the Widget CRD: {e}"),
+    }
+    in_namespace(env, "scale", |ns| async move {
+        let result = async {
+            wait_for("the Widget CRD to be established", POD_TIMEOUT, || async {
+                let c = crds.get(crd_name).await?;
+                Ok(c.status
+                    .and_then(|s| s.conditions)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+                    .then_some(()))
+            })
+            .await?;
+            let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("e2e.tailor.dev", "v1", "Widget"));
+            let widgets: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), &ns, &ar);
+            let widget: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": "e2e.tailor.dev/v1", "kind": "Widget",
+                "metadata": {"name": "widget"}, "spec": {"replicas": 2}
+            }))?;
+            let widget = widgets.create(&PostParams::default(), &widget).await?;
+            let uid = widget.metadata.uid.clone().context("widget uid")?;
+            widgets
+                .patch_status(
+                    "widget",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": {"replicas": 2, "selector": "app=widget"}})),
+                )
+                .await?;
+            let scale = widgets.get_scale("widget").await?;
+            let selector = scale.status.and_then(|s| s.selector);
+            if selector.as_deref() != Some("app=widget") {
+                bail!("the Widget's /scale reports selector {selector:?}");
+            }
+            // We are the Widget's controller: its pods are ours to create.
+            let pods = Api::<Pod>::namespaced(env.client.clone(), &ns);
+            let widget_pod = |name: &str| -> Result<Pod> {
+                Ok(serde_json::from_value(json!({
+                    "metadata": {
+                        "name": name,
+                        "labels": {"app": "widget"},
+                        "ownerReferences": [{"apiVersion": "e2e.tailor.dev/v1", "kind": "Widget",
+                                             "name": "widget", "uid": uid, "controller": true}]
+                    },
+                    "spec": {
+                        "terminationGracePeriodSeconds": 0,
+                        "containers": [{"name": "app", "image": IMAGE, "resources": {
+                            "requests": {"cpu": "10m", "memory": "20Mi"},
+                            "limits": {"cpu": "20m", "memory": "40Mi"}}}]
+                    }
+                }))?)
+            };
+            for name in ["widget-0", "widget-1"] {
+                pods.create(&PostParams::default(), &widget_pod(name)?).await?;
+            }
+            env.create_vpa(&ns, json!({
+                "apiVersion": "autoscaling.tailor.dev/v1",
+                "kind": "VerticalPodAutoscaler",
+                "metadata": {"name": "widget"},
+                "spec": {
+                    "targetRef": {"apiVersion": "e2e.tailor.dev/v1", "kind": "Widget", "name": "widget"},
+                    "updatePolicy": {"updateMode": "Initial"}
+                }
+            }))
+            .await?;
+            // The recommender resolves the Widget through /scale and recommends for its pods.
+            let before = cpu_mem(&env.recommendation(&ns, "widget").await?)?;
+            // The webhook sizes a new pod of the Widget (it too resolves the owner through /scale).
+            let created = pods.create(&PostParams::default(), &widget_pod("widget-2")?).await?;
+            let after = cpu_mem(&env.recommendation(&ns, "widget").await?)?;
+            let (requests, limits) = container_resources(&created)?;
+            let (requests, limits) = (cpu_mem(&requests)?, cpu_mem(&limits)?);
+            if requests == ORIGINAL_REQUESTS {
+                bail!("the webhook admitted a new pod of the Widget (a custom kind with /scale) unchanged");
+            }
+            if requests != before && requests != after {
+                bail!("the Widget's new pod has requests {requests:?}, not the recommendation ({before:?} or {after:?})");
+            }
+            if !limits_in_proportion(requests, limits) {
+                bail!("limits {limits:?} are not twice the requests {requests:?}");
+            }
+            let annotations = created.metadata.annotations.clone().unwrap_or_default();
+            if !annotations.contains_key("tailor.dev/updates") {
+                bail!("the Widget's new pod lacks the tailor.dev/updates annotation: {annotations:?}");
+            }
+            Ok(())
+        }
+        .await;
+        let _ = crds.delete(crd_name, &DeleteParams::background()).await;
+        result
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn pod_level_resources_bound_the_webhooks_requests() {
+    let env = e2e("pod_level_resources_bound_the_webhooks_requests").await;
+    let env = &env;
+    in_namespace(env, "podlevel", |ns| async move {
+        // A pod-level budget below any recommendation (at least 25m and 250Mi for the one container).
+        let (budget_requests, budget_limits) = ((20, 64 * MI), (40, 128 * MI));
+        env.create_deployment_from(&ns, json!({
+            "metadata": {"name": "web"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {
+                        "terminationGracePeriodSeconds": 0,
+                        "resources": {
+                            "requests": {"cpu": "20m", "memory": "64Mi"},
+                            "limits": {"cpu": "40m", "memory": "128Mi"}
+                        },
+                        "containers": [{
+                            "name": "app",
+                            "image": IMAGE,
+                            "resources": {
+                                "requests": {"cpu": "10m", "memory": "20Mi"},
+                                "limits": {"cpu": "20m", "memory": "40Mi"}
+                            }
+                        }]
+                    }
+                }
+            }
+        }))
+        .await?;
+        let pods = env.wait_running(&ns, "web", 1).await?;
+        if pods[0].spec.as_ref().and_then(|s| s.resources.as_ref()).is_none() {
+            bail!(
+                "the cluster dropped the pod-level spec.resources: it needs Kubernetes >= 1.34 or the \
+                 PodLevelResources feature gate (hack/kind-e2e.sh sets it for older node images)"
+            );
+        }
+        env.create_vpa(&ns, vpa_manifest("web", "web", "Initial")).await?;
+        env.recommendation(&ns, "web").await?;
+        // Requests raised beyond the pod-level budget make the API server reject the pod after the webhook,
+        // and the ReplicaSet could not create any.
+        let pods = env.recreate_pods_explained(&ns, "web", 1).await?;
+        let pod = &pods[0];
+        let spec = pod.spec.as_ref().context("pod without spec")?;
+        let level = spec.resources.clone().unwrap_or_default();
+        if cpu_mem(&level.requests.unwrap_or_default())? != budget_requests
+            || cpu_mem(&level.limits.unwrap_or_default())? != budget_limits
+        {
+            bail!("the pod-level resources were changed: {:?}", spec.resources);
+        }
+        let (requests, limits) = container_resources(pod)?;
+        let (requests, limits) = (cpu_mem(&requests)?, cpu_mem(&limits)?);
+        if requests.0 > budget_requests.0 || requests.1 > budget_requests.1 {
+            bail!("container requests {requests:?} exceed the pod-level requests {budget_requests:?}");
+        }
+        if limits.0 > budget_limits.0 || limits.1 > budget_limits.1 {
+            bail!("container limits {limits:?} exceed the pod-level limits {budget_limits:?}");
+        }
+        // Sized within the budget, or left alone with the reason: either way the webhook says so.
+        let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+        if !annotations.contains_key("tailor.dev/updates") {
+            bail!("the pod lacks the tailor.dev/updates annotation saying what the webhook did: {annotations:?}");
         }
         Ok(())
     })

@@ -5,7 +5,7 @@
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use clap::{ArgAction, Parser};
 use tailor_admission::{
     certs::{self, CertFiles, MinTlsVersion, Reloader},
@@ -160,23 +160,7 @@ fn positive_duration(s: &str) -> Result<Duration, String> {
 }
 
 fn parse_gates(s: &str) -> anyhow::Result<FeatureGates> {
-    let mut gates = FeatureGates::default();
-    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-        let (name, value) = item.split_once('=').unwrap_or((item, "true"));
-        let on: bool = value
-            .trim()
-            .parse()
-            .with_context(|| format!("--feature-gates: {name}: {value:?} is not true or false"))?;
-        match name.trim() {
-            "CPUStartupBoost" => gates.cpu_startup_boost = on,
-            "InPlace" => gates.in_place = on,
-            "PerVPAConfig" => gates.per_vpa_config = on,
-            other => bail!(
-                "--feature-gates: unknown gate {other:?} (known: CPUStartupBoost, InPlace, PerVPAConfig)"
-            ),
-        }
-    }
-    Ok(gates)
+    Ok(FeatureGates::parse(s)?)
 }
 
 #[tokio::main]

@@ -1,15 +1,26 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease (create when absent, renew while held, take over
 //! when expired; optimistic concurrency through `resourceVersion`).
+//!
+//! Expiry is judged the way client-go judges it: by the **local** monotonic time at which this replica last
+//! saw the lease record change, never by comparing the holder's `renewTime` with the local wall clock (two
+//! clocks that disagree by more than the lease duration would otherwise give two leaders, or none).
+//!
+//! Every API call has a timeout of its own ([`LeaseSettings::call_timeout`]), and a renewal attempt never
+//! outlives the renew deadline, so a hung connection trips the deadline instead of keeping a stale leader.
+//! The [`Fence`] of an elector tells writers whether they may write: it allows writes only until the renew
+//! deadline of the last successful renewal, and stops allowing them the moment the lease is lost or released.
 
+use std::future::Future;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
 use kube::{Api, Client};
-
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use k8s_openapi::jiff::Timestamp;
+use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// Nanoseconds since the Unix epoch.
 type Nanos = i64;
@@ -26,6 +37,42 @@ fn to_micro_time(t: Nanos) -> Option<MicroTime> {
 
 /// The recommender's lease name (upstream's is `vpa-recommender-lease`, so both can run side by side).
 pub const DEFAULT_LEASE_NAME: &str = "tailor-recommender";
+
+/// A failed call of the elector.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    /// The API server answered with an error.
+    #[error("{op} lease {namespace}/{lease}: {source}")]
+    Api {
+        /// The call (`get`, `create`, `update`).
+        op: &'static str,
+        /// Lease namespace.
+        namespace: String,
+        /// Lease name.
+        lease: String,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The API server did not answer in time.
+    #[error("{op} lease {namespace}/{lease}: no answer within {after:?}")]
+    Timeout {
+        /// The call (`get`, `create`, `update`, or `renew` for a whole attempt).
+        op: &'static str,
+        /// Lease namespace.
+        namespace: String,
+        /// Lease name.
+        lease: String,
+        /// How long it waited.
+        after: Duration,
+    },
+}
+
+impl LeaseError {
+    fn is_conflict(&self) -> bool {
+        matches!(self, LeaseError::Api { source: kube::Error::Api(s), .. } if s.code == 409)
+    }
+}
 
 /// How a held lease was lost.
 #[derive(Debug, thiserror::Error)]
@@ -47,8 +94,22 @@ pub enum LeaseLost {
         lease: String,
         /// The last renewal failure.
         #[source]
-        source: kube::Error,
+        source: LeaseError,
     },
+}
+
+/// Settings that cannot work together.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "leader election needs lease duration ({lease_duration:?}) > renew deadline ({renew_deadline:?}) > retry period ({retry_period:?}) > 0"
+)]
+pub struct InvalidLeaseSettings {
+    /// `--leader-elect-lease-duration`.
+    pub lease_duration: Duration,
+    /// `--leader-elect-renew-deadline`.
+    pub renew_deadline: Duration,
+    /// `--leader-elect-retry-period`.
+    pub retry_period: Duration,
 }
 
 /// Lease parameters.
@@ -68,18 +129,129 @@ pub struct LeaseSettings {
     pub retry_period: Duration,
 }
 
+impl LeaseSettings {
+    /// Checks `lease duration > renew deadline > retry period > 0` (client-go's rule): a leader must give up
+    /// before another replica may take over.
+    pub fn validate(&self) -> Result<(), InvalidLeaseSettings> {
+        if self.lease_duration > self.renew_deadline
+            && self.renew_deadline > self.retry_period
+            && !self.retry_period.is_zero()
+        {
+            Ok(())
+        } else {
+            Err(InvalidLeaseSettings {
+                lease_duration: self.lease_duration,
+                renew_deadline: self.renew_deadline,
+                retry_period: self.retry_period,
+            })
+        }
+    }
+
+    /// Timeout of each API call: the retry period, at most the renew deadline, at least 1 s.
+    pub fn call_timeout(&self) -> Duration {
+        self.retry_period
+            .max(Duration::from_secs(1))
+            .min(self.renew_deadline.max(Duration::from_millis(1)))
+    }
+}
+
+/// What identifies one version of the lease record: when it changes, its holder is alive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Record {
+    holder: String,
+    renew_time: Option<MicroTime>,
+    acquire_time: Option<MicroTime>,
+    transitions: Option<i32>,
+    duration_secs: Option<i32>,
+    resource_version: Option<String>,
+}
+
+impl Record {
+    fn of(lease: &Lease) -> Record {
+        let spec = lease.spec.clone().unwrap_or_default();
+        Record {
+            holder: spec.holder_identity.unwrap_or_default(),
+            renew_time: spec.renew_time,
+            acquire_time: spec.acquire_time,
+            transitions: spec.lease_transitions,
+            duration_secs: spec.lease_duration_seconds,
+            resource_version: lease.metadata.resource_version.clone(),
+        }
+    }
+}
+
+/// The record last seen and the local time at which it was first seen in that version.
+#[derive(Debug, Clone)]
+struct Observed {
+    record: Record,
+    at: Instant,
+}
+
+/// Whether writes are allowed: `Some(until)` while the lease is held (until the renew deadline of the last
+/// successful renewal), `None` otherwise.
+type Holding = Option<Instant>;
+
+/// Tells writers whether this replica may write. Cheap to clone; every clone sees the elector's changes.
+#[derive(Clone, Debug)]
+pub struct Fence {
+    rx: Option<watch::Receiver<Holding>>,
+}
+
+impl Fence {
+    /// A fence that always allows writes (no leader election).
+    pub fn unfenced() -> Fence {
+        Fence { rx: None }
+    }
+
+    /// Whether a write may go out now: always without leader election; otherwise only while the lease is
+    /// held and its last renewal is younger than the renew deadline.
+    pub fn allows_writes(&self) -> bool {
+        match &self.rx {
+            None => true,
+            Some(rx) => rx.borrow().is_some_and(|until| Instant::now() < until),
+        }
+    }
+
+    /// Resolves once writes are no longer allowed (the lease was lost, released, or not renewed in time);
+    /// never without leader election.
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let rx = self.rx.clone();
+        async move {
+            let Some(mut rx) = rx else {
+                std::future::pending::<()>().await;
+                return;
+            };
+            loop {
+                let holding = *rx.borrow_and_update();
+                let Some(until) = holding else {
+                    return;
+                };
+                if Instant::now() >= until {
+                    return;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep_until(until) => {}
+                    changed = rx.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Acquires, renews and releases the lease.
 pub struct LeaderElector {
     api: Api<Lease>,
     settings: LeaseSettings,
-}
-
-fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
+    observed: Mutex<Option<Observed>>,
+    holding: watch::Sender<Holding>,
 }
 
 fn wall_now() -> Nanos {
-    from_timestamp(k8s_openapi::jiff::Timestamp::now()).unwrap_or(0)
+    from_timestamp(Timestamp::now()).unwrap_or(0)
 }
 
 impl LeaderElector {
@@ -88,7 +260,21 @@ impl LeaderElector {
         LeaderElector {
             api: Api::namespaced(client, &settings.namespace),
             settings,
+            observed: Mutex::new(None),
+            holding: watch::Sender::new(None),
         }
+    }
+
+    /// The fence writers check before each write.
+    pub fn fence(&self) -> Fence {
+        Fence {
+            rx: Some(self.holding.subscribe()),
+        }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &LeaseSettings {
+        &self.settings
     }
 
     fn duration_secs(&self) -> i32 {
@@ -97,13 +283,82 @@ impl LeaderElector {
             .max(1)
     }
 
-    /// One attempt at time `now`: creates the lease if absent, renews it if held, takes it over if it
-    /// expired. Returns whether this replica holds the lease afterwards.
-    pub async fn try_acquire_or_renew(&self, now: Nanos) -> Result<bool, kube::Error> {
+    /// Writes are allowed until this long after the start of a successful renewal.
+    fn holding_for(&self) -> Duration {
+        self.settings
+            .renew_deadline
+            .min(self.settings.lease_duration)
+    }
+
+    fn stop_holding(&self) {
+        self.holding.send_replace(None);
+    }
+
+    /// One API call under [`LeaseSettings::call_timeout`].
+    async fn call<T>(
+        &self,
+        op: &'static str,
+        fut: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, LeaseError> {
+        let after = self.settings.call_timeout();
+        match tokio::time::timeout(after, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(source)) => Err(LeaseError::Api {
+                op,
+                namespace: self.settings.namespace.clone(),
+                lease: self.settings.name.clone(),
+                source,
+            }),
+            Err(_) => Err(LeaseError::Timeout {
+                op,
+                namespace: self.settings.namespace.clone(),
+                lease: self.settings.name.clone(),
+                after,
+            }),
+        }
+    }
+
+    /// Remembers `lease` as seen at `at`; returns the local time since which its record is unchanged.
+    fn observe(&self, lease: &Lease, at: Instant) -> Instant {
+        let record = Record::of(lease);
+        let mut observed = self
+            .observed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match observed.as_ref() {
+            Some(o) if o.record == record => o.at,
+            _ => {
+                *observed = Some(Observed { record, at });
+                at
+            }
+        }
+    }
+
+    /// One attempt; `now` (wall clock) is written as `renewTime` (and `acquireTime` on take-over): creates
+    /// the lease if absent, renews it if held, takes it over if its holder is empty or its record has not
+    /// changed for the record's lease duration of local time. Returns whether this replica holds the lease
+    /// afterwards, and moves the [`Fence`] accordingly.
+    pub async fn try_acquire_or_renew(&self, now: Nanos) -> Result<bool, LeaseError> {
+        let start = Instant::now();
+        let held = self.attempt(now, start).await;
+        match &held {
+            Ok(Some(lease)) => {
+                self.observe(lease, Instant::now());
+                self.holding.send_replace(Some(start + self.holding_for()));
+            }
+            Ok(None) => self.stop_holding(),
+            Err(_) => {}
+        }
+        held.map(|l| l.is_some())
+    }
+
+    /// The attempt: the lease as written when this replica holds it afterwards.
+    async fn attempt(&self, now: Nanos, start: Instant) -> Result<Option<Lease>, LeaseError> {
         let me = self.settings.identity.clone();
         let stamp = to_micro_time(now);
         let pp = PostParams::default();
-        let Some(mut lease) = self.api.get_opt(&self.settings.name).await? else {
+        let name = self.settings.name.as_str();
+        let Some(mut lease) = self.call("get", self.api.get_opt(name)).await? else {
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.settings.name.clone()),
@@ -119,34 +374,38 @@ impl LeaderElector {
                     ..Default::default()
                 }),
             };
-            return match self.api.create(&pp, &lease).await {
-                Ok(_) => Ok(true),
-                Err(e) if is_conflict(&e) => Ok(false),
+            return match self.call("create", self.api.create(&pp, &lease)).await {
+                Ok(created) => Ok(Some(created)),
+                Err(e) if e.is_conflict() => Ok(None),
                 Err(e) => Err(e),
             };
         };
+        let unchanged_since = self.observe(&lease, start);
         let mut spec = lease.spec.take().unwrap_or_default();
         let holder = spec.holder_identity.clone().unwrap_or_default();
         if holder != me {
-            let renewed = spec
-                .renew_time
-                .as_ref()
-                .and_then(|t| from_timestamp(t.0))
-                .unwrap_or(0);
-            let valid_for = i64::from(spec.lease_duration_seconds.unwrap_or(0)) * 1_000_000_000;
-            if !holder.is_empty() && renewed.saturating_add(valid_for) > now {
-                return Ok(false);
+            let valid_for = spec
+                .lease_duration_seconds
+                .and_then(|s| u64::try_from(s).ok())
+                .filter(|&s| s > 0)
+                .map(Duration::from_secs)
+                .unwrap_or(self.settings.lease_duration);
+            if !holder.is_empty() && Instant::now() < unchanged_since + valid_for {
+                return Ok(None);
             }
             spec.holder_identity = Some(me);
             spec.acquire_time = stamp.clone();
-            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
         }
         spec.renew_time = stamp;
         spec.lease_duration_seconds = Some(self.duration_secs());
         lease.spec = Some(spec);
-        match self.api.replace(&self.settings.name, &pp, &lease).await {
-            Ok(_) => Ok(true),
-            Err(e) if is_conflict(&e) => Ok(false),
+        match self
+            .call("update", self.api.replace(name, &pp, &lease))
+            .await
+        {
+            Ok(written) => Ok(Some(written)),
+            Err(e) if e.is_conflict() => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -158,7 +417,7 @@ impl LeaderElector {
                 Ok(true) => return,
                 Ok(false) => {}
                 Err(e) => {
-                    tracing::warn!(error = %e, lease = %self.settings.name, "lease attempt failed")
+                    tracing::warn!(error = %e, "lease attempt failed")
                 }
             }
             tokio::time::sleep(self.settings.retry_period).await;
@@ -166,36 +425,58 @@ impl LeaderElector {
     }
 
     /// Renews the lease every retry period; returns when it could not be renewed within the renew
-    /// deadline, or another replica took it.
+    /// deadline (a hung attempt is cut off at the deadline), or another replica took it. The [`Fence`]
+    /// stops allowing writes no later than the deadline.
     pub async fn hold(&self) -> LeaseLost {
-        let mut last_ok = tokio::time::Instant::now();
+        let lost = self.hold_inner().await;
+        self.stop_holding();
+        lost
+    }
+
+    async fn hold_inner(&self) -> LeaseLost {
+        let taken = || LeaseLost::Taken {
+            namespace: self.settings.namespace.clone(),
+            lease: self.settings.name.clone(),
+        };
+        let renewal = |source| LeaseLost::Renewal {
+            namespace: self.settings.namespace.clone(),
+            lease: self.settings.name.clone(),
+            source,
+        };
         loop {
             tokio::time::sleep(self.settings.retry_period).await;
-            match self.try_acquire_or_renew(wall_now()).await {
-                Ok(true) => last_ok = tokio::time::Instant::now(),
-                Ok(false) => {
-                    return LeaseLost::Taken {
+            // The deadline is the end of the fence of the last successful renewal.
+            let Some(deadline) = *self.holding.borrow() else {
+                return taken();
+            };
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(remaining, self.try_acquire_or_renew(wall_now())).await {
+                Ok(Ok(true)) => {}
+                Ok(Ok(false)) => return taken(),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "lease renewal failed");
+                    if Instant::now() >= deadline {
+                        return renewal(e);
+                    }
+                }
+                Err(_) => {
+                    return renewal(LeaseError::Timeout {
+                        op: "renew",
                         namespace: self.settings.namespace.clone(),
                         lease: self.settings.name.clone(),
-                    };
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "lease renewal failed");
-                    if last_ok.elapsed() > self.settings.renew_deadline {
-                        return LeaseLost::Renewal {
-                            namespace: self.settings.namespace.clone(),
-                            lease: self.settings.name.clone(),
-                            source: e,
-                        };
-                    }
+                        after: remaining,
+                    });
                 }
             }
         }
     }
 
-    /// Gives the lease up (holder cleared, 1s duration) if this replica holds it.
-    pub async fn release(&self) -> Result<(), kube::Error> {
-        let Some(mut lease) = self.api.get_opt(&self.settings.name).await? else {
+    /// Stops allowing writes, then gives the lease up (holder cleared, 1s duration, renewed now) if this
+    /// replica holds it, so another replica takes over at its next attempt.
+    pub async fn release(&self) -> Result<(), LeaseError> {
+        self.stop_holding();
+        let name = self.settings.name.as_str();
+        let Some(mut lease) = self.call("get", self.api.get_opt(name)).await? else {
             return Ok(());
         };
         let mut spec = lease.spec.take().unwrap_or_default();
@@ -206,9 +487,36 @@ impl LeaderElector {
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = to_micro_time(wall_now());
         lease.spec = Some(spec);
-        self.api
-            .replace(&self.settings.name, &PostParams::default(), &lease)
-            .await?;
+        self.call(
+            "update",
+            self.api.replace(name, &PostParams::default(), &lease),
+        )
+        .await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(lease: u64, renew: u64, retry: u64) -> LeaseSettings {
+        LeaseSettings {
+            name: "l".into(),
+            namespace: "n".into(),
+            identity: "me".into(),
+            lease_duration: Duration::from_secs(lease),
+            renew_deadline: Duration::from_secs(renew),
+            retry_period: Duration::from_secs(retry),
+        }
+    }
+
+    #[test]
+    fn settings_must_order_duration_deadline_and_retry() {
+        assert!(settings(15, 10, 2).validate().is_ok());
+        assert!(settings(10, 10, 2).validate().is_err());
+        assert!(settings(15, 2, 2).validate().is_err());
+        assert!(settings(15, 10, 0).validate().is_err());
+        assert_eq!(settings(15, 10, 2).call_timeout(), Duration::from_secs(2));
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Parser;
 use tailor_crds::cluster::{
-    client::ClientFlags, listen::ListenFlags, log::LogFlags, shutdown::Shutdown,
+    client::ClientFlags, leader::Fence, listen::ListenFlags, log::LogFlags, shutdown::Shutdown,
 };
 use tailor_engine::estimate_flags::EstimationFlags;
 use tailor_engine::model::AggregationsConfig;
@@ -20,9 +20,8 @@ use tailor_recommender::leader::{DEFAULT_LEASE_NAME, LeaderElector, LeaseSetting
 use tailor_recommender::metrics::Metrics;
 use tailor_recommender::oom::OomQueue;
 use tailor_recommender::ratelimit::RateLimiter;
-use tailor_recommender::run_loop::Recommender;
+use tailor_recommender::run_loop::{Recommender, Stopped, wall_now};
 use tailor_recommender::stores::{new_stores, spawn_watchers, wait_until_ready};
-use tokio::sync::watch;
 
 fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| e.to_string())
@@ -109,6 +108,10 @@ struct Args {
     /// Identity in the lease (default: `$POD_NAME`).
     #[arg(long, env = "POD_NAME", default_value = "tailor-recommender")]
     leader_elect_identity: String,
+    /// After SIGTERM, everything (the loop in progress is abandoned; final checkpoints; releasing the
+    /// leader lease) ends within this long. Keep the pod's `terminationGracePeriodSeconds` above it.
+    #[arg(long, value_parser = duration, default_value = "20s")]
+    shutdown_timeout: Duration,
     /// `--log-format`, `--log-level`.
     #[command(flatten)]
     log: LogFlags,
@@ -179,14 +182,6 @@ impl Args {
     }
 }
 
-async fn until_true(mut rx: watch::Receiver<bool>) {
-    while !*rx.borrow() {
-        if rx.changed().await.is_err() {
-            return;
-        }
-    }
-}
-
 /// The history bootstrap, when `--prometheus-address` is given or `--storage=prometheus`.
 fn history_bootstrap(
     args: &Args,
@@ -215,6 +210,14 @@ fn history_bootstrap(
     )))
 }
 
+/// How the SIGTERM budget (`--shutdown-timeout`) is split: the part left for releasing the lease (two calls
+/// under their own timeouts, at most half the budget), the rest for final checkpoints.
+fn release_budget(shutdown_timeout: Duration, elector: Option<&LeaderElector>) -> Duration {
+    elector
+        .map(|e| (e.settings().call_timeout() * 2).min(shutdown_timeout / 2))
+        .unwrap_or_default()
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -226,6 +229,17 @@ async fn main() -> anyhow::Result<()> {
         tracing::warn!("--storage=prometheus: checkpoints are neither read nor written");
     }
     let _ = args.min_checkpoints;
+    let settings = LeaseSettings {
+        name: args.leader_elect_lease_name.clone(),
+        namespace: args.leader_elect_lease_namespace.clone(),
+        identity: args.leader_elect_identity.clone(),
+        lease_duration: args.leader_elect_lease_duration,
+        renew_deadline: args.leader_elect_renew_deadline,
+        retry_period: args.leader_elect_retry_period,
+    };
+    if args.leader_elect {
+        settings.validate()?;
+    }
 
     let metrics = Arc::new(Metrics::new());
     let health = Arc::new(if args.leader_elect {
@@ -248,20 +262,11 @@ async fn main() -> anyhow::Result<()> {
 
     let client = args.client.client().await?;
 
-    let elector = args.leader_elect.then(|| {
-        LeaderElector::new(
-            client.clone(),
-            LeaseSettings {
-                name: args.leader_elect_lease_name.clone(),
-                namespace: args.leader_elect_lease_namespace.clone(),
-                identity: args.leader_elect_identity.clone(),
-                lease_duration: args.leader_elect_lease_duration,
-                renew_deadline: args.leader_elect_renew_deadline,
-                retry_period: args.leader_elect_retry_period,
-            },
-        )
-    });
-    let elector = elector.map(Arc::new);
+    let elector = args
+        .leader_elect
+        .then(|| Arc::new(LeaderElector::new(client.clone(), settings)));
+    let release = release_budget(args.shutdown_timeout, elector.as_deref());
+    let mut holder = None;
     if let Some(e) = &elector {
         tracing::info!(lease = %args.leader_elect_lease_name, namespace = %args.leader_elect_lease_namespace, "waiting for the leader lease");
         tokio::select! {
@@ -269,20 +274,62 @@ async fn main() -> anyhow::Result<()> {
                 tracing::info!("leader lease acquired");
                 health.activate();
             }
-            _ = shutdown.wait() => return Ok(()),
+            _ = shutdown.wait() => {
+                // An attempt cut off here may still have succeeded on the server.
+                release_lease(e, release).await;
+                return Ok(());
+            }
         }
-    }
-    let (lost_tx, lost_rx) = watch::channel(false);
-    if let Some(e) = elector.clone() {
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
+        let (e, metrics) = (e.clone(), metrics.clone());
+        holder = Some(tokio::spawn(async move {
             let err: tailor_recommender::Error = e.hold().await.into();
             metrics.record(&err);
-            tracing::error!(error = %err, "leader lease lost");
-            let _ = lost_tx.send(true);
-        });
+            tracing::error!(error = %err, "leader lease lost: no more writes");
+        }));
     }
+    let fence = elector
+        .as_ref()
+        .map(|e| e.fence())
+        .unwrap_or_else(Fence::unfenced);
 
+    let result = lead(
+        &args, cfg, client, history, metrics, health, fence, &shutdown, release,
+    )
+    .await;
+    if let Some(h) = holder {
+        h.abort();
+    }
+    // Released on every way out: shutdown, error, and a lost lease (a no-op unless this replica is still
+    // the holder, e.g. when renewals timed out but the API server is back).
+    if let Some(e) = &elector {
+        release_lease(e, release).await;
+    }
+    result
+}
+
+/// Gives the lease up within `budget`.
+async fn release_lease(e: &LeaderElector, budget: Duration) {
+    match tokio::time::timeout(budget, e.release()).await {
+        Ok(Ok(())) => tracing::info!("leader lease released"),
+        Ok(Err(err)) => tracing::warn!(error = %err, "cannot release the leader lease"),
+        Err(_) => tracing::warn!(?budget, "releasing the leader lease timed out"),
+    }
+}
+
+/// The leader's work: caches, the loop, and final checkpoints after SIGTERM (within `--shutdown-timeout`
+/// minus the `release` budget). Returns an error when the lease was lost.
+#[allow(clippy::too_many_arguments)]
+async fn lead(
+    args: &Args,
+    cfg: ControllerConfig,
+    client: kube::Client,
+    history: Option<HistoryBootstrap>,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    fence: Fence,
+    shutdown: &Shutdown,
+    release: Duration,
+) -> anyhow::Result<()> {
     let ooms = OomQueue::default();
     let (stores, writers) = new_stores(ooms.clone());
     let watchers = spawn_watchers(
@@ -292,52 +339,66 @@ async fn main() -> anyhow::Result<()> {
         ooms.clone(),
         metrics.clone(),
     );
+    let abort_watchers = || {
+        for w in &watchers {
+            w.abort();
+        }
+    };
     tokio::select! {
-        r = wait_until_ready(&stores) => r.context("stores")?,
-        _ = shutdown.wait() => return Ok(()),
-        _ = until_true(lost_rx.clone()) => bail!("leader lease lost before the caches were ready"),
+        r = wait_until_ready(&stores) => {
+            if let Err(e) = r {
+                abort_watchers();
+                return Err(e).context("stores");
+            }
+        }
+        _ = shutdown.wait() => {
+            abort_watchers();
+            return Ok(());
+        }
+        _ = fence.lost() => {
+            abort_watchers();
+            bail!("leader lease lost before the caches were ready");
+        }
     }
     tracing::info!(recommender = %cfg.recommender_name, interval = ?cfg.interval, "caches ready; starting the loop");
 
     let limiter = RateLimiter::new(args.client.kube_api_qps, args.client.kube_api_burst);
-    let mut rec = Recommender::new(cfg, client, stores, ooms, metrics, limiter);
+    let mut rec = Recommender::new(cfg, client, stores, ooms, metrics, limiter).with_fence(fence);
     if let Some(h) = history {
         rec = rec.with_history(h);
     }
-    let stop = {
-        let (a, b) = (shutdown.wait(), lost_rx.clone());
-        async move {
-            tokio::select! {
-                _ = a => {},
-                _ = until_true(b) => {},
-            }
-        }
-    };
     let h = health.clone();
-    rec.run(stop, move |r| {
-        h.loop_finished();
-        tracing::info!(
-            vpas = r.vpas,
-            pods = r.pods,
-            samples = r.samples_accepted,
-            ooms = r.ooms_recorded,
-            status_writes = r.status_writes,
-            checkpoints = r.checkpoints_written,
-            metrics_ok = r.metrics_ok,
-            "loop finished"
-        );
-    })
-    .await;
-    for w in watchers {
-        w.abort();
+    let stopped = rec
+        .run(shutdown.wait(), move |r| {
+            h.loop_finished();
+            tracing::info!(
+                vpas = r.vpas,
+                pods = r.pods,
+                samples = r.samples_accepted,
+                ooms = r.ooms_recorded,
+                status_writes = r.status_writes,
+                checkpoints = r.checkpoints_written,
+                metrics_ok = r.metrics_ok,
+                "loop finished"
+            );
+        })
+        .await;
+    abort_watchers();
+    match stopped {
+        Stopped::LeaseLost => bail!("leader lease lost"),
+        Stopped::Shutdown => {
+            let budget = args.shutdown_timeout.saturating_sub(release);
+            match tokio::time::timeout(budget, rec.final_checkpoints(wall_now())).await {
+                Ok(r) => tracing::info!(
+                    written = r.checkpoints_written,
+                    errors = r.checkpoint_errors,
+                    "final checkpoints written"
+                ),
+                Err(_) => {
+                    tracing::warn!(?budget, "final checkpoints cut off by --shutdown-timeout")
+                }
+            }
+            Ok(())
+        }
     }
-    if *lost_rx.borrow() {
-        bail!("leader lease lost");
-    }
-    if let Some(e) = elector
-        && let Err(err) = e.release().await
-    {
-        tracing::warn!(error = %err, "cannot release the leader lease");
-    }
-    Ok(())
 }

@@ -1,7 +1,7 @@
-//! Checkpoints into the model: the restored aggregates of VPAs new to the model, and their open memory
-//! windows continued in containers that still run.
+//! Checkpoints into the model: the restored aggregates of VPAs new to the model with their open memory
+//! windows added back (windows of the earlier per-pod format are continued in containers that still run).
 
-use crate::checkpoint::{self, OpenWindow};
+use crate::checkpoint::{self, OpenWindow, StoredWindows};
 use crate::error::Error;
 use crate::run_loop::{LoopReport, Recommender};
 use tailor_engine::model::{AggregateContainerState, ContainerId, Sample};
@@ -48,10 +48,18 @@ impl Recommender {
                 });
                 continue;
             }
-            for w in checkpoint::open_windows(&cp) {
-                let continued = now < w.end && self.continue_window(&ns, &w, &container, interval);
-                if !continued {
-                    agg.memory.add_sample(w.peak as f64, 1.0, w.end);
+            match checkpoint::open_windows(&cp) {
+                StoredWindows::None => {}
+                StoredWindows::Aggregated(windows) => windows.add_to(&mut agg.memory),
+                // The earlier per-pod format: windows of containers that still run are continued.
+                StoredWindows::PerPod(windows) => {
+                    for w in windows {
+                        let continued =
+                            now < w.end && self.continue_window(&ns, &w, &container, interval);
+                        if !continued {
+                            agg.memory.add_sample(w.peak as f64, 1.0, w.end);
+                        }
+                    }
                 }
             }
             if let Some(v) = self.model.vpa_mut(index) {

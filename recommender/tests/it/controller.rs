@@ -311,9 +311,10 @@ async fn checkpoints_are_written_with_one_apply_each() {
     let (report, reqs) = h.loop_with(0, Ok(sample_list(1, 0))).await;
     assert_eq!(report.checkpoints_written, 1);
     let body = &checkpoint_apply(&reqs).body;
-    // The open window is left out of the histogram (as upstream) and kept in the annotation.
+    // The open window is left out of the histogram (as upstream) and kept in the annotation, aggregated
+    // per container: the peak with its weight at the window's end.
     let windows = format!(
-        r#"[{{"pod":"web-0","end":{},"peak":{}}}]"#,
+        r#"{{"v":2,"at":{},"halfLife":86400000000000,"peaks":[[{},1.0]]}}"#,
         t(86_400),
         mem_at(0, 0)
     );
@@ -351,7 +352,7 @@ async fn checkpoints_are_written_with_one_apply_each() {
     let body = &checkpoint_apply(&reqs).body;
     // Same window, its peak now over both samples.
     expected["metadata"]["annotations"]["tailor.dev/open-memory-windows"] = json!(format!(
-        r#"[{{"pod":"web-0","end":{},"peak":{}}}]"#,
+        r#"{{"v":2,"at":{},"halfLife":86400000000000,"peaks":[[{},1.0]]}}"#,
         t(86_400),
         mem_at(0, 0).max(mem_at(0, 1))
     ));
@@ -397,6 +398,129 @@ async fn restart_from_checkpoints_reproduces_the_recommendation() {
             "{field}: ({c0}, {m0}) vs ({c1}, {m1})"
         );
     }
+}
+
+#[tokio::test]
+async fn the_checkpoint_apply_owns_only_tailors_annotation() {
+    let mut h = Harness::new(ControllerConfig::default());
+    setup(&mut h);
+    add_pods(&mut h, 1);
+    // Someone else annotated the stored checkpoint.
+    h.api.put_object(
+        &format!("{CHECKPOINTS}/web-app"),
+        json!({"apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscalerCheckpoint",
+               "metadata": {"name": "web-app", "namespace": "default", "resourceVersion": "7",
+                            "annotations": {"example.com/team": "payments"}},
+               "spec": {"vpaObjectName": "web", "containerName": "app"}}),
+    );
+    let (_, reqs) = h.loop_with(0, Ok(sample_list(1, 0))).await;
+    // A server-side apply (never a JSON patch of /metadata/annotations, never a PUT of a stale copy)
+    // whose only annotation is Tailor's key: the field manager owns that key and nothing else there.
+    let apply = checkpoint_apply(&reqs);
+    let annotations = apply.body["metadata"]["annotations"].as_object().unwrap();
+    assert_eq!(
+        annotations.keys().collect::<Vec<_>>(),
+        ["tailor.dev/open-memory-windows"]
+    );
+    assert!(apply.body["metadata"].get("resourceVersion").is_none());
+    assert!(
+        reqs.iter()
+            .all(|r| !(r.uri.starts_with(CHECKPOINTS) && r.method == "PUT")),
+        "{reqs:#?}"
+    );
+    let stored = h.api.object(&format!("{CHECKPOINTS}/web-app")).unwrap();
+    assert_eq!(
+        stored["metadata"]["annotations"]["example.com/team"],
+        "payments"
+    );
+}
+
+#[tokio::test]
+async fn the_open_windows_of_4000_pods_fit_in_a_small_annotation_and_restore() {
+    let pods = 4000;
+    let mut a = Harness::new(ControllerConfig::default());
+    setup(&mut a);
+    add_pods(&mut a, pods);
+    for i in 0..3 {
+        a.loop_with(i * 600, Ok(sample_list(pods, i * 10))).await;
+    }
+    let before = a.vpa("default", "web");
+    let checkpoints = a.api.objects(&format!("{CHECKPOINTS}/"));
+    assert_eq!(checkpoints.len(), 1);
+    let annotation = checkpoints[0]["metadata"]["annotations"]["tailor.dev/open-memory-windows"]
+        .as_str()
+        .unwrap();
+    assert!(
+        annotation.len() < 8 * 1024,
+        "annotation of {} bytes for {pods} pods",
+        annotation.len()
+    );
+
+    // A restart restores the same numbers from the bounded annotation.
+    let mut b = Harness::new(ControllerConfig::default());
+    setup(&mut b);
+    b.apply_vpa(&before);
+    add_pods(&mut b, pods);
+    for c in checkpoints {
+        let c: VerticalPodAutoscalerCheckpoint = serde_json::from_value(c).unwrap();
+        b.apply_checkpoint(c);
+    }
+    let (report, _) = b.loop_with(3 * 600, Ok(metrics_list(&[]))).await;
+    assert_eq!(report.checkpoints_restored, 1);
+    let after = b.vpa("default", "web");
+    // Memory comes from the status histogram plus the annotation's windows: the same numbers. (CPU is not
+    // compared: this synthetic usage spreads evenly over 8 buckets, so the median sits exactly on a bucket
+    // boundary, which the status histogram's integer weights, upstream's format, may move either way.)
+    for field in ["target", "lowerBound", "upperBound"] {
+        let (_, m0) = target(&before, "app", field);
+        let (_, m1) = target(&after, "app", field);
+        assert_eq!(m0, m1, "memory {field}");
+    }
+}
+
+#[tokio::test]
+async fn checkpoints_in_the_per_pod_format_are_still_restored() {
+    let mut a = Harness::new(ControllerConfig::default());
+    setup(&mut a);
+    add_pods(&mut a, 2);
+    for i in 0..300 {
+        a.loop_with(i * 600, Ok(sample_list(2, i * 10))).await;
+    }
+    let before = a.vpa("default", "web");
+    let mut checkpoints = a.api.objects(&format!("{CHECKPOINTS}/"));
+    // Rewrite the annotation in the format Tailor wrote before the aggregate: one entry per pod.
+    let text = checkpoints[0]["metadata"]["annotations"]["tailor.dev/open-memory-windows"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let aggregate: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let at = aggregate["at"].as_i64().unwrap();
+    let peaks = aggregate["peaks"].as_array().unwrap();
+    let peak = peaks.last().unwrap()[0].clone();
+    let per_pod: Vec<serde_json::Value> = (0..2)
+        .map(|p| json!({"pod": format!("web-{p}"), "end": at, "peak": peak}))
+        .collect();
+    checkpoints[0]["metadata"]["annotations"]["tailor.dev/open-memory-windows"] =
+        json!(serde_json::to_string(&per_pod).unwrap());
+
+    let mut b = Harness::new(ControllerConfig::default());
+    setup(&mut b);
+    b.apply_vpa(&before);
+    add_pods(&mut b, 2);
+    for c in checkpoints {
+        let c: VerticalPodAutoscalerCheckpoint = serde_json::from_value(c).unwrap();
+        b.apply_checkpoint(c);
+    }
+    let (report, _) = b.loop_with(300 * 600, Ok(metrics_list(&[]))).await;
+    assert_eq!(report.checkpoints_restored, 1);
+    let after = b.vpa("default", "web");
+    let (c0, m0) = target(&before, "app", "target");
+    let (c1, m1) = target(&after, "app", "target");
+    let close = |x: i64, y: i64| ((x - y).abs() as f64) <= 0.05 * x.max(y) as f64;
+    assert!(
+        close(c0, c1) && close(m0, m1),
+        "({c0}, {m0}) vs ({c1}, {m1})"
+    );
 }
 
 #[tokio::test]

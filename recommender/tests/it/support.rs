@@ -58,12 +58,18 @@ pub struct Recorded {
 /// What the metrics API answers next: a PodMetrics list or an HTTP error code.
 pub type MetricsAnswer = Result<Value, u16>;
 
+type Responder = tower_test::mock::SendResponse<Response<Body>>;
+
 #[derive(Default)]
 struct State {
     requests: Vec<Recorded>,
     metrics: VecDeque<MetricsAnswer>,
     objects: HashMap<String, Value>,
     lean: bool,
+    /// (method, path) of requests that are never answered (a hung connection).
+    hang: Vec<(String, String)>,
+    /// The responders of hung requests, kept so the client keeps waiting.
+    hung: Vec<Responder>,
 }
 
 /// The fake API server.
@@ -85,6 +91,10 @@ impl FakeApi {
         let server = api.clone();
         tokio::spawn(async move {
             while let Some((req, send)) = handle.next_request().await {
+                if server.hangs(&req) {
+                    server.state.lock().unwrap().hung.push(send);
+                    continue;
+                }
                 let (code, body) = server.answer(req).await;
                 let resp = Response::builder()
                     .status(code)
@@ -95,6 +105,37 @@ impl FakeApi {
             }
         });
         (Client::new(svc, "default"), api)
+    }
+
+    /// From now on, `method` requests of `path` get no answer at all (a hung connection); they are
+    /// recorded without their body.
+    pub fn hang(&self, method: &str, path: &str) {
+        self.state
+            .lock()
+            .unwrap()
+            .hang
+            .push((method.into(), path.into()));
+    }
+
+    /// Answers every request again (requests already hung stay unanswered).
+    pub fn stop_hanging(&self) {
+        self.state.lock().unwrap().hang.clear();
+    }
+
+    /// Records and parks `req` if it is to hang.
+    fn hangs(&self, req: &Request<Body>) -> bool {
+        let mut s = self.state.lock().unwrap();
+        let key = (req.method().to_string(), req.uri().path().to_string());
+        if !s.hang.contains(&key) {
+            return false;
+        }
+        s.requests.push(Recorded {
+            method: key.0,
+            uri: req.uri().to_string(),
+            content_type: None,
+            body: Value::Null,
+        });
+        true
     }
 
     /// Queues the answer of the next metrics list.
@@ -194,11 +235,23 @@ impl FakeApi {
                 (201, obj)
             }
             "PUT" => {
-                if !s.objects.contains_key(&path) {
+                // A replace: optimistic concurrency on resourceVersion, which it then bumps.
+                let Some(stored) = s.objects.get(&path) else {
                     return (404, status(404, "NotFound"));
+                };
+                let stored_rv = stored["metadata"]["resourceVersion"]
+                    .as_str()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+                if let Some(rv) = body["metadata"]["resourceVersion"].as_str()
+                    && rv != stored_rv.to_string()
+                {
+                    return (409, status(409, "Conflict"));
                 }
-                s.objects.insert(path, body.clone());
-                (200, body)
+                let mut obj = body.clone();
+                obj["metadata"]["resourceVersion"] = json!((stored_rv + 1).to_string());
+                s.objects.insert(path, obj.clone());
+                (200, obj)
             }
             "PATCH" if content_type.as_deref() == Some("application/apply-patch+yaml") => {
                 // Server-side apply: creates the object or merges the applied fields into it.
@@ -358,6 +411,8 @@ pub fn full_pod(ns: &str, name: &str, lbl: &[(&str, &str)], containers: &[&str])
 /// Stores fed directly, a recommender over the fake API and its writers.
 pub struct Harness {
     pub api: FakeApi,
+    /// A client of the same fake API (for a leader elector next to the recommender).
+    pub client: Client,
     pub stores: Stores,
     pub writers: Writers,
     pub ooms: OomQueue,
@@ -383,7 +438,7 @@ impl Harness {
         let metrics = Arc::new(Metrics::new());
         let rec = Recommender::new(
             cfg,
-            client,
+            client.clone(),
             stores.clone(),
             ooms.clone(),
             metrics.clone(),
@@ -391,6 +446,7 @@ impl Harness {
         );
         Harness {
             api,
+            client,
             stores,
             writers,
             ooms,

@@ -19,7 +19,7 @@ use kube::{Api, ResourceExt as _};
 use tailor_crds::VerticalPodAutoscaler;
 use tailor_crds::cluster::client::ClientFlags;
 use tailor_crds::cluster::index::{Index, IndexStores};
-use tailor_crds::cluster::leader::{LeaderElector, LeaseSettings};
+use tailor_crds::cluster::leader::{Fence, LeaderElector, LeaseSettings};
 use tailor_crds::cluster::listen::ListenFlags;
 use tailor_crds::cluster::log::LogFlags;
 use tailor_crds::cluster::reflectors::{OnWatchError, api, spawn_reflector, workload_stores};
@@ -85,6 +85,10 @@ struct Args {
     /// Identity in the lease (default: `$POD_NAME`).
     #[arg(long, env = "POD_NAME", default_value = "tailor-updater")]
     leader_elect_identity: String,
+    /// After SIGTERM, the iteration in progress is abandoned and the leader lease released within this
+    /// long. Keep the pod's `terminationGracePeriodSeconds` above it.
+    #[arg(long, value_parser = duration, default_value = "20s")]
+    shutdown_timeout: Duration,
     #[command(flatten)]
     log: LogFlags,
 }
@@ -172,34 +176,42 @@ async fn main() -> anyhow::Result<()> {
     });
     let shutdown = Shutdown::on_signal();
 
-    let elector = args.leader_elect.then(|| {
-        LeaderElector::new(
-            client.clone(),
-            LeaseSettings {
-                name: args.leader_elect_lease_name.clone(),
-                namespace: args.leader_elect_lease_namespace.clone(),
-                identity: args.leader_elect_identity.clone(),
-                lease_duration: args.leader_elect_lease_duration,
-                renew_deadline: args.leader_elect_renew_deadline,
-                retry_period: args.leader_elect_retry_period,
-            },
-        )
-    });
+    let settings = LeaseSettings {
+        name: args.leader_elect_lease_name.clone(),
+        namespace: args.leader_elect_lease_namespace.clone(),
+        identity: args.leader_elect_identity.clone(),
+        lease_duration: args.leader_elect_lease_duration,
+        renew_deadline: args.leader_elect_renew_deadline,
+        retry_period: args.leader_elect_retry_period,
+    };
+    if args.leader_elect {
+        settings.validate()?;
+    }
+    let elector = args
+        .leader_elect
+        .then(|| Arc::new(LeaderElector::new(client.clone(), settings)));
+    let mut holder = None;
     if let Some(e) = &elector {
         tokio::select! {
             _ = e.acquire() => tracing::info!("leader lease acquired"),
-            _ = shutdown.wait() => return Ok(()),
+            _ = shutdown.wait() => {
+                // An attempt cut off here may still have succeeded on the server.
+                release_lease(e, args.shutdown_timeout).await;
+                return Ok(());
+            }
         }
-    }
-    let elector = elector.map(Arc::new);
-    let (lost_tx, mut lost_rx) = tokio::sync::watch::channel(false);
-    if let Some(e) = elector.clone() {
-        tokio::spawn(async move {
+        let e = e.clone();
+        holder = Some(tokio::spawn(async move {
             let lost = e.hold().await;
             tracing::error!(error = %lost, "leader lease lost; stopping");
-            let _ = lost_tx.send(true);
-        });
+        }));
     }
+    let fence = elector
+        .as_ref()
+        .map(|e| e.fence())
+        .unwrap_or_else(Fence::unfenced);
+    let lost = fence.lost();
+    tokio::pin!(lost);
 
     // Caches.
     let ns = args.vpa_object_namespace.as_str();
@@ -344,17 +356,23 @@ async fn main() -> anyhow::Result<()> {
     let mut ticker =
         tokio::time::interval_at(origin + args.updater_interval, args.updater_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut lease_lost = false;
     loop {
         tokio::select! {
-            _ = ticker.tick() => {}
+            biased;
             _ = shutdown.wait() => break,
-            _ = lost_rx.changed() => break,
+            _ = &mut lost => { lease_lost = true; break }
+            _ = ticker.tick() => {}
         }
         let started = tokio::time::Instant::now();
-        match updater
-            .iterate(Timestamp::now(), started + args.updater_interval)
-            .await
-        {
+        // Abandoned at once on SIGTERM or a lost lease: no eviction or resize goes out after either.
+        let outcome = tokio::select! {
+            biased;
+            _ = shutdown.wait() => break,
+            _ = &mut lost => { lease_lost = true; break }
+            o = updater.iterate(Timestamp::now(), started + args.updater_interval) => o,
+        };
+        match outcome {
             Outcome::AdmissionNotAlive(why) => {
                 tracing::error!(reason = %why, "the webhook is not known to be alive: no pod is updated this iteration");
             }
@@ -375,10 +393,23 @@ async fn main() -> anyhow::Result<()> {
         }
         health.last_iteration.store(unix_now(), Ordering::Relaxed);
     }
-    if let Some(e) = elector
-        && let Err(err) = e.release().await
-    {
-        tracing::warn!(error = %err, "could not release the leader lease");
+    if let Some(h) = holder {
+        h.abort();
+    }
+    if let Some(e) = &elector {
+        release_lease(e, args.shutdown_timeout).await;
+    }
+    if lease_lost {
+        bail!("leader lease lost");
     }
     Ok(())
+}
+
+/// Gives the leader lease up within `budget`.
+async fn release_lease(e: &LeaderElector, budget: Duration) {
+    match tokio::time::timeout(budget, e.release()).await {
+        Ok(Ok(())) => tracing::info!("leader lease released"),
+        Ok(Err(err)) => tracing::warn!(error = %err, "could not release the leader lease"),
+        Err(_) => tracing::warn!(?budget, "releasing the leader lease timed out"),
+    }
 }
