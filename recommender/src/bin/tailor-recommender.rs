@@ -385,7 +385,11 @@ async fn lead(
         .await;
     abort_watchers();
     match stopped {
-        Stopped::LeaseLost => bail!("leader lease lost"),
+        Stopped::LeaseLost => {
+            // Said in the log as well as on exit: the holder task that also says it may be cut off first.
+            tracing::error!("leader lease lost: loop abandoned, no final checkpoints; exiting");
+            bail!("leader lease lost")
+        }
         Stopped::Shutdown => {
             let budget = args.shutdown_timeout.saturating_sub(release);
             match tokio::time::timeout(budget, rec.final_checkpoints(wall_now())).await {

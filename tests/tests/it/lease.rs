@@ -138,15 +138,11 @@ fn lease_lost_at(p: &Process) -> Option<SystemTime> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 12 defect 5: after losing the lease the recommender finishes its loop and writes its final \
-            checkpoints (fixed on the leader-election branch)"]
 async fn a_leader_whose_renewals_fail_writes_nothing_after_losing_the_lease() {
     loses_the_lease(Action::Fail(500)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 12 defect 5: a renewal has no timeout of its own, so a hung one never trips the renew \
-            deadline and the old leader keeps writing (fixed on the leader-election branch)"]
 async fn a_leader_whose_renewals_hang_writes_nothing_after_losing_the_lease() {
     loses_the_lease(Action::Delay(Duration::from_secs(3600))).await;
 }
