@@ -251,19 +251,22 @@ async fn attack_large_pods(fixture: &Fixture) {
                     (fixture.server.webhook, fixture.config.clone(), body.clone());
                 tokio::spawn(async move {
                     let mut client = Client::connect(addr, config).await.unwrap();
-                    client
-                        .post("/", Some("application/json"), body)
-                        .await
-                        .unwrap()
+                    client.post("/", Some("application/json"), body).await
                 })
             })
             .collect();
+        let mut answered = 0;
         for task in tasks {
-            let (status, answer) = task.await.unwrap();
+            let Ok((status, answer)) = task.await.unwrap() else {
+                // Over the large-body byte budget the server answers 503 and closes the connection
+                // without reading the body: a client still sending sees the connection close.
+                continue;
+            };
             if status == hyper::StatusCode::SERVICE_UNAVAILABLE {
                 // Every large-review slot stayed busy: a fast refusal, not a queue.
                 continue;
             }
+            answered += 1;
             assert_eq!(status, hyper::StatusCode::OK);
             let answer: Value = serde_json::from_slice(&answer).unwrap();
             assert_answer(&answer, "big");
@@ -273,6 +276,7 @@ async fn attack_large_pods(fixture: &Fixture) {
                 "oversized pods are not sized"
             );
         }
+        assert!(answered >= 1, "no large pod was reviewed at all");
     })
     .await;
 }
