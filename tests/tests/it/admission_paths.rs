@@ -111,6 +111,27 @@ webhooks:
         "the caBundle is patched"
     );
 
+    // Both watches are up (so the change below is seen by the watch, not by a late first list).
+    server
+        .wait_for(WAIT, |s| {
+            let watching = |resource: &str| {
+                s.requests().iter().any(|r| {
+                    r.user == "admission"
+                        && r.verb() == "watch"
+                        && r.resource() == resource
+                        && r.status == 200
+                })
+            };
+            (watching("secrets") && watching("mutatingwebhookconfigurations")).then_some(())
+        })
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "the Secret and the configuration are not watched:\n{}",
+                logs()
+            )
+        });
+
     // Someone empties the Secret: the watch sees it, the webhook replaces it with new material and publishes
     // the new CA (the old one is gone with the Secret's data, so nothing keeps it in the bundle).
     let mut emptied = server
