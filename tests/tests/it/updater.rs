@@ -113,3 +113,80 @@ async fn updater_resizes_in_place_through_the_resize_subresource() {
         "in place first: no eviction"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updater_with_leader_election_takes_and_renews_its_lease() {
+    let server = ApiServer::start().await.unwrap();
+    server.load_yaml(namespace()).unwrap();
+    server
+        .load_yaml("apiVersion: v1\nkind: Namespace\nmetadata: {name: tailor}\n")
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--use-admission-controller-status=false",
+        "--leader-elect",
+        "--leader-elect-lease-namespace",
+        "tailor",
+        "--leader-elect-identity",
+        "updater-a",
+        "--leader-elect-lease-duration",
+        "3s",
+        "--leader-elect-renew-deadline",
+        "2s",
+        "--leader-elect-retry-period",
+        "500ms",
+    ];
+    let up = start_updater(&server, dir.path(), "updater", &flags);
+    let lease = |s: &ApiServer| {
+        s.get(
+            "coordination.k8s.io/v1",
+            "Lease",
+            "tailor",
+            "tailor-updater",
+        )
+    };
+    let first = server
+        .wait_for(Duration::from_secs(10), |s| {
+            lease(s).filter(|l| l["spec"]["holderIdentity"] == "updater-a")
+        })
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "the updater never held its Lease:\n{}",
+                up.log_lines().join("\n")
+            )
+        });
+    // A renewal, answered (a request is recorded on arrival, with status 0 until answered).
+    let renewal = server
+        .wait_for(Duration::from_secs(10), |s| {
+            s.requests().into_iter().find(|r| {
+                r.user == "updater"
+                    && r.resource() == "leases"
+                    && r.verb() == "update"
+                    && r.status == 200
+            })
+        })
+        .await;
+    assert!(
+        renewal.is_some(),
+        "the Lease was never renewed: {first}\n{}",
+        up.log_lines().join("\n")
+    );
+    let now = lease(&server).unwrap();
+    assert_eq!(now["spec"]["holderIdentity"], "updater-a", "{now}");
+    assert_ne!(
+        now["spec"]["renewTime"], first["spec"]["renewTime"],
+        "{now}"
+    );
+    let writes: Vec<(String, u16)> = server
+        .requests()
+        .iter()
+        .filter(|r| r.user == "updater" && r.resource() == "leases" && r.is_write())
+        .map(|r| (r.verb(), r.status))
+        .collect();
+    assert_eq!(
+        writes.first(),
+        Some(&("create".to_string(), 201)),
+        "a missing Lease is created: {writes:?}"
+    );
+}
