@@ -23,6 +23,9 @@ What it does:
   charts/tailor/rbac-allowlist.yaml lists it with a reason; an allow-list entry that is not granted any more, or
   whose grant some request now uses, fails too, so the list cannot rot.
 
+A self-test on made-up requests runs first (the mapping above, `*/scale`, resourceNames, Role scope, allow-list
+matching), so that a clean run on the real records cannot hide a check that stopped checking.
+
 Known limit: a namespaced Role's namespace is not compared with the request's (the tests run the binaries with
 their own namespaces, not the release's); that the Role is namespaced and the request is namespaced is.
 """
@@ -273,9 +276,71 @@ def read_allowlist(path: Path) -> list[Allowed]:
     return out
 
 
+# --- self-test ----------------------------------------------------------------------------------------
+
+def self_test() -> None:
+    """The request mapping, rule matching and allow-list bookkeeping on made-up requests, so that a clean run
+    on the real records cannot hide a check that no longer checks."""
+    def one(method: str, path: str, query: dict | None = None, status: int = 200) -> list[tuple]:
+        got = parse({"user": "updater", "method": method, "path": path, "query": query or {}, "status": status},
+                    "updater")
+        return [(r.verb, r.group, r.resource, r.namespace, r.name) for r in got or []]
+    cases = [
+        (("GET", "/api/v1/pods", {"watch": "true"}), [("watch", "", "pods", "", "")]),
+        (("GET", "/api/v1/namespaces/a/pods"), [("list", "", "pods", "a", "")]),
+        (("GET", "/api/v1/namespaces/a/pods/p"), [("get", "", "pods", "a", "p")]),
+        (("GET", "/api/v1/namespaces/a/pods/p", {"watch": "1"}), [("watch", "", "pods", "a", "p")]),
+        (("GET", "/api/v1/namespaces/a/secrets", {"fieldSelector": "metadata.name=s", "watch": "true"}),
+         [("watch", "", "secrets", "a", "s")]),
+        (("GET", "/api/v1/namespaces/a/pods", {"fieldSelector": "status.phase!=Pending"}),
+         [("list", "", "pods", "a", "")]),
+        (("POST", "/api/v1/namespaces/a/pods/p/eviction"), [("create", "", "pods/eviction", "a", "p")]),
+        (("PUT", "/apis/coordination.k8s.io/v1/namespaces/a/leases/l"),
+         [("update", "coordination.k8s.io", "leases", "a", "l")]),
+        (("PATCH", "/apis/g.io/v1/namespaces/a/things/t", {}, 201),
+         [("patch", "g.io", "things", "a", "t"), ("create", "g.io", "things", "a", "t")]),
+        (("DELETE", "/apis/g.io/v1/namespaces/a/things"), [("deletecollection", "g.io", "things", "a", "")]),
+        (("GET", "/apis/g.io/v1/namespaces/a/things/t/scale"), [("get", "g.io", "things/scale", "a", "t")]),
+        (("GET", "/api/v1/namespaces/a"), [("get", "", "namespaces", "a", "a")]),
+        (("GET", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/w"),
+         [("get", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "w")]),
+        (("GET", "/apis/g.io/v1"), []), (("GET", "/api"), []), (("GET", "/apis"), []), (("GET", "/version"), []),
+    ]
+    for args, want in cases:
+        got = one(*args)
+        assert got == want, f"{args}: {got} != {want}"
+    for bad in [("GET", "/metrics"), ("POST", "/apis"), ("GET", "/apis/g.io/v1/namespaces/a/t/n/s/x")]:
+        try:
+            one(*bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"{bad} should be refused")
+
+    def req(verb: str, group: str, resource: str, namespace: str = "a", name: str = "") -> Request:
+        return Request("updater", verb, group, resource, namespace, name)
+    scale = Grant("updater", "ClusterRole/x", False, "*", "*/scale", "get", ())
+    assert allows(scale, req("get", "argoproj.io", "rollouts/scale"))
+    assert not allows(scale, req("get", "argoproj.io", "rollouts"))
+    assert not allows(scale, req("patch", "apps", "deployments/scale"))
+    named = Grant("updater", "Role/ns/x", True, "", "secrets", "get", ("s",))
+    assert allows(named, req("get", "", "secrets", name="s"))
+    assert not allows(named, req("get", "", "secrets", name="t"))
+    assert not allows(named, req("get", "", "secrets"))
+    assert not allows(named, req("get", "", "secrets", namespace="", name="s")), "a Role grants namespaced only"
+    assert not allows(named, Request("admission", "get", "", "secrets", "a", "s")), "another component's"
+    entry = Allowed("updater", "", "secrets", "get", ("s",), "reason")
+    assert entry.covers(named) and not Allowed("updater", "", "secrets", "get", ("t",), "r").covers(named)
+    assert Allowed("updater", "", "secrets", "get", None, "r").covers(named)
+
+
 # --- main -------------------------------------------------------------------------------------------
 
 def main() -> int:
+    try:
+        self_test()
+        report(True, "self-test: request mapping, rule matching, allow-list entries")
+    except AssertionError as e:
+        report(False, "self-test: request mapping, rule matching, allow-list entries", str(e))
     directory = Path(os.environ.get(RECORD_ENV) or DEFAULT_RECORDS)
     files = sorted(directory.glob("*.jsonl"))
     if not files:
