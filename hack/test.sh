@@ -37,6 +37,12 @@ step "cargo build -p tailor-recommender -p tailor-admission -p tailor-updater"
 cargo build -p tailor-recommender -p tailor-admission -p tailor-updater
 record "cargo build (binaries for the stand-in tests)" $?
 
+# The stand-in API servers of the tests write every request they answered here; hack/checks/rbac.sh (run with
+# the other checks below, after the tests) holds them against the chart's RBAC. Emptied first, so that only
+# this run's requests count.
+export TAILOR_STANDIN_RECORD_DIR="$ROOT/target/standin-requests"
+rm -rf "$TAILOR_STANDIN_RECORD_DIR"
+
 step "cargo test --workspace"
 cargo test --workspace --no-fail-fast 2>&1 | tee "$LOG_DIR/cargo-test.log"
 rc=${PIPESTATUS[0]}
@@ -58,6 +64,7 @@ step "conformance summary"
 } 2>&1 | grep -oE 'conformance: .*' || echo "no conformance figures printed"
 
 # --- other checks: each script prints "N passed, N failed" as its last line ----------------------------
+# They run after the tests: hack/checks/rbac.sh reads the requests the tests recorded.
 for check in "$ROOT"/hack/checks/*.sh; do
   [[ -e $check ]] || continue
   name=$(basename "$check" .sh)

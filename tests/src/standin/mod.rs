@@ -100,7 +100,8 @@ impl std::fmt::Debug for ApiServer {
 }
 
 /// When set, every stand-in appends its recorded requests to a file in this directory when it drops (one
-/// JSON object per line: user, verb, group, resource with subresource, namespace, name, status), so a check
+/// JSON object per line: user, verb, group, resource with subresource, namespace, name, path, status, and
+/// the HTTP method and query the verb was derived from), so a check
 /// outside the test run — the chart's RBAC rules against what each binary really asked — can read them. The
 /// user is the kubeconfig token, which the harness names after the component (`recommender-…`,
 /// `admission`).
@@ -345,6 +346,7 @@ impl ApiServer {
                 "user": r.user, "verb": r.verb(), "group": t.map(|t| t.group.clone()),
                 "resource": r.resource(), "namespace": t.and_then(|t| t.namespace.clone()),
                 "name": t.and_then(|t| t.name.clone()), "path": r.path, "status": r.status,
+                "method": r.method, "query": r.query,
             });
             writeln!(out, "{line}")?;
         }

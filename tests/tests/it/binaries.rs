@@ -500,6 +500,13 @@ async fn admission_in_cluster_mode_patches_a_pod_of_a_deployment() {
             .and_then(Value::as_str)
             .is_some()
     );
+    wait_request(&server, &adm, "a renewal of the status Lease", |r| {
+        r.user == "admission"
+            && r.verb() == "update"
+            && r.resource() == "leases"
+            && (200..300).contains(&r.status)
+    })
+    .await;
     let reqs = server.requests();
     let writes: Vec<String> = by(&reqs, "admission")
         .filter(|r| r.is_write())

@@ -1,11 +1,13 @@
 //! Targets of a custom kind with a `/scale` subresource (an Argo Rollout, registered on the stand-in from its
 //! CRD): the recommender resolves them through discovery and `GET …/scale`; the webhook must too (issue 12
-//! defect 1).
+//! defect 1); the updater counts the replicas of a pod's creator of such a kind the same way.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tailor_tests::process::{http_get_status, post_review, start_admission, start_recommender};
+use tailor_tests::process::{
+    http_get_status, post_review, start_admission, start_recommender, start_updater,
+};
 use tailor_tests::standin::ApiServer;
 use tailor_tests::standin::tls::TestCa;
 
@@ -148,4 +150,49 @@ async fn admission_patches_a_pod_of_a_custom_kind_with_scale() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updater_reads_the_replica_count_of_a_custom_kind_through_scale() {
+    let server = ApiServer::start().await.unwrap();
+    rollout(&server);
+    // A pod the Rollout created itself (as an OpenKruise CloneSet does): the updater counts its creator's
+    // replicas through `/scale`, since it caches no such kind.
+    server
+        .put(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "canary-direct", "namespace": "shop", "uid": "pod-canary-direct",
+                "labels": {"app": "canary"},
+                "ownerReferences": [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+                    "name": "canary", "uid": "dep-canary", "controller": true}]},
+            "spec": {"nodeName": "node-1", "containers": [{"name": "app", "image": "nginx"}]},
+            "status": {"phase": "Running"}
+        }))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let up = start_updater(
+        &server,
+        dir.path(),
+        "updater",
+        &["--use-admission-controller-status=false"],
+    );
+    let read = server
+        .wait_for(Duration::from_secs(10), |s| {
+            s.requests().into_iter().find(|r| {
+                r.user == "updater"
+                    && r.verb() == "get"
+                    && r.resource() == "rollouts/scale"
+                    && r.status == 200
+            })
+        })
+        .await;
+    assert!(
+        read.is_some(),
+        "the updater never read the Rollout's /scale:\n{}",
+        up.log_lines().join("\n")
+    );
+    assert_eq!(
+        read.unwrap().target.and_then(|t| t.name).as_deref(),
+        Some("canary")
+    );
 }

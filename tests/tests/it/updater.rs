@@ -113,3 +113,147 @@ async fn updater_resizes_in_place_through_the_resize_subresource() {
         "in place first: no eviction"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updater_with_leader_election_takes_and_renews_its_lease() {
+    let server = ApiServer::start().await.unwrap();
+    server.load_yaml(namespace()).unwrap();
+    server
+        .load_yaml("apiVersion: v1\nkind: Namespace\nmetadata: {name: tailor}\n")
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--use-admission-controller-status=false",
+        "--leader-elect",
+        "--leader-elect-lease-namespace",
+        "tailor",
+        "--leader-elect-identity",
+        "updater-a",
+        "--leader-elect-lease-duration",
+        "3s",
+        "--leader-elect-renew-deadline",
+        "2s",
+        "--leader-elect-retry-period",
+        "500ms",
+    ];
+    let up = start_updater(&server, dir.path(), "updater", &flags);
+    let lease = |s: &ApiServer| {
+        s.get(
+            "coordination.k8s.io/v1",
+            "Lease",
+            "tailor",
+            "tailor-updater",
+        )
+    };
+    let first = server
+        .wait_for(Duration::from_secs(10), |s| {
+            lease(s).filter(|l| l["spec"]["holderIdentity"] == "updater-a")
+        })
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "the updater never held its Lease:\n{}",
+                up.log_lines().join("\n")
+            )
+        });
+    // A renewal, answered (a request is recorded on arrival, with status 0 until answered).
+    let renewal = server
+        .wait_for(Duration::from_secs(10), |s| {
+            s.requests().into_iter().find(|r| {
+                r.user == "updater"
+                    && r.resource() == "leases"
+                    && r.verb() == "update"
+                    && r.status == 200
+            })
+        })
+        .await;
+    assert!(
+        renewal.is_some(),
+        "the Lease was never renewed: {first}\n{}",
+        up.log_lines().join("\n")
+    );
+    let now = lease(&server).unwrap();
+    assert_eq!(now["spec"]["holderIdentity"], "updater-a", "{now}");
+    assert_ne!(
+        now["spec"]["renewTime"], first["spec"]["renewTime"],
+        "{now}"
+    );
+    let writes: Vec<(String, u16)> = server
+        .requests()
+        .iter()
+        .filter(|r| r.user == "updater" && r.resource() == "leases" && r.is_write())
+        .map(|r| (r.verb(), r.status))
+        .collect();
+    assert_eq!(
+        writes.first(),
+        Some(&("create".to_string(), 201)),
+        "a missing Lease is created: {writes:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updater_records_a_repeated_event_as_a_series() {
+    let server = ApiServer::start().await.unwrap();
+    server.load_yaml(namespace()).unwrap();
+    server.load_yaml(&workload("web", "100m", "64Mi")).unwrap();
+    let mut v = vpa("web", "web");
+    v["spec"]["updatePolicy"] = json!({"updateMode": "Recreate"});
+    v["status"] = json!({"recommendation": {"containerRecommendations": [{"containerName": "app",
+        "target": {"cpu": "500m", "memory": "512Mi"},
+        "lowerBound": {"cpu": "400m", "memory": "400Mi"},
+        "upperBound": {"cpu": "600m", "memory": "600Mi"}}]}});
+    server.put(v).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Every replica may go and one is enough: both pods are evicted, a second apart (the rate limit), so
+    // the second "EvictedPod" event on the VPA repeats the first once that one is recorded.
+    let up = start_updater(
+        &server,
+        dir.path(),
+        "updater",
+        &[
+            "--use-admission-controller-status=false",
+            "--min-replicas=1",
+            "--eviction-tolerance=1.0",
+            "--eviction-rate-limit=1",
+            "--eviction-rate-burst=1",
+        ],
+    );
+    let patched = server
+        .wait_for(Duration::from_secs(15), |s| {
+            s.requests().into_iter().find(|r| {
+                r.user == "updater"
+                    && r.verb() == "patch"
+                    && r.resource() == "events"
+                    && r.status == 200
+            })
+        })
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "no event series patched; requests: {:?}\n{}",
+                server
+                    .requests()
+                    .iter()
+                    .filter(|r| r.user == "updater" && r.is_write())
+                    .map(|r| format!("{} {} -> {}", r.verb(), r.path, r.status))
+                    .collect::<Vec<_>>(),
+                up.log_lines().join("\n")
+            )
+        });
+    let evictions = server
+        .requests()
+        .iter()
+        .filter(|r| r.user == "updater" && r.resource() == "pods/eviction" && r.status == 201)
+        .count();
+    assert_eq!(evictions, 2, "both pods evicted");
+    let event = server
+        .list("events.k8s.io/v1", "Event", Some("shop"))
+        .into_iter()
+        .find(|e| {
+            Some(e["metadata"]["name"].as_str().unwrap_or_default())
+                == patched.target.as_ref().and_then(|t| t.name.as_deref())
+        })
+        .expect("the patched event exists");
+    assert_eq!(event["reason"], "EvictedPod", "{event}");
+    assert_eq!(event["series"]["count"], 2, "{event}");
+}
