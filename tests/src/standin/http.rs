@@ -696,18 +696,6 @@ fn list(
     rec: &Recorded,
 ) -> Result<Response, ApiError> {
     let (labels, fields) = selectors(rec)?;
-    let (mut items, rv) = {
-        let s = lock(&inner.state);
-        let items = s.list(
-            &t.group,
-            &t.version,
-            &t.plural,
-            target.namespace.as_deref(),
-            &labels,
-            &fields,
-        );
-        (items, s.rv)
-    };
     let offset: usize = rec
         .query
         .get("continue")
@@ -718,13 +706,24 @@ fn list(
         .get("limit")
         .and_then(|l| l.parse().ok())
         .filter(|l| *l > 0);
-    let total = items.len();
-    items = items.into_iter().skip(offset).collect();
+    let (mut items, total, rv) = {
+        let s = lock(&inner.state);
+        let (items, total) = s.list_page(
+            &t.group,
+            &t.version,
+            &t.plural,
+            target.namespace.as_deref(),
+            &labels,
+            &fields,
+            offset,
+            limit,
+        );
+        (items, total, s.rv)
+    };
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if let Some(l) = limit
-        && items.len() > l
+        && total > offset + l
     {
-        items.truncate(l);
         meta["continue"] = json!((offset + l).to_string());
         meta["remainingItemCount"] = json!(total - offset - l);
     }

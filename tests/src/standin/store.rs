@@ -482,7 +482,28 @@ impl State {
         labels: &LabelSelector,
         fields: &FieldSelector,
     ) -> Vec<Value> {
-        self.objects
+        self.list_page(group, version, resource, namespace, labels, fields, 0, None)
+            .0
+    }
+
+    /// One page of [`Store::list`]: `limit` objects from `offset` (all when `None`), and how many match in
+    /// all. Only the page is copied, so paging through a large store costs what the pages hold.
+    #[allow(clippy::too_many_arguments)]
+    pub fn list_page(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        labels: &LabelSelector,
+        fields: &FieldSelector,
+        offset: usize,
+        limit: Option<usize>,
+    ) -> (Vec<Value>, usize) {
+        let mut total = 0;
+        let mut page = Vec::new();
+        let matching = self
+            .objects
             .iter()
             .filter(|(k, _)| {
                 k.group == group
@@ -491,9 +512,14 @@ impl State {
                     && namespace.is_none_or(|ns| k.namespace == ns)
             })
             .map(|(_, v)| v)
-            .filter(|v| labels.matches(v) && fields.matches(v))
-            .cloned()
-            .collect()
+            .filter(|v| labels.matches(v) && fields.matches(v));
+        for v in matching {
+            if total >= offset && limit.is_none_or(|l| page.len() < l) {
+                page.push(v.clone());
+            }
+            total += 1;
+        }
+        (page, total)
     }
 }
 

@@ -1,0 +1,246 @@
+//! Webhook memory in cluster mode (issue 12): the real `tailor-admission` binary against the stand-in API
+//! server holding `--deployments` Deployments, each with `--revisions` ReplicaSet revisions and a VPA, every
+//! object of realistic size (a pod template of several KB: containers with env, probes, volume mounts, plus
+//! annotations, `managedFields` and status, as `kubectl get -o json` shows them). Prints the webhook's RSS
+//! once its caches are synced, after a settling pause and after reviews, and its peak; one JSON line.
+//!
+//! Run through `hack/bench-webhook-memory.sh` (release builds of both).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark harness: a panic is its failure report
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tailor_tests::process::{http_get_status, post_review, start_admission};
+use tailor_tests::standin::tls::TestCa;
+use tailor_tests::standin::{ApiServer, Options};
+
+struct Args {
+    deployments: usize,
+    revisions: usize,
+    template_bytes: usize,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        deployments: 5_000,
+        revisions: 10,
+        template_bytes: 4_096,
+    };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    for pair in argv.chunks(2) {
+        let value = || -> usize {
+            pair.get(1)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{} needs a number", pair[0]))
+        };
+        match pair[0].as_str() {
+            "--deployments" => a.deployments = value(),
+            "--revisions" => a.revisions = value(),
+            "--template-bytes" => a.template_bytes = value(),
+            other => panic!(
+                "unknown argument {other} (usage: webhook_memory [--deployments N] [--revisions R] [--template-bytes B])"
+            ),
+        }
+    }
+    a
+}
+
+/// A pod template of about `bytes` bytes of JSON: two containers with env, ports, probes and mounts.
+fn template(app: &str, hash: &str, bytes: usize) -> Value {
+    let env_count = (bytes / 2 / 90).max(1);
+    let env: Vec<Value> = (0..env_count)
+        .map(|i| json!({"name": format!("SETTING_{i:03}_{app}"), "value": format!("value-{i}-of-the-configuration-{app}")}))
+        .collect();
+    let container = |name: &str| {
+        json!({
+            "name": name, "image": format!("registry.example.com/team/{app}/{name}:1.24.{hash}"),
+            "imagePullPolicy": "IfNotPresent",
+            "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+            "env": env,
+            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+            "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"},
+                              "periodSeconds": 10, "timeoutSeconds": 1, "failureThreshold": 3},
+            "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080, "scheme": "HTTP"},
+                               "periodSeconds": 5, "timeoutSeconds": 1, "failureThreshold": 3},
+            "volumeMounts": [{"name": "config", "mountPath": "/etc/app"}, {"name": "tmp", "mountPath": "/tmp"}],
+            "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"
+        })
+    };
+    json!({
+        "metadata": {"labels": {"app": app, "pod-template-hash": hash, "team": "payments", "tier": "backend"},
+                     "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": "8080"}},
+        "spec": {
+            "containers": [container("app"), container("sidecar")],
+            "volumes": [{"name": "config", "configMap": {"name": format!("{app}-config"), "defaultMode": 420}},
+                        {"name": "tmp", "emptyDir": {}}],
+            "restartPolicy": "Always", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": app, "schedulerName": "default-scheduler", "securityContext": {}
+        }
+    })
+}
+
+fn managed_fields(manager: &str) -> Value {
+    json!([{"manager": manager, "operation": "Update", "apiVersion": "apps/v1",
+            "time": "2026-11-01T10:00:00Z", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:annotations": {".": {}, "f:deployment.kubernetes.io/revision": {}},
+                         "f:labels": {".": {}, "f:app": {}}},
+                         "f:spec": {"f:replicas": {}, "f:selector": {}, "f:template": {"f:metadata": {}, "f:spec": {}}},
+                         "f:status": {"f:availableReplicas": {}, "f:observedGeneration": {}, "f:replicas": {}}}}])
+}
+
+fn objects(ns: &str, i: usize, a: &Args) -> Vec<Value> {
+    let app = format!("app-{i}");
+    let mut out = vec![json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": app, "namespace": ns, "uid": format!("d-{i}"), "generation": a.revisions,
+            "labels": {"app": app},
+            "annotations": {"deployment.kubernetes.io/revision": a.revisions.to_string(),
+                            "kubectl.kubernetes.io/last-applied-configuration": "x".repeat(a.template_bytes / 2)},
+            "managedFields": managed_fields("kubectl-client-side-apply")},
+        "spec": {"replicas": 3, "revisionHistoryLimit": a.revisions,
+                 "selector": {"matchLabels": {"app": app}},
+                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}},
+                 "template": template(&app, "0", a.template_bytes)},
+        "status": {"replicas": 3, "readyReplicas": 3, "availableReplicas": 3, "updatedReplicas": 3,
+                   "observedGeneration": a.revisions,
+                   "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                                   "message": "Deployment has minimum availability.",
+                                   "lastUpdateTime": "2026-11-01T10:00:00Z", "lastTransitionTime": "2026-11-01T10:00:00Z"}]}
+    })];
+    for r in 0..a.revisions {
+        let hash = format!("{:08x}", i * 131 + r);
+        let replicas = if r + 1 == a.revisions { 3 } else { 0 };
+        out.push(json!({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": format!("{app}-{hash}"), "namespace": ns, "uid": format!("rs-{i}-{r}"),
+                "labels": {"app": app, "pod-template-hash": hash},
+                "annotations": {"deployment.kubernetes.io/revision": (r + 1).to_string(),
+                                "deployment.kubernetes.io/desired-replicas": "3",
+                                "deployment.kubernetes.io/max-replicas": "4"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": app,
+                                     "uid": format!("d-{i}"), "controller": true, "blockOwnerDeletion": true}],
+                "managedFields": managed_fields("kube-controller-manager")},
+            "spec": {"replicas": replicas,
+                     "selector": {"matchLabels": {"app": app, "pod-template-hash": hash}},
+                     "template": template(&app, &hash, a.template_bytes)},
+            "status": {"replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas,
+                       "fullyLabeledReplicas": replicas, "observedGeneration": 1}
+        }));
+    }
+    out.push(json!({
+        "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
+        "metadata": {"name": app, "namespace": ns, "creationTimestamp": "2026-11-01T10:00:00Z"},
+        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": app},
+                 "updatePolicy": {"updateMode": "Initial"}},
+        "status": {"recommendation": {"containerRecommendations": [
+            {"containerName": "app", "target": {"cpu": "250m", "memory": "300Mi"},
+             "lowerBound": {"cpu": "200m", "memory": "250Mi"}, "upperBound": {"cpu": "1", "memory": "1Gi"}}]}}
+    }));
+    out
+}
+
+fn rss_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn pod_review(ns: &str, i: usize, hash: &str, uid: usize) -> Value {
+    let app = format!("app-{i}");
+    json!({
+        "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": format!("u-{uid}"), "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": ns, "operation": "CREATE", "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
+            "object": {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"generateName": format!("{app}-{hash}-"), "namespace": ns,
+                    "labels": {"app": app, "pod-template-hash": hash},
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("{app}-{hash}"),
+                                         "uid": "x", "controller": true}]},
+                "spec": {"containers": [{"name": "app", "image": "x", "resources": {"requests": {"cpu": "100m"}}}]}},
+            "oldObject": null, "dryRun": false
+        }
+    })
+}
+
+#[tokio::main]
+async fn main() {
+    let a = args();
+    let server = ApiServer::start_with(Options::default()).await.expect("stand-in");
+    let started = Instant::now();
+    let mut json_bytes = 0usize;
+    let mut count = 0usize;
+    for i in 0..a.deployments {
+        let ns = format!("team-{}", i % 100);
+        for o in objects(&ns, i, &a) {
+            json_bytes += o.to_string().len();
+            server.put(o).expect("load");
+            count += 1;
+        }
+    }
+    eprintln!(
+        "loaded {count} objects ({:.1} MiB of JSON) in {:.1} s",
+        json_bytes as f64 / 1048576.0,
+        started.elapsed().as_secs_f64()
+    );
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = TestCa::new("webhook-ca").expect("ca");
+    let cert = ca.issue(&["localhost", "127.0.0.1"]).expect("cert");
+    let started = Instant::now();
+    let (adm, addrs) = start_admission(&server, dir.path(), "admission", &cert, &[]).await;
+    let pid = adm.pid();
+    while http_get_status(addrs.ops, "/readyz").await != 200 {
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "caches never synced"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let synced_s = started.elapsed().as_secs_f64();
+    let rss_synced = rss_kib(pid, "VmRSS");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let rss_settled = rss_kib(pid, "VmRSS");
+
+    // Reviews of pods of the newest revision of a spread of Deployments: every one must be patched.
+    let mut patched = 0;
+    let reviews = 200;
+    for k in 0..reviews {
+        let i = (k * 7919) % a.deployments;
+        let hash = format!("{:08x}", i * 131 + a.revisions - 1);
+        let answer = post_review(
+            addrs.webhook,
+            &ca.ca_pem,
+            &pod_review(&format!("team-{}", i % 100), i, &hash, k),
+        )
+        .await;
+        if answer.pointer("/response/patch").is_some() {
+            patched += 1;
+        }
+    }
+    let rss_after = rss_kib(pid, "VmRSS");
+    let hwm = rss_kib(pid, "VmHWM");
+    let workload_objects = a.deployments * (a.revisions + 1);
+    println!(
+        "{}",
+        json!({
+            "deployments": a.deployments, "revisions": a.revisions, "objects": count,
+            "json_mib": (json_bytes as f64 / 1048576.0 * 10.0).round() / 10.0,
+            "avg_object_bytes": json_bytes / count.max(1),
+            "synced_seconds": (synced_s * 10.0).round() / 10.0,
+            "rss_synced_mib": rss_synced / 1024, "rss_settled_mib": rss_settled / 1024,
+            "rss_after_reviews_mib": rss_after / 1024, "peak_rss_mib": hwm / 1024,
+            "settled_bytes_per_workload_object": rss_settled * 1024 / workload_objects as u64,
+            "reviews": reviews, "patched": patched,
+        })
+    );
+    assert_eq!(patched, reviews, "every review must be patched");
+}
