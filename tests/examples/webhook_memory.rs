@@ -174,7 +174,9 @@ fn pod_review(ns: &str, i: usize, hash: &str, uid: usize) -> Value {
 #[tokio::main]
 async fn main() {
     let a = args();
-    let server = ApiServer::start_with(Options::default()).await.expect("stand-in");
+    let server = ApiServer::start_with(Options::default())
+        .await
+        .expect("stand-in");
     let started = Instant::now();
     let mut json_bytes = 0usize;
     let mut count = 0usize;
