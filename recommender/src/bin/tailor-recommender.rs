@@ -250,13 +250,15 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
+    // The bound address (with port 0 the OS picks one; tests and operators read it here).
+    let bound = listener.local_addr().unwrap_or(addr);
     let app = router(health.clone(), metrics.clone());
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "HTTP server failed");
         }
     });
-    tracing::info!(%addr, "serving /metrics and /healthz");
+    tracing::info!(addr = %bound, "serving /metrics and /healthz");
 
     let shutdown = Shutdown::on_signal();
 

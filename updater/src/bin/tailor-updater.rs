@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
+use tailor_crds::text::capped;
 
 use anyhow::{Context, bail};
 use axum::Router;
@@ -143,6 +144,9 @@ fn strip<K: kube::Resource>(mut o: K) -> K {
     o
 }
 
+/// Most per-VPA debug lines an iteration writes.
+const MAX_SKIP_LINES: usize = 50;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -169,11 +173,13 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("listen on {addr}"))?;
+    let bound = listener.local_addr().unwrap_or(addr);
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "HTTP server failed");
         }
     });
+    tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
     let shutdown = Shutdown::on_signal();
 
     let settings = LeaseSettings {
@@ -383,10 +389,21 @@ async fn main() -> anyhow::Result<()> {
                 if let Some(reason) = &report.aborted {
                     tracing::warn!(%reason, "iteration stopped early");
                 }
+                // Why VPAs were left out, at debug level and bounded: a cluster can hold thousands.
+                for (namespace, name, reason) in report.skipped_vpas.iter().take(MAX_SKIP_LINES) {
+                    tracing::debug!(vpa = %format!("{}/{}", capped(namespace), capped(name)),
+                        reason = %capped(reason), "VPA skipped");
+                }
+                for vpa in report.vpas.iter().take(MAX_SKIP_LINES) {
+                    tracing::debug!(vpa = %format!("{}/{}", capped(&vpa.namespace), capped(&vpa.name)),
+                        mode = %vpa.mode, pods = vpa.pods.len(), "VPA considered");
+                }
                 tracing::info!(
                     evictions = report.evictions,
                     resizes = report.resizes,
                     vpas = report.vpas.len(),
+                    skipped_vpas = report.skipped_vpas.len(),
+                    pods = report.vpas.iter().map(|v| v.pods.len()).sum::<usize>(),
                     "iteration done"
                 );
             }
