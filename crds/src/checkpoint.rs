@@ -76,10 +76,58 @@ pub struct HistogramCheckpoint {
     #[schemars(extend("nullable" = true))]
     pub reference_timestamp: Option<Time>,
     /// Bucket index (as a decimal string) → scaled weight.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bucket_weights")]
     #[schemars(schema_with = "schema::preserve_unknown_object")]
     pub bucket_weights: BTreeMap<u32, u32>,
     /// Sum of the unscaled weights.
     #[serde(default)]
     pub total_weight: f64,
+}
+
+/// Reads `bucketWeights` (keys are decimal strings in JSON) as strings first: straight from the text serde
+/// would parse them into `u32` itself, but buffered first (kube-rs reads a watch event whose `object` comes
+/// before its `type` that way) they reach a `u32` key as plain strings and are refused. A key that is not a
+/// bucket index is an error naming it; `null` is no weights.
+fn bucket_weights<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<u32, u32>, D::Error> {
+    use serde::de::Error as _;
+    let raw: Option<BTreeMap<String, u32>> = serde::Deserialize::deserialize(d)?;
+    raw.unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| {
+            k.trim().parse::<u32>().map(|k| (k, v)).map_err(|_| {
+                D::Error::custom(format!(
+                    "bucketWeights key {:?} is not a bucket index",
+                    crate::text::cut(&k, 32)
+                ))
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod bucket_weight_tests {
+    use super::*;
+
+    #[test]
+    fn bucket_weights_decode_from_text_and_from_buffered_json() {
+        let text = r#"{"referenceTimestamp": null, "bucketWeights": {"16": 10000, "3": 7}, "totalWeight": 2.5}"#;
+        let direct: HistogramCheckpoint = serde_json::from_str(text).unwrap();
+        assert_eq!(direct.bucket_weights, BTreeMap::from([(3, 7), (16, 10000)]));
+        // Through an untagged enum, serde buffers the object first (as kube-rs does for some watch events).
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Buffered {
+            Histogram(HistogramCheckpoint),
+        }
+        let Buffered::Histogram(buffered) = serde_json::from_str(text).unwrap();
+        assert_eq!(buffered.bucket_weights, direct.bucket_weights);
+        let bad = serde_json::from_str::<HistogramCheckpoint>(r#"{"bucketWeights": {"x": 1}}"#);
+        assert!(
+            bad.unwrap_err()
+                .to_string()
+                .contains("\"x\" is not a bucket index")
+        );
+        let none: HistogramCheckpoint = serde_json::from_str(r#"{"bucketWeights": null}"#).unwrap();
+        assert!(none.bucket_weights.is_empty());
+    }
 }
