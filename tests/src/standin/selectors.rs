@@ -4,106 +4,43 @@
 //! …): a missing field reads as the empty string, as the API server's field sets do for the fields it
 //! supports.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 
-/// One requirement of a label selector.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum LabelReq {
-    /// `key=value` / `key==value`.
-    Eq(String, String),
-    /// `key!=value` (also true when the label is absent).
-    Ne(String, String),
-    /// `key in (a,b)`.
-    In(String, Vec<String>),
-    /// `key notin (a,b)` (also true when the label is absent).
-    NotIn(String, Vec<String>),
-    /// `key`.
-    Exists(String),
-    /// `!key`.
-    NotExists(String),
-}
-
-/// A parsed `labelSelector`; the empty selector matches everything.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LabelSelector(Vec<LabelReq>);
-
-/// Splits on commas that are not inside parentheses.
-fn split_top_level(s: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let (mut depth, mut start) = (0i32, 0usize);
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(&s[start..]);
-    out.into_iter()
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .collect()
-}
-
-fn set_values(s: &str) -> Result<Vec<String>, String> {
-    let inner = s
-        .trim()
-        .strip_prefix('(')
-        .and_then(|s| s.strip_suffix(')'))
-        .ok_or_else(|| format!("expected (values) in {s:?}"))?;
-    Ok(inner
-        .split(',')
-        .map(|v| v.trim().to_string())
-        .filter(|v| !v.is_empty())
-        .collect())
-}
+/// A parsed `labelSelector` (the text form, parsed by [`tailor_crds::label_selector::parse`] as the binaries
+/// parse `/scale` selectors); the empty selector matches everything.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LabelSelector(k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector);
 
 impl LabelSelector {
-    /// Parses the selector syntax of `kubectl -l` and client-go.
+    /// Parses the selector syntax of `kubectl -l` and client-go; a set operator without values is refused,
+    /// as the API server refuses it.
     pub fn parse(s: &str) -> Result<LabelSelector, String> {
-        let mut reqs = Vec::new();
-        for part in split_top_level(s) {
-            let req = if let Some(key) = part.strip_prefix('!') {
-                LabelReq::NotExists(key.trim().to_string())
-            } else if let Some((k, v)) = part.split_once("!=") {
-                LabelReq::Ne(k.trim().into(), v.trim().into())
-            } else if let Some((k, v)) = part.split_once("==") {
-                LabelReq::Eq(k.trim().into(), v.trim().into())
-            } else if let Some((k, v)) = part.split_once('=') {
-                LabelReq::Eq(k.trim().into(), v.trim().into())
-            } else if let Some((k, v)) = part.split_once(" notin ") {
-                LabelReq::NotIn(k.trim().into(), set_values(v)?)
-            } else if let Some((k, v)) = part.split_once(" in ") {
-                LabelReq::In(k.trim().into(), set_values(v)?)
-            } else if part
-                .chars()
-                .all(|c| c.is_alphanumeric() || "-_./".contains(c))
+        let selector = tailor_crds::label_selector::parse(s).map_err(|e| e.to_string())?;
+        for r in selector.match_expressions.iter().flatten() {
+            if matches!(r.operator.as_str(), "In" | "NotIn")
+                && r.values.as_ref().is_none_or(Vec::is_empty)
             {
-                LabelReq::Exists(part.to_string())
-            } else {
-                return Err(format!("unparsable label requirement {part:?}"));
-            };
-            reqs.push(req);
+                return Err(format!("{}: {} needs values", r.key, r.operator));
+            }
         }
-        Ok(LabelSelector(reqs))
+        Ok(LabelSelector(selector))
     }
 
     /// Whether `object`'s `metadata.labels` satisfy every requirement.
     pub fn matches(&self, object: &Value) -> bool {
-        let labels = object.pointer("/metadata/labels");
-        let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
-        self.0.iter().all(|r| match r {
-            LabelReq::Eq(k, v) => get(k) == Some(v.as_str()),
-            LabelReq::Ne(k, v) => get(k) != Some(v.as_str()),
-            LabelReq::In(k, vs) => get(k).is_some_and(|l| vs.iter().any(|v| v == l)),
-            LabelReq::NotIn(k, vs) => get(k).is_none_or(|l| vs.iter().all(|v| v != l)),
-            LabelReq::Exists(k) => get(k).is_some(),
-            LabelReq::NotExists(k) => get(k).is_none(),
-        })
+        let labels: BTreeMap<String, String> = object
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|l| {
+                l.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        // Parsing refused the only selectors that cannot be evaluated.
+        tailor_crds::target::selector_matches(&self.0, &labels).unwrap_or(false)
     }
 }
 
@@ -133,7 +70,8 @@ impl FieldSelector {
     /// Parses `a=b,c!=d`.
     pub fn parse(s: &str) -> Result<FieldSelector, String> {
         let mut reqs = Vec::new();
-        for part in split_top_level(s) {
+        // Field selectors have no set syntax: every comma separates requirements.
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (k, eq, v) = if let Some((k, v)) = part.split_once("!=") {
                 (k, false, v)
             } else if let Some((k, v)) = part.split_once("==") {
