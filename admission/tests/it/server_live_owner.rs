@@ -10,24 +10,16 @@ use http::{Request, Response, StatusCode};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::client::Body;
-use serde_json::{Value, json};
+use serde_json::json;
 use tailor_admission::index::{Index, IndexObjects};
 use tailor_crds::VerticalPodAutoscaler;
 use tailor_crds::cluster::live_owners::{LiveOwnerSettings, LiveOwners};
 
+use crate::mock_api::respond;
+
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
 const RS_PATH: &str = "/apis/apps/v1/namespaces/shop/replicasets/";
-
-fn respond(send: tower_test::mock::SendResponse<Response<Body>>, status: StatusCode, body: Value) {
-    send.send_response(
-        Response::builder()
-            .status(status)
-            .header("content-type", "application/json")
-            .body(Body::from(serde_json::to_vec(&body).expect("json")))
-            .expect("response"),
-    );
-}
 
 /// `web-new` exists, `slow` answers after 3 s, everything else is 404; returns the paths asked for.
 async fn serve(mut handle: Handle, asked: tokio::sync::mpsc::UnboundedSender<String>) {

@@ -12,24 +12,16 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::client::Body;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
-use serde_json::{Value, json};
+use serde_json::json;
 use tailor_admission::index::{Index, IndexObjects, ScaleLookup};
 use tailor_crds::VerticalPodAutoscaler;
 use tailor_crds::cluster::scale_cache::{ScaleCache, ScaleCacheSettings};
 
+use crate::mock_api::respond;
+
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
 const ROLLOUTS: &str = "argoproj.io/v1alpha1";
-
-fn respond(send: tower_test::mock::SendResponse<Response<Body>>, status: StatusCode, body: Value) {
-    send.send_response(
-        Response::builder()
-            .status(status)
-            .header("content-type", "application/json")
-            .body(Body::from(serde_json::to_vec(&body).expect("json")))
-            .expect("response"),
-    );
-}
 
 /// Answers like an API server with Argo Rollouts installed; returns the paths asked for.
 async fn serve(mut handle: Handle, requests: tokio::sync::mpsc::UnboundedSender<String>) {

@@ -11,6 +11,8 @@ use tailor_admission::{
     selfmanaged::{CA_CRT, EXPIRY_ANNOTATION, SelfManaged, TLS_CRT, TLS_KEY},
 };
 
+use crate::mock_api::respond;
+
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
 fn self_managed() -> (SelfManaged, Handle) {
@@ -49,16 +51,6 @@ async fn expect(
         serde_json::from_slice(&body).unwrap()
     };
     (body, send)
-}
-
-fn respond(send: tower_test::mock::SendResponse<Response<Body>>, status: StatusCode, body: Value) {
-    send.send_response(
-        Response::builder()
-            .status(status)
-            .header("content-type", "application/json")
-            .body(Body::from(serde_json::to_vec(&body).unwrap()))
-            .unwrap(),
-    );
 }
 
 fn empty_secret() -> Value {

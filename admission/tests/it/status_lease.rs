@@ -10,6 +10,8 @@ use kube::client::Body;
 use serde_json::{Value, json};
 use tailor_admission::status_lease::{StatusLease, StatusLeaseError, StatusLeaseSettings};
 
+use crate::mock_api::respond;
+
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 type Send = tower_test::mock::SendResponse<Response<Body>>;
 
@@ -47,16 +49,6 @@ async fn expect(handle: &mut Handle, method: Method, path: &str) -> (Value, Send
         serde_json::from_slice(&body).unwrap()
     };
     (body, send)
-}
-
-fn respond(send: Send, status: StatusCode, body: Value) {
-    send.send_response(
-        Response::builder()
-            .status(status)
-            .header("content-type", "application/json")
-            .body(Body::from(serde_json::to_vec(&body).unwrap()))
-            .unwrap(),
-    );
 }
 
 fn status(code: StatusCode, reason: &str) -> Value {
