@@ -11,18 +11,24 @@ use tailor_tests::standin::ApiServer;
 
 use crate::binaries::{namespace, vpa, workload};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn updater_evicts_outside_the_recommendation_only_while_admission_is_alive() {
-    let server = ApiServer::start().await.unwrap();
-    server.load_yaml(namespace()).unwrap();
-    server.load_yaml(&workload("web", "100m", "64Mi")).unwrap();
+/// A VPA over `web` in `mode` whose range (cpu 400m–600m, memory 400Mi–600Mi) the pods' requests
+/// (100m, 64Mi) are below.
+fn put_vpa_over_web(server: &ApiServer, mode: &str) {
     let mut v = vpa("web", "web");
-    v["spec"]["updatePolicy"] = json!({"updateMode": "Recreate"});
+    v["spec"]["updatePolicy"] = json!({"updateMode": mode});
     v["status"] = json!({"recommendation": {"containerRecommendations": [{"containerName": "app",
         "target": {"cpu": "500m", "memory": "512Mi"},
         "lowerBound": {"cpu": "400m", "memory": "400Mi"},
         "upperBound": {"cpu": "600m", "memory": "600Mi"}}]}});
     server.put(v).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updater_evicts_outside_the_recommendation_only_while_admission_is_alive() {
+    let server = ApiServer::start().await.unwrap();
+    server.load_yaml(namespace()).unwrap();
+    server.load_yaml(&workload("web", "100m", "64Mi")).unwrap();
+    put_vpa_over_web(&server, "Recreate");
     let dir = tempfile::tempdir().unwrap();
     let up = start_updater(&server, dir.path(), "updater", &[]);
     let evictions = |s: &ApiServer| {
@@ -75,13 +81,7 @@ async fn updater_resizes_in_place_through_the_resize_subresource() {
             "spec": {"holderIdentity": "admission", "leaseDurationSeconds": 60}}),
         )
         .unwrap();
-    let mut v = vpa("web", "web");
-    v["spec"]["updatePolicy"] = json!({"updateMode": "InPlaceOrRecreate"});
-    v["status"] = json!({"recommendation": {"containerRecommendations": [{"containerName": "app",
-        "target": {"cpu": "500m", "memory": "512Mi"},
-        "lowerBound": {"cpu": "400m", "memory": "400Mi"},
-        "upperBound": {"cpu": "600m", "memory": "600Mi"}}]}});
-    server.put(v).unwrap();
+    put_vpa_over_web(&server, "InPlaceOrRecreate");
     let dir = tempfile::tempdir().unwrap();
     let up = start_updater(&server, dir.path(), "updater", &[]);
     let resize = server
@@ -196,13 +196,7 @@ async fn updater_records_a_repeated_event_as_a_series() {
     let server = ApiServer::start().await.unwrap();
     server.load_yaml(namespace()).unwrap();
     server.load_yaml(&workload("web", "100m", "64Mi")).unwrap();
-    let mut v = vpa("web", "web");
-    v["spec"]["updatePolicy"] = json!({"updateMode": "Recreate"});
-    v["status"] = json!({"recommendation": {"containerRecommendations": [{"containerName": "app",
-        "target": {"cpu": "500m", "memory": "512Mi"},
-        "lowerBound": {"cpu": "400m", "memory": "400Mi"},
-        "upperBound": {"cpu": "600m", "memory": "600Mi"}}]}});
-    server.put(v).unwrap();
+    put_vpa_over_web(&server, "Recreate");
     let dir = tempfile::tempdir().unwrap();
     // Every replica may go and one is enough: both pods are evicted, a second apart (the rate limit), so
     // the second "EvictedPod" event on the VPA repeats the first once that one is recorded.
