@@ -11,6 +11,7 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt as _};
 use tailor_crds::VerticalPodAutoscaler;
 use tailor_crds::cluster::reflectors::{OnWatchError, api, spawn_reflector, workload_stores};
+use tailor_crds::cluster::workload_cache::CacheStopped;
 
 use crate::{index::IndexStores, server::Readiness};
 
@@ -54,8 +55,17 @@ pub fn start_reflectors(client: Client, namespace: &str, readiness: Readiness) -
     let ready = stores.clone();
     tokio::spawn(async move {
         let synced = async {
-            ready.vpas.wait_until_ready().await?;
-            ready.limit_ranges.wait_until_ready().await?;
+            let stopped = |kind| move |_| CacheStopped(kind);
+            ready
+                .vpas
+                .wait_until_ready()
+                .await
+                .map_err(stopped("VerticalPodAutoscaler"))?;
+            ready
+                .limit_ranges
+                .wait_until_ready()
+                .await
+                .map_err(stopped("LimitRange"))?;
             ready.workloads.wait_until_ready().await
         };
         match synced.await {

@@ -29,8 +29,19 @@ pub trait WorkloadKind:
 
 /// The kept part of a workload's `spec`.
 pub trait SlimSpec: Clone + Debug + PartialEq + DeserializeOwned + Send + Sync + 'static {
+    /// The selector as the object states it: `spec.selector` (a ReplicationController's map as
+    /// `matchLabels`; a CronJob's job-template pod labels, `None` when there are none).
+    fn kept_selector(spec: Option<&Self>) -> Option<LabelSelector>;
+
+    /// The pod selector matching uses, from [`SlimSpec::kept_selector`]'s answer.
+    fn selector_from_kept(kept: Option<LabelSelector>) -> Option<LabelSelector> {
+        kept
+    }
+
     /// The pod selector, as [`Workload::pod_selector`] of the full object gives it.
-    fn pod_selector(spec: Option<&Self>) -> Option<LabelSelector>;
+    fn pod_selector(spec: Option<&Self>) -> Option<LabelSelector> {
+        Self::selector_from_kept(Self::kept_selector(spec))
+    }
 }
 
 /// `spec.selector` as a label selector (Deployment, ReplicaSet, StatefulSet, DaemonSet, Job).
@@ -42,7 +53,7 @@ pub struct SelectorSpec {
 }
 
 impl SlimSpec for SelectorSpec {
-    fn pod_selector(spec: Option<&Self>) -> Option<LabelSelector> {
+    fn kept_selector(spec: Option<&Self>) -> Option<LabelSelector> {
         spec?.selector.clone()
     }
 }
@@ -56,7 +67,7 @@ pub struct MapSelectorSpec {
 }
 
 impl SlimSpec for MapSelectorSpec {
-    fn pod_selector(spec: Option<&Self>) -> Option<LabelSelector> {
+    fn kept_selector(spec: Option<&Self>) -> Option<LabelSelector> {
         spec?.selector.as_ref().map(|m| equality_selector(Some(m)))
     }
 }
@@ -103,10 +114,16 @@ impl<'de> Deserialize<'de> for CronJobSpec {
 }
 
 impl SlimSpec for CronJobSpec {
-    fn pod_selector(spec: Option<&Self>) -> Option<LabelSelector> {
-        Some(equality_selector(
-            spec.and_then(|s| s.template_labels.as_ref()),
-        ))
+    fn kept_selector(spec: Option<&Self>) -> Option<LabelSelector> {
+        spec?
+            .template_labels
+            .as_ref()
+            .map(|m| equality_selector(Some(m)))
+    }
+
+    /// No template labels: the empty selector (every pod of the namespace), as upstream.
+    fn selector_from_kept(kept: Option<LabelSelector>) -> Option<LabelSelector> {
+        Some(kept.unwrap_or_else(|| equality_selector(None)))
     }
 }
 
@@ -180,6 +197,7 @@ impl<K: WorkloadKind> SlimWorkload<K> {
                 name: meta.name.clone(),
                 namespace: meta.namespace.clone(),
                 uid: meta.uid.clone(),
+                resource_version: meta.resource_version.clone(),
                 owner_references: only_controller(meta.owner_references.as_ref()),
                 ..ObjectMeta::default()
             },
@@ -200,8 +218,9 @@ fn only_controller(owners: Option<&Vec<OwnerReference>>) -> Option<Vec<OwnerRefe
     controller_owner(owners).map(|o| vec![o.clone()])
 }
 
-/// Reads `metadata` keeping name, namespace, uid and the controller owner; other fields are skipped
-/// unread.
+/// Reads `metadata` keeping name, namespace, uid, resourceVersion (the watch resumes from it: without it
+/// every watch event would end the watch with a relist) and the controller owner; other fields are
+/// skipped unread.
 fn slim_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -213,6 +232,8 @@ fn slim_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
         #[serde(default)]
         uid: Option<String>,
         #[serde(default)]
+        resource_version: Option<String>,
+        #[serde(default)]
         owner_references: Option<Vec<OwnerReference>>,
     }
     let m = Meta::deserialize(d)?;
@@ -220,6 +241,7 @@ fn slim_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
         name: m.name,
         namespace: m.namespace,
         uid: m.uid,
+        resource_version: m.resource_version,
         owner_references: only_controller(m.owner_references.as_ref()),
         ..ObjectMeta::default()
     })

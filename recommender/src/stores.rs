@@ -16,6 +16,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tailor_crds::cluster::reflectors::{
     OnWatchError, WorkloadStores, WorkloadWriters, api, spawn_reflector, workload_stores,
 };
+use tailor_crds::cluster::workload_cache::CacheStopped;
 use tailor_crds::{VerticalPodAutoscaler, VerticalPodAutoscalerCheckpoint};
 use tokio::task::JoinHandle;
 
@@ -267,11 +268,16 @@ fn is_forbidden(e: &watcher::Error) -> bool {
 }
 
 /// Waits until every store has seen its first complete list.
-pub async fn wait_until_ready(
-    stores: &Stores,
-) -> Result<(), kube::runtime::reflector::store::WriterDropped> {
-    stores.vpas.wait_until_ready().await?;
-    stores.checkpoints.wait_until_ready().await?;
-    stores.pods.wait_until_ready().await?;
+pub async fn wait_until_ready(stores: &Stores) -> Result<(), CacheStopped> {
+    let stopped = |kind| move |_| CacheStopped(kind);
+    let vpas = stores.vpas.wait_until_ready().await;
+    vpas.map_err(stopped("VerticalPodAutoscaler"))?;
+    let checkpoints = stores.checkpoints.wait_until_ready().await;
+    checkpoints.map_err(stopped("VerticalPodAutoscalerCheckpoint"))?;
+    stores
+        .pods
+        .wait_until_ready()
+        .await
+        .map_err(stopped("Pod"))?;
     stores.workloads.wait_until_ready().await
 }

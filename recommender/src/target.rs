@@ -4,10 +4,8 @@
 
 use std::collections::HashMap;
 
-use kube::runtime::reflector::{ObjectRef, Store};
 use tailor_crds::CrossVersionObjectReference;
-use tailor_crds::target::{WorkloadInfo, workload_info};
-use tailor_crds::workload::{SlimWorkload, WorkloadKind};
+use tailor_crds::target::WorkloadInfo;
 
 use super::stores::Stores;
 use tailor_engine::model::Selector;
@@ -104,37 +102,21 @@ impl Resolution {
     }
 }
 
-fn get<K: WorkloadKind>(
-    store: &Store<SlimWorkload<K>>,
-    namespace: &str,
-    name: &str,
-) -> Option<WorkloadInfo> {
-    store
-        .get(&ObjectRef::new(name).within(namespace))
-        .map(|o| workload_info(o.as_ref()))
-}
-
 fn lookup(stores: &Stores, kind: &str, ns: &str, name: &str) -> Option<WorkloadInfo> {
+    let w = &stores.workloads;
     match kind {
-        "Deployment" => get(&stores.workloads.deployments, ns, name),
-        "ReplicaSet" => get(&stores.workloads.replica_sets, ns, name),
-        "StatefulSet" => get(&stores.workloads.stateful_sets, ns, name),
-        "DaemonSet" => get(&stores.workloads.daemon_sets, ns, name),
-        "Job" => get(&stores.workloads.jobs, ns, name),
-        "CronJob" => {
-            let cron_job = stores
-                .workloads
-                .cron_jobs
-                .get(&ObjectRef::new(name).within(ns))?;
-            let mut info = workload_info(cron_job.as_ref());
-            // A job template without labels selects no pod here (upstream's empty selector would select
-            // every pod of the namespace).
-            if cron_job.template_labels().is_none() {
-                info.selector = None;
-            }
-            Some(info)
-        }
-        "ReplicationController" => get(&stores.workloads.replication_controllers, ns, name),
+        "Deployment" => w.deployments.info(ns, name),
+        "ReplicaSet" => w.replica_sets.info(ns, name),
+        "StatefulSet" => w.stateful_sets.info(ns, name),
+        "DaemonSet" => w.daemon_sets.info(ns, name),
+        "Job" => w.jobs.info(ns, name),
+        // A job template without labels selects no pod here (upstream's empty selector would select
+        // every pod of the namespace): the selector as kept, not as matching widens it.
+        "CronJob" => w.cron_jobs.with(ns, name, |c| WorkloadInfo {
+            owner: c.owner_reference(),
+            selector: c.kept_selector(),
+        }),
+        "ReplicationController" => w.replication_controllers.info(ns, name),
         _ => None,
     }
 }

@@ -10,9 +10,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
-use crate::cluster::reflectors::WorkloadStores;
+use crate::cluster::reflectors::{WorkloadStores, workload_stores};
+use crate::cluster::workload_cache::WorkloadCacheWriter;
 use crate::policy::{has_startup_boost, update_mode};
-use crate::target::{WorkloadInfo, workload_info};
+use crate::target::WorkloadInfo;
 use crate::workload::{SlimWorkload, WorkloadKind};
 use crate::{UpdateMode, VerticalPodAutoscaler};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
@@ -259,13 +260,7 @@ pub struct IndexStores {
 /// The caches the webhook matches pods against.
 pub struct Index {
     vpas: Box<dyn ObjectSource<VerticalPodAutoscaler>>,
-    deployments: Box<dyn ObjectSource<SlimWorkload<Deployment>>>,
-    replica_sets: Box<dyn ObjectSource<SlimWorkload<ReplicaSet>>>,
-    stateful_sets: Box<dyn ObjectSource<SlimWorkload<StatefulSet>>>,
-    daemon_sets: Box<dyn ObjectSource<SlimWorkload<DaemonSet>>>,
-    jobs: Box<dyn ObjectSource<SlimWorkload<Job>>>,
-    cron_jobs: Box<dyn ObjectSource<SlimWorkload<CronJob>>>,
-    replication_controllers: Box<dyn ObjectSource<SlimWorkload<ReplicationController>>>,
+    workloads: WorkloadStores,
     limit_ranges: Box<dyn ObjectSource<LimitRange>>,
     scale: Option<Arc<dyn ScaleLookup>>,
     fallback: Option<Arc<dyn OwnerFallback>>,
@@ -278,23 +273,30 @@ impl fmt::Debug for Index {
 }
 
 impl Index {
-    /// An index over plain objects (workloads slimmed as the reflectors slim them); objects of other kinds
-    /// answer from [`IndexObjects::scale`].
+    /// An index over plain objects (workloads cached as the reflectors cache them); objects of other
+    /// kinds answer from [`IndexObjects::scale`].
     pub fn from_objects(objects: IndexObjects) -> Self {
-        fn slim<K: WorkloadKind>(objects: Vec<K>) -> Box<StaticSource<SlimWorkload<K>>> {
-            Box::new(StaticSource::new(
-                objects.iter().map(SlimWorkload::of).collect(),
-            ))
+        fn fill<K: WorkloadKind>(writer: &mut WorkloadCacheWriter<K>, objects: &[K]) {
+            for object in objects {
+                writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(
+                    SlimWorkload::of(object),
+                ));
+            }
         }
+        let (workloads, mut w) = workload_stores();
+        fill(&mut w.deployments, &objects.deployments);
+        fill(&mut w.replica_sets, &objects.replica_sets);
+        fill(&mut w.stateful_sets, &objects.stateful_sets);
+        fill(&mut w.daemon_sets, &objects.daemon_sets);
+        fill(&mut w.jobs, &objects.jobs);
+        fill(&mut w.cron_jobs, &objects.cron_jobs);
+        fill(
+            &mut w.replication_controllers,
+            &objects.replication_controllers,
+        );
         Self {
             vpas: Box::new(StaticSource::new(objects.vpas)),
-            deployments: slim(objects.deployments),
-            replica_sets: slim(objects.replica_sets),
-            stateful_sets: slim(objects.stateful_sets),
-            daemon_sets: slim(objects.daemon_sets),
-            jobs: slim(objects.jobs),
-            cron_jobs: slim(objects.cron_jobs),
-            replication_controllers: slim(objects.replication_controllers),
+            workloads,
             limit_ranges: Box::new(StaticSource::new(objects.limit_ranges)),
             scale: (!objects.scale.objects.is_empty())
                 .then(|| Arc::new(objects.scale) as Arc<dyn ScaleLookup>),
@@ -306,13 +308,7 @@ impl Index {
     pub fn from_stores(stores: IndexStores) -> Self {
         Self {
             vpas: Box::new(stores.vpas),
-            deployments: Box::new(stores.workloads.deployments),
-            replica_sets: Box::new(stores.workloads.replica_sets),
-            stateful_sets: Box::new(stores.workloads.stateful_sets),
-            daemon_sets: Box::new(stores.workloads.daemon_sets),
-            jobs: Box::new(stores.workloads.jobs),
-            cron_jobs: Box::new(stores.workloads.cron_jobs),
-            replication_controllers: Box::new(stores.workloads.replication_controllers),
+            workloads: stores.workloads,
             limit_ranges: Box::new(stores.limit_ranges),
             scale: None,
             fallback: None,
@@ -342,17 +338,15 @@ impl Index {
 
     /// `Some(None)` when `kind` is well-known but the object is not cached; `None` for other kinds.
     fn well_known(&self, kind: &str, namespace: &str, name: &str) -> Option<Option<WorkloadInfo>> {
-        fn info<K: WorkloadKind>(obj: Option<Arc<SlimWorkload<K>>>) -> Option<WorkloadInfo> {
-            obj.map(|o| workload_info(o.as_ref()))
-        }
+        let w = &self.workloads;
         let cached = match kind {
-            "Deployment" => info(self.deployments.get(namespace, name)),
-            "ReplicaSet" => info(self.replica_sets.get(namespace, name)),
-            "StatefulSet" => info(self.stateful_sets.get(namespace, name)),
-            "DaemonSet" => info(self.daemon_sets.get(namespace, name)),
-            "Job" => info(self.jobs.get(namespace, name)),
-            "CronJob" => info(self.cron_jobs.get(namespace, name)),
-            "ReplicationController" => info(self.replication_controllers.get(namespace, name)),
+            "Deployment" => w.deployments.info(namespace, name),
+            "ReplicaSet" => w.replica_sets.info(namespace, name),
+            "StatefulSet" => w.stateful_sets.info(namespace, name),
+            "DaemonSet" => w.daemon_sets.info(namespace, name),
+            "Job" => w.jobs.info(namespace, name),
+            "CronJob" => w.cron_jobs.info(namespace, name),
+            "ReplicationController" => w.replication_controllers.info(namespace, name),
             _ => return None,
         };
         Some(cached.or_else(|| {

@@ -13,3 +13,4 @@ pub mod reflectors;
 pub mod scale;
 pub mod scale_cache;
 pub mod shutdown;
+pub mod workload_cache;

@@ -1,5 +1,5 @@
-//! Reflectors: one watch per kind feeding a kube-rs [`Store`], and the seven workload stores both binaries
-//! match targets against.
+//! Reflectors: one watch per kind feeding a kube-rs [`Store`], and the seven compact workload caches
+//! ([`crate::cluster::workload_cache`]) every binary matches targets against.
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -9,14 +9,14 @@ use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::ReplicationController;
-use kube::runtime::reflector::Store;
-use kube::runtime::reflector::store::{Writer, WriterDropped};
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
-use crate::workload::SlimWorkload;
+use crate::cluster::workload_cache::{CacheStopped, WorkloadCache, WorkloadCacheWriter};
+use crate::workload::{SlimWorkload, WorkloadKind};
 
 /// Called after each failed watch attempt (the error is already logged); the watch retries with backoff.
 pub type OnWatchError = Arc<dyn Fn(&watcher::Error) + Send + Sync>;
@@ -47,12 +47,47 @@ where
     K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
+    spawn_watch(
+        api,
+        config,
+        move |event| apply_stripped(&mut writer, event, strip),
+        on_error,
+    )
+}
+
+/// Watches the workloads of `api` into `cache`. Must run inside a Tokio runtime.
+pub fn spawn_workload_watch<K: WorkloadKind + Debug + 'static>(
+    api: Api<SlimWorkload<K>>,
+    config: watcher::Config,
+    mut cache: WorkloadCacheWriter<K>,
+    on_error: OnWatchError,
+) -> JoinHandle<()> {
+    spawn_watch(
+        api,
+        config,
+        move |event| cache.apply_watcher_event(&event),
+        on_error,
+    )
+}
+
+/// Watches `api` and hands every event to `apply`; errors are logged, reported to `on_error` and
+/// retried with backoff.
+fn spawn_watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    mut apply: impl FnMut(watcher::Event<K>) + Send + 'static,
+    on_error: OnWatchError,
+) -> JoinHandle<()>
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
     let kind = K::kind(&K::DynamicType::default()).into_owned();
     tokio::spawn(async move {
         let mut stream = watcher(api, config).default_backoff().boxed();
         while let Some(event) = stream.next().await {
             match event {
-                Ok(event) => apply_stripped(&mut writer, event, strip),
+                Ok(event) => apply(event),
                 Err(e) => {
                     tracing::warn!(%kind, error = %e, "watch failed; retrying");
                     on_error(&e);
@@ -88,12 +123,12 @@ where
 
 macro_rules! workload_stores {
     ($($field:ident: $kind:ty),+ $(,)?) => {
-        /// Read handles of the workload stores, one per well-known kind, in slim form.
+        /// Read handles of the workload caches, one per well-known kind.
         #[derive(Clone)]
         pub struct WorkloadStores {
             $(
                 #[doc = concat!("`", stringify!($kind), "` objects.")]
-                pub $field: Store<SlimWorkload<$kind>>,
+                pub $field: WorkloadCache<$kind>,
             )+
         }
 
@@ -102,20 +137,20 @@ macro_rules! workload_stores {
         pub struct WorkloadWriters {
             $(
                 #[doc = concat!("`", stringify!($kind), "` objects.")]
-                pub $field: Writer<SlimWorkload<$kind>>,
+                pub $field: WorkloadCacheWriter<$kind>,
             )+
         }
 
         /// Empty workload stores and their writers.
         pub fn workload_stores() -> (WorkloadStores, WorkloadWriters) {
-            let writers = WorkloadWriters { $($field: Writer::default(),)+ };
+            let writers = WorkloadWriters { $($field: WorkloadCacheWriter::default(),)+ };
             let stores = WorkloadStores { $($field: writers.$field.as_reader(),)+ };
             (stores, writers)
         }
 
         impl WorkloadStores {
             /// Waits until every store has seen its first complete list.
-            pub async fn wait_until_ready(&self) -> Result<(), WriterDropped> {
+            pub async fn wait_until_ready(&self) -> Result<(), CacheStopped> {
                 $(self.$field.wait_until_ready().await?;)+
                 Ok(())
             }
@@ -132,11 +167,10 @@ macro_rules! workload_stores {
                 on_error: &OnWatchError,
             ) -> Vec<JoinHandle<()>> {
                 vec![$(
-                    spawn_reflector(
+                    spawn_workload_watch(
                         api::<SlimWorkload<$kind>>(client, namespace),
                         config.clone(),
                         self.$field,
-                        std::convert::identity,
                         on_error.clone(),
                     ),
                 )+]
