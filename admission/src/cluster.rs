@@ -1,7 +1,7 @@
-//! In-cluster caches: reflectors for Tailor VPAs and LimitRanges (managed fields and the last-applied
-//! annotation dropped) and the shared workload reflectors ([`tailor_crds::cluster::reflectors`], slim
-//! objects), feeding the [`Index`](crate::index::Index). Readiness turns true once every reflector has
-//! completed its initial list.
+//! In-cluster caches: Tailor VPAs in the compact [`VpaCache`], LimitRanges (managed fields and the
+//! last-applied annotation dropped) and the shared compact workload caches
+//! ([`tailor_crds::cluster::workload_cache`]), feeding the [`Index`](crate::index::Index). Readiness
+//! turns true once every cache has completed its initial list.
 
 use std::sync::Arc;
 
@@ -10,8 +10,11 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt as _};
 use tailor_crds::VerticalPodAutoscaler;
-use tailor_crds::cluster::reflectors::{OnWatchError, api, spawn_reflector, workload_stores};
-use tailor_crds::cluster::workload_cache::CacheStopped;
+use tailor_crds::cluster::reflectors::{
+    OnWatchError, api, spawn_reflector, spawn_watch, workload_stores,
+};
+use tailor_crds::cluster::shelf::CacheStopped;
+use tailor_crds::cluster::vpa_cache::{VpaCache, VpaCacheWriter};
 
 use crate::{index::IndexStores, server::Readiness};
 
@@ -29,19 +32,19 @@ pub fn start_reflectors(client: Client, namespace: &str, readiness: Readiness) -
     // Lists may be served from the API server's cache.
     let config = watcher::Config::default().any_semantic();
     let on_error: OnWatchError = Arc::new(|_| {});
-    let vpas = Writer::default();
+    let mut vpas = VpaCacheWriter::default();
+    let vpa_cache: VpaCache = vpas.as_reader();
     let limit_ranges = Writer::default();
     let (workloads, workload_writers) = workload_stores();
     let stores = IndexStores {
-        vpas: vpas.as_reader(),
+        vpas: Arc::new(vpa_cache.clone()),
         workloads,
         limit_ranges: limit_ranges.as_reader(),
     };
-    spawn_reflector(
+    spawn_watch(
         api::<VerticalPodAutoscaler>(&client, namespace),
         config.clone(),
-        vpas,
-        strip,
+        move |event| vpas.apply_watcher_event(&event),
         on_error.clone(),
     );
     spawn_reflector(
@@ -55,17 +58,9 @@ pub fn start_reflectors(client: Client, namespace: &str, readiness: Readiness) -
     let ready = stores.clone();
     tokio::spawn(async move {
         let synced = async {
-            let stopped = |kind| move |_| CacheStopped(kind);
-            ready
-                .vpas
-                .wait_until_ready()
-                .await
-                .map_err(stopped("VerticalPodAutoscaler"))?;
-            ready
-                .limit_ranges
-                .wait_until_ready()
-                .await
-                .map_err(stopped("LimitRange"))?;
+            vpa_cache.wait_until_ready().await?;
+            let limit_ranges = ready.limit_ranges.wait_until_ready().await;
+            limit_ranges.map_err(|_| CacheStopped("LimitRange"))?;
             ready.workloads.wait_until_ready().await
         };
         match synced.await {

@@ -1,8 +1,8 @@
 //! Workload objects reduced to what target matching reads ([`crate::target`]): name, namespace, uid, the
 //! controller owner and the pod selector (for CronJobs, the labels of the job template's pod template).
-//! Both binaries cache the seven well-known kinds in this form: a watch deserialises straight into a
-//! [`SlimWorkload`], so pod templates, status and managed fields are never built, and
-//! [`SlimWorkload::of`] slims a full object (manifests, tests).
+//! A watch deserialises straight into a [`SlimWorkload`], so pod templates, status and managed fields are
+//! never built, and [`SlimWorkload::of`] slims a full object (manifests, tests); the caches then keep it
+//! in the compact form of `cluster::workload_cache` (feature `kube`).
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;

@@ -16,7 +16,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tailor_crds::cluster::reflectors::{
     OnWatchError, WorkloadStores, WorkloadWriters, api, spawn_reflector, workload_stores,
 };
-use tailor_crds::cluster::workload_cache::CacheStopped;
+use tailor_crds::cluster::shelf::CacheStopped;
 use tailor_crds::{VerticalPodAutoscaler, VerticalPodAutoscalerCheckpoint};
 use tokio::task::JoinHandle;
 

@@ -10,12 +10,12 @@ use http::{Request, Response, StatusCode};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::client::Body;
-use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use serde_json::json;
 use tailor_admission::index::{Index, IndexObjects, ScaleLookup};
 use tailor_crds::VerticalPodAutoscaler;
 use tailor_crds::cluster::scale_cache::{ScaleCache, ScaleCacheSettings};
+use tailor_crds::cluster::vpa_cache::VpaCacheWriter;
 
 use crate::mock_api::respond;
 
@@ -103,7 +103,7 @@ async fn rollout_pods_match_through_the_background_scale_cache() {
     let (requests, mut asked) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(serve(handle, requests));
 
-    let mut vpas = Writer::<VerticalPodAutoscaler>::default();
+    let mut vpas = VpaCacheWriter::default();
     vpas.apply_watcher_event(&watcher::Event::Apply(vpa_over_rollout()));
     let cache = ScaleCache::default();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -115,7 +115,7 @@ async fn rollout_pods_match_through_the_background_scale_cache() {
     tokio::spawn(
         cache
             .clone()
-            .run(client, vpas.as_reader(), settings, async {
+            .run(client, Arc::new(vpas.as_reader()), settings, async {
                 let _ = stopped.await;
             }),
     );

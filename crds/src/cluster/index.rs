@@ -168,6 +168,60 @@ where
     }
 }
 
+/// The VPAs matching reads: the webhook's [`VpaCache`](crate::cluster::vpa_cache::VpaCache), or any
+/// [`ObjectSource`] of whole objects (a reflector store, a fixed set).
+pub trait VpaSource: Send + Sync {
+    /// Whether `namespace` holds a VPA that takes part in matching ([`is_active`]).
+    fn has_active(&self, namespace: &str) -> bool;
+    /// The VPAs of `namespace` that take part in matching and whose `targetRef` names `kind`/`name`.
+    fn active_targeting(
+        &self,
+        namespace: &str,
+        kind: &str,
+        name: &str,
+    ) -> Vec<Arc<VerticalPodAutoscaler>>;
+    /// Calls `f(namespace, api_version, kind, name)` for every VPA's `targetRef` (API version empty when
+    /// missing).
+    fn each_target(&self, f: &mut dyn FnMut(&str, &str, &str, &str));
+}
+
+impl<S: ObjectSource<VerticalPodAutoscaler>> VpaSource for S {
+    fn each_target(&self, f: &mut dyn FnMut(&str, &str, &str, &str)) {
+        for v in self.filter(&|_| true) {
+            if let (Some(namespace), Some(t)) = (&v.metadata.namespace, &v.spec.target_ref) {
+                f(
+                    namespace,
+                    t.api_version.as_deref().unwrap_or_default(),
+                    &t.kind,
+                    &t.name,
+                );
+            }
+        }
+    }
+
+    fn has_active(&self, namespace: &str) -> bool {
+        !self
+            .filter(&|v| v.metadata.namespace.as_deref() == Some(namespace) && is_active(v))
+            .is_empty()
+    }
+
+    fn active_targeting(
+        &self,
+        namespace: &str,
+        kind: &str,
+        name: &str,
+    ) -> Vec<Arc<VerticalPodAutoscaler>> {
+        self.filter(&|v| {
+            v.metadata.namespace.as_deref() == Some(namespace)
+                && is_active(v)
+                && v.spec
+                    .target_ref
+                    .as_ref()
+                    .is_some_and(|t| t.kind == kind && t.name == name)
+        })
+    }
+}
+
 /// A fixed set of objects, keyed by namespace and name.
 #[derive(Clone, Debug)]
 pub struct StaticSource<K> {
@@ -249,8 +303,8 @@ pub struct IndexObjects {
 /// Reflector stores for [`Index::from_stores`] (the server).
 #[derive(Clone)]
 pub struct IndexStores {
-    /// Tailor VPAs.
-    pub vpas: Store<VerticalPodAutoscaler>,
+    /// Tailor VPAs (the webhook: a [`VpaCache`](crate::cluster::vpa_cache::VpaCache)).
+    pub vpas: Arc<dyn VpaSource>,
     /// The well-known workload kinds, slim (shared with the recommender).
     pub workloads: WorkloadStores,
     /// LimitRanges.
@@ -259,7 +313,7 @@ pub struct IndexStores {
 
 /// The caches the webhook matches pods against.
 pub struct Index {
-    vpas: Box<dyn ObjectSource<VerticalPodAutoscaler>>,
+    vpas: Arc<dyn VpaSource>,
     workloads: WorkloadStores,
     limit_ranges: Box<dyn ObjectSource<LimitRange>>,
     scale: Option<Arc<dyn ScaleLookup>>,
@@ -295,7 +349,7 @@ impl Index {
             &objects.replication_controllers,
         );
         Self {
-            vpas: Box::new(StaticSource::new(objects.vpas)),
+            vpas: Arc::new(StaticSource::new(objects.vpas)),
             workloads,
             limit_ranges: Box::new(StaticSource::new(objects.limit_ranges)),
             scale: (!objects.scale.objects.is_empty())
@@ -307,7 +361,7 @@ impl Index {
     /// An index over reflector stores, without a scale lookup.
     pub fn from_stores(stores: IndexStores) -> Self {
         Self {
-            vpas: Box::new(stores.vpas),
+            vpas: stores.vpas,
             workloads: stores.workloads,
             limit_ranges: Box::new(stores.limit_ranges),
             scale: None,
@@ -445,45 +499,25 @@ impl Index {
         }
     }
 
-    /// The VPA that governs `pod` in `namespace` (upstream spec §3.2), or `None`.
+    /// The VPA that governs `pod` in `namespace` (upstream spec §3.2), or `None`: among the VPAs that
+    /// take part ([`is_active`]) and name the pod's top-most controller, the [`strongest`], if the
+    /// controller's selector selects the pod.
     pub fn matching_vpa(
         &self,
         pod: &Pod,
         namespace: &str,
     ) -> Result<Option<Arc<VerticalPodAutoscaler>>, ChainError> {
-        self.matching_vpa_among(pod, namespace, &is_active)
-    }
-
-    /// The VPA that governs `pod` among the VPAs `candidate` accepts: the webhook's candidates are
-    /// [`is_active`]; the updater's are the VPAs its iteration selected (upstream-updater §1.2 step 6).
-    pub fn matching_vpa_among(
-        &self,
-        pod: &Pod,
-        namespace: &str,
-        candidate: &dyn Fn(&VerticalPodAutoscaler) -> bool,
-    ) -> Result<Option<Arc<VerticalPodAutoscaler>>, ChainError> {
         let Some(controller) = Self::pod_controller(pod, namespace) else {
             return Ok(None);
         };
         // Nothing to match in this namespace: skip the ownership walk.
-        let active = self.vpas.filter(&|vpa: &VerticalPodAutoscaler| {
-            vpa.metadata.namespace.as_deref() == Some(namespace) && candidate(vpa)
-        });
-        if active.is_empty() {
+        if !self.vpas.has_active(namespace) {
             return Ok(None);
         }
         let Some(top) = self.topmost_controller(&controller)? else {
             return Ok(None);
         };
-        let candidates: Vec<_> = active
-            .into_iter()
-            .filter(|vpa| {
-                vpa.spec
-                    .target_ref
-                    .as_ref()
-                    .is_some_and(|t| t.kind == top.kind && t.name == top.name)
-            })
-            .collect();
+        let candidates = self.vpas.active_targeting(namespace, &top.kind, &top.name);
         if candidates.is_empty() {
             return Ok(None);
         }
@@ -574,7 +608,7 @@ mod tests {
             }),
         ))));
         let index = Index::from_stores(IndexStores {
-            vpas,
+            vpas: Arc::new(vpas),
             workloads,
             limit_ranges: reflector::store().0,
         });

@@ -12,5 +12,7 @@ pub mod log;
 pub mod reflectors;
 pub mod scale;
 pub mod scale_cache;
+pub mod shelf;
 pub mod shutdown;
+pub mod vpa_cache;
 pub mod workload_cache;

@@ -15,7 +15,8 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
-use crate::cluster::workload_cache::{CacheStopped, WorkloadCache, WorkloadCacheWriter};
+use crate::cluster::shelf::CacheStopped;
+use crate::cluster::workload_cache::{WorkloadCache, WorkloadCacheWriter};
 use crate::workload::{SlimWorkload, WorkloadKind};
 
 /// Called after each failed watch attempt (the error is already logged); the watch retries with backoff.
@@ -71,8 +72,8 @@ pub fn spawn_workload_watch<K: WorkloadKind + Debug + 'static>(
 }
 
 /// Watches `api` and hands every event to `apply`; errors are logged, reported to `on_error` and
-/// retried with backoff.
-fn spawn_watch<K>(
+/// retried with backoff. Must run inside a Tokio runtime.
+pub fn spawn_watch<K>(
     api: Api<K>,
     config: watcher::Config,
     mut apply: impl FnMut(watcher::Event<K>) + Send + 'static,

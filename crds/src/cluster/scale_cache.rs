@@ -15,10 +15,8 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 use kube::Client;
-use kube::runtime::reflector::Store;
 
-use crate::VerticalPodAutoscaler;
-use crate::cluster::index::{ScaleInfo, ScaleLookup};
+use crate::cluster::index::{ScaleInfo, ScaleLookup, VpaSource};
 use crate::cluster::scale::scale_info;
 use crate::target::is_well_known;
 
@@ -179,13 +177,13 @@ impl ScaleCache {
     pub async fn run(
         self,
         client: Client,
-        vpas: Store<VerticalPodAutoscaler>,
+        vpas: Arc<dyn VpaSource>,
         settings: ScaleCacheSettings,
         stop: impl Future<Output = ()>,
     ) {
         tokio::pin!(stop);
         loop {
-            self.refresh(&client, &vpas, settings).await;
+            self.refresh(&client, vpas.as_ref(), settings).await;
             tokio::select! {
                 () = &mut stop => return,
                 () = tokio::time::sleep(settings.period) => {}
@@ -198,25 +196,19 @@ impl ScaleCache {
     }
 
     /// The controllers to hold: VPA targets of other kinds first, then what was missed or read within `ttl`.
-    fn wanted(&self, vpas: &Store<VerticalPodAutoscaler>, ttl: Duration) -> HashSet<Key> {
+    fn wanted(&self, vpas: &dyn VpaSource, ttl: Duration) -> HashSet<Key> {
         let mut wanted = HashSet::new();
-        for vpa in vpas.state() {
-            let (Some(namespace), Some(target)) = (
-                vpa.metadata.namespace.as_ref(),
-                vpa.spec.target_ref.as_ref(),
-            ) else {
-                continue;
-            };
-            if is_well_known(&target.kind) || wanted.len() >= MAX_SCALE_ENTRIES {
-                continue;
+        vpas.each_target(&mut |namespace, api_version, kind, name| {
+            if is_well_known(kind) || wanted.len() >= MAX_SCALE_ENTRIES {
+                return;
             }
             wanted.insert(Key {
-                api_version: target.api_version.clone().unwrap_or_default(),
-                kind: target.kind.clone(),
-                namespace: namespace.clone(),
-                name: target.name.clone(),
+                api_version: api_version.to_owned(),
+                kind: kind.to_owned(),
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
             });
-        }
+        });
         let pending: Vec<Key> = self
             .inner
             .pending
@@ -243,12 +235,7 @@ impl ScaleCache {
         wanted
     }
 
-    async fn refresh(
-        &self,
-        client: &Client,
-        vpas: &Store<VerticalPodAutoscaler>,
-        settings: ScaleCacheSettings,
-    ) {
+    async fn refresh(&self, client: &Client, vpas: &dyn VpaSource, settings: ScaleCacheSettings) {
         let wanted = self.wanted(vpas, settings.ttl);
         let now = Instant::now();
         let stale: Vec<Key> = {

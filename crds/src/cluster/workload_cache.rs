@@ -4,21 +4,17 @@
 //! the slim object costs about 1.5 KiB (an `ObjectMeta`, B-tree selector maps, the store's `ObjectRef`
 //! key and an `Arc`): at 5,000 Deployments × 10 revisions this is most of the webhook's memory.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::marker::PhantomData;
-use std::sync::{Arc, RwLock};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, OwnerReference,
 };
 use kube::runtime::watcher;
-use tokio::sync::watch;
 
+use crate::cluster::shelf::{CacheStopped, Interner, ShelfReader, ShelfWriter, Sym};
 use crate::target::{WorkloadInfo, controller_owner};
 use crate::workload::{SlimSpec, SlimWorkload, WorkloadKind};
-
-/// An interned string: equal strings of one cache share one allocation.
-type Sym = Arc<str>;
 
 /// The controller owner of a cached workload.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,83 +95,46 @@ impl CompactWorkload {
     }
 }
 
-/// Equal strings share one allocation; strings no cached object holds any more are dropped by
-/// [`Interner::sweep`], run when the set has doubled since the last sweep.
-#[derive(Debug, Default)]
-struct Interner {
-    set: HashSet<Sym>,
-    after_sweep: usize,
-}
-
-impl Interner {
-    fn intern(&mut self, s: &str) -> Sym {
-        if let Some(sym) = self.set.get(s) {
-            return sym.clone();
-        }
-        if self.set.len() > 2 * self.after_sweep + 1024 {
-            self.sweep();
-        }
-        let sym: Sym = Arc::from(s);
-        self.set.insert(sym.clone());
-        sym
-    }
-
-    /// Drops the strings only the interner holds.
-    fn sweep(&mut self) {
-        self.set.retain(|s| Arc::strong_count(s) > 1);
-        self.set.shrink_to_fit();
-        self.after_sweep = self.set.len();
-    }
-
-    fn selector(&mut self, s: &LabelSelector) -> Selector {
-        Selector {
-            labels: s.match_labels.as_ref().map(|m| {
-                m.iter()
-                    .map(|(k, v)| (self.intern(k), self.intern(v)))
-                    .collect()
-            }),
-            expressions: s.match_expressions.as_ref().map(|e| {
-                e.iter()
-                    .map(|r| Requirement {
-                        key: self.intern(&r.key),
-                        operator: self.intern(&r.operator),
-                        values: r
-                            .values
-                            .as_ref()
-                            .map(|v| v.iter().map(|s| self.intern(s)).collect()),
-                    })
-                    .collect()
-            }),
-        }
-    }
-
-    fn compact<K: WorkloadKind>(&mut self, object: &SlimWorkload<K>) -> CompactWorkload {
-        CompactWorkload {
-            owner: controller_owner(object.metadata.owner_references.as_ref()).map(|o| Owner {
-                api_version: self.intern(&o.api_version),
-                kind: self.intern(&o.kind),
-                name: self.intern(&o.name),
-                uid: self.intern(&o.uid),
-            }),
-            selector: K::SlimSpec::kept_selector(object.spec.as_ref()).map(|s| self.selector(&s)),
-        }
+/// The compact form of a selector.
+fn compact_selector(interner: &mut Interner, s: &LabelSelector) -> Selector {
+    Selector {
+        labels: s.match_labels.as_ref().map(|m| {
+            m.iter()
+                .map(|(k, v)| (interner.intern(k), interner.intern(v)))
+                .collect()
+        }),
+        expressions: s.match_expressions.as_ref().map(|e| {
+            e.iter()
+                .map(|r| Requirement {
+                    key: interner.intern(&r.key),
+                    operator: interner.intern(&r.operator),
+                    values: r
+                        .values
+                        .as_ref()
+                        .map(|v| v.iter().map(|s| interner.intern(s)).collect()),
+                })
+                .collect()
+        }),
     }
 }
 
-/// A cached object and the list generation that last saw it.
-#[derive(Debug)]
-struct Entry {
-    workload: CompactWorkload,
-    generation: u32,
+/// The compact form of a workload object.
+fn compact<K: WorkloadKind>(interner: &mut Interner, object: &SlimWorkload<K>) -> CompactWorkload {
+    CompactWorkload {
+        owner: controller_owner(object.metadata.owner_references.as_ref()).map(|o| Owner {
+            api_version: interner.intern(&o.api_version),
+            kind: interner.intern(&o.kind),
+            name: interner.intern(&o.name),
+            uid: interner.intern(&o.uid),
+        }),
+        selector: K::SlimSpec::kept_selector(object.spec.as_ref())
+            .map(|s| compact_selector(interner, &s)),
+    }
 }
-
-/// namespace → name → entry.
-type Shelf = HashMap<Sym, HashMap<Box<str>, Entry>>;
 
 /// Read handle of one kind's cache; cheap to clone.
 pub struct WorkloadCache<K> {
-    shelf: Arc<RwLock<Shelf>>,
-    ready: watch::Receiver<bool>,
+    shelf: ShelfReader<CompactWorkload>,
     kind: PhantomData<fn() -> K>,
 }
 
@@ -183,16 +142,10 @@ impl<K> Clone for WorkloadCache<K> {
     fn clone(&self) -> Self {
         Self {
             shelf: self.shelf.clone(),
-            ready: self.ready.clone(),
             kind: PhantomData,
         }
     }
 }
-
-/// The cache's writer was dropped before its first complete list.
-#[derive(Debug, Clone, Copy, thiserror::Error)]
-#[error("the {0} cache stopped before its first complete list")]
-pub struct CacheStopped(pub &'static str);
 
 impl<K: WorkloadKind> WorkloadCache<K> {
     /// Runs `f` on the cached `namespace/name`, under the read lock.
@@ -202,11 +155,7 @@ impl<K: WorkloadKind> WorkloadCache<K> {
         name: &str,
         f: impl FnOnce(&CompactWorkload) -> R,
     ) -> Option<R> {
-        let shelf = self.shelf.read().unwrap_or_else(|e| e.into_inner());
-        shelf
-            .get(namespace)
-            .and_then(|names| names.get(name))
-            .map(|e| f(&e.workload))
+        self.shelf.with(namespace, name, f)
     }
 
     /// Owner and pod selector of the cached `namespace/name`.
@@ -216,50 +165,31 @@ impl<K: WorkloadKind> WorkloadCache<K> {
 
     /// How many objects are cached.
     pub fn len(&self) -> usize {
-        let shelf = self.shelf.read().unwrap_or_else(|e| e.into_inner());
-        shelf.values().map(HashMap::len).sum()
+        self.shelf.len()
     }
 
     /// Whether nothing is cached.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.shelf.is_empty()
     }
 
     /// Waits until the writer has applied its first complete list.
     pub async fn wait_until_ready(&self) -> Result<(), CacheStopped> {
-        let mut ready = self.ready.clone();
-        ready
-            .wait_for(|r| *r)
-            .await
-            .map(|_| ())
-            .map_err(|_| CacheStopped(K::KIND))
+        self.shelf.wait_until_ready().await
     }
 }
 
-/// Write handle of one kind's cache: applies watch events (the reflector task owns it).
+/// Write handle of one kind's cache: applies watch events (the watch task owns it).
 pub struct WorkloadCacheWriter<K> {
-    shelf: Arc<RwLock<Shelf>>,
-    ready: watch::Sender<bool>,
-    interner: Interner,
-    /// Bumped at the start of each (re)list; entries the list did not refresh are dropped at its end.
-    generation: u32,
-    reader: WorkloadCache<K>,
+    shelf: ShelfWriter<CompactWorkload>,
+    kind: PhantomData<fn() -> K>,
 }
 
 impl<K: WorkloadKind> Default for WorkloadCacheWriter<K> {
     fn default() -> Self {
-        let shelf = Arc::new(RwLock::new(Shelf::new()));
-        let (ready, ready_rx) = watch::channel(false);
         Self {
-            reader: WorkloadCache {
-                shelf: shelf.clone(),
-                ready: ready_rx,
-                kind: PhantomData,
-            },
-            shelf,
-            ready,
-            interner: Interner::default(),
-            generation: 0,
+            shelf: ShelfWriter::new(K::KIND),
+            kind: PhantomData,
         }
     }
 }
@@ -267,68 +197,16 @@ impl<K: WorkloadKind> Default for WorkloadCacheWriter<K> {
 impl<K: WorkloadKind> WorkloadCacheWriter<K> {
     /// A read handle.
     pub fn as_reader(&self) -> WorkloadCache<K> {
-        self.reader.clone()
+        WorkloadCache {
+            shelf: self.shelf.reader(),
+            kind: PhantomData,
+        }
     }
 
-    /// Applies one watch event. A relist updates the cache in place (no second copy of the kind while
-    /// it runs) and drops, when it completes, every object it did not list.
+    /// Applies one watch event.
     pub fn apply_watcher_event(&mut self, event: &watcher::Event<SlimWorkload<K>>) {
-        match event {
-            watcher::Event::Init => self.generation = self.generation.wrapping_add(1),
-            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => self.insert(o),
-            watcher::Event::Delete(o) => self.remove(o),
-            watcher::Event::InitDone => {
-                let generation = self.generation;
-                {
-                    let mut shelf = self.shelf.write().unwrap_or_else(|e| e.into_inner());
-                    shelf.retain(|_, names| {
-                        names.retain(|_, e| e.generation == generation);
-                        names.shrink_to_fit();
-                        !names.is_empty()
-                    });
-                }
-                self.interner.sweep();
-                self.ready.send_replace(true);
-            }
-        }
-    }
-
-    fn insert(&mut self, o: &SlimWorkload<K>) {
-        let namespace = o.metadata.namespace.as_deref().unwrap_or_default();
-        let Some(name) = o.metadata.name.as_deref() else {
-            return;
-        };
-        let entry = Entry {
-            workload: self.interner.compact(o),
-            generation: self.generation,
-        };
-        let mut shelf = self.shelf.write().unwrap_or_else(|e| e.into_inner());
-        match shelf.get_mut(namespace) {
-            Some(names) => match names.get_mut(name) {
-                Some(slot) => *slot = entry,
-                None => {
-                    names.insert(name.into(), entry);
-                }
-            },
-            None => {
-                let namespace = self.interner.intern(namespace);
-                shelf.insert(namespace, HashMap::from([(name.into(), entry)]));
-            }
-        }
-    }
-
-    fn remove(&mut self, o: &SlimWorkload<K>) {
-        let namespace = o.metadata.namespace.as_deref().unwrap_or_default();
-        let Some(name) = o.metadata.name.as_deref() else {
-            return;
-        };
-        let mut shelf = self.shelf.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(names) = shelf.get_mut(namespace) {
-            names.remove(name);
-            if names.is_empty() {
-                shelf.remove(namespace);
-            }
-        }
+        self.shelf
+            .apply(event, |interner, o| Some(compact(interner, o)));
     }
 }
 
@@ -339,6 +217,7 @@ mod tests {
     use k8s_openapi::api::apps::v1::ReplicaSet;
     use k8s_openapi::api::batch::v1::CronJob;
     use serde_json::json;
+    use std::sync::Arc;
 
     fn rs(name: &str, deployment: &str) -> SlimWorkload<ReplicaSet> {
         serde_json::from_value(json!({
@@ -387,8 +266,8 @@ mod tests {
         assert!(cache.info("ns", "a").is_none());
         assert_eq!(cache.len(), 2);
         // Strings of the dropped object that nothing else holds are gone from the interner.
-        assert!(!writer.interner.set.contains("a"));
-        assert!(writer.interner.set.contains("web"));
+        assert!(!writer.shelf.interner.contains("a"));
+        assert!(writer.shelf.interner.contains("web"));
     }
 
     #[test]
@@ -396,11 +275,15 @@ mod tests {
         let mut writer = WorkloadCacheWriter::<ReplicaSet>::default();
         writer.apply_watcher_event(&watcher::Event::Apply(rs("web-1", "web")));
         writer.apply_watcher_event(&watcher::Event::Apply(rs("web-2", "web")));
-        let shelf = writer.shelf.read().unwrap();
-        let names = &shelf["ns"];
-        let (a, b) = (&names["web-1"].workload, &names["web-2"].workload);
-        let (oa, ob) = (a.owner.as_ref().unwrap(), b.owner.as_ref().unwrap());
-        assert!(Arc::ptr_eq(&oa.name, &ob.name) && Arc::ptr_eq(&oa.kind, &ob.kind));
+        let cache = writer.as_reader();
+        let owner = |name| {
+            cache
+                .with("ns", name, |w| w.owner.clone())
+                .unwrap()
+                .unwrap()
+        };
+        let (a, b) = (owner("web-1"), owner("web-2"));
+        assert!(Arc::ptr_eq(&a.name, &b.name) && Arc::ptr_eq(&a.kind, &b.kind));
     }
 
     #[tokio::test]

@@ -278,3 +278,71 @@ spec:
         adm.log_lines().join("\n")
     );
 }
+
+/// Lists of ReplicaSets `tailor-admission` sent.
+fn replica_set_lists(server: &ApiServer) -> usize {
+    let lists = server.requests();
+    lists
+        .iter()
+        .filter(|r| r.user == "admission" && r.verb() == "list" && r.resource() == "replicasets")
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workloads_created_after_sync_arrive_through_the_watch_without_a_relist() {
+    let server = ApiServer::start().await.unwrap();
+    server.load_yaml(namespace()).unwrap();
+    server.load_yaml(&workload("web", "100m", "64Mi")).unwrap();
+    server.put(vpa("web", "web")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("webhook-ca").unwrap();
+    let cert = ca.issue(&["localhost", "127.0.0.1"]).unwrap();
+    let (adm, addrs) = start_admission(&server, dir.path(), "admission", &cert, &[]).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while http_get_status(addrs.ops, "/readyz").await != 200 {
+        assert!(tokio::time::Instant::now() < deadline, "never ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let lists = replica_set_lists(&server);
+    assert_eq!(lists, 1, "one initial list");
+    // A rollout: the Deployment's next ReplicaSet appears after the caches synced.
+    server
+        .load_yaml(
+            r#"
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: web-8d2e
+  namespace: shop
+  uid: rs-web-2
+  ownerReferences: [{apiVersion: apps/v1, kind: Deployment, name: web, uid: dep-web, controller: true}]
+spec:
+  selector: {matchLabels: {app: web, pod-template-hash: 8d2e}}
+  template: {metadata: {labels: {app: web, pod-template-hash: 8d2e}}, spec: {containers: [{name: app, image: nginx}]}}
+"#,
+        )
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let answer = post_review(
+        addrs.webhook,
+        &ca.ca_pem,
+        &review("r-1", &pod("ReplicaSet", "apps/v1", "web-8d2e")),
+    )
+    .await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let requests = server.requests();
+    let live = requests
+        .iter()
+        .filter(|r| r.user == "admission" && r.verb() == "get")
+        .filter_map(|r| r.target.as_ref()?.name.clone())
+        .collect::<Vec<_>>();
+    // The watch delivered the ReplicaSet: no live read, and the watch went on (no second list).
+    assert!(
+        !live.contains(&"web-8d2e".to_owned()),
+        "read live: {live:?}"
+    );
+    assert_eq!(replica_set_lists(&server), 1, "relisted");
+    let logs = adm.log_lines().join("\n");
+    assert!(!logs.contains("watch failed"), "{logs}");
+}

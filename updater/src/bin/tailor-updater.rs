@@ -14,6 +14,7 @@ use clap::Parser;
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{LimitRange, Pod, ReplicationController};
 use k8s_openapi::jiff::Timestamp;
+use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt as _};
@@ -224,10 +225,11 @@ async fn main() -> anyhow::Result<()> {
     let config = watcher::Config::default().any_semantic();
     let on_error: OnWatchError = Arc::new(|_| {});
     let vpas = Writer::default();
+    let vpa_store: Store<VerticalPodAutoscaler> = vpas.as_reader();
     let limit_ranges = Writer::default();
     let (workloads, workload_writers) = workload_stores();
     let stores = IndexStores {
-        vpas: vpas.as_reader(),
+        vpas: Arc::new(vpa_store.clone()),
         workloads,
         limit_ranges: limit_ranges.as_reader(),
     };
@@ -312,7 +314,6 @@ async fn main() -> anyhow::Result<()> {
             }
         });
     }
-    let vpa_store = stores.vpas.clone();
     {
         let (vpas, pods, synced) = (vpa_store.clone(), pod_store.clone(), health.synced.clone());
         tokio::spawn(async move {
