@@ -11,6 +11,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::cluster::reflectors::{WorkloadStores, workload_stores};
+use crate::cluster::vpa_cache::VpaCacheWriter;
 use crate::cluster::workload_cache::WorkloadCacheWriter;
 use crate::policy::{has_startup_boost, update_mode};
 use crate::target::WorkloadInfo;
@@ -327,8 +328,8 @@ impl fmt::Debug for Index {
 }
 
 impl Index {
-    /// An index over plain objects (workloads cached as the reflectors cache them); objects of other
-    /// kinds answer from [`IndexObjects::scale`].
+    /// An index over plain objects (VPAs and workloads cached as the server caches them); objects of
+    /// other kinds answer from [`IndexObjects::scale`].
     pub fn from_objects(objects: IndexObjects) -> Self {
         fn fill<K: WorkloadKind>(writer: &mut WorkloadCacheWriter<K>, objects: &[K]) {
             for object in objects {
@@ -336,6 +337,10 @@ impl Index {
                     SlimWorkload::of(object),
                 ));
             }
+        }
+        let mut vpas = VpaCacheWriter::default();
+        for vpa in objects.vpas {
+            vpas.apply_watcher_event(&kube::runtime::watcher::Event::Apply(vpa));
         }
         let (workloads, mut w) = workload_stores();
         fill(&mut w.deployments, &objects.deployments);
@@ -349,7 +354,7 @@ impl Index {
             &objects.replication_controllers,
         );
         Self {
-            vpas: Arc::new(StaticSource::new(objects.vpas)),
+            vpas: Arc::new(vpas.as_reader()),
             workloads,
             limit_ranges: Box::new(StaticSource::new(objects.limit_ranges)),
             scale: (!objects.scale.objects.is_empty())
