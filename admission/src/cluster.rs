@@ -29,8 +29,10 @@ fn strip<K: kube::Resource>(mut o: K) -> K {
 /// Starts one reflector per cached kind (namespaced when `namespace` is not empty) and marks `readiness`
 /// synced once all have listed. Must run inside a Tokio runtime.
 pub fn start_reflectors(client: Client, namespace: &str, readiness: Readiness) -> IndexStores {
-    // Lists may be served from the API server's cache.
-    let config = watcher::Config::default().any_semantic();
+    // Lists in pages of 500 (resource version unset): a list "from the API server's cache"
+    // (`resourceVersion=0`) ignores the page size, and 50,000 ReplicaSets would arrive as one response of
+    // about 300 MB held whole while it is decoded.
+    let config = watcher::Config::default();
     let on_error: OnWatchError = Arc::new(|_| {});
     let mut vpas = VpaCacheWriter::default();
     let vpa_cache: VpaCache = vpas.as_reader();

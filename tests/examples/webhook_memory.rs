@@ -27,20 +27,24 @@ fn args() -> Args {
         revisions: 10,
         template_bytes: 4_096,
     };
+    const USAGE: &str =
+        "usage: webhook_memory [--deployments N] [--revisions R] [--template-bytes B]";
+    let refuse = |message: String| -> ! {
+        eprintln!("{message}\n{USAGE}");
+        std::process::exit(2)
+    };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
         let value = || -> usize {
             pair.get(1)
                 .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("{} needs a number", pair[0]))
+                .unwrap_or_else(|| refuse(format!("{} needs a number", pair[0])))
         };
         match pair[0].as_str() {
             "--deployments" => a.deployments = value(),
             "--revisions" => a.revisions = value(),
             "--template-bytes" => a.template_bytes = value(),
-            other => panic!(
-                "unknown argument {other} (usage: webhook_memory [--deployments N] [--revisions R] [--template-bytes B])"
-            ),
+            other => refuse(format!("unknown argument {other}")),
         }
     }
     a

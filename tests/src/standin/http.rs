@@ -701,11 +701,15 @@ fn list(
         .get("continue")
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
+    // kube-apiserver answers `resourceVersion=0` from its watch cache, which ignores `limit`: the whole
+    // list in one response (kubernetes/kubernetes#70735). Clients that want bounded pages leave the
+    // resource version unset.
+    let from_cache = rec.query.get("resourceVersion").map(String::as_str) == Some("0");
     let limit: Option<usize> = rec
         .query
         .get("limit")
         .and_then(|l| l.parse().ok())
-        .filter(|l| *l > 0);
+        .filter(|l| *l > 0 && !from_cache);
     let (mut items, total, rv) = {
         let s = lock(&inner.state);
         let (items, total) = s.list_page(
