@@ -29,10 +29,10 @@ fn strip<K: kube::Resource>(mut o: K) -> K {
 /// Starts one reflector per cached kind (namespaced when `namespace` is not empty) and marks `readiness`
 /// synced once all have listed. Must run inside a Tokio runtime.
 pub fn start_reflectors(client: Client, namespace: &str, readiness: Readiness) -> IndexStores {
-    // Lists in pages of 500 (resource version unset): a list "from the API server's cache"
-    // (`resourceVersion=0`) ignores the page size, and 50,000 ReplicaSets would arrive as one response of
-    // about 300 MB held whole while it is decoded.
-    let config = watcher::Config::default();
+    // Lists may be served from the API server's cache. Pages of 100: a page of ReplicaSets is about 600 KB
+    // of JSON held while it is decoded, and nine kinds list at once at start-up (kube-rs leaves
+    // `resourceVersion=0` out of paged lists: kube-apiserver's watch cache would answer it whole).
+    let config = watcher::Config::default().any_semantic().page_size(100);
     let on_error: OnWatchError = Arc::new(|_| {});
     let mut vpas = VpaCacheWriter::default();
     let vpa_cache: VpaCache = vpas.as_reader();

@@ -341,3 +341,44 @@ async fn watch_selectors_follow_transitions_and_plain_http_works() {
     let r = server.requests();
     assert!(r.iter().any(|r| r.verb() == "watch" && r.user == "bob"));
 }
+
+#[tokio::test]
+async fn lists_are_paged_unless_served_from_the_cache() {
+    let server = ApiServer::start().await.unwrap();
+    let mut yaml = String::from("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n");
+    for i in 0..5 {
+        yaml.push_str(&format!(
+            "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: d{i}, namespace: shop}}\n\
+             spec: {{selector: {{matchLabels: {{app: d{i}}}}}, template: {{metadata: {{labels: {{app: d{i}}}}}}}}}\n"
+        ));
+    }
+    server.load_yaml(&yaml).unwrap();
+    let api: Api<Deployment> = Api::namespaced(client(&server, "reader").await, "shop");
+    // Resource version unset: pages of `limit`, a continue token while more remain.
+    let page = api.list(&ListParams::default().limit(2)).await.unwrap();
+    assert_eq!(page.items.len(), 2);
+    let token = page.metadata.continue_.clone().expect("a continue token");
+    let next = api
+        .list(&ListParams::default().limit(2).continue_token(&token))
+        .await
+        .unwrap();
+    assert_eq!(next.items.len(), 2);
+    // kube-rs leaves `resourceVersion=0` out of a paged list (so the binaries always get pages)...
+    let any = api
+        .list(&ListParams::default().limit(2).match_any())
+        .await
+        .unwrap();
+    assert_eq!(any.items.len(), 2);
+    // ...because kube-apiserver answers `resourceVersion=0` from its watch cache, `limit` ignored.
+    let request =
+        http::Request::get("/apis/apps/v1/namespaces/shop/deployments?limit=2&resourceVersion=0")
+            .body(Vec::new())
+            .unwrap();
+    let whole: kube::core::ObjectList<Deployment> = client(&server, "reader")
+        .await
+        .request(request)
+        .await
+        .unwrap();
+    assert_eq!(whole.items.len(), 5);
+    assert!(whole.metadata.continue_.is_none());
+}
