@@ -17,6 +17,7 @@ use kube::{Api, Client, Resource};
 use tailor_crds::cluster::index::{ControllerRef, Index};
 use tailor_crds::{RecommendedPodResources, VerticalPodAutoscaler};
 
+use crate::FastMap;
 use crate::config::{FeatureGates, RestrictionConfig};
 use crate::events::{EventObject, UpdaterEvent};
 use crate::iteration::{ActError, Actuator, Candidates, ClusterView};
@@ -286,10 +287,12 @@ type PlanKey = (usize, ByAddress<[pods::ContainerInfo]>, bool);
 #[derive(Debug, Default)]
 struct IterationCaches {
     millis: RefCell<MilliCache>,
-    parsed: RefCell<HashMap<ByAddress<RecommendedPodResources>, Arc<ParsedRecommendation>>>,
-    matching: RefCell<HashMap<ByAddress<Owner>, Matching>>,
-    processed: RefCell<HashMap<ProcessedKey, VpaEntry<Option<Arc<RecommendedPodResources>>>>>,
-    plans: RefCell<HashMap<PlanKey, VpaEntry<Result<ResizePlan, ResizeError>>>>,
+    limit_ranges: RefCell<FastMap<String, Arc<[LimitRange]>>>,
+    parsed: RefCell<FastMap<ByAddress<RecommendedPodResources>, Arc<ParsedRecommendation>>>,
+    matching: RefCell<FastMap<ByAddress<Owner>, Matching>>,
+    processed_by_list: RefCell<FastMap<PlanKey, VpaEntry<Option<Arc<RecommendedPodResources>>>>>,
+    processed: RefCell<FastMap<ProcessedKey, VpaEntry<Option<Arc<RecommendedPodResources>>>>>,
+    plans: RefCell<FastMap<PlanKey, VpaEntry<Result<ResizePlan, ResizeError>>>>,
 }
 
 /// Most entries in each iteration cache (beyond it, lookups are computed without caching).
@@ -321,6 +324,19 @@ impl<R: ReplicaLookup> CacheView<R> {
     pub fn begin_iteration(&mut self, now: Timestamp) {
         self.now = now;
         self.caches = IterationCaches::default();
+    }
+
+    /// The LimitRanges of `namespace`, read once per iteration.
+    fn limit_ranges(&self, namespace: &str) -> Arc<[LimitRange]> {
+        if let Some(hit) = self.caches.limit_ranges.borrow().get(namespace) {
+            return Arc::clone(hit);
+        }
+        let found: Arc<[LimitRange]> = self.index.limit_ranges(namespace).into();
+        let mut cache = self.caches.limit_ranges.borrow_mut();
+        if cache.len() < CACHE_ENTRIES {
+            cache.insert(namespace.to_owned(), Arc::clone(&found));
+        }
+        found
     }
 
     /// The top-most controller of the pod's controller and its selector.
@@ -433,30 +449,52 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         pod: &CompactPod,
     ) -> Result<Option<Arc<RecommendedPodResources>>, String> {
         let ns = pods::namespace(pod);
-        let limit_ranges = self.index.limit_ranges(ns);
+        let limit_ranges = self.limit_ranges(ns);
         // Without LimitRanges and RequestsOnly policies the result depends only on the container names.
         let per_pod = !limit_ranges.is_empty() || uses_requests_only(vpa);
         if per_pod {
             return processed_with(vpa, pod, &limit_ranges).map(|r| r.map(Arc::new));
+        }
+        // First by the interned container list (pods of one controller share it), then by the names.
+        let list_key = (
+            address(vpa),
+            ByAddress(Arc::clone(pods::container_list(pod))),
+            false,
+        );
+        if let Some(hit) = self
+            .caches
+            .processed_by_list
+            .borrow()
+            .get(&list_key)
+            .and_then(|e| e.get(vpa, ns))
+        {
+            return Ok(hit);
         }
         let names = pods::containers(pod)
             .iter()
             .map(|c| ByAddress(Arc::clone(&c.name)))
             .collect();
         let key = (address(vpa), names);
-        if let Some(hit) = self
+        let cached = self
             .caches
             .processed
             .borrow()
             .get(&key)
-            .and_then(|e| e.get(vpa, ns))
-        {
-            return Ok(hit);
-        }
-        let value = processed_with(vpa, pod, &limit_ranges)?.map(Arc::new);
-        let mut processed = self.caches.processed.borrow_mut();
-        if processed.len() < CACHE_ENTRIES {
-            processed.insert(key, VpaEntry::new(vpa, ns, value.clone()));
+            .and_then(|e| e.get(vpa, ns));
+        let value = match cached {
+            Some(hit) => hit,
+            None => {
+                let value = processed_with(vpa, pod, &limit_ranges)?.map(Arc::new);
+                let mut processed = self.caches.processed.borrow_mut();
+                if processed.len() < CACHE_ENTRIES {
+                    processed.insert(key, VpaEntry::new(vpa, ns, value.clone()));
+                }
+                value
+            }
+        };
+        let mut by_list = self.caches.processed_by_list.borrow_mut();
+        if by_list.len() < CACHE_ENTRIES {
+            by_list.insert(list_key, VpaEntry::new(vpa, ns, value.clone()));
         }
         Ok(value)
     }
@@ -509,7 +547,7 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
             plan_resize(
                 pod,
                 vpa,
-                &self.index.limit_ranges(ns),
+                &self.limit_ranges(ns),
                 self.gates.cpu_startup_boost,
                 now,
             )

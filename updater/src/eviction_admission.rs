@@ -1,7 +1,6 @@
 //! `spec.updatePolicy.evictionRequirements`: which scaling directions may disrupt a pod
 //! (upstream-updater §4). Applied after prioritisation on the eviction and the in-place path alike.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use tailor_crds::quantity::{self, QuantityError};
@@ -9,13 +8,14 @@ use tailor_crds::{
     EvictionChangeRequirement, EvictionRequirement, RecommendedPodResources, VerticalPodAutoscaler,
 };
 
+use crate::FastMap;
 use crate::pods::{self, CompactPod};
 use crate::priority::container_recommendation;
 
 /// Requirements per pod (`namespace/name`), rebuilt every iteration.
 #[derive(Clone, Debug, Default)]
 pub struct EvictionAdmission {
-    requirements: HashMap<Arc<str>, Arc<[EvictionRequirement]>>,
+    requirements: FastMap<Arc<str>, Arc<[EvictionRequirement]>>,
 }
 
 impl EvictionAdmission {

@@ -9,6 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use tailor_crds::quantity::QuantityError;
 use tailor_crds::{UpdateMode, VerticalPodAutoscaler};
 
+use crate::FastMap;
 use crate::calculator::add;
 use crate::config::{FeatureGates, RestrictionConfig};
 use crate::infeasible::InfeasibleAttempts;
@@ -189,7 +190,7 @@ impl Group {
 #[derive(Debug)]
 pub struct Restriction {
     groups: Vec<Group>,
-    pod_group: HashMap<Arc<str>, usize>,
+    pod_group: FastMap<Arc<str>, usize>,
     config: RestrictionConfig,
     gates: FeatureGates,
 }
@@ -215,7 +216,7 @@ impl Restriction {
             UpdateMode::InPlaceOrRecreate | UpdateMode::InPlace
         ) && config.in_place_skip_disruption_budget;
         // Grouped by (namespace, kind, name) of the creator, in order of first appearance.
-        let mut index: HashMap<(&str, &str, &str), usize> = HashMap::new();
+        let mut index: FastMap<(&str, &str, &str), usize> = FastMap::default();
         let mut by_creator: Vec<Vec<&Arc<CompactPod>>> = Vec::new();
         for pod in vpa_pods {
             let owner = pods::creator(pod);
@@ -231,7 +232,7 @@ impl Restriction {
             by_creator[i].push(pod);
         }
         let mut groups = Vec::new();
-        let mut pod_group = HashMap::new();
+        let mut pod_group = FastMap::with_capacity_and_hasher(vpa_pods.len(), Default::default());
         for members in by_creator {
             let Some(first) = members.first() else {
                 continue;
