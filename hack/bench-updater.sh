@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Scale benchmark of one updater iteration: 5,000 VPAs over 50,000 pods of realistic size, the binary's
 # decisions (run_once over cached objects) with a dry-run actuator, on one core (updater/benches/iteration.rs).
-# Prints decision time per iteration and memory per pod.
+# Prints decision time per iteration and memory per pod (split into pods / VPAs / workloads + index, the
+# caches being the binary's kube-rs stores).
 # Sizes: TAILOR_BENCH_VPAS (5000), TAILOR_BENCH_PODS_PER_VPA (10), TAILOR_BENCH_ITERATIONS (5).
 set -euo pipefail
 cd "$(dirname "$0")/.."

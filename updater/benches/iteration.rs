@@ -1,24 +1,33 @@
 //! Scale benchmark of one updater iteration (`hack/bench-updater.sh` runs it in release mode): 5,000 VPAs
 //! over 50,000 pods of realistic size, the decisions the binary makes (`run_once` over cached objects) with
 //! a dry-run actuator, on one thread. Prints decision time per iteration and memory per pod.
+//!
+//! The caches are the binary's: kube-rs stores of compact pods, VPAs, slim workloads and stripped
+//! ReplicaSets, the index over them, and the lists taken from the stores each iteration. Memory is counted
+//! by a counting allocator, split into pods, VPAs and workloads + index.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
 use std::alloc::System;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cap::Cap;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tailor_crds::VerticalPodAutoscaler;
-use tailor_crds::cluster::index::{Index, IndexObjects};
-use tailor_updater::cluster::CacheView;
+use tailor_crds::cluster::index::{Index, IndexStores};
+use tailor_crds::cluster::reflectors::workload_stores;
+use tailor_crds::workload::SlimWorkload;
+use tailor_updater::cluster::{CacheView, ReplicaStores, ScaleReplicas, strip_controller};
 use tailor_updater::config::{FeatureGates, RestrictionConfig};
-use tailor_updater::iteration::{IterationConfig, UpdaterState, run_once};
+use tailor_updater::iteration::{IterationConfig, Report, UpdaterState, run_once};
 use tailor_updater::metrics::{IterationGauges, Metrics};
-use tailor_updater::preview::plan::{DryRun, SnapshotReplicas};
+use tailor_updater::pods::CompactPod;
+use tailor_updater::preview::plan::DryRun;
 use tailor_updater::preview::snapshot::Snapshot;
 use tailor_updater::rate_limit::RateSettings;
 
@@ -84,6 +93,64 @@ fn pod_json(ns: &str, rs: &str, i: usize, outside: bool) -> Value {
     })
 }
 
+fn vpa_json(ns: &str, name: &str, v: usize) -> Value {
+    let mode = if v.is_multiple_of(3) {
+        "InPlaceOrRecreate"
+    } else {
+        "Recreate"
+    };
+    json!({
+        "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
+        "metadata": {"name": name, "namespace": ns, "uid": format!("vpa-{v}"), "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}, "updatePolicy": {"updateMode": mode}},
+        "status": {"recommendation": {"containerRecommendations": (["app", "sidecar"].iter().map(|c| json!({
+            "containerName": c, "target": {"cpu": "250m", "memory": "256Mi"}, "lowerBound": {"cpu": "200m", "memory": "200Mi"},
+            "upperBound": {"cpu": "400m", "memory": "512Mi"}, "uncappedTarget": {"cpu": "250m", "memory": "256Mi"}})).collect::<Vec<_>>())}}
+    })
+}
+
+fn apply<K>(writer: &mut Writer<K>, object: K)
+where
+    K: kube::Resource + Clone,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    writer.apply_watcher_event(&watcher::Event::Apply(object));
+}
+
+/// One timed iteration, as the binary's `Updater::iterate` runs it after the liveness check: VPAs and
+/// pods listed from the stores, `run_once`, metrics published. Not inlined, so that callgrind can count it
+/// alone (`--toggle-collect=*bench_iteration*`).
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn bench_iteration(
+    rt: &tokio::runtime::Runtime,
+    config: &IterationConfig,
+    state: &mut UpdaterState,
+    view: &mut CacheView,
+    actuator: &mut DryRun,
+    list_vpas: &dyn Fn() -> Vec<std::sync::Arc<VerticalPodAutoscaler>>,
+    list_pods: &dyn Fn() -> Vec<std::sync::Arc<CompactPod>>,
+    metrics: &Metrics,
+    now: Timestamp,
+) -> Report {
+    let mut gauges = IterationGauges::default();
+    view.begin_iteration(now);
+    let vpas = list_vpas();
+    let report = rt.block_on(run_once(
+        config,
+        state,
+        view,
+        actuator,
+        &vpas,
+        list_pods,
+        now,
+        &mut gauges,
+        Some(metrics),
+    ));
+    metrics.publish(&gauges);
+    report
+}
+
 fn main() {
     let vpas_n = env("TAILOR_BENCH_VPAS", 5_000);
     let per = env("TAILOR_BENCH_PODS_PER_VPA", 10);
@@ -92,70 +159,81 @@ fn main() {
 
     let sample: Pod = serde_json::from_value(pod_json("ns-0", "d-0-rs", 0, false)).unwrap();
     let before = ALLOC.allocated();
-    let full = Arc::new(sample.clone());
+    let full = std::sync::Arc::new(sample.clone());
     let full_bytes = ALLOC.allocated() - before;
     drop(full);
-    // Slim pods, measured over many (slimming frees the full object while it builds the slim one).
-    let raw: Vec<Pod> = (0..1000).map(|_| sample.clone()).collect();
-    let before = ALLOC.allocated();
-    let slimmed: Vec<Arc<Pod>> = raw
-        .into_iter()
-        .map(|p| Arc::new(tailor_updater::pods::slim(p)))
+    // Compact pods, measured over 1,000 pods of 100 ReplicaSets (what pods of one controller share is
+    // counted once per controller, as in the cache).
+    let raw: Vec<Pod> = (0..1000)
+        .map(|k| {
+            serde_json::from_value(pod_json("ns-x", &format!("x-{}-rs", k / 10), k % 10, false))
+                .unwrap()
+        })
         .collect();
-    let slim_bytes = ALLOC
-        .allocated()
-        .saturating_sub(before.saturating_sub(1000 * full_bytes))
-        / 1000;
-    drop(slimmed);
+    let before = ALLOC.allocated();
+    let compacted: Vec<std::sync::Arc<CompactPod>> = raw
+        .iter()
+        .map(|p| std::sync::Arc::new(CompactPod::new(p)))
+        .collect();
+    let compact_bytes = (ALLOC.allocated() - before) / 1000;
+    drop(compacted);
+    drop(raw);
+
+    // The binary's caches: one kube-rs store per kind, the index over them.
+    let mut vpa_writer: Writer<VerticalPodAutoscaler> = Writer::default();
+    let mut pod_writer: Writer<CompactPod> = Writer::default();
+    let mut rs_writer: Writer<ReplicaSet> = Writer::default();
+    let vpa_store = vpa_writer.as_reader();
+    let pod_store = pod_writer.as_reader();
+    let (workloads, mut workload_writers) = workload_stores();
 
     let base = ALLOC.allocated();
-    let mut snapshot = Snapshot::default();
-    let mut pods: Vec<Arc<Pod>> = Vec::with_capacity(vpas_n * per);
     for v in 0..vpas_n {
-        let ns = format!("ns-{}", v % 200);
-        let name = format!("d-{v}");
+        let (ns, name) = (format!("ns-{}", v % 200), format!("d-{v}"));
+        apply(
+            &mut vpa_writer,
+            serde_json::from_value(vpa_json(&ns, &name, v)).unwrap(),
+        );
+    }
+    let vpa_bytes = ALLOC.allocated() - base;
+
+    let base = ALLOC.allocated();
+    for v in 0..vpas_n {
+        let (ns, name) = (format!("ns-{}", v % 200), format!("d-{v}"));
         let rs = format!("{name}-rs");
-        snapshot.deployments.push(
-            serde_json::from_value(json!({
+        let deployment: Deployment = serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": ns, "uid": format!("{name}-uid")},
             "spec": {"selector": {"matchLabels": {"app": name}}, "template": {}}}))
-            .unwrap(),
-        );
-        snapshot.replica_sets.push(serde_json::from_value(json!({
+        .unwrap();
+        let replica_set: ReplicaSet = serde_json::from_value(json!({
             "metadata": {"name": rs, "namespace": ns, "uid": format!("{rs}-uid"),
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "uid": format!("{name}-uid"), "controller": true}]},
-            "spec": {"replicas": per, "selector": {"matchLabels": {"app": name}}}})).unwrap());
-        let mode = if v.is_multiple_of(3) {
-            "InPlaceOrRecreate"
-        } else {
-            "Recreate"
-        };
-        snapshot.vpas.push(serde_json::from_value(json!({
-            "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-            "metadata": {"name": name, "namespace": ns, "uid": format!("vpa-{v}"), "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}, "updatePolicy": {"updateMode": mode}},
-            "status": {"recommendation": {"containerRecommendations": (["app", "sidecar"].iter().map(|c| json!({
-                "containerName": c, "target": {"cpu": "250m", "memory": "256Mi"}, "lowerBound": {"cpu": "200m", "memory": "200Mi"},
-                "upperBound": {"cpu": "400m", "memory": "512Mi"}, "uncappedTarget": {"cpu": "250m", "memory": "256Mi"}})).collect::<Vec<_>>())}}
-        })).unwrap());
-        for i in 0..per {
-            // One pod in five is outside its bounds.
-            let p: Pod =
-                serde_json::from_value(pod_json(&ns, &rs, i, (v * per + i).is_multiple_of(5)))
-                    .unwrap();
-            pods.push(Arc::new(tailor_updater::pods::slim(p)));
-        }
+            "spec": {"replicas": per, "selector": {"matchLabels": {"app": name}}}}))
+        .unwrap();
+        apply(
+            &mut workload_writers.deployments,
+            SlimWorkload::of(&deployment),
+        );
+        apply(
+            &mut workload_writers.replica_sets,
+            SlimWorkload::of(&replica_set),
+        );
+        apply(&mut rs_writer, strip_controller(replica_set));
     }
-    let vpas: Vec<Arc<VerticalPodAutoscaler>> =
-        snapshot.vpas.iter().cloned().map(Arc::new).collect();
+    let replicas = ReplicaStores {
+        replica_sets: rs_writer.as_reader(),
+        stateful_sets: Writer::default().as_reader(),
+        replication_controllers: Writer::default().as_reader(),
+        daemon_sets: Writer::default().as_reader(),
+        scaled: ScaleReplicas::default(),
+    };
     let mut view = CacheView::new(
-        Index::from_objects(IndexObjects {
-            vpas: snapshot.vpas.clone(),
-            deployments: std::mem::take(&mut snapshot.deployments),
-            replica_sets: snapshot.replica_sets.clone(),
-            ..Default::default()
+        Index::from_stores(IndexStores {
+            vpas: vpa_store.clone(),
+            workloads,
+            limit_ranges: Writer::default().as_reader(),
         }),
-        SnapshotReplicas::of(&snapshot),
+        replicas,
         RestrictionConfig {
             timers_from_patch: true,
             ..Default::default()
@@ -163,9 +241,22 @@ fn main() {
         FeatureGates::default(),
         now,
     );
-    drop(snapshot);
-    let cache_bytes = ALLOC.allocated() - base;
-    let n_pods = pods.len();
+    let workload_bytes = ALLOC.allocated() - base;
+
+    let base = ALLOC.allocated();
+    for v in 0..vpas_n {
+        let ns = format!("ns-{}", v % 200);
+        let rs = format!("d-{v}-rs");
+        for i in 0..per {
+            // One pod in five is outside its bounds.
+            let p: Pod =
+                serde_json::from_value(pod_json(&ns, &rs, i, (v * per + i).is_multiple_of(5)))
+                    .unwrap();
+            apply(&mut pod_writer, CompactPod::from(p));
+        }
+    }
+    let pod_bytes = ALLOC.allocated() - base;
+    let n_pods = vpas_n * per;
 
     let config = IterationConfig {
         fair_order: true,
@@ -181,28 +272,27 @@ fn main() {
     let mut peak_iteration_bytes = 0usize;
     let mut evictions = 0;
     let mut resizes = 0;
+    let list_vpas = || vpa_store.state();
+    let list_pods = || pod_store.state();
     for _ in 0..iterations {
         let mut actuator = DryRun::new(
             &Snapshot::default(),
             RateSettings::from_flags(-1.0, 1),
             Duration::from_secs(60),
         );
-        let mut gauges = IterationGauges::default();
         let before = ALLOC.allocated();
         let started = Instant::now();
-        view.begin_iteration(now);
-        let report = rt.block_on(run_once(
+        let report = bench_iteration(
+            &rt,
             &config,
             &mut state,
-            &view,
+            &mut view,
             &mut actuator,
-            &vpas,
-            || pods.clone(),
+            &list_vpas,
+            &list_pods,
+            &metrics,
             now,
-            &mut gauges,
-            Some(&metrics),
-        ));
-        metrics.publish(&gauges);
+        );
         times.push(started.elapsed());
         peak_iteration_bytes = peak_iteration_bytes.max(ALLOC.allocated().saturating_sub(before));
         evictions = report.evictions;
@@ -219,13 +309,20 @@ fn main() {
                 .and_then(|v| v.parse::<usize>().ok())
         })
         .unwrap_or(0);
+    let per_pod = |bytes: usize| bytes / n_pods.max(1);
     println!(
         "vpas={vpas_n} pods={n_pods} iterations={iterations} evictions_per_iteration={evictions} resizes_per_iteration={resizes}"
     );
-    println!("pod_object_bytes full={full_bytes} slim={slim_bytes}");
     println!(
-        "cache_bytes_per_pod={} (pods, VPAs, workloads, index) peak_rss_mib={} iteration_heap_delta_mib={}",
-        cache_bytes / n_pods.max(1),
+        "pod_object_bytes full={full_bytes} compact={compact_bytes} (size_of CompactPod={})",
+        std::mem::size_of::<CompactPod>()
+    );
+    println!(
+        "cache_bytes_per_pod={} pods={} vpas={} workloads_and_index={} peak_rss_mib={} iteration_heap_delta_mib={}",
+        per_pod(pod_bytes + vpa_bytes + workload_bytes),
+        per_pod(pod_bytes),
+        per_pod(vpa_bytes),
+        per_pod(workload_bytes),
         rss_kib / 1024,
         peak_iteration_bytes >> 20
     );

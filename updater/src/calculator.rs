@@ -3,7 +3,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use tailor_crds::policy::{container_policy, scaling_mode};
 use tailor_crds::quantity::QuantityError;
@@ -14,7 +13,7 @@ use tailor_crds::{
 use crate::config::{FeatureGates, PriorityConfig};
 use crate::eviction_admission::EvictionAdmission;
 use crate::infeasible::InfeasibleAttempts;
-use crate::pods;
+use crate::pods::{self, CompactPod};
 use crate::priority::{PodPriority, has_lower_resource};
 use crate::skip::Skip;
 
@@ -22,7 +21,7 @@ use crate::skip::Skip;
 #[derive(Clone, Debug)]
 pub struct Candidate {
     /// The pod.
-    pub pod: Arc<Pod>,
+    pub pod: Arc<CompactPod>,
     /// Its priority.
     pub priority: PodPriority,
     /// The processed recommendation it would be updated to.
@@ -57,7 +56,7 @@ impl<'a> PriorityCalculator<'a> {
     /// otherwise why it was rejected.
     pub fn add_pod(
         &mut self,
-        pod: Arc<Pod>,
+        pod: Arc<CompactPod>,
         recommendation: Option<Arc<RecommendedPodResources>>,
         priority: PodPriority,
         infeasible: &InfeasibleAttempts,
@@ -100,7 +99,7 @@ impl<'a> PriorityCalculator<'a> {
 
     /// Whether a container of the pod was OOM-killed after running less than the threshold (§2.4). With
     /// [`PriorityConfig::quick_oom_max_age`], a kill older than that no longer counts (Tailor option).
-    fn quick_oom(&self, pod: &Pod, now: Timestamp) -> bool {
+    fn quick_oom(&self, pod: &CompactPod, now: Timestamp) -> bool {
         let threshold = match self
             .vpa
             .spec
@@ -115,42 +114,19 @@ impl<'a> PriorityCalculator<'a> {
         };
         let observed = pods::observed_containers(pod);
         let policy = self.vpa.spec.resource_policy.as_ref();
-        let statuses = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.container_statuses.as_ref());
-        statuses.into_iter().flatten().any(|status| {
-            if !pods::is_observed(observed.as_deref(), &status.name)
-                || scaling_mode(container_policy(policy, &status.name)) == ContainerScalingMode::Off
+        pods::oom_kills(pod).iter().any(|kill| {
+            if !pods::is_observed(observed, &kill.container)
+                || scaling_mode(container_policy(policy, &kill.container))
+                    == ContainerScalingMode::Off
             {
                 return false;
             }
-            let Some(terminated) = status
-                .last_state
-                .as_ref()
-                .and_then(|s| s.terminated.as_ref())
-            else {
-                return false;
-            };
-            if terminated.reason.as_deref() != Some("OOMKilled") {
-                return false;
-            }
-            let started = terminated
-                .started_at
-                .as_ref()
-                .map(|t| t.0)
-                .unwrap_or_else(pods::go_zero_time);
-            let finished = terminated
-                .finished_at
-                .as_ref()
-                .map(|t| t.0)
-                .unwrap_or_else(pods::go_zero_time);
             if let Some(max_age) = self.config.quick_oom_max_age
-                && now > add(finished, max_age)
+                && now > add(kill.finished, max_age)
             {
                 return false;
             }
-            finished < add(started, threshold)
+            kill.finished < add(kill.started, threshold)
         })
     }
 
@@ -159,7 +135,7 @@ impl<'a> PriorityCalculator<'a> {
     pub fn sorted(
         mut self,
         admission: &EvictionAdmission,
-    ) -> Result<(Vec<Candidate>, Vec<Arc<Pod>>), QuantityError> {
+    ) -> Result<(Vec<Candidate>, Vec<Arc<CompactPod>>), QuantityError> {
         self.accepted
             .sort_by(|a, b| a.priority.cmp_desc(&b.priority));
         let mut out = Vec::with_capacity(self.accepted.len());

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{LimitRange, Pod, ReplicationController};
+use k8s_openapi::api::core::v1::{LimitRange, ReplicationController};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{EvictParams, Patch, PatchParams};
@@ -17,11 +17,12 @@ use kube::{Api, Client, Resource};
 use tailor_crds::cluster::index::{ControllerRef, Index};
 use tailor_crds::{RecommendedPodResources, VerticalPodAutoscaler};
 
+use crate::FastMap;
 use crate::config::{FeatureGates, RestrictionConfig};
 use crate::events::{EventObject, UpdaterEvent};
 use crate::iteration::{ActError, Actuator, Candidates, ClusterView};
-use crate::pods;
-use crate::priority::{MilliCache, PodPriority, pod_priority_with};
+use crate::pods::{self, CompactPod, Owner};
+use crate::priority::{MilliCache, ParsedRecommendation, PodPriority, priority_for};
 use crate::rate_limit::{RateSettings, TokenBucket};
 use crate::resize::{ResizeError, ResizePlan, plan_resize};
 use crate::restriction::{Creator, ReplicaLookup, Restriction, unknown_kind_replicas};
@@ -71,16 +72,10 @@ impl ScaleReplicas {
 
     /// Fetches `/scale` for the controllers of other kinds that own `pods` and are not fresh; forgets the
     /// ones no pod names any more. Each fetch is bounded by `timeout`.
-    pub async fn refresh(&self, client: &Client, pods: &[Arc<Pod>], timeout: Duration) {
+    pub async fn refresh(&self, client: &Client, pods: &[Arc<CompactPod>], timeout: Duration) {
         let mut wanted: HashMap<Creator, String> = HashMap::new();
         for pod in pods {
-            let Some(owner) = pod
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|o| o.controller == Some(true))
-            else {
+            let Some(owner) = pods::creator(pod) else {
                 continue;
             };
             if is_counted_kind(&owner.kind) || wanted.len() >= MAX_SCALE_ENTRIES {
@@ -217,20 +212,94 @@ pub struct CacheView<R: ReplicaLookup = ReplicaStores> {
     caches: IterationCaches,
 }
 
-/// (namespace, kind or VPA name, name or container names): what the iteration caches are keyed by.
-type ObjectKey = (String, String, String);
+/// An `Arc` compared and hashed by address: the values the pod cache shares (owners, label sets,
+/// container lists) are interned, so equal addresses mean equal values; holding the `Arc` keeps the
+/// address from being reused while the key lives.
+#[derive(Debug)]
+struct ByAddress<T: ?Sized>(Arc<T>);
 
-/// What one iteration computes once and reuses: parsed quantities, the top-most controller and selector
-/// of each pod controller, and processed recommendations that do not depend on a pod's own resources.
+impl<T: ?Sized> PartialEq for ByAddress<T> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl<T: ?Sized> Eq for ByAddress<T> {}
+
+impl<T: ?Sized> std::hash::Hash for ByAddress<T> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        std::ptr::hash(Arc::as_ptr(&self.0).cast::<()>(), state);
+    }
+}
+
+/// What matching found for the pods of one controller: the top-most controller and its selector, the
+/// strongest selected VPA targeting it, and which label sets the selector matched.
+#[derive(Debug)]
+struct Matching {
+    target: Option<(ControllerRef, LabelSelector)>,
+    strongest: Option<usize>,
+    labels: Vec<(ByAddress<std::collections::BTreeMap<String, String>>, bool)>,
+}
+
+/// A value computed for one VPA, valid while the VPA's UID and resourceVersion are those recorded (the
+/// caches are keyed by the VPA's address, which only identifies it within one iteration).
+#[derive(Debug)]
+struct VpaEntry<V> {
+    uid: Option<String>,
+    resource_version: Option<String>,
+    namespace: String,
+    value: V,
+}
+
+impl<V: Clone> VpaEntry<V> {
+    fn new(vpa: &VerticalPodAutoscaler, namespace: &str, value: V) -> Self {
+        VpaEntry {
+            uid: vpa.metadata.uid.clone(),
+            resource_version: vpa.metadata.resource_version.clone(),
+            namespace: namespace.to_owned(),
+            value,
+        }
+    }
+
+    fn get(&self, vpa: &VerticalPodAutoscaler, namespace: &str) -> Option<V> {
+        (self.uid == vpa.metadata.uid
+            && self.resource_version == vpa.metadata.resource_version
+            && self.namespace == namespace)
+            .then(|| self.value.clone())
+    }
+}
+
+/// The address of a VPA (per-iteration cache keys).
+fn address(vpa: &VerticalPodAutoscaler) -> usize {
+    std::ptr::from_ref(vpa) as usize
+}
+
+/// The processed-recommendation cache key: the VPA and the pod's container names (interned).
+type ProcessedKey = (usize, Vec<ByAddress<str>>);
+
+/// The resize-plan cache key: the VPA, the pod's containers (names, current resources and which spec maps
+/// are set, interned) and whether the pod has annotations.
+type PlanKey = (usize, ByAddress<[pods::ContainerInfo]>, bool);
+
+/// What one iteration computes once and reuses: parsed quantities, the matching of each pod controller,
+/// processed recommendations that do not depend on a pod's own resources, and the resize plans of pods
+/// alike.
 #[derive(Debug, Default)]
 struct IterationCaches {
     millis: RefCell<MilliCache>,
-    targets: RefCell<HashMap<ObjectKey, Option<(ControllerRef, LabelSelector)>>>,
-    processed: RefCell<HashMap<ObjectKey, Option<Arc<RecommendedPodResources>>>>,
+    limit_ranges: RefCell<FastMap<String, Arc<[LimitRange]>>>,
+    parsed: RefCell<FastMap<ByAddress<RecommendedPodResources>, Arc<ParsedRecommendation>>>,
+    matching: RefCell<FastMap<ByAddress<Owner>, Matching>>,
+    processed_by_list: RefCell<FastMap<PlanKey, VpaEntry<Option<Arc<RecommendedPodResources>>>>>,
+    processed: RefCell<FastMap<ProcessedKey, VpaEntry<Option<Arc<RecommendedPodResources>>>>>,
+    plans: RefCell<FastMap<PlanKey, VpaEntry<Result<ResizePlan, ResizeError>>>>,
 }
 
 /// Most entries in each iteration cache (beyond it, lookups are computed without caching).
 const CACHE_ENTRIES: usize = 1 << 20;
+
+/// Most label sets remembered per controller.
+const LABEL_SETS: usize = 8;
 
 impl<R: ReplicaLookup> CacheView<R> {
     /// A view over `index` and `replicas`.
@@ -257,26 +326,81 @@ impl<R: ReplicaLookup> CacheView<R> {
         self.caches = IterationCaches::default();
     }
 
-    /// The top-most controller of the pod's controller and its selector, cached per controller.
-    fn target_of(&self, pod: &Pod) -> Option<(ControllerRef, LabelSelector)> {
-        let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
-        let owner = tailor_crds::target::controller_owner(pod.metadata.owner_references.as_ref())?;
-        let key = (ns.to_owned(), owner.kind.clone(), owner.name.clone());
-        if let Some(hit) = self.caches.targets.borrow().get(&key) {
-            return hit.clone();
+    /// The LimitRanges of `namespace`, read once per iteration.
+    fn limit_ranges(&self, namespace: &str) -> Arc<[LimitRange]> {
+        if let Some(hit) = self.caches.limit_ranges.borrow().get(namespace) {
+            return Arc::clone(hit);
         }
-        let found = self
-            .index
-            .pod_top_controller(pod, ns)
-            .ok()
-            .flatten()
-            .and_then(|top| self.index.selector(&top).map(|sel| (top, sel)));
-        let mut targets = self.caches.targets.borrow_mut();
-        if targets.len() < CACHE_ENTRIES {
-            targets.insert(key, found.clone());
+        let found: Arc<[LimitRange]> = self.index.limit_ranges(namespace).into();
+        let mut cache = self.caches.limit_ranges.borrow_mut();
+        if cache.len() < CACHE_ENTRIES {
+            cache.insert(namespace.to_owned(), Arc::clone(&found));
         }
         found
     }
+
+    /// The top-most controller of the pod's controller and its selector.
+    fn target_of(&self, owner: &Owner) -> Option<(ControllerRef, LabelSelector)> {
+        if owner.kind == "Node" {
+            return None;
+        }
+        let controller = ControllerRef {
+            api_version: owner.api_version.clone(),
+            kind: owner.kind.clone(),
+            name: owner.name.clone(),
+            namespace: owner.namespace.clone(),
+        };
+        self.index
+            .topmost_controller(&controller)
+            .ok()
+            .flatten()
+            .and_then(|top| self.index.selector(&top).map(|sel| (top, sel)))
+    }
+
+    /// Matching for the pods of `owner`'s controller (uncached).
+    fn matching(&self, owner: &Owner, selected: &Candidates) -> Matching {
+        let target = self.target_of(owner);
+        // The strongest: oldest, then smallest name (as the webhook's matching).
+        let strongest = target.as_ref().and_then(|(top, _)| {
+            selected
+                .for_target(&owner.namespace, &top.kind, &top.name)
+                .iter()
+                .copied()
+                .min_by(|&a, &b| {
+                    let (va, vb) = (&selected.vpas[a], &selected.vpas[b]);
+                    let ta = va.metadata.creation_timestamp.as_ref().map(|t| t.0);
+                    let tb = vb.metadata.creation_timestamp.as_ref().map(|t| t.0);
+                    ta.cmp(&tb)
+                        .then_with(|| va.metadata.name.cmp(&vb.metadata.name))
+                })
+        });
+        Matching {
+            target,
+            strongest,
+            labels: Vec::new(),
+        }
+    }
+}
+
+/// Whether `matching`'s selector selects `labels`, remembered per label set.
+fn selects(
+    matching: &mut Matching,
+    labels: &Arc<std::collections::BTreeMap<String, String>>,
+) -> bool {
+    if let Some((_, hit)) = matching
+        .labels
+        .iter()
+        .find(|(l, _)| Arc::ptr_eq(&l.0, labels))
+    {
+        return *hit;
+    }
+    let hit = matching.target.as_ref().is_some_and(|(_, selector)| {
+        tailor_crds::target::selector_matches(selector, labels).unwrap_or(false)
+    });
+    if matching.labels.len() < LABEL_SETS {
+        matching.labels.push((ByAddress(Arc::clone(labels)), hit));
+    }
+    hit
 }
 
 impl<R: ReplicaLookup> ClusterView for CacheView<R> {
@@ -297,86 +421,162 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
             .ok_or_else(|| format!("{c} has no selector"))
     }
 
-    fn controlling_vpa(&self, pod: &Pod, selected: &Candidates) -> Option<usize> {
-        let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
-        let (top, selector) = self.target_of(pod)?;
-        let candidates = selected.for_target(ns, &top.kind, &top.name);
-        if candidates.is_empty() {
-            return None;
+    fn controlling_vpa(&self, pod: &CompactPod, selected: &Candidates) -> Option<usize> {
+        let owner = pods::controller(pod)?;
+        let labels = pods::label_set(pod);
+        let mut cache = self.caches.matching.borrow_mut();
+        let key = ByAddress(Arc::clone(owner));
+        if let Some(m) = cache.get_mut(&key) {
+            m.strongest?;
+            return selects(m, labels).then_some(m.strongest).flatten();
         }
-        let empty = std::collections::BTreeMap::new();
-        let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
-        if !tailor_crds::target::selector_matches(&selector, labels).unwrap_or(false) {
-            return None;
+        let mut m = self.matching(owner, selected);
+        let found = m.strongest.is_some() && selects(&mut m, labels);
+        let strongest = m.strongest;
+        if cache.len() < CACHE_ENTRIES {
+            cache.insert(key, m);
         }
-        // The strongest: oldest, then smallest name (as the webhook's matching).
-        candidates.iter().copied().min_by(|&a, &b| {
-            let (va, vb) = (&selected.vpas[a], &selected.vpas[b]);
-            let ta = va.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            let tb = vb.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            ta.cmp(&tb)
-                .then_with(|| va.metadata.name.cmp(&vb.metadata.name))
-        })
+        if found { strongest } else { None }
     }
 
-    fn gate(&self, vpa: &VerticalPodAutoscaler, pods: &[Arc<Pod>]) -> Restriction {
+    fn gate(&self, vpa: &VerticalPodAutoscaler, pods: &[Arc<CompactPod>]) -> Restriction {
         Restriction::new(vpa, pods, &self.replicas, &self.restriction, self.gates)
     }
 
     fn processed(
         &self,
         vpa: &VerticalPodAutoscaler,
-        pod: &Pod,
+        pod: &CompactPod,
     ) -> Result<Option<Arc<RecommendedPodResources>>, String> {
-        let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
-        let limit_ranges = self.index.limit_ranges(ns);
+        let ns = pods::namespace(pod);
+        let limit_ranges = self.limit_ranges(ns);
         // Without LimitRanges and RequestsOnly policies the result depends only on the container names.
         let per_pod = !limit_ranges.is_empty() || uses_requests_only(vpa);
         if per_pod {
             return processed_with(vpa, pod, &limit_ranges).map(|r| r.map(Arc::new));
         }
-        let names: Vec<&str> = pods::containers(pod)
-            .iter()
-            .map(|c| c.name.as_str())
-            .collect();
-        let key = (
-            ns.to_owned(),
-            vpa.metadata.name.clone().unwrap_or_default(),
-            names.join("\u{0}"),
+        // First by the interned container list (pods of one controller share it), then by the names.
+        let list_key = (
+            address(vpa),
+            ByAddress(Arc::clone(pods::container_list(pod))),
+            false,
         );
-        if let Some(hit) = self.caches.processed.borrow().get(&key) {
-            return Ok(hit.clone());
+        if let Some(hit) = self
+            .caches
+            .processed_by_list
+            .borrow()
+            .get(&list_key)
+            .and_then(|e| e.get(vpa, ns))
+        {
+            return Ok(hit);
         }
-        let value = processed_with(vpa, pod, &limit_ranges)?.map(Arc::new);
-        let mut processed = self.caches.processed.borrow_mut();
-        if processed.len() < CACHE_ENTRIES {
-            processed.insert(key, value.clone());
+        let names = pods::containers(pod)
+            .iter()
+            .map(|c| ByAddress(Arc::clone(&c.name)))
+            .collect();
+        let key = (address(vpa), names);
+        let cached = self
+            .caches
+            .processed
+            .borrow()
+            .get(&key)
+            .and_then(|e| e.get(vpa, ns));
+        let value = match cached {
+            Some(hit) => hit,
+            None => {
+                let value = processed_with(vpa, pod, &limit_ranges)?.map(Arc::new);
+                let mut processed = self.caches.processed.borrow_mut();
+                if processed.len() < CACHE_ENTRIES {
+                    processed.insert(key, VpaEntry::new(vpa, ns, value.clone()));
+                }
+                value
+            }
+        };
+        let mut by_list = self.caches.processed_by_list.borrow_mut();
+        if by_list.len() < CACHE_ENTRIES {
+            by_list.insert(list_key, VpaEntry::new(vpa, ns, value.clone()));
         }
         Ok(value)
     }
 
     fn priority(
         &self,
-        pod: &Pod,
-        rec: Option<&RecommendedPodResources>,
+        pod: &CompactPod,
+        rec: Option<&Arc<RecommendedPodResources>>,
     ) -> Result<PodPriority, String> {
-        pod_priority_with(pod, rec, &mut self.caches.millis.borrow_mut()).map_err(|e| e.to_string())
+        let parsed = match rec {
+            None => Arc::new(ParsedRecommendation::new(
+                None,
+                &mut self.caches.millis.borrow_mut(),
+            )),
+            // Held only by the caller: computed for this pod alone (LimitRanges, RequestsOnly).
+            Some(rec) if Arc::strong_count(rec) == 1 => Arc::new(ParsedRecommendation::new(
+                Some(rec),
+                &mut self.caches.millis.borrow_mut(),
+            )),
+            Some(rec) => {
+                let key = ByAddress(Arc::clone(rec));
+                let hit = self.caches.parsed.borrow().get(&key).cloned();
+                match hit {
+                    Some(p) => p,
+                    None => {
+                        let p = Arc::new(ParsedRecommendation::new(
+                            Some(rec),
+                            &mut self.caches.millis.borrow_mut(),
+                        ));
+                        let mut parsed = self.caches.parsed.borrow_mut();
+                        if parsed.len() < CACHE_ENTRIES {
+                            parsed.insert(key, Arc::clone(&p));
+                        }
+                        p
+                    }
+                }
+            }
+        };
+        priority_for(pod, &parsed).map_err(|e| e.to_string())
     }
 
     fn resize_plan(
         &self,
-        pod: &Pod,
+        pod: &CompactPod,
         vpa: &VerticalPodAutoscaler,
         now: Timestamp,
     ) -> Result<ResizePlan, ResizeError> {
-        let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
-        plan_resize(
-            pod,
-            vpa,
-            &self.index.limit_ranges(ns),
-            self.gates.cpu_startup_boost,
-            now,
-        )
+        let ns = pods::namespace(pod);
+        let plan = || {
+            plan_resize(
+                pod,
+                vpa,
+                &self.limit_ranges(ns),
+                self.gates.cpu_startup_boost,
+                now,
+            )
+        };
+        // Without boost annotations and pod-level resources, the plan depends only on the VPA, the
+        // namespace's LimitRanges and the containers: pods alike share it.
+        if pods::has_boost_annotation(pod) || !pods::pod_level(pod).is_empty() {
+            return plan();
+        }
+        let key = (
+            address(vpa),
+            ByAddress(Arc::clone(pods::container_list(pod))),
+            pods::has_annotations(pod),
+        );
+        if let Some(hit) = self
+            .caches
+            .plans
+            .borrow()
+            .get(&key)
+            .and_then(|e| e.get(vpa, ns))
+        {
+            return hit;
+        }
+        let value = plan();
+        let mut plans = self.caches.plans.borrow_mut();
+        if plans.len() < CACHE_ENTRIES {
+            plans.insert(key, VpaEntry::new(vpa, ns, value.clone()));
+        }
+        value
     }
 }
 
@@ -397,9 +597,9 @@ fn uses_requests_only(vpa: &VerticalPodAutoscaler) -> bool {
 pub fn processed_recommendation(
     index: &Index,
     vpa: &VerticalPodAutoscaler,
-    pod: &Pod,
+    pod: &CompactPod,
 ) -> Result<Option<RecommendedPodResources>, String> {
-    let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let ns = pods::namespace(pod);
     let limit_ranges: Vec<LimitRange> = index.limit_ranges(ns);
     processed_with(vpa, pod, &limit_ranges)
 }
@@ -407,19 +607,20 @@ pub fn processed_recommendation(
 /// [`processed_recommendation`] with explicit LimitRanges.
 pub fn processed_with(
     vpa: &VerticalPodAutoscaler,
-    pod: &Pod,
+    pod: &CompactPod,
     limit_ranges: &[LimitRange],
 ) -> Result<Option<RecommendedPodResources>, String> {
     use tailor_crds::limitrange;
     use tailor_crds::sizing::{PatchOptions, process_recommendation, slots};
-    let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let ns = pods::namespace(pod);
     let container = limitrange::merged_item(
         limitrange::in_namespace(limit_ranges, ns),
         limitrange::CONTAINER,
     );
     let pod_item =
         limitrange::merged_item(limitrange::in_namespace(limit_ranges, ns), limitrange::POD);
-    let slots = slots(pod, &PatchOptions::default());
+    let pod = pod.sizing_pod();
+    let slots = slots(&pod, &PatchOptions::default());
     process_recommendation(vpa, &slots, container.as_ref(), pod_item.as_ref())
         .map(|p| p.map(|p| p.recommendation))
         .map_err(|e| e.to_string())
@@ -479,7 +680,7 @@ impl ApiActuator {
         Ok(())
     }
 
-    fn pods(&self, pod: &Pod) -> Api<Pod> {
+    fn pods(&self, pod: &CompactPod) -> Api<k8s_openapi::api::core::v1::Pod> {
         Api::namespaced(
             self.client.clone(),
             pod.metadata.namespace.as_deref().unwrap_or("default"),
@@ -496,13 +697,13 @@ impl Actuator for ApiActuator {
         self.wait(false).await
     }
 
-    async fn evict(&mut self, pod: &Pod) -> Result<(), ActError> {
+    async fn evict(&mut self, pod: &CompactPod) -> Result<(), ActError> {
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         self.pods(pod).evict(name, &EvictParams::default()).await?;
         Ok(())
     }
 
-    async fn resize(&mut self, pod: &Pod, plan: &ResizePlan) -> Result<(), ActError> {
+    async fn resize(&mut self, pod: &CompactPod, plan: &ResizePlan) -> Result<(), ActError> {
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         let api = self.pods(pod);
         let resize: Patch<()> = Patch::Json(json_patch::Patch(plan.resize.clone()));
@@ -517,7 +718,7 @@ impl Actuator for ApiActuator {
         Ok(())
     }
 
-    fn event(&mut self, pod: &Pod, vpa: &VerticalPodAutoscaler, event: UpdaterEvent) {
+    fn event(&mut self, pod: &CompactPod, vpa: &VerticalPodAutoscaler, event: UpdaterEvent) {
         let reference = match event.object {
             EventObject::Pod => pod.object_ref(&()),
             EventObject::Vpa => vpa.object_ref(&()),

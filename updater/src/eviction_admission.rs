@@ -1,21 +1,21 @@
 //! `spec.updatePolicy.evictionRequirements`: which scaling directions may disrupt a pod
 //! (upstream-updater §4). Applied after prioritisation on the eviction and the in-place path alike.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use tailor_crds::quantity::{self, QuantityError};
 use tailor_crds::{
     EvictionChangeRequirement, EvictionRequirement, RecommendedPodResources, VerticalPodAutoscaler,
 };
 
-use crate::pods;
+use crate::FastMap;
+use crate::pods::{self, CompactPod};
 use crate::priority::container_recommendation;
 
 /// Requirements per pod (`namespace/name`), rebuilt every iteration.
 #[derive(Clone, Debug, Default)]
 pub struct EvictionAdmission {
-    requirements: HashMap<String, Vec<EvictionRequirement>>,
+    requirements: FastMap<Arc<str>, Arc<[EvictionRequirement]>>,
 }
 
 impl EvictionAdmission {
@@ -23,16 +23,21 @@ impl EvictionAdmission {
     /// `updatePolicy` are not entered (they are always admitted).
     pub fn loop_init<'a>(
         &mut self,
-        assignment: impl IntoIterator<Item = (&'a VerticalPodAutoscaler, &'a [std::sync::Arc<Pod>])>,
+        assignment: impl IntoIterator<Item = (&'a VerticalPodAutoscaler, &'a [Arc<CompactPod>])>,
     ) {
         self.requirements.clear();
         for (vpa, vpa_pods) in assignment {
             let Some(policy) = vpa.spec.update_policy.as_ref() else {
                 continue;
             };
-            let reqs = policy.eviction_requirements.clone().unwrap_or_default();
+            let reqs: Arc<[EvictionRequirement]> = policy
+                .eviction_requirements
+                .clone()
+                .unwrap_or_default()
+                .into();
             for pod in vpa_pods {
-                self.requirements.insert(pods::pod_key(pod), reqs.clone());
+                self.requirements
+                    .insert(pods::shared_key(pod), Arc::clone(&reqs));
             }
         }
     }
@@ -43,16 +48,14 @@ impl EvictionAdmission {
     }
 
     /// The requirements recorded for a pod (`None` = not in the map).
-    pub fn requirements(&self, pod: &Pod) -> Option<&[EvictionRequirement]> {
-        self.requirements
-            .get(&pods::pod_key(pod))
-            .map(Vec::as_slice)
+    pub fn requirements(&self, pod: &CompactPod) -> Option<&[EvictionRequirement]> {
+        self.requirements.get(pods::pod_key(pod)).map(|r| &r[..])
     }
 
     /// Whether `pod` may be updated towards `rec` (§4).
     pub fn admit(
         &self,
-        pod: &Pod,
+        pod: &CompactPod,
         rec: Option<&RecommendedPodResources>,
     ) -> Result<bool, QuantityError> {
         admit(pod, self.requirements(pod), rec)
@@ -61,7 +64,7 @@ impl EvictionAdmission {
 
 /// The admission rule for one pod with its requirements (`None` = pod not in the map → admitted).
 pub fn admit(
-    pod: &Pod,
+    pod: &CompactPod,
     requirements: Option<&[EvictionRequirement]>,
     rec: Option<&RecommendedPodResources>,
 ) -> Result<bool, QuantityError> {
@@ -72,9 +75,10 @@ pub fn admit(
         let Some(crec) = container_recommendation(rec, &container.name) else {
             continue;
         };
-        let current = pods::current(pod, container);
-        let requests = current.requests.clone().unwrap_or_default();
-        if !requests.contains_key("cpu") || !requests.contains_key("memory") {
+        let Some(requests) = container.requests.as_deref() else {
+            return Ok(true);
+        };
+        if !requests.contains("cpu") || !requests.contains("memory") {
             return Ok(true);
         }
         let mut satisfied = true;
@@ -89,7 +93,7 @@ pub fn admit(
                     .unwrap_or(0);
                 let request = requests
                     .get(resource)
-                    .map(quantity::milli_value)
+                    .map(|(q, _)| quantity::milli_value(q))
                     .transpose()?
                     .unwrap_or(0);
                 let holds = match requirement.change_requirement {

@@ -1,19 +1,18 @@
 //! The binary's budgets ([`Restriction`]) as the iteration's [`Gate`].
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use tailor_crds::VerticalPodAutoscaler;
 use tailor_crds::quantity::QuantityError;
 
 use crate::iteration::{Gate, UpdaterState};
-use crate::pods::{self, ResizeStatus};
+use crate::pods::{self, CompactPod, ResizeStatus};
 use crate::restriction::{InPlaceDecision, Restriction, RestrictionError};
 use crate::skip::Skip;
 
 impl Gate for Restriction {
     fn can_evict(
         &mut self,
-        pod: &Pod,
+        pod: &CompactPod,
         state: &mut UpdaterState,
         now: Timestamp,
     ) -> Result<(), Skip> {
@@ -22,7 +21,7 @@ impl Gate for Restriction {
 
     fn can_in_place_update(
         &mut self,
-        pod: &Pod,
+        pod: &CompactPod,
         vpa: &VerticalPodAutoscaler,
         state: &mut UpdaterState,
         now: Timestamp,
@@ -30,32 +29,37 @@ impl Gate for Restriction {
         Restriction::can_in_place_update(self, pod, vpa, &state.infeasible, &mut state.timers, now)
     }
 
-    fn can_unboost(&mut self, pod: &Pod, vpa: &VerticalPodAutoscaler, now: Timestamp) -> bool {
+    fn can_unboost(
+        &mut self,
+        pod: &CompactPod,
+        vpa: &VerticalPodAutoscaler,
+        now: Timestamp,
+    ) -> bool {
         Restriction::can_unboost(self, pod, vpa, now)
     }
 
     fn check_evict(
         &mut self,
-        pod: &Pod,
+        pod: &CompactPod,
         state: &mut UpdaterState,
         now: Timestamp,
     ) -> Result<(), RestrictionError> {
         Restriction::check_evict(self, pod, &mut state.timers, now)
     }
 
-    fn evicted(&mut self, pod: &Pod) {
+    fn evicted(&mut self, pod: &CompactPod) {
         Restriction::evicted(self, pod);
     }
 
-    fn check_in_place(&mut self, pod: &Pod) -> Result<(), RestrictionError> {
+    fn check_in_place(&mut self, pod: &CompactPod) -> Result<(), RestrictionError> {
         Restriction::check_in_place(self, pod)
     }
 
-    fn in_place_started(&mut self, pod: &Pod, state: &mut UpdaterState, now: Timestamp) {
+    fn in_place_started(&mut self, pod: &CompactPod, state: &mut UpdaterState, now: Timestamp) {
         Restriction::in_place_started(self, pod, &mut state.timers, now);
     }
 
-    fn deferral_reason(&self, pod: &Pod) -> Skip {
+    fn deferral_reason(&self, pod: &CompactPod) -> Skip {
         if !self.contains(pod) {
             Skip::BelowMinReplicas
         } else if pods::is_pending(pod) {

@@ -17,6 +17,11 @@ impl InfeasibleAttempts {
         self.by_uid.insert(uid.to_owned(), recommendation);
     }
 
+    /// Whether no attempt is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.by_uid.is_empty()
+    }
+
     /// The recorded attempt of a pod.
     pub fn get(&self, uid: &str) -> Option<&RecommendedPodResources> {
         self.by_uid.get(uid)

@@ -7,7 +7,6 @@ use std::future::Future;
 use std::sync::Arc;
 
 use json_patch::PatchOperation;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use tailor_crds::policy::{has_startup_boost, update_mode};
 use tailor_crds::quantity::QuantityError;
@@ -20,7 +19,7 @@ use crate::eviction_admission::EvictionAdmission;
 use crate::infeasible::{InfeasibleAttempts, is_infeasible_error};
 use crate::metrics::{GaugeKind, IterationGauges, Metrics, VpaLabel};
 use crate::modes::{self, Path};
-use crate::pods;
+use crate::pods::{self, CompactPod};
 use crate::priority::PodPriority;
 use crate::resize::{ResizeError, ResizePlan};
 use crate::restriction::{InPlaceDecision, InPlaceTimers, RestrictionError};
@@ -44,35 +43,40 @@ pub trait Gate {
     /// `CanEvict`, with the reason when refused.
     fn can_evict(
         &mut self,
-        pod: &Pod,
+        pod: &CompactPod,
         state: &mut UpdaterState,
         now: Timestamp,
     ) -> Result<(), Skip>;
     /// `CanInPlaceUpdate`.
     fn can_in_place_update(
         &mut self,
-        pod: &Pod,
+        pod: &CompactPod,
         vpa: &VerticalPodAutoscaler,
         state: &mut UpdaterState,
         now: Timestamp,
     ) -> Result<InPlaceDecision, QuantityError>;
     /// `CanUnboost`.
-    fn can_unboost(&mut self, pod: &Pod, vpa: &VerticalPodAutoscaler, now: Timestamp) -> bool;
+    fn can_unboost(
+        &mut self,
+        pod: &CompactPod,
+        vpa: &VerticalPodAutoscaler,
+        now: Timestamp,
+    ) -> bool;
     /// Checks an eviction before the API call.
     fn check_evict(
         &mut self,
-        pod: &Pod,
+        pod: &CompactPod,
         state: &mut UpdaterState,
         now: Timestamp,
     ) -> Result<(), RestrictionError>;
     /// Counts a successful eviction.
-    fn evicted(&mut self, pod: &Pod);
+    fn evicted(&mut self, pod: &CompactPod);
     /// Checks an in-place update before the PATCH.
-    fn check_in_place(&mut self, pod: &Pod) -> Result<(), RestrictionError>;
+    fn check_in_place(&mut self, pod: &CompactPod) -> Result<(), RestrictionError>;
     /// Counts a started in-place update.
-    fn in_place_started(&mut self, pod: &Pod, state: &mut UpdaterState, now: Timestamp);
+    fn in_place_started(&mut self, pod: &CompactPod, state: &mut UpdaterState, now: Timestamp);
     /// Why an in-place update of `pod` is deferred (for reports).
-    fn deferral_reason(&self, pod: &Pod) -> Skip;
+    fn deferral_reason(&self, pod: &CompactPod) -> Skip;
 }
 
 /// What the iteration reads from the cluster's caches (pure lookups).
@@ -82,25 +86,25 @@ pub trait ClusterView {
     /// Reads the VPA's target selector (§1.2 step 3); an error skips the VPA.
     fn fetch_selector(&self, vpa: &VerticalPodAutoscaler) -> Result<(), String>;
     /// Index into `selected` of the VPA that governs `pod` (§1.2 step 6).
-    fn controlling_vpa(&self, pod: &Pod, selected: &Candidates) -> Option<usize>;
+    fn controlling_vpa(&self, pod: &CompactPod, selected: &Candidates) -> Option<usize>;
     /// The budgets of `vpa`'s live pods.
-    fn gate(&self, vpa: &VerticalPodAutoscaler, pods: &[Arc<Pod>]) -> Self::Gate;
+    fn gate(&self, vpa: &VerticalPodAutoscaler, pods: &[Arc<CompactPod>]) -> Self::Gate;
     /// The processed (capped) recommendation for `pod` (§2.1).
     fn processed(
         &self,
         vpa: &VerticalPodAutoscaler,
-        pod: &Pod,
+        pod: &CompactPod,
     ) -> Result<Option<Arc<RecommendedPodResources>>, String>;
     /// The priority of `pod` for `rec` (§2.3).
     fn priority(
         &self,
-        pod: &Pod,
-        rec: Option<&RecommendedPodResources>,
+        pod: &CompactPod,
+        rec: Option<&Arc<RecommendedPodResources>>,
     ) -> Result<PodPriority, String>;
     /// The two patches that resize `pod` to `vpa`'s recommendation.
     fn resize_plan(
         &self,
-        pod: &Pod,
+        pod: &CompactPod,
         vpa: &VerticalPodAutoscaler,
         now: Timestamp,
     ) -> Result<ResizePlan, ResizeError>;
@@ -172,15 +176,15 @@ pub trait Actuator {
     /// Waits for an in-place token; an error aborts the iteration.
     fn wait_in_place(&mut self) -> impl Future<Output = Result<(), ActError>>;
     /// Posts the Eviction of `pod`.
-    fn evict(&mut self, pod: &Pod) -> impl Future<Output = Result<(), ActError>>;
+    fn evict(&mut self, pod: &CompactPod) -> impl Future<Output = Result<(), ActError>>;
     /// Sends the resize PATCH, then the annotation PATCH (whose failure is only logged).
     fn resize(
         &mut self,
-        pod: &Pod,
+        pod: &CompactPod,
         plan: &ResizePlan,
     ) -> impl Future<Output = Result<(), ActError>>;
     /// Records an event on the pod or on `vpa`.
-    fn event(&mut self, pod: &Pod, vpa: &VerticalPodAutoscaler, event: UpdaterEvent);
+    fn event(&mut self, pod: &CompactPod, vpa: &VerticalPodAutoscaler, event: UpdaterEvent);
 }
 
 /// Settings of an iteration.
@@ -256,7 +260,7 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
     view: &V,
     actuator: &mut A,
     vpas: &[Arc<VerticalPodAutoscaler>],
-    list_pods: impl FnOnce() -> Vec<Arc<Pod>>,
+    list_pods: impl FnOnce() -> Vec<Arc<CompactPod>>,
     now: Timestamp,
     gauges: &mut IterationGauges,
     metrics: Option<&Metrics>,
@@ -293,11 +297,11 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
     let selected = Candidates::new(selected);
     let all_pods = list_pods();
     report.pods_listed = true;
-    let live: Vec<&Arc<Pod>> = all_pods
+    let live: Vec<&Arc<CompactPod>> = all_pods
         .iter()
         .filter(|p| !pods::is_terminating(p))
         .collect();
-    let mut assigned: Vec<Vec<Arc<Pod>>> = vec![Vec::new(); selected.vpas.len()];
+    let mut assigned: Vec<Vec<Arc<CompactPod>>> = vec![Vec::new(); selected.vpas.len()];
     for pod in &live {
         if let Some(i) = view.controlling_vpa(pod, &selected)
             && let Some(list) = assigned.get_mut(i)
@@ -305,9 +309,11 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
             list.push(Arc::clone(pod));
         }
     }
-    state
-        .infeasible
-        .retain_live(live.iter().map(|p| pods::uid(p)));
+    if !state.infeasible.is_empty() {
+        state
+            .infeasible
+            .retain_live(live.iter().map(|p| pods::uid(p)));
+    }
     state.admission.loop_init(
         selected
             .vpas
@@ -368,8 +374,15 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
     report
 }
 
-fn set(report: &mut VpaReport, pod: &Pod, action: Action) {
+fn set(report: &mut VpaReport, pod: &CompactPod, action: Action) {
     report.pods.insert(pods::name(pod).to_owned(), action);
+}
+
+/// Updates done for one VPA, counted in the metrics once the VPA is processed.
+#[derive(Default)]
+struct Done {
+    evicted: u64,
+    resized: u64,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -379,25 +392,50 @@ async fn process_vpa<V: ClusterView, A: Actuator>(
     view: &V,
     actuator: &mut A,
     entry: &Vpa<'_>,
-    vpa_pods: &[Arc<Pod>],
+    vpa_pods: &[Arc<CompactPod>],
     now: Timestamp,
     gauges: &mut IterationGauges,
     metrics: Option<&Metrics>,
     vpa_report: &mut VpaReport,
     report: &mut Report,
 ) -> Result<(), String> {
+    let counters = metrics.map(|m| m.vpa_counters(&entry.label));
+    let mut done = Done::default();
+    let result = process_vpa_pods(
+        config, state, view, actuator, entry, vpa_pods, now, gauges, metrics, vpa_report, report,
+        &mut done,
+    )
+    .await;
+    if let Some((evicted, resized)) = counters {
+        evicted.inc_by(done.evicted);
+        resized.inc_by(done.resized);
+    }
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn process_vpa_pods<V: ClusterView, A: Actuator>(
+    config: &IterationConfig,
+    state: &mut UpdaterState,
+    view: &V,
+    actuator: &mut A,
+    entry: &Vpa<'_>,
+    vpa_pods: &[Arc<CompactPod>],
+    now: Timestamp,
+    gauges: &mut IterationGauges,
+    metrics: Option<&Metrics>,
+    vpa_report: &mut VpaReport,
+    report: &mut Report,
+    done: &mut Done,
+) -> Result<(), String> {
     let vpa = entry.vpa;
     let size = vpa_pods.len();
     let mode_text = entry.label.mode;
     gauges.add(GaugeKind::ControlledPods, size, mode_text, size as i64);
-    if let Some(m) = metrics {
-        m.init_counters(&entry.label);
-    }
     let mut gate = view.gate(vpa, vpa_pods);
-    let mut resized = 0usize;
 
     // Start-up boost pass (§5.8).
-    let mut available: Vec<Arc<Pod>> = Vec::new();
+    let mut available: Vec<Arc<CompactPod>> = Vec::new();
     if config.gates.cpu_startup_boost && has_startup_boost(&vpa.spec) {
         for pod in vpa_pods {
             let expired = pods::expired_boost_keys(pod, vpa, now);
@@ -418,11 +456,8 @@ async fn process_vpa<V: ClusterView, A: Actuator>(
                 }
                 match in_place_update(view, actuator, &mut gate, state, pod, vpa, now).await {
                     Ok(plan) => {
-                        resized += 1;
+                        done.resized += 1;
                         report.resizes += 1;
-                        if let Some(m) = metrics {
-                            m.add_in_place_updated_pod(&entry.label);
-                        }
                         set(vpa_report, pod, Action::Resize(plan.resize));
                     }
                     Err(e) => {
@@ -442,7 +477,7 @@ async fn process_vpa<V: ClusterView, A: Actuator>(
         available = vpa_pods.to_vec();
     }
 
-    let mut eviction_list: Vec<Arc<Pod>> = Vec::new();
+    let mut eviction_list: Vec<Arc<CompactPod>> = Vec::new();
     let mut in_place_updatable = 0usize;
     let mut evictable = 0usize;
     match modes::path(&entry.mode, config.gates.in_place) {
@@ -563,11 +598,8 @@ async fn process_vpa<V: ClusterView, A: Actuator>(
                 }
                 match in_place_update(view, actuator, &mut gate, state, pod, vpa, now).await {
                     Ok(plan) => {
-                        resized += 1;
+                        done.resized += 1;
                         report.resizes += 1;
-                        if let Some(m) = metrics {
-                            m.add_in_place_updated_pod(&entry.label);
-                        }
                         set(vpa_report, pod, Action::Resize(plan.resize));
                     }
                     Err(e) => {
@@ -622,7 +654,6 @@ async fn process_vpa<V: ClusterView, A: Actuator>(
         }
     }
 
-    let mut evicted = 0usize;
     for pod in &eviction_list {
         if let Err(skip) = gate.can_evict(pod, state, now) {
             set(vpa_report, pod, Action::Skip(skip));
@@ -637,11 +668,8 @@ async fn process_vpa<V: ClusterView, A: Actuator>(
         }
         match evict_pod(actuator, &mut gate, state, pod, vpa, now).await {
             Ok(()) => {
-                evicted += 1;
+                done.evicted += 1;
                 report.evictions += 1;
-                if let Some(m) = metrics {
-                    m.add_evicted_pod(&entry.label);
-                }
                 set(vpa_report, pod, Action::Evict);
             }
             Err(e) => {
@@ -659,19 +687,19 @@ async fn process_vpa<V: ClusterView, A: Actuator>(
     if evictable > 0 {
         gauges.add(GaugeKind::VpasWithEvictablePods, size, mode_text, 1);
     }
-    if evicted > 0 {
+    if done.evicted > 0 {
         gauges.add(GaugeKind::VpasWithEvictedPods, size, mode_text, 1);
     }
     if in_place_updatable > 0 {
         gauges.add(GaugeKind::VpasWithInPlaceUpdatablePods, size, mode_text, 1);
     }
-    if resized > 0 {
+    if done.resized > 0 {
         gauges.add(GaugeKind::VpasWithInPlaceUpdatedPods, size, mode_text, 1);
     }
     Ok(())
 }
 
-fn decision_skip<G: Gate>(gate: &G, pod: &Pod, decision: InPlaceDecision) -> Skip {
+fn decision_skip<G: Gate>(gate: &G, pod: &CompactPod, decision: InPlaceDecision) -> Skip {
     match decision {
         InPlaceDecision::Deferred => gate.deferral_reason(pod),
         InPlaceDecision::InfeasibleCached => Skip::InfeasibleCached,
@@ -684,12 +712,12 @@ fn offer<V: ClusterView>(
     state: &UpdaterState,
     calc: &mut PriorityCalculator<'_>,
     vpa: &VerticalPodAutoscaler,
-    pod: &Arc<Pod>,
+    pod: &Arc<CompactPod>,
     now: Timestamp,
     vpa_report: &mut VpaReport,
 ) {
     let result = view.processed(vpa, pod).and_then(|rec| {
-        let priority = view.priority(pod, rec.as_deref())?;
+        let priority = view.priority(pod, rec.as_ref())?;
         calc.add_pod(Arc::clone(pod), rec, priority, &state.infeasible, now)
             .map_err(|e| e.to_string())
     });
@@ -719,7 +747,7 @@ pub async fn evict_pod<G: Gate, A: Actuator>(
     actuator: &mut A,
     gate: &mut G,
     state: &mut UpdaterState,
-    pod: &Pod,
+    pod: &CompactPod,
     vpa: &VerticalPodAutoscaler,
     now: Timestamp,
 ) -> Result<(), InPlaceError> {
@@ -739,7 +767,7 @@ pub async fn in_place_update<V: ClusterView, G: Gate, A: Actuator>(
     actuator: &mut A,
     gate: &mut G,
     state: &mut UpdaterState,
-    pod: &Pod,
+    pod: &CompactPod,
     vpa: &VerticalPodAutoscaler,
     now: Timestamp,
 ) -> Result<ResizePlan, InPlaceError> {

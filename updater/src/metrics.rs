@@ -223,15 +223,34 @@ impl Metrics {
 
     /// Sets a processed VPA's counters to 0 so they are exported before the first event.
     pub fn init_counters(&self, vpa: &VpaLabel<'_>) {
-        let _ = self.evicted_pods.get_or_create(&vpa.with_mode(None));
-        let _ = self
-            .in_place_updated_pods
-            .get_or_create(&vpa.without_mode(None));
+        let _ = self.vpa_counters(vpa);
+    }
+
+    /// The evicted and in-place-updated counters of a VPA (created at 0 if new): an iteration counts
+    /// a VPA's updates on them once the VPA is processed, without looking the series up again.
+    pub fn vpa_counters(&self, vpa: &VpaLabel<'_>) -> (Counter, Counter) {
+        (
+            self.evicted_pods
+                .get_or_create(&vpa.with_mode(None))
+                .clone(),
+            self.in_place_updated_pods
+                .get_or_create(&vpa.without_mode(None))
+                .clone(),
+        )
     }
 
     /// One successful eviction.
     pub fn add_evicted_pod(&self, vpa: &VpaLabel<'_>) {
-        self.evicted_pods.get_or_create(&vpa.with_mode(None)).inc();
+        self.add_evicted_pods(vpa, 1);
+    }
+
+    /// `n` successful evictions (none: nothing to do).
+    pub fn add_evicted_pods(&self, vpa: &VpaLabel<'_>, n: u64) {
+        if n > 0 {
+            self.evicted_pods
+                .get_or_create(&vpa.with_mode(None))
+                .inc_by(n);
+        }
     }
 
     /// One failed eviction.
@@ -243,9 +262,16 @@ impl Metrics {
 
     /// One successful resize.
     pub fn add_in_place_updated_pod(&self, vpa: &VpaLabel<'_>) {
-        self.in_place_updated_pods
-            .get_or_create(&vpa.without_mode(None))
-            .inc();
+        self.add_in_place_updated_pods(vpa, 1);
+    }
+
+    /// `n` successful resizes (none: nothing to do).
+    pub fn add_in_place_updated_pods(&self, vpa: &VpaLabel<'_>, n: u64) {
+        if n > 0 {
+            self.in_place_updated_pods
+                .get_or_create(&vpa.without_mode(None))
+                .inc_by(n);
+        }
     }
 
     /// One failed resize.

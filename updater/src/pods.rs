@@ -1,101 +1,585 @@
 //! What the updater reads off a pod: phase, current resources, observed containers, resize conditions,
 //! resize policies and start-up boost annotations (upstream-updater §2.1, §2.2, §3.2, §5.3, §5.7, §5.8).
+//!
+//! The pod cache keeps each pod as a [`CompactPod`]: the few fields the decisions read, with what many pods
+//! share (namespaces' owners, label sets, container names, resource lists, observed-container lists)
+//! interned process-wide, and every quantity parsed once when the pod is cached. The decision functions
+//! read it directly; `tailor plan` and the conformance vectors convert their pods the same way.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hash;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
-use tailor_crds::VerticalPodAutoscaler;
 use tailor_crds::policy::container_policy;
+use tailor_crds::quantity::{self, QuantityError};
 use tailor_crds::sizing::{
-    CurrentResources, OBSERVED_CONTAINERS_ANNOTATION, STARTUP_BOOST_ANNOTATION_PREFIX,
-    current_resources, parse_observed_containers,
+    OBSERVED_CONTAINERS_ANNOTATION, STARTUP_BOOST_ANNOTATION_PREFIX, current_resources,
+    parse_observed_containers, pod_level_resources,
 };
+use tailor_crds::{ResourceList, VerticalPodAutoscaler};
 
 /// Pod condition the kubelet sets while a resize waits (`Deferred` or `Infeasible`).
 pub const RESIZE_PENDING: &str = "PodResizePending";
 /// Pod condition the kubelet sets while a resize is being actuated.
 pub const RESIZE_IN_PROGRESS: &str = "PodResizeInProgress";
 
+type Quantity = k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+/// A quantity's thousandths as Go's `MilliValue` gives them (rounded up) and whether they are exact, or why
+/// it does not parse.
+pub type Milli = Result<(i64, bool), QuantityError>;
+
+/// A resource list shared by every cached pod that has it, with each quantity parsed once.
+#[derive(Debug)]
+pub struct Amounts {
+    list: ResourceList,
+    /// Per entry of `list` (in its order): Go's `MilliValue` (rounded up) and whether it is exact, or the
+    /// parse error.
+    milli: Box<[Milli]>,
+}
+
+impl Amounts {
+    fn parse(list: ResourceList) -> Self {
+        let milli = list
+            .values()
+            .map(|q| {
+                // In the order the per-iteration cache parsed them (the same error when both fail).
+                let exact = quantity::is_whole_milli(q)?;
+                Ok((quantity::milli_value(q)?, exact))
+            })
+            .collect();
+        Amounts { list, milli }
+    }
+
+    /// The resource list.
+    pub fn list(&self) -> &ResourceList {
+        &self.list
+    }
+
+    /// The quantity of `resource` with its parsed thousandths (rounded up, and whether exact).
+    pub fn get(&self, resource: &str) -> Option<(&Quantity, &Milli)> {
+        self.list
+            .iter()
+            .zip(self.milli.iter())
+            .find(|((k, _), _)| k.as_str() == resource)
+            .map(|((_, q), m)| (q, m))
+    }
+
+    /// Whether the list names `resource`.
+    pub fn contains(&self, resource: &str) -> bool {
+        self.list.contains_key(resource)
+    }
+}
+
+/// A controller owner reference (with the pod's namespace), shared by the pods of one controller.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Owner {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// `apiVersion` of the owner.
+    pub api_version: String,
+    /// Kind of the owner.
+    pub kind: String,
+    /// Name of the owner.
+    pub name: String,
+}
+
+/// One of `spec.containers`, as the decisions read it.
+#[derive(Clone, Debug)]
+pub struct ContainerInfo {
+    /// The container's name.
+    pub name: Arc<str>,
+    /// Current requests: the status's when it reports resources, else the spec's (§2.1).
+    pub requests: Option<Arc<Amounts>>,
+    /// Current limits, from the same place as the requests.
+    pub limits: Option<Arc<Amounts>>,
+    /// Whether `spec.containers[].resources.requests` is set.
+    pub spec_requests: bool,
+    /// Whether `spec.containers[].resources.limits` is set.
+    pub spec_limits: bool,
+}
+
+/// The last termination of a container that was OOM-killed (for quick OOMs, §2.4).
+#[derive(Clone, Debug)]
+pub struct OomKill {
+    /// The container's name (from its status).
+    pub container: Arc<str>,
+    /// When it started (Go's zero time when absent).
+    pub started: Timestamp,
+    /// When it was killed (Go's zero time when absent).
+    pub finished: Timestamp,
+}
+
+/// A `PodResizePending` or `PodResizeInProgress` condition.
+#[derive(Clone, Debug)]
+struct ResizeCondition {
+    pending: bool,
+    status_true: bool,
+    reason: Option<Box<str>>,
+    message: bool,
+}
+
+/// What few pods have (OOM kills, boosts, resizes under way, pod-level resources), kept apart so that the
+/// others do not pay for it.
+#[derive(Clone, Debug, Default)]
+struct Rare {
+    oom_kills: Box<[OomKill]>,
+    boosts: BTreeMap<String, String>,
+    /// When the pod became `Ready` (kept with boosts only: nothing else reads it).
+    ready_since: Option<Timestamp>,
+    resize: Box<[ResizeCondition]>,
+    pod_level: Option<ResourceRequirements>,
+    pod_level_names: &'static [&'static str],
+}
+
+/// What the pod cache keeps of a pod, and what every decision reads (see the module documentation).
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(from = "Pod")]
+pub struct CompactPod {
+    /// Name, namespace, UID and resourceVersion only (what the cache keys by and events name).
+    pub metadata: ObjectMeta,
+    key: Arc<str>,
+    labels: Arc<BTreeMap<String, String>>,
+    creator: Option<Arc<Owner>>,
+    controller: Option<Arc<Owner>>,
+    containers: Arc<[ContainerInfo]>,
+    observed: Option<Arc<[String]>>,
+    rare: Option<Box<Rare>>,
+    start_time: Option<Timestamp>,
+    pending: bool,
+    terminating: bool,
+    has_annotations: bool,
+    restart_on_resize: bool,
+}
+
+impl kube::Resource for CompactPod {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        <Pod as kube::Resource>::kind(dt)
+    }
+
+    fn group(dt: &()) -> Cow<'_, str> {
+        <Pod as kube::Resource>::group(dt)
+    }
+
+    fn version(dt: &()) -> Cow<'_, str> {
+        <Pod as kube::Resource>::version(dt)
+    }
+
+    fn plural(dt: &()) -> Cow<'_, str> {
+        <Pod as kube::Resource>::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// Values shared between cached pods. Entries no pod holds any more are dropped when the tables have
+/// doubled since the last sweep.
+#[derive(Default)]
+struct Interner {
+    strings: HashMap<Arc<str>, ()>,
+    labels: HashMap<Arc<BTreeMap<String, String>>, ()>,
+    owners: HashMap<Arc<Owner>, ()>,
+    amounts: HashMap<Vec<(String, String)>, Arc<Amounts>>,
+    observed: HashMap<String, Option<Arc<[String]>>>,
+    containers: HashMap<Vec<ContainerKey>, Arc<[ContainerInfo]>>,
+    swept_at: usize,
+}
+
+/// What identifies a [`ContainerInfo`] in the interner (resource lists by address: they are interned).
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct ContainerKey {
+    name: Arc<str>,
+    requests: usize,
+    limits: usize,
+    spec_requests: bool,
+    spec_limits: bool,
+}
+
+static INTERNER: LazyLock<Mutex<Interner>> = LazyLock::new(Mutex::default);
+
+fn shared<T: Eq + Hash + ?Sized>(
+    map: &mut HashMap<Arc<T>, ()>,
+    value: &T,
+    make: impl FnOnce() -> Arc<T>,
+) -> Arc<T> {
+    if let Some((k, ())) = map.get_key_value(value) {
+        return Arc::clone(k);
+    }
+    let v = make();
+    map.insert(Arc::clone(&v), ());
+    v
+}
+
+impl Interner {
+    fn len(&self) -> usize {
+        self.strings.len()
+            + self.labels.len()
+            + self.owners.len()
+            + self.amounts.len()
+            + self.observed.len()
+            + self.containers.len()
+    }
+
+    /// Drops what no cached pod holds when the tables have doubled since the last sweep.
+    fn maybe_sweep(&mut self) {
+        if self.len() < 2 * self.swept_at + 1024 {
+            return;
+        }
+        self.containers.retain(|_, v| Arc::strong_count(v) > 1);
+        self.amounts.retain(|_, v| Arc::strong_count(v) > 1);
+        self.observed
+            .retain(|_, v| v.as_ref().is_none_or(|v| Arc::strong_count(v) > 1));
+        self.labels.retain(|k, ()| Arc::strong_count(k) > 1);
+        self.owners.retain(|k, ()| Arc::strong_count(k) > 1);
+        self.strings.retain(|k, ()| Arc::strong_count(k) > 1);
+        self.swept_at = self.len();
+    }
+
+    fn str(&mut self, s: &str) -> Arc<str> {
+        shared(&mut self.strings, s, || Arc::from(s))
+    }
+
+    fn amounts(&mut self, list: Option<&ResourceList>) -> Option<Arc<Amounts>> {
+        let list = list?;
+        let key: Vec<(String, String)> =
+            list.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect();
+        if let Some(a) = self.amounts.get(&key) {
+            return Some(Arc::clone(a));
+        }
+        let a = Arc::new(Amounts::parse(list.clone()));
+        self.amounts.insert(key, Arc::clone(&a));
+        Some(a)
+    }
+
+    fn owner(&mut self, namespace: &str, o: Option<&OwnerReference>) -> Option<Arc<Owner>> {
+        let o = o?;
+        let owner = Owner {
+            namespace: namespace.to_owned(),
+            api_version: o.api_version.clone(),
+            kind: o.kind.clone(),
+            name: o.name.clone(),
+        };
+        Some(shared(&mut self.owners, &owner, || Arc::new(owner.clone())))
+    }
+
+    fn observed(&mut self, value: Option<&String>) -> Option<Arc<[String]>> {
+        let value = value?;
+        if let Some(v) = self.observed.get(value.as_str()) {
+            return v.clone();
+        }
+        let parsed: Option<Arc<[String]>> = parse_observed_containers(value).ok().map(Arc::from);
+        self.observed.insert(value.clone(), parsed.clone());
+        parsed
+    }
+}
+
+fn lock() -> std::sync::MutexGuard<'static, Interner> {
+    INTERNER.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl From<Pod> for CompactPod {
+    fn from(pod: Pod) -> Self {
+        CompactPod::new(&pod)
+    }
+}
+
+impl CompactPod {
+    /// The compact form of `pod`.
+    pub fn new(pod: &Pod) -> Self {
+        let m = &pod.metadata;
+        let namespace = m.namespace.as_deref().unwrap_or_default();
+        let name = m.name.as_deref().unwrap_or_default();
+        let spec_containers: &[Container] = pod
+            .spec
+            .as_ref()
+            .map(|s| s.containers.as_slice())
+            .unwrap_or_default();
+        let status = pod.status.as_ref();
+        let annotations = m.annotations.as_ref();
+        let boosts: BTreeMap<String, String> = annotations
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| k.starts_with(STARTUP_BOOST_ANNOTATION_PREFIX))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let conditions = status
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten();
+        let resize = conditions
+            .clone()
+            .filter(|c| c.type_ == RESIZE_PENDING || c.type_ == RESIZE_IN_PROGRESS)
+            .map(|c| ResizeCondition {
+                pending: c.type_ == RESIZE_PENDING,
+                status_true: c.status == "True",
+                reason: c.reason.as_deref().map(Box::from),
+                message: c.message.as_deref().is_some_and(|m| !m.is_empty()),
+            })
+            .collect();
+        let ready_since = conditions
+            .clone()
+            .find(|c| c.type_ == "Ready" && c.status == "True")
+            .map(|c| {
+                c.last_transition_time
+                    .as_ref()
+                    .map(|t| t.0)
+                    .unwrap_or_else(go_zero_time)
+            });
+        let owners = m.owner_references.as_ref();
+        let first_controller = owners
+            .into_iter()
+            .flatten()
+            .find(|o| o.controller == Some(true));
+        let last_controller = tailor_crds::target::controller_owner(owners);
+        let mut interner = lock();
+        interner.maybe_sweep();
+        let container_keys: Vec<(ContainerKey, [Option<Arc<Amounts>>; 2])> = spec_containers
+            .iter()
+            .map(|c| {
+                let current = current_resources(pod, c, false);
+                let requests = interner.amounts(current.requests.as_ref());
+                let limits = interner.amounts(current.limits.as_ref());
+                let spec = c.resources.as_ref();
+                let key = ContainerKey {
+                    name: interner.str(&c.name),
+                    requests: requests.as_ref().map_or(0, |a| Arc::as_ptr(a) as usize),
+                    limits: limits.as_ref().map_or(0, |a| Arc::as_ptr(a) as usize),
+                    spec_requests: spec.is_some_and(|r| r.requests.is_some()),
+                    spec_limits: spec.is_some_and(|r| r.limits.is_some()),
+                };
+                (key, [requests, limits])
+            })
+            .collect();
+        let keys: Vec<ContainerKey> = container_keys.iter().map(|(k, _)| k.clone()).collect();
+        let containers = match interner.containers.get(&keys) {
+            Some(c) => Arc::clone(c),
+            None => {
+                let list: Arc<[ContainerInfo]> = container_keys
+                    .into_iter()
+                    .map(|(k, [requests, limits])| ContainerInfo {
+                        name: k.name,
+                        requests,
+                        limits,
+                        spec_requests: k.spec_requests,
+                        spec_limits: k.spec_limits,
+                    })
+                    .collect();
+                interner.containers.insert(keys, Arc::clone(&list));
+                list
+            }
+        };
+        let oom_kills = status
+            .and_then(|s| s.container_statuses.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|s| {
+                let t = s.last_state.as_ref()?.terminated.as_ref()?;
+                (t.reason.as_deref() == Some("OOMKilled")).then(|| OomKill {
+                    container: interner.str(&s.name),
+                    started: t
+                        .started_at
+                        .as_ref()
+                        .map(|t| t.0)
+                        .unwrap_or_else(go_zero_time),
+                    finished: t
+                        .finished_at
+                        .as_ref()
+                        .map(|t| t.0)
+                        .unwrap_or_else(go_zero_time),
+                })
+            })
+            .collect();
+        let labels = {
+            let empty = BTreeMap::new();
+            let labels = m.labels.as_ref().unwrap_or(&empty);
+            shared(&mut interner.labels, labels, || Arc::new(labels.clone()))
+        };
+        let creator = interner.owner(namespace, first_controller);
+        let controller = if first_controller == last_controller {
+            creator.clone()
+        } else {
+            interner.owner(namespace, last_controller)
+        };
+        let observed =
+            interner.observed(annotations.and_then(|a| a.get(OBSERVED_CONTAINERS_ANNOTATION)));
+        drop(interner);
+        let pod_level = pod.spec.as_ref().and_then(|s| s.resources.clone());
+        let rare = Rare {
+            ready_since: ready_since.filter(|_| !boosts.is_empty()),
+            oom_kills,
+            boosts,
+            resize,
+            pod_level_names: pod_level_names(&pod_level_resources(pod)),
+            pod_level,
+        };
+        let rare = (!rare.oom_kills.is_empty()
+            || !rare.boosts.is_empty()
+            || !rare.resize.is_empty()
+            || rare.pod_level.is_some())
+        .then(|| Box::new(rare));
+        CompactPod {
+            metadata: ObjectMeta {
+                name: m.name.clone(),
+                namespace: m.namespace.clone(),
+                uid: m.uid.clone(),
+                resource_version: m.resource_version.clone(),
+                ..ObjectMeta::default()
+            },
+            key: Arc::from(format!("{namespace}/{name}")),
+            labels,
+            creator,
+            controller,
+            containers,
+            observed,
+            rare,
+            start_time: status.and_then(|s| s.start_time.as_ref()).map(|t| t.0),
+            pending: status.and_then(|s| s.phase.as_deref()) == Some("Pending"),
+            terminating: m.deletion_timestamp.is_some(),
+            has_annotations: annotations.is_some(),
+            restart_on_resize: spec_containers.iter().any(|c| {
+                c.resize_policy
+                    .iter()
+                    .flatten()
+                    .any(|p| p.restart_policy == "RestartContainer")
+            }),
+        }
+    }
+
+    /// The pod as the shared sizing code reads it (`tailor_crds::sizing`): name, namespace, containers
+    /// with their current requests and limits, pod-level resources.
+    pub fn sizing_pod(&self) -> Pod {
+        let containers = self
+            .containers
+            .iter()
+            .map(|c| Container {
+                name: c.name.to_string(),
+                resources: (c.requests.is_some() || c.limits.is_some()).then(|| {
+                    ResourceRequirements {
+                        requests: c.requests.as_ref().map(|a| a.list.clone()),
+                        limits: c.limits.as_ref().map(|a| a.list.clone()),
+                        ..ResourceRequirements::default()
+                    }
+                }),
+                ..Container::default()
+            })
+            .collect();
+        Pod {
+            metadata: ObjectMeta {
+                name: self.metadata.name.clone(),
+                namespace: self.metadata.namespace.clone(),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PodSpec {
+                containers,
+                resources: self.rare.as_ref().and_then(|r| r.pod_level.clone()),
+                ..PodSpec::default()
+            }),
+            status: None,
+        }
+    }
+}
+
+fn pod_level_names(list: &[&'static str]) -> &'static [&'static str] {
+    use tailor_crds::sizing::{CPU, MEMORY};
+    match (list.contains(&CPU), list.contains(&MEMORY)) {
+        (true, true) => &[CPU, MEMORY],
+        (true, false) => &[CPU],
+        (false, true) => &[MEMORY],
+        (false, false) => &[],
+    }
+}
+
 /// `namespace/name`, the key upstream uses for pods in its maps.
-pub fn pod_key(pod: &Pod) -> String {
-    format!(
-        "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or_default(),
-        pod.metadata.name.as_deref().unwrap_or_default()
-    )
+pub fn pod_key(pod: &CompactPod) -> &str {
+    &pod.key
+}
+
+/// The pod's key as a shared string (map keys without copying).
+pub fn shared_key(pod: &CompactPod) -> Arc<str> {
+    Arc::clone(&pod.key)
 }
 
 /// The pod's name (empty when absent).
-pub fn name(pod: &Pod) -> &str {
+pub fn name(pod: &CompactPod) -> &str {
     pod.metadata.name.as_deref().unwrap_or_default()
 }
 
+/// The pod's namespace (empty when absent).
+pub fn namespace(pod: &CompactPod) -> &str {
+    pod.metadata.namespace.as_deref().unwrap_or_default()
+}
+
 /// The pod's UID (empty when absent).
-pub fn uid(pod: &Pod) -> &str {
+pub fn uid(pod: &CompactPod) -> &str {
     pod.metadata.uid.as_deref().unwrap_or_default()
 }
 
 /// Whether the pod's phase is `Pending` (scheduled, not yet running; an absent phase counts as running).
-pub fn is_pending(pod: &Pod) -> bool {
-    pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending")
+pub fn is_pending(pod: &CompactPod) -> bool {
+    pod.pending
 }
 
 /// Whether the pod is being deleted.
-pub fn is_terminating(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_some()
+pub fn is_terminating(pod: &CompactPod) -> bool {
+    pod.terminating
 }
 
 /// The pod's `status.startTime`.
-pub fn start_time(pod: &Pod) -> Option<Timestamp> {
-    pod.status.as_ref()?.start_time.as_ref().map(|t| t.0)
+pub fn start_time(pod: &CompactPod) -> Option<Timestamp> {
+    pod.start_time
 }
 
 /// The containers of `spec.containers`.
-pub fn containers(pod: &Pod) -> &[Container] {
-    pod.spec
-        .as_ref()
-        .map(|s| s.containers.as_slice())
-        .unwrap_or_default()
+pub fn containers(pod: &CompactPod) -> &[ContainerInfo] {
+    &pod.containers
 }
 
-/// Current requests and limits of a container: the status's when reported, else the spec's (§2.1).
-pub fn current(pod: &Pod, container: &Container) -> CurrentResources {
-    current_resources(pod, container, false)
+/// The container list, shared by the pods that have the same one (identity for per-iteration caches).
+pub fn container_list(pod: &CompactPod) -> &Arc<[ContainerInfo]> {
+    &pod.containers
 }
 
-/// Current requests of a container without copying them: the status's resources when the status reports
-/// them (§2.1), else the spec's.
-pub fn current_requests<'a>(
-    pod: &'a Pod,
-    container: &'a Container,
-) -> Option<&'a tailor_crds::ResourceList> {
-    let from_status = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .into_iter()
-        .flatten()
-        .find(|s| s.name == container.name)
-        .and_then(|s| s.resources.as_ref());
-    match from_status {
-        Some(r) => r.requests.as_ref(),
-        None => container
-            .resources
-            .as_ref()
-            .and_then(|r| r.requests.as_ref()),
-    }
+/// The resources (`cpu`, `memory`) the pod sets at pod level (`spec.resources`).
+pub fn pod_level(pod: &CompactPod) -> &'static [&'static str] {
+    pod.rare.as_ref().map_or(&[], |r| r.pod_level_names)
+}
+
+/// Containers whose last termination was an OOM kill.
+pub fn oom_kills(pod: &CompactPod) -> &[OomKill] {
+    pod.rare.as_ref().map_or(&[], |r| &r.oom_kills)
+}
+
+fn resize_conditions(pod: &CompactPod) -> &[ResizeCondition] {
+    pod.rare.as_ref().map_or(&[], |r| &r.resize)
+}
+
+/// The first owner reference with `controller: true` (the pod's creator, §3.1).
+pub fn creator(pod: &CompactPod) -> Option<&Arc<Owner>> {
+    pod.creator.as_ref()
+}
+
+/// The last owner reference with `controller: true` (what target resolution follows).
+pub fn controller(pod: &CompactPod) -> Option<&Arc<Owner>> {
+    pod.controller.as_ref()
 }
 
 /// The containers the webhook observed, from the observed-containers annotation; `None` (all observed)
 /// when the annotation is absent or any name in it is invalid (§2.2).
-pub fn observed_containers(pod: &Pod) -> Option<Vec<String>> {
-    let value = pod
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(OBSERVED_CONTAINERS_ANNOTATION)?;
-    parse_observed_containers(value).ok()
+pub fn observed_containers(pod: &CompactPod) -> Option<&[String]> {
+    pod.observed.as_deref()
 }
 
 /// Whether `container` counts for priorities and quick OOMs under `observed` (§2.2).
@@ -103,20 +587,11 @@ pub fn is_observed(observed: Option<&[String]>, container: &str) -> bool {
     observed.is_none_or(|list| list.iter().any(|c| c == container))
 }
 
-fn resize_conditions(pod: &Pod) -> impl Iterator<Item = &k8s_openapi::api::core::v1::PodCondition> {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .filter(|c| c.type_ == RESIZE_PENDING || c.type_ == RESIZE_IN_PROGRESS)
-}
-
 /// Whether a resize is under way: the first resize condition's status is `True` (§3.2).
-pub fn is_in_place_updating(pod: &Pod) -> bool {
+pub fn is_in_place_updating(pod: &CompactPod) -> bool {
     resize_conditions(pod)
-        .next()
-        .is_some_and(|c| c.status == "True")
+        .first()
+        .is_some_and(|c| c.status_true)
 }
 
 /// Where a pod's resize stands (§5.7).
@@ -150,30 +625,26 @@ impl ResizeStatus {
     }
 }
 
-fn condition<'a>(
-    pod: &'a Pod,
-    type_: &str,
-) -> Option<&'a k8s_openapi::api::core::v1::PodCondition> {
-    resize_conditions(pod).find(|c| c.type_ == type_)
+fn condition(pod: &CompactPod, pending: bool) -> Option<&ResizeCondition> {
+    resize_conditions(pod).iter().find(|c| c.pending == pending)
 }
 
 /// The resize status of a pod (§5.7): `PodResizePending` wins over `PodResizeInProgress`.
-pub fn resize_status(pod: &Pod) -> ResizeStatus {
+pub fn resize_status(pod: &CompactPod) -> ResizeStatus {
     if !is_in_place_updating(pod) {
         return ResizeStatus::None;
     }
-    if let Some(c) = condition(pod, RESIZE_PENDING) {
+    if let Some(c) = condition(pod, true) {
         return match c.reason.as_deref() {
             Some("Deferred") => ResizeStatus::Deferred,
             Some("Infeasible") => ResizeStatus::Infeasible,
             _ => ResizeStatus::Unknown,
         };
     }
-    if let Some(c) = condition(pod, RESIZE_IN_PROGRESS) {
+    if let Some(c) = condition(pod, false) {
         let reason = c.reason.as_deref().unwrap_or_default();
-        let message = c.message.as_deref().unwrap_or_default();
-        return match (reason, message) {
-            ("", "") => ResizeStatus::InProgress,
+        return match (reason, c.message) {
+            ("", false) => ResizeStatus::InProgress,
             ("Error", _) => ResizeStatus::Error,
             _ => ResizeStatus::Unknown,
         };
@@ -182,43 +653,37 @@ pub fn resize_status(pod: &Pod) -> ResizeStatus {
 }
 
 /// The `PodResizePending` condition's reason, if that condition exists (its status is not checked).
-pub fn pending_reason(pod: &Pod) -> Option<&str> {
-    condition(pod, RESIZE_PENDING).map(|c| c.reason.as_deref().unwrap_or_default())
+pub fn pending_reason(pod: &CompactPod) -> Option<&str> {
+    condition(pod, true).map(|c| c.reason.as_deref().unwrap_or_default())
 }
 
-/// The `PodResizeInProgress` condition's reason and message, if that condition exists.
-pub fn in_progress_state(pod: &Pod) -> Option<(&str, &str)> {
-    condition(pod, RESIZE_IN_PROGRESS).map(|c| {
-        (
-            c.reason.as_deref().unwrap_or_default(),
-            c.message.as_deref().unwrap_or_default(),
-        )
-    })
+/// The `PodResizeInProgress` condition's reason and whether it has a message, if that condition exists.
+pub fn in_progress_state(pod: &CompactPod) -> Option<(&str, bool)> {
+    condition(pod, false).map(|c| (c.reason.as_deref().unwrap_or_default(), c.message))
 }
 
 /// Whether resizing the pod restarts no container: no container in `spec.containers` has a
 /// `RestartContainer` resize policy (§5.3 step 7).
-pub fn is_non_disruptive(pod: &Pod) -> bool {
-    !containers(pod).iter().any(|c| {
-        c.resize_policy
-            .iter()
-            .flatten()
-            .any(|p| p.restart_policy == "RestartContainer")
-    })
+pub fn is_non_disruptive(pod: &CompactPod) -> bool {
+    !pod.restart_on_resize
 }
 
-/// The boost annotations of a pod (key → value).
-pub fn boost_annotations(pod: &Pod) -> impl Iterator<Item = (&String, &String)> {
-    pod.metadata
-        .annotations
-        .iter()
-        .flatten()
-        .filter(|(k, _)| k.starts_with(STARTUP_BOOST_ANNOTATION_PREFIX))
+/// Whether the pod has an annotations map at all.
+pub fn has_annotations(pod: &CompactPod) -> bool {
+    pod.has_annotations
+}
+
+/// The start-up boost annotations of a pod (key → value), `None` when it has none.
+pub fn boost_annotations(pod: &CompactPod) -> Option<&BTreeMap<String, String>> {
+    pod.rare
+        .as_ref()
+        .map(|r| &r.boosts)
+        .filter(|b| !b.is_empty())
 }
 
 /// Whether the pod carries any start-up boost annotation (a boost is, or was, in progress).
-pub fn has_boost_annotation(pod: &Pod) -> bool {
-    boost_annotations(pod).next().is_some()
+pub fn has_boost_annotation(pod: &CompactPod) -> bool {
+    boost_annotations(pod).is_some()
 }
 
 /// The annotation key of `container`'s boost.
@@ -230,22 +695,17 @@ pub fn boost_key(container: &str) -> String {
 /// `Ready`; a key expires when its duration is 0 or more than that many seconds have passed since the pod
 /// became ready. The duration is the VPA's `startupBoost.cpu.durationSeconds`, overridden by the
 /// container policy's when that one sets it.
-pub fn expired_boost_keys(pod: &Pod, vpa: &VerticalPodAutoscaler, now: Timestamp) -> Vec<String> {
-    let ready = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .find(|c| c.type_ == "Ready" && c.status == "True");
-    let Some(ready) = ready else {
+pub fn expired_boost_keys(
+    pod: &CompactPod,
+    vpa: &VerticalPodAutoscaler,
+    now: Timestamp,
+) -> Vec<String> {
+    let (Some(boosts), Some(ready_time)) = (
+        boost_annotations(pod),
+        pod.rare.as_ref().and_then(|r| r.ready_since),
+    ) else {
         return Vec::new();
     };
-    let ready_time = ready
-        .last_transition_time
-        .as_ref()
-        .map(|t| t.0)
-        .unwrap_or_else(go_zero_time);
     let pod_level = vpa
         .spec
         .startup_boost
@@ -255,7 +715,7 @@ pub fn expired_boost_keys(pod: &Pod, vpa: &VerticalPodAutoscaler, now: Timestamp
         .unwrap_or(0);
     let policy = vpa.spec.resource_policy.as_ref();
     let mut out = Vec::new();
-    for (key, _) in boost_annotations(pod) {
+    for key in boosts.keys() {
         let container = &key[STARTUP_BOOST_ANNOTATION_PREFIX.len()..];
         let seconds = container_policy(policy, container)
             .and_then(|p| p.startup_boost.as_ref())
@@ -278,78 +738,12 @@ pub fn go_zero_time() -> Timestamp {
     Timestamp::new(-62_135_596_800, 0).unwrap_or(Timestamp::MIN)
 }
 
-/// Labels of the pod (empty map when absent).
-pub fn labels(pod: &Pod) -> BTreeMap<String, String> {
-    pod.metadata.labels.clone().unwrap_or_default()
+/// Labels of the pod (an empty map when absent).
+pub fn labels(pod: &CompactPod) -> &BTreeMap<String, String> {
+    &pod.labels
 }
 
-/// The pod reduced to what the updater reads (names, labels, owners, Tailor's annotations, container
-/// resources and resize policies, phase, start time, conditions, container statuses' resources and last
-/// termination): what the pod cache keeps.
-pub fn slim(pod: Pod) -> Pod {
-    use k8s_openapi::api::core::v1::{Container, ContainerStatus, PodSpec, PodStatus};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    let m = pod.metadata;
-    let annotations = m.annotations.map(|a| {
-        a.into_iter()
-            .filter(|(k, _)| {
-                k.starts_with(STARTUP_BOOST_ANNOTATION_PREFIX)
-                    || k == OBSERVED_CONTAINERS_ANNOTATION
-            })
-            .collect::<BTreeMap<_, _>>()
-    });
-    let metadata = ObjectMeta {
-        name: m.name,
-        namespace: m.namespace,
-        uid: m.uid,
-        resource_version: m.resource_version,
-        labels: m.labels,
-        annotations: annotations.filter(|a| !a.is_empty()),
-        owner_references: m.owner_references,
-        deletion_timestamp: m.deletion_timestamp,
-        creation_timestamp: m.creation_timestamp,
-        ..ObjectMeta::default()
-    };
-    let spec = pod.spec.map(|s| PodSpec {
-        containers: s
-            .containers
-            .into_iter()
-            .map(|c| Container {
-                name: c.name,
-                resources: c.resources,
-                resize_policy: c.resize_policy,
-                ..Container::default()
-            })
-            .collect(),
-        node_name: s.node_name,
-        ..PodSpec::default()
-    });
-    let status = pod.status.map(|s| PodStatus {
-        phase: s.phase,
-        start_time: s.start_time,
-        conditions: s.conditions.map(|list| {
-            list.into_iter()
-                .map(|mut c| {
-                    c.message = c.message.map(|m| m.chars().take(256).collect());
-                    c
-                })
-                .collect()
-        }),
-        container_statuses: s.container_statuses.map(|list| {
-            list.into_iter()
-                .map(|c| ContainerStatus {
-                    name: c.name,
-                    resources: c.resources,
-                    last_state: c.last_state,
-                    ..ContainerStatus::default()
-                })
-                .collect()
-        }),
-        ..PodStatus::default()
-    });
-    Pod {
-        metadata,
-        spec,
-        status,
-    }
+/// The label set, shared by the pods that have the same one (identity for per-iteration caches).
+pub fn label_set(pod: &CompactPod) -> &Arc<BTreeMap<String, String>> {
+    &pod.labels
 }

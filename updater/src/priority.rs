@@ -1,14 +1,12 @@
 //! How much a pod needs an update (upstream-updater §2.3, §2.6, §2.8).
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
-use k8s_openapi::api::core::v1::Pod;
 use tailor_crds::quantity::{self, QuantityError};
-use tailor_crds::sizing::pod_level_resources;
 use tailor_crds::{RecommendedContainerResources, RecommendedPodResources, ResourceList};
 
-use crate::pods;
+use crate::pods::{self, CompactPod};
 
 /// The update priority of a pod.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -64,11 +62,34 @@ pub const MILLI_CACHE_ENTRIES: usize = 4096;
 /// time.
 #[derive(Debug, Default)]
 pub struct MilliCache {
-    exact: std::collections::HashMap<String, Option<i64>>,
+    exact: std::collections::HashMap<String, Option<i64>, BuildHasherDefault<Fnv>>,
+}
+
+/// FNV-1a: the keys are a few bytes long, where it is several times faster than the default hasher.
+#[derive(Debug)]
+pub struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
 }
 
 impl MilliCache {
-    fn exact(&mut self, q: &Quantity) -> Result<Option<i64>, QuantityError> {
+    /// Exact thousandths, `None` when the quantity has finer digits.
+    pub fn exact(&mut self, q: &Quantity) -> Result<Option<i64>, QuantityError> {
         if let Some(v) = self.exact.get(q.0.as_str()) {
             return Ok(*v);
         }
@@ -104,7 +125,7 @@ impl MilliCache {
 
 /// The priority of `pod` for the processed recommendation `rec` (§2.3). Only observed containers count.
 pub fn pod_priority(
-    pod: &Pod,
+    pod: &CompactPod,
     rec: Option<&RecommendedPodResources>,
 ) -> Result<PodPriority, QuantityError> {
     pod_priority_with(pod, rec, &mut MilliCache::default())
@@ -112,45 +133,135 @@ pub fn pod_priority(
 
 /// [`pod_priority`] with quantities parsed through `cache`.
 pub fn pod_priority_with(
-    pod: &Pod,
+    pod: &CompactPod,
     rec: Option<&RecommendedPodResources>,
     cache: &mut MilliCache,
+) -> Result<PodPriority, QuantityError> {
+    priority_for(pod, &ParsedRecommendation::new(rec, cache))
+}
+
+/// One resource of a container recommendation, parsed as the priority reads it.
+#[derive(Debug)]
+struct ParsedResource {
+    resource: String,
+    /// [`MilliCache::milli`] of the target.
+    target: Result<i64, QuantityError>,
+    /// The lower bound and its [`MilliCache::exact`].
+    lower: Option<(Quantity, Result<Option<i64>, QuantityError>)>,
+    /// The upper bound and its [`MilliCache::exact`].
+    upper: Option<(Quantity, Result<Option<i64>, QuantityError>)>,
+}
+
+/// A processed recommendation with every quantity the priority compares parsed once (errors are kept and
+/// reported when the priority reads the quantity, as if it were parsed then). Built once per VPA and
+/// shared by its pods.
+#[derive(Debug)]
+pub struct ParsedRecommendation {
+    containers: Vec<(Option<String>, Vec<ParsedResource>)>,
+}
+
+impl ParsedRecommendation {
+    /// Parses `rec` through `cache`.
+    pub fn new(rec: Option<&RecommendedPodResources>, cache: &mut MilliCache) -> Self {
+        let containers = rec
+            .and_then(|r| r.container_recommendations.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let bound =
+                    |list: Option<&ResourceList>, resource: &str, cache: &mut MilliCache| {
+                        list.and_then(|l| l.get(resource))
+                            .map(|q| (q.clone(), cache.exact(q)))
+                    };
+                let resources = c
+                    .target
+                    .iter()
+                    .map(|(resource, target)| ParsedResource {
+                        resource: resource.clone(),
+                        target: cache.milli(target),
+                        lower: bound(c.lower_bound.as_ref(), resource, cache),
+                        upper: bound(c.upper_bound.as_ref(), resource, cache),
+                    })
+                    .collect();
+                (c.container_name.clone(), resources)
+            })
+            .collect();
+        ParsedRecommendation { containers }
+    }
+
+    fn container(&self, name: &str) -> Option<&[ParsedResource]> {
+        self.containers
+            .iter()
+            .find(|(n, _)| n.as_deref() == Some(name))
+            .map(|(_, r)| r.as_slice())
+    }
+}
+
+/// Totals of one resource over the pod's containers.
+struct Total<'a> {
+    resource: &'a str,
+    request: Option<f64>,
+    recommended: f64,
+}
+
+/// The request's exact thousandths, if it has them (what [`MilliCache::cmp`] compares on).
+fn exact_of(parsed: &pods::Milli) -> Result<Option<i64>, QuantityError> {
+    match parsed {
+        Ok((v, true)) => Ok(Some(*v)),
+        Ok((_, false)) => Ok(None),
+        Err(e) => Err(e.clone()),
+    }
+}
+
+/// The priority of `pod` for a parsed processed recommendation (§2.3): what [`pod_priority`] computes.
+pub fn priority_for(
+    pod: &CompactPod,
+    rec: &ParsedRecommendation,
 ) -> Result<PodPriority, QuantityError> {
     let observed = pods::observed_containers(pod);
     // Resources the pod budgets at pod level are left alone (as the webhook does): they never make a pod a
     // candidate, or its replacement would come back with the same requests.
-    let pod_level = pod_level_resources(pod);
+    let pod_level = pods::pod_level(pod);
     let mut out = PodPriority::default();
-    let mut total_request: BTreeMap<&str, f64> = BTreeMap::new();
-    let mut total_recommended: BTreeMap<&str, f64> = BTreeMap::new();
+    let mut totals: Vec<Total<'_>> = Vec::new();
     for container in pods::containers(pod) {
-        if !pods::is_observed(observed.as_deref(), &container.name) {
+        if !pods::is_observed(observed, &container.name) {
             continue;
         }
-        let Some(crec) = container_recommendation(rec, &container.name) else {
+        let Some(crec) = rec.container(&container.name) else {
             continue;
         };
-        let requests = pods::current_requests(pod, container);
-        for (resource, target) in &crec.target {
-            if pod_level.contains(&resource.as_str()) {
+        let requests = container.requests.as_deref();
+        for r in crec {
+            let resource = r.resource.as_str();
+            if pod_level.contains(&resource) {
                 continue;
             }
-            let target_milli = cache.milli(target)?;
-            *total_recommended.entry(resource.as_str()).or_default() += target_milli as f64;
-            match requests.and_then(|r| r.get(resource)) {
-                Some(request) => {
-                    let request_milli = cache.milli(request)?;
-                    *total_request.entry(resource.as_str()).or_default() += request_milli as f64;
+            let target_milli = r.target.clone()?;
+            let i = match totals.iter().position(|t| t.resource == resource) {
+                Some(i) => i,
+                None => {
+                    totals.push(Total {
+                        resource,
+                        request: None,
+                        recommended: 0.0,
+                    });
+                    totals.len() - 1
+                }
+            };
+            totals[i].recommended += target_milli as f64;
+            match requests.and_then(|a| a.get(resource)) {
+                Some((request, parsed)) => {
+                    let exact = exact_of(parsed)?;
+                    let request_milli = match exact {
+                        Some(v) => v,
+                        None => parsed.clone()?.0,
+                    };
+                    *totals[i].request.get_or_insert(0.0) += request_milli as f64;
                     if target_milli > request_milli {
                         out.scale_up = true;
                     }
-                    if outside(
-                        request,
-                        crec.lower_bound.as_ref(),
-                        crec.upper_bound.as_ref(),
-                        resource,
-                        cache,
-                    )? {
+                    if outside((request, exact), r)? {
                         out.outside_recommended_range = true;
                     }
                 }
@@ -161,27 +272,34 @@ pub fn pod_priority_with(
             }
         }
     }
-    for (resource, recommended) in &total_recommended {
-        let request = total_request.get(resource).copied().unwrap_or(0.0).max(1.0);
-        out.resource_diff += (request - recommended).abs() / request;
+    // Summed in resource-name order, as upstream's sorted map (floating-point sums depend on the order).
+    totals.sort_by(|a, b| a.resource.cmp(b.resource));
+    for t in &totals {
+        let request = t.request.unwrap_or(0.0).max(1.0);
+        out.resource_diff += (request - t.recommended).abs() / request;
     }
     Ok(out)
 }
 
-fn outside(
-    request: &Quantity,
-    lower: Option<&ResourceList>,
-    upper: Option<&ResourceList>,
-    resource: &str,
-    cache: &mut MilliCache,
-) -> Result<bool, QuantityError> {
-    if let Some(lb) = lower.and_then(|l| l.get(resource))
-        && cache.cmp(request, lb)? == Ordering::Less
+/// [`MilliCache::cmp`] of a request and a bound, both already parsed.
+fn cmp_request(
+    (request, exact): (&Quantity, Option<i64>),
+    (other, other_exact): &(Quantity, Result<Option<i64>, QuantityError>),
+) -> Result<Ordering, QuantityError> {
+    match (exact, other_exact.clone()?) {
+        (Some(x), Some(y)) if x != i64::MAX && y != i64::MAX => Ok(x.cmp(&y)),
+        _ => quantity::cmp(request, other),
+    }
+}
+
+fn outside(request: (&Quantity, Option<i64>), r: &ParsedResource) -> Result<bool, QuantityError> {
+    if let Some(lb) = &r.lower
+        && cmp_request(request, lb)? == Ordering::Less
     {
         return Ok(true);
     }
-    if let Some(ub) = upper.and_then(|u| u.get(resource))
-        && cache.cmp(request, ub)? == Ordering::Greater
+    if let Some(ub) = &r.upper
+        && cmp_request(request, ub)? == Ordering::Greater
     {
         return Ok(true);
     }
@@ -236,7 +354,7 @@ mod pod_level_tests {
                 "upperBound": {"cpu": "2", "memory": "2Gi"}}]
         }))
         .expect("recommendation");
-        let pod = |pod_resources: serde_json::Value| -> Pod {
+        let pod = |pod_resources: serde_json::Value| -> CompactPod {
             serde_json::from_value(serde_json::json!({
                 "metadata": {"name": "p", "namespace": "ns"},
                 "spec": {"resources": pod_resources,

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use json_patch::PatchOperation;
-use k8s_openapi::api::core::v1::{LimitRange, Pod};
+use k8s_openapi::api::core::v1::LimitRange;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use tailor_crds::policy::update_mode;
@@ -16,7 +16,7 @@ use tailor_crds::sizing::{
 };
 use tailor_crds::{ResourceList, UpdateMode, VerticalPodAutoscaler};
 
-use crate::pods;
+use crate::pods::{self, CompactPod};
 
 /// The two patches of one in-place update.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -44,27 +44,28 @@ pub enum ResizeError {
 /// What the recommendation provider gives each container of the pod (index-aligned with
 /// `spec.containers`): the webhook's sizing, requests from the processed target and limits in proportion.
 pub fn provider_resources(
-    pod: &Pod,
+    pod: &CompactPod,
     vpa: &VerticalPodAutoscaler,
     limit_ranges: &[LimitRange],
 ) -> Result<Vec<ContainerResources>, PodError> {
     let options = PatchOptions::default();
-    let slots = slots(pod, &options);
-    let mut resources = resources_for_slots(pod, &slots, vpa, limit_ranges, &options)?;
-    leave_pod_level_alone(pod, &mut resources);
+    let pod = pod.sizing_pod();
+    let slots = slots(&pod, &options);
+    let mut resources = resources_for_slots(&pod, &slots, vpa, limit_ranges, &options)?;
+    leave_pod_level_alone(&pod, &mut resources);
     Ok(resources)
 }
 
 /// The resize operations (§5.5 calculator 1) for `provided` (from [`provider_resources`]) and the boost
 /// keys that expired (`expired`, from [`pods::expired_boost_keys`]).
 pub fn resize_operations(
-    pod: &Pod,
+    pod: &CompactPod,
     vpa: &VerticalPodAutoscaler,
     provided: &[ContainerResources],
     expired: &[String],
 ) -> Result<Vec<PatchOperation>, ResizeError> {
     let off = update_mode(&vpa.spec) == UpdateMode::Off;
-    let annotations = pod.metadata.annotations.as_ref();
+    let annotations = pods::boost_annotations(pod);
     let mut ops = Vec::new();
     for (i, container) in pods::containers(pod).iter().enumerate() {
         let key = pods::boost_key(&container.name);
@@ -88,23 +89,18 @@ pub fn resize_operations(
             (given.requests.clone(), given.limits.clone())
         };
         let base = format!("/spec/containers/{i}/resources");
-        let spec = container.resources.as_ref();
-        let spec_requests = spec.and_then(|r| r.requests.as_ref());
-        let spec_limits = spec.and_then(|r| r.limits.as_ref());
-        if spec_requests.is_none() && spec_limits.is_none() {
+        if !container.spec_requests && !container.spec_limits {
             ops.push(add_op(&base, json!({})));
         }
         for (field, target, present) in [
-            ("requests", &requests, spec_requests.is_some()),
-            ("limits", &limits, spec_limits.is_some()),
+            ("requests", &requests, container.spec_requests),
+            ("limits", &limits, container.spec_limits),
         ] {
             if !present && !target.is_empty() {
                 ops.push(add_op(&format!("{base}/{field}"), json!({})));
             }
             for (resource, value) in target {
-                let text = Amount::parse(value)
-                    .map(|a| a.to_quantity().0)
-                    .unwrap_or_else(|_| value.0.clone());
+                let text = canonical(value);
                 ops.push(add_op(
                     &format!("{base}/{field}/{}", escape(resource)),
                     Value::String(text),
@@ -115,11 +111,38 @@ pub fn resize_operations(
     Ok(ops)
 }
 
+/// Most quantity texts [`canonical`] remembers (per thread) before it starts over.
+const CANONICAL_ENTRIES: usize = 4096;
+
+thread_local! {
+    static CANONICAL: std::cell::RefCell<std::collections::HashMap<String, String>> =
+        std::cell::RefCell::default();
+}
+
+/// A quantity in canonical form (as the API server stores it; the text itself when it does not parse).
+/// The same few values recur across thousands of resizes: each text is parsed once per thread.
+fn canonical(value: &k8s_openapi::apimachinery::pkg::api::resource::Quantity) -> String {
+    CANONICAL.with(|memo| {
+        if let Some(hit) = memo.borrow().get(value.0.as_str()) {
+            return hit.clone();
+        }
+        let text = Amount::parse(value)
+            .map(|a| a.to_quantity().0)
+            .unwrap_or_else(|_| value.0.clone());
+        let mut memo = memo.borrow_mut();
+        if memo.len() >= CANONICAL_ENTRIES {
+            memo.clear();
+        }
+        memo.insert(value.0.clone(), text.clone());
+        text
+    })
+}
+
 /// The pod patch of an in-place update (§5.5 calculators 2 and 3): the in-place-updated annotation and the
 /// removal of expired boost annotations.
-pub fn annotation_operations(pod: &Pod, expired: &[String]) -> Vec<PatchOperation> {
+pub fn annotation_operations(pod: &CompactPod, expired: &[String]) -> Vec<PatchOperation> {
     let mut ops = Vec::new();
-    if pod.metadata.annotations.is_none() {
+    if !pods::has_annotations(pod) {
         ops.push(add_op("/metadata/annotations", json!({})));
     }
     ops.push(add_annotation_op(IN_PLACE_UPDATED_ANNOTATION, "true"));
@@ -130,7 +153,7 @@ pub fn annotation_operations(pod: &Pod, expired: &[String]) -> Vec<PatchOperatio
 
 /// Both patches of an in-place update of `pod` to `vpa`'s recommendation at `now`.
 pub fn plan_resize(
-    pod: &Pod,
+    pod: &CompactPod,
     vpa: &VerticalPodAutoscaler,
     limit_ranges: &[LimitRange],
     boost_gate: bool,

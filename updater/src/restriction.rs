@@ -5,15 +5,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use tailor_crds::quantity::QuantityError;
 use tailor_crds::{UpdateMode, VerticalPodAutoscaler};
 
+use crate::FastMap;
 use crate::calculator::add;
 use crate::config::{FeatureGates, RestrictionConfig};
 use crate::infeasible::InfeasibleAttempts;
-use crate::pods::{self, ResizeStatus};
+use crate::pods::{self, CompactPod, ResizeStatus};
 use crate::priority::has_lower_resource;
 use crate::skip::Skip;
 
@@ -45,15 +45,10 @@ pub struct Creator {
 
 impl Creator {
     /// The creator of `pod`.
-    pub fn of(pod: &Pod) -> Self {
-        let owner = pod
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|o| o.controller == Some(true));
+    pub fn of(pod: &CompactPod) -> Self {
+        let owner = pods::creator(pod);
         Creator {
-            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            namespace: pods::namespace(pod).to_owned(),
             kind: owner.map(|o| o.kind.clone()).unwrap_or_default(),
             name: owner.map(|o| o.name.clone()).unwrap_or_default(),
         }
@@ -106,19 +101,19 @@ impl InPlaceTimers {
         self.started.retain(|k, _| keep(k));
     }
 
-    fn first_seen(&mut self, pod: &Pod, now: Timestamp, by_patch: bool) -> Timestamp {
+    fn first_seen(&mut self, pod: &CompactPod, now: Timestamp, by_patch: bool) -> Timestamp {
         let key = pods::pod_key(pod);
         let uid = pod.metadata.uid.as_deref();
-        match self.started.get(&key) {
+        match self.started.get(key) {
             // With Tailor's timers a replaced pod (same name, new UID) starts afresh.
             Some((at, Some(old))) if by_patch && Some(old.as_str()) != uid => {
                 let _ = at;
-                self.set(&key, now, uid);
+                self.set(key, now, uid);
                 now
             }
             Some((at, _)) => *at,
             None => {
-                self.set(&key, now, uid);
+                self.set(key, now, uid);
                 now
             }
         }
@@ -194,8 +189,8 @@ impl Group {
 /// The budgets of one VPA's pods for one iteration, shared by evictions and in-place resizes.
 #[derive(Debug)]
 pub struct Restriction {
-    groups: HashMap<Creator, Group>,
-    pod_group: HashMap<String, Creator>,
+    groups: Vec<Group>,
+    pod_group: FastMap<Arc<str>, usize>,
     config: RestrictionConfig,
     gates: FeatureGates,
 }
@@ -204,7 +199,7 @@ impl Restriction {
     /// Builds the groups of `vpa`'s live pods (§3.1).
     pub fn new(
         vpa: &VerticalPodAutoscaler,
-        vpa_pods: &[Arc<Pod>],
+        vpa_pods: &[Arc<CompactPod>],
         replicas: &dyn ReplicaLookup,
         config: &RestrictionConfig,
         gates: FeatureGates,
@@ -220,13 +215,29 @@ impl Restriction {
             effective,
             UpdateMode::InPlaceOrRecreate | UpdateMode::InPlace
         ) && config.in_place_skip_disruption_budget;
-        let mut by_creator: HashMap<Creator, Vec<&Arc<Pod>>> = HashMap::new();
+        // Grouped by (namespace, kind, name) of the creator, in order of first appearance.
+        let mut index: FastMap<(&str, &str, &str), usize> = FastMap::default();
+        let mut by_creator: Vec<Vec<&Arc<CompactPod>>> = Vec::new();
         for pod in vpa_pods {
-            by_creator.entry(Creator::of(pod)).or_default().push(pod);
+            let owner = pods::creator(pod);
+            let key = (
+                pods::namespace(pod),
+                owner.map(|o| o.kind.as_str()).unwrap_or_default(),
+                owner.map(|o| o.name.as_str()).unwrap_or_default(),
+            );
+            let i = *index.entry(key).or_insert_with(|| {
+                by_creator.push(Vec::new());
+                by_creator.len() - 1
+            });
+            by_creator[i].push(pod);
         }
-        let mut groups = HashMap::new();
-        let mut pod_group = HashMap::new();
-        for (creator, members) in by_creator {
+        let mut groups = Vec::new();
+        let mut pod_group = FastMap::with_capacity_and_hasher(vpa_pods.len(), Default::default());
+        for members in by_creator {
+            let Some(first) = members.first() else {
+                continue;
+            };
+            let creator = Creator::of(first);
             let actual = i32::try_from(members.len()).unwrap_or(i32::MAX);
             let mut below_min_replicas = false;
             if actual < required {
@@ -243,18 +254,15 @@ impl Restriction {
             let pending =
                 i32::try_from(members.iter().filter(|p| pods::is_pending(p)).count()).unwrap_or(0);
             for pod in &members {
-                pod_group.insert(pods::pod_key(pod), creator.clone());
+                pod_group.insert(pods::shared_key(pod), groups.len());
             }
-            groups.insert(
-                creator,
-                Group {
-                    configured,
-                    tolerance,
-                    running: actual - pending,
-                    below_min_replicas,
-                    ..Default::default()
-                },
-            );
+            groups.push(Group {
+                configured,
+                tolerance,
+                running: actual - pending,
+                below_min_replicas,
+                ..Default::default()
+            });
         }
         Restriction {
             groups,
@@ -264,24 +272,24 @@ impl Restriction {
         }
     }
 
-    fn group(&self, pod: &Pod) -> Option<&Group> {
-        self.groups.get(self.pod_group.get(&pods::pod_key(pod))?)
+    fn group(&self, pod: &CompactPod) -> Option<&Group> {
+        self.groups.get(*self.pod_group.get(pods::pod_key(pod))?)
     }
 
-    fn group_mut(&mut self, pod: &Pod) -> Option<&mut Group> {
-        let creator = self.pod_group.get(&pods::pod_key(pod))?;
-        self.groups.get_mut(creator)
+    fn group_mut(&mut self, pod: &CompactPod) -> Option<&mut Group> {
+        let i = *self.pod_group.get(pods::pod_key(pod))?;
+        self.groups.get_mut(i)
     }
 
     /// Whether the pod's group kept it (it can be disrupted at all).
-    pub fn contains(&self, pod: &Pod) -> bool {
+    pub fn contains(&self, pod: &CompactPod) -> bool {
         self.group(pod).is_some()
     }
 
     /// `CanEvict` (§3.3), with the reason when refused.
     pub fn can_evict(
         &self,
-        pod: &Pod,
+        pod: &CompactPod,
         timers: &mut InPlaceTimers,
         now: Timestamp,
     ) -> Result<(), Skip> {
@@ -311,22 +319,22 @@ impl Restriction {
     /// Checks an eviction before the API call (§3.4).
     pub fn check_evict(
         &self,
-        pod: &Pod,
+        pod: &CompactPod,
         timers: &mut InPlaceTimers,
         now: Timestamp,
     ) -> Result<(), RestrictionError> {
         if !self.contains(pod) {
             return Err(RestrictionError::NotInGroup {
                 action: "eviction",
-                pod: pods::pod_key(pod),
+                pod: pods::pod_key(pod).to_owned(),
             });
         }
         self.can_evict(pod, timers, now)
-            .map_err(|_| RestrictionError::BudgetExceeded(pods::pod_key(pod)))
+            .map_err(|_| RestrictionError::BudgetExceeded(pods::pod_key(pod).to_owned()))
     }
 
     /// Counts a successful eviction against the group (pending pods cost nothing).
-    pub fn evicted(&mut self, pod: &Pod) {
+    pub fn evicted(&mut self, pod: &CompactPod) {
         let pending = pods::is_pending(pod);
         if let Some(group) = self.group_mut(pod)
             && !pending
@@ -337,7 +345,7 @@ impl Restriction {
 
     /// Checks an in-place update before the PATCH (§5.5): only group membership; the budget is not
     /// re-checked.
-    pub fn check_in_place(&self, pod: &Pod) -> Result<(), RestrictionError> {
+    pub fn check_in_place(&self, pod: &CompactPod) -> Result<(), RestrictionError> {
         if self.contains(pod) {
             Ok(())
         } else {
@@ -350,19 +358,24 @@ impl Restriction {
 
     /// Counts a started in-place update against the group; with Tailor's timers, starts the pod's
     /// fallback timer.
-    pub fn in_place_started(&mut self, pod: &Pod, timers: &mut InPlaceTimers, now: Timestamp) {
+    pub fn in_place_started(
+        &mut self,
+        pod: &CompactPod,
+        timers: &mut InPlaceTimers,
+        now: Timestamp,
+    ) {
         if let Some(group) = self.group_mut(pod) {
             group.in_place_started += 1;
         }
         if self.config.timers_from_patch {
-            timers.set(&pods::pod_key(pod), now, pod.metadata.uid.as_deref());
+            timers.set(pods::pod_key(pod), now, pod.metadata.uid.as_deref());
         }
     }
 
     /// `CanInPlaceUpdate` (§5.3).
     pub fn can_in_place_update(
         &self,
-        pod: &Pod,
+        pod: &CompactPod,
         vpa: &VerticalPodAutoscaler,
         infeasible: &InfeasibleAttempts,
         timers: &mut InPlaceTimers,
@@ -403,7 +416,7 @@ impl Restriction {
             });
         }
         if self.config.timers_from_patch {
-            timers.clear(&pods::pod_key(pod));
+            timers.clear(pods::pod_key(pod));
         }
         if self.config.in_place_skip_disruption_budget && pods::is_non_disruptive(pod) {
             return Ok(InPlaceDecision::Approved);
@@ -419,7 +432,7 @@ impl Restriction {
     /// to eviction when the budget allows.
     pub fn can_evict_in_placing_pod(
         &self,
-        pod: &Pod,
+        pod: &CompactPod,
         timers: &mut InPlaceTimers,
         now: Timestamp,
     ) -> bool {
@@ -438,7 +451,7 @@ impl Restriction {
         }
         if let Some((reason, message)) = pods::in_progress_state(pod) {
             return match (reason, message) {
-                ("", "") => now > add(last, IN_PROGRESS_TIMEOUT),
+                ("", false) => now > add(last, IN_PROGRESS_TIMEOUT),
                 _ => true,
             };
         }
@@ -446,7 +459,12 @@ impl Restriction {
     }
 
     /// `CanUnboost` (§5.8).
-    pub fn can_unboost(&self, pod: &Pod, vpa: &VerticalPodAutoscaler, now: Timestamp) -> bool {
+    pub fn can_unboost(
+        &self,
+        pod: &CompactPod,
+        vpa: &VerticalPodAutoscaler,
+        now: Timestamp,
+    ) -> bool {
         self.gates.cpu_startup_boost
             && !pods::is_pending(pod)
             && !pods::expired_boost_keys(pod, vpa, now).is_empty()

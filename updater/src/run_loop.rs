@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use tailor_crds::VerticalPodAutoscaler;
@@ -14,7 +13,7 @@ use crate::cluster::{ApiActuator, CacheView};
 use crate::iteration::{IterationConfig, Report, UpdaterState, run_once};
 use crate::lease;
 use crate::metrics::{IterationGauges, Metrics};
-use crate::pods;
+use crate::pods::{self, CompactPod};
 
 /// Where the webhook's status Lease is and how long a renewal counts.
 #[derive(Clone)]
@@ -54,7 +53,7 @@ pub struct Updater {
     /// Lists VPAs.
     pub vpas: Lister<VerticalPodAutoscaler>,
     /// Lists pods.
-    pub pods: Lister<Pod>,
+    pub pods: Lister<CompactPod>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
 }
@@ -92,7 +91,7 @@ impl Updater {
             .observe_step("ListVPAs", started.elapsed().as_secs_f64());
         let mut gauges = IterationGauges::default();
         let pods = &self.pods;
-        let mut live_keys = std::collections::HashSet::new();
+        let mut live_keys: std::collections::HashSet<Arc<str>> = std::collections::HashSet::new();
         let report = run_once(
             &self.config,
             &mut self.state,
@@ -101,7 +100,7 @@ impl Updater {
             &vpas,
             || {
                 let list = pods();
-                live_keys = list.iter().map(|p| pods::pod_key(p)).collect();
+                live_keys = list.iter().map(|p| pods::shared_key(p)).collect();
                 list
             },
             now,

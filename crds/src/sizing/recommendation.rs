@@ -112,10 +112,13 @@ pub fn process_recommendation(
 /// zero; a zero request would make the container best-effort for that resource). Another writer of the status
 /// may have put them there; the VPA validation refuses negative values, this keeps older objects harmless.
 fn drop_unusable(rec: &mut RecommendedContainerResources) {
-    // Text that does not parse is left for the processing below to report.
-    let negative = |q: &Quantity| Amount::parse(q).is_ok_and(|a| a.is_negative());
+    // Text that does not parse is left for the processing below to report. Only text with a leading minus
+    // sign can be negative, so the exact parse is skipped for the rest.
+    let negative = |q: &Quantity| {
+        q.0.trim_start().starts_with('-') && Amount::parse(q).is_ok_and(|a| a.is_negative())
+    };
     rec.target
-        .retain(|_, q| !negative(q) && Amount::parse(q).map_or(true, |a| !a.is_zero()));
+        .retain(|_, q| Amount::parse(q).map_or(true, |a| !a.is_negative() && !a.is_zero()));
     for list in [
         &mut rec.lower_bound,
         &mut rec.upper_bound,

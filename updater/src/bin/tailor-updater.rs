@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use clap::Parser;
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{LimitRange, Pod, ReplicationController};
+use k8s_openapi::api::core::v1::{LimitRange, ReplicationController};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
@@ -32,6 +32,7 @@ use tailor_updater::cluster::{
 use tailor_updater::flags::{AdmissionStatusFlags, UpdaterFlags};
 use tailor_updater::iteration::UpdaterState;
 use tailor_updater::metrics::Metrics;
+use tailor_updater::pods::CompactPod;
 use tailor_updater::rate_limit::RateSettings;
 use tailor_updater::run_loop::{Outcome, StatusCheck, Updater};
 
@@ -293,10 +294,10 @@ async fn main() -> anyhow::Result<()> {
         .clone()
         .fields("spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed");
     spawn_reflector(
-        api::<Pod>(&client, ns),
+        api::<CompactPod>(&client, ns),
         pod_config,
         pods,
-        tailor_updater::pods::slim,
+        std::convert::identity,
         on_error.clone(),
     );
     {

@@ -34,6 +34,7 @@ use crate::iteration::{
     evict_pod, in_place_update,
 };
 use crate::metrics::{GaugeKind, IterationGauges, Metrics, VpaLabel};
+use crate::pods::CompactPod;
 use crate::priority::{PodPriority, has_lower_resource, list_has_lower, pod_priority};
 use crate::rate_limit::RateSettings;
 use crate::resize::{ResizeError, ResizePlan, resize_operations};
@@ -130,8 +131,10 @@ fn fix_pod(mut v: Value) -> Value {
     v
 }
 
-fn pod_of(v: &Value) -> Result<Pod, CaseError> {
-    serde_json::from_value(fix_pod(v.clone())).map_err(|e| CaseError(format!("pod: {e}")))
+fn pod_of(v: &Value) -> Result<CompactPod, CaseError> {
+    serde_json::from_value::<Pod>(fix_pod(v.clone()))
+        .map(CompactPod::from)
+        .map_err(|e| CaseError(format!("pod: {e}")))
 }
 
 fn vpa_of(v: &Value) -> Result<VerticalPodAutoscaler, CaseError> {
@@ -174,7 +177,7 @@ fn gates_of(v: &Value) -> FeatureGates {
     }
 }
 
-fn pods_of(v: &Value) -> Result<Vec<Arc<Pod>>, CaseError> {
+fn pods_of(v: &Value) -> Result<Vec<Arc<CompactPod>>, CaseError> {
     v.as_array()
         .into_iter()
         .flatten()
@@ -295,7 +298,7 @@ fn eviction_admission_loop_init(input: &Value) -> Out {
     let all = pods_of(&input["pods"])?;
     let mut admission = EvictionAdmission::default();
     for init in input["loopInits"].as_array().into_iter().flatten() {
-        let mut owned: Vec<(VerticalPodAutoscaler, Vec<Arc<Pod>>)> = Vec::new();
+        let mut owned: Vec<(VerticalPodAutoscaler, Vec<Arc<CompactPod>>)> = Vec::new();
         for entry in init.as_array().into_iter().flatten() {
             let names: Vec<&str> = entry["pods"]
                 .as_array()
@@ -360,17 +363,17 @@ impl Actuator for Recorder {
     async fn wait_in_place(&mut self) -> Result<(), ActError> {
         Ok(())
     }
-    async fn evict(&mut self, _pod: &Pod) -> Result<(), ActError> {
+    async fn evict(&mut self, _pod: &CompactPod) -> Result<(), ActError> {
         Ok(())
     }
-    async fn resize(&mut self, _pod: &Pod, _plan: &ResizePlan) -> Result<(), ActError> {
+    async fn resize(&mut self, _pod: &CompactPod, _plan: &ResizePlan) -> Result<(), ActError> {
         if self.fail_resize {
             Err(ActError::Other("resize failed".into()))
         } else {
             Ok(())
         }
     }
-    fn event(&mut self, _pod: &Pod, _vpa: &VerticalPodAutoscaler, event: UpdaterEvent) {
+    fn event(&mut self, _pod: &CompactPod, _vpa: &VerticalPodAutoscaler, event: UpdaterEvent) {
         self.events.push(event);
     }
 }
@@ -394,10 +397,10 @@ impl ClusterView for FakeCalculators {
     fn fetch_selector(&self, _vpa: &VerticalPodAutoscaler) -> Result<(), String> {
         Ok(())
     }
-    fn controlling_vpa(&self, _pod: &Pod, _selected: &Candidates) -> Option<usize> {
+    fn controlling_vpa(&self, _pod: &CompactPod, _selected: &Candidates) -> Option<usize> {
         None
     }
-    fn gate(&self, _vpa: &VerticalPodAutoscaler, _pods: &[Arc<Pod>]) -> Restriction {
+    fn gate(&self, _vpa: &VerticalPodAutoscaler, _pods: &[Arc<CompactPod>]) -> Restriction {
         Restriction::new(
             &VerticalPodAutoscaler::default(),
             &[],
@@ -409,7 +412,7 @@ impl ClusterView for FakeCalculators {
     fn processed(
         &self,
         vpa: &VerticalPodAutoscaler,
-        _pod: &Pod,
+        _pod: &CompactPod,
     ) -> Result<Option<Arc<RecommendedPodResources>>, String> {
         Ok(vpa
             .status
@@ -419,14 +422,14 @@ impl ClusterView for FakeCalculators {
     }
     fn priority(
         &self,
-        pod: &Pod,
-        rec: Option<&RecommendedPodResources>,
+        pod: &CompactPod,
+        rec: Option<&Arc<RecommendedPodResources>>,
     ) -> Result<PodPriority, String> {
-        pod_priority(pod, rec).map_err(|e| e.to_string())
+        pod_priority(pod, rec.map(|r| r.as_ref())).map_err(|e| e.to_string())
     }
     fn resize_plan(
         &self,
-        _pod: &Pod,
+        _pod: &CompactPod,
         _vpa: &VerticalPodAutoscaler,
         _now: Timestamp,
     ) -> Result<ResizePlan, ResizeError> {
@@ -541,7 +544,7 @@ async fn restriction(input: &Value) -> Out {
     Ok(json!({"results": results, "successCount": successes, "eventsPerStep": events}))
 }
 
-fn pod_case(input: &Value, f: impl Fn(&Pod) -> Value) -> Out {
+fn pod_case(input: &Value, f: impl Fn(&CompactPod) -> Value) -> Out {
     Ok(f(&pod_of(&input["pod"])?))
 }
 
@@ -787,7 +790,7 @@ impl MockGate {
 impl Gate for MockGate {
     fn can_evict(
         &mut self,
-        _pod: &Pod,
+        _pod: &CompactPod,
         _s: &mut UpdaterState,
         _now: Timestamp,
     ) -> Result<(), Skip> {
@@ -798,7 +801,7 @@ impl Gate for MockGate {
     }
     fn can_in_place_update(
         &mut self,
-        _pod: &Pod,
+        _pod: &CompactPod,
         _vpa: &VerticalPodAutoscaler,
         _s: &mut UpdaterState,
         _now: Timestamp,
@@ -817,7 +820,12 @@ impl Gate for MockGate {
             },
         )
     }
-    fn can_unboost(&mut self, _pod: &Pod, _vpa: &VerticalPodAutoscaler, _now: Timestamp) -> bool {
+    fn can_unboost(
+        &mut self,
+        _pod: &CompactPod,
+        _vpa: &VerticalPodAutoscaler,
+        _now: Timestamp,
+    ) -> bool {
         self.calls().unboost += 1;
         self.answer("canUnboost")
             .and_then(|v| v.as_bool())
@@ -825,15 +833,15 @@ impl Gate for MockGate {
     }
     fn check_evict(
         &mut self,
-        _pod: &Pod,
+        _pod: &CompactPod,
         _s: &mut UpdaterState,
         _now: Timestamp,
     ) -> Result<(), RestrictionError> {
         self.calls().evict += 1;
         Ok(())
     }
-    fn evicted(&mut self, _pod: &Pod) {}
-    fn check_in_place(&mut self, pod: &Pod) -> Result<(), RestrictionError> {
+    fn evicted(&mut self, _pod: &CompactPod) {}
+    fn check_in_place(&mut self, pod: &CompactPod) -> Result<(), RestrictionError> {
         self.calls().in_place += 1;
         if self.mocks["inPlaceUpdateFails"].as_bool().unwrap_or(false) {
             Err(RestrictionError::NotInGroup {
@@ -844,8 +852,8 @@ impl Gate for MockGate {
             Ok(())
         }
     }
-    fn in_place_started(&mut self, _pod: &Pod, _s: &mut UpdaterState, _now: Timestamp) {}
-    fn deferral_reason(&self, _pod: &Pod) -> Skip {
+    fn in_place_started(&mut self, _pod: &CompactPod, _s: &mut UpdaterState, _now: Timestamp) {}
+    fn deferral_reason(&self, _pod: &CompactPod) -> Skip {
         Skip::ResizeDeferred
     }
 }
@@ -879,8 +887,8 @@ impl ClusterView for LoopView {
             .map(|_| ())
             .ok_or_else(|| "no selector".into())
     }
-    fn controlling_vpa(&self, pod: &Pod, selected: &Candidates) -> Option<usize> {
-        let owner = tailor_crds::target::controller_owner(pod.metadata.owner_references.as_ref())?;
+    fn controlling_vpa(&self, pod: &CompactPod, selected: &Candidates) -> Option<usize> {
+        let owner = pods::controller(pod)?;
         selected.vpas.iter().position(|v| {
             v.metadata.namespace == pod.metadata.namespace
                 && v.spec
@@ -890,10 +898,10 @@ impl ClusterView for LoopView {
                 && self
                     .selectors
                     .get(v.metadata.name.as_deref().unwrap_or_default())
-                    .is_some_and(|s| matches_selector(s, &pods::labels(pod)))
+                    .is_some_and(|s| matches_selector(s, pods::labels(pod)))
         })
     }
-    fn gate(&self, _vpa: &VerticalPodAutoscaler, _pods: &[Arc<Pod>]) -> MockGate {
+    fn gate(&self, _vpa: &VerticalPodAutoscaler, _pods: &[Arc<CompactPod>]) -> MockGate {
         MockGate {
             mocks: self.mocks.clone(),
             calls: self.calls.clone(),
@@ -902,7 +910,7 @@ impl ClusterView for LoopView {
     fn processed(
         &self,
         vpa: &VerticalPodAutoscaler,
-        _pod: &Pod,
+        _pod: &CompactPod,
     ) -> Result<Option<Arc<RecommendedPodResources>>, String> {
         Ok(vpa
             .status
@@ -912,14 +920,14 @@ impl ClusterView for LoopView {
     }
     fn priority(
         &self,
-        pod: &Pod,
-        rec: Option<&RecommendedPodResources>,
+        pod: &CompactPod,
+        rec: Option<&Arc<RecommendedPodResources>>,
     ) -> Result<PodPriority, String> {
-        pod_priority(pod, rec).map_err(|e| e.to_string())
+        pod_priority(pod, rec.map(|r| r.as_ref())).map_err(|e| e.to_string())
     }
     fn resize_plan(
         &self,
-        _pod: &Pod,
+        _pod: &CompactPod,
         _vpa: &VerticalPodAutoscaler,
         _now: Timestamp,
     ) -> Result<ResizePlan, ResizeError> {

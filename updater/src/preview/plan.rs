@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use json_patch::PatchOperation;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use tailor_crds::VerticalPodAutoscaler;
@@ -21,6 +20,7 @@ use crate::events::UpdaterEvent;
 use crate::iteration::{ActError, Action, Actuator, IterationConfig, UpdaterState, run_once};
 use crate::lease;
 use crate::metrics::IterationGauges;
+use crate::pods::{self, CompactPod};
 use crate::rate_limit::{RateSettings, TokenBucket};
 use crate::resize::ResizePlan;
 use crate::restriction::{Creator, ReplicaLookup, unknown_kind_replicas};
@@ -154,16 +154,14 @@ impl Actuator for DryRun {
         self.wait(false)
     }
 
-    async fn evict(&mut self, pod: &Pod) -> Result<(), ActError> {
-        let ns = pod.metadata.namespace.clone().unwrap_or_default();
-        let labels = pod.metadata.labels.clone().unwrap_or_default();
+    async fn evict(&mut self, pod: &CompactPod) -> Result<(), ActError> {
+        let ns = pods::namespace(pod);
+        let labels = pods::labels(pod);
         let matching: Vec<usize> = self
             .budgets
             .iter()
             .enumerate()
-            .filter(|(_, (n, sel, _, _))| {
-                *n == ns && selector_matches(sel, &labels).unwrap_or(false)
-            })
+            .filter(|(_, (n, sel, _, _))| n == ns && selector_matches(sel, labels).unwrap_or(false))
             .map(|(i, _)| i)
             .collect();
         if let Some(&i) = matching.iter().find(|&&i| self.budgets[i].2 <= 0) {
@@ -178,11 +176,11 @@ impl Actuator for DryRun {
         Ok(())
     }
 
-    async fn resize(&mut self, _pod: &Pod, _plan: &ResizePlan) -> Result<(), ActError> {
+    async fn resize(&mut self, _pod: &CompactPod, _plan: &ResizePlan) -> Result<(), ActError> {
         Ok(())
     }
 
-    fn event(&mut self, _pod: &Pod, _vpa: &VerticalPodAutoscaler, _event: UpdaterEvent) {}
+    fn event(&mut self, _pod: &CompactPod, _vpa: &VerticalPodAutoscaler, _event: UpdaterEvent) {}
 }
 
 /// Settings of a plan.
@@ -283,7 +281,11 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
     }
     let vpas: Vec<Arc<VerticalPodAutoscaler>> =
         snapshot.vpas.iter().cloned().map(Arc::new).collect();
-    let pods: Vec<Arc<Pod>> = snapshot.pods.iter().cloned().map(Arc::new).collect();
+    let pods: Vec<Arc<CompactPod>> = snapshot
+        .pods
+        .iter()
+        .map(|p| Arc::new(CompactPod::new(p)))
+        .collect();
     let view = CacheView::new(
         Index::from_objects(IndexObjects {
             vpas: snapshot.vpas.clone(),

@@ -19,6 +19,7 @@ use tailor_updater::cluster::{ApiActuator, CacheView, ReplicaStores};
 use tailor_updater::flags::UpdaterFlags;
 use tailor_updater::iteration::{Action, UpdaterState};
 use tailor_updater::metrics::Metrics;
+use tailor_updater::pods::CompactPod;
 use tailor_updater::rate_limit::RateSettings;
 use tailor_updater::run_loop::{Outcome, StatusCheck, Updater};
 use tailor_updater::skip::Skip;
@@ -251,7 +252,7 @@ fn merge(base: &mut Value, extra: &Value) {
 struct Harness {
     api: FakeApi,
     updater: Updater,
-    pods: Arc<Mutex<Vec<Arc<Pod>>>>,
+    pods: Arc<Mutex<Vec<Arc<CompactPod>>>>,
 }
 
 fn harness(
@@ -298,8 +299,11 @@ fn harness(
         daemon_sets: Writer::default().as_reader(),
         scaled: Default::default(),
     };
-    let pods: Arc<Mutex<Vec<Arc<Pod>>>> =
-        Arc::new(Mutex::new(pods.into_iter().map(Arc::new).collect()));
+    let pods: Arc<Mutex<Vec<Arc<CompactPod>>>> = Arc::new(Mutex::new(
+        pods.into_iter()
+            .map(|p| Arc::new(CompactPod::from(p)))
+            .collect(),
+    ));
     let listed = pods.clone();
     let vpas = vec![Arc::new(vpa)];
     let updater = Updater {
@@ -339,7 +343,10 @@ impl Harness {
     }
 
     fn set_pods(&self, pods: Vec<Pod>) {
-        *self.pods.lock().unwrap() = pods.into_iter().map(Arc::new).collect();
+        *self.pods.lock().unwrap() = pods
+            .into_iter()
+            .map(|p| Arc::new(CompactPod::from(p)))
+            .collect();
     }
 }
 
@@ -634,7 +641,9 @@ async fn controllers_of_other_kinds_get_their_replica_count_from_scale() {
             {"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "web", "uid": "cs", "controller": true}]}}),
         )
     };
-    let pods: Vec<Arc<Pod>> = (0..4).map(|i| Arc::new(owned(i))).collect();
+    let pods: Vec<Arc<CompactPod>> = (0..4)
+        .map(|i| Arc::new(CompactPod::from(owned(i))))
+        .collect();
     let scaled = ScaleReplicas::default();
     scaled
         .refresh(&client, &pods, std::time::Duration::from_secs(5))
