@@ -210,14 +210,10 @@ fn main() {
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "uid": format!("{name}-uid"), "controller": true}]},
             "spec": {"replicas": per, "selector": {"matchLabels": {"app": name}}}}))
         .unwrap();
-        apply(
-            &mut workload_writers.deployments,
-            SlimWorkload::of(&deployment),
-        );
-        apply(
-            &mut workload_writers.replica_sets,
-            SlimWorkload::of(&replica_set),
-        );
+        let deployments = &mut workload_writers.deployments;
+        deployments.apply_watcher_event(&watcher::Event::Apply(SlimWorkload::of(&deployment)));
+        let replica_sets = &mut workload_writers.replica_sets;
+        replica_sets.apply_watcher_event(&watcher::Event::Apply(SlimWorkload::of(&replica_set)));
         apply(&mut rs_writer, strip_controller(replica_set));
     }
     let replicas = ReplicaStores {
@@ -229,7 +225,7 @@ fn main() {
     };
     let mut view = CacheView::new(
         Index::from_stores(IndexStores {
-            vpas: vpa_store.clone(),
+            vpas: std::sync::Arc::new(vpa_store.clone()),
             workloads,
             limit_ranges: Writer::default().as_reader(),
         }),
