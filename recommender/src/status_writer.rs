@@ -352,7 +352,12 @@ impl Recommender {
             tracing::warn!("not holding the leader lease: no VPA status is written");
             return;
         }
+        let t = tokio::time::Instant::now();
         let writes = self.plan_status_writes(owned, now, &now_t, metrics_ok);
+        report.phases.recommend_seconds = t.elapsed().as_secs_f64();
+        self.metrics
+            .step("recommend", report.phases.recommend_seconds);
+        let t = tokio::time::Instant::now();
         let results = write_statuses(
             self.client.clone(),
             self.limiter.clone(),
@@ -361,6 +366,9 @@ impl Recommender {
             writes,
         )
         .await;
+        report.phases.status_seconds = t.elapsed().as_secs_f64();
+        self.metrics
+            .step("status_writes", report.phases.status_seconds);
         self.record_status_results(results, report);
     }
 

@@ -42,11 +42,11 @@ impl VpaEntry {
     }
 }
 
-/// What the loop remembers about a pod in the model: enough to skip unchanged pods and init containers.
+/// What the loop remembers about a pod in the model: the stored copy it read (shared with the store, to
+/// skip unchanged pods and init containers) and the loop that last saw it.
 #[derive(Debug)]
 pub(crate) struct PodEntry {
-    pub(crate) resource_version: Option<String>,
-    pub(crate) init: Vec<String>,
+    pub(crate) pod: std::sync::Arc<crate::pod_store::CompactPod>,
     pub(crate) seen: u64,
 }
 

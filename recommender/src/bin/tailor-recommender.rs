@@ -381,6 +381,16 @@ async fn lead(
                 status_writes = r.status_writes,
                 checkpoints = r.checkpoints_written,
                 metrics_ok = r.metrics_ok,
+                list_s = r.phases.list_seconds,
+                ingest_s = r.phases.ingest_seconds,
+                recommend_s = r.phases.recommend_seconds,
+                status_s = r.phases.status_seconds,
+                checkpoint_s = r.phases.checkpoint_seconds,
+                total_s = r.phases.total_seconds,
+                rss_after_list = r.phases.rss_after_list,
+                rss_after_ingest = r.phases.rss_after_ingest,
+                rss_after_status = r.phases.rss_after_status,
+                rss_after_checkpoints = r.phases.rss_after_checkpoints,
                 "loop finished"
             );
         })
