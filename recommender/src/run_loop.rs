@@ -54,6 +54,9 @@ pub struct LoopReport {
     pub checkpoints_written: u64,
     /// Checkpoint writes that failed.
     pub checkpoint_errors: u64,
+    /// VPAs whose checkpoints were not rewritten: histograms moved less than `--checkpoints-min-change`
+    /// since a write younger than `--checkpoints-max-age`.
+    pub checkpoints_unchanged: u64,
     /// Checkpoints deleted by GC.
     pub checkpoints_deleted: u64,
     /// Checkpoints restored into the model.
@@ -279,7 +282,8 @@ impl Recommender {
 
         if self.cfg.checkpoints_enabled {
             let t = Instant::now();
-            self.maintain_checkpoints(&owned, now, &mut report).await;
+            self.maintain_checkpoints(&owned, now, false, &mut report)
+                .await;
             self.metrics.step("checkpoints", t.elapsed().as_secs_f64());
             report.phases.checkpoint_seconds = t.elapsed().as_secs_f64();
             let t = Instant::now();

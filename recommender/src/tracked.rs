@@ -17,6 +17,8 @@ pub(crate) struct VpaEntry {
     pub(crate) restore_pending: bool,
     /// When its checkpoints were last written without error.
     pub(crate) last_checkpoint: Option<Nanos>,
+    /// The histograms that write stored.
+    pub(crate) checkpoint_shapes: Option<crate::checkpoint_writer::WrittenShapes>,
     /// The stored status a write was based on, and what was written.
     pub(crate) last_written: Option<(
         Option<VerticalPodAutoscalerStatus>,
@@ -35,6 +37,7 @@ impl VpaEntry {
             uid,
             restore_pending: true,
             last_checkpoint: None,
+            checkpoint_shapes: None,
             last_written: None,
             unsupported: None,
             missing_logged: None,

@@ -123,9 +123,14 @@ fn pod(ns: &str, app: &str, hash: &str, p: usize) -> Value {
     })
 }
 
+/// Usage of pod `p` of VPA `v` in loop `round`: a steady level per pod (50m..450m, 100..400 MiB) with up to
+/// ±10% of noise that changes every round, as a service under steady load looks.
 fn pod_metrics(ns: &str, name: &str, v: usize, p: usize, round: usize) -> Value {
-    let cpu = 50 + (v * 7 + p * 13 + round * 11) % 400;
-    let mem = (100 + (v * 3 + p * 5 + round * 7) % 300) * 1024 * 1024;
+    let noise = |salt: usize| ((v * 31 + p * 17 + round * 7919 + salt) % 21) as i64 - 10;
+    let cpu_level = 50 + ((v * 7 + p * 13) % 400) as i64;
+    let mem_level = (100 + ((v * 3 + p * 5) % 300) as i64) * 1024 * 1024;
+    let cpu = cpu_level + cpu_level * noise(1) / 100;
+    let mem = mem_level + mem_level * noise(2) / 100;
     json!({
         "apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
         "metadata": {"name": name, "namespace": ns},
@@ -223,12 +228,14 @@ fn field(l: &Value, k: &str) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+fn message(l: &Value) -> Option<&str> {
+    l.get("message")
+        .or_else(|| l.pointer("/fields/message"))
+        .and_then(Value::as_str)
+}
+
 fn is_loop(l: &Value) -> bool {
-    let msg = l
-        .pointer("/fields/message")
-        .or_else(|| l.get("message"))
-        .and_then(Value::as_str);
-    msg == Some("loop finished")
+    message(l) == Some("loop finished")
 }
 
 fn mib(bytes: f64) -> f64 {
@@ -302,8 +309,7 @@ async fn main() {
 
     let t0 = Instant::now();
     rec.wait_for_log(Duration::from_secs(1800), |l| {
-        l.pointer("/fields/message").and_then(Value::as_str)
-            == Some("caches ready; starting the loop")
+        message(l) == Some("caches ready; starting the loop")
     })
     .await;
     let sync_s = t0.elapsed().as_secs_f64();

@@ -55,6 +55,13 @@ struct Args {
     /// How often checkpoints of deleted VPAs are removed.
     #[arg(long, value_parser = duration, default_value = "10m")]
     checkpoints_gc_interval: Duration,
+    /// Rewrite a VPA's checkpoints before `--checkpoints-max-age` only when some histogram moved at least
+    /// this share of its weight since the last write (0 to 1; 0 = every loop, as upstream).
+    #[arg(long, default_value_t = 0.05)]
+    checkpoints_min_change: f64,
+    /// Rewrite a VPA's checkpoints at least this often, moved or not.
+    #[arg(long, value_parser = duration, default_value = "10m")]
+    checkpoints_max_age: Duration,
     /// Deprecated upstream; accepted and ignored.
     #[arg(long, default_value_t = 10)]
     min_checkpoints: u32,
@@ -150,6 +157,12 @@ impl Args {
             bail!("--recommender-interval must be greater than zero");
         }
         self.estimation.validate()?;
+        if !(0.0..=1.0).contains(&self.checkpoints_min_change) {
+            bail!(
+                "--checkpoints-min-change must be between 0 and 1, not {}",
+                self.checkpoints_min_change
+            );
+        }
         let ignored: Vec<String> = self
             .ignored_vpa_object_namespaces
             .iter()
@@ -170,6 +183,8 @@ impl Args {
             interval: self.recommender_interval,
             checkpoints_timeout: self.checkpoints_timeout,
             checkpoints_gc_interval: self.checkpoints_gc_interval,
+            checkpoints_min_change: self.checkpoints_min_change,
+            checkpoints_max_age: self.checkpoints_max_age,
             update_worker_count: self.update_worker_count.max(1),
             memory_saver: self.memory_saver,
             vpa_object_namespace: self.vpa_object_namespace.clone(),
@@ -380,6 +395,7 @@ async fn lead(
                 ooms = r.ooms_recorded,
                 status_writes = r.status_writes,
                 checkpoints = r.checkpoints_written,
+                checkpoints_unchanged = r.checkpoints_unchanged,
                 metrics_ok = r.metrics_ok,
                 list_s = r.phases.list_seconds,
                 ingest_s = r.phases.ingest_seconds,
