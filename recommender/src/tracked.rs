@@ -1,6 +1,6 @@
 //! What the controller tracks per VPA and per pod besides the model: the state the loop's steps share.
 
-use tailor_crds::{VerticalPodAutoscaler, VerticalPodAutoscalerStatus};
+use tailor_crds::VerticalPodAutoscaler;
 use tailor_engine::units::Nanos;
 
 /// `(namespace, name)` of a VPA.
@@ -19,11 +19,8 @@ pub(crate) struct VpaEntry {
     pub(crate) last_checkpoint: Option<Nanos>,
     /// The histograms that write stored.
     pub(crate) checkpoint_shapes: Option<crate::checkpoint_writer::WrittenShapes>,
-    /// The stored status a write was based on, and what was written.
-    pub(crate) last_written: Option<(
-        Option<VerticalPodAutoscalerStatus>,
-        VerticalPodAutoscalerStatus,
-    )>,
+    /// Digests of the stored status the last write was based on, and of what was written.
+    pub(crate) last_written: Option<crate::status_writer::LastWrite>,
     /// `ConfigUnsupported` message of the target resolution.
     pub(crate) unsupported: Option<String>,
     /// When a missing recommendation was last logged.

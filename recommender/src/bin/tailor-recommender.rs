@@ -23,6 +23,11 @@ use tailor_recommender::ratelimit::RateLimiter;
 use tailor_recommender::run_loop::{Recommender, Stopped, wall_now};
 use tailor_recommender::stores::{new_stores, spawn_watchers, wait_until_ready};
 
+/// mimalloc, with `MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_PURGE_DELAY=0` as the image and the chart set them:
+/// chosen on measured RSS (BENCHMARKS.md, issue 14).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| e.to_string())
 }
