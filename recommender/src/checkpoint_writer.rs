@@ -23,7 +23,7 @@ use crate::ingest::{VpaKey, key_of};
 use crate::ratelimit::RateLimiter;
 use crate::run_loop::{FIELD_MANAGER, LoopReport, Recommender};
 use tailor_engine::histogram::HistogramCheckpoint;
-use tailor_engine::model::VpaCheckpoint;
+use tailor_engine::model::{AggregateContainerState, VpaCheckpoint};
 use tailor_engine::units::Nanos;
 
 /// The shape of one histogram as a checkpoint stores it: the non-zero bucket weights (scaled to a maximum
@@ -83,10 +83,12 @@ impl HistogramShape {
 /// What one VPA's checkpoint write stored: per container (in name order), the CPU and memory shapes.
 pub type WrittenShapes = Vec<(String, HistogramShape, HistogramShape)>;
 
-/// The shapes a write of `content` stores.
-pub fn shapes_of(content: &VpaCheckpoint) -> WrittenShapes {
-    content
-        .states
+/// The shapes of a VPA's merged aggregates by container name
+/// ([`ClusterState::aggregate_state_by_container_name`](tailor_engine::model::ClusterState::aggregate_state_by_container_name):
+/// read from the VPA's own aggregates, without scanning the pods of its namespace for open windows, so that
+/// checking every VPA every loop stays cheap).
+pub fn shapes_of(states: &BTreeMap<String, AggregateContainerState>) -> WrittenShapes {
+    states
         .iter()
         .map(|(name, agg)| {
             let cp = agg.save_to_checkpoint();
@@ -376,9 +378,10 @@ impl Recommender {
                 let key = key_of(v);
                 let e = self.vpas.get(&key)?;
                 let moved = || match &e.checkpoint_shapes {
-                    Some(old) => {
-                        movement(old, &shapes_of(&self.model.checkpoint_states(e.index, now)))
-                    }
+                    Some(old) => movement(
+                        old,
+                        &shapes_of(&self.model.aggregate_state_by_container_name(e.index)),
+                    ),
                     None => 1.0,
                 };
                 if !checkpoint_due(e.last_checkpoint, now, max_age, min_change, moved) {
@@ -416,7 +419,7 @@ impl Recommender {
                     continue;
                 };
                 let content = self.model.checkpoint_states(e.index, now);
-                let shapes = shapes_of(&content);
+                let shapes = shapes_of(&self.model.aggregate_state_by_container_name(e.index));
                 let checkpoints = desired_checkpoints(vpa, content, now);
                 let (client, limiter) = (self.client.clone(), self.limiter.clone());
                 let fence = self.fence.clone();
