@@ -27,6 +27,9 @@ LABEL org.opencontainers.image.title="tailor-recommender" \
       org.opencontainers.image.source="https://github.com/tailor-dev/tailor" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=builder /out/tailor-recommender /usr/local/bin/tailor-recommender
+# mimalloc: commit memory only when used and return freed pages at once (the recommender's RSS falls back
+# after each loop's writes; BENCHMARKS.md, issue 14).
+ENV MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_PURGE_DELAY=0
 USER 65532:65532
 EXPOSE 8942
 ENTRYPOINT ["/usr/local/bin/tailor-recommender"]

@@ -539,7 +539,7 @@ def expect_scheduling(docs: list[dict]) -> None:
     assert container(upd)["image"] == "registry.example.com/mirror/tailor-dev/tailor-updater:0.1.0"
     # Helm merges maps: the component's requests replace the defaults, the default limit stays.
     assert container(upd)["resources"] == {"requests": {"cpu": "10m", "memory": "64Mi"},
-                                           "limits": {"memory": "512Mi"}}, container(upd)["resources"]
+                                           "limits": {"memory": "1Gi"}}, container(upd)["resources"]
     ua = args(upd)
     assert "--updater-interval=30s" in ua and "--updater-interval=1m" not in ua, ua
     assert not any(x.startswith("--log-format") for x in ua), ua

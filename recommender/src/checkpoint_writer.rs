@@ -22,8 +22,112 @@ use crate::error::Error;
 use crate::ingest::{VpaKey, key_of};
 use crate::ratelimit::RateLimiter;
 use crate::run_loop::{FIELD_MANAGER, LoopReport, Recommender};
-use tailor_engine::model::VpaCheckpoint;
+use tailor_engine::histogram::HistogramCheckpoint;
+use tailor_engine::model::{AggregateContainerState, VpaCheckpoint};
 use tailor_engine::units::Nanos;
+
+/// The shape of one histogram as a checkpoint stores it: the non-zero bucket weights (scaled to a maximum
+/// of 10,000), in bucket order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HistogramShape(Box<[(i64, u32)]>);
+
+impl HistogramShape {
+    /// The shape of a checkpointed histogram.
+    pub fn of(cp: &HistogramCheckpoint) -> Self {
+        HistogramShape(
+            cp.bucket_weights
+                .iter()
+                .filter(|(_, w)| **w > 0)
+                .map(|(b, w)| (*b, *w))
+                .collect(),
+        )
+    }
+
+    /// How much of the mass moved between the two shapes: half the L1 distance of the normalised
+    /// distributions, from 0 (same shape) to 1 (disjoint; also when exactly one is empty).
+    pub fn distance(&self, other: &HistogramShape) -> f64 {
+        let total = |s: &HistogramShape| s.0.iter().map(|(_, w)| f64::from(*w)).sum::<f64>();
+        let (ta, tb) = (total(self), total(other));
+        if ta == 0.0 || tb == 0.0 {
+            return if ta == tb { 0.0 } else { 1.0 };
+        }
+        let (mut i, mut j, mut sum) = (0, 0, 0.0);
+        let (a, b) = (&self.0, &other.0);
+        while i < a.len() || j < b.len() {
+            let (pa, pb) = match (a.get(i), b.get(j)) {
+                (Some(x), Some(y)) if x.0 == y.0 => {
+                    i += 1;
+                    j += 1;
+                    (f64::from(x.1), f64::from(y.1))
+                }
+                (Some(x), Some(y)) if x.0 < y.0 => {
+                    i += 1;
+                    (f64::from(x.1), 0.0)
+                }
+                (Some(x), None) => {
+                    i += 1;
+                    (f64::from(x.1), 0.0)
+                }
+                (_, Some(y)) => {
+                    j += 1;
+                    (0.0, f64::from(y.1))
+                }
+                (None, None) => break,
+            };
+            sum += (pa / ta - pb / tb).abs();
+        }
+        sum / 2.0
+    }
+}
+
+/// What one VPA's checkpoint write stored: per container (in name order), the CPU and memory shapes.
+pub type WrittenShapes = Vec<(String, HistogramShape, HistogramShape)>;
+
+/// The shapes of a VPA's merged aggregates by container name
+/// ([`ClusterState::aggregate_state_by_container_name`](tailor_engine::model::ClusterState::aggregate_state_by_container_name):
+/// read from the VPA's own aggregates, without scanning the pods of its namespace for open windows, so that
+/// checking every VPA every loop stays cheap).
+pub fn shapes_of(states: &BTreeMap<String, AggregateContainerState>) -> WrittenShapes {
+    states
+        .iter()
+        .map(|(name, agg)| {
+            let cp = agg.save_to_checkpoint();
+            (
+                name.clone(),
+                HistogramShape::of(&cp.cpu_histogram),
+                HistogramShape::of(&cp.memory_histogram),
+            )
+        })
+        .collect()
+}
+
+/// How far a VPA's histograms moved since the write that stored `old`: the largest [`HistogramShape::distance`]
+/// over its containers and both resources; 1 when the set of containers changed.
+pub fn movement(old: &WrittenShapes, new: &WrittenShapes) -> f64 {
+    if old.len() != new.len() || old.iter().zip(new).any(|(a, b)| a.0 != b.0) {
+        return 1.0;
+    }
+    old.iter()
+        .zip(new)
+        .map(|(a, b)| a.1.distance(&b.1).max(a.2.distance(&b.2)))
+        .fold(0.0, f64::max)
+}
+
+/// Whether a VPA's checkpoints are rewritten this loop: when never written, when the last write is
+/// `max_age` old, or when its histograms moved at least `min_change` since (`moved` is only asked then).
+pub fn checkpoint_due(
+    last_written: Option<Nanos>,
+    now: Nanos,
+    max_age: Nanos,
+    min_change: f64,
+    moved: impl FnOnce() -> f64,
+) -> bool {
+    match last_written {
+        None => true,
+        Some(t) if now.saturating_sub(t) >= max_age || min_change <= 0.0 => true,
+        Some(_) => moved() >= min_change,
+    }
+}
 
 /// A VPA that may get its checkpoints written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -248,11 +352,12 @@ pub async fn delete_checkpoints(
 
 impl Recommender {
     /// Writes checkpoints in [`checkpoint_plan`] order with `--update-worker-count` workers, until the
-    /// `--checkpoints-timeout` deadline ([`may_start`]).
+    /// `--checkpoints-timeout` deadline ([`may_start`]); unless `all`, only those [`checkpoint_due`].
     pub(crate) async fn maintain_checkpoints(
         &mut self,
         owned: &[Arc<VerticalPodAutoscaler>],
         now: Nanos,
+        all: bool,
         report: &mut LoopReport,
     ) {
         if !self.fence.allows_writes() {
@@ -260,11 +365,29 @@ impl Recommender {
             return;
         }
         let deadline = Instant::now() + self.cfg.checkpoints_timeout;
+        let max_age = i64::try_from(self.cfg.checkpoints_max_age.as_nanos()).unwrap_or(i64::MAX);
+        let min_change = if all {
+            0.0
+        } else {
+            self.cfg.checkpoints_min_change
+        };
+        let mut unchanged = 0u64;
         let candidates = owned
             .iter()
             .filter_map(|v| {
                 let key = key_of(v);
                 let e = self.vpas.get(&key)?;
+                let moved = || match &e.checkpoint_shapes {
+                    Some(old) => movement(
+                        old,
+                        &shapes_of(&self.model.aggregate_state_by_container_name(e.index)),
+                    ),
+                    None => 1.0,
+                };
+                if !checkpoint_due(e.last_checkpoint, now, max_age, min_change, moved) {
+                    unchanged += 1;
+                    return None;
+                }
                 Some(CheckpointCandidate {
                     last_written: e.last_checkpoint,
                     fetching_history: fetching_history(v.status.as_ref()),
@@ -272,6 +395,13 @@ impl Recommender {
                 })
             })
             .collect();
+        report.checkpoints_unchanged += unchanged;
+        if unchanged > 0 {
+            self.metrics
+                .checkpoint_writes
+                .get_or_create(&vec![("op", "apply"), ("result", "unchanged")])
+                .inc_by(unchanged);
+        }
         let vpas: HashMap<VpaKey, &Arc<VerticalPodAutoscaler>> =
             owned.iter().map(|v| (key_of(v), v)).collect();
         let workers = self.cfg.update_worker_count.max(1);
@@ -289,21 +419,23 @@ impl Recommender {
                     continue;
                 };
                 let content = self.model.checkpoint_states(e.index, now);
+                let shapes = shapes_of(&self.model.aggregate_state_by_container_name(e.index));
                 let checkpoints = desired_checkpoints(vpa, content, now);
                 let (client, limiter) = (self.client.clone(), self.limiter.clone());
                 let fence = self.fence.clone();
                 in_flight.push(async move {
                     (
                         key,
+                        shapes,
                         apply_checkpoints(client, limiter, fence, checkpoints).await,
                     )
                 });
                 started += 1;
             }
-            let Some((key, applied)) = in_flight.next().await else {
+            let Some((key, shapes, applied)) = in_flight.next().await else {
                 break;
             };
-            self.record_applied(&key, applied, now, report);
+            self.record_applied(&key, applied, shapes, now, report);
         }
     }
 
@@ -311,6 +443,7 @@ impl Recommender {
         &mut self,
         key: &VpaKey,
         applied: Applied,
+        shapes: WrittenShapes,
         now: Nanos,
         report: &mut LoopReport,
     ) {
@@ -334,6 +467,7 @@ impl Recommender {
             && let Some(e) = self.vpas.get_mut(key)
         {
             e.last_checkpoint = Some(now);
+            e.checkpoint_shapes = Some(shapes);
         }
     }
 
@@ -396,7 +530,8 @@ impl Recommender {
             .into_iter()
             .filter(|v| self.vpas.contains_key(&key_of(v)))
             .collect();
-        self.maintain_checkpoints(&owned, now, &mut report).await;
+        self.maintain_checkpoints(&owned, now, true, &mut report)
+            .await;
         report
     }
 }
@@ -446,5 +581,56 @@ mod tests {
         };
         let plan = checkpoint_plan(vec![c("b", Some(5)), c("c", None), c("a", Some(5))]);
         assert_eq!(plan, ["c", "a", "b"]);
+    }
+
+    fn shape(w: &[(i64, u32)]) -> HistogramShape {
+        HistogramShape(w.to_vec().into_boxed_slice())
+    }
+
+    #[test]
+    fn distance_is_the_share_of_mass_that_moved() {
+        let a = shape(&[(1, 10_000), (2, 10_000)]);
+        assert_eq!(a.distance(&a), 0.0);
+        // Same shape at another scale: nothing moved.
+        assert_eq!(a.distance(&shape(&[(1, 5_000), (2, 5_000)])), 0.0);
+        // Half of the mass went from bucket 2 to bucket 3.
+        assert!((a.distance(&shape(&[(1, 10_000), (3, 10_000)])) - 0.5).abs() < 1e-12);
+        assert_eq!(a.distance(&shape(&[(7, 1)])), 1.0);
+        assert_eq!(a.distance(&shape(&[])), 1.0);
+        assert_eq!(shape(&[]).distance(&shape(&[])), 0.0);
+    }
+
+    #[test]
+    fn movement_is_the_largest_distance_and_total_when_containers_change() {
+        let s = |c: &str, cpu: &[(i64, u32)], mem: &[(i64, u32)]| {
+            (c.to_string(), shape(cpu), shape(mem))
+        };
+        let old = vec![
+            s("a", &[(1, 100)], &[(5, 100)]),
+            s("b", &[(1, 100)], &[(5, 100)]),
+        ];
+        assert_eq!(movement(&old, &old), 0.0);
+        let moved = vec![
+            s("a", &[(1, 100)], &[(5, 100)]),
+            s("b", &[(1, 100)], &[(5, 100), (6, 100)]),
+        ];
+        assert!((movement(&old, &moved) - 0.5).abs() < 1e-12);
+        assert_eq!(movement(&old, &old[..1].to_vec()), 1.0);
+        let renamed = vec![
+            s("a", &[(1, 100)], &[(5, 100)]),
+            s("c", &[(1, 100)], &[(5, 100)]),
+        ];
+        assert_eq!(movement(&old, &renamed), 1.0);
+    }
+
+    #[test]
+    fn checkpoints_are_due_when_new_old_or_moved() {
+        let (min, hour) = (60_000_000_000i64, 3_600_000_000_000i64);
+        let never = || -> f64 { unreachable!("not asked") };
+        assert!(checkpoint_due(None, 0, 10 * min, 0.05, never));
+        assert!(checkpoint_due(Some(0), 10 * min, 10 * min, 0.05, never));
+        assert!(checkpoint_due(Some(0), min, hour, 0.0, never));
+        assert!(!checkpoint_due(Some(0), min, 10 * min, 0.05, || 0.049));
+        assert!(checkpoint_due(Some(0), min, 10 * min, 0.05, || 0.05));
     }
 }

@@ -18,6 +18,11 @@ pub struct ControllerConfig {
     pub checkpoints_timeout: Duration,
     /// `--checkpoints-gc-interval`.
     pub checkpoints_gc_interval: Duration,
+    /// `--checkpoints-min-change`: a VPA's checkpoints are rewritten before `checkpoints_max_age` only when
+    /// some histogram moved at least this much since the last write (0 = every loop, as upstream).
+    pub checkpoints_min_change: f64,
+    /// `--checkpoints-max-age`: a VPA's checkpoints are rewritten at least this often, moved or not.
+    pub checkpoints_max_age: Duration,
     /// `--update-worker-count`: parallel status and checkpoint writes.
     pub update_worker_count: usize,
     /// `--memory-saver`: only pods matched by some VPA enter the model (Tailor's default: on).
@@ -47,6 +52,8 @@ impl Default for ControllerConfig {
             interval: Duration::from_secs(60),
             checkpoints_timeout: Duration::from_secs(60),
             checkpoints_gc_interval: Duration::from_secs(600),
+            checkpoints_min_change: 0.05,
+            checkpoints_max_age: Duration::from_secs(600),
             update_worker_count: 10,
             memory_saver: true,
             vpa_object_namespace: String::new(),

@@ -135,3 +135,17 @@ impl Metrics {
         out
     }
 }
+
+/// The process's resident memory in bytes (`VmRSS` of `/proc/self/status`); 0 where that cannot be read
+/// (not Linux). Read a few times per loop for the loop's log line.
+pub fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib.saturating_mul(1024))
+}

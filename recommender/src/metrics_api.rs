@@ -1,9 +1,17 @@
 //! Live usage from `metrics.k8s.io/v1beta1` PodMetrics (metrics-server): one CPU and one memory sample per
 //! container per poll, stamped with the PodMetrics timestamp.
+//!
+//! The list is read into one buffer kept between polls and decoded item by item into a callback (the loop
+//! feeds each pod's samples straight into the model), so no list of objects is ever built: at 50,000 pods
+//! the poll costs the response text and nothing per item that outlives it.
 
+use std::fmt;
+
+use futures::AsyncReadExt as _;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::{Api, Client};
 use serde::Deserialize;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use crate::time::parse_rfc3339;
 use tailor_engine::units::Nanos;
@@ -14,6 +22,15 @@ pub enum SourceError {
     /// The list call failed.
     #[error("listing PodMetrics: {0}")]
     Api(#[from] kube::Error),
+    /// The list request could not be built.
+    #[error("listing PodMetrics: building the request: {0}")]
+    Request(#[from] kube::core::request::Error),
+    /// The response body could not be read.
+    #[error("listing PodMetrics: reading the response: {0}")]
+    Read(#[from] std::io::Error),
+    /// The response is not a list of objects.
+    #[error("listing PodMetrics: decoding the response: {0}")]
+    Decode(#[from] serde_json::Error),
 }
 
 /// Usage of one container.
@@ -48,23 +65,28 @@ struct RawContainer {
         std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
 }
 
-/// Reads one PodMetrics object; `None` if it has no name or timestamp.
-pub fn parse(obj: &DynamicObject) -> Option<PodMetrics> {
-    let name = obj.metadata.name.clone()?;
-    let namespace = obj.metadata.namespace.clone().unwrap_or_default();
-    let timestamp = obj
-        .data
-        .get("timestamp")?
-        .as_str()
-        .and_then(parse_rfc3339)?;
-    let raw: Vec<RawContainer> = obj
-        .data
-        .get("containers")
-        .cloned()
-        .and_then(|v| serde_json::from_value(v).ok())
-        .unwrap_or_default();
-    let containers = raw
-        .into_iter()
+#[derive(Deserialize, Default)]
+struct RawMeta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
+/// One listed object as read: metadata typed (as for every object), the rest kept loose so that one odd
+/// object is counted as unreadable instead of failing the whole list.
+#[derive(Deserialize)]
+struct RawPodMetrics {
+    #[serde(default)]
+    metadata: RawMeta,
+    #[serde(default)]
+    timestamp: serde_json::Value,
+    #[serde(default)]
+    containers: serde_json::Value,
+}
+
+fn containers(raw: Vec<RawContainer>) -> Vec<ContainerUsage> {
+    raw.into_iter()
         .map(|c| ContainerUsage {
             cpu_millicores: c
                 .usage
@@ -76,13 +98,111 @@ pub fn parse(obj: &DynamicObject) -> Option<PodMetrics> {
                 .and_then(|q| tailor_crds::quantity::amount("memory", q).ok()),
             name: c.name,
         })
-        .collect();
-    Some(PodMetrics {
-        namespace,
-        name,
-        timestamp,
-        containers,
-    })
+        .collect()
+}
+
+impl RawPodMetrics {
+    fn into_metrics(self) -> Option<PodMetrics> {
+        let name = self.metadata.name?;
+        let timestamp = self.timestamp.as_str().and_then(parse_rfc3339)?;
+        let raw: Vec<RawContainer> = serde_json::from_value(self.containers).unwrap_or_default();
+        Some(PodMetrics {
+            namespace: self.metadata.namespace.unwrap_or_default(),
+            name,
+            timestamp,
+            containers: containers(raw),
+        })
+    }
+}
+
+/// Decodes a `PodMetricsList` body, handing each readable object to `each` as soon as it is read;
+/// returns how many objects were readable and how many were not.
+pub fn decode_list(
+    body: &[u8],
+    each: &mut dyn FnMut(PodMetrics),
+) -> Result<(usize, usize), serde_json::Error> {
+    let mut counts = (0, 0);
+    let mut de = serde_json::Deserializer::from_slice(body);
+    ListSeed {
+        each,
+        counts: &mut counts,
+    }
+    .deserialize(&mut de)?;
+    de.end()?;
+    Ok(counts)
+}
+
+/// The list object: `items` streamed, every other field skipped.
+struct ListSeed<'a> {
+    each: &'a mut dyn FnMut(PodMetrics),
+    counts: &'a mut (usize, usize),
+}
+
+impl<'de> DeserializeSeed<'de> for ListSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ListSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a PodMetricsList")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == "items" {
+                map.next_value_seed(ItemsSeed {
+                    each: &mut *self.each,
+                    counts: &mut *self.counts,
+                })?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+struct ItemsSeed<'a> {
+    each: &'a mut dyn FnMut(PodMetrics),
+    counts: &'a mut (usize, usize),
+}
+
+impl<'de> DeserializeSeed<'de> for ItemsSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ItemsSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of PodMetrics")
+    }
+    fn visit_none<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(item) = seq.next_element::<RawPodMetrics>()? {
+            match item.into_metrics() {
+                Some(pm) => {
+                    self.counts.0 += 1;
+                    (self.each)(pm);
+                }
+                None => self.counts.1 += 1,
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The `pods` resource of `metrics.k8s.io/v1beta1`.
@@ -96,31 +216,44 @@ pub fn pod_metrics_resource() -> ApiResource {
     }
 }
 
-/// Lists PodMetrics in one namespace or all of them.
-#[derive(Clone)]
+/// Lists PodMetrics in one namespace or all of them, into a buffer reused from poll to poll.
 pub struct MetricsApiSource {
-    api: Api<DynamicObject>,
+    client: Client,
+    url: String,
+    buffer: Vec<u8>,
 }
 
 impl MetricsApiSource {
     /// A source over `client`; `namespace` empty means all namespaces.
     pub fn new(client: Client, namespace: &str) -> Self {
         let ar = pod_metrics_resource();
-        let api = if namespace.is_empty() {
-            Api::all_with(client, &ar)
+        let api: Api<DynamicObject> = if namespace.is_empty() {
+            Api::all_with(client.clone(), &ar)
         } else {
-            Api::namespaced_with(client, namespace, &ar)
+            Api::namespaced_with(client.clone(), namespace, &ar)
         };
-        MetricsApiSource { api }
+        MetricsApiSource {
+            url: api.resource_url().to_string(),
+            client,
+            buffer: Vec::new(),
+        }
     }
 
-    /// Every pod's snapshot, and how many objects could not be read.
-    pub async fn list(&self) -> Result<(Vec<PodMetrics>, usize), SourceError> {
-        let list = self.api.list(&ListParams::default()).await?;
-        let total = list.items.len();
-        let pods: Vec<PodMetrics> = list.items.iter().filter_map(parse).collect();
-        let bad = total - pods.len();
-        Ok((pods, bad))
+    /// Fetches the list into the buffer (the first phase of a poll; [`MetricsApiSource::decode`] follows).
+    pub async fn fetch(&mut self) -> Result<(), SourceError> {
+        let req = kube::core::Request::new(&self.url).list(&ListParams::default())?;
+        let mut body = self.client.request_stream(req).await?;
+        self.buffer.clear();
+        body.read_to_end(&mut self.buffer).await?;
+        Ok(())
+    }
+
+    /// Decodes the fetched list, handing each pod's snapshot to `each`; returns how many objects could
+    /// not be read. The buffer keeps its capacity for the next poll.
+    pub fn decode(&mut self, each: &mut dyn FnMut(PodMetrics)) -> Result<usize, SourceError> {
+        let result = decode_list(&self.buffer, each);
+        self.buffer.clear();
+        Ok(result?.1)
     }
 }
 
@@ -128,22 +261,54 @@ impl MetricsApiSource {
 mod tests {
     use super::*;
 
+    fn decode(body: serde_json::Value) -> (Vec<PodMetrics>, usize, usize) {
+        let mut out = Vec::new();
+        let text = body.to_string();
+        let (ok, bad) = decode_list(text.as_bytes(), &mut |p| out.push(p)).unwrap();
+        (out, ok, bad)
+    }
+
     #[test]
-    fn parses_metrics_server_objects() {
-        let obj: DynamicObject = serde_json::from_value(serde_json::json!({
-            "apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
-            "metadata": {"name": "web-1", "namespace": "default"},
-            "timestamp": "2023-11-14T22:13:20Z", "window": "15.003s",
-            "containers": [
-                {"name": "app", "usage": {"cpu": "250123456n", "memory": "100Mi"}},
-                {"name": "side", "usage": {"cpu": "bad"}}
+    fn decodes_metrics_server_objects_one_by_one() {
+        let (pods, ok, bad) = decode(serde_json::json!({
+            "kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1",
+            "metadata": {"resourceVersion": "1"},
+            "items": [
+                {"apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
+                 "metadata": {"name": "web-1", "namespace": "default", "labels": {"app": "web"}},
+                 "timestamp": "2023-11-14T22:13:20Z", "window": "15.003s",
+                 "containers": [
+                    {"name": "app", "usage": {"cpu": "250123456n", "memory": "100Mi"}},
+                    {"name": "side", "usage": {"cpu": "bad"}}
+                 ]},
+                {"metadata": {"name": "no-time", "namespace": "default"}, "containers": []},
+                {"metadata": {"namespace": "default"}, "timestamp": "2023-11-14T22:13:20Z"},
+                {"metadata": {"name": "odd", "namespace": "default"}, "timestamp": 5},
+                {"metadata": {"name": "odd-containers", "namespace": "x"},
+                 "timestamp": "2023-11-14T22:13:20Z", "containers": {"not": "a list"}}
             ]
-        }))
-        .unwrap();
-        let p = parse(&obj).unwrap();
+        }));
+        assert_eq!((ok, bad), (2, 3));
+        let p = &pods[0];
+        assert_eq!(p.name, "web-1");
         assert_eq!(p.timestamp, 1_700_000_000_000_000_000);
         assert_eq!(p.containers[0].cpu_millicores, Some(251));
         assert_eq!(p.containers[0].memory_bytes, Some(104_857_600));
         assert_eq!(p.containers[1].cpu_millicores, None);
+        assert!(
+            pods[1].containers.is_empty(),
+            "unreadable containers read as none"
+        );
+    }
+
+    #[test]
+    fn a_list_without_items_is_empty_and_a_broken_body_is_an_error() {
+        assert_eq!(
+            decode(serde_json::json!({"kind": "PodMetricsList", "items": null})).1,
+            0
+        );
+        assert_eq!(decode(serde_json::json!({"kind": "PodMetricsList"})).1, 0);
+        assert!(decode_list(b"{\"items\": [", &mut |_| {}).is_err());
+        assert!(decode_list(b"[]", &mut |_| {}).is_err());
     }
 }

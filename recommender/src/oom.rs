@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::Event;
 
-use super::slim::{SlimContainerStatus, SlimPod};
+use super::pod_store::CompactPod;
 use super::time::from_time;
 use tailor_engine::units::Nanos;
 
@@ -46,66 +46,41 @@ pub struct OomRecord {
     pub source: OomSource,
 }
 
-const OOM_KILLED: &str = "OOMKilled";
-
-fn memory_request(pod: &SlimPod, container: &str) -> i64 {
-    pod.memory_request(container)
-        .and_then(|q| tailor_crds::quantity::amount("memory", q).ok())
-        .unwrap_or(0)
-}
-
-fn statuses(pod: &SlimPod) -> &[SlimContainerStatus] {
-    &pod.status.container_statuses
-}
-
 /// OOMs visible in the change from `old` to `new` (upstream's rules): a container that is now terminated
 /// with `OOMKilled` (newly terminated or restarted since), or one running again after a restart whose last
 /// state is `OOMKilled`. The memory is the container's memory request (status before spec).
-pub fn pod_ooms(old: Option<&SlimPod>, new: &SlimPod) -> Vec<OomRecord> {
+pub fn pod_ooms(old: Option<&CompactPod>, new: &CompactPod) -> Vec<OomRecord> {
     let Some(old) = old else { return Vec::new() };
-    let namespace = new.metadata.namespace.clone().unwrap_or_default();
-    let pod = new.metadata.name.clone().unwrap_or_default();
     let mut out = Vec::new();
-    for cs in statuses(new) {
-        let Some(prev) = statuses(old).iter().find(|c| c.name == cs.name) else {
+    for cs in new.statuses.iter() {
+        let Some(prev) = old.status(&cs.name) else {
             continue;
         };
-        let now_term = cs.state.as_ref().and_then(|s| s.terminated.as_ref());
-        let was_term = prev.state.as_ref().and_then(|s| s.terminated.as_ref());
-        if let Some(t) = now_term
-            && t.reason.as_deref() == Some(OOM_KILLED)
-            && (was_term.is_none() || cs.restart_count > prev.restart_count)
+        let record = |time, memory_bytes| OomRecord {
+            namespace: new.namespace.to_string(),
+            pod: new.name.to_string(),
+            container: cs.name.to_string(),
+            time,
+            memory_bytes,
+            source: OomSource::PodStatus,
+        };
+        if let Some(t) = cs.terminated
+            && t.oom_killed
+            && (prev.terminated.is_none() || cs.restart_count > prev.restart_count)
         {
-            if let Some(time) = t.finished_at.as_ref().and_then(from_time) {
-                out.push(OomRecord {
-                    namespace: namespace.clone(),
-                    pod: pod.clone(),
-                    container: cs.name.clone(),
-                    time,
-                    memory_bytes: memory_request(new, &cs.name),
-                    source: OomSource::PodStatus,
-                });
+            if let Some(time) = t.finished_at {
+                out.push(record(time, cs.memory_request));
             }
             continue;
         }
-        let running = cs.state.as_ref().is_some_and(|s| s.running.is_some());
-        let was_running = prev.state.as_ref().is_some_and(|s| s.running.is_some());
-        let last = cs.last_state.as_ref().and_then(|s| s.terminated.as_ref());
-        if running
-            && was_running
+        if cs.running
+            && prev.running
             && cs.restart_count > prev.restart_count
-            && let Some(t) = last
-            && t.reason.as_deref() == Some(OOM_KILLED)
-            && let Some(time) = t.finished_at.as_ref().and_then(from_time)
+            && let Some(t) = cs.last_terminated
+            && t.oom_killed
+            && let Some(time) = t.finished_at
         {
-            out.push(OomRecord {
-                namespace: namespace.clone(),
-                pod: pod.clone(),
-                container: cs.name.clone(),
-                time,
-                memory_bytes: memory_request(old, &cs.name),
-                source: OomSource::PodStatus,
-            });
+            out.push(record(time, prev.memory_request));
         }
     }
     out

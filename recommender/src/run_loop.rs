@@ -54,12 +54,44 @@ pub struct LoopReport {
     pub checkpoints_written: u64,
     /// Checkpoint writes that failed.
     pub checkpoint_errors: u64,
+    /// VPAs whose checkpoints were not rewritten: histograms moved less than `--checkpoints-min-change`
+    /// since a write younger than `--checkpoints-max-age`.
+    pub checkpoints_unchanged: u64,
     /// Checkpoints deleted by GC.
     pub checkpoints_deleted: u64,
     /// Checkpoints restored into the model.
     pub checkpoints_restored: u64,
     /// Aggregates removed by the model's GC.
     pub aggregates_collected: usize,
+    /// How long each phase of the loop took, and the process's resident memory after it.
+    pub phases: Phases,
+}
+
+/// Wall time of each phase of one loop (seconds) and the process's resident memory (bytes, from
+/// `/proc/self/status`; 0 where it cannot be read) right after it. Logged with every loop, so a benchmark
+/// running the binary can tell where time and memory go.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Phases {
+    /// Listing and decoding the PodMetrics.
+    pub list_seconds: f64,
+    /// VPAs, pods, checkpoint restores, samples and OOMs into the model.
+    pub ingest_seconds: f64,
+    /// Estimating recommendations and planning the status writes.
+    pub recommend_seconds: f64,
+    /// Sending the status writes.
+    pub status_seconds: f64,
+    /// Writing and collecting checkpoints.
+    pub checkpoint_seconds: f64,
+    /// The whole loop (including the model's GC and bookkeeping).
+    pub total_seconds: f64,
+    /// Resident memory after the PodMetrics list.
+    pub rss_after_list: u64,
+    /// Resident memory after ingest.
+    pub rss_after_ingest: u64,
+    /// Resident memory after recommendations and status writes.
+    pub rss_after_status: u64,
+    /// Resident memory after checkpoints.
+    pub rss_after_checkpoints: u64,
 }
 
 /// The controller state across loops: the model and what the loop remembers about the objects in it.
@@ -73,7 +105,7 @@ pub struct Recommender {
     pub(crate) source: MetricsApiSource,
     pub(crate) model: ClusterState,
     pub(crate) vpas: BTreeMap<VpaKey, VpaEntry>,
-    pub(crate) pods: HashMap<String, HashMap<String, PodEntry>>,
+    pub(crate) pods: HashMap<Arc<str>, HashMap<Box<str>, PodEntry>>,
     pub(crate) scale: ScaleCache,
     pub(crate) written_checkpoints: HashSet<(String, String)>,
     pub(crate) last_checkpoint_gc: Option<Nanos>,
@@ -211,6 +243,7 @@ impl Recommender {
         self.loops += 1;
         self.model.set_now(now);
 
+        let ingest_start = Instant::now();
         let t = Instant::now();
         self.refresh_scale_cache(now).await;
         let owned = self.sync_vpas();
@@ -237,20 +270,28 @@ impl Recommender {
         self.record_ooms(&mut report);
         self.delete_pods(gone);
         self.metrics.step("load_metrics", t.elapsed().as_secs_f64());
+        report.phases.ingest_seconds =
+            ingest_start.elapsed().as_secs_f64() - report.phases.list_seconds;
+        report.phases.rss_after_ingest = crate::metrics::resident_bytes();
 
         let t = Instant::now();
         self.update_vpas(&owned, now, report.metrics_ok, &mut report)
             .await;
         self.metrics.step("update_vpas", t.elapsed().as_secs_f64());
+        report.phases.rss_after_status = crate::metrics::resident_bytes();
 
         if self.cfg.checkpoints_enabled {
             let t = Instant::now();
-            self.maintain_checkpoints(&owned, now, &mut report).await;
+            self.maintain_checkpoints(&owned, now, false, &mut report)
+                .await;
             self.metrics.step("checkpoints", t.elapsed().as_secs_f64());
+            report.phases.checkpoint_seconds = t.elapsed().as_secs_f64();
             let t = Instant::now();
             self.collect_checkpoints(now, &mut report).await;
             self.metrics
                 .step("checkpoint_gc", t.elapsed().as_secs_f64());
+            report.phases.checkpoint_seconds += t.elapsed().as_secs_f64();
+            report.phases.rss_after_checkpoints = crate::metrics::resident_bytes();
         }
 
         let t = Instant::now();
@@ -276,7 +317,8 @@ impl Recommender {
                 .get_or_create(&vec![("table", table)])
                 .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
-        self.metrics.step("total", start.elapsed().as_secs_f64());
+        report.phases.total_seconds = start.elapsed().as_secs_f64();
+        self.metrics.step("total", report.phases.total_seconds);
         self.metrics
             .last_loop_timestamp
             .set(now.div_euclid(1_000_000_000));

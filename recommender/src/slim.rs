@@ -133,13 +133,15 @@ impl SlimPod {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stores::strip_pod;
+    use crate::pod_store::{CompactPod, Interner};
+    use tailor_engine::model::PodPhase;
 
     #[test]
-    fn a_full_pod_reads_and_strips_to_what_the_loop_needs() {
+    fn a_full_pod_reads_and_compacts_to_what_the_loop_needs() {
         let pod: SlimPod = serde_json::from_value(serde_json::json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "web-0", "namespace": "default", "labels": {"app": "web"},
+                "resourceVersion": "7",
                 "annotations": {"big": "x"}, "managedFields": [{"manager": "kubectl"}],
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "u", "controller": true}]},
             "spec": {"nodeName": "n1", "volumes": [{"name": "v"}],
@@ -151,30 +153,22 @@ mod tests {
                     "restartCount": 2, "state": {"running": {"startedAt": "2023-11-14T22:13:20Z"}}}]}
         }))
         .unwrap();
-        let s = strip_pod(pod);
-        assert_eq!(s.metadata.labels.as_ref().unwrap()["app"], "web");
-        assert!(s.metadata.annotations.is_none() && s.metadata.managed_fields.is_none());
         assert_eq!(
-            s.metadata.owner_references.as_ref().unwrap()[0].kind,
-            "ReplicaSet"
+            pod.memory_request("app").map(|q| q.0.as_str()),
+            Some("300Mi")
         );
-        assert_eq!(
-            s.spec.init_containers,
-            vec![SlimContainer {
-                name: "init".into(),
-                resources: None
-            }]
-        );
-        let req = s.spec.containers[0]
-            .resources
-            .as_ref()
-            .unwrap()
-            .requests
-            .as_ref()
-            .unwrap();
-        assert_eq!(req.keys().collect::<Vec<_>>(), ["memory"]);
-        assert_eq!(s.memory_request("app").map(|q| q.0.as_str()), Some("300Mi"));
-        assert_eq!(s.status.phase.as_deref(), Some("Running"));
-        assert_eq!(s.status.container_statuses[0].restart_count, 2);
+        let mut interner = Interner::default();
+        let s = CompactPod::of(pod, &mut interner).unwrap();
+        assert_eq!(s.labels["app"], "web");
+        assert_eq!((&*s.namespace, &*s.name), ("default", "web-0"));
+        assert_eq!(s.resource_version.as_deref(), Some("7"));
+        assert_eq!(s.phase, PodPhase::Running);
+        assert_eq!(s.containers.len(), 1);
+        assert_eq!(&*s.containers[0], "app");
+        assert_eq!(&*s.init_containers[0], "init");
+        let st = s.status("app").unwrap();
+        assert_eq!(st.restart_count, 2);
+        assert!(st.running && st.terminated.is_none());
+        assert_eq!(st.memory_request, 300 * 1024 * 1024);
     }
 }

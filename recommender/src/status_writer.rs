@@ -207,20 +207,63 @@ pub fn plan_status(
     }
 }
 
+/// A 64-bit digest of a status (SipHash of its JSON form, fields in a fixed order): what the loop keeps of
+/// each write instead of two whole statuses per VPA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatusDigest(u64);
+
+struct HashWriter<'a>(&'a mut std::collections::hash_map::DefaultHasher);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        std::hash::Hasher::write(self.0, buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl StatusDigest {
+    /// The digest of `status` (`None` and every status digest differently).
+    pub fn of(status: Option<&VerticalPodAutoscalerStatus>) -> StatusDigest {
+        use std::hash::Hasher as _;
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        match status {
+            None => h.write_u8(0),
+            Some(s) => {
+                h.write_u8(1);
+                // Writing into a hasher cannot fail, and a status always serialises.
+                let _ = serde_json::to_writer(HashWriter(&mut h), s);
+            }
+        }
+        StatusDigest(h.finish())
+    }
+}
+
+/// What the last status write of a VPA sent: the digests of the stored status it was based on and of the
+/// status written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LastWrite {
+    /// The stored status the write was based on.
+    pub base: StatusDigest,
+    /// The status written.
+    pub written: StatusDigest,
+}
+
 /// Whether `new` must be written: it differs from the stored status, and is not what the last write
-/// (`last`: the stored status it was based on, and what was written) already sent from the same base.
+/// (`last`) already sent from the same base.
 pub fn needs_write(
     old: Option<&VerticalPodAutoscalerStatus>,
     new: &VerticalPodAutoscalerStatus,
-    last: Option<&(
-        Option<VerticalPodAutoscalerStatus>,
-        VerticalPodAutoscalerStatus,
-    )>,
+    last: Option<&LastWrite>,
 ) -> bool {
     if Some(new) == old {
         return false;
     }
-    !last.is_some_and(|(base, written)| base.as_ref() == old && written == new)
+    !last.is_some_and(|l| {
+        l.base == StatusDigest::of(old) && l.written == StatusDigest::of(Some(new))
+    })
 }
 
 /// `LowConfidence` message when some container has less than a day of history.
@@ -273,8 +316,8 @@ pub fn merge_patch(
 pub struct StatusWrite {
     /// The VPA.
     pub key: VpaKey,
-    /// The stored status the write is based on.
-    pub base: Option<VerticalPodAutoscalerStatus>,
+    /// The digest of the stored status the write is based on.
+    pub base: StatusDigest,
     /// The status to write.
     pub status: VerticalPodAutoscalerStatus,
 }
@@ -352,7 +395,12 @@ impl Recommender {
             tracing::warn!("not holding the leader lease: no VPA status is written");
             return;
         }
+        let t = tokio::time::Instant::now();
         let writes = self.plan_status_writes(owned, now, &now_t, metrics_ok);
+        report.phases.recommend_seconds = t.elapsed().as_secs_f64();
+        self.metrics
+            .step("recommend", report.phases.recommend_seconds);
+        let t = tokio::time::Instant::now();
         let results = write_statuses(
             self.client.clone(),
             self.limiter.clone(),
@@ -361,6 +409,9 @@ impl Recommender {
             writes,
         )
         .await;
+        report.phases.status_seconds = t.elapsed().as_secs_f64();
+        self.metrics
+            .step("status_writes", report.phases.status_seconds);
         self.record_status_results(results, report);
     }
 
@@ -385,7 +436,7 @@ impl Recommender {
             if needs_write(old, &status, last) {
                 writes.push(StatusWrite {
                     key,
-                    base: old.cloned(),
+                    base: StatusDigest::of(old),
                     status,
                 });
             }
@@ -485,7 +536,10 @@ impl Recommender {
                 Ok(()) => {
                     report.status_writes += 1;
                     if let Some(e) = self.vpas.get_mut(&w.key) {
-                        e.last_written = Some((w.base, w.status));
+                        e.last_written = Some(LastWrite {
+                            base: w.base,
+                            written: StatusDigest::of(Some(&w.status)),
+                        });
                     }
                     "ok"
                 }
@@ -521,16 +575,17 @@ mod tests {
         );
         assert!(needs_write(None, &a, None));
         assert!(!needs_write(Some(&a), &a, None));
-        assert!(!needs_write(
-            Some(&a),
-            &b,
-            Some(&(Some(a.clone()), b.clone()))
-        ));
-        assert!(needs_write(
-            Some(&b),
-            &a,
-            Some(&(Some(a.clone()), b.clone()))
-        ));
+        let last = LastWrite {
+            base: StatusDigest::of(Some(&a)),
+            written: StatusDigest::of(Some(&b)),
+        };
+        assert!(!needs_write(Some(&a), &b, Some(&last)));
+        assert!(needs_write(Some(&b), &a, Some(&last)));
+        assert_ne!(StatusDigest::of(None), StatusDigest::of(Some(&a)));
+        assert_eq!(
+            StatusDigest::of(Some(&a)),
+            StatusDigest::of(Some(&a.clone()))
+        );
     }
     use crate::time::to_time_secs;
 

@@ -3,15 +3,15 @@
 //! The workload kinds come from the reflectors shared with the webhook
 //! ([`tailor_crds::cluster::reflectors`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
+use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
-use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tailor_crds::cluster::reflectors::{
     OnWatchError, WorkloadStores, WorkloadWriters, api, spawn_reflector, workload_stores,
@@ -23,7 +23,8 @@ use tokio::task::JoinHandle;
 use super::error::Error;
 use super::metrics::Metrics;
 use super::oom::{OomQueue, eviction_ooms, pod_ooms};
-use super::slim::{SlimContainer, SlimPod, SlimResources};
+use super::pod_store::{CompactPod, PodStore};
+use super::slim::SlimPod;
 
 /// Read handles of every store.
 #[derive(Clone)]
@@ -32,8 +33,8 @@ pub struct Stores {
     pub vpas: Store<VerticalPodAutoscaler>,
     /// Tailor VPA checkpoints.
     pub checkpoints: Store<VerticalPodAutoscalerCheckpoint>,
-    /// Pods that are not Pending.
-    pub pods: Store<SlimPod>,
+    /// Pods that are not Pending, compact.
+    pub pods: PodStore,
     /// The well-known workload kinds, slim (shared with the webhook).
     pub workloads: WorkloadStores,
 }
@@ -54,18 +55,22 @@ pub struct Writers {
 pub fn new_stores(ooms: OomQueue) -> (Stores, Writers) {
     let vpas = Writer::default();
     let checkpoints = Writer::default();
-    let pods = Writer::default();
+    let (pods, ready) = PodStore::new();
     let (workloads, workload_writers) = workload_stores();
     let stores = Stores {
         vpas: vpas.as_reader(),
         checkpoints: checkpoints.as_reader(),
-        pods: pods.as_reader(),
+        pods: pods.clone(),
         workloads,
     };
     let writers = Writers {
         vpas,
         checkpoints,
-        pods: PodFeed { writer: pods, ooms },
+        pods: PodFeed {
+            store: pods,
+            ready,
+            ooms,
+        },
         workloads: workload_writers,
     };
     (stores, writers)
@@ -73,27 +78,45 @@ pub fn new_stores(ooms: OomQueue) -> (Stores, Writers) {
 
 /// The pod store's writer plus the OOM observer: every update is compared with the stored copy first.
 pub struct PodFeed {
-    writer: Writer<SlimPod>,
+    store: PodStore,
+    ready: tokio::sync::watch::Sender<bool>,
     ooms: OomQueue,
 }
 
 impl PodFeed {
-    /// Handles one pod watch event: detects OOMs against the stored copy (which a relist keeps until
-    /// `InitDone`), strips the object and stores it.
+    /// Handles one pod watch event: compacts the object, detects OOMs against the stored copy (which a
+    /// relist keeps until `InitDone`) and stores it.
     pub fn handle(&mut self, event: watcher::Event<SlimPod>) {
-        let event = match event {
-            watcher::Event::Apply(o) => watcher::Event::Apply(self.observe(o)),
-            watcher::Event::InitApply(o) => watcher::Event::InitApply(self.observe(o)),
-            other => other,
-        };
-        self.writer.apply_watcher_event(&event);
-    }
-
-    fn observe(&self, pod: SlimPod) -> SlimPod {
-        let old = self.writer.as_reader().get(&ObjectRef::from_obj(&pod));
-        let new = strip_pod(pod);
-        self.ooms.push(pod_ooms(old.as_deref(), &new));
-        new
+        let mut inner = self.store.write();
+        match event {
+            watcher::Event::Apply(o) => {
+                if let Some(new) = CompactPod::of(o, &mut inner.interner) {
+                    self.ooms.push(pod_ooms(
+                        inner.get(&new.namespace, &new.name).map(|p| &**p),
+                        &new,
+                    ));
+                    inner.apply(new);
+                }
+            }
+            watcher::Event::InitApply(o) => {
+                if let Some(new) = CompactPod::of(o, &mut inner.interner) {
+                    self.ooms.push(pod_ooms(
+                        inner.get(&new.namespace, &new.name).map(|p| &**p),
+                        &new,
+                    ));
+                    inner.init_apply(new);
+                }
+            }
+            watcher::Event::Delete(o) => inner.delete(
+                o.metadata.namespace.as_deref().unwrap_or_default(),
+                o.metadata.name.as_deref().unwrap_or_default(),
+            ),
+            watcher::Event::Init => inner.init(),
+            watcher::Event::InitDone => {
+                inner.init_done();
+                self.ready.send_replace(true);
+            }
+        }
     }
 }
 
@@ -111,34 +134,6 @@ fn strip_meta(m: ObjectMeta, labels: bool, annotations: bool) -> ObjectMeta {
         deletion_timestamp: m.deletion_timestamp,
         ..ObjectMeta::default()
     }
-}
-
-fn memory_requests(r: Option<SlimResources>) -> Option<SlimResources> {
-    let requests: Option<BTreeMap<_, _>> = r
-        .and_then(|r| r.requests)
-        .map(|m| m.into_iter().filter(|(k, _)| k == "memory").collect());
-    requests.map(|requests| SlimResources {
-        requests: Some(requests),
-    })
-}
-
-/// Keeps what the loop and the OOM observer read: identity, labels, owners, container names and memory
-/// requests, init container names, phase and container states.
-pub fn strip_pod(mut p: SlimPod) -> SlimPod {
-    p.metadata = strip_meta(p.metadata, true, false);
-    for c in &mut p.spec.containers {
-        c.resources = memory_requests(c.resources.take());
-    }
-    for c in &mut p.spec.init_containers {
-        *c = SlimContainer {
-            name: std::mem::take(&mut c.name),
-            resources: None,
-        };
-    }
-    for c in &mut p.status.container_statuses {
-        c.resources = memory_requests(c.resources.take());
-    }
-    p
 }
 
 /// VPAs keep spec, status and annotations (post-processor switches); managed fields and labels go.
@@ -269,15 +264,11 @@ fn is_forbidden(e: &watcher::Error) -> bool {
 
 /// Waits until every store has seen its first complete list.
 pub async fn wait_until_ready(stores: &Stores) -> Result<(), CacheStopped> {
-    let stopped = |kind| move |_| CacheStopped(kind);
     let vpas = stores.vpas.wait_until_ready().await;
-    vpas.map_err(stopped("VerticalPodAutoscaler"))?;
+    vpas.map_err(|_| CacheStopped("VerticalPodAutoscaler"))?;
     let checkpoints = stores.checkpoints.wait_until_ready().await;
-    checkpoints.map_err(stopped("VerticalPodAutoscalerCheckpoint"))?;
-    stores
-        .pods
-        .wait_until_ready()
-        .await
-        .map_err(stopped("Pod"))?;
+    checkpoints.map_err(|_| CacheStopped("VerticalPodAutoscalerCheckpoint"))?;
+    let pods = stores.pods.wait_until_ready().await;
+    pods.map_err(|_| CacheStopped("Pod"))?;
     stores.workloads.wait_until_ready().await
 }

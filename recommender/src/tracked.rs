@@ -1,6 +1,6 @@
 //! What the controller tracks per VPA and per pod besides the model: the state the loop's steps share.
 
-use tailor_crds::{VerticalPodAutoscaler, VerticalPodAutoscalerStatus};
+use tailor_crds::VerticalPodAutoscaler;
 use tailor_engine::units::Nanos;
 
 /// `(namespace, name)` of a VPA.
@@ -17,11 +17,10 @@ pub(crate) struct VpaEntry {
     pub(crate) restore_pending: bool,
     /// When its checkpoints were last written without error.
     pub(crate) last_checkpoint: Option<Nanos>,
-    /// The stored status a write was based on, and what was written.
-    pub(crate) last_written: Option<(
-        Option<VerticalPodAutoscalerStatus>,
-        VerticalPodAutoscalerStatus,
-    )>,
+    /// The histograms that write stored.
+    pub(crate) checkpoint_shapes: Option<crate::checkpoint_writer::WrittenShapes>,
+    /// Digests of the stored status the last write was based on, and of what was written.
+    pub(crate) last_written: Option<crate::status_writer::LastWrite>,
     /// `ConfigUnsupported` message of the target resolution.
     pub(crate) unsupported: Option<String>,
     /// When a missing recommendation was last logged.
@@ -35,6 +34,7 @@ impl VpaEntry {
             uid,
             restore_pending: true,
             last_checkpoint: None,
+            checkpoint_shapes: None,
             last_written: None,
             unsupported: None,
             missing_logged: None,
@@ -42,11 +42,11 @@ impl VpaEntry {
     }
 }
 
-/// What the loop remembers about a pod in the model: enough to skip unchanged pods and init containers.
+/// What the loop remembers about a pod in the model: the stored copy it read (shared with the store, to
+/// skip unchanged pods and init containers) and the loop that last saw it.
 #[derive(Debug)]
 pub(crate) struct PodEntry {
-    pub(crate) resource_version: Option<String>,
-    pub(crate) init: Vec<String>,
+    pub(crate) pod: std::sync::Arc<crate::pod_store::CompactPod>,
     pub(crate) seen: u64,
 }
 

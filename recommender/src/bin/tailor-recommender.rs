@@ -23,6 +23,11 @@ use tailor_recommender::ratelimit::RateLimiter;
 use tailor_recommender::run_loop::{Recommender, Stopped, wall_now};
 use tailor_recommender::stores::{new_stores, spawn_watchers, wait_until_ready};
 
+/// mimalloc, with `MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_PURGE_DELAY=0` as the image and the chart set them:
+/// chosen on measured RSS (BENCHMARKS.md, issue 14).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| e.to_string())
 }
@@ -55,6 +60,13 @@ struct Args {
     /// How often checkpoints of deleted VPAs are removed.
     #[arg(long, value_parser = duration, default_value = "10m")]
     checkpoints_gc_interval: Duration,
+    /// Rewrite a VPA's checkpoints before `--checkpoints-max-age` only when some histogram moved at least
+    /// this share of its weight since the last write (0 to 1; 0 = every loop, as upstream).
+    #[arg(long, default_value_t = 0.05)]
+    checkpoints_min_change: f64,
+    /// Rewrite a VPA's checkpoints at least this often, moved or not.
+    #[arg(long, value_parser = duration, default_value = "10m")]
+    checkpoints_max_age: Duration,
     /// Deprecated upstream; accepted and ignored.
     #[arg(long, default_value_t = 10)]
     min_checkpoints: u32,
@@ -150,6 +162,12 @@ impl Args {
             bail!("--recommender-interval must be greater than zero");
         }
         self.estimation.validate()?;
+        if !(0.0..=1.0).contains(&self.checkpoints_min_change) {
+            bail!(
+                "--checkpoints-min-change must be between 0 and 1, not {}",
+                self.checkpoints_min_change
+            );
+        }
         let ignored: Vec<String> = self
             .ignored_vpa_object_namespaces
             .iter()
@@ -170,6 +188,8 @@ impl Args {
             interval: self.recommender_interval,
             checkpoints_timeout: self.checkpoints_timeout,
             checkpoints_gc_interval: self.checkpoints_gc_interval,
+            checkpoints_min_change: self.checkpoints_min_change,
+            checkpoints_max_age: self.checkpoints_max_age,
             update_worker_count: self.update_worker_count.max(1),
             memory_saver: self.memory_saver,
             vpa_object_namespace: self.vpa_object_namespace.clone(),
@@ -380,7 +400,18 @@ async fn lead(
                 ooms = r.ooms_recorded,
                 status_writes = r.status_writes,
                 checkpoints = r.checkpoints_written,
+                checkpoints_unchanged = r.checkpoints_unchanged,
                 metrics_ok = r.metrics_ok,
+                list_s = r.phases.list_seconds,
+                ingest_s = r.phases.ingest_seconds,
+                recommend_s = r.phases.recommend_seconds,
+                status_s = r.phases.status_seconds,
+                checkpoint_s = r.phases.checkpoint_seconds,
+                total_s = r.phases.total_seconds,
+                rss_after_list = r.phases.rss_after_list,
+                rss_after_ingest = r.phases.rss_after_ingest,
+                rss_after_status = r.phases.rss_after_status,
+                rss_after_checkpoints = r.phases.rss_after_checkpoints,
                 "loop finished"
             );
         })

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use tailor_crds::{PodResourcePolicy, VerticalPodAutoscaler};
 
-use tailor_engine::model::{Labels, PodPhase, Selector};
+use tailor_engine::model::{Labels, Selector};
 use tailor_engine::policy::{self, PolicyError};
 
 pub(crate) use crate::tracked::{PodEntry, VpaEntry};
@@ -38,16 +38,6 @@ pub fn resource_policy(
     };
     policy::validate(p)?;
     Ok(Some(p.clone()))
-}
-
-fn phase(p: Option<&str>) -> PodPhase {
-    match p {
-        Some("Pending") => PodPhase::Pending,
-        Some("Succeeded") => PodPhase::Succeeded,
-        Some("Failed") => PodPhase::Failed,
-        Some("Unknown") => PodPhase::Unknown,
-        _ => PodPhase::Running,
-    }
 }
 
 /// What a sync does with one owned VPA.

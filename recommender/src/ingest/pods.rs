@@ -1,14 +1,16 @@
 //! Pods into the model: those the [`PodFilter`] tracks, re-read only when they or the VPAs changed.
 
-use super::{PodEntry, PodFilter, phase};
+use std::sync::Arc;
+
+use super::{PodEntry, PodFilter};
+use crate::pod_store::CompactPod;
 use crate::run_loop::Recommender;
-use crate::slim::SlimPod;
-use tailor_engine::model::{ContainerId, Labels, PodPhase};
+use tailor_engine::model::{ContainerId, PodPhase};
 
 impl Recommender {
     /// Adds or updates the store's pods that the [`PodFilter`] tracks; returns the model pods that are
     /// gone (deleted after this loop's OOMs).
-    pub(crate) fn sync_pods(&mut self) -> Vec<(String, String)> {
+    pub(crate) fn sync_pods(&mut self) -> Vec<(Arc<str>, Box<str>)> {
         let generation = self.loops;
         let recheck = std::mem::take(&mut self.vpas_changed);
         let model_vpas = self.model.vpas();
@@ -20,17 +22,13 @@ impl Recommender {
         );
         let mut updates = Vec::new();
         for pod in self.stores.pods.state() {
-            let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
-            let Some(name) = pod.metadata.name.as_deref() else {
-                continue;
-            };
-            let ph = phase(pod.status.phase.as_deref());
-            if ph == PodPhase::Pending || !self.cfg.namespace_watched(ns) {
+            let ns: &str = &pod.namespace;
+            if pod.phase == PodPhase::Pending || !self.cfg.namespace_watched(ns) {
                 continue;
             }
-            let existing = self.pods.get_mut(ns).and_then(|m| m.get_mut(name));
+            let existing = self.pods.get_mut(ns).and_then(|m| m.get_mut(&*pod.name));
             let unchanged = existing.as_ref().is_some_and(|e| {
-                e.resource_version.is_some() && e.resource_version == pod.metadata.resource_version
+                e.pod.resource_version.is_some() && e.pod.resource_version == pod.resource_version
             });
             if unchanged && !recheck {
                 if let Some(e) = existing {
@@ -38,19 +36,18 @@ impl Recommender {
                 }
                 continue;
             }
-            let labels: Labels = pod.metadata.labels.clone().unwrap_or_default();
-            if !filter.tracks(ns, &labels) {
+            if !filter.tracks(ns, &pod.labels) {
                 continue;
             }
             if unchanged && let Some(e) = existing {
                 e.seen = generation;
                 continue;
             }
-            updates.push((pod, labels, ph));
+            updates.push(pod);
         }
         drop(filter);
-        for (pod, labels, ph) in updates {
-            self.add_pod(&pod, &labels, ph, generation);
+        for pod in updates {
+            self.add_pod(pod, generation);
         }
         let mut gone = Vec::new();
         for (ns, pods) in &self.pods {
@@ -63,35 +60,29 @@ impl Recommender {
         gone
     }
 
-    fn add_pod(&mut self, pod: &SlimPod, labels: &Labels, ph: PodPhase, generation: u64) {
-        let ns = pod.metadata.namespace.clone().unwrap_or_default();
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        self.model.add_or_update_pod(&ns, &name, labels, ph);
-        for c in &pod.spec.containers {
+    fn add_pod(&mut self, pod: Arc<CompactPod>, generation: u64) {
+        self.model
+            .add_or_update_pod(&pod.namespace, &pod.name, &pod.labels, pod.phase);
+        for c in pod.containers.iter() {
             let id = ContainerId {
-                namespace: &ns,
-                pod: &name,
-                container: &c.name,
+                namespace: &pod.namespace,
+                pod: &pod.name,
+                container: c,
             };
             if let Err(e) = self.model.add_or_update_container(id) {
                 tracing::warn!(error = %e, "container not added to the model");
             }
         }
+        let (ns, name) = (pod.namespace.clone(), pod.name.clone());
         let entry = PodEntry {
-            resource_version: pod.metadata.resource_version.clone(),
-            init: pod
-                .spec
-                .init_containers
-                .iter()
-                .map(|c| c.name.clone())
-                .collect(),
+            pod,
             seen: generation,
         };
         self.pods.entry(ns).or_default().insert(name, entry);
     }
 
     /// Removes pods that left the store from the model.
-    pub(crate) fn delete_pods(&mut self, gone: Vec<(String, String)>) {
+    pub(crate) fn delete_pods(&mut self, gone: Vec<(Arc<str>, Box<str>)>) {
         for (ns, name) in gone {
             self.model.delete_pod(&ns, &name);
             if let Some(m) = self.pods.get_mut(&ns) {

@@ -1,54 +1,35 @@
 //! Usage into the model: one PodMetrics poll, and the OOMs the observer queued.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use crate::error::Error;
+use crate::metrics_api::PodMetrics;
 use crate::run_loop::{LoopReport, Recommender};
-use tailor_engine::model::{ContainerId, ModelError, Sample};
+use crate::tracked::PodEntry;
+use tailor_engine::model::{ClusterState, ContainerId, ModelError, Sample};
 use tailor_engine::units::Resource;
 
 impl Recommender {
-    /// Feeds one PodMetrics poll into the model.
+    /// Feeds one PodMetrics poll into the model, each pod's samples as soon as its object is decoded.
     pub(crate) async fn load_metrics(&mut self, report: &mut LoopReport) -> Result<(), Error> {
         self.limiter.acquire().await;
-        let (items, bad) = self.source.list().await?;
+        let t = tokio::time::Instant::now();
+        let fetched = self.source.fetch().await;
+        report.phases.list_seconds = t.elapsed().as_secs_f64();
+        report.phases.rss_after_list = crate::metrics::resident_bytes();
+        self.metrics
+            .step("metrics_list", report.phases.list_seconds);
+        fetched?;
+        let mut counts = [0u64; 4];
+        let (model, pods) = (&mut self.model, &self.pods);
+        let bad = self
+            .source
+            .decode(&mut |pm| feed(model, pods, pm, &mut counts))?;
         if bad > 0 {
             self.record_error(&Error::MalformedMetrics { count: bad });
         }
-        let (mut acc_cpu, mut acc_mem, mut rej_cpu, mut rej_mem) = (0u64, 0u64, 0u64, 0u64);
-        for pm in items {
-            let Some(entry) = self.pods.get(&pm.namespace).and_then(|m| m.get(&pm.name)) else {
-                continue;
-            };
-            for c in pm.containers {
-                if entry.init.contains(&c.name) {
-                    continue;
-                }
-                let id = ContainerId {
-                    namespace: &pm.namespace,
-                    pod: &pm.name,
-                    container: &c.name,
-                };
-                let samples = [
-                    (Resource::Cpu, c.cpu_millicores),
-                    (Resource::Memory, c.memory_bytes),
-                ];
-                for (resource, usage) in samples {
-                    let Some(usage) = usage else { continue };
-                    let sample = Sample {
-                        time: pm.timestamp,
-                        resource,
-                        usage,
-                    };
-                    let ok = self.model.add_sample(id, sample).is_ok();
-                    let counter = match (resource, ok) {
-                        (Resource::Cpu, true) => &mut acc_cpu,
-                        (Resource::Cpu, false) => &mut rej_cpu,
-                        (_, true) => &mut acc_mem,
-                        (_, false) => &mut rej_mem,
-                    };
-                    *counter += 1;
-                }
-            }
-        }
+        let [acc_cpu, acc_mem, rej_cpu, rej_mem] = counts;
         let count = |r: &'static str, res: &'static str, n: u64| {
             self.metrics
                 .samples
@@ -103,6 +84,52 @@ impl Recommender {
                 .ooms
                 .get_or_create(&vec![("source", r.source.label()), ("result", result)])
                 .inc();
+        }
+    }
+}
+
+/// One pod's usage into the model (pods the loop does not track and init containers are skipped);
+/// `counts` are accepted CPU, accepted memory, rejected CPU and rejected memory samples.
+fn feed(
+    model: &mut ClusterState,
+    pods: &HashMap<Arc<str>, HashMap<Box<str>, PodEntry>>,
+    pm: PodMetrics,
+    counts: &mut [u64; 4],
+) {
+    let Some(entry) = pods
+        .get(pm.namespace.as_str())
+        .and_then(|m| m.get(pm.name.as_str()))
+    else {
+        return;
+    };
+    for c in pm.containers {
+        if entry.pod.init_containers.iter().any(|n| **n == *c.name) {
+            continue;
+        }
+        let id = ContainerId {
+            namespace: &pm.namespace,
+            pod: &pm.name,
+            container: &c.name,
+        };
+        let samples = [
+            (Resource::Cpu, c.cpu_millicores),
+            (Resource::Memory, c.memory_bytes),
+        ];
+        for (resource, usage) in samples {
+            let Some(usage) = usage else { continue };
+            let sample = Sample {
+                time: pm.timestamp,
+                resource,
+                usage,
+            };
+            let ok = model.add_sample(id, sample).is_ok();
+            let slot = match (resource, ok) {
+                (Resource::Cpu, true) => 0,
+                (Resource::Cpu, false) => 2,
+                (_, true) => 1,
+                (_, false) => 3,
+            };
+            counts[slot] += 1;
         }
     }
 }

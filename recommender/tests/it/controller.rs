@@ -708,3 +708,29 @@ async fn profile_by_annotation_and_flag() {
         );
     }
 }
+
+#[tokio::test]
+async fn checkpoints_are_rewritten_when_their_histograms_moved_or_at_the_maximum_age() {
+    let mut h = Harness::new(ControllerConfig::default());
+    setup(&mut h);
+    add_pods(&mut h, 1);
+    let mut written = Vec::new();
+    for i in 0..60 {
+        let (report, _) = h.loop_with(i * 60, Ok(sample_list(1, i))).await;
+        assert_eq!(
+            report.checkpoints_written + report.checkpoints_unchanged,
+            1,
+            "loop {i}: {report:?}"
+        );
+        written.push(report.checkpoints_written);
+    }
+    println!("checkpoint writes per loop: {written:?}");
+    // Young histograms move with every sample: written every loop at first.
+    assert!(written[..5].iter().all(|w| *w == 1), "{written:?}");
+    // Once the shape settles, only every 10 minutes (the maximum age), never less often.
+    let writes: Vec<usize> = (0..60).filter(|i| written[*i] == 1).collect();
+    assert!(writes.len() < 30, "{written:?}");
+    assert!(writes.windows(2).all(|w| w[1] - w[0] <= 10), "{writes:?}");
+    // Skipped loops are counted.
+    assert!(written[30..].contains(&0), "{written:?}");
+}

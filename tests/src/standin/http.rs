@@ -876,10 +876,13 @@ async fn run_watch(
             if cursor < s.compacted {
                 (Vec::new(), s.rv, true)
             } else {
+                // The log is in resourceVersion order: start after the cursor instead of scanning it
+                // all on every wake-up (at scale every write wakes every watch).
+                let start = s.log.partition_point(|c| c.rv <= cursor);
                 let changes: Vec<_> = s
                     .log
-                    .iter()
-                    .filter(|c| c.rv > cursor && filter.same_resource(&c.key))
+                    .range(start..)
+                    .filter(|c| filter.same_resource(&c.key))
                     .cloned()
                     .collect();
                 (changes, s.rv, false)
