@@ -22,66 +22,9 @@ use crate::error::Error;
 use crate::ingest::{VpaKey, key_of};
 use crate::ratelimit::RateLimiter;
 use crate::run_loop::{FIELD_MANAGER, LoopReport, Recommender};
-use tailor_engine::histogram::HistogramCheckpoint;
+pub use crate::written::{HistogramShape, WrittenShapes};
 use tailor_engine::model::{AggregateContainerState, VpaCheckpoint};
 use tailor_engine::units::Nanos;
-
-/// The shape of one histogram as a checkpoint stores it: the non-zero bucket weights (scaled to a maximum
-/// of 10,000), in bucket order.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HistogramShape(Box<[(i64, u32)]>);
-
-impl HistogramShape {
-    /// The shape of a checkpointed histogram.
-    pub fn of(cp: &HistogramCheckpoint) -> Self {
-        HistogramShape(
-            cp.bucket_weights
-                .iter()
-                .filter(|(_, w)| **w > 0)
-                .map(|(b, w)| (*b, *w))
-                .collect(),
-        )
-    }
-
-    /// How much of the mass moved between the two shapes: half the L1 distance of the normalised
-    /// distributions, from 0 (same shape) to 1 (disjoint; also when exactly one is empty).
-    pub fn distance(&self, other: &HistogramShape) -> f64 {
-        let total = |s: &HistogramShape| s.0.iter().map(|(_, w)| f64::from(*w)).sum::<f64>();
-        let (ta, tb) = (total(self), total(other));
-        if ta == 0.0 || tb == 0.0 {
-            return if ta == tb { 0.0 } else { 1.0 };
-        }
-        let (mut i, mut j, mut sum) = (0, 0, 0.0);
-        let (a, b) = (&self.0, &other.0);
-        while i < a.len() || j < b.len() {
-            let (pa, pb) = match (a.get(i), b.get(j)) {
-                (Some(x), Some(y)) if x.0 == y.0 => {
-                    i += 1;
-                    j += 1;
-                    (f64::from(x.1), f64::from(y.1))
-                }
-                (Some(x), Some(y)) if x.0 < y.0 => {
-                    i += 1;
-                    (f64::from(x.1), 0.0)
-                }
-                (Some(x), None) => {
-                    i += 1;
-                    (f64::from(x.1), 0.0)
-                }
-                (_, Some(y)) => {
-                    j += 1;
-                    (0.0, f64::from(y.1))
-                }
-                (None, None) => break,
-            };
-            sum += (pa / ta - pb / tb).abs();
-        }
-        sum / 2.0
-    }
-}
-
-/// What one VPA's checkpoint write stored: per container (in name order), the CPU and memory shapes.
-pub type WrittenShapes = Vec<(String, HistogramShape, HistogramShape)>;
 
 /// The shapes of a VPA's merged aggregates by container name
 /// ([`ClusterState::aggregate_state_by_container_name`](tailor_engine::model::ClusterState::aggregate_state_by_container_name):

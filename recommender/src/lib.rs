@@ -28,6 +28,7 @@ pub mod stores;
 pub mod target;
 pub mod time;
 pub mod tracked;
+pub mod written;
 
 pub use config::ControllerConfig;
 pub use error::Error;

@@ -22,6 +22,7 @@ use crate::ratelimit::RateLimiter;
 use crate::run_loop::{FIELD_MANAGER, LoopReport, Recommender};
 use crate::selection::{RECOMMENDATION_MISSING_LOG_PERIOD, track_missing_recommendation};
 use crate::time::to_time_secs;
+pub use crate::written::{LastWrite, StatusDigest};
 use tailor_engine::estimate::{ContainerRecommendation, VpaInput, confidence, recommend};
 use tailor_engine::model::AggregateContainerState;
 use tailor_engine::policy::Resources;
@@ -205,50 +206,6 @@ pub fn plan_status(
         conditions: Some(conditions),
         observed_generation: f.generation,
     }
-}
-
-/// A 64-bit digest of a status (SipHash of its JSON form, fields in a fixed order): what the loop keeps of
-/// each write instead of two whole statuses per VPA.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StatusDigest(u64);
-
-struct HashWriter<'a>(&'a mut std::collections::hash_map::DefaultHasher);
-
-impl std::io::Write for HashWriter<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        std::hash::Hasher::write(self.0, buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl StatusDigest {
-    /// The digest of `status` (`None` and every status digest differently).
-    pub fn of(status: Option<&VerticalPodAutoscalerStatus>) -> StatusDigest {
-        use std::hash::Hasher as _;
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        match status {
-            None => h.write_u8(0),
-            Some(s) => {
-                h.write_u8(1);
-                // Writing into a hasher cannot fail, and a status always serialises.
-                let _ = serde_json::to_writer(HashWriter(&mut h), s);
-            }
-        }
-        StatusDigest(h.finish())
-    }
-}
-
-/// What the last status write of a VPA sent: the digests of the stored status it was based on and of the
-/// status written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LastWrite {
-    /// The stored status the write was based on.
-    pub base: StatusDigest,
-    /// The status written.
-    pub written: StatusDigest,
 }
 
 /// Whether `new` must be written: it differs from the stored status, and is not what the last write

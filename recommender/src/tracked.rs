@@ -18,9 +18,9 @@ pub(crate) struct VpaEntry {
     /// When its checkpoints were last written without error.
     pub(crate) last_checkpoint: Option<Nanos>,
     /// The histograms that write stored.
-    pub(crate) checkpoint_shapes: Option<crate::checkpoint_writer::WrittenShapes>,
+    pub(crate) checkpoint_shapes: Option<crate::written::WrittenShapes>,
     /// Digests of the stored status the last write was based on, and of what was written.
-    pub(crate) last_written: Option<crate::status_writer::LastWrite>,
+    pub(crate) last_written: Option<crate::written::LastWrite>,
     /// `ConfigUnsupported` message of the target resolution.
     pub(crate) unsupported: Option<String>,
     /// When a missing recommendation was last logged.
