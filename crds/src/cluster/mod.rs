@@ -1,7 +1,8 @@
-//! Cluster plumbing both binaries share (feature `kube`): reflectors over the well-known workload kinds
-//! in their slim form ([`crate::workload`]), the `/scale` lookup for other kinds ([`scale`]), pod → VPA matching ([`index`],
-//! shared by the webhook and the updater), and the flag
-//! groups for the Kubernetes client, logging, the listen address and shutdown.
+//! Cluster plumbing the binaries share (feature `kube`): watches feeding compact caches of the well-known
+//! workload kinds ([`workload_cache`]) and of VPAs ([`vpa_cache`]) over one storage ([`shelf`]), the
+//! `/scale` lookup for other kinds ([`scale`], [`scale_cache`]), pod → VPA matching ([`index`], shared by the
+//! webhook and the updater), leader election, and the flag groups for the Kubernetes client, logging, the
+//! listen address and shutdown.
 
 pub mod client;
 pub mod index;
