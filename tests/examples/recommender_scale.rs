@@ -23,7 +23,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tailor_tests::process::{Process, binary, free_port, workspace_root, write_kubeconfig};
+use tailor_tests::process::{
+    Process, binary, free_port, proc_status_kib, workspace_root, write_kubeconfig,
+};
 use tailor_tests::standin::{ApiServer, Options};
 
 struct Args {
@@ -188,16 +190,6 @@ fn load(server: &ApiServer, a: &Args) -> Vec<(String, String, usize, usize)> {
         }
     }
     pods
-}
-
-fn proc_status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 /// CPU seconds (user + system) the process used so far.

@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tailor_tests::process::{http_get_status, post_review, start_admission};
+use tailor_tests::process::{post_review, proc_status_kib, start_admission, wait_admission_ready};
 use tailor_tests::standin::tls::TestCa;
 use tailor_tests::standin::{ApiServer, Options};
 
@@ -144,16 +144,6 @@ fn objects(ns: &str, i: usize, a: &Args) -> Vec<Value> {
     out
 }
 
-fn rss_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 fn pod_review(ns: &str, i: usize, hash: &str, uid: usize) -> Value {
     let app = format!("app-{i}");
     json!({
@@ -204,17 +194,11 @@ async fn main() {
     let started = Instant::now();
     let (adm, addrs) = start_admission(&server, dir.path(), "admission", &cert, &[]).await;
     let pid = adm.pid();
-    while http_get_status(addrs.ops, "/readyz").await != 200 {
-        assert!(
-            started.elapsed() < Duration::from_secs(600),
-            "caches never synced"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_admission_ready(&adm, &addrs, Duration::from_secs(600)).await;
     let synced_s = started.elapsed().as_secs_f64();
-    let rss_synced = rss_kib(pid, "VmRSS");
+    let rss_synced = proc_status_kib(pid, "VmRSS");
     tokio::time::sleep(Duration::from_secs(10)).await;
-    let rss_settled = rss_kib(pid, "VmRSS");
+    let rss_settled = proc_status_kib(pid, "VmRSS");
 
     // Reviews of pods of the newest revision of a spread of Deployments: every one must be patched.
     let mut patched = 0;
@@ -232,8 +216,8 @@ async fn main() {
             patched += 1;
         }
     }
-    let rss_after = rss_kib(pid, "VmRSS");
-    let hwm = rss_kib(pid, "VmHWM");
+    let rss_after = proc_status_kib(pid, "VmRSS");
+    let hwm = proc_status_kib(pid, "VmHWM");
     let workload_objects = a.deployments * (a.revisions + 1);
     println!(
         "{}",

@@ -358,6 +358,31 @@ pub async fn start_admission(
     (p, addrs)
 }
 
+/// Waits until `/readyz` of the webhook `adm` (serving its ops endpoints at `addrs`) answers 200, or panics
+/// with its log after `within`.
+pub async fn wait_admission_ready(adm: &Process, addrs: &AdmissionAddrs, within: Duration) {
+    let deadline = tokio::time::Instant::now() + within;
+    while http_get_status(addrs.ops, "/readyz").await != 200 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the webhook never became ready:\n{}",
+            adm.log_lines().join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS:`, `VmHWM:`…), 0 when it cannot be read.
+pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 /// A plain HTTP GET on loopback; returns the status code (0 when the connection fails).
 pub async fn http_get_status(addr: SocketAddr, path: &str) -> u16 {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
-use tailor_tests::process::{http_get_status, post_review, start_admission};
+use tailor_tests::process::{post_review, start_admission, wait_admission_ready};
 use tailor_tests::standin::ApiServer;
 use tailor_tests::standin::tls::TestCa;
 
@@ -217,15 +217,7 @@ spec:
     let ca = TestCa::new("webhook-ca").unwrap();
     let cert = ca.issue(&["localhost", "127.0.0.1"]).unwrap();
     let (adm, addrs) = start_admission(&server, dir.path(), "admission", &cert, &[]).await;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while http_get_status(addrs.ops, "/readyz").await != 200 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never ready:\n{}",
-            adm.log_lines().join("\n")
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_admission_ready(&adm, &addrs, WAIT).await;
     // Pods whose owner, or whose owner's owner, no cache holds: one per well-known kind.
     let pods = [
         pod("ReplicaSet", "apps/v1", "gone-rs"),
@@ -298,11 +290,7 @@ async fn workloads_created_after_sync_arrive_through_the_watch_without_a_relist(
     let ca = TestCa::new("webhook-ca").unwrap();
     let cert = ca.issue(&["localhost", "127.0.0.1"]).unwrap();
     let (adm, addrs) = start_admission(&server, dir.path(), "admission", &cert, &[]).await;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while http_get_status(addrs.ops, "/readyz").await != 200 {
-        assert!(tokio::time::Instant::now() < deadline, "never ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_admission_ready(&adm, &addrs, WAIT).await;
     let lists = replica_set_lists(&server);
     assert_eq!(lists, 1, "one initial list");
     // A rollout: the Deployment's next ReplicaSet appears after the caches synced.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tailor_tests::process::{
-    Process, http_get_status, post_review, start_admission, start_recommender,
+    Process, post_review, start_admission, start_recommender, wait_admission_ready,
 };
 use tailor_tests::standin::tls::TestCa;
 use tailor_tests::standin::{Action, ApiServer, DropMode, Fault, Match, Recorded};
@@ -411,15 +411,7 @@ async fn admission_in_cluster_mode_patches_a_pod_of_a_deployment() {
         &["--status-lease-update-interval", "1s"],
     )
     .await;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while http_get_status(addrs.ops, "/readyz").await != 200 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the webhook never became ready:\n{}",
-            adm.log_lines().join("\n")
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_admission_ready(&adm, &addrs, WAIT).await;
 
     let pod = json!({
         "apiVersion": "v1", "kind": "Pod",

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tailor_tests::process::{
-    http_get_status, post_review, start_admission, start_recommender, start_updater,
+    post_review, start_admission, start_recommender, start_updater, wait_admission_ready,
 };
 use tailor_tests::standin::ApiServer;
 use tailor_tests::standin::tls::TestCa;
@@ -109,15 +109,7 @@ async fn admission_patches_a_pod_of_a_custom_kind_with_scale() {
     let ca = TestCa::new("webhook-ca").unwrap();
     let cert = ca.issue(&["localhost", "127.0.0.1"]).unwrap();
     let (adm, addrs) = start_admission(&server, dir.path(), "admission", &cert, &[]).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    while http_get_status(addrs.ops, "/readyz").await != 200 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never ready:\n{}",
-            adm.log_lines().join("\n")
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_admission_ready(&adm, &addrs, Duration::from_secs(15)).await;
     let pod = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"generateName": "canary-7c9f-", "namespace": "shop",
