@@ -12,8 +12,8 @@ use kube::{Api, Client};
 use tailor_crds::cluster::leader::Fence;
 use tailor_crds::condition as cond;
 use tailor_crds::{
-    RecommendedContainerResources, RecommendedPodResources, ResourceList, VerticalPodAutoscaler,
-    VerticalPodAutoscalerCondition, VerticalPodAutoscalerStatus,
+    RecommendedContainerResources, RecommendedPodResources, ResourceList, UpdateMode,
+    VerticalPodAutoscaler, VerticalPodAutoscalerCondition, VerticalPodAutoscalerStatus,
 };
 
 use crate::error::Error;
@@ -413,7 +413,12 @@ impl Recommender {
         if let Err(err) = resource_policy(v) {
             unsupported.get_or_insert(format!("Invalid resourcePolicy: {err}"));
         }
-        let (mut recommendation, mut low_confidence) = match self.recommendation(e.index) {
+        let in_place = matches!(
+            tailor_crds::policy::update_mode(&v.spec),
+            UpdateMode::InPlace | UpdateMode::InPlaceOrRecreate
+        );
+        let (mut recommendation, mut low_confidence) = match self.recommendation(e.index, in_place)
+        {
             Ok(r) => r,
             Err(err) => {
                 unsupported.get_or_insert(format!("Invalid resourcePolicy: {err}"));
@@ -434,9 +439,12 @@ impl Recommender {
     }
 
     /// The engine's recommendation for the model VPA `index`, in API form, and its `LowConfidence` message.
+    /// CPU follows the time of day (a profile's setting) only for VPAs whose pods are resized `in_place`: a pod
+    /// admitted at night would otherwise keep its night request through the day.
     fn recommendation(
         &self,
         index: usize,
+        in_place: bool,
     ) -> Result<(Option<RecommendedPodResources>, Option<String>), String> {
         let aggregates = self.model.aggregate_state_by_container_name(index);
         let empty = BTreeMap::new();
@@ -455,6 +463,13 @@ impl Recommender {
             annotations,
         )
         .map_err(|e| e.to_string())?;
+        let config = if !in_place && config.cpu_time_of_day.is_some() {
+            let mut c = config.into_owned();
+            c.cpu_time_of_day = None;
+            std::borrow::Cow::Owned(c)
+        } else {
+            config
+        };
         let r = recommend(&config, &aggregates, input).map_err(|e| e.to_string())?;
         Ok((
             to_api_recommendation(&r.containers),

@@ -39,6 +39,10 @@ pub struct BacktestArgs {
     /// Run the built-in workload suite (examples/workloads/) instead of --input.
     #[arg(long, conflicts_with = "prometheus")]
     pub suite: bool,
+    /// Another draw of the suite's noise, spikes and sizes (0 = the published one): a profile that wins only
+    /// on one draw is tuned to the draw, not to the rule.
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "suite")]
+    pub suite_draw: u64,
     /// History from a Prometheus-compatible API (`--prometheus URL` and its flags), as for `tailor recommend`.
     #[command(flatten)]
     pub history: prometheus::PrometheusArgs,
@@ -141,7 +145,13 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<ExitCode> {
 /// The traces of the chosen source, and why a Prometheus history is incomplete if it is.
 fn load(args: &BacktestArgs) -> anyhow::Result<(Vec<Trace>, Option<String>)> {
     if args.suite {
-        return Ok((SUITE.iter().map(|w| w.trace()).collect(), None));
+        return Ok((
+            SUITE
+                .iter()
+                .map(|w| w.trace_with_draw(args.suite_draw))
+                .collect(),
+            None,
+        ));
     }
     if args.history.prometheus.is_some() {
         let read = prometheus::read(&args.history, |plan, feed| {

@@ -94,6 +94,36 @@ pub enum Estimator {
         /// Inner estimator.
         base: Box<Estimator>,
     },
+    /// The highest `percentile` of the hourly CPU histograms from the last sample to `ahead` (ns) later;
+    /// the all-day percentile when the hours are not covered (see [`hourly_ready`]).
+    HourlyPercentile {
+        /// Percentile.
+        percentile: f64,
+        /// How far ahead of the last sample (ns).
+        ahead: i64,
+    },
+    /// `hourly` when the aggregate's hourly histograms are ready for the window, else `otherwise`.
+    IfHourly {
+        /// How far ahead of the last sample (ns).
+        ahead: i64,
+        /// Chain used with hourly data.
+        hourly: Box<Estimator>,
+        /// Chain used without.
+        otherwise: Box<Estimator>,
+    },
+}
+
+/// Whether `agg` keeps hourly CPU histograms with a day of history and every hour from its last sample to
+/// `ahead` later covered.
+pub fn hourly_ready(agg: &AggregateContainerState, ahead: i64) -> bool {
+    const DAY: i64 = 86_400_000_000_000;
+    let Some(h) = &agg.hourly else { return false };
+    agg.first_sample_start != ZERO_TIME
+        && sat_sub(
+            agg.last_sample_start as i128,
+            agg.first_sample_start as i128,
+        ) >= DAY
+        && h.covers(agg.last_sample_start, ahead)
 }
 
 impl Estimator {
@@ -117,6 +147,23 @@ impl Estimator {
                 scale_resource(b, go_pow(1.0 + multiplier / c, *exponent))
             }
             Estimator::MinResource { min, base } => base.estimate(r, agg).max(*min),
+            Estimator::HourlyPercentile { percentile, ahead } => match (r, &agg.hourly) {
+                (Resource::Cpu, Some(h)) if hourly_ready(agg, *ahead) => cpu_amount_from_cores(
+                    h.percentile_ahead(*percentile, agg.last_sample_start, *ahead),
+                ),
+                _ => percentile_amount(r, agg, *percentile),
+            },
+            Estimator::IfHourly {
+                ahead,
+                hourly,
+                otherwise,
+            } => {
+                if r == Resource::Cpu && hourly_ready(agg, *ahead) {
+                    hourly.estimate(r, agg)
+                } else {
+                    otherwise.estimate(r, agg)
+                }
+            }
         }
     }
 }
@@ -164,6 +211,29 @@ pub struct RecommenderConfig {
     pub cpu_integer_post_processor_enabled: bool,
     /// `--container-recommendation-max-allowed-cpu` / `-memory`.
     pub global_max_allowed: Resources,
+    /// CPU from the hourly histograms (a profile's setting; `None` = upstream's all-day estimate).
+    pub cpu_time_of_day: Option<TimeOfDay>,
+}
+
+/// How a profile that follows the daily curve sets CPU: the target is the highest hourly `percentile` (with
+/// its own margin) over the hours a recommendation must cover; the bounds sit around it so that the updater
+/// resizes in place when the request falls below `lower_margin` or above `upper_margin` of the target.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimeOfDay {
+    /// Percentile of each hour's histogram.
+    pub percentile: f64,
+    /// Safety margin of the hourly CPU estimate (replaces `--recommendation-margin-fraction` for CPU, which
+    /// keeps applying to memory).
+    pub margin: f64,
+    /// How far ahead of the last sample the target covers (ns).
+    pub ahead: i64,
+    /// How far ahead the lower bound covers (ns, ≤ `ahead`): a request set to the target lasts until the
+    /// hours within this window need more than it.
+    pub lower_ahead: i64,
+    /// Lower bound = the `lower_ahead` estimate × (1 + `lower_margin`) (≤ 0).
+    pub lower_margin: f64,
+    /// Upper bound = target × (1 + `upper_margin`) (≥ 0).
+    pub upper_margin: f64,
 }
 
 impl Default for RecommenderConfig {
@@ -186,6 +256,7 @@ impl Default for RecommenderConfig {
             humanize_memory: false,
             cpu_integer_post_processor_enabled: false,
             global_max_allowed: Resources::default(),
+            cpu_time_of_day: None,
         }
     }
 }
@@ -222,6 +293,38 @@ impl RecommenderConfig {
 
     /// The estimator chain of one bound and resource, without the minimum.
     pub fn estimator(&self, b: Bound, r: Resource) -> Estimator {
+        let all_day = self.all_day_estimator(b, r);
+        let Some(tod) = self.cpu_time_of_day.filter(|_| r == Resource::Cpu) else {
+            return all_day;
+        };
+        let within = |ahead| Estimator::Margin {
+            fraction: tod.margin,
+            base: Box::new(Estimator::HourlyPercentile {
+                percentile: tod.percentile,
+                ahead,
+            }),
+        };
+        let target = within(tod.ahead);
+        let hourly = match b {
+            Bound::Target => target,
+            Bound::Lower => Estimator::Margin {
+                fraction: tod.lower_margin,
+                base: Box::new(within(tod.lower_ahead.min(tod.ahead))),
+            },
+            Bound::Upper => Estimator::Margin {
+                fraction: tod.upper_margin,
+                base: Box::new(target),
+            },
+        };
+        Estimator::IfHourly {
+            ahead: tod.ahead,
+            hourly: Box::new(hourly),
+            otherwise: Box::new(all_day),
+        }
+    }
+
+    /// Upstream's chain: percentile → margin → confidence multiplier (bounds only).
+    fn all_day_estimator(&self, b: Bound, r: Resource) -> Estimator {
         let e = Estimator::Margin {
             fraction: self.safety_margin_fraction,
             base: Box::new(Estimator::Percentile(self.percentile(b, r))),
@@ -497,6 +600,9 @@ pub struct ContainerExplain {
     pub confidence_memory: f64,
     /// Per-container minimum applied.
     pub minimum: Resources,
+    /// CPU came from the hourly histograms (a time-of-day profile with enough history); the steps'
+    /// percentile amounts are then the all-day ones and `estimate` the hourly result.
+    pub cpu_by_hour: bool,
     /// Caps hit: `bound resource cap value`.
     pub caps: Vec<String>,
     /// Per resource and bound: percentile, bucket index, bucket end, base after margin, multiplier, raw value.
@@ -612,6 +718,9 @@ pub fn explain_container(
         confidence_cpu: confidence(agg, config.confidence_interval_cpu),
         confidence_memory: confidence(agg, config.confidence_interval_memory),
         minimum: min,
+        cpu_by_hour: config
+            .cpu_time_of_day
+            .is_some_and(|t| controlled.0 && hourly_ready(agg, t.ahead)),
         ..Default::default()
     };
     for (r, on) in [

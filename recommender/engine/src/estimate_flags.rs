@@ -214,6 +214,7 @@ impl EstimationFlags {
                 oom_bump_up_ratio: self.oom_bump_up_ratio,
                 oom_min_bump_up_bytes: self.oom_min_bump_up_bytes,
                 legacy_oom_staleness,
+                cpu_time_of_day: false,
             },
             recommender: RecommenderConfig {
                 target_cpu_percentile: self.target_cpu_percentile,
@@ -235,6 +236,7 @@ impl EstimationFlags {
                     cpu: max_cpu,
                     memory: max_mem,
                 },
+                cpu_time_of_day: None,
             },
         })
     }

@@ -36,7 +36,16 @@ impl std::fmt::Debug for Workload {
 impl Workload {
     /// The workload's trace (same bytes every call).
     pub fn trace(&self) -> Trace {
-        let mut rng = XorShiftRng::seed_from_u64(self.seed);
+        self.trace_with_draw(0)
+    }
+
+    /// The workload with another draw of its noise (and spikes, runs, sizes): `draw` 0 is [`Workload::trace`];
+    /// others check that a result does not hang on one draw.
+    pub fn trace_with_draw(&self, draw: u64) -> Trace {
+        let seed = self
+            .seed
+            .wrapping_add(draw.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut rng = XorShiftRng::seed_from_u64(seed);
         (self.build)(&mut rng)
     }
 }

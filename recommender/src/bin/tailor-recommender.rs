@@ -88,6 +88,12 @@ struct Args {
     /// see docs/profiles.md).
     #[arg(long, default_value = "upstream")]
     profile: String,
+    /// Keep CPU histograms per hour of the day for every container (about 24 more CPU histograms each), so
+    /// that profiles which follow the daily curve (`diurnal`) can use them for VPAs in `InPlace` or
+    /// `InPlaceOrRecreate` mode. On by itself when `--profile` is such a profile; set it when only
+    /// annotations select one.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    cpu_time_of_day_histograms: bool,
     /// Only handle VPAs (and watch objects) in this namespace.
     #[arg(long, default_value = "")]
     vpa_object_namespace: String,
@@ -179,9 +185,11 @@ impl Args {
                 "--vpa-object-namespace and --ignored-vpa-object-namespaces are mutually exclusive"
             );
         }
-        let engine = self.estimation.engine_config(false)?;
+        let mut engine = self.estimation.engine_config(false)?;
         let profile = tailor_engine::profile::by_name(&self.profile)
             .map_err(|e| anyhow::anyhow!("--profile: {e}"))?;
+        engine.aggregations.cpu_time_of_day =
+            self.cpu_time_of_day_histograms || profile.is_some_and(|p| p.cpu_time_of_day.is_some());
         Ok(ControllerConfig {
             profile,
             recommender_name: self.recommender_name.clone(),

@@ -189,6 +189,8 @@ struct Plan {
     minutes: Vec<(f64, f64)>,
     /// Per trace container: the index of its name in `names`.
     name_of: Vec<usize>,
+    /// Per trace container: its last event (ns); later decisions do not reach it.
+    last_at: Vec<Nanos>,
     names: Vec<String>,
 }
 
@@ -223,7 +225,14 @@ impl Plan {
             .iter()
             .map(|c| names.binary_search(&c.name).unwrap_or(0))
             .collect();
+        let mut last_at = vec![Nanos::MIN; trace.containers.len()];
+        for e in events {
+            if let Some(l) = last_at.get_mut(e.container) {
+                *l = (*l).max(e.at);
+            }
+        }
         Ok(Plan {
+            last_at,
             first,
             score_from: first.saturating_add(cfg.warmup),
             minutes: trace
@@ -284,11 +293,18 @@ impl<'t> Runner<'t> {
             Strategy::KrrSimple => Engine::Krr(krr::KrrSimple::default()),
             Strategy::Upstream | Strategy::Profile(_) => {
                 let latest = events.iter().map(|e| e.at.max(e.ts)).fold(0, Nanos::max);
-                let cluster = TraceCluster::build(trace, config.aggregations, latest)?;
-                let rc = match strategy {
+                let mut rc = match strategy {
                     Strategy::Profile(p) => p.apply(&config.recommender),
                     _ => config.recommender.clone(),
                 };
+                // Following the daily curve needs resizes of running pods; at admission only, a pod
+                // started at night would keep its night request through the afternoon.
+                if cfg.actuation == Actuation::Admission {
+                    rc.cpu_time_of_day = None;
+                }
+                let mut aggregations = config.aggregations;
+                aggregations.cpu_time_of_day |= rc.cpu_time_of_day.is_some();
+                let cluster = TraceCluster::build(trace, aggregations, latest)?;
                 Engine::Model(Box::new(cluster), rc)
             }
         };
@@ -401,7 +417,8 @@ impl<'t> Runner<'t> {
             ) else {
                 continue;
             };
-            if inst.started && actuation::takes(self.cfg.actuation, applied, rec, at) {
+            let running = inst.started && self.plan.last_at[ci] >= at;
+            if running && actuation::takes(self.cfg.actuation, applied, rec, at) {
                 *applied = Applied {
                     requests: merge(rec.target, applied.requests),
                     since: at,

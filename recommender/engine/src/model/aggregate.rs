@@ -1,5 +1,6 @@
 //! Aggregated usage of every container sharing one key: two decaying histograms and CPU sample statistics.
 
+use super::time_of_day::HourlyCpu;
 use crate::histogram::{
     DecayingHistogram, HistogramCheckpoint, HistogramError, HistogramOptions, MIN_SAMPLE_WEIGHT,
     ZERO_TIME,
@@ -26,6 +27,8 @@ pub struct AggregationsConfig {
     pub oom_min_bump_up_bytes: f64,
     /// Judge OOM staleness against the window end (upstream ≤ 1.2.x) instead of the last memory sample.
     pub legacy_oom_staleness: bool,
+    /// Also keep CPU histograms per hour of the day ([`HourlyCpu`]) for profiles that follow the daily curve.
+    pub cpu_time_of_day: bool,
 }
 
 impl Default for AggregationsConfig {
@@ -39,6 +42,7 @@ impl Default for AggregationsConfig {
             oom_bump_up_ratio: 1.2,
             oom_min_bump_up_bytes: 104_857_600.0,
             legacy_oom_staleness: false,
+            cpu_time_of_day: false,
         }
     }
 }
@@ -77,6 +81,8 @@ pub struct AggregateContainerState {
     pub total_samples_count: u64,
     /// When the aggregate was created.
     pub creation_time: Nanos,
+    /// CPU by hour of the day, when the model keeps it.
+    pub hourly: Option<Box<HourlyCpu>>,
 }
 
 /// An aggregate's checkpoint (`VerticalPodAutoscalerCheckpoint.status`).
@@ -134,12 +140,18 @@ impl AggregateContainerState {
             last_sample_start: ZERO_TIME,
             total_samples_count: 0,
             creation_time,
+            hourly: config
+                .cpu_time_of_day
+                .then(|| Box::new(HourlyCpu::new(config.cpu_histogram_decay_half_life))),
         }
     }
 
     /// Adds raw CPU usage (cores) with an explicit weight, updating sample statistics.
     pub fn add_cpu_cores(&mut self, cores: f64, weight: f64, t: Nanos) {
         self.cpu.add_sample(cores, weight, t);
+        if let Some(h) = &mut self.hourly {
+            h.add(cores, weight, t);
+        }
         if t > self.last_sample_start {
             self.last_sample_start = t;
         }
@@ -168,6 +180,12 @@ impl AggregateContainerState {
     pub fn merge(&mut self, other: &AggregateContainerState) {
         self.cpu.merge(&other.cpu);
         self.memory.merge(&other.memory);
+        if let Some(o) = &other.hourly {
+            match &mut self.hourly {
+                Some(h) => h.merge(o),
+                None => self.hourly = Some(o.clone()),
+            }
+        }
         if other.first_sample_start != ZERO_TIME
             && (self.first_sample_start == ZERO_TIME
                 || other.first_sample_start < self.first_sample_start)
@@ -220,9 +238,14 @@ impl AggregateContainerState {
         Ok(())
     }
 
-    /// Heap bytes held by both histograms.
+    /// Heap bytes held by the histograms (the hourly ones included).
     pub fn heap_bytes(&self) -> usize {
-        self.cpu.heap_bytes() + self.memory.heap_bytes()
+        self.cpu.heap_bytes()
+            + self.memory.heap_bytes()
+            + self
+                .hourly
+                .as_ref()
+                .map_or(0, |h| std::mem::size_of::<HourlyCpu>() + h.heap_bytes())
     }
 }
 

@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod container;
 pub mod fxhash;
 pub mod selector;
+pub mod time_of_day;
 
 pub use aggregate::{
     AggregateCheckpoint, AggregateContainerState, AggregationsConfig, CheckpointError, SampleSink,
@@ -15,3 +16,4 @@ pub use cluster::{
 };
 pub use container::{ContainerState, SampleRejected};
 pub use selector::{Labels, Selector};
+pub use time_of_day::HourlyCpu;

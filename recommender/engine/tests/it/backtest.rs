@@ -237,3 +237,133 @@ fn profiles_by_annotation() {
     assert_eq!(Strategy::parse("balanced").unwrap().name(), "balanced");
     assert!(Strategy::parse("nope").is_err());
 }
+
+/// A pod that has ended takes no more changes: pod `a` (1 core, 200 MB requested) runs from T to T+120 and
+/// takes KRR's first recommendation at T+120; the recommendation moves at T+240 (its 0.3-core sample), after
+/// `a` ended. Pod `b` starts at T+600 with the latest recommendation and its own samples do not move it.
+#[test]
+fn ended_pods_take_no_changes() {
+    let samples = |start: f64, values: &[f64]| -> Vec<[f64; 2]> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| [T + start + 60.0 * i as f64, *v])
+            .collect()
+    };
+    let pod = |name: &str, start: f64, cpu: &[f64], mem: &[f64]| TraceContainer {
+        name: "c".into(),
+        pod: Some(name.into()),
+        cpu_request_cores: Some(1.0),
+        memory_request_bytes: Some(200e6),
+        cpu_samples: samples(start, cpu),
+        memory_samples: samples(start, mem),
+        ooms: vec![],
+    };
+    let t = Trace {
+        id: "two-pods".into(),
+        containers: vec![
+            pod("a", 0.0, &[0.1, 0.2, 0.3], &[100e6, 150e6, 120e6]),
+            pod("b", 600.0, &[0.1; 6], &[100e6; 6]),
+        ],
+        ..Default::default()
+    };
+    let mut c = cfg(Actuation::Ideal);
+    c.warmup = 0;
+    let r = backtest::run(&t, &ReplayConfig::default(), &[Strategy::KrrSimple], &c).unwrap();
+    let d = &r[0].decisions;
+    assert_ne!(
+        d[0].recommendations[0].target, d[1].recommendations[0].target,
+        "the recommendation moves after pod a ended"
+    );
+    assert_eq!(r[0].containers[0].score.changes, 1);
+}
+
+fn diurnal() -> &'static profile::Profile {
+    profile::by_name("diurnal").unwrap().unwrap()
+}
+
+/// `diurnal` without its time-of-day part: what it does before a day of history and without in-place updates.
+fn all_day(p: &profile::Profile) -> &'static profile::Profile {
+    Box::leak(Box::new(profile::Profile {
+        name: "diurnal-all-day",
+        cpu_time_of_day: None,
+        ..*p
+    }))
+}
+
+fn decisions(t: &Trace, s: Strategy, actuation: Actuation) -> Vec<backtest::Decision> {
+    let mut c = cfg(actuation);
+    c.every = 3600 * 1_000_000_000;
+    let mut r = backtest::run(t, &ReplayConfig::default(), &[s], &c).unwrap();
+    r.remove(0).decisions
+}
+
+/// The hourly CPU estimate needs a day of history; before that, and whenever pods are only sized at
+/// admission, `diurnal` recommends with its all-day settings.
+#[test]
+fn time_of_day_waits_for_a_day_and_needs_in_place_updates() {
+    let d = diurnal();
+    let plain = all_day(d);
+    let short = shortened("web-diurnal", 0.95);
+    assert_eq!(
+        decisions(&short, Strategy::Profile(d), Actuation::Inplace),
+        decisions(&short, Strategy::Profile(plain), Actuation::Inplace)
+    );
+    let long = shortened("web-diurnal", 3.0);
+    assert_eq!(
+        decisions(&long, Strategy::Profile(d), Actuation::Admission),
+        decisions(&long, Strategy::Profile(plain), Actuation::Admission)
+    );
+    // After a day, CPU follows the curve: the night target is well below the afternoon one.
+    let hourly = decisions(&long, Strategy::Profile(d), Actuation::Inplace);
+    let cpu_at = |hour_utc: i64| {
+        hourly
+            .iter()
+            .filter(|x| {
+                x.at > nanos_from_unix_seconds(tailor_engine::workloads::START + 86_400.0 * 1.5)
+                    .unwrap()
+            })
+            .find(|x| (x.at / 3_600_000_000_000) % 24 == hour_utc)
+            .and_then(|x| x.recommendations[0].target.cpu)
+            .unwrap()
+    };
+    let (night, afternoon) = (cpu_at(3), cpu_at(13));
+    assert!(
+        night * 3 < afternoon,
+        "night {night}m, afternoon {afternoon}m"
+    );
+}
+
+/// The target for the balanced profile, on the suite and on other draws of it: at least 20 % less
+/// cost than `upstream`, no more risk minutes, no more OOM-kill risk.
+#[test]
+fn diurnal_beats_upstream_on_the_suite_and_other_draws() {
+    let c = BacktestConfig::default();
+    for draw in [0, 7, 11] {
+        let (mut up, mut di) = (Score::default(), Score::default());
+        for w in SUITE {
+            let t = w.trace_with_draw(draw);
+            let r = backtest::run(
+                &t,
+                &ReplayConfig::default(),
+                &[Strategy::Upstream, Strategy::Profile(diurnal())],
+                &c,
+            )
+            .unwrap();
+            up.add(&backtest::total(&r[0].containers));
+            di.add(&backtest::total(&r[1].containers));
+        }
+        assert!(
+            di.cost() <= 0.8 * up.cost(),
+            "draw {draw}: {} vs {}",
+            di.cost(),
+            up.cost()
+        );
+        assert!(
+            di.risk_minutes() <= up.risk_minutes(),
+            "draw {draw}: {di:?} vs {up:?}"
+        );
+        assert!(di.oom_risk_samples <= up.oom_risk_samples, "draw {draw}");
+        assert!(di.uncovered_ooms <= up.uncovered_ooms, "draw {draw}");
+    }
+}
