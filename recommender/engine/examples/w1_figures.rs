@@ -1,7 +1,8 @@
 //! One-shot W1 figures for BENCHMARKS.md: ingestion throughput (aggregate and cluster paths), heap per
 //! container (counting global allocator) and time to recommend for every container.
 //!
-//! `cargo run --release -p tailor-engine --example w1_figures -- [containers] [days]` (default 10000 7).
+//! `cargo run --release -p tailor-engine --example w1_figures -- [containers] [days] [--hourly]` (default 10000 7;
+//! `--hourly` keeps the hourly CPU histograms and recommends with the `diurnal` profile).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
@@ -43,10 +44,15 @@ fn main() {
     let ticks = days * TICKS_PER_DAY;
     let samples = (2 * n * ticks) as f64;
     let w = W1::new();
-    let config = AggregationsConfig::default();
+    let hourly = std::env::args().any(|a| a == "--hourly");
+    let config = AggregationsConfig {
+        cpu_time_of_day: hourly,
+        ..AggregationsConfig::default()
+    };
     println!(
-        "W1: {n} containers x {days} days ({:.1} M samples)",
-        samples / 1e6
+        "W1: {n} containers x {days} days ({:.1} M samples){}",
+        samples / 1e6,
+        if hourly { ", hourly CPU histograms, diurnal" } else { "" }
     );
 
     // --- aggregate path: ContainerState + its own aggregate --------------------------------------------------
@@ -81,7 +87,13 @@ fn main() {
     );
 
     // --- recommendations for every aggregate -----------------------------------------------------------------
-    let rc = RecommenderConfig::default();
+    let rc = match hourly {
+        true => tailor_engine::profile::by_name("diurnal")
+            .unwrap()
+            .unwrap()
+            .apply(&RecommenderConfig::default()),
+        false => RecommenderConfig::default(),
+    };
     let min = rc.min_resources(1);
     let cpu0 = cpu_ns();
     for (_, a) in &states {
