@@ -52,7 +52,11 @@ fn main() {
     println!(
         "W1: {n} containers x {days} days ({:.1} M samples){}",
         samples / 1e6,
-        if hourly { ", hourly CPU histograms, diurnal" } else { "" }
+        if hourly {
+            ", hourly CPU histograms, diurnal"
+        } else {
+            ""
+        }
     );
 
     // --- aggregate path: ContainerState + its own aggregate --------------------------------------------------

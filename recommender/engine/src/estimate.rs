@@ -601,7 +601,8 @@ pub struct ContainerExplain {
     /// Per-container minimum applied.
     pub minimum: Resources,
     /// CPU came from the hourly histograms (a time-of-day profile with enough history); the steps'
-    /// percentile amounts are then the all-day ones and `estimate` the hourly result.
+    /// percentile amounts are then the all-day ones and `estimate` the hourly result. Omitted when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cpu_by_hour: bool,
     /// Caps hit: `bound resource cap value`.
     pub caps: Vec<String>,

@@ -447,3 +447,43 @@ async fn lead(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(args: &[&str]) -> ControllerConfig {
+        let all = std::iter::once("tailor-recommender").chain(args.iter().copied());
+        Args::try_parse_from(all)
+            .expect("flags parse")
+            .controller_config()
+            .expect("a valid configuration")
+    }
+
+    /// The hourly CPU histograms are kept when the global profile needs them or the flag asks, not otherwise.
+    #[test]
+    fn hourly_histograms_follow_the_profile_or_the_flag() {
+        assert!(!config(&[]).aggregations.cpu_time_of_day);
+        assert!(
+            !config(&["--profile", "balanced"])
+                .aggregations
+                .cpu_time_of_day
+        );
+        assert!(
+            config(&["--profile", "diurnal"])
+                .aggregations
+                .cpu_time_of_day
+        );
+        assert!(
+            config(&["--cpu-time-of-day-histograms"])
+                .aggregations
+                .cpu_time_of_day
+        );
+        // The profile cannot work without them: it turns them on even against the flag.
+        assert!(
+            config(&["--profile", "diurnal", "--cpu-time-of-day-histograms=false"])
+                .aggregations
+                .cpu_time_of_day
+        );
+    }
+}

@@ -49,6 +49,11 @@ fn mem_at(pod: usize, i: i64) -> i64 {
 }
 
 fn sample_list(pods: usize, i: i64) -> serde_json::Value {
+    sample_list_every(pods, i, 60)
+}
+
+/// Loop `i`'s samples, taken at `i × step` seconds.
+fn sample_list_every(pods: usize, i: i64, step: i64) -> serde_json::Value {
     let names: Vec<String> = (0..pods).map(|p| format!("web-{p}")).collect();
     let items: Vec<PodSample<'_>> = names
         .iter()
@@ -57,7 +62,7 @@ fn sample_list(pods: usize, i: i64) -> serde_json::Value {
             (
                 "default",
                 n.as_str(),
-                i * 60,
+                i * step,
                 vec![("app", cpu_at(p, i), mem_at(p, i))],
             )
         })
@@ -137,6 +142,11 @@ async fn unresolvable_target_is_config_unsupported() {
 }
 
 fn trace_for(pods: usize, loops: i64) -> Trace {
+    trace_every(pods, loops, 60)
+}
+
+/// The usage of `loops` loops `step` seconds apart, as a trace for `tailor recommend`.
+fn trace_every(pods: usize, loops: i64, step: i64) -> Trace {
     Trace {
         id: "controller".into(),
         now: None,
@@ -156,10 +166,10 @@ fn trace_for(pods: usize, loops: i64) -> Trace {
                 cpu_request_cores: None,
                 memory_request_bytes: None,
                 cpu_samples: (0..loops)
-                    .map(|i| [(T0_SECS + i * 60) as f64, cpu_at(p, i) as f64 / 1000.0])
+                    .map(|i| [(T0_SECS + i * step) as f64, cpu_at(p, i) as f64 / 1000.0])
                     .collect(),
                 memory_samples: (0..loops)
-                    .map(|i| [(T0_SECS + i * 60) as f64, mem_at(p, i) as f64])
+                    .map(|i| [(T0_SECS + i * step) as f64, mem_at(p, i) as f64])
                     .collect(),
                 ooms: vec![],
             })
@@ -705,6 +715,62 @@ async fn profile_by_annotation_and_flag() {
             (r.target.cpu.unwrap(), r.target.memory.unwrap()),
             "{annotation:?} {:?}",
             global.map(|p| p.name)
+        );
+    }
+}
+
+/// `diurnal` takes CPU from the hourly histograms for a VPA resized in place, and its all-day settings for one
+/// in `Recreate` mode (a pod admitted at night would keep its night request): both as `tailor recommend` computes
+/// them, after 26 hours of samples every 10 minutes.
+#[tokio::test]
+async fn diurnal_follows_the_hours_only_for_vpas_resized_in_place() {
+    use tailor_crds::{PodUpdatePolicy, UpdateMode};
+    use tailor_engine::profile::{PROFILE_ANNOTATION, by_name};
+    let diurnal = by_name("diurnal").unwrap().unwrap();
+    let (step, loops) = (600, 26 * 6);
+    let mut expected = Vec::new();
+    for hourly in [true, false] {
+        let mut config = ReplayConfig::default();
+        config.recommender = diurnal.apply(&config.recommender);
+        config.aggregations.cpu_time_of_day = true;
+        if !hourly {
+            config.recommender.cpu_time_of_day = None;
+        }
+        let out = try_replay(&trace_every(2, loops, step), &config, false).unwrap();
+        let t = out.recommendations[0].target;
+        expected.push((t.cpu.unwrap(), t.memory.unwrap()));
+    }
+    assert_ne!(expected[0], expected[1], "the data must tell the two apart");
+    for (mode, want) in [
+        (UpdateMode::InPlaceOrRecreate, expected[0]),
+        (UpdateMode::Recreate, expected[1]),
+    ] {
+        let mut cfg = ControllerConfig::default();
+        cfg.aggregations.cpu_time_of_day = true;
+        let mut h = Harness::new(cfg);
+        h.writers
+            .workloads
+            .deployments
+            .apply_watcher_event(&watcher::Event::Apply(SlimWorkload::of(&deployment(
+                "default", "web", APP,
+            ))));
+        let mut v = vpa("default", "web", "Deployment", "web");
+        v.metadata.annotations =
+            Some([(PROFILE_ANNOTATION.to_string(), "diurnal".to_string())].into());
+        v.spec.update_policy = Some(PodUpdatePolicy {
+            update_mode: Some(mode.clone()),
+            ..Default::default()
+        });
+        h.apply_vpa(&v);
+        add_pods(&mut h, 2);
+        for i in 0..loops {
+            h.loop_with(i * step, Ok(sample_list_every(2, i, step)))
+                .await;
+        }
+        assert_eq!(
+            target(&h.vpa("default", "web"), "app", "target"),
+            want,
+            "{mode:?}"
         );
     }
 }
