@@ -704,13 +704,27 @@ impl TraceCluster {
         &self,
         config: &RecommenderConfig,
     ) -> Result<crate::estimate::PodRecommendation, PolicyError> {
-        let aggregates = self.cluster.aggregate_state_by_container_name(self.vpa);
+        self.recommend_from(config, &self.aggregates_now())
+    }
+
+    /// The VPA's aggregates merged per container name from what was fed so far: one merge serves several
+    /// estimations ([`TraceCluster::recommend_from`]).
+    pub(crate) fn aggregates_now(&self) -> BTreeMap<String, crate::model::AggregateContainerState> {
+        self.cluster.aggregate_state_by_container_name(self.vpa)
+    }
+
+    /// The VPA's recommendation with `config` from `aggregates` (of [`TraceCluster::aggregates_now`]).
+    pub(crate) fn recommend_from(
+        &self,
+        config: &RecommenderConfig,
+        aggregates: &BTreeMap<String, crate::model::AggregateContainerState>,
+    ) -> Result<crate::estimate::PodRecommendation, PolicyError> {
         let v = &self.cluster.vpas()[self.vpa];
         let input = VpaInput {
             policy: v.policy.as_ref(),
             annotations: &v.annotations,
         };
-        recommend(config, &aggregates, input)
+        recommend(config, aggregates, input)
     }
 
     /// The VPA's recommendation in the §1.4 output shape, with the explanation when asked.

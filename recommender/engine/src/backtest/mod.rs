@@ -174,11 +174,52 @@ pub fn run(
     }
     let events = trace_events(trace).map_err(err)?;
     let plan = Plan::new(trace, &events, cfg)?;
-    strategies
+    let runners: Vec<Runner<'_>> = strategies
         .iter()
-        .map(|s| Runner::new(trace, &config, *s, &plan, cfg, &events)?.run(&events))
-        .collect::<Result<Vec<_>, TraceError>>()
-        .map_err(err)
+        .map(|s| Runner::new(trace, &config, *s, &plan, cfg))
+        .collect();
+    replay_all(trace, &config, &plan, cfg, &events, runners).map_err(err)
+}
+
+/// Replays the events once for every strategy: the model strategies share one model (fed once; they differ
+/// only in estimation settings, and the hourly histograms some of them read change nothing for the others),
+/// decisions come at the same times for all, each runner scores and applies its own recommendations.
+fn replay_all<'t>(
+    trace: &'t Trace,
+    config: &ReplayConfig,
+    plan: &'t Plan,
+    cfg: &'t BacktestConfig,
+    events: &[Event],
+    mut runners: Vec<Runner<'t>>,
+) -> Result<Vec<StrategyResult>, TraceError> {
+    let mut model = None;
+    if runners.iter().any(|r| matches!(r.engine, Engine::Model(_))) {
+        let latest = events.iter().map(|e| e.at.max(e.ts)).fold(0, Nanos::max);
+        let mut aggregations = config.aggregations;
+        aggregations.cpu_time_of_day |= runners
+            .iter()
+            .any(|r| matches!(&r.engine, Engine::Model(rc) if rc.cpu_time_of_day.is_some()));
+        model = Some(TraceCluster::build(trace, aggregations, latest)?);
+    }
+    let mut fed = Fed::default();
+    let mut next = plan.first.saturating_add(cfg.every);
+    for e in events {
+        while e.at >= next {
+            let aggregates = model.as_ref().map(|m| (m, m.aggregates_now()));
+            for r in &mut runners {
+                r.decide(next, aggregates.as_ref().map(|(m, a)| (*m, a)))?;
+            }
+            next = next.saturating_add(cfg.every);
+        }
+        for r in &mut runners {
+            r.score(e);
+            r.feed(e);
+        }
+        if let Some(m) = &mut model {
+            m.feed_one(trace, e, &mut fed);
+        }
+    }
+    Ok(runners.into_iter().map(Runner::finish).collect())
 }
 
 /// What every strategy shares: times and per-container facts.
@@ -251,9 +292,12 @@ impl Plan {
     }
 }
 
-/// The recommender behind a strategy.
+/// The shared model's aggregates at a decision, by container name.
+type Aggregates = BTreeMap<String, crate::model::AggregateContainerState>;
+
+/// The recommender behind a strategy: the shared model with these estimation settings, or KRR's.
 enum Engine {
-    Model(Box<TraceCluster>, RecommenderConfig),
+    Model(RecommenderConfig),
     Krr(krr::KrrSimple),
 }
 
@@ -272,7 +316,6 @@ struct Runner<'t> {
     plan: &'t Plan,
     cfg: &'t BacktestConfig,
     engine: Engine,
-    fed: Fed<'t>,
     latest: BTreeMap<usize, Rec>,
     instances: Vec<Instance>,
     scores: Vec<Score>,
@@ -287,12 +330,10 @@ impl<'t> Runner<'t> {
         strategy: Strategy,
         plan: &'t Plan,
         cfg: &'t BacktestConfig,
-        events: &[Event],
-    ) -> Result<Self, TraceError> {
+    ) -> Self {
         let engine = match strategy {
             Strategy::KrrSimple => Engine::Krr(krr::KrrSimple::default()),
             Strategy::Upstream | Strategy::Profile(_) => {
-                let latest = events.iter().map(|e| e.at.max(e.ts)).fold(0, Nanos::max);
                 let mut rc = match strategy {
                     Strategy::Profile(p) => p.apply(&config.recommender),
                     _ => config.recommender.clone(),
@@ -302,37 +343,25 @@ impl<'t> Runner<'t> {
                 if cfg.actuation == Actuation::Admission {
                     rc.cpu_time_of_day = None;
                 }
-                let mut aggregations = config.aggregations;
-                aggregations.cpu_time_of_day |= rc.cpu_time_of_day.is_some();
-                let cluster = TraceCluster::build(trace, aggregations, latest)?;
-                Engine::Model(Box::new(cluster), rc)
+                Engine::Model(rc)
             }
         };
-        Ok(Runner {
+        Runner {
             trace,
             strategy,
             plan,
             cfg,
             engine,
-            fed: Fed::default(),
             latest: BTreeMap::new(),
             instances: vec![Instance::default(); trace.containers.len()],
             scores: vec![Score::default(); plan.names.len()],
             series: vec![Series::default(); plan.names.len()],
             decisions: Vec::new(),
-        })
+        }
     }
 
-    fn run(mut self, events: &[Event]) -> Result<StrategyResult, TraceError> {
-        let mut next = self.plan.first.saturating_add(self.cfg.every);
-        for e in events {
-            while e.at >= next {
-                self.decide(next)?;
-                next = next.saturating_add(self.cfg.every);
-            }
-            self.score(e);
-            self.feed(e);
-        }
+    /// The strategy's result once every event was replayed.
+    fn finish(mut self) -> StrategyResult {
         for (i, inst) in self.instances.iter().enumerate() {
             if let Some((a, b)) = inst.scored {
                 let step = self.plan.minutes[i].0.min(self.plan.minutes[i].1);
@@ -353,18 +382,24 @@ impl<'t> Runner<'t> {
                 series: keep.then_some(series),
             })
             .collect();
-        Ok(StrategyResult {
+        StrategyResult {
             name: self.strategy.name(),
             containers,
             decisions: self.decisions,
-        })
+        }
     }
 
     /// Recommends from the events before `at` and applies the result to running containers.
-    fn decide(&mut self, at: Nanos) -> Result<(), TraceError> {
+    fn decide(
+        &mut self,
+        at: Nanos,
+        model: Option<(&TraceCluster, &Aggregates)>,
+    ) -> Result<(), TraceError> {
         let recs: Vec<(usize, Rec)> = match &mut self.engine {
-            Engine::Model(cluster, rc) => cluster
-                .recommend_now(rc)?
+            Engine::Model(rc) => model
+                .map(|(m, aggregates)| m.recommend_from(rc, aggregates))
+                .transpose()?
+                .unwrap_or_default()
                 .containers
                 .iter()
                 .filter_map(|c| {
@@ -515,9 +550,10 @@ impl<'t> Runner<'t> {
         });
     }
 
+    /// Feeds KRR's own state (the model is fed once for all strategies).
     fn feed(&mut self, e: &Event) {
         match &mut self.engine {
-            Engine::Model(cluster, _) => cluster.feed_one(self.trace, e, &mut self.fed),
+            Engine::Model(_) => {}
             Engine::Krr(k) => {
                 let name = &self.trace.containers[e.container].name;
                 match (e.kind, e.value) {
