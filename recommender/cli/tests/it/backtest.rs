@@ -85,7 +85,7 @@ fn lists_strategies_and_rejects_unknown() {
     assert!(o.status.success());
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
-        "upstream\nkrr-simple\nbalanced\nsaver\n"
+        "upstream\nkrr-simple\nbalanced\nsaver\ndiurnal\n"
     );
     let o = tailor(&["backtest", "--suite", "--strategy", "fastest"]);
     assert_eq!(o.status.code(), Some(2));
@@ -130,4 +130,31 @@ fn prometheus_source() {
     let c = &v["strategies"][0]["containers"][0];
     assert!(c["name"].as_str().unwrap().starts_with("a/w/"), "{v}");
     assert!(c["pod_days"].as_f64().unwrap() > 0.0, "{v}");
+}
+
+/// Another draw of the suite is another trace set (same shape), and `--suite-draw` needs `--suite`.
+#[test]
+fn suite_draws_differ_and_need_the_suite() {
+    let run = |draw: &str| {
+        let o = tailor(&[
+            "backtest",
+            "--suite",
+            "--strategy",
+            "upstream",
+            "--suite-draw",
+            draw,
+            "-o",
+            "json",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["strategies"][0]["total"]["cost_core_hours"]
+            .as_f64()
+            .unwrap()
+    };
+    let (published, other) = (run("0"), run("1"));
+    assert!(published > 0.0 && other > 0.0);
+    assert_ne!(published, other);
+    let o = tailor(&["backtest", "--input", "x.csv", "--suite-draw", "1"]);
+    assert_eq!(o.status.code(), Some(2));
 }
