@@ -25,6 +25,9 @@ pub fn write_all(dir: &Path, results: &[StrategyResult]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The y axis reaches this multiple of the highest value, so the legend (upper right) sits above the data.
+const LEGEND_HEADROOM: f64 = 1.45;
+
 /// A file name from a container name: path separators and other odd bytes become `_`, at most 120 bytes.
 fn file_name(name: &str) -> String {
     name.chars()
@@ -78,7 +81,7 @@ where
         })
         .fold(0.0, f64::max)
         / unit
-        * 1.1;
+        * LEGEND_HEADROOM;
     let y_max = if y_max > 0.0 { y_max } else { 1.0 };
     let mut chart = ChartBuilder::on(area)
         .margin(10)
@@ -145,6 +148,7 @@ where
     }
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()?;
