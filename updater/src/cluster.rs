@@ -544,9 +544,12 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
     ) -> Result<ResizePlan, ResizeError> {
         let ns = pods::namespace(pod);
         let plan = || {
+            // The processed recommendation the priorities used (cached per VPA and containers).
+            let processed = self.processed(vpa, pod).map_err(ResizeError::Processing)?;
             plan_resize(
                 pod,
                 vpa,
+                processed.as_deref(),
                 &self.limit_ranges(ns),
                 self.gates.cpu_startup_boost,
                 now,
@@ -611,7 +614,7 @@ pub fn processed_with(
     limit_ranges: &[LimitRange],
 ) -> Result<Option<RecommendedPodResources>, String> {
     use tailor_crds::limitrange;
-    use tailor_crds::sizing::{PatchOptions, process_recommendation, slots};
+    use tailor_crds::sizing::process_recommendation;
     let ns = pods::namespace(pod);
     let container = limitrange::merged_item(
         limitrange::in_namespace(limit_ranges, ns),
@@ -619,8 +622,8 @@ pub fn processed_with(
     );
     let pod_item =
         limitrange::merged_item(limitrange::in_namespace(limit_ranges, ns), limitrange::POD);
-    let pod = pod.sizing_pod();
-    let slots = slots(&pod, &PatchOptions::default());
+    let containers = crate::sizing::containers(pod);
+    let slots = crate::sizing::slots(pod, &containers);
     process_recommendation(vpa, &slots, container.as_ref(), pod_item.as_ref())
         .map(|p| p.map(|p| p.recommendation))
         .map_err(|e| e.to_string())
