@@ -40,6 +40,8 @@ LABEL org.opencontainers.image.title="tailor-updater" \
       org.opencontainers.image.source="https://github.com/tailor-dev/tailor" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=builder /out/tailor-updater /usr/local/bin/tailor-updater
+# mimalloc: commit memory only when used and return freed pages at once (as for the other two binaries).
+ENV MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_PURGE_DELAY=0
 USER 65532:65532
 EXPOSE 8943
 ENTRYPOINT ["/usr/local/bin/tailor-updater"]
