@@ -351,8 +351,8 @@ impl CompactPod {
             .iter()
             .map(|c| {
                 let current = current_resources(pod, c, false);
-                let requests = interner.amounts(current.requests.as_ref());
-                let limits = interner.amounts(current.limits.as_ref());
+                let requests = interner.amounts(current.requests);
+                let limits = interner.amounts(current.limits);
                 let spec = c.resources.as_ref();
                 let key = ContainerKey {
                     name: interner.str(&c.name),

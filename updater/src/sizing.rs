@@ -19,7 +19,7 @@ pub fn containers(pod: &CompactPod) -> Vec<Container> {
 }
 
 /// The slots of `pod` over `containers` (from [`containers`]), in the order of `spec.containers`.
-pub fn slots<'a>(pod: &CompactPod, containers: &'a [Container]) -> Vec<Slot<'a>> {
+pub fn slots<'a>(pod: &'a CompactPod, containers: &'a [Container]) -> Vec<Slot<'a>> {
     containers
         .iter()
         .zip(pods::containers(pod))
@@ -29,8 +29,8 @@ pub fn slots<'a>(pod: &CompactPod, containers: &'a [Container]) -> Vec<Slot<'a>>
             index,
             init: false,
             current: CurrentResources {
-                requests: info.requests.as_ref().map(|a| a.list().clone()),
-                limits: info.limits.as_ref().map(|a| a.list().clone()),
+                requests: info.requests.as_ref().map(|a| a.list()),
+                limits: info.limits.as_ref().map(|a| a.list()),
             },
         })
         .collect()

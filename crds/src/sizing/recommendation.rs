@@ -45,7 +45,7 @@ pub fn process_recommendation(
             let has_rec = recs
                 .iter()
                 .any(|r| r.container_name.as_deref() == Some(slot.name()));
-            let requests = slot.current.requests.as_ref().filter(|r| !r.is_empty());
+            let requests = slot.current.requests.filter(|r| !r.is_empty());
             if let (false, Some(requests)) = (has_rec, requests) {
                 recs.push(RecommendedContainerResources {
                     container_name: Some(slot.name().to_owned()),
@@ -90,7 +90,7 @@ pub fn process_recommendation(
                 source,
             };
             field_notes.extend(capping::cap_to_policy(values, min, max).map_err(in_policy)?);
-            if requests_only && let Some(limits) = &slot.current.limits {
+            if requests_only && let Some(limits) = slot.current.limits {
                 let at_limit = |source| PodError::Quantity {
                     context: format!("current limits of {}", slot.name()),
                     source,
