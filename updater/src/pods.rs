@@ -550,6 +550,12 @@ pub fn observed_containers(pod: &CompactPod) -> Option<&[String]> {
     pod.observed.as_deref()
 }
 
+/// The observed-container list, shared by the pods that have the same one (identity for per-iteration
+/// caches).
+pub fn observed_list(pod: &CompactPod) -> Option<&Arc<[String]>> {
+    pod.observed.as_ref()
+}
+
 /// Whether `container` counts for priorities and quick OOMs under `observed` (§2.2).
 pub fn is_observed(observed: Option<&[String]>, container: &str) -> bool {
     observed.is_none_or(|list| list.iter().any(|c| c == container))
