@@ -40,6 +40,9 @@ LABEL org.opencontainers.image.title="tailor-updater" \
       org.opencontainers.image.source="https://github.com/tailor-dev/tailor" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=builder /out/tailor-updater /usr/local/bin/tailor-updater
+# mimalloc: commit memory only when used; freed pages go back after the default 10 ms (a purge delay of 0
+# costs an iteration ~80 ms at 5,000 VPAs; BENCHMARKS.md, issue 11).
+ENV MIMALLOC_ARENA_EAGER_COMMIT=0
 USER 65532:65532
 EXPOSE 8943
 ENTRYPOINT ["/usr/local/bin/tailor-updater"]

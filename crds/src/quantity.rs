@@ -3,8 +3,8 @@
 //! Kubernetes quantities are decimal numbers with an SI or binary suffix (or an exponent). Both components
 //! need Go's `Value()` / `MilliValue()` (rounded **up**), exact sums and comparisons, `floor(a·b/c)` without
 //! overflow, and the canonical string form of a result in the format of the quantity it came from.
-//! Everything here is exact (big integers, with a 128-bit fast path), so huge values such as `1Ei` of CPU
-//! reach upstream's int64 cap instead of wrapping.
+//! Everything here is exact (big integers, with a 128-bit fast path in [`small`] that every cluster value
+//! takes), so huge values such as `1Ei` of CPU reach upstream's int64 cap instead of wrapping.
 //!
 //! Why not `kube_quantity`: it parses through `f64` (`9223372036854775807` becomes `...808`), rejects `1Ei`,
 //! truncates fractional mantissas in its integer conversions (`1.5Gi` → `1Gi`) and compares binary with
@@ -17,6 +17,11 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use num_bigint::BigInt;
 use num_integer::Integer;
 use num_traits::{One, Signed, ToPrimitive, Zero};
+
+mod small;
+
+use small::Num;
+pub use small::{mul_div_ceil as mul_div_ceil_i128, mul_div_floor as mul_div_floor_i128};
 
 /// A quantity that is not a valid Kubernetes quantity, or does not fit where it is needed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -43,7 +48,7 @@ pub enum Format {
 /// An exact quantity: `num / 10^scale`, plus the format it was written in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Amount {
-    num: BigInt,
+    num: Num,
     scale: u32,
     /// The format of the source text.
     pub format: Format,
@@ -68,7 +73,7 @@ impl Amount {
     /// An integer amount of base units (bytes, cores).
     pub fn from_units(units: BigInt, format: Format) -> Self {
         Self {
-            num: units,
+            num: Num::from_big(units),
             scale: 0,
             format,
         }
@@ -77,7 +82,7 @@ impl Amount {
     /// An integer amount of thousandths (millicores).
     pub fn from_millis(millis: BigInt, format: Format) -> Self {
         Self {
-            num: millis,
+            num: Num::from_big(millis),
             scale: 3,
             format,
         }
@@ -89,19 +94,75 @@ impl Amount {
     }
 
     fn scaled_to(&self, scale: u32) -> BigInt {
+        if let Some(v) = self.scaled_small(scale) {
+            return BigInt::from(v);
+        }
+        let num = self.num.big();
         if scale >= self.scale {
-            &self.num * pow10(scale - self.scale)
+            num * pow10(scale - self.scale)
         } else {
-            self.num.div_floor(&pow10(self.scale - scale))
+            num.div_floor(&pow10(self.scale - scale))
+        }
+    }
+
+    /// `floor(value · 10^scale)` when it fits in 128 bits.
+    fn scaled_small(&self, scale: u32) -> Option<i128> {
+        let v = self.num.small()?;
+        if scale >= self.scale {
+            v.checked_mul(small::pow10(scale - self.scale)?)
+        } else {
+            small::div_floor(v, small::pow10(self.scale - scale)?)
         }
     }
 
     /// `ceil(value · 10^digits)`.
     fn ceil_at(&self, digits: u32) -> BigInt {
+        if let Some(v) = self.ceil_small(digits) {
+            return BigInt::from(v);
+        }
+        let num = self.num.big();
         if digits >= self.scale {
-            &self.num * pow10(digits - self.scale)
+            num * pow10(digits - self.scale)
         } else {
-            self.num.div_ceil(&pow10(self.scale - digits))
+            num.div_ceil(&pow10(self.scale - digits))
+        }
+    }
+
+    /// `ceil(value · 10^digits)` when it fits in 128 bits.
+    fn ceil_small(&self, digits: u32) -> Option<i128> {
+        let v = self.num.small()?;
+        if digits >= self.scale {
+            v.checked_mul(small::pow10(digits - self.scale)?)
+        } else {
+            small::div_ceil(v, small::pow10(self.scale - digits)?)
+        }
+    }
+
+    /// [`Amount::units`] when it fits in 128 bits (without big-integer work).
+    pub fn units_i128(&self) -> Option<i128> {
+        self.ceil_small(0)
+    }
+
+    /// [`Amount::millis`] when it fits in 128 bits (without big-integer work).
+    pub fn millis_i128(&self) -> Option<i128> {
+        self.ceil_small(3)
+    }
+
+    /// [`Amount::amount`] when it fits in 128 bits (without big-integer work).
+    pub fn amount_i128(&self, resource: &str) -> Option<i128> {
+        if resource == "cpu" {
+            self.millis_i128()
+        } else {
+            self.units_i128()
+        }
+    }
+
+    /// [`Amount::from_amount`] for an amount in 128 bits.
+    pub fn from_amount_i128(resource: &str, amount: i128, format: Format) -> Self {
+        Self {
+            num: Num::Small(amount),
+            scale: if resource == "cpu" { 3 } else { 0 },
+            format,
         }
     }
 
@@ -145,20 +206,31 @@ impl Amount {
 
     /// Whether Go's `Value()` is zero (values are rounded up, so `1m` of memory is not zero).
     pub fn units_zero(&self) -> bool {
-        self.units().is_zero()
+        match self.units_i128() {
+            Some(v) => v == 0,
+            None => self.units().is_zero(),
+        }
     }
 
     /// Exact comparison.
     pub fn cmp_value(&self, other: &Self) -> Ordering {
         let scale = self.scale.max(other.scale);
+        if let (Some(a), Some(b)) = (self.scaled_small(scale), other.scaled_small(scale)) {
+            return a.cmp(&b);
+        }
         self.scaled_to(scale).cmp(&other.scaled_to(scale))
     }
 
     /// Exact sum; keeps `self`'s format.
     pub fn add(&self, other: &Self) -> Self {
         let scale = self.scale.max(other.scale);
+        let sum = match (self.scaled_small(scale), other.scaled_small(scale)) {
+            (Some(a), Some(b)) => a.checked_add(b).map(Num::Small),
+            _ => None,
+        };
         Self {
-            num: self.scaled_to(scale) + other.scaled_to(scale),
+            num: sum
+                .unwrap_or_else(|| Num::from_big(self.scaled_to(scale) + other.scaled_to(scale))),
             scale,
             format: self.format,
         }
@@ -172,6 +244,13 @@ impl Amount {
 
     fn canonical(&self) -> String {
         // Work in nano-units.
+        if let Some(nanos) = self.ceil_small(9) {
+            return match nanos.cmp(&0) {
+                Ordering::Equal => "0".into(),
+                Ordering::Greater => canonical_u128(nanos.unsigned_abs(), self.format),
+                Ordering::Less => format!("-{}", canonical_u128(nanos.unsigned_abs(), self.format)),
+            };
+        }
         let nanos = self.ceil_at(9);
         if nanos.is_zero() {
             return "0".into();
@@ -378,16 +457,6 @@ fn parse_str(text: &str) -> Result<Amount, QuantityError> {
     // Zeros that carry no value are dropped from the text, in one pass, before any arithmetic: equal values
     // then compare and print alike, and the big-integer work depends only on the significant digits.
     let frac_part = frac_part.trim_end_matches('0');
-    let digits = format!("{int_part}{frac_part}");
-    let digits = digits.trim_start_matches('0');
-    let mut num: BigInt = if digits.is_empty() {
-        BigInt::zero()
-    } else {
-        match digits.parse::<u128>() {
-            Ok(n) => BigInt::from(n),
-            Err(_) => digits.parse().map_err(|_| err("bad digits"))?,
-        }
-    };
     let mut scale = i64::try_from(frac_part.len()).map_err(|_| err("too many digits"))?;
     let mut binary_exp: u32 = 0;
     let format = if suffix.is_empty() {
@@ -410,9 +479,23 @@ fn parse_str(text: &str) -> Result<Amount, QuantityError> {
         scale -= exp;
         Format::DecimalExponent
     };
+    if let Some((num, scale)) = small::parse(int_part, frac_part, negative, scale, binary_exp) {
+        return Ok(Amount {
+            num: Num::Small(num),
+            scale,
+            format,
+        });
+    }
+    let digits = format!("{int_part}{frac_part}");
+    let digits = digits.trim_start_matches('0');
+    let mut num: BigInt = if digits.is_empty() {
+        BigInt::zero()
+    } else {
+        digits.parse().map_err(|_| err("bad digits"))?
+    };
     if num.is_zero() {
         return Ok(Amount {
-            num,
+            num: Num::Small(0),
             scale: 0,
             format,
         });
@@ -439,7 +522,11 @@ fn parse_str(text: &str) -> Result<Amount, QuantityError> {
         num = q;
         scale -= 1;
     }
-    Ok(Amount { num, scale, format })
+    Ok(Amount {
+        num: Num::from_big(num),
+        scale,
+        format,
+    })
 }
 
 /// Whether two quantities are equal in value (`1Gi` == `1073741824`).
@@ -455,12 +542,19 @@ pub fn one() -> BigInt {
 impl Amount {
     /// Whether the value is a whole number of `10^-digits` units (e.g. `100m` is whole at 3 digits).
     fn is_whole_at(&self, digits: u32) -> bool {
+        if let (Some(c), Some(f)) = (self.ceil_small(digits), self.scaled_small(digits)) {
+            return c == f;
+        }
         self.ceil_at(digits) == self.scaled_to(digits)
     }
 
     /// The value as a float in base units (cores, bytes); exact up to `f64` precision.
     pub fn to_f64(&self) -> f64 {
-        let num = self.num.to_f64().unwrap_or(f64::NAN);
+        let num = match self.num.small() {
+            // Exact in f64: the same value as the big-integer conversion.
+            Some(v) if v.unsigned_abs() < 1 << 53 => v as f64,
+            _ => self.num.big().to_f64().unwrap_or(f64::NAN),
+        };
         num / 10f64.powi(self.scale as i32)
     }
 }
@@ -472,6 +566,21 @@ fn fit_i64(v: BigInt, q: &Quantity) -> Result<i64, QuantityError> {
     })
 }
 
+/// [`fit_i64`] of the 128-bit value when there is one, else of the exact one.
+fn fit_i64_or(
+    v: Option<i128>,
+    exact: impl FnOnce() -> BigInt,
+    q: &Quantity,
+) -> Result<i64, QuantityError> {
+    match v {
+        Some(v) => i64::try_from(v).map_err(|_| QuantityError {
+            value: q.0.clone(),
+            reason: "does not fit in 64 bits",
+        }),
+        None => fit_i64(exact(), q),
+    }
+}
+
 /// The quantity as a float in base units (cores, bytes).
 pub fn as_f64(q: &Quantity) -> Result<f64, QuantityError> {
     Ok(Amount::parse(q)?.to_f64())
@@ -479,12 +588,14 @@ pub fn as_f64(q: &Quantity) -> Result<f64, QuantityError> {
 
 /// The value in whole base units, rounded up (Go's `Quantity.Value`).
 pub fn value(q: &Quantity) -> Result<i64, QuantityError> {
-    fit_i64(Amount::parse(q)?.units(), q)
+    let a = Amount::parse(q)?;
+    fit_i64_or(a.units_i128(), || a.units(), q)
 }
 
 /// The value in thousandths, rounded up (Go's `Quantity.MilliValue`): CPU millicores.
 pub fn milli_value(q: &Quantity) -> Result<i64, QuantityError> {
-    fit_i64(Amount::parse(q)?.millis(), q)
+    let a = Amount::parse(q)?;
+    fit_i64_or(a.millis_i128(), || a.millis(), q)
 }
 
 /// Whether the quantity is a whole number of thousandths (`100m` yes, `187500u` no).
@@ -509,7 +620,8 @@ pub fn cmp(a: &Quantity, b: &Quantity) -> Result<Ordering, QuantityError> {
 
 /// The amount of a resource in its integer unit: millicores for `cpu`, whole units otherwise.
 pub fn amount(resource: &str, q: &Quantity) -> Result<i64, QuantityError> {
-    fit_i64(Amount::parse(q)?.amount(resource), q)
+    let a = Amount::parse(q)?;
+    fit_i64_or(a.amount_i128(resource), || a.amount(resource), q)
 }
 
 /// The canonical decimal-SI quantity for an integer amount of a resource (see [`amount`]).

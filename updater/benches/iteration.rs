@@ -8,7 +8,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
-use std::alloc::System;
 use std::time::{Duration, Instant};
 
 use cap::Cap;
@@ -31,8 +30,9 @@ use tailor_updater::preview::plan::DryRun;
 use tailor_updater::preview::snapshot::Snapshot;
 use tailor_updater::rate_limit::RateSettings;
 
+/// The binary's allocator (mimalloc), counted.
 #[global_allocator]
-static ALLOC: Cap<System> = Cap::new(System, usize::MAX);
+static ALLOC: Cap<mimalloc::MiMalloc> = Cap::new(mimalloc::MiMalloc, usize::MAX);
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)

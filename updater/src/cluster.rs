@@ -281,14 +281,24 @@ type ProcessedKey = (usize, Vec<ByAddress<str>>);
 /// are set, interned) and whether the pod has annotations.
 type PlanKey = (usize, ByAddress<[pods::ContainerInfo]>, bool);
 
+/// The priority cache key: the parsed recommendation, the pod's containers (interned, with their current
+/// resources), its observed-container list (interned) and the resources it sets at pod level.
+type PriorityKey = (
+    ByAddress<ParsedRecommendation>,
+    ByAddress<[pods::ContainerInfo]>,
+    Option<ByAddress<[String]>>,
+    &'static [&'static str],
+);
+
 /// What one iteration computes once and reuses: parsed quantities, the matching of each pod controller,
-/// processed recommendations that do not depend on a pod's own resources, and the resize plans of pods
-/// alike.
+/// processed recommendations that do not depend on a pod's own resources, and the priorities and resize
+/// plans of pods alike.
 #[derive(Debug, Default)]
 struct IterationCaches {
     millis: RefCell<MilliCache>,
     limit_ranges: RefCell<FastMap<String, Arc<[LimitRange]>>>,
     parsed: RefCell<FastMap<ByAddress<RecommendedPodResources>, Arc<ParsedRecommendation>>>,
+    priorities: RefCell<FastMap<PriorityKey, Result<PodPriority, String>>>,
     matching: RefCell<FastMap<ByAddress<Owner>, Matching>>,
     processed_by_list: RefCell<FastMap<PlanKey, VpaEntry<Option<Arc<RecommendedPodResources>>>>>,
     processed: RefCell<FastMap<ProcessedKey, VpaEntry<Option<Arc<RecommendedPodResources>>>>>,
@@ -504,36 +514,46 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         pod: &CompactPod,
         rec: Option<&Arc<RecommendedPodResources>>,
     ) -> Result<PodPriority, String> {
-        let parsed = match rec {
-            None => Arc::new(ParsedRecommendation::new(
-                None,
-                &mut self.caches.millis.borrow_mut(),
-            )),
-            // Held only by the caller: computed for this pod alone (LimitRanges, RequestsOnly).
-            Some(rec) if Arc::strong_count(rec) == 1 => Arc::new(ParsedRecommendation::new(
-                Some(rec),
-                &mut self.caches.millis.borrow_mut(),
-            )),
-            Some(rec) => {
-                let key = ByAddress(Arc::clone(rec));
-                let hit = self.caches.parsed.borrow().get(&key).cloned();
-                match hit {
-                    Some(p) => p,
-                    None => {
-                        let p = Arc::new(ParsedRecommendation::new(
-                            Some(rec),
-                            &mut self.caches.millis.borrow_mut(),
-                        ));
-                        let mut parsed = self.caches.parsed.borrow_mut();
-                        if parsed.len() < CACHE_ENTRIES {
-                            parsed.insert(key, Arc::clone(&p));
-                        }
-                        p
-                    }
+        // No recommendation, or one held only by the caller (computed for this pod alone: LimitRanges,
+        // RequestsOnly): parsed for this pod.
+        let Some(rec) = rec.filter(|r| Arc::strong_count(r) > 1) else {
+            let parsed =
+                ParsedRecommendation::new(rec.map(|r| &**r), &mut self.caches.millis.borrow_mut());
+            return priority_for(pod, &parsed).map_err(|e| e.to_string());
+        };
+        let key = ByAddress(Arc::clone(rec));
+        let hit = self.caches.parsed.borrow().get(&key).cloned();
+        let parsed = match hit {
+            Some(p) => p,
+            None => {
+                let p = Arc::new(ParsedRecommendation::new(
+                    Some(rec),
+                    &mut self.caches.millis.borrow_mut(),
+                ));
+                let mut parsed = self.caches.parsed.borrow_mut();
+                if parsed.len() < CACHE_ENTRIES {
+                    parsed.insert(key, Arc::clone(&p));
                 }
+                p
             }
         };
-        priority_for(pod, &parsed).map_err(|e| e.to_string())
+        // Pods alike (interned containers with their current resources, observed-container list,
+        // pod-level resources) get the same priority from the same recommendation: computed once.
+        let key = (
+            ByAddress(Arc::clone(&parsed)),
+            ByAddress(Arc::clone(pods::container_list(pod))),
+            pods::observed_list(pod).map(|o| ByAddress(Arc::clone(o))),
+            pods::pod_level(pod),
+        );
+        if let Some(hit) = self.caches.priorities.borrow().get(&key) {
+            return hit.clone();
+        }
+        let value = priority_for(pod, &parsed).map_err(|e| e.to_string());
+        let mut priorities = self.caches.priorities.borrow_mut();
+        if priorities.len() < CACHE_ENTRIES {
+            priorities.insert(key, value.clone());
+        }
+        value
     }
 
     fn resize_plan(
@@ -544,9 +564,12 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
     ) -> Result<ResizePlan, ResizeError> {
         let ns = pods::namespace(pod);
         let plan = || {
+            // The processed recommendation the priorities used (cached per VPA and containers).
+            let processed = self.processed(vpa, pod).map_err(ResizeError::Processing)?;
             plan_resize(
                 pod,
                 vpa,
+                processed.as_deref(),
                 &self.limit_ranges(ns),
                 self.gates.cpu_startup_boost,
                 now,
@@ -611,7 +634,7 @@ pub fn processed_with(
     limit_ranges: &[LimitRange],
 ) -> Result<Option<RecommendedPodResources>, String> {
     use tailor_crds::limitrange;
-    use tailor_crds::sizing::{PatchOptions, process_recommendation, slots};
+    use tailor_crds::sizing::process_recommendation;
     let ns = pods::namespace(pod);
     let container = limitrange::merged_item(
         limitrange::in_namespace(limit_ranges, ns),
@@ -619,8 +642,8 @@ pub fn processed_with(
     );
     let pod_item =
         limitrange::merged_item(limitrange::in_namespace(limit_ranges, ns), limitrange::POD);
-    let pod = pod.sizing_pod();
-    let slots = slots(&pod, &PatchOptions::default());
+    let containers = crate::sizing::containers(pod);
+    let slots = crate::sizing::slots(pod, &containers);
     process_recommendation(vpa, &slots, container.as_ref(), pod_item.as_ref())
         .map(|p| p.map(|p| p.recommendation))
         .map_err(|e| e.to_string())

@@ -26,6 +26,7 @@ pub mod rate_limit;
 pub mod resize;
 pub mod restriction;
 pub mod run_loop;
+pub mod sizing;
 pub mod skip;
 
 /// The hash map of the updater's per-iteration tables: foldhash, seeded per process (the default SipHash

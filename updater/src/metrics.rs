@@ -10,6 +10,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+mod handles;
+
+use handles::CounterHandles;
+
 /// Label pairs of one series.
 pub type Labels = Vec<(&'static str, String)>;
 
@@ -98,6 +102,8 @@ pub struct Metrics {
     pub last_iteration_timestamp: Gauge,
     /// Whether the webhook's status lease was valid at the last iteration (1) or not (0).
     pub admission_alive: Gauge,
+    /// Each VPA's two counters, kept across iterations.
+    handles: CounterHandles,
 }
 
 impl Default for Metrics {
@@ -127,6 +133,7 @@ impl Metrics {
             execution_latency: Family::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS)),
             last_iteration_timestamp: Gauge::default(),
             admission_alive: Gauge::default(),
+            handles: CounterHandles::default(),
         };
         let gauges: [(&str, &str, &Family<Labels, Gauge>); 7] = [
             (
@@ -229,14 +236,16 @@ impl Metrics {
     /// The evicted and in-place-updated counters of a VPA (created at 0 if new): an iteration counts
     /// a VPA's updates on them once the VPA is processed, without looking the series up again.
     pub fn vpa_counters(&self, vpa: &VpaLabel<'_>) -> (Counter, Counter) {
-        (
-            self.evicted_pods
-                .get_or_create(&vpa.with_mode(None))
-                .clone(),
-            self.in_place_updated_pods
-                .get_or_create(&vpa.without_mode(None))
-                .clone(),
-        )
+        self.handles.get_or_insert(vpa, || {
+            (
+                self.evicted_pods
+                    .get_or_create(&vpa.with_mode(None))
+                    .clone(),
+                self.in_place_updated_pods
+                    .get_or_create(&vpa.without_mode(None))
+                    .clone(),
+            )
+        })
     }
 
     /// One successful eviction.

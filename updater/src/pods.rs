@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
 use tailor_crds::policy::container_policy;
@@ -132,7 +132,8 @@ struct Rare {
     /// When the pod became `Ready` (kept with boosts only: nothing else reads it).
     ready_since: Option<Timestamp>,
     resize: Box<[ResizeCondition]>,
-    pod_level: Option<ResourceRequirements>,
+    /// Whether `spec.resources` is set (which resources it names: `pod_level_names`).
+    pod_level: bool,
     pod_level_names: &'static [&'static str],
 }
 
@@ -350,8 +351,8 @@ impl CompactPod {
             .iter()
             .map(|c| {
                 let current = current_resources(pod, c, false);
-                let requests = interner.amounts(current.requests.as_ref());
-                let limits = interner.amounts(current.limits.as_ref());
+                let requests = interner.amounts(current.requests);
+                let limits = interner.amounts(current.limits);
                 let spec = c.resources.as_ref();
                 let key = ContainerKey {
                     name: interner.str(&c.name),
@@ -416,7 +417,7 @@ impl CompactPod {
         let observed =
             interner.observed(annotations.and_then(|a| a.get(OBSERVED_CONTAINERS_ANNOTATION)));
         drop(interner);
-        let pod_level = pod.spec.as_ref().and_then(|s| s.resources.clone());
+        let pod_level = pod.spec.as_ref().is_some_and(|s| s.resources.is_some());
         let rare = Rare {
             ready_since: ready_since.filter(|_| !boosts.is_empty()),
             oom_kills,
@@ -428,8 +429,8 @@ impl CompactPod {
         let rare = (!rare.oom_kills.is_empty()
             || !rare.boosts.is_empty()
             || !rare.resize.is_empty()
-            || rare.pod_level.is_some())
-        .then(|| Box::new(rare));
+            || rare.pod_level)
+            .then(|| Box::new(rare));
         CompactPod {
             metadata: ObjectMeta {
                 name: m.name.clone(),
@@ -455,39 +456,6 @@ impl CompactPod {
                     .flatten()
                     .any(|p| p.restart_policy == "RestartContainer")
             }),
-        }
-    }
-
-    /// The pod as the shared sizing code reads it (`tailor_crds::sizing`): name, namespace, containers
-    /// with their current requests and limits, pod-level resources.
-    pub fn sizing_pod(&self) -> Pod {
-        let containers = self
-            .containers
-            .iter()
-            .map(|c| Container {
-                name: c.name.to_string(),
-                resources: (c.requests.is_some() || c.limits.is_some()).then(|| {
-                    ResourceRequirements {
-                        requests: c.requests.as_ref().map(|a| a.list.clone()),
-                        limits: c.limits.as_ref().map(|a| a.list.clone()),
-                        ..ResourceRequirements::default()
-                    }
-                }),
-                ..Container::default()
-            })
-            .collect();
-        Pod {
-            metadata: ObjectMeta {
-                name: self.metadata.name.clone(),
-                namespace: self.metadata.namespace.clone(),
-                ..ObjectMeta::default()
-            },
-            spec: Some(PodSpec {
-                containers,
-                resources: self.rare.as_ref().and_then(|r| r.pod_level.clone()),
-                ..PodSpec::default()
-            }),
-            status: None,
         }
     }
 }
@@ -580,6 +548,12 @@ pub fn controller(pod: &CompactPod) -> Option<&Arc<Owner>> {
 /// when the annotation is absent or any name in it is invalid (§2.2).
 pub fn observed_containers(pod: &CompactPod) -> Option<&[String]> {
     pod.observed.as_deref()
+}
+
+/// The observed-container list, shared by the pods that have the same one (identity for per-iteration
+/// caches).
+pub fn observed_list(pod: &CompactPod) -> Option<&Arc<[String]>> {
+    pod.observed.as_ref()
 }
 
 /// Whether `container` counts for priorities and quick OOMs under `observed` (§2.2).

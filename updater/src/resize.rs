@@ -1,22 +1,25 @@
 //! The in-place resize: the `pods/resize` JSON Patch and the pod annotation patch (upstream-updater §5.5,
 //! §5.8 un-boost).
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 use json_patch::PatchOperation;
 use k8s_openapi::api::core::v1::LimitRange;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
+use tailor_crds::limitrange;
 use tailor_crds::policy::update_mode;
 use tailor_crds::quantity::Amount;
 use tailor_crds::sizing::{
-    ContainerResources, IN_PLACE_UPDATED_ANNOTATION, PatchOptions, PodError, add_annotation_op,
-    add_op, escape, leave_pod_level_alone, parse_boost_annotation, remove_annotation_op,
-    resources_for_slots, slots,
+    Assembly, ContainerResources, IN_PLACE_UPDATED_ANNOTATION, PatchOptions, PodError,
+    add_annotation_op, add_op, container_resources_from, escape, leave_alone,
+    parse_boost_annotation, remove_annotation_op,
 };
-use tailor_crds::{ResourceList, UpdateMode, VerticalPodAutoscaler};
+use tailor_crds::{RecommendedPodResources, ResourceList, UpdateMode, VerticalPodAutoscaler};
 
 use crate::pods::{self, CompactPod};
+use crate::sizing;
 
 /// The two patches of one in-place update.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -33,6 +36,9 @@ pub enum ResizeError {
     /// Sizing the pod failed (a quantity, a boost annotation).
     #[error(transparent)]
     Sizing(#[from] PodError),
+    /// Processing the recommendation for the pod failed (the message of the sizing error).
+    #[error("{0}")]
+    Processing(String),
     /// A boost annotation does not hold the JSON the webhook writes.
     #[error("{0}")]
     BoostAnnotation(String),
@@ -43,16 +49,30 @@ pub enum ResizeError {
 
 /// What the recommendation provider gives each container of the pod (index-aligned with
 /// `spec.containers`): the webhook's sizing, requests from the processed target and limits in proportion.
+/// `processed` is the pod's processed recommendation (the capping processor's, §2.1: the webhook's
+/// processing with the same LimitRanges), so it is not processed again here.
 pub fn provider_resources(
     pod: &CompactPod,
     vpa: &VerticalPodAutoscaler,
+    processed: Option<&RecommendedPodResources>,
     limit_ranges: &[LimitRange],
 ) -> Result<Vec<ContainerResources>, PodError> {
     let options = PatchOptions::default();
-    let pod = pod.sizing_pod();
-    let slots = slots(&pod, &options);
-    let mut resources = resources_for_slots(&pod, &slots, vpa, limit_ranges, &options)?;
-    leave_pod_level_alone(&pod, &mut resources);
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let container_item = limitrange::merged_item_with_ratio(
+        limitrange::in_namespace(limit_ranges, namespace),
+        limitrange::CONTAINER,
+        options.honor_max_limit_request_ratio,
+    );
+    let containers = sizing::containers(pod);
+    let slots = sizing::slots(pod, &containers);
+    let from = Assembly {
+        recommendation: processed,
+        container_item: container_item.as_ref(),
+        ..Assembly::default()
+    };
+    let mut resources = container_resources_from(vpa, &slots, &from, &options)?;
+    leave_alone(pods::pod_level(pod), &mut resources);
     Ok(resources)
 }
 
@@ -67,44 +87,50 @@ pub fn resize_operations(
     let off = update_mode(&vpa.spec) == UpdateMode::Off;
     let annotations = pods::boost_annotations(pod);
     let mut ops = Vec::new();
+    let empty = ContainerResources::default();
     for (i, container) in pods::containers(pod).iter().enumerate() {
-        let key = pods::boost_key(&container.name);
-        let empty = ContainerResources::default();
+        // The boost key is only built for pods with expired boosts or boost annotations.
+        let key = (!expired.is_empty() || annotations.is_some())
+            .then(|| pods::boost_key(&container.name));
+        let key = key.as_ref();
         let given = provided.get(i).unwrap_or(&empty);
-        let (requests, limits): (ResourceList, ResourceList) = if expired.contains(&key) {
-            if !given.requests.is_empty() || !given.limits.is_empty() {
-                (given.requests.clone(), given.limits.clone())
+        let (requests, limits): (Cow<'_, ResourceList>, Cow<'_, ResourceList>) =
+            if key.is_some_and(|k| expired.contains(k)) {
+                if !given.requests.is_empty() || !given.limits.is_empty() {
+                    (Cow::Borrowed(&given.requests), Cow::Borrowed(&given.limits))
+                } else {
+                    let original = parse_boost_annotation(annotations, &container.name)
+                        .map_err(ResizeError::BoostAnnotation)?
+                        .unwrap_or_default();
+                    (
+                        Cow::Owned(original.requests.unwrap_or_default()),
+                        Cow::Owned(original.limits.unwrap_or_default()),
+                    )
+                }
+            } else if key.is_some_and(|k| annotations.is_some_and(|a| a.contains_key(k))) || off {
+                continue;
             } else {
-                let original = parse_boost_annotation(annotations, &container.name)
-                    .map_err(ResizeError::BoostAnnotation)?
-                    .unwrap_or_default();
-                (
-                    original.requests.unwrap_or_default(),
-                    original.limits.unwrap_or_default(),
-                )
-            }
-        } else if annotations.is_some_and(|a| a.contains_key(&key)) || off {
-            continue;
-        } else {
-            (given.requests.clone(), given.limits.clone())
-        };
+                (Cow::Borrowed(&given.requests), Cow::Borrowed(&given.limits))
+            };
         let base = format!("/spec/containers/{i}/resources");
         if !container.spec_requests && !container.spec_limits {
             ops.push(add_op(&base, json!({})));
         }
         for (field, target, present) in [
-            ("requests", &requests, container.spec_requests),
-            ("limits", &limits, container.spec_limits),
+            ("requests", &*requests, container.spec_requests),
+            ("limits", &*limits, container.spec_limits),
         ] {
             if !present && !target.is_empty() {
                 ops.push(add_op(&format!("{base}/{field}"), json!({})));
             }
             for (resource, value) in target {
                 let text = canonical(value);
-                ops.push(add_op(
-                    &format!("{base}/{field}/{}", escape(resource)),
-                    Value::String(text),
-                ));
+                let resource = escape(resource);
+                let mut path = String::with_capacity(base.len() + field.len() + resource.len() + 2);
+                for part in [base.as_str(), "/", field, "/", resource.as_str()] {
+                    path.push_str(part);
+                }
+                ops.push(add_op(&path, Value::String(text)));
             }
         }
     }
@@ -151,15 +177,17 @@ pub fn annotation_operations(pod: &CompactPod, expired: &[String]) -> Vec<PatchO
     ops
 }
 
-/// Both patches of an in-place update of `pod` to `vpa`'s recommendation at `now`.
+/// Both patches of an in-place update of `pod` to `vpa`'s recommendation at `now`, from the pod's processed
+/// recommendation `processed` (see [`provider_resources`]).
 pub fn plan_resize(
     pod: &CompactPod,
     vpa: &VerticalPodAutoscaler,
+    processed: Option<&RecommendedPodResources>,
     limit_ranges: &[LimitRange],
     boost_gate: bool,
     now: Timestamp,
 ) -> Result<ResizePlan, ResizeError> {
-    let provided = provider_resources(pod, vpa, limit_ranges)?;
+    let provided = provider_resources(pod, vpa, processed, limit_ranges)?;
     let expired = if boost_gate {
         pods::expired_boost_keys(pod, vpa, now)
     } else {

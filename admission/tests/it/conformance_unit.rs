@@ -1047,17 +1047,17 @@ fn container_resources_source(input: &Value, expected: &Value) -> Check {
         };
         list.iter().flatten().any(|c| c.name == name)
     });
-    let got = match in_spec {
-        Some(c) => Some(pod::current_resources(&pod, &c, init)),
-        None if in_status => {
-            let bare = k8s_openapi::api::core::v1::Container {
-                name: name.to_owned(),
-                ..Default::default()
-            };
-            Some(pod::current_resources(&pod, &bare, init))
-        }
+    let container = match in_spec {
+        Some(c) => Some(c),
+        None if in_status => Some(k8s_openapi::api::core::v1::Container {
+            name: name.to_owned(),
+            ..Default::default()
+        }),
         None => None,
     };
+    let got = container
+        .as_ref()
+        .map(|c| pod::current_resources(&pod, c, init));
     let (requests, limits) = match &got {
         Some(r) => (to_value(&r.requests), to_value(&r.limits)),
         None => (Value::Null, Value::Null),

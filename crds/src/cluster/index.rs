@@ -6,7 +6,7 @@
 //! caller provides ([`Index::with_scale_lookup`]): in the server a [`ScaleCache`](crate::cluster::scale_cache)
 //! filled in the background, in standalone mode the custom objects of the manifests.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -429,15 +429,14 @@ impl Index {
         &self,
         start: &ControllerRef,
     ) -> Result<Option<ControllerRef>, ChainError> {
-        let mut visited: HashSet<ControllerRef> = HashSet::new();
+        // The controllers passed, in order: the last one is the top-most so far. Chains are a few links
+        // long, so a cycle is found by scanning them (by kind, namespace and name; not API version).
+        let mut chain: Vec<ControllerRef> = Vec::with_capacity(4);
         let mut current = start.clone();
-        let mut topmost: Option<ControllerRef> = None;
         for _ in 0..MAX_CHAIN {
-            let key = ControllerRef {
-                api_version: String::new(),
-                ..current.clone()
-            };
-            if !visited.insert(key) {
+            if chain.iter().any(|c| {
+                c.kind == current.kind && c.name == current.name && c.namespace == current.namespace
+            }) {
                 return Err(ChainError::Cycle);
             }
             let owner = match self.well_known(&current.kind, &current.namespace, &current.name) {
@@ -451,7 +450,7 @@ impl Index {
                 }
                 None => match self.scale_info(&current) {
                     Some(info) => info.owner,
-                    None if topmost.is_none() => return Ok(None),
+                    None if chain.is_empty() => return Ok(None),
                     None if current.kind == "Node" => {
                         return Err(ChainError::Unhandled {
                             api_version: current.api_version.clone(),
@@ -461,13 +460,14 @@ impl Index {
                         });
                     }
                     // The parent is neither well-known nor scalable: the child is the top.
-                    None => return Ok(topmost),
+                    None => return Ok(chain.pop()),
                 },
             };
-            topmost = Some(current.clone());
-            match owner {
-                Some(owner) => current = ControllerRef::from_owner(&owner, &current.namespace),
-                None => return Ok(topmost),
+            let next = owner.map(|owner| ControllerRef::from_owner(&owner, &current.namespace));
+            chain.push(current);
+            match next {
+                Some(next) => current = next,
+                None => return Ok(chain.pop()),
             }
         }
         Err(ChainError::Cycle)

@@ -30,14 +30,45 @@ pub fn container_resources(
     assembly: AssemblyOptions,
     options: &PatchOptions,
 ) -> Result<Vec<ContainerResources>, PodError> {
+    let from = Assembly {
+        recommendation: processed.map(|p| &p.recommendation),
+        annotations: processed.map(|p| &p.annotations),
+        container_item,
+        assembly,
+    };
+    container_resources_from(vpa, slots, &from, options)
+}
+
+/// What [`container_resources_from`] assembles from.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Assembly<'a> {
+    /// The processed recommendation ([`Processed::recommendation`]); `None`: nothing to set.
+    pub recommendation: Option<&'a RecommendedPodResources>,
+    /// The capping notes per container ([`Processed::annotations`]); `None`: no notes.
+    pub annotations: Option<&'a BTreeMap<String, Vec<String>>>,
+    /// The namespace's merged Container-type LimitRange item.
+    pub container_item: Option<&'a LimitRangeItem>,
+    /// Extra behaviour for callers other than the webhook.
+    pub assembly: AssemblyOptions,
+}
+
+/// [`container_resources`] from a processed recommendation held apart from its notes (the updater keeps
+/// the recommendation it processed for priorities and sizes its resizes from it, without processing
+/// again).
+pub fn container_resources_from(
+    vpa: &VerticalPodAutoscaler,
+    slots: &[Slot<'_>],
+    from: &Assembly<'_>,
+    options: &PatchOptions,
+) -> Result<Vec<ContainerResources>, PodError> {
+    let (container_item, assembly) = (from.container_item, from.assembly);
     let policy = vpa.spec.resource_policy.as_ref();
     let vpa_off = update_mode(&vpa.spec) == UpdateMode::Off;
     let defaults = container_item.and_then(|i| i.default.as_ref());
     let mut out = Vec::with_capacity(slots.len());
     for slot in slots {
-        let rec = processed.and_then(|p| {
-            p.recommendation
-                .container_recommendations
+        let rec = from.recommendation.and_then(|r| {
+            r.container_recommendations
                 .iter()
                 .flatten()
                 .find(|r| r.container_name.as_deref() == Some(slot.name()))
@@ -47,8 +78,9 @@ pub fn container_resources(
             continue;
         };
         let mut resources = ContainerResources {
-            annotations: processed
-                .and_then(|p| p.annotations.get(slot.name()))
+            annotations: from
+                .annotations
+                .and_then(|a| a.get(slot.name()))
                 .cloned()
                 .unwrap_or_default(),
             ..Default::default()
@@ -115,6 +147,22 @@ pub(super) fn cap_to_max_ratio(
         let request = parse(request, || format!("request[{resource}]"))?;
         let current = parse(limit, || format!("limit[{resource}]"))?;
         if ratio.is_zero() {
+            continue;
+        }
+        // The same computation in 128 bits when everything fits (the usual case).
+        let small = || {
+            let allowed = quantity::mul_div_floor_i128(
+                request.amount_i128(resource)?,
+                ratio.millis_i128()?,
+                1000,
+            )?;
+            Some((current.amount_i128(resource)? > allowed, allowed))
+        };
+        if let Some((over, allowed)) = small() {
+            if over {
+                *limit = Amount::from_amount_i128(resource, allowed, current.format).to_quantity();
+                notes.push(format!("{resource} limit capped to maxLimitRequestRatio"));
+            }
             continue;
         }
         // ceiling of request · ratio, in the resource's unit, computed from thousandths of the ratio.

@@ -116,7 +116,7 @@ pub fn apply_pod_limit_range(
 /// container whose current resources are `current` (upstream spec §3.5). Returns annotations.
 pub fn cap_to_container_limit_range(
     values: &mut ResourceList,
-    current: &CurrentResources,
+    current: &CurrentResources<'_>,
     item: &LimitRangeItem,
 ) -> Result<Vec<String>, PodError> {
     let mut notes = Vec::new();

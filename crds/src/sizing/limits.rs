@@ -47,8 +47,15 @@ pub fn proportional_limit(
     let Some(request) = request.filter(|r| !r.units_zero()) else {
         return Ok((Some(recommended.to_quantity()), None));
     };
-    if request.millis() == limit.millis() {
+    let same = match (request.millis_i128(), limit.millis_i128()) {
+        (Some(r), Some(l)) => r == l,
+        _ => request.millis() == limit.millis(),
+    };
+    if same {
         return Ok((Some(recommended.to_quantity()), None));
+    }
+    if let Some(done) = scaled_in_128_bits(resource, &limit, &recommended, &request) {
+        return Ok(done);
     }
     let (l, n, r) = if resource == CPU {
         (limit.millis(), recommended.millis(), request.millis())
@@ -74,10 +81,40 @@ pub fn proportional_limit(
     ))
 }
 
+/// The end of [`proportional_limit`] in 128-bit arithmetic: `None` when an amount or the product does not
+/// fit (the exact path then computes the same result with big integers).
+fn scaled_in_128_bits(
+    resource: &str,
+    limit: &Amount,
+    recommended: &Amount,
+    request: &Amount,
+) -> Option<(Option<Quantity>, Option<String>)> {
+    let l = limit.amount_i128(resource)?;
+    let n = recommended.amount_i128(resource)?;
+    let r = request.amount_i128(resource)?;
+    if r == 0 {
+        return Some((Some(recommended.to_quantity()), None));
+    }
+    let scaled = quantity::mul_div_floor_i128(l, n, r)?;
+    if scaled > i128::from(i64::MAX) {
+        let capped = Amount::from_amount_i128(resource, i128::from(i64::MAX), limit.format);
+        return Some((
+            Some(capped.to_quantity()),
+            Some(format!(
+                "{resource}: failed to keep limit to request ratio; capping limit to int64"
+            )),
+        ));
+    }
+    Some((
+        Some(Amount::from_amount_i128(resource, scaled, limit.format).to_quantity()),
+        None,
+    ))
+}
+
 /// Proportional limits for cpu and memory (upstream spec §3.6). Returns the limits that got a value and
 /// the annotations; an empty map means "no limits" (the caller then drops the annotations).
 pub fn proportional_limits(
-    current: &CurrentResources,
+    current: &CurrentResources<'_>,
     new_requests: &ResourceList,
     defaults: Option<&ResourceList>,
 ) -> Result<(ResourceList, Vec<String>), PodError> {

@@ -144,29 +144,29 @@ impl Field {
     }
 }
 
-/// A container's current requests and limits; `None` = the map is absent.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct CurrentResources {
+/// A container's current requests and limits, borrowed from the pod; `None` = the map is absent.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CurrentResources<'a> {
     /// `resources.requests`.
-    pub requests: Option<ResourceList>,
+    pub requests: Option<&'a ResourceList>,
     /// `resources.limits`.
-    pub limits: Option<ResourceList>,
+    pub limits: Option<&'a ResourceList>,
 }
 
-impl CurrentResources {
+impl CurrentResources<'_> {
     pub fn request(&self, resource: &str) -> Option<&Quantity> {
-        self.requests.as_ref().and_then(|m| m.get(resource))
+        self.requests.and_then(|m| m.get(resource))
     }
 
     pub fn limit(&self, resource: &str) -> Option<&Quantity> {
-        self.limits.as_ref().and_then(|m| m.get(resource))
+        self.limits.and_then(|m| m.get(resource))
     }
 }
 
-fn from_requirements(r: Option<&ResourceRequirements>) -> CurrentResources {
+fn from_requirements(r: Option<&ResourceRequirements>) -> CurrentResources<'_> {
     CurrentResources {
-        requests: r.and_then(|r| r.requests.clone()),
-        limits: r.and_then(|r| r.limits.clone()),
+        requests: r.and_then(|r| r.requests.as_ref()),
+        limits: r.and_then(|r| r.limits.as_ref()),
     }
 }
 
@@ -180,7 +180,7 @@ pub struct Slot<'a> {
     /// Whether it is in `spec.initContainers`.
     pub init: bool,
     /// Current requests and limits: from `status` when it reports resources, else from the spec.
-    pub current: CurrentResources,
+    pub current: CurrentResources<'a>,
 }
 
 impl Slot<'_> {
@@ -200,7 +200,11 @@ impl Slot<'_> {
 
 /// Current resources of a container (upstream spec §3.3): `status.containerStatuses[name].resources` when
 /// present, otherwise the spec.
-pub fn current_resources(pod: &Pod, container: &Container, init: bool) -> CurrentResources {
+pub fn current_resources<'a>(
+    pod: &'a Pod,
+    container: &'a Container,
+    init: bool,
+) -> CurrentResources<'a> {
     let statuses = pod.status.as_ref().and_then(|s| {
         if init {
             s.init_container_statuses.as_ref()

@@ -6,6 +6,9 @@ use serde_json::Value;
 
 /// Escapes one JSON-pointer segment (`~` → `~0`, `/` → `~1`).
 pub fn escape(segment: &str) -> String {
+    if !segment.contains(['~', '/']) {
+        return segment.to_owned();
+    }
     segment.replace('~', "~0").replace('/', "~1")
 }
 

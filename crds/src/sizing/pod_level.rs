@@ -32,8 +32,16 @@ pub fn pod_level_note(resource: &str) -> String {
 /// notes). Returns
 /// the resources some container would have changed.
 pub fn leave_pod_level_alone(pod: &Pod, resources: &mut [ContainerResources]) -> Vec<&'static str> {
+    leave_alone(&pod_level_resources(pod), resources)
+}
+
+/// [`leave_pod_level_alone`] for the resources a pod budgets at pod level (from [`pod_level_resources`]).
+pub fn leave_alone(
+    pod_level: &[&'static str],
+    resources: &mut [ContainerResources],
+) -> Vec<&'static str> {
     let mut left = Vec::new();
-    for resource in pod_level_resources(pod) {
+    for &resource in pod_level {
         let mut taken = false;
         for container in resources.iter_mut() {
             taken |= container.requests.remove(resource).is_some();

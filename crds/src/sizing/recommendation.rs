@@ -22,10 +22,19 @@ pub fn process_recommendation(
     let Some(recommendation) = vpa.status.as_ref().and_then(|s| s.recommendation.as_ref()) else {
         return Ok(None);
     };
+    // Only recommendations for the pod's containers take part (the others are skipped below and matched
+    // to no container by the LimitRange sums), so only those are copied.
     let mut recs: Vec<RecommendedContainerResources> = recommendation
         .container_recommendations
-        .clone()
-        .unwrap_or_default();
+        .iter()
+        .flatten()
+        .filter(|r| {
+            r.container_name
+                .as_deref()
+                .is_some_and(|name| slots.iter().any(|s| s.name() == name))
+        })
+        .cloned()
+        .collect();
     for rec in &mut recs {
         drop_unusable(rec);
     }
@@ -36,7 +45,7 @@ pub fn process_recommendation(
             let has_rec = recs
                 .iter()
                 .any(|r| r.container_name.as_deref() == Some(slot.name()));
-            let requests = slot.current.requests.as_ref().filter(|r| !r.is_empty());
+            let requests = slot.current.requests.filter(|r| !r.is_empty());
             if let (false, Some(requests)) = (has_rec, requests) {
                 recs.push(RecommendedContainerResources {
                     container_name: Some(slot.name().to_owned()),
@@ -81,7 +90,7 @@ pub fn process_recommendation(
                 source,
             };
             field_notes.extend(capping::cap_to_policy(values, min, max).map_err(in_policy)?);
-            if requests_only && let Some(limits) = &slot.current.limits {
+            if requests_only && let Some(limits) = slot.current.limits {
                 let at_limit = |source| PodError::Quantity {
                     context: format!("current limits of {}", slot.name()),
                     source,
@@ -117,8 +126,12 @@ fn drop_unusable(rec: &mut RecommendedContainerResources) {
     let negative = |q: &Quantity| {
         q.0.trim_start().starts_with('-') && Amount::parse(q).is_ok_and(|a| a.is_negative())
     };
-    rec.target
-        .retain(|_, q| Amount::parse(q).map_or(true, |a| !a.is_negative() && !a.is_zero()));
+    let usable_target =
+        |q: &Quantity| Amount::parse(q).map_or(true, |a| !a.is_negative() && !a.is_zero());
+    // Lists are rebuilt only when they hold something to drop (the usual list holds nothing).
+    if !rec.target.values().all(usable_target) {
+        rec.target.retain(|_, q| usable_target(q));
+    }
     for list in [
         &mut rec.lower_bound,
         &mut rec.upper_bound,
@@ -127,6 +140,8 @@ fn drop_unusable(rec: &mut RecommendedContainerResources) {
     .into_iter()
     .flatten()
     {
-        list.retain(|_, q| !negative(q));
+        if list.values().any(negative) {
+            list.retain(|_, q| !negative(q));
+        }
     }
 }

@@ -36,6 +36,14 @@ use tailor_updater::pods::CompactPod;
 use tailor_updater::rate_limit::RateSettings;
 use tailor_updater::run_loop::{Outcome, StatusCheck, Updater};
 
+/// mimalloc, as the recommender and the webhook use, with `MIMALLOC_ARENA_EAGER_COMMIT=0` as the image and
+/// the chart set it: an iteration allocates and frees millions of small objects, which glibc's malloc made
+/// about a third of its instructions. Unlike the other two binaries, freed pages keep mimalloc's default
+/// purge delay (10 ms): `MIMALLOC_PURGE_DELAY=0` purged and faulted pages in again all through an
+/// iteration, about 80 ms of 5,000 VPAs' (BENCHMARKS.md, issue 11).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn duration(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
     if d.is_zero() {
