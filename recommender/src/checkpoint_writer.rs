@@ -22,6 +22,7 @@ use crate::error::Error;
 use crate::ingest::{VpaKey, key_of};
 use crate::ratelimit::RateLimiter;
 use crate::run_loop::{FIELD_MANAGER, LoopReport, Recommender};
+use crate::write_request::patch_discarding;
 pub use crate::written::{HistogramShape, WrittenShapes};
 use tailor_engine::model::{AggregateContainerState, VpaCheckpoint};
 use tailor_engine::units::Nanos;
@@ -200,9 +201,16 @@ pub async fn apply_checkpoints(
             });
             continue;
         }
-        let api: Api<VerticalPodAutoscalerCheckpoint> =
-            Api::namespaced(client.clone(), &c.namespace);
-        match api.patch(&c.name, &pp, &Patch::Apply(&c.object)).await {
+        let patch = Patch::Apply(&c.object);
+        let applied = patch_discarding::<VerticalPodAutoscalerCheckpoint, _>(
+            &client,
+            &c.namespace,
+            &c.name,
+            None,
+            &pp,
+            &patch,
+        );
+        match applied.await {
             Ok(_) => out.written.push(c.name),
             Err(source) => out.errors.push(Error::CheckpointWrite {
                 namespace: c.namespace,

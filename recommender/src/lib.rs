@@ -28,6 +28,7 @@ pub mod stores;
 pub mod target;
 pub mod time;
 pub mod tracked;
+pub mod write_request;
 pub mod written;
 
 pub use config::ControllerConfig;

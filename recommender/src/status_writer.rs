@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Client;
 use kube::api::{Patch, PatchParams};
-use kube::{Api, Client};
 use tailor_crds::cluster::leader::Fence;
 use tailor_crds::condition as cond;
 use tailor_crds::{
@@ -22,6 +22,7 @@ use crate::ratelimit::RateLimiter;
 use crate::run_loop::{FIELD_MANAGER, LoopReport, Recommender};
 use crate::selection::{RECOMMENDATION_MISSING_LOG_PERIOD, track_missing_recommendation};
 use crate::time::to_time_secs;
+use crate::write_request::patch_discarding;
 pub use crate::written::{LastWrite, StatusDigest};
 use tailor_engine::estimate::{ContainerRecommendation, VpaInput, confidence, recommend};
 use tailor_engine::model::AggregateContainerState;
@@ -325,15 +326,20 @@ async fn patch_status(
             what: format!("VPA {namespace}/{vpa} status"),
         });
     }
-    let api: Api<VerticalPodAutoscaler> = Api::namespaced(client, namespace);
-    api.patch_status(vpa, pp, &Patch::Merge(&body))
-        .await
-        .map(|_| ())
-        .map_err(|source| Error::StatusWrite {
-            namespace: namespace.clone(),
-            vpa: vpa.clone(),
-            source,
-        })
+    patch_discarding::<VerticalPodAutoscaler, _>(
+        &client,
+        namespace,
+        vpa,
+        Some("status"),
+        pp,
+        &Patch::Merge(&body),
+    )
+    .await
+    .map_err(|source| Error::StatusWrite {
+        namespace: namespace.clone(),
+        vpa: vpa.clone(),
+        source,
+    })
 }
 
 impl Recommender {

@@ -246,8 +246,22 @@ fn release_budget(shutdown_timeout: Duration, elector: Option<&LeaderElector>) -
         .unwrap_or_default()
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    // Everything runs in a spawned task, on the runtime's worker threads, like the connection tasks of the
+    // API client: a request's future and its connection then usually share a worker instead of waking the
+    // main thread (parked in `block_on`) and a worker for every request (BENCHMARKS.md, issue 14).
+    runtime.block_on(async {
+        tokio::spawn(run())
+            .await
+            .context("the recommender's main task")?
+    })
+}
+
+async fn run() -> anyhow::Result<()> {
     let args = Args::parse();
     args.log.init();
     let cfg = args.controller_config()?;

@@ -314,6 +314,34 @@ fn checkpoint_apply(reqs: &[Recorded]) -> &Recorded {
 }
 
 #[tokio::test]
+async fn failed_writes_are_counted_as_errors_and_sent_again_next_loop() {
+    let mut h = Harness::new(ControllerConfig::default());
+    setup(&mut h);
+    add_pods(&mut h, 1);
+    let status_path = VPA_STATUS.split('?').next().unwrap_or_default();
+    let checkpoint_path = format!("{CHECKPOINTS}/web-app");
+    h.api.fail("PATCH", status_path, 500);
+    h.api.fail("PATCH", &checkpoint_path, 500);
+    let (report, reqs) = h.loop_with(0, Ok(sample_list(1, 0))).await;
+    assert_eq!((report.status_writes, report.status_errors), (0, 1));
+    assert_eq!(
+        (report.checkpoints_written, report.checkpoint_errors),
+        (0, 1)
+    );
+    assert_eq!(checkpoint_apply(&reqs).method, "PATCH");
+    // Nothing was remembered as written: the next loop writes both.
+    h.api.stop_failing();
+    let (report, reqs) = h.loop_with(60, Ok(sample_list(1, 1))).await;
+    assert_eq!((report.status_writes, report.status_errors), (1, 0));
+    assert_eq!(
+        (report.checkpoints_written, report.checkpoint_errors),
+        (1, 0)
+    );
+    assert!(reqs.iter().any(|r| r.uri == VPA_STATUS), "{reqs:#?}");
+    assert!(h.api.object(&checkpoint_path).is_some());
+}
+
+#[tokio::test]
 async fn checkpoints_are_written_with_one_apply_each() {
     let mut h = Harness::new(ControllerConfig::default());
     setup(&mut h);

@@ -70,6 +70,8 @@ struct State {
     hang: Vec<(String, String)>,
     /// The responders of hung requests, kept so the client keeps waiting.
     hung: Vec<Responder>,
+    /// (method, path, HTTP code) of requests answered with that error `Status`.
+    fail: Vec<(String, String, u16)>,
 }
 
 /// The fake API server.
@@ -115,6 +117,20 @@ impl FakeApi {
             .unwrap()
             .hang
             .push((method.into(), path.into()));
+    }
+
+    /// From now on, `method` requests of `path` are recorded and answered with a `Status` of `code`.
+    pub fn fail(&self, method: &str, path: &str, code: u16) {
+        self.state
+            .lock()
+            .unwrap()
+            .fail
+            .push((method.into(), path.into(), code));
+    }
+
+    /// Answers every request normally again (see [`FakeApi::fail`]).
+    pub fn stop_failing(&self) {
+        self.state.lock().unwrap().fail.clear();
     }
 
     /// Answers every request again (requests already hung stay unanswered).
@@ -194,6 +210,9 @@ impl FakeApi {
             content_type: content_type.clone(),
             body: body.clone(),
         });
+        if let Some(&(_, _, code)) = s.fail.iter().find(|(m, p, _)| *m == method && *p == path) {
+            return (code, status(code, "InternalError"));
+        }
         if path.starts_with("/apis/metrics.k8s.io/") {
             return match s.metrics.pop_front() {
                 Some(Ok(v)) => (200, v),

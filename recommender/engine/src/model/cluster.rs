@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::aggregate::{AggregateContainerState, AggregationsConfig};
 use super::container::{ContainerState, SampleRejected};
 use super::fxhash::FxBuildHasher;
+use super::pod_groups::PodGroups;
 use super::selector::{LabelSet, Labels, Selector, label_set_key};
 use tailor_crds::PodResourcePolicy;
 
@@ -294,8 +295,8 @@ pub struct ClusterState {
     free_labels: Vec<u32>,
     /// Aggregate slots per namespace id.
     slots_by_ns: FxMap<u32, Vec<u32>>,
-    /// Live pods per namespace id.
-    pods_by_ns: FxMap<u32, Vec<u32>>,
+    /// Live pods by namespace id and label-set id.
+    pod_groups: PodGroups,
     /// VPA indices per namespace id.
     vpas_by_ns: FxMap<u32, Vec<usize>>,
     last_gc: Nanos,
@@ -322,7 +323,7 @@ impl ClusterState {
             free_slots: Vec::new(),
             free_labels: Vec::new(),
             slots_by_ns: FxMap::default(),
-            pods_by_ns: FxMap::default(),
+            pod_groups: PodGroups::default(),
             vpas_by_ns: FxMap::default(),
             last_gc: 0,
             gc_interval,
@@ -428,14 +429,17 @@ impl ClusterState {
         let labels_id = self.intern_labels(labels);
         let ns = self.strings.intern(namespace);
         if let Some(i) = self.pod_index(namespace, name) {
-            let relabel = self.pods[i as usize]
+            let relabelled_from = self.pods[i as usize]
                 .as_ref()
-                .is_some_and(|p| p.labels != labels_id);
+                .map(|p| p.labels)
+                .filter(|&l| l != labels_id);
             if let Some(p) = self.pods[i as usize].as_mut() {
                 p.phase = phase;
                 p.labels = labels_id;
             }
-            if relabel {
+            if let Some(old) = relabelled_from {
+                self.pod_groups.remove(ns, old, i);
+                self.pod_groups.insert(ns, labels_id, i);
                 let names: Vec<u32> = self.pods[i as usize]
                     .as_ref()
                     .map(|p| p.containers.iter().map(|c| c.name).collect())
@@ -467,17 +471,14 @@ impl ClusterState {
             }
         };
         self.insert_pod_index(namespace, name, idx);
-        self.pods_by_ns.entry(ns).or_default().push(idx);
+        self.pod_groups.insert(ns, labels_id, idx);
     }
 
     /// Removes a pod (its aggregates stay until GC).
     pub fn delete_pod(&mut self, namespace: &str, name: &str) {
         if let Some(i) = self.pod_index(namespace, name) {
-            if let Some(p) = self.pods[i as usize].as_ref()
-                && let Some(list) = self.pods_by_ns.get_mut(&p.namespace)
-                && let Some(pos) = list.iter().position(|&x| x == i)
-            {
-                list.swap_remove(pos);
+            if let Some(p) = self.pods[i as usize].as_ref() {
+                self.pod_groups.remove(p.namespace, p.labels, i);
             }
             self.pods[i as usize] = None;
             self.remove_pod_index(namespace, name);
@@ -795,14 +796,15 @@ impl ClusterState {
         out
     }
 
-    /// The pods of the VPA's namespace (in any phase) that it selects.
+    /// The pods of the VPA's namespace (in any phase) that it selects: the selector is matched once per
+    /// distinct label set of the namespace, not once per pod.
     fn selected_pods(&self, v: &VpaState) -> impl Iterator<Item = &PodState> {
-        let ns = self.strings.index.get(v.namespace.as_str());
-        ns.and_then(|ns| self.pods_by_ns.get(ns))
-            .into_iter()
-            .flatten()
+        let ns = self.strings.index.get(v.namespace.as_str()).copied();
+        ns.into_iter()
+            .flat_map(move |ns| self.pod_groups.groups(ns))
+            .filter(move |&(labels, _)| self.label_sets[labels as usize].selected_by(&v.selector))
+            .flat_map(|(_, pods)| pods.iter())
             .filter_map(|&i| self.pods[i as usize].as_ref())
-            .filter(move |p| self.label_sets[p.labels as usize].selected_by(&v.selector))
     }
 
     /// Pods `(namespace, name)` of the VPA's namespace, in any phase, whose labels it selects; unordered.

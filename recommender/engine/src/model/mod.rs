@@ -5,6 +5,7 @@ pub mod aggregate;
 pub mod cluster;
 pub mod container;
 pub mod fxhash;
+mod pod_groups;
 pub mod selector;
 pub mod time_of_day;
 

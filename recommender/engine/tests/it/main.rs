@@ -4,5 +4,6 @@
 
 mod backtest;
 mod fuzz;
+mod matching;
 mod w1_sanity;
 mod worked_example;
