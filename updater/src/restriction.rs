@@ -13,7 +13,7 @@ use crate::FastMap;
 use crate::calculator::add;
 use crate::config::{FeatureGates, RestrictionConfig};
 use crate::infeasible::InfeasibleAttempts;
-use crate::pods::{self, CompactPod, ResizeStatus};
+use crate::pods::{self, CompactPod, Owner, ResizeStatus};
 use crate::priority::has_lower_resource;
 use crate::skip::Skip;
 
@@ -218,17 +218,41 @@ impl Restriction {
         // Grouped by (namespace, kind, name) of the creator, in order of first appearance.
         let mut index: FastMap<(&str, &str, &str), usize> = FastMap::default();
         let mut by_creator: Vec<Vec<&Arc<CompactPod>>> = Vec::new();
+        // The previous pod's creator (interned: pods of one controller share it) and group, so that a
+        // run of pods of one creator is grouped without hashing its key for every pod.
+        let mut last: Option<(&Arc<Owner>, &str, usize)> = None;
         for pod in vpa_pods {
             let owner = pods::creator(pod);
-            let key = (
-                pods::namespace(pod),
-                owner.map(|o| o.kind.as_str()).unwrap_or_default(),
-                owner.map(|o| o.name.as_str()).unwrap_or_default(),
-            );
-            let i = *index.entry(key).or_insert_with(|| {
-                by_creator.push(Vec::new());
-                by_creator.len() - 1
-            });
+            let namespace = pods::namespace(pod);
+            let same = match (last, owner) {
+                (Some((prev, prev_ns, i)), Some(o))
+                    if Arc::ptr_eq(prev, o) && prev_ns == namespace =>
+                {
+                    Some(i)
+                }
+                _ => None,
+            };
+            let i = match same {
+                Some(i) => i,
+                None => {
+                    let key = (
+                        namespace,
+                        owner.map(|o| o.kind.as_str()).unwrap_or_default(),
+                        owner.map(|o| o.name.as_str()).unwrap_or_default(),
+                    );
+                    *index.entry(key).or_insert_with(|| {
+                        // The first group is usually the only one: room for all the pods.
+                        let room = if by_creator.is_empty() {
+                            vpa_pods.len()
+                        } else {
+                            0
+                        };
+                        by_creator.push(Vec::with_capacity(room));
+                        by_creator.len() - 1
+                    })
+                }
+            };
+            last = owner.map(|o| (o, namespace, i));
             by_creator[i].push(pod);
         }
         let mut groups = Vec::new();

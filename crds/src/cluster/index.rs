@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::cluster::reflectors::{WorkloadStores, workload_stores};
 use crate::cluster::vpa_cache::VpaCacheWriter;
-use crate::cluster::workload_cache::WorkloadCacheWriter;
+use crate::cluster::workload_cache::{CompactWorkload, WorkloadCacheWriter};
 use crate::policy::{has_startup_boost, update_mode};
 use crate::target::WorkloadInfo;
 use crate::workload::{SlimWorkload, WorkloadKind};
@@ -327,6 +327,44 @@ impl fmt::Debug for Index {
     }
 }
 
+/// What [`Index::well_known`] reads of a cached workload of kind `K`.
+trait CachedPart {
+    /// What is read.
+    type Out;
+    /// Reads it.
+    fn of<K: WorkloadKind>(&self, cached: &CompactWorkload) -> Self::Out;
+}
+
+/// The controller owner as the next link of an ownership chain in `namespace`; only the owner is
+/// copied (not the UID, nor the selector).
+struct OwnerPart<'a> {
+    namespace: &'a str,
+}
+
+impl CachedPart for OwnerPart<'_> {
+    type Out = Option<ControllerRef>;
+    fn of<K: WorkloadKind>(&self, cached: &CompactWorkload) -> Self::Out {
+        cached
+            .owner_names()
+            .map(|(api_version, kind, name)| ControllerRef {
+                api_version: api_version.to_owned(),
+                kind: kind.to_owned(),
+                name: name.to_owned(),
+                namespace: self.namespace.to_owned(),
+            })
+    }
+}
+
+/// The pod selector (the owner is not copied).
+struct SelectorPart;
+
+impl CachedPart for SelectorPart {
+    type Out = Option<LabelSelector>;
+    fn of<K: WorkloadKind>(&self, cached: &CompactWorkload) -> Self::Out {
+        cached.selector::<K>()
+    }
+}
+
 impl Index {
     /// An index over plain objects (VPAs and workloads cached as the server caches them); objects of
     /// other kinds answer from [`IndexObjects::scale`].
@@ -396,22 +434,43 @@ impl Index {
     }
 
     /// `Some(None)` when `kind` is well-known but the object is not cached; `None` for other kinds.
-    fn well_known(&self, kind: &str, namespace: &str, name: &str) -> Option<Option<WorkloadInfo>> {
+    /// `cached` reads the cached object of kind `K`, `fallback` the fallback's answer.
+    fn well_known<T>(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        cached: impl CachedPart<Out = T>,
+        fallback: impl FnOnce(WorkloadInfo) -> T,
+    ) -> Option<Option<T>> {
         let w = &self.workloads;
-        let cached = match kind {
-            "Deployment" => w.deployments.info(namespace, name),
-            "ReplicaSet" => w.replica_sets.info(namespace, name),
-            "StatefulSet" => w.stateful_sets.info(namespace, name),
-            "DaemonSet" => w.daemon_sets.info(namespace, name),
-            "Job" => w.jobs.info(namespace, name),
-            "CronJob" => w.cron_jobs.info(namespace, name),
-            "ReplicationController" => w.replication_controllers.info(namespace, name),
+        let found = match kind {
+            "Deployment" => w
+                .deployments
+                .with(namespace, name, |c| cached.of::<Deployment>(c)),
+            "ReplicaSet" => w
+                .replica_sets
+                .with(namespace, name, |c| cached.of::<ReplicaSet>(c)),
+            "StatefulSet" => w
+                .stateful_sets
+                .with(namespace, name, |c| cached.of::<StatefulSet>(c)),
+            "DaemonSet" => w
+                .daemon_sets
+                .with(namespace, name, |c| cached.of::<DaemonSet>(c)),
+            "Job" => w.jobs.with(namespace, name, |c| cached.of::<Job>(c)),
+            "CronJob" => w
+                .cron_jobs
+                .with(namespace, name, |c| cached.of::<CronJob>(c)),
+            "ReplicationController" => w
+                .replication_controllers
+                .with(namespace, name, |c| cached.of::<ReplicationController>(c)),
             _ => return None,
         };
-        Some(cached.or_else(|| {
+        Some(found.or_else(|| {
             self.fallback
                 .as_ref()
                 .and_then(|f| f.lookup(kind, namespace, name))
+                .map(fallback)
         }))
     }
 
@@ -439,8 +498,18 @@ impl Index {
             }) {
                 return Err(ChainError::Cycle);
             }
-            let owner = match self.well_known(&current.kind, &current.namespace, &current.name) {
-                Some(Some(info)) => info.owner,
+            let namespace = current.namespace.as_str();
+            let next = match self.well_known(
+                &current.kind,
+                namespace,
+                &current.name,
+                OwnerPart { namespace },
+                |info| {
+                    info.owner
+                        .map(|owner| ControllerRef::from_owner(&owner, namespace))
+                },
+            ) {
+                Some(Some(next)) => next,
                 Some(None) => {
                     return Err(ChainError::Missing {
                         kind: current.kind.clone(),
@@ -449,7 +518,9 @@ impl Index {
                     });
                 }
                 None => match self.scale_info(&current) {
-                    Some(info) => info.owner,
+                    Some(info) => info
+                        .owner
+                        .map(|owner| ControllerRef::from_owner(&owner, namespace)),
                     None if chain.is_empty() => return Ok(None),
                     None if current.kind == "Node" => {
                         return Err(ChainError::Unhandled {
@@ -463,7 +534,6 @@ impl Index {
                     None => return Ok(chain.pop()),
                 },
             };
-            let next = owner.map(|owner| ControllerRef::from_owner(&owner, &current.namespace));
             chain.push(current);
             match next {
                 Some(next) => current = next,
@@ -485,8 +555,8 @@ impl Index {
     /// The label selector of a controller: `spec.selector` for well-known kinds (CronJob: its job
     /// template's labels; ReplicationController: its selector map), else the scale lookup's.
     pub fn selector(&self, c: &ControllerRef) -> Option<LabelSelector> {
-        match self.well_known(&c.kind, &c.namespace, &c.name) {
-            Some(info) => info.and_then(|i| i.selector),
+        match self.well_known(&c.kind, &c.namespace, &c.name, SelectorPart, |i| i.selector) {
+            Some(selector) => selector.flatten(),
             None => self.scale_info(c).and_then(|i| i.selector),
         }
     }

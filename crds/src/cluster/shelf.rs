@@ -56,8 +56,12 @@ struct Slot<V> {
     generation: u32,
 }
 
+/// The maps' hasher: foldhash (randomly seeded per process) instead of SipHash. Matching looks a
+/// workload up by namespace and name several times per controller, and SipHash was most of a lookup.
+type Hasher = foldhash::fast::RandomState;
+
 /// namespace → name → slot.
-type Map<V> = HashMap<Sym, HashMap<Box<str>, Slot<V>>>;
+type Map<V> = HashMap<Sym, HashMap<Box<str>, Slot<V>, Hasher>, Hasher>;
 
 /// The cache's writer was dropped before its first complete list.
 #[derive(Debug, Clone, Copy, thiserror::Error)]
@@ -149,7 +153,7 @@ pub struct ShelfWriter<V> {
 impl<V> ShelfWriter<V> {
     /// An empty shelf for objects of `kind` (named in errors).
     pub fn new(kind: &'static str) -> Self {
-        let map = Arc::new(RwLock::new(Map::new()));
+        let map = Arc::new(RwLock::new(Map::default()));
         let (ready, ready_rx) = watch::channel(false);
         Self {
             reader: ShelfReader {
@@ -220,7 +224,9 @@ impl<V> ShelfWriter<V> {
             },
             None => {
                 let namespace = self.interner.intern(namespace);
-                map.insert(namespace, HashMap::from([(name.into(), slot)]));
+                let mut names = HashMap::default();
+                names.insert(name.into(), slot);
+                map.insert(namespace, names);
             }
         }
     }

@@ -85,12 +85,24 @@ impl CompactWorkload {
         })
     }
 
+    /// API version, kind and name of the controller owner, without copying them.
+    pub fn owner_names(&self) -> Option<(&str, &str, &str)> {
+        self.owner
+            .as_ref()
+            .map(|o| (&*o.api_version, &*o.kind, &*o.name))
+    }
+
+    /// The pod selector as [`crate::target::workload_info`] gives it for the full object of kind `K`.
+    pub fn selector<K: WorkloadKind>(&self) -> Option<LabelSelector> {
+        K::SlimSpec::selector_from_kept(self.kept_selector())
+    }
+
     /// Owner and pod selector as [`crate::target::workload_info`] gives them for the full object of kind
     /// `K`.
     pub fn info<K: WorkloadKind>(&self) -> WorkloadInfo {
         WorkloadInfo {
             owner: self.owner_reference(),
-            selector: K::SlimSpec::selector_from_kept(self.kept_selector()),
+            selector: self.selector::<K>(),
         }
     }
 }
@@ -161,6 +173,11 @@ impl<K: WorkloadKind> WorkloadCache<K> {
     /// Owner and pod selector of the cached `namespace/name`.
     pub fn info(&self, namespace: &str, name: &str) -> Option<WorkloadInfo> {
         self.with(namespace, name, CompactWorkload::info::<K>)
+    }
+
+    /// The pod selector of the cached `namespace/name` (`Some(None)`: cached without one).
+    pub fn selector(&self, namespace: &str, name: &str) -> Option<Option<LabelSelector>> {
+        self.with(namespace, name, CompactWorkload::selector::<K>)
     }
 
     /// How many objects are cached.
