@@ -101,7 +101,7 @@ fn vpa_json(ns: &str, name: &str, v: usize) -> Value {
     };
     json!({
         "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": name, "namespace": ns, "uid": format!("vpa-{v}"), "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "metadata": {"name": name, "namespace": ns, "uid": format!("vpa-{v}"), "resourceVersion": (1000 + v).to_string(), "creationTimestamp": "2026-01-01T00:00:00Z"},
         "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}, "updatePolicy": {"updateMode": mode}},
         "status": {"recommendation": {"containerRecommendations": (["app", "sidecar"].iter().map(|c| json!({
             "containerName": c, "target": {"cpu": "250m", "memory": "256Mi"}, "lowerBound": {"cpu": "200m", "memory": "200Mi"},

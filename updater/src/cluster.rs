@@ -241,45 +241,20 @@ struct Matching {
     labels: Vec<(ByAddress<std::collections::BTreeMap<String, String>>, bool)>,
 }
 
-/// A value computed for one VPA, valid while the VPA's UID and resourceVersion are those recorded (the
-/// caches are keyed by the VPA's address, which only identifies it within one iteration).
+/// A cached value and the iteration that last used it (entries not used in an iteration are dropped at
+/// the start of the next one).
 #[derive(Debug)]
-struct VpaEntry<V> {
-    uid: Option<String>,
-    resource_version: Option<String>,
-    namespace: String,
+struct Used<V> {
     value: V,
+    used: u64,
 }
 
-impl<V: Clone> VpaEntry<V> {
-    fn new(vpa: &VerticalPodAutoscaler, namespace: &str, value: V) -> Self {
-        VpaEntry {
-            uid: vpa.metadata.uid.clone(),
-            resource_version: vpa.metadata.resource_version.clone(),
-            namespace: namespace.to_owned(),
-            value,
-        }
-    }
+/// The processed-recommendation key: the pod's container names (interned).
+type ProcessedKey = Vec<ByAddress<str>>;
 
-    fn get(&self, vpa: &VerticalPodAutoscaler, namespace: &str) -> Option<V> {
-        (self.uid == vpa.metadata.uid
-            && self.resource_version == vpa.metadata.resource_version
-            && self.namespace == namespace)
-            .then(|| self.value.clone())
-    }
-}
-
-/// The address of a VPA (per-iteration cache keys).
-fn address(vpa: &VerticalPodAutoscaler) -> usize {
-    std::ptr::from_ref(vpa) as usize
-}
-
-/// The processed-recommendation cache key: the VPA and the pod's container names (interned).
-type ProcessedKey = (usize, Vec<ByAddress<str>>);
-
-/// The resize-plan cache key: the VPA, the pod's containers (names, current resources and which spec maps
-/// are set, interned) and whether the pod has annotations.
-type PlanKey = (usize, ByAddress<[pods::ContainerInfo]>, bool);
+/// The resize-plan key: the pod's containers (names, current resources and which spec maps are set,
+/// interned) and whether the pod has annotations.
+type PlanKey = (ByAddress<[pods::ContainerInfo]>, bool);
 
 /// The priority cache key: the parsed recommendation, the pod's containers (interned, with their current
 /// resources), its observed-container list (interned) and the resources it sets at pod level.
@@ -290,22 +265,176 @@ type PriorityKey = (
     &'static [&'static str],
 );
 
-/// What one iteration computes once and reuses: parsed quantities, the matching of each pod controller,
-/// processed recommendations that do not depend on a pod's own resources, and the priorities and resize
-/// plans of pods alike.
-#[derive(Debug, Default)]
-struct IterationCaches {
-    millis: RefCell<MilliCache>,
-    limit_ranges: RefCell<FastMap<String, Arc<[LimitRange]>>>,
-    parsed: RefCell<FastMap<ByAddress<RecommendedPodResources>, Arc<ParsedRecommendation>>>,
-    priorities: RefCell<FastMap<PriorityKey, Result<PodPriority, String>>>,
-    matching: RefCell<FastMap<ByAddress<Owner>, Matching>>,
-    processed_by_list: RefCell<FastMap<PlanKey, VpaEntry<Option<Arc<RecommendedPodResources>>>>>,
-    processed: RefCell<FastMap<ProcessedKey, VpaEntry<Option<Arc<RecommendedPodResources>>>>>,
-    plans: RefCell<FastMap<PlanKey, VpaEntry<Result<ResizePlan, ResizeError>>>>,
+/// What was computed for one VPA: processed recommendations and resize plans per container shape. Valid
+/// while the VPA's UID and resourceVersion (bumped by every spec or status change), the namespace, its
+/// LimitRanges (compared by value) and the CPU start-up boost gate are those recorded; a change of any
+/// of them empties it.
+#[derive(Debug)]
+struct VpaCache {
+    uid: Option<String>,
+    resource_version: Option<String>,
+    namespace: String,
+    limit_ranges: Arc<[LimitRange]>,
+    boost_gate: bool,
+    used: u64,
+    /// Processed recommendations by the interned container list (pods of one controller share it).
+    processed_by_list:
+        FastMap<ByAddress<[pods::ContainerInfo]>, Used<Option<Arc<RecommendedPodResources>>>>,
+    /// Processed recommendations by container names.
+    processed: FastMap<ProcessedKey, Used<Option<Arc<RecommendedPodResources>>>>,
+    /// Resize plans of pods without boost annotations or pod-level resources.
+    plans: FastMap<PlanKey, Used<Result<ResizePlan, ResizeError>>>,
 }
 
-/// Most entries in each iteration cache (beyond it, lookups are computed without caching).
+/// What a [`VpaCache`] depends on besides the VPA: the namespace, its LimitRanges and the boost gate.
+struct VpaInputs<'a> {
+    namespace: &'a str,
+    limit_ranges: &'a Arc<[LimitRange]>,
+    boost_gate: bool,
+}
+
+impl VpaCache {
+    fn new(vpa: &VerticalPodAutoscaler, inputs: &VpaInputs<'_>, used: u64) -> Self {
+        VpaCache {
+            uid: vpa.metadata.uid.clone(),
+            resource_version: vpa.metadata.resource_version.clone(),
+            namespace: inputs.namespace.to_owned(),
+            limit_ranges: Arc::clone(inputs.limit_ranges),
+            boost_gate: inputs.boost_gate,
+            used,
+            processed_by_list: FastMap::default(),
+            processed: FastMap::default(),
+            plans: FastMap::default(),
+        }
+    }
+
+    /// Whether the entries were computed from `vpa` and `inputs`; equal LimitRanges read in another
+    /// iteration are adopted, so that the next checks compare addresses only.
+    fn valid_for(&mut self, vpa: &VerticalPodAutoscaler, inputs: &VpaInputs<'_>) -> bool {
+        if self.uid != vpa.metadata.uid
+            || self.resource_version != vpa.metadata.resource_version
+            || self.namespace != inputs.namespace
+            || self.boost_gate != inputs.boost_gate
+        {
+            return false;
+        }
+        if Arc::ptr_eq(&self.limit_ranges, inputs.limit_ranges) {
+            return true;
+        }
+        if *self.limit_ranges == **inputs.limit_ranges {
+            self.limit_ranges = Arc::clone(inputs.limit_ranges);
+            return true;
+        }
+        false
+    }
+
+    /// Drops the entries not used in iteration `generation`.
+    fn sweep(&mut self, generation: u64) {
+        self.processed_by_list.retain(|_, e| e.used == generation);
+        self.processed.retain(|_, e| e.used == generation);
+        self.plans.retain(|_, e| e.used == generation);
+    }
+}
+
+/// The per-VPA caches: kept across iterations by UID for VPAs with a UID and a resourceVersion, by
+/// address (for one iteration) for the others (snapshots, hand-written objects).
+#[derive(Debug, Default)]
+struct VpaCaches {
+    by_uid: FastMap<String, VpaCache>,
+    by_address: FastMap<usize, VpaCache>,
+}
+
+impl VpaCaches {
+    /// The valid cache of `vpa` (emptied if its inputs changed), marked used in iteration `generation`;
+    /// `None` when the table is full and `vpa` has none.
+    fn get(
+        &mut self,
+        vpa: &VerticalPodAutoscaler,
+        inputs: &VpaInputs<'_>,
+        generation: u64,
+    ) -> Option<&mut VpaCache> {
+        let cache = match (&vpa.metadata.uid, &vpa.metadata.resource_version) {
+            (Some(uid), Some(_)) => {
+                if !self.by_uid.contains_key(uid.as_str()) {
+                    if self.by_uid.len() >= CACHE_ENTRIES {
+                        return None;
+                    }
+                    self.by_uid
+                        .insert(uid.clone(), VpaCache::new(vpa, inputs, generation));
+                }
+                self.by_uid.get_mut(uid.as_str())?
+            }
+            _ => {
+                let len = self.by_address.len();
+                match self.by_address.entry(address(vpa)) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        if len >= CACHE_ENTRIES {
+                            return None;
+                        }
+                        e.insert(VpaCache::new(vpa, inputs, generation))
+                    }
+                }
+            }
+        };
+        if !cache.valid_for(vpa, inputs) {
+            *cache = VpaCache::new(vpa, inputs, generation);
+        }
+        cache.used = generation;
+        Some(cache)
+    }
+
+    /// Keeps what iteration `generation` used (by UID only: addresses identify a VPA within one
+    /// iteration).
+    fn sweep(&mut self, generation: u64) {
+        self.by_uid.retain(|_, c| c.used == generation);
+        for cache in self.by_uid.values_mut() {
+            cache.sweep(generation);
+        }
+        self.by_address.clear();
+    }
+}
+
+/// The address of a VPA (cache key of VPAs without a UID or resourceVersion, within one iteration).
+fn address(vpa: &VerticalPodAutoscaler) -> usize {
+    std::ptr::from_ref(vpa) as usize
+}
+
+/// What the view computes once and reuses. For one iteration: parsed quantities, LimitRanges, the
+/// matching of each pod controller. Across iterations, while their inputs are unchanged and as long as
+/// an iteration uses them: processed recommendations that do not depend on a pod's own resources, resize
+/// plans of pods alike (per VPA, see [`VpaCache`]), parsed recommendations and the priorities of pods
+/// alike (keyed by the cached processed recommendation).
+#[derive(Debug, Default)]
+struct IterationCaches {
+    /// The current iteration (entries record the last one that used them).
+    generation: u64,
+    millis: RefCell<MilliCache>,
+    limit_ranges: RefCell<FastMap<String, Arc<[LimitRange]>>>,
+    matching: RefCell<FastMap<ByAddress<Owner>, Matching>>,
+    parsed: RefCell<FastMap<ByAddress<RecommendedPodResources>, Used<Arc<ParsedRecommendation>>>>,
+    priorities: RefCell<FastMap<PriorityKey, Used<Result<PodPriority, String>>>>,
+    vpas: RefCell<VpaCaches>,
+}
+
+impl IterationCaches {
+    /// Starts the next iteration: the per-iteration caches are emptied, and entries of the others not
+    /// used in the iteration that ends (deleted VPAs, pods gone) are dropped.
+    fn begin_iteration(&mut self) {
+        let generation = self.generation;
+        self.millis = RefCell::default();
+        self.limit_ranges = RefCell::default();
+        self.matching = RefCell::default();
+        self.parsed.get_mut().retain(|_, e| e.used == generation);
+        self.priorities
+            .get_mut()
+            .retain(|_, e| e.used == generation);
+        self.vpas.get_mut().sweep(generation);
+        self.generation = generation.wrapping_add(1);
+    }
+}
+
+/// Most entries in each cache (beyond it, lookups are computed without caching).
 const CACHE_ENTRIES: usize = 1 << 20;
 
 /// Most label sets remembered per controller.
@@ -330,10 +459,17 @@ impl<R: ReplicaLookup> CacheView<R> {
         }
     }
 
-    /// Starts an iteration at `now`: what was cached for the previous one is dropped.
+    /// Starts an iteration at `now`: what was cached for one iteration only is dropped, and so are the
+    /// kept entries the previous iteration did not use.
     pub fn begin_iteration(&mut self, now: Timestamp) {
         self.now = now;
-        self.caches = IterationCaches::default();
+        self.caches.begin_iteration();
+    }
+
+    /// Number of VPAs with entries kept across iterations (for tests).
+    #[cfg(test)]
+    fn kept_vpas(&self) -> usize {
+        self.caches.vpas.borrow().by_uid.len()
     }
 
     /// The LimitRanges of `namespace`, read once per iteration.
@@ -465,46 +601,63 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         if per_pod {
             return processed_with(vpa, pod, &limit_ranges).map(|r| r.map(Arc::new));
         }
+        let inputs = VpaInputs {
+            namespace: ns,
+            limit_ranges: &limit_ranges,
+            boost_gate: self.gates.cpu_startup_boost,
+        };
+        let generation = self.caches.generation;
+        let list = pods::container_list(pod);
+        let names = || -> ProcessedKey {
+            pods::containers(pod)
+                .iter()
+                .map(|c| ByAddress(Arc::clone(&c.name)))
+                .collect()
+        };
         // First by the interned container list (pods of one controller share it), then by the names.
-        let list_key = (
-            address(vpa),
-            ByAddress(Arc::clone(pods::container_list(pod))),
-            false,
-        );
-        if let Some(hit) = self
-            .caches
-            .processed_by_list
-            .borrow()
-            .get(&list_key)
-            .and_then(|e| e.get(vpa, ns))
-        {
+        let cached = {
+            let mut vpas = self.caches.vpas.borrow_mut();
+            vpas.get(vpa, &inputs, generation).and_then(|cache| {
+                if let Some(hit) = cache
+                    .processed_by_list
+                    .get_mut(&ByAddress(Arc::clone(list)))
+                {
+                    hit.used = generation;
+                    return Some(hit.value.clone());
+                }
+                let hit = cache.processed.get_mut(&names())?;
+                hit.used = generation;
+                let value = hit.value.clone();
+                if cache.processed_by_list.len() < CACHE_ENTRIES {
+                    cache.processed_by_list.insert(
+                        ByAddress(Arc::clone(list)),
+                        Used {
+                            value: value.clone(),
+                            used: generation,
+                        },
+                    );
+                }
+                Some(value)
+            })
+        };
+        if let Some(hit) = cached {
             return Ok(hit);
         }
-        let names = pods::containers(pod)
-            .iter()
-            .map(|c| ByAddress(Arc::clone(&c.name)))
-            .collect();
-        let key = (address(vpa), names);
-        let cached = self
-            .caches
-            .processed
-            .borrow()
-            .get(&key)
-            .and_then(|e| e.get(vpa, ns));
-        let value = match cached {
-            Some(hit) => hit,
-            None => {
-                let value = processed_with(vpa, pod, &limit_ranges)?.map(Arc::new);
-                let mut processed = self.caches.processed.borrow_mut();
-                if processed.len() < CACHE_ENTRIES {
-                    processed.insert(key, VpaEntry::new(vpa, ns, value.clone()));
-                }
-                value
+        let value = processed_with(vpa, pod, &limit_ranges)?.map(Arc::new);
+        let mut vpas = self.caches.vpas.borrow_mut();
+        if let Some(cache) = vpas.get(vpa, &inputs, generation) {
+            let used = |value: &Option<Arc<RecommendedPodResources>>| Used {
+                value: value.clone(),
+                used: generation,
+            };
+            if cache.processed.len() < CACHE_ENTRIES {
+                cache.processed.insert(names(), used(&value));
             }
-        };
-        let mut by_list = self.caches.processed_by_list.borrow_mut();
-        if by_list.len() < CACHE_ENTRIES {
-            by_list.insert(list_key, VpaEntry::new(vpa, ns, value.clone()));
+            if cache.processed_by_list.len() < CACHE_ENTRIES {
+                cache
+                    .processed_by_list
+                    .insert(ByAddress(Arc::clone(list)), used(&value));
+            }
         }
         Ok(value)
     }
@@ -521,8 +674,12 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
                 ParsedRecommendation::new(rec.map(|r| &**r), &mut self.caches.millis.borrow_mut());
             return priority_for(pod, &parsed).map_err(|e| e.to_string());
         };
+        let generation = self.caches.generation;
         let key = ByAddress(Arc::clone(rec));
-        let hit = self.caches.parsed.borrow().get(&key).cloned();
+        let hit = self.caches.parsed.borrow_mut().get_mut(&key).map(|e| {
+            e.used = generation;
+            Arc::clone(&e.value)
+        });
         let parsed = match hit {
             Some(p) => p,
             None => {
@@ -532,7 +689,13 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
                 ));
                 let mut parsed = self.caches.parsed.borrow_mut();
                 if parsed.len() < CACHE_ENTRIES {
-                    parsed.insert(key, Arc::clone(&p));
+                    parsed.insert(
+                        key,
+                        Used {
+                            value: Arc::clone(&p),
+                            used: generation,
+                        },
+                    );
                 }
                 p
             }
@@ -545,13 +708,20 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
             pods::observed_list(pod).map(|o| ByAddress(Arc::clone(o))),
             pods::pod_level(pod),
         );
-        if let Some(hit) = self.caches.priorities.borrow().get(&key) {
-            return hit.clone();
+        if let Some(hit) = self.caches.priorities.borrow_mut().get_mut(&key) {
+            hit.used = generation;
+            return hit.value.clone();
         }
         let value = priority_for(pod, &parsed).map_err(|e| e.to_string());
         let mut priorities = self.caches.priorities.borrow_mut();
         if priorities.len() < CACHE_ENTRIES {
-            priorities.insert(key, value.clone());
+            priorities.insert(
+                key,
+                Used {
+                    value: value.clone(),
+                    used: generation,
+                },
+            );
         }
         value
     }
@@ -563,6 +733,7 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         now: Timestamp,
     ) -> Result<ResizePlan, ResizeError> {
         let ns = pods::namespace(pod);
+        let limit_ranges = self.limit_ranges(ns);
         let plan = || {
             // The processed recommendation the priorities used (cached per VPA and containers).
             let processed = self.processed(vpa, pod).map_err(ResizeError::Processing)?;
@@ -570,34 +741,52 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
                 pod,
                 vpa,
                 processed.as_deref(),
-                &self.limit_ranges(ns),
+                &limit_ranges,
                 self.gates.cpu_startup_boost,
                 now,
             )
         };
         // Without boost annotations and pod-level resources, the plan depends only on the VPA, the
-        // namespace's LimitRanges and the containers: pods alike share it.
+        // namespace's LimitRanges, the boost gate and the containers (not on `now`): pods alike share it,
+        // across iterations too.
         if pods::has_boost_annotation(pod) || !pods::pod_level(pod).is_empty() {
             return plan();
         }
+        let inputs = VpaInputs {
+            namespace: ns,
+            limit_ranges: &limit_ranges,
+            boost_gate: self.gates.cpu_startup_boost,
+        };
+        let generation = self.caches.generation;
         let key = (
-            address(vpa),
             ByAddress(Arc::clone(pods::container_list(pod))),
             pods::has_annotations(pod),
         );
-        if let Some(hit) = self
+        let hit = self
             .caches
-            .plans
-            .borrow()
-            .get(&key)
-            .and_then(|e| e.get(vpa, ns))
-        {
+            .vpas
+            .borrow_mut()
+            .get(vpa, &inputs, generation)
+            .and_then(|cache| cache.plans.get_mut(&key))
+            .map(|e| {
+                e.used = generation;
+                e.value.clone()
+            });
+        if let Some(hit) = hit {
             return hit;
         }
         let value = plan();
-        let mut plans = self.caches.plans.borrow_mut();
-        if plans.len() < CACHE_ENTRIES {
-            plans.insert(key, VpaEntry::new(vpa, ns, value.clone()));
+        let mut vpas = self.caches.vpas.borrow_mut();
+        if let Some(cache) = vpas.get(vpa, &inputs, generation)
+            && cache.plans.len() < CACHE_ENTRIES
+        {
+            cache.plans.insert(
+                key,
+                Used {
+                    value: value.clone(),
+                    used: generation,
+                },
+            );
         }
         value
     }
@@ -763,5 +952,147 @@ impl Actuator for ApiActuator {
                 tracing::debug!(error = %err, "event not recorded");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tailor_crds::cluster::index::IndexObjects;
+
+    /// Every creator has one configured replica.
+    struct OneReplica;
+
+    impl ReplicaLookup for OneReplica {
+        fn configured(&self, _: &Creator, _: i32) -> Result<i32, String> {
+            Ok(1)
+        }
+    }
+
+    fn view(limit_ranges: Vec<LimitRange>) -> CacheView<OneReplica> {
+        CacheView::new(
+            Index::from_objects(IndexObjects {
+                limit_ranges,
+                ..IndexObjects::default()
+            }),
+            OneReplica,
+            RestrictionConfig::default(),
+            FeatureGates::default(),
+            Timestamp::UNIX_EPOCH,
+        )
+    }
+
+    fn vpa(uid: &str, resource_version: &str, cpu: &str) -> VerticalPodAutoscaler {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "autoscaling.tailor.dev/v1",
+            "kind": "VerticalPodAutoscaler",
+            "metadata": {"name": uid, "namespace": "ns", "uid": uid,
+                         "resourceVersion": resource_version},
+            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"},
+                     "updatePolicy": {"updateMode": "InPlaceOrRecreate"}},
+            "status": {"recommendation": {"containerRecommendations": [{"containerName": "app",
+                "target": {"cpu": cpu, "memory": "100Mi"},
+                "lowerBound": {"cpu": cpu, "memory": "100Mi"},
+                "upperBound": {"cpu": cpu, "memory": "100Mi"}}]}}
+        }))
+        .expect("vpa")
+    }
+
+    fn pod() -> CompactPod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "pod-uid"},
+            "spec": {"containers": [{"name": "app",
+                "resources": {"requests": {"cpu": "100m", "memory": "100Mi"},
+                              "limits": {"cpu": "200m", "memory": "200Mi"}}}]},
+            "status": {"phase": "Running"}
+        }))
+        .expect("pod")
+    }
+
+    fn cpu_max(cpu: &str) -> LimitRange {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "lr", "namespace": "ns"},
+            "spec": {"limits": [{"type": "Container", "max": {"cpu": cpu}}]}
+        }))
+        .expect("limit range")
+    }
+
+    fn target_cpu(rec: Option<Arc<RecommendedPodResources>>) -> Option<String> {
+        let rec = rec?;
+        let first = rec.container_recommendations.as_ref()?.first()?;
+        first.target.get("cpu").map(|q| q.0.clone())
+    }
+
+    /// What an empty view (nothing cached) computes.
+    fn fresh_plan(
+        limit_ranges: Vec<LimitRange>,
+        vpa: &VerticalPodAutoscaler,
+    ) -> Result<ResizePlan, ResizeError> {
+        view(limit_ranges).resize_plan(&pod(), vpa, Timestamp::UNIX_EPOCH)
+    }
+
+    #[test]
+    fn a_new_resource_version_invalidates_the_kept_entries() {
+        let mut view = view(Vec::new());
+        let pod = pod();
+        let old = vpa("u1", "1", "300m");
+        assert_eq!(
+            target_cpu(view.processed(&old, &pod).expect("processed")),
+            Some("300m".into())
+        );
+        let old_plan = view.resize_plan(&pod, &old, Timestamp::UNIX_EPOCH);
+        view.begin_iteration(Timestamp::UNIX_EPOCH);
+        // Kept across the iteration: the same Arc as before.
+        let first = view.processed(&old, &pod).expect("processed");
+        let again = view.processed(&old, &pod).expect("processed");
+        assert!(matches!((&first, &again), (Some(a), Some(b)) if Arc::ptr_eq(a, b)));
+        view.begin_iteration(Timestamp::UNIX_EPOCH);
+        let new = vpa("u1", "2", "500m");
+        assert_eq!(
+            target_cpu(view.processed(&new, &pod).expect("processed")),
+            Some("500m".into())
+        );
+        let new_plan = view.resize_plan(&pod, &new, Timestamp::UNIX_EPOCH);
+        assert_ne!(new_plan, old_plan);
+        assert_eq!(new_plan, fresh_plan(Vec::new(), &new));
+    }
+
+    #[test]
+    fn a_changed_limit_range_invalidates_the_kept_plan() {
+        let vpa = vpa("u1", "1", "500m");
+        let pod = pod();
+        let mut view = view(vec![cpu_max("1")]);
+        let before = view.resize_plan(&pod, &vpa, Timestamp::UNIX_EPOCH);
+        assert_eq!(before, fresh_plan(vec![cpu_max("1")], &vpa));
+        view.begin_iteration(Timestamp::UNIX_EPOCH);
+        // Same VPA and resourceVersion, the namespace's LimitRange now caps CPU lower.
+        view.index = Index::from_objects(IndexObjects {
+            limit_ranges: vec![cpu_max("150m")],
+            ..IndexObjects::default()
+        });
+        let after = view.resize_plan(&pod, &vpa, Timestamp::UNIX_EPOCH);
+        assert_ne!(after, before);
+        assert_eq!(after, fresh_plan(vec![cpu_max("150m")], &vpa));
+    }
+
+    #[test]
+    fn entries_of_deleted_vpas_are_dropped() {
+        let mut view = view(Vec::new());
+        let pod = pod();
+        let (a, b) = (vpa("a", "1", "300m"), vpa("b", "1", "400m"));
+        for v in [&a, &b] {
+            view.processed(v, &pod).expect("processed");
+            let _ = view.resize_plan(&pod, v, Timestamp::UNIX_EPOCH);
+        }
+        view.begin_iteration(Timestamp::UNIX_EPOCH);
+        assert_eq!(view.kept_vpas(), 2);
+        // `b` is gone: the next iteration uses only `a`.
+        view.processed(&a, &pod).expect("processed");
+        view.begin_iteration(Timestamp::UNIX_EPOCH);
+        assert_eq!(view.kept_vpas(), 1);
+        assert!(view.caches.vpas.borrow().by_uid.contains_key("a"));
+        view.begin_iteration(Timestamp::UNIX_EPOCH);
+        assert_eq!(view.kept_vpas(), 0);
+        assert!(view.caches.parsed.borrow().is_empty());
     }
 }
