@@ -351,7 +351,9 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
             mode: mode_text.clone(),
             pods: BTreeMap::new(),
         };
-        let aborted = process_vpa(
+        // Updates are counted in the metrics once the VPA is processed, also when it aborts the iteration.
+        let mut done = Done::default();
+        let aborted = process_vpa_pods(
             config,
             state,
             view,
@@ -363,8 +365,13 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
             metrics,
             &mut vpa_report,
             &mut report,
+            &mut done,
         )
         .await;
+        if let Some((evicted, resized)) = metrics.map(|m| m.vpa_counters(&entry.label)) {
+            evicted.inc_by(done.evicted);
+            resized.inc_by(done.resized);
+        }
         report.vpas.push(vpa_report);
         if let Err(reason) = aborted {
             report.aborted = Some(reason);
@@ -383,34 +390,6 @@ fn set(report: &mut VpaReport, pod: &CompactPod, action: Action) {
 struct Done {
     evicted: u64,
     resized: u64,
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn process_vpa<V: ClusterView, A: Actuator>(
-    config: &IterationConfig,
-    state: &mut UpdaterState,
-    view: &V,
-    actuator: &mut A,
-    entry: &Vpa<'_>,
-    vpa_pods: &[Arc<CompactPod>],
-    now: Timestamp,
-    gauges: &mut IterationGauges,
-    metrics: Option<&Metrics>,
-    vpa_report: &mut VpaReport,
-    report: &mut Report,
-) -> Result<(), String> {
-    let counters = metrics.map(|m| m.vpa_counters(&entry.label));
-    let mut done = Done::default();
-    let result = process_vpa_pods(
-        config, state, view, actuator, entry, vpa_pods, now, gauges, metrics, vpa_report, report,
-        &mut done,
-    )
-    .await;
-    if let Some((evicted, resized)) = counters {
-        evicted.inc_by(done.evicted);
-        resized.inc_by(done.resized);
-    }
-    result
 }
 
 #[allow(clippy::too_many_arguments)]
