@@ -6,8 +6,8 @@ use k8s_openapi::api::core::v1::{ContainerState, ContainerStateRunning, Containe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::watcher;
 use serde_json::json;
-use tailor_crds::VerticalPodAutoscalerCheckpoint;
 use tailor_crds::workload::SlimWorkload;
+use tailor_crds::{VerticalPodAutoscaler, VerticalPodAutoscalerCheckpoint};
 use tailor_engine::model::Selector;
 use tailor_engine::replay::{ReplayConfig, Trace, TraceContainer, TracePod, try_replay};
 use tailor_recommender::config::ControllerConfig;
@@ -20,13 +20,18 @@ const CHECKPOINTS: &str =
 const APP: &[(&str, &str)] = &[("app", "workload")];
 
 fn setup(h: &mut Harness) {
+    setup_with(h, &vpa("default", "web", "Deployment", "web"));
+}
+
+/// The `web` Deployment and `v` (a VPA targeting it).
+fn setup_with(h: &mut Harness, v: &VerticalPodAutoscaler) {
     h.writers
         .workloads
         .deployments
         .apply_watcher_event(&watcher::Event::Apply(SlimWorkload::of(&deployment(
             "default", "web", APP,
         ))));
-    h.apply_vpa(&vpa("default", "web", "Deployment", "web"));
+    h.apply_vpa(v);
 }
 
 fn add_pods(h: &mut Harness, n: usize) {
@@ -710,17 +715,11 @@ async fn profile_by_annotation_and_flag() {
             ..ControllerConfig::default()
         };
         let mut h = Harness::new(cfg);
-        h.writers
-            .workloads
-            .deployments
-            .apply_watcher_event(&watcher::Event::Apply(SlimWorkload::of(&deployment(
-                "default", "web", APP,
-            ))));
         let mut v = vpa("default", "web", "Deployment", "web");
         if let Some(a) = annotation {
             v.metadata.annotations = Some([(PROFILE_ANNOTATION.to_string(), a.to_string())].into());
         }
-        h.apply_vpa(&v);
+        setup_with(&mut h, &v);
         add_pods(&mut h, 2);
         let loops = 30;
         for i in 0..loops {
@@ -776,12 +775,6 @@ async fn diurnal_follows_the_hours_only_for_vpas_resized_in_place() {
         let mut cfg = ControllerConfig::default();
         cfg.aggregations.cpu_time_of_day = true;
         let mut h = Harness::new(cfg);
-        h.writers
-            .workloads
-            .deployments
-            .apply_watcher_event(&watcher::Event::Apply(SlimWorkload::of(&deployment(
-                "default", "web", APP,
-            ))));
         let mut v = vpa("default", "web", "Deployment", "web");
         v.metadata.annotations =
             Some([(PROFILE_ANNOTATION.to_string(), "diurnal".to_string())].into());
@@ -789,7 +782,7 @@ async fn diurnal_follows_the_hours_only_for_vpas_resized_in_place() {
             update_mode: Some(mode.clone()),
             ..Default::default()
         });
-        h.apply_vpa(&v);
+        setup_with(&mut h, &v);
         add_pods(&mut h, 2);
         for i in 0..loops {
             h.loop_with(i * step, Ok(sample_list_every(2, i, step)))
