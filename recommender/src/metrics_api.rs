@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use futures::AsyncReadExt as _;
+use futures::AsyncBufReadExt as _;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::{Api, Client};
 use serde::Deserialize;
@@ -244,8 +244,18 @@ impl MetricsApiSource {
         let req = kube::core::Request::new(&self.url).list(&ListParams::default())?;
         let mut body = self.client.request_stream(req).await?;
         self.buffer.clear();
-        body.read_to_end(&mut self.buffer).await?;
-        Ok(())
+        // Chunk by chunk rather than `read_to_end`, which zeroes the buffer's whole spare capacity again
+        // each time the body is not ready yet: with a buffer kept at the size of the last list that was
+        // about 5% of the loop's CPU at 50,000 pods (BENCHMARKS.md, issue 14).
+        loop {
+            let chunk = body.fill_buf().await?;
+            if chunk.is_empty() {
+                return Ok(());
+            }
+            let n = chunk.len();
+            self.buffer.extend_from_slice(chunk);
+            body.consume_unpin(n);
+        }
     }
 
     /// Decodes the fetched list, handing each pod's snapshot to `each`; returns how many objects could
