@@ -67,17 +67,6 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// The status patch of a VPA could not be serialised.
-    #[error("VPA {namespace}/{vpa}: cannot serialise the status patch: {source}")]
-    StatusBody {
-        /// Namespace.
-        namespace: String,
-        /// VPA name.
-        vpa: String,
-        /// Why.
-        #[source]
-        source: serde_json::Error,
-    },
     /// Patching the status of a VPA failed.
     #[error("VPA {namespace}/{vpa}: status patch failed: {source}")]
     StatusWrite {
@@ -134,7 +123,7 @@ impl Error {
             Error::CheckpointLoad { .. } => "checkpoint_load",
             Error::CheckpointBuild { .. } | Error::CheckpointWrite { .. } => "checkpoint",
             Error::CheckpointDelete { .. } => "checkpoint_gc",
-            Error::StatusBody { .. } | Error::StatusWrite { .. } => "status",
+            Error::StatusWrite { .. } => "status",
             Error::LeaseTaken { .. } | Error::LeaseRenewal { .. } => "lease",
             Error::NotLeader { .. } => "not_leader",
             Error::Watch { .. } => "watch",

@@ -256,17 +256,29 @@ pub fn kept_recommendation(
 }
 
 /// The JSON merge patch that turns any status into `status` (absent fields are sent as `null` so that
-/// they are removed).
-pub fn merge_patch(
-    status: &VerticalPodAutoscalerStatus,
-) -> Result<serde_json::Value, serde_json::Error> {
-    Ok(serde_json::json!({
-        "status": {
-            "recommendation": serde_json::to_value(&status.recommendation)?,
-            "conditions": serde_json::to_value(&status.conditions)?,
-            "observedGeneration": status.observed_generation,
-        }
-    }))
+/// they are removed). Serialised straight from the status, without building a JSON tree first.
+#[derive(Debug, serde::Serialize)]
+pub struct MergePatch<'a> {
+    status: MergePatchStatus<'a>,
+}
+
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MergePatchStatus<'a> {
+    recommendation: &'a Option<RecommendedPodResources>,
+    conditions: &'a Option<Vec<VerticalPodAutoscalerCondition>>,
+    observed_generation: Option<i64>,
+}
+
+/// The merge patch for `status` (see [`MergePatch`]).
+pub fn merge_patch(status: &VerticalPodAutoscalerStatus) -> MergePatch<'_> {
+    MergePatch {
+        status: MergePatchStatus {
+            recommendation: &status.recommendation,
+            conditions: &status.conditions,
+            observed_generation: status.observed_generation,
+        },
+    }
 }
 
 /// One planned status write.
@@ -315,11 +327,7 @@ async fn patch_status(
     w: &StatusWrite,
 ) -> Result<(), Error> {
     let (namespace, vpa) = (&w.key.0, &w.key.1);
-    let body = merge_patch(&w.status).map_err(|source| Error::StatusBody {
-        namespace: namespace.clone(),
-        vpa: vpa.clone(),
-        source,
-    })?;
+    let body = merge_patch(&w.status);
     limiter.acquire().await;
     if !fence.allows_writes() {
         return Err(Error::NotLeader {
