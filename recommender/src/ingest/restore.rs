@@ -1,14 +1,23 @@
 //! Checkpoints into the model: the restored aggregates of VPAs new to the model with their open memory
 //! windows added back (windows of the earlier per-pod format are continued in containers that still run).
 
+use std::collections::HashMap;
+
 use crate::checkpoint::{self, OpenWindow, StoredWindows};
+use crate::checkpoint_writer::shapes_of;
 use crate::error::Error;
+use crate::ingest::VpaKey;
 use crate::run_loop::{LoopReport, Recommender};
+use crate::time::from_time;
 use tailor_engine::model::{AggregateContainerState, ContainerId, Sample};
 use tailor_engine::units::{Nanos, Resource};
 
 impl Recommender {
     /// Loads checkpoints of VPAs new to the model (all of them at start), except those this process wrote.
+    ///
+    /// A VPA whose checkpoints were all restored counts them as its last write (at the oldest
+    /// `lastUpdateTime`, with the histograms as restored), so that after a restart they are rewritten
+    /// when they move or reach `--checkpoints-max-age`, as before it, not all in the first loop.
     pub(crate) fn restore_checkpoints(&mut self, now: Nanos, report: &mut LoopReport) {
         if !self.vpas.values().any(|e| e.restore_pending) {
             return;
@@ -16,6 +25,9 @@ impl Recommender {
         let interval = self.model.config.memory_aggregation_interval;
         let mut checkpoints = self.stores.checkpoints.state();
         checkpoints.sort_by_key(|c| c.metadata.name.clone());
+        // Per VPA: the oldest `lastUpdateTime` of its restored checkpoints (`None` when one has none or
+        // could not be loaded: that VPA's checkpoints are written in the first loop).
+        let mut restored: HashMap<VpaKey, Option<Nanos>> = HashMap::new();
         for cp in checkpoints {
             let ns = cp.metadata.namespace.clone().unwrap_or_default();
             let cp_name = cp.metadata.name.clone().unwrap_or_default();
@@ -25,7 +37,8 @@ impl Recommender {
             ) else {
                 continue;
             };
-            let Some(e) = self.vpas.get(&(ns.clone(), vpa_name)) else {
+            let key = (ns.clone(), vpa_name);
+            let Some(e) = self.vpas.get(&key) else {
                 continue;
             };
             if !e.restore_pending
@@ -37,10 +50,12 @@ impl Recommender {
             }
             let index = e.index;
             let Some(status) = cp.status.as_ref() else {
+                restored.insert(key, None);
                 continue;
             };
             let mut agg = AggregateContainerState::new(&self.model.config, now);
             if let Err(source) = agg.load_from_checkpoint(&checkpoint::from_api_status(status)) {
+                restored.insert(key, None);
                 self.record_error(&Error::CheckpointLoad {
                     namespace: ns,
                     checkpoint: cp_name,
@@ -71,6 +86,25 @@ impl Recommender {
                 }
             }
             report.checkpoints_restored += 1;
+            let written = status
+                .last_update_time
+                .as_ref()
+                .and_then(from_time)
+                .map(|t| t.min(now));
+            restored
+                .entry(key)
+                .and_modify(|w| *w = w.zip(written).map(|(a, b)| a.min(b)))
+                .or_insert(written);
+        }
+        for (key, written) in restored {
+            let Some(index) = self.vpas.get(&key).map(|e| e.index) else {
+                continue;
+            };
+            let shapes = shapes_of(&self.model.aggregate_state_by_container_name(index));
+            if let (Some(e), Some(t)) = (self.vpas.get_mut(&key), written) {
+                e.last_checkpoint = Some(t);
+                e.checkpoint_shapes = Some(shapes);
+            }
         }
         for e in self.vpas.values_mut() {
             e.restore_pending = false;

@@ -444,6 +444,45 @@ async fn restart_from_checkpoints_reproduces_the_recommendation() {
 }
 
 #[tokio::test]
+async fn restored_checkpoints_count_as_written_until_they_age() {
+    // The first process writes its checkpoint in every loop (no minimum change).
+    let mut a = Harness::new(ControllerConfig {
+        checkpoints_min_change: 0.0,
+        ..ControllerConfig::default()
+    });
+    setup(&mut a);
+    add_pods(&mut a, 2);
+    let loops = 200;
+    for i in 0..loops {
+        a.loop_with(i * 600, Ok(sample_list(2, i * 10))).await;
+    }
+    let last = (loops - 1) * 600;
+    let before = a.vpa("default", "web");
+    let checkpoints = a.api.objects(&format!("{CHECKPOINTS}/"));
+    assert_eq!(checkpoints.len(), 1);
+
+    let mut b = Harness::new(ControllerConfig::default());
+    setup(&mut b);
+    b.apply_vpa(&before);
+    add_pods(&mut b, 2);
+    for c in checkpoints {
+        b.apply_checkpoint(serde_json::from_value(c).unwrap());
+    }
+    // Restarted a minute after the last write, with no new usage: restored, and not rewritten.
+    let (report, requests) = b.loop_with(last + 60, Ok(metrics_list(&[]))).await;
+    let counts =
+        |r: &tailor_recommender::LoopReport| (r.checkpoints_written, r.checkpoints_unchanged);
+    assert_eq!(report.checkpoints_restored, 1);
+    assert_eq!(counts(&report), (0, 1));
+    assert!(!requests.iter().any(|r| r.uri.starts_with(CHECKPOINTS)));
+    let (report, _) = b.loop_with(last + 300, Ok(metrics_list(&[]))).await;
+    assert_eq!(counts(&report), (0, 1));
+    // `--checkpoints-max-age` (10 minutes) after the restored write: rewritten.
+    let (report, _) = b.loop_with(last + 600, Ok(metrics_list(&[]))).await;
+    assert_eq!(counts(&report), (1, 0));
+}
+
+#[tokio::test]
 async fn the_checkpoint_apply_owns_only_tailors_annotation() {
     let mut h = Harness::new(ControllerConfig::default());
     setup(&mut h);
