@@ -5,13 +5,16 @@
 //! feeds each pod's samples straight into the model), so no list of objects is ever built: at 50,000 pods
 //! the poll costs the response text and nothing per item that outlives it.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use futures::AsyncBufReadExt as _;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::{Api, Client};
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 
 use crate::time::parse_rfc3339;
 use tailor_engine::units::Nanos;
@@ -57,57 +60,76 @@ pub struct PodMetrics {
     pub containers: Vec<ContainerUsage>,
 }
 
+/// A container's usage as listed: strings borrowed from the response where they hold no escapes; usage
+/// keys other than `cpu` and `memory` are skipped.
 #[derive(Deserialize)]
-struct RawContainer {
-    name: String,
-    #[serde(default)]
-    usage:
-        std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+struct RawContainer<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(default, borrow)]
+    usage: RawUsage<'a>,
 }
 
 #[derive(Deserialize, Default)]
-struct RawMeta {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    namespace: Option<String>,
+struct RawUsage<'a> {
+    #[serde(default, borrow)]
+    cpu: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    memory: Option<Cow<'a, str>>,
 }
 
-/// One listed object as read: metadata typed (as for every object), the rest kept loose so that one odd
-/// object is counted as unreadable instead of failing the whole list.
+#[derive(Deserialize, Default)]
+struct RawMeta<'a> {
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    namespace: Option<Cow<'a, str>>,
+}
+
+/// One listed object as read: metadata typed (as for every object), the rest kept as unparsed JSON text
+/// (borrowed from the response) so that one odd object is counted as unreadable instead of failing the
+/// whole list.
 #[derive(Deserialize)]
-struct RawPodMetrics {
-    #[serde(default)]
-    metadata: RawMeta,
-    #[serde(default)]
-    timestamp: serde_json::Value,
-    #[serde(default)]
-    containers: serde_json::Value,
+struct RawPodMetrics<'a> {
+    #[serde(default, borrow)]
+    metadata: RawMeta<'a>,
+    #[serde(default, borrow)]
+    timestamp: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    containers: Option<&'a RawValue>,
 }
 
-fn containers(raw: Vec<RawContainer>) -> Vec<ContainerUsage> {
+/// The amount of `resource` in a listed usage value, if it reads as a quantity.
+fn usage_amount(resource: &str, text: Option<Cow<'_, str>>) -> Option<i64> {
+    let q = Quantity(text?.into_owned());
+    tailor_crds::quantity::amount(resource, &q).ok()
+}
+
+fn containers(raw: Vec<RawContainer<'_>>) -> Vec<ContainerUsage> {
     raw.into_iter()
         .map(|c| ContainerUsage {
-            cpu_millicores: c
-                .usage
-                .get("cpu")
-                .and_then(|q| tailor_crds::quantity::amount("cpu", q).ok()),
-            memory_bytes: c
-                .usage
-                .get("memory")
-                .and_then(|q| tailor_crds::quantity::amount("memory", q).ok()),
-            name: c.name,
+            cpu_millicores: usage_amount("cpu", c.usage.cpu),
+            memory_bytes: usage_amount("memory", c.usage.memory),
+            name: c.name.into_owned(),
         })
         .collect()
 }
 
-impl RawPodMetrics {
+impl RawPodMetrics<'_> {
     fn into_metrics(self) -> Option<PodMetrics> {
-        let name = self.metadata.name?;
-        let timestamp = self.timestamp.as_str().and_then(parse_rfc3339)?;
-        let raw: Vec<RawContainer> = serde_json::from_value(self.containers).unwrap_or_default();
+        let name = self.metadata.name?.into_owned();
+        let timestamp = serde_json::from_str::<Cow<'_, str>>(self.timestamp?.get()).ok()?;
+        let timestamp = parse_rfc3339(&timestamp)?;
+        let raw: Vec<RawContainer<'_>> = self
+            .containers
+            .and_then(|c| serde_json::from_str(c.get()).ok())
+            .unwrap_or_default();
         Some(PodMetrics {
-            namespace: self.metadata.namespace.unwrap_or_default(),
+            namespace: self
+                .metadata
+                .namespace
+                .map(Cow::into_owned)
+                .unwrap_or_default(),
             name,
             timestamp,
             containers: containers(raw),
@@ -309,6 +331,24 @@ mod tests {
             pods[1].containers.is_empty(),
             "unreadable containers read as none"
         );
+    }
+
+    #[test]
+    fn escaped_strings_are_read_as_well_as_borrowed_ones() {
+        let body = br#"{"items": [{"metadata": {"name": "web\u002d1", "namespace": "d\u0065fault"},
+            "timestamp": "2023-11-14T22:13:20\u005a",
+            "containers": [{"name": "\u0061pp", "usage": {"cpu": "25\u0030m", "memory": "1Ki"}}]}]}"#;
+        let mut pods = Vec::new();
+        assert_eq!(decode_list(body, &mut |p| pods.push(p)).unwrap(), (1, 0));
+        let p = &pods[0];
+        assert_eq!(
+            (p.namespace.as_str(), p.name.as_str()),
+            ("default", "web-1")
+        );
+        assert_eq!(p.timestamp, 1_700_000_000_000_000_000);
+        assert_eq!(p.containers[0].name, "app");
+        assert_eq!(p.containers[0].cpu_millicores, Some(250));
+        assert_eq!(p.containers[0].memory_bytes, Some(1024));
     }
 
     #[test]
