@@ -17,9 +17,9 @@ COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/usr/local/cargo/git \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin tailor-recommender --bin tailor-updater --bin tailor-admission \
+    cargo build --profile dist --locked --bin tailor-recommender --bin tailor-updater --bin tailor-admission \
  && mkdir -p /out \
- && cp target/release/tailor-recommender target/release/tailor-updater target/release/tailor-admission /out/
+ && cp target/dist/tailor-recommender target/dist/tailor-updater target/dist/tailor-admission /out/
 
 FROM ${RUNTIME_IMAGE} AS recommender
 LABEL org.opencontainers.image.title="tailor-recommender" \
