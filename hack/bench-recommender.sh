@@ -5,13 +5,21 @@
 # (phase times and RSS, also written under target/bench-recommender/) and ends with one line
 # `peak_rss_bytes_per_pod=N loop_seconds_per_50k_pods=M`, both of the recommender process alone.
 # Usage: hack/bench-recommender.sh [--vpas N] [--pods-per-vpa P] [--namespaces K] [--loops L]
-#                                  [--interval-seconds S] [--qps Q] [--label NAME] [--csv PATH]
+#                                  [--interval-seconds S] [--qps Q] [--history-days D] [--label NAME] [--csv PATH]
 # Sizes also from the environment: TAILOR_BENCH_VPAS (5000), TAILOR_BENCH_PODS_PER_VPA (10),
 # TAILOR_BENCH_LOOPS (4). 10k pods: --vpas 1000; 200k pods: --vpas 20000.
-# TAILOR_BIN_DIR=DIR runs DIR/tailor-recommender instead of the one built here (a "before" binary).
+# --history-days D (default 7): each VPA starts with a checkpoint of D days of its usage (the steady state
+# after a restart); --history-days 0: every VPA new, nearly every checkpoint rewritten in every loop.
+# TAILOR_BIN_DIR=DIR runs DIR/tailor-recommender instead of the one built here (target/dist; a "before" binary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -q -p tailor-recommender --bin tailor-recommender -p tailor-tests --example recommender_scale
+# The recommender as the image ships it (profile `dist`: release with fat LTO; the first build takes about
+# ten minutes on two cores); the harness and stand-in in release.
+if [ -z "${TAILOR_BIN_DIR:-}" ]; then
+  cargo build --profile dist -q -p tailor-recommender --bin tailor-recommender
+  export TAILOR_BIN_DIR="${CARGO_TARGET_DIR:-target}/dist"
+fi
+cargo build --release -q -p tailor-tests --example recommender_scale
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" >&2
 # As the image and the chart set them.
 export MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_PURGE_DELAY=0

@@ -12,6 +12,12 @@
 //! recommender process per loop (loops after the first, which creates every checkpoint and status once),
 //! scaled to 50,000 pods. The API server's work is in this process and not counted.
 //!
+//! `--history-days D` (default 7) also stores one checkpoint per VPA holding D days of that usage, as a
+//! cluster whose VPAs are older than their histograms' half-life has them when the recommender restarts:
+//! the loops then show the steady state (statuses rewritten as their bounds move, checkpoints only when
+//! their histograms moved or aged). `--history-days 0` shows every VPA in its first minutes instead, when
+//! nearly every checkpoint moves in every loop.
+//!
 //! Run through `hack/bench-recommender.sh` (release builds of both).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark harness: a panic is its failure report
@@ -23,6 +29,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use tailor_engine::model::{AggregateContainerState, AggregationsConfig, SampleSink as _};
+use tailor_engine::units::Nanos;
+use tailor_recommender::checkpoint;
 use tailor_tests::process::{
     Process, binary, free_port, proc_status_kib, workspace_root, write_kubeconfig,
 };
@@ -35,6 +44,7 @@ struct Args {
     loops: usize,
     interval_s: u64,
     qps: u64,
+    history_days: u64,
     label: String,
     csv: Option<PathBuf>,
 }
@@ -47,12 +57,13 @@ fn args() -> Args {
         loops: 4,
         interval_s: 0,
         qps: 1_000_000,
+        history_days: 7,
         label: "after".into(),
         csv: None,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: recommender_scale [--vpas N] [--pods-per-vpa P] [--namespaces K] [--loops L] \
-                 [--interval-seconds S] [--qps Q] [--label NAME] [--csv PATH]";
+                 [--interval-seconds S] [--qps Q] [--history-days D] [--label NAME] [--csv PATH]";
     for pair in argv.chunks(2) {
         let raw = pair
             .get(1)
@@ -68,6 +79,7 @@ fn args() -> Args {
             "--loops" => a.loops = value() as usize,
             "--interval-seconds" => a.interval_s = value(),
             "--qps" => a.qps = value(),
+            "--history-days" => a.history_days = value(),
             "--label" => a.label = raw.clone(),
             "--csv" => a.csv = Some(PathBuf::from(raw)),
             other => panic!("unknown argument {other} ({usage})"),
@@ -125,14 +137,21 @@ fn pod(ns: &str, app: &str, hash: &str, p: usize) -> Value {
     })
 }
 
-/// Usage of pod `p` of VPA `v` in loop `round`: a steady level per pod (50m..450m, 100..400 MiB) with up to
-/// ±10% of noise that changes every round, as a service under steady load looks.
-fn pod_metrics(ns: &str, name: &str, v: usize, p: usize, round: usize) -> Value {
+/// Usage of pod `p` of VPA `v` in round `round`: (millicores, bytes), a steady level per pod (50m..450m,
+/// 100..400 MiB) with up to ±10% of noise that changes every round, as a service under steady load looks.
+fn usage(v: usize, p: usize, round: usize) -> (i64, i64) {
     let noise = |salt: usize| ((v * 31 + p * 17 + round * 7919 + salt) % 21) as i64 - 10;
     let cpu_level = 50 + ((v * 7 + p * 13) % 400) as i64;
     let mem_level = (100 + ((v * 3 + p * 5) % 300) as i64) * 1024 * 1024;
-    let cpu = cpu_level + cpu_level * noise(1) / 100;
-    let mem = mem_level + mem_level * noise(2) / 100;
+    (
+        cpu_level + cpu_level * noise(1) / 100,
+        mem_level + mem_level * noise(2) / 100,
+    )
+}
+
+/// The PodMetrics of pod `p` of VPA `v` in loop `round` ([`usage`]).
+fn pod_metrics(ns: &str, name: &str, v: usize, p: usize, round: usize) -> Value {
+    let (cpu, mem) = usage(v, p, round);
     json!({
         "apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
         "metadata": {"name": name, "namespace": ns},
@@ -141,8 +160,46 @@ fn pod_metrics(ns: &str, name: &str, v: usize, p: usize, round: usize) -> Value 
     })
 }
 
+/// The checkpoint of VPA `vpa` (index `v`, container `app`) after `days` days of [`usage`] of its `pods`
+/// up to `now`: a CPU sample per pod every 5 minutes and a memory peak per pod per day (the highest of
+/// the day's samples), built with the engine and written in the recommender's own format.
+fn history_checkpoint(vpa: &Value, v: usize, pods: usize, days: u64, now: Nanos) -> Value {
+    const STEP: Nanos = 300 * 1_000_000_000;
+    const DAY: Nanos = 86_400 * 1_000_000_000;
+    let start = now - days as Nanos * DAY;
+    let mut agg = AggregateContainerState::new(&AggregationsConfig::default(), start);
+    let mut round = 0usize;
+    let mut day_end = start + DAY;
+    let mut peaks = vec![0i64; pods];
+    let mut t = start;
+    while t <= now {
+        for (p, peak) in peaks.iter_mut().enumerate() {
+            let (cpu, mem) = usage(v, p, round);
+            agg.add_cpu(cpu, t);
+            *peak = (*peak).max(mem);
+        }
+        round += 1;
+        t += STEP;
+        if t >= day_end || t > now {
+            for peak in &mut peaks {
+                agg.add_memory(*peak, day_end.min(now));
+                *peak = 0;
+            }
+            day_end += DAY;
+        }
+    }
+    let vpa: tailor_crds::VerticalPodAutoscaler = serde_json::from_value(vpa.clone()).expect("vpa");
+    let status = checkpoint::to_api_status(&agg.save_to_checkpoint(), now);
+    let cp = checkpoint::build(&vpa, "app", status, None).expect("checkpoint");
+    let mut cp = serde_json::to_value(cp).expect("checkpoint json");
+    cp["apiVersion"] = json!("autoscaling.tailor.dev/v1");
+    cp["kind"] = json!("VerticalPodAutoscalerCheckpoint");
+    cp
+}
+
 /// Loads the cluster; returns the pods' (namespace, name, vpa index, pod index).
 fn load(server: &ApiServer, a: &Args) -> Vec<(String, String, usize, usize)> {
+    let now = tailor_recommender::run_loop::wall_now();
     let mut pods = Vec::with_capacity(a.vpas * a.pods_per_vpa);
     for ns in 0..a.namespaces {
         server
@@ -171,14 +228,22 @@ fn load(server: &ApiServer, a: &Args) -> Vec<(String, String, usize, usize)> {
                          "selector": {"matchLabels": {"app": app, "pod-template-hash": hash}}, "template": tmpl},
                 "status": {"replicas": a.pods_per_vpa}}))
             .expect("replicaset");
-        server
-            .put(
-                json!({"apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-                "metadata": {"name": app, "namespace": ns, "uid": format!("vpa-{app}")},
-                "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": app},
-                         "updatePolicy": {"updateMode": "Off"}}}),
-            )
-            .expect("vpa");
+        let vpa = json!({"apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
+            "metadata": {"name": app, "namespace": ns, "uid": format!("vpa-{app}")},
+            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": app},
+                     "updatePolicy": {"updateMode": "Off"}}});
+        if a.history_days > 0 {
+            server
+                .put(history_checkpoint(
+                    &vpa,
+                    v,
+                    a.pods_per_vpa,
+                    a.history_days,
+                    now,
+                ))
+                .expect("checkpoint");
+        }
+        server.put(vpa).expect("vpa");
         for p in 0..a.pods_per_vpa {
             let pd = pod(&ns, &app, &hash, p);
             let name = pd["metadata"]["name"].as_str().expect("name").to_string();
