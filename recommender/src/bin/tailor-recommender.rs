@@ -64,7 +64,8 @@ struct Args {
     /// this share of its weight since the last write (0 to 1; 0 = every loop, as upstream).
     #[arg(long, default_value_t = 0.05)]
     checkpoints_min_change: f64,
-    /// Rewrite a VPA's checkpoints at least this often, moved or not.
+    /// Rewrite a VPA's checkpoints at least this often, moved or not (after a restart, counted from the
+    /// restored checkpoints' `lastUpdateTime`).
     #[arg(long, value_parser = duration, default_value = "10m")]
     checkpoints_max_age: Duration,
     /// Deprecated upstream; accepted and ignored.
