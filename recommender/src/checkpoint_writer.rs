@@ -23,27 +23,9 @@ use crate::ingest::{VpaKey, key_of};
 use crate::ratelimit::RateLimiter;
 use crate::run_loop::{FIELD_MANAGER, LoopReport, Recommender};
 use crate::write_request::patch_discarding;
-pub use crate::written::{HistogramShape, WrittenShapes};
-use tailor_engine::model::{AggregateContainerState, VpaCheckpoint};
+pub use crate::written::{HistogramShape, WrittenShapes, shapes_of};
+use tailor_engine::model::VpaCheckpoint;
 use tailor_engine::units::Nanos;
-
-/// The shapes of a VPA's merged aggregates by container name
-/// ([`ClusterState::aggregate_state_by_container_name`](tailor_engine::model::ClusterState::aggregate_state_by_container_name):
-/// read from the VPA's own aggregates, without scanning the pods of its namespace for open windows, so that
-/// checking every VPA every loop stays cheap).
-pub fn shapes_of(states: &BTreeMap<String, AggregateContainerState>) -> WrittenShapes {
-    states
-        .iter()
-        .map(|(name, agg)| {
-            let cp = agg.save_to_checkpoint();
-            (
-                name.clone(),
-                HistogramShape::of(&cp.cpu_histogram),
-                HistogramShape::of(&cp.memory_histogram),
-            )
-        })
-        .collect()
-}
 
 /// How far a VPA's histograms moved since the write that stored `old`: the largest [`HistogramShape::distance`]
 /// over its containers and both resources; 1 when the set of containers changed.

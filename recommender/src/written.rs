@@ -1,8 +1,11 @@
 //! What the loop remembers of its writes, per VPA: the histogram shapes its last checkpoint write stored and
 //! digests of its last status write (kept in [`crate::tracked::VpaEntry`], read by the two writers).
 
+use std::collections::BTreeMap;
+
 use tailor_crds::VerticalPodAutoscalerStatus;
 use tailor_engine::histogram::HistogramCheckpoint;
+use tailor_engine::model::AggregateContainerState;
 
 /// The shape of one histogram as a checkpoint stores it: the non-zero bucket weights (scaled to a maximum
 /// of 10,000), in bucket order.
@@ -103,4 +106,21 @@ pub struct LastWrite {
     pub base: StatusDigest,
     /// The status written.
     pub written: StatusDigest,
+}
+/// The shapes of a VPA's merged aggregates by container name
+/// ([`ClusterState::aggregate_state_by_container_name`](tailor_engine::model::ClusterState::aggregate_state_by_container_name):
+/// read from the VPA's own aggregates, without scanning the pods of its namespace for open windows, so that
+/// checking every VPA every loop stays cheap).
+pub fn shapes_of(states: &BTreeMap<String, AggregateContainerState>) -> WrittenShapes {
+    states
+        .iter()
+        .map(|(name, agg)| {
+            let cp = agg.save_to_checkpoint();
+            (
+                name.clone(),
+                HistogramShape::of(&cp.cpu_histogram),
+                HistogramShape::of(&cp.memory_histogram),
+            )
+        })
+        .collect()
 }

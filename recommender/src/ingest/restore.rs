@@ -4,11 +4,11 @@
 use std::collections::HashMap;
 
 use crate::checkpoint::{self, OpenWindow, StoredWindows};
-use crate::checkpoint_writer::shapes_of;
 use crate::error::Error;
 use crate::ingest::VpaKey;
 use crate::run_loop::{LoopReport, Recommender};
 use crate::time::from_time;
+use crate::written::shapes_of;
 use tailor_engine::model::{AggregateContainerState, ContainerId, Sample};
 use tailor_engine::units::{Nanos, Resource};
 
