@@ -179,6 +179,8 @@ pub struct VpaState {
     /// Aggregates restored from checkpoints, by container name.
     pub initial_states: BTreeMap<String, AggregateContainerState>,
     slots: Vec<u32>,
+    /// Label-set ids of the pod groups of its namespace that its selector matches (see [`PodGroups`]).
+    label_groups: Vec<u32>,
     /// Retired by [`ClusterState::retire_vpa`]; its index is reused by the next [`ClusterState::add_vpa`].
     retired: bool,
 }
@@ -195,6 +197,7 @@ impl VpaState {
             controller_exists: true,
             initial_states: BTreeMap::new(),
             slots: Vec::new(),
+            label_groups: Vec::new(),
             retired: false,
         }
     }
@@ -438,8 +441,8 @@ impl ClusterState {
                 p.labels = labels_id;
             }
             if let Some(old) = relabelled_from {
-                self.pod_groups.remove(ns, old, i);
-                self.pod_groups.insert(ns, labels_id, i);
+                self.ungroup_pod(ns, old, i);
+                self.group_pod(ns, labels_id, i);
                 let names: Vec<u32> = self.pods[i as usize]
                     .as_ref()
                     .map(|p| p.containers.iter().map(|c| c.name).collect())
@@ -471,14 +474,50 @@ impl ClusterState {
             }
         };
         self.insert_pod_index(namespace, name, idx);
-        self.pod_groups.insert(ns, labels_id, idx);
+        self.group_pod(ns, labels_id, idx);
+    }
+
+    /// Adds a pod to its group; a new group is linked to the VPAs of the namespace that select it.
+    fn group_pod(&mut self, ns: u32, labels: u32, pod: u32) {
+        if !self.pod_groups.insert(ns, labels, pod) {
+            return;
+        }
+        let set = &self.label_sets[labels as usize];
+        for &vi in self.vpas_by_ns.get(&ns).into_iter().flatten() {
+            let v = &mut self.vpas[vi];
+            if set.selected_by(&v.selector) {
+                v.label_groups.push(labels);
+            }
+        }
+    }
+
+    /// Removes a pod from its group; a group that ends is unlinked from the VPAs of the namespace.
+    fn ungroup_pod(&mut self, ns: u32, labels: u32, pod: u32) {
+        if !self.pod_groups.remove(ns, labels, pod) {
+            return;
+        }
+        for &vi in self.vpas_by_ns.get(&ns).into_iter().flatten() {
+            self.vpas[vi].label_groups.retain(|&l| l != labels);
+        }
+    }
+
+    /// The label sets of the namespace's pod groups that `selector` matches.
+    fn selected_groups(&self, ns: u32, selector: &Selector) -> Vec<u32> {
+        self.pod_groups
+            .groups(ns)
+            .filter(|&(labels, _)| self.label_sets[labels as usize].selected_by(selector))
+            .map(|(labels, _)| labels)
+            .collect()
     }
 
     /// Removes a pod (its aggregates stay until GC).
     pub fn delete_pod(&mut self, namespace: &str, name: &str) {
         if let Some(i) = self.pod_index(namespace, name) {
-            if let Some(p) = self.pods[i as usize].as_ref() {
-                self.pod_groups.remove(p.namespace, p.labels, i);
+            if let Some((ns, labels)) = self.pods[i as usize]
+                .as_ref()
+                .map(|p| (p.namespace, p.labels))
+            {
+                self.ungroup_pod(ns, labels, i);
             }
             self.pods[i as usize] = None;
             self.remove_pod_index(namespace, name);
@@ -637,6 +676,7 @@ impl ClusterState {
     pub fn add_vpa(&mut self, mut vpa: VpaState) -> usize {
         let ns = self.strings.intern(&vpa.namespace);
         vpa.slots = self.selected_slots(ns, &vpa.selector);
+        vpa.label_groups = self.selected_groups(ns, &vpa.selector);
         vpa.retired = false;
         let idx = match self.free_vpas.pop() {
             Some(i) => {
@@ -669,9 +709,11 @@ impl ClusterState {
         let Some(v) = self.vpas.get(i) else { return };
         let ns = self.strings.intern(&v.namespace.clone());
         let slots = self.selected_slots(ns, &selector);
+        let groups = self.selected_groups(ns, &selector);
         if let Some(v) = self.vpas.get_mut(i) {
             v.selector = selector;
             v.slots = slots;
+            v.label_groups = groups;
         }
     }
 
@@ -687,6 +729,7 @@ impl ClusterState {
         v.retired = true;
         v.selector = Selector::Nothing;
         v.slots.clear();
+        v.label_groups.clear();
         v.initial_states.clear();
         v.controller_exists = false;
         v.policy = None;
@@ -796,14 +839,16 @@ impl ClusterState {
         out
     }
 
-    /// The pods of the VPA's namespace (in any phase) that it selects: the selector is matched once per
-    /// distinct label set of the namespace, not once per pod.
+    /// The pods of the VPA's namespace (in any phase) that it selects: the pods of the groups its selector
+    /// matched when they started (or when the VPA or its selector was set), not a match per pod.
     fn selected_pods(&self, v: &VpaState) -> impl Iterator<Item = &PodState> {
         let ns = self.strings.index.get(v.namespace.as_str()).copied();
         ns.into_iter()
-            .flat_map(move |ns| self.pod_groups.groups(ns))
-            .filter(move |&(labels, _)| self.label_sets[labels as usize].selected_by(&v.selector))
-            .flat_map(|(_, pods)| pods.iter())
+            .flat_map(move |ns| {
+                v.label_groups
+                    .iter()
+                    .flat_map(move |&labels| self.pod_groups.pods(ns, labels))
+            })
             .filter_map(|&i| self.pods[i as usize].as_ref())
     }
 

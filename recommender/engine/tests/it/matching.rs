@@ -1,6 +1,7 @@
 //! The model's pod matching (`matching_pods`, `has_matching_pod`, `open_windows`), which walks pods grouped
-//! by label set, agrees with matching every pod's labels one by one, over arbitrary sequences of pod adds,
-//! relabels, deletes and garbage collections.
+//! by label set (each VPA keeping the groups its selector matches), agrees with matching every pod's labels
+//! one by one, over arbitrary sequences of pod adds, relabels, deletes, garbage collections, selector changes
+//! and VPAs replaced by new ones (added after their pods, on a reused index).
 
 use std::collections::BTreeMap;
 
@@ -32,7 +33,19 @@ enum Op {
         pod: u8,
     },
     Gc,
+    /// Give VPA `vpa` (index into the test's list) selector `sel` of [`SELECTORS`].
+    Reselect {
+        vpa: usize,
+        sel: usize,
+    },
+    /// Retire VPA `vpa` and add a new one with selector `sel` in the same namespace.
+    Replace {
+        vpa: usize,
+        sel: usize,
+    },
 }
+
+const SELECTORS: [&str; 4] = ["app=app-0", "app in (app-1, app-2),!tier", "tier", ""];
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
@@ -41,6 +54,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..2usize, 0..12u8).prop_map(|(ns, pod)| Op::Delete { ns, pod }),
         2 => (0..2usize, 0..12u8).prop_map(|(ns, pod)| Op::Sample { ns, pod }),
         1 => Just(Op::Gc),
+        1 => (0..8usize, 0..4usize).prop_map(|(vpa, sel)| Op::Reselect { vpa, sel }),
+        1 => (0..8usize, 0..4usize).prop_map(|(vpa, sel)| Op::Replace { vpa, sel }),
     ]
 }
 
@@ -59,10 +74,9 @@ proptest! {
     #[test]
     fn grouped_matching_agrees_with_matching_each_pod(ops in proptest::collection::vec(op(), 0..60)) {
         let mut cluster = ClusterState::new(AggregationsConfig::default(), 0);
-        let selectors = ["app=app-0", "app in (app-1, app-2),!tier", "tier", ""];
         let mut vpas = Vec::new();
         for ns in NAMESPACES {
-            for (i, s) in selectors.iter().enumerate() {
+            for (i, s) in SELECTORS.iter().enumerate() {
                 let v = VpaState::new(ns, &format!("v{i}"), Selector::parse(s).unwrap());
                 vpas.push((cluster.add_vpa(v), ns, Selector::parse(s).unwrap()));
             }
@@ -93,6 +107,18 @@ proptest! {
                 }
                 Op::Gc => {
                     cluster.garbage_collect(now);
+                }
+                Op::Reselect { vpa, sel } => {
+                    let (index, _, selector) = &mut vpas[vpa];
+                    cluster.set_vpa_selector(*index, Selector::parse(SELECTORS[sel]).unwrap());
+                    *selector = Selector::parse(SELECTORS[sel]).unwrap();
+                }
+                Op::Replace { vpa, sel } => {
+                    let (index, ns, selector) = &mut vpas[vpa];
+                    cluster.retire_vpa(*index);
+                    let parsed = Selector::parse(SELECTORS[sel]).unwrap();
+                    *index = cluster.add_vpa(VpaState::new(ns, &format!("r{vpa}"), parsed.clone()));
+                    *selector = parsed;
                 }
             }
             for (vpa, ns, selector) in &vpas {
