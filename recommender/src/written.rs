@@ -107,6 +107,7 @@ pub struct LastWrite {
     /// The status written.
     pub written: StatusDigest,
 }
+
 /// The shapes of a VPA's merged aggregates by container name
 /// ([`ClusterState::aggregate_state_by_container_name`](tailor_engine::model::ClusterState::aggregate_state_by_container_name):
 /// read from the VPA's own aggregates, without scanning the pods of its namespace for open windows, so that
