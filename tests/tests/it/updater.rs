@@ -100,10 +100,26 @@ async fn updater_resizes_in_place_through_the_resize_subresource() {
         "{resize:?}"
     );
     let name = resize.target.as_ref().unwrap().name.clone().unwrap();
+    // The pod patch that marks it updated in place follows the resize.
+    server
+        .wait_for(Duration::from_secs(10), |s| {
+            s.requests().into_iter().find(|r| {
+                r.user == "updater"
+                    && r.resource() == "pods"
+                    && r.method == "PATCH"
+                    && r.status == 200
+            })
+        })
+        .await
+        .unwrap_or_else(|| panic!("no annotation patch:\n{}", up.log_lines().join("\n")));
     let pod = server.get("v1", "Pod", "shop", &name).unwrap();
     assert_eq!(
         pod["spec"]["containers"][0]["resources"]["requests"]["cpu"], "500m",
         "the resize patch set the recommended request: {pod}"
+    );
+    assert_eq!(
+        pod["metadata"]["annotations"]["tailor.dev/in-place-updated"], "true",
+        "{pod}"
     );
     assert!(
         !server
