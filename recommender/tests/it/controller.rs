@@ -406,6 +406,24 @@ async fn checkpoints_are_written_with_one_apply_each() {
     assert_eq!(stored["status"]["totalSamplesCount"], 2);
 }
 
+/// A second recommender after a restart: the `web` Deployment, the VPA as the first one left it, `pods`
+/// pods and the checkpoints it wrote (as listed from the fake API) in the store.
+fn restarted(
+    before: &VerticalPodAutoscaler,
+    pods: usize,
+    checkpoints: Vec<serde_json::Value>,
+) -> Harness {
+    let mut b = Harness::new(ControllerConfig::default());
+    setup(&mut b);
+    b.apply_vpa(before);
+    add_pods(&mut b, pods);
+    for c in checkpoints {
+        let c: VerticalPodAutoscalerCheckpoint = serde_json::from_value(c).unwrap();
+        b.apply_checkpoint(c);
+    }
+    b
+}
+
 #[tokio::test]
 async fn restart_from_checkpoints_reproduces_the_recommendation() {
     let mut a = Harness::new(ControllerConfig::default());
@@ -420,14 +438,7 @@ async fn restart_from_checkpoints_reproduces_the_recommendation() {
     let checkpoints = a.api.objects(&format!("{CHECKPOINTS}/"));
     assert_eq!(checkpoints.len(), 1);
 
-    let mut b = Harness::new(ControllerConfig::default());
-    setup(&mut b);
-    b.apply_vpa(&before);
-    add_pods(&mut b, 2);
-    for c in checkpoints {
-        let c: VerticalPodAutoscalerCheckpoint = serde_json::from_value(c).unwrap();
-        b.apply_checkpoint(c);
-    }
+    let mut b = restarted(&before, 2, checkpoints);
     // No new usage: the restored state alone must give the same numbers.
     let (report, _) = b.loop_with(loops * 600, Ok(metrics_list(&[]))).await;
     assert_eq!(report.checkpoints_restored, 1);
@@ -461,13 +472,7 @@ async fn restored_checkpoints_count_as_written_until_they_age() {
     let checkpoints = a.api.objects(&format!("{CHECKPOINTS}/"));
     assert_eq!(checkpoints.len(), 1);
 
-    let mut b = Harness::new(ControllerConfig::default());
-    setup(&mut b);
-    b.apply_vpa(&before);
-    add_pods(&mut b, 2);
-    for c in checkpoints {
-        b.apply_checkpoint(serde_json::from_value(c).unwrap());
-    }
+    let mut b = restarted(&before, 2, checkpoints);
     // Restarted a minute after the last write, with no new usage: restored, and not rewritten.
     let (report, requests) = b.loop_with(last + 60, Ok(metrics_list(&[]))).await;
     let counts =
@@ -539,14 +544,7 @@ async fn the_open_windows_of_4000_pods_fit_in_a_small_annotation_and_restore() {
     );
 
     // A restart restores the same numbers from the bounded annotation.
-    let mut b = Harness::new(ControllerConfig::default());
-    setup(&mut b);
-    b.apply_vpa(&before);
-    add_pods(&mut b, pods);
-    for c in checkpoints {
-        let c: VerticalPodAutoscalerCheckpoint = serde_json::from_value(c).unwrap();
-        b.apply_checkpoint(c);
-    }
+    let mut b = restarted(&before, pods, checkpoints);
     let (report, _) = b.loop_with(3 * 600, Ok(metrics_list(&[]))).await;
     assert_eq!(report.checkpoints_restored, 1);
     let after = b.vpa("default", "web");
@@ -585,14 +583,7 @@ async fn checkpoints_in_the_per_pod_format_are_still_restored() {
     checkpoints[0]["metadata"]["annotations"]["tailor.dev/open-memory-windows"] =
         json!(serde_json::to_string(&per_pod).unwrap());
 
-    let mut b = Harness::new(ControllerConfig::default());
-    setup(&mut b);
-    b.apply_vpa(&before);
-    add_pods(&mut b, 2);
-    for c in checkpoints {
-        let c: VerticalPodAutoscalerCheckpoint = serde_json::from_value(c).unwrap();
-        b.apply_checkpoint(c);
-    }
+    let mut b = restarted(&before, 2, checkpoints);
     let (report, _) = b.loop_with(300 * 600, Ok(metrics_list(&[]))).await;
     assert_eq!(report.checkpoints_restored, 1);
     let after = b.vpa("default", "web");
