@@ -68,17 +68,22 @@ pub fn proportional_limit(
     };
     if scaled > quantity::int64_max() {
         let capped = Amount::from_amount(resource, quantity::int64_max(), limit.format);
-        return Ok((
-            Some(capped.to_quantity()),
-            Some(format!(
-                "{resource}: failed to keep limit to request ratio; capping limit to int64"
-            )),
-        ));
+        return Ok(capped_to_int64(resource, &capped));
     }
     Ok((
         Some(Amount::from_amount(resource, scaled, limit.format).to_quantity()),
         None,
     ))
+}
+
+/// The limit capped at the largest 64-bit amount, with upstream's message (both arithmetic paths).
+fn capped_to_int64(resource: &str, capped: &Amount) -> (Option<Quantity>, Option<String>) {
+    (
+        Some(capped.to_quantity()),
+        Some(format!(
+            "{resource}: failed to keep limit to request ratio; capping limit to int64"
+        )),
+    )
 }
 
 /// The end of [`proportional_limit`] in 128-bit arithmetic: `None` when an amount or the product does not
@@ -98,12 +103,7 @@ fn scaled_in_128_bits(
     let scaled = quantity::mul_div_floor_i128(l, n, r)?;
     if scaled > i128::from(i64::MAX) {
         let capped = Amount::from_amount_i128(resource, i128::from(i64::MAX), limit.format);
-        return Some((
-            Some(capped.to_quantity()),
-            Some(format!(
-                "{resource}: failed to keep limit to request ratio; capping limit to int64"
-            )),
-        ));
+        return Some(capped_to_int64(resource, &capped));
     }
     Some((
         Some(Amount::from_amount_i128(resource, scaled, limit.format).to_quantity()),
