@@ -305,21 +305,29 @@ impl Recommender {
             self.cfg.checkpoints_min_change
         };
         let mut unchanged = 0u64;
+        // Shapes the movement check computed, kept for the write of the same VPA in this loop.
+        let mut measured: HashMap<VpaKey, WrittenShapes> = HashMap::new();
         let candidates = owned
             .iter()
             .filter_map(|v| {
                 let key = key_of(v);
                 let e = self.vpas.get(&key)?;
+                let mut shapes = None;
                 let moved = || match &e.checkpoint_shapes {
-                    Some(old) => movement(
-                        old,
-                        &shapes_of(&self.model.aggregate_state_by_container_name(e.index)),
-                    ),
+                    Some(old) => {
+                        let new = shapes_of(&self.model.aggregate_state_by_container_name(e.index));
+                        let d = movement(old, &new);
+                        shapes = Some(new);
+                        d
+                    }
                     None => 1.0,
                 };
                 if !checkpoint_due(e.last_checkpoint, now, max_age, min_change, moved) {
                     unchanged += 1;
                     return None;
+                }
+                if let Some(shapes) = shapes {
+                    measured.insert(key.clone(), shapes);
                 }
                 Some(CheckpointCandidate {
                     last_written: e.last_checkpoint,
@@ -352,7 +360,9 @@ impl Recommender {
                     continue;
                 };
                 let content = self.model.checkpoint_states(e.index, now);
-                let shapes = shapes_of(&self.model.aggregate_state_by_container_name(e.index));
+                let shapes = measured.remove(&key).unwrap_or_else(|| {
+                    shapes_of(&self.model.aggregate_state_by_container_name(e.index))
+                });
                 let checkpoints = desired_checkpoints(vpa, content, now);
                 let (client, limiter) = (self.client.clone(), self.limiter.clone());
                 let fence = self.fence.clone();
