@@ -17,6 +17,7 @@ pub mod ingest;
 pub use tailor_crds::cluster::leader;
 pub mod metrics;
 pub mod metrics_api;
+pub mod metrics_list;
 pub mod oom;
 pub mod pod_store;
 pub mod ratelimit;

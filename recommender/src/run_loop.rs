@@ -72,9 +72,9 @@ pub struct LoopReport {
 /// running the binary can tell where time and memory go.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Phases {
-    /// Listing and decoding the PodMetrics.
+    /// Listing the PodMetrics, with each pod's samples fed into the model as its object arrives.
     pub list_seconds: f64,
-    /// VPAs, pods, checkpoint restores, samples and OOMs into the model.
+    /// VPAs, pods, checkpoint restores and OOMs into the model (samples: in `list_seconds`).
     pub ingest_seconds: f64,
     /// Estimating recommendations and planning the status writes.
     pub recommend_seconds: f64,
@@ -84,7 +84,7 @@ pub struct Phases {
     pub checkpoint_seconds: f64,
     /// The whole loop (including the model's GC and bookkeeping).
     pub total_seconds: f64,
-    /// Resident memory after the PodMetrics list.
+    /// Resident memory after the PodMetrics list (and its samples).
     pub rss_after_list: u64,
     /// Resident memory after ingest.
     pub rss_after_ingest: u64,

@@ -15,17 +15,17 @@ impl Recommender {
     pub(crate) async fn load_metrics(&mut self, report: &mut LoopReport) -> Result<(), Error> {
         self.limiter.acquire().await;
         let t = tokio::time::Instant::now();
-        let fetched = self.source.fetch().await;
+        let mut counts = [0u64; 4];
+        let (model, pods) = (&mut self.model, &self.pods);
+        let polled = self
+            .source
+            .poll(&mut |pm| feed(model, pods, pm, &mut counts))
+            .await;
         report.phases.list_seconds = t.elapsed().as_secs_f64();
         report.phases.rss_after_list = crate::metrics::resident_bytes();
         self.metrics
             .step("metrics_list", report.phases.list_seconds);
-        fetched?;
-        let mut counts = [0u64; 4];
-        let (model, pods) = (&mut self.model, &self.pods);
-        let bad = self
-            .source
-            .decode(&mut |pm| feed(model, pods, pm, &mut counts))?;
+        let bad = polled?;
         if bad > 0 {
             self.record_error(&Error::MalformedMetrics { count: bad });
         }
