@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::{Deserialize, Serialize};
 use tailor_crds::{
-    HistogramCheckpoint as ApiHistogram, VerticalPodAutoscaler, VerticalPodAutoscalerCheckpoint,
+    HistogramCheckpoint as ApiHistogram, VerticalPodAutoscalerCheckpoint,
     VerticalPodAutoscalerCheckpointSpec, VerticalPodAutoscalerCheckpointStatus,
 };
 
@@ -217,19 +217,19 @@ pub fn open_windows(cp: &VerticalPodAutoscalerCheckpoint) -> StoredWindows {
 /// windows, which every version reads): applied server-side, the writer owns that one key and no other
 /// annotation.
 pub fn build(
-    vpa: &VerticalPodAutoscaler,
+    vpa: &ObjectMeta,
     container: &str,
     status: VerticalPodAutoscalerCheckpointStatus,
     windows: Option<&WindowAggregate>,
 ) -> Result<VerticalPodAutoscalerCheckpoint, serde_json::Error> {
-    let vpa_name = vpa.metadata.name.clone().unwrap_or_default();
+    let vpa_name = vpa.name.clone().unwrap_or_default();
     let mut annotations = BTreeMap::new();
     let text = match windows {
         Some(w) => serde_json::to_string(w)?,
         None => "[]".to_string(),
     };
     annotations.insert(OPEN_WINDOWS_ANNOTATION.to_string(), text);
-    let owner = vpa.metadata.uid.as_ref().map(|uid| OwnerReference {
+    let owner = vpa.uid.as_ref().map(|uid| OwnerReference {
         api_version: "autoscaling.tailor.dev/v1".into(),
         kind: "VerticalPodAutoscaler".into(),
         name: vpa_name.clone(),
@@ -240,7 +240,7 @@ pub fn build(
     Ok(VerticalPodAutoscalerCheckpoint {
         metadata: ObjectMeta {
             name: Some(checkpoint_name(&vpa_name, container)),
-            namespace: vpa.metadata.namespace.clone(),
+            namespace: vpa.namespace.clone(),
             annotations: Some(annotations),
             owner_references: owner.map(|o| vec![o]),
             ..Default::default()
@@ -261,11 +261,13 @@ mod tests {
     const T: Nanos = 1_700_000_000_000_000_000;
     const HOUR: Nanos = 3_600_000_000_000;
 
-    fn vpa() -> VerticalPodAutoscaler {
-        let mut v = VerticalPodAutoscaler::new("web", Default::default());
-        v.metadata.namespace = Some("default".into());
-        v.metadata.uid = Some("uid-web".into());
-        v
+    fn vpa() -> ObjectMeta {
+        ObjectMeta {
+            name: Some("web".into()),
+            namespace: Some("default".into()),
+            uid: Some("uid-web".into()),
+            ..Default::default()
+        }
     }
 
     /// 4,000 pods of one container, peaks spread over the whole memory range (10 MB to 1 TB), window ends

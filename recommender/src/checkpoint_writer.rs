@@ -8,13 +8,12 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client};
 use tailor_crds::cluster::leader::Fence;
 use tailor_crds::condition as cond;
-use tailor_crds::{
-    VerticalPodAutoscaler, VerticalPodAutoscalerCheckpoint, VerticalPodAutoscalerStatus,
-};
+use tailor_crds::{VerticalPodAutoscalerCheckpoint, VerticalPodAutoscalerCondition};
 use tokio::time::Instant;
 
 use crate::checkpoint::{self, WindowAggregate};
@@ -22,6 +21,7 @@ use crate::error::Error;
 use crate::ingest::{VpaKey, key_of};
 use crate::ratelimit::RateLimiter;
 use crate::run_loop::{FIELD_MANAGER, LoopReport, Recommender};
+use crate::watched_vpa::WatchedVpa;
 use crate::write_request::patch_discarding;
 pub use crate::written::{HistogramShape, WrittenShapes, shapes_of};
 use tailor_engine::model::VpaCheckpoint;
@@ -67,11 +67,10 @@ pub struct CheckpointCandidate<K> {
 }
 
 /// Whether a VPA's `FetchingHistory` condition is `True`.
-pub fn fetching_history(status: Option<&VerticalPodAutoscalerStatus>) -> bool {
-    status.and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
-        c.iter()
-            .any(|c| c.type_ == cond::FETCHING_HISTORY && c.status == "True")
-    })
+pub fn fetching_history(conditions: &[VerticalPodAutoscalerCondition]) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.type_ == cond::FETCHING_HISTORY && c.status == "True")
 }
 
 /// The order in which VPAs get their checkpoints written: oldest successful write first, never written
@@ -111,12 +110,12 @@ pub struct DesiredCheckpoint {
 /// with those windows aggregated ([`WindowAggregate`], bounded whatever the number of pods) in the
 /// annotation.
 pub fn desired_checkpoints(
-    vpa: &VerticalPodAutoscaler,
+    vpa: &ObjectMeta,
     content: VpaCheckpoint,
     now: Nanos,
 ) -> Vec<Result<DesiredCheckpoint, Error>> {
-    let namespace = vpa.metadata.namespace.clone().unwrap_or_default();
-    let vpa_name = vpa.metadata.name.clone().unwrap_or_default();
+    let namespace = vpa.namespace.clone().unwrap_or_default();
+    let vpa_name = vpa.name.clone().unwrap_or_default();
     let mut windows: BTreeMap<String, Vec<(Nanos, i64)>> = BTreeMap::new();
     for w in content.open_windows {
         windows
@@ -288,7 +287,7 @@ impl Recommender {
     /// `--checkpoints-timeout` deadline ([`may_start`]); unless `all`, only those [`checkpoint_due`].
     pub(crate) async fn maintain_checkpoints(
         &mut self,
-        owned: &[Arc<VerticalPodAutoscaler>],
+        owned: &[Arc<WatchedVpa>],
         now: Nanos,
         all: bool,
         report: &mut LoopReport,
@@ -331,7 +330,9 @@ impl Recommender {
                 }
                 Some(CheckpointCandidate {
                     last_written: e.last_checkpoint,
-                    fetching_history: fetching_history(v.status.as_ref()),
+                    fetching_history: fetching_history(
+                        v.status.as_ref().map_or(&[][..], |s| &s.conditions),
+                    ),
                     key,
                 })
             })
@@ -343,7 +344,7 @@ impl Recommender {
                 .get_or_create(&vec![("op", "apply"), ("result", "unchanged")])
                 .inc_by(unchanged);
         }
-        let vpas: HashMap<VpaKey, &Arc<VerticalPodAutoscaler>> =
+        let vpas: HashMap<VpaKey, &Arc<WatchedVpa>> =
             owned.iter().map(|v| (key_of(v), v)).collect();
         let workers = self.cfg.update_worker_count.max(1);
         let mut pending = checkpoint_plan(candidates).into_iter();
@@ -363,7 +364,7 @@ impl Recommender {
                 let shapes = measured.remove(&key).unwrap_or_else(|| {
                     shapes_of(&self.model.aggregate_state_by_container_name(e.index))
                 });
-                let checkpoints = desired_checkpoints(vpa, content, now);
+                let checkpoints = desired_checkpoints(&vpa.metadata, content, now);
                 let (client, limiter) = (self.client.clone(), self.limiter.clone());
                 let fence = self.fence.clone();
                 in_flight.push(async move {
@@ -466,7 +467,7 @@ impl Recommender {
             tracing::warn!("not holding the leader lease: no final checkpoints");
             return report;
         }
-        let owned: Vec<Arc<VerticalPodAutoscaler>> = self
+        let owned: Vec<Arc<WatchedVpa>> = self
             .stores
             .vpas
             .state()

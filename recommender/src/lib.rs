@@ -29,6 +29,7 @@ pub mod stores;
 pub mod target;
 pub mod time;
 pub mod tracked;
+pub mod watched_vpa;
 pub mod write_request;
 pub mod written;
 

@@ -7,8 +7,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use crate::watched_vpa::WatchedVpa;
 use kube::Client;
-use tailor_crds::VerticalPodAutoscaler;
 use tailor_crds::cluster::leader::Fence;
 use tokio::time::Instant;
 
@@ -181,7 +181,7 @@ impl Recommender {
 
     /// Starts the history of VPAs that have none yet (after checkpoints were restored, so history ends where
     /// they begin), and merges the histories that finished.
-    async fn bootstrap_history(&mut self, owned: &[Arc<VerticalPodAutoscaler>], now: Nanos) {
+    async fn bootstrap_history(&mut self, owned: &[Arc<WatchedVpa>], now: Nanos) {
         let Some(h) = self.history.as_mut() else {
             return;
         };

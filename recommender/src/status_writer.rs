@@ -23,6 +23,7 @@ use crate::ratelimit::RateLimiter;
 use crate::run_loop::{FIELD_MANAGER, LoopReport, Recommender};
 use crate::selection::{RECOMMENDATION_MISSING_LOG_PERIOD, track_missing_recommendation};
 use crate::time::to_time_secs;
+use crate::watched_vpa::{StoredStatus, WatchedVpa};
 use crate::write_request::patch_discarding;
 pub use crate::written::{LastWrite, StatusDigest};
 use tailor_engine::estimate::{ContainerRecommendation, VpaInput, confidence, recommend};
@@ -125,15 +126,15 @@ fn remove(conditions: &mut Vec<VerticalPodAutoscalerCondition>, type_: &str) {
     conditions.retain(|c| c.type_ != type_);
 }
 
-/// The status to plan: conditions owned by the recommender (all but user-set ones) are set or removed
-/// (`FetchingHistory` while the history bootstrap runs), a condition keeps its `lastTransitionTime` unless its status changes,
-/// and conditions are sorted by type.
+/// The status to plan from the stored status's conditions (`old`): conditions owned by the recommender
+/// (all but user-set ones) are set or removed (`FetchingHistory` while the history bootstrap runs), a
+/// condition keeps its `lastTransitionTime` unless its status changes, and conditions are sorted by type.
 pub fn plan_status(
-    old: Option<&VerticalPodAutoscalerStatus>,
+    old: &[VerticalPodAutoscalerCondition],
     f: &Findings,
     now: &Time,
 ) -> VerticalPodAutoscalerStatus {
-    let mut conditions = old.and_then(|s| s.conditions.clone()).unwrap_or_default();
+    let mut conditions = old.to_vec();
     remove(&mut conditions, cond::CONFIG_DEPRECATED);
     match &f.unsupported {
         Some(m) => set(&mut conditions, cond::CONFIG_UNSUPPORTED, true, "", m, now),
@@ -210,19 +211,10 @@ pub fn plan_status(
     }
 }
 
-/// Whether `new` must be written: it differs from the stored status, and is not what the last write
-/// (`last`) already sent from the same base.
-pub fn needs_write(
-    old: Option<&VerticalPodAutoscalerStatus>,
-    new: &VerticalPodAutoscalerStatus,
-    last: Option<&LastWrite>,
-) -> bool {
-    if Some(new) == old {
-        return false;
-    }
-    !last.is_some_and(|l| {
-        l.base == StatusDigest::of(old) && l.written == StatusDigest::of(Some(new))
-    })
+/// Whether a status digesting to `new` must be written over the stored one digesting to `old`: they
+/// differ, and it is not what the last write (`last`) already sent from the same base.
+pub fn needs_write(old: StatusDigest, new: StatusDigest, last: Option<&LastWrite>) -> bool {
+    new != old && !last.is_some_and(|l| l.base == old && l.written == new)
 }
 
 /// `LowConfidence` message when some container has less than a day of history.
@@ -245,12 +237,15 @@ pub fn low_confidence_message(
 /// The recommendation and `LowConfidence` message of the previous status, kept while the metrics API
 /// fails.
 pub fn kept_recommendation(
-    old: Option<&VerticalPodAutoscalerStatus>,
+    old: Option<&StoredStatus>,
 ) -> (Option<RecommendedPodResources>, Option<String>) {
-    let recommendation = old.and_then(|s| s.recommendation.clone());
+    let recommendation = old.and_then(StoredStatus::recommendation);
     let low_confidence = old
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == cond::LOW_CONFIDENCE))
+        .and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == cond::LOW_CONFIDENCE)
+        })
         .filter(|c| c.status == "True")
         .map(|c| c.message.clone().unwrap_or_default());
     (recommendation, low_confidence)
@@ -298,16 +293,18 @@ pub struct StatusWrite {
 }
 
 impl StatusWrite {
-    /// The write of `status` to the VPA `key`, whose stored status digests to `base`.
+    /// The write of `status` (digesting to `written`) to the VPA `key`, whose stored status digests to
+    /// `base`.
     pub fn new(
         key: VpaKey,
         base: StatusDigest,
+        written: StatusDigest,
         status: &VerticalPodAutoscalerStatus,
     ) -> Result<Self, serde_json::Error> {
         Ok(StatusWrite {
             key,
             base,
-            written: StatusDigest::of(Some(status)),
+            written,
             body: serde_json::value::to_raw_value(&merge_patch(status))?,
         })
     }
@@ -374,7 +371,7 @@ impl Recommender {
     /// Plans every owned VPA's status and patches those that changed, in parallel.
     pub(crate) async fn update_vpas(
         &mut self,
-        owned: &[Arc<VerticalPodAutoscaler>],
+        owned: &[Arc<WatchedVpa>],
         now: Nanos,
         metrics_ok: bool,
         report: &mut LoopReport,
@@ -409,7 +406,7 @@ impl Recommender {
     /// The status writes this loop needs, with missing recommendations tracked and logged on the way.
     fn plan_status_writes(
         &mut self,
-        owned: &[Arc<VerticalPodAutoscaler>],
+        owned: &[Arc<WatchedVpa>],
         now: Nanos,
         now_t: &Time,
         metrics_ok: bool,
@@ -421,13 +418,14 @@ impl Recommender {
                 continue;
             };
             self.track_missing(&key, &findings, now);
-            let old = v.status.as_ref();
+            let old = v.status.as_ref().map_or(&[][..], |s| &s.conditions);
             let status = plan_status(old, &findings, now_t);
+            let (base, written) = (v.status_digest(), StatusDigest::of(Some(&status)));
             let last = self.vpas.get(&key).and_then(|e| e.last_written.as_ref());
-            if !needs_write(old, &status, last) {
+            if !needs_write(base, written, last) {
                 continue;
             }
-            match StatusWrite::new(key, StatusDigest::of(old), &status) {
+            match StatusWrite::new(key, base, written, &status) {
                 Ok(w) => writes.push(w),
                 // A status is strings, numbers and string-keyed maps: serialising it does not fail.
                 Err(e) => tracing::error!(error = %e, "serialising a VPA status"),
@@ -437,15 +435,10 @@ impl Recommender {
     }
 
     /// What the model, the target resolution and the history bootstrap say about one VPA.
-    fn findings(
-        &self,
-        v: &VerticalPodAutoscaler,
-        key: &VpaKey,
-        metrics_ok: bool,
-    ) -> Option<Findings> {
+    fn findings(&self, v: &WatchedVpa, key: &VpaKey, metrics_ok: bool) -> Option<Findings> {
         let e = self.vpas.get(key)?;
         let mut unsupported = e.unsupported.clone();
-        if let Err(err) = resource_policy(v) {
+        if let Err(err) = resource_policy(&v.spec) {
             unsupported.get_or_insert(format!("Invalid resourcePolicy: {err}"));
         }
         let in_place = matches!(
@@ -571,23 +564,28 @@ mod tests {
     #[test]
     fn a_write_is_skipped_when_stored_or_already_sent_from_the_same_base() {
         let t0 = to_time_secs(1_000_000_000_000).unwrap();
-        let a = plan_status(None, &Findings::default(), &t0);
+        let a = plan_status(&[], &Findings::default(), &t0);
         let b = plan_status(
-            None,
+            &[],
             &Findings {
                 pods_matched: true,
                 ..Default::default()
             },
             &t0,
         );
-        assert!(needs_write(None, &a, None));
-        assert!(!needs_write(Some(&a), &a, None));
+        let (none, a_, b_) = (
+            StatusDigest::of(None),
+            StatusDigest::of(Some(&a)),
+            StatusDigest::of(Some(&b)),
+        );
+        assert!(needs_write(none, a_, None));
+        assert!(!needs_write(a_, a_, None));
         let last = LastWrite {
-            base: StatusDigest::of(Some(&a)),
-            written: StatusDigest::of(Some(&b)),
+            base: a_,
+            written: b_,
         };
-        assert!(!needs_write(Some(&a), &b, Some(&last)));
-        assert!(needs_write(Some(&b), &a, Some(&last)));
+        assert!(!needs_write(a_, b_, Some(&last)));
+        assert!(needs_write(b_, a_, Some(&last)));
         assert_ne!(StatusDigest::of(None), StatusDigest::of(Some(&a)));
         assert_eq!(
             StatusDigest::of(Some(&a)),
@@ -601,7 +599,7 @@ mod tests {
         let t0 = to_time_secs(1_000_000_000_000).unwrap();
         let t1 = to_time_secs(2_000_000_000_000).unwrap();
         let f = Findings::default();
-        let s0 = plan_status(None, &f, &t0);
+        let s0 = plan_status(&[], &f, &t0);
         let c = s0.conditions.as_ref().unwrap();
         assert_eq!(
             c.iter().map(|c| c.type_.as_str()).collect::<Vec<_>>(),
@@ -609,7 +607,7 @@ mod tests {
         );
         assert_eq!(c[1].status, "False");
         assert_eq!(c[1].reason.as_deref(), Some("NoPodsMatched"));
-        let s1 = plan_status(Some(&s0), &f, &t1);
+        let s1 = plan_status(s0.conditions.as_deref().unwrap_or_default(), &f, &t1);
         assert_eq!(s0, s1, "unchanged status keeps transition times");
         let f2 = Findings {
             pods_matched: true,
@@ -620,7 +618,7 @@ mod tests {
             low_confidence: Some("x".into()),
             ..Default::default()
         };
-        let s2 = plan_status(Some(&s1), &f2, &t1);
+        let s2 = plan_status(s1.conditions.as_deref().unwrap_or_default(), &f2, &t1);
         let c = s2.conditions.as_ref().unwrap();
         assert_eq!(
             c.iter()
@@ -646,7 +644,7 @@ mod tests {
             ..Default::default()
         }];
         let status = plan_status(
-            None,
+            &[],
             &Findings {
                 recommendation: to_api_recommendation(&recs),
                 pods_matched: true,
@@ -655,7 +653,8 @@ mod tests {
             &t0,
         );
         let key = ("ns".to_string(), "v".to_string());
-        let w = StatusWrite::new(key.clone(), StatusDigest::of(None), &status).unwrap();
+        let written = StatusDigest::of(Some(&status));
+        let w = StatusWrite::new(key.clone(), StatusDigest::of(None), written, &status).unwrap();
         assert_eq!(w.key, key);
         assert_eq!(w.base, StatusDigest::of(None));
         assert_eq!(w.written, StatusDigest::of(Some(&status)));
@@ -680,8 +679,8 @@ mod tests {
                 .contains_key("observedGeneration")
         );
 
-        let none = plan_status(None, &Findings::default(), &t0);
-        let w = StatusWrite::new(key, StatusDigest::of(Some(&status)), &none).unwrap();
+        let none = plan_status(&[], &Findings::default(), &t0);
+        let w = StatusWrite::new(key, written, StatusDigest::of(Some(&none)), &none).unwrap();
         let body: serde_json::Value = serde_json::from_str(w.body.get()).unwrap();
         assert!(
             body["status"]

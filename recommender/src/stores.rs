@@ -13,11 +13,11 @@ use kube::Client;
 use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::{WatchStreamExt, watcher};
+use tailor_crds::VerticalPodAutoscalerCheckpoint;
 use tailor_crds::cluster::reflectors::{
     OnWatchError, WorkloadStores, WorkloadWriters, api, spawn_reflector, workload_stores,
 };
 use tailor_crds::cluster::shelf::CacheStopped;
-use tailor_crds::{VerticalPodAutoscaler, VerticalPodAutoscalerCheckpoint};
 use tokio::task::JoinHandle;
 
 use super::error::Error;
@@ -25,12 +25,13 @@ use super::metrics::Metrics;
 use super::oom::{OomQueue, eviction_ooms, pod_ooms};
 use super::pod_store::{CompactPod, PodStore};
 use super::slim::SlimPod;
+use super::watched_vpa::WatchedVpa;
 
 /// Read handles of every store.
 #[derive(Clone)]
 pub struct Stores {
-    /// Tailor VPAs.
-    pub vpas: Store<VerticalPodAutoscaler>,
+    /// Tailor VPAs, with their status reduced to what the loop reads.
+    pub vpas: Store<WatchedVpa>,
     /// Tailor VPA checkpoints.
     pub checkpoints: Store<VerticalPodAutoscalerCheckpoint>,
     /// Pods that are not Pending, compact.
@@ -42,7 +43,7 @@ pub struct Stores {
 /// Write handles of every store. Tests feed them directly.
 pub struct Writers {
     /// VPAs.
-    pub vpas: Writer<VerticalPodAutoscaler>,
+    pub vpas: Writer<WatchedVpa>,
     /// Checkpoints.
     pub checkpoints: Writer<VerticalPodAutoscalerCheckpoint>,
     /// Pods, through the OOM observer.
@@ -136,12 +137,6 @@ fn strip_meta(m: ObjectMeta, labels: bool, annotations: bool) -> ObjectMeta {
     }
 }
 
-/// VPAs keep spec, status and annotations (post-processor switches); managed fields and labels go.
-pub fn strip_vpa(mut v: VerticalPodAutoscaler) -> VerticalPodAutoscaler {
-    v.metadata = strip_meta(v.metadata, false, true);
-    v
-}
-
 /// Checkpoints keep everything but managed fields and labels.
 pub fn strip_checkpoint(mut c: VerticalPodAutoscalerCheckpoint) -> VerticalPodAutoscalerCheckpoint {
     c.metadata = strip_meta(c.metadata, false, true);
@@ -168,10 +163,11 @@ pub fn spawn_watchers(
     });
     let mut tasks = vec![
         spawn_reflector(
-            api::<VerticalPodAutoscaler>(client, namespace),
+            api::<WatchedVpa>(client, namespace),
             config.clone(),
             writers.vpas,
-            strip_vpa,
+            // Reduced while decoding (`WatchedVpa: From<VerticalPodAutoscaler>`).
+            std::convert::identity,
             on_error.clone(),
         ),
         spawn_reflector(

@@ -1,6 +1,6 @@
 //! What the controller tracks per VPA and per pod besides the model: the state the loop's steps share.
 
-use tailor_crds::VerticalPodAutoscaler;
+use crate::watched_vpa::WatchedVpa;
 use tailor_engine::units::Nanos;
 
 /// `(namespace, name)` of a VPA.
@@ -51,7 +51,7 @@ pub(crate) struct PodEntry {
 }
 
 /// `(namespace, name)` of a VPA object.
-pub fn key_of(v: &VerticalPodAutoscaler) -> VpaKey {
+pub fn key_of(v: &WatchedVpa) -> VpaKey {
     (
         v.metadata.namespace.clone().unwrap_or_default(),
         v.metadata.name.clone().unwrap_or_default(),

@@ -190,7 +190,7 @@ fn history_checkpoint(vpa: &Value, v: usize, pods: usize, days: u64, now: Nanos)
     }
     let vpa: tailor_crds::VerticalPodAutoscaler = serde_json::from_value(vpa.clone()).expect("vpa");
     let status = checkpoint::to_api_status(&agg.save_to_checkpoint(), now);
-    let cp = checkpoint::build(&vpa, "app", status, None).expect("checkpoint");
+    let cp = checkpoint::build(&vpa.metadata, "app", status, None).expect("checkpoint");
     let mut cp = serde_json::to_value(cp).expect("checkpoint json");
     cp["apiVersion"] = json!("autoscaling.tailor.dev/v1");
     cp["kind"] = json!("VerticalPodAutoscalerCheckpoint");

@@ -11,7 +11,7 @@ mod vpas;
 
 use std::collections::HashMap;
 
-use tailor_crds::{PodResourcePolicy, VerticalPodAutoscaler};
+use tailor_crds::{PodResourcePolicy, VerticalPodAutoscalerSpec};
 
 use tailor_engine::model::{Labels, Selector};
 use tailor_engine::policy::{self, PolicyError};
@@ -20,9 +20,8 @@ pub(crate) use crate::tracked::{PodEntry, VpaEntry};
 pub use crate::tracked::{VpaKey, key_of};
 
 /// The names in `spec.recommenders`.
-pub fn recommender_names(v: &VerticalPodAutoscaler) -> Vec<String> {
-    v.spec
-        .recommenders
+pub fn recommender_names(spec: &VerticalPodAutoscalerSpec) -> Vec<String> {
+    spec.recommenders
         .iter()
         .flatten()
         .map(|r| r.name.clone())
@@ -31,9 +30,9 @@ pub fn recommender_names(v: &VerticalPodAutoscaler) -> Vec<String> {
 
 /// The VPA's `resourcePolicy`, once every `minAllowed` / `maxAllowed` quantity is known to parse.
 pub fn resource_policy(
-    v: &VerticalPodAutoscaler,
+    spec: &VerticalPodAutoscalerSpec,
 ) -> Result<Option<PodResourcePolicy>, PolicyError> {
-    let Some(p) = v.spec.resource_policy.as_ref() else {
+    let Some(p) = spec.resource_policy.as_ref() else {
         return Ok(None);
     };
     policy::validate(p)?;

@@ -4,13 +4,13 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use tailor_crds::VerticalPodAutoscaler;
 use tailor_crds::cluster::scale::scale_selector;
 
 use super::{VpaAction, VpaEntry, VpaKey, key_of, recommender_names, resource_policy, vpa_action};
 use crate::error::Error;
 use crate::run_loop::Recommender;
 use crate::target::{self, ScaleEntry, StoreLookup, TargetKey};
+use crate::watched_vpa::WatchedVpa;
 use tailor_engine::model::VpaState;
 use tailor_engine::units::Nanos;
 
@@ -24,7 +24,7 @@ impl Recommender {
             let Some(t) = v.spec.target_ref.as_ref() else {
                 continue;
             };
-            if !self.cfg.owns(&ns, &recommender_names(&v)) || target::is_well_known(&t.kind) {
+            if !self.cfg.owns(&ns, &recommender_names(&v.spec)) || target::is_well_known(&t.kind) {
                 continue;
             }
             wanted.insert(TargetKey::new(&ns, t));
@@ -67,14 +67,14 @@ impl Recommender {
     ///
     /// [`ClusterState::set_vpa_selector`]: tailor_engine::model::ClusterState::set_vpa_selector
     /// [`ClusterState::retire_vpa`]: tailor_engine::model::ClusterState::retire_vpa
-    pub fn sync_vpas(&mut self) -> Vec<Arc<VerticalPodAutoscaler>> {
+    pub fn sync_vpas(&mut self) -> Vec<Arc<WatchedVpa>> {
         let mut owned = Vec::new();
         let mut seen = HashSet::new();
         let mut all = self.stores.vpas.state();
         all.sort_by_key(|v| key_of(v));
         for v in all {
             let key = key_of(&v);
-            if !self.cfg.owns(&key.0, &recommender_names(&v)) {
+            if !self.cfg.owns(&key.0, &recommender_names(&v.spec)) {
                 continue;
             }
             let target = v
@@ -106,7 +106,7 @@ impl Recommender {
         owned
     }
 
-    fn sync_vpa(&mut self, key: &VpaKey, v: &VerticalPodAutoscaler, res: target::Resolution) {
+    fn sync_vpa(&mut self, key: &VpaKey, v: &WatchedVpa, res: target::Resolution) {
         let uid = v.metadata.uid.clone().unwrap_or_default();
         let current = self.vpas.get(key).and_then(|e| {
             let m = self.model.vpas().get(e.index)?;
@@ -133,7 +133,7 @@ impl Recommender {
             }
         };
         if let Some(m) = self.model.vpa_mut(index) {
-            m.policy = resource_policy(v).ok().flatten();
+            m.policy = resource_policy(&v.spec).ok().flatten();
             m.annotations = v.metadata.annotations.clone().unwrap_or_default();
             m.controller_exists = res.unsupported.is_none();
         }

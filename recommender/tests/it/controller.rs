@@ -712,9 +712,7 @@ async fn vpa_churn_does_not_grow_the_model() {
         }
         h.apply_vpa(&v);
         assert_eq!(h.rec.sync_vpas().len(), 2);
-        h.writers
-            .vpas
-            .apply_watcher_event(&watcher::Event::Delete(v));
+        h.delete_vpa(&v);
         assert_eq!(h.rec.sync_vpas().len(), 1);
     }
     let model = h.rec.model().vpas();

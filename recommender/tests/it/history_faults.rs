@@ -76,7 +76,7 @@ fn controller_bootstrap_retries_resumes_and_counts_once() {
         }
         assert!(msg.contains("Retrying") && msg.contains("503"), "{msg}");
         let status = plan_status(
-            None,
+            &[],
             &Findings {
                 fetching_history: Some(msg),
                 ..Default::default()
@@ -116,7 +116,11 @@ fn controller_bootstrap_retries_resumes_and_counts_once() {
         let first_ms = initial["c"].first_sample_start / 1_000_000;
         assert_eq!(history_end(&initial, END * 1000), first_ms - 1);
         // Done: the condition is removed.
-        let status = plan_status(Some(&status), &Findings::default(), &t);
+        let status = plan_status(
+            status.conditions.as_deref().unwrap_or_default(),
+            &Findings::default(),
+            &t,
+        );
         assert!(
             !status
                 .conditions

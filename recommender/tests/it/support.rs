@@ -27,6 +27,7 @@ use tailor_recommender::ratelimit::RateLimiter;
 use tailor_recommender::run_loop::Recommender;
 use tailor_recommender::slim::SlimPod;
 use tailor_recommender::stores::{Stores, Writers, new_stores};
+use tailor_recommender::watched_vpa::WatchedVpa;
 
 /// Base time of the tests (2023-11-14T22:13:20Z).
 pub const T0_SECS: i64 = 1_700_000_000;
@@ -437,6 +438,8 @@ pub struct Harness {
     pub ooms: OomQueue,
     pub metrics: Arc<Metrics>,
     pub rec: Recommender,
+    /// The VPAs as the API server holds them (the store keeps them reduced, as [`WatchedVpa`]).
+    vpas: BTreeMap<(String, String), VerticalPodAutoscaler>,
 }
 
 impl Harness {
@@ -471,14 +474,31 @@ impl Harness {
             ooms,
             metrics,
             rec,
+            vpas: BTreeMap::new(),
         }
     }
 
-    /// Adds or updates a VPA in the store.
+    /// Adds or updates a VPA (the watch delivering it to the store).
     pub fn apply_vpa(&mut self, v: &VerticalPodAutoscaler) {
+        let key = (
+            v.metadata.namespace.clone().unwrap_or_default(),
+            v.metadata.name.clone().unwrap_or_default(),
+        );
+        self.vpas.insert(key, v.clone());
         self.writers
             .vpas
-            .apply_watcher_event(&watcher::Event::Apply(v.clone()));
+            .apply_watcher_event(&watcher::Event::Apply(WatchedVpa::from(v.clone())));
+    }
+
+    /// Deletes a VPA (the watch delivering the deletion to the store).
+    pub fn delete_vpa(&mut self, v: &VerticalPodAutoscaler) {
+        self.vpas.remove(&(
+            v.metadata.namespace.clone().unwrap_or_default(),
+            v.metadata.name.clone().unwrap_or_default(),
+        ));
+        self.writers
+            .vpas
+            .apply_watcher_event(&watcher::Event::Delete(WatchedVpa::from(v.clone())));
     }
 
     /// Adds a checkpoint to the store.
@@ -505,17 +525,7 @@ impl Harness {
                 .nth(1)
                 .and_then(|s| s.split('/').next())
                 .unwrap_or_default();
-            let Some(mut v) = self
-                .stores
-                .vpas
-                .state()
-                .into_iter()
-                .find(|v| {
-                    v.metadata.name.as_deref() == Some(name)
-                        && v.metadata.namespace.as_deref() == Some(ns)
-                })
-                .map(|v| (*v).clone())
-            else {
+            let Some(mut v) = self.vpas.get(&(ns.to_string(), name.to_string())).cloned() else {
                 continue;
             };
             let mut status = serde_json::to_value(&v.status).unwrap();
@@ -541,18 +551,9 @@ impl Harness {
         (report, requests)
     }
 
-    /// The VPA in the store.
+    /// The VPA as the API server holds it (with every status patch merged).
     pub fn vpa(&self, ns: &str, name: &str) -> VerticalPodAutoscaler {
-        self.stores
-            .vpas
-            .state()
-            .into_iter()
-            .find(|v| {
-                v.metadata.name.as_deref() == Some(name)
-                    && v.metadata.namespace.as_deref() == Some(ns)
-            })
-            .map(|v| (*v).clone())
-            .unwrap()
+        self.vpas[&(ns.to_string(), name.to_string())].clone()
     }
 }
 

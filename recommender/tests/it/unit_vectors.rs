@@ -1237,7 +1237,7 @@ fn run_status(v: &Value) -> BTreeMap<String, Value> {
                 ..Default::default()
             };
             let now = tailor_recommender::time::to_time_secs(0).expect("time");
-            let status = plan_status(None, &findings, &now);
+            let status = plan_status(&[], &findings, &now);
             let conds: Vec<Value> = status
                 .conditions
                 .iter()
@@ -1375,7 +1375,12 @@ fn run_status(v: &Value) -> BTreeMap<String, Value> {
                         ..Default::default()
                     }
                 });
-                let fetching = fetching_history(status.as_ref());
+                let fetching = fetching_history(
+                    status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_deref())
+                        .unwrap_or_default(),
+                );
                 let plan = checkpoint_plan(vec![CheckpointCandidate {
                     key: "vpa",
                     last_written: None,
