@@ -330,9 +330,7 @@ impl Recommender {
                 }
                 Some(CheckpointCandidate {
                     last_written: e.last_checkpoint,
-                    fetching_history: fetching_history(
-                        v.status.as_ref().map_or(&[][..], |s| &s.conditions),
-                    ),
+                    fetching_history: fetching_history(v.conditions()),
                     key,
                 })
             })

@@ -64,7 +64,7 @@ impl MetricsApiSource {
     /// Lists the PodMetrics, handing each pod's snapshot to `each` as soon as its object has arrived;
     /// returns how many objects could not be read. On an error, the pods handed on before it stay handed on.
     pub async fn poll(
-        &mut self,
+        &self,
         each: &mut (dyn FnMut(PodMetrics) + Send),
     ) -> Result<usize, SourceError> {
         let req = kube::core::Request::new(&self.url).list(&ListParams::default())?;

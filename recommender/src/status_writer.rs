@@ -418,8 +418,7 @@ impl Recommender {
                 continue;
             };
             self.track_missing(&key, &findings, now);
-            let old = v.status.as_ref().map_or(&[][..], |s| &s.conditions);
-            let status = plan_status(old, &findings, now_t);
+            let status = plan_status(v.conditions(), &findings, now_t);
             let (base, written) = (v.status_digest(), StatusDigest::of(Some(&status)));
             let last = self.vpas.get(&key).and_then(|e| e.last_written.as_ref());
             if !needs_write(base, written, last) {

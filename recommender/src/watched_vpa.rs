@@ -46,6 +46,11 @@ pub struct WatchedVpa {
 }
 
 impl WatchedVpa {
+    /// The stored status's conditions (none without a status).
+    pub fn conditions(&self) -> &[VerticalPodAutoscalerCondition] {
+        self.status.as_ref().map_or(&[], |s| &s.conditions)
+    }
+
     /// The digest of the stored status ([`StatusDigest::of`]`(None)` without one).
     pub fn status_digest(&self) -> StatusDigest {
         self.status
@@ -152,10 +157,12 @@ mod tests {
         assert_eq!(s.digest, StatusDigest::of(Some(stored)));
         assert_eq!(w.status_digest(), StatusDigest::of(Some(stored)));
         assert_eq!(Some(&s.conditions), stored.conditions.as_ref());
+        assert_eq!(w.conditions(), s.conditions.as_slice());
         assert_eq!(s.recommendation(), stored.recommendation);
 
         let bare = WatchedVpa::from(VerticalPodAutoscaler::new("v", Default::default()));
         assert_eq!(bare.status, None);
+        assert!(bare.conditions().is_empty());
         assert_eq!(bare.status_digest(), StatusDigest::of(None));
     }
 }
