@@ -164,6 +164,10 @@ pub struct ListDecoder {
     pending: Vec<u8>,
     /// Bytes consumed before `pending` (for error positions).
     offset: usize,
+    /// The length `pending` must reach before the value in progress is parsed again: twice what it was at
+    /// the last attempt, so that a value arriving in many small chunks is parsed a few times, not once per
+    /// chunk.
+    retry_at: usize,
     at: At,
     readable: usize,
     unreadable: usize,
@@ -181,6 +185,7 @@ impl ListDecoder {
         ListDecoder {
             pending: Vec::new(),
             offset: 0,
+            retry_at: 0,
             at: At::Start,
             readable: 0,
             unreadable: 0,
@@ -195,20 +200,23 @@ impl ListDecoder {
         chunk: &[u8],
         each: &mut dyn FnMut(PodMetrics),
     ) -> Result<(), serde_json::Error> {
-        let used = if self.pending.is_empty() {
+        if self.pending.is_empty() {
             // The common case: nothing carried over, so the chunk is read where it lies.
             let used = self.run(chunk, false, each)?;
+            self.offset += used;
             self.pending.extend_from_slice(&chunk[used..]);
-            used
+            self.retry_at = 2 * self.pending.len();
         } else {
-            let mut buf = std::mem::take(&mut self.pending);
-            buf.extend_from_slice(chunk);
-            let used = self.run(&buf, false, each);
-            buf.drain(..*used.as_ref().unwrap_or(&0));
-            self.pending = buf;
-            used?
-        };
-        self.offset += used;
+            self.pending.extend_from_slice(chunk);
+            if self.pending.len() >= self.retry_at || self.pending.len() > MAX_OBJECT_BYTES {
+                let mut buf = std::mem::take(&mut self.pending);
+                let used = self.run(&buf, false, each);
+                buf.drain(..*used.as_ref().unwrap_or(&0));
+                self.pending = buf;
+                self.offset += used?;
+                self.retry_at = 2 * self.pending.len();
+            }
+        }
         if self.pending.len() > MAX_OBJECT_BYTES {
             return Err(self.error(0, format!("a value longer than {MAX_OBJECT_BYTES} bytes")));
         }
@@ -516,6 +524,27 @@ mod tests {
         d.push(cut, &mut |p| out.push(p)).unwrap();
         assert!(d.finish(&mut |p| out.push(p)).is_err());
         assert_eq!(out.len(), 1);
+    }
+
+    #[test]
+    fn a_large_object_trickling_in_small_chunks_is_read_whole() {
+        // 200 KB of containers in one object, in 7-byte chunks: parsed again only when its bytes double
+        // (parsing it on every chunk would read about 3 GB).
+        let containers: Vec<_> = (0..4000)
+            .map(|i| serde_json::json!({"name": format!("c{i}"), "usage": {"cpu": "1m", "memory": "1Ki"}}))
+            .collect();
+        let body = serde_json::json!({"items": [
+            {"metadata": {"name": "big", "namespace": "x"}, "timestamp": "2023-11-14T22:13:20Z",
+             "containers": containers},
+            {"metadata": {"name": "small", "namespace": "x"}, "timestamp": "2023-11-14T22:13:20Z"}
+        ]})
+        .to_string();
+        assert!(body.len() > 200_000, "{}", body.len());
+        let (pods, ok, bad) = decode_in(body.as_bytes(), 7).unwrap();
+        assert_eq!((ok, bad), (2, 0));
+        assert_eq!(pods[0].containers.len(), 4000);
+        assert_eq!(pods[0].containers[3999].memory_bytes, Some(1024));
+        assert_eq!(pods[1].name, "small");
     }
 
     #[test]
