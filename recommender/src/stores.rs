@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
@@ -25,7 +24,7 @@ use super::metrics::Metrics;
 use super::oom::{OomQueue, eviction_ooms, pod_ooms};
 use super::pod_store::{CompactPod, PodStore};
 use super::slim::SlimPod;
-use super::watched_vpa::WatchedVpa;
+use super::watched_vpa::{WatchedVpa, stored_metadata};
 
 /// Read handles of every store.
 #[derive(Clone)]
@@ -121,25 +120,9 @@ impl PodFeed {
     }
 }
 
-fn strip_meta(m: ObjectMeta, labels: bool, annotations: bool) -> ObjectMeta {
-    ObjectMeta {
-        name: m.name,
-        namespace: m.namespace,
-        uid: m.uid,
-        resource_version: m.resource_version,
-        generation: m.generation,
-        labels: if labels { m.labels } else { None },
-        annotations: if annotations { m.annotations } else { None },
-        owner_references: m.owner_references,
-        creation_timestamp: m.creation_timestamp,
-        deletion_timestamp: m.deletion_timestamp,
-        ..ObjectMeta::default()
-    }
-}
-
 /// Checkpoints keep everything but managed fields and labels.
 pub fn strip_checkpoint(mut c: VerticalPodAutoscalerCheckpoint) -> VerticalPodAutoscalerCheckpoint {
-    c.metadata = strip_meta(c.metadata, false, true);
+    c.metadata = stored_metadata(c.metadata);
     c
 }
 

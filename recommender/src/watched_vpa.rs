@@ -13,6 +13,23 @@ use tailor_crds::{
 
 use crate::written::StatusDigest;
 
+/// Metadata as the recommender's stores keep it (VPAs and checkpoints): labels and managed fields go,
+/// nothing reads them; annotations stay (post-processor switches, a checkpoint's open windows).
+pub fn stored_metadata(m: ObjectMeta) -> ObjectMeta {
+    ObjectMeta {
+        name: m.name,
+        namespace: m.namespace,
+        uid: m.uid,
+        resource_version: m.resource_version,
+        generation: m.generation,
+        annotations: m.annotations,
+        owner_references: m.owner_references,
+        creation_timestamp: m.creation_timestamp,
+        deletion_timestamp: m.deletion_timestamp,
+        ..ObjectMeta::default()
+    }
+}
+
 /// What the status writer needs of a stored status.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredStatus {
@@ -61,7 +78,6 @@ impl WatchedVpa {
 
 impl From<VerticalPodAutoscaler> for WatchedVpa {
     fn from(v: VerticalPodAutoscaler) -> Self {
-        let m = v.metadata;
         let status = v.status.map(|s| StoredStatus {
             digest: StatusDigest::of(Some(&s)),
             recommendation: s
@@ -72,19 +88,7 @@ impl From<VerticalPodAutoscaler> for WatchedVpa {
             conditions: s.conditions.unwrap_or_default(),
         });
         WatchedVpa {
-            // Annotations stay (post-processor switches).
-            metadata: ObjectMeta {
-                name: m.name,
-                namespace: m.namespace,
-                uid: m.uid,
-                resource_version: m.resource_version,
-                generation: m.generation,
-                annotations: m.annotations,
-                owner_references: m.owner_references,
-                creation_timestamp: m.creation_timestamp,
-                deletion_timestamp: m.deletion_timestamp,
-                ..ObjectMeta::default()
-            },
+            metadata: stored_metadata(v.metadata),
             spec: v.spec,
             status,
         }

@@ -428,6 +428,14 @@ pub fn full_pod(ns: &str, name: &str, lbl: &[(&str, &str)], containers: &[&str])
     }
 }
 
+/// `(namespace, name)` of a VPA.
+fn vpa_key(v: &VerticalPodAutoscaler) -> (String, String) {
+    (
+        v.metadata.namespace.clone().unwrap_or_default(),
+        v.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
 /// Stores fed directly, a recommender over the fake API and its writers.
 pub struct Harness {
     pub api: FakeApi,
@@ -480,11 +488,7 @@ impl Harness {
 
     /// Adds or updates a VPA (the watch delivering it to the store).
     pub fn apply_vpa(&mut self, v: &VerticalPodAutoscaler) {
-        let key = (
-            v.metadata.namespace.clone().unwrap_or_default(),
-            v.metadata.name.clone().unwrap_or_default(),
-        );
-        self.vpas.insert(key, v.clone());
+        self.vpas.insert(vpa_key(v), v.clone());
         self.writers
             .vpas
             .apply_watcher_event(&watcher::Event::Apply(WatchedVpa::from(v.clone())));
@@ -492,10 +496,7 @@ impl Harness {
 
     /// Deletes a VPA (the watch delivering the deletion to the store).
     pub fn delete_vpa(&mut self, v: &VerticalPodAutoscaler) {
-        self.vpas.remove(&(
-            v.metadata.namespace.clone().unwrap_or_default(),
-            v.metadata.name.clone().unwrap_or_default(),
-        ));
+        self.vpas.remove(&vpa_key(v));
         self.writers
             .vpas
             .apply_watcher_event(&watcher::Event::Delete(WatchedVpa::from(v.clone())));
