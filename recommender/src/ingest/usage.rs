@@ -25,10 +25,7 @@ impl Recommender {
         report.phases.rss_after_list = crate::metrics::resident_bytes();
         self.metrics
             .step("metrics_list", report.phases.list_seconds);
-        let bad = polled?;
-        if bad > 0 {
-            self.record_error(&Error::MalformedMetrics { count: bad });
-        }
+        // Samples fed before an error (the list is fed as it arrives) are counted as well.
         let [acc_cpu, acc_mem, rej_cpu, rej_mem] = counts;
         let count = |r: &'static str, res: &'static str, n: u64| {
             self.metrics
@@ -42,6 +39,10 @@ impl Recommender {
         count("memory", "rejected", rej_mem);
         report.samples_accepted += acc_cpu + acc_mem;
         report.samples_rejected += rej_cpu + rej_mem;
+        let bad = polled?;
+        if bad > 0 {
+            self.record_error(&Error::MalformedMetrics { count: bad });
+        }
         Ok(())
     }
 
