@@ -97,11 +97,11 @@ impl Recommender {
                 .or_insert(written);
         }
         for (key, written) in restored {
-            let Some(index) = self.vpas.get(&key).map(|e| e.index) else {
+            let (Some(t), Some(index)) = (written, self.vpas.get(&key).map(|e| e.index)) else {
                 continue;
             };
             let shapes = shapes_of(&self.model.aggregate_state_by_container_name(index));
-            if let (Some(e), Some(t)) = (self.vpas.get_mut(&key), written) {
+            if let Some(e) = self.vpas.get_mut(&key) {
                 e.last_checkpoint = Some(t);
                 e.checkpoint_shapes = Some(shapes);
             }
