@@ -6,6 +6,7 @@
 # `peak_rss_bytes_per_pod=N loop_seconds_per_50k_pods=M`, both of the recommender process alone.
 # Usage: hack/bench-recommender.sh [--vpas N] [--pods-per-vpa P] [--namespaces K] [--loops L]
 #                                  [--interval-seconds S] [--qps Q] [--history-days D] [--label NAME] [--csv PATH]
+#                                  [--recommender-arg ARG]... (passed on to tailor-recommender)
 # Sizes also from the environment: TAILOR_BENCH_VPAS (5000), TAILOR_BENCH_PODS_PER_VPA (10),
 # TAILOR_BENCH_LOOPS (4). 10k pods: --vpas 1000; 200k pods: --vpas 20000.
 # --history-days D (default 7): each VPA starts with a checkpoint of D days of its usage (the steady state

@@ -47,6 +47,8 @@ struct Args {
     history_days: u64,
     label: String,
     csv: Option<PathBuf>,
+    /// More arguments for the recommender (`--recommender-arg ARG`, repeatable).
+    extra: Vec<String>,
 }
 
 fn args() -> Args {
@@ -60,10 +62,11 @@ fn args() -> Args {
         history_days: 7,
         label: "after".into(),
         csv: None,
+        extra: Vec::new(),
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: recommender_scale [--vpas N] [--pods-per-vpa P] [--namespaces K] [--loops L] \
-                 [--interval-seconds S] [--qps Q] [--history-days D] [--label NAME] [--csv PATH]";
+                 [--interval-seconds S] [--qps Q] [--history-days D] [--label NAME] [--csv PATH] [--recommender-arg ARG]...";
     for pair in argv.chunks(2) {
         let raw = pair
             .get(1)
@@ -82,6 +85,7 @@ fn args() -> Args {
             "--history-days" => a.history_days = value(),
             "--label" => a.label = raw.clone(),
             "--csv" => a.csv = Some(PathBuf::from(raw)),
+            "--recommender-arg" => a.extra.push(raw.clone()),
             other => panic!("unknown argument {other} ({usage})"),
         }
     }
@@ -343,6 +347,7 @@ async fn main() {
     ]
     .iter()
     .map(|s| s.to_string())
+    .chain(a.extra.iter().cloned())
     .collect();
     let mut rec = Process::spawn("recommender", &bin, &argv);
     let pid = rec.pid();

@@ -74,6 +74,11 @@ struct Args {
     /// Parallel status and checkpoint writes.
     #[arg(long, default_value_t = 10)]
     update_worker_count: usize,
+    /// Threads of the async runtime. 1 (the default) runs the loop, the watches and the API client on one
+    /// thread: no wake-ups between threads per request, one allocator heap (about 20% less CPU per loop and
+    /// 5-8 MiB less memory than two threads, BENCHMARKS.md); 0 = one per CPU; at most 256.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(0..=256))]
+    runtime_threads: u16,
     /// `--kubeconfig`, `--kube-api-qps`, `--kube-api-burst`.
     #[command(flatten)]
     client: ClientFlags,
@@ -248,22 +253,31 @@ fn release_budget(shutdown_timeout: Duration, elector: Option<&LeaderElector>) -
 }
 
 fn main() -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    // Everything runs in a spawned task, on the runtime's worker threads, like the connection tasks of the
-    // API client: a request's future and its connection then usually share a worker instead of waking the
-    // main thread (parked in `block_on`) and a worker for every request (BENCHMARKS.md, issue 14).
+    let args = Args::parse();
+    let runtime = match args.runtime_threads {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        n => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            if n > 1 {
+                b.worker_threads(usize::from(n));
+            }
+            b
+        }
+    }
+    .enable_all()
+    .build()
+    .context("starting the async runtime")?;
+    // Everything runs in a spawned task, like the connection tasks of the API client: with more than one
+    // thread, a request's future and its connection then usually share a worker instead of waking the main
+    // thread (parked in `block_on`) and a worker for every request (BENCHMARKS.md, issue 14).
     runtime.block_on(async {
-        tokio::spawn(run())
+        tokio::spawn(run(args))
             .await
             .context("the recommender's main task")?
     })
 }
 
-async fn run() -> anyhow::Result<()> {
-    let args = Args::parse();
+async fn run(args: Args) -> anyhow::Result<()> {
     args.log.init();
     let cfg = args.controller_config()?;
     let addr = args.listen.socket_addr().context("--address")?;

@@ -242,7 +242,13 @@ async fn recommender_writes_status_and_checkpoints_and_restores_them_after_a_res
     }
     clear_status(&server, "web");
     server.clear_requests();
-    let (mut rec2, _) = start_recommender(&server, dir.path(), "recommender-2", &[]);
+    // This one on a runtime with a thread per CPU (the default is one thread): both kinds run for real.
+    let (mut rec2, _) = start_recommender(
+        &server,
+        dir.path(),
+        "recommender-2",
+        &["--runtime-threads", "0"],
+    );
     let restored = wait(&server, &rec2, "a restored recommendation", |s| {
         recommendation(s, "web")
     })
