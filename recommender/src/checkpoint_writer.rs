@@ -17,6 +17,7 @@ use tailor_crds::{VerticalPodAutoscalerCheckpoint, VerticalPodAutoscalerConditio
 use tokio::time::Instant;
 
 use crate::checkpoint::{self, WindowAggregate};
+use crate::checkpoint_index::CheckpointIndex;
 use crate::error::Error;
 use crate::ingest::{VpaKey, key_of};
 use crate::ratelimit::RateLimiter;
@@ -205,19 +206,16 @@ pub async fn apply_checkpoints(
 
 /// Checkpoints (namespace, name) in watched namespaces whose VPA no longer exists, sorted.
 pub fn orphaned_checkpoints(
-    checkpoints: &[Arc<VerticalPodAutoscalerCheckpoint>],
+    checkpoints: &CheckpointIndex,
     vpas: &HashSet<VpaKey>,
     watched: impl Fn(&str) -> bool,
 ) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = checkpoints
-        .iter()
-        .filter_map(|c| {
-            let ns = c.metadata.namespace.clone().unwrap_or_default();
-            let vpa = c.spec.vpa_object_name.clone().unwrap_or_default();
-            let name = c.metadata.name.clone()?;
-            (watched(&ns) && !vpas.contains(&(ns.clone(), vpa))).then_some((ns, name))
-        })
-        .collect();
+    let mut out = Vec::new();
+    checkpoints.each(|ns, name, c| {
+        if watched(ns) && !vpas.contains(&(ns.to_owned(), c.vpa.to_string())) {
+            out.push((ns.to_owned(), name.to_owned()));
+        }
+    });
     out.sort();
     out
 }
@@ -311,6 +309,10 @@ impl Recommender {
             .filter_map(|v| {
                 let key = key_of(v);
                 let e = self.vpas.get(&key)?;
+                // Its stored checkpoints could not be read yet: not overwritten meanwhile.
+                if e.restore_pending {
+                    return None;
+                }
                 let mut shapes = None;
                 let moved = || match &e.checkpoint_shapes {
                     Some(old) => {
@@ -424,7 +426,7 @@ impl Recommender {
         let deadline = Instant::now() + self.cfg.checkpoints_timeout;
         let existing: HashSet<VpaKey> =
             self.stores.vpas.state().iter().map(|v| key_of(v)).collect();
-        let doomed = orphaned_checkpoints(&self.stores.checkpoints.state(), &existing, |ns| {
+        let doomed = orphaned_checkpoints(&self.stores.checkpoints, &existing, |ns| {
             self.cfg.namespace_watched(ns)
         });
         let out = delete_checkpoints(
@@ -481,29 +483,29 @@ impl Recommender {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tailor_crds::VerticalPodAutoscalerCheckpointSpec;
+    use crate::checkpoint_index::{CheckpointHead, CheckpointIndexWriter};
 
-    fn checkpoint(ns: &str, name: &str, vpa: &str) -> Arc<VerticalPodAutoscalerCheckpoint> {
-        let mut c = VerticalPodAutoscalerCheckpoint::new(
-            name,
-            VerticalPodAutoscalerCheckpointSpec {
-                vpa_object_name: Some(vpa.into()),
-                container_name: Some("app".into()),
-            },
-        );
+    fn checkpoint(ns: &str, name: &str, vpa: &str) -> CheckpointHead {
+        let mut c = CheckpointHead::default();
+        c.metadata.name = Some(name.into());
         c.metadata.namespace = Some(ns.into());
-        Arc::new(c)
+        c.spec.vpa_object_name = Some(vpa.into());
+        c.spec.container_name = Some("app".into());
+        c
     }
 
     #[test]
     fn orphans_are_checkpoints_of_missing_vpas_in_watched_namespaces() {
-        let cps = [
+        let mut index = CheckpointIndexWriter::default();
+        for c in [
             checkpoint("a", "web-app", "web"),
             checkpoint("a", "gone-app", "gone"),
             checkpoint("skip", "gone-app", "gone"),
-        ];
+        ] {
+            index.apply_watcher_event(&kube::runtime::watcher::Event::Apply(c));
+        }
         let vpas = HashSet::from([("a".to_string(), "web".to_string())]);
-        let out = orphaned_checkpoints(&cps, &vpas, |ns| ns != "skip");
+        let out = orphaned_checkpoints(&index.as_reader(), &vpas, |ns| ns != "skip");
         assert_eq!(out, [("a".to_string(), "gone-app".to_string())]);
     }
 

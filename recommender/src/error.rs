@@ -34,6 +34,12 @@ pub enum Error {
         #[source]
         source: CheckpointError,
     },
+    /// The checkpoints due a restore could not be read from the API server.
+    #[error("checkpoints: cannot read them to restore (tried again next loop): {source}")]
+    CheckpointRead {
+        /// The API error.
+        source: kube::Error,
+    },
     /// A checkpoint object could not be built.
     #[error("checkpoint {namespace}/{checkpoint}: cannot build the object: {source}")]
     CheckpointBuild {
@@ -120,7 +126,7 @@ impl Error {
             Error::Scale { .. } => "scale",
             Error::MetricsApi(_) => "metrics_api",
             Error::MalformedMetrics { .. } => "metrics_malformed",
-            Error::CheckpointLoad { .. } => "checkpoint_load",
+            Error::CheckpointLoad { .. } | Error::CheckpointRead { .. } => "checkpoint_load",
             Error::CheckpointBuild { .. } | Error::CheckpointWrite { .. } => "checkpoint",
             Error::CheckpointDelete { .. } => "checkpoint_gc",
             Error::StatusWrite { .. } => "status",

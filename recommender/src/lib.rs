@@ -8,6 +8,7 @@
 //! so every step can be driven by a test with fixed clocks and a mocked API server.
 
 pub mod checkpoint;
+pub mod checkpoint_index;
 pub mod checkpoint_writer;
 pub mod config;
 pub mod error;

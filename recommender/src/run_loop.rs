@@ -252,7 +252,7 @@ impl Recommender {
         let t = Instant::now();
         let gone = self.sync_pods();
         if self.cfg.checkpoints_enabled {
-            self.restore_checkpoints(now, &mut report);
+            self.restore_checkpoints(now, &mut report).await;
         }
         self.metrics.step("load_pods", t.elapsed().as_secs_f64());
 

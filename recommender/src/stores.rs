@@ -12,27 +12,28 @@ use kube::Client;
 use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::{WatchStreamExt, watcher};
-use tailor_crds::VerticalPodAutoscalerCheckpoint;
 use tailor_crds::cluster::reflectors::{
-    OnWatchError, WorkloadStores, WorkloadWriters, api, spawn_reflector, workload_stores,
+    OnWatchError, WorkloadStores, WorkloadWriters, api, spawn_reflector, spawn_watch,
+    workload_stores,
 };
 use tailor_crds::cluster::shelf::CacheStopped;
 use tokio::task::JoinHandle;
 
+use super::checkpoint_index::{CheckpointHead, CheckpointIndex, CheckpointIndexWriter};
 use super::error::Error;
 use super::metrics::Metrics;
 use super::oom::{OomQueue, eviction_ooms, pod_ooms};
 use super::pod_store::{CompactPod, PodStore};
 use super::slim::SlimPod;
-use super::watched_vpa::{WatchedVpa, stored_metadata};
+use super::watched_vpa::WatchedVpa;
 
 /// Read handles of every store.
 #[derive(Clone)]
 pub struct Stores {
     /// Tailor VPAs, with their status reduced to what the loop reads.
     pub vpas: Store<WatchedVpa>,
-    /// Tailor VPA checkpoints.
-    pub checkpoints: Store<VerticalPodAutoscalerCheckpoint>,
+    /// Which Tailor VPA checkpoints exist (without their histograms).
+    pub checkpoints: CheckpointIndex,
     /// Pods that are not Pending, compact.
     pub pods: PodStore,
     /// The well-known workload kinds, slim (shared with the webhook).
@@ -44,7 +45,7 @@ pub struct Writers {
     /// VPAs.
     pub vpas: Writer<WatchedVpa>,
     /// Checkpoints.
-    pub checkpoints: Writer<VerticalPodAutoscalerCheckpoint>,
+    pub checkpoints: CheckpointIndexWriter,
     /// Pods, through the OOM observer.
     pub pods: PodFeed,
     /// The workload kinds.
@@ -54,7 +55,7 @@ pub struct Writers {
 /// Creates empty stores and their writers; pod updates report OOMs to `ooms`.
 pub fn new_stores(ooms: OomQueue) -> (Stores, Writers) {
     let vpas = Writer::default();
-    let checkpoints = Writer::default();
+    let checkpoints = CheckpointIndexWriter::default();
     let (pods, ready) = PodStore::new();
     let (workloads, workload_writers) = workload_stores();
     let stores = Stores {
@@ -120,12 +121,6 @@ impl PodFeed {
     }
 }
 
-/// Checkpoints keep everything but managed fields and labels.
-pub fn strip_checkpoint(mut c: VerticalPodAutoscalerCheckpoint) -> VerticalPodAutoscalerCheckpoint {
-    c.metadata = stored_metadata(c.metadata);
-    c
-}
-
 /// Starts a watch per store (pods without Pending ones; `namespace` empty = all) plus the eviction-event
 /// observer; returns their tasks. Stores become ready after their first list.
 pub fn spawn_watchers(
@@ -153,13 +148,15 @@ pub fn spawn_watchers(
             std::convert::identity,
             on_error.clone(),
         ),
-        spawn_reflector(
-            api::<VerticalPodAutoscalerCheckpoint>(client, namespace),
-            config.clone(),
-            writers.checkpoints,
-            strip_checkpoint,
-            on_error.clone(),
-        ),
+        {
+            let mut index = writers.checkpoints;
+            spawn_watch(
+                api::<CheckpointHead>(client, namespace),
+                config.clone(),
+                move |event| index.apply_watcher_event(&event),
+                on_error.clone(),
+            )
+        },
     ];
     tasks.extend(
         writers
@@ -245,8 +242,7 @@ fn is_forbidden(e: &watcher::Error) -> bool {
 pub async fn wait_until_ready(stores: &Stores) -> Result<(), CacheStopped> {
     let vpas = stores.vpas.wait_until_ready().await;
     vpas.map_err(|_| CacheStopped("VerticalPodAutoscaler"))?;
-    let checkpoints = stores.checkpoints.wait_until_ready().await;
-    checkpoints.map_err(|_| CacheStopped("VerticalPodAutoscalerCheckpoint"))?;
+    stores.checkpoints.wait_until_ready().await?;
     let pods = stores.pods.wait_until_ready().await;
     pods.map_err(|_| CacheStopped("Pod"))?;
     stores.workloads.wait_until_ready().await

@@ -13,9 +13,9 @@ use tailor_crds::{
 
 use crate::written::StatusDigest;
 
-/// Metadata as the recommender's stores keep it (VPAs and checkpoints): labels and managed fields go,
-/// nothing reads them; annotations stay (post-processor switches, a checkpoint's open windows).
-pub fn stored_metadata(m: ObjectMeta) -> ObjectMeta {
+/// Metadata as the VPA store keeps it: labels and managed fields go, nothing reads them; annotations stay
+/// (post-processor switches).
+fn stored_metadata(m: ObjectMeta) -> ObjectMeta {
     ObjectMeta {
         name: m.name,
         namespace: m.namespace,

@@ -1,7 +1,12 @@
 //! Checkpoints into the model: the restored aggregates of VPAs new to the model with their open memory
 //! windows added back (windows of the earlier per-pod format are continued in containers that still run).
+//! The checkpoints are read from the API server when needed (the watch keeps only which exist,
+//! [`crate::checkpoint_index`]): page by page when many are due (at start), one by one otherwise.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+
+use kube::api::{Api, ListParams};
+use tailor_crds::VerticalPodAutoscalerCheckpoint;
 
 use crate::checkpoint::{self, OpenWindow, StoredWindows};
 use crate::error::Error;
@@ -12,65 +17,69 @@ use crate::written::shapes_of;
 use tailor_engine::model::{AggregateContainerState, ContainerId, Sample};
 use tailor_engine::units::{Nanos, Resource};
 
+/// Up to this many due checkpoints are read one by one (`get`); more are read by listing them.
+const GET_AT_MOST: usize = 16;
+/// Checkpoints per page of a list.
+const PAGE: u32 = 250;
+
+/// One checkpoint read back, not yet in the model.
+struct Loaded {
+    key: VpaKey,
+    name: String,
+    container: String,
+    /// `None`: the checkpoint has no status or cannot be loaded (its VPA's checkpoints are written in
+    /// the first loop).
+    state: Option<(AggregateContainerState, StoredWindows, Option<Nanos>)>,
+}
+
 impl Recommender {
     /// Loads checkpoints of VPAs new to the model (all of them at start), except those this process wrote.
     ///
     /// A VPA whose checkpoints were all restored counts them as its last write (at the oldest
     /// `lastUpdateTime`, with the histograms as restored), so that after a restart they are rewritten
     /// when they move or reach `--checkpoints-max-age`, as before it, not all in the first loop.
-    pub(crate) fn restore_checkpoints(&mut self, now: Nanos, report: &mut LoopReport) {
+    ///
+    /// Nothing enters the model unless every due checkpoint was read: when the API server fails, the VPAs
+    /// stay due (their checkpoints are neither overwritten nor their history fetched meanwhile) and the
+    /// read is tried again in the next loop.
+    pub(crate) async fn restore_checkpoints(&mut self, now: Nanos, report: &mut LoopReport) {
         if !self.vpas.values().any(|e| e.restore_pending) {
             return;
         }
+        let due = self.due_checkpoints();
+        let loaded = match self.read_checkpoints(&due, now).await {
+            Ok(loaded) => loaded,
+            Err(source) => {
+                self.record_error(&Error::CheckpointRead { source });
+                return;
+            }
+        };
         let interval = self.model.config.memory_aggregation_interval;
-        let mut checkpoints = self.stores.checkpoints.state();
-        checkpoints.sort_by_key(|c| c.metadata.name.clone());
         // Per VPA: the oldest `lastUpdateTime` of its restored checkpoints (`None` when one has none or
         // could not be loaded: that VPA's checkpoints are written in the first loop).
         let mut restored: HashMap<VpaKey, Option<Nanos>> = HashMap::new();
-        for cp in checkpoints {
-            let ns = cp.metadata.namespace.clone().unwrap_or_default();
-            let cp_name = cp.metadata.name.clone().unwrap_or_default();
-            let (Some(vpa_name), Some(container)) = (
-                cp.spec.vpa_object_name.clone(),
-                cp.spec.container_name.clone(),
-            ) else {
+        for Loaded {
+            key,
+            container,
+            state,
+            ..
+        } in loaded
+        {
+            let Some(index) = self.vpas.get(&key).map(|e| e.index) else {
                 continue;
             };
-            let key = (ns.clone(), vpa_name);
-            let Some(e) = self.vpas.get(&key) else {
-                continue;
-            };
-            if !e.restore_pending
-                || self
-                    .written_checkpoints
-                    .contains(&(ns.clone(), cp_name.clone()))
-            {
-                continue;
-            }
-            let index = e.index;
-            let Some(status) = cp.status.as_ref() else {
+            let Some((mut agg, windows, written)) = state else {
                 restored.insert(key, None);
                 continue;
             };
-            let mut agg = AggregateContainerState::new(&self.model.config, now);
-            if let Err(source) = agg.load_from_checkpoint(&checkpoint::from_api_status(status)) {
-                restored.insert(key, None);
-                self.record_error(&Error::CheckpointLoad {
-                    namespace: ns,
-                    checkpoint: cp_name,
-                    source,
-                });
-                continue;
-            }
-            match checkpoint::open_windows(&cp) {
+            match windows {
                 StoredWindows::None => {}
                 StoredWindows::Aggregated(windows) => windows.add_to(&mut agg.memory),
                 // The earlier per-pod format: windows of containers that still run are continued.
                 StoredWindows::PerPod(windows) => {
                     for w in windows {
                         let continued =
-                            now < w.end && self.continue_window(&ns, &w, &container, interval);
+                            now < w.end && self.continue_window(&key.0, &w, &container, interval);
                         if !continued {
                             agg.memory.add_sample(w.peak as f64, 1.0, w.end);
                         }
@@ -86,11 +95,6 @@ impl Recommender {
                 }
             }
             report.checkpoints_restored += 1;
-            let written = status
-                .last_update_time
-                .as_ref()
-                .and_then(from_time)
-                .map(|t| t.min(now));
             restored
                 .entry(key)
                 .and_modify(|w| *w = w.zip(written).map(|(a, b)| a.min(b)))
@@ -109,6 +113,116 @@ impl Recommender {
         for e in self.vpas.values_mut() {
             e.restore_pending = false;
         }
+    }
+
+    /// `(namespace, name)` of the checkpoints of VPAs due a restore, except those this process wrote.
+    fn due_checkpoints(&self) -> BTreeSet<(String, String)> {
+        let mut due = BTreeSet::new();
+        self.stores.checkpoints.each(|ns, name, r| {
+            let pending = self
+                .vpas
+                .get(&(ns.to_owned(), r.vpa.to_string()))
+                .is_some_and(|e| e.restore_pending);
+            let key = (ns.to_owned(), name.to_owned());
+            if pending && !self.written_checkpoints.contains(&key) {
+                due.insert(key);
+            }
+        });
+        due
+    }
+
+    /// Reads the `due` checkpoints and loads each one's aggregate (in name order): one by one when they
+    /// are few, else by listing every checkpoint page by page and keeping the due ones (only a page of
+    /// whole objects is held at a time).
+    async fn read_checkpoints(
+        &mut self,
+        due: &BTreeSet<(String, String)>,
+        now: Nanos,
+    ) -> Result<Vec<Loaded>, kube::Error> {
+        let mut loaded = Vec::new();
+        if due.len() <= GET_AT_MOST {
+            for (ns, name) in due {
+                self.limiter.acquire().await;
+                let api: Api<VerticalPodAutoscalerCheckpoint> =
+                    Api::namespaced(self.client.clone(), ns);
+                if let Some(cp) = api.get_opt(name).await? {
+                    loaded.extend(self.load(cp, now));
+                }
+            }
+            return Ok(loaded);
+        }
+        let api: Api<VerticalPodAutoscalerCheckpoint> = if self.cfg.vpa_object_namespace.is_empty()
+        {
+            Api::all(self.client.clone())
+        } else {
+            Api::namespaced(self.client.clone(), &self.cfg.vpa_object_namespace)
+        };
+        let mut params = ListParams::default().limit(PAGE);
+        loop {
+            self.limiter.acquire().await;
+            let page = api.list(&params).await?;
+            for cp in page.items {
+                let key = (
+                    cp.metadata.namespace.clone().unwrap_or_default(),
+                    cp.metadata.name.clone().unwrap_or_default(),
+                );
+                if due.contains(&key) {
+                    loaded.extend(self.load(cp, now));
+                }
+            }
+            match page.metadata.continue_ {
+                Some(token) if !token.is_empty() => params = params.continue_token(&token),
+                _ => break,
+            }
+        }
+        loaded.sort_by(|a, b| (&a.key.0, &a.name).cmp(&(&b.key.0, &b.name)));
+        Ok(loaded)
+    }
+
+    /// One checkpoint's aggregate, windows and `lastUpdateTime`; `None` when it names no VPA or container.
+    fn load(&self, cp: VerticalPodAutoscalerCheckpoint, now: Nanos) -> Option<Loaded> {
+        let ns = cp.metadata.namespace.clone().unwrap_or_default();
+        let name = cp.metadata.name.clone().unwrap_or_default();
+        let (Some(vpa_name), Some(container)) = (
+            cp.spec.vpa_object_name.clone(),
+            cp.spec.container_name.clone(),
+        ) else {
+            return None;
+        };
+        let key = (ns.clone(), vpa_name);
+        let Some(status) = cp.status.as_ref() else {
+            return Some(Loaded {
+                key,
+                name,
+                container,
+                state: None,
+            });
+        };
+        let mut agg = AggregateContainerState::new(&self.model.config, now);
+        if let Err(source) = agg.load_from_checkpoint(&checkpoint::from_api_status(status)) {
+            self.record_error(&Error::CheckpointLoad {
+                namespace: ns,
+                checkpoint: name.clone(),
+                source,
+            });
+            return Some(Loaded {
+                key,
+                name,
+                container,
+                state: None,
+            });
+        }
+        let written = status
+            .last_update_time
+            .as_ref()
+            .and_then(from_time)
+            .map(|t| t.min(now));
+        Some(Loaded {
+            key,
+            name,
+            container,
+            state: Some((agg, checkpoint::open_windows(&cp), written)),
+        })
     }
 
     /// Re-opens a checkpointed memory window in a running container of the model: a sample one interval

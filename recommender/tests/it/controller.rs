@@ -479,12 +479,104 @@ async fn restored_checkpoints_count_as_written_until_they_age() {
         |r: &tailor_recommender::LoopReport| (r.checkpoints_written, r.checkpoints_unchanged);
     assert_eq!(report.checkpoints_restored, 1);
     assert_eq!(counts(&report), (0, 1));
-    assert!(!requests.iter().any(|r| r.uri.starts_with(CHECKPOINTS)));
+    // The checkpoint was read back (one GET) and not written.
+    let touched: Vec<&str> = requests
+        .iter()
+        .filter(|r| r.uri.starts_with(CHECKPOINTS))
+        .map(|r| r.method.as_str())
+        .collect();
+    assert_eq!(touched, ["GET"]);
     let (report, _) = b.loop_with(last + 300, Ok(metrics_list(&[]))).await;
     assert_eq!(counts(&report), (0, 1));
     // `--checkpoints-max-age` (10 minutes) after the restored write: rewritten.
     let (report, _) = b.loop_with(last + 600, Ok(metrics_list(&[]))).await;
     assert_eq!(counts(&report), (1, 0));
+}
+
+/// A first recommender's checkpoint of `web` after an hour of usage.
+async fn one_checkpoint() -> (VerticalPodAutoscaler, serde_json::Value) {
+    let mut a = Harness::new(ControllerConfig::default());
+    setup(&mut a);
+    add_pods(&mut a, 2);
+    for i in 0..60 {
+        a.loop_with(i * 60, Ok(sample_list(2, i))).await;
+    }
+    let mut checkpoints = a.api.objects(&format!("{CHECKPOINTS}/"));
+    assert_eq!(checkpoints.len(), 1);
+    (a.vpa("default", "web"), checkpoints.remove(0))
+}
+
+#[tokio::test]
+async fn checkpoints_of_many_vpas_are_read_by_listing_them_and_of_a_few_one_by_one() {
+    let (before, checkpoint) = one_checkpoint().await;
+    // Twenty VPAs with a checkpoint each: one list of all checkpoints, no single reads.
+    let mut b = restarted(&before, 2, Vec::new());
+    for i in 0..20 {
+        let name = format!("w{i}");
+        b.apply_vpa(&vpa("default", &name, "Deployment", "web"));
+        let mut c = checkpoint.clone();
+        c["metadata"]["name"] = json!(format!("{name}-app"));
+        c["spec"]["vpaObjectName"] = json!(name);
+        b.apply_checkpoint(serde_json::from_value(c).unwrap());
+    }
+    let (report, requests) = b.loop_with(3600, Ok(metrics_list(&[]))).await;
+    assert_eq!(report.checkpoints_restored, 20);
+    let reads: Vec<&str> = requests
+        .iter()
+        .filter(|r| r.method == "GET" && r.uri.contains("verticalpodautoscalercheckpoints"))
+        .map(|r| r.uri.as_str())
+        .collect();
+    assert_eq!(
+        reads,
+        ["/apis/autoscaling.tailor.dev/v1/verticalpodautoscalercheckpoints?&limit=250"]
+    );
+    // A VPA created later with a checkpoint of its own: read by name.
+    b.apply_vpa(&vpa("default", "late", "Deployment", "web"));
+    let mut c = checkpoint.clone();
+    c["metadata"]["name"] = json!("late-app");
+    c["spec"]["vpaObjectName"] = json!("late");
+    b.apply_checkpoint(serde_json::from_value(c).unwrap());
+    let (report, requests) = b.loop_with(3660, Ok(metrics_list(&[]))).await;
+    assert_eq!(report.checkpoints_restored, 1);
+    let reads: Vec<&str> = requests
+        .iter()
+        .filter(|r| r.method == "GET" && r.uri.contains("verticalpodautoscalercheckpoints"))
+        .map(|r| r.uri.as_str())
+        .collect();
+    assert_eq!(reads, [format!("{CHECKPOINTS}/late-app")]);
+}
+
+#[tokio::test]
+async fn checkpoints_that_cannot_be_read_are_neither_overwritten_nor_lost() {
+    let (before, checkpoint) = one_checkpoint().await;
+    let stored = checkpoint.clone();
+    let mut b = restarted(&before, 2, vec![checkpoint]);
+    b.api.fail("GET", &format!("{CHECKPOINTS}/web-app"), 500);
+    // Usage arrives, but the stored histograms cannot be read: nothing is restored, and the checkpoint is
+    // not overwritten with the new process's hour-less state.
+    let (report, requests) = b.loop_with(3600, Ok(sample_list(2, 60))).await;
+    assert_eq!(report.checkpoints_restored, 0);
+    assert_eq!(report.checkpoints_written, 0);
+    assert!(
+        !requests
+            .iter()
+            .any(|r| r.method == "PATCH" && r.uri.starts_with(CHECKPOINTS))
+    );
+    assert!(
+        b.metrics
+            .encode()
+            .contains("errors_total{kind=\"checkpoint_load\"} 1"),
+        "{}",
+        b.metrics.encode()
+    );
+    assert_eq!(
+        b.api.object(&format!("{CHECKPOINTS}/web-app")),
+        Some(stored)
+    );
+    // The next loop reads it again, and restores it.
+    b.api.stop_failing();
+    let (report, _) = b.loop_with(3660, Ok(sample_list(2, 61))).await;
+    assert_eq!(report.checkpoints_restored, 1);
 }
 
 #[tokio::test]

@@ -20,6 +20,7 @@ use tailor_crds::{
     VerticalPodAutoscalerSpec,
 };
 use tailor_engine::units::Nanos;
+use tailor_recommender::checkpoint_index::CheckpointHead;
 use tailor_recommender::config::ControllerConfig;
 use tailor_recommender::metrics::Metrics;
 use tailor_recommender::oom::OomQueue;
@@ -238,7 +239,14 @@ impl FakeApi {
         match method.as_str() {
             "GET" => match s.objects.get(&path) {
                 Some(v) => (200, v.clone()),
-                None => (404, status(404, "NotFound")),
+                None => match collection_items(&s.objects, &path) {
+                    // One page holding every item (no `limit` honoured, no continue token).
+                    Some(items) => (
+                        200,
+                        json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}),
+                    ),
+                    None => (404, status(404, "NotFound")),
+                },
             },
             "POST" if collection => {
                 let name = body["metadata"]["name"]
@@ -298,6 +306,37 @@ impl FakeApi {
             _ => (404, status(404, "NotFound")),
         }
     }
+}
+
+/// The items of the collection at `path` (`/api/v1/…` or `/apis/GROUP/VERSION/…`, then `PLURAL` or
+/// `namespaces/NS/PLURAL`), in path order; `None` when `path` is not a collection.
+fn collection_items(objects: &HashMap<String, Value>, path: &str) -> Option<Vec<Value>> {
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let base = match segments.first() {
+        Some(&"api") => 2,
+        Some(&"apis") => 3,
+        _ => return None,
+    };
+    let rest = segments.get(base..)?;
+    let (namespace, plural) = match rest {
+        [plural] => (None, *plural),
+        ["namespaces", ns, plural] => (Some(*ns), *plural),
+        _ => return None,
+    };
+    let prefix = segments[..base].join("/");
+    let mut keys: Vec<&String> = objects
+        .keys()
+        .filter(|k| {
+            let k: Vec<&str> = k.trim_start_matches('/').split('/').collect();
+            k.len() == base + 4
+                && k[..base].join("/") == prefix
+                && k[base] == "namespaces"
+                && namespace.is_none_or(|ns| k[base + 1] == ns)
+                && k[base + 2] == plural
+        })
+        .collect();
+    keys.sort();
+    Some(keys.into_iter().map(|k| objects[k].clone()).collect())
 }
 
 /// One pod's metrics: `(namespace, pod, timestamp secs, [(container, millicores, bytes)])`.
@@ -502,11 +541,20 @@ impl Harness {
             .apply_watcher_event(&watcher::Event::Delete(WatchedVpa::from(v.clone())));
     }
 
-    /// Adds a checkpoint to the store.
+    /// Stores a checkpoint in the fake API server and delivers it to the checkpoint watch (which keeps
+    /// only its VPA and container; restoring reads it back from the API).
     pub fn apply_checkpoint(&mut self, c: VerticalPodAutoscalerCheckpoint) {
+        let ns = c.metadata.namespace.clone().unwrap_or_default();
+        let name = c.metadata.name.clone().unwrap_or_default();
+        let value = serde_json::to_value(&c).unwrap();
+        self.api.put_object(
+            &format!("/apis/autoscaling.tailor.dev/v1/namespaces/{ns}/verticalpodautoscalercheckpoints/{name}"),
+            value.clone(),
+        );
+        let head: CheckpointHead = serde_json::from_value(value).unwrap();
         self.writers
             .checkpoints
-            .apply_watcher_event(&watcher::Event::Apply(c));
+            .apply_watcher_event(&watcher::Event::Apply(head));
     }
 
     /// Simulates the watch delivering the VPA status a patch wrote.

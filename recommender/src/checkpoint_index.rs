@@ -1,0 +1,177 @@
+//! The checkpoints that exist, without their histograms: the VPA and container of each, fed by a watch
+//! that skips every checkpoint's status unread. Restoring reads the few checkpoints it needs from the API
+//! server ([`crate::ingest::restore`]); garbage collection needs only this index.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::watcher;
+use serde::Deserialize;
+use tailor_crds::VerticalPodAutoscalerCheckpointSpec;
+use tailor_crds::cluster::shelf::{CacheStopped, ShelfReader, ShelfWriter, Sym};
+
+/// A checkpoint as the watch decodes it: metadata and spec. The status (the histograms, most of each
+/// object) is not a field, so serde skips it without building anything.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct CheckpointHead {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// Which VPA and container.
+    #[serde(default)]
+    pub spec: VerticalPodAutoscalerCheckpointSpec,
+}
+
+impl k8s_openapi::Resource for CheckpointHead {
+    const API_VERSION: &'static str = "autoscaling.tailor.dev/v1";
+    const GROUP: &'static str = "autoscaling.tailor.dev";
+    const KIND: &'static str = "VerticalPodAutoscalerCheckpoint";
+    const VERSION: &'static str = "v1";
+    const URL_PATH_SEGMENT: &'static str = "verticalpodautoscalercheckpoints";
+    type Scope = k8s_openapi::NamespaceResourceScope;
+}
+
+impl k8s_openapi::Metadata for CheckpointHead {
+    type Ty = ObjectMeta;
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// What the index keeps of one checkpoint (under its namespace and name).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckpointRef {
+    /// `spec.vpaObjectName` (empty when unset).
+    pub vpa: Sym,
+    /// `spec.containerName` (empty when unset).
+    pub container: Sym,
+}
+
+/// Read handle of the index; cheap to clone.
+#[derive(Clone)]
+pub struct CheckpointIndex {
+    shelf: ShelfReader<CheckpointRef>,
+}
+
+impl CheckpointIndex {
+    /// Runs `f` on every checkpoint: namespace, name and what it belongs to.
+    pub fn each(&self, f: impl FnMut(&str, &str, &CheckpointRef)) {
+        self.shelf.each(f);
+    }
+
+    /// How many checkpoints exist.
+    pub fn len(&self) -> usize {
+        self.shelf.len()
+    }
+
+    /// Whether no checkpoint exists.
+    pub fn is_empty(&self) -> bool {
+        self.shelf.is_empty()
+    }
+
+    /// Waits until the watch has applied its first complete list.
+    pub async fn wait_until_ready(&self) -> Result<(), CacheStopped> {
+        self.shelf.wait_until_ready().await
+    }
+}
+
+/// Write handle: applies watch events (the watch task owns it; tests feed it directly).
+pub struct CheckpointIndexWriter {
+    shelf: ShelfWriter<CheckpointRef>,
+}
+
+impl Default for CheckpointIndexWriter {
+    fn default() -> Self {
+        Self {
+            shelf: ShelfWriter::new("VerticalPodAutoscalerCheckpoint"),
+        }
+    }
+}
+
+impl CheckpointIndexWriter {
+    /// A read handle.
+    pub fn as_reader(&self) -> CheckpointIndex {
+        CheckpointIndex {
+            shelf: self.shelf.reader(),
+        }
+    }
+
+    /// Applies one watch event.
+    pub fn apply_watcher_event(&mut self, event: &watcher::Event<CheckpointHead>) {
+        self.shelf.apply(event, |interner, c| {
+            Some(CheckpointRef {
+                vpa: interner.intern(c.spec.vpa_object_name.as_deref().unwrap_or_default()),
+                container: interner.intern(c.spec.container_name.as_deref().unwrap_or_default()),
+            })
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn head(name: &str, vpa: &str, container: &str) -> CheckpointHead {
+        serde_json::from_value(json!({
+            "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscalerCheckpoint",
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": "7"},
+            "spec": {"vpaObjectName": vpa, "containerName": container},
+            "status": {"version": "v3", "totalSamplesCount": 9,
+                "cpuHistogram": {"bucketWeights": {"0": 10000, "7": 120}, "totalWeight": 3.5,
+                    "referenceTimestamp": "2026-11-01T00:00:00Z"}}
+        }))
+        .unwrap()
+    }
+
+    fn listed(index: &CheckpointIndex) -> Vec<(String, String, String, String)> {
+        let mut out = Vec::new();
+        index.each(|ns, name, r| {
+            out.push((
+                ns.into(),
+                name.into(),
+                r.vpa.to_string(),
+                r.container.to_string(),
+            ))
+        });
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn the_kind_and_url_are_the_crds() {
+        use kube::Resource as _;
+        assert_eq!(
+            CheckpointHead::url_path(&(), Some("ns")),
+            tailor_crds::VerticalPodAutoscalerCheckpoint::url_path(&(), Some("ns"))
+        );
+        assert_eq!(
+            CheckpointHead::kind(&()),
+            tailor_crds::VerticalPodAutoscalerCheckpoint::kind(&())
+        );
+    }
+
+    #[test]
+    fn keeps_each_checkpoints_vpa_and_container_until_it_is_deleted() {
+        let mut w = CheckpointIndexWriter::default();
+        let index = w.as_reader();
+        w.apply_watcher_event(&watcher::Event::Init);
+        w.apply_watcher_event(&watcher::Event::InitApply(head("web-app", "web", "app")));
+        w.apply_watcher_event(&watcher::Event::InitApply(head("web-log", "web", "log")));
+        w.apply_watcher_event(&watcher::Event::InitDone);
+        assert_eq!(
+            listed(&index),
+            [
+                ("ns".into(), "web-app".into(), "web".into(), "app".into()),
+                ("ns".into(), "web-log".into(), "web".into(), "log".into()),
+            ]
+        );
+        w.apply_watcher_event(&watcher::Event::Delete(head("web-app", "web", "app")));
+        assert_eq!(listed(&index).len(), 1);
+        // A relist drops what it no longer lists.
+        w.apply_watcher_event(&watcher::Event::Init);
+        w.apply_watcher_event(&watcher::Event::InitDone);
+        assert!(index.is_empty());
+    }
+}
