@@ -1,6 +1,6 @@
-//! The running recommender: reflectors over VPAs, checkpoints, pods and workloads; the OOM observer; the
-//! loop that feeds the engine ([`tailor_engine`]) and writes VPA status; checkpoints; the leader lease;
-//! metrics and health; the `metrics.k8s.io` source and the Prometheus history bootstrap.
+//! The running recommender: watches over VPAs, pods and workloads and an index of the checkpoints; the
+//! OOM observer; the loop that feeds the engine ([`tailor_engine`]) and writes VPA status; checkpoints; the
+//! leader lease; metrics and health; the `metrics.k8s.io` source and the Prometheus history bootstrap.
 //!
 //! Each step of the loop plans purely and then applies: [`ingest`] (VPAs, pods, checkpoints, usage and
 //! OOMs into the one model, the engine's `ClusterState`), [`status_writer`] and [`checkpoint_writer`];
