@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
-# Images of the three Tailor components, from one build of the workspace:
+# Images of the three Tailor components, from one build of the workspace (the recommender with its own,
+# size-optimised profile; Cargo.toml):
 #   docker build --target recommender -t ghcr.io/tailor-dev/tailor-recommender:dev .
 #   docker build --target updater     -t ghcr.io/tailor-dev/tailor-updater:dev .
 #   docker build --target admission   -t ghcr.io/tailor-dev/tailor-admission:dev .
@@ -17,9 +18,10 @@ COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/usr/local/cargo/git \
     --mount=type=cache,target=/src/target \
-    cargo build --profile dist --locked --bin tailor-recommender --bin tailor-updater --bin tailor-admission \
+    cargo build --profile dist --locked --bin tailor-updater --bin tailor-admission \
+ && cargo build --profile dist-recommender --locked --bin tailor-recommender \
  && mkdir -p /out \
- && cp target/dist/tailor-recommender target/dist/tailor-updater target/dist/tailor-admission /out/
+ && cp target/dist-recommender/tailor-recommender target/dist/tailor-updater target/dist/tailor-admission /out/
 
 FROM ${RUNTIME_IMAGE} AS recommender
 LABEL org.opencontainers.image.title="tailor-recommender" \

@@ -14,11 +14,11 @@
 # TAILOR_BIN_DIR=DIR runs DIR/tailor-recommender instead of the one built here (target/dist; a "before" binary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The recommender as the image ships it (profile `dist`: release with fat LTO; the first build takes about
-# ten minutes on two cores); the harness and stand-in in release.
+# The recommender as the image ships it (profile `dist-recommender`: release with fat LTO, optimised for
+# size; the first build takes about ten minutes on two cores); the harness and stand-in in release.
 if [ -z "${TAILOR_BIN_DIR:-}" ]; then
-  cargo build --profile dist -q -p tailor-recommender --bin tailor-recommender
-  export TAILOR_BIN_DIR="${CARGO_TARGET_DIR:-target}/dist"
+  cargo build --profile dist-recommender -q -p tailor-recommender --bin tailor-recommender
+  export TAILOR_BIN_DIR="${CARGO_TARGET_DIR:-target}/dist-recommender"
 fi
 cargo build --release -q -p tailor-tests --example recommender_scale
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" >&2
