@@ -509,9 +509,9 @@ async fn one_checkpoint() -> (VerticalPodAutoscaler, serde_json::Value) {
 #[tokio::test]
 async fn checkpoints_of_many_vpas_are_read_by_listing_them_and_of_a_few_one_by_one() {
     let (before, checkpoint) = one_checkpoint().await;
-    // Twenty VPAs with a checkpoint each: one list of all checkpoints, no single reads.
+    // 300 VPAs with a checkpoint each: all checkpoints listed, in pages of 250, no single reads.
     let mut b = restarted(&before, 2, Vec::new());
-    for i in 0..20 {
+    for i in 0..300 {
         let name = format!("w{i}");
         b.apply_vpa(&vpa("default", &name, "Deployment", "web"));
         let mut c = checkpoint.clone();
@@ -520,7 +520,7 @@ async fn checkpoints_of_many_vpas_are_read_by_listing_them_and_of_a_few_one_by_o
         b.apply_checkpoint(serde_json::from_value(c).unwrap());
     }
     let (report, requests) = b.loop_with(3600, Ok(metrics_list(&[]))).await;
-    assert_eq!(report.checkpoints_restored, 20);
+    assert_eq!(report.checkpoints_restored, 300);
     let reads: Vec<&str> = requests
         .iter()
         .filter(|r| r.method == "GET" && r.uri.contains("verticalpodautoscalercheckpoints"))
@@ -528,8 +528,13 @@ async fn checkpoints_of_many_vpas_are_read_by_listing_them_and_of_a_few_one_by_o
         .collect();
     assert_eq!(
         reads,
-        ["/apis/autoscaling.tailor.dev/v1/verticalpodautoscalercheckpoints?&limit=250"]
+        [
+            "/apis/autoscaling.tailor.dev/v1/verticalpodautoscalercheckpoints?&limit=250",
+            "/apis/autoscaling.tailor.dev/v1/verticalpodautoscalercheckpoints?&limit=250&continue=250"
+        ]
     );
+    // Restored counts as written: only `web`, restarted without a checkpoint, gets one in this loop.
+    assert_eq!(report.checkpoints_written, 1);
     // A VPA created later with a checkpoint of its own: read by name.
     b.apply_vpa(&vpa("default", "late", "Deployment", "web"));
     let mut c = checkpoint.clone();

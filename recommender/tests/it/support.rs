@@ -208,7 +208,7 @@ impl FakeApi {
         let mut s = self.state.lock().unwrap();
         s.requests.push(Recorded {
             method: method.clone(),
-            uri,
+            uri: uri.clone(),
             content_type: content_type.clone(),
             body: body.clone(),
         });
@@ -240,11 +240,29 @@ impl FakeApi {
             "GET" => match s.objects.get(&path) {
                 Some(v) => (200, v.clone()),
                 None => match collection_items(&s.objects, &path) {
-                    // One page holding every item (no `limit` honoured, no continue token).
-                    Some(items) => (
-                        200,
-                        json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}),
-                    ),
+                    // Pages of `limit` items; the continue token is the next item's position.
+                    Some(items) => {
+                        let query = |key: &str| {
+                            uri.split_once('?')
+                                .map(|(_, q)| q)
+                                .unwrap_or_default()
+                                .split('&')
+                                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+                                .and_then(|v| v.parse::<usize>().ok())
+                        };
+                        let from = query("continue").unwrap_or(0);
+                        let to =
+                            query("limit").map_or(items.len(), |l| (from + l).min(items.len()));
+                        let mut metadata = json!({});
+                        if to < items.len() {
+                            metadata["continue"] = json!(to.to_string());
+                        }
+                        let page = items.get(from..to).unwrap_or_default().to_vec();
+                        (
+                            200,
+                            json!({"apiVersion": "v1", "kind": "List", "metadata": metadata, "items": page}),
+                        )
+                    }
                     None => (404, status(404, "NotFound")),
                 },
             },
