@@ -65,7 +65,13 @@ impl Recommender {
             ..
         } in loaded
         {
-            let Some(index) = self.vpas.get(&key).map(|e| e.index) else {
+            // The VPA the checkpoint names as read (its spec may have changed since the index saw it).
+            let Some(index) = self
+                .vpas
+                .get(&key)
+                .filter(|e| e.restore_pending)
+                .map(|e| e.index)
+            else {
                 continue;
             };
             let Some((mut agg, windows, written)) = state else {
@@ -135,7 +141,7 @@ impl Recommender {
     /// are few, else by listing every checkpoint page by page and keeping the due ones (only a page of
     /// whole objects is held at a time).
     async fn read_checkpoints(
-        &mut self,
+        &self,
         due: &BTreeSet<(String, String)>,
         now: Nanos,
     ) -> Result<Vec<Loaded>, kube::Error> {
