@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher;
 use serde::Deserialize;
 use tailor_crds::VerticalPodAutoscalerCheckpointSpec;
-use tailor_crds::cluster::shelf::{CacheStopped, ShelfReader, ShelfWriter, Sym};
+use tailor_crds::cluster::shelf::{ShelfReader, ShelfWriter, Sym};
 
 /// A checkpoint as the watch decodes it: metadata and spec. The status (the histograms, most of each
 /// object) is not a field, so serde skips it without building anything.
@@ -48,33 +48,8 @@ pub struct CheckpointRef {
     pub container: Sym,
 }
 
-/// Read handle of the index; cheap to clone.
-#[derive(Clone)]
-pub struct CheckpointIndex {
-    shelf: ShelfReader<CheckpointRef>,
-}
-
-impl CheckpointIndex {
-    /// Runs `f` on every checkpoint: namespace, name and what it belongs to.
-    pub fn each(&self, f: impl FnMut(&str, &str, &CheckpointRef)) {
-        self.shelf.each(f);
-    }
-
-    /// How many checkpoints exist.
-    pub fn len(&self) -> usize {
-        self.shelf.len()
-    }
-
-    /// Whether no checkpoint exists.
-    pub fn is_empty(&self) -> bool {
-        self.shelf.is_empty()
-    }
-
-    /// Waits until the watch has applied its first complete list.
-    pub async fn wait_until_ready(&self) -> Result<(), CacheStopped> {
-        self.shelf.wait_until_ready().await
-    }
-}
+/// Read handle of the index (namespace → checkpoint name → [`CheckpointRef`]); cheap to clone.
+pub type CheckpointIndex = ShelfReader<CheckpointRef>;
 
 /// Write handle: applies watch events (the watch task owns it; tests feed it directly).
 pub struct CheckpointIndexWriter {
@@ -92,9 +67,7 @@ impl Default for CheckpointIndexWriter {
 impl CheckpointIndexWriter {
     /// A read handle.
     pub fn as_reader(&self) -> CheckpointIndex {
-        CheckpointIndex {
-            shelf: self.shelf.reader(),
-        }
+        self.shelf.reader()
     }
 
     /// Applies one watch event.

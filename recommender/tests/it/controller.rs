@@ -511,23 +511,28 @@ async fn checkpoints_of_many_vpas_are_read_by_listing_them_and_of_a_few_one_by_o
     let (before, checkpoint) = one_checkpoint().await;
     // 300 VPAs with a checkpoint each: all checkpoints listed, in pages of 250, no single reads.
     let mut b = restarted(&before, 2, Vec::new());
-    for i in 0..300 {
-        let name = format!("w{i}");
-        b.apply_vpa(&vpa("default", &name, "Deployment", "web"));
+    // A VPA `name` of the `web` Deployment, with a copy of the checkpoint as its own.
+    let add = |b: &mut Harness, name: &str| {
+        b.apply_vpa(&vpa("default", name, "Deployment", "web"));
         let mut c = checkpoint.clone();
         c["metadata"]["name"] = json!(format!("{name}-app"));
         c["spec"]["vpaObjectName"] = json!(name);
         b.apply_checkpoint(serde_json::from_value(c).unwrap());
+    };
+    let checkpoint_reads = |requests: &[Recorded]| -> Vec<String> {
+        requests
+            .iter()
+            .filter(|r| r.method == "GET" && r.uri.contains("verticalpodautoscalercheckpoints"))
+            .map(|r| r.uri.clone())
+            .collect()
+    };
+    for i in 0..300 {
+        add(&mut b, &format!("w{i}"));
     }
     let (report, requests) = b.loop_with(3600, Ok(metrics_list(&[]))).await;
     assert_eq!(report.checkpoints_restored, 300);
-    let reads: Vec<&str> = requests
-        .iter()
-        .filter(|r| r.method == "GET" && r.uri.contains("verticalpodautoscalercheckpoints"))
-        .map(|r| r.uri.as_str())
-        .collect();
     assert_eq!(
-        reads,
+        checkpoint_reads(&requests),
         [
             "/apis/autoscaling.tailor.dev/v1/verticalpodautoscalercheckpoints?&limit=250",
             "/apis/autoscaling.tailor.dev/v1/verticalpodautoscalercheckpoints?&limit=250&continue=250"
@@ -536,19 +541,13 @@ async fn checkpoints_of_many_vpas_are_read_by_listing_them_and_of_a_few_one_by_o
     // Restored counts as written: only `web`, restarted without a checkpoint, gets one in this loop.
     assert_eq!(report.checkpoints_written, 1);
     // A VPA created later with a checkpoint of its own: read by name.
-    b.apply_vpa(&vpa("default", "late", "Deployment", "web"));
-    let mut c = checkpoint.clone();
-    c["metadata"]["name"] = json!("late-app");
-    c["spec"]["vpaObjectName"] = json!("late");
-    b.apply_checkpoint(serde_json::from_value(c).unwrap());
+    add(&mut b, "late");
     let (report, requests) = b.loop_with(3660, Ok(metrics_list(&[]))).await;
     assert_eq!(report.checkpoints_restored, 1);
-    let reads: Vec<&str> = requests
-        .iter()
-        .filter(|r| r.method == "GET" && r.uri.contains("verticalpodautoscalercheckpoints"))
-        .map(|r| r.uri.as_str())
-        .collect();
-    assert_eq!(reads, [format!("{CHECKPOINTS}/late-app")]);
+    assert_eq!(
+        checkpoint_reads(&requests),
+        [format!("{CHECKPOINTS}/late-app")]
+    );
 }
 
 #[tokio::test]
