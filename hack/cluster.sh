@@ -1,0 +1,454 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane on loopback, built from source (hack/go/build.sh), with Tailor installed by
+# its chart. DESIGN.md §5.
+#
+#   hack/cluster.sh up [--nodes N] [--without-tailor] [--kubernetes newest|oldest]
+#       etcd (tmpfs, no fsync), kube-apiserver (RBAC, service-account tokens, aggregation, an audit log of every
+#       request), kube-controller-manager, kube-scheduler, kwok managing N fake nodes (pods reach Running; usage
+#       from the pod annotations kwok.x-k8s.io/usage-cpu / -memory) and metrics-server serving the real
+#       aggregated metrics.k8s.io. Then `helm install tailor charts/tailor -n tailor-system` and the three
+#       Tailor programs as host processes, each with a token of its own chart ServiceAccount and the arguments
+#       the chart rendered for its Deployment. Prints `export KUBECONFIG=…` and `export PATH=…` on stdout
+#       (eval them), progress on stderr; returns once everything is ready.
+#   hack/cluster.sh down
+#       stops every process it started and removes the cluster's state (the audit log is kept in
+#       target/cluster/audit.log until the next `up`).
+#   hack/cluster.sh tailor start|stop|restart recommender|updater|admission [INSTANCE]
+#       controls one Tailor process (INSTANCE: 0, 1, …; a second recommender is instance 1) — the e2e tests'
+#       way to restart, kill or add a replica where kind would delete a pod.
+#   hack/cluster.sh status
+#
+# Environment: TAILOR_CLUSTER_DIR (state, default target/cluster), TAILOR_BIN_DIR (Tailor's binaries, default
+# target/debug, built when missing), TAILOR_TOOLS_CACHE (see hack/go/build.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$(pwd)
+STATE=${TAILOR_CLUSTER_DIR:-$ROOT/target/cluster}
+NAMESPACE=tailor-system
+RELEASE=tailor
+
+log() { printf 'cluster: %s\n' "$*" >&2; }
+die() { printf 'cluster: %s\n' "$*" >&2; exit 1; }
+
+# --- processes -------------------------------------------------------------------------------------------
+# start NAME COMMAND...: runs COMMAND in its own session, output to $STATE/logs/NAME.log, pid in $STATE/pids.
+start() {
+  local name=$1
+  shift
+  mkdir -p "$STATE/logs" "$STATE/pids"
+  setsid "$@" >>"$STATE/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$STATE/pids/$name"
+}
+
+stop() { # stop NAME [SIGNAL]: stops the process and waits up to 20 s for it.
+  local name=$1 sig=${2:-TERM} pidfile="$STATE/pids/$1" pid
+  [[ -f $pidfile ]] || return 0
+  pid=$(cat "$pidfile")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "-$sig" "$pid" 2>/dev/null || true
+    for _ in $(seq 1 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$pidfile"
+}
+
+running() { [[ -f $STATE/pids/$1 ]] && kill -0 "$(cat "$STATE/pids/$1")" 2>/dev/null; }
+
+# wait_for WHAT SECONDS COMMAND...: polls COMMAND every half second.
+wait_for() {
+  local what=$1 seconds=$2
+  shift 2
+  local deadline=$((SECONDS + seconds))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then
+      log "$what: not ready after ${seconds} s; last log lines:"
+      tail -n 30 "$STATE/logs/${what%% *}.log" >&2 2>/dev/null || true
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+free_ports() { # free_ports N: N distinct free loopback ports.
+  python3 -c 'import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
+}
+
+# --- certificates -------------------------------------------------------------------------------------------
+pki() {
+  local dir=$STATE/pki
+  mkdir -p "$dir"
+  ( cd "$dir"
+    ca() { openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj "/CN=$2" \
+      -keyout "$1.key" -out "$1.crt" 2>/dev/null; }
+    # cert NAME CA SUBJECT [SAN]: a leaf signed by CA.
+    cert() {
+      local ext
+      ext=$(mktemp)
+      if [[ -n ${4:-} ]]; then
+        printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$4" >"$ext"
+      else
+        printf 'extendedKeyUsage=clientAuth\n' >"$ext"
+      fi
+      openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "$3" -keyout "$1.key" -out "$1.csr" 2>/dev/null
+      openssl x509 -req -in "$1.csr" -CA "$2.crt" -CAkey "$2.key" -CAcreateserial -days 30 -extfile "$ext" \
+        -out "$1.crt" 2>/dev/null
+      rm -f "$1.csr" "$ext"
+    }
+    ca ca tailor-local-ca
+    ca front-proxy-ca tailor-local-front-proxy-ca
+    cert apiserver ca "/CN=kube-apiserver" \
+      "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:127.0.0.1,IP:10.96.0.1"
+    cert serving ca "/CN=loopback-serving" "DNS:localhost,IP:127.0.0.1"
+    cert admin ca "/O=system:masters/CN=kubernetes-admin"
+    cert controller-manager ca "/CN=system:kube-controller-manager"
+    cert scheduler ca "/CN=system:kube-scheduler"
+    cert front-proxy-client front-proxy-ca "/CN=front-proxy-client"
+    openssl ecparam -name prime256v1 -genkey -noout -out sa.key 2>/dev/null
+    openssl ec -in sa.key -pubout -out sa.pub 2>/dev/null
+  )
+}
+
+# kubeconfig FILE USER [CERT KEY | --token TOKEN]
+kubeconfig() {
+  local file=$1 user=$2
+  shift 2
+  local auth
+  if [[ $1 == --token ]]; then
+    auth="    token: $2"
+  else
+    auth="    client-certificate: $1
+    client-key: $2"
+  fi
+  cat >"$file" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: tailor-local
+  cluster:
+    server: https://127.0.0.1:$APISERVER_PORT
+    certificate-authority: $STATE/pki/ca.crt
+users:
+- name: $user
+  user:
+$auth
+contexts:
+- name: tailor-local
+  context: {cluster: tailor-local, user: $user}
+current-context: tailor-local
+EOF
+}
+
+# --- up -----------------------------------------------------------------------------------------------------
+# shellcheck disable=SC1091 # written by up
+load_env() { [[ -f $STATE/env ]] || die "no cluster (run hack/cluster.sh up)"; source "$STATE/env"; }
+
+up() {
+  local nodes=2 with_tailor=1 which=kubernetes
+  while (($#)); do
+    case $1 in
+      --nodes) nodes=$2; shift 2 ;;
+      --without-tailor) with_tailor=0; shift ;;
+      --kubernetes) case $2 in newest) which=kubernetes ;; oldest) which=kubernetes-oldest ;;
+                      *) die "--kubernetes takes newest or oldest" ;; esac; shift 2 ;;
+      *) die "unknown argument $1 (see the header of hack/cluster.sh)" ;;
+    esac
+  done
+  [[ $nodes =~ ^[1-9][0-9]?$ ]] || die "--nodes takes 1 to 99"
+  if [[ -f $STATE/env ]]; then
+    log "a cluster from an earlier run is here; stopping it first"
+    down
+  fi
+
+  # Binaries: the control plane from the Go module cache, Tailor from cargo.
+  local dirs
+  dirs=$("$ROOT/hack/go/build.sh" "$which" etcd kwok metrics-server helm) || die "building the control plane failed"
+  local kube_dir etcd_dir kwok_dir ms_dir helm_dir
+  kube_dir=$(awk -v n="$which" '$1 == n {print $2}' <<<"$dirs")
+  etcd_dir=$(awk '$1 == "etcd" {print $2}' <<<"$dirs")
+  kwok_dir=$(awk '$1 == "kwok" {print $2}' <<<"$dirs")
+  ms_dir=$(awk '$1 == "metrics-server" {print $2}' <<<"$dirs")
+  helm_dir=$(awk '$1 == "helm" {print $2}' <<<"$dirs")
+  BIN_DIR=${TAILOR_BIN_DIR:-$ROOT/target/debug}
+  if ((with_tailor)) && [[ -z ${TAILOR_BIN_DIR:-} ]]; then
+    log "building Tailor's binaries (cargo build)"
+    cargo build -q -p tailor-recommender -p tailor-admission -p tailor-updater >&2 || die "cargo build failed"
+  fi
+  # shellcheck source=hack/go/versions.env
+  source "$ROOT/hack/go/versions.env"
+  local version=$KUBERNETES_VERSION
+  [[ $which == kubernetes-oldest ]] && version=$KUBERNETES_OLDEST_VERSION
+
+  rm -rf "$STATE"
+  mkdir -p "$STATE/bin" "$STATE/logs" "$STATE/pids"
+  # Whatever fails from here on, nothing is left running (the logs stay for the post-mortem).
+  UP_DONE=0
+  trap 'if ((UP_DONE == 0)); then log "up failed; stopping what it started (logs: $STATE/logs)"; down; fi' EXIT
+  ln -s "$kube_dir/kubectl" "$STATE/bin/kubectl"
+  ln -s "$helm_dir/helm" "$STATE/bin/helm"
+  local etcd_data
+  etcd_data=$(mktemp -d /dev/shm/tailor-etcd.XXXXXX)
+  read -r ETCD_PORT ETCD_PEER_PORT APISERVER_PORT KWOK_PORT METRICS_SERVER_PORT \
+    WEBHOOK_PORT ADMISSION_METRICS_PORT RECOMMENDER_METRICS_PORT UPDATER_METRICS_PORT < <(free_ports 9)
+  cat >"$STATE/env" <<EOF
+KUBERNETES_VERSION=$version
+ETCD_DATA=$etcd_data
+APISERVER_PORT=$APISERVER_PORT
+KWOK_PORT=$KWOK_PORT
+METRICS_SERVER_PORT=$METRICS_SERVER_PORT
+WEBHOOK_PORT=$WEBHOOK_PORT
+ADMISSION_METRICS_PORT=$ADMISSION_METRICS_PORT
+RECOMMENDER_METRICS_PORT=$RECOMMENDER_METRICS_PORT
+UPDATER_METRICS_PORT=$UPDATER_METRICS_PORT
+BIN_DIR=$BIN_DIR
+WITH_TAILOR=$with_tailor
+EOF
+  export PATH="$STATE/bin:$PATH"
+  export KUBECONFIG=$STATE/admin.kubeconfig
+
+  log "certificates"
+  pki
+  kubeconfig "$STATE/admin.kubeconfig" admin "$STATE/pki/admin.crt" "$STATE/pki/admin.key"
+  kubeconfig "$STATE/controller-manager.kubeconfig" controller-manager \
+    "$STATE/pki/controller-manager.crt" "$STATE/pki/controller-manager.key"
+  kubeconfig "$STATE/scheduler.kubeconfig" scheduler "$STATE/pki/scheduler.crt" "$STATE/pki/scheduler.key"
+
+  log "etcd $ETCD_VERSION (data on tmpfs: $etcd_data)"
+  start etcd "$etcd_dir/v3" --name default --data-dir "$etcd_data" --unsafe-no-fsync \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "default=http://127.0.0.1:$ETCD_PEER_PORT" --log-level warn
+  wait_for etcd 60 curl -fsS "http://127.0.0.1:$ETCD_PORT/health"
+
+  log "kube-apiserver $version"
+  local pki=$STATE/pki
+  start kube-apiserver "$kube_dir/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$APISERVER_PORT" \
+    --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+    --client-ca-file "$pki/ca.crt" \
+    --authorization-mode RBAC \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+    --service-cluster-ip-range 10.96.0.0/16 \
+    --endpoint-reconciler-type none \
+    --enable-aggregator-routing=true \
+    --requestheader-client-ca-file "$pki/front-proxy-ca.crt" --requestheader-allowed-names front-proxy-client \
+    --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
+    --requestheader-extra-headers-prefix X-Remote-Extra- \
+    --proxy-client-cert-file "$pki/front-proxy-client.crt" --proxy-client-key-file "$pki/front-proxy-client.key" \
+    --audit-policy-file "$ROOT/hack/cluster/audit-policy.yaml" --audit-log-path "$STATE/audit.log" \
+    --audit-log-format json --audit-log-mode blocking --audit-log-maxsize 0 \
+    --allow-privileged=true
+  wait_for kube-apiserver 120 kubectl get --raw /readyz
+
+  log "kube-controller-manager and kube-scheduler"
+  start kube-controller-manager "$kube_dir/kube-controller-manager" \
+    --kubeconfig "$STATE/controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$STATE/controller-manager.kubeconfig" \
+    --authorization-kubeconfig "$STATE/controller-manager.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port 0 --leader-elect=false \
+    --use-service-account-credentials --service-account-private-key-file "$pki/sa.key" \
+    --root-ca-file "$pki/ca.crt" --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
+    --controllers '*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller'
+  start kube-scheduler "$kube_dir/kube-scheduler" --kubeconfig "$STATE/scheduler.kubeconfig" \
+    --authentication-kubeconfig "$STATE/scheduler.kubeconfig" --authorization-kubeconfig "$STATE/scheduler.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port 0 --leader-elect=false
+  wait_for kube-controller-manager 120 kubectl -n default get serviceaccount default
+
+  log "kwok $KWOK_VERSION with $nodes fake node(s)"
+  kwok_config "$kwok_dir" >"$STATE/kwok.yaml"
+  start kwok "$kwok_dir/kwok" --kubeconfig "$STATE/admin.kubeconfig" --config "$STATE/kwok.yaml" \
+    --manage-all-nodes=true --node-ip 127.0.0.1 --node-port "$KWOK_PORT" \
+    --server-address "127.0.0.1:$KWOK_PORT" --tls-cert-file "$pki/serving.crt" \
+    --tls-private-key-file "$pki/serving.key" --cidr 10.244.0.0/16
+  local i
+  for ((i = 0; i < nodes; i++)); do node_manifest "kwok-node-$i"; done | kubectl apply -f - >&2
+  wait_for kwok 120 nodes_ready "$nodes"
+
+  log "metrics-server $METRICS_SERVER_VERSION"
+  start metrics-server "$ms_dir/metrics-server" --kubeconfig "$STATE/admin.kubeconfig" \
+    --authentication-kubeconfig "$STATE/admin.kubeconfig" --authorization-kubeconfig "$STATE/admin.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$METRICS_SERVER_PORT" \
+    --tls-cert-file "$pki/serving.crt" --tls-private-key-file "$pki/serving.key" \
+    --kubelet-preferred-address-types InternalIP --kubelet-use-node-status-port --kubelet-insecure-tls \
+    --metric-resolution 10s
+  metrics_server_manifest | kubectl apply -f - >&2
+  wait_for metrics-server 180 kubectl get --raw /apis/metrics.k8s.io/v1beta1/nodes
+
+  if ((with_tailor)); then install_tailor; fi
+  # shellcheck disable=SC2034 # read by the EXIT trap
+  UP_DONE=1
+  log "ready: Kubernetes $version on https://127.0.0.1:$APISERVER_PORT, $nodes node(s); logs in $STATE/logs"
+  echo "export KUBECONFIG=$STATE/admin.kubeconfig"
+  echo "export PATH=$STATE/bin:\$PATH"
+}
+
+nodes_ready() { # nodes_ready N: N nodes Ready.
+  [[ $(kubectl get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+    grep -c True) -ge $1 ]]
+}
+
+# The kwok configuration: its own stages (from the module kwok was built from: nodes become Ready and keep a
+# lease; pods become Ready, complete, and are deleted), the kubelet-like /metrics/resource endpoint and the
+# usage from annotations, plus Tailor's resize stage (hack/cluster/kwok-resize.yaml).
+kwok_config() {
+  local src
+  src=$(cd "$ROOT/hack/go/kwok" && GOFLAGS=-mod=readonly go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) ||
+    die "cannot locate the kwok module source"
+  local f
+  for f in stage/node/fast/node-initialize.yaml stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+    stage/pod/fast/pod-ready.yaml stage/pod/fast/pod-complete.yaml stage/pod/fast/pod-delete.yaml \
+    metrics/resource/metrics-resource.yaml metrics/usage/usage-from-annotation.yaml; do
+    echo "---"
+    cat "$src/kustomize/$f"
+  done
+  echo "---"
+  cat "$ROOT/hack/cluster/kwok-resize.yaml"
+}
+
+node_manifest() {
+  cat <<EOF
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: $1
+  annotations:
+    kwok.x-k8s.io/node: fake
+    node.alpha.kubernetes.io/ttl: "0"
+    metrics.k8s.io/resource-metrics-path: /metrics/nodes/$1/metrics/resource
+  labels:
+    kubernetes.io/arch: amd64
+    kubernetes.io/os: linux
+    kubernetes.io/hostname: $1
+    type: kwok
+status:
+  allocatable: {cpu: "32", memory: 256Gi, pods: "110"}
+  capacity: {cpu: "32", memory: 256Gi, pods: "110"}
+EOF
+}
+
+metrics_server_manifest() {
+  cat <<EOF
+apiVersion: v1
+kind: Service
+metadata: {name: metrics-server, namespace: kube-system}
+spec:
+  type: ExternalName
+  externalName: 127.0.0.1
+  ports: [{name: https, port: $METRICS_SERVER_PORT, protocol: TCP}]
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: v1beta1.metrics.k8s.io}
+spec:
+  group: metrics.k8s.io
+  version: v1beta1
+  groupPriorityMinimum: 100
+  versionPriority: 100
+  insecureSkipTLSVerify: true
+  service: {name: metrics-server, namespace: kube-system, port: $METRICS_SERVER_PORT}
+EOF
+}
+
+# --- Tailor ------------------------------------------------------------------------------------------------
+install_tailor() {
+  log "helm install $RELEASE charts/tailor -n $NAMESPACE"
+  helm install "$RELEASE" "$ROOT/charts/tailor" -n "$NAMESPACE" --create-namespace \
+    -f "$ROOT/hack/cluster/values.yaml" \
+    --set "admission.port=$WEBHOOK_PORT" --set "admission.service.port=$WEBHOOK_PORT" \
+    --set "admission.service.externalName=127.0.0.1" \
+    --set "admission.metricsPort=$ADMISSION_METRICS_PORT" \
+    --set "recommender.metricsPort=$RECOMMENDER_METRICS_PORT" \
+    --set "updater.metricsPort=$UPDATER_METRICS_PORT" \
+    --set "admission.extraArgs.address=127.0.0.1:$ADMISSION_METRICS_PORT" \
+    --set "recommender.extraArgs.address=127.0.0.1:$RECOMMENDER_METRICS_PORT" \
+    --set "updater.extraArgs.address=127.0.0.1:$UPDATER_METRICS_PORT" >&2
+  local c
+  for c in admission recommender updater; do tailor_process start "$c" 0; done
+  wait_for admission-0 60 curl -fsS "http://127.0.0.1:$ADMISSION_METRICS_PORT/readyz"
+  # The webhook patches its CA into its configurations once its certificate is stored.
+  wait_for admission-0 60 webhook_has_ca
+}
+
+webhook_has_ca() {
+  [[ -n $(kubectl get mutatingwebhookconfiguration -l "app.kubernetes.io/instance=$RELEASE" \
+    -o jsonpath='{.items[*].webhooks[0].clientConfig.caBundle}') ]]
+}
+
+# tailor_process start|stop|restart COMPONENT INSTANCE
+tailor_process() {
+  local verb=$1 component=$2 instance=${3:-0}
+  local name=$component-$instance
+  case $component in recommender | updater | admission) ;; *) die "no Tailor component $component" ;; esac
+  [[ $instance =~ ^[0-9]$ ]] || die "instance is 0 to 9"
+  case $verb in
+    stop) stop "$name"; return ;;
+    kill) stop "$name" KILL; return ;;
+    restart) stop "$name" ;;
+    start) ! running "$name" || die "$name is running" ;;
+    *) die "tailor takes start, stop, kill or restart" ;;
+  esac
+  # The identity: a token of the component's chart ServiceAccount, so RBAC is the chart's.
+  local deploy="$RELEASE-$component" sa token args=()
+  sa=$(kubectl -n "$NAMESPACE" get deployment "$deploy" -o jsonpath='{.spec.template.spec.serviceAccountName}')
+  token=$(kubectl -n "$NAMESPACE" create token "$sa" --duration 24h)
+  kubeconfig "$STATE/$name.kubeconfig" "$sa" --token "$token"
+  # The arguments: exactly those the chart rendered for the Deployment's container. A second instance
+  # gets its own metrics port.
+  mapfile -t args < <(kubectl -n "$NAMESPACE" get deployment "$deploy" \
+    -o go-template='{{range (index .spec.template.spec.containers 0).args}}{{.}}{{"\n"}}{{end}}')
+  if ((instance > 0)); then
+    local port
+    port=$(free_ports 1)
+    args+=("--address=127.0.0.1:$port")
+  fi
+  KUBECONFIG=$STATE/$name.kubeconfig NAMESPACE=$NAMESPACE POD_NAME="$deploy-host-$instance" \
+    MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_PURGE_DELAY=0 RUST_LOG=${RUST_LOG:-info} \
+    start "$name" "$BIN_DIR/tailor-$component" "${args[@]}"
+}
+
+# --- down, status ----------------------------------------------------------------------------------------
+down() {
+  [[ -d $STATE/pids ]] || { log "no cluster"; return 0; }
+  local name
+  # Tailor and the add-ons first, the API server and etcd last.
+  local f
+  for f in "$STATE"/pids/recommender-* "$STATE"/pids/updater-* "$STATE"/pids/admission-*; do
+    [[ -e $f ]] && stop "$(basename "$f")"
+  done
+  for name in metrics-server kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$name"; done
+  if [[ -f $STATE/env ]]; then
+    # shellcheck disable=SC1091,SC2153 # written by up
+    (source "$STATE/env" && [[ $ETCD_DATA == /dev/shm/tailor-etcd.* ]] && rm -rf "$ETCD_DATA")
+    rm -f "$STATE/env"
+  fi
+  log "stopped"
+}
+
+status() {
+  load_env
+  local f name
+  for f in "$STATE"/pids/*; do
+    [[ -e $f ]] || continue
+    name=$(basename "$f")
+    if running "$name"; then echo "$name: running (pid $(cat "$STATE/pids/$name"))"; else echo "$name: stopped"; fi
+  done
+}
+
+case ${1:-} in
+  up) shift; up "$@" ;;
+  down) down ;;
+  status) status ;;
+  tailor)
+    shift
+    load_env
+    export PATH="$STATE/bin:$PATH" KUBECONFIG=$STATE/admin.kubeconfig
+    tailor_process "$@"
+    ;;
+  *) sed -n '2,22p' "$0" >&2; exit 2 ;;
+esac
