@@ -463,6 +463,7 @@ async fn attack_idle_connections() {
         handshake_timeout: Duration::from_millis(400),
         // The storm guard has its own unit test; here every connection must reach the limit logic.
         handshakes_per_second: 100_000,
+        handshake_burst: 100_000,
     };
     let fixture = start_fixture(limits).await;
     let mut idle = under_attack(&fixture, "idle connections", async {

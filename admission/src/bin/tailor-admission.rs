@@ -15,7 +15,10 @@ use tailor_admission::{
     metrics::Metrics,
     pod::PatchOptions,
     selfmanaged::SelfManaged,
-    server::{AppState, ConnectionLimits, LargeReviews, Readiness, Server, ShutdownTiming},
+    server::{
+        AppState, ConnectionLimits, DEFAULT_HANDSHAKES_PER_SECOND, DEFAULT_MAX_CONNECTIONS,
+        LargeReviews, Readiness, Server, ShutdownTiming,
+    },
     status_lease::{self, StatusLease, StatusLeaseSettings},
     webhook::Webhook,
 };
@@ -133,12 +136,25 @@ struct Args {
 
     /// Most webhook connections open at once (at least 1). At the limit the connection idle longest is closed
     /// for a new one. The API server needs a few per replica; keep it below the process's file limit.
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
     /// Close a webhook connection after this long without traffic or a request in progress (TLS before the
     /// first byte, HTTP/1.1 keep-alive, idle HTTP/2). Longer than the API server's 90 s idle timeout.
     #[arg(long, default_value = "120s", value_parser = positive_duration)]
     connection_idle_timeout: Duration,
+    /// New webhook connections (TLS handshakes) let in per second, sustained, once the burst is spent
+    /// (1 to 1,000,000). Beyond it a new connection is closed before its handshake and counted in
+    /// `tailor_admission_connections_closed_total{reason="too_fast"}`; a webhook call that needed it fails
+    /// (under failurePolicy Ignore: a pod admitted unchanged). The default caps handshake CPU at about a
+    /// quarter of a core (BENCHMARKS.md, issue 32).
+    #[arg(long, default_value_t = DEFAULT_HANDSHAKES_PER_SECOND,
+        value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    handshakes_per_second: u32,
+    /// New webhook connections let in at once before --handshakes-per-second applies (1 to 1,000,000; the
+    /// allowance refills at that rate). Default: --max-connections, so that every connection of a reconnect
+    /// storm (a webhook rollout, an API server restart) gets its handshake.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    handshake_burst: Option<u32>,
 
     /// `--shutdown-delay-seconds`, `--shutdown-timeout-seconds`.
     #[command(flatten)]
@@ -333,6 +349,8 @@ async fn main() -> anyhow::Result<()> {
         connections: ConnectionLimits {
             max_connections: args.max_connections as usize,
             idle_timeout: args.connection_idle_timeout,
+            handshakes_per_second: args.handshakes_per_second,
+            handshake_burst: args.handshake_burst.unwrap_or(args.max_connections),
             ..ConnectionLimits::default()
         },
     });

@@ -30,18 +30,32 @@ pub struct ConnectionLimits {
     pub idle_timeout: Duration,
     /// Deadline of the TLS handshake.
     pub handshake_timeout: Duration,
-    /// New connections accepted per second (burst the same); beyond, a connection is closed before its TLS
-    /// handshake, so that a reconnect storm costs an `accept`, not a key exchange.
+    /// New connections accepted per second, sustained; beyond the burst, a connection is closed before its TLS
+    /// handshake, so that a storm of new connections costs an `accept` each, not a key exchange. The default
+    /// caps the handshakes' CPU at about a quarter of a core (BENCHMARKS.md, issue 32). At least 1.
     pub handshakes_per_second: u32,
+    /// New connections accepted at once before `handshakes_per_second` applies (the bucket refills at that
+    /// rate). As large as `max_connections` by default: when every API server replica reconnects together
+    /// (a webhook rollout, an API server restart), all of its connections are let in. At least 1.
+    pub handshake_burst: u32,
 }
+
+/// Default of [`ConnectionLimits::handshakes_per_second`]: a full handshake with an ECDSA P-256 key and its
+/// first review cost the server about 380 µs of CPU (a refusal about 40 µs), so 500 a second take under a fifth
+/// of a core, and a quarter on a CPU a third slower (`hack/bench-handshakes.sh`, BENCHMARKS.md).
+pub const DEFAULT_HANDSHAKES_PER_SECOND: u32 = 500;
+
+/// Default of [`ConnectionLimits::max_connections`], and so of [`ConnectionLimits::handshake_burst`].
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 1024;
 
 impl Default for ConnectionLimits {
     fn default() -> Self {
         ConnectionLimits {
-            max_connections: 1024,
+            max_connections: DEFAULT_MAX_CONNECTIONS as usize,
             idle_timeout: Duration::from_secs(120),
             handshake_timeout: Duration::from_secs(10),
-            handshakes_per_second: 200,
+            handshakes_per_second: DEFAULT_HANDSHAKES_PER_SECOND,
+            handshake_burst: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -131,22 +145,23 @@ impl Drop for Registered {
 pub enum Refusal {
     /// Every open connection has a request in progress (or shed ones are still closing).
     Full,
-    /// More new connections this second than `handshakes_per_second`.
+    /// New connections beyond the burst, arriving faster than `handshakes_per_second`.
     TooFast,
 }
 
 impl Registry {
     /// An empty registry with these limits.
     pub fn new(limits: ConnectionLimits) -> Arc<Self> {
-        let rate = std::num::NonZeroU32::new(limits.handshakes_per_second.max(1))
-            .unwrap_or(std::num::NonZeroU32::MIN);
+        let nonzero = |n: u32| std::num::NonZeroU32::new(n).unwrap_or(std::num::NonZeroU32::MIN);
+        let quota = governor::Quota::per_second(nonzero(limits.handshakes_per_second))
+            .allow_burst(nonzero(limits.handshake_burst));
         Arc::new(Registry {
             limits,
             epoch: Instant::now(),
             next_id: AtomicU64::new(0),
             open: Mutex::new(HashMap::new()),
             sockets: AtomicUsize::new(0),
-            handshakes: governor::RateLimiter::direct(governor::Quota::per_second(rate)),
+            handshakes: governor::RateLimiter::direct(quota),
         })
     }
 
@@ -237,6 +252,7 @@ mod tests {
             idle_timeout: Duration::from_millis(idle_ms),
             handshake_timeout: Duration::from_secs(1),
             handshakes_per_second: 1000,
+            handshake_burst: 1000,
         }
     }
 
@@ -261,14 +277,38 @@ mod tests {
     }
 
     #[test]
-    fn a_reconnect_storm_is_refused_before_the_handshake() {
+    fn beyond_the_burst_connections_are_refused_before_the_handshake_until_the_rate_refills() {
         let registry = Registry::new(ConnectionLimits {
-            handshakes_per_second: 10,
+            handshakes_per_second: 20,
+            handshake_burst: 50,
             ..limits(1000, 60_000)
         });
-        let accepted: Vec<_> = (0..50).filter_map(|_| registry.register().ok()).collect();
-        assert_eq!(accepted.len(), 10, "the burst is one second's worth");
+        let accepted: Vec<_> = (0..200).filter_map(|_| registry.register().ok()).collect();
+        assert_eq!(accepted.len(), 50, "the burst is let in at once, no more");
         assert_eq!(registry.register().err(), Some(Refusal::TooFast));
+        // The bucket refills at the sustained rate: one connection per 50 ms.
+        let emptied = Instant::now();
+        std::thread::sleep(Duration::from_millis(120));
+        let later: Vec<_> = (0..50).filter_map(|_| registry.register().ok()).collect();
+        let refilled = emptied.elapsed().as_secs_f64() * 20.0;
+        assert!(
+            later.len() >= 2 && later.len() as f64 <= refilled.ceil() + 1.0,
+            "{} connections let in {:.0} ms after the burst, at 20/s",
+            later.len(),
+            emptied.elapsed().as_secs_f64() * 1e3
+        );
+    }
+
+    #[test]
+    fn by_default_a_reconnect_of_every_allowed_connection_is_absorbed_at_once() {
+        let defaults = ConnectionLimits::default();
+        assert_eq!(defaults.handshake_burst as usize, defaults.max_connections);
+        let registry = Registry::new(defaults);
+        let reconnected: Vec<_> = (0..defaults.max_connections)
+            .map(|_| registry.register())
+            .collect::<Result<_, _>>()
+            .expect("every connection of a reconnect storm up to --max-connections is let in");
+        assert_eq!(reconnected.len(), defaults.max_connections);
     }
 
     #[tokio::test]

@@ -50,8 +50,8 @@ use crate::{
 
 pub mod connections;
 
-pub use connections::ConnectionLimits;
 use connections::Registry;
+pub use connections::{ConnectionLimits, DEFAULT_HANDSHAKES_PER_SECOND, DEFAULT_MAX_CONNECTIONS};
 
 /// Bodies larger than this (or of unknown length) are large reviews: they need a [`LargeReviews`] slot. Pods
 /// as the API server sends them are a few KiB.
