@@ -7,6 +7,9 @@
 //! measured from each request's scheduled start, so a stalled server is not hidden). It checks every answer
 //! (HTTP 200, `allowed: true`, a patch) and prints one JSON line of figures.
 //! `loadgen soak …` does the same at a fixed rate while every attack of issue 15 runs (`hack/soak-webhook.sh`).
+//! `loadgen handshakes --addr HOST:PORT --ca DIR/ca.crt --connections N --concurrency C` opens N fresh TLS
+//! connections, at most C at a time, each with a full handshake (no session resumption, as the API server's
+//! client) and one review, and counts the ones the server refused (`hack/bench-handshakes.sh`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
@@ -83,6 +86,30 @@ enum Cmd {
     },
     /// Valid reviews at a fixed rate while the attacks run; one JSON line of figures.
     Soak(soak::SoakArgs),
+    /// Fresh connections: each a full TLS handshake and (unless `--review false`) one pod review, then closed.
+    Handshakes {
+        #[arg(long)]
+        addr: SocketAddr,
+        #[arg(long)]
+        ca: PathBuf,
+        /// Connections to open in all.
+        #[arg(long, default_value_t = 5000)]
+        connections: usize,
+        /// Connections in progress at once.
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+        /// Send one review on each connection (false: close right after the handshake).
+        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+        review: bool,
+        /// Must match `setup`.
+        #[arg(long, default_value_t = 1000)]
+        vpas: usize,
+        #[arg(long, default_value_t = 50)]
+        namespaces: usize,
+        /// Label of the run in the output.
+        #[arg(long, default_value = "")]
+        label: String,
+    },
 }
 
 fn workload(i: usize, namespaces: usize) -> (String, String) {
@@ -468,6 +495,126 @@ async fn load(
     Ok(all)
 }
 
+/// What became of the connections of `loadgen handshakes`.
+#[derive(Default)]
+struct Fresh {
+    /// Handshake done (and the review answered with a patch, when sent).
+    completed: u64,
+    /// TCP connected, then closed or reset by the server before the TLS handshake finished: the server's
+    /// refusal (`too_fast` or at the connection limit).
+    refused: u64,
+    /// TCP connect failed (a client-side limit such as ephemeral ports, or the server's backlog).
+    connect_errors: u64,
+    /// Handshake done, but the review failed or was not a patch.
+    review_errors: u64,
+}
+
+async fn fresh_connection(
+    addr: SocketAddr,
+    config: &Arc<rustls::ClientConfig>,
+    body: Option<Bytes>,
+    fresh: &mut Fresh,
+) {
+    let Ok(tcp) = tokio::net::TcpStream::connect(addr).await else {
+        fresh.connect_errors += 1;
+        return;
+    };
+    let _ = tcp.set_nodelay(true);
+    let Ok(name) = ServerName::try_from("localhost") else {
+        fresh.connect_errors += 1;
+        return;
+    };
+    let Ok(tls) = tokio_rustls::TlsConnector::from(config.clone())
+        .connect(name, tcp)
+        .await
+    else {
+        fresh.refused += 1;
+        return;
+    };
+    let Some(body) = body else {
+        fresh.completed += 1;
+        return;
+    };
+    let answered = async {
+        let (mut sender, conn) = http1::handshake(TokioIo::new(tls)).await?;
+        let conn = tokio::spawn(conn);
+        let req = Request::post("/mutate-pods")
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .body(Full::new(body))?;
+        let resp = sender.send_request(req).await?;
+        let status = resp.status();
+        let body = resp.into_body().collect().await?.to_bytes();
+        drop(sender);
+        let _ = conn.await;
+        anyhow::Ok(status.is_success() && memchr(&body, b"\"patch\":"))
+    }
+    .await;
+    match answered {
+        Ok(true) => fresh.completed += 1,
+        _ => fresh.review_errors += 1,
+    }
+}
+
+/// `loadgen handshakes`: `connections` fresh connections, `concurrency` at a time.
+#[allow(clippy::too_many_arguments)]
+async fn handshakes(
+    addr: SocketAddr,
+    ca: PathBuf,
+    connections: usize,
+    concurrency: usize,
+    review: bool,
+    vpas: usize,
+    namespaces: usize,
+    label: String,
+) -> anyhow::Result<()> {
+    let mut config = (*client_config(&ca, b"http/1.1")?).clone();
+    // The API server's client (Go, no session cache) makes a full handshake on every new connection.
+    config.resumption = rustls::client::Resumption::disabled();
+    let config = Arc::new(config);
+    let bodies: Arc<Vec<Bytes>> = Arc::new((0..vpas).map(|i| review_body(i, namespaces)).collect());
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency.max(1) {
+        let (config, bodies, next) = (config.clone(), bodies.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut fresh = Fresh::default();
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= connections {
+                    return fresh;
+                }
+                let body = review.then(|| bodies[i % bodies.len()].clone());
+                fresh_connection(addr, &config, body, &mut fresh).await;
+            }
+        }));
+    }
+    let mut all = Fresh::default();
+    for t in tasks {
+        let f = t.await?;
+        all.completed += f.completed;
+        all.refused += f.refused;
+        all.connect_errors += f.connect_errors;
+        all.review_errors += f.review_errors;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let figures = json!({
+        "label": label,
+        "connections": connections,
+        "concurrency": concurrency,
+        "review": review,
+        "completed": all.completed,
+        "refused": all.refused,
+        "connect_errors": all.connect_errors,
+        "review_errors": all.review_errors,
+        "seconds": (seconds * 1000.0).round() / 1000.0,
+        "connections_per_second": (connections as f64 / seconds).round(),
+    });
+    println!("{figures}");
+    Ok(())
+}
+
 fn micro(dir: PathBuf, iterations: usize, vpas: usize, namespaces: usize) -> anyhow::Result<()> {
     use tailor_admission::{index::Index, manifests, review, webhook::Webhook};
     let loaded = manifests::load_dir(&dir.join("manifests"))?;
@@ -520,6 +667,25 @@ fn main() -> anyhow::Result<()> {
     };
     match cli.cmd {
         Cmd::Soak(args) => runtime()?.block_on(soak::soak(args)),
+        Cmd::Handshakes {
+            addr,
+            ca,
+            connections,
+            concurrency,
+            review,
+            vpas,
+            namespaces,
+            label,
+        } => runtime()?.block_on(handshakes(
+            addr,
+            ca,
+            connections,
+            concurrency,
+            review,
+            vpas,
+            namespaces,
+            label,
+        )),
         Cmd::Setup {
             dir,
             vpas,
