@@ -790,6 +790,11 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         }
         value
     }
+
+    fn begin_iteration(&mut self, now: Timestamp) {
+        // The inherent method (inherent items take precedence over trait ones).
+        CacheView::<R>::begin_iteration(self, now);
+    }
 }
 
 /// Whether a container policy of `vpa` caps requests at the current limit (then processing depends on
@@ -901,6 +906,11 @@ impl ApiActuator {
 }
 
 impl Actuator for ApiActuator {
+    fn set_deadline(&mut self, deadline: tokio::time::Instant) {
+        // The inherent method (inherent items take precedence over trait ones).
+        ApiActuator::set_deadline(self, deadline);
+    }
+
     async fn wait_eviction(&mut self) -> Result<(), ActError> {
         self.wait(true).await
     }

@@ -108,6 +108,8 @@ pub trait ClusterView {
         vpa: &VerticalPodAutoscaler,
         now: Timestamp,
     ) -> Result<ResizePlan, ResizeError>;
+    /// Starts an iteration at `now` (views without per-iteration caches ignore it).
+    fn begin_iteration(&mut self, _now: Timestamp) {}
 }
 
 /// The VPAs an iteration selected, indexed by target (namespace, kind, name) for pod matching.
@@ -185,6 +187,9 @@ pub trait Actuator {
     ) -> impl Future<Output = Result<(), ActError>>;
     /// Records an event on the pod or on `vpa`.
     fn event(&mut self, pod: &CompactPod, vpa: &VerticalPodAutoscaler, event: UpdaterEvent);
+    /// Sets the instant by which the coming iteration's rate-limiter waits must end (actuators without
+    /// a limiter ignore it).
+    fn set_deadline(&mut self, _deadline: tokio::time::Instant) {}
 }
 
 /// Settings of an iteration.

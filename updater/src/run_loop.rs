@@ -1,6 +1,7 @@
 //! The updater's iteration as the binary runs it: the webhook-liveness check (upstream-updater §1.2 step
 //! 1), then [`run_once`] over the caches with the API actuator, then the metrics.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,10 +11,19 @@ use kube::Api;
 use tailor_crds::VerticalPodAutoscaler;
 
 use crate::cluster::{ApiActuator, CacheView};
-use crate::iteration::{IterationConfig, Report, UpdaterState, run_once};
+use crate::iteration::{Actuator, ClusterView, IterationConfig, Report, UpdaterState, run_once};
 use crate::lease;
 use crate::metrics::{IterationGauges, Metrics};
 use crate::pods::{self, CompactPod};
+
+/// Whether the admission webhook is known to be alive: upstream's `StatusValidator` (upstream-updater
+/// §1.2 step 1). The binary reads the webhook's status Lease ([`StatusCheck`]); the conformance vectors give
+/// the validator's answer (`config.admissionControllerStatusValid`).
+pub trait AdmissionStatus {
+    /// `Ok` when the webhook's status is valid at `now`; `Err` says why not (the iteration then does
+    /// nothing).
+    fn check(&self, now: Timestamp) -> impl Future<Output = Result<(), String>>;
+}
 
 /// Where the webhook's status Lease is and how long a renewal counts.
 #[derive(Clone)]
@@ -24,6 +34,22 @@ pub struct StatusCheck {
     pub name: String,
     /// Validity after creation or renewal.
     pub timeout: Duration,
+}
+
+impl AdmissionStatus for StatusCheck {
+    /// Reads the Lease (retrying what [`lease::is_retryable`] accepts) and checks its freshness.
+    async fn check(&self, now: Timestamp) -> Result<(), String> {
+        let fetched =
+            lease::fetch_with_retry(|| self.api.get(&self.name), tokio::time::sleep).await;
+        match fetched {
+            Ok(l) if lease::is_valid(&l, self.timeout, now) => Ok(()),
+            Ok(_) => Err(format!(
+                "status lease {} is older than {:?}",
+                self.name, self.timeout
+            )),
+            Err(e) => Err(format!("Error getting Admission Controller status: {e}")),
+        }
+    }
 }
 
 /// What one iteration did.
@@ -38,18 +64,20 @@ pub enum Outcome {
 /// Lists the objects an iteration reads.
 pub type Lister<T> = Box<dyn Fn() -> Vec<Arc<T>> + Send + Sync>;
 
-/// The updater: caches, state kept between iterations and the API.
-pub struct Updater {
+/// The updater: caches, state kept between iterations and the API. The binary runs the defaults (its
+/// caches, the API, the status Lease); `tailor plan --case` and the conformance vectors run the same
+/// iteration over upstream's test doubles.
+pub struct Updater<V = CacheView, A = ApiActuator, S = StatusCheck> {
     /// Iteration settings.
     pub config: IterationConfig,
     /// State kept between iterations.
     pub state: UpdaterState,
     /// Cached lookups.
-    pub view: CacheView,
+    pub view: V,
     /// API calls.
-    pub actuator: ApiActuator,
+    pub actuator: A,
     /// The status check (`None` with `--use-admission-controller-status=false`).
-    pub status: Option<StatusCheck>,
+    pub status: Option<S>,
     /// Lists VPAs.
     pub vpas: Lister<VerticalPodAutoscaler>,
     /// Lists pods.
@@ -58,21 +86,12 @@ pub struct Updater {
     pub metrics: Arc<Metrics>,
 }
 
-impl Updater {
-    /// Whether the webhook's status Lease is fresh at `now` (`Err` says why not).
+impl<V: ClusterView, A: Actuator, S: AdmissionStatus> Updater<V, A, S> {
+    /// Whether the webhook is alive at `now` (`Err` says why not); always with no status check.
     pub async fn admission_alive(&self, now: Timestamp) -> Result<(), String> {
-        let Some(check) = &self.status else {
-            return Ok(());
-        };
-        let fetched =
-            lease::fetch_with_retry(|| check.api.get(&check.name), tokio::time::sleep).await;
-        match fetched {
-            Ok(l) if lease::is_valid(&l, check.timeout, now) => Ok(()),
-            Ok(_) => Err(format!(
-                "status lease {} is older than {:?}",
-                check.name, check.timeout
-            )),
-            Err(e) => Err(format!("Error getting Admission Controller status: {e}")),
+        match &self.status {
+            Some(check) => check.check(now).await,
+            None => Ok(()),
         }
     }
 
