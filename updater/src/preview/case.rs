@@ -2,18 +2,26 @@
 //! `conformance/updater/README.md`) evaluated through the functions the updater runs: `tailor plan --case`
 //! prints what each gives, and the conformance test compares it with the vectors' expectations.
 //!
+//! Every input field is read: each kind's input is parsed into a type that names every field the README
+//! documents (see `inputs`), an unknown field (also inside the Kubernetes objects) fails the case, and so
+//! does a value the evaluation cannot reproduce (a test double other than the ones upstream's tests use).
+//! Loop vectors run the binary's own iteration, [`Updater::iterate`], including its admission-status gate.
+//!
 //! Upstream's test doubles appear here as inputs demand: a fake priority processor (`priorityProcessor.fake`),
-//! mocked restriction answers for loop vectors (`mocks`), and a fake resize calculator. Upstream annotation
+//! mocked restriction answers and a fixed status validator for loop vectors (`mocks`,
+//! `admissionControllerStatusValid`), and fake resize calculators (`patchCalculators`). Upstream annotation
 //! keys map to Tailor's (`vpaCpuStartupBoost/` ↔ `cpu-startup-boost.tailor.dev/`, `vpaObservedContainers` ↔
 //! `tailor.dev/observed-containers`), metric names `vpa_updater_` ↔ `tailor_updater_`.
+
+mod inputs;
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use tailor_crds::quantity::QuantityError;
@@ -21,30 +29,39 @@ use tailor_crds::sizing::{
     ContainerResources, OBSERVED_CONTAINERS_ANNOTATION, STARTUP_BOOST_ANNOTATION_PREFIX,
 };
 use tailor_crds::{
-    EvictionRequirement, PodUpdatePolicy, RecommendedPodResources, VerticalPodAutoscaler,
+    EvictionRequirement, PodUpdatePolicy, RecommendedPodResources, ResourceList,
+    VerticalPodAutoscaler,
 };
 
 use crate::calculator::PriorityCalculator;
-use crate::config::{FeatureGates, PriorityConfig, RestrictionConfig};
+use crate::config::{PriorityConfig, RestrictionConfig};
 use crate::events::{EventObject, UpdaterEvent};
 use crate::eviction_admission::{self, EvictionAdmission};
 use crate::infeasible::{InfeasibleAttempts, is_infeasible_error};
 use crate::iteration::{
-    self, ActError, Actuator, Candidates, ClusterView, Gate, IterationConfig, UpdaterState,
-    evict_pod, in_place_update,
+    ActError, Actuator, Candidates, ClusterView, Gate, IterationConfig, UpdaterState, evict_pod,
+    in_place_update,
 };
 use crate::metrics::{GaugeKind, IterationGauges, Metrics, VpaLabel};
 use crate::pods::CompactPod;
 use crate::priority::{PodPriority, has_lower_resource, list_has_lower, pod_priority};
-use crate::rate_limit::RateSettings;
+use crate::rate_limit::{RateSettings, TokenBucket};
 use crate::resize::{ResizeError, ResizePlan, resize_operations};
 use crate::restriction::{
     Creator, InPlaceDecision, ReplicaLookup, Restriction, RestrictionError, unknown_kind_replicas,
 };
+use crate::run_loop::{AdmissionStatus, Outcome, Updater};
 use crate::skip::Skip;
 use crate::{lease, modes, pods};
+use inputs::{
+    AttemptsOp, Controller, Cycle, ErrorInput, GaugeIteration, GetResponse, LoopAdmission,
+    LoopPriorityProcessor, LoopRateLimit, LoopRecommendationProcessor, LowerResourceInput,
+    MetricCall, Mocks, PatchCalculators, PriorityProcessor, PriorityThresholds,
+    RecommendationProcessor, StepOp, object, parse,
+};
 
-/// A vector that cannot be evaluated (the CLI exits 2).
+/// A vector that cannot be evaluated (the CLI exits 2): malformed, carrying a field the evaluation does
+/// not read, or asking for a behaviour it cannot reproduce. The message names the field's path.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{0}")]
 pub struct CaseError(pub String);
@@ -53,6 +70,11 @@ type Out = Result<Value, CaseError>;
 
 fn err(e: impl std::fmt::Display) -> CaseError {
     CaseError(e.to_string())
+}
+
+/// An error at `path` of the input.
+fn at(path: &str, what: impl std::fmt::Display) -> CaseError {
+    CaseError(format!("{path}: {what}"))
 }
 
 fn rename_keys(map: &mut serde_json::Map<String, Value>) {
@@ -131,13 +153,20 @@ fn fix_pod(mut v: Value) -> Value {
     v
 }
 
-fn pod_of(v: &Value) -> Result<CompactPod, CaseError> {
-    serde_json::from_value::<Pod>(fix_pod(v.clone()))
-        .map(CompactPod::from)
-        .map_err(|e| CaseError(format!("pod: {e}")))
+/// The pod at `path`, as the binary's cache holds it.
+fn pod_of(path: &str, v: &Value) -> Result<CompactPod, CaseError> {
+    object::<Pod>(path, &fix_pod(v.clone())).map(CompactPod::from)
 }
 
-fn vpa_of(v: &Value) -> Result<VerticalPodAutoscaler, CaseError> {
+fn pods_of(path: &str, list: &[Value]) -> Result<Vec<Arc<CompactPod>>, CaseError> {
+    list.iter()
+        .enumerate()
+        .map(|(n, p)| pod_of(&format!("{path}[{n}]"), p).map(Arc::new))
+        .collect()
+}
+
+/// The VPA at `path` (`null`: an empty one), in Tailor's API group.
+fn vpa_of(path: &str, v: &Value) -> Result<VerticalPodAutoscaler, CaseError> {
     let mut v = if v.is_null() { json!({}) } else { v.clone() };
     if let Some(o) = v.as_object_mut() {
         o.entry("metadata").or_insert_with(|| json!({}));
@@ -145,173 +174,175 @@ fn vpa_of(v: &Value) -> Result<VerticalPodAutoscaler, CaseError> {
         o.insert("apiVersion".into(), json!("autoscaling.tailor.dev/v1"));
         o.insert("kind".into(), json!("VerticalPodAutoscaler"));
     }
-    serde_json::from_value(v).map_err(|e| CaseError(format!("vpa: {e}")))
+    object(path, &v)
 }
 
-fn rec_of(v: &Value) -> Result<Option<RecommendedPodResources>, CaseError> {
+/// The recommendation at `path` (`null`: none).
+fn rec_of(path: &str, v: &Value) -> Result<Option<RecommendedPodResources>, CaseError> {
     if v.is_null() {
         return Ok(None);
     }
-    serde_json::from_value(v.clone())
-        .map(Some)
-        .map_err(|e| CaseError(format!("recommendation: {e}")))
+    object(path, v).map(Some)
 }
 
-fn ts(v: &Value) -> Timestamp {
-    v.as_str()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(pods::go_zero_time)
+/// The infeasible attempts of `input.infeasibleAttempts` (a `null` attempt is refused: the shipped record
+/// holds a recommendation).
+fn infeasible_of(map: Option<&BTreeMap<String, Value>>) -> Result<InfeasibleAttempts, CaseError> {
+    let mut attempts = InfeasibleAttempts::default();
+    for (uid, rec) in map.into_iter().flatten() {
+        let path = format!("input.infeasibleAttempts.{uid}");
+        let rec =
+            rec_of(&path, rec)?.ok_or_else(|| at(&path, "an attempt needs a recommendation"))?;
+        attempts.record(uid, rec);
+    }
+    Ok(attempts)
 }
 
-fn duration(v: &Value) -> Duration {
-    v.as_str()
-        .and_then(|s| humantime::parse_duration(s).ok())
-        .unwrap_or_default()
-}
-
-fn gates_of(v: &Value) -> FeatureGates {
-    FeatureGates {
-        cpu_startup_boost: v["CPUStartupBoost"].as_bool().unwrap_or(false),
-        in_place: v["InPlace"].as_bool().unwrap_or(false),
-        per_vpa_config: v["PerVPAConfig"].as_bool().unwrap_or(false),
+/// The calculator thresholds; the quick-OOM age limit as the updater ships it
+/// (`--in-recommendation-bounds-eviction-lifetime-threshold`).
+fn priority_config(t: &PriorityThresholds) -> PriorityConfig {
+    PriorityConfig {
+        min_change_priority: t.min_change_priority,
+        pod_lifetime_update_threshold: t.pod_lifetime_update_threshold.0,
+        evict_after_oom_threshold: t.evict_after_oom_threshold.0,
+        quick_oom_max_age: Some(t.pod_lifetime_update_threshold.0),
     }
 }
 
-fn pods_of(v: &Value) -> Result<Vec<Arc<CompactPod>>, CaseError> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| pod_of(p).map(Arc::new))
-        .collect()
-}
-
-fn as_i32(v: &Value, default: i32) -> i32 {
-    v.as_i64()
-        .and_then(|n| i32::try_from(n).ok())
-        .unwrap_or(default)
-}
-
-fn as_usize(v: &Value) -> usize {
-    v.as_u64()
-        .and_then(|n| usize::try_from(n).ok())
-        .unwrap_or(0)
-}
-
 fn priority(input: &Value) -> Out {
-    let pod = pod_of(&input["pod"])?;
-    let rec = rec_of(&input["recommendation"])?;
+    let i: inputs::PriorityInput = parse(input)?;
+    let pod = pod_of("input.pod", &i.pod)?;
+    let rec = rec_of("input.recommendation", &i.recommendation)?;
     let p = pod_priority(&pod, rec.as_ref()).map_err(err)?;
     Ok(
         json!({"outsideRecommendedRange": p.outside_recommended_range, "scaleUp": p.scale_up, "resourceDiff": p.resource_diff}),
     )
 }
 
-fn prio_of(v: &Value) -> PodPriority {
-    PodPriority {
-        outside_recommended_range: v["outsideRecommendedRange"].as_bool().unwrap_or_default(),
-        scale_up: v["scaleUp"].as_bool().unwrap_or_default(),
-        resource_diff: v["resourceDiff"].as_f64().unwrap_or_default(),
-    }
-}
-
-fn pod_priority_less(input: &Value) -> Out {
-    let (a, b) = (prio_of(&input["prio"]), prio_of(&input["other"]));
-    Ok(json!({"prioLessOther": a.less(&b), "otherLessPrio": b.less(&a)}))
-}
-
-fn lower_resource(input: &Value) -> Out {
-    let result = if input["function"] == "resources.HasLowerResource" {
-        let a = serde_json::from_value(input["a"].clone()).map_err(err)?;
-        let b = serde_json::from_value(input["b"].clone()).map_err(err)?;
-        list_has_lower(&a, &b).map_err(err)?
-    } else {
-        let pick = |names: &[&str]| {
-            names
-                .iter()
-                .map(|n| &input[*n])
-                .find(|v| !v.is_null())
-                .cloned()
-                .unwrap_or(Value::Null)
-        };
-        let last = rec_of(&pick(&["lastAttempt", "a"]))?;
-        let new = rec_of(&pick(&["newRecommendation", "b"]))?;
-        has_lower_resource(last.as_ref(), new.as_ref()).map_err(err)?
-    };
-    Ok(json!({"result": result}))
-}
-
-fn priority_config(v: &Value) -> PriorityConfig {
-    PriorityConfig {
-        min_change_priority: v["minChangePriority"].as_f64().unwrap_or(0.0),
-        pod_lifetime_update_threshold: duration(&v["podLifetimeUpdateThreshold"]),
-        evict_after_oom_threshold: duration(&v["evictAfterOOMThreshold"]),
-        // As the updater ships (`--in-recommendation-bounds-eviction-lifetime-threshold`).
-        quick_oom_max_age: Some(duration(&v["podLifetimeUpdateThreshold"])),
-    }
-}
-
 fn priority_calculator(input: &Value) -> Out {
-    let vpa = vpa_of(&input["vpa"])?;
-    let config = priority_config(&input["config"]);
-    let mut calc = PriorityCalculator::new(&vpa, &config, gates_of(&input["featureGates"]));
-    let now = ts(&input["now"]);
-    let mut infeasible = InfeasibleAttempts::default();
-    for (uid, rec) in input["infeasibleAttempts"]
-        .as_object()
-        .into_iter()
-        .flatten()
-    {
-        if let Some(rec) = rec_of(rec)? {
-            infeasible.record(uid, rec);
+    let i: inputs::PriorityCalculatorInput = parse(input)?;
+    let vpa = vpa_of("input.vpa", &i.vpa)?;
+    let config = priority_config(&i.config);
+    let mut calc = PriorityCalculator::new(&vpa, &config, (&i.feature_gates).into());
+    let infeasible = infeasible_of(i.infeasible_attempts.as_ref())?;
+    let fixed = match &i.recommendation_processor {
+        RecommendationProcessor::Identity => None,
+        RecommendationProcessor::Fixed(v) => {
+            Some(rec_of("input.recommendationProcessor.fixed", v)?)
         }
+    };
+    let all = pods_of("input.pods", &i.pods)?;
+    if let PriorityProcessor::Fake(map) = &i.priority_processor
+        && let Some(name) = map
+            .keys()
+            .find(|n| !all.iter().any(|p| pods::name(p) == n.as_str()))
+    {
+        return Err(at(
+            "input.priorityProcessor.fake",
+            format!("{name:?} names no pod of input.pods"),
+        ));
     }
-    for pod in pods_of(&input["pods"])? {
-        let rec = match &input["recommendationProcessor"] {
-            Value::String(s) if s == "identity" => {
-                vpa.status.as_ref().and_then(|s| s.recommendation.clone())
-            }
-            other => rec_of(&other["fixed"])?,
+    for pod in all {
+        let rec = match &fixed {
+            None => vpa.status.as_ref().and_then(|s| s.recommendation.clone()),
+            Some(r) => r.clone(),
         };
-        let prio = match &input["priorityProcessor"] {
-            Value::String(s) if s == "real" => pod_priority(&pod, rec.as_ref()).map_err(err)?,
-            other => prio_of(&other["fake"][pods::name(&pod)]),
+        let prio = match &i.priority_processor {
+            PriorityProcessor::Real => pod_priority(&pod, rec.as_ref()).map_err(err)?,
+            PriorityProcessor::Fake(map) => map
+                .get(pods::name(&pod))
+                .map(PodPriority::from)
+                .ok_or_else(|| {
+                    at(
+                        "input.priorityProcessor.fake",
+                        format!("no priority for pod {:?}", pods::name(&pod)),
+                    )
+                })?,
         };
-        calc.add_pod(pod, rec.map(Arc::new), prio, &infeasible, now)
+        calc.add_pod(pod, rec.map(Arc::new), prio, &infeasible, i.now.0)
             .map_err(err)?;
     }
-    let (sorted, _) = calc.sorted(&EvictionAdmission::default()).map_err(err)?;
+    // `null` and `"admitAll"` both admit every pod: the shipped admission does for pods outside its map
+    // (an empty one). Other values are refused when parsed.
+    let admission = match i.admission {
+        None | Some(inputs::Admission::AdmitAll) => EvictionAdmission::default(),
+    };
+    let (sorted, _) = calc.sorted(&admission).map_err(err)?;
     let names: Vec<&str> = sorted.iter().map(|c| pods::name(&c.pod)).collect();
     Ok(json!({"sortedPods": names}))
 }
 
+fn pod_priority_less(input: &Value) -> Out {
+    let i: inputs::PodPriorityLessInput = parse(input)?;
+    let (a, b) = (PodPriority::from(&i.prio), PodPriority::from(&i.other));
+    Ok(json!({"prioLessOther": a.less(&b), "otherLessPrio": b.less(&a)}))
+}
+
+fn lower_resource(input: &Value) -> Out {
+    let result = match parse::<LowerResourceInput>(input)? {
+        LowerResourceInput::HasLowerResource { a, b } => {
+            let a: ResourceList = object("input.a", &a)?;
+            let b: ResourceList = object("input.b", &b)?;
+            list_has_lower(&a, &b).map_err(err)?
+        }
+        LowerResourceInput::HasLowerResourceRecommendation {
+            last_attempt,
+            new_recommendation,
+        } => {
+            let last = rec_of("input.lastAttempt", &last_attempt)?;
+            let new = rec_of("input.newRecommendation", &new_recommendation)?;
+            has_lower_resource(last.as_ref(), new.as_ref()).map_err(err)?
+        }
+        LowerResourceInput::RecommendationHasLowerResource { a, b } => {
+            let last = rec_of("input.a", &a)?;
+            let new = rec_of("input.b", &b)?;
+            has_lower_resource(last.as_ref(), new.as_ref()).map_err(err)?
+        }
+    };
+    Ok(json!({"result": result}))
+}
+
 fn eviction_admission_case(input: &Value) -> Out {
-    let pod = pod_of(&input["pod"])?;
-    let reqs: Option<Vec<EvictionRequirement>> =
-        serde_json::from_value(input["evictionRequirements"].clone()).map_err(err)?;
-    let rec = rec_of(&input["recommendation"])?;
+    let i: inputs::EvictionAdmissionInput = parse(input)?;
+    let pod = pod_of("input.pod", &i.pod)?;
+    let reqs: Option<Vec<EvictionRequirement>> = if i.eviction_requirements.is_null() {
+        None
+    } else {
+        Some(object(
+            "input.evictionRequirements",
+            &i.eviction_requirements,
+        )?)
+    };
+    let rec = rec_of("input.recommendation", &i.recommendation)?;
     Ok(
         json!({"admit": eviction_admission::admit(&pod, reqs.as_deref(), rec.as_ref()).map_err(err)?}),
     )
 }
 
 fn eviction_admission_loop_init(input: &Value) -> Out {
-    let all = pods_of(&input["pods"])?;
+    let i: inputs::LoopInitInput = parse(input)?;
+    let all = pods_of("input.pods", &i.pods)?;
     let mut admission = EvictionAdmission::default();
-    for init in input["loopInits"].as_array().into_iter().flatten() {
+    for (n, init) in i.loop_inits.iter().enumerate() {
         let mut owned: Vec<(VerticalPodAutoscaler, Vec<Arc<CompactPod>>)> = Vec::new();
-        for entry in init.as_array().into_iter().flatten() {
-            let names: Vec<&str> = entry["pods"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
+        for (m, entry) in init.iter().enumerate() {
+            let path = format!("input.loopInits[{n}][{m}]");
+            if let Some(name) = entry
+                .pods
+                .iter()
+                .find(|name| !all.iter().any(|p| pods::name(p) == name.as_str()))
+            {
+                return Err(at(
+                    &format!("{path}.pods"),
+                    format!("{name:?} names no pod of input.pods"),
+                ));
+            }
             let matched = all
                 .iter()
-                .filter(|p| names.contains(&pods::name(p)))
+                .filter(|p| entry.pods.iter().any(|n| n == pods::name(p)))
                 .cloned()
                 .collect();
-            owned.push((vpa_of(&entry["vpa"])?, matched));
+            owned.push((vpa_of(&format!("{path}.vpa"), &entry.vpa)?, matched));
         }
         admission.loop_init(owned.iter().map(|(v, p)| (v, p.as_slice())));
     }
@@ -327,21 +358,48 @@ fn eviction_admission_loop_init(input: &Value) -> Out {
     Ok(json!({"requirementsByPod": by_pod}))
 }
 
-/// Replica counts from a vector's controllers (§3.1 table).
-struct Controllers(Vec<Value>);
+/// Refuses a controller field the replica lookup of its kind does not read (§3.1 table): configured
+/// replicas (`spec.replicas`) for ReplicationController, ReplicaSet and StatefulSet, ready pods
+/// (`status.numberReady`) for DaemonSet, neither for Job (its live pods) or other kinds.
+fn check_controllers(list: &[Controller]) -> Result<(), CaseError> {
+    for (n, c) in list.iter().enumerate() {
+        let (replicas, ready) = match c.kind.as_str() {
+            "ReplicationController" | "ReplicaSet" | "StatefulSet" => (true, false),
+            "DaemonSet" => (false, true),
+            _ => (false, false),
+        };
+        if !replicas && c.spec.replicas.is_some() {
+            return Err(at(
+                &format!("input.controllers[{n}].spec.replicas"),
+                format!("not read for kind {}", c.kind),
+            ));
+        }
+        if !ready && c.status.number_ready.is_some() {
+            return Err(at(
+                &format!("input.controllers[{n}].status.numberReady"),
+                format!("not read for kind {}", c.kind),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Replica counts from a vector's controllers (§3.1 table), looked up by kind, namespace and name.
+struct Controllers(Vec<Controller>);
 
 impl ReplicaLookup for Controllers {
     fn configured(&self, creator: &Creator, live: i32) -> Result<i32, String> {
         let found = self.0.iter().find(|c| {
-            c["kind"].as_str() == Some(creator.kind.as_str())
-                && c["metadata"]["name"].as_str() == Some(creator.name.as_str())
+            c.kind == creator.kind
+                && c.metadata.name == creator.name
+                && c.metadata.namespace == creator.namespace
         });
-        let positive = |v: Option<&Value>| v.map(|v| as_i32(v, 0)).filter(|n| *n > 0);
+        let positive = |n: Option<i32>| n.filter(|n| *n > 0);
         match creator.kind.as_str() {
             "ReplicationController" | "ReplicaSet" | "StatefulSet" => {
-                positive(found.map(|c| &c["spec"]["replicas"])).ok_or_else(|| "no replicas".into())
+                positive(found.and_then(|c| c.spec.replicas)).ok_or_else(|| "no replicas".into())
             }
-            "DaemonSet" => positive(found.map(|c| &c["status"]["numberReady"]))
+            "DaemonSet" => positive(found.and_then(|c| c.status.number_ready))
                 .ok_or_else(|| "no ready pods".into()),
             "Job" => Ok(live),
             _ => Ok(unknown_kind_replicas()),
@@ -349,29 +407,46 @@ impl ReplicaLookup for Controllers {
     }
 }
 
-/// API calls that all succeed (or all resizes fail), recording events: upstream's fake clientset.
-#[derive(Default)]
+/// API calls that all succeed, recording events: upstream's fake clientset. Its waits take a token of
+/// the shipped limiters at once (a vector cannot wait: a wait would fail as past the deadline).
 struct Recorder {
     events: Vec<UpdaterEvent>,
-    fail_resize: bool,
+    eviction: TokenBucket,
+    in_place: TokenBucket,
+}
+
+impl Recorder {
+    fn new(eviction: RateSettings, in_place: RateSettings) -> Self {
+        Recorder {
+            events: Vec::new(),
+            eviction: TokenBucket::new(eviction),
+            in_place: TokenBucket::new(in_place),
+        }
+    }
+}
+
+impl Default for Recorder {
+    /// Without limits (upstream's restriction tests have none).
+    fn default() -> Self {
+        let unlimited = RateSettings::from_flags(0.0, 0);
+        Recorder::new(unlimited, unlimited)
+    }
 }
 
 impl Actuator for Recorder {
     async fn wait_eviction(&mut self) -> Result<(), ActError> {
+        self.eviction.reserve(0.0, 0.0)?;
         Ok(())
     }
     async fn wait_in_place(&mut self) -> Result<(), ActError> {
+        self.in_place.reserve(0.0, 0.0)?;
         Ok(())
     }
     async fn evict(&mut self, _pod: &CompactPod) -> Result<(), ActError> {
         Ok(())
     }
     async fn resize(&mut self, _pod: &CompactPod, _plan: &ResizePlan) -> Result<(), ActError> {
-        if self.fail_resize {
-            Err(ActError::Other("resize failed".into()))
-        } else {
-            Ok(())
-        }
+        Ok(())
     }
     fn event(&mut self, _pod: &CompactPod, _vpa: &VerticalPodAutoscaler, event: UpdaterEvent) {
         self.events.push(event);
@@ -389,8 +464,8 @@ fn single_resize_patch() -> ResizePlan {
     }
 }
 
-/// The view of restriction vectors: only the (fake) resize calculator is consulted.
-struct FakeCalculators;
+/// The view of restriction vectors: only the (fake) resize calculators are consulted.
+struct FakeCalculators(PatchCalculators);
 
 impl ClusterView for FakeCalculators {
     type Gate = Restriction;
@@ -406,7 +481,7 @@ impl ClusterView for FakeCalculators {
             &[],
             &Controllers(Vec::new()),
             &RestrictionConfig::default(),
-            FeatureGates::default(),
+            Default::default(),
         )
     }
     fn processed(
@@ -433,7 +508,11 @@ impl ClusterView for FakeCalculators {
         _vpa: &VerticalPodAutoscaler,
         _now: Timestamp,
     ) -> Result<ResizePlan, ResizeError> {
-        Ok(single_resize_patch())
+        match self.0 {
+            PatchCalculators::FakeSingleResizePatch => Ok(single_resize_patch()),
+            // Upstream: "no resource patches were calculated to apply".
+            PatchCalculators::None => Err(ResizeError::NothingToApply),
+        }
     }
 }
 
@@ -446,63 +525,61 @@ fn event_json(e: &UpdaterEvent) -> Value {
 }
 
 async fn restriction(input: &Value) -> Out {
-    let c = &input["config"];
+    let i: inputs::RestrictionInput = parse(input)?;
     let config = RestrictionConfig {
-        min_replicas: as_i32(&c["minReplicas"], 2),
-        eviction_tolerance: c["evictionToleranceFraction"].as_f64().unwrap_or(0.5),
-        in_place_skip_disruption_budget: c["inPlaceSkipDisruptionBudget"]
-            .as_bool()
-            .unwrap_or(false),
+        min_replicas: i.config.min_replicas,
+        eviction_tolerance: i.config.eviction_tolerance_fraction,
+        in_place_skip_disruption_budget: i.config.in_place_skip_disruption_budget,
         timers_from_patch: true,
     };
-    let gates = gates_of(&input["featureGates"]);
-    let all = pods_of(&input["pods"])?;
-    let creator_vpa = vpa_of(&input["vpaForCreatorMaps"])?;
-    let vpa = vpa_of(&input["vpa"])?;
-    let controllers = Controllers(input["controllers"].as_array().cloned().unwrap_or_default());
-    let mut gate = Restriction::new(&creator_vpa, &all, &controllers, &config, gates);
-    let now = ts(&input["now"]);
-    let mut state = UpdaterState::default();
-    for (key, at) in input["lastInPlaceAttempt"]
-        .as_object()
-        .into_iter()
-        .flatten()
-    {
-        state.timers.set(key, ts(at), None);
+    check_controllers(&i.controllers)?;
+    let all = pods_of("input.pods", &i.pods)?;
+    let creator_vpa = vpa_of("input.vpaForCreatorMaps", &i.vpa_for_creator_maps)?;
+    let vpa = vpa_of("input.vpa", &i.vpa)?;
+    let controllers = Controllers(i.controllers);
+    let mut gate = Restriction::new(
+        &creator_vpa,
+        &all,
+        &controllers,
+        &config,
+        (&i.feature_gates).into(),
+    );
+    let now = i.now.map_or_else(pods::go_zero_time, |t| t.0);
+    let mut state = UpdaterState {
+        infeasible: infeasible_of(i.infeasible_attempts.as_ref())?,
+        ..UpdaterState::default()
+    };
+    for (key, t) in &i.last_in_place_attempt {
+        state.timers.set(key, t.0, None);
     }
-    for (uid, rec) in input["infeasibleAttempts"]
-        .as_object()
-        .into_iter()
-        .flatten()
-    {
-        if let Some(rec) = rec_of(rec)? {
-            state.infeasible.record(uid, rec);
-        }
-    }
+    let calculators = FakeCalculators(i.patch_calculators);
     let (mut results, mut events, mut successes) = (Vec::new(), Vec::new(), 0);
-    for step in input["steps"].as_array().into_iter().flatten() {
-        let name = step["pod"].as_str().unwrap_or_default();
+    for (n, step) in i.steps.iter().enumerate() {
         let pod = all
             .iter()
-            .find(|p| pods::name(p) == name)
-            .ok_or_else(|| CaseError(format!("no pod {name}")))?;
+            .find(|p| pods::name(p) == step.pod)
+            .ok_or_else(|| {
+                at(
+                    &format!("input.steps[{n}].pod"),
+                    format!("{:?} names no pod of input.pods", step.pod),
+                )
+            })?;
         let mut actuator = Recorder::default();
-        let op = step["op"].as_str().unwrap_or_default();
-        let result = match op {
-            "canEvict" => json!(Gate::can_evict(&mut gate, pod, &mut state, now).is_ok()),
-            "evict" => json!(
+        let result = match step.op {
+            StepOp::CanEvict => json!(Gate::can_evict(&mut gate, pod, &mut state, now).is_ok()),
+            StepOp::Evict => json!(
                 evict_pod(&mut actuator, &mut gate, &mut state, pod, &vpa, now)
                     .await
                     .is_ok()
             ),
-            "canInPlaceUpdate" => json!(
+            StepOp::CanInPlaceUpdate => json!(
                 Gate::can_in_place_update(&mut gate, pod, &vpa, &mut state, now)
                     .map_err(err)?
                     .name()
             ),
-            "inPlaceUpdate" => json!(
+            StepOp::InPlaceUpdate => json!(
                 in_place_update(
-                    &FakeCalculators,
+                    &calculators,
                     &mut actuator,
                     &mut gate,
                     &mut state,
@@ -513,13 +590,13 @@ async fn restriction(input: &Value) -> Out {
                 .await
                 .is_ok()
             ),
-            "tryInPlace" => {
+            StepOp::TryInPlace => {
                 let d = Gate::can_in_place_update(&mut gate, pod, &vpa, &mut state, now)
                     .map_err(err)?;
                 json!(
                     d == InPlaceDecision::Approved
                         && in_place_update(
-                            &FakeCalculators,
+                            &calculators,
                             &mut actuator,
                             &mut gate,
                             &mut state,
@@ -531,9 +608,8 @@ async fn restriction(input: &Value) -> Out {
                         .is_ok()
                 )
             }
-            other => return Err(CaseError(format!("unknown step {other}"))),
         };
-        if result == json!(true) && matches!(op, "tryInPlace" | "inPlaceUpdate") {
+        if result == json!(true) && matches!(step.op, StepOp::TryInPlace | StepOp::InPlaceUpdate) {
             successes += 1;
         }
         results.push(result);
@@ -545,7 +621,8 @@ async fn restriction(input: &Value) -> Out {
 }
 
 fn pod_case(input: &Value, f: impl Fn(&CompactPod) -> Value) -> Out {
-    Ok(f(&pod_of(&input["pod"])?))
+    let i: inputs::PodInput = parse(input)?;
+    Ok(f(&pod_of("input.pod", &i.pod)?))
 }
 
 fn upstream_key(key: &str) -> String {
@@ -553,80 +630,91 @@ fn upstream_key(key: &str) -> String {
 }
 
 fn boost_expiry(input: &Value) -> Out {
-    let pod = pod_of(&input["pod"])?;
-    let vpa = vpa_of(&input["vpa"])?;
-    let keys: BTreeSet<String> = pods::expired_boost_keys(&pod, &vpa, ts(&input["now"]))
+    let i: inputs::BoostExpiryInput = parse(input)?;
+    let pod = pod_of("input.pod", &i.pod)?;
+    let vpa = vpa_of("input.vpa", &i.vpa)?;
+    let keys: BTreeSet<String> = pods::expired_boost_keys(&pod, &vpa, i.now.0)
         .iter()
         .map(|k| upstream_key(k))
         .collect();
     Ok(json!({"expiredAnnotations": keys}))
 }
 
+fn resource_list(path: &str, v: &Value) -> Result<ResourceList, CaseError> {
+    if v.is_null() {
+        Ok(ResourceList::default())
+    } else {
+        object(path, v)
+    }
+}
+
 fn inplace_patch(input: &Value) -> Out {
-    let pod = pod_of(&input["pod"])?;
-    let vpa = vpa_of(&input["vpa"])?;
+    let i: inputs::InPlacePatchInput = parse(input)?;
+    let pod = pod_of("input.pod", &i.pod)?;
+    let vpa = vpa_of("input.vpa", &i.vpa)?;
     let mut provided = Vec::new();
-    for r in input["recommendedContainerResources"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
+    for (n, r) in i.recommended_container_resources.iter().enumerate() {
+        let path = format!("input.recommendedContainerResources[{n}]");
         provided.push(ContainerResources {
-            requests: serde_json::from_value(r.get("requests").cloned().unwrap_or(json!({})))
-                .map_err(err)?,
-            limits: serde_json::from_value(r.get("limits").cloned().unwrap_or(json!({})))
-                .map_err(err)?,
+            requests: resource_list(&format!("{path}.requests"), &r.requests)?,
+            limits: resource_list(&format!("{path}.limits"), &r.limits)?,
             annotations: Vec::new(),
         });
     }
-    let expired = pods::expired_boost_keys(&pod, &vpa, ts(&input["now"]));
+    let expired = pods::expired_boost_keys(&pod, &vpa, i.now.0);
     let ops = resize_operations(&pod, &vpa, &provided, &expired).map_err(err)?;
     Ok(json!({"resizePatches": ops}))
 }
 
 fn status_lease(input: &Value) -> Out {
-    let lease: Lease = serde_json::from_value(input["lease"].clone()).map_err(err)?;
-    Ok(
-        json!({"valid": lease::is_valid(&lease, duration(&input["leaseTimeout"]), ts(&input["now"]))}),
-    )
+    let i: inputs::StatusLeaseInput = parse(input)?;
+    let lease: Lease = object("input.lease", &i.lease)?;
+    Ok(json!({"valid": lease::is_valid(&lease, i.lease_timeout.0, i.now.0)}))
 }
 
-/// An API error as the vectors name them: `ECONNRESET` (retryable) or `error:<message>`.
-fn wire_error(text: &str) -> kube::Error {
-    let io = if text == "ECONNRESET" {
-        std::io::Error::from(std::io::ErrorKind::ConnectionReset)
-    } else {
-        std::io::Error::other(text.trim_start_matches("error:").to_owned())
+/// An API error as the vectors name them: a connection reset (retryable) or any other error.
+fn wire_error(response: &GetResponse) -> kube::Error {
+    let io = match response {
+        GetResponse::Error(message) => std::io::Error::other(message.clone()),
+        _ => std::io::Error::from(std::io::ErrorKind::ConnectionReset),
     };
     kube::Error::Service(Box::new(io))
 }
 
 async fn status_lease_fetch(input: &Value) -> Out {
-    let responses: Vec<String> =
-        serde_json::from_value(input["getResponses"].clone()).map_err(err)?;
-    let mut next = responses.into_iter();
+    let i: inputs::StatusLeaseFetchInput = parse(input)?;
+    let given = i.get_responses.len();
+    let mut next = i.get_responses.into_iter();
+    let ran_out = Cell::new(false);
     let result = lease::fetch_with_retry(
         || {
-            let r = next
-                .next()
-                .unwrap_or_else(|| "error:no more responses".into());
+            let r = next.next();
+            if r.is_none() {
+                ran_out.set(true);
+            }
             async move {
-                if r == "ok" {
-                    Ok(())
-                } else {
-                    Err(wire_error(&r))
+                match r {
+                    Some(GetResponse::Ok) => Ok(()),
+                    Some(other) => Err(wire_error(&other)),
+                    None => Err(wire_error(&GetResponse::Error("no response".into()))),
                 }
             }
         },
         |_| async {},
     )
     .await;
+    if ran_out.get() {
+        return Err(at(
+            "input.getResponses",
+            format!("the status GET was attempted more than the {given} responses given"),
+        ));
+    }
     Ok(json!({"error": result.is_err()}))
 }
 
 fn rate_limiter(input: &Value) -> Out {
-    let burst = u32::try_from(input["burst"].as_u64().unwrap_or(0)).map_err(err)?;
-    let s = RateSettings::from_flags(input["rateLimit"].as_f64().unwrap_or(0.0), burst);
+    let i: inputs::RateLimiterInput = parse(input)?;
+    let s = RateSettings::from_flags(i.rate_limit, i.burst);
     let limit = if s.limit.is_infinite() {
         json!("+Inf")
     } else {
@@ -636,43 +724,35 @@ fn rate_limiter(input: &Value) -> Out {
 }
 
 fn infeasible_error(input: &Value) -> Out {
-    let e = &input["error"];
-    let error = match e["type"].as_str() {
-        Some("StatusError") => {
-            let causes: Vec<Value> = e["causes"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|c| json!({"reason": c["type"]}))
-                .collect();
-            let status = json!({"reason": e["reason"], "details": {"causes": causes}});
+    let i: inputs::InfeasibleErrorInput = parse(input)?;
+    let error = match &i.error {
+        Some(ErrorInput::StatusError { reason, causes }) => {
+            let causes: Vec<Value> = causes.iter().map(|c| json!({"reason": c.type_})).collect();
+            let status = json!({"reason": reason, "details": {"causes": causes}});
             Some(kube::Error::Api(Box::new(
                 serde_json::from_value(status).map_err(err)?,
             )))
         }
-        Some(_) => Some(wire_error(e["message"].as_str().unwrap_or_default())),
+        Some(ErrorInput::Plain { message }) => {
+            Some(wire_error(&GetResponse::Error(message.clone())))
+        }
         None => None,
     };
     Ok(json!({"infeasible": is_infeasible_error(error.as_ref())}))
 }
 
 fn infeasible_attempts(input: &Value) -> Out {
+    let i: inputs::InfeasibleAttemptsInput = parse(input)?;
     let mut attempts = InfeasibleAttempts::default();
     let mut keys = Vec::new();
-    for op in input["ops"].as_array().into_iter().flatten() {
-        match op["op"].as_str() {
-            Some("record") => attempts.record(
-                op["podUID"].as_str().unwrap_or_default(),
-                RecommendedPodResources::default(),
-            ),
-            Some("cleanup") => attempts.retain_live(
-                op["liveUIDs"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str),
-            ),
-            other => return Err(CaseError(format!("unknown op {other:?}"))),
+    for op in &i.ops {
+        match op {
+            AttemptsOp::Record { pod_uid } => {
+                attempts.record(pod_uid, RecommendedPodResources::default())
+            }
+            AttemptsOp::Cleanup { live_uids } => {
+                attempts.retain_live(live_uids.iter().map(String::as_str))
+            }
         }
         keys.push(attempts.uids());
     }
@@ -680,8 +760,12 @@ fn infeasible_attempts(input: &Value) -> Out {
 }
 
 fn deprecation_warning(input: &Value) -> Out {
-    let policy: Option<PodUpdatePolicy> =
-        serde_json::from_value(input["updatePolicy"].clone()).map_err(err)?;
+    let i: inputs::DeprecationInput = parse(input)?;
+    let policy: Option<PodUpdatePolicy> = if i.update_policy.is_null() {
+        None
+    } else {
+        Some(object("input.updatePolicy", &i.update_policy)?)
+    };
     Ok(json!({"warn": modes::is_deprecated(policy.as_ref())}))
 }
 
@@ -708,40 +792,85 @@ fn samples(text: &str) -> Vec<Value> {
     out
 }
 
-fn metrics(input: &Value) -> Out {
-    let m = Metrics::new();
-    if let Some(call) = input.get("call") {
-        let label = VpaLabel {
-            size: as_usize(&call["vpaSize"]),
-            name: call["vpaName"].as_str().unwrap_or_default(),
-            namespace: call["vpaNamespace"].as_str().unwrap_or_default(),
-            mode: call["mode"].as_str().unwrap_or_default(),
-        };
-        let reason = call["reason"].as_str().unwrap_or_default();
-        match call["fn"].as_str().unwrap_or_default() {
-            "AddEvictedPod" => m.add_evicted_pod(&label),
-            "InitCounters" => m.init_counters(&label),
-            "RecordFailedEviction" => m.record_failed_eviction(&label, reason),
-            "RecordFailedInPlaceUpdate" => m.record_failed_in_place_update(&label, reason),
-            "RecordInPlaceInfeasibleCached" => m.record_infeasible_cached(&label),
-            "AddInPlaceUpdatedPod" => m.add_in_place_updated_pod(&label),
-            other => return Err(CaseError(format!("unknown metrics call {other}"))),
-        }
-        return Ok(json!({"samples": samples(&m.encode())}));
+fn label<'a>(size: &usize, name: &'a str, namespace: &'a str, mode: &'a str) -> VpaLabel<'a> {
+    VpaLabel {
+        size: *size,
+        name,
+        namespace,
+        mode,
     }
-    let name = input["gauge"].as_str().unwrap_or_default();
-    let kind = GaugeKind::from_name(name.trim_start_matches("vpa_updater_"))
-        .ok_or_else(|| CaseError(format!("unknown gauge {name}")))?;
+}
+
+fn metric_call(m: &Metrics, call: &MetricCall) {
+    match call {
+        MetricCall::AddEvictedPod {
+            vpa_size,
+            vpa_name,
+            vpa_namespace,
+            mode,
+        } => m.add_evicted_pod(&label(vpa_size, vpa_name, vpa_namespace, mode)),
+        MetricCall::InitCounters {
+            vpa_size,
+            vpa_name,
+            vpa_namespace,
+            mode,
+        } => m.init_counters(&label(vpa_size, vpa_name, vpa_namespace, mode)),
+        MetricCall::RecordFailedEviction {
+            vpa_size,
+            vpa_name,
+            vpa_namespace,
+            mode,
+            reason,
+        } => m.record_failed_eviction(&label(vpa_size, vpa_name, vpa_namespace, mode), reason),
+        MetricCall::RecordFailedInPlaceUpdate {
+            vpa_size,
+            vpa_name,
+            vpa_namespace,
+            reason,
+        } => m.record_failed_in_place_update(&label(vpa_size, vpa_name, vpa_namespace, ""), reason),
+        MetricCall::RecordInPlaceInfeasibleCached {
+            vpa_size,
+            vpa_name,
+            vpa_namespace,
+        } => m.record_infeasible_cached(&label(vpa_size, vpa_name, vpa_namespace, "")),
+        MetricCall::AddInPlaceUpdatedPod {
+            vpa_size,
+            vpa_name,
+            vpa_namespace,
+        } => m.add_in_place_updated_pod(&label(vpa_size, vpa_name, vpa_namespace, "")),
+    }
+}
+
+/// Whether the gauge is labelled by update mode (the others by size only).
+fn by_mode(kind: GaugeKind) -> bool {
+    matches!(
+        kind,
+        GaugeKind::ControlledPods
+            | GaugeKind::EvictablePods
+            | GaugeKind::VpasWithEvictablePods
+            | GaugeKind::VpasWithEvictedPods
+    )
+}
+
+fn gauge_iterations(m: &Metrics, name: &str, list: &[GaugeIteration]) -> Out {
+    let kind = name
+        .strip_prefix("vpa_updater_")
+        .and_then(GaugeKind::from_name)
+        .ok_or_else(|| at("input.gauge", format!("unknown gauge {name:?}")))?;
     let mut iterations = Vec::new();
-    for iteration in input["iterations"].as_array().into_iter().flatten() {
+    for (n, iteration) in list.iter().enumerate() {
         let mut gauges = IterationGauges::default();
-        for a in iteration["additions"].as_array().into_iter().flatten() {
-            gauges.add(
-                kind,
-                as_usize(&a["vpaSize"]),
-                a["mode"].as_str().unwrap_or_default(),
-                a["value"].as_i64().unwrap_or_default(),
-            );
+        for (k, a) in iteration.additions.iter().enumerate() {
+            let path = format!("input.iterations[{n}].additions[{k}].mode");
+            let mode = match (&a.mode, by_mode(kind)) {
+                (Some(mode), true) => mode.as_str(),
+                (None, false) => "",
+                (None, true) => return Err(at(&path, format!("{name} is labelled by mode"))),
+                (Some(_), false) => {
+                    return Err(at(&path, format!("{name} is not labelled by mode")));
+                }
+            };
+            gauges.add(kind, a.vpa_size, mode, a.value);
         }
         m.publish(&gauges);
         let series: Vec<Value> = samples(&m.encode())
@@ -752,6 +881,22 @@ fn metrics(input: &Value) -> Out {
         iterations.push(series);
     }
     Ok(json!({"iterations": iterations}))
+}
+
+fn metrics(input: &Value) -> Out {
+    let i: inputs::MetricsInput = parse(input)?;
+    let m = Metrics::new();
+    match (&i.call, &i.gauge, &i.iterations) {
+        (Some(call), None, None) => {
+            metric_call(&m, call);
+            Ok(json!({"samples": samples(&m.encode())}))
+        }
+        (None, Some(name), Some(list)) => gauge_iterations(&m, name, list),
+        _ => Err(at(
+            "input",
+            "a metrics vector has either `call`, or `gauge` and `iterations`",
+        )),
+    }
 }
 
 #[derive(Default, Debug)]
@@ -765,7 +910,7 @@ struct Calls {
 /// Upstream's mocked restriction of loop vectors: fixed answers, counted calls; a `null` answer must not
 /// be asked for.
 struct MockGate {
-    mocks: Value,
+    mocks: Mocks,
     calls: Arc<Mutex<Calls>>,
 }
 
@@ -776,14 +921,12 @@ impl MockGate {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn answer(&self, key: &str) -> Option<Value> {
-        let v = &self.mocks[key];
-        if v.is_null() {
+    /// The mocked answer, or a record of the call that upstream's mock would have refused.
+    fn answer<T: Copy>(&self, key: &str, mock: Option<T>) -> Option<T> {
+        if mock.is_none() {
             self.calls().unexpected.push(key.to_owned());
-            None
-        } else {
-            Some(v.clone())
         }
+        mock
     }
 }
 
@@ -794,7 +937,7 @@ impl Gate for MockGate {
         _s: &mut UpdaterState,
         _now: Timestamp,
     ) -> Result<(), Skip> {
-        match self.answer("canEvict").and_then(|v| v.as_bool()) {
+        match self.answer("canEvict", self.mocks.can_evict) {
             Some(true) => Ok(()),
             _ => Err(Skip::ToleranceExhausted),
         }
@@ -806,19 +949,9 @@ impl Gate for MockGate {
         _s: &mut UpdaterState,
         _now: Timestamp,
     ) -> Result<InPlaceDecision, QuantityError> {
-        Ok(
-            match self
-                .answer("canInPlaceUpdate")
-                .as_ref()
-                .and_then(Value::as_str)
-            {
-                Some("InPlaceApproved") => InPlaceDecision::Approved,
-                Some("InPlaceEvict") => InPlaceDecision::Evict,
-                Some("InPlaceInfeasible") => InPlaceDecision::Infeasible,
-                Some("InPlaceInfeasibleCached") => InPlaceDecision::InfeasibleCached,
-                _ => InPlaceDecision::Deferred,
-            },
-        )
+        Ok(self
+            .answer("canInPlaceUpdate", self.mocks.can_in_place_update)
+            .map_or(InPlaceDecision::Deferred, InPlaceDecision::from))
     }
     fn can_unboost(
         &mut self,
@@ -827,8 +960,7 @@ impl Gate for MockGate {
         _now: Timestamp,
     ) -> bool {
         self.calls().unboost += 1;
-        self.answer("canUnboost")
-            .and_then(|v| v.as_bool())
+        self.answer("canUnboost", self.mocks.can_unboost)
             .unwrap_or(false)
     }
     fn check_evict(
@@ -843,7 +975,7 @@ impl Gate for MockGate {
     fn evicted(&mut self, _pod: &CompactPod) {}
     fn check_in_place(&mut self, pod: &CompactPod) -> Result<(), RestrictionError> {
         self.calls().in_place += 1;
-        if self.mocks["inPlaceUpdateFails"].as_bool().unwrap_or(false) {
+        if self.mocks.in_place_update_fails {
             Err(RestrictionError::NotInGroup {
                 action: "in-place update",
                 pod: pods::name(pod).into(),
@@ -858,23 +990,16 @@ impl Gate for MockGate {
     }
 }
 
-/// Upstream's loop fixture: selectors by VPA name, the pod's controller owner as its top-most controller.
+/// Upstream's loop fixture: selectors by VPA name (parsed as the binary parses a `/scale` selector), the
+/// pod's controller owner as its top-most controller, the strongest VPA of that target as the binary
+/// picks it.
 struct LoopView {
-    selectors: BTreeMap<String, String>,
-    mocks: Value,
+    selectors: BTreeMap<String, LabelSelector>,
+    recommendations: LoopRecommendationProcessor,
+    priorities: LoopPriorityProcessor,
+    mocks: Mocks,
     calls: Arc<Mutex<Calls>>,
     fetched: Cell<bool>,
-}
-
-/// Matches the equality selectors of the vectors (`key = value`, comma-separated).
-fn matches_selector(selector: &str, labels: &BTreeMap<String, String>) -> bool {
-    selector
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .all(|req| match req.split_once('=') {
-            Some((k, v)) => labels.get(k.trim()).map(String::as_str) == Some(v.trim()),
-            None => false,
-        })
 }
 
 impl ClusterView for LoopView {
@@ -889,21 +1014,29 @@ impl ClusterView for LoopView {
     }
     fn controlling_vpa(&self, pod: &CompactPod, selected: &Candidates) -> Option<usize> {
         let owner = pods::controller(pod)?;
-        selected.vpas.iter().position(|v| {
-            v.metadata.namespace == pod.metadata.namespace
-                && v.spec
-                    .target_ref
-                    .as_ref()
-                    .is_some_and(|t| t.kind == owner.kind && t.name == owner.name)
-                && self
-                    .selectors
+        // Upstream: among the VPAs of the pod's top-most controller whose selector selects the pod, the
+        // strongest (the binary reads one selector per target, so it can pick the strongest first).
+        let candidates: Vec<&VerticalPodAutoscaler> = selected
+            .for_target(&owner.namespace, &owner.kind, &owner.name)
+            .iter()
+            .map(|&i| selected.vpas[i].as_ref())
+            .filter(|v| {
+                self.selectors
                     .get(v.metadata.name.as_deref().unwrap_or_default())
-                    .is_some_and(|s| matches_selector(s, pods::labels(pod)))
-        })
+                    .is_some_and(|s| {
+                        tailor_crds::target::selector_matches(s, pods::labels(pod)).unwrap_or(false)
+                    })
+            })
+            .collect();
+        let strongest = tailor_crds::cluster::index::strongest(candidates)?;
+        selected
+            .vpas
+            .iter()
+            .position(|v| std::ptr::eq(v.as_ref(), strongest))
     }
     fn gate(&self, _vpa: &VerticalPodAutoscaler, _pods: &[Arc<CompactPod>]) -> MockGate {
         MockGate {
-            mocks: self.mocks.clone(),
+            mocks: self.mocks,
             calls: self.calls.clone(),
         }
     }
@@ -912,18 +1045,24 @@ impl ClusterView for LoopView {
         vpa: &VerticalPodAutoscaler,
         _pod: &CompactPod,
     ) -> Result<Option<Arc<RecommendedPodResources>>, String> {
-        Ok(vpa
-            .status
-            .as_ref()
-            .and_then(|s| s.recommendation.clone())
-            .map(Arc::new))
+        match self.recommendations {
+            LoopRecommendationProcessor::Identity => Ok(vpa
+                .status
+                .as_ref()
+                .and_then(|s| s.recommendation.clone())
+                .map(Arc::new)),
+        }
     }
     fn priority(
         &self,
         pod: &CompactPod,
         rec: Option<&Arc<RecommendedPodResources>>,
     ) -> Result<PodPriority, String> {
-        pod_priority(pod, rec.map(|r| r.as_ref())).map_err(|e| e.to_string())
+        match self.priorities {
+            LoopPriorityProcessor::Real => {
+                pod_priority(pod, rec.map(|r| r.as_ref())).map_err(|e| e.to_string())
+            }
+        }
     }
     fn resize_plan(
         &self,
@@ -935,68 +1074,181 @@ impl ClusterView for LoopView {
     }
 }
 
+/// Upstream's fake status validator: the answer of `config.admissionControllerStatusValid`.
+struct VectorStatus {
+    valid: bool,
+}
+
+impl AdmissionStatus for VectorStatus {
+    async fn check(&self, _now: Timestamp) -> Result<(), String> {
+        if self.valid {
+            Ok(())
+        } else {
+            Err("the admission controller's status is not valid".into())
+        }
+    }
+}
+
+/// The cycles of a loop vector: `cycles`, or the one given at the top level.
+fn loop_cycles(i: inputs::LoopInput) -> Result<Vec<(String, Cycle)>, CaseError> {
+    match (i.cycles, i.vpas, i.pods, i.mocks) {
+        (Some(cycles), None, None, None) => Ok(cycles
+            .into_iter()
+            .enumerate()
+            .map(|(n, c)| (format!("input.cycles[{n}]"), c))
+            .collect()),
+        (Some(_), ..) => Err(at(
+            "input",
+            "`cycles` excludes top-level `vpas`, `pods` and `mocks`",
+        )),
+        (None, vpas, pods, Some(mocks)) => Ok(vec![(
+            "input".to_owned(),
+            Cycle {
+                vpas: vpas.unwrap_or_default(),
+                pods: pods.unwrap_or_default(),
+                mocks,
+            },
+        )]),
+        (None, _, _, None) => Err(at("input.mocks", "missing (or give `cycles`)")),
+    }
+}
+
+/// Loop vectors: upstream's `RunOnce` on one updater, once per cycle, through the binary's
+/// [`Updater::iterate`] (admission-status gate, then the iteration) over upstream's doubles.
 async fn updater_loop(input: &Value) -> Out {
-    let c = &input["config"];
+    let i: inputs::LoopInput = parse(input)?;
+    let c = &i.config;
+    if !c.controller_fetcher.starts_with("identity") {
+        return Err(at(
+            "input.config.controllerFetcher",
+            format!(
+                "{:?}: only the identity fetcher (the pod's controller owner is its top-most controller) is modelled",
+                c.controller_fetcher
+            ),
+        ));
+    }
+    let status = match (
+        c.use_admission_controller_status,
+        c.admission_controller_status_valid,
+    ) {
+        // Upstream consults no validator then; its answer cannot matter.
+        (false, _) => None,
+        (true, Some(valid)) => Some(VectorStatus { valid }),
+        (true, None) => {
+            return Err(at(
+                "input.config.admissionControllerStatusValid",
+                "required when useAdmissionControllerStatus is true",
+            ));
+        }
+    };
+    let rate = |r: &LoopRateLimit| match r {
+        LoopRateLimit::Unlimited => RateSettings::from_flags(0.0, 0),
+    };
+    let actuator = Recorder::new(rate(&c.eviction_rate_limit), rate(&c.in_place_rate_limit));
+    let (recommendations, priorities, admission) = (
+        c.recommendation_processor,
+        c.priority_processor,
+        c.eviction_admission,
+    );
     let config = IterationConfig {
-        priority: priority_config(c),
-        gates: gates_of(&input["featureGates"]),
-        ignored_namespaces: serde_json::from_value(c["ignoredNamespaces"].clone())
-            .unwrap_or_default(),
+        priority: priority_config(&PriorityThresholds {
+            min_change_priority: c.min_change_priority,
+            pod_lifetime_update_threshold: c.pod_lifetime_update_threshold,
+            evict_after_oom_threshold: c.evict_after_oom_threshold,
+        }),
+        gates: (&i.feature_gates).into(),
+        ignored_namespaces: c.ignored_namespaces.clone(),
         in_place_honours_deferrals: true,
         fair_order: true,
     };
-    let selectors: BTreeMap<String, String> =
-        serde_json::from_value(input["selectors"].clone()).unwrap_or_default();
-    let cycles: Vec<Value> = match input.get("cycles") {
-        Some(list) => list.as_array().cloned().unwrap_or_default(),
-        None => vec![input.clone()],
-    };
-    let mut state = UpdaterState::default();
-    let mut per_cycle = Vec::new();
-    for cycle in &cycles {
-        let calls = Arc::new(Mutex::new(Calls::default()));
-        let view = LoopView {
-            selectors: selectors.clone(),
-            mocks: cycle["mocks"].clone(),
+    check_controllers(&i.controllers)?;
+    let mut selectors = BTreeMap::new();
+    for (name, text) in &i.selectors {
+        let path = format!("input.selectors.{name}");
+        let parsed = tailor_crds::label_selector::parse(text).map_err(|e| at(&path, e))?;
+        // A selector that cannot be evaluated (an empty set) is refused here, not read as "no match".
+        tailor_crds::target::selector_matches(&parsed, &BTreeMap::new())
+            .map_err(|e| at(&path, e))?;
+        selectors.insert(name.clone(), parsed);
+    }
+    let several = i.cycles.is_some();
+    let calls = Arc::new(Mutex::new(Calls::default()));
+    let mut updater = Updater {
+        config,
+        state: UpdaterState::default(),
+        view: LoopView {
+            selectors,
+            recommendations,
+            priorities,
+            mocks: Mocks::default(),
             calls: calls.clone(),
             fetched: Cell::new(false),
-        };
-        let vpas: Vec<Arc<VerticalPodAutoscaler>> = cycle["vpas"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|v| vpa_of(v).map(Arc::new))
+        },
+        actuator,
+        status,
+        vpas: Box::new(Vec::new),
+        pods: Box::new(Vec::new),
+        metrics: Arc::new(Metrics::new()),
+    };
+    let mut per_cycle = Vec::new();
+    for (path, cycle) in loop_cycles(i)? {
+        let vpas: Vec<Arc<VerticalPodAutoscaler>> = cycle
+            .vpas
+            .iter()
+            .enumerate()
+            .map(|(n, v)| vpa_of(&format!("{path}.vpas[{n}]"), v).map(Arc::new))
             .collect::<Result<_, _>>()?;
-        let all = pods_of(&cycle["pods"])?;
-        let mut actuator = Recorder::default();
-        let mut gauges = IterationGauges::default();
-        let report = iteration::run_once(
-            &config,
-            &mut state,
-            &view,
-            &mut actuator,
-            &vpas,
-            || all.clone(),
-            Timestamp::now(),
-            &mut gauges,
-            None,
-        )
-        .await;
+        // The iteration runs the shipped scaling-direction admission, which admits every pod while no
+        // VPA has `evictionRequirements`.
+        match admission {
+            LoopAdmission::AdmitAll => {
+                if let Some(n) = vpas.iter().position(|v| {
+                    v.spec.update_policy.as_ref().is_some_and(|p| {
+                        p.eviction_requirements
+                            .as_ref()
+                            .is_some_and(|r| !r.is_empty())
+                    })
+                }) {
+                    return Err(at(
+                        &format!("{path}.vpas[{n}].spec.updatePolicy.evictionRequirements"),
+                        "config.evictionAdmission \"admitAll\" admits every pod; the shipped admission would not",
+                    ));
+                }
+            }
+        }
+        let all = pods_of(&format!("{path}.pods"), &cycle.pods)?;
+        *calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Calls::default();
+        updater.view.mocks = cycle.mocks;
+        updater.view.fetched.set(false);
+        updater.vpas = Box::new(move || vpas.clone());
+        updater.pods = Box::new(move || all.clone());
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        let outcome = updater.iterate(Timestamp::now(), deadline).await;
+        let (alive, pods_listed) = match &outcome {
+            Outcome::AdmissionNotAlive(_) => (false, false),
+            Outcome::Ran(report) => (true, report.pods_listed),
+        };
         let calls = calls
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if !calls.unexpected.is_empty() {
-            return Err(CaseError(format!("unmocked calls {:?}", calls.unexpected)));
+            return Err(at(
+                &format!("{path}.mocks"),
+                format!("unmocked calls {:?}", calls.unexpected),
+            ));
         }
         per_cycle.push(json!({
-            "selectorFetched": view.fetched.get(),
+            "admissionAlive": alive,
+            "selectorFetched": updater.view.fetched.get(),
             "evictCalls": calls.evict,
             "inPlaceUpdateCalls": calls.in_place,
             "canUnboostCalls": calls.unboost,
-            "podsListed": report.pods_listed,
+            "podsListed": pods_listed,
         }));
     }
-    Ok(if input.get("cycles").is_some() {
+    Ok(if several {
         json!({"perCycle": per_cycle})
     } else {
         per_cycle.pop().unwrap_or(Value::Null)
@@ -1004,7 +1256,8 @@ async fn updater_loop(input: &Value) -> Out {
 }
 
 /// Evaluates one vector (`kind`, `input`) and returns what the shipped functions give, shaped like the
-/// vector's `expected`.
+/// vector's `expected`. A field of `input` the evaluation would not read, or a value it cannot reproduce,
+/// is an error naming the field.
 pub async fn evaluate(kind: &str, input: &Value) -> Out {
     match kind {
         "priority" => priority(input),
@@ -1037,6 +1290,29 @@ pub async fn evaluate(kind: &str, input: &Value) -> Out {
         "metrics" => metrics(input),
         other => Err(CaseError(format!("unknown kind {other:?}"))),
     }
+}
+
+/// The fields a case of a vector file may have (README "File layout").
+const CASE_FIELDS: [&str; 6] = ["id", "kind", "input", "expected", "source", "notes"];
+
+/// Evaluates one case of a vector file (`{"id", "kind", "input", "expected"?, "source"?, "notes"?}`): an
+/// unknown field of the case, or an error of [`evaluate`], is an error naming the case's id.
+pub async fn evaluate_case(case: &Value) -> Out {
+    let id = case["id"].as_str().unwrap_or("?");
+    let fail = |e: CaseError| CaseError(format!("{id}: {e}"));
+    let Some(fields) = case.as_object() else {
+        return Err(fail(CaseError("a case is an object".into())));
+    };
+    if let Some(unknown) = fields.keys().find(|k| !CASE_FIELDS.contains(&k.as_str())) {
+        return Err(fail(CaseError(format!(
+            "unknown field {unknown:?} (a case has {})",
+            CASE_FIELDS.join(", ")
+        ))));
+    }
+    let kind = case["kind"]
+        .as_str()
+        .ok_or_else(|| fail(CaseError("no kind".into())))?;
+    evaluate(kind, &case["input"]).await.map_err(fail)
 }
 
 /// Whether `output` gives what `expected` asserts: only the keys `expected` has; `results` entries listed
