@@ -133,18 +133,10 @@ fn run_cases(path: &PathBuf) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     let mut out = Vec::with_capacity(cases.len());
     for (i, c) in cases.iter().enumerate() {
-        let kind = c["kind"]
-            .as_str()
-            .ok_or_else(|| InputError(format!("{}: case {i}: no kind", path.display())))?;
+        // The error names the case's id and the field.
         let output = rt
-            .block_on(case::evaluate(kind, &c["input"]))
-            .map_err(|e| {
-                InputError(format!(
-                    "{}: case {i} ({}): {e}",
-                    path.display(),
-                    c["id"].as_str().unwrap_or("?")
-                ))
-            })?;
+            .block_on(case::evaluate_case(c))
+            .map_err(|e| InputError(format!("{}: case {i}: {e}", path.display())))?;
         out.push(json!({"id": c["id"], "output": output}));
     }
     write(&format!("{}\n", serde_json::to_string_pretty(&out)?))?;

@@ -1,6 +1,7 @@
 //! `tailor plan`: one updater iteration previewed on the snapshot in `examples/plan/` (the table is pinned
 //! in `examples/plan/expected-table.txt`), the webhook's lease honoured, JSON output, upstream's updater
-//! vectors through `--case`, and bad input exiting 2 with the file named.
+//! vectors through `--case` (a field the evaluation would not read refused), and bad input exiting 2 with
+//! the file named.
 
 use std::process::{Command, Output};
 
@@ -124,6 +125,33 @@ fn updater_vectors_through_case() {
     assert_eq!(list.len(), 219);
     let first = &list[0];
     assert_eq!(first["output"]["resourceDiff"], 4.0, "{first}");
+}
+
+#[test]
+fn a_vector_with_an_unread_field_exits_2_naming_the_case_and_field() {
+    let text =
+        std::fs::read_to_string(format!("{ROOT}/updater/tests/data/updater/unit-cases.json"))
+            .unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    let mut case = doc["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "updater_loop")
+        .unwrap()
+        .clone();
+    case["input"]["config"]["evictionRateLimitt"] = Value::from("unlimited");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("case.json");
+    std::fs::write(&file, case.to_string()).unwrap();
+    let out = tailor(&["plan", "--case", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let id = case["id"].as_str().unwrap();
+    assert!(
+        err.contains(id) && err.contains("input.config.evictionRateLimitt: unknown field"),
+        "{err}"
+    );
 }
 
 #[test]
