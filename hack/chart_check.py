@@ -710,11 +710,27 @@ MATRIX: list[tuple[str, dict, Callable[[list[dict]], None] | None, str]] = [
          assert_("--min-tls-version=tls1_3" in args(deployment(d, "admission")), "tls1_3"),
          assert_(not find(d, "PodDisruptionBudget"), "a PDB for a single replica blocks node drains"),
      ), NAMESPACE),
+    # Issue 32: the handshake burst follows connections.max unless set, so a reconnect storm is served.
+    ("handshake limit: burst follows max",
+     {"admission": {"connections": {"max": 300, "handshakesPerSecond": 250}}},
+     lambda d: expect_args(d, "--max-connections=300", "--handshakes-per-second=250", "--handshake-burst=300"),
+     NAMESPACE),
+    ("handshake limit: burst set",
+     {"admission": {"connections": {"handshakeBurst": 64}}},
+     lambda d: expect_args(d, "--max-connections=1024", "--handshakes-per-second=500", "--handshake-burst=64"),
+     NAMESPACE),
 ]
 
 
 def assert_(cond: bool, msg: str) -> None:
     assert cond, msg
+
+
+def expect_args(docs: list[dict], *wanted: str) -> None:
+    """The admission container's args include every one of `wanted`."""
+    have = args(deployment(docs, "admission"))
+    missing = [w for w in wanted if w not in have]
+    assert not missing, f"admission args lack {missing}: {have}"
 
 
 # Invalid values: (name, values, text the failure must contain)
