@@ -2,6 +2,11 @@
 //! which is swapped atomically to a new timestamped directory. Requests keep flowing during the swap (over a
 //! long-lived keep-alive connection and over fresh connections); none may fail, and the new certificate must be
 //! served afterwards. The fallback poll is set to an hour, so only the directory watch can notice the swap.
+//!
+//! The server runs with the default connection limits, and new connections are paced at half the default
+//! handshake rate per loop: the load stays inside the server's documented limits on any machine, so a lost
+//! request means the rotation lost it. Should the server still refuse a connection before its handshake, the
+//! failure says so (from its `connections_closed` metric) instead of counting it as a rotation failure.
 
 use std::{
     os::unix::fs::symlink,
@@ -20,7 +25,7 @@ use serde_json::json;
 use tailor_admission::{
     certs::{CertFiles, GeneratedCerts},
     review::{Review, Reviewed, Reviewer},
-    server::Readiness,
+    server::{ConnectionLimits, Readiness},
 };
 
 struct AllowAll;
@@ -50,6 +55,16 @@ fn publish(dir: &Path, stamp: &str, certs: &GeneratedCerts) {
     std::fs::rename(&tmp, dir.join("..data")).unwrap();
 }
 
+/// `tailor_admission_connections_closed_total{reason}` from the ops endpoint's text (0 when absent).
+fn closed(metrics: &str, reason: &str) -> u64 {
+    let series = format!("tailor_admission_connections_closed_total{{reason=\"{reason}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 fn leaf(certs: &GeneratedCerts) -> CertificateDer<'static> {
     CertificateDer::pem_slice_iter(certs.cert_pem.as_bytes())
         .next()
@@ -69,11 +84,17 @@ async fn rotation_by_symlink_swap_loses_no_request() {
         cert: dir.path().join("tls.crt"),
         key: dir.path().join("tls.key"),
     };
-    let server = start_with_files(
+    // The documented defaults; each loop below opens its connections one at a time, at most at half the
+    // sustained handshake rate, so both together stay within it without touching the burst: whatever the
+    // machine's speed, the server has no reason to refuse one.
+    let limits = ConnectionLimits::default();
+    let fresh_every = Duration::from_secs(2) / limits.handshakes_per_second;
+    let server = start_with_limits(
         Arc::new(AllowAll),
         files,
         Readiness::ready(),
         Duration::from_secs(3600),
+        limits,
     )
     .await;
 
@@ -84,6 +105,8 @@ async fn rotation_by_symlink_swap_loses_no_request() {
 
     let stop = Arc::new(AtomicBool::new(false));
     let ok = Arc::new(AtomicUsize::new(0));
+    let connects = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
     let failures = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let review = pod_create_review(
         "uid-r",
@@ -98,18 +121,24 @@ async fn rotation_by_symlink_swap_loses_no_request() {
     // Loop 1: one long-lived keep-alive connection. Loop 2: a new connection (handshake) per request.
     let mut tasks = Vec::new();
     for fresh in [false, true] {
-        let (stop, ok, failures, both, body) = (
+        let (stop, ok, connects, failures, both, body) = (
             stop.clone(),
             ok.clone(),
+            connects.clone(),
             failures.clone(),
             both.clone(),
             body.clone(),
         );
         tasks.push(tokio::spawn(async move {
             let mut client = None;
+            // Every new connection waits for its tick; after a stall, no catching up in a burst.
+            let mut pace = tokio::time::interval(fresh_every);
+            pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let deadline = Instant::now() + Duration::from_secs(30);
             while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
                 if fresh || client.is_none() {
+                    pace.tick().await;
+                    connects.fetch_add(1, Ordering::Relaxed);
                     match Client::connect(addr, both.clone()).await {
                         Ok(c) => client = Some(c),
                         Err(e) => {
@@ -144,7 +173,17 @@ async fn rotation_by_symlink_swap_loses_no_request() {
     while Instant::now() < deadline {
         // A fresh client configuration: a shared one would resume the TLS session and see no new certificate.
         let fresh = client_config(&format!("{}{}", old.ca_cert_pem, new.ca_cert_pem));
-        let c = Client::connect(addr, fresh).await.unwrap();
+        let c = match Client::connect(addr, fresh).await {
+            Ok(c) => c,
+            Err(e) => {
+                failures
+                    .lock()
+                    .unwrap()
+                    .push(format!("connect (probe): {e}"));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
         if c.peer_cert == leaf(&new) {
             served_new = true;
             break;
@@ -171,10 +210,35 @@ async fn rotation_by_symlink_swap_loses_no_request() {
     let total = ok.load(Ordering::Relaxed);
     assert!(total > before, "no request succeeded after the rotation");
     let failures = failures.lock().unwrap().clone();
+    let (_, m) = get_ops(server.ops, "/metrics").await;
+    let (too_fast, full, handshake) = (
+        closed(&m, "too_fast"),
+        closed(&m, "refused"),
+        closed(&m, "handshake"),
+    );
+    // Refusals by the connection limits are the test's load, not the rotation: told apart first.
+    assert!(
+        too_fast + full == 0,
+        "the server refused {too_fast} connections before the handshake for the handshake rate (too_fast) \
+         and {full} at the connection limit: the test's load exceeded the limits ({} new connections in \
+         {:.2} s, paced at one per {fresh_every:?}; limits {limits:?}), which says nothing about the rotation; \
+         {} requests failed, e.g. {:?}",
+        connects.load(Ordering::Relaxed),
+        started.elapsed().as_secs_f64(),
+        failures.len(),
+        failures.first()
+    );
     assert!(
         failures.is_empty(),
-        "{} failures, e.g. {:?}",
+        "the rotation lost {} of {} requests ({} when connecting, {} after the handshake; the server counted \
+         {handshake} failed handshakes and refused none), e.g. {:?}",
         failures.len(),
+        failures.len() + total,
+        failures.iter().filter(|f| f.starts_with("connect")).count(),
+        failures
+            .iter()
+            .filter(|f| !f.starts_with("connect"))
+            .count(),
         failures.first()
     );
     let only_new = Client::connect(addr, client_config(&new.ca_cert_pem))
