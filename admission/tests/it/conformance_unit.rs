@@ -226,6 +226,12 @@ fn limit_proportion(input: &Value, expected: &Value) -> Check {
 }
 
 fn recommendation_provider(input: &Value, expected: &Value) -> Check {
+    if !input["limitRangeError"].is_null() {
+        // DEVIATIONS.md: Tailor reads LimitRanges from an in-memory index; no lister call can fail.
+        return Err(
+            "input.limitRangeError: a failing LimitRange lister is not reachable in Tailor".into(),
+        );
+    }
     let pod = pod_of(&input["pod"])?;
     let vpa = vpa_of(&input["vpa"])?;
     let item = item_of(input.get("containerLimitRange"))?;
@@ -449,6 +455,15 @@ fn tailor_path(path: &str) -> String {
 }
 
 fn patch(input: &Value, expected: &Value) -> Check {
+    // Upstream's fake recommendation provider returns these annotations; Tailor's sizing makes its own.
+    if input["recommendation_annotations"]
+        .as_object()
+        .is_some_and(|a| !a.is_empty())
+    {
+        return Err(
+            "input.recommendation_annotations: provider annotations are not modelled".into(),
+        );
+    }
     let pod = pod_of(&input["pod"])?;
     let vpa = vpa_of(&input["vpa"])?;
     let options = PatchOptions {
@@ -807,7 +822,12 @@ fn vpa_matching(input: &Value, expected: &Value) -> Check {
     }
     let pod = pod_of(&input["pod"])?;
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-    let fetcher = input["controllerFetcher"].as_str().unwrap_or_default();
+    let fetcher = input["controllerFetcher"].as_str().unwrap_or("identity");
+    if !fetcher.starts_with("identity") && !fetcher.starts_with("always returns no controller") {
+        return Err(format!(
+            "input.controllerFetcher: {fetcher:?} is not modelled (identity, or always no controller)"
+        ));
+    }
     let mut objects = IndexObjects::default();
     let (vpas, selector): (Vec<Value>, Option<String>) =
         if let Some(list) = input["vpasWithSelectors"].as_array() {
@@ -861,6 +881,13 @@ fn vpa_matching(input: &Value, expected: &Value) -> Check {
 }
 
 fn parent_controller(input: &Value, expected: &Value) -> Check {
+    // The index's own lookup is the identity fetcher (the pod's controller owner; a Node is no controller).
+    let fetcher = input["controllerFetcher"].as_str().unwrap_or("identity");
+    if !fetcher.starts_with("identity") {
+        return Err(format!(
+            "input.controllerFetcher: {fetcher:?} is not modelled (only the identity fetcher)"
+        ));
+    }
     let pod = pod_of(&input["pod"])?;
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
     let got = Index::pod_controller(&pod, &ns);
@@ -873,22 +900,69 @@ fn parent_controller(input: &Value, expected: &Value) -> Check {
     }
 }
 
-/// The vectors' discovery: kind `ScalingResource` has `/scale` (no owners); others do not.
-struct TestScale;
+/// The vectors' discovery (`input.discovery`): in `group/version`, the kinds described as having `/scale`
+/// answer with one (no owners); the ones whose `/scale` returns NotFound, and every other kind, do not.
+struct TestScale {
+    api_version: String,
+    scalable: BTreeSet<String>,
+}
+
+impl TestScale {
+    fn of(discovery: &Value) -> Result<Self, String> {
+        if discovery.is_null() {
+            return Ok(TestScale {
+                api_version: String::new(),
+                scalable: BTreeSet::new(),
+            });
+        }
+        let fields = discovery
+            .as_object()
+            .ok_or("input.discovery: not an object")?;
+        if let Some(k) = fields
+            .keys()
+            .find(|k| !["group", "version", "kinds"].contains(&k.as_str()))
+        {
+            return Err(format!("input.discovery.{k}: unknown field"));
+        }
+        let mut scalable = BTreeSet::new();
+        for (kind, what) in discovery["kinds"].as_object().into_iter().flatten() {
+            match what.as_str().unwrap_or_default() {
+                w if w.starts_with("has /scale") => {
+                    scalable.insert(kind.clone());
+                }
+                w if w.starts_with("/scale returns NotFound") => {}
+                w => {
+                    return Err(format!(
+                        "input.discovery.kinds.{kind}: {w:?} is not modelled (\"has /scale\" or \"/scale returns NotFound\")"
+                    ));
+                }
+            }
+        }
+        Ok(TestScale {
+            api_version: format!(
+                "{}/{}",
+                discovery["group"].as_str().unwrap_or_default(),
+                discovery["version"].as_str().unwrap_or_default()
+            ),
+            scalable,
+        })
+    }
+}
 
 impl ScaleLookup for TestScale {
     fn lookup(
         &self,
-        _api_version: &str,
+        api_version: &str,
         kind: &str,
         _namespace: &str,
         _name: &str,
     ) -> Option<ScaleInfo> {
-        (kind == "ScalingResource").then(ScaleInfo::default)
+        (api_version == self.api_version && self.scalable.contains(kind)).then(ScaleInfo::default)
     }
 }
 
 fn controller_chain(input: &Value, expected: &Value) -> Check {
+    TestScale::of(&input["discovery"])?;
     let Some(start) = input["start"].as_object() else {
         return if expected["topmost"].is_null() {
             Ok(())
@@ -938,7 +1012,8 @@ fn controller_chain(input: &Value, expected: &Value) -> Check {
             other => return Err(format!("unknown object kind {other}")),
         }
     }
-    let index = Index::from_objects(objects).with_scale_lookup(Arc::new(TestScale));
+    let index = Index::from_objects(objects)
+        .with_scale_lookup(Arc::new(TestScale::of(&input["discovery"])?));
     let start = ControllerRef {
         api_version: start
             .get("apiVersion")
@@ -1005,11 +1080,16 @@ fn limitrange_merge(input: &Value, expected: &Value) -> Check {
         serde_json::from_value(input["limitRanges"].clone()).map_err(|e| e.to_string())?;
     let ns = input["namespace"].as_str().unwrap_or("default");
     let kind = input["type"].as_str().unwrap_or("Container");
-    let item = limitrange::merged_item(
-        lrs.iter()
-            .filter(|lr| lr.metadata.namespace.as_deref() == Some(ns)),
-        kind,
-    );
+    let item = match &input["calculator"] {
+        Value::Null => limitrange::merged_item(
+            lrs.iter()
+                .filter(|lr| lr.metadata.namespace.as_deref() == Some(ns)),
+            kind,
+        ),
+        // Upstream's no-op calculator: never an item.
+        c if c == "noop" => None,
+        other => return Err(format!("input.calculator: {other} is not modelled")),
+    };
     let want = &expected["item"];
     match item {
         None if want.is_null() => Ok(()),
@@ -1302,6 +1382,132 @@ fn e2e_vpa_admission(input: &Value, expected: &Value) -> Check {
     Ok(())
 }
 
+/// The input fields each kind's runner reads; any other field fails the case (it would be ignored).
+const INPUT_FIELDS: &[(&str, &[&str])] = &[
+    (
+        "annotation_value",
+        &["container", "containerResources", "podAnnotations"],
+    ),
+    (
+        "apply_vpa_policy",
+        &["globalMaxAllowed", "recommendation", "resourcePolicy"],
+    ),
+    (
+        "capping",
+        &["containerLimitRange", "pod", "podLimitRange", "vpa"],
+    ),
+    (
+        "container_policy_lookup",
+        &["containerName", "containerPolicies", "function"],
+    ),
+    (
+        "container_resources",
+        &[
+            "addAll",
+            "containerLimitRange",
+            "pod",
+            "recommendation",
+            "resourcePolicy",
+        ],
+    ),
+    ("container_resources_source", &["function", "name", "pod"]),
+    ("controller_chain", &["discovery", "objects", "start"]),
+    (
+        "e2e_admission",
+        &["featureGates", "limitRange", "podTemplate", "vpa"],
+    ),
+    ("e2e_vpa_admission", &["featureGates", "vpaJSON"]),
+    (
+        "limit_proportion",
+        &[
+            "defaultLimit",
+            "originalLimit",
+            "originalRequest",
+            "recommendedRequest",
+            "resource",
+        ],
+    ),
+    (
+        "limitrange_merge",
+        &["calculator", "limitRanges", "namespace", "type"],
+    ),
+    ("observed_containers", &["annotation", "pod"]),
+    ("parent_controller", &["controllerFetcher", "pod"]),
+    (
+        "patch",
+        &[
+            "feature_gates",
+            "max_allowed_cpu_boost",
+            "pod",
+            "recommendation_annotations",
+            "recommended_container_resources",
+            "vpa",
+        ],
+    ),
+    (
+        "patch_util",
+        &[
+            "containerIndex",
+            "field",
+            "function",
+            "name",
+            "quantity",
+            "resource",
+            "value",
+        ],
+    ),
+    (
+        "pod_limitrange",
+        &["field", "limitRange", "pod", "recommendations", "resource"],
+    ),
+    (
+        "recommendation_provider",
+        &["containerLimitRange", "limitRangeError", "pod", "vpa"],
+    ),
+    ("validation_option", &["featureGate", "oldObject", "option"]),
+    (
+        "vpa_matching",
+        &[
+            "controllerFetcher",
+            "pod",
+            "podLabels",
+            "podNamespace",
+            "selector",
+            "targetSelector",
+            "vpaNamespace",
+            "vpas",
+            "vpasWithSelectors",
+        ],
+    ),
+    ("vpa_validation", &["options", "spec"]),
+];
+
+/// The fields of a case (the vectors' layout).
+const CASE_FIELDS: &[&str] = &["id", "kind", "input", "expected", "source", "notes"];
+
+/// Runs one case: a field of the case or of its input that the kind's runner does not read fails it.
+/// `None` for a kind without a runner.
+fn run_vector(case: &Value) -> Option<Check> {
+    let kind = case["kind"].as_str().unwrap_or("?");
+    let fields = INPUT_FIELDS.iter().find(|(k, _)| *k == kind)?.1;
+    if let Some(k) = case
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .find(|k| !CASE_FIELDS.contains(&k.as_str()))
+    {
+        return Some(Err(format!("{k}: unknown case field")));
+    }
+    let Some(input) = case["input"].as_object() else {
+        return Some(Err("input: not an object".into()));
+    };
+    if let Some(k) = input.keys().find(|k| !fields.contains(&k.as_str())) {
+        return Some(Err(format!("input.{k}: not read by the {kind} runner")));
+    }
+    run(kind, &case["input"], &case["expected"])
+}
+
 fn run(kind: &str, input: &Value, expected: &Value) -> Option<Check> {
     Some(match kind {
         "limit_proportion" => limit_proportion(input, expected),
@@ -1351,7 +1557,7 @@ fn upstream_unit_vectors() {
             println!("skipped (DEVIATIONS.md): {id}");
             continue;
         }
-        let Some(result) = run(kind, &case["input"], &case["expected"]) else {
+        let Some(result) = run_vector(case) else {
             unknown.insert(kind.to_owned());
             continue;
         };
@@ -1372,4 +1578,98 @@ fn upstream_unit_vectors() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// The first public case of `kind` whose input has `field`, after `mutate`: it must fail.
+fn refused(kind: &str, field: &str, mutate: impl FnOnce(&mut Value)) -> String {
+    let mut case = load("admission/unit-cases.json")
+        .into_iter()
+        .find(|c| c["kind"] == kind && (field.is_empty() || c["input"].get(field).is_some()))
+        .unwrap_or_else(|| panic!("no {kind} case with {field}"));
+    let id = case["id"].as_str().unwrap().to_owned();
+    mutate(&mut case);
+    match run_vector(&case) {
+        Some(Err(e)) => e,
+        other => panic!("{id}: not refused: {other:?}"),
+    }
+}
+
+/// Every kind with a runner: an input field it does not read, or a case field outside the layout, fails
+/// the case instead of being ignored.
+#[test]
+fn an_unread_field_fails_every_kind() {
+    for (kind, _) in INPUT_FIELDS {
+        let e = refused(kind, "", |c| c["input"]["bogus"] = json!(1));
+        assert_eq!(e, format!("input.bogus: not read by the {kind} runner"));
+        let e = refused(kind, "", |c| c["expectedd"] = json!({}));
+        assert_eq!(e, "expectedd: unknown case field");
+    }
+}
+
+/// Inputs naming test doubles or failures the runners do not model fail the case.
+#[test]
+fn a_value_the_runner_cannot_honour_fails() {
+    type Mutation = fn(&mut Value);
+    let cases: [(&str, &str, Mutation, &str); 7] = [
+        (
+            "parent_controller",
+            "controllerFetcher",
+            |c| c["input"]["controllerFetcher"] = json!("real"),
+            "input.controllerFetcher",
+        ),
+        (
+            "vpa_matching",
+            "controllerFetcher",
+            |c| c["input"]["controllerFetcher"] = json!("real"),
+            "input.controllerFetcher",
+        ),
+        (
+            "limitrange_merge",
+            "calculator",
+            |c| c["input"]["calculator"] = json!("fake"),
+            "input.calculator",
+        ),
+        (
+            "patch",
+            "recommendation_annotations",
+            |c| c["input"]["recommendation_annotations"] = json!({"c": ["a"]}),
+            "input.recommendation_annotations",
+        ),
+        (
+            "recommendation_provider",
+            "pod",
+            |c| c["input"]["limitRangeError"] = json!("boom"),
+            "input.limitRangeError",
+        ),
+        (
+            "controller_chain",
+            "discovery",
+            |c| c["input"]["discovery"]["kinds"]["X"] = json!("sometimes"),
+            "input.discovery.kinds.X",
+        ),
+        (
+            "controller_chain",
+            "discovery",
+            |c| c["input"]["discovery"]["resource"] = json!("x"),
+            "input.discovery.resource",
+        ),
+    ];
+    for (kind, field, mutate, wanted) in cases {
+        let e = refused(kind, field, mutate);
+        assert!(e.contains(wanted), "{kind}: {e}");
+    }
+}
+
+/// `controller_chain`'s discovery is read: a kind it says has no `/scale` is not a topmost controller.
+#[test]
+fn controller_chain_reads_its_discovery() {
+    let mut case = load("admission/unit-cases.json")
+        .into_iter()
+        .find(|c| {
+            c["kind"] == "controller_chain" && c["expected"]["topmost"]["kind"] == "ScalingResource"
+        })
+        .unwrap();
+    assert_eq!(run_vector(&case), Some(Ok(())));
+    case["input"]["discovery"]["kinds"]["ScalingResource"] = json!("/scale returns NotFound");
+    assert!(matches!(run_vector(&case), Some(Err(_))));
 }
