@@ -25,7 +25,108 @@ fn load(rel: &str) -> Vec<Value> {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-/// Runs `check` on every vector of the given kinds; `None` from `check` means "not applicable here".
+/// The case fields of each vector file (their layout).
+const CASE_FIELDS: &[(&str, &[&str])] = &[
+    (
+        "admission/unit-cases.json",
+        &["id", "kind", "input", "expected", "source", "notes"],
+    ),
+    (
+        "recommender/unit-vectors.json",
+        &[
+            "id",
+            "kind",
+            "input",
+            "expected",
+            "expected_derived",
+            "source",
+            "note",
+            "tolerance",
+        ],
+    ),
+];
+
+/// The input fields each (file, kind) runner here reads; any other field fails the case.
+const INPUT_FIELDS: &[(&str, &str, &[&str])] = &[
+    (
+        "admission/unit-cases.json",
+        "container_policy_lookup",
+        &["containerName", "containerPolicies", "function"],
+    ),
+    (
+        "admission/unit-cases.json",
+        "apply_vpa_policy",
+        &["globalMaxAllowed", "recommendation", "resourcePolicy"],
+    ),
+    (
+        "admission/unit-cases.json",
+        "capping",
+        &["containerLimitRange", "pod", "podLimitRange", "vpa"],
+    ),
+    (
+        "admission/unit-cases.json",
+        "vpa_validation",
+        &["options", "spec"],
+    ),
+    (
+        "admission/unit-cases.json",
+        "validation_option",
+        &["featureGate", "oldObject", "option"],
+    ),
+    (
+        "recommender/unit-vectors.json",
+        "container_policy",
+        &[
+            "container_policies",
+            "container_policy",
+            "containers",
+            "default_memory_aggregation_interval_count",
+            "default_memory_aggregation_interval_s",
+            "feature_gate_PerVPAConfig",
+        ],
+    ),
+    (
+        "recommender/unit-vectors.json",
+        "capping",
+        &["global_max_allowed", "recommendation", "resource_policy"],
+    ),
+];
+
+/// A case field outside the file's layout, or an input field the runner does not read (it would be
+/// ignored).
+fn unread_field(file: &str, v: &Value) -> Option<String> {
+    let kind = v["kind"].as_str().unwrap_or_default();
+    let case_fields = CASE_FIELDS
+        .iter()
+        .find(|(f, _)| *f == file)
+        .map(|(_, c)| *c);
+    let input_fields = INPUT_FIELDS
+        .iter()
+        .find(|(f, k, _)| *f == file && *k == kind)
+        .map(|(_, _, i)| *i);
+    let (Some(case_fields), Some(input_fields)) = (case_fields, input_fields) else {
+        return Some(format!("no field list for {kind} of {file}"));
+    };
+    if let Some(k) = v
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .find(|k| !case_fields.contains(&k.as_str()))
+    {
+        return Some(format!("{k}: unknown case field"));
+    }
+    v["input"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .find(|k| !input_fields.contains(&k.as_str()))
+        .map(|k| format!("input.{k}: not read by the {kind} runner"))
+}
+
+/// Runs `check` on every vector of the given kinds; `None` from `check` means "not applicable here". A
+/// vector with a field the runner does not read fails.
 fn run(file: &str, kinds: &[&str], check: impl Fn(&Value) -> Option<Result<(), String>>) {
     let vectors = load(file);
     let (mut passed, mut total) = (0, 0);
@@ -35,6 +136,10 @@ fn run(file: &str, kinds: &[&str], check: impl Fn(&Value) -> Option<Result<(), S
         .filter(|v| kinds.contains(&v["kind"].as_str().unwrap_or_default()))
     {
         let Some(result) = check(v) else { continue };
+        let result = match unread_field(file, v) {
+            Some(why) => Err(why),
+            None => result,
+        };
         total += 1;
         match result {
             Ok(()) => passed += 1,
@@ -315,6 +420,22 @@ fn validation_case(v: &Value) -> Result<(), String> {
     let expected = &v["expected"];
     let spec: VerticalPodAutoscalerSpec = parse(&input["spec"])?;
     let o = &input["options"];
+    const OPTIONS: [&str; 5] = [
+        "AllowCPUStartupBoost",
+        "AllowPerVPAConfig",
+        "AllowInPlace",
+        "ExistingControlledResources",
+        "IsVPACreate",
+    ];
+    if let Some(k) = o
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .find(|k| !OPTIONS.contains(&k.as_str()))
+    {
+        return Err(format!("input.options.{k}: not a validation option"));
+    }
     let options = ValidationOptions {
         allow_cpu_startup_boost: o["AllowCPUStartupBoost"] == true,
         allow_per_vpa_config: o["AllowPerVPAConfig"] == true,
@@ -592,4 +713,34 @@ fn quantities_in_vectors_parse() {
     for q in ["31Mi", "50000Mi", "187500u", "1Gi", "500M", "2.5", "100m"] {
         assert!(quantity::Amount::parse(&Quantity(q.into())).is_ok(), "{q}");
     }
+}
+
+/// Each runner here: a case or input field it does not read fails the case instead of being ignored.
+#[test]
+fn an_unread_field_fails_the_case() {
+    for (file, kind, _) in INPUT_FIELDS {
+        let mut v = load(file)
+            .into_iter()
+            .find(|v| v["kind"] == *kind)
+            .unwrap_or_else(|| panic!("no {kind} in {file}"));
+        assert_eq!(unread_field(file, &v), None, "{}", v["id"]);
+        v["input"]["bogus"] = json!(1);
+        assert_eq!(
+            unread_field(file, &v).as_deref(),
+            Some(format!("input.bogus: not read by the {kind} runner").as_str())
+        );
+        v["input"].as_object_mut().unwrap().remove("bogus");
+        v["expectedd"] = json!({});
+        assert_eq!(
+            unread_field(file, &v).as_deref(),
+            Some("expectedd: unknown case field")
+        );
+    }
+    let mut v = load("admission/unit-cases.json")
+        .into_iter()
+        .find(|v| v["kind"] == "vpa_validation")
+        .unwrap();
+    v["input"]["options"]["AllowEverything"] = json!(true);
+    let e = validation_case(&v).unwrap_err();
+    assert!(e.contains("input.options.AllowEverything"), "{e}");
 }
