@@ -5,7 +5,10 @@
 # figure sets how many handshakes per second fit in a share of a core.
 # Starts target/release/tailor-admission as hack/bench-webhook.sh does (standalone, 1,000 VPAs indexed), drives
 # it with `loadgen handshakes`, and reads the server's utime+stime from /proc/PID/stat around each run.
-# Usage: hack/bench-handshakes.sh [--connections N] [--refusals N] [--concurrency C] [--repeats R] [--keys "ecdsa rsa"]
+# Then a reconnect storm: --storm connections at once (default 1024, the default --max-connections) against the
+# server's default limits and against the old ones (200/s, burst 200), counting the connections refused.
+# Usage: hack/bench-handshakes.sh [--connections N] [--refusals N] [--concurrency C] [--repeats R]
+#                                 [--keys "ecdsa rsa"] [--storm N]
 #   --connections  fresh connections served per run (default 4000)
 #   --refusals     fresh connections refused per run (default 40000; the server's limit is 1/s for these runs)
 #   --keys         serving keys to measure: ecdsa (P-256, what the chart's certificates use) and/or rsa (2048)
@@ -18,6 +21,7 @@ REFUSALS=40000
 CONCURRENCY=8
 REPEATS=3
 KEYS="ecdsa rsa"
+STORM=1024
 while [ $# -gt 0 ]; do
   case "$1" in
     --connections) CONNECTIONS=$2; shift 2 ;;
@@ -25,6 +29,7 @@ while [ $# -gt 0 ]; do
     --concurrency) CONCURRENCY=$2; shift 2 ;;
     --repeats) REPEATS=$2; shift 2 ;;
     --keys) KEYS=$2; shift 2 ;;
+    --storm) STORM=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -68,14 +73,15 @@ s=[socket.socket() for _ in range(2)]
 print(*[x.getsockname()[1] for x in s])')
 
 export MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_PURGE_DELAY=0
-# start_server KEY RATE BURST: the release server, standalone, with this handshake limit.
+# start_server KEY [RATE BURST]: the release server, standalone, with this handshake limit (default: its own).
 start_server() {
-  local dir
+  local dir limits=()
   dir=$(certs_dir "$1")
+  if [ $# -ge 3 ]; then limits=(--handshakes-per-second "$2" --handshake-burst "$3"); fi
   # shellcheck disable=SC2086 # SERVER_CPUS expands to "taskset -c LIST" or nothing.
   RUST_LOG=warn ${SERVER_CPUS:+taskset -c $SERVER_CPUS} "$BIN" --vpa-dir "$WORK/manifests" \
     --tls-cert-file "$dir/tls.crt" --tls-private-key "$dir/tls.key" --port "$PORT" --address "127.0.0.1:$MPORT" \
-    --shutdown-delay-seconds 0 --handshakes-per-second "$2" --handshake-burst "$3" &
+    --shutdown-delay-seconds 0 "${limits[@]}" &
   SERVER_PID=$!
   for _ in $(seq 1 100); do
     curl -fsS "http://127.0.0.1:$MPORT/readyz" >/dev/null 2>&1 && break
@@ -93,13 +99,14 @@ reviews() {
   curl -fsS "http://127.0.0.1:$MPORT/metrics" | awk '/^tailor_admission_reviews_total/ {n += $2} END {print n + 0}'
 }
 
-# measure KEY LABEL COUNT REVIEW: one loadgen run; prints its figures and the server CPU per served and per
-# refused connection (counted by the server itself: reviews answered, connections closed as too_fast).
+# measure KEY LABEL COUNT REVIEW [CONCURRENCY]: one loadgen run; prints its figures and the server CPU per
+# served and per refused connection (counted by the server itself: reviews answered, connections closed as
+# too_fast).
 measure() {
-  local key=$1 label=$2 count=$3 review=$4 t0 t1 r0 r1 f0 f1 out
+  local key=$1 label=$2 count=$3 review=$4 concurrency=${5:-$CONCURRENCY} t0 t1 r0 r1 f0 f1 out
   r0=$(reviews); f0=$(too_fast); t0=$(server_ticks)
   out=$(pin "${LOADGEN_CPUS:-}" "$LOADGEN" handshakes --addr "127.0.0.1:$PORT" --ca "$(certs_dir "$key")/ca.crt" \
-    --connections "$count" --concurrency "$CONCURRENCY" --review "$review" --label "$label")
+    --connections "$count" --concurrency "$concurrency" --review "$review" --label "$label")
   t1=$(server_ticks); r1=$(reviews); f1=$(too_fast)
   python3 -c 'import json,sys
 d=json.loads(sys.argv[1]); t0,t1,tck,r0,r1,f0,f1=map(float,sys.argv[2:9])
@@ -132,5 +139,14 @@ for key in $KEYS; do
     measure "$key" "refused-$i" "$REFUSALS" true
   done
   stop_server
+  # A reconnect storm: every connection at once, against the default limits and against the old ones.
+  for limits in default "200 200"; do
+    for i in $(seq 1 "$REPEATS"); do
+      # shellcheck disable=SC2086 # "200 200" is two arguments; "default" none.
+      if [ "$limits" = default ]; then start_server "$key"; else start_server "$key" $limits; fi
+      measure "$key" "storm-$STORM-limits-${limits// /-}-$i" "$STORM" true "$STORM"
+      stop_server
+    done
+  done
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
