@@ -146,7 +146,7 @@ struct Args {
     /// (1 to 1,000,000). Beyond it a new connection is closed before its handshake and counted in
     /// `tailor_admission_connections_closed_total{reason="too_fast"}`; a webhook call that needed it fails
     /// (under failurePolicy Ignore: a pod admitted unchanged). The default caps handshake CPU at about a
-    /// quarter of a core (BENCHMARKS.md, issue 32).
+    /// fifth of a core with an ECDSA P-256 key (BENCHMARKS.md, issue 32).
     #[arg(long, default_value_t = DEFAULT_HANDSHAKES_PER_SECOND,
         value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     handshakes_per_second: u32,

@@ -32,7 +32,7 @@ pub struct ConnectionLimits {
     pub handshake_timeout: Duration,
     /// New connections accepted per second, sustained; beyond the burst, a connection is closed before its TLS
     /// handshake, so that a storm of new connections costs an `accept` each, not a key exchange. The default
-    /// caps the handshakes' CPU at about a quarter of a core (BENCHMARKS.md, issue 32). At least 1.
+    /// caps the handshakes' CPU at about a fifth of a core (BENCHMARKS.md, issue 32). At least 1.
     pub handshakes_per_second: u32,
     /// New connections accepted at once before `handshakes_per_second` applies (the bucket refills at that
     /// rate). As large as `max_connections` by default: when every API server replica reconnects together
@@ -41,8 +41,8 @@ pub struct ConnectionLimits {
 }
 
 /// Default of [`ConnectionLimits::handshakes_per_second`]: a full handshake with an ECDSA P-256 key and its
-/// first review cost the server about 380 µs of CPU (a refusal about 40 µs), so 500 a second take under a fifth
-/// of a core, and a quarter on a CPU a third slower (`hack/bench-handshakes.sh`, BENCHMARKS.md).
+/// first review cost the server about 400 µs of CPU (a refusal about 40 µs), so 500 a second take about a fifth
+/// of a core, and a quarter on a CPU a quarter slower (`hack/bench-handshakes.sh`, BENCHMARKS.md).
 pub const DEFAULT_HANDSHAKES_PER_SECOND: u32 = 500;
 
 /// Default of [`ConnectionLimits::max_connections`], and so of [`ConnectionLimits::handshake_burst`].
