@@ -4,9 +4,80 @@
 use std::process::Command;
 
 use serde_json::Value;
+use tailor_engine::replay::Trace;
 
 /// Case ids deliberately skipped; each is a row in DEVIATIONS.md. Empty: none.
 const EXCLUDED: [&str; 0] = [];
+
+/// Paths of `input` (below `path`) that `parsed` does not hold; empty values carry nothing.
+fn dropped(input: &Value, parsed: &Value, path: &str, out: &mut Vec<String>) {
+    let empty = |v: &Value| match v {
+        Value::Null => true,
+        Value::Object(o) => o.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    };
+    match (input, parsed) {
+        (Value::Object(i), Value::Object(p)) => {
+            for (k, v) in i {
+                match p.get(k) {
+                    Some(pv) => dropped(v, pv, &format!("{path}.{k}"), out),
+                    None if empty(v) => {}
+                    None => out.push(format!("{path}.{k}")),
+                }
+            }
+        }
+        (Value::Array(i), Value::Array(p)) => {
+            for (n, v) in i.iter().enumerate() {
+                match p.get(n) {
+                    Some(pv) => dropped(v, pv, &format!("{path}[{n}]"), out),
+                    None if empty(v) => {}
+                    None => out.push(format!("{path}[{n}]")),
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The fields of a case that `tailor recommend` would not read: everything but `expected` (ignored by
+/// trace-format.md) must survive a parse as a trace, or the case would pass with an input ignored.
+fn unread_fields(case: &Value) -> Vec<String> {
+    let mut input = case.clone();
+    if let Some(o) = input.as_object_mut() {
+        o.remove("expected");
+    }
+    let trace: Trace = match serde_json::from_value(input.clone()) {
+        Ok(t) => t,
+        Err(e) => return vec![format!("not a trace: {e}")],
+    };
+    let back = serde_json::to_value(&trace).expect("a trace serialises");
+    let mut out = Vec::new();
+    dropped(&input, &back, "case", &mut out);
+    out
+}
+
+/// A field `tailor recommend` does not read fails the case check.
+#[test]
+fn a_field_the_cli_would_not_read_is_found() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/data/upstream-diff/recommender-cases.json"
+    );
+    let cases: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("cases present")).expect("json");
+    let mut case = cases[0].clone();
+    assert_eq!(unread_fields(&case), Vec::<String>::new());
+    case["bogus"] = Value::from(1);
+    case["containers"][0]["cpu_samplez"] = Value::from(vec![1]);
+    assert_eq!(
+        unread_fields(&case),
+        vec![
+            "case.bogus".to_owned(),
+            "case.containers[0].cpu_samplez".to_owned()
+        ]
+    );
+}
 
 #[test]
 fn upstream_diff_conformance() {
@@ -39,6 +110,11 @@ fn upstream_diff_conformance() {
             continue;
         }
         total += 1;
+        let unread = unread_fields(case);
+        if !unread.is_empty() {
+            failures.push(format!("{id}: fields not read: {}", unread.join(", ")));
+            continue;
+        }
         let e = &case["expected"];
         let ok = if e.get("error").is_some() {
             o.get("error").is_some() && o["recommendations"] == Value::Array(vec![])
