@@ -9,9 +9,14 @@
 use crate::conformance_support::{
     annotation, apply, deviation_ids, load, same_container_resources,
 };
-use serde_json::Value;
+use k8s_openapi::api::core::v1::{LimitRange, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
 use tailor_admission::pod::{OBSERVED_CONTAINERS_ANNOTATION, PatchOptions};
 use tailor_admission::preview::{InputFile, run_case, run_cases};
+use tailor_crds::VerticalPodAutoscaler;
 
 const UPSTREAM_OBSERVED: &str = "vpaObservedContainers";
 
@@ -36,6 +41,123 @@ fn check(case: &Value, ours: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// The fields of a case (trace-format.md §2): inputs, then what only the comparison reads.
+const CASE_FIELDS: [&str; 9] = [
+    "id",
+    "pod",
+    "vpa",
+    "limitRange",
+    "selector",
+    "topController",
+    "expected",
+    "expected_upstream_1_2_2",
+    "note",
+];
+
+/// `topController`: `kind` and `name` are matched against the VPA's `targetRef` (as upstream, which does
+/// not compare the API version).
+const TOP_CONTROLLER_FIELDS: [&str; 3] = ["apiVersion", "kind", "name"];
+
+/// Paths of `input` (below `path`) that `parsed` does not hold; empty values carry nothing.
+fn dropped(input: &Value, parsed: &Value, path: &str, out: &mut Vec<String>) {
+    let empty = |v: &Value| match v {
+        Value::Null => true,
+        Value::Object(o) => o.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    };
+    match (input, parsed) {
+        (Value::Object(i), Value::Object(p)) => {
+            for (k, v) in i {
+                match p.get(k) {
+                    Some(pv) => dropped(v, pv, &format!("{path}.{k}"), out),
+                    None if empty(v) => {}
+                    None => out.push(format!("{path}.{k}")),
+                }
+            }
+        }
+        (Value::Array(i), Value::Array(p)) => {
+            for (n, v) in i.iter().enumerate() {
+                match p.get(n) {
+                    Some(pv) => dropped(v, pv, &format!("{path}[{n}]"), out),
+                    None if empty(v) => {}
+                    None => out.push(format!("{path}[{n}]")),
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The paths of `v` that its type `T` (what the webhook decodes) would drop.
+fn lost<T: Serialize + DeserializeOwned>(v: &Value, path: &str, out: &mut Vec<String>) {
+    match serde_json::from_value::<T>(v.clone()) {
+        Ok(parsed) => dropped(v, &serde_json::to_value(&parsed).unwrap(), path, out),
+        Err(e) => out.push(format!("{path}: {e}")),
+    }
+}
+
+/// The fields of a case `tailor patch --case` would not read: unknown case or `topController` fields,
+/// and fields of the pod, VPA, LimitRanges or selector their Kubernetes types do not hold.
+fn unread_fields(case: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for (k, v) in case.as_object().into_iter().flatten() {
+        if !CASE_FIELDS.contains(&k.as_str()) {
+            out.push(k.clone());
+            continue;
+        }
+        match k.as_str() {
+            "pod" => lost::<Pod>(v, k, &mut out),
+            "vpa" => {
+                let mut v = v.clone();
+                v["apiVersion"] = json!("autoscaling.tailor.dev/v1");
+                v["kind"] = json!("VerticalPodAutoscaler");
+                lost::<VerticalPodAutoscaler>(&v, k, &mut out)
+            }
+            "limitRange" => match v {
+                Value::Array(items) => {
+                    for (n, item) in items.iter().enumerate() {
+                        lost::<LimitRange>(item, &format!("{k}[{n}]"), &mut out)
+                    }
+                }
+                Value::Null => {}
+                item => lost::<LimitRange>(item, k, &mut out),
+            },
+            "selector" if !v.is_null() => lost::<LabelSelector>(v, k, &mut out),
+            "topController" => {
+                for f in v.as_object().into_iter().flatten().map(|(f, _)| f) {
+                    if !TOP_CONTROLLER_FIELDS.contains(&f.as_str()) {
+                        out.push(format!("{k}.{f}"));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A field the case runner would not read fails the case.
+#[test]
+fn a_field_the_runner_would_not_read_is_found() {
+    let mut case = load("upstream-diff/admission-cases.json")
+        .into_iter()
+        .find(|c| c.get("limitRange").is_some())
+        .unwrap();
+    assert_eq!(unread_fields(&case), Vec::<String>::new());
+    case["limitRanges"] = json!([]);
+    case["topController"]["uid"] = json!("x");
+    case["pod"]["spec"]["containers"][0]["resourcez"] = json!({"requests": {"cpu": "1"}});
+    assert_eq!(
+        unread_fields(&case),
+        [
+            "limitRanges",
+            "pod.spec.containers[0].resourcez",
+            "topController.uid"
+        ]
+    );
+}
+
 #[test]
 fn upstream_diff_admission_cases() {
     let cases = load("upstream-diff/admission-cases.json");
@@ -56,6 +178,11 @@ fn upstream_diff_admission_cases() {
             continue;
         }
         total += 1;
+        let unread = unread_fields(case);
+        if !unread.is_empty() {
+            failures.push(format!("{id}: fields not read: {}", unread.join(", ")));
+            continue;
+        }
         match check(case, &ours) {
             Ok(()) => passed += 1,
             Err(msg) => failures.push(format!("{id}: {msg}\n  ours: {}", ours["patches"])),
