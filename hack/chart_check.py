@@ -20,7 +20,7 @@ What it verifies:
   resourceNames, scheduling merge precedence, leader-election args and Lease RBAC, ...);
 - invalid combinations (two certificate modes, ...) fail to render with their message;
 - the chart's crds/ files are byte-identical to crds/yaml/ (once both exist) and pass kubernetes-validate;
-- `bash -n` and shellcheck on every hack/*.sh and hack/checks/*.sh.
+- `bash -n` and shellcheck on every hack/*.sh, hack/checks/*.sh and hack/go/*.sh.
 """
 
 from __future__ import annotations
@@ -884,7 +884,8 @@ WAIVED: dict[str, set[str]] = {}
 
 
 def shell_checks() -> None:
-    scripts = sorted((ROOT / "hack").glob("*.sh")) + sorted((ROOT / "hack" / "checks").glob("*.sh"))
+    scripts = sorted((ROOT / "hack").glob("*.sh")) + sorted((ROOT / "hack" / "checks").glob("*.sh")) \
+        + sorted((ROOT / "hack" / "go").glob("*.sh"))
     for s in scripts:
         rel = s.relative_to(ROOT)
 

@@ -13,9 +13,11 @@
 #   hack/cluster.sh down
 #       stops every process it started and removes the cluster's state (the audit log is kept in
 #       target/cluster/audit.log until the next `up`).
-#   hack/cluster.sh tailor start|stop|restart recommender|updater|admission [INSTANCE]
+#   hack/cluster.sh tailor start|stop|kill|restart recommender|updater|admission [INSTANCE]
+#   hack/cluster.sh tailor list recommender|updater|admission
 #       controls one Tailor process (INSTANCE: 0, 1, …; a second recommender is instance 1) — the e2e tests'
-#       way to restart, kill or add a replica where kind would delete a pod.
+#       way to restart, kill or add a replica where kind would delete or add a pod. Each start is a new
+#       identity (POD_NAME), as a replacement pod would be; `list` prints "IDENTITY running|stopped INSTANCE".
 #   hack/cluster.sh status
 #
 # Environment: TAILOR_CLUSTER_DIR (state, default target/cluster), TAILOR_BIN_DIR (Tailor's binaries, default
@@ -58,8 +60,13 @@ running() { [[ -f $STATE/pids/$1 ]] && kill -0 "$(cat "$STATE/pids/$1")" 2>/dev/
 wait_for() {
   local what=$1 seconds=$2
   shift 2
-  local deadline=$((SECONDS + seconds))
+  local deadline=$((SECONDS + seconds)) process=${what%% *}
   until "$@" >/dev/null 2>&1; do
+    if [[ -f $STATE/pids/$process ]] && ! running "$process"; then
+      log "$process exited; last log lines:"
+      tail -n 30 "$STATE/logs/$process.log" >&2 2>/dev/null || true
+      return 1
+    fi
     if ((SECONDS >= deadline)); then
       log "$what: not ready after ${seconds} s; last log lines:"
       tail -n 30 "$STATE/logs/${what%% *}.log" >&2 2>/dev/null || true
@@ -176,7 +183,7 @@ up() {
     log "building Tailor's binaries (cargo build)"
     cargo build -q -p tailor-recommender -p tailor-admission -p tailor-updater >&2 || die "cargo build failed"
   fi
-  # shellcheck source=hack/go/versions.env
+  # shellcheck source=go/versions.env
   source "$ROOT/hack/go/versions.env"
   local version=$KUBERNETES_VERSION
   [[ $which == kubernetes-oldest ]] && version=$KUBERNETES_OLDEST_VERSION
@@ -216,7 +223,7 @@ EOF
   kubeconfig "$STATE/scheduler.kubeconfig" scheduler "$STATE/pki/scheduler.crt" "$STATE/pki/scheduler.key"
 
   log "etcd $ETCD_VERSION (data on tmpfs: $etcd_data)"
-  start etcd "$etcd_dir/v3" --name default --data-dir "$etcd_data" --unsafe-no-fsync \
+  start etcd "$etcd_dir/etcd" --name default --data-dir "$etcd_data" --unsafe-no-fsync \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
@@ -235,7 +242,7 @@ EOF
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
     --service-cluster-ip-range 10.96.0.0/16 \
     --endpoint-reconciler-type none \
-    --enable-aggregator-routing=true \
+    --enable-aggregator-routing=false \
     --requestheader-client-ca-file "$pki/front-proxy-ca.crt" --requestheader-allowed-names front-proxy-client \
     --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
     --requestheader-extra-headers-prefix X-Remote-Extra- \
@@ -245,6 +252,13 @@ EOF
     --allow-privileged=true
   wait_for kube-apiserver 120 kubectl get --raw /readyz
 
+  log "upstream VPA's CRDs ($UPSTREAM_VPA_VERSION), beside Tailor's: the two must not touch each other"
+  local vpa_src
+  vpa_src=$(cd "$STATE" && GOFLAGS=-mod=mod go mod download -json \
+    "k8s.io/autoscaler/vertical-pod-autoscaler@$UPSTREAM_VPA_VERSION" | sed -nE 's/^\s*"Dir": "(.*)",?$/\1/p')
+  [[ -f $vpa_src/deploy/vpa-v1-crd-gen.yaml ]] || die "cannot read upstream VPA's CRDs from the module proxy"
+  kubectl apply --server-side -f "$vpa_src/deploy/vpa-v1-crd-gen.yaml" >&2
+
   log "kube-controller-manager and kube-scheduler"
   start kube-controller-manager "$kube_dir/kube-controller-manager" \
     --kubeconfig "$STATE/controller-manager.kubeconfig" \
@@ -252,8 +266,7 @@ EOF
     --authorization-kubeconfig "$STATE/controller-manager.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port 0 --leader-elect=false \
     --use-service-account-credentials --service-account-private-key-file "$pki/sa.key" \
-    --root-ca-file "$pki/ca.crt" --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
-    --controllers '*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller'
+    --root-ca-file "$pki/ca.crt" --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key"
   start kube-scheduler "$kube_dir/kube-scheduler" --kubeconfig "$STATE/scheduler.kubeconfig" \
     --authentication-kubeconfig "$STATE/scheduler.kubeconfig" --authorization-kubeconfig "$STATE/scheduler.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port 0 --leader-elect=false
@@ -264,7 +277,7 @@ EOF
   start kwok "$kwok_dir/kwok" --kubeconfig "$STATE/admin.kubeconfig" --config "$STATE/kwok.yaml" \
     --manage-all-nodes=true --node-ip 127.0.0.1 --node-port "$KWOK_PORT" \
     --server-address "127.0.0.1:$KWOK_PORT" --tls-cert-file "$pki/serving.crt" \
-    --tls-private-key-file "$pki/serving.key" --cidr 10.244.0.0/16
+    --tls-private-key-file "$pki/serving.key" --cidr 10.244.0.0/16 --node-lease-duration-seconds 40
   local i
   for ((i = 0; i < nodes; i++)); do node_manifest "kwok-node-$i"; done | kubectl apply -f - >&2
   wait_for kwok 120 nodes_ready "$nodes"
@@ -275,7 +288,7 @@ EOF
     --bind-address 127.0.0.1 --secure-port "$METRICS_SERVER_PORT" \
     --tls-cert-file "$pki/serving.crt" --tls-private-key-file "$pki/serving.key" \
     --kubelet-preferred-address-types InternalIP --kubelet-use-node-status-port --kubelet-insecure-tls \
-    --metric-resolution 10s
+    --metric-resolution 10s --kubelet-request-timeout 5s
   metrics_server_manifest | kubectl apply -f - >&2
   wait_for metrics-server 180 kubectl get --raw /apis/metrics.k8s.io/v1beta1/nodes
 
@@ -294,7 +307,7 @@ nodes_ready() { # nodes_ready N: N nodes Ready.
 
 # The kwok configuration: its own stages (from the module kwok was built from: nodes become Ready and keep a
 # lease; pods become Ready, complete, and are deleted), the kubelet-like /metrics/resource endpoint and the
-# usage from annotations, plus Tailor's resize stage (hack/cluster/kwok-resize.yaml).
+# usage from annotations, plus the kubelet stages of the e2e tests (hack/cluster/kwok-kubelet.yaml).
 kwok_config() {
   local src
   src=$(cd "$ROOT/hack/go/kwok" && GOFLAGS=-mod=readonly go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) ||
@@ -307,7 +320,7 @@ kwok_config() {
     cat "$src/kustomize/$f"
   done
   echo "---"
-  cat "$ROOT/hack/cluster/kwok-resize.yaml"
+  cat "$ROOT/hack/cluster/kwok-kubelet.yaml"
 }
 
 node_manifest() {
@@ -326,7 +339,10 @@ metadata:
     kubernetes.io/os: linux
     kubernetes.io/hostname: $1
     type: kwok
+# Both addresses given: kwok's node-initialize stage rewrites the list when one is missing (and, without
+# --node-name, drops it), and metrics-server reaches kwok's kubelet endpoint at the InternalIP.
 status:
+  addresses: [{type: InternalIP, address: 127.0.0.1}, {type: Hostname, address: $1}]
   allocatable: {cpu: "32", memory: 256Gi, pods: "110"}
   capacity: {cpu: "32", memory: 256Gi, pods: "110"}
 EOF
@@ -380,7 +396,9 @@ webhook_has_ca() {
     -o jsonpath='{.items[*].webhooks[0].clientConfig.caBundle}') ]]
 }
 
-# tailor_process start|stop|restart COMPONENT INSTANCE
+# tailor_process start|stop|kill|restart COMPONENT [INSTANCE]
+# Every start is a new "pod": a new identity (POD_NAME, the leader-election identity) like a ReplicaSet's
+# replacement, so a restarted recommender is told apart from the one before it.
 tailor_process() {
   local verb=$1 component=$2 instance=${3:-0}
   local name=$component-$instance
@@ -390,26 +408,40 @@ tailor_process() {
     stop) stop "$name"; return ;;
     kill) stop "$name" KILL; return ;;
     restart) stop "$name" ;;
-    start) ! running "$name" || die "$name is running" ;;
-    *) die "tailor takes start, stop, kill or restart" ;;
+    start) if running "$name"; then return 0; fi ;;
+    *) die "tailor takes start, stop, kill, restart or list" ;;
   esac
   # The identity: a token of the component's chart ServiceAccount, so RBAC is the chart's.
-  local deploy="$RELEASE-$component" sa token args=()
+  local deploy="$RELEASE-$component" sa token args=() identity
   sa=$(kubectl -n "$NAMESPACE" get deployment "$deploy" -o jsonpath='{.spec.template.spec.serviceAccountName}')
   token=$(kubectl -n "$NAMESPACE" create token "$sa" --duration 24h)
   kubeconfig "$STATE/$name.kubeconfig" "$sa" --token "$token"
-  # The arguments: exactly those the chart rendered for the Deployment's container. A second instance
+  # The arguments: exactly those the chart rendered for the Deployment's container. Another instance
   # gets its own metrics port.
   mapfile -t args < <(kubectl -n "$NAMESPACE" get deployment "$deploy" \
     -o go-template='{{range (index .spec.template.spec.containers 0).args}}{{.}}{{"\n"}}{{end}}')
   if ((instance > 0)); then
-    local port
+    local port kept=() a
     port=$(free_ports 1)
-    args+=("--address=127.0.0.1:$port")
+    for a in "${args[@]}"; do [[ $a == --address=* ]] || kept+=("$a"); done
+    args=("${kept[@]}" "--address=127.0.0.1:$port")
   fi
-  KUBECONFIG=$STATE/$name.kubeconfig NAMESPACE=$NAMESPACE POD_NAME="$deploy-host-$instance" \
+  identity="$deploy-host$instance-$(openssl rand -hex 3)"
+  mkdir -p "$STATE/names"
+  echo "$identity" >"$STATE/names/$name"
+  KUBECONFIG=$STATE/$name.kubeconfig NAMESPACE=$NAMESPACE POD_NAME=$identity \
     MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_PURGE_DELAY=0 RUST_LOG=${RUST_LOG:-info} \
     start "$name" "$BIN_DIR/tailor-$component" "${args[@]}"
+}
+
+# tailor_list COMPONENT: one line per instance started so far, "IDENTITY running|stopped INSTANCE".
+tailor_list() {
+  local f name
+  for f in "$STATE/names/$1"-*; do
+    [[ -e $f ]] || continue
+    name=$(basename "$f")
+    if running "$name"; then echo "$(cat "$f") running ${name##*-}"; else echo "$(cat "$f") stopped ${name##*-}"; fi
+  done
 }
 
 # --- down, status ----------------------------------------------------------------------------------------
@@ -448,7 +480,7 @@ case ${1:-} in
     shift
     load_env
     export PATH="$STATE/bin:$PATH" KUBECONFIG=$STATE/admin.kubeconfig
-    tailor_process "$@"
+    if [[ ${1:-} == list ]]; then tailor_list "${2:?component}"; else tailor_process "$@"; fi
     ;;
   *) sed -n '2,22p' "$0" >&2; exit 2 ;;
 esac

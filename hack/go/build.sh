@@ -9,7 +9,7 @@
 # Environment: TAILOR_TOOLS_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/tailor/tools).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=hack/go/versions.env
+# shellcheck source=versions.env
 source "$HERE/versions.env"
 CACHE=${TAILOR_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tailor/tools}
 # The wrapper go.sum files pin every module; nothing is resolved anew at build time.
@@ -44,6 +44,8 @@ build() {
     echo "hack/go/build.sh: building $name $version failed" >&2
     return 1
   fi
+  # etcd's main package is its module root, go.etcd.io/etcd/server/v3: named "server" by go build.
+  if [[ -f $out.tmp/server && $name == etcd ]]; then mv "$out.tmp/server" "$out.tmp/etcd"; fi
   touch "$out.tmp/.complete"
   rm -rf "$out"
   mv "$out.tmp" "$out"

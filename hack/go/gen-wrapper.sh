@@ -10,7 +10,7 @@
 # Usage: hack/go/gen-wrapper.sh [kubernetes|kubernetes-oldest|etcd|kwok|metrics-server|helm]...  (default: all)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=hack/go/versions.env
+# shellcheck source=versions.env
 source "$HERE/versions.env"
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local
 

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Tailor's requests in the local control plane's audit log (hack/cluster.sh writes target/cluster/audit.log).
+
+    hack/cluster/audit_check.py AUDIT_LOG [--records DIR] [--namespace tailor-system] [--release tailor]
+
+- Fails on every request of a Tailor identity (the chart's ServiceAccounts `<release>-recommender`,
+  `-updater`, `-admission` in the release namespace) that the real RBAC authorizer refused (403), naming it.
+- Fails when no request of some component was logged at all (the log would then prove nothing).
+- With --records DIR, writes the requests as the stand-in's request records (`DIR/requests-audit.jsonl`:
+  user, method, path, query, status), so that hack/checks/rbac.sh checks the chart's grants against the real
+  server's requests too: a granted verb that neither the stand-in tests nor the e2e suite used fails there.
+
+Prints one line per check ("ok"/"FAIL") and "audit: N passed, N failed" last; exits 1 when a check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+COMPONENTS = ("recommender", "updater", "admission")
+# The RBAC verb of an audit event back to the HTTP method the stand-in records carry.
+METHODS = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST", "update": "PUT", "patch": "PATCH",
+           "delete": "DELETE", "deletecollection": "DELETE"}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("audit_log", type=Path)
+    ap.add_argument("--records", type=Path)
+    ap.add_argument("--namespace", default="tailor-system")
+    ap.add_argument("--release", default="tailor")
+    args = ap.parse_args()
+
+    users = {f"system:serviceaccount:{args.namespace}:{args.release}-{c}": c for c in COMPONENTS}
+    passed = failed = 0
+
+    def report(ok: bool, name: str, detail: str = "") -> None:
+        nonlocal passed, failed
+        if ok:
+            passed += 1
+            print(f"ok    {name}")
+        else:
+            failed += 1
+            print(f"FAIL  {name}:\n      " + detail.replace("\n", "\n      "))
+
+    if not args.audit_log.is_file():
+        report(False, "audit log present", f"no file {args.audit_log}")
+        print(f"audit: {passed} passed, {failed} failed")
+        return 1
+
+    counts: Counter[str] = Counter()
+    refused: list[str] = []
+    records: list[dict] = []
+    bad_lines = 0
+    with args.audit_log.open() as f:
+        for n, line in enumerate(f, 1):
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                bad_lines += 1
+                continue
+            component = users.get(event.get("user", {}).get("username", ""))
+            if component is None:
+                continue
+            counts[component] += 1
+            code = event.get("responseStatus", {}).get("code")
+            uri = event.get("requestURI", "")
+            if code == 403:
+                reason = event.get("annotations", {}).get("authorization.k8s.io/reason", "")
+                refused.append(f"line {n}: {component} {event.get('verb')} {uri} ({reason or 'forbidden'})")
+            method = METHODS.get(event.get("verb", ""))
+            if method is None or not event.get("objectRef"):
+                continue  # non-resource requests (discovery) need no rule of the chart
+            url = urlsplit(uri)
+            query = dict(parse_qsl(url.query))
+            if event["verb"] == "watch":
+                query["watch"] = "true"
+            records.append({"user": f"{component}-e2e", "method": method, "path": url.path, "query": query,
+                            "status": code})
+
+    report(bad_lines == 0, "every audit line is JSON", f"{bad_lines} line(s) are not")
+    for c in COMPONENTS:
+        report(counts[c] > 0, f"the {c} made requests under its chart ServiceAccount ({counts[c]})",
+               f"no request of {args.release}-{c} in {args.audit_log}")
+    report(not refused, "no request of a Tailor identity was refused (403)",
+           "\n".join(refused[:20]) + (f"\n… and {len(refused) - 20} more" if len(refused) > 20 else ""))
+    if args.records:
+        args.records.mkdir(parents=True, exist_ok=True)
+        out = args.records / "requests-audit.jsonl"
+        with out.open("w") as f:
+            for r in records:
+                f.write(json.dumps(r) + "\n")
+        print(f"      {len(records)} requests written to {out} for hack/checks/rbac.sh")
+    print(f"audit: {passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The e2e suite (tests/tests/e2e/) on the local control plane: hack/cluster.sh up, the tests, the audit-log
+# check, hack/cluster.sh down. hack/test.sh runs it; by hand:
+#
+#   hack/e2e-local.sh [--kubernetes newest|oldest] [TEST_FILTER...]
+#
+# Prints "e2e (real control plane, Kubernetes vX.Y.Z): N passed, N failed" and then the audit check's
+# "audit: N passed, N failed" (hack/cluster/audit_check.py). With TAILOR_STANDIN_RECORD_DIR set, Tailor's
+# requests from the audit log are added to the request records hack/checks/rbac.sh reads.
+# KEEP_CLUSTER=1 leaves the cluster running afterwards (hack/cluster.sh down stops it).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$(pwd)
+which=newest
+if [[ ${1:-} == --kubernetes ]]; then which=$2; shift 2; fi
+LOG_DIR="$ROOT/target/test-logs"
+mkdir -p "$LOG_DIR"
+export TAILOR_CLUSTER_DIR=${TAILOR_CLUSTER_DIR:-$ROOT/target/cluster}
+
+# The test binary first, so that the cluster does not wait for the compiler.
+cargo test -q -p tailor-tests --test e2e --no-run 2>&1 | tail -n 20 >&2
+
+env_lines=$("$ROOT/hack/cluster.sh" up --kubernetes "$which") || {
+  echo "e2e (real control plane): the cluster did not come up (logs: $TAILOR_CLUSTER_DIR/logs)"
+  echo "e2e (real control plane): 0 passed, 1 failed"
+  exit 1
+}
+eval "$env_lines"
+[[ ${KEEP_CLUSTER:-0} == 1 ]] || trap '"$ROOT/hack/cluster.sh" down' EXIT
+# shellcheck disable=SC1091 # written by hack/cluster.sh up
+version=$(source "$TAILOR_CLUSTER_DIR/env" && echo "$KUBERNETES_VERSION")
+
+log="$LOG_DIR/e2e-local-$which.log"
+TAILOR_E2E_KUBECONFIG=$KUBECONFIG TAILOR_E2E_CONTROL="$ROOT/hack/cluster.sh" \
+  cargo test -p tailor-tests --test e2e -- --ignored --test-threads=1 "$@" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+read -r p f < <(sed -nE 's/^test result: [a-zA-Z]+\. ([0-9]+) passed; ([0-9]+) failed.*/\1 \2/p' "$log" | tail -n 1)
+p=${p:-0}
+f=${f:-0}
+if [[ $rc -ne 0 && $f -eq 0 ]]; then f=1; fi # the test binary did not run to its summary
+if [[ $((p + f)) -eq 0 ]]; then f=1; echo "no e2e test ran"; fi
+echo "e2e (real control plane, Kubernetes $version): $p passed, $f failed"
+
+records=()
+[[ -n ${TAILOR_STANDIN_RECORD_DIR:-} ]] && records=(--records "$TAILOR_STANDIN_RECORD_DIR")
+python3 "$ROOT/hack/cluster/audit_check.py" "$TAILOR_CLUSTER_DIR/audit.log" "${records[@]}"
+audit=$?
+[[ $f -eq 0 && $audit -eq 0 ]]

@@ -1,0 +1,184 @@
+//! Pods created by the real ReplicaSet controller are sized at admission by the API server calling the webhook.
+
+use super::*;
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn new_pods_get_recommended_requests_and_proportional_limits() {
+    let env = e2e("new_pods_get_recommended_requests_and_proportional_limits").await;
+    let env = &env;
+    in_namespace(env, "admit", |ns| async move {
+        env.create_deployment(&ns, "web", 1).await?;
+        env.create_vpa(&ns, vpa_manifest("web", "web", "Initial")).await?;
+        let before = cpu_mem(&env.recommendation(&ns, "web").await?)?;
+        let pods = env.recreate_pods(&ns, "web", 1).await?;
+        let after = cpu_mem(&env.recommendation(&ns, "web").await?)?;
+        let pod = &pods[0];
+        let (requests, limits) = container_resources(pod)?;
+        let (req_cpu, req_mem) = cpu_mem(&requests)?;
+        let (lim_cpu, lim_mem) = cpu_mem(&limits)?;
+        // The recommender may have moved between reading the status and admitting the pod.
+        let matches = |(cpu, mem): (i64, i64)| req_cpu == cpu && req_mem == mem;
+        if !matches(before) && !matches(after) {
+            bail!("pod requests ({req_cpu}m, {req_mem}) are not the recommendation (before {before:?}, after {after:?})");
+        }
+        // The original limit/request ratio is 2 for both resources.
+        if (lim_cpu - 2 * req_cpu).abs() > 1 || (lim_mem - 2 * req_mem).abs() > 1 {
+            bail!("limits ({lim_cpu}m, {lim_mem}) are not twice the requests ({req_cpu}m, {req_mem})");
+        }
+        let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+        if !annotations.contains_key("tailor.dev/updates") {
+            bail!("the admitted pod lacks the tailor.dev/updates annotation: {annotations:?}");
+        }
+        if annotations.contains_key("vpaUpdates") {
+            bail!("Tailor wrote the upstream vpaUpdates annotation");
+        }
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn off_mode_leaves_pods_alone() {
+    let env = e2e("off_mode_leaves_pods_alone").await;
+    let env = &env;
+    in_namespace(env, "off", |ns| async move {
+        env.create_deployment(&ns, "web", 1).await?;
+        env.create_vpa(&ns, vpa_manifest("web", "web", "Off"))
+            .await?;
+        // Wait for a recommendation so the webhook would have something to apply.
+        env.recommendation(&ns, "web").await?;
+        let pods = env.recreate_pods(&ns, "web", 1).await?;
+        let (requests, limits) = container_resources(&pods[0])?;
+        let got = (cpu_mem(&requests)?, cpu_mem(&limits)?);
+        let want = ((10, 20 * 1024 * 1024), (20, 40 * 1024 * 1024));
+        if got != want {
+            bail!("an Off VPA changed the pod: (requests, limits) {got:?}, expected {want:?}");
+        }
+        let annotations = pods[0].metadata.annotations.clone().unwrap_or_default();
+        if annotations.contains_key("tailor.dev/updates") {
+            bail!("an Off VPA annotated the pod: {annotations:?}");
+        }
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn limit_range_caps_the_webhooks_requests() {
+    let env = e2e("limit_range_caps_the_webhooks_requests").await;
+    let env = &env;
+    in_namespace(env, "limits", |ns| async move {
+        // Below twice any recommendation (at least 25m and 250Mi): the proportional limits must be capped.
+        let max = (40, 200 * MI);
+        let lr: LimitRange = serde_json::from_value(json!({
+            "metadata": {"name": "caps"},
+            "spec": {"limits": [{"type": "Container", "max": {"cpu": "40m", "memory": "200Mi"}}]}
+        }))?;
+        Api::<LimitRange>::namespaced(env.client.clone(), &ns)
+            .create(&PostParams::default(), &lr)
+            .await?;
+        env.create_deployment(&ns, "web", 1).await?;
+        env.create_vpa(&ns, vpa_manifest("web", "web", "Initial")).await?;
+        let target = cpu_mem(&env.recommendation(&ns, "web").await?)?;
+        // A pod beyond the LimitRange's max would be rejected by the API server after the webhook.
+        let pods = env.recreate_pods_explained(&ns, "web", 1).await?;
+        let (requests, limits) = container_resources(&pods[0])?;
+        let (requests, limits) = (cpu_mem(&requests)?, cpu_mem(&limits)?);
+        if limits.0 > max.0 || limits.1 > max.1 {
+            bail!("limits {limits:?} exceed the LimitRange max {max:?}");
+        }
+        if requests.0 > limits.0 || requests.1 > limits.1 {
+            bail!("requests {requests:?} above limits {limits:?}");
+        }
+        if requests == ORIGINAL_REQUESTS {
+            bail!("the webhook left the pod at its original requests {requests:?}");
+        }
+        if requests.1 >= target.1 {
+            bail!("memory request {} not capped below the recommendation {} although 2× it exceeds the max", requests.1, target.1);
+        }
+        if !limits_in_proportion(requests, limits) {
+            bail!("capping broke the limit/request ratio of 2: requests {requests:?}, limits {limits:?}");
+        }
+        let annotations = pods[0].metadata.annotations.clone().unwrap_or_default();
+        if !annotations.contains_key("tailor.dev/updates") {
+            bail!("the capped pod lacks the tailor.dev/updates annotation: {annotations:?}");
+        }
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn pod_level_resources_bound_the_webhooks_requests() {
+    let env = e2e("pod_level_resources_bound_the_webhooks_requests").await;
+    let env = &env;
+    in_namespace(env, "podlevel", |ns| async move {
+        // A pod-level budget below any recommendation (at least 25m and 250Mi for the one container).
+        let (budget_requests, budget_limits) = ((20, 64 * MI), (40, 128 * MI));
+        env.create_deployment_from(&ns, json!({
+            "metadata": {"name": "web"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {
+                        "terminationGracePeriodSeconds": 0,
+                        "resources": {
+                            "requests": {"cpu": "20m", "memory": "64Mi"},
+                            "limits": {"cpu": "40m", "memory": "128Mi"}
+                        },
+                        "containers": [{
+                            "name": "app",
+                            "image": IMAGE,
+                            "resources": {
+                                "requests": {"cpu": "10m", "memory": "20Mi"},
+                                "limits": {"cpu": "20m", "memory": "40Mi"}
+                            }
+                        }]
+                    }
+                }
+            }
+        }))
+        .await?;
+        let pods = env.wait_running(&ns, "web", 1).await?;
+        if pods[0].spec.as_ref().and_then(|s| s.resources.as_ref()).is_none() {
+            bail!(
+                "the cluster dropped the pod-level spec.resources: it needs Kubernetes >= 1.34 or the \
+                 PodLevelResources feature gate (hack/kind-e2e.sh sets it for older node images)"
+            );
+        }
+        env.create_vpa(&ns, vpa_manifest("web", "web", "Initial")).await?;
+        env.recommendation(&ns, "web").await?;
+        // Requests raised beyond the pod-level budget make the API server reject the pod after the webhook,
+        // and the ReplicaSet could not create any.
+        let pods = env.recreate_pods_explained(&ns, "web", 1).await?;
+        let pod = &pods[0];
+        let spec = pod.spec.as_ref().context("pod without spec")?;
+        let level = spec.resources.clone().unwrap_or_default();
+        if cpu_mem(&level.requests.unwrap_or_default())? != budget_requests
+            || cpu_mem(&level.limits.unwrap_or_default())? != budget_limits
+        {
+            bail!("the pod-level resources were changed: {:?}", spec.resources);
+        }
+        let (requests, limits) = container_resources(pod)?;
+        let (requests, limits) = (cpu_mem(&requests)?, cpu_mem(&limits)?);
+        if requests.0 > budget_requests.0 || requests.1 > budget_requests.1 {
+            bail!("container requests {requests:?} exceed the pod-level requests {budget_requests:?}");
+        }
+        if limits.0 > budget_limits.0 || limits.1 > budget_limits.1 {
+            bail!("container limits {limits:?} exceed the pod-level limits {budget_limits:?}");
+        }
+        // Sized within the budget, or left alone with the reason: either way the webhook says so.
+        let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+        if !annotations.contains_key("tailor.dev/updates") {
+            bail!("the pod lacks the tailor.dev/updates annotation saying what the webhook did: {annotations:?}");
+        }
+        Ok(())
+    })
+    .await;
+}

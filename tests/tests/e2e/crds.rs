@@ -1,0 +1,196 @@
+//! Tailor's CRDs on a real API server: the examples apply, invalid VPAs are refused with upstream's message, and upstream's CRDs beside ours change nothing.
+
+use super::*;
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn crds_accept_the_examples() {
+    let env = e2e("crds_accept_the_examples").await;
+    let env = &env;
+    in_namespace(env, "examples", |ns| async move {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .with_context(|| format!("reading {}", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .collect();
+        files.sort();
+        let mut accepted = 0;
+        for file in &files {
+            let text = std::fs::read_to_string(file)?;
+            for doc in text.split("\n---").filter(|d| !d.trim().is_empty()) {
+                let value: Value = serde_saphyr::from_str(doc)
+                    .with_context(|| format!("parsing {}", file.display()))?;
+                let Some(api_version) = value.get("apiVersion").and_then(Value::as_str) else {
+                    continue;
+                };
+                if !api_version.starts_with("autoscaling.tailor.dev/") {
+                    continue;
+                }
+                let kind = value["kind"].as_str().context("kind")?.to_string();
+                let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+                    "autoscaling.tailor.dev",
+                    "v1",
+                    &kind,
+                ));
+                let api: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), &ns, &ar);
+                let mut obj: DynamicObject = serde_json::from_value(value)?;
+                obj.metadata.namespace = None;
+                // Server-side dry run: the CRD schema and the webhook both see it, nothing is stored.
+                let pp = PostParams {
+                    dry_run: true,
+                    ..PostParams::default()
+                };
+                api.create(&pp, &obj).await.with_context(|| {
+                    format!("{} {kind} {:?}", file.display(), obj.metadata.name)
+                })?;
+                accepted += 1;
+            }
+        }
+        if accepted == 0 {
+            bail!(
+                "no autoscaling.tailor.dev objects found in {}",
+                dir.display()
+            );
+        }
+        eprintln!("{accepted} example objects accepted");
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn invalid_vpa_is_rejected_with_upstreams_message() {
+    let env = e2e("invalid_vpa_is_rejected_with_upstreams_message").await;
+    let env = &env;
+    in_namespace(env, "invalid", |ns| async move {
+        let cases = [
+            (
+                json!({"updatePolicy": {"updateMode": "Auto", "minReplicas": 0}}),
+                "spec.updatePolicy.minReplicas: Invalid value: 0: minReplicas has to be positive",
+            ),
+            (
+                json!({"updatePolicy": {"updateMode": "Off"}, "resourcePolicy": {"containerPolicies": [{
+                    "containerName": "app", "minAllowed": {"cpu": "500m"}, "maxAllowed": {"cpu": "100m"}}]}}),
+                "spec.resourcePolicy.containerPolicies[0].maxAllowed[cpu]: Invalid value: \"100m\": max resource for cpu is lower than min of \"500m\"",
+            ),
+        ];
+        for (i, (extra, message)) in cases.into_iter().enumerate() {
+            let mut manifest = vpa_manifest(&format!("invalid-{i}"), "web", "Off");
+            for (k, v) in extra.as_object().context("object")? {
+                manifest["spec"][k] = v.clone();
+            }
+            match env.create_vpa(&ns, manifest).await {
+                Ok(_) => bail!("invalid VPA {i} was accepted; expected {message:?}"),
+                Err(e) => {
+                    let text = format!("{e:#}");
+                    if !text.contains(message) {
+                        bail!("invalid VPA {i} rejected with {text:?}, expected it to contain {message:?}");
+                    }
+                    if !text.contains("denied the request") {
+                        bail!("invalid VPA {i} was not rejected by the webhook: {text}");
+                    }
+                }
+            }
+        }
+        // Defaulting: a VPA without updatePolicy gets upstream's default mode.
+        let mut manifest = vpa_manifest("defaulted", "web", "Off");
+        manifest["spec"].as_object_mut().context("spec")?.remove("updatePolicy");
+        let created = env.create_vpa(&ns, manifest).await?;
+        let mode = created.data.pointer("/spec/updatePolicy/updateMode").and_then(Value::as_str);
+        if mode != Some("Recreate") {
+            bail!("a VPA without updatePolicy was stored with updateMode {mode:?}, expected Recreate");
+        }
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn tailor_and_upstream_vpa_crds_do_not_interfere() {
+    let env = e2e("tailor_and_upstream_vpa_crds_do_not_interfere").await;
+    let env = &env;
+    in_namespace(env, "coexist", |ns| async move {
+        // The short names stay apart: `vpa` is upstream's, `tvpa` is Tailor's.
+        let ours = env
+            .client
+            .list_api_group_resources("autoscaling.tailor.dev/v1")
+            .await?;
+        let theirs = env
+            .client
+            .list_api_group_resources("autoscaling.k8s.io/v1")
+            .await
+            .context("the upstream VPA CRDs are not installed (hack/kind-e2e.sh installs them)")?;
+        let short = |list: &k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList,
+                     plural: &str| {
+            list.resources
+                .iter()
+                .find(|r| r.name == plural)
+                .and_then(|r| r.short_names.clone())
+                .unwrap_or_default()
+        };
+        let (ours, theirs) = (
+            short(&ours, "verticalpodautoscalers"),
+            short(&theirs, "verticalpodautoscalers"),
+        );
+        if !ours.contains(&"tvpa".to_string()) || ours.iter().any(|s| theirs.contains(s)) {
+            bail!("short names collide: tailor {ours:?}, upstream {theirs:?}");
+        }
+
+        env.create_deployment(&ns, "web", 1).await?;
+        let upstream: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "autoscaling.k8s.io/v1",
+            "kind": "VerticalPodAutoscaler",
+            "metadata": {"name": "web"},
+            "spec": {
+                "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                "updatePolicy": {"updateMode": "Initial"}
+            }
+        }))?;
+        env.upstream_vpas(&ns)
+            .create(&PostParams::default(), &upstream)
+            .await?;
+        // Same name, same target, other group: both objects exist side by side.
+        env.create_vpa(&ns, vpa_manifest("web", "web", "Initial"))
+            .await?;
+        env.recommendation(&ns, "web").await?;
+        let pods = env.recreate_pods(&ns, "web", 1).await?;
+        let annotations = pods[0].metadata.annotations.clone().unwrap_or_default();
+        if !annotations.contains_key("tailor.dev/updates") || annotations.contains_key("vpaUpdates")
+        {
+            bail!("expected only Tailor's annotation on the admitted pod: {annotations:?}");
+        }
+        // Tailor never writes upstream objects: the upstream VPA has no status (no upstream recommender runs).
+        let upstream = env.upstream_vpas(&ns).get("web").await?;
+        if upstream
+            .data
+            .get("status")
+            .is_some_and(|s| !s.is_null() && s != &json!({}))
+        {
+            bail!(
+                "the upstream VPA got a status: {:?}",
+                upstream.data["status"]
+            );
+        }
+        // And no Tailor checkpoint is named after anything but Tailor VPAs.
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "autoscaling.tailor.dev",
+            "v1",
+            "VerticalPodAutoscalerCheckpoint",
+        ));
+        let checkpoints: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), &ns, &ar);
+        for cp in checkpoints.list(&ListParams::default()).await?.items {
+            let vpa = cp
+                .data
+                .pointer("/spec/vpaObjectName")
+                .and_then(Value::as_str);
+            if vpa != Some("web") {
+                bail!("unexpected checkpoint {:?} for {vpa:?}", cp.metadata.name);
+            }
+        }
+        Ok(())
+    })
+    .await;
+}
