@@ -17,7 +17,10 @@
 #   hack/cluster.sh tailor list recommender|updater|admission
 #       controls one Tailor process (INSTANCE: 0, 1, …; a second recommender is instance 1) — the e2e tests'
 #       way to restart, kill or add a replica where kind would delete or add a pod. Each start is a new
-#       identity (POD_NAME), as a replacement pod would be; `list` prints "IDENTITY running|stopped INSTANCE".
+#       identity (POD_NAME), as a replacement pod would be; `list` prints "IDENTITY running|stopped INSTANCE RESTARTS". A Tailor process that exits (a lost leader
+#       lease does that) is restarted after 2 s, as the kubelet restarts a container.
+#   hack/cluster.sh restart kube-apiserver|etcd|kube-controller-manager|kube-scheduler|kwok|metrics-server
+#       stops one control-plane process and starts it again with the same command line.
 #   hack/cluster.sh status
 #
 # Environment: TAILOR_CLUSTER_DIR (state, default target/cluster), TAILOR_BIN_DIR (Tailor's binaries, default
@@ -37,21 +40,58 @@ die() { printf 'cluster: %s\n' "$*" >&2; exit 1; }
 start() {
   local name=$1
   shift
-  mkdir -p "$STATE/logs" "$STATE/pids"
+  mkdir -p "$STATE/logs" "$STATE/pids" "$STATE/cmd"
+  # The command line is kept (NUL-separated) so that `hack/cluster.sh restart NAME` can start it again.
+  printf '%s\0' "$@" >"$STATE/cmd/$name"
   setsid "$@" >>"$STATE/logs/$name.log" 2>&1 </dev/null &
   echo $! >"$STATE/pids/$name"
 }
 
-stop() { # stop NAME [SIGNAL]: stops the process and waits up to 20 s for it.
+# restart_component NAME: stops a control-plane process and starts it again with the same command line
+# (the e2e tests' API server restart), then waits for it to serve.
+restart_component() {
+  local name=$1 cmd=()
+  [[ -f $STATE/cmd/$name ]] || die "no process $name (see hack/cluster.sh status)"
+  case $name in etcd | kube-apiserver | kube-controller-manager | kube-scheduler | kwok | metrics-server) ;;
+    *) die "restart takes a control-plane process; Tailor's: hack/cluster.sh tailor restart" ;; esac
+  mapfile -d '' -t cmd <"$STATE/cmd/$name"
+  stop "$name"
+  start "$name" "${cmd[@]}"
+  case $name in
+    kube-apiserver) wait_for kube-apiserver 120 kubectl get --raw /readyz ;;
+    etcd) wait_for etcd 60 curl -fsS "http://127.0.0.1:$ETCD_PORT/health" ;;
+  esac
+  log "$name restarted"
+}
+
+stop() { # stop NAME [SIGNAL]: signals the process's whole session (a supervisor and its child) and waits up
+  # to 20 s for it.
   local name=$1 sig=${2:-TERM} pidfile="$STATE/pids/$1" pid
   [[ -f $pidfile ]] || return 0
   pid=$(cat "$pidfile")
   if kill -0 "$pid" 2>/dev/null; then
-    kill "-$sig" "$pid" 2>/dev/null || true
+    kill "-$sig" -- "-$pid" 2>/dev/null || kill "-$sig" "$pid" 2>/dev/null || true
     for _ in $(seq 1 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
+    kill -KILL -- "-$pid" 2>/dev/null || true
   fi
   rm -f "$pidfile"
+}
+
+# supervise RESTARTS_FILE COMMAND...: runs COMMAND again whenever it exits, as the kubelet restarts a
+# container (restartPolicy Always, a 2 s back-off), counting restarts in RESTARTS_FILE. A signal to the
+# session ends both: the loop then exits with its child.
+supervise() {
+  local restarts_file=$1 n=0
+  shift
+  echo 0 >"$restarts_file"
+  while :; do
+    local rc=0
+    "$@" || rc=$?
+    echo "cluster: $1 exited with status $rc; restarting it in 2 s, as the kubelet would" >&2
+    n=$((n + 1))
+    echo "$n" >"$restarts_file"
+    sleep 2
+  done
 }
 
 running() { [[ -f $STATE/pids/$1 ]] && kill -0 "$(cat "$STATE/pids/$1")" 2>/dev/null; }
@@ -201,6 +241,7 @@ up() {
     WEBHOOK_PORT ADMISSION_METRICS_PORT RECOMMENDER_METRICS_PORT UPDATER_METRICS_PORT < <(free_ports 9)
   cat >"$STATE/env" <<EOF
 KUBERNETES_VERSION=$version
+ETCD_PORT=$ETCD_PORT
 ETCD_DATA=$etcd_data
 APISERVER_PORT=$APISERVER_PORT
 KWOK_PORT=$KWOK_PORT
@@ -431,16 +472,19 @@ tailor_process() {
   echo "$identity" >"$STATE/names/$name"
   KUBECONFIG=$STATE/$name.kubeconfig NAMESPACE=$NAMESPACE POD_NAME=$identity \
     MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_PURGE_DELAY=0 RUST_LOG=${RUST_LOG:-info} \
-    start "$name" "$BIN_DIR/tailor-$component" "${args[@]}"
+    start "$name" "$ROOT/hack/cluster.sh" supervise "$STATE/restarts-$name" "$BIN_DIR/tailor-$component" "${args[@]}"
 }
 
-# tailor_list COMPONENT: one line per instance started so far, "IDENTITY running|stopped INSTANCE".
+# tailor_list COMPONENT: one line per instance started so far, "IDENTITY running|stopped INSTANCE RESTARTS".
 tailor_list() {
   local f name
   for f in "$STATE/names/$1"-*; do
     [[ -e $f ]] || continue
     name=$(basename "$f")
-    if running "$name"; then echo "$(cat "$f") running ${name##*-}"; else echo "$(cat "$f") stopped ${name##*-}"; fi
+    local restarts=0
+    [[ -f $STATE/restarts-$name ]] && restarts=$(cat "$STATE/restarts-$name")
+    if running "$name"; then echo "$(cat "$f") running ${name##*-} $restarts"
+    else echo "$(cat "$f") stopped ${name##*-} $restarts"; fi
   done
 }
 
@@ -476,6 +520,12 @@ case ${1:-} in
   up) shift; up "$@" ;;
   down) down ;;
   status) status ;;
+  supervise) shift; supervise "$@" ;;
+  restart)
+    load_env
+    export PATH="$STATE/bin:$PATH" KUBECONFIG=$STATE/admin.kubeconfig
+    restart_component "${2:?process name}"
+    ;;
   tailor)
     shift
     load_env

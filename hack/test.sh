@@ -53,6 +53,19 @@ if [[ $rc -ne 0 ]] && ! grep -qE '^test result: FAILED' "$LOG_DIR/cargo-test.log
   record "cargo test (build)" 1
 fi
 
+# --- e2e on a real control plane (hack/cluster.sh): Tailor installed by its chart, the e2e suite, the audit log.
+# Tailor's requests from the audit log join the request records hack/checks/rbac.sh reads below.
+step "e2e on the local control plane"
+"$ROOT/hack/e2e-local.sh" 2>&1 | tee "$LOG_DIR/e2e-local.log"
+for kind in e2e audit; do
+  line=$(grep -E "^$kind( \(.*\))?: [0-9]+ passed, [0-9]+ failed" "$LOG_DIR/e2e-local.log" | tail -n 1)
+  if [[ -z $line ]]; then record "$kind (no summary)" 1; continue; fi
+  p=$(sed -nE 's/.*: ([0-9]+) passed, ([0-9]+) failed.*/\1/p' <<<"$line")
+  f=$(sed -nE 's/.*: ([0-9]+) passed, ([0-9]+) failed.*/\2/p' <<<"$line")
+  passed=$((passed + p)); failed=$((failed + f))
+  [[ $f -gt 0 ]] && failures+=("$kind")
+done
+
 # --- conformance figures (already counted above; re-run with output shown so the N/M lines are visible) ---
 step "conformance summary"
 {

@@ -23,6 +23,7 @@ mod custom_kinds;
 mod in_place;
 mod recommendation;
 mod recreate;
+mod resilience;
 mod restart;
 mod webhook_down;
 
@@ -84,6 +85,8 @@ struct Instance {
     running: bool,
     /// The process's slot in `hack/cluster.sh tailor` (host processes only).
     slot: Option<String>,
+    /// Restarts after an exit (the container's `restartCount`; the supervisor's count for a process).
+    restarts: u32,
 }
 
 /// The installed chart.
@@ -333,6 +336,35 @@ impl E2e {
         .await
     }
 
+    /// Restarts the API server and waits until it serves again: `hack/cluster.sh restart kube-apiserver`, or
+    /// on kind `docker restart` of the control-plane node (`TAILOR_E2E_KIND_NODE`, default
+    /// `tailor-e2e-control-plane`).
+    fn restart_api_server(&self) -> Result<()> {
+        let (program, args): (PathBuf, Vec<String>) = match &self.platform {
+            Platform::HostProcesses(control) => (
+                control.clone(),
+                vec!["restart".into(), "kube-apiserver".into()],
+            ),
+            Platform::Pods => {
+                let node = std::env::var("TAILOR_E2E_KIND_NODE")
+                    .unwrap_or_else(|_| "tailor-e2e-control-plane".into());
+                ("docker".into(), vec!["restart".into(), node])
+            }
+        };
+        let out = std::process::Command::new(&program)
+            .args(&args)
+            .output()
+            .with_context(|| format!("running {} {args:?}", program.display()))?;
+        if !out.status.success() {
+            bail!(
+                "{} {args:?} failed: {}",
+                program.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(())
+    }
+
     /// The copies of a Tailor component: its pods (terminating ones included, as not running), or its host
     /// processes.
     async fn instances(&self, component: &str) -> Result<Vec<Instance>> {
@@ -346,6 +378,7 @@ impl E2e {
                         name: words.next()?.to_string(),
                         running: words.next()? == "running",
                         slot: words.next().map(str::to_string),
+                        restarts: words.next().and_then(|n| n.parse().ok()).unwrap_or(0),
                     })
                 })
                 .collect());
@@ -355,6 +388,12 @@ impl E2e {
             .await?
             .into_iter()
             .map(|p| Instance {
+                restarts: p
+                    .status
+                    .iter()
+                    .flat_map(|s| s.container_statuses.iter().flatten())
+                    .map(|c| u32::try_from(c.restart_count).unwrap_or(0))
+                    .sum(),
                 running: is_running(&p) && p.metadata.deletion_timestamp.is_none(),
                 name: p.metadata.name.unwrap_or_default(),
                 slot: None,
