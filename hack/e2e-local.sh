@@ -18,6 +18,7 @@ mkdir -p "$LOG_DIR"
 export TAILOR_CLUSTER_DIR=${TAILOR_CLUSTER_DIR:-$ROOT/target/cluster}
 
 # The test binary first, so that the cluster does not wait for the compiler.
+cargo build -q -p tailor-cli 2>&1 | tail -n 20 >&2 # tailor recommend, which the e2e suite compares with
 cargo test -q -p tailor-tests --test e2e --no-run 2>&1 | tail -n 20 >&2
 
 env_lines=$("$ROOT/hack/cluster.sh" up --kubernetes "$which") || {

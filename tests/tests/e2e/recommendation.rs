@@ -113,3 +113,149 @@ async fn an_oom_kill_bumps_the_memory_recommendation() {
     })
     .await;
 }
+
+/// The offline CLI: `TAILOR_E2E_TAILOR`, else `target/debug/tailor` (hack/e2e-local.sh builds it).
+fn tailor_cli() -> PathBuf {
+    std::env::var_os("TAILOR_E2E_TAILOR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/debug/tailor"))
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn constant_usage_gives_the_numbers_of_tailor_recommend() {
+    let env = e2e("constant_usage_gives_the_numbers_of_tailor_recommend").await;
+    let env = &env;
+    in_namespace(env, "constant", |ns| async move {
+        // Usage set by annotation: kwok serves it as the kubelet's /metrics/resource (on kind the pause
+        // container's own, nearly constant, usage is what metrics-server reports).
+        env.create_deployment_from(
+            &ns,
+            json!({
+                "metadata": {"name": "web"},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {"app": "web"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "web"}, "annotations": {
+                            "kwok.x-k8s.io/usage-cpu": "400m",
+                            "kwok.x-k8s.io/usage-memory": "600Mi"
+                        }},
+                        "spec": {"terminationGracePeriodSeconds": 0, "containers": [{
+                            "name": "app", "image": IMAGE,
+                            "resources": {"requests": {"cpu": "10m", "memory": "20Mi"}}
+                        }]}
+                    }
+                }
+            }),
+        )
+        .await?;
+        env.create_vpa(&ns, vpa_manifest("web", "web", "Off"))
+            .await?;
+        // What metrics.k8s.io reports for the container: the samples the recommender reads.
+        let metrics = Api::<DynamicObject>::namespaced_with(
+            env.client.clone(),
+            &ns,
+            &ApiResource::from_gvk(&GroupVersionKind::gvk(
+                "metrics.k8s.io",
+                "v1beta1",
+                "PodMetrics",
+            )),
+        );
+        let (cpu_cores, memory_bytes) =
+            wait_for("PodMetrics of web", RECOMMENDATION_TIMEOUT, || async {
+                let list = metrics.list(&ListParams::default()).await?;
+                let Some(usage) = list
+                    .items
+                    .first()
+                    .map(|m| m.data["containers"][0]["usage"].clone())
+                else {
+                    return Ok(None);
+                };
+                let q =
+                    |k: &str| -> Result<Quantity> { Ok(serde_json::from_value(usage[k].clone())?) };
+                Ok(Some((
+                    milli_cpu(&q("cpu")?)? as f64 / 1000.0,
+                    bytes(&q("memory")?)?,
+                )))
+            })
+            .await?;
+        // The same samples through the offline CLI: constant usage puts every sample in one histogram bucket,
+        // so the target does not depend on how many samples the recommender has seen.
+        let csv: String =
+            std::iter::once("timestamp,namespace,pod,container,cpu_cores,memory_bytes".to_string())
+                .chain((0..10).map(|i| {
+                    format!(
+                        "{},{ns},web-0,app,{cpu_cores},{memory_bytes}",
+                        1_717_200_000 + i * 10
+                    )
+                }))
+                .collect::<Vec<_>>()
+                .join("\n");
+        let cli = tailor_cli();
+        let mut child = std::process::Command::new(&cli)
+            .args(["recommend", "-i", "-", "-o", "json"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .with_context(|| format!("running {} (cargo build -p tailor-cli)", cli.display()))?;
+        {
+            use std::io::Write as _;
+            child
+                .stdin
+                .take()
+                .context("stdin")?
+                .write_all(csv.as_bytes())?;
+        }
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            bail!(
+                "tailor recommend failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let offline: Value = serde_json::from_slice(&out.stdout)?;
+        let rec = &offline[0]["recommendations"][0];
+        let expected = |key: &str| -> Result<(i64, i64)> {
+            Ok((
+                rec[key]["cpu"]
+                    .as_i64()
+                    .with_context(|| format!("{key}.cpu in {offline}"))?,
+                rec[key]["memory"]
+                    .as_i64()
+                    .with_context(|| format!("{key}.memory in {offline}"))?,
+            ))
+        };
+        let (target, uncapped) = (expected("target")?, expected("uncappedTarget")?);
+        // The live recommendation, once it reflects the usage (the first loops may precede the first sample).
+        let vpas = env.tailor_vpas(&ns);
+        let live = wait_for(
+            &format!("the target of VPA web to reach tailor recommend's {target:?}"),
+            RECOMMENDATION_TIMEOUT,
+            || async {
+                let vpa = vpas.get("web").await?;
+                let Some(rec) = vpa
+                    .status
+                    .and_then(|s| s.recommendation)
+                    .and_then(|r| r.container_recommendations)
+                    .and_then(|c| c.into_iter().next())
+                else {
+                    return Ok(None);
+                };
+                let live_target = Some(cpu_mem(&rec.target)?);
+                let live_uncapped = rec.uncapped_target.as_ref().map(cpu_mem).transpose()?;
+                Ok((live_target == Some(target)).then_some((live_target, live_uncapped)))
+            },
+        )
+        .await?;
+        if live.1 != Some(uncapped) {
+            bail!(
+                "uncappedTarget {:?} live, {uncapped:?} from tailor recommend",
+                live.1
+            );
+        }
+        Ok(())
+    })
+    .await;
+}
