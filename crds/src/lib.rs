@@ -24,6 +24,7 @@ pub mod checkpoint;
 pub mod cluster;
 pub mod convert;
 pub mod crd;
+pub mod json_fields;
 pub mod label_selector;
 pub mod limitrange;
 pub mod policy;

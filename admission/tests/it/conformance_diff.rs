@@ -58,41 +58,14 @@ const CASE_FIELDS: [&str; 9] = [
 /// not compare the API version).
 const TOP_CONTROLLER_FIELDS: [&str; 3] = ["apiVersion", "kind", "name"];
 
-/// Paths of `input` (below `path`) that `parsed` does not hold; empty values carry nothing.
-fn dropped(input: &Value, parsed: &Value, path: &str, out: &mut Vec<String>) {
-    let empty = |v: &Value| match v {
-        Value::Null => true,
-        Value::Object(o) => o.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        _ => false,
-    };
-    match (input, parsed) {
-        (Value::Object(i), Value::Object(p)) => {
-            for (k, v) in i {
-                match p.get(k) {
-                    Some(pv) => dropped(v, pv, &format!("{path}.{k}"), out),
-                    None if empty(v) => {}
-                    None => out.push(format!("{path}.{k}")),
-                }
-            }
-        }
-        (Value::Array(i), Value::Array(p)) => {
-            for (n, v) in i.iter().enumerate() {
-                match p.get(n) {
-                    Some(pv) => dropped(v, pv, &format!("{path}[{n}]"), out),
-                    None if empty(v) => {}
-                    None => out.push(format!("{path}[{n}]")),
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
 /// The paths of `v` that its type `T` (what the webhook decodes) would drop.
 fn lost<T: Serialize + DeserializeOwned>(v: &Value, path: &str, out: &mut Vec<String>) {
     match serde_json::from_value::<T>(v.clone()) {
-        Ok(parsed) => dropped(v, &serde_json::to_value(&parsed).unwrap(), path, out),
+        Ok(parsed) => out.extend(tailor_crds::json_fields::dropped_fields(
+            v,
+            &serde_json::to_value(&parsed).unwrap(),
+            path,
+        )),
         Err(e) => out.push(format!("{path}: {e}")),
     }
 }

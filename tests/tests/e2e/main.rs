@@ -401,6 +401,33 @@ impl E2e {
             .collect())
     }
 
+    /// The names of every running copy of Tailor's three components.
+    async fn running_copies(&self) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for component in ["recommender", "updater", "admission"] {
+            out.extend(
+                self.instances(component)
+                    .await?
+                    .into_iter()
+                    .filter(|i| i.running)
+                    .map(|i| i.name),
+            );
+        }
+        Ok(out)
+    }
+
+    /// How many webhooks run now (at least 1: what a test scales back to after stopping them).
+    async fn running_webhooks(&self) -> i32 {
+        let running = self
+            .instances("admission")
+            .await
+            .expect("the webhook's pods or processes")
+            .iter()
+            .filter(|i| i.running)
+            .count();
+        i32::try_from(running).unwrap_or(i32::MAX).max(1)
+    }
+
     /// Stops one copy (SIGTERM) and lets a replacement start: deletes the pod (its ReplicaSet makes a new
     /// one), or restarts the host process under a new identity.
     async fn replace_instance(&self, component: &str, instance: &Instance) -> Result<()> {

@@ -102,14 +102,7 @@ async fn a_pod_disruption_budget_holds_the_updater_back() {
 async fn without_the_webhook_the_updater_evicts_nothing() {
     let env = e2e("without_the_webhook_the_updater_evicts_nothing").await;
     let env = &env;
-    let replicas = env
-        .instances("admission")
-        .await
-        .expect("the webhook's pods or processes")
-        .iter()
-        .filter(|i| i.running)
-        .count();
-    let replicas = i32::try_from(replicas).expect("a few webhooks").max(1);
+    let replicas = env.running_webhooks().await;
     in_namespace(env, "nowebhook", |ns| async move {
         env.scale_webhook(0).await?;
         let result = async {
@@ -171,16 +164,7 @@ async fn an_api_server_restart_loses_nothing() {
             Ok(checkpoints.get_opt("web-app").await?.as_ref().and_then(samples_of))
         })
         .await?;
-        let running_before: Vec<String> = [
-            env.instances("recommender").await?,
-            env.instances("updater").await?,
-            env.instances("admission").await?,
-        ]
-        .into_iter()
-        .flatten()
-        .filter(|i| i.running)
-        .map(|i| i.name)
-        .collect();
+        let running_before = env.running_copies().await?;
 
         let restarted = Timestamp::now();
         env.restart_api_server()?;
@@ -216,16 +200,7 @@ async fn an_api_server_restart_loses_nothing() {
         .map(|i| format!("{} restarted {} time(s)", i.name, i.restarts))
         .collect();
         eprintln!("across the API server restart: {restarts:?}");
-        let running_after: Vec<String> = [
-            env.instances("recommender").await?,
-            env.instances("updater").await?,
-            env.instances("admission").await?,
-        ]
-        .into_iter()
-        .flatten()
-        .filter(|i| i.running)
-        .map(|i| i.name)
-        .collect();
+        let running_after = env.running_copies().await?;
         if running_after != running_before {
             bail!("Tailor's copies running before the restart {running_before:?} are not all running after it: {running_after:?}");
         }

@@ -7,14 +7,7 @@ use super::*;
 async fn webhook_down_does_not_block_pod_creation() {
     let env = e2e("webhook_down_does_not_block_pod_creation").await;
     let env = &env;
-    let replicas = env
-        .instances("admission")
-        .await
-        .expect("the webhook's pods or processes")
-        .iter()
-        .filter(|i| i.running)
-        .count();
-    let replicas = i32::try_from(replicas).expect("a few webhooks").max(1);
+    let replicas = env.running_webhooks().await;
     in_namespace(env, "down", |ns| async move {
         env.scale_webhook(0).await?;
         let result = async {

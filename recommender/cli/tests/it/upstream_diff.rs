@@ -9,37 +9,6 @@ use tailor_engine::replay::Trace;
 /// Case ids deliberately skipped; each is a row in DEVIATIONS.md. Empty: none.
 const EXCLUDED: [&str; 0] = [];
 
-/// Paths of `input` (below `path`) that `parsed` does not hold; empty values carry nothing.
-fn dropped(input: &Value, parsed: &Value, path: &str, out: &mut Vec<String>) {
-    let empty = |v: &Value| match v {
-        Value::Null => true,
-        Value::Object(o) => o.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        _ => false,
-    };
-    match (input, parsed) {
-        (Value::Object(i), Value::Object(p)) => {
-            for (k, v) in i {
-                match p.get(k) {
-                    Some(pv) => dropped(v, pv, &format!("{path}.{k}"), out),
-                    None if empty(v) => {}
-                    None => out.push(format!("{path}.{k}")),
-                }
-            }
-        }
-        (Value::Array(i), Value::Array(p)) => {
-            for (n, v) in i.iter().enumerate() {
-                match p.get(n) {
-                    Some(pv) => dropped(v, pv, &format!("{path}[{n}]"), out),
-                    None if empty(v) => {}
-                    None => out.push(format!("{path}[{n}]")),
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
 /// The fields of a case that `tailor recommend` would not read: everything but `expected` (ignored by
 /// trace-format.md) must survive a parse as a trace, or the case would pass with an input ignored.
 fn unread_fields(case: &Value) -> Vec<String> {
@@ -52,9 +21,7 @@ fn unread_fields(case: &Value) -> Vec<String> {
         Err(e) => return vec![format!("not a trace: {e}")],
     };
     let back = serde_json::to_value(&trace).expect("a trace serialises");
-    let mut out = Vec::new();
-    dropped(&input, &back, "case", &mut out);
-    out
+    tailor_crds::json_fields::dropped_fields(&input, &back, "case")
 }
 
 /// A field `tailor recommend` does not read fails the case check.

@@ -52,8 +52,7 @@ pub(super) fn object<T: Serialize + DeserializeOwned>(
         CaseError(format!("{at}: {}", e.inner()))
     })?;
     let back = serde_json::to_value(&parsed).map_err(|e| CaseError(format!("{path}: {e}")))?;
-    let mut lost = Vec::new();
-    dropped(v, &back, path, &mut lost);
+    let lost = tailor_crds::json_fields::dropped_fields(v, &back, path);
     if lost.is_empty() {
         Ok(parsed)
     } else {
@@ -61,42 +60,6 @@ pub(super) fn object<T: Serialize + DeserializeOwned>(
             "unknown field(s) {}: not part of the object as the shipped code reads it",
             lost.join(", ")
         )))
-    }
-}
-
-/// Appends to `out` the paths of `input` (below `path`) that `parsed` does not hold.
-fn dropped(input: &Value, parsed: &Value, path: &str, out: &mut Vec<String>) {
-    match (input, parsed) {
-        (Value::Object(i), Value::Object(p)) => {
-            for (k, v) in i {
-                let here = format!("{path}.{k}");
-                match p.get(k) {
-                    Some(pv) => dropped(v, pv, &here, out),
-                    None if is_empty(v) => {}
-                    None => out.push(here),
-                }
-            }
-        }
-        (Value::Array(i), Value::Array(p)) => {
-            for (n, v) in i.iter().enumerate() {
-                match p.get(n) {
-                    Some(pv) => dropped(v, pv, &format!("{path}[{n}]"), out),
-                    None if is_empty(v) => {}
-                    None => out.push(format!("{path}[{n}]")),
-                }
-            }
-        }
-        (i, Value::Null) if !is_empty(i) => out.push(path.to_owned()),
-        _ => {}
-    }
-}
-
-fn is_empty(v: &Value) -> bool {
-    match v {
-        Value::Null => true,
-        Value::Object(o) => o.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        _ => false,
     }
 }
 
