@@ -43,7 +43,8 @@ if [[ $((p + f)) -eq 0 ]]; then f=1; echo "no e2e test ran"; fi
 echo "e2e (real control plane, Kubernetes $version): $p passed, $f failed"
 
 records=()
-[[ -n ${TAILOR_STANDIN_RECORD_DIR:-} ]] && records=(--records "$TAILOR_STANDIN_RECORD_DIR")
+[[ -n ${TAILOR_STANDIN_RECORD_DIR:-} ]] &&
+  records=(--records "$TAILOR_STANDIN_RECORD_DIR" --records-name "requests-audit-$which.jsonl")
 python3 "$ROOT/hack/cluster/audit_check.py" "$TAILOR_CLUSTER_DIR/audit.log" "${records[@]}"
 audit=$?
 [[ $f -eq 0 && $audit -eq 0 ]]

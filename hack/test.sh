@@ -54,16 +54,29 @@ if [[ $rc -ne 0 ]] && ! grep -qE '^test result: FAILED' "$LOG_DIR/cargo-test.log
 fi
 
 # --- e2e on a real control plane (hack/cluster.sh): Tailor installed by its chart, the e2e suite, the audit log.
-# Tailor's requests from the audit log join the request records hack/checks/rbac.sh reads below.
-step "e2e on the local control plane"
-"$ROOT/hack/e2e-local.sh" 2>&1 | tee "$LOG_DIR/e2e-local.log"
-for kind in e2e audit; do
-  line=$(grep -E "^$kind( \(.*\))?: [0-9]+ passed, [0-9]+ failed" "$LOG_DIR/e2e-local.log" | tail -n 1)
-  if [[ -z $line ]]; then record "$kind (no summary)" 1; continue; fi
-  p=$(sed -nE 's/.*: ([0-9]+) passed, ([0-9]+) failed.*/\1/p' <<<"$line")
-  f=$(sed -nE 's/.*: ([0-9]+) passed, ([0-9]+) failed.*/\2/p' <<<"$line")
-  passed=$((passed + p)); failed=$((failed + f))
-  [[ $f -gt 0 ]] && failures+=("$kind")
+# Tailor's requests from the audit log join the request records hack/checks/rbac.sh reads below. The whole
+# suite runs on the newest Kubernetes (hack/go/versions.env); on the oldest Tailor supports, the scenarios
+# whose API differs between versions (CRD schema and kubectl, admission of pods incl. pod-level resources,
+# in-place resize, eviction, metrics) — the rest (restarts, failover, outages) is the same code on both. The
+# OOM test is left out there: against 1.34 kwok's OOM stage fired 2.7 minutes late (not yet understood).
+OLDEST_SCENARIOS=(crds:: admission:: in_place:: recreate:: recommendation::deployment recommendation::constant
+  resilience::a_pod_disruption)
+for which in newest oldest; do
+  step "e2e on the local control plane ($which Kubernetes)"
+  log="$LOG_DIR/e2e-local-summary-$which.log"
+  if [[ $which == newest ]]; then
+    "$ROOT/hack/e2e-local.sh" --kubernetes newest 2>&1 | tee "$log"
+  else
+    "$ROOT/hack/e2e-local.sh" --kubernetes oldest "${OLDEST_SCENARIOS[@]}" 2>&1 | tee "$log"
+  fi
+  for kind in e2e audit; do
+    line=$(grep -E "^$kind( \(.*\))?: [0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
+    if [[ -z $line ]]; then record "$kind $which (no summary)" 1; continue; fi
+    p=$(sed -nE 's/.*: ([0-9]+) passed, ([0-9]+) failed.*/\1/p' <<<"$line")
+    f=$(sed -nE 's/.*: ([0-9]+) passed, ([0-9]+) failed.*/\2/p' <<<"$line")
+    passed=$((passed + p)); failed=$((failed + f))
+    [[ $f -gt 0 ]] && failures+=("$kind $which")
+  done
 done
 
 # --- conformance figures (already counted above; re-run with output shown so the N/M lines are visible) ---

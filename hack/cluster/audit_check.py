@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tailor's requests in the local control plane's audit log (hack/cluster.sh writes target/cluster/audit.log).
 
-    hack/cluster/audit_check.py AUDIT_LOG [--records DIR] [--namespace tailor-system] [--release tailor]
+    hack/cluster/audit_check.py AUDIT_LOG [--records DIR [--records-name FILE]] [--namespace tailor-system]
+                                [--release tailor]
 
 - Fails on every request of a Tailor identity (the chart's ServiceAccounts `<release>-recommender`,
   `-updater`, `-admission` in the release namespace) that the real RBAC authorizer refused (403), naming it.
@@ -9,9 +10,10 @@
   same verb and object was the authorizer not being ready yet (an API server that has just restarted serves
   before its RBAC cache is filled); those are listed, not failed.
 - Fails when no request of some component was logged at all (the log would then prove nothing).
-- With --records DIR, writes the requests as the stand-in's request records (`DIR/requests-audit.jsonl`:
-  user, method, path, query, status), so that hack/checks/rbac.sh checks the chart's grants against the real
-  server's requests too: a granted verb that neither the stand-in tests nor the e2e suite used fails there.
+- With --records DIR, writes the requests as the stand-in's request records (`DIR/requests-audit.jsonl`, or
+  the --records-name; JSON lines of user, method, path, query, status), so that hack/checks/rbac.sh checks
+  the chart's grants against the real server's requests too: a granted verb that neither the stand-in
+  tests nor the e2e suite used fails there.
 
 Prints one line per check ("ok"/"FAIL") and "audit: N passed, N failed" last; exits 1 when a check failed.
 """
@@ -35,6 +37,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("audit_log", type=Path)
     ap.add_argument("--records", type=Path)
+    ap.add_argument("--records-name", default="requests-audit.jsonl",
+                    help="file name under --records (one per cluster, so that runs do not overwrite each other)")
     ap.add_argument("--namespace", default="tailor-system")
     ap.add_argument("--release", default="tailor")
     args = ap.parse_args()
@@ -110,7 +114,7 @@ def main() -> int:
            "\n".join(denied[:20]) + (f"\n… and {len(denied) - 20} more" if len(denied) > 20 else ""))
     if args.records:
         args.records.mkdir(parents=True, exist_ok=True)
-        out = args.records / "requests-audit.jsonl"
+        out = args.records / args.records_name
         with out.open("w") as f:
             for r in records:
                 f.write(json.dumps(r) + "\n")
