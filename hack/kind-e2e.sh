@@ -203,8 +203,11 @@ log "running the e2e tests"
 # One test at a time: some restart or scale Tailor's components (webhook down, recommender failover and
 # restart, certificate rotation), and the updater pauses while the webhook's status Lease is stale.
 TEST_LOG="$WORK/cargo-test.log"
+# The offline CLI, which the constant-usage test compares with (target/debug/tailor).
+cargo build -q -p tailor-cli --locked
 # shellcheck disable=SC2086 # CARGO_TEST_ARGS is a list of words on purpose
 TAILOR_E2E_KUBECONFIG="$KUBECONFIG_FILE" TAILOR_E2E_NAMESPACE="$NAMESPACE" TAILOR_E2E_RELEASE="$RELEASE" \
+  TAILOR_E2E_KIND_NODE="$KIND_CLUSTER-control-plane" \
   cargo test -p tailor-tests --test e2e --locked -- --ignored --test-threads=1 --nocapture ${CARGO_TEST_ARGS:-} \
   2>&1 | tee "$TEST_LOG"
 # A filter that matches nothing, or a build without the tests, passes with "0 passed": that is no e2e run.

@@ -5,7 +5,9 @@
                                 [--release tailor]
 
 - Fails on every request of a Tailor identity (the chart's ServiceAccounts `<release>-recommender`,
-  `-updater`, `-admission` in the release namespace) that the real RBAC authorizer refused (403), naming it.
+  `-updater`, `-admission` in the release namespace) that the real RBAC authorizer refused (403 with the
+  audit annotation `authorization.k8s.io/decision: forbid`), naming it; a 403 RBAC allowed (a write into a
+  namespace being deleted) is listed, not failed.
   The chart's rules do not change during a run, so a refusal the same identity later saw answered for the
   same verb and object was the authorizer not being ready yet (an API server that has just restarted serves
   before its RBAC cache is filled); those are listed, not failed.
@@ -64,6 +66,7 @@ def main() -> int:
     refused: list[tuple[tuple, str]] = []  # (what was asked, description)
     allowed: dict[tuple, int] = {}  # what was asked -> the last line answering it with anything but 403
     records: list[dict] = []
+    other: list[str] = []  # 403s the authorizer allowed (admission refused them)
     seen: set[str] = set()  # audit IDs: a watch is logged when it starts and again when it ends
     bad_lines = 0
     with args.audit_log.open() as f:
@@ -86,8 +89,13 @@ def main() -> int:
             ref = event.get("objectRef") or {}
             asked = (component, event.get("verb"), ref.get("apiGroup", ""), ref.get("resource", ""),
                      ref.get("subresource", ""), ref.get("namespace", ""), ref.get("name", ""), urlsplit(uri).path)
-            if code == 403:
-                reason = event.get("annotations", {}).get("authorization.k8s.io/reason", "")
+            annotations = event.get("annotations", {})
+            if code == 403 and annotations.get("authorization.k8s.io/decision") != "forbid":
+                # Allowed by RBAC, refused later (e.g. a write into a namespace being deleted): not RBAC's.
+                status = event.get("responseStatus", {}).get("message", "")
+                other.append(f"line {n}: {component} {event.get('verb')} {uri}: {status[:200]}")
+            elif code == 403:
+                reason = annotations.get("authorization.k8s.io/reason", "")
                 refused.append(((asked, n), f"line {n} ({event.get('stageTimestamp', '')}): {component} "
                                 f"{event.get('verb')} {uri} ({reason or 'forbidden'})"))
             elif code is not None:
@@ -108,6 +116,10 @@ def main() -> int:
                f"no request of {args.release}-{c} in {args.audit_log}")
     transient = [d for (asked, n), d in refused if allowed.get(asked, 0) > n]
     denied = [d for (asked, n), d in refused if allowed.get(asked, 0) <= n]
+    for d in other[:10]:
+        print(f"      refused after RBAC allowed it (not an RBAC question): {d}")
+    if len(other) > 10:
+        print(f"      … and {len(other) - 10} more refused after RBAC allowed them")
     for d in transient:
         print(f"      refused, then allowed (authorizer not ready yet): {d}")
     report(not denied, "no request of a Tailor identity was refused by the chart's RBAC (403)",
