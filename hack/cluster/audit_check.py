@@ -12,6 +12,10 @@
   same verb and object was the authorizer not being ready yet (an API server that has just restarted serves
   before its RBAC cache is filled); those are listed, not failed.
 - Fails when no request of some component was logged at all (the log would then prove nothing).
+- Leader election: the recommender's writes of VPA statuses and checkpoints come from one process at a time.
+  Each process has its own token (its `authentication.kubernetes.io/credential-id`); in time order, a
+  writer that has been followed by another never writes again, and the handovers are listed (the failover
+  and restart tests make them).
 - With --records DIR, writes the requests as the stand-in's request records (`DIR/requests-audit.jsonl`, or
   the --records-name; JSON lines of user, method, path, query, status), so that hack/checks/rbac.sh checks
   the chart's grants against the real server's requests too: a granted verb that neither the stand-in
@@ -30,6 +34,9 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 COMPONENTS = ("recommender", "updater", "admission")
+# What only the recommender's leader writes.
+LEADER_WRITES = {"verticalpodautoscalers", "verticalpodautoscalercheckpoints"}
+WRITE_VERBS = {"create", "update", "patch", "delete"}
 # The RBAC verb of an audit event back to the HTTP method the stand-in records carry.
 METHODS = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST", "update": "PUT", "patch": "PATCH",
            "delete": "DELETE", "deletecollection": "DELETE"}
@@ -69,6 +76,7 @@ def main() -> int:
     other: list[str] = []  # 403s the authorizer allowed (admission refused them)
     seen: set[str] = set()  # audit IDs: a watch is logged when it starts and again when it ends
     bad_lines = 0
+    leader_writes: list[tuple[str, str, str]] = []  # (received at, writer's credential, what)
     with args.audit_log.open() as f:
         for n, line in enumerate(f, 1):
             try:
@@ -100,6 +108,13 @@ def main() -> int:
                                 f"{event.get('verb')} {uri} ({reason or 'forbidden'})"))
             elif code is not None:
                 allowed[asked] = n
+            if (component == "recommender" and event.get("verb") in WRITE_VERBS
+                    and ref.get("apiGroup") == "autoscaling.tailor.dev" and ref.get("resource") in LEADER_WRITES):
+                extra = event.get("user", {}).get("extra", {})
+                writer = ",".join(extra.get("authentication.kubernetes.io/credential-id", [])
+                                  or extra.get("authentication.kubernetes.io/pod-name", [])) or "unknown"
+                leader_writes.append((event.get("requestReceivedTimestamp", ""), writer,
+                                      f"line {n}: {event.get('verb')} {uri}"))
             method = METHODS.get(event.get("verb", ""))
             if method is None or not event.get("objectRef"):
                 continue  # non-resource requests (discovery) need no rule of the chart
@@ -114,6 +129,7 @@ def main() -> int:
     for c in COMPONENTS:
         report(counts[c] > 0, f"the {c} made requests under its chart ServiceAccount ({counts[c]})",
                f"no request of {args.release}-{c} in {args.audit_log}")
+    report(*one_writer_at_a_time(leader_writes))
     transient = [d for (asked, n), d in refused if allowed.get(asked, 0) > n]
     denied = [d for (asked, n), d in refused if allowed.get(asked, 0) <= n]
     for d in other[:10]:
@@ -133,6 +149,28 @@ def main() -> int:
         print(f"      {len(records)} requests written to {out} for hack/checks/rbac.sh")
     print(f"audit: {passed} passed, {failed} failed")
     return 0 if failed == 0 else 1
+
+
+def one_writer_at_a_time(writes: list[tuple[str, str, str]]) -> tuple[bool, str, str]:
+    """(ok, check name, detail): whether the leader's writes, in time order, form one run per writer."""
+    writes.sort()  # RFC 3339 timestamps with a fixed format sort as time
+    runs: list[tuple[str, int, str, str]] = []  # (writer, writes, first at, last at)
+    for at, writer, _ in writes:
+        if runs and runs[-1][0] == writer:
+            w, count, first, _ = runs[-1]
+            runs[-1] = (w, count + 1, first, at)
+        else:
+            runs.append((writer, 1, at, at))
+    name = (f"the recommender's {len(writes)} VPA and checkpoint writes came from one process at a time "
+            f"({len(runs)} writer(s) in turn)")
+    for previous, current in zip(runs, runs[1:]):
+        print(f"      leader handover: {previous[0]} wrote until {previous[3]}, {current[0]} from {current[2]}")
+    back = [r for i, r in enumerate(runs) if any(r[0] == earlier[0] for earlier in runs[:i])]
+    if not writes:
+        return False, "the recommender wrote VPA statuses and checkpoints", "no such write in the audit log"
+    detail = "\n".join(f"{w} wrote again from {first} to {last} ({count} writes) after another writer"
+                       for w, count, first, last in back[:10])
+    return not back, name, detail
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{LimitRange, Namespace, Pod, Secret};
+use k8s_openapi::api::core::v1::{Event, LimitRange, Namespace, Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::jiff::Timestamp;
@@ -185,13 +185,26 @@ impl E2e {
     /// A Deployment of `replicas` pause containers with requests 10m/20Mi and limits twice that. The container
     /// states the default resize policy (no restart for CPU or memory) so an in-place resize keeps it running.
     async fn create_deployment(&self, ns: &str, name: &str, replicas: i32) -> Result<()> {
+        self.create_annotated_deployment(ns, name, replicas, json!({}))
+            .await
+    }
+
+    /// [`Self::create_deployment`] with `annotations` on the pod template (the kwok kubelet stand-in's
+    /// switches, `tailor.dev/e2e-kubelet-*`).
+    async fn create_annotated_deployment(
+        &self,
+        ns: &str,
+        name: &str,
+        replicas: i32,
+        annotations: Value,
+    ) -> Result<()> {
         let d: Deployment = serde_json::from_value(json!({
             "metadata": {"name": name},
             "spec": {
                 "replicas": replicas,
                 "selector": {"matchLabels": {"app": name}},
                 "template": {
-                    "metadata": {"labels": {"app": name}},
+                    "metadata": {"labels": {"app": name}, "annotations": annotations},
                     "spec": {
                         "terminationGracePeriodSeconds": 0,
                         "containers": [{
@@ -549,6 +562,34 @@ impl E2e {
             .create(&PostParams::default(), &d)
             .await?;
         Ok(())
+    }
+
+    /// The API server's minor version (`37` for v1.37.2).
+    async fn server_minor(&self) -> Result<u32> {
+        let info = self.client.apiserver_version().await?;
+        // Some distributions append a `+`: "27+".
+        let digits: String = info
+            .minor
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits
+            .parse()
+            .with_context(|| format!("API server minor version {:?}", info.minor))
+    }
+
+    /// The pods of `ns` that have an Event with `reason`, as (pod UID, when the Event was created).
+    async fn pod_events(&self, ns: &str, reason: &str) -> Result<Vec<(String, Timestamp)>> {
+        let events = Api::<Event>::namespaced(self.client.clone(), ns)
+            .list(&ListParams::default())
+            .await?;
+        Ok(events
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .filter(|e| e.involved_object.kind.as_deref() == Some("Pod"))
+            .filter_map(|e| Some((e.involved_object.uid?, e.metadata.creation_timestamp?.0)))
+            .collect())
     }
 
     /// Why ReplicaSets of the namespace cannot create pods (their `ReplicaFailure` conditions), for error
