@@ -2,14 +2,17 @@
 # A real Kubernetes control plane on loopback, built from source (hack/go/build.sh), with Tailor installed by
 # its chart. DESIGN.md §5.
 #
-#   hack/cluster.sh up [--nodes N] [--without-tailor] [--kubernetes newest|oldest]
+#   hack/cluster.sh up [--nodes N] [--without-tailor] [--with-upstream] [--kubernetes newest|oldest]
 #       etcd (tmpfs, no fsync), kube-apiserver (RBAC, service-account tokens, aggregation, an audit log of every
 #       request), kube-controller-manager, kube-scheduler, kwok managing N fake nodes (pods reach Running; usage
 #       from the pod annotations kwok.x-k8s.io/usage-cpu / -memory) and metrics-server serving the real
 #       aggregated metrics.k8s.io. Then `helm install tailor charts/tailor -n tailor-system` and the three
 #       Tailor programs as host processes, each with a token of its own chart ServiceAccount and the arguments
 #       the chart rendered for its Deployment. Prints `export KUBECONFIG=…` and `export PATH=…` on stdout
-#       (eval them), progress on stderr; returns once everything is ready.
+#       (eval them), progress on stderr; returns once everything is ready. --with-upstream also runs upstream
+#       VPA (UPSTREAM_VPA_VERSION: recommender, updater, admission-controller) beside Tailor, as host processes
+#       with their usual flags, each with a token of its ServiceAccount from upstream's deploy/vpa-rbac.yaml;
+#       its admission controller registers itself (by URL).
 #   hack/cluster.sh down
 #       stops every process it started and removes the cluster's state (the audit log is kept in
 #       target/cluster/audit.log until the next `up`).
@@ -17,10 +20,13 @@
 #   hack/cluster.sh tailor list recommender|updater|admission
 #       controls one Tailor process (INSTANCE: 0, 1, …; a second recommender is instance 1) — the e2e tests'
 #       way to restart, kill or add a replica where kind would delete or add a pod. Each start is a new
-#       identity (POD_NAME), as a replacement pod would be; `list` prints "IDENTITY running|stopped INSTANCE RESTARTS". A Tailor process that exits (a lost leader
-#       lease does that) is restarted after 2 s, as the kubelet restarts a container.
+#       identity (POD_NAME), as a replacement pod would be; `list` prints "IDENTITY running|stopped INSTANCE
+#       RESTARTS". A Tailor process that exits (a lost leader lease does that) is restarted after 2 s, as the
+#       kubelet restarts a container.
 #   hack/cluster.sh restart kube-apiserver|etcd|kube-controller-manager|kube-scheduler|kwok|metrics-server
 #       stops one control-plane process and starts it again with the same command line.
+#   hack/cluster.sh upstream start|stop|restart recommender|updater|admission-controller
+#       controls one upstream VPA process (after up --with-upstream); a restart keeps its command line.
 #   hack/cluster.sh status
 #
 # Environment: TAILOR_CLUSTER_DIR (state, default target/cluster), TAILOR_BIN_DIR (Tailor's binaries, default
@@ -124,38 +130,38 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
 }
 
 # --- certificates -------------------------------------------------------------------------------------------
+# leaf NAME CA SUBJECT [SAN]: a certificate in $STATE/pki signed by CA (a server's when SAN is given).
+leaf() {
+  local dir=$STATE/pki ext
+  ext=$(mktemp)
+  if [[ -n ${4:-} ]]; then
+    printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$4" >"$ext"
+  else
+    printf 'extendedKeyUsage=clientAuth\n' >"$ext"
+  fi
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "$3" -keyout "$dir/$1.key" \
+    -out "$dir/$1.csr" 2>/dev/null
+  openssl x509 -req -in "$dir/$1.csr" -CA "$dir/$2.crt" -CAkey "$dir/$2.key" -CAcreateserial -days 30 \
+    -extfile "$ext" -out "$dir/$1.crt" 2>/dev/null
+  rm -f "$dir/$1.csr" "$ext"
+}
+
 pki() {
   local dir=$STATE/pki
   mkdir -p "$dir"
-  ( cd "$dir"
-    ca() { openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj "/CN=$2" \
-      -keyout "$1.key" -out "$1.crt" 2>/dev/null; }
-    # cert NAME CA SUBJECT [SAN]: a leaf signed by CA.
-    cert() {
-      local ext
-      ext=$(mktemp)
-      if [[ -n ${4:-} ]]; then
-        printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$4" >"$ext"
-      else
-        printf 'extendedKeyUsage=clientAuth\n' >"$ext"
-      fi
-      openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "$3" -keyout "$1.key" -out "$1.csr" 2>/dev/null
-      openssl x509 -req -in "$1.csr" -CA "$2.crt" -CAkey "$2.key" -CAcreateserial -days 30 -extfile "$ext" \
-        -out "$1.crt" 2>/dev/null
-      rm -f "$1.csr" "$ext"
-    }
-    ca ca tailor-local-ca
-    ca front-proxy-ca tailor-local-front-proxy-ca
-    cert apiserver ca "/CN=kube-apiserver" \
-      "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:127.0.0.1,IP:10.96.0.1"
-    cert serving ca "/CN=loopback-serving" "DNS:localhost,IP:127.0.0.1"
-    cert admin ca "/O=system:masters/CN=kubernetes-admin"
-    cert controller-manager ca "/CN=system:kube-controller-manager"
-    cert scheduler ca "/CN=system:kube-scheduler"
-    cert front-proxy-client front-proxy-ca "/CN=front-proxy-client"
-    openssl ecparam -name prime256v1 -genkey -noout -out sa.key 2>/dev/null
-    openssl ec -in sa.key -pubout -out sa.pub 2>/dev/null
-  )
+  ca() { openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj "/CN=$2" \
+    -keyout "$dir/$1.key" -out "$dir/$1.crt" 2>/dev/null; }
+  ca ca tailor-local-ca
+  ca front-proxy-ca tailor-local-front-proxy-ca
+  leaf apiserver ca "/CN=kube-apiserver" \
+    "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:127.0.0.1,IP:10.96.0.1"
+  leaf serving ca "/CN=loopback-serving" "DNS:localhost,IP:127.0.0.1"
+  leaf admin ca "/O=system:masters/CN=kubernetes-admin"
+  leaf controller-manager ca "/CN=system:kube-controller-manager"
+  leaf scheduler ca "/CN=system:kube-scheduler"
+  leaf front-proxy-client front-proxy-ca "/CN=front-proxy-client"
+  openssl ecparam -name prime256v1 -genkey -noout -out "$dir/sa.key" 2>/dev/null
+  openssl ec -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null
 }
 
 # kubeconfig FILE USER [CERT KEY | --token TOKEN]
@@ -193,11 +199,12 @@ EOF
 load_env() { [[ -f $STATE/env ]] || die "no cluster (run hack/cluster.sh up)"; source "$STATE/env"; }
 
 up() {
-  local nodes=2 with_tailor=1 which=kubernetes
+  local nodes=2 with_tailor=1 with_upstream=0 which=kubernetes
   while (($#)); do
     case $1 in
       --nodes) nodes=$2; shift 2 ;;
       --without-tailor) with_tailor=0; shift ;;
+      --with-upstream) with_upstream=1; shift ;;
       --kubernetes) case $2 in newest) which=kubernetes ;; oldest) which=kubernetes-oldest ;;
                       *) die "--kubernetes takes newest or oldest" ;; esac; shift 2 ;;
       *) die "unknown argument $1 (see the header of hack/cluster.sh)" ;;
@@ -210,14 +217,18 @@ up() {
   fi
 
   # Binaries: the control plane from the Go module cache, Tailor from cargo.
-  local dirs
-  dirs=$("$ROOT/hack/go/build.sh" "$which" etcd kwok metrics-server helm) || die "building the control plane failed"
+  local dirs upstream=()
+  ((with_upstream)) && upstream=(upstream-vpa)
+  dirs=$("$ROOT/hack/go/build.sh" "$which" etcd kwok metrics-server helm "${upstream[@]}") ||
+    die "building the control plane failed"
   local kube_dir etcd_dir kwok_dir ms_dir helm_dir
   kube_dir=$(awk -v n="$which" '$1 == n {print $2}' <<<"$dirs")
   etcd_dir=$(awk '$1 == "etcd" {print $2}' <<<"$dirs")
   kwok_dir=$(awk '$1 == "kwok" {print $2}' <<<"$dirs")
   ms_dir=$(awk '$1 == "metrics-server" {print $2}' <<<"$dirs")
   helm_dir=$(awk '$1 == "helm" {print $2}' <<<"$dirs")
+  local upstream_dir
+  upstream_dir=$(awk '$1 == "upstream-vpa" {print $2}' <<<"$dirs")
   BIN_DIR=${TAILOR_BIN_DIR:-$ROOT/target/debug}
   if ((with_tailor)) && [[ -z ${TAILOR_BIN_DIR:-} ]]; then
     log "building Tailor's binaries (cargo build)"
@@ -334,6 +345,7 @@ EOF
   wait_for metrics-server 180 kubectl get --raw /apis/metrics.k8s.io/v1beta1/nodes
 
   if ((with_tailor)); then install_tailor; fi
+  if ((with_upstream)); then install_upstream_vpa "$vpa_src" "$upstream_dir"; fi
   # shellcheck disable=SC2034 # read by the EXIT trap
   UP_DONE=1
   log "ready: Kubernetes $version on https://127.0.0.1:$APISERVER_PORT, $nodes node(s); logs in $STATE/logs"
@@ -475,6 +487,59 @@ tailor_process() {
     start "$name" "$ROOT/hack/cluster.sh" supervise "$STATE/restarts-$name" "$BIN_DIR/tailor-$component" "${args[@]}"
 }
 
+# install_upstream_vpa SOURCE BIN_DIR: upstream VPA's RBAC from its deploy/, its ServiceAccounts, and its
+# three programs as host processes.
+install_upstream_vpa() {
+  local src=$1 bin=$2 sa
+  log "upstream VPA $UPSTREAM_VPA_VERSION beside Tailor: recommender, updater, admission-controller"
+  kubectl apply --server-side -f "$src/deploy/vpa-rbac.yaml" >&2
+  for sa in vpa-recommender vpa-updater vpa-admission-controller; do # some come with the RBAC file
+    kubectl -n kube-system create serviceaccount "$sa" --dry-run=client -o yaml | kubectl apply -f - >&2
+  done
+  leaf upstream-webhook ca "/CN=vpa-webhook" "DNS:localhost,IP:127.0.0.1"
+  local webhook metrics_a metrics_r metrics_u
+  read -r webhook metrics_a metrics_r metrics_u < <(free_ports 4)
+  cat >>"$STATE/env" <<EOF
+UPSTREAM_VPA_BIN=$bin
+UPSTREAM_WEBHOOK_PORT=$webhook
+UPSTREAM_ADMISSION_METRICS_PORT=$metrics_a
+UPSTREAM_RECOMMENDER_METRICS_PORT=$metrics_r
+UPSTREAM_UPDATER_METRICS_PORT=$metrics_u
+EOF
+  # The same loop intervals as Tailor's (hack/cluster/values.yaml), so the two can be compared loop by loop.
+  upstream_process admission-controller vpa-admission-controller "$bin" --port "$webhook" \
+    --address "127.0.0.1:$metrics_a" --client-ca-file "$STATE/pki/ca.crt" \
+    --tls-cert-file "$STATE/pki/upstream-webhook.crt" --tls-private-key "$STATE/pki/upstream-webhook.key" \
+    --register-by-url --webhook-address https://127.0.0.1 --webhook-port "$webhook"
+  upstream_process recommender vpa-recommender "$bin" --address "127.0.0.1:$metrics_r" --recommender-interval 10s
+  upstream_process updater vpa-updater "$bin" --address "127.0.0.1:$metrics_u" --updater-interval 10s
+  wait_for upstream-admission-controller 60 kubectl get mutatingwebhookconfiguration vpa-webhook-config
+}
+
+# upstream_process NAME SERVICE_ACCOUNT BIN_DIR ARGS...: one upstream VPA program, supervised, with a token of
+# its ServiceAccount (in kube-system, where upstream deploys it and looks for its status Lease).
+upstream_process() {
+  local name=$1 sa=$2 bin=$3 token
+  shift 3
+  token=$(kubectl -n kube-system create token "$sa" --duration 24h)
+  kubeconfig "$STATE/upstream-$name.kubeconfig" "$sa" --token "$token"
+  NAMESPACE=kube-system start "upstream-$name" "$ROOT/hack/cluster.sh" supervise \
+    "$STATE/restarts-upstream-$name" "$bin/$name" --kubeconfig "$STATE/upstream-$name.kubeconfig" "$@"
+}
+
+# upstream_control start|stop|restart NAME: one upstream VPA program, with the command line it was started with.
+upstream_control() {
+  local verb=$1 name=upstream-${2:?recommender, updater or admission-controller} cmd=()
+  [[ -f $STATE/cmd/$name ]] || die "no process $name (hack/cluster.sh up --with-upstream starts them)"
+  mapfile -d '' -t cmd <"$STATE/cmd/$name"
+  case $verb in
+    stop) stop "$name" ;;
+    start) running "$name" || NAMESPACE=kube-system start "$name" "${cmd[@]}" ;;
+    restart) stop "$name"; NAMESPACE=kube-system start "$name" "${cmd[@]}" ;;
+    *) die "upstream takes start, stop or restart" ;;
+  esac
+}
+
 # tailor_list COMPONENT: one line per instance started so far, "IDENTITY running|stopped INSTANCE RESTARTS".
 tailor_list() {
   local f name
@@ -494,7 +559,8 @@ down() {
   local name
   # Tailor and the add-ons first, the API server and etcd last.
   local f
-  for f in "$STATE"/pids/recommender-* "$STATE"/pids/updater-* "$STATE"/pids/admission-*; do
+  for f in "$STATE"/pids/recommender-* "$STATE"/pids/updater-* "$STATE"/pids/admission-* \
+    "$STATE"/pids/upstream-*; do
     [[ -e $f ]] && stop "$(basename "$f")"
   done
   for name in metrics-server kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$name"; done
@@ -526,11 +592,17 @@ case ${1:-} in
     export PATH="$STATE/bin:$PATH" KUBECONFIG=$STATE/admin.kubeconfig
     restart_component "${2:?process name}"
     ;;
+  upstream)
+    shift
+    load_env
+    export PATH="$STATE/bin:$PATH" KUBECONFIG=$STATE/admin.kubeconfig
+    upstream_control "$@"
+    ;;
   tailor)
     shift
     load_env
     export PATH="$STATE/bin:$PATH" KUBECONFIG=$STATE/admin.kubeconfig
     if [[ ${1:-} == list ]]; then tailor_list "${2:?component}"; else tailor_process "$@"; fi
     ;;
-  *) sed -n '2,22p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,33p' "$0" >&2; exit 2 ;;
 esac

@@ -21,7 +21,8 @@ export TAILOR_CLUSTER_DIR=${TAILOR_CLUSTER_DIR:-$ROOT/target/cluster}
 cargo build -q -p tailor-cli 2>&1 | tail -n 20 >&2 # tailor recommend, which the e2e suite compares with
 cargo test -q -p tailor-tests --test e2e --no-run 2>&1 | tail -n 20 >&2
 
-env_lines=$("$ROOT/hack/cluster.sh" up --kubernetes "$which") || {
+# Upstream VPA runs beside Tailor, as users run both (the coexistence tests need it).
+env_lines=$("$ROOT/hack/cluster.sh" up --kubernetes "$which" --with-upstream) || {
   echo "e2e (real control plane): the cluster did not come up (logs: $TAILOR_CLUSTER_DIR/logs)"
   echo "e2e (real control plane): 0 passed, 1 failed"
   exit 1
@@ -33,6 +34,7 @@ version=$(source "$TAILOR_CLUSTER_DIR/env" && echo "$KUBERNETES_VERSION")
 
 log="$LOG_DIR/e2e-local-$which.log"
 TAILOR_E2E_KUBECONFIG=$KUBECONFIG TAILOR_E2E_CONTROL="$ROOT/hack/cluster.sh" \
+  TAILOR_E2E_AUDIT_LOG="$TAILOR_CLUSTER_DIR/audit.log" \
   cargo test -p tailor-tests --test e2e -- --ignored --test-threads=1 "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 read -r p f < <(sed -nE 's/^test result: [a-zA-Z]+\. ([0-9]+) passed; ([0-9]+) failed.*/\1 \2/p' "$log" | tail -n 1)

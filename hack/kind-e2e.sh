@@ -14,8 +14,10 @@
 #   SKIP_BUILD=1       do not build the images (they must already be loaded)
 #   IMAGE_TAG          tag of the locally built images          (e2e)
 #   METRICS_SERVER_VERSION                                       (v0.8.0)
-#   UPSTREAM_VPA_REF   kubernetes/autoscaler ref whose VPA CRDs are installed next to Tailor's, to prove
-#                      they do not interfere                    (vertical-pod-autoscaler-1.2.2)
+#   UPSTREAM_VPA_REF   kubernetes/autoscaler ref of the upstream VPA installed next to Tailor (its own
+#                      hack/vpa-up.sh: CRDs, RBAC, recommender, updater, admission controller), for the
+#                      coexistence tests                        (vertical-pod-autoscaler-1.7.3)
+#   UPSTREAM_VPA_TAG   its images' tag                          (1.7.3)
 #   CARGO_TEST_ARGS    extra arguments after `--` for cargo test (e.g. a test name filter); the run fails when
 #                      no test ran
 #
@@ -29,7 +31,8 @@ KIND_CLUSTER=${KIND_CLUSTER:-tailor-e2e}
 KIND_NODE_IMAGE=${KIND_NODE_IMAGE:-kindest/node:v1.33.1}
 IMAGE_TAG=${IMAGE_TAG:-e2e}
 METRICS_SERVER_VERSION=${METRICS_SERVER_VERSION:-v0.8.0}
-UPSTREAM_VPA_REF=${UPSTREAM_VPA_REF:-vertical-pod-autoscaler-1.2.2}
+UPSTREAM_VPA_REF=${UPSTREAM_VPA_REF:-vertical-pod-autoscaler-1.7.3}
+UPSTREAM_VPA_TAG=${UPSTREAM_VPA_TAG:-1.7.3}
 NAMESPACE=tailor-system
 RELEASE=tailor
 COMPONENTS=(recommender updater admission)
@@ -108,10 +111,13 @@ kubectl -n kube-system patch deployment metrics-server --type=json \
   -p '[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--kubelet-insecure-tls"}]'
 kubectl -n kube-system rollout status deployment/metrics-server --timeout=180s
 
-# --- upstream VPA CRDs only (no upstream components), for the coexistence test --------------------------
-log "installing upstream VPA CRDs ($UPSTREAM_VPA_REF)"
-kubectl apply --server-side -f \
-  "https://raw.githubusercontent.com/kubernetes/autoscaler/$UPSTREAM_VPA_REF/vertical-pod-autoscaler/deploy/vpa-v1-crd-gen.yaml"
+# --- upstream VPA beside Tailor, installed its own way, for the coexistence tests ------------------------------
+log "installing upstream VPA ($UPSTREAM_VPA_REF, images $UPSTREAM_VPA_TAG) with its hack/vpa-up.sh"
+mkdir -p "$WORK/upstream"
+curl -fsSL "https://github.com/kubernetes/autoscaler/archive/refs/tags/$UPSTREAM_VPA_REF.tar.gz" |
+  tar -xz -C "$WORK/upstream" --strip-components 1
+(cd "$WORK/upstream/vertical-pod-autoscaler" && TAG=$UPSTREAM_VPA_TAG ./hack/vpa-up.sh)
+kubectl -n kube-system rollout status deployment/vpa-admission-controller --timeout=180s
 
 # --- images ----------------------------------------------------------------------------------------------
 # --provenance=false: a single-platform image without an attestation manifest, which `kind load` can import.

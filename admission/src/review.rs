@@ -66,8 +66,11 @@ pub enum ReviewResult {
     Patched,
     /// Allowed without a patch (no matching VPA, valid VPA needing no default, unsupported resource).
     Allowed,
-    /// Allowed untouched on purpose: the pod already carries upstream VPA's `vpaUpdates` annotation.
+    /// Allowed untouched on purpose: the pod already carries upstream VPA's `vpaUpdates` annotation (Tailor's
+    /// own annotations of an earlier call removed).
     SkippedUpstream,
+    /// Allowed untouched: Tailor sized the pod in an earlier call of the same admission (reinvocation).
+    AlreadySized,
     /// Matched, but every resource to change is budgeted at pod level (`spec.resources`); only Tailor's
     /// annotations were added.
     PodLevelLeftAlone,
@@ -87,6 +90,7 @@ impl ReviewResult {
             ReviewResult::Allowed => "allowed",
             ReviewResult::PodLevelLeftAlone => "pod_level_left_alone",
             ReviewResult::SkippedUpstream => "skipped_upstream",
+            ReviewResult::AlreadySized => "already_sized",
             ReviewResult::Denied => "denied",
             ReviewResult::Error => "error",
             ReviewResult::Malformed => "malformed",

@@ -78,6 +78,10 @@ impl Reviewer for Webhook {
                 tracing::debug!(uid = %capped(&req.uid), pod = %pod(), "pod already sized by upstream VPA; left alone");
                 ReviewResult::SkippedUpstream
             }
+            PodOutcome::AlreadySized => {
+                tracing::debug!(uid = %capped(&req.uid), pod = %pod(), "pod sized by an earlier call of this admission");
+                ReviewResult::AlreadySized
+            }
             PodOutcome::Error(error) => {
                 tracing::warn!(uid = %capped(&req.uid), pod = %pod(), error = %capped(&error), "pod admitted unmodified");
                 ReviewResult::Error

@@ -4,7 +4,7 @@
 # version: the cache key is the component, its version and a hash of its wrapper go.sum.
 #
 # Usage: hack/go/build.sh [COMPONENT]...   COMPONENT: kubernetes, kubernetes-oldest, etcd, kwok, metrics-server,
-#        helm (default: all but kubernetes-oldest). Prints one line per component on stdout, "NAME DIR" with the
+#        helm, upstream-vpa (default: all but kubernetes-oldest). Prints one line per component on stdout, "NAME DIR" with the
 #        directory holding its binaries; progress goes to stderr.
 # Environment: TAILOR_TOOLS_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/tailor/tools).
 set -euo pipefail
@@ -70,7 +70,7 @@ kubernetes() { # kubernetes NAME VERSION
 }
 
 targets=("$@")
-((${#targets[@]})) || targets=(kubernetes etcd kwok metrics-server helm)
+((${#targets[@]})) || targets=(kubernetes etcd kwok metrics-server helm upstream-vpa)
 for t in "${targets[@]}"; do
   case $t in
     kubernetes) kubernetes kubernetes "$KUBERNETES_VERSION" ;;
@@ -81,6 +81,9 @@ for t in "${targets[@]}"; do
       "-X sigs.k8s.io/metrics-server/pkg/version.gitVersion=$METRICS_SERVER_VERSION" \
       sigs.k8s.io/metrics-server/cmd/metrics-server ;;
     helm) build helm "$HELM_VERSION" "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" helm.sh/helm/v4/cmd/helm ;;
+    # Upstream VPA (hack/cluster.sh up --with-upstream): binaries recommender, updater, admission-controller.
+    upstream-vpa) build upstream-vpa "$UPSTREAM_VPA_VERSION" "" k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender \
+      k8s.io/autoscaler/vertical-pod-autoscaler/pkg/updater k8s.io/autoscaler/vertical-pod-autoscaler/pkg/admission-controller ;;
     *) echo "hack/go/build.sh: unknown component $t" >&2; exit 2 ;;
   esac
 done

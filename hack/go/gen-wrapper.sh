@@ -7,14 +7,18 @@
 # with ./staging paths that do not exist outside its repository; the wrapper replaces each with the published
 # v0.X.Y. The list is read from that version's own go.mod (from the module proxy), never written by hand.
 #
-# Usage: hack/go/gen-wrapper.sh [kubernetes|kubernetes-oldest|etcd|kwok|metrics-server|helm]...  (default: all)
+# Upstream VPA's go.mod excludes old k8s.io/client-go versions; excludes apply only in the main module, so the
+# wrapper repeats them (read from that go.mod too).
+#
+# Usage: hack/go/gen-wrapper.sh [kubernetes|kubernetes-oldest|etcd|kwok|metrics-server|helm|upstream-vpa]...
+#        (default: all)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
 source "$HERE/versions.env"
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local
 
-# wrapper DIR MODULE_PATH_SUFFIX "require lines" "replace lines" TOOL...
+# wrapper DIR "require lines" "replace lines" TOOL...  ($WRAPPER_EXCLUDE: exclude lines, if any)
 wrapper() {
   local dir=$1 require=$2 replace=$3
   shift 3
@@ -33,6 +37,12 @@ wrapper() {
       echo
       echo "replace ("
       printf '%s\n' "$replace"
+      echo ")"
+    fi
+    if [[ -n ${WRAPPER_EXCLUDE:-} ]]; then
+      echo
+      echo "exclude ("
+      printf '%s\n' "$WRAPPER_EXCLUDE"
       echo ")"
     fi
     echo
@@ -58,8 +68,17 @@ kubernetes() { # kubernetes DIR VERSION
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 }
 
+upstream_vpa() { # upstream_vpa DIR VERSION
+  local dir=$1 version=$2 gomod module=k8s.io/autoscaler/vertical-pod-autoscaler
+  gomod=$(go mod download -json "$module@$version" | sed -nE 's/^\s*"GoMod": "(.*)",?$/\1/p')
+  [[ -f $gomod ]] || { echo "cannot read $module@$version's go.mod from the module proxy" >&2; return 1; }
+  WRAPPER_EXCLUDE=$(sed -n '/^exclude (/,/^)/p' "$gomod" | sed '1d;$d') \
+    wrapper "$dir" "	$module $version" "" \
+    "$module/pkg/recommender" "$module/pkg/updater" "$module/pkg/admission-controller"
+}
+
 targets=("$@")
-((${#targets[@]})) || targets=(kubernetes kubernetes-oldest etcd kwok metrics-server helm)
+((${#targets[@]})) || targets=(kubernetes kubernetes-oldest etcd kwok metrics-server helm upstream-vpa)
 for t in "${targets[@]}"; do
   case $t in
     kubernetes) kubernetes "$HERE/kubernetes" "$KUBERNETES_VERSION" ;;
@@ -69,6 +88,7 @@ for t in "${targets[@]}"; do
     metrics-server) wrapper "$HERE/metrics-server" "	sigs.k8s.io/metrics-server $METRICS_SERVER_VERSION" "" \
       sigs.k8s.io/metrics-server/cmd/metrics-server ;;
     helm) wrapper "$HERE/helm" "	helm.sh/helm/v4 $HELM_VERSION" "" helm.sh/helm/v4/cmd/helm ;;
+    upstream-vpa) upstream_vpa "$HERE/upstream-vpa" "$UPSTREAM_VPA_VERSION" ;;
     *) echo "unknown wrapper $t" >&2; exit 2 ;;
   esac
 done

@@ -37,8 +37,12 @@ pub use tailor_crds::sizing::*;
 /// Why a pod was left alone without looking at the recommendation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SkipReason {
-    /// The pod carries upstream's `vpaUpdates` annotation: the upstream webhook already sized it.
+    /// The pod carries upstream's `vpaUpdates` annotation: the upstream webhook already sized it (the
+    /// patch then only removes Tailor's annotations of an earlier call, if any).
     UpstreamManaged,
+    /// The pod already carries Tailor's updates annotation: sized by an earlier call of this admission
+    /// (the API server reinvoked the webhook after another one changed the pod).
+    AlreadySized,
 }
 
 /// What Tailor changed in one container, for the updates annotation.
@@ -57,7 +61,8 @@ pub struct ContainerUpdate {
 /// The result of [`patch_pod`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PodPatch {
-    /// The JSON Patch to return to the API server (empty when skipped).
+    /// The JSON Patch to return to the API server (empty when skipped, but for the withdrawal of Tailor's
+    /// annotations from a pod upstream sized).
     pub patch: Patch,
     /// Set when the pod was deliberately left alone.
     pub skipped: Option<SkipReason>,

@@ -183,8 +183,16 @@ pub fn observed_containers_value(pod: &Pod) -> String {
 }
 
 /// The patch for a pod that `vpa` governs (upstream spec §3.1 steps 6–8): resources of every container,
-/// then the updates and observed-containers annotations. A pod already sized by the upstream webhook
-/// (annotation `vpaUpdates`) is left alone. LimitRanges of other namespaces are ignored.
+/// then the updates and observed-containers annotations. LimitRanges of other namespaces are ignored.
+///
+/// Two cases leave the pod's resources alone ([`PodPatch::skipped`]):
+/// - it carries upstream's `vpaUpdates` annotation: upstream's webhook sized it. When the API server
+///   called Tailor first (webhooks run in the order of their configurations' names, and `tailor-…` comes
+///   before upstream's `vpa-webhook-config`) and calls it again after upstream's patch (the chart's
+///   `reinvocationPolicy: IfNeeded`), Tailor's own annotations from the first call are removed: upstream's
+///   numbers stand, and the pod says so.
+/// - it already carries Tailor's updates annotation: Tailor sized it earlier in this admission and is
+///   called again because a later webhook changed the pod; the first answer stands.
 pub fn patch_pod(
     pod: &Pod,
     vpa: &VerticalPodAutoscaler,
@@ -192,9 +200,22 @@ pub fn patch_pod(
     options: &PatchOptions,
 ) -> Result<PodPatch, PodError> {
     let annotations = pod.metadata.annotations.as_ref();
-    if annotations.is_some_and(|a| a.contains_key(UPSTREAM_UPDATES_ANNOTATION)) {
+    let has = |key: &str| annotations.is_some_and(|a| a.contains_key(key));
+    if has(UPSTREAM_UPDATES_ANNOTATION) {
+        let withdrawn = [UPDATES_ANNOTATION, OBSERVED_CONTAINERS_ANNOTATION]
+            .into_iter()
+            .filter(|key| has(key))
+            .map(remove_annotation_op)
+            .collect();
         return Ok(PodPatch {
+            patch: Patch(withdrawn),
             skipped: Some(SkipReason::UpstreamManaged),
+            ..Default::default()
+        });
+    }
+    if has(UPDATES_ANNOTATION) {
+        return Ok(PodPatch {
+            skipped: Some(SkipReason::AlreadySized),
             ..Default::default()
         });
     }

@@ -15,8 +15,11 @@ pub enum PodOutcome {
         /// Why, when matching failed rather than found nothing.
         reason: Option<String>,
     },
-    /// The pod already carries upstream's `vpaUpdates` annotation and was left alone.
+    /// The pod already carries upstream's `vpaUpdates` annotation and was left alone (but for Tailor's
+    /// annotations of an earlier call, removed).
     SkippedUpstream,
+    /// Tailor sized the pod in an earlier call of this admission; left as it is.
+    AlreadySized,
     /// Matched `vpa`, but every resource the recommendation would change is budgeted at pod level
     /// (`spec.resources`): only the updates annotation says so.
     PodLevelLeftAlone {
@@ -76,7 +79,23 @@ pub fn review_pod(
     };
     let limit_ranges = index.limit_ranges(&namespace);
     match patch_pod(&pod, &vpa, &limit_ranges, options) {
-        Ok(result) if result.skipped.is_some() => (allowed, PodOutcome::SkippedUpstream),
+        Ok(PodPatch {
+            skipped: Some(reason),
+            patch,
+            ..
+        }) => {
+            let outcome = match reason {
+                SkipReason::UpstreamManaged => PodOutcome::SkippedUpstream,
+                SkipReason::AlreadySized => PodOutcome::AlreadySized,
+            };
+            if patch.0.is_empty() {
+                return (allowed, outcome);
+            }
+            match allowed.clone().with_patch(patch) {
+                Ok(response) => (response, outcome),
+                Err(e) => (allowed, PodOutcome::Error(e.to_string())),
+            }
+        }
         Ok(result) => match allowed.clone().with_patch(result.patch) {
             Ok(response) => {
                 let vpa = format!(

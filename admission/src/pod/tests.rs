@@ -138,6 +138,48 @@ fn upstream_managed_pods_are_left_alone() {
     assert!(result.patch.0.is_empty());
 }
 
+#[test]
+fn a_pod_upstream_sized_after_tailor_loses_tailors_annotations() {
+    // Tailor's webhook ran first, upstream's after it, and the API server calls Tailor again.
+    let mut p = web_pod();
+    p["metadata"]["annotations"] = json!({
+        UPDATES_ANNOTATION: "Pod resources updated by web: container 0: cpu request",
+        OBSERVED_CONTAINERS_ANNOTATION: "app",
+        "vpaUpdates": "Pod resources updated by web: container 0: cpu request",
+        "vpaObservedContainers": "app"
+    });
+    let result = patch_pod(
+        &pod(p.clone()),
+        &web_vpa(json!([])),
+        &[],
+        &PatchOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(result.skipped, Some(SkipReason::UpstreamManaged));
+    let mut doc = p;
+    json_patch::patch(&mut doc, &result.patch).unwrap();
+    let annotations = doc["metadata"]["annotations"].as_object().unwrap();
+    let mut keys: Vec<&str> = annotations.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["vpaObservedContainers", "vpaUpdates"], "{doc}");
+    assert_eq!(
+        doc["spec"],
+        web_pod()["spec"],
+        "the resources are upstream's, untouched"
+    );
+}
+
+#[test]
+fn a_pod_tailor_sized_earlier_in_the_admission_is_left_as_it_is() {
+    // Another webhook changed the pod after Tailor's patch; the API server calls Tailor again.
+    let mut p = web_pod();
+    p["metadata"]["annotations"] =
+        json!({UPDATES_ANNOTATION: "Pod resources updated by web: container 0: cpu request"});
+    let result = patch_pod(&pod(p), &web_vpa(json!([])), &[], &PatchOptions::default()).unwrap();
+    assert_eq!(result.skipped, Some(SkipReason::AlreadySized));
+    assert!(result.patch.0.is_empty());
+}
+
 /// The body of a pod CREATE review as the API server sends it.
 fn pod_request(object: Value, version: &str) -> Vec<u8> {
     serde_json::to_vec(&json!({

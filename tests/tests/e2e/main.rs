@@ -7,6 +7,8 @@
 //! TAILOR_E2E_KUBECONFIG=target/e2e/kubeconfig cargo test -p tailor-tests --test e2e -- --ignored --test-threads=1
 //! ```
 //!
+//! `TAILOR_E2E_AUDIT_LOG` names the API server's audit log where the tests can read it (the local control plane:
+//! `hack/e2e-local.sh` sets it); the coexistence test then checks who wrote what request by request.
 //! `TAILOR_E2E_NAMESPACE` (default `tailor-system`) and `TAILOR_E2E_RELEASE` (default `tailor`) locate the
 //! installed chart, installed with hack/kind-values.yaml (leader election on, the webhook's feature gates).
 //! Each test works in its own namespace and deletes it at the end. Run them one at a time: some disturb
@@ -18,6 +20,7 @@
 
 mod admission;
 mod certificates;
+mod coexistence;
 mod crds;
 mod custom_kinds;
 mod in_place;

@@ -1,0 +1,250 @@
+//! Upstream VPA beside Tailor (`hack/cluster.sh up --with-upstream`): each autoscaler sizes, recommends for and
+//! evicts only what its own VPAs cover — seen in the pods and, on the local control plane, in the API server's
+//! audit log (`TAILOR_E2E_AUDIT_LOG`), request by request.
+
+use std::io::BufRead;
+
+use super::*;
+
+/// Names of upstream VPA's ServiceAccounts (its deploy/ manifests, namespace kube-system).
+const UPSTREAM_USERS: &str = "system:serviceaccount:kube-system:vpa-";
+
+/// A request seen in the audit log.
+#[derive(Debug)]
+struct Request {
+    user: String,
+    verb: String,
+    group: String,
+    resource: String,
+    subresource: String,
+    name: String,
+}
+
+/// The requests of the audit log about objects in `ns` (each once: a request is logged at several stages).
+fn audited_requests(path: &std::path::Path, ns: &str) -> Result<Vec<Request>> {
+    let file =
+        std::fs::File::open(path).with_context(|| format!("audit log {}", path.display()))?;
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for line in std::io::BufReader::new(file).lines() {
+        let Ok(event) = serde_json::from_str::<Value>(&line?) else {
+            continue;
+        };
+        let field = |p: &str| {
+            event
+                .pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        if field("/objectRef/namespace") != ns || !seen.insert(field("/auditID")) {
+            continue;
+        }
+        out.push(Request {
+            user: field("/user/username"),
+            verb: field("/verb"),
+            group: field("/objectRef/apiGroup"),
+            resource: field("/objectRef/resource"),
+            subresource: field("/objectRef/subresource"),
+            name: field("/objectRef/name"),
+        });
+    }
+    Ok(out)
+}
+
+fn upstream_vpa_manifest(name: &str, target: &str, mode: &str) -> Value {
+    let mut v = vpa_manifest(name, target, mode);
+    v["apiVersion"] = json!("autoscaling.k8s.io/v1");
+    v
+}
+
+/// Waits until the original pods of `app` are replaced by running pods and returns those.
+async fn replaced(env: &E2e, ns: &str, app: &str, original: &BTreeSet<String>) -> Result<Vec<Pod>> {
+    wait_for(
+        &format!("the original pods of {app} replaced by running pods"),
+        UPDATE_TIMEOUT,
+        || async {
+            let pods = env.all_pods(ns, app).await?;
+            let left = pods.iter().any(|p| {
+                p.metadata
+                    .uid
+                    .as_ref()
+                    .is_some_and(|u| original.contains(u))
+            });
+            let fresh: Vec<Pod> = env
+                .running_pods(ns, app)
+                .await?
+                .into_iter()
+                .filter(|p| {
+                    !p.metadata
+                        .uid
+                        .as_ref()
+                        .is_some_and(|u| original.contains(u))
+                })
+                .collect();
+            Ok((!left && fresh.len() == original.len()).then_some(fresh))
+        },
+    )
+    .await
+}
+
+async fn uids(env: &E2e, ns: &str, app: &str, replicas: usize) -> Result<BTreeSet<String>> {
+    Ok(env
+        .wait_running(ns, app, replicas)
+        .await?
+        .into_iter()
+        .filter_map(|p| p.metadata.uid)
+        .collect())
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn each_autoscaler_sizes_and_evicts_only_its_own_pods() {
+    let env = e2e("each_autoscaler_sizes_and_evicts_only_its_own_pods").await;
+    let env = &env;
+    in_namespace(env, "side-by-side", |ns| async move {
+        env.upstream_vpas(&ns)
+            .list(&ListParams::default())
+            .await
+            .context("upstream VPA's CRDs are not installed (hack/cluster.sh up --with-upstream)")?;
+        Api::<MutatingWebhookConfiguration>::all(env.client.clone())
+            .get("vpa-webhook-config")
+            .await
+            .context("upstream VPA's admission controller has not registered (hack/cluster.sh up --with-upstream)")?;
+        env.create_deployment(&ns, "tailored", 2).await?;
+        env.create_deployment(&ns, "upstreamed", 2).await?;
+        let tailored = uids(env, &ns, "tailored", 2).await?;
+        let upstreamed = uids(env, &ns, "upstreamed", 2).await?;
+        env.create_vpa(&ns, vpa_manifest("tailored", "tailored", "Recreate"))
+            .await?;
+        env.upstream_vpas(&ns)
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(upstream_vpa_manifest("upstreamed", "upstreamed", "Recreate"))?,
+            )
+            .await?;
+        // Both updaters evict (each one pod at a time of two), both webhooks size the replacements.
+        let ours = replaced(env, &ns, "tailored", &tailored).await?;
+        let theirs = replaced(env, &ns, "upstreamed", &upstreamed).await?;
+        for (pods, own, other) in [
+            (&ours, "tailor.dev/updates", "vpaUpdates"),
+            (&theirs, "vpaUpdates", "tailor.dev/updates"),
+        ] {
+            for pod in pods {
+                let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+                if !annotations.contains_key(own) || annotations.contains_key(other) {
+                    bail!(
+                        "pod {:?}: expected {own} and not {other}: {annotations:?}",
+                        pod.metadata.name
+                    );
+                }
+                if pod_resources(pod)?.spec_requests == ORIGINAL_REQUESTS {
+                    bail!("pod {:?} kept its original requests", pod.metadata.name);
+                }
+            }
+        }
+        // Each VPA has its own recommender's status, and no other.
+        if target_of(&env.tailor_vpas(&ns).get("tailored").await?).is_none() {
+            bail!("the Tailor VPA has no recommendation");
+        }
+        let upstream = env.upstream_vpas(&ns).get("upstreamed").await?;
+        if upstream.data.pointer("/status/recommendation").is_none() {
+            bail!("the upstream VPA has no recommendation: {:?}", upstream.data.get("status"));
+        }
+
+        let Some(audit) = std::env::var_os("TAILOR_E2E_AUDIT_LOG") else {
+            eprintln!(
+                "no TAILOR_E2E_AUDIT_LOG (kind): who wrote what is checked from the objects only, not request by request"
+            );
+            return Ok(());
+        };
+        let requests = audited_requests(std::path::Path::new(&audit), &ns)?;
+        let tailor_user = format!("system:serviceaccount:{}:{}-", env.system_namespace, env.release);
+        let writes = |r: &&Request| matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete");
+        let mut evictions = BTreeMap::<&str, Vec<&str>>::new();
+        for r in requests.iter().filter(writes) {
+            let tailor = r.user.starts_with(&tailor_user);
+            let upstream = r.user.starts_with(UPSTREAM_USERS);
+            if (tailor && r.group == "autoscaling.k8s.io") || (upstream && r.group == "autoscaling.tailor.dev") {
+                bail!("{} wrote the other autoscaler's {} {} ({})", r.user, r.resource, r.name, r.verb);
+            }
+            if r.subresource == "eviction" || r.subresource == "resize" {
+                let who = if tailor { "tailor" } else if upstream { "upstream" } else { continue };
+                let own = if tailor { "tailored-" } else { "upstreamed-" };
+                if !r.name.starts_with(own) {
+                    bail!("{} {}d pod {}, which the other autoscaler covers", r.user, r.subresource, r.name);
+                }
+                evictions.entry(who).or_default().push(&r.name);
+            }
+        }
+        if evictions.get("tailor").is_none_or(Vec::is_empty) || evictions.get("upstream").is_none_or(Vec::is_empty) {
+            bail!("the audit log lacks an eviction by one of the updaters: {evictions:?}");
+        }
+        let status_writes = |user: &str, group: &str| {
+            requests
+                .iter()
+                .filter(writes)
+                .filter(|r| r.user.starts_with(user) && r.group == group && r.resource == "verticalpodautoscalers")
+                .count()
+        };
+        if status_writes(&tailor_user, "autoscaling.tailor.dev") == 0
+            || status_writes(UPSTREAM_USERS, "autoscaling.k8s.io") == 0
+        {
+            bail!("each recommender should have written its own VPA's status (audit log)");
+        }
+        eprintln!("audit log: evictions {evictions:?}; no write crossed over");
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn a_workload_both_cover_is_sized_by_upstream_alone() {
+    let env = e2e("a_workload_both_cover_is_sized_by_upstream_alone").await;
+    let env = &env;
+    in_namespace(env, "both-cover", |ns| async move {
+        env.create_deployment(&ns, "web", 1).await?;
+        env.wait_running(&ns, "web", 1).await?;
+        env.upstream_vpas(&ns)
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(upstream_vpa_manifest("web", "web", "Initial"))?,
+            )
+            .await?;
+        env.create_vpa(&ns, vpa_manifest("web", "web", "Initial"))
+            .await?;
+        env.recommendation(&ns, "web").await?;
+        let upstream_target = wait_for(
+            "upstream's recommendation for web",
+            RECOMMENDATION_TIMEOUT,
+            || async {
+                let vpa = env.upstream_vpas(&ns).get("web").await?;
+                let target = vpa
+                    .data
+                    .pointer("/status/recommendation/containerRecommendations/0/target")
+                    .cloned();
+                Ok(target.map(serde_json::from_value::<BTreeMap<String, Quantity>>))
+            },
+        )
+        .await??;
+        // Tailor's webhook runs first (`tailor-admission` < `vpa-webhook-config`), upstream's after it, then
+        // Tailor's again (reinvocationPolicy IfNeeded), which withdraws its annotations.
+        let pods = env.recreate_pods(&ns, "web", 1).await?;
+        let pod = &pods[0];
+        let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+        if !annotations.contains_key("vpaUpdates")
+            || annotations.keys().any(|k| k.starts_with("tailor.dev/"))
+        {
+            bail!("expected upstream's annotations alone on the pod: {annotations:?}");
+        }
+        let requests = pod_resources(pod)?.spec_requests;
+        // Upstream's webhook sets the requests to its target (constant usage: the target does not move).
+        let wanted = cpu_mem(&upstream_target)?;
+        if requests != wanted {
+            bail!("pod requests {requests:?}, upstream's target {wanted:?}");
+        }
+        Ok(())
+    })
+    .await;
+}
