@@ -506,12 +506,12 @@ UPSTREAM_ADMISSION_METRICS_PORT=$metrics_a
 UPSTREAM_RECOMMENDER_METRICS_PORT=$metrics_r
 UPSTREAM_UPDATER_METRICS_PORT=$metrics_u
 EOF
-  # The same loop intervals as Tailor's (hack/cluster/values.yaml), so the two can be compared loop by loop.
+  # The same loop periods as Tailor's (hack/cluster/values.yaml), so the two can be compared loop by loop.
   upstream_process admission-controller vpa-admission-controller "$bin" --port "$webhook" \
     --address "127.0.0.1:$metrics_a" --client-ca-file "$STATE/pki/ca.crt" \
     --tls-cert-file "$STATE/pki/upstream-webhook.crt" --tls-private-key "$STATE/pki/upstream-webhook.key" \
     --register-by-url --webhook-address https://127.0.0.1 --webhook-port "$webhook"
-  upstream_process recommender vpa-recommender "$bin" --address "127.0.0.1:$metrics_r" --recommender-interval 10s
+  upstream_process recommender vpa-recommender "$bin" --address "127.0.0.1:$metrics_r" --recommender-interval 5s
   upstream_process updater vpa-updater "$bin" --address "127.0.0.1:$metrics_u" --updater-interval 10s
   wait_for upstream-admission-controller 60 kubectl get mutatingwebhookconfiguration vpa-webhook-config
 }

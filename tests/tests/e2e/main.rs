@@ -23,6 +23,7 @@ mod certificates;
 mod coexistence;
 mod crds;
 mod custom_kinds;
+mod differential;
 mod in_place;
 mod recommendation;
 mod recreate;
