@@ -77,10 +77,11 @@ pub struct HistogramCheckpoint {
     pub reference_timestamp: Option<Time>,
     /// Bucket index (as a decimal string) → scaled weight.
     #[serde(default, deserialize_with = "bucket_weights")]
-    #[schemars(schema_with = "schema::preserve_unknown_object")]
+    #[schemars(schema_with = "schema::bucket_weights")]
     pub bucket_weights: BTreeMap<u32, u32>,
-    /// Sum of the unscaled weights.
+    /// Sum of the unscaled weights (never negative).
     #[serde(default)]
+    #[schemars(extend("minimum" = 0))]
     pub total_weight: f64,
 }
 

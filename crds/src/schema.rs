@@ -25,11 +25,25 @@ pub fn resource_list(generator: &mut SchemaGenerator) -> Schema {
     })
 }
 
-/// An object whose keys are free-form (checkpoint bucket weights).
-pub fn preserve_unknown_object(_: &mut SchemaGenerator) -> Schema {
+/// Largest bucket weight a checkpoint holds (upstream's `MaxCheckpointWeight`: weights are scaled so the
+/// heaviest bucket is exactly this).
+pub const MAX_BUCKET_WEIGHT: u32 = 10_000;
+
+/// Checkpoint bucket weights: bucket index (a decimal string) → weight in `0..=`[`MAX_BUCKET_WEIGHT`].
+/// Upstream declares a free-form object (`x-kubernetes-preserve-unknown-fields`), so one value its decoder
+/// refuses (a negative weight) is stored and only fails at restore; every value upstream writes passes this
+/// schema. The map is atomic, so an apply replaces it whole and no stale key of another manager survives.
+/// Keys cannot be constrained here (structural schemas have no `propertyNames`): they are checked at
+/// restore, where a key that is not a bucket index skips only its own checkpoint.
+pub fn bucket_weights(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "object",
-        "x-kubernetes-preserve-unknown-fields": true,
+        "additionalProperties": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": MAX_BUCKET_WEIGHT,
+        },
+        "x-kubernetes-map-type": "atomic",
     })
 }
 

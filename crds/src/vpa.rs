@@ -368,4 +368,7 @@ pub mod condition {
     pub const CONFIG_DEPRECATED: &str = "ConfigDeprecated";
     /// The object cannot be served (for example an unresolvable targetRef).
     pub const CONFIG_UNSUPPORTED: &str = "ConfigUnsupported";
+    /// Tailor's: a stored checkpoint of this VPA could not be read back at restore and was skipped (its
+    /// container started without its history). Set for a day after the restore.
+    pub const CHECKPOINT_SKIPPED: &str = "CheckpointSkipped";
 }

@@ -34,6 +34,17 @@ pub enum Error {
         #[source]
         source: CheckpointError,
     },
+    /// A stored checkpoint that cannot be decoded (a value its schema did not refuse, such as a negative
+    /// bucket weight): skipped, so only its own container starts without history.
+    #[error("checkpoint {namespace}/{checkpoint}: skipped, cannot be decoded: {message}")]
+    CheckpointInvalid {
+        /// Namespace.
+        namespace: String,
+        /// Checkpoint name.
+        checkpoint: String,
+        /// Why (the decoder's message, cut to a bounded length).
+        message: String,
+    },
     /// The checkpoints due a restore could not be read from the API server.
     #[error("checkpoints: cannot read them to restore (tried again next loop): {source}")]
     CheckpointRead {
@@ -126,7 +137,8 @@ impl Error {
             Error::Scale { .. } => "scale",
             Error::MetricsApi(_) => "metrics_api",
             Error::MalformedMetrics { .. } => "metrics_malformed",
-            Error::CheckpointLoad { .. } | Error::CheckpointRead { .. } => "checkpoint_load",
+            Error::CheckpointRead { .. } => "checkpoint_load",
+            Error::CheckpointLoad { .. } | Error::CheckpointInvalid { .. } => "checkpoint_invalid",
             Error::CheckpointBuild { .. } | Error::CheckpointWrite { .. } => "checkpoint",
             Error::CheckpointDelete { .. } => "checkpoint_gc",
             Error::StatusWrite { .. } => "status",

@@ -61,6 +61,9 @@ pub struct LoopReport {
     pub checkpoints_deleted: u64,
     /// Checkpoints restored into the model.
     pub checkpoints_restored: u64,
+    /// Checkpoints skipped at restore because they cannot be decoded or loaded (each costs only its own
+    /// container's history; counted in `errors_total{kind="checkpoint_invalid"}`).
+    pub checkpoints_skipped: u64,
     /// Aggregates removed by the model's GC.
     pub aggregates_collected: usize,
     /// How long each phase of the loop took, and the process's resident memory after it.

@@ -90,6 +90,8 @@ pub struct Findings {
     pub generation: Option<i64>,
     /// `FetchingHistory` message while the VPA's usage history is being loaded.
     pub fetching_history: Option<String>,
+    /// `CheckpointSkipped` message naming a checkpoint that could not be restored (for a day after).
+    pub checkpoint_skipped: Option<String>,
 }
 
 fn set(
@@ -202,6 +204,17 @@ pub fn plan_status(
             now,
         ),
         None => remove(&mut conditions, cond::FETCHING_HISTORY),
+    }
+    match &f.checkpoint_skipped {
+        Some(m) => set(
+            &mut conditions,
+            cond::CHECKPOINT_SKIPPED,
+            true,
+            "InvalidCheckpoint",
+            m,
+            now,
+        ),
+        None => remove(&mut conditions, cond::CHECKPOINT_SKIPPED),
     }
     conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
     VerticalPodAutoscalerStatus {
@@ -414,7 +427,7 @@ impl Recommender {
         let mut writes = Vec::new();
         for v in owned {
             let key = key_of(v);
-            let Some(findings) = self.findings(v, &key, metrics_ok) else {
+            let Some(findings) = self.findings(v, &key, metrics_ok, now) else {
                 continue;
             };
             self.track_missing(&key, &findings, now);
@@ -434,7 +447,13 @@ impl Recommender {
     }
 
     /// What the model, the target resolution and the history bootstrap say about one VPA.
-    fn findings(&self, v: &WatchedVpa, key: &VpaKey, metrics_ok: bool) -> Option<Findings> {
+    fn findings(
+        &self,
+        v: &WatchedVpa,
+        key: &VpaKey,
+        metrics_ok: bool,
+        now: Nanos,
+    ) -> Option<Findings> {
         let e = self.vpas.get(key)?;
         let mut unsupported = e.unsupported.clone();
         if let Err(err) = resource_policy(&v.spec) {
@@ -462,6 +481,11 @@ impl Recommender {
             low_confidence,
             generation: v.metadata.generation,
             fetching_history: self.history.as_ref().and_then(|h| h.fetching(key)),
+            checkpoint_skipped: e
+                .skipped_checkpoint
+                .as_ref()
+                .filter(|(at, _)| now.saturating_sub(*at) < DAY)
+                .map(|(_, m)| m.clone()),
         })
     }
 

@@ -25,6 +25,8 @@ pub(crate) struct VpaEntry {
     pub(crate) unsupported: Option<String>,
     /// When a missing recommendation was last logged.
     pub(crate) missing_logged: Option<Nanos>,
+    /// When a checkpoint of this VPA was skipped at restore, and the `CheckpointSkipped` message naming it.
+    pub(crate) skipped_checkpoint: Option<(Nanos, String)>,
 }
 
 impl VpaEntry {
@@ -38,6 +40,7 @@ impl VpaEntry {
             last_written: None,
             unsupported: None,
             missing_logged: None,
+            skipped_checkpoint: None,
         }
     }
 }

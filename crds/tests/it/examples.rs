@@ -147,3 +147,35 @@ fn upstream_example_converts_to_a_valid_tailor_vpa() {
     assert!(is_tailor(&docs[0]), "{}", docs[0]["apiVersion"]);
     assert!(schema_errors(&docs[0]).is_empty());
 }
+
+/// A checkpoint whose CPU histogram has `weights` and `total`.
+fn checkpoint_with(weights: Value, total: f64) -> Value {
+    serde_json::json!({
+        "apiVersion": format!("{GROUP}/v1"), "kind": "VerticalPodAutoscalerCheckpoint",
+        "metadata": {"name": "web-app", "namespace": "default"},
+        "spec": {"vpaObjectName": "web", "containerName": "app"},
+        "status": {"version": "v3",
+            "cpuHistogram": {"bucketWeights": weights, "totalWeight": total,
+                "referenceTimestamp": "2026-11-01T00:00:00Z"}}
+    })
+}
+
+#[test]
+fn the_checkpoint_schema_refuses_weights_the_recommender_cannot_read() {
+    // What the recommender (and upstream's) writes: weights scaled to at most 10000.
+    let good = checkpoint_with(serde_json::json!({"0": 10000, "16": 3}), 2.5);
+    assert_eq!(schema_errors(&good), Vec::<String>::new());
+    for (weights, total) in [
+        (serde_json::json!({"16": -1}), 1.0),
+        (serde_json::json!({"16": 10001}), 1.0),
+        (serde_json::json!({"16": 0.5}), 1.0),
+        (serde_json::json!({"16": "x"}), 1.0),
+        (serde_json::json!({"16": 1}), -1.0),
+    ] {
+        let bad = checkpoint_with(weights.clone(), total);
+        assert!(
+            !schema_errors(&bad).is_empty(),
+            "{weights} / {total} accepted"
+        );
+    }
+}

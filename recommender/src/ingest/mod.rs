@@ -6,6 +6,7 @@
 
 mod pods;
 mod restore;
+pub mod stored;
 mod usage;
 mod vpas;
 

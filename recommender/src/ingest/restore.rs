@@ -6,11 +6,11 @@
 use std::collections::{BTreeSet, HashMap};
 
 use kube::api::{Api, ListParams};
-use tailor_crds::VerticalPodAutoscalerCheckpoint;
 
 use crate::checkpoint::{self, OpenWindow, StoredWindows};
 use crate::error::Error;
 use crate::ingest::VpaKey;
+use crate::ingest::stored::StoredCheckpoint;
 use crate::run_loop::{LoopReport, Recommender};
 use crate::time::from_time;
 use crate::written::shapes_of;
@@ -30,6 +30,8 @@ struct Loaded {
     /// `None`: the checkpoint has no status or cannot be loaded (its VPA's checkpoints are written in
     /// the first loop).
     state: Option<(AggregateContainerState, StoredWindows, Option<Nanos>)>,
+    /// Why the checkpoint was skipped (it cannot be decoded or loaded), for the VPA's condition.
+    skipped: Option<String>,
 }
 
 impl Recommender {
@@ -60,20 +62,26 @@ impl Recommender {
         let mut restored: HashMap<VpaKey, Option<Nanos>> = HashMap::new();
         for Loaded {
             key,
+            name,
             container,
             state,
-            ..
+            skipped,
         } in loaded
         {
             // The VPA the checkpoint names as read (its spec may have changed since the index saw it).
-            let Some(index) = self
-                .vpas
-                .get(&key)
-                .filter(|e| e.restore_pending)
-                .map(|e| e.index)
-            else {
+            let Some(entry) = self.vpas.get_mut(&key).filter(|e| e.restore_pending) else {
                 continue;
             };
+            let index = entry.index;
+            if let Some(why) = skipped {
+                entry.skipped_checkpoint = Some((
+                    now,
+                    format!(
+                        "Checkpoint {name} was skipped ({why}): container {container} starts without its history"
+                    ),
+                ));
+                report.checkpoints_skipped += 1;
+            }
             let Some((mut agg, windows, written)) = state else {
                 restored.insert(key, None);
                 continue;
@@ -149,16 +157,14 @@ impl Recommender {
         if due.len() <= GET_AT_MOST {
             for (ns, name) in due {
                 self.limiter.acquire().await;
-                let api: Api<VerticalPodAutoscalerCheckpoint> =
-                    Api::namespaced(self.client.clone(), ns);
+                let api: Api<StoredCheckpoint> = Api::namespaced(self.client.clone(), ns);
                 if let Some(cp) = api.get_opt(name).await? {
                     loaded.extend(self.load(cp, now));
                 }
             }
             return Ok(loaded);
         }
-        let api: Api<VerticalPodAutoscalerCheckpoint> = if self.cfg.vpa_object_namespace.is_empty()
-        {
+        let api: Api<StoredCheckpoint> = if self.cfg.vpa_object_namespace.is_empty() {
             Api::all(self.client.clone())
         } else {
             Api::namespaced(self.client.clone(), &self.cfg.vpa_object_namespace)
@@ -186,49 +192,56 @@ impl Recommender {
     }
 
     /// One checkpoint's aggregate, windows and `lastUpdateTime`; `None` when it names no VPA or container.
-    fn load(&self, cp: VerticalPodAutoscalerCheckpoint, now: Nanos) -> Option<Loaded> {
-        let ns = cp.metadata.namespace.clone().unwrap_or_default();
-        let name = cp.metadata.name.clone().unwrap_or_default();
-        let (Some(vpa_name), Some(container)) = (
-            cp.spec.vpa_object_name.clone(),
-            cp.spec.container_name.clone(),
-        ) else {
+    /// A checkpoint that cannot be decoded or loaded is skipped (counted, logged once, bounded) and costs
+    /// only its own container's history.
+    fn load(&self, stored: StoredCheckpoint, now: Nanos) -> Option<Loaded> {
+        let ns = stored.metadata.namespace.clone().unwrap_or_default();
+        let name = stored.metadata.name.clone().unwrap_or_default();
+        let (Some(vpa_name), Some(container)) = (stored.vpa, stored.container) else {
             return None;
         };
-        let key = (ns.clone(), vpa_name);
+        let mut loaded = Loaded {
+            key: (ns.clone(), vpa_name),
+            name: name.clone(),
+            container,
+            state: None,
+            skipped: None,
+        };
+        let cp = match stored.decoded {
+            Ok(cp) => cp,
+            Err(message) => {
+                loaded.skipped = Some(message.clone());
+                self.record_error(&Error::CheckpointInvalid {
+                    namespace: ns,
+                    checkpoint: name,
+                    message,
+                });
+                return Some(loaded);
+            }
+        };
         let Some(status) = cp.status.as_ref() else {
-            return Some(Loaded {
-                key,
-                name,
-                container,
-                state: None,
-            });
+            return Some(loaded);
         };
         let mut agg = AggregateContainerState::new(&self.model.config, now);
         if let Err(source) = agg.load_from_checkpoint(&checkpoint::from_api_status(status)) {
+            loaded.skipped = Some(tailor_crds::text::cut(
+                &source.to_string(),
+                crate::ingest::stored::MESSAGE_LEN,
+            ));
             self.record_error(&Error::CheckpointLoad {
                 namespace: ns,
-                checkpoint: name.clone(),
+                checkpoint: name,
                 source,
             });
-            return Some(Loaded {
-                key,
-                name,
-                container,
-                state: None,
-            });
+            return Some(loaded);
         }
         let written = status
             .last_update_time
             .as_ref()
             .and_then(from_time)
             .map(|t| t.min(now));
-        Some(Loaded {
-            key,
-            name,
-            container,
-            state: Some((agg, checkpoint::open_windows(&cp), written)),
-        })
+        loaded.state = Some((agg, checkpoint::open_windows(&cp), written));
+        Some(loaded)
     }
 
     /// Re-opens a checkpointed memory window in a running container of the model: a sample one interval

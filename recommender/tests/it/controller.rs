@@ -14,17 +14,17 @@ use tailor_recommender::config::ControllerConfig;
 use tailor_recommender::slim::SlimContainerStatus;
 
 const VPA_STATUS: &str = "/apis/autoscaling.tailor.dev/v1/namespaces/default/verticalpodautoscalers/web/status?&fieldManager=tailor-recommender";
-const CHECKPOINTS: &str =
+pub(crate) const CHECKPOINTS: &str =
     "/apis/autoscaling.tailor.dev/v1/namespaces/default/verticalpodautoscalercheckpoints";
 
-const APP: &[(&str, &str)] = &[("app", "workload")];
+pub(crate) const APP: &[(&str, &str)] = &[("app", "workload")];
 
-fn setup(h: &mut Harness) {
+pub(crate) fn setup(h: &mut Harness) {
     setup_with(h, &vpa("default", "web", "Deployment", "web"));
 }
 
 /// The `web` Deployment and `v` (a VPA targeting it).
-fn setup_with(h: &mut Harness, v: &VerticalPodAutoscaler) {
+pub(crate) fn setup_with(h: &mut Harness, v: &VerticalPodAutoscaler) {
     h.writers
         .workloads
         .deployments
@@ -34,7 +34,7 @@ fn setup_with(h: &mut Harness, v: &VerticalPodAutoscaler) {
     h.apply_vpa(v);
 }
 
-fn add_pods(h: &mut Harness, n: usize) {
+pub(crate) fn add_pods(h: &mut Harness, n: usize) {
     for i in 0..n {
         h.writers.pods.handle(watcher::Event::Apply(pod(
             "default",
@@ -45,20 +45,20 @@ fn add_pods(h: &mut Harness, n: usize) {
     }
 }
 
-fn cpu_at(pod: usize, i: i64) -> i64 {
+pub(crate) fn cpu_at(pod: usize, i: i64) -> i64 {
     125 * (1 + ((i * 7 + pod as i64 * 3) % 8))
 }
 
-fn mem_at(pod: usize, i: i64) -> i64 {
+pub(crate) fn mem_at(pod: usize, i: i64) -> i64 {
     200 * 1024 * 1024 + ((i * 13 + pod as i64 * 5) % 11) * 3 * 1024 * 1024
 }
 
-fn sample_list(pods: usize, i: i64) -> serde_json::Value {
+pub(crate) fn sample_list(pods: usize, i: i64) -> serde_json::Value {
     sample_list_every(pods, i, 60)
 }
 
 /// Loop `i`'s samples, taken at `i × step` seconds.
-fn sample_list_every(pods: usize, i: i64, step: i64) -> serde_json::Value {
+pub(crate) fn sample_list_every(pods: usize, i: i64, step: i64) -> serde_json::Value {
     let names: Vec<String> = (0..pods).map(|p| format!("web-{p}")).collect();
     let items: Vec<PodSample<'_>> = names
         .iter()
@@ -408,7 +408,7 @@ async fn checkpoints_are_written_with_one_apply_each() {
 
 /// A second recommender after a restart: the `web` Deployment, the VPA as the first one left it, `pods`
 /// pods and the checkpoints it wrote (as listed from the fake API) in the store.
-fn restarted(
+pub(crate) fn restarted(
     before: &VerticalPodAutoscaler,
     pods: usize,
     checkpoints: Vec<serde_json::Value>,
@@ -494,7 +494,7 @@ async fn restored_checkpoints_count_as_written_until_they_age() {
 }
 
 /// A first recommender's checkpoint of `web` after an hour of usage.
-async fn one_checkpoint() -> (VerticalPodAutoscaler, serde_json::Value) {
+pub(crate) async fn one_checkpoint() -> (VerticalPodAutoscaler, serde_json::Value) {
     let mut a = Harness::new(ControllerConfig::default());
     setup(&mut a);
     add_pods(&mut a, 2);

@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
+mod checkpoint_faults;
 mod controller;
 mod history_faults;
 mod lease;

@@ -304,6 +304,13 @@ impl FakeApi {
                 let mut obj = s.objects.get(&path).cloned().unwrap_or(Value::Null);
                 let created = obj.is_null();
                 json_patch::merge(&mut obj, &body);
+                // The checkpoint CRD declares `bucketWeights` an atomic map: an apply replaces it whole
+                // (a merge would keep keys of the stored map the apply does not name).
+                for h in ["cpuHistogram", "memoryHistogram"] {
+                    if let Some(w) = body["status"][h].get("bucketWeights") {
+                        obj["status"][h]["bucketWeights"] = w.clone();
+                    }
+                }
                 obj["metadata"]["resourceVersion"] = json!("1");
                 s.objects.insert(path, obj.clone());
                 (if created { 201 } else { 200 }, obj)
@@ -565,6 +572,27 @@ impl Harness {
         let ns = c.metadata.namespace.clone().unwrap_or_default();
         let name = c.metadata.name.clone().unwrap_or_default();
         let value = serde_json::to_value(&c).unwrap();
+        self.api.put_object(
+            &format!("/apis/autoscaling.tailor.dev/v1/namespaces/{ns}/verticalpodautoscalercheckpoints/{name}"),
+            value.clone(),
+        );
+        let head: CheckpointHead = serde_json::from_value(value).unwrap();
+        self.writers
+            .checkpoints
+            .apply_watcher_event(&watcher::Event::Apply(head));
+    }
+
+    /// Stores a checkpoint given as JSON (which need not decode as the typed object) and delivers its
+    /// metadata and spec to the checkpoint watch.
+    pub fn apply_checkpoint_json(&mut self, value: Value) {
+        let ns = value["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let name = value["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         self.api.put_object(
             &format!("/apis/autoscaling.tailor.dev/v1/namespaces/{ns}/verticalpodautoscalercheckpoints/{name}"),
             value.clone(),

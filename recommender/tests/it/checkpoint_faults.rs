@@ -1,0 +1,107 @@
+//! Stored checkpoints that cannot be restored (issue 31): a bad object costs only its own container's
+//! history — skipped, counted, named in its VPA's condition — and every other VPA is restored and
+//! checkpointed as usual.
+
+use crate::controller::{CHECKPOINTS, one_checkpoint, restarted, sample_list};
+use crate::support::*;
+use serde_json::{Value, json};
+use tailor_crds::VerticalPodAutoscalerCheckpoint;
+
+/// `checkpoint` as VPA `name`'s (VPA `name` of the `web` Deployment added to `h`), `bad` with a bucket
+/// weight the typed decoder refuses.
+fn add_vpa(h: &mut Harness, checkpoint: &Value, name: &str, bad: bool) {
+    h.apply_vpa(&vpa("default", name, "Deployment", "web"));
+    let mut c = checkpoint.clone();
+    c["metadata"]["name"] = json!(format!("{name}-app"));
+    c["spec"]["vpaObjectName"] = json!(name);
+    if bad {
+        c["status"]["cpuHistogram"]["bucketWeights"] = json!({"16": -1});
+    }
+    h.apply_checkpoint_json(c);
+}
+
+fn condition(h: &Harness, vpa: &str, type_: &str) -> Option<(String, String)> {
+    let v = h.vpa("default", vpa);
+    v.status?
+        .conditions?
+        .into_iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status, c.message.unwrap_or_default()))
+}
+
+fn checkpoint_writes(requests: &[Recorded]) -> Vec<String> {
+    let mut out: Vec<String> = requests
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.uri.starts_with(CHECKPOINTS))
+        .map(|r| r.uri.split('?').next().unwrap_or_default().to_string())
+        .collect();
+    out.sort();
+    out
+}
+
+/// `good` VPAs with a good checkpoint and `bad` with a bad one, restarted: every good one restored, each
+/// bad one skipped; returns the harness after the first loop.
+async fn restart_with(good: usize, bad: usize) -> Harness {
+    let (before, checkpoint) = one_checkpoint().await;
+    let mut b = restarted(&before, 2, Vec::new());
+    for i in 0..good {
+        add_vpa(&mut b, &checkpoint, &format!("good{i}"), false);
+    }
+    for i in 0..bad {
+        add_vpa(&mut b, &checkpoint, &format!("bad{i}"), true);
+    }
+    let (report, requests) = b.loop_with(3600, Ok(metrics_list(&[]))).await;
+    assert_eq!(report.checkpoints_restored, good as u64);
+    assert_eq!(report.checkpoints_skipped, bad as u64);
+    assert!(
+        b.metrics.encode().contains(&format!(
+            "errors_total{{kind=\"checkpoint_invalid\"}} {bad}"
+        )),
+        "{}",
+        b.metrics.encode()
+    );
+    // Restored checkpoints count as written; `web` (none stored) and each skipped one are written now.
+    let mut expected: Vec<String> = (0..bad)
+        .map(|i| format!("{CHECKPOINTS}/bad{i}-app"))
+        .collect();
+    expected.push(format!("{CHECKPOINTS}/web-app"));
+    assert_eq!(checkpoint_writes(&requests), expected);
+    for i in 0..bad {
+        // The bad object was replaced: it decodes again.
+        let stored = b.api.object(&format!("{CHECKPOINTS}/bad{i}-app")).unwrap();
+        serde_json::from_value::<VerticalPodAutoscalerCheckpoint>(stored).unwrap();
+        let (status, message) = condition(&b, &format!("bad{i}"), "CheckpointSkipped").unwrap();
+        assert_eq!(status, "True");
+        assert!(message.contains(&format!("bad{i}-app")), "{message}");
+        assert!(message.contains("-1") && message.len() < 400, "{message}");
+    }
+    for i in 0..good {
+        assert_eq!(
+            condition(&b, &format!("good{i}"), "CheckpointSkipped"),
+            None
+        );
+    }
+    b
+}
+
+#[tokio::test]
+async fn a_bad_checkpoint_read_by_name_costs_only_its_own_history() {
+    let mut b = restart_with(1, 1).await;
+    // Checkpointing goes on for everyone: all three written when they age, no error.
+    let (report, _) = b.loop_with(3600 + 600, Ok(sample_list(2, 70))).await;
+    assert_eq!(report.checkpoint_errors, 0);
+    assert_eq!(report.checkpoints_written, 3);
+    // The condition stays for a day after the restore, then goes.
+    assert!(condition(&b, "bad0", "CheckpointSkipped").is_some());
+    b.loop_with(3600 + 86_400, Ok(sample_list(2, 80))).await;
+    assert_eq!(condition(&b, "bad0", "CheckpointSkipped"), None);
+}
+
+#[tokio::test]
+async fn a_bad_checkpoint_in_a_listed_page_costs_only_its_own_history() {
+    // More than are read one by one: listed, and the page with a bad object still restores the others.
+    let mut b = restart_with(20, 2).await;
+    let (report, _) = b.loop_with(3600 + 600, Ok(sample_list(2, 70))).await;
+    assert_eq!(report.checkpoint_errors, 0);
+    assert_eq!(report.checkpoints_written, 23);
+}
