@@ -3,13 +3,14 @@
 //!
 //! The status holds what upstream holds (the merged aggregate minus the open memory windows). Tailor adds
 //! the open windows as the annotation [`OPEN_WINDOWS_ANNOTATION`], so that their peaks survive a restart
-//! (upstream loses them). The annotation is bounded whatever the number of pods: one aggregate per
-//! container ([`WindowAggregate`]): the peaks of all its open windows, grouped by memory-histogram bucket (at
-//! most one entry per bucket, 176 with the VPA preset), each bucket's weight decayed to one reference time.
-//! A restart adds that aggregate back into the restored histogram, as the windows would have ended; a
-//! container still running then opens a new window. The earlier per-pod format ([`OpenWindow`] list, which
-//! passed the 256 KiB annotation limit for a few thousand pods) is still read. Upstream-compatible readers
-//! ignore the annotation.
+//! (upstream loses them). The annotation ([`WindowAggregate`], format 3) lists each open window by pod
+//! (end and peak) up to [`LISTED_WINDOW_BYTES`] of text: on restart, a window whose container still runs is
+//! continued (later samples raise the same peak, as without the restart) and any other is added back as
+//! ended, so the histogram is the one a process that never restarted holds. Windows past the budget (a
+//! container with thousands of pods) are aggregated per memory-histogram bucket (at most 176 entries) and
+//! added back as ended. Format 2 (the aggregate alone, which counted the windows of running containers a
+//! second time at every restart) and the per-pod list written before it ([`OpenWindow`]) are still read.
+//! Upstream-compatible readers ignore the annotation.
 
 use std::collections::BTreeMap;
 
@@ -29,8 +30,15 @@ use tailor_engine::units::{Nanos, ResourceAmount};
 /// formerly a JSON list of [`OpenWindow`]).
 pub const OPEN_WINDOWS_ANNOTATION: &str = "tailor.dev/open-memory-windows";
 
-/// Format version of [`WindowAggregate`].
-pub const WINDOW_AGGREGATE_VERSION: u32 = 2;
+/// Format version of [`WindowAggregate`] written (3: windows listed by pod, the rest aggregated).
+pub const WINDOW_AGGREGATE_VERSION: u32 = 3;
+
+/// The earlier format version still read (2: aggregated only).
+const AGGREGATED_ONLY_VERSION: u32 = 2;
+
+/// Text budget of the windows listed by pod in one annotation (the API server allows 256 KiB of
+/// annotations per object): about 3,500 pods with typical ReplicaSet pod names.
+pub const LISTED_WINDOW_BYTES: usize = 160 * 1024;
 
 /// The open memory window of one container instance at checkpoint time (the per-pod format written
 /// before [`WindowAggregate`]; still read).
@@ -54,8 +62,8 @@ impl From<tailor_engine::model::OpenWindow> for OpenWindow {
     }
 }
 
-/// The open memory windows of every instance of one container, aggregated: bounded by the number of
-/// histogram buckets, not by the number of pods.
+/// The open memory windows of every instance of one container: listed by pod within
+/// [`LISTED_WINDOW_BYTES`], the rest aggregated by histogram bucket.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WindowAggregate {
@@ -65,27 +73,57 @@ pub struct WindowAggregate {
     pub at: Nanos,
     /// Half-life the weights were decayed with (ns).
     pub half_life: i64,
-    /// Per memory-histogram bucket with a peak in it: (the largest peak in the bucket in bytes, the sum of
-    /// the windows' weights `2^((end − at) / half_life)`), by ascending peak.
+    /// The windows not listed in `pods`, per memory-histogram bucket with a peak in it: (the largest peak
+    /// in the bucket in bytes, the sum of the windows' weights `2^((end − at) / half_life)`), by ascending
+    /// peak.
     pub peaks: Vec<(ResourceAmount, f64)>,
+    /// Windows by pod: (pod name, `at` − window end in ns, peak in bytes), by pod name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pods: Vec<(String, i64, ResourceAmount)>,
 }
 
 /// Weights are stored with this many decimals (a bucket's weight is at most the number of windows).
 const WEIGHT_SCALE: f64 = 1e6;
 
+/// Text of one listed window: `["pod",before,peak],`.
+fn listed_size(pod: &str, before: i64, peak: ResourceAmount) -> usize {
+    let digits = |n: i64| {
+        n.unsigned_abs()
+            .checked_ilog10()
+            .map_or(1, |d| d as usize + 1)
+            + usize::from(n < 0)
+    };
+    // A pod name is a DNS subdomain: nothing in it is escaped in JSON.
+    pod.len() + 2 + digits(before) + digits(peak) + 4
+}
+
 impl WindowAggregate {
-    /// The aggregate of `windows` (end, peak) for a memory histogram with `options` and `half_life`;
+    /// The windows (pod, end, peak) of one container for a memory histogram with `options` and
+    /// `half_life`: listed by pod (in the order given) within `budget` bytes of text, the rest aggregated;
     /// `None` when there are no windows.
     pub fn of(
-        windows: impl IntoIterator<Item = (Nanos, ResourceAmount)>,
+        windows: impl IntoIterator<Item = (String, Nanos, ResourceAmount)>,
         options: &HistogramOptions,
         half_life: i64,
+        budget: usize,
     ) -> Option<WindowAggregate> {
-        let windows: Vec<(Nanos, ResourceAmount)> = windows.into_iter().collect();
-        let at = windows.iter().map(|&(end, _)| end).max()?;
+        let windows: Vec<(String, Nanos, ResourceAmount)> = windows.into_iter().collect();
+        let at = windows.iter().map(|&(_, end, _)| end).max()?;
         let half_life = half_life.max(1);
         let mut buckets: BTreeMap<usize, (ResourceAmount, f64)> = BTreeMap::new();
-        for (end, peak) in windows {
+        let mut pods = Vec::new();
+        let mut used = 0usize;
+        let mut full = false;
+        for (pod, end, peak) in windows {
+            let before = at.saturating_sub(end);
+            let size = listed_size(&pod, before, peak);
+            // The first windows that fit are listed; from the first that does not, the rest is aggregated.
+            full = full || used + size > budget;
+            if !full {
+                used += size;
+                pods.push((pod, before, peak));
+                continue;
+            }
             let exponent = (end as f64 - at as f64) / half_life as f64;
             let weight = exponent.exp2();
             let slot = buckets
@@ -102,16 +140,27 @@ impl WindowAggregate {
                 .into_values()
                 .map(|(peak, w)| (peak, (w * WEIGHT_SCALE).round() / WEIGHT_SCALE))
                 .collect(),
+            pods,
         })
     }
 
-    /// Adds the windows to `memory` as if they had ended: each bucket's peak with its weight at `at`.
+    /// Adds the aggregated windows (not those listed by pod) to `memory` as if they had ended: each
+    /// bucket's peak with its weight at `at`.
     pub fn add_to(&self, memory: &mut DecayingHistogram) {
         for &(peak, weight) in &self.peaks {
             if weight.is_finite() && weight > 0.0 && peak >= 0 {
                 memory.add_sample(peak as f64, weight, self.at);
             }
         }
+    }
+
+    /// The windows listed by pod.
+    pub fn listed(&self) -> impl Iterator<Item = OpenWindow> + '_ {
+        self.pods.iter().map(|(pod, before, peak)| OpenWindow {
+            pod: pod.clone(),
+            end: self.at.saturating_sub(*before),
+            peak: *peak,
+        })
     }
 }
 
@@ -200,7 +249,7 @@ pub fn open_windows(cp: &VerticalPodAutoscalerCheckpoint) -> StoredWindows {
         return StoredWindows::None;
     };
     if let Ok(a) = serde_json::from_str::<WindowAggregate>(text) {
-        return if a.v == WINDOW_AGGREGATE_VERSION {
+        return if a.v == WINDOW_AGGREGATE_VERSION || a.v == AGGREGATED_ONLY_VERSION {
             StoredWindows::Aggregated(a)
         } else {
             StoredWindows::None
@@ -272,11 +321,15 @@ mod tests {
 
     /// 4,000 pods of one container, peaks spread over the whole memory range (10 MB to 1 TB), window ends
     /// spread over a day.
-    fn many_windows() -> Vec<(Nanos, ResourceAmount)> {
+    fn many_windows() -> Vec<(String, Nanos, ResourceAmount)> {
         (0..4000i64)
             .map(|i| {
                 let peak = (1e7 * 1e5f64.powf(i as f64 / 3999.0)) as i64;
-                (T + (i % 24) * HOUR + i, peak)
+                (
+                    format!("web-7d9f8b6c5-{i:05}"),
+                    T + (i % 24) * HOUR + i,
+                    peak,
+                )
             })
             .collect()
     }
@@ -286,16 +339,21 @@ mod tests {
     }
 
     #[test]
-    fn the_annotation_of_4000_pods_stays_under_8_kib() {
+    fn the_annotation_of_4000_pods_is_bounded() {
         let cfg = AggregationsConfig::default();
         let agg = AggregateContainerState::new(&cfg, T);
-        let windows = WindowAggregate::of(
-            many_windows(),
-            agg.memory.histogram().options(),
-            agg.memory.half_life(),
-        )
-        .unwrap();
-        assert!(windows.peaks.len() <= 176, "{}", windows.peaks.len());
+        let (options, half_life) = (agg.memory.histogram().options(), agg.memory.half_life());
+        // Aggregated only: at most one entry per bucket, a few KiB.
+        let aggregated = WindowAggregate::of(many_windows(), options, half_life, 0).unwrap();
+        assert!(aggregated.peaks.len() <= 176, "{}", aggregated.peaks.len());
+        assert!(aggregated.pods.is_empty());
+        let text = serde_json::to_string(&aggregated).unwrap();
+        assert!(text.len() < 8 * 1024, "annotation of {} bytes", text.len());
+        // As written: most pods listed, the rest aggregated, the whole under the API server's 256 KiB.
+        let windows =
+            WindowAggregate::of(many_windows(), options, half_life, LISTED_WINDOW_BYTES).unwrap();
+        assert!(windows.pods.len() > 3000, "{}", windows.pods.len());
+        assert!(windows.pods.len() < 4000 && !windows.peaks.is_empty());
         let cp = build(
             &vpa(),
             "app",
@@ -304,21 +362,41 @@ mod tests {
         )
         .unwrap();
         let text = annotation(&cp);
-        assert!(text.len() < 8 * 1024, "annotation of {} bytes", text.len());
-        // The earlier per-pod format needed about 60 bytes per pod.
-        let per_pod: Vec<OpenWindow> = many_windows()
-            .into_iter()
-            .enumerate()
-            .map(|(i, (end, peak))| OpenWindow {
-                pod: format!("web-{i:05}-abcde"),
-                end,
-                peak,
-            })
-            .collect();
-        assert!(serde_json::to_string(&per_pod).unwrap().len() > 200 * 1024);
+        assert!(
+            text.len() < LISTED_WINDOW_BYTES + 8 * 1024,
+            "annotation of {} bytes",
+            text.len()
+        );
+        // Every window is either listed (with its exact end and peak) or aggregated.
+        let listed: Vec<OpenWindow> = windows.listed().collect();
+        for (w, (pod, end, peak)) in listed.iter().zip(many_windows()) {
+            assert_eq!((&w.pod, w.end, w.peak), (&pod, end, peak));
+        }
         // Only Tailor's key, and the object reads back.
         assert_eq!(cp.metadata.annotations.as_ref().unwrap().len(), 1);
         assert_eq!(open_windows(&cp), StoredWindows::Aggregated(windows));
+    }
+
+    #[test]
+    fn the_aggregate_only_format_is_still_read() {
+        let text = r#"{"v":2,"at":1700086400000000000,"halfLife":86400000000000,"peaks":[[209715200,1.0]]}"#;
+        let mut cp = build(
+            &vpa(),
+            "app",
+            VerticalPodAutoscalerCheckpointStatus::default(),
+            None,
+        )
+        .unwrap();
+        cp.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(OPEN_WINDOWS_ANNOTATION.into(), text.into());
+        let StoredWindows::Aggregated(a) = open_windows(&cp) else {
+            panic!("not read");
+        };
+        assert_eq!(a.peaks, [(209_715_200, 1.0)]);
+        assert!(a.pods.is_empty());
     }
 
     #[test]
@@ -331,13 +409,14 @@ mod tests {
             aggregated.add_memory(300_000_000 + i * 1_000_000, T - (i + 1) * HOUR);
         }
         let windows = many_windows();
-        for &(end, peak) in &windows {
-            one_by_one.memory.add_sample(peak as f64, 1.0, end);
+        for (_, end, peak) in &windows {
+            one_by_one.memory.add_sample(*peak as f64, 1.0, *end);
         }
         WindowAggregate::of(
             windows,
             aggregated.memory.histogram().options(),
             aggregated.memory.half_life(),
+            0,
         )
         .unwrap()
         .add_to(&mut aggregated.memory);
@@ -387,7 +466,7 @@ mod tests {
                 peak: 209_715_200
             }])
         );
-        for junk in ["not json", r#"{"v":3,"at":0,"halfLife":1,"peaks":[]}"#] {
+        for junk in ["not json", r#"{"v":4,"at":0,"halfLife":1,"peaks":[]}"#] {
             cp.metadata
                 .annotations
                 .as_mut()

@@ -108,8 +108,8 @@ pub struct DesiredCheckpoint {
 }
 
 /// The checkpoints of one VPA at `now`: per container name, the merged aggregate minus open memory windows,
-/// with those windows aggregated ([`WindowAggregate`], bounded whatever the number of pods) in the
-/// annotation.
+/// with those windows in the annotation ([`WindowAggregate`]: listed by pod within a text budget, the rest
+/// aggregated; bounded whatever the number of pods).
 pub fn desired_checkpoints(
     vpa: &ObjectMeta,
     content: VpaCheckpoint,
@@ -117,12 +117,12 @@ pub fn desired_checkpoints(
 ) -> Vec<Result<DesiredCheckpoint, Error>> {
     let namespace = vpa.namespace.clone().unwrap_or_default();
     let vpa_name = vpa.name.clone().unwrap_or_default();
-    let mut windows: BTreeMap<String, Vec<(Nanos, i64)>> = BTreeMap::new();
+    let mut windows: BTreeMap<String, Vec<(String, Nanos, i64)>> = BTreeMap::new();
     for w in content.open_windows {
         windows
             .entry(w.container)
             .or_default()
-            .push((w.end, w.peak));
+            .push((w.pod, w.end, w.peak));
     }
     content
         .states
@@ -130,7 +130,12 @@ pub fn desired_checkpoints(
         .map(|(container, agg)| {
             let status = checkpoint::to_api_status(&agg.save_to_checkpoint(), now);
             let aggregate = windows.remove(&container).and_then(|ws| {
-                WindowAggregate::of(ws, agg.memory.histogram().options(), agg.memory.half_life())
+                WindowAggregate::of(
+                    ws,
+                    agg.memory.histogram().options(),
+                    agg.memory.half_life(),
+                    checkpoint::LISTED_WINDOW_BYTES,
+                )
             });
             let name = checkpoint::checkpoint_name(&vpa_name, &container);
             match checkpoint::build(vpa, &container, status, aggregate.as_ref()) {

@@ -1,5 +1,5 @@
 //! Checkpoints into the model: the restored aggregates of VPAs new to the model with their open memory
-//! windows added back (windows of the earlier per-pod format are continued in containers that still run).
+//! windows added back (windows listed by pod are continued in containers that still run).
 //! The checkpoints are read from the API server when needed (the watch keeps only which exist,
 //! [`crate::checkpoint_index`]): page by page when many are due (at start), one by one otherwise.
 
@@ -86,18 +86,21 @@ impl Recommender {
                 restored.insert(key, None);
                 continue;
             };
-            match windows {
-                StoredWindows::None => {}
-                StoredWindows::Aggregated(windows) => windows.add_to(&mut agg.memory),
-                // The earlier per-pod format: windows of containers that still run are continued.
-                StoredWindows::PerPod(windows) => {
-                    for w in windows {
-                        let continued =
-                            now < w.end && self.continue_window(&key.0, &w, &container, interval);
-                        if !continued {
-                            agg.memory.add_sample(w.peak as f64, 1.0, w.end);
-                        }
-                    }
+            let listed = match windows {
+                StoredWindows::None => Vec::new(),
+                StoredWindows::Aggregated(windows) => {
+                    windows.add_to(&mut agg.memory);
+                    windows.listed().collect()
+                }
+                StoredWindows::PerPod(windows) => windows,
+            };
+            // A listed window whose container still runs is continued (later samples raise the same
+            // peak, as without the restart); any other is added back as ended.
+            for w in listed {
+                let continued =
+                    now < w.end && self.continue_window(&key.0, &w, &container, interval);
+                if !continued {
+                    agg.memory.add_sample(w.peak as f64, 1.0, w.end);
                 }
             }
             if let Some(v) = self.model.vpa_mut(index) {

@@ -10,5 +10,6 @@ mod history_faults;
 mod lease;
 #[path = "../../prometheus/test-support/prom_stub.rs"]
 mod prom_stub;
+mod restarts;
 mod support;
 mod unit_vectors;
