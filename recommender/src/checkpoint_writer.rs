@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use crate::checkpoint::{self, WindowAggregate};
 use crate::checkpoint_index::CheckpointIndex;
 use crate::error::Error;
+use crate::ingest::stored::StoredCheckpoint;
 use crate::ingest::{VpaKey, key_of};
 use crate::ratelimit::RateLimiter;
 use crate::run_loop::{FIELD_MANAGER, LoopReport, Recommender};
@@ -268,7 +269,9 @@ pub async fn delete_checkpoints(
             });
             break;
         }
-        let api: Api<VerticalPodAutoscalerCheckpoint> = Api::namespaced(client.clone(), &ns);
+        // The deleted object comes back in the answer: decoded leniently, so that deleting one that does
+        // not decode (a bad checkpoint) still succeeds.
+        let api: Api<StoredCheckpoint> = Api::namespaced(client.clone(), &ns);
         match api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => out.deleted.push((ns, name)),
             Err(kube::Error::Api(s)) if s.code == 404 => out.missing.push((ns, name)),
@@ -458,6 +461,42 @@ impl Recommender {
         }
         if out.finished {
             self.last_checkpoint_gc = Some(now);
+        }
+    }
+
+    /// Deletes the stored checkpoints of VPAs whose target changed (the old workload's history), except
+    /// those this process wrote since; a VPA is done once all of its were handled.
+    pub(crate) async fn purge_retargeted(&mut self, report: &mut LoopReport) {
+        if self.retargeted.is_empty() || !self.fence.allows_writes() {
+            return;
+        }
+        let deadline = Instant::now() + self.cfg.checkpoints_timeout;
+        let mut doomed = Vec::new();
+        self.stores.checkpoints.each(|ns, name, c| {
+            let key = (ns.to_owned(), name.to_owned());
+            if self
+                .retargeted
+                .contains(&(ns.to_owned(), c.vpa.to_string()))
+                && !self.written_checkpoints.contains(&key)
+            {
+                doomed.push(key);
+            }
+        });
+        doomed.sort();
+        let out = delete_checkpoints(
+            self.client.clone(),
+            self.limiter.clone(),
+            &self.fence,
+            doomed,
+            deadline,
+        )
+        .await;
+        report.checkpoints_deleted += out.deleted.len() as u64;
+        for e in &out.errors {
+            self.record_error(e);
+        }
+        if out.finished {
+            self.retargeted.clear();
         }
     }
 

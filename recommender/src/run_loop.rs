@@ -111,6 +111,8 @@ pub struct Recommender {
     pub(crate) pods: HashMap<Arc<str>, HashMap<Box<str>, PodEntry>>,
     pub(crate) scale: ScaleCache,
     pub(crate) written_checkpoints: HashSet<(String, String)>,
+    /// VPAs whose target changed: their stored checkpoints are deleted in the next checkpoint step.
+    pub(crate) retargeted: std::collections::BTreeSet<VpaKey>,
     pub(crate) last_checkpoint_gc: Option<Nanos>,
     pub(crate) loops: u64,
     pub(crate) vpas_changed: bool,
@@ -151,6 +153,7 @@ impl Recommender {
             pods: HashMap::new(),
             scale: ScaleCache::default(),
             written_checkpoints: HashSet::new(),
+            retargeted: std::collections::BTreeSet::new(),
             last_checkpoint_gc: None,
             loops: 0,
             vpas_changed: true,
@@ -285,6 +288,7 @@ impl Recommender {
 
         if self.cfg.checkpoints_enabled {
             let t = Instant::now();
+            self.purge_retargeted(&mut report).await;
             self.maintain_checkpoints(&owned, now, false, &mut report)
                 .await;
             self.metrics.step("checkpoints", t.elapsed().as_secs_f64());

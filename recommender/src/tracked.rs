@@ -13,6 +13,8 @@ pub(crate) struct VpaEntry {
     pub(crate) index: usize,
     /// `metadata.uid` (a new uid is a new VPA).
     pub(crate) uid: String,
+    /// Kind and name of its `targetRef` (another one is another workload).
+    pub(crate) target: Option<(String, String)>,
     /// Its checkpoints are still to be restored.
     pub(crate) restore_pending: bool,
     /// When its checkpoints were last written without error.
@@ -30,10 +32,11 @@ pub(crate) struct VpaEntry {
 }
 
 impl VpaEntry {
-    pub(crate) fn new(index: usize, uid: String) -> Self {
+    pub(crate) fn new(index: usize, uid: String, target: Option<(String, String)>) -> Self {
         VpaEntry {
             index,
             uid,
+            target,
             restore_pending: true,
             last_checkpoint: None,
             checkpoint_shapes: None,

@@ -47,19 +47,34 @@ pub enum VpaAction {
     Add,
     /// Same identity and selector: only policy, annotations and target state are refreshed.
     Keep,
-    /// Same identity, new selector: re-linked in place (restored history is kept; upstream drops it).
+    /// Same identity and target, whose selector appeared or went (the target became resolvable or stopped
+    /// being so): re-linked in place, restored history kept. (Upstream drops the history on any selector
+    /// change, a target that cannot be read for a moment included.)
     Reselect,
+    /// Same identity, another workload (a new `targetRef`, or a selector that changed between two resolved
+    /// ones): the history is dropped and the VPA's checkpoints deleted, as upstream drops it.
+    Retarget,
     /// A new object under the same name: the old one is retired and the new one starts over.
     Replace,
 }
 
-/// The action for a VPA with `uid` resolving to `selector`, given the model's current `(uid, selector)`.
-pub fn vpa_action(current: Option<(&str, &Selector)>, uid: &str, selector: &Selector) -> VpaAction {
+/// The action for a VPA with `uid` resolving to `selector`, given the model's current `(uid, selector)`
+/// and whether its `targetRef` names another workload than before (`retargeted`).
+pub fn vpa_action(
+    current: Option<(&str, &Selector)>,
+    uid: &str,
+    selector: &Selector,
+    retargeted: bool,
+) -> VpaAction {
     match current {
         None => VpaAction::Add,
         Some((u, _)) if u != uid => VpaAction::Replace,
-        Some((_, s)) if s != selector => VpaAction::Reselect,
-        Some(_) => VpaAction::Keep,
+        Some(_) if retargeted => VpaAction::Retarget,
+        Some((_, s)) if s == selector => VpaAction::Keep,
+        Some((_, s)) if *s == Selector::Nothing || *selector == Selector::Nothing => {
+            VpaAction::Reselect
+        }
+        Some(_) => VpaAction::Retarget,
     }
 }
 
@@ -107,11 +122,38 @@ mod tests {
     fn vpa_action_follows_identity_then_selector() {
         let a = Selector::parse("app=a").unwrap();
         let b = Selector::parse("app=b").unwrap();
-        assert_eq!(vpa_action(None, "u1", &a), VpaAction::Add);
-        assert_eq!(vpa_action(Some(("u1", &a)), "u1", &a), VpaAction::Keep);
-        assert_eq!(vpa_action(Some(("u1", &a)), "u1", &b), VpaAction::Reselect);
-        assert_eq!(vpa_action(Some(("u1", &a)), "u2", &a), VpaAction::Replace);
-        assert_eq!(vpa_action(Some(("u1", &a)), "u2", &b), VpaAction::Replace);
+        let nothing = Selector::Nothing;
+        assert_eq!(vpa_action(None, "u1", &a, false), VpaAction::Add);
+        assert_eq!(
+            vpa_action(Some(("u1", &a)), "u1", &a, false),
+            VpaAction::Keep
+        );
+        // Another workload: by its targetRef, or by a selector that changed between resolved ones.
+        assert_eq!(
+            vpa_action(Some(("u1", &a)), "u1", &a, true),
+            VpaAction::Retarget
+        );
+        assert_eq!(
+            vpa_action(Some(("u1", &a)), "u1", &b, false),
+            VpaAction::Retarget
+        );
+        // The same target becoming resolvable, or not: re-linked, history kept.
+        assert_eq!(
+            vpa_action(Some(("u1", &nothing)), "u1", &a, false),
+            VpaAction::Reselect
+        );
+        assert_eq!(
+            vpa_action(Some(("u1", &a)), "u1", &nothing, false),
+            VpaAction::Reselect
+        );
+        assert_eq!(
+            vpa_action(Some(("u1", &a)), "u2", &a, false),
+            VpaAction::Replace
+        );
+        assert_eq!(
+            vpa_action(Some(("u1", &a)), "u2", &b, true),
+            VpaAction::Replace
+        );
     }
 
     #[test]

@@ -87,7 +87,8 @@ impl Recommender {
                 scale: &self.scale,
             };
             let resolution = target::resolve(target.as_ref(), &lookup);
-            self.sync_vpa(&key, &v, resolution);
+            let workload = target.map(|t| (t.kind, t.name));
+            self.sync_vpa(&key, &v, workload, resolution);
             seen.insert(key);
             owned.push(v);
         }
@@ -106,13 +107,20 @@ impl Recommender {
         owned
     }
 
-    fn sync_vpa(&mut self, key: &VpaKey, v: &WatchedVpa, res: target::Resolution) {
+    fn sync_vpa(
+        &mut self,
+        key: &VpaKey,
+        v: &WatchedVpa,
+        workload: Option<(String, String)>,
+        res: target::Resolution,
+    ) {
         let uid = v.metadata.uid.clone().unwrap_or_default();
         let current = self.vpas.get(key).and_then(|e| {
             let m = self.model.vpas().get(e.index)?;
             Some((e.uid.as_str(), &m.selector))
         });
-        let action = vpa_action(current, &uid, &res.selector);
+        let retargeted = self.vpas.get(key).is_some_and(|e| e.target != workload);
+        let action = vpa_action(current, &uid, &res.selector, retargeted);
         let index = match (action, self.vpas.get(key).map(|e| e.index)) {
             (VpaAction::Keep, Some(index)) => index,
             (VpaAction::Reselect, Some(index)) => {
@@ -127,7 +135,35 @@ impl Recommender {
                 let index = self
                     .model
                     .add_vpa(VpaState::new(&key.0, &key.1, res.selector));
-                self.vpas.insert(key.clone(), VpaEntry::new(index, uid));
+                let mut entry = VpaEntry::new(index, uid, workload);
+                if action == VpaAction::Retarget {
+                    // The old workload's history goes, checkpoints included: nothing is restored, the
+                    // stored checkpoints are deleted before this loop writes new ones, and the history
+                    // bootstrap starts over for the new target.
+                    entry.restore_pending = false;
+                    self.retargeted.insert(key.clone());
+                    let vpa = key.1.as_str();
+                    let stale: Vec<(String, String)> = {
+                        let mut out = Vec::new();
+                        self.stores.checkpoints.each(|ns, name, c| {
+                            if ns == key.0 && &*c.vpa == vpa {
+                                out.push((ns.to_owned(), name.to_owned()));
+                            }
+                        });
+                        out
+                    };
+                    for k in stale {
+                        self.written_checkpoints.remove(&k);
+                    }
+                    if let Some(h) = self.history.as_mut() {
+                        h.forget(key);
+                    }
+                    tracing::info!(
+                        vpa = %format!("{}/{}", key.0, key.1),
+                        "targetRef or selector changed: the old workload's history and checkpoints are dropped"
+                    );
+                }
+                self.vpas.insert(key.clone(), entry);
                 self.vpas_changed = true;
                 index
             }

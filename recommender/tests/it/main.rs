@@ -11,5 +11,6 @@ mod lease;
 #[path = "../../prometheus/test-support/prom_stub.rs"]
 mod prom_stub;
 mod restarts;
+mod retarget;
 mod support;
 mod unit_vectors;

@@ -603,6 +603,21 @@ impl Harness {
             .apply_watcher_event(&watcher::Event::Apply(head));
     }
 
+    /// Simulates the checkpoint watch delivering every checkpoint the fake API server holds.
+    pub fn reflect_checkpoints(&mut self) {
+        for c in self
+            .api
+            .objects("/apis/autoscaling.tailor.dev/v1/namespaces/")
+            .into_iter()
+            .filter(|c| c["kind"] == "VerticalPodAutoscalerCheckpoint")
+        {
+            let head: CheckpointHead = serde_json::from_value(c).unwrap();
+            self.writers
+                .checkpoints
+                .apply_watcher_event(&watcher::Event::Apply(head));
+        }
+    }
+
     /// Simulates the watch delivering the VPA status a patch wrote.
     pub fn reflect_status_patches(&mut self, requests: &[Recorded]) {
         for r in requests {
