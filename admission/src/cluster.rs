@@ -33,7 +33,9 @@ pub fn start_reflectors(client: Client, namespace: &str, readiness: Readiness) -
     // of JSON held while it is decoded, and nine kinds list at once at start-up (kube-rs leaves
     // `resourceVersion=0` out of paged lists: kube-apiserver's watch cache would answer it whole).
     let config = watcher::Config::default().any_semantic().page_size(100);
-    let on_error: OnWatchError = Arc::new(|_| {});
+    // A failing watch holds back the status Lease (its cache may be going stale).
+    let failing = readiness.clone();
+    let on_error: OnWatchError = Arc::new(move |_| failing.record_watch_error());
     let mut vpas = VpaCacheWriter::default();
     let vpa_cache: VpaCache = vpas.as_reader();
     let limit_ranges = Writer::default();

@@ -233,18 +233,39 @@ impl StatusLease {
         }
     }
 
-    /// Renews now and then every interval until `shutdown` resolves; failures are logged and the next
-    /// interval tries again.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+    /// Every interval until `shutdown` resolves, renews the Lease when `may_renew` says the webhook can
+    /// size pods (caches synced and current, not shutting down; upstream starts renewing only after its
+    /// caches synced): a webhook that cannot size pods lets the Lease go stale, so the updater does not
+    /// evict pods that would come back unsized. Failures are logged and the next interval tries again.
+    pub async fn run(
+        self,
+        may_renew: impl Fn(Duration) -> bool,
+        shutdown: impl Future<Output = ()>,
+    ) {
         tracing::info!(lease = %self.settings.name, namespace = %self.settings.namespace,
-            holder = %self.settings.holder, interval = ?self.settings.interval, "renewing the status lease");
+            holder = %self.settings.holder, interval = ?self.settings.interval,
+            "renewing the status lease whenever the caches are synced");
         let mut ticks = tokio::time::interval(self.settings.interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);
+        let mut renewing = false;
         loop {
             tokio::select! {
                 _ = &mut shutdown => return,
                 _ = ticks.tick() => {}
+            }
+            let allowed = may_renew(self.settings.interval);
+            if allowed != renewing {
+                renewing = allowed;
+                if allowed {
+                    tracing::info!(lease = %self.settings.name, "caches synced: renewing the status lease");
+                } else {
+                    tracing::warn!(lease = %self.settings.name,
+                        "caches not synced or a watch failing: the status lease is not renewed");
+                }
+            }
+            if !allowed {
+                continue;
             }
             tokio::select! {
                 _ = &mut shutdown => return,

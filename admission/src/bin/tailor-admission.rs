@@ -261,7 +261,11 @@ async fn main() -> anyhow::Result<()> {
                 &[env("POD_NAME").as_deref(), env("HOSTNAME").as_deref()],
                 args.status_lease_update_interval,
             )?;
-            tokio::spawn(StatusLease::new(client.clone(), lease).run(stopped()));
+            let gate = readiness.clone();
+            tokio::spawn(
+                StatusLease::new(client.clone(), lease)
+                    .run(move |quiet| gate.may_renew_lease(quiet), stopped()),
+            );
             let stores = cluster::start_reflectors(
                 client.clone(),
                 &args.vpa_object_namespace,

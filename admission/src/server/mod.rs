@@ -129,11 +129,14 @@ pub enum ServerError {
     },
 }
 
-/// Readiness of the webhook: false until the caches have synced, and again once shutdown starts.
+/// Readiness of the webhook: false until the caches have synced, and again once shutdown starts. It also
+/// remembers when a cache's watch last failed, which holds back the status Lease
+/// ([`Readiness::may_renew_lease`]).
 #[derive(Clone, Debug, Default)]
 pub struct Readiness {
     synced: Arc<AtomicBool>,
     stopping: Arc<AtomicBool>,
+    watch_failed: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
 }
 
 impl Readiness {
@@ -167,6 +170,21 @@ impl Readiness {
     /// Whether `/readyz` answers 200.
     pub fn is_ready(&self) -> bool {
         self.synced.load(Ordering::Acquire) && !self.stopping.load(Ordering::Acquire)
+    }
+
+    /// A cache's watch failed just now (it is retried with backoff; its cache may be going stale).
+    pub fn record_watch_error(&self) {
+        if let Ok(mut at) = self.watch_failed.lock() {
+            *at = Some(tokio::time::Instant::now());
+        }
+    }
+
+    /// Whether the status Lease may be renewed: ready (caches synced, not shutting down) and no watch
+    /// failed within `quiet` (one renewal interval), so the updater stops trusting a webhook whose caches
+    /// are lost.
+    pub fn may_renew_lease(&self, quiet: Duration) -> bool {
+        let failed = self.watch_failed.lock().ok().and_then(|at| *at);
+        self.is_ready() && failed.is_none_or(|at| at.elapsed() >= quiet)
     }
 }
 

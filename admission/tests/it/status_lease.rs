@@ -216,7 +216,7 @@ async fn an_unanswered_attempt_times_out_after_one_interval() {
 async fn run_renews_every_interval_until_shutdown() {
     let (lease, mut api) = lease();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(lease.run(async move {
+    let task = tokio::spawn(lease.run(|_| true, async move {
         let _ = stopped.await;
     }));
     let start = tokio::time::Instant::now();
@@ -276,4 +276,66 @@ fn settings_fall_back_to_namespace_env_then_kube_system_and_pod_name_then_host_n
     assert!(err.to_string().contains("1 to 253 characters"), "{err}");
     let err = StatusLeaseSettings::resolve("", "", None, &[], ten).unwrap_err();
     assert!(err.to_string().contains("name"), "{err}");
+}
+
+/// Answers one renewal (GET, then PUT).
+async fn renew(api: &mut Handle) {
+    let (_, send) = expect(api, Method::GET, LEASE).await;
+    respond(
+        send,
+        StatusCode::OK,
+        stored_lease("2026-11-23T22:39:50.000000Z"),
+    );
+    let (body, send) = expect(api, Method::PUT, LEASE).await;
+    respond(send, StatusCode::OK, body);
+}
+
+/// Whether the mock API server has a request waiting.
+async fn pending(api: &mut Handle) -> bool {
+    futures::FutureExt::now_or_never(api.next_request()).is_some()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_lease_is_renewed_only_while_the_caches_are_synced_and_current() {
+    use tailor_admission::server::Readiness;
+    let (lease, mut api) = lease();
+    let readiness = Readiness::new();
+    let gate = readiness.clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(
+        lease.run(move |quiet| gate.may_renew_lease(quiet), async move {
+            let _ = stopped.await;
+        }),
+    );
+    let start = tokio::time::Instant::now();
+    // Caches not synced: four ticks (0, 10, 20, 30 s) pass without a write.
+    tokio::time::sleep(Duration::from_secs(35)).await;
+    assert!(!pending(&mut api).await, "renewed before the caches synced");
+    readiness.set_synced();
+    renew(&mut api).await;
+    assert_eq!(
+        start.elapsed().as_secs(),
+        40,
+        "first renewal after the sync"
+    );
+    // A watch fails at 45 s: the tick at 50 s does not renew, the one at 60 s (no failure since) does.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    readiness.record_watch_error();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert!(!pending(&mut api).await, "renewed with a watch failing");
+    renew(&mut api).await;
+    assert_eq!(start.elapsed().as_secs(), 60);
+    // A watch failing at every tick (the caches are lost): never renewed.
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_secs(9)).await;
+        readiness.record_watch_error();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!pending(&mut api).await, "renewed with the caches lost");
+    }
+    // Shutting down (the watches quiet again): not renewed either.
+    readiness.set_stopping();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(!pending(&mut api).await, "renewed while shutting down");
+    stop.send(()).unwrap();
+    task.await.unwrap();
 }
