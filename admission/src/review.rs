@@ -74,6 +74,8 @@ pub enum ReviewResult {
     /// Matched, but every resource to change is budgeted at pod level (`spec.resources`); only Tailor's
     /// annotations were added.
     PodLevelLeftAlone,
+    /// Admitted unsized although a VPA may cover it: the pod's owner chain could not be resolved.
+    Unsized(UnsizedReason),
     /// Denied (VPA validation failed).
     Denied,
     /// The handler failed (or panicked); allowed unchanged.
@@ -89,11 +91,50 @@ impl ReviewResult {
             ReviewResult::Patched => "patched",
             ReviewResult::Allowed => "allowed",
             ReviewResult::PodLevelLeftAlone => "pod_level_left_alone",
+            ReviewResult::Unsized(reason) => reason.as_str(),
             ReviewResult::SkippedUpstream => "skipped_upstream",
             ReviewResult::AlreadySized => "already_sized",
             ReviewResult::Denied => "denied",
             ReviewResult::Error => "error",
             ReviewResult::Malformed => "malformed",
+        }
+    }
+}
+
+/// Why a pod in a namespace with VPAs was admitted unsized (each its own `result` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnsizedReason {
+    /// An owner in the pod's chain is neither cached nor known to the API server.
+    OwnerMissing,
+    /// An owner missing from the cache was not read: a bound of the live reads was reached.
+    OwnerLookupShed,
+    /// An owner missing from the cache could not be read (error or timeout).
+    OwnerLookupFailed,
+    /// The owner chain cannot be walked (a cycle, an owner that cannot be a controller, a bad selector).
+    OwnerChain,
+}
+
+impl UnsizedReason {
+    /// The `result` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnsizedReason::OwnerMissing => "unsized_owner_missing",
+            UnsizedReason::OwnerLookupShed => "unsized_owner_lookup_shed",
+            UnsizedReason::OwnerLookupFailed => "unsized_owner_lookup_failed",
+            UnsizedReason::OwnerChain => "unsized_owner_chain",
+        }
+    }
+
+    /// The reason for a chain that could not be resolved.
+    pub fn of(e: &tailor_crds::cluster::index::ChainError) -> Self {
+        use tailor_crds::cluster::index::ChainError;
+        match e {
+            ChainError::Missing { .. } => UnsizedReason::OwnerMissing,
+            ChainError::Unread { why: "shed", .. } => UnsizedReason::OwnerLookupShed,
+            ChainError::Unread { .. } => UnsizedReason::OwnerLookupFailed,
+            ChainError::Cycle | ChainError::Unhandled { .. } | ChainError::Selector(_) => {
+                UnsizedReason::OwnerChain
+            }
         }
     }
 }

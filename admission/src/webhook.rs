@@ -2,6 +2,7 @@
 //! [`Index`], VPAs through [`crate::vpa::review_vpa`].
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
 use tailor_crds::text::capped;
@@ -14,11 +15,17 @@ use crate::{
     vpa::{VpaOutcome, review_vpa},
 };
 
+/// Seconds between two warnings about pods admitted unsized (the ones between are counted in the next).
+pub const UNSIZED_WARN_PERIOD_SECS: u64 = 10;
+
 /// Pod and VPA admission over a swappable index.
 pub struct Webhook {
     index: ArcSwap<Index>,
     gates: FeatureGates,
     options: PatchOptions,
+    unsized_warned: AtomicU64,
+    unsized_quiet: AtomicU64,
+    started: std::time::Instant,
 }
 
 impl std::fmt::Debug for Webhook {
@@ -37,6 +44,28 @@ impl Webhook {
             index: ArcSwap::from_pointee(index),
             gates,
             options,
+            unsized_warned: AtomicU64::new(0),
+            unsized_quiet: AtomicU64::new(0),
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// Whether to warn about a pod admitted unsized now (at most once per [`UNSIZED_WARN_PERIOD_SECS`]),
+    /// and how many were not warned about since the last warning.
+    fn unsized_warning(&self) -> Option<u64> {
+        // Seconds since start, plus one period so that the first one is always warned about.
+        let now = self.started.elapsed().as_secs() + UNSIZED_WARN_PERIOD_SECS;
+        let last = self.unsized_warned.load(Ordering::Acquire);
+        let due = now >= last + UNSIZED_WARN_PERIOD_SECS
+            && self
+                .unsized_warned
+                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok();
+        if due {
+            Some(self.unsized_quiet.swap(0, Ordering::AcqRel))
+        } else {
+            self.unsized_quiet.fetch_add(1, Ordering::AcqRel);
+            None
         }
     }
 
@@ -69,6 +98,14 @@ impl Reviewer for Webhook {
             } => {
                 tracing::debug!(uid = %capped(&req.uid), pod = %pod(), reason = %capped(&reason), "pod not matched");
                 ReviewResult::Allowed
+            }
+            PodOutcome::Unsized { reason, detail } => {
+                if let Some(unwarned) = self.unsized_warning() {
+                    tracing::warn!(uid = %capped(&req.uid), pod = %pod(), reason = reason.as_str(),
+                        error = %capped(&detail), not_warned_since_last = unwarned,
+                        "pod admitted unsized: its owner could not be resolved");
+                }
+                ReviewResult::Unsized(reason)
             }
             PodOutcome::PodLevelLeftAlone { vpa } => {
                 tracing::debug!(uid = %capped(&req.uid), pod = %pod(), %vpa, "pod budgets its resources at pod level; left alone");

@@ -10,10 +10,17 @@ pub enum PodOutcome {
         /// The VPA, as `namespace/name`.
         vpa: String,
     },
-    /// No VPA governs the pod (or the chain could not be resolved: `reason`).
+    /// No VPA governs the pod.
     NoMatch {
-        /// Why, when matching failed rather than found nothing.
+        /// Why, when there is more to say than "none".
         reason: Option<String>,
+    },
+    /// Admitted unsized although a VPA may govern the pod: its owner chain could not be resolved.
+    Unsized {
+        /// Which kind of failure.
+        reason: crate::review::UnsizedReason,
+        /// The chain error.
+        detail: String,
     },
     /// The pod already carries upstream's `vpaUpdates` annotation and was left alone (but for Tailor's
     /// annotations of an earlier call, removed).
@@ -71,8 +78,9 @@ pub fn review_pod(
         Err(e) => {
             return (
                 allowed,
-                PodOutcome::NoMatch {
-                    reason: Some(e.to_string()),
+                PodOutcome::Unsized {
+                    reason: crate::review::UnsizedReason::of(&e),
+                    detail: e.to_string(),
                 },
             );
         }

@@ -361,3 +361,85 @@ fn pod_level_resources_are_left_alone_and_said_so() {
     assert!(!text.contains("cpu-startup-boost"), "{text}");
     assert!(!text.contains("requests/cpu"), "{text}");
 }
+
+/// An owner fallback that always gives `answer`.
+struct Always(crate::index::OwnerAnswer);
+
+impl crate::index::OwnerFallback for Always {
+    fn lookup(&self, _: &str, _: &str, _: &str) -> crate::index::OwnerAnswer {
+        self.0.clone()
+    }
+}
+
+#[test]
+fn pods_whose_owner_cannot_be_resolved_are_unsized_under_their_own_reason() {
+    use crate::index::OwnerAnswer;
+    use crate::review::{ReviewResult, UnsizedReason};
+    // The pod's ReplicaSet is not in the caches (a new one); the VPA targets its Deployment.
+    let index = |fallback: Option<OwnerAnswer>| {
+        let deploy = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {}}
+        }))
+        .unwrap();
+        let index = Index::from_objects(IndexObjects {
+            vpas: vec![web_vpa(json!([]))],
+            deployments: vec![deploy],
+            ..Default::default()
+        });
+        match fallback {
+            Some(a) => index.with_owner_fallback(std::sync::Arc::new(Always(a))),
+            None => index,
+        }
+    };
+    for (fallback, reason, label) in [
+        (None, UnsizedReason::OwnerMissing, "unsized_owner_missing"),
+        (
+            Some(OwnerAnswer::Absent),
+            UnsizedReason::OwnerMissing,
+            "unsized_owner_missing",
+        ),
+        (
+            Some(OwnerAnswer::Shed),
+            UnsizedReason::OwnerLookupShed,
+            "unsized_owner_lookup_shed",
+        ),
+        (
+            Some(OwnerAnswer::Failed),
+            UnsizedReason::OwnerLookupFailed,
+            "unsized_owner_lookup_failed",
+        ),
+    ] {
+        let (resp, outcome) = review_pod(
+            &decoded(&pod_request(web_pod(), "v1")),
+            &index(fallback.clone()),
+            &PatchOptions::default(),
+        );
+        assert!(resp.allowed && resp.patch.is_none());
+        let PodOutcome::Unsized {
+            reason: got,
+            detail,
+        } = outcome
+        else {
+            panic!("{fallback:?}: {outcome:?}");
+        };
+        assert_eq!(got, reason, "{fallback:?}");
+        assert!(detail.contains("ReplicaSet default/web-abc"), "{detail}");
+        assert_eq!(ReviewResult::Unsized(got).as_str(), label);
+    }
+    // Found live: sized.
+    let rs = tailor_crds::target::WorkloadInfo {
+        owner: Some(
+            serde_json::from_value(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "name": "web", "uid": "2", "controller": true}))
+            .unwrap(),
+        ),
+        selector: Some(serde_json::from_value(json!({"matchLabels": {"app": "web"}})).unwrap()),
+    };
+    let (resp, outcome) = review_pod(
+        &decoded(&pod_request(web_pod(), "v1")),
+        &index(Some(OwnerAnswer::Found(rs))),
+        &PatchOptions::default(),
+    );
+    assert!(resp.patch.is_some(), "{outcome:?}");
+}

@@ -28,13 +28,17 @@ async fn serve(mut handle: Handle, asked: tokio::sync::mpsc::UnboundedSender<Str
         let _ = asked.send(path.clone());
         let name = path.strip_prefix(RS_PATH).unwrap_or_default().to_owned();
         tokio::spawn(async move {
+            if name == "burst" {
+                // A new ReplicaSet read while a burst of its pods is reviewed.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
             match name.as_str() {
-                "web-new" => respond(
+                "web-new" | "burst" => respond(
                     send,
                     StatusCode::OK,
                     json!({
                         "apiVersion": "apps/v1", "kind": "ReplicaSet",
-                        "metadata": {"name": "web-new", "namespace": "shop", "uid": "rs-2",
+                        "metadata": {"name": name, "namespace": "shop", "uid": "rs-2",
                             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
                                                  "uid": "d-1", "controller": true}]},
                         "spec": {"selector": {"matchLabels": {"app": "web"}},
@@ -168,4 +172,46 @@ async fn owners_missing_from_the_cache_are_read_live_within_bounds() {
     }
     assert!(started.elapsed() < Duration::from_secs(2));
     assert!(stats.shed.load(Ordering::Relaxed) >= 40, "{stats:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_a_new_replica_sets_pods_waits_on_one_read() {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(service, "default");
+    let (asked_tx, mut asked) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(serve(handle, asked_tx));
+    // The default bounds: two reads in flight.
+    let live = Arc::new(LiveOwners::new(
+        client,
+        tokio::runtime::Handle::current(),
+        LiveOwnerSettings::default(),
+    ));
+    let index = Arc::new(
+        Index::from_objects(IndexObjects {
+            vpas: vec![vpa()],
+            deployments: vec![deployment()],
+            ..Default::default()
+        })
+        .with_owner_fallback(live.clone()),
+    );
+    // Eight pods of the new ReplicaSet at once (reviews run in parallel on the blocking pool and the
+    // workers): every one is sized.
+    let burst: Vec<_> = (0..8)
+        .map(|i| {
+            let index = index.clone();
+            tokio::spawn(async move { matches(&index, "burst", i % 2 == 0).await.0 })
+        })
+        .collect();
+    for b in burst {
+        assert!(b.await.unwrap(), "a pod of the burst was admitted unsized");
+    }
+    let mut reads = 0;
+    while let Ok(p) = asked.try_recv() {
+        assert_eq!(p, format!("{RS_PATH}burst"));
+        reads += 1;
+    }
+    assert_eq!(reads, 1, "one read for the whole burst");
+    let stats = live.stats();
+    assert_eq!(stats.shed.load(Ordering::Relaxed), 0, "{stats:?}");
+    assert_eq!(stats.found.load(Ordering::Relaxed), 1, "{stats:?}");
 }

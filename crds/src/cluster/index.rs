@@ -65,7 +65,7 @@ impl fmt::Display for ControllerRef {
 /// Why the controller chain of a pod could not be resolved (the pod then gets no VPA).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChainError {
-    /// A well-known controller is not in the cache.
+    /// A well-known controller is in neither the cache nor the API server.
     #[error("{kind} {namespace}/{name} does not exist")]
     Missing {
         /// Kind.
@@ -74,6 +74,19 @@ pub enum ChainError {
         namespace: String,
         /// Name.
         name: String,
+    },
+    /// A well-known controller missing from the cache could not be read in time (`why`: `shed` when a
+    /// bound of the live reads was reached, `failed` when the read failed or timed out).
+    #[error("{kind} {namespace}/{name} is not cached and could not be read ({why})")]
+    Unread {
+        /// Kind.
+        kind: String,
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// `shed` or `failed`.
+        why: &'static str,
     },
     /// The chain loops.
     #[error("cycle detected in ownership chain")]
@@ -118,12 +131,35 @@ pub trait ScaleLookup: Send + Sync {
     ) -> Option<ScaleInfo>;
 }
 
+/// What a lookup of a well-known owner missing from the caches came to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OwnerAnswer {
+    /// Read (or remembered): the owner.
+    Found(WorkloadInfo),
+    /// It does not exist (the API server said so, or there is nothing to ask).
+    Absent,
+    /// Not read: a bound (reads in flight, reads per second) was reached, or the caller cannot wait.
+    Shed,
+    /// The read failed or timed out.
+    Failed,
+}
+
+impl OwnerAnswer {
+    /// The owner, when found.
+    pub fn found(self) -> Option<WorkloadInfo> {
+        match self {
+            OwnerAnswer::Found(info) => Some(info),
+            _ => None,
+        }
+    }
+}
+
 /// Answers for well-known controllers the caches do not hold yet (the first pods of a new ReplicaSet or Job
-/// arrive before its watch event); `None` when it cannot tell in time. Called on the review path: an
+/// arrive before its watch event), with why it could not tell in time. Called on the review path: an
 /// implementation bounds its own wait.
 pub trait OwnerFallback: Send + Sync {
     /// Looks up the well-known `kind` `namespace/name`.
-    fn lookup(&self, kind: &str, namespace: &str, name: &str) -> Option<WorkloadInfo>;
+    fn lookup(&self, kind: &str, namespace: &str, name: &str) -> OwnerAnswer;
 }
 
 /// A [`ScaleLookup`] over a fixed map, for standalone mode and tests.
@@ -433,8 +469,9 @@ impl Index {
             .collect()
     }
 
-    /// `Some(None)` when `kind` is well-known but the object is not cached; `None` for other kinds.
-    /// `cached` reads the cached object of kind `K`, `fallback` the fallback's answer.
+    /// `Some(Err(answer))` when `kind` is well-known but the object is neither cached nor found by the
+    /// fallback (`Absent` without one); `None` for other kinds. `cached` reads the cached object of kind
+    /// `K`, `fallback` the fallback's answer.
     fn well_known<T>(
         &self,
         kind: &str,
@@ -442,7 +479,7 @@ impl Index {
         name: &str,
         cached: impl CachedPart<Out = T>,
         fallback: impl FnOnce(WorkloadInfo) -> T,
-    ) -> Option<Option<T>> {
+    ) -> Option<Result<T, OwnerAnswer>> {
         let w = &self.workloads;
         let found = match kind {
             "Deployment" => w
@@ -466,12 +503,16 @@ impl Index {
                 .with(namespace, name, |c| cached.of::<ReplicationController>(c)),
             _ => return None,
         };
-        Some(found.or_else(|| {
-            self.fallback
-                .as_ref()
-                .and_then(|f| f.lookup(kind, namespace, name))
-                .map(fallback)
-        }))
+        Some(match found {
+            Some(found) => Ok(found),
+            None => match self.fallback.as_ref() {
+                None => Err(OwnerAnswer::Absent),
+                Some(f) => match f.lookup(kind, namespace, name) {
+                    OwnerAnswer::Found(info) => Ok(fallback(info)),
+                    other => Err(other),
+                },
+            },
+        })
     }
 
     fn scale_info(&self, c: &ControllerRef) -> Option<ScaleInfo> {
@@ -509,12 +550,31 @@ impl Index {
                         .map(|owner| ControllerRef::from_owner(&owner, namespace))
                 },
             ) {
-                Some(Some(next)) => next,
-                Some(None) => {
-                    return Err(ChainError::Missing {
-                        kind: current.kind.clone(),
-                        namespace: current.namespace.clone(),
-                        name: current.name.clone(),
+                Some(Ok(next)) => next,
+                Some(Err(answer)) => {
+                    let (kind, namespace, name) = (
+                        current.kind.clone(),
+                        current.namespace.clone(),
+                        current.name.clone(),
+                    );
+                    return Err(match answer {
+                        OwnerAnswer::Shed => ChainError::Unread {
+                            kind,
+                            namespace,
+                            name,
+                            why: "shed",
+                        },
+                        OwnerAnswer::Failed => ChainError::Unread {
+                            kind,
+                            namespace,
+                            name,
+                            why: "failed",
+                        },
+                        _ => ChainError::Missing {
+                            kind,
+                            namespace,
+                            name,
+                        },
                     });
                 }
                 None => match self.scale_info(&current) {
@@ -556,7 +616,7 @@ impl Index {
     /// template's labels; ReplicationController: its selector map), else the scale lookup's.
     pub fn selector(&self, c: &ControllerRef) -> Option<LabelSelector> {
         match self.well_known(&c.kind, &c.namespace, &c.name, SelectorPart, |i| i.selector) {
-            Some(selector) => selector.flatten(),
+            Some(selector) => selector.ok().flatten(),
             None => self.scale_info(c).and_then(|i| i.selector),
         }
     }

@@ -7,12 +7,13 @@
 //! each read waits at most [`LiveOwnerSettings::timeout`], at most [`LiveOwnerSettings::in_flight`] reads run
 //! at once and [`LiveOwnerSettings::per_second`] start per second (a lookup over either bound is answered
 //! "unknown" at once), answers — "absent" included — are remembered for [`LiveOwnerSettings::ttl`], and at
-//! most [`MAX_REMEMBERED`] of them.
+//! most [`MAX_REMEMBERED`] of them. Lookups of an owner already being read wait for that read instead of
+//! starting their own (or being shed): a burst of pods of one new ReplicaSet costs one read.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
@@ -20,7 +21,7 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::ReplicationController;
 use kube::{Api, Client};
 
-use crate::cluster::index::OwnerFallback;
+use crate::cluster::index::{OwnerAnswer, OwnerFallback};
 use crate::target::{WorkloadInfo, workload_info};
 use crate::workload::{SlimWorkload, WorkloadKind};
 
@@ -62,6 +63,15 @@ pub struct LiveOwnerStats {
     pub failed: AtomicU64,
     /// Lookups not read because a bound was reached.
     pub shed: AtomicU64,
+    /// Lookups answered by a read already in flight for the same owner.
+    pub joined: AtomicU64,
+}
+
+/// A read in flight: its answer once done.
+#[derive(Default)]
+struct Flight {
+    answer: Mutex<Option<OwnerAnswer>>,
+    done: Condvar,
 }
 
 type Key = (String, String, String);
@@ -72,6 +82,7 @@ pub struct LiveOwners {
     runtime: tokio::runtime::Handle,
     settings: LiveOwnerSettings,
     remembered: Mutex<HashMap<Key, (Instant, Option<WorkloadInfo>)>>,
+    flights: Mutex<HashMap<Key, Arc<Flight>>>,
     in_flight: AtomicUsize,
     limiter: governor::DefaultDirectRateLimiter,
     stats: LiveOwnerStats,
@@ -90,6 +101,7 @@ impl LiveOwners {
             runtime,
             settings,
             remembered: Mutex::default(),
+            flights: Mutex::default(),
             in_flight: AtomicUsize::new(0),
             limiter: governor::RateLimiter::direct(governor::Quota::per_second(per_second)),
             stats: LiveOwnerStats::default(),
@@ -158,28 +170,73 @@ impl LiveOwners {
     }
 }
 
-impl OwnerFallback for LiveOwners {
-    fn lookup(&self, kind: &str, namespace: &str, name: &str) -> Option<WorkloadInfo> {
+impl LiveOwners {
+    /// Looks up the well-known `kind` `namespace/name` missing from the caches: remembered, else read
+    /// within the bounds (joining a read of the same owner already in flight), with why it was not found.
+    pub fn answer(&self, kind: &str, namespace: &str, name: &str) -> OwnerAnswer {
         let key = (kind.to_owned(), namespace.to_owned(), name.to_owned());
         if let Some(info) = self.remembered(&key) {
-            return info;
+            return info.map_or(OwnerAnswer::Absent, OwnerAnswer::Found);
         }
         // A current-thread runtime's only thread cannot wait for a read it would have to run itself.
         let can_block = tokio::runtime::Handle::try_current().map_or(true, |h| {
             h.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread
         });
-        let admitted = can_block
-            && self.limiter.check().is_ok()
-            && self
-                .in_flight
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                    (n < self.settings.in_flight).then_some(n + 1)
-                })
-                .is_ok();
-        if !admitted {
+        if !can_block {
             self.stats.shed.fetch_add(1, Ordering::Relaxed);
-            return None;
+            return OwnerAnswer::Shed;
         }
+        let (flight, leader) = {
+            let mut flights = self.flights.lock().unwrap_or_else(PoisonError::into_inner);
+            match flights.get(&key) {
+                Some(flight) => (flight.clone(), false),
+                None => {
+                    let admitted = self.limiter.check().is_ok()
+                        && self
+                            .in_flight
+                            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                                (n < self.settings.in_flight).then_some(n + 1)
+                            })
+                            .is_ok();
+                    if !admitted {
+                        self.stats.shed.fetch_add(1, Ordering::Relaxed);
+                        return OwnerAnswer::Shed;
+                    }
+                    let flight = Arc::new(Flight::default());
+                    flights.insert(key.clone(), flight.clone());
+                    (flight, true)
+                }
+            }
+        };
+        if !leader {
+            self.stats.joined.fetch_add(1, Ordering::Relaxed);
+            return self.wait_for(&flight);
+        }
+        let answer = self.read_bounded(kind, namespace, name, &key);
+        *flight.answer.lock().unwrap_or_else(PoisonError::into_inner) = Some(answer.clone());
+        flight.done.notify_all();
+        self.flights
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key);
+        answer
+    }
+
+    /// Waits (at most a read's timeout, and a little) for the answer of a read another lookup started.
+    fn wait_for(&self, flight: &Flight) -> OwnerAnswer {
+        let wait = self.settings.timeout + Duration::from_millis(100);
+        tokio::task::block_in_place(|| {
+            let answer = flight.answer.lock().unwrap_or_else(PoisonError::into_inner);
+            let (answer, _) = flight
+                .done
+                .wait_timeout_while(answer, wait, |a| a.is_none())
+                .unwrap_or_else(PoisonError::into_inner);
+            answer.clone().unwrap_or(OwnerAnswer::Failed)
+        })
+    }
+
+    /// One admitted read, bounded by the timeout; counted, logged and remembered.
+    fn read_bounded(&self, kind: &str, namespace: &str, name: &str, key: &Key) -> OwnerAnswer {
         let read = async {
             tokio::time::timeout(self.settings.timeout, self.read(kind, namespace, name)).await
         };
@@ -197,19 +254,25 @@ impl OwnerFallback for LiveOwners {
                 counter.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(controller = %crate::text::capped(&target()), found = info.is_some(),
                     "owner missing from the cache; read it from the API server");
-                self.remember(key, info.clone());
-                info
+                self.remember(key.clone(), info.clone());
+                info.map_or(OwnerAnswer::Absent, OwnerAnswer::Found)
             }
             Ok(Err(e)) => {
                 self.stats.failed.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(controller = %crate::text::capped(&target()), error = %e, "owner read failed");
-                None
+                OwnerAnswer::Failed
             }
             Err(_) => {
                 self.stats.failed.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(controller = %crate::text::capped(&target()), "owner read timed out");
-                None
+                OwnerAnswer::Failed
             }
         }
+    }
+}
+
+impl OwnerFallback for LiveOwners {
+    fn lookup(&self, kind: &str, namespace: &str, name: &str) -> OwnerAnswer {
+        self.answer(kind, namespace, name)
     }
 }
