@@ -6,8 +6,9 @@
 //! the checkpoint writer skips it); the condition is removed when the history has merged.
 //!
 //! A failed query is retried (the client's backoff); a load that still fails waits `retry_after` and resumes
-//! from the first unfinished window with everything already loaded kept. History ends where the VPA's
-//! restored checkpoint begins (or at the start of the task), so the two never count the same time twice.
+//! from the first unfinished window with everything already loaded kept. At most
+//! [`HistoryOptions::concurrency`] loads run at once. A VPA whose checkpoints were restored loads no history
+//! (the process that wrote them loaded it), so it is checkpointed even while Prometheus is down.
 
 use crate::tracked::VpaKey;
 use std::collections::{BTreeMap, HashMap};
@@ -31,7 +32,12 @@ pub struct HistoryOptions {
     pub length: Duration,
     /// Wait before resuming a load that failed.
     pub retry_after: Duration,
+    /// Histories loaded at once (`--history-fetch-concurrency`); the other VPAs wait for a slot.
+    pub concurrency: usize,
 }
+
+/// Default of [`HistoryOptions::concurrency`].
+pub const DEFAULT_CONCURRENCY: usize = 4;
 
 struct Task {
     handle: tokio::task::JoinHandle<BTreeMap<String, AggregateContainerState>>,
@@ -44,6 +50,7 @@ pub struct HistoryBootstrap {
     aggregations: AggregationsConfig,
     tasks: HashMap<VpaKey, Task>,
     started: std::collections::HashSet<VpaKey>,
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for HistoryBootstrap {
@@ -65,6 +72,7 @@ impl HistoryBootstrap {
     /// A bootstrap with no task yet.
     pub fn new(opts: HistoryOptions, aggregations: AggregationsConfig) -> Self {
         HistoryBootstrap {
+            slots: Arc::new(tokio::sync::Semaphore::new(opts.concurrency.max(1))),
             opts: Arc::new(opts),
             aggregations,
             tasks: HashMap::new(),
@@ -77,14 +85,21 @@ impl HistoryBootstrap {
         self.started.contains(key)
     }
 
+    /// Marks the VPA as needing no history (its checkpoints were restored): no task is started for it.
+    pub fn skip(&mut self, key: VpaKey) {
+        self.started.insert(key);
+    }
+
     /// Starts reading the history of the workload `target_kind/target_name` in the VPA's namespace, up to
     /// `end_ms` (unix ms). Does nothing if a task was started for this VPA before.
     pub fn start(&mut self, key: VpaKey, target_kind: &str, target_name: &str, end_ms: i64) {
         if !self.started.insert(key.clone()) {
             return;
         }
-        let status = Arc::new(Mutex::new("Loading usage history".to_string()));
-        let handle = tokio::spawn(fetch(
+        let status = Arc::new(Mutex::new(
+            "Waiting for a free slot to load the usage history".to_string(),
+        ));
+        let task = fetch(
             self.opts.clone(),
             self.aggregations,
             key.0.clone(),
@@ -92,7 +107,13 @@ impl HistoryBootstrap {
             target_name.to_string(),
             end_ms,
             status.clone(),
-        ));
+        );
+        let slots = self.slots.clone();
+        let handle = tokio::spawn(async move {
+            // Held for the whole load; the semaphore is never closed.
+            let _slot = slots.acquire_owned().await;
+            task.await
+        });
         self.tasks.insert(key, Task { handle, status });
     }
 
@@ -140,6 +161,7 @@ async fn fetch(
     end_ms: i64,
     status: Arc<Mutex<String>>,
 ) -> BTreeMap<String, AggregateContainerState> {
+    set(&status, "Loading usage history".to_string());
     let mut q = opts.query.clone();
     q.namespaces = vec![namespace.clone()];
     // A workload's pods are named after it (Deployment `x-<hash>-<id>`, StatefulSet `x-0`, …); the owner

@@ -199,6 +199,17 @@ impl Recommender {
             if h.started(&key) || (e.restore_pending && self.cfg.checkpoints_enabled) {
                 continue;
             }
+            // Restored from checkpoints: the history is in them already (the process that wrote them
+            // loaded it); fetching it again would hold back its checkpoints while Prometheus is down.
+            let restored = self
+                .model
+                .vpas()
+                .get(e.index)
+                .is_some_and(|m| !m.initial_states.is_empty());
+            if restored {
+                h.skip(key);
+                continue;
+            }
             let end = self
                 .model
                 .vpas()

@@ -163,6 +163,14 @@ struct Args {
         help_heading = "History from Prometheus"
     )]
     history_resolution: String,
+    /// Histories loaded from Prometheus at once; the other new VPAs wait for a slot.
+    #[arg(
+        long,
+        default_value_t = tailor_recommender::history::DEFAULT_CONCURRENCY as u64,
+        value_parser = clap::value_parser!(u64).range(1..=256),
+        help_heading = "History from Prometheus"
+    )]
+    history_fetch_concurrency: u64,
     /// Prometheus connection and query flags (shared with `tailor recommend`).
     #[command(flatten)]
     prometheus: PrometheusFlags,
@@ -239,6 +247,7 @@ fn history_bootstrap(
             query,
             length,
             retry_after: Duration::from_secs(60),
+            concurrency: usize::try_from(args.history_fetch_concurrency).unwrap_or(1),
         },
         aggregations,
     )))

@@ -58,6 +58,7 @@ fn controller_bootstrap_retries_resumes_and_counts_once() {
         },
         length: Duration::from_secs(3 * 3600),
         retry_after: Duration::from_millis(200),
+        concurrency: 4,
     };
     let key = ("a".to_string(), "vpa".to_string());
     let t = to_time_secs(END).unwrap();

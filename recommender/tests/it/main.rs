@@ -7,6 +7,7 @@
 mod checkpoint_faults;
 mod controller;
 mod history_faults;
+mod history_restored;
 mod lease;
 #[path = "../../prometheus/test-support/prom_stub.rs"]
 mod prom_stub;
