@@ -175,9 +175,39 @@ pub enum StoredWindows {
     Aggregated(WindowAggregate),
 }
 
-/// Checkpoint object name for a (VPA, container) pair, as upstream names it.
+/// Longest object name (a DNS subdomain).
+pub const MAX_NAME_LEN: usize = 253;
+
+/// Checkpoint object name for a (VPA, container) pair: `<vpa>.<container>`. A container name has no dot, so
+/// the name tells both apart and no two pairs share one (upstream's `<vpa>-<container>` gives `web` +
+/// `api-app` and `web-api` + `app` the same object, which the two VPAs then overwrite in turn). A pair whose
+/// name would pass 253 characters gets a shortened VPA part with a hash of the whole VPA name.
 pub fn checkpoint_name(vpa: &str, container: &str) -> String {
+    let name = format!("{vpa}.{container}");
+    if name.len() <= MAX_NAME_LEN {
+        return name;
+    }
+    let hash = format!("{:016x}", fnv1a(vpa.as_bytes()));
+    let room = MAX_NAME_LEN.saturating_sub(container.len() + hash.len() + 2);
+    let mut end = room.min(vpa.len());
+    while !vpa.is_char_boundary(end) {
+        end -= 1;
+    }
+    let prefix = vpa[..end].trim_end_matches(['.', '-']);
+    format!("{prefix}-{hash}.{container}")
+}
+
+/// The name upstream (and Tailor before issue 31) gives the checkpoint of a (VPA, container) pair; such
+/// objects are still read, and deleted once the pair's checkpoint under [`checkpoint_name`] exists.
+pub fn legacy_checkpoint_name(vpa: &str, container: &str) -> String {
     format!("{vpa}-{container}")
+}
+
+/// 64-bit FNV-1a (stable across releases, unlike the standard library's hasher).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 fn histogram_to_api(h: &HistogramCheckpoint) -> ApiHistogram {
@@ -474,6 +504,38 @@ mod tests {
                 .insert(OPEN_WINDOWS_ANNOTATION.into(), junk.into());
             assert_eq!(open_windows(&cp), StoredWindows::None, "{junk}");
         }
+    }
+
+    #[test]
+    fn checkpoint_names_never_collide_and_stay_valid() {
+        // Upstream's names collide here.
+        assert_eq!(
+            legacy_checkpoint_name("web", "api-app"),
+            legacy_checkpoint_name("web-api", "app")
+        );
+        assert_eq!(checkpoint_name("web", "api-app"), "web.api-app");
+        assert_eq!(checkpoint_name("web-api", "app"), "web-api.app");
+        assert_ne!(checkpoint_name("a.b", "c"), checkpoint_name("a", "b-c"));
+        // A long VPA name: shortened with a hash, under the limit, distinct from its neighbours.
+        let long = "v".repeat(250);
+        let (a, b) = (
+            checkpoint_name(&long, "app"),
+            checkpoint_name(&format!("{long}x"), "app"),
+        );
+        assert!(
+            a.len() <= MAX_NAME_LEN && b.len() <= MAX_NAME_LEN,
+            "{a} {b}"
+        );
+        assert_ne!(a, b);
+        assert!(a.ends_with(".app") && !a.contains("-."), "{a}");
+        let dotted = format!("{}.{}", "a".repeat(120), "b".repeat(120));
+        let c = checkpoint_name(&dotted, &"c".repeat(63));
+        assert!(c.len() <= MAX_NAME_LEN, "{c}");
+        assert!(
+            c.split('.')
+                .all(|label| !label.is_empty() && !label.starts_with('-') && !label.ends_with('-')),
+            "{c}"
+        );
     }
 
     #[test]

@@ -132,7 +132,9 @@ impl Recommender {
         }
     }
 
-    /// `(namespace, name)` of the checkpoints of VPAs due a restore, except those this process wrote.
+    /// `(namespace, name)` of the checkpoints of VPAs due a restore, except those this process wrote, and
+    /// except an object under upstream's name when the pair also has one under Tailor's
+    /// ([`checkpoint::legacy_checkpoint_name`]: the older copy, not yet deleted).
     fn due_checkpoints(&self) -> BTreeSet<(String, String)> {
         let mut due = BTreeSet::new();
         self.stores.checkpoints.each(|ns, name, r| {
@@ -145,6 +147,15 @@ impl Recommender {
                 due.insert(key);
             }
         });
+        let namespaces: std::collections::HashSet<&str> =
+            due.iter().map(|(ns, _)| ns.as_str()).collect();
+        let superseded =
+            crate::checkpoint_writer::superseded_checkpoints(&self.stores.checkpoints, |ns| {
+                namespaces.contains(ns)
+            });
+        for key in superseded {
+            due.remove(&key);
+        }
         due
     }
 

@@ -12,7 +12,7 @@ use tailor_crds::VerticalPodAutoscalerCheckpoint;
 fn add_vpa(h: &mut Harness, checkpoint: &Value, name: &str, bad: bool) {
     h.apply_vpa(&vpa("default", name, "Deployment", "web"));
     let mut c = checkpoint.clone();
-    c["metadata"]["name"] = json!(format!("{name}-app"));
+    c["metadata"]["name"] = json!(format!("{name}.app"));
     c["spec"]["vpaObjectName"] = json!(name);
     if bad {
         c["status"]["cpuHistogram"]["bucketWeights"] = json!({"16": -1});
@@ -62,17 +62,17 @@ async fn restart_with(good: usize, bad: usize) -> Harness {
     );
     // Restored checkpoints count as written; `web` (none stored) and each skipped one are written now.
     let mut expected: Vec<String> = (0..bad)
-        .map(|i| format!("{CHECKPOINTS}/bad{i}-app"))
+        .map(|i| format!("{CHECKPOINTS}/bad{i}.app"))
         .collect();
-    expected.push(format!("{CHECKPOINTS}/web-app"));
+    expected.push(format!("{CHECKPOINTS}/web.app"));
     assert_eq!(checkpoint_writes(&requests), expected);
     for i in 0..bad {
         // The bad object was replaced: it decodes again.
-        let stored = b.api.object(&format!("{CHECKPOINTS}/bad{i}-app")).unwrap();
+        let stored = b.api.object(&format!("{CHECKPOINTS}/bad{i}.app")).unwrap();
         serde_json::from_value::<VerticalPodAutoscalerCheckpoint>(stored).unwrap();
         let (status, message) = condition(&b, &format!("bad{i}"), "CheckpointSkipped").unwrap();
         assert_eq!(status, "True");
-        assert!(message.contains(&format!("bad{i}-app")), "{message}");
+        assert!(message.contains(&format!("bad{i}.app")), "{message}");
         assert!(message.contains("-1") && message.len() < 400, "{message}");
     }
     for i in 0..good {

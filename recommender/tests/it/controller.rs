@@ -309,7 +309,7 @@ fn checkpoint_apply(reqs: &[Recorded]) -> &Recorded {
     assert_eq!(w.method, "PATCH");
     assert_eq!(
         w.uri,
-        format!("{CHECKPOINTS}/web-app?&force=true&fieldManager=tailor-recommender")
+        format!("{CHECKPOINTS}/web.app?&force=true&fieldManager=tailor-recommender")
     );
     assert_eq!(
         w.content_type.as_deref(),
@@ -324,7 +324,7 @@ async fn failed_writes_are_counted_as_errors_and_sent_again_next_loop() {
     setup(&mut h);
     add_pods(&mut h, 1);
     let status_path = VPA_STATUS.split('?').next().unwrap_or_default();
-    let checkpoint_path = format!("{CHECKPOINTS}/web-app");
+    let checkpoint_path = format!("{CHECKPOINTS}/web.app");
     h.api.fail("PATCH", status_path, 500);
     h.api.fail("PATCH", &checkpoint_path, 500);
     let (report, reqs) = h.loop_with(0, Ok(sample_list(1, 0))).await;
@@ -365,7 +365,7 @@ async fn checkpoints_are_written_with_one_apply_each() {
         "apiVersion": "autoscaling.tailor.dev/v1",
         "kind": "VerticalPodAutoscalerCheckpoint",
         "metadata": {
-            "name": "web-app",
+            "name": "web.app",
             "namespace": "default",
             "annotations": {"tailor.dev/open-memory-windows": windows},
             "ownerReferences": [{
@@ -402,7 +402,7 @@ async fn checkpoints_are_written_with_one_apply_each() {
     assert_eq!(body["metadata"], expected["metadata"]);
     assert_eq!(body["spec"], expected["spec"]);
     assert_eq!(body["status"]["totalSamplesCount"], 2);
-    let stored = h.api.object(&format!("{CHECKPOINTS}/web-app")).unwrap();
+    let stored = h.api.object(&format!("{CHECKPOINTS}/web.app")).unwrap();
     assert_eq!(stored["status"]["totalSamplesCount"], 2);
 }
 
@@ -525,7 +525,7 @@ async fn checkpoints_of_many_vpas_are_read_by_listing_them_and_of_a_few_one_by_o
     let add = |b: &mut Harness, name: &str| {
         b.apply_vpa(&vpa("default", name, "Deployment", "web"));
         let mut c = checkpoint.clone();
-        c["metadata"]["name"] = json!(format!("{name}-app"));
+        c["metadata"]["name"] = json!(format!("{name}.app"));
         c["spec"]["vpaObjectName"] = json!(name);
         b.apply_checkpoint(serde_json::from_value(c).unwrap());
     };
@@ -556,7 +556,7 @@ async fn checkpoints_of_many_vpas_are_read_by_listing_them_and_of_a_few_one_by_o
     assert_eq!(report.checkpoints_restored, 1);
     assert_eq!(
         checkpoint_reads(&requests),
-        [format!("{CHECKPOINTS}/late-app")]
+        [format!("{CHECKPOINTS}/late.app")]
     );
 }
 
@@ -565,7 +565,7 @@ async fn checkpoints_that_cannot_be_read_are_neither_overwritten_nor_lost() {
     let (before, checkpoint) = one_checkpoint().await;
     let stored = checkpoint.clone();
     let mut b = restarted(&before, 2, vec![checkpoint]);
-    b.api.fail("GET", &format!("{CHECKPOINTS}/web-app"), 500);
+    b.api.fail("GET", &format!("{CHECKPOINTS}/web.app"), 500);
     // Usage arrives, but the stored histograms cannot be read: nothing is restored, and the checkpoint is
     // not overwritten with the new process's hour-less state.
     let (report, requests) = b.loop_with(3600, Ok(sample_list(2, 60))).await;
@@ -584,7 +584,7 @@ async fn checkpoints_that_cannot_be_read_are_neither_overwritten_nor_lost() {
         b.metrics.encode()
     );
     assert_eq!(
-        b.api.object(&format!("{CHECKPOINTS}/web-app")),
+        b.api.object(&format!("{CHECKPOINTS}/web.app")),
         Some(stored)
     );
     // The next loop reads it again, and restores it.
@@ -600,9 +600,9 @@ async fn the_checkpoint_apply_owns_only_tailors_annotation() {
     add_pods(&mut h, 1);
     // Someone else annotated the stored checkpoint.
     h.api.put_object(
-        &format!("{CHECKPOINTS}/web-app"),
+        &format!("{CHECKPOINTS}/web.app"),
         json!({"apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscalerCheckpoint",
-               "metadata": {"name": "web-app", "namespace": "default", "resourceVersion": "7",
+               "metadata": {"name": "web.app", "namespace": "default", "resourceVersion": "7",
                             "annotations": {"example.com/team": "payments"}},
                "spec": {"vpaObjectName": "web", "containerName": "app"}}),
     );
@@ -621,7 +621,7 @@ async fn the_checkpoint_apply_owns_only_tailors_annotation() {
             .all(|r| !(r.uri.starts_with(CHECKPOINTS) && r.method == "PUT")),
         "{reqs:#?}"
     );
-    let stored = h.api.object(&format!("{CHECKPOINTS}/web-app")).unwrap();
+    let stored = h.api.object(&format!("{CHECKPOINTS}/web.app")).unwrap();
     assert_eq!(
         stored["metadata"]["annotations"]["example.com/team"],
         "payments"

@@ -82,7 +82,7 @@ async fn a_restored_vpa_loads_no_history_and_is_checkpointed_with_prometheus_dow
     // `web` (restored) fetches nothing and is checkpointed; `fresh` keeps fetching and is not.
     assert!(!condition(&b, "web", "FetchingHistory"));
     assert!(condition(&b, "fresh", "FetchingHistory"));
-    let web = format!("{CHECKPOINTS}/web-app");
+    let web = format!("{CHECKPOINTS}/web.app");
     assert!(
         written.iter().filter(|w| **w == web).count() >= 10,
         "{written:?}"
@@ -90,7 +90,7 @@ async fn a_restored_vpa_loads_no_history_and_is_checkpointed_with_prometheus_dow
     // (The writer reads `FetchingHistory` from the stored status: only the first loop, before the
     // condition is stored, writes `fresh`.)
     assert!(
-        written.iter().filter(|w| w.ends_with("/fresh-app")).count() <= 1,
+        written.iter().filter(|w| w.ends_with("/fresh.app")).count() <= 1,
         "{written:?}"
     );
 }

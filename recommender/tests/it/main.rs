@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
 mod checkpoint_faults;
+mod checkpoint_names;
 mod controller;
 mod history_faults;
 mod history_restored;

@@ -20,7 +20,7 @@ fn config() -> ControllerConfig {
 }
 
 fn stored_checkpoint(h: &Harness) -> Value {
-    h.api.object(&format!("{CHECKPOINTS}/web-app")).unwrap()
+    h.api.object(&format!("{CHECKPOINTS}/web.app")).unwrap()
 }
 
 /// (total weight decayed to the tests' base time, bucket → weight) of a stored checkpoint's memory histogram, with

@@ -82,7 +82,7 @@ async fn a_new_target_drops_the_old_workloads_history_and_checkpoints() {
     }
     let cpu = |h: &Harness, v: &str| target(&h.vpa("default", v), "app", "target").0;
     assert!(cpu(&h, "web") > 1000, "{}", cpu(&h, "web"));
-    let stored = h.api.object(&format!("{CHECKPOINTS}/web-app")).unwrap();
+    let stored = h.api.object(&format!("{CHECKPOINTS}/web.app")).unwrap();
     assert!(stored["status"]["totalSamplesCount"].as_i64().unwrap() > 100);
 
     // Restarted: the big workload's history is restored into `web`.
@@ -98,7 +98,7 @@ async fn a_new_target_drops_the_old_workloads_history_and_checkpoints() {
     // The old checkpoint is deleted, then the new state written.
     let touched: Vec<&str> = requests
         .iter()
-        .filter(|r| r.uri.starts_with(&format!("{CHECKPOINTS}/web-app")))
+        .filter(|r| r.uri.starts_with(&format!("{CHECKPOINTS}/web.app")))
         .map(|r| r.method.as_str())
         .collect();
     assert_eq!(touched, ["DELETE", "PATCH"]);
@@ -106,7 +106,7 @@ async fn a_new_target_drops_the_old_workloads_history_and_checkpoints() {
     assert_eq!(cpu(&h, "web"), cpu(&h, "fresh"));
     assert!(cpu(&h, "web") < 100, "{}", cpu(&h, "web"));
     let stored: VerticalPodAutoscalerCheckpoint =
-        serde_json::from_value(h.api.object(&format!("{CHECKPOINTS}/web-app")).unwrap()).unwrap();
+        serde_json::from_value(h.api.object(&format!("{CHECKPOINTS}/web.app")).unwrap()).unwrap();
     let samples = stored.status.unwrap().total_samples_count.unwrap();
     assert!(
         samples < 300,

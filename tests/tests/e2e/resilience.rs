@@ -160,8 +160,8 @@ async fn an_api_server_restart_loses_nothing() {
         env.create_vpa(&ns, vpa_manifest("web", "web", "Initial")).await?;
         let before = env.recommendation(&ns, "web").await?;
         let checkpoints = env.checkpoints(&ns);
-        let samples_before = wait_for("checkpoint web-app", RECOMMENDATION_TIMEOUT, || async {
-            Ok(checkpoints.get_opt("web-app").await?.as_ref().and_then(samples_of))
+        let samples_before = wait_for("checkpoint web.app", RECOMMENDATION_TIMEOUT, || async {
+            Ok(checkpoints.get_opt("web.app").await?.as_ref().and_then(samples_of))
         })
         .await?;
         let running_before = env.running_copies().await?;
@@ -170,7 +170,7 @@ async fn an_api_server_restart_loses_nothing() {
         env.restart_api_server()?;
 
         // The recommender's watches and writes resume: its checkpoint is written again, with no sample lost.
-        let samples_after = env.checkpoint_written_after(&ns, "web-app", restarted).await?;
+        let samples_after = env.checkpoint_written_after(&ns, "web.app", restarted).await?;
         if samples_after < samples_before {
             bail!("the checkpoint holds {samples_after} samples after the restart, {samples_before} before");
         }

@@ -12,10 +12,10 @@ async fn recommender_restart_restores_from_checkpoints() {
         env.create_vpa(&ns, vpa_manifest("web", "web", "Off")).await?;
         let checkpoints = env.checkpoints(&ns);
         let before = wait_for(
-            &format!("checkpoint web-app with at least {MIN_SAMPLES} samples"),
+            &format!("checkpoint web.app with at least {MIN_SAMPLES} samples"),
             RECOMMENDATION_TIMEOUT,
             || async {
-                let cp = checkpoints.get_opt("web-app").await?;
+                let cp = checkpoints.get_opt("web.app").await?;
                 Ok(cp.as_ref().and_then(samples_of).filter(|&n| n >= MIN_SAMPLES))
             },
         )
@@ -36,7 +36,7 @@ async fn recommender_restart_restores_from_checkpoints() {
         let old: Vec<String> = running.into_iter().map(|i| i.name).collect();
         let (leader, acquired) = env.wait_for_new_leader(&old, LEADER_TIMEOUT).await?;
         // Only the new leader writes after it acquired the lease (the old one released it first).
-        let after = env.checkpoint_written_after(&ns, "web-app", acquired).await?;
+        let after = env.checkpoint_written_after(&ns, "web.app", acquired).await?;
         if after < before {
             bail!(
                 "the restarted recommender {leader} checkpointed {after} samples, fewer than the {before} \
@@ -108,7 +108,7 @@ async fn two_recommender_replicas_fail_over() {
                 );
             }
             // The new leader works: it writes the checkpoint after it acquired the lease.
-            env.checkpoint_written_after(&ns, "web-app", acquired).await?;
+            env.checkpoint_written_after(&ns, "web.app", acquired).await?;
             eprintln!("{next} took over from {leader} after {took:?}");
             Ok(())
         }
