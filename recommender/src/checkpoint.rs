@@ -268,6 +268,47 @@ pub fn from_api_status(s: &VerticalPodAutoscalerCheckpointStatus) -> AggregateCh
     }
 }
 
+/// Largest `totalWeight` a restored histogram may have. Decay weights are renormalised before they pass
+/// 2^100 per sample, so a real histogram stays many orders of magnitude below this; a larger total (up to
+/// 1.7e308, which JSON allows) would swamp every sample added after the restore, or overflow.
+pub const MAX_TOTAL_WEIGHT: f64 = 1e60;
+
+/// Checks a checkpoint read back at `now` before it is loaded, for what its schema cannot refuse: a
+/// `totalWeight` no histogram holds (an error: the checkpoint is skipped), and a `referenceTimestamp` further
+/// ahead than a histogram sets it (more than `max_ahead` after `now`; a memory histogram's is legitimately up to
+/// a window and half a half-life ahead): the weights are then taken as of `now` rounded to the half-life
+/// (what a histogram started now would use), since relative to a far-future reference every new sample would
+/// weigh next to nothing and the recommendation would freeze. Returns the histograms whose reference moved.
+pub fn sanitize(
+    cp: &mut AggregateCheckpoint,
+    now: Nanos,
+    max_ahead: i64,
+    half_lives: (i64, i64),
+) -> Result<Vec<&'static str>, String> {
+    let mut moved = Vec::new();
+    for (which, h, half_life) in [
+        ("cpu", &mut cp.cpu_histogram, half_lives.0),
+        ("memory", &mut cp.memory_histogram, half_lives.1),
+    ] {
+        if !h.total_weight.is_finite() || h.total_weight > MAX_TOTAL_WEIGHT {
+            return Err(format!(
+                "{which} histogram: totalWeight {} is larger than any histogram holds ({MAX_TOTAL_WEIGHT:e})",
+                h.total_weight
+            ));
+        }
+        if let Some(r) = h.reference_timestamp
+            && r > now.saturating_add(max_ahead)
+        {
+            let half_life = half_life.max(1);
+            let rounded = (now as i128 + half_life as i128 / 2).div_euclid(half_life as i128)
+                * half_life as i128;
+            h.reference_timestamp = Some(i64::try_from(rounded).unwrap_or(now));
+            moved.push(which);
+        }
+    }
+    Ok(moved)
+}
+
 /// The open windows recorded on a checkpoint, in either format.
 pub fn open_windows(cp: &VerticalPodAutoscalerCheckpoint) -> StoredWindows {
     let Some(text) = cp
@@ -503,6 +544,48 @@ mod tests {
                 .unwrap()
                 .insert(OPEN_WINDOWS_ANNOTATION.into(), junk.into());
             assert_eq!(open_windows(&cp), StoredWindows::None, "{junk}");
+        }
+    }
+
+    #[test]
+    fn sanitize_refuses_absurd_weights_and_brings_far_future_references_back() {
+        const DAY: i64 = 24 * HOUR;
+        let now = T + 5 * HOUR;
+        let cp = |cpu_ref: Nanos, total: f64| AggregateCheckpoint {
+            version: "v3".into(),
+            first_sample_start: None,
+            last_sample_start: None,
+            total_samples_count: 1,
+            cpu_histogram: HistogramCheckpoint {
+                reference_timestamp: Some(cpu_ref),
+                bucket_weights: [(9, 10_000)].into(),
+                total_weight: total,
+            },
+            memory_histogram: HistogramCheckpoint {
+                reference_timestamp: Some(now + DAY + 12 * HOUR),
+                bucket_weights: [(3, 10_000)].into(),
+                total_weight: 1.0,
+            },
+        };
+        let ahead = 2 * DAY;
+        // As written by a histogram: untouched (the memory reference a window and a half ahead).
+        let mut ok = cp(now + 12 * HOUR, 3.5);
+        let before = ok.clone();
+        assert_eq!(sanitize(&mut ok, now, ahead, (DAY, DAY)), Ok(vec![]));
+        assert_eq!(ok, before);
+        // A year ahead: the weights count as of now, rounded to the half-life.
+        let mut future = cp(now + 365 * DAY, 3.5);
+        assert_eq!(
+            sanitize(&mut future, now, ahead, (DAY, DAY)),
+            Ok(vec!["cpu"])
+        );
+        let r = future.cpu_histogram.reference_timestamp.unwrap();
+        assert_eq!(r.rem_euclid(DAY), 0);
+        assert!((r - now).abs() <= DAY / 2, "{r} vs {now}");
+        // Absurd totals are refused.
+        for total in [1.7e308, f64::INFINITY, f64::NAN] {
+            let err = sanitize(&mut cp(now, total), now, ahead, (DAY, DAY)).unwrap_err();
+            assert!(err.contains("totalWeight"), "{err}");
         }
     }
 

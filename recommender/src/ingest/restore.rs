@@ -237,7 +237,30 @@ impl Recommender {
             return Some(loaded);
         };
         let mut agg = AggregateContainerState::new(&self.model.config, now);
-        if let Err(source) = agg.load_from_checkpoint(&checkpoint::from_api_status(status)) {
+        let mut stored_cp = checkpoint::from_api_status(status);
+        let config = &self.model.config;
+        let max_ahead = config
+            .memory_aggregation_interval
+            .saturating_add(config.memory_histogram_decay_half_life);
+        let half_lives = (
+            config.cpu_histogram_decay_half_life,
+            config.memory_histogram_decay_half_life,
+        );
+        match checkpoint::sanitize(&mut stored_cp, now, max_ahead, half_lives) {
+            Ok(moved) if moved.is_empty() => {}
+            Ok(moved) => tracing::warn!(namespace = %ns, checkpoint = %name, histograms = ?moved,
+                "checkpoint referenceTimestamp far in the future: weights taken as of now"),
+            Err(message) => {
+                loaded.skipped = Some(message.clone());
+                self.record_error(&Error::CheckpointInvalid {
+                    namespace: ns,
+                    checkpoint: name,
+                    message,
+                });
+                return Some(loaded);
+            }
+        }
+        if let Err(source) = agg.load_from_checkpoint(&stored_cp) {
             loaded.skipped = Some(tailor_crds::text::cut(
                 &source.to_string(),
                 crate::ingest::stored::MESSAGE_LEN,

@@ -105,3 +105,51 @@ async fn a_bad_checkpoint_in_a_listed_page_costs_only_its_own_history() {
     assert_eq!(report.checkpoint_errors, 0);
     assert_eq!(report.checkpoints_written, 23);
 }
+
+/// Three hours of `millicores` for both pods of `web`, from `from` seconds, every 10 minutes.
+async fn busy(h: &mut Harness, from: i64, millicores: i64) {
+    for i in 0..18 {
+        let t = from + i * 600;
+        let items: Vec<PodSample<'_>> = ["web-0", "web-1"]
+            .into_iter()
+            .map(|p| ("default", p, t, vec![("app", millicores, 200 << 20)]))
+            .collect();
+        h.loop_with(t, Ok(metrics_list(&items))).await;
+    }
+}
+
+#[tokio::test]
+async fn a_checkpoint_reference_far_in_the_future_does_not_freeze_cpu() {
+    let (before, checkpoint) = one_checkpoint().await;
+    let mut future = checkpoint.clone();
+    future["status"]["cpuHistogram"]["referenceTimestamp"] = json!(rfc3339(365 * 86_400));
+    let mut good = restarted(&before, 2, vec![checkpoint]);
+    let mut bad = restarted(&before, 2, vec![future]);
+    busy(&mut good, 3600, 4000).await;
+    busy(&mut bad, 3600, 4000).await;
+    let cpu = |h: &Harness| target(&h.vpa("default", "web"), "app", "target").0;
+    // New usage moves the recommendation, with the far-future reference as with the real one.
+    assert!(cpu(&good) > target(&before, "app", "target").0);
+    assert_eq!(cpu(&bad), cpu(&good));
+}
+
+#[tokio::test]
+async fn an_absurd_total_weight_is_skipped_like_any_bad_checkpoint() {
+    let (before, mut checkpoint) = one_checkpoint().await;
+    checkpoint["status"]["memoryHistogram"]["totalWeight"] = json!(1.7e308);
+    let mut b = restarted(&before, 2, Vec::new());
+    b.apply_checkpoint_json(checkpoint);
+    let (report, _) = b.loop_with(3600, Ok(metrics_list(&[]))).await;
+    assert_eq!(
+        (report.checkpoints_restored, report.checkpoints_skipped),
+        (0, 1)
+    );
+    let (status, message) = condition(&b, "web", "CheckpointSkipped").unwrap();
+    assert_eq!(status, "True");
+    assert!(message.contains("totalWeight"), "{message}");
+    assert!(
+        b.metrics
+            .encode()
+            .contains("errors_total{kind=\"checkpoint_invalid\"} 1")
+    );
+}
