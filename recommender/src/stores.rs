@@ -187,19 +187,16 @@ pub fn spawn_watchers(
     let em = metrics;
     tasks.push(tokio::spawn(async move {
         let cfg = watcher::Config::default().fields("reason=Evicted");
-        let mut seen: HashMap<String, ()> = HashMap::new();
+        let mut seen = SeenEvents::default();
         let mut stream = watcher(events, cfg).default_backoff().boxed();
         while let Some(ev) = stream.next().await {
             match ev {
                 Ok(watcher::Event::Apply(e)) | Ok(watcher::Event::InitApply(e)) => {
-                    let uid = e.metadata.uid.clone().unwrap_or_default();
-                    if seen.insert(uid, ()).is_some() {
-                        continue;
+                    let records = eviction_ooms(&e);
+                    let time = records.iter().map(|r| r.time).max().unwrap_or_default();
+                    if seen.first_time(e.metadata.uid.as_deref().unwrap_or_default(), time) {
+                        ooms.push(records);
                     }
-                    if seen.len() > 100_000 {
-                        seen.clear();
-                    }
-                    ooms.push(eviction_ooms(&e));
                 }
                 Ok(_) => {}
                 Err(e) if is_forbidden(&e) => {
@@ -228,6 +225,44 @@ pub fn spawn_watchers(
     tasks
 }
 
+/// The `Evicted` events already turned into OOM records (a relist replays them), by uid. Bounded: past
+/// [`SeenEvents::MAX`] entries, those more than [`SeenEvents::KEEP`] older than the newest are forgotten
+/// (the API server keeps events an hour by default), never all at once.
+#[derive(Debug, Default)]
+pub struct SeenEvents {
+    times: HashMap<String, i64>,
+    newest: i64,
+}
+
+impl SeenEvents {
+    /// Entries kept before old ones are forgotten.
+    pub const MAX: usize = 100_000;
+    /// How far behind the newest event an entry is kept once over [`SeenEvents::MAX`] (ns).
+    pub const KEEP: i64 = 2 * 3_600_000_000_000;
+
+    /// Whether the event `uid` at `time` is seen for the first time (it is remembered).
+    pub fn first_time(&mut self, uid: &str, time: i64) -> bool {
+        self.newest = self.newest.max(time);
+        if self.times.contains_key(uid) {
+            return false;
+        }
+        if self.times.len() >= Self::MAX {
+            let horizon = self.newest.saturating_sub(Self::KEEP);
+            self.times.retain(|_, t| *t >= horizon);
+        }
+        if self.times.len() >= Self::MAX {
+            // A flood within the horizon: the older half goes.
+            let mut times: Vec<i64> = self.times.values().copied().collect();
+            let middle = times.len() / 2;
+            let (_, median, _) = times.select_nth_unstable(middle);
+            let median = *median;
+            self.times.retain(|_, t| *t > median);
+        }
+        self.times.insert(uid.to_owned(), time);
+        true
+    }
+}
+
 fn is_forbidden(e: &watcher::Error) -> bool {
     match e {
         watcher::Error::InitialListFailed(kube::Error::Api(s))
@@ -246,4 +281,24 @@ pub async fn wait_until_ready(stores: &Stores) -> Result<(), CacheStopped> {
     let pods = stores.pods.wait_until_ready().await;
     pods.map_err(|_| CacheStopped("Pod"))?;
     stores.workloads.wait_until_ready().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seen_events_skip_replays_and_stay_bounded() {
+        const HOUR: i64 = 3_600_000_000_000;
+        let mut seen = SeenEvents::default();
+        assert!(seen.first_time("a", HOUR));
+        assert!(!seen.first_time("a", HOUR));
+        // A flood: never more than MAX remembered, and the newest are kept.
+        for i in 0..(SeenEvents::MAX as i64 + 10) {
+            seen.first_time(&format!("e{i}"), 2 * HOUR + i);
+        }
+        assert!(seen.times.len() <= SeenEvents::MAX);
+        let last = format!("e{}", SeenEvents::MAX as i64 + 9);
+        assert!(!seen.first_time(&last, 3 * HOUR));
+    }
 }

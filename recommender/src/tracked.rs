@@ -27,6 +27,8 @@ pub(crate) struct VpaEntry {
     pub(crate) unsupported: Option<String>,
     /// When a missing recommendation was last logged.
     pub(crate) missing_logged: Option<Nanos>,
+    /// The oldest `lastUpdateTime` of the checkpoints restored into it: an OOM before it is in them already.
+    pub(crate) restored_at: Option<Nanos>,
     /// When a checkpoint of this VPA was skipped at restore, and the `CheckpointSkipped` message naming it.
     pub(crate) skipped_checkpoint: Option<(Nanos, String)>,
 }
@@ -44,6 +46,7 @@ impl VpaEntry {
             unsupported: None,
             missing_logged: None,
             skipped_checkpoint: None,
+            restored_at: None,
         }
     }
 }

@@ -125,6 +125,7 @@ impl Recommender {
             if let Some(e) = self.vpas.get_mut(&key) {
                 e.last_checkpoint = Some(t);
                 e.checkpoint_shapes = Some(shapes);
+                e.restored_at = Some(t);
             }
         }
         for e in self.vpas.values_mut() {

@@ -46,6 +46,16 @@ impl Recommender {
         Ok(())
     }
 
+    /// Whether an OOM of `namespace/pod` at `time` happened before the restored checkpoints of a VPA that
+    /// selects the pod were written (so they hold it).
+    fn already_checkpointed(&self, namespace: &str, pod: &str, time: i64) -> bool {
+        self.vpas
+            .range((namespace.to_owned(), String::new())..)
+            .take_while(|((ns, _), _)| ns == namespace)
+            .filter(|(_, e)| e.restored_at.is_some_and(|t| time <= t))
+            .any(|(_, e)| self.model.matching_pods(e.index).any(|(_, p)| p == pod))
+    }
+
     /// Records every queued OOM with its own timestamp (an OOM older than later samples still counts,
     /// unless it is more than one aggregation interval older than the last memory sample).
     pub(crate) fn record_ooms(&mut self, report: &mut LoopReport) {
@@ -58,6 +68,19 @@ impl Recommender {
             report.ooms_rejected += dropped;
         }
         for r in records {
+            if self.already_checkpointed(&r.namespace, &r.pod, r.time) {
+                // Replayed after a restart (the initial list of pods or of retained `Evicted` events):
+                // the restored checkpoint holds it already.
+                report.ooms_rejected += 1;
+                self.metrics
+                    .ooms
+                    .get_or_create(&vec![
+                        ("source", r.source.label()),
+                        ("result", "checkpointed"),
+                    ])
+                    .inc();
+                continue;
+            }
             let id = ContainerId {
                 namespace: &r.namespace,
                 pod: &r.pod,

@@ -153,3 +153,34 @@ async fn an_absurd_total_weight_is_skipped_like_any_bad_checkpoint() {
             .contains("errors_total{kind=\"checkpoint_invalid\"} 1")
     );
 }
+
+#[tokio::test]
+async fn ooms_replayed_after_a_restart_are_not_counted_twice() {
+    use tailor_recommender::oom::{OomRecord, OomSource};
+    let (before, checkpoint) = one_checkpoint().await;
+    // Written at the last loop of the first process (59 minutes in).
+    let written = tailor_recommender::time::parse_rfc3339(
+        checkpoint["status"]["lastUpdateTime"].as_str().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(written, t(59 * 60));
+    let mut b = restarted(&before, 2, vec![checkpoint]);
+    let oom = |secs: i64| OomRecord {
+        namespace: "default".into(),
+        pod: "web-0".into(),
+        container: "app".into(),
+        time: t(secs),
+        memory_bytes: 1 << 30,
+        source: OomSource::Eviction,
+    };
+    // The restart replays an eviction of 50 minutes in (the checkpoint holds it) and sees a new one.
+    b.loop_with(3600, Ok(sample_list(2, 60))).await;
+    b.ooms.push([oom(50 * 60), oom(3630)]);
+    let (report, _) = b.loop_with(3660, Ok(sample_list(2, 61))).await;
+    assert_eq!((report.ooms_recorded, report.ooms_rejected), (1, 1));
+    let metrics = b.metrics.encode();
+    assert!(
+        metrics.contains("source=\"eviction\",result=\"checkpointed\"} 1"),
+        "{metrics}"
+    );
+}
