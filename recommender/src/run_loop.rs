@@ -118,6 +118,22 @@ pub struct Recommender {
     pub(crate) vpas_changed: bool,
     pub(crate) history: Option<HistoryBootstrap>,
     pub(crate) fence: Fence,
+    /// Time of the latest sample the model accepted (0 before the first).
+    pub(crate) newest_sample: Nanos,
+}
+
+/// How long after the latest accepted sample the model's GC clock may run (see [`gc_clock`]).
+pub const GC_CLOCK_SLACK: Nanos = 3_600_000_000_000;
+
+/// The time the model's GC expires aggregates against: `now`, but no later than [`GC_CLOCK_SLACK`] after the
+/// latest sample the model accepted. A forward jump of this process's clock (or days without samples) does
+/// not expire aggregates whose pods still run; their next checkpoint would save the loss. Aggregates of pods
+/// that are gone still expire, measured from the samples that keep coming for the others.
+pub fn gc_clock(now: Nanos, newest_sample: Nanos) -> Nanos {
+    if newest_sample <= 0 {
+        return now;
+    }
+    now.min(newest_sample.saturating_add(GC_CLOCK_SLACK))
 }
 
 /// Why [`Recommender::run`] returned.
@@ -159,6 +175,7 @@ impl Recommender {
             vpas_changed: true,
             history: None,
             fence: Fence::unfenced(),
+            newest_sample: 0,
         }
     }
 
@@ -313,7 +330,9 @@ impl Recommender {
         }
 
         let t = Instant::now();
-        report.aggregates_collected = self.model.rate_limited_garbage_collect(now);
+        report.aggregates_collected = self
+            .model
+            .rate_limited_garbage_collect(gc_clock(now, self.newest_sample));
         self.metrics.step("aggregate_gc", t.elapsed().as_secs_f64());
 
         report.vpas = owned.len();

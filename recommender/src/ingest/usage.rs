@@ -16,11 +16,13 @@ impl Recommender {
         self.limiter.acquire().await;
         let t = tokio::time::Instant::now();
         let mut counts = [0u64; 4];
+        let mut newest = self.newest_sample;
         let (model, pods) = (&mut self.model, &self.pods);
         let polled = self
             .source
-            .poll(&mut |pm| feed(model, pods, pm, &mut counts))
+            .poll(&mut |pm| feed(model, pods, pm, &mut counts, &mut newest))
             .await;
+        self.newest_sample = newest;
         report.phases.list_seconds = t.elapsed().as_secs_f64();
         report.phases.rss_after_list = crate::metrics::resident_bytes();
         self.metrics
@@ -113,12 +115,14 @@ impl Recommender {
 }
 
 /// One pod's usage into the model (pods the loop does not track and init containers are skipped);
-/// `counts` are accepted CPU, accepted memory, rejected CPU and rejected memory samples.
+/// `counts` are accepted CPU, accepted memory, rejected CPU and rejected memory samples; `newest` the
+/// latest time of an accepted sample.
 fn feed(
     model: &mut ClusterState,
     pods: &HashMap<Arc<str>, HashMap<Box<str>, PodEntry>>,
     pm: PodMetrics,
     counts: &mut [u64; 4],
+    newest: &mut i64,
 ) {
     let Some(entry) = pods
         .get(pm.namespace.as_str())
@@ -147,6 +151,9 @@ fn feed(
                 usage,
             };
             let ok = model.add_sample(id, sample).is_ok();
+            if ok {
+                *newest = (*newest).max(pm.timestamp);
+            }
             let slot = match (resource, ok) {
                 (Resource::Cpu, true) => 0,
                 (Resource::Cpu, false) => 2,

@@ -6,6 +6,7 @@
 
 mod checkpoint_faults;
 mod checkpoint_names;
+mod clock;
 mod controller;
 mod history_faults;
 mod history_restored;
