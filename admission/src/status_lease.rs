@@ -233,9 +233,10 @@ impl StatusLease {
         }
     }
 
-    /// Every interval until `shutdown` resolves, renews the Lease when `may_renew` says the webhook can
+    /// Until `shutdown` resolves, renews the Lease every interval while `may_renew` says the webhook can
     /// size pods (caches synced and current, not shutting down; upstream starts renewing only after its
-    /// caches synced): a webhook that cannot size pods lets the Lease go stale, so the updater does not
+    /// caches synced), checked every second (or every interval, when shorter) so that renewals start as
+    /// soon as it can: a webhook that cannot size pods lets the Lease go stale, so the updater does not
     /// evict pods that would come back unsized. Failures are logged and the next interval tries again.
     pub async fn run(
         self,
@@ -245,16 +246,18 @@ impl StatusLease {
         tracing::info!(lease = %self.settings.name, namespace = %self.settings.namespace,
             holder = %self.settings.holder, interval = ?self.settings.interval,
             "renewing the status lease whenever the caches are synced");
-        let mut ticks = tokio::time::interval(self.settings.interval);
+        let interval = self.settings.interval;
+        let mut ticks = tokio::time::interval(interval.min(Duration::from_secs(1)));
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);
         let mut renewing = false;
+        let mut last: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
                 _ = &mut shutdown => return,
                 _ = ticks.tick() => {}
             }
-            let allowed = may_renew(self.settings.interval);
+            let allowed = may_renew(interval);
             if allowed != renewing {
                 renewing = allowed;
                 if allowed {
@@ -264,9 +267,10 @@ impl StatusLease {
                         "caches not synced or a watch failing: the status lease is not renewed");
                 }
             }
-            if !allowed {
+            if !allowed || last.is_some_and(|t| t.elapsed() < interval) {
                 continue;
             }
+            last = Some(tokio::time::Instant::now());
             tokio::select! {
                 _ = &mut shutdown => return,
                 r = self.renew() => if let Err(e) = r {

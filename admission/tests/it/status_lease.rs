@@ -308,28 +308,30 @@ async fn the_lease_is_renewed_only_while_the_caches_are_synced_and_current() {
         }),
     );
     let start = tokio::time::Instant::now();
-    // Caches not synced: four ticks (0, 10, 20, 30 s) pass without a write.
-    tokio::time::sleep(Duration::from_secs(35)).await;
+    // Caches not synced: 35 s pass without a write.
+    tokio::time::sleep(Duration::from_millis(35_500)).await;
     assert!(!pending(&mut api).await, "renewed before the caches synced");
     readiness.set_synced();
+    // Renewed at the next check (every second), then every interval.
     renew(&mut api).await;
     assert_eq!(
         start.elapsed().as_secs(),
-        40,
+        36,
         "first renewal after the sync"
     );
-    // A watch fails at 45 s: the tick at 50 s does not renew, the one at 60 s (no failure since) does.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    renew(&mut api).await;
+    assert_eq!(start.elapsed().as_secs(), 46);
+    // A watch fails at 50 s: not renewed at 56 s, but at 60 s (an interval without failure).
+    tokio::time::sleep(Duration::from_secs(4)).await;
     readiness.record_watch_error();
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_millis(9_500)).await;
     assert!(!pending(&mut api).await, "renewed with a watch failing");
     renew(&mut api).await;
     assert_eq!(start.elapsed().as_secs(), 60);
-    // A watch failing at every tick (the caches are lost): never renewed.
-    for _ in 0..5 {
-        tokio::time::sleep(Duration::from_secs(9)).await;
+    // A watch failing every few seconds (the caches are lost): never renewed.
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_secs(5)).await;
         readiness.record_watch_error();
-        tokio::time::sleep(Duration::from_secs(1)).await;
         assert!(!pending(&mut api).await, "renewed with the caches lost");
     }
     // Shutting down (the watches quiet again): not renewed either.

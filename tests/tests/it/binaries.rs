@@ -483,15 +483,25 @@ async fn admission_in_cluster_mode_patches_a_pod_of_a_deployment() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    // The webhook keeps its status Lease, as the updater expects, and wrote nothing else.
-    let lease = server
-        .get(
+    // The webhook keeps its status Lease once its caches synced (renewed at its next check, within a
+    // second), as the updater expects, and wrote nothing else.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let lease = loop {
+        let lease = server.get(
             "coordination.k8s.io/v1",
             "Lease",
             "kube-system",
             "tailor-admission",
-        )
-        .expect("the status Lease exists");
+        );
+        if let Some(lease) = lease {
+            break lease;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the status Lease was never written"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert!(
         lease
             .pointer("/spec/holderIdentity")
