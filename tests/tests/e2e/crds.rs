@@ -325,3 +325,73 @@ async fn kubectl_applies_every_example_and_refuses_a_broken_vpa() {
     })
     .await;
 }
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn the_checkpoint_crd_refuses_weights_the_recommender_cannot_read() {
+    let env = e2e("the_checkpoint_crd_refuses_weights_the_recommender_cannot_read").await;
+    let env = &env;
+    in_namespace(env, "checkpoints", |ns| async move {
+        let checkpoint = |weights: &str| {
+            format!(
+                "apiVersion: autoscaling.tailor.dev/v1\nkind: VerticalPodAutoscalerCheckpoint\n\
+                 metadata:\n  name: web.app\n  namespace: {ns}\n\
+                 spec:\n  vpaObjectName: web\n  containerName: app\n\
+                 status:\n  version: v3\n  cpuHistogram:\n    totalWeight: 2.5\n    \
+                 referenceTimestamp: \"2026-11-01T00:00:00Z\"\n    bucketWeights: {weights}\n"
+            )
+        };
+        // What no recommender writes (issue 31): refused by the API server, named.
+        for weights in [r#"{"16": -1}"#, r#"{"16": 10001}"#, r#"{"16": 0.5}"#] {
+            let out = kubectl(&["apply", "-f", "-"], &checkpoint(weights))?;
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if out.status.success() {
+                bail!("a checkpoint with bucketWeights {weights} was accepted");
+            }
+            if !stderr.contains("bucketWeights") {
+                bail!("the refusal of bucketWeights {weights} does not name the field: {stderr}");
+            }
+        }
+        // What it writes: accepted. The map is atomic: a server-side apply by another manager replaces it
+        // whole (a key it does not name does not survive).
+        let out = kubectl(
+            &["apply", "-f", "-"],
+            &checkpoint(r#"{"3": 7, "16": 10000}"#),
+        )?;
+        if !out.status.success() {
+            bail!(
+                "a valid checkpoint was refused: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let out = kubectl(
+            &[
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "--field-manager",
+                "tailor-recommender",
+                "-f",
+                "-",
+            ],
+            &checkpoint(r#"{"5": 10000}"#),
+        )?;
+        if !out.status.success() {
+            bail!(
+                "server-side apply failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let got = kubectl(
+            &["get", "tvpacheckpoint", "web.app", "-n", &ns, "-o", "json"],
+            "",
+        )?;
+        let stored: Value = serde_json::from_slice(&got.stdout)?;
+        let weights = &stored["status"]["cpuHistogram"]["bucketWeights"];
+        if *weights != json!({"5": 10000}) {
+            bail!("bucketWeights after the apply: {weights}, expected only the applied map");
+        }
+        Ok(())
+    })
+    .await;
+}
