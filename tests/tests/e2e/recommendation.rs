@@ -259,3 +259,89 @@ async fn constant_usage_gives_the_numbers_of_tailor_recommend() {
     })
     .await;
 }
+
+/// A Deployment `name` of one pod whose container uses `cpu` and `memory` (kwok's usage annotations).
+fn deployment_using(name: &str, cpu: &str, memory: &str) -> Value {
+    json!({
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}, "annotations": {
+                    "kwok.x-k8s.io/usage-cpu": cpu,
+                    "kwok.x-k8s.io/usage-memory": memory
+                }},
+                "spec": {"terminationGracePeriodSeconds": 0, "containers": [{
+                    "name": "app", "image": IMAGE,
+                    "resources": {"requests": {"cpu": "10m", "memory": "20Mi"}}
+                }]}
+            }
+        }
+    })
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn a_vpa_moved_to_another_workload_drops_the_old_ones_history() {
+    let env = e2e("a_vpa_moved_to_another_workload_drops_the_old_ones_history").await;
+    let env = &env;
+    in_namespace(env, "retarget", |ns| async move {
+        env.create_deployment_from(&ns, deployment_using("big", "2", "1Gi"))
+            .await?;
+        env.create_deployment_from(&ns, deployment_using("small", "10m", "40Mi"))
+            .await?;
+        env.create_vpa(&ns, vpa_manifest("web", "big", "Off"))
+            .await?;
+        env.create_vpa(&ns, vpa_manifest("fresh", "small", "Off"))
+            .await?;
+        let vpas = env.tailor_vpas(&ns);
+        wait_for(
+            "a recommendation of VPA web for big",
+            RECOMMENDATION_TIMEOUT,
+            || async {
+                let target = target_of(&vpas.get("web").await?);
+                Ok(target
+                    .map(|t| cpu_mem(&t))
+                    .transpose()?
+                    .filter(|(cpu, _)| *cpu >= 1000))
+            },
+        )
+        .await?;
+        // Its checkpoint holds the big Deployment's history.
+        let checkpoints = env.checkpoints(&ns);
+        wait_for("checkpoint web.app", RECOMMENDATION_TIMEOUT, || async {
+            Ok(checkpoints.get_opt("web.app").await?.map(|_| ()))
+        })
+        .await?;
+        // Moved to the small Deployment: it soon recommends what the VPA created on it does.
+        env.dynamic_vpas(&ns)
+            .patch(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"targetRef": {
+                    "apiVersion": "apps/v1", "kind": "Deployment", "name": "small"}}})),
+            )
+            .await?;
+        let (web, fresh) = wait_for(
+            "VPA web to recommend for small what VPA fresh does",
+            RECOMMENDATION_TIMEOUT,
+            || async {
+                let (Some(web), Some(fresh)) = (
+                    target_of(&vpas.get("web").await?),
+                    target_of(&vpas.get("fresh").await?),
+                ) else {
+                    return Ok(None);
+                };
+                let (web, fresh) = (cpu_mem(&web)?, cpu_mem(&fresh)?);
+                Ok((web.0 < 1000).then_some((web, fresh)))
+            },
+        )
+        .await?;
+        if web.0 > 2 * fresh.0 {
+            bail!("after the move VPA web recommends {web:?}, a fresh VPA on small {fresh:?}");
+        }
+        Ok(())
+    })
+    .await;
+}
