@@ -383,6 +383,24 @@ pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// A plain HTTP GET on loopback; returns the response body (empty when the connection fails).
+pub async fn http_get_body(addr: SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
+        return String::new();
+    };
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    if s.write_all(req.as_bytes()).await.is_err() {
+        return String::new();
+    }
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf).await;
+    let text = String::from_utf8_lossy(&buf);
+    text.split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default()
+}
+
 /// A plain HTTP GET on loopback; returns the status code (0 when the connection fails).
 pub async fn http_get_status(addr: SocketAddr, path: &str) -> u16 {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};

@@ -10,6 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 mod admission_paths;
+mod bad_checkpoints;
 mod binaries;
 mod custom_kinds;
 mod lease;
