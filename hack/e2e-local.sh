@@ -35,7 +35,7 @@ version=$(source "$TAILOR_CLUSTER_DIR/env" && echo "$KUBERNETES_VERSION")
 log="$LOG_DIR/e2e-local-$which.log"
 TAILOR_E2E_KUBECONFIG=$KUBECONFIG TAILOR_E2E_CONTROL="$ROOT/hack/cluster.sh" \
   TAILOR_E2E_AUDIT_LOG="$TAILOR_CLUSTER_DIR/audit.log" \
-  cargo test -p tailor-tests --test e2e -- --ignored --test-threads=1 "$@" 2>&1 | tee "$log"
+  cargo test -p tailor-tests --test e2e -- --ignored --test-threads=1 --show-output "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 read -r p f < <(sed -nE 's/^test result: [a-zA-Z]+\. ([0-9]+) passed; ([0-9]+) failed.*/\1 \2/p' "$log" | tail -n 1)
 p=${p:-0}
@@ -43,6 +43,8 @@ f=${f:-0}
 if [[ $rc -ne 0 && $f -eq 0 ]]; then f=1; fi # the test binary did not run to its summary
 if [[ $((p + f)) -eq 0 ]]; then f=1; echo "no e2e test ran"; fi
 echo "e2e (real control plane, Kubernetes $version): $p passed, $f failed"
+# The live differential's own summary (tests/tests/e2e/differential.rs), when it ran.
+grep -E '^live differential: ' "$log" | tail -n 1
 
 records=()
 [[ -n ${TAILOR_STANDIN_RECORD_DIR:-} ]] &&

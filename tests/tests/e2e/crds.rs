@@ -182,7 +182,7 @@ async fn tailor_and_upstream_vpa_crds_do_not_interfere() {
 
 /// `kubectl` as a user runs it: `TAILOR_E2E_KUBECTL`, else the one on `PATH` (`hack/cluster.sh up` prints the
 /// `PATH` of the one it built), against the e2e cluster's kubeconfig.
-fn kubectl(args: &[&str], stdin: &str) -> Result<std::process::Output> {
+pub(super) fn kubectl(args: &[&str], stdin: &str) -> Result<std::process::Output> {
     use std::io::Write as _;
     let program = std::env::var_os("TAILOR_E2E_KUBECTL").unwrap_or_else(|| "kubectl".into());
     let kubeconfig = std::env::var_os("TAILOR_E2E_KUBECONFIG").context("TAILOR_E2E_KUBECONFIG")?;

@@ -7,12 +7,13 @@
 use super::*;
 
 /// The usage schedule: (cpu, memory, how long). Steady, a step up, a step down, a spike, steady.
+/// Three metrics-server scrapes or more per phase.
 const SCHEDULE: [(&str, &str, u64); 5] = [
-    ("200m", "300Mi", 60),
-    ("600m", "500Mi", 60),
-    ("250m", "350Mi", 60),
+    ("200m", "300Mi", 40),
+    ("600m", "500Mi", 30),
+    ("250m", "350Mi", 30),
     ("1500m", "900Mi", 20),
-    ("250m", "350Mi", 40),
+    ("250m", "350Mi", 30),
 ];
 const FIELDS: [&str; 4] = ["target", "lowerBound", "upperBound", "uncappedTarget"];
 

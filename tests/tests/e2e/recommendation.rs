@@ -115,7 +115,7 @@ async fn an_oom_kill_bumps_the_memory_recommendation() {
 }
 
 /// The offline CLI: `TAILOR_E2E_TAILOR`, else `target/debug/tailor` (hack/e2e-local.sh builds it).
-fn tailor_cli() -> PathBuf {
+pub(super) fn tailor_cli() -> PathBuf {
     std::env::var_os("TAILOR_E2E_TAILOR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/debug/tailor"))

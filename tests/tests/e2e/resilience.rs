@@ -9,7 +9,7 @@ const ADMISSION_LEASE: &str = "tailor-admission";
 /// The updater's `--admission-controller-status-lease-timeout` (chart default), plus a margin.
 const ADMISSION_LEASE_STALE: Duration = Duration::from_secs(60 + 10);
 /// Updater loops (10 s) long enough that an eviction would have happened.
-const UPDATER_LOOPS: Duration = Duration::from_secs(35);
+pub(super) const UPDATER_LOOPS: Duration = Duration::from_secs(35);
 
 /// The UIDs of the pods of `app` that are not being deleted.
 async fn live_uids(env: &E2e, ns: &str, app: &str) -> Result<BTreeSet<String>> {
