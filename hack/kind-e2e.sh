@@ -117,6 +117,10 @@ mkdir -p "$WORK/upstream"
 curl -fsSL "https://github.com/kubernetes/autoscaler/archive/refs/tags/$UPSTREAM_VPA_REF.tar.gz" |
   tar -xz -C "$WORK/upstream" --strip-components 1
 (cd "$WORK/upstream/vertical-pod-autoscaler" && TAG=$UPSTREAM_VPA_TAG ./hack/vpa-up.sh)
+# The live differential compares both recommenders loop by loop: the same period as Tailor's (kind-values.yaml).
+kubectl -n kube-system patch deployment vpa-recommender --type=json \
+  -p '[{"op":"add","path":"/spec/template/spec/containers/0/args","value":["--recommender-interval=5s"]}]'
+kubectl -n kube-system rollout status deployment/vpa-recommender --timeout=180s
 kubectl -n kube-system rollout status deployment/vpa-admission-controller --timeout=180s
 
 # --- images ----------------------------------------------------------------------------------------------
