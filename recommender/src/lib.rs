@@ -12,6 +12,7 @@ pub mod checkpoint_index;
 pub mod checkpoint_writer;
 pub mod config;
 pub mod error;
+pub mod events;
 pub mod history;
 pub mod http;
 pub mod ingest;

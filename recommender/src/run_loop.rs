@@ -120,6 +120,8 @@ pub struct Recommender {
     pub(crate) fence: Fence,
     /// Time of the latest sample the model accepted (0 before the first).
     pub(crate) newest_sample: Nanos,
+    /// Events on VPAs (a checkpoint that could not be restored).
+    pub(crate) events: crate::events::EventSink,
 }
 
 /// How long after the latest accepted sample the model's GC clock may run (see [`gc_clock`]).
@@ -159,6 +161,7 @@ impl Recommender {
         Recommender {
             model: ClusterState::new(cfg.aggregations, gc),
             source: MetricsApiSource::new(client.clone(), &cfg.vpa_object_namespace),
+            events: crate::events::EventSink::new(client.clone()),
             cfg,
             client,
             stores,

@@ -60,6 +60,7 @@ impl Recommender {
         // Per VPA: the oldest `lastUpdateTime` of its restored checkpoints (`None` when one has none or
         // could not be loaded: that VPA's checkpoints are written in the first loop).
         let mut restored: HashMap<VpaKey, Option<Nanos>> = HashMap::new();
+        let mut events = Vec::new();
         for Loaded {
             key,
             name,
@@ -74,12 +75,19 @@ impl Recommender {
             };
             let index = entry.index;
             if let Some(why) = skipped {
-                entry.skipped_checkpoint = Some((
-                    now,
-                    format!(
-                        "Checkpoint {name} was skipped ({why}): container {container} starts without its history"
-                    ),
-                ));
+                let message = format!(
+                    "Checkpoint {name} was skipped ({why}): container {container} starts without its history"
+                );
+                if events.len() < crate::events::EVENTS_PER_LOOP {
+                    events.push(crate::events::VpaEvent {
+                        namespace: key.0.to_string(),
+                        name: key.1.to_string(),
+                        uid: entry.uid.clone(),
+                        reason: "CheckpointSkipped",
+                        note: message.clone(),
+                    });
+                }
+                entry.skipped_checkpoint = Some((now, message));
                 report.checkpoints_skipped += 1;
             }
             let Some((mut agg, windows, written)) = state else {
@@ -130,6 +138,10 @@ impl Recommender {
         }
         for e in self.vpas.values_mut() {
             e.restore_pending = false;
+        }
+        // The condition names the checkpoint for a day; the event tells whoever watches events now.
+        if !events.is_empty() && self.fence.allows_writes() {
+            self.events.record(&events).await;
         }
     }
 

@@ -66,6 +66,30 @@ async fn a_bad_checkpoint_costs_only_its_own_vpas_history() {
         "{message}"
     );
     assert!(condition(&server, "web", "CheckpointSkipped").is_none());
+    // And a Warning event on `api` says so to whoever watches events.
+    let event = server
+        .wait_for(WAIT, |s| {
+            s.list("events.k8s.io/v1", "Event", Some("shop"))
+                .into_iter()
+                .find(|e| e["reason"] == "CheckpointSkipped")
+        })
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "no CheckpointSkipped event:\n{}",
+                rec.log_lines().join("\n")
+            )
+        });
+    assert_eq!(event["type"], "Warning", "{event}");
+    assert_eq!(event["regarding"]["name"], "api", "{event}");
+    assert_eq!(
+        event["regarding"]["kind"], "VerticalPodAutoscaler",
+        "{event}"
+    );
+    assert!(
+        event["note"].as_str().unwrap().contains("api.app"),
+        "{event}"
+    );
     // Checkpointing goes on for both: `web` from its restored history, `api` from scratch.
     let writes = |s: &ApiServer| {
         let mut names: Vec<String> = s
