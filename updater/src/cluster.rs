@@ -19,6 +19,7 @@ use tailor_crds::{RecommendedPodResources, VerticalPodAutoscaler};
 
 use crate::FastMap;
 use crate::config::{FeatureGates, RestrictionConfig};
+use crate::event_queue::{EVENT_QUEUE, EventQueue};
 use crate::events::{EventObject, UpdaterEvent};
 use crate::iteration::{ActError, Actuator, Candidates, ClusterView};
 use crate::pods::{self, CompactPod, Owner};
@@ -29,15 +30,32 @@ use crate::restriction::{Creator, ReplicaLookup, Restriction, unknown_kind_repli
 
 /// Replica counts of controllers of other kinds, read from their `/scale` subresource in the background
 /// (Tailor: upstream counts 0 replicas for them, so every pod is disruptable, spec §8 item 3).
+///
+/// Only the creators of pods some VPA governs are looked up (issue 30: static pods, Tekton or KubeVirt pods
+/// must not cost a discovery and a `/scale` GET per pod owner and interval), answers that say "no count"
+/// are remembered like counts, and each refresh fetches at most [`MAX_FETCHES_PER_REFRESH`].
 #[derive(Clone, Debug, Default)]
 pub struct ScaleReplicas {
-    counts: Arc<std::sync::RwLock<HashMap<Creator, (i32, std::time::Instant)>>>,
+    counts: Arc<std::sync::RwLock<HashMap<Creator, ScaleAnswer>>>,
 }
 
-/// How long a `/scale` answer is used before it is fetched again.
+/// One remembered `/scale` answer: the count (`None`: no usable count) and when it was read.
+#[derive(Clone, Copy, Debug)]
+struct ScaleAnswer {
+    replicas: Option<i32>,
+    at: std::time::Instant,
+    /// How long the answer is used.
+    ttl: Duration,
+}
+
+/// How long a `/scale` answer (or the answer that there is none) is used before it is fetched again.
 pub const SCALE_TTL: Duration = Duration::from_secs(600);
+/// How long a failed `/scale` read (an error other than absence) is remembered before it is tried again.
+pub const SCALE_RETRY: Duration = Duration::from_secs(60);
 /// Most controllers of other kinds whose replica counts are kept.
 pub const MAX_SCALE_ENTRIES: usize = 10_000;
+/// Most `/scale` reads of one refresh (the rest wait for the next one).
+pub const MAX_FETCHES_PER_REFRESH: usize = 32;
 
 impl ScaleReplicas {
     /// The cached replica count of a controller, if any.
@@ -46,17 +64,28 @@ impl ScaleReplicas {
             .counts
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        counts.get(creator).map(|(n, _)| *n)
+        counts.get(creator).and_then(|a| a.replicas)
     }
 
     /// Records a replica count.
     pub fn insert(&self, creator: Creator, replicas: i32) {
+        self.remember(creator, Some(replicas), SCALE_TTL);
+    }
+
+    fn remember(&self, creator: Creator, replicas: Option<i32>, ttl: Duration) {
         let mut counts = self
             .counts
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if counts.len() < MAX_SCALE_ENTRIES || counts.contains_key(&creator) {
-            counts.insert(creator, (replicas, std::time::Instant::now()));
+            counts.insert(
+                creator,
+                ScaleAnswer {
+                    replicas,
+                    at: std::time::Instant::now(),
+                    ttl,
+                },
+            );
         }
     }
 
@@ -65,24 +94,57 @@ impl ScaleReplicas {
             .counts
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        counts
-            .get(creator)
-            .is_some_and(|(_, at)| at.elapsed() < SCALE_TTL)
+        counts.get(creator).is_some_and(|a| a.at.elapsed() < a.ttl)
     }
 
-    /// Fetches `/scale` for the controllers of other kinds that own `pods` and are not fresh; forgets the
-    /// ones no pod names any more. Each fetch is bounded by `timeout`.
-    pub async fn refresh(&self, client: &Client, pods: &[Arc<CompactPod>], timeout: Duration) {
-        let mut wanted: HashMap<Creator, String> = HashMap::new();
+    /// Controllers with an answer in memory (a count or the answer that there is none).
+    pub fn len(&self) -> usize {
+        self.counts
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The creators of other kinds among `pods` that `wanted` accepts (those of pods some VPA governs),
+    /// bounded by [`MAX_SCALE_ENTRIES`], with their API versions.
+    pub fn wanted(
+        pods: &[Arc<CompactPod>],
+        wanted: impl Fn(&Creator, &str) -> bool,
+    ) -> HashMap<Creator, String> {
+        let mut out: HashMap<Creator, String> = HashMap::new();
         for pod in pods {
             let Some(owner) = pods::creator(pod) else {
                 continue;
             };
-            if is_counted_kind(&owner.kind) || wanted.len() >= MAX_SCALE_ENTRIES {
+            if is_counted_kind(&owner.kind) || owner.kind == "Node" {
                 continue;
             }
-            wanted.insert(Creator::of(pod), owner.api_version.clone());
+            if out.len() >= MAX_SCALE_ENTRIES {
+                break;
+            }
+            let creator = Creator::of(pod);
+            if out.contains_key(&creator) || !wanted(&creator, &owner.api_version) {
+                continue;
+            }
+            out.insert(creator, owner.api_version.clone());
         }
+        out
+    }
+
+    /// Fetches `/scale` for the controllers of `wanted` (from [`ScaleReplicas::wanted`]) whose answer is
+    /// not fresh, at most [`MAX_FETCHES_PER_REFRESH`] of them; forgets the others. Each fetch is bounded by
+    /// `timeout`. Returns the number of fetches.
+    pub async fn refresh(
+        &self,
+        client: &Client,
+        wanted: HashMap<Creator, String>,
+        timeout: Duration,
+    ) -> usize {
         {
             let mut counts = self
                 .counts
@@ -90,10 +152,15 @@ impl ScaleReplicas {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             counts.retain(|c, _| wanted.contains_key(c));
         }
+        let mut fetches = 0;
         for (creator, api_version) in wanted {
             if self.is_fresh(&creator) {
                 continue;
             }
+            if fetches >= MAX_FETCHES_PER_REFRESH {
+                break;
+            }
+            fetches += 1;
             let fetch = tailor_crds::cluster::scale::scale_replicas(
                 client,
                 &api_version,
@@ -103,11 +170,69 @@ impl ScaleReplicas {
             );
             match tokio::time::timeout(timeout, fetch).await {
                 Ok(Ok(n)) => self.insert(creator, n),
-                Ok(Err(e)) => tracing::debug!(error = %e, "no /scale replica count"),
-                Err(_) => tracing::debug!(controller = %creator.name, "/scale lookup timed out"),
+                Ok(Err(e)) if e.is_absent() => {
+                    tracing::debug!(error = %e, "no /scale replica count");
+                    self.remember(creator, None, SCALE_TTL);
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "/scale replica count not read");
+                    self.remember(creator, None, SCALE_RETRY);
+                }
+                Err(_) => {
+                    tracing::debug!(controller = %creator.name, "/scale lookup timed out");
+                    self.remember(creator, None, SCALE_RETRY);
+                }
             }
         }
+        fetches
     }
+}
+
+/// Whether the pods of `creator` are governed by a VPA of `vpas`: some VPA in its namespace names the
+/// creator itself, or the top-most controller above it (as the webhook resolves it through `index`).
+pub fn governed_creator(
+    index: &Index,
+    vpas: &[Arc<VerticalPodAutoscaler>],
+    creator: &Creator,
+    api_version: &str,
+) -> bool {
+    let targets = |kind: &str, name: &str| {
+        vpas.iter().any(|v| {
+            v.metadata.namespace.as_deref() == Some(creator.namespace.as_str())
+                && v.spec
+                    .target_ref
+                    .as_ref()
+                    .is_some_and(|t| t.kind == kind && t.name == name)
+        })
+    };
+    if !vpas
+        .iter()
+        .any(|v| v.metadata.namespace.as_deref() == Some(creator.namespace.as_str()))
+    {
+        return false;
+    }
+    if targets(&creator.kind, &creator.name) {
+        return true;
+    }
+    // Only a VPA over a kind of other kinds can govern pods a controller of another kind created above it
+    // (no well-known controller owns such objects): no lookup otherwise.
+    let custom_target = vpas.iter().any(|v| {
+        v.metadata.namespace.as_deref() == Some(creator.namespace.as_str())
+            && v.spec
+                .target_ref
+                .as_ref()
+                .is_some_and(|t| !tailor_crds::target::is_well_known(&t.kind))
+    });
+    if !custom_target {
+        return false;
+    }
+    let start = ControllerRef {
+        api_version: api_version.to_owned(),
+        kind: creator.kind.clone(),
+        name: creator.name.clone(),
+        namespace: creator.namespace.clone(),
+    };
+    matches!(index.topmost_controller(&start), Ok(Some(top)) if targets(&top.kind, &top.name))
 }
 
 /// Kinds whose replica count the updater reads from its own caches (§3.1 table).
@@ -568,7 +693,20 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
     }
 
     fn controlling_vpa(&self, pod: &CompactPod, selected: &Candidates) -> Option<usize> {
+        // No selected VPA in the pod's namespace: nothing to match, and no `/scale` lookup of its owner
+        // (issue 30: static pods, Tekton or KubeVirt pods cost nothing).
+        if !selected.has_namespace(pods::namespace(pod)) {
+            return None;
+        }
         let owner = pods::controller(pod)?;
+        // A controller of another kind (a Tekton TaskRun, a KubeVirt VMI) can only lead to a VPA that
+        // targets a kind of other kinds itself: no `/scale` lookup otherwise (the webhook's answer, no match,
+        // is the same).
+        if !tailor_crds::target::is_well_known(&owner.kind)
+            && !selected.has_custom_target(pods::namespace(pod))
+        {
+            return None;
+        }
         let labels = pods::label_set(pod);
         let mut cache = self.caches.matching.borrow_mut();
         let key = ByAddress(Arc::clone(owner));
@@ -846,7 +984,7 @@ pub fn processed_with(
 /// Evictions, resizes and events through the API, paced by the two token buckets.
 pub struct ApiActuator {
     client: Client,
-    recorder: Recorder,
+    events: EventQueue<(Event, k8s_openapi::api::core::v1::ObjectReference)>,
     eviction: TokenBucket,
     in_place: TokenBucket,
     origin: tokio::time::Instant,
@@ -863,9 +1001,21 @@ impl ApiActuator {
                 instance: std::env::var("POD_NAME").ok(),
             },
         );
+        // One writer, a bounded queue (issue 30): an iteration never piles up event writes.
+        let events = EventQueue::start(
+            EVENT_QUEUE,
+            move |(e, reference): (Event, k8s_openapi::api::core::v1::ObjectReference)| {
+                let recorder = recorder.clone();
+                async move {
+                    if let Err(err) = recorder.publish(&e, &reference).await {
+                        tracing::debug!(error = %err, "event not recorded");
+                    }
+                }
+            },
+        );
         ApiActuator {
             client,
-            recorder,
+            events,
             eviction: TokenBucket::new(rate),
             in_place: TokenBucket::new(rate),
             origin,
@@ -945,7 +1095,17 @@ impl Actuator for ApiActuator {
             EventObject::Pod => pod.object_ref(&()),
             EventObject::Vpa => vpa.object_ref(&()),
         };
-        let recorder = self.recorder.clone();
+        self.publish(reference, event);
+    }
+
+    fn vpa_event(&mut self, vpa: &VerticalPodAutoscaler, event: UpdaterEvent) {
+        self.publish(vpa.object_ref(&()), event);
+    }
+}
+
+impl ApiActuator {
+    /// Queues an event for the writer task; dropped (and logged at debug level) when the queue is full.
+    fn publish(&self, reference: k8s_openapi::api::core::v1::ObjectReference, event: UpdaterEvent) {
         let e = Event {
             type_: if event.type_ == "Warning" {
                 EventType::Warning
@@ -957,11 +1117,17 @@ impl Actuator for ApiActuator {
             action: event.reason.into(),
             secondary: None,
         };
-        tokio::spawn(async move {
-            if let Err(err) = recorder.publish(&e, &reference).await {
-                tracing::debug!(error = %err, "event not recorded");
-            }
-        });
+        if !self.events.send((e, reference)) {
+            tracing::debug!(
+                dropped = self.events.dropped(),
+                "event queue full; event dropped"
+            );
+        }
+    }
+
+    /// Events dropped because the queue was full.
+    pub fn dropped_events(&self) -> u64 {
+        self.events.dropped()
     }
 }
 

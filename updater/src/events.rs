@@ -59,3 +59,24 @@ pub fn resize_skipped() -> UpdaterEvent {
         message: "Previously recorded in-place update was infeasible, current recommendation is not lower than previous, skipping resize".into(),
     }
 }
+
+/// The warning on a VPA the updater does not act on because another VPA targets the same workload
+/// (`message` from [`crate::conflicts::Conflicts`]).
+pub fn conflicting_vpas(message: &str) -> UpdaterEvent {
+    UpdaterEvent {
+        object: EventObject::Vpa,
+        type_: "Warning",
+        reason: "ConflictingVPAs",
+        message: message.to_owned(),
+    }
+}
+
+/// The warning on a VPA some of whose pods the webhook never sizes, so the updater leaves them alone.
+pub fn outside_webhook(message: &str) -> UpdaterEvent {
+    UpdaterEvent {
+        object: EventObject::Vpa,
+        type_: "Warning",
+        reason: "OutsideWebhookScope",
+        message: message.to_owned(),
+    }
+}

@@ -73,6 +73,41 @@ pub struct UpdaterFlags {
     /// Alpha features: `CPUStartupBoost`, `InPlace`, `PerVPAConfig` (`Name=true,…`; `AllAlpha=true`).
     #[arg(long, default_value = "", value_parser = FeatureGates::parse, help_heading = "When to update")]
     pub feature_gates: FeatureGates,
+    /// Comma-separated namespaces the webhook does not serve (the chart passes its release namespace,
+    /// `kube-system` and `admission.webhook.excludeNamespaces`): their VPAs' pods are left alone, since an
+    /// evicted pod would come back unchanged.
+    #[arg(long, default_value = "", value_parser = namespaces, help_heading = "Webhook scope")]
+    pub webhook_excluded_namespaces: Namespaces,
+    /// The webhook's `objectSelector` as JSON (the chart passes `admission.webhook.objectSelector`): pods it
+    /// does not select are left alone.
+    #[arg(long, default_value = "", value_parser = object_selector, help_heading = "Webhook scope")]
+    pub webhook_object_selector: ObjectSelector,
+    /// Act on no VPA of a workload that several VPAs (of any mode but `Off`) target, and warn on each
+    /// (upstream evicts by one while the webhook sizes by another: an endless loop).
+    #[arg(long, default_value = "true", action = clap::ArgAction::Set, help_heading = "Webhook scope")]
+    pub skip_conflicting_vpas: bool,
+}
+
+/// The parsed `--webhook-excluded-namespaces`.
+#[derive(Clone, Debug, Default)]
+pub struct Namespaces(pub Vec<String>);
+
+/// The parsed `--webhook-object-selector` (`None`: every pod).
+#[derive(Clone, Debug, Default)]
+pub struct ObjectSelector(
+    pub Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+);
+
+fn namespaces(s: &str) -> Result<Namespaces, String> {
+    crate::scope::parse_namespaces(s)
+        .map(Namespaces)
+        .map_err(|e| e.to_string())
+}
+
+fn object_selector(s: &str) -> Result<ObjectSelector, String> {
+    crate::scope::parse_selector(s)
+        .map(ObjectSelector)
+        .map_err(|e| e.to_string())
 }
 
 impl UpdaterFlags {
@@ -94,6 +129,11 @@ impl UpdaterFlags {
                 .collect(),
             in_place_honours_deferrals: true,
             fair_order: true,
+            webhook_scope: crate::scope::WebhookScope {
+                excluded_namespaces: self.webhook_excluded_namespaces.0.clone(),
+                object_selector: self.webhook_object_selector.0.clone(),
+            },
+            skip_conflicting_vpas: self.skip_conflicting_vpas,
         }
     }
 

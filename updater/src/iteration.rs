@@ -14,6 +14,7 @@ use tailor_crds::{RecommendedPodResources, UpdateMode, VerticalPodAutoscaler};
 
 use crate::calculator::PriorityCalculator;
 use crate::config::{FeatureGates, PriorityConfig};
+use crate::conflicts::Conflicts;
 use crate::events::{self, UpdaterEvent};
 use crate::eviction_admission::EvictionAdmission;
 use crate::infeasible::{InfeasibleAttempts, is_infeasible_error};
@@ -118,6 +119,8 @@ pub struct Candidates {
     /// The selected VPAs, in list order.
     pub vpas: Vec<Arc<VerticalPodAutoscaler>>,
     by_target: std::collections::HashMap<(String, String, String), Vec<usize>>,
+    namespaces: std::collections::HashSet<String>,
+    custom_target_namespaces: std::collections::HashSet<String>,
 }
 
 impl Candidates {
@@ -125,16 +128,39 @@ impl Candidates {
     pub fn new(vpas: Vec<Arc<VerticalPodAutoscaler>>) -> Self {
         let mut by_target: std::collections::HashMap<(String, String, String), Vec<usize>> =
             std::collections::HashMap::new();
+        let mut namespaces = std::collections::HashSet::new();
+        let mut custom_target_namespaces = std::collections::HashSet::new();
         for (i, v) in vpas.iter().enumerate() {
             if let Some(t) = v.spec.target_ref.as_ref() {
                 let ns = v.metadata.namespace.clone().unwrap_or_default();
+                namespaces.insert(ns.clone());
+                if !tailor_crds::target::is_well_known(&t.kind) {
+                    custom_target_namespaces.insert(ns.clone());
+                }
                 by_target
                     .entry((ns, t.kind.clone(), t.name.clone()))
                     .or_default()
                     .push(i);
             }
         }
-        Candidates { vpas, by_target }
+        Candidates {
+            vpas,
+            by_target,
+            namespaces,
+            custom_target_namespaces,
+        }
+    }
+
+    /// Whether a selected VPA in `namespace` targets a kind outside the well-known ones. Only then can a
+    /// pod whose controller is of another kind belong to a selected VPA (no well-known controller owns
+    /// objects of other kinds), so only then is its controller looked up through `/scale`.
+    pub fn has_custom_target(&self, namespace: &str) -> bool {
+        self.custom_target_namespaces.contains(namespace)
+    }
+
+    /// Whether a selected VPA lives in `namespace` (pods elsewhere need no matching, nor any lookup).
+    pub fn has_namespace(&self, namespace: &str) -> bool {
+        self.namespaces.contains(namespace)
     }
 
     /// Indices of the VPAs targeting `kind`/`name` in `namespace`.
@@ -187,6 +213,8 @@ pub trait Actuator {
     ) -> impl Future<Output = Result<(), ActError>>;
     /// Records an event on the pod or on `vpa`.
     fn event(&mut self, pod: &CompactPod, vpa: &VerticalPodAutoscaler, event: UpdaterEvent);
+    /// Records an event on `vpa` alone (why the updater leaves it or some of its pods alone).
+    fn vpa_event(&mut self, vpa: &VerticalPodAutoscaler, event: UpdaterEvent);
     /// Sets the instant by which the coming iteration's rate-limiter waits must end (actuators without
     /// a limiter ignore it).
     fn set_deadline(&mut self, _deadline: tokio::time::Instant) {}
@@ -206,6 +234,12 @@ pub struct IterationConfig {
     /// Tailor improvement: the VPA order rotates each iteration, so that a rate limit reaches every VPA in
     /// turn (upstream: random map order, spec §8 item 17).
     pub fair_order: bool,
+    /// Tailor (issue 30): pods the webhook never sizes are left alone (upstream acts on them, and an
+    /// evicted pod comes back unchanged, to be evicted again). Default: every pod in scope, as upstream.
+    pub webhook_scope: crate::scope::WebhookScope,
+    /// Tailor (issue 30, spec §8 item 8): no VPA of a workload that several VPAs target is acted on, and
+    /// each of them gets a warning event.
+    pub skip_conflicting_vpas: bool,
 }
 
 /// What happened to one pod.
@@ -272,6 +306,11 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
 ) -> Report {
     let mut report = Report::default();
     let mut selected: Vec<Arc<VerticalPodAutoscaler>> = Vec::new();
+    let conflicts = if config.skip_conflicting_vpas {
+        Conflicts::of(vpas)
+    } else {
+        Conflicts::default()
+    };
     for vpa in vpas {
         let ns = vpa.metadata.namespace.clone().unwrap_or_default();
         let name = vpa.metadata.name.clone().unwrap_or_default();
@@ -284,9 +323,21 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
         if modes::is_deprecated(vpa.spec.update_policy.as_ref()) {
             report.deprecated.push(format!("{ns}/{name}"));
         }
+        // Said on every VPA of the conflict, `Initial` ones included: the webhook applies one of them.
+        if let Some(why) = conflicts.of_vpa(vpa) {
+            actuator.vpa_event(vpa, events::conflicting_vpas(why));
+            report.skipped_vpas.push((ns, name, why.to_owned()));
+            continue;
+        }
         if !modes::is_selected(vpa) {
             let mode = modes::mode_label(&update_mode(&vpa.spec));
             report.skipped_vpas.push((ns, name, format!("mode {mode}")));
+            continue;
+        }
+        if let Some(why) = config.webhook_scope.namespace_excluded(&ns) {
+            let text = format!("{why}: its pods would come back unchanged from an eviction");
+            actuator.vpa_event(vpa, events::outside_webhook(&text));
+            report.skipped_vpas.push((ns, name, text));
             continue;
         }
         if let Err(e) = view.fetch_selector(vpa) {
@@ -417,6 +468,28 @@ async fn process_vpa_pods<V: ClusterView, A: Actuator>(
     let mode_text = entry.label.mode;
     gauges.add(GaugeKind::ControlledPods, size, mode_text, size as i64);
     let mut gate = view.gate(vpa, vpa_pods);
+    // Pods the webhook never sizes count in the budgets but are not updated (issue 30).
+    let mut outside = 0usize;
+    let mut in_scope: Vec<Arc<CompactPod>> = Vec::with_capacity(vpa_pods.len());
+    for pod in vpa_pods {
+        match config.webhook_scope.pod_excluded(pods::labels(pod)) {
+            Some(why) => {
+                outside += 1;
+                set(vpa_report, pod, Action::Skip(Skip::OutsideWebhook(why)));
+            }
+            None => in_scope.push(Arc::clone(pod)),
+        }
+    }
+    if outside > 0 {
+        actuator.vpa_event(
+            vpa,
+            events::outside_webhook(&format!(
+                "{outside} of {size} pods are not selected by the webhook's objectSelector: they are not \
+                 updated (an evicted pod would come back unchanged)"
+            )),
+        );
+    }
+    let vpa_pods = in_scope.as_slice();
 
     // Start-up boost pass (§5.8).
     let mut available: Vec<Arc<CompactPod>> = Vec::new();

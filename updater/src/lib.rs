@@ -10,6 +10,8 @@
 pub mod calculator;
 pub mod cluster;
 pub mod config;
+pub mod conflicts;
+pub mod event_queue;
 pub mod events;
 pub mod eviction_admission;
 pub mod flags;
@@ -26,6 +28,7 @@ pub mod rate_limit;
 pub mod resize;
 pub mod restriction;
 pub mod run_loop;
+pub mod scope;
 pub mod sizing;
 pub mod skip;
 

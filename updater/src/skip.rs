@@ -39,6 +39,9 @@ pub enum Skip {
     AdmissionNotAlive,
     /// The pod has no recommendation for any container.
     NoRecommendation,
+    /// The webhook never sizes this pod (excluded namespace, `objectSelector`): evicting it would bring
+    /// it back unchanged (issue 30).
+    OutsideWebhook(String),
     /// Another error (the message says which).
     Error(String),
 }
@@ -63,6 +66,7 @@ impl fmt::Display for Skip {
             Skip::RateLimited => f.write_str("rate limited"),
             Skip::AdmissionNotAlive => f.write_str("admission not alive"),
             Skip::NoRecommendation => f.write_str("no recommendation"),
+            Skip::OutsideWebhook(why) => write!(f, "not sized by the webhook: {why}"),
             Skip::Error(e) => write!(f, "error: {e}"),
         }
     }

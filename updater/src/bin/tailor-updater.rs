@@ -20,14 +20,15 @@ use kube::runtime::watcher;
 use kube::{Api, ResourceExt as _};
 use tailor_crds::VerticalPodAutoscaler;
 use tailor_crds::cluster::client::ClientFlags;
-use tailor_crds::cluster::index::{Index, IndexStores};
+use tailor_crds::cluster::index::{Index, IndexStores, ScaleLookup};
 use tailor_crds::cluster::leader::{Fence, LeaderElector, LeaseSettings};
 use tailor_crds::cluster::listen::ListenFlags;
 use tailor_crds::cluster::log::LogFlags;
 use tailor_crds::cluster::reflectors::{OnWatchError, api, spawn_reflector, workload_stores};
+use tailor_crds::cluster::scale_cache::{ScaleCache, ScaleCacheSettings};
 use tailor_crds::cluster::shutdown::Shutdown;
 use tailor_updater::cluster::{
-    ApiActuator, CacheView, ReplicaStores, ScaleReplicas, strip_controller,
+    ApiActuator, CacheView, ReplicaStores, ScaleReplicas, governed_creator, strip_controller,
 };
 use tailor_updater::flags::{AdmissionStatusFlags, UpdaterFlags};
 use tailor_updater::iteration::UpdaterState;
@@ -308,31 +309,80 @@ async fn main() -> anyhow::Result<()> {
         std::convert::identity,
         on_error.clone(),
     );
-    {
-        // Replica counts of controllers of other kinds, off the iteration's path.
-        let scaled = replicas.scaled.clone();
-        let pods = pod_store.clone();
-        let client = client.clone();
-        let period = args.updater_interval;
-        tokio::spawn(async move {
-            loop {
-                scaled
-                    .refresh(&client, &pods.state(), Duration::from_secs(2))
-                    .await;
-                tokio::time::sleep(period).await;
-            }
-        });
-    }
+    // One waiter on the stores' readiness: a reflector store wakes only one of several concurrent
+    // `wait_until_ready` callers (its readiness is a oneshot channel), so the others wait on this signal.
+    let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);
     {
         let (vpas, pods, synced) = (vpa_store.clone(), pod_store.clone(), health.synced.clone());
         tokio::spawn(async move {
             if vpas.wait_until_ready().await.is_ok() && pods.wait_until_ready().await.is_ok() {
                 synced.store(true, Ordering::Relaxed);
+                synced_tx.send_replace(true);
                 tracing::info!("caches synced");
             }
         });
     }
-    let index = Index::from_stores(stores);
+    // Controllers of other kinds (Argo Rollouts, custom controllers) through their `/scale` subresource,
+    // fetched in the background as the webhook fetches them: one decision path with `tailor plan`, whose
+    // snapshot stands in for `/scale` (issue 30). The cache looks up VPA targets and the owners matching
+    // asked for; matching asks only in namespaces with a VPA the iteration selected.
+    let scale = ScaleCache::default();
+    {
+        // Started once the VPAs are listed, so that its first refresh reads their targets.
+        let (scale, client, vpas, mut ready) = (
+            scale.clone(),
+            client.clone(),
+            stores.vpas.clone(),
+            synced_rx.clone(),
+        );
+        tokio::spawn(async move {
+            if ready.wait_for(|synced| *synced).await.is_ok() {
+                tracing::debug!("/scale cache started");
+                scale
+                    .run(
+                        client,
+                        vpas,
+                        ScaleCacheSettings::default(),
+                        std::future::pending(),
+                    )
+                    .await;
+            }
+        });
+    }
+    let scale_lookup: Arc<dyn ScaleLookup> = Arc::new(scale);
+    {
+        // Replica counts of controllers of other kinds, off the iteration's path: only the creators of
+        // pods some VPA governs, answers (also "none") remembered, a bounded number of reads per refresh.
+        let scaled = replicas.scaled.clone();
+        let pods = pod_store.clone();
+        let vpas = vpa_store.clone();
+        let index = Index::from_stores(stores.clone()).with_scale_lookup(scale_lookup.clone());
+        let client = client.clone();
+        let period = args.updater_interval;
+        let mut ready = synced_rx.clone();
+        tokio::spawn(async move {
+            if ready.wait_for(|synced| *synced).await.is_err() {
+                return;
+            }
+            loop {
+                let vpa_list = vpas.state();
+                let wanted = ScaleReplicas::wanted(&pods.state(), |creator, api_version| {
+                    governed_creator(&index, &vpa_list, creator, api_version)
+                });
+                let wanted_count = wanted.len();
+                let fetched = scaled
+                    .refresh(&client, wanted, Duration::from_secs(2))
+                    .await;
+                tracing::debug!(
+                    controllers = wanted_count,
+                    fetched,
+                    "replica counts of other kinds refreshed"
+                );
+                tokio::time::sleep(period).await;
+            }
+        });
+    }
+    let index = Index::from_stores(stores).with_scale_lookup(scale_lookup);
 
     let status = args
         .status

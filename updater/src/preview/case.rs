@@ -451,6 +451,9 @@ impl Actuator for Recorder {
     fn event(&mut self, _pod: &CompactPod, _vpa: &VerticalPodAutoscaler, event: UpdaterEvent) {
         self.events.push(event);
     }
+    fn vpa_event(&mut self, _vpa: &VerticalPodAutoscaler, event: UpdaterEvent) {
+        self.events.push(event);
+    }
 }
 
 /// Upstream's `fakeSingleResizePatch`: one resize operation for any pod.
@@ -1160,6 +1163,8 @@ async fn updater_loop(input: &Value) -> Out {
         ignored_namespaces: c.ignored_namespaces.clone(),
         in_place_honours_deferrals: true,
         fair_order: true,
+        webhook_scope: Default::default(),
+        skip_conflicting_vpas: true,
     };
     check_controllers(&i.controllers)?;
     let mut selectors = BTreeMap::new();

@@ -30,6 +30,8 @@ use crate::skip::Skip;
 #[derive(Debug, Default)]
 pub struct SnapshotReplicas {
     counts: HashMap<(String, String, String), Option<i32>>,
+    /// Controllers of other kinds: `spec.replicas`, as the binary reads it from `/scale`.
+    scaled: HashMap<(String, String, String), i32>,
 }
 
 impl SnapshotReplicas {
@@ -67,7 +69,10 @@ impl SnapshotReplicas {
                 o.status.as_ref().map(|s| s.number_ready),
             );
         }
-        SnapshotReplicas { counts }
+        SnapshotReplicas {
+            counts,
+            scaled: s.scale_replicas.clone(),
+        }
     }
 }
 
@@ -83,7 +88,14 @@ impl ReplicaLookup for SnapshotReplicas {
                 .filter(|n| *n > 0)
                 .ok_or_else(|| format!("{} {}/{} has no replicas", c.kind, c.namespace, c.name)),
             "Job" => Ok(live),
-            _ => Ok(unknown_kind_replicas()),
+            // As the binary's `/scale` count (cluster::ReplicaStores): a positive `spec.replicas`, else
+            // upstream's 0.
+            _ => Ok(self
+                .scaled
+                .get(&(c.kind.clone(), c.namespace.clone(), c.name.clone()))
+                .copied()
+                .filter(|n| *n > 0)
+                .unwrap_or_else(unknown_kind_replicas)),
         }
     }
 }
@@ -101,6 +113,8 @@ pub struct DryRun {
     in_place: TokenBucket,
     clock: f64,
     deadline: f64,
+    /// The events the binary would record on VPAs, as notes.
+    pub notes: Vec<String>,
 }
 
 impl DryRun {
@@ -130,6 +144,7 @@ impl DryRun {
             in_place: TokenBucket::new(rate),
             clock: 0.0,
             deadline: interval.as_secs_f64(),
+            notes: Vec::new(),
         }
     }
 
@@ -181,7 +196,23 @@ impl Actuator for DryRun {
     }
 
     fn event(&mut self, _pod: &CompactPod, _vpa: &VerticalPodAutoscaler, _event: UpdaterEvent) {}
+
+    fn vpa_event(&mut self, vpa: &VerticalPodAutoscaler, event: UpdaterEvent) {
+        // The binary's warnings on VPAs, in the plan's notes.
+        if self.notes.len() < MAX_NOTES {
+            self.notes.push(format!(
+                "event {} on VPA {}/{}: {}",
+                event.reason,
+                vpa.metadata.namespace.as_deref().unwrap_or_default(),
+                vpa.metadata.name.as_deref().unwrap_or_default(),
+                event.message
+            ));
+        }
+    }
 }
+
+/// Most VPA events a plan lists in its notes.
+const MAX_NOTES: usize = 1_000;
 
 /// Settings of a plan.
 #[derive(Clone, Debug)]
@@ -319,6 +350,7 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
         None,
     )
     .await;
+    notes.append(&mut actuator.notes);
     let mut out = Vec::new();
     for v in &report.vpas {
         for (pod, action) in &v.pods {

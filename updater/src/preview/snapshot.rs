@@ -71,6 +71,9 @@ pub struct Snapshot {
     pub leases: Vec<Lease>,
     /// Objects of custom kinds with a `spec.selector` (Argo Rollouts and the like), in place of `/scale`.
     pub scale: StaticScaleLookup,
+    /// `spec.replicas` of those custom controllers ((kind, namespace, name) → replicas), in place of
+    /// `/scale`'s, for the disruption budget.
+    pub scale_replicas: std::collections::HashMap<(String, String, String), i32>,
     /// Documents of other kinds, ignored (kind names, for the user).
     pub ignored: Vec<String>,
 }
@@ -166,7 +169,15 @@ impl Snapshot {
                 }
                 other => match custom_controller(&doc) {
                     Some(info) => {
-                        self.scale.objects.insert(static_key(&doc), info);
+                        let key = static_key(&doc);
+                        if let Some(n) = doc
+                            .pointer("/spec/replicas")
+                            .and_then(Value::as_i64)
+                            .and_then(|n| i32::try_from(n).ok())
+                        {
+                            self.scale_replicas.insert(key.clone(), n);
+                        }
+                        self.scale.objects.insert(key, info);
                     }
                     None => self.ignored.push(format!("{api}/{other}")),
                 },

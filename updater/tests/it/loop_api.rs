@@ -646,7 +646,11 @@ async fn controllers_of_other_kinds_get_their_replica_count_from_scale() {
         .collect();
     let scaled = ScaleReplicas::default();
     scaled
-        .refresh(&client, &pods, std::time::Duration::from_secs(5))
+        .refresh(
+            &client,
+            ScaleReplicas::wanted(&pods, |_, _| true),
+            std::time::Duration::from_secs(5),
+        )
         .await;
     let creator = Creator::of(&pods[0]);
     assert_eq!(scaled.get(&creator), Some(4));

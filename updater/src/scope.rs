@@ -1,0 +1,140 @@
+//! Which pods the webhook sizes, as the chart registers it (issue 30): the updater disrupts only those. A pod
+//! the webhook never sees comes back from an eviction with its old requests and is evicted again, forever;
+//! so the updater leaves alone the namespaces the webhook configuration excludes (the release namespace,
+//! `kube-system`, `admission.webhook.excludeNamespaces`) and the pods its `objectSelector` does not select,
+//! and says why.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+/// Longest `--webhook-object-selector` text read.
+pub const MAX_SELECTOR_JSON: usize = 16 * 1024;
+/// Most namespaces in `--webhook-excluded-namespaces`.
+pub const MAX_EXCLUDED_NAMESPACES: usize = 1_000;
+
+/// The pods the webhook is registered for. The default (nothing excluded, every pod selected) is upstream's
+/// updater, which does not look.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WebhookScope {
+    /// Namespaces the webhook configuration excludes.
+    pub excluded_namespaces: Vec<String>,
+    /// The webhook's `objectSelector` (`None`: every pod).
+    pub object_selector: Option<LabelSelector>,
+}
+
+/// A bad `--webhook-*` flag.
+#[derive(Debug, thiserror::Error)]
+pub enum ScopeError {
+    /// The object selector is not a JSON label selector.
+    #[error("--webhook-object-selector: {0}")]
+    Selector(String),
+    /// Too many namespaces.
+    #[error("--webhook-excluded-namespaces: more than {MAX_EXCLUDED_NAMESPACES} namespaces")]
+    TooManyNamespaces,
+}
+
+/// Comma-separated namespace names (blanks ignored), at most [`MAX_EXCLUDED_NAMESPACES`].
+pub fn parse_namespaces(text: &str) -> Result<Vec<String>, ScopeError> {
+    let excluded: Vec<String> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if excluded.len() > MAX_EXCLUDED_NAMESPACES {
+        return Err(ScopeError::TooManyNamespaces);
+    }
+    Ok(excluded)
+}
+
+/// A label selector as JSON; `None` for an empty text or a selector that selects everything. A selector
+/// that cannot be evaluated is refused (not read as "no pod").
+pub fn parse_selector(text: &str) -> Result<Option<LabelSelector>, ScopeError> {
+    let text = text.trim();
+    if text.len() > MAX_SELECTOR_JSON {
+        return Err(ScopeError::Selector(format!(
+            "longer than {MAX_SELECTOR_JSON} bytes"
+        )));
+    }
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let selector: LabelSelector =
+        serde_json::from_str(text).map_err(|e| ScopeError::Selector(e.to_string()))?;
+    tailor_crds::target::selector_matches(&selector, &BTreeMap::new())
+        .map_err(|e| ScopeError::Selector(e.to_string()))?;
+    let empty = selector
+        .match_labels
+        .as_ref()
+        .is_none_or(BTreeMap::is_empty)
+        && selector
+            .match_expressions
+            .as_ref()
+            .is_none_or(Vec::is_empty);
+    Ok((!empty).then_some(selector))
+}
+
+impl WebhookScope {
+    /// The scope from the flags' texts: comma-separated namespaces, and a label selector as JSON (the
+    /// chart renders `admission.webhook.objectSelector` with `toJson`; empty or `{}`: every pod).
+    pub fn parse(excluded_namespaces: &str, object_selector: &str) -> Result<Self, ScopeError> {
+        Ok(WebhookScope {
+            excluded_namespaces: parse_namespaces(excluded_namespaces)?,
+            object_selector: parse_selector(object_selector)?,
+        })
+    }
+
+    /// Why the webhook never sees pods of `namespace`, if it does not.
+    pub fn namespace_excluded(&self, namespace: &str) -> Option<String> {
+        self.excluded_namespaces
+            .iter()
+            .any(|n| n == namespace)
+            .then(|| format!("the webhook does not serve namespace {namespace}"))
+    }
+
+    /// Why the webhook never sees a pod with `labels`, if it does not (its `objectSelector`).
+    pub fn pod_excluded(&self, labels: &BTreeMap<String, String>) -> Option<String> {
+        let selector = self.object_selector.as_ref()?;
+        match tailor_crds::target::selector_matches(selector, labels) {
+            Ok(true) => None,
+            Ok(false) => Some("the webhook's objectSelector does not select the pod".into()),
+            Err(e) => Some(format!("the webhook's objectSelector: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn excluded_namespaces_and_the_object_selector_are_read_from_the_flags() {
+        let scope = WebhookScope::parse(
+            "tailor, kube-system,,",
+            r#"{"matchExpressions":[{"key":"tailor.dev/skip","operator":"DoesNotExist"}]}"#,
+        )
+        .expect("scope");
+        assert_eq!(scope.excluded_namespaces, ["tailor", "kube-system"]);
+        assert!(scope.namespace_excluded("kube-system").is_some());
+        assert!(scope.namespace_excluded("shop").is_none());
+        let plain = BTreeMap::from([("app".to_owned(), "web".to_owned())]);
+        let skipped = BTreeMap::from([("tailor.dev/skip".to_owned(), "1".to_owned())]);
+        assert_eq!(scope.pod_excluded(&plain), None);
+        assert!(scope.pod_excluded(&skipped).is_some());
+    }
+
+    #[test]
+    fn an_empty_selector_selects_every_pod_and_a_broken_one_is_refused() {
+        let scope = WebhookScope::parse("", "{}").expect("scope");
+        assert_eq!(scope, WebhookScope::default());
+        assert!(WebhookScope::parse("", "app=web").is_err());
+        assert!(
+            WebhookScope::parse(
+                "",
+                r#"{"matchExpressions":[{"key":"a","operator":"In","values":[]}]}"#
+            )
+            .is_err()
+        );
+    }
+}
