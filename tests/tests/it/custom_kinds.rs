@@ -145,46 +145,160 @@ async fn admission_patches_a_pod_of_a_custom_kind_with_scale() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn updater_reads_the_replica_count_of_a_custom_kind_through_scale() {
+async fn updater_evicts_pods_of_a_custom_kind_within_its_scale_replica_count() {
+    // Issue 30: the binary's index had no `/scale` lookup, so a VPA over a Rollout was "without selector"
+    // every iteration while `tailor plan` evicted. Two pods the Rollout created itself (as an OpenKruise
+    // CloneSet does), requests below the VPA's range: the binary resolves the Rollout through `/scale`,
+    // counts its 2 replicas there, and evicts one pod (2 × tolerance 0.5), not both (upstream: 0 configured
+    // replicas, every pod at once); the second is then alone, below `--min-replicas`, and stays.
     let server = ApiServer::start().await.unwrap();
-    rollout(&server);
-    // A pod the Rollout created itself (as an OpenKruise CloneSet does): the updater counts its creator's
-    // replicas through `/scale`, since it caches no such kind.
+    server.load_yaml(namespace()).unwrap();
+    server.load_yaml(ROLLOUT_CRD).unwrap();
     server
-        .put(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "canary-direct", "namespace": "shop", "uid": "pod-canary-direct",
-                "labels": {"app": "canary"},
-                "ownerReferences": [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
-                    "name": "canary", "uid": "dep-canary", "controller": true}]},
-            "spec": {"nodeName": "node-1", "containers": [{"name": "app", "image": "nginx"}]},
-            "status": {"phase": "Running"}
-        }))
+        .load_yaml(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Rollout\nmetadata: {name: canary, namespace: shop, uid: ro-canary}\n\
+             spec: {replicas: 2, selector: {matchLabels: {app: canary}}}\nstatus: {replicas: 2, selector: app=canary}\n",
+        )
         .unwrap();
+    for i in 0..2 {
+        server
+            .put(json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("canary-{i}"), "namespace": "shop", "uid": format!("pod-canary-{i}"),
+                    "labels": {"app": "canary"},
+                    "ownerReferences": [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+                        "name": "canary", "uid": "ro-canary", "controller": true}]},
+                "spec": {"nodeName": "node-1", "containers": [{"name": "app", "image": "nginx",
+                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]},
+                "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}
+            }))
+            .unwrap();
+    }
+    let mut v = rollout_vpa();
+    v["spec"]["updatePolicy"] = json!({"updateMode": "Recreate"});
+    v["status"] = json!({"recommendation": {"containerRecommendations": [{"containerName": "app",
+        "target": {"cpu": "500m", "memory": "512Mi"},
+        "lowerBound": {"cpu": "400m", "memory": "400Mi"},
+        "upperBound": {"cpu": "600m", "memory": "600Mi"}}]}});
+    server.put(v).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let up = start_updater(
+    let mut up = start_updater(
         &server,
         dir.path(),
         "updater",
         &["--use-admission-controller-status=false"],
     );
-    let read = server
-        .wait_for(Duration::from_secs(10), |s| {
-            s.requests().into_iter().find(|r| {
-                r.user == "updater"
-                    && r.verb() == "get"
-                    && r.resource() == "rollouts/scale"
-                    && r.status == 200
-            })
+    let evictions = |s: &ApiServer| -> Vec<String> {
+        s.requests()
+            .into_iter()
+            .filter(|r| r.user == "updater" && r.resource() == "pods/eviction" && r.status == 201)
+            .map(|r| r.object())
+            .collect()
+    };
+    server
+        .wait_for(Duration::from_secs(15), |s| {
+            (!evictions(s).is_empty()).then_some(())
         })
-        .await;
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "no pod of the Rollout evicted:\n{}",
+                up.log_lines().join("\n")
+            )
+        });
+    // Three more iterations: the remaining pod stays.
+    let done = |p: &tailor_tests::process::Process| {
+        p.json_logs()
+            .iter()
+            .filter(|l| l["message"] == "iteration done")
+            .count()
+    };
+    let after = done(&up) + 3;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while done(&up) < after {
+        assert!(
+            !up.exited() && tokio::time::Instant::now() < deadline,
+            "{}",
+            up.log_lines().join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(evictions(&server).len(), 1, "{:?}", evictions(&server));
+    assert_eq!(server.list("v1", "Pod", Some("shop")).len(), 1);
+    let reqs = server.requests();
     assert!(
-        read.is_some(),
-        "the updater never read the Rollout's /scale:\n{}",
-        up.log_lines().join("\n")
+        reqs.iter().any(|r| r.user == "updater"
+            && r.verb() == "get"
+            && r.resource() == "rollouts/scale"
+            && r.object() == "shop/canary"
+            && r.status == 200),
+        "the updater resolves the Rollout through its /scale"
     );
-    assert_eq!(
-        read.unwrap().target.and_then(|t| t.name).as_deref(),
-        Some("canary")
+    up.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updater_looks_up_no_scale_for_pods_no_vpa_governs() {
+    // Issue 30: 20 static pods (owned by their Node) and 5 pods of a Tekton TaskRun, no VPA over them: the
+    // updater used to send a discovery GET and a `/scale` GET per owner and iteration, failures never
+    // remembered. A VPA elsewhere in the namespace keeps the iteration running.
+    let server = ApiServer::start().await.unwrap();
+    server.load_yaml(namespace()).unwrap();
+    server.load_yaml(&workload("web", "100m", "64Mi")).unwrap();
+    server.put(vpa("web", "web")).unwrap();
+    let mut pods = String::new();
+    for i in 0..20 {
+        pods.push_str(&format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: static-{i}\n  namespace: shop\n  uid: static-{i}\n  \
+             ownerReferences: [{{apiVersion: v1, kind: Node, name: node-{i}, uid: node-{i}, controller: true}}]\n\
+             spec: {{nodeName: node-{i}, containers: [{{name: app, image: nginx}}]}}\nstatus: {{phase: Running}}\n"
+        ));
+    }
+    for i in 0..5 {
+        pods.push_str(&format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: task-{i}\n  namespace: shop\n  uid: task-{i}\n  \
+             ownerReferences: [{{apiVersion: tekton.dev/v1, kind: TaskRun, name: run-{i}, uid: run-{i}, controller: true}}]\n\
+             spec: {{nodeName: node-1, containers: [{{name: step, image: busybox}}]}}\nstatus: {{phase: Running}}\n"
+        ));
+    }
+    server.load_yaml(&pods).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut up = start_updater(
+        &server,
+        dir.path(),
+        "updater",
+        &["--use-admission-controller-status=false"],
     );
+    let iterations = |p: &tailor_tests::process::Process| {
+        p.json_logs()
+            .iter()
+            .filter(|l| l["message"] == "iteration done")
+            .count()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while iterations(&up) < 4 {
+        assert!(!up.exited(), "{}", up.log_lines().join("\n"));
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{}",
+            up.log_lines().join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let lookups: Vec<String> = server
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            r.user == "updater"
+                && (r.resource().ends_with("/scale")
+                    || r.path.starts_with("/apis/tekton.dev")
+                    || r.path == "/api/v1" && r.method == "GET")
+        })
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(
+        lookups.is_empty(),
+        "lookups for owners no VPA names: {lookups:?}"
+    );
+    up.kill();
 }

@@ -14,5 +14,6 @@ mod bad_checkpoints;
 mod binaries;
 mod custom_kinds;
 mod lease;
+mod plan_parity;
 mod standin;
 mod updater;
