@@ -350,6 +350,7 @@ UPDATER_DEFAULT_ARGS = [
     "--use-admission-controller-status=true", "--admission-controller-status-lease-name=tailor-admission",
     f"--admission-controller-status-lease-namespace={NAMESPACE}", "--admission-controller-status-lease-timeout=1m",
     "--kube-api-qps=50", "--kube-api-burst=100", "--log-format=json", "--log-level=info", "--shutdown-timeout=20s",
+    f"--webhook-excluded-namespaces={NAMESPACE},kube-system",
 ]
 
 
@@ -625,6 +626,11 @@ def expect_webhook_options(docs: list[dict]) -> None:
     assert pods["matchConditions"][0]["name"] == "not-a-job"
     assert cfg["metadata"]["annotations"] == {"example.com/owner": "platform"}
     assert "--webhook-timeout-seconds=3" in args(deployment(docs, "admission"))
+    # The updater leaves alone what the webhook never sizes (issue 30): the same namespaces and selector.
+    ua = args(deployment(docs, "updater"))
+    assert "--webhook-excluded-namespaces=other-ns,kube-system,monitoring" in ua, ua
+    assert '--webhook-object-selector={"matchExpressions":[{"key":"tailor.dev/skip","operator":"DoesNotExist"}]}' \
+        in ua, ua
 
 
 def expect_service_monitor(docs: list[dict]) -> None:

@@ -253,3 +253,12 @@ selector:
   matchLabels:
     {{- include "tailor.selectorLabels" . | nindent 4 }}
 {{- end -}}
+
+{{/*
+Namespaces the pod webhook does not serve: the release namespace, kube-system and
+admission.webhook.excludeNamespaces (a JSON list). The webhook configuration excludes them; the updater is
+told the same (--webhook-excluded-namespaces), so that it never evicts a pod the webhook will not size.
+*/}}
+{{- define "tailor.webhook.excludedNamespaces" -}}
+{{- concat (list .Release.Namespace "kube-system") (default (list) .Values.admission.webhook.excludeNamespaces) | uniq | toJson -}}
+{{- end -}}
