@@ -334,6 +334,8 @@ pub struct CacheView<R: ReplicaLookup = ReplicaStores> {
     pub gates: FeatureGates,
     /// Clock of this iteration (for the resize plan's boost expiry).
     pub now: Timestamp,
+    /// The webhook's pod floor (issue 30): processed recommendations are raised to it, as the webhook's.
+    pub floor: Option<tailor_crds::sizing::PodFloor>,
     caches: IterationCaches,
 }
 
@@ -580,6 +582,7 @@ impl<R: ReplicaLookup> CacheView<R> {
             restriction,
             gates,
             now,
+            floor: None,
             caches: IterationCaches::default(),
         }
     }
@@ -737,7 +740,8 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         // Without LimitRanges and RequestsOnly policies the result depends only on the container names.
         let per_pod = !limit_ranges.is_empty() || uses_requests_only(vpa);
         if per_pod {
-            return processed_with(vpa, pod, &limit_ranges).map(|r| r.map(Arc::new));
+            return processed_with(vpa, pod, &limit_ranges, self.floor.as_ref())
+                .map(|r| r.map(Arc::new));
         }
         let inputs = VpaInputs {
             namespace: ns,
@@ -781,7 +785,7 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         if let Some(hit) = cached {
             return Ok(hit);
         }
-        let value = processed_with(vpa, pod, &limit_ranges)?.map(Arc::new);
+        let value = processed_with(vpa, pod, &limit_ranges, self.floor.as_ref())?.map(Arc::new);
         let mut vpas = self.caches.vpas.borrow_mut();
         if let Some(cache) = vpas.get(vpa, &inputs, generation) {
             let used = |value: &Option<Arc<RecommendedPodResources>>| Used {
@@ -948,7 +952,7 @@ fn uses_requests_only(vpa: &VerticalPodAutoscaler) -> bool {
         })
 }
 
-/// The capping processor (§2.1): the webhook's recommendation processing for `pod`.
+/// The capping processor (§2.1): the webhook's recommendation processing for `pod` (without a floor).
 pub fn processed_recommendation(
     index: &Index,
     vpa: &VerticalPodAutoscaler,
@@ -956,17 +960,18 @@ pub fn processed_recommendation(
 ) -> Result<Option<RecommendedPodResources>, String> {
     let ns = pods::namespace(pod);
     let limit_ranges: Vec<LimitRange> = index.limit_ranges(ns);
-    processed_with(vpa, pod, &limit_ranges)
+    processed_with(vpa, pod, &limit_ranges, None)
 }
 
-/// [`processed_recommendation`] with explicit LimitRanges.
+/// [`processed_recommendation`] with explicit LimitRanges and the webhook's pod floor.
 pub fn processed_with(
     vpa: &VerticalPodAutoscaler,
     pod: &CompactPod,
     limit_ranges: &[LimitRange],
+    floor: Option<&tailor_crds::sizing::PodFloor>,
 ) -> Result<Option<RecommendedPodResources>, String> {
     use tailor_crds::limitrange;
-    use tailor_crds::sizing::process_recommendation;
+    use tailor_crds::sizing::{apply_floor, process_recommendation};
     let ns = pods::namespace(pod);
     let container = limitrange::merged_item(
         limitrange::in_namespace(limit_ranges, ns),
@@ -976,9 +981,12 @@ pub fn processed_with(
         limitrange::merged_item(limitrange::in_namespace(limit_ranges, ns), limitrange::POD);
     let containers = crate::sizing::containers(pod);
     let slots = crate::sizing::slots(pod, &containers);
-    process_recommendation(vpa, &slots, container.as_ref(), pod_item.as_ref())
-        .map(|p| p.map(|p| p.recommendation))
-        .map_err(|e| e.to_string())
+    let mut processed = process_recommendation(vpa, &slots, container.as_ref(), pod_item.as_ref())
+        .map_err(|e| e.to_string())?;
+    if let (Some(floor), Some(p)) = (floor, processed.as_mut()) {
+        apply_floor(vpa, p, floor, slots.len()).map_err(|e| e.to_string())?;
+    }
+    Ok(processed.map(|p| p.recommendation))
 }
 
 /// Evictions, resizes and events through the API, paced by the two token buckets.
@@ -1249,6 +1257,53 @@ mod tests {
         let after = view.resize_plan(&pod, &vpa, Timestamp::UNIX_EPOCH);
         assert_ne!(after, before);
         assert_eq!(after, fresh_plan(vec![cpu_max("150m")], &vpa));
+    }
+
+    #[test]
+    fn a_resize_never_goes_below_the_pod_floor() {
+        // Issue 30: a memory target of "1" made a resize to a 1-byte request and a 2-byte limit.
+        let mut vpa = vpa("u1", "1", "300m");
+        if let Some(rec) = vpa
+            .status
+            .as_mut()
+            .and_then(|s| s.recommendation.as_mut())
+            .and_then(|r| r.container_recommendations.as_mut())
+        {
+            let first = &mut rec[0];
+            let one = k8s_openapi::apimachinery::pkg::api::resource::Quantity("1".into());
+            first.target.insert("memory".into(), one.clone());
+            if let Some(lower) = first.lower_bound.as_mut() {
+                lower.insert("memory".into(), one);
+            }
+        }
+        let pod = pod();
+        let unfloored = view(Vec::new())
+            .resize_plan(&pod, &vpa, Timestamp::UNIX_EPOCH)
+            .expect("plan");
+        let text = serde_json::to_string(&unfloored.resize).expect("json");
+        assert!(text.contains(r#"/requests/memory","value":"1""#), "{text}");
+        let mut floored = view(Vec::new());
+        floored.floor = Some(tailor_crds::sizing::PodFloor::RECOMMENDER_MINIMUMS);
+        let plan = floored
+            .resize_plan(&pod, &vpa, Timestamp::UNIX_EPOCH)
+            .expect("plan");
+        let text = serde_json::to_string(&plan.resize).expect("json");
+        // One container: the whole 250Mi, and the limit in proportion (200Mi / 100Mi).
+        assert!(
+            text.contains(r#"/requests/memory","value":"250Mi""#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"/limits/memory","value":"500Mi""#),
+            "{text}"
+        );
+        // The priority sees the floored range: a pod at the floor is not updated again.
+        let rec = floored
+            .processed(&vpa, &pod)
+            .expect("processed")
+            .expect("some");
+        let target = &rec.container_recommendations.as_ref().expect("list")[0].target;
+        assert_eq!(target["memory"].0, "250Mi");
     }
 
     #[test]

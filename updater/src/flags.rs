@@ -86,6 +86,9 @@ pub struct UpdaterFlags {
     /// (upstream evicts by one while the webhook sizes by another: an endless loop).
     #[arg(long, default_value = "true", action = clap::ArgAction::Set, help_heading = "Webhook scope")]
     pub skip_conflicting_vpas: bool,
+    /// The webhook's pod floor: resizes never go below it, and priorities see the floored range.
+    #[command(flatten)]
+    pub floor: tailor_crds::cluster::floor_flags::PodFloorFlags,
 }
 
 /// The parsed `--webhook-excluded-namespaces`.

@@ -133,6 +133,8 @@ struct Args {
     /// Tailor improvement: also size native sidecars (init containers with restartPolicy: Always).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set)]
     native_sidecars: bool,
+    #[command(flatten)]
+    floor: tailor_crds::cluster::floor_flags::PodFloorFlags,
 
     /// Most webhook connections open at once (at least 1). At the limit the connection idle longest is closed
     /// for a new one. The API server needs a few per replica; keep it below the process's file limit.
@@ -219,6 +221,7 @@ async fn main() -> anyhow::Result<()> {
             .map(k8s_openapi::apimachinery::pkg::api::resource::Quantity),
         honor_max_limit_request_ratio: args.honor_max_limit_request_ratio,
         native_sidecars: args.native_sidecars,
+        floor: args.floor.floor(),
     };
     let metrics_addr = args.listen.socket_addr()?;
     let webhook_addr = SocketAddr::new(args.bind_address, args.port);

@@ -443,3 +443,40 @@ fn pods_whose_owner_cannot_be_resolved_are_unsized_under_their_own_reason() {
     );
     assert!(resp.patch.is_some(), "{outcome:?}");
 }
+
+#[test]
+fn the_webhook_never_writes_below_the_pod_floor() {
+    // Issue 30: a memory target of "1" gave a 1-byte request and (proportionally) a 2-byte limit.
+    let p = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"generateName": "web-abc-", "namespace": "default", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "app", "resources": {
+            "requests": {"cpu": "100m", "memory": "100Mi"}, "limits": {"memory": "200Mi"}}}]}
+    });
+    let v = vpa(json!({
+        "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
+        "metadata": {"name": "web-vpa", "namespace": "default"},
+        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+        "status": {"recommendation": {"containerRecommendations": [
+            {"containerName": "app", "target": {"cpu": "200m", "memory": "1"}}]}}
+    }));
+    let upstream = patch_pod(&pod(p.clone()), &v, &[], &PatchOptions::default()).unwrap();
+    let doc = apply(&p, &upstream.patch);
+    assert_eq!(
+        doc["spec"]["containers"][0]["resources"]["limits"]["memory"],
+        "2"
+    );
+    let options = PatchOptions {
+        floor: Some(tailor_crds::sizing::PodFloor::RECOMMENDER_MINIMUMS),
+        ..Default::default()
+    };
+    let floored = patch_pod(&pod(p.clone()), &v, &[], &options).unwrap();
+    let doc = apply(&p, &floored.patch);
+    let resources = &doc["spec"]["containers"][0]["resources"];
+    assert_eq!(resources["requests"]["memory"], "250Mi", "{resources}");
+    assert_eq!(resources["limits"]["memory"], "500Mi", "{resources}");
+    assert_eq!(
+        resources["requests"]["cpu"], "200m",
+        "above the floor: unchanged"
+    );
+}

@@ -191,6 +191,7 @@ proptest! {
             max_allowed_cpu_boost: None,
             honor_max_limit_request_ratio: ratio,
             native_sidecars: sidecars,
+            floor: None,
         };
         let outcome = patch_pod(&pod, &vpa, &[lr], &options);
         prop_assume!(outcome.is_ok());

@@ -5,6 +5,7 @@
 //! listen address and shutdown.
 
 pub mod client;
+pub mod floor_flags;
 pub mod index;
 pub mod leader;
 pub mod listen;

@@ -29,6 +29,7 @@ use crate::{
 
 mod annotations;
 mod assembly;
+mod floor;
 mod limit_range;
 mod limits;
 mod ops;
@@ -37,6 +38,7 @@ mod recommendation;
 
 pub use annotations::*;
 pub use assembly::*;
+pub use floor::*;
 pub use limit_range::*;
 pub use limits::*;
 pub use ops::*;
@@ -62,6 +64,8 @@ pub struct PatchOptions {
     pub honor_max_limit_request_ratio: bool,
     /// Tailor improvement: also size native sidecars (init containers with `restartPolicy: Always`).
     pub native_sidecars: bool,
+    /// Tailor (issue 30): never size a container below its share of this pod minimum ([`apply_floor`]).
+    pub floor: Option<PodFloor>,
 }
 
 /// An error that leaves the pod unmodified (upstream admits such pods untouched).
@@ -280,7 +284,11 @@ pub fn resources_for_slots(
         limitrange::in_namespace(limit_ranges, namespace),
         limitrange::POD,
     );
-    let processed = process_recommendation(vpa, slots, container_item.as_ref(), pod_item.as_ref())?;
+    let mut processed =
+        process_recommendation(vpa, slots, container_item.as_ref(), pod_item.as_ref())?;
+    if let (Some(floor), Some(p)) = (options.floor.as_ref(), processed.as_mut()) {
+        apply_floor(vpa, p, floor, slots.len())?;
+    }
     container_resources(
         vpa,
         slots,

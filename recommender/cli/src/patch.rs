@@ -41,6 +41,9 @@ pub struct PatchArgs {
     /// Also size native sidecars, init containers with restartPolicy Always (Tailor option).
     #[arg(long)]
     pub native_sidecars: bool,
+    /// The webhook's pod floor (the same flags and defaults).
+    #[command(flatten)]
+    pub floor: tailor_crds::cluster::floor_flags::PodFloorFlags,
     /// Patch even when the VPA does not select the pod (another namespace or workload).
     #[arg(long)]
     pub force: bool,
@@ -144,15 +147,21 @@ pub fn run(args: &PatchArgs) -> anyhow::Result<ExitCode> {
         max_allowed_cpu_boost: args.max_allowed_cpu_boost.clone().map(Quantity),
         honor_max_limit_request_ratio: args.honor_max_limit_request_ratio,
         native_sidecars: args.native_sidecars,
+        floor: args.floor.floor(),
     };
     let result = if let Some(case) = &args.case {
         let (name, text) = read(case)?;
+        // Cases hold upstream's answers, which have no floor.
+        let case_options = PatchOptions {
+            floor: None,
+            ..options.clone()
+        };
         run_cases(
             InputFile {
                 name: &name,
                 content: &text,
             },
-            &options,
+            &case_options,
         )
     } else {
         let (Some(pod), Some(vpa)) = (&args.pod, &args.vpa) else {

@@ -102,6 +102,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             args.admission_controller_status_lease_timeout,
         )),
         now: args.now.unwrap_or_else(Timestamp::now),
+        floor: args.updater.floor.floor(),
     };
     let planned = runtime()?.block_on(plan(&snapshot, &settings));
     match args.output {

@@ -393,18 +393,20 @@ async fn main() -> anyhow::Result<()> {
             timeout: args.status.admission_controller_status_lease_timeout,
         });
     let origin = tokio::time::Instant::now();
+    let mut view = CacheView::new(
+        index,
+        replicas,
+        args.updater.restriction_config(),
+        args.updater.feature_gates,
+        Timestamp::now(),
+    );
+    view.floor = args.updater.floor.floor();
     let mut updater = Updater {
         config: args
             .updater
             .iteration_config(&args.ignored_vpa_object_namespaces),
         state: UpdaterState::default(),
-        view: CacheView::new(
-            index,
-            replicas,
-            args.updater.restriction_config(),
-            args.updater.feature_gates,
-            Timestamp::now(),
-        ),
+        view,
         actuator: ApiActuator::new(
             client.clone(),
             RateSettings::from_flags(

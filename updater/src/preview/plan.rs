@@ -229,6 +229,8 @@ pub struct PlanSettings {
     pub status_lease: Option<(String, Duration)>,
     /// The iteration's clock.
     pub now: Timestamp,
+    /// The webhook's pod floor (the updater's `--pod-recommendation-min-*` flags).
+    pub floor: Option<tailor_crds::sizing::PodFloor>,
 }
 
 /// One pod in the plan.
@@ -317,7 +319,7 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
         .iter()
         .map(|p| Arc::new(CompactPod::new(p)))
         .collect();
-    let view = CacheView::new(
+    let mut view = CacheView::new(
         Index::from_objects(IndexObjects {
             vpas: snapshot.vpas.clone(),
             deployments: snapshot.deployments.clone(),
@@ -335,6 +337,7 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
         settings.iteration.gates,
         settings.now,
     );
+    view.floor = settings.floor;
     let mut actuator = DryRun::new(snapshot, settings.rate, settings.interval);
     let mut state = UpdaterState::default();
     let mut gauges = IterationGauges::default();
