@@ -971,7 +971,7 @@ pub fn processed_with(
     floor: Option<&tailor_crds::sizing::PodFloor>,
 ) -> Result<Option<RecommendedPodResources>, String> {
     use tailor_crds::limitrange;
-    use tailor_crds::sizing::{apply_floor, process_recommendation};
+    use tailor_crds::sizing::{FloorLimits, apply_floor, process_recommendation};
     let ns = pods::namespace(pod);
     let container = limitrange::merged_item(
         limitrange::in_namespace(limit_ranges, ns),
@@ -984,7 +984,11 @@ pub fn processed_with(
     let mut processed = process_recommendation(vpa, &slots, container.as_ref(), pod_item.as_ref())
         .map_err(|e| e.to_string())?;
     if let (Some(floor), Some(p)) = (floor, processed.as_mut()) {
-        apply_floor(vpa, p, floor, slots.len()).map_err(|e| e.to_string())?;
+        let limits = FloorLimits {
+            container_item: container.as_ref(),
+            pod_item: pod_item.as_ref(),
+        };
+        apply_floor(vpa, p, floor, slots.len(), &limits).map_err(|e| e.to_string())?;
     }
     Ok(processed.map(|p| p.recommendation))
 }

@@ -37,15 +37,61 @@ impl PodFloor {
     }
 }
 
+/// The LimitRange maxima a floor never goes above: the namespace's merged Container and Pod items.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FloorLimits<'a> {
+    /// The Container item (`max` per container).
+    pub container_item: Option<&'a LimitRangeItem>,
+    /// The Pod item (`max` for the pod, shared out like the floor).
+    pub pod_item: Option<&'a LimitRangeItem>,
+}
+
+/// The smallest of the `max` values `resource` has in `limits` and the policy's `max_allowed` (the pod's
+/// shared out among `containers`), if any.
+fn ceiling(
+    resource: &str,
+    max_allowed: Option<&ResourceList>,
+    limits: &FloorLimits<'_>,
+    containers: usize,
+) -> Result<Option<i128>, PodError> {
+    let amount = |q: Option<&Quantity>, what: &str| -> Result<Option<i128>, PodError> {
+        match q {
+            Some(q) => Ok(parse(q, || format!("{what}[{resource}]"))?.amount_i128(resource)),
+            None => Ok(None),
+        }
+    };
+    let n = i128::try_from(containers.max(1)).unwrap_or(1);
+    let candidates = [
+        amount(max_allowed.and_then(|m| m.get(resource)), "maxAllowed")?,
+        amount(
+            limits
+                .container_item
+                .and_then(|i| i.max.as_ref())
+                .and_then(|m| m.get(resource)),
+            "LimitRange Container max",
+        )?,
+        amount(
+            limits
+                .pod_item
+                .and_then(|i| i.max.as_ref())
+                .and_then(|m| m.get(resource)),
+            "LimitRange Pod max",
+        )?
+        .map(|max| max / n),
+    ];
+    Ok(candidates.into_iter().flatten().min())
+}
+
 /// Raises the target, lower bound, upper bound and uncapped target of every recommendation in `processed`
 /// to its container's share of `floor` (among `containers`), but never above the container policy's
-/// `maxAllowed`; each raised container and resource gets a note in `processed.annotations` (the updates
-/// annotation).
+/// `maxAllowed` nor a LimitRange `max` of `limits` (the API server would refuse the pod); each raised
+/// container and resource gets a note in `processed.annotations` (the updates annotation).
 pub fn apply_floor(
     vpa: &VerticalPodAutoscaler,
     processed: &mut Processed,
     floor: &PodFloor,
     containers: usize,
+    limits: &FloorLimits<'_>,
 ) -> Result<(), PodError> {
     let policy = vpa.spec.resource_policy.as_ref();
     for rec in processed
@@ -60,11 +106,8 @@ pub fn apply_floor(
             let Some(mut share) = floor.share(resource, containers) else {
                 continue;
             };
-            if let Some(max) = max_allowed.and_then(|m| m.get(resource)) {
-                let max = parse(max, || format!("maxAllowed[{resource}]"))?;
-                if let Some(max) = max.amount_i128(resource) {
-                    share = share.min(max);
-                }
+            if let Some(max) = ceiling(resource, max_allowed, limits, containers)? {
+                share = share.min(max);
             }
             let mut raised = false;
             for list in [
@@ -147,6 +190,7 @@ mod tests {
             &mut p,
             &PodFloor::RECOMMENDER_MINIMUMS,
             2,
+            &FloorLimits::default(),
         )
         .expect("floor");
         let rec = first(&p);
@@ -173,7 +217,55 @@ mod tests {
         let mut p = processed("1");
         let policy = serde_json::json!({"containerPolicies": [
             {"containerName": "app", "maxAllowed": {"memory": "64Mi"}}]});
-        apply_floor(&vpa(policy), &mut p, &PodFloor::RECOMMENDER_MINIMUMS, 1).expect("floor");
+        let limits = FloorLimits::default();
+        apply_floor(
+            &vpa(policy),
+            &mut p,
+            &PodFloor::RECOMMENDER_MINIMUMS,
+            1,
+            &limits,
+        )
+        .expect("floor");
         assert_eq!(first(&p).target["memory"].0, "64Mi");
+    }
+
+    #[test]
+    fn the_floor_never_exceeds_a_limit_range_max() {
+        // A LimitRange that caps memory at 200Mi per container, 300Mi per pod: the pod would be refused
+        // above them.
+        let item = |max: &str| -> LimitRangeItem {
+            serde_json::from_value(serde_json::json!({"type": "Container", "max": {"memory": max}}))
+                .expect("item")
+        };
+        let (container, pod) = (item("200Mi"), item("300Mi"));
+        let mut p = processed("1");
+        let limits = FloorLimits {
+            container_item: Some(&container),
+            pod_item: None,
+        };
+        apply_floor(
+            &vpa(serde_json::json!({})),
+            &mut p,
+            &PodFloor::RECOMMENDER_MINIMUMS,
+            1,
+            &limits,
+        )
+        .expect("floor");
+        assert_eq!(first(&p).target["memory"].0, "200Mi");
+        let mut p = processed("1");
+        let limits = FloorLimits {
+            container_item: None,
+            pod_item: Some(&pod),
+        };
+        apply_floor(
+            &vpa(serde_json::json!({})),
+            &mut p,
+            &PodFloor::RECOMMENDER_MINIMUMS,
+            2,
+            &limits,
+        )
+        .expect("floor");
+        // Two containers: 125Mi each is under 150Mi (300Mi / 2).
+        assert_eq!(first(&p).target["memory"].0, "125Mi");
     }
 }

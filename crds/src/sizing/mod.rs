@@ -287,7 +287,11 @@ pub fn resources_for_slots(
     let mut processed =
         process_recommendation(vpa, slots, container_item.as_ref(), pod_item.as_ref())?;
     if let (Some(floor), Some(p)) = (options.floor.as_ref(), processed.as_mut()) {
-        apply_floor(vpa, p, floor, slots.len())?;
+        let limits = FloorLimits {
+            container_item: container_item.as_ref(),
+            pod_item: pod_item.as_ref(),
+        };
+        apply_floor(vpa, p, floor, slots.len(), &limits)?;
     }
     container_resources(
         vpa,
