@@ -380,11 +380,13 @@ def expect_updater_defaults(docs: list[dict]) -> None:
         ("", "limitranges", "watch"), ("autoscaling.tailor.dev", "verticalpodautoscalers", "watch"),
         ("apps", "deployments", "list"), ("apps", "replicasets", "list"), ("apps", "statefulsets", "list"),
         ("apps", "daemonsets", "list"), ("", "replicationcontrollers", "list"), ("batch", "jobs", "list"),
-        ("batch", "cronjobs", "list"), ("*", "*/scale", "get")}
+        ("batch", "cronjobs", "list"), ("*", "*/scale", "get"),
+        ("autoscaling.tailor.dev", "verticalpodautoscalers/status", "patch")}
     assert need <= granted, f"updater ClusterRole lacks {sorted(need - granted)}"
     writes = {(g, r, v) for g, r, v in granted if v not in ("get", "list", "watch")}
     assert writes == {("", "pods", "patch"), ("", "pods/eviction", "create"), ("", "pods/resize", "patch"),
-                      ("events.k8s.io", "events", "create"), ("events.k8s.io", "events", "patch")}, \
+                      ("events.k8s.io", "events", "create"), ("events.k8s.io", "events", "patch"),
+                      ("autoscaling.tailor.dev", "verticalpodautoscalers/status", "patch")}, \
         f"updater may write more than it needs: {writes}"
     assert not any("poddisruptionbudgets" in r["resources"] or "secrets" in r["resources"] for r in cr["rules"])
     role = one(docs, "Role", f"{RELEASE}-updater-leases")

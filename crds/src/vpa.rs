@@ -371,4 +371,7 @@ pub mod condition {
     /// Tailor's: a stored checkpoint of this VPA could not be read back at restore and was skipped (its
     /// container started without its history). Set for a day after the restore.
     pub const CHECKPOINT_SKIPPED: &str = "CheckpointSkipped";
+    /// Tailor: the updater leaves the VPA's pods, or some of them, alone (another VPA targets the same
+    /// workload, or the webhook does not size them); written by the updater, kept by the recommender.
+    pub const UPDATES_BLOCKED: &str = "UpdatesBlocked";
 }

@@ -1113,6 +1113,25 @@ impl Actuator for ApiActuator {
     fn vpa_event(&mut self, vpa: &VerticalPodAutoscaler, event: UpdaterEvent) {
         self.publish(vpa.object_ref(&()), event);
     }
+
+    async fn set_conditions(
+        &mut self,
+        vpa: &VerticalPodAutoscaler,
+        conditions: Vec<tailor_crds::VerticalPodAutoscalerCondition>,
+    ) -> Result<(), ActError> {
+        let api: Api<VerticalPodAutoscaler> = Api::namespaced(
+            self.client.clone(),
+            vpa.metadata.namespace.as_deref().unwrap_or("default"),
+        );
+        let body = serde_json::json!({"status": {"conditions": conditions}});
+        api.patch_status(
+            vpa.metadata.name.as_deref().unwrap_or_default(),
+            &PatchParams::default(),
+            &Patch::Merge(&body),
+        )
+        .await?;
+        Ok(())
+    }
 }
 
 impl ApiActuator {

@@ -215,6 +215,12 @@ pub trait Actuator {
     fn event(&mut self, pod: &CompactPod, vpa: &VerticalPodAutoscaler, event: UpdaterEvent);
     /// Records an event on `vpa` alone (why the updater leaves it or some of its pods alone).
     fn vpa_event(&mut self, vpa: &VerticalPodAutoscaler, event: UpdaterEvent);
+    /// Replaces `vpa`'s `status.conditions` (the `UpdatesBlocked` condition changed).
+    fn set_conditions(
+        &mut self,
+        vpa: &VerticalPodAutoscaler,
+        conditions: Vec<tailor_crds::VerticalPodAutoscalerCondition>,
+    ) -> impl Future<Output = Result<(), ActError>>;
     /// Sets the instant by which the coming iteration's rate-limiter waits must end (actuators without
     /// a limiter ignore it).
     fn set_deadline(&mut self, _deadline: tokio::time::Instant) {}
@@ -283,6 +289,9 @@ pub struct Report {
     pub resizes: usize,
     /// Whether pods were listed (not when no VPA was selected).
     pub pods_listed: bool,
+    /// VPAs (namespace, name) whose pods, or some of them, are left alone, and why (their
+    /// `UpdatesBlocked` condition).
+    pub blocked: BTreeMap<(String, String), crate::conditions::Blocked>,
 }
 
 struct Vpa<'a> {
@@ -325,7 +334,15 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
         }
         // Said on every VPA of the conflict, `Initial` ones included: the webhook applies one of them.
         if let Some(why) = conflicts.of_vpa(vpa) {
-            actuator.vpa_event(vpa, events::conflicting_vpas(why));
+            let event = events::conflicting_vpas(why);
+            report.blocked.insert(
+                (ns.clone(), name.clone()),
+                crate::conditions::Blocked {
+                    reason: event.reason,
+                    message: event.message.clone(),
+                },
+            );
+            actuator.vpa_event(vpa, event);
             report.skipped_vpas.push((ns, name, why.to_owned()));
             continue;
         }
@@ -336,7 +353,15 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
         }
         if let Some(why) = config.webhook_scope.namespace_excluded(&ns) {
             let text = format!("{why}: its pods would come back unchanged from an eviction");
-            actuator.vpa_event(vpa, events::outside_webhook(&text));
+            let event = events::outside_webhook(&text);
+            report.blocked.insert(
+                (ns.clone(), name.clone()),
+                crate::conditions::Blocked {
+                    reason: event.reason,
+                    message: event.message.clone(),
+                },
+            );
+            actuator.vpa_event(vpa, event);
             report.skipped_vpas.push((ns, name, text));
             continue;
         }
@@ -481,13 +506,18 @@ async fn process_vpa_pods<V: ClusterView, A: Actuator>(
         }
     }
     if outside > 0 {
-        actuator.vpa_event(
-            vpa,
-            events::outside_webhook(&format!(
-                "{outside} of {size} pods are not selected by the webhook's objectSelector: they are not \
-                 updated (an evicted pod would come back unchanged)"
-            )),
+        let event = events::outside_webhook(&format!(
+            "{outside} of {size} pods are not selected by the webhook's objectSelector: they are not \
+             updated (an evicted pod would come back unchanged)"
+        ));
+        report.blocked.insert(
+            (vpa_report.namespace.clone(), vpa_report.name.clone()),
+            crate::conditions::Blocked {
+                reason: event.reason,
+                message: event.message.clone(),
+            },
         );
+        actuator.vpa_event(vpa, event);
     }
     let vpa_pods = in_scope.as_slice();
 

@@ -9,6 +9,7 @@
 
 pub mod calculator;
 pub mod cluster;
+pub mod conditions;
 pub mod config;
 pub mod conflicts;
 pub mod event_queue;

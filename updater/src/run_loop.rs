@@ -61,6 +61,9 @@ pub enum Outcome {
     Ran(Report),
 }
 
+/// Most `UpdatesBlocked` condition writes per iteration.
+pub const MAX_CONDITION_WRITES: usize = 100;
+
 /// Lists the objects an iteration reads.
 pub type Lister<T> = Box<dyn Fn() -> Vec<Arc<T>> + Send + Sync>;
 
@@ -92,6 +95,38 @@ impl<V: ClusterView, A: Actuator, S: AdmissionStatus> Updater<V, A, S> {
         match &self.status {
             Some(check) => check.check(now).await,
             None => Ok(()),
+        }
+    }
+
+    /// Sets or clears the `UpdatesBlocked` condition of the VPAs whose answer changed, at most
+    /// [`MAX_CONDITION_WRITES`] per iteration (the rest follow in the next ones); a failed write is logged
+    /// and tried again next iteration.
+    async fn write_conditions(
+        &mut self,
+        vpas: &[Arc<VerticalPodAutoscaler>],
+        report: &Report,
+        now: Timestamp,
+    ) {
+        let time = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now);
+        let mut writes = 0;
+        for vpa in vpas {
+            if writes >= MAX_CONDITION_WRITES {
+                break;
+            }
+            let key = (
+                vpa.metadata.namespace.clone().unwrap_or_default(),
+                vpa.metadata.name.clone().unwrap_or_default(),
+            );
+            let Some(conditions) =
+                crate::conditions::updated_conditions(vpa, report.blocked.get(&key), &time)
+            else {
+                continue;
+            };
+            writes += 1;
+            if let Err(e) = self.actuator.set_conditions(vpa, conditions).await {
+                tracing::warn!(vpa = %format!("{}/{}", key.0, key.1), error = %e,
+                    "could not write the UpdatesBlocked condition");
+            }
         }
     }
 
@@ -131,6 +166,7 @@ impl<V: ClusterView, A: Actuator, S: AdmissionStatus> Updater<V, A, S> {
             self.metrics.publish(&gauges);
             self.state.timers.retain(|k| live_keys.contains(k));
         }
+        self.write_conditions(&vpas, &report, now).await;
         self.metrics
             .observe_step("total", started.elapsed().as_secs_f64());
         self.metrics

@@ -374,6 +374,32 @@ async fn tailor_plan_and_the_updater_evict_the_same_pods_of_one_snapshot() {
         reasons_on("web").contains("OutsideWebhookScope"),
         "{events:#?}"
     );
+    // And in the VPAs' status: the UpdatesBlocked condition, with the event's reason.
+    let blocked = |ns: &str, name: &str| -> Option<String> {
+        let v = server.get(VPA_API, "VerticalPodAutoscaler", ns, name)?;
+        v["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "UpdatesBlocked" && c["status"] == "True")
+            .and_then(|c| c["reason"].as_str().map(str::to_owned))
+    };
+    for (ns, name, reason) in [
+        ("shop", "api-initial", "ConflictingVPAs"),
+        ("shop", "api-recreate", "ConflictingVPAs"),
+        ("kube-system", "coredns", "OutsideWebhookScope"),
+        ("shop", "web", "OutsideWebhookScope"),
+    ] {
+        assert_eq!(blocked(ns, name).as_deref(), Some(reason), "{ns}/{name}");
+    }
+    assert_eq!(blocked("shop", "canary"), None);
+    // The recommendation in the status is untouched.
+    let api = server
+        .get(VPA_API, "VerticalPodAutoscaler", "shop", "api-recreate")
+        .unwrap();
+    assert_eq!(
+        api["status"]["recommendation"]["containerRecommendations"][0]["target"]["cpu"],
+        "500m"
+    );
     // No /scale read for owners no VPA names (the web, api and coredns ReplicaSets are cached kinds).
     let scale_reads: Vec<String> = server
         .requests()

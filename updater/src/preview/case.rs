@@ -454,6 +454,14 @@ impl Actuator for Recorder {
     fn vpa_event(&mut self, _vpa: &VerticalPodAutoscaler, event: UpdaterEvent) {
         self.events.push(event);
     }
+    async fn set_conditions(
+        &mut self,
+        _vpa: &VerticalPodAutoscaler,
+        _conditions: Vec<tailor_crds::VerticalPodAutoscalerCondition>,
+    ) -> Result<(), ActError> {
+        // Upstream's doubles have no VPA status; the vectors hold no conflict.
+        Ok(())
+    }
 }
 
 /// Upstream's `fakeSingleResizePatch`: one resize operation for any pod.

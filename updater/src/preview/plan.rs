@@ -197,6 +197,15 @@ impl Actuator for DryRun {
 
     fn event(&mut self, _pod: &CompactPod, _vpa: &VerticalPodAutoscaler, _event: UpdaterEvent) {}
 
+    async fn set_conditions(
+        &mut self,
+        _vpa: &VerticalPodAutoscaler,
+        _conditions: Vec<tailor_crds::VerticalPodAutoscalerCondition>,
+    ) -> Result<(), ActError> {
+        // A dry run writes nothing; the plan lists the reasons with the VPAs and pods.
+        Ok(())
+    }
+
     fn vpa_event(&mut self, vpa: &VerticalPodAutoscaler, event: UpdaterEvent) {
         // The binary's warnings on VPAs, in the plan's notes.
         if self.notes.len() < MAX_NOTES {

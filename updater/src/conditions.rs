@@ -1,0 +1,113 @@
+//! The `UpdatesBlocked` condition (issue 30): the VPA itself says why the updater leaves its pods alone — a
+//! conflict with another VPA, or pods the webhook never sizes — next to the warning event and `tailor plan`'s
+//! reason. The recommender keeps conditions it does not own, so the two writers do not undo each other.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use tailor_crds::condition::UPDATES_BLOCKED;
+use tailor_crds::{VerticalPodAutoscaler, VerticalPodAutoscalerCondition};
+
+/// Longest condition message written.
+pub const MAX_MESSAGE: usize = 1_024;
+
+/// Why the updater leaves a VPA's pods alone in an iteration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Blocked {
+    /// `ConflictingVPAs` or `OutsideWebhookScope` (the event's reason).
+    pub reason: &'static str,
+    /// The event's message.
+    pub message: String,
+}
+
+/// The VPA's conditions with `UpdatesBlocked` set from `blocked` (`None`: removed); `None` when they would
+/// not change (a condition that keeps its reason and message keeps its transition time).
+pub fn updated_conditions(
+    vpa: &VerticalPodAutoscaler,
+    blocked: Option<&Blocked>,
+    now: &Time,
+) -> Option<Vec<VerticalPodAutoscalerCondition>> {
+    let old: &[VerticalPodAutoscalerCondition] = vpa
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default();
+    let current = old.iter().find(|c| c.type_ == UPDATES_BLOCKED);
+    let message = blocked.map(|b| tailor_crds::text::cut(&b.message, MAX_MESSAGE));
+    let same = match (current, blocked) {
+        (None, None) => true,
+        (Some(c), Some(b)) => {
+            c.status == "True"
+                && c.reason.as_deref() == Some(b.reason)
+                && c.message.as_deref() == message.as_deref()
+        }
+        _ => false,
+    };
+    if same {
+        return None;
+    }
+    let mut conditions: Vec<VerticalPodAutoscalerCondition> = old
+        .iter()
+        .filter(|c| c.type_ != UPDATES_BLOCKED)
+        .cloned()
+        .collect();
+    if let Some(b) = blocked {
+        conditions.push(VerticalPodAutoscalerCondition {
+            type_: UPDATES_BLOCKED.to_owned(),
+            status: "True".to_owned(),
+            last_transition_time: match current {
+                Some(c) if c.status == "True" => c.last_transition_time.clone(),
+                _ => Some(now.clone()),
+            },
+            reason: Some(b.reason.to_owned()),
+            message,
+            observed_generation: vpa.metadata.generation,
+        });
+        conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+    }
+    Some(conditions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vpa(conditions: serde_json::Value) -> VerticalPodAutoscaler {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+            "status": {"conditions": conditions}
+        }))
+        .expect("vpa")
+    }
+
+    fn now() -> Time {
+        Time("2026-01-01T00:00:00Z".parse().expect("time"))
+    }
+
+    #[test]
+    fn the_condition_is_added_kept_and_removed_without_touching_the_recommenders() {
+        let provided = serde_json::json!({"type": "RecommendationProvided", "status": "True"});
+        let conflict = Blocked {
+            reason: "ConflictingVPAs",
+            message: "two VPAs".into(),
+        };
+        let added =
+            updated_conditions(&vpa(serde_json::json!([provided])), Some(&conflict), &now())
+                .expect("added");
+        assert_eq!(
+            added.iter().map(|c| c.type_.as_str()).collect::<Vec<_>>(),
+            ["RecommendationProvided", "UpdatesBlocked"]
+        );
+        let with = vpa(serde_json::to_value(&added).expect("json"));
+        // Unchanged: nothing to write.
+        assert_eq!(updated_conditions(&with, Some(&conflict), &now()), None);
+        // Resolved: removed, the recommender's condition stays.
+        let removed = updated_conditions(&with, None, &now()).expect("removed");
+        assert_eq!(removed.len(), 1);
+        assert_eq!(removed[0].type_, "RecommendationProvided");
+        assert_eq!(
+            updated_conditions(&vpa(serde_json::json!([])), None, &now()),
+            None
+        );
+    }
+}
