@@ -72,8 +72,16 @@ pub fn review_pod(
         .or_else(|| req.namespace.clone())
         .unwrap_or_else(|| "default".to_owned());
     pod.metadata.namespace = Some(namespace.clone());
-    let vpa = match index.matching_vpa(&pod, &namespace) {
-        Ok(Some(vpa)) => vpa,
+    let (vpa, conflict) = match index.matching_vpas(&pod, &namespace) {
+        Ok(Some(matched)) => {
+            // Several VPAs on one workload: sized from the oldest, as upstream; said in the response's
+            // warnings and the log, in the updater's words (it updates none of them, issue 30).
+            let conflict = matched.conflict_warning();
+            if let Some(w) = &conflict {
+                tracing::warn!(warning = %w, "pod matched by several VPAs");
+            }
+            (matched.vpa, conflict)
+        }
         Ok(None) => return (allowed, PodOutcome::NoMatch { reason: None }),
         Err(e) => {
             return (
@@ -105,7 +113,10 @@ pub fn review_pod(
             }
         }
         Ok(result) => match allowed.clone().with_patch(result.patch) {
-            Ok(response) => {
+            Ok(mut response) => {
+                if let Some(w) = conflict {
+                    response.warnings = Some(vec![w]);
+                }
                 let vpa = format!(
                     "{namespace}/{}",
                     vpa.metadata.name.as_deref().unwrap_or_default()

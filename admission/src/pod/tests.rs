@@ -480,3 +480,42 @@ fn the_webhook_never_writes_below_the_pod_floor() {
         "above the floor: unchanged"
     );
 }
+
+#[test]
+fn two_vpas_on_one_workload_are_named_in_the_response_warnings() {
+    // Issue 30: the webhook sizes from the oldest VPA, as upstream; it now says so in the updater's words
+    // (which updates none of them).
+    let older = web_vpa(json!([]));
+    let mut newer = web_vpa(json!([]));
+    newer.metadata.name = Some("web-recreate".into());
+    newer.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2025-01-01T00:00:00Z".parse().unwrap(),
+    ));
+    let index = web_index(vec![newer, older]);
+    let (resp, outcome) = review_pod(
+        &decoded(&pod_request(web_pod(), "v1")),
+        &index,
+        &PatchOptions::default(),
+    );
+    assert_eq!(
+        outcome,
+        PodOutcome::Patched {
+            vpa: "default/web-vpa".into()
+        }
+    );
+    let warnings = resp.warnings.unwrap_or_default();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("2 VPAs (web-recreate, web-vpa) target Deployment default/web")
+            && warnings[0].contains("oldest (web-vpa)"),
+        "{warnings:?}"
+    );
+    // One VPA: no warning.
+    let index = web_index(vec![web_vpa(json!([]))]);
+    let (resp, _) = review_pod(
+        &decoded(&pod_request(web_pod(), "v1")),
+        &index,
+        &PatchOptions::default(),
+    );
+    assert_eq!(resp.warnings, None);
+}

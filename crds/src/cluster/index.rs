@@ -642,6 +642,12 @@ impl Index {
         pod: &Pod,
         namespace: &str,
     ) -> Result<Option<Arc<VerticalPodAutoscaler>>, ChainError> {
+        Ok(self.matching_vpas(pod, namespace)?.map(|m| m.vpa))
+    }
+
+    /// [`Index::matching_vpa`], with the names of the other VPAs that target the same controller (a
+    /// conflict the updater refuses to act on: it updates none of them, issue 30).
+    pub fn matching_vpas(&self, pod: &Pod, namespace: &str) -> Result<Option<Matched>, ChainError> {
         let Some(controller) = Self::pod_controller(pod, namespace) else {
             return Ok(None);
         };
@@ -663,7 +669,58 @@ impl Index {
         if !selector_matches(&selector, &labels)? {
             return Ok(None);
         }
-        Ok(strongest(candidates))
+        let names: Vec<String> = if candidates.len() > 1 {
+            candidates
+                .iter()
+                .take(MAX_CONFLICT_NAMES)
+                .map(|v| v.name_any())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let count = candidates.len();
+        Ok(strongest(candidates).map(|vpa| Matched {
+            vpa,
+            conflicting: count,
+            names,
+            target: top,
+        }))
+    }
+}
+
+/// Most VPA names [`Matched::names`] holds.
+pub const MAX_CONFLICT_NAMES: usize = 8;
+
+/// The VPA that governs a pod ([`Index::matching_vpas`]).
+#[derive(Clone, Debug)]
+pub struct Matched {
+    /// The strongest VPA: the one the webhook applies.
+    pub vpa: Arc<VerticalPodAutoscaler>,
+    /// How many VPAs take part in matching and target the pod's controller (1: no conflict).
+    pub conflicting: usize,
+    /// Their names when there are several (at most [`MAX_CONFLICT_NAMES`]).
+    pub names: Vec<String>,
+    /// The controller they target.
+    pub target: ControllerRef,
+}
+
+impl Matched {
+    /// The warning the webhook returns when several VPAs target the pod's controller.
+    pub fn conflict_warning(&self) -> Option<String> {
+        if self.conflicting < 2 {
+            return None;
+        }
+        let mut names = self.names.clone();
+        names.sort_unstable();
+        Some(format!(
+            "conflicting VPAs: {} VPAs ({}) target {} {}/{}; the webhook sizes the pod from the oldest ({}) and the updater updates none of them until only one remains",
+            self.conflicting,
+            names.join(", "),
+            self.target.kind,
+            self.target.namespace,
+            self.target.name,
+            self.vpa.name_any()
+        ))
     }
 }
 
