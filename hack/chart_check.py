@@ -351,6 +351,7 @@ UPDATER_DEFAULT_ARGS = [
     f"--admission-controller-status-lease-namespace={NAMESPACE}", "--admission-controller-status-lease-timeout=1m",
     "--kube-api-qps=50", "--kube-api-burst=100", "--log-format=json", "--log-level=info", "--shutdown-timeout=20s",
     f"--webhook-excluded-namespaces={NAMESPACE},kube-system",
+    "--daemonset-max-unavailable=1", "--evict-job-pods=false",
 ]
 
 

@@ -82,6 +82,16 @@ pub struct RestrictionConfig {
     /// Tailor option (`--in-place-timers=patch`): fallback timers start at the resize PATCH and are cleared
     /// when the resize ends or the pod is replaced (upstream: first seen, never cleared; spec §8 item 2).
     pub timers_from_patch: bool,
+    /// Tailor option (`--count-readiness`, issue 30): a pod whose `Ready` condition is `False` does not count
+    /// as running, so a workload with a replica down is not disrupted further (upstream counts the phase
+    /// only). Pods without a `Ready` condition count as upstream's.
+    pub count_readiness: bool,
+    /// Tailor option (`--daemonset-max-unavailable`, issue 30): most pods of one DaemonSet disrupted at once
+    /// (the DaemonSet rolling update's default is 1); 0 = upstream's tolerance (half of a node agent's pods).
+    pub daemonset_max_unavailable: i32,
+    /// `--evict-job-pods` (issue 30): evict pods of Jobs (upstream). Off, they are left alone: an evicted
+    /// Job pod counts against the Job's `backoffLimit`.
+    pub evict_job_pods: bool,
 }
 
 impl Default for RestrictionConfig {
@@ -91,6 +101,9 @@ impl Default for RestrictionConfig {
             eviction_tolerance: 0.5,
             in_place_skip_disruption_budget: false,
             timers_from_patch: false,
+            count_readiness: false,
+            daemonset_max_unavailable: 0,
+            evict_job_pods: true,
         }
     }
 }

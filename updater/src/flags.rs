@@ -55,6 +55,18 @@ pub struct UpdaterFlags {
     /// In-place modes resize pods whose resize restarts no container without consulting the budget.
     #[arg(long, help_heading = "Disruption budget")]
     pub in_place_skip_disruption_budget: bool,
+    /// Count only Ready pods as running (a pod whose `Ready` condition is `False` is down already); `false`:
+    /// upstream's count of Running pods.
+    #[arg(long, default_value = "true", action = clap::ArgAction::Set, help_heading = "Disruption budget")]
+    pub count_readiness: bool,
+    /// Most pods of one DaemonSet disrupted at once (node agents; the chart sets 1); 0: upstream's
+    /// `--eviction-tolerance` (half of them).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(i32).range(0..), help_heading = "Disruption budget")]
+    pub daemonset_max_unavailable: i32,
+    /// Evict pods of Jobs, as upstream; an evicted Job pod counts against the Job's `backoffLimit`, so the
+    /// chart sets `false` (they are then left alone; in-place resizes still apply).
+    #[arg(long, default_value = "true", action = clap::ArgAction::Set, help_heading = "Disruption budget")]
+    pub evict_job_pods: bool,
     /// Evictions (and, separately, in-place resizes) per second; ≤ 0 means unlimited.
     #[arg(long, default_value = "-1", value_parser = rate, allow_hyphen_values = true, help_heading = "Disruption budget")]
     pub eviction_rate_limit: f64,
@@ -147,6 +159,9 @@ impl UpdaterFlags {
             eviction_tolerance: self.eviction_tolerance,
             in_place_skip_disruption_budget: self.in_place_skip_disruption_budget,
             timers_from_patch: true,
+            count_readiness: self.count_readiness,
+            daemonset_max_unavailable: self.daemonset_max_unavailable,
+            evict_job_pods: self.evict_job_pods,
         }
     }
 }

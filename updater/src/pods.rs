@@ -152,6 +152,8 @@ pub struct CompactPod {
     rare: Option<Box<Rare>>,
     start_time: Option<Timestamp>,
     pending: bool,
+    /// The `Ready` condition is `False` (a pod without one is not counted unready).
+    unready: bool,
     terminating: bool,
     has_annotations: bool,
     restart_on_resize: bool,
@@ -330,6 +332,9 @@ impl CompactPod {
                 message: c.message.as_deref().is_some_and(|m| !m.is_empty()),
             })
             .collect();
+        let unready = conditions
+            .clone()
+            .any(|c| c.type_ == "Ready" && c.status == "False");
         let ready_since = conditions
             .clone()
             .find(|c| c.type_ == "Ready" && c.status == "True")
@@ -448,6 +453,7 @@ impl CompactPod {
             rare,
             start_time: status.and_then(|s| s.start_time.as_ref()).map(|t| t.0),
             pending: status.and_then(|s| s.phase.as_deref()) == Some("Pending"),
+            unready,
             terminating: m.deletion_timestamp.is_some(),
             has_annotations: annotations.is_some(),
             restart_on_resize: spec_containers.iter().any(|c| {
@@ -498,6 +504,11 @@ pub fn uid(pod: &CompactPod) -> &str {
 /// Whether the pod's phase is `Pending` (scheduled, not yet running; an absent phase counts as running).
 pub fn is_pending(pod: &CompactPod) -> bool {
     pod.pending
+}
+
+/// Whether the pod's `Ready` condition is `False` (running but not serving: a replica down already).
+pub fn is_unready(pod: &CompactPod) -> bool {
+    pod.unready
 }
 
 /// Whether the pod is being deleted.

@@ -274,9 +274,17 @@ impl Restriction {
             let Ok(configured) = replicas.configured(&creator, actual) else {
                 continue;
             };
-            let tolerance = (f64::from(configured) * config.eviction_tolerance).trunc() as i32;
-            let pending =
-                i32::try_from(members.iter().filter(|p| pods::is_pending(p)).count()).unwrap_or(0);
+            let mut tolerance = (f64::from(configured) * config.eviction_tolerance).trunc() as i32;
+            if creator.kind == "DaemonSet" && config.daemonset_max_unavailable > 0 {
+                tolerance = tolerance.min(config.daemonset_max_unavailable);
+            }
+            // Pods that do not count as running: pending ones (upstream), and with `count_readiness`
+            // running ones whose Ready condition is False (a replica down already).
+            let down = members
+                .iter()
+                .filter(|p| pods::is_pending(p) || (config.count_readiness && pods::is_unready(p)))
+                .count();
+            let pending = i32::try_from(down).unwrap_or(0);
             for pod in &members {
                 pod_group.insert(pods::shared_key(pod), groups.len());
             }
@@ -320,11 +328,18 @@ impl Restriction {
         let Some(group) = self.group(pod) else {
             return Err(Skip::BelowMinReplicas);
         };
+        if !self.config.evict_job_pods && pods::creator(pod).is_some_and(|o| o.kind == "Job") {
+            return Err(Skip::JobPod);
+        }
         if pods::is_pending(pod) {
             return Ok(());
         }
         if group.below_min_replicas {
             return Err(Skip::BelowMinReplicas);
+        }
+        // A pod that is down already (not Ready) costs no availability, as a pending one.
+        if self.down_already(pod) {
+            return Ok(());
         }
         if pods::is_in_place_updating(pod) {
             return if self.can_evict_in_placing_pod(pod, timers, now) {
@@ -357,9 +372,15 @@ impl Restriction {
             .map_err(|_| RestrictionError::BudgetExceeded(pods::pod_key(pod).to_owned()))
     }
 
-    /// Counts a successful eviction against the group (pending pods cost nothing).
+    /// Whether `count_readiness` counts `pod` as down already (Running, `Ready` condition `False`).
+    fn down_already(&self, pod: &CompactPod) -> bool {
+        self.config.count_readiness && pods::is_unready(pod)
+    }
+
+    /// Counts a successful eviction against the group (pending pods, and with `count_readiness` unready
+    /// ones, cost nothing).
     pub fn evicted(&mut self, pod: &CompactPod) {
-        let pending = pods::is_pending(pod);
+        let pending = pods::is_pending(pod) || self.down_already(pod);
         if let Some(group) = self.group_mut(pod)
             && !pending
         {

@@ -39,6 +39,8 @@ pub enum Skip {
     AdmissionNotAlive,
     /// The pod has no recommendation for any container.
     NoRecommendation,
+    /// A Job's pod: an eviction would count against the Job's `backoffLimit` (`--evict-job-pods`).
+    JobPod,
     /// The webhook never sizes this pod (excluded namespace, `objectSelector`): evicting it would bring
     /// it back unchanged (issue 30).
     OutsideWebhook(String),
@@ -66,6 +68,9 @@ impl fmt::Display for Skip {
             Skip::RateLimited => f.write_str("rate limited"),
             Skip::AdmissionNotAlive => f.write_str("admission not alive"),
             Skip::NoRecommendation => f.write_str("no recommendation"),
+            Skip::JobPod => f.write_str(
+                "Job pod: an eviction counts against its backoffLimit (--evict-job-pods)",
+            ),
             Skip::OutsideWebhook(why) => write!(f, "not sized by the webhook: {why}"),
             Skip::Error(e) => write!(f, "error: {e}"),
         }

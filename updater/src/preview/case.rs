@@ -542,6 +542,11 @@ async fn restriction(input: &Value) -> Out {
         eviction_tolerance: i.config.eviction_tolerance_fraction,
         in_place_skip_disruption_budget: i.config.in_place_skip_disruption_budget,
         timers_from_patch: true,
+        // The binary's defaults (issue 30): readiness counts (no vector pod is Ready=False), DaemonSets
+        // and Jobs as upstream (the chart's safer values change TestEvictReplicatedByDaemonSet/Job).
+        count_readiness: true,
+        daemonset_max_unavailable: 0,
+        evict_job_pods: true,
     };
     check_controllers(&i.controllers)?;
     let all = pods_of("input.pods", &i.pods)?;

@@ -1,5 +1,6 @@
 //! Integration tests of tailor-updater: conformance with upstream's updater vectors.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod budgets;
 mod conformance;
 mod loop_api;

@@ -1,0 +1,185 @@
+//! Disruption budgets that count the right thing (issue 30 item 6), through `tailor plan`'s path (the
+//! binary's iteration over a snapshot): readiness counts, DaemonSets lose at most
+//! `--daemonset-max-unavailable` pods at once, Jobs' pods are not evicted with `--evict-job-pods=false`;
+//! with the options at upstream's values, upstream's numbers.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tailor_updater::config::RestrictionConfig;
+use tailor_updater::iteration::IterationConfig;
+use tailor_updater::preview::plan::{Plan, PlanSettings, plan};
+use tailor_updater::preview::snapshot::Snapshot;
+use tailor_updater::rate_limit::RateSettings;
+
+const NOW: &str = "2026-01-10T12:00:00Z";
+
+/// A running pod of `owner` (kind, name) with requests below the VPA's range; `ready` sets its Ready
+/// condition.
+fn pod(name: &str, app: &str, (kind, owner): (&str, &str), ready: bool) -> String {
+    let api = if kind == "Job" { "batch/v1" } else { "apps/v1" };
+    format!(
+        r#"
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: shop
+  uid: uid-{name}
+  labels: {{app: {app}}}
+  ownerReferences: [{{apiVersion: {api}, kind: {kind}, name: {owner}, uid: uid-{owner}, controller: true}}]
+spec:
+  nodeName: node-1
+  containers: [{{name: app, image: app, resources: {{requests: {{cpu: 100m, memory: 300Mi}}}}}}]
+status:
+  phase: Running
+  startTime: "2026-01-01T00:00:00Z"
+  conditions: [{{type: Ready, status: "{}"}}]
+"#,
+        if ready { "True" } else { "False" }
+    )
+}
+
+fn vpa(kind: &str, name: &str) -> String {
+    let api = if kind == "Job" { "batch/v1" } else { "apps/v1" };
+    format!(
+        r#"
+---
+apiVersion: autoscaling.tailor.dev/v1
+kind: VerticalPodAutoscaler
+metadata: {{name: {name}, namespace: shop, creationTimestamp: "2026-01-01T00:00:00Z"}}
+spec:
+  targetRef: {{apiVersion: {api}, kind: {kind}, name: {name}}}
+  updatePolicy: {{updateMode: Recreate}}
+status:
+  recommendation:
+    containerRecommendations:
+      - containerName: app
+        target: {{cpu: 500m, memory: 512Mi}}
+        lowerBound: {{cpu: 400m, memory: 400Mi}}
+        upperBound: {{cpu: 600m, memory: 600Mi}}
+"#
+    )
+}
+
+/// A StatefulSet `db` of 3 (db-1 running but not Ready), a DaemonSet `agent` on 10 nodes, a Job `batch`
+/// of 4 pods; a Recreate VPA over each.
+fn snapshot() -> Snapshot {
+    let mut text = String::from(
+        r#"
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: shop, uid: uid-db}
+spec: {replicas: 3, selector: {matchLabels: {app: db}}, serviceName: db, template: {}}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: shop, uid: uid-agent}
+spec: {selector: {matchLabels: {app: agent}}, template: {}}
+status: {numberReady: 10, currentNumberScheduled: 10, desiredNumberScheduled: 10, numberMisscheduled: 0}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: batch, namespace: shop, uid: uid-batch}
+spec: {parallelism: 4, selector: {matchLabels: {app: batch}}, template: {}}
+"#,
+    );
+    for i in 0..3 {
+        text.push_str(&pod(
+            &format!("db-{i}"),
+            "db",
+            ("StatefulSet", "db"),
+            i != 1,
+        ));
+    }
+    for i in 0..10 {
+        text.push_str(&pod(
+            &format!("agent-{i}"),
+            "agent",
+            ("DaemonSet", "agent"),
+            true,
+        ));
+    }
+    for i in 0..4 {
+        text.push_str(&pod(&format!("batch-{i}"), "batch", ("Job", "batch"), true));
+    }
+    for (kind, name) in [
+        ("StatefulSet", "db"),
+        ("DaemonSet", "agent"),
+        ("Job", "batch"),
+    ] {
+        text.push_str(&vpa(kind, name));
+    }
+    let mut s = Snapshot::default();
+    s.add_file("snapshot.yaml", &text).unwrap();
+    s
+}
+
+async fn run(restriction: RestrictionConfig) -> Plan {
+    let settings = PlanSettings {
+        iteration: IterationConfig::default(),
+        restriction,
+        rate: RateSettings::from_flags(-1.0, 1),
+        interval: Duration::from_secs(60),
+        status_lease: None,
+        now: NOW.parse().unwrap(),
+        floor: None,
+    };
+    plan(&snapshot(), &settings).await
+}
+
+/// VPA name → (evicted pods, skip reasons).
+fn outcome(plan: &Plan) -> BTreeMap<String, (Vec<String>, Vec<String>)> {
+    let mut out: BTreeMap<String, (Vec<String>, Vec<String>)> = BTreeMap::new();
+    for p in &plan.pods {
+        let entry = out.entry(p.vpa.clone()).or_default();
+        match p.action {
+            "evict" => entry.0.push(p.pod.clone()),
+            _ => entry.1.push(p.reason.clone().unwrap_or_default()),
+        }
+    }
+    out
+}
+
+fn safer() -> RestrictionConfig {
+    RestrictionConfig {
+        count_readiness: true,
+        daemonset_max_unavailable: 1,
+        evict_job_pods: false,
+        ..RestrictionConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn readiness_counts_daemon_sets_lose_one_pod_and_job_pods_stay() {
+    let out = outcome(&run(safer()).await);
+    // db-1 is down already: evicting it costs nothing; the two Ready pods must both stay (3 − 1 tolerance).
+    let (evicted, skipped) = &out["shop/db"];
+    assert_eq!(evicted, &["db-1"], "{out:?}");
+    assert!(
+        skipped.iter().all(|r| r == "tolerance exhausted"),
+        "{skipped:?}"
+    );
+    // One node agent at a time.
+    assert_eq!(out["shop/agent"].0.len(), 1, "{out:?}");
+    // Job pods: left alone, with the reason.
+    let (evicted, skipped) = &out["shop/batch"];
+    assert!(evicted.is_empty(), "{out:?}");
+    assert_eq!(skipped.len(), 4);
+    assert!(
+        skipped.iter().all(|r| r.contains("backoffLimit")),
+        "{skipped:?}"
+    );
+}
+
+#[tokio::test]
+async fn upstreams_counts_with_the_options_at_upstreams_values() {
+    let out = outcome(&run(RestrictionConfig::default()).await);
+    // Upstream counts db-1 as alive: one more pod goes, possibly a Ready one (two down together).
+    assert_eq!(out["shop/db"].0.len(), 1, "{out:?}");
+    // Half of the node agents at once.
+    assert_eq!(out["shop/agent"].0.len(), 5, "{out:?}");
+    // Job pods are evicted (configured = live pods, tolerance 2).
+    assert_eq!(out["shop/batch"].0.len(), 2, "{out:?}");
+}
