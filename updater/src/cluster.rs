@@ -336,6 +336,8 @@ pub struct CacheView<R: ReplicaLookup = ReplicaStores> {
     pub now: Timestamp,
     /// The webhook's pod floor (issue 30): processed recommendations are raised to it, as the webhook's.
     pub floor: Option<tailor_crds::sizing::PodFloor>,
+    /// What the API server accepts of an in-place resize (its version's rules).
+    pub resize_rules: crate::resize_check::ResizeRules,
     caches: IterationCaches,
 }
 
@@ -583,6 +585,7 @@ impl<R: ReplicaLookup> CacheView<R> {
             gates,
             now,
             floor: None,
+            resize_rules: crate::resize_check::ResizeRules::default(),
             caches: IterationCaches::default(),
         }
     }
@@ -874,6 +877,28 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         vpa: &VerticalPodAutoscaler,
         now: Timestamp,
     ) -> Result<ResizePlan, ResizeError> {
+        // What the API server would refuse is not sent (issue 30): the caller skips or evicts instead.
+        let plan = self.computed_plan(pod, vpa, now)?;
+        match crate::resize_check::refusal(pod, &plan.resize, &self.resize_rules) {
+            Some(why) => Err(ResizeError::Refused(why)),
+            None => Ok(plan),
+        }
+    }
+
+    fn begin_iteration(&mut self, now: Timestamp) {
+        // The inherent method (inherent items take precedence over trait ones).
+        CacheView::<R>::begin_iteration(self, now);
+    }
+}
+
+impl<R: ReplicaLookup> CacheView<R> {
+    /// The resize plan of `pod` (cached for pods alike), before the API server's rules are checked.
+    fn computed_plan(
+        &self,
+        pod: &CompactPod,
+        vpa: &VerticalPodAutoscaler,
+        now: Timestamp,
+    ) -> Result<ResizePlan, ResizeError> {
         let ns = pods::namespace(pod);
         let limit_ranges = self.limit_ranges(ns);
         let plan = || {
@@ -931,11 +956,6 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
             );
         }
         value
-    }
-
-    fn begin_iteration(&mut self, now: Timestamp) {
-        // The inherent method (inherent items take precedence over trait ones).
-        CacheView::<R>::begin_iteration(self, now);
     }
 }
 

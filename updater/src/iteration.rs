@@ -706,7 +706,7 @@ async fn process_vpa_pods<V: ClusterView, A: Actuator>(
                                 };
                                 m.record_failed_in_place_update(&entry.label, reason);
                             }
-                            set(vpa_report, pod, Action::Skip(Skip::Error(e.to_string())));
+                            set(vpa_report, pod, Action::Skip(skip_of(&e)));
                         } else {
                             if let Some(m) = metrics {
                                 m.record_failed_in_place_update(&entry.label, "InPlaceUpdateError");
@@ -784,6 +784,14 @@ async fn process_vpa_pods<V: ClusterView, A: Actuator>(
         gauges.add(GaugeKind::VpasWithInPlaceUpdatedPods, size, mode_text, 1);
     }
     Ok(())
+}
+
+/// The skip reason of a failed in-place update.
+fn skip_of(e: &InPlaceError) -> Skip {
+    match e {
+        InPlaceError::Resize(ResizeError::Refused(why)) => Skip::ResizeRefused(why.clone()),
+        other => Skip::Error(other.to_string()),
+    }
 }
 
 fn decision_skip<G: Gate>(gate: &G, pod: &CompactPod, decision: InPlaceDecision) -> Skip {

@@ -27,6 +27,7 @@ pub mod preview;
 pub mod priority;
 pub mod rate_limit;
 pub mod resize;
+pub mod resize_check;
 pub mod restriction;
 pub mod run_loop;
 pub mod scope;

@@ -101,6 +101,8 @@ pub struct ContainerInfo {
     pub spec_requests: bool,
     /// Whether `spec.containers[].resources.limits` is set.
     pub spec_limits: bool,
+    /// Whether the container's memory `resizePolicy` is `RestartContainer` (default `NotRequired`).
+    pub memory_restart: bool,
 }
 
 /// The last termination of a container that was OOM-killed (for quick OOMs, §2.4).
@@ -154,6 +156,11 @@ pub struct CompactPod {
     pending: bool,
     /// The `Ready` condition is `False` (a pod without one is not counted unready).
     unready: bool,
+    /// `status.qosClass` (what the API server computed at creation; a resize may not change it).
+    qos: Qos,
+    /// Whether every init container would keep a `Guaranteed` pod `Guaranteed` (cpu and memory limits,
+    /// requests equal or unset); true without init containers.
+    init_guaranteed: bool,
     terminating: bool,
     has_annotations: bool,
     restart_on_resize: bool,
@@ -209,6 +216,7 @@ struct ContainerKey {
     limits: usize,
     spec_requests: bool,
     spec_limits: bool,
+    memory_restart: bool,
 }
 
 static INTERNER: LazyLock<Mutex<Interner>> = LazyLock::new(Mutex::default);
@@ -365,6 +373,9 @@ impl CompactPod {
                     limits: limits.as_ref().map_or(0, |a| Arc::as_ptr(a) as usize),
                     spec_requests: spec.is_some_and(|r| r.requests.is_some()),
                     spec_limits: spec.is_some_and(|r| r.limits.is_some()),
+                    memory_restart: c.resize_policy.iter().flatten().any(|p| {
+                        p.resource_name == "memory" && p.restart_policy == "RestartContainer"
+                    }),
                 };
                 (key, [requests, limits])
             })
@@ -381,6 +392,7 @@ impl CompactPod {
                         limits,
                         spec_requests: k.spec_requests,
                         spec_limits: k.spec_limits,
+                        memory_restart: k.memory_restart,
                     })
                     .collect();
                 interner.containers.insert(keys, Arc::clone(&list));
@@ -454,6 +466,30 @@ impl CompactPod {
             start_time: status.and_then(|s| s.start_time.as_ref()).map(|t| t.0),
             pending: status.and_then(|s| s.phase.as_deref()) == Some("Pending"),
             unready,
+            qos: match status.and_then(|s| s.qos_class.as_deref()) {
+                Some("BestEffort") => Qos::BestEffort,
+                Some("Burstable") => Qos::Burstable,
+                Some("Guaranteed") => Qos::Guaranteed,
+                _ => Qos::Unknown,
+            },
+            init_guaranteed: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.init_containers.as_ref())
+                .into_iter()
+                .flatten()
+                .all(|c| {
+                    let r = c.resources.as_ref();
+                    let limits = r.and_then(|r| r.limits.as_ref());
+                    let requests = r.and_then(|r| r.requests.as_ref());
+                    ["cpu", "memory"].iter().all(|res| {
+                        limits.and_then(|l| l.get(*res)).is_some_and(|l| {
+                            requests
+                                .and_then(|q| q.get(*res))
+                                .is_none_or(|q| quantity::same_value(q, l).unwrap_or(false))
+                        })
+                    })
+                }),
             terminating: m.deletion_timestamp.is_some(),
             has_annotations: annotations.is_some(),
             restart_on_resize: spec_containers.iter().any(|c| {
@@ -504,6 +540,34 @@ pub fn uid(pod: &CompactPod) -> &str {
 /// Whether the pod's phase is `Pending` (scheduled, not yet running; an absent phase counts as running).
 pub fn is_pending(pod: &CompactPod) -> bool {
     pod.pending
+}
+
+/// A pod's quality-of-service class (`status.qosClass`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Qos {
+    /// No container requests or limits cpu or memory.
+    BestEffort,
+    /// Neither of the others.
+    Burstable,
+    /// Every container has cpu and memory limits equal to its requests.
+    Guaranteed,
+    /// Not reported (a pod read from a snapshot without status).
+    Unknown,
+}
+
+/// The pod's QoS class as the API server reported it.
+pub fn qos(pod: &CompactPod) -> Qos {
+    pod.qos
+}
+
+/// Whether the pod's init containers would keep it `Guaranteed` (see [`Qos::Guaranteed`]).
+pub fn init_containers_guaranteed(pod: &CompactPod) -> bool {
+    pod.init_guaranteed
+}
+
+/// Whether the pod sets pod-level resources (`spec.resources`).
+pub fn has_pod_level_resources(pod: &CompactPod) -> bool {
+    pod.rare.as_ref().is_some_and(|r| r.pod_level)
 }
 
 /// Whether the pod's `Ready` condition is `False` (running but not serving: a replica down already).

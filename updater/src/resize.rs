@@ -45,6 +45,9 @@ pub enum ResizeError {
     /// Nothing would change.
     #[error("no resource patches were calculated to apply")]
     NothingToApply,
+    /// The API server would refuse the resize (see [`crate::resize_check`]).
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// What the recommendation provider gives each container of the pod (index-aligned with

@@ -39,6 +39,9 @@ pub enum Skip {
     AdmissionNotAlive,
     /// The pod has no recommendation for any container.
     NoRecommendation,
+    /// The API server would refuse the in-place resize (QoS class change, memory limit cut, pod-level
+    /// resources): not sent.
+    ResizeRefused(String),
     /// A Job's pod: an eviction would count against the Job's `backoffLimit` (`--evict-job-pods`).
     JobPod,
     /// The webhook never sizes this pod (excluded namespace, `objectSelector`): evicting it would bring
@@ -68,6 +71,7 @@ impl fmt::Display for Skip {
             Skip::RateLimited => f.write_str("rate limited"),
             Skip::AdmissionNotAlive => f.write_str("admission not alive"),
             Skip::NoRecommendation => f.write_str("no recommendation"),
+            Skip::ResizeRefused(why) => write!(f, "resize not sent: {why}"),
             Skip::JobPod => f.write_str(
                 "Job pod: an eviction counts against its backoffLimit (--evict-job-pods)",
             ),

@@ -35,6 +35,7 @@ use tailor_updater::iteration::UpdaterState;
 use tailor_updater::metrics::Metrics;
 use tailor_updater::pods::CompactPod;
 use tailor_updater::rate_limit::RateSettings;
+use tailor_updater::resize_check::ResizeRules;
 use tailor_updater::run_loop::{Outcome, StatusCheck, Updater};
 
 /// mimalloc, as the recommender and the webhook use, with `MIMALLOC_ARENA_EAGER_COMMIT=0` as the image and
@@ -401,6 +402,18 @@ async fn main() -> anyhow::Result<()> {
         Timestamp::now(),
     );
     view.floor = args.updater.floor.floor();
+    // What the API server accepts of an in-place resize depends on its version (issue 30).
+    match client.apiserver_version().await {
+        Ok(info) => match ResizeRules::for_version(&info.minor) {
+            Some(rules) => view.resize_rules = rules,
+            None => {
+                tracing::warn!(minor = %capped(&info.minor), "unreadable server version; resize rules of Kubernetes 1.34")
+            }
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "server version unknown; resize rules of Kubernetes 1.34")
+        }
+    }
     let mut updater = Updater {
         config: args
             .updater

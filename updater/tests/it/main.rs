@@ -4,3 +4,4 @@
 mod budgets;
 mod conformance;
 mod loop_api;
+mod resize_refusals;

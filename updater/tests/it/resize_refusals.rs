@@ -1,0 +1,122 @@
+//! In-place resizes the API server would refuse are not sent (issue 30 item 5), through `tailor plan`'s path
+//! (the binary's iteration over a snapshot): a BestEffort pod that would gain requests is evicted instead
+//! in `InPlaceOrRecreate` (upstream's fallback) and skipped with the reason in `InPlace`, where the PATCH
+//! used to fail every interval.
+
+use std::time::Duration;
+
+use tailor_updater::config::{FeatureGates, RestrictionConfig};
+use tailor_updater::iteration::IterationConfig;
+use tailor_updater::preview::plan::{PlanSettings, plan};
+use tailor_updater::preview::snapshot::Snapshot;
+use tailor_updater::rate_limit::RateSettings;
+
+fn snapshot(mode: &str) -> Snapshot {
+    let mut text = format!(
+        r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: shop, uid: uid-web}}
+spec: {{selector: {{matchLabels: {{app: web}}}}, template: {{}}}}
+---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: web-1
+  namespace: shop
+  uid: uid-web-1
+  ownerReferences: [{{apiVersion: apps/v1, kind: Deployment, name: web, uid: uid-web, controller: true}}]
+spec: {{replicas: 2, selector: {{matchLabels: {{app: web}}}}}}
+---
+apiVersion: autoscaling.tailor.dev/v1
+kind: VerticalPodAutoscaler
+metadata: {{name: web, namespace: shop, creationTimestamp: "2026-01-01T00:00:00Z"}}
+spec:
+  targetRef: {{apiVersion: apps/v1, kind: Deployment, name: web}}
+  updatePolicy: {{updateMode: {mode}}}
+status:
+  recommendation:
+    containerRecommendations:
+      - containerName: app
+        target: {{cpu: 500m, memory: 512Mi}}
+        lowerBound: {{cpu: 400m, memory: 400Mi}}
+        upperBound: {{cpu: 600m, memory: 600Mi}}
+"#
+    );
+    for i in 0..2 {
+        text.push_str(&format!(
+            r#"
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web-1-{i}
+  namespace: shop
+  uid: uid-web-1-{i}
+  labels: {{app: web}}
+  ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: web-1, uid: uid-web-1, controller: true}}]
+spec:
+  nodeName: node-1
+  containers: [{{name: app, image: app}}]
+status:
+  phase: Running
+  qosClass: BestEffort
+  startTime: "2026-01-01T00:00:00Z"
+"#
+        ));
+    }
+    let mut s = Snapshot::default();
+    s.add_file("snapshot.yaml", &text).unwrap();
+    s
+}
+
+async fn actions(mode: &str) -> Vec<(String, Option<String>)> {
+    let settings = PlanSettings {
+        iteration: IterationConfig {
+            gates: FeatureGates {
+                in_place: true,
+                ..FeatureGates::default()
+            },
+            in_place_honours_deferrals: true,
+            ..IterationConfig::default()
+        },
+        restriction: RestrictionConfig {
+            min_replicas: 1,
+            eviction_tolerance: 1.0,
+            ..RestrictionConfig::default()
+        },
+        rate: RateSettings::from_flags(-1.0, 1),
+        interval: Duration::from_secs(60),
+        status_lease: None,
+        now: "2026-01-10T12:00:00Z".parse().unwrap(),
+        floor: None,
+    };
+    plan(&snapshot(mode), &settings)
+        .await
+        .pods
+        .into_iter()
+        .map(|p| (p.action.to_owned(), p.reason))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_best_effort_pod_is_evicted_instead_of_resized_into_another_qos_class() {
+    let got = actions("InPlaceOrRecreate").await;
+    assert_eq!(got.len(), 2);
+    assert!(got.iter().all(|(a, _)| a == "evict"), "{got:?}");
+}
+
+#[tokio::test]
+async fn in_place_mode_skips_it_with_the_reason_instead_of_failing_every_interval() {
+    let got = actions("InPlace").await;
+    assert_eq!(got.len(), 2);
+    for (action, reason) in &got {
+        assert_eq!(action, "skip");
+        let reason = reason.as_deref().unwrap_or_default();
+        assert!(
+            reason.starts_with("resize not sent")
+                && reason.contains("from BestEffort to Burstable"),
+            "{reason}"
+        );
+    }
+}
