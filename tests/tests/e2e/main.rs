@@ -28,6 +28,7 @@ mod in_place;
 mod recommendation;
 mod recreate;
 mod resilience;
+mod resize_rules;
 mod restart;
 mod webhook_down;
 
