@@ -634,6 +634,9 @@ def expect_webhook_options(docs: list[dict]) -> None:
     assert "--webhook-excluded-namespaces=other-ns,kube-system,monitoring" in ua, ua
     assert '--webhook-object-selector={"matchExpressions":[{"key":"tailor.dev/skip","operator":"DoesNotExist"}]}' \
         in ua, ua
+    assert '--webhook-namespace-selector={"matchLabels":{"tailor.dev/enabled":"true"}}' in ua, ua
+    cr = one(docs, "ClusterRole", f"{RELEASE}-updater")
+    assert {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]} in cr["rules"], cr["rules"]
 
 
 def expect_service_monitor(docs: list[dict]) -> None:

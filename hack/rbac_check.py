@@ -57,6 +57,9 @@ CASES: dict[str, dict] = {
     "defaults": {},
     "leader election": {"recommender": {"leaderElection": {"enabled": True}},
                         "updater": {"leaderElection": {"enabled": True}}},
+    # The updater then lists and watches namespaces (tests/tests/it/plan_parity.rs).
+    "webhook namespace selector": {"admission": {"webhook": {"namespaceSelector": {
+        "matchLabels": {"tailor.dev/enabled": "true"}}}}},
 }
 
 # Non-resource paths every authenticated user may GET (the system:discovery ClusterRole).

@@ -338,6 +338,8 @@ pub struct CacheView<R: ReplicaLookup = ReplicaStores> {
     pub floor: Option<tailor_crds::sizing::PodFloor>,
     /// What the API server accepts of an in-place resize (its version's rules).
     pub resize_rules: crate::resize_check::ResizeRules,
+    /// Namespace labels (for the webhook's namespace selector; `None`: not watched).
+    pub namespaces: Option<NamespaceLabels>,
     caches: IterationCaches,
 }
 
@@ -586,6 +588,7 @@ impl<R: ReplicaLookup> CacheView<R> {
             now,
             floor: None,
             resize_rules: crate::resize_check::ResizeRules::default(),
+            namespaces: None,
             caches: IterationCaches::default(),
         }
     }
@@ -888,6 +891,40 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
     fn begin_iteration(&mut self, now: Timestamp) {
         // The inherent method (inherent items take precedence over trait ones).
         CacheView::<R>::begin_iteration(self, now);
+    }
+
+    fn namespace_labels(
+        &self,
+        namespace: &str,
+    ) -> Option<std::collections::BTreeMap<String, String>> {
+        self.namespaces.as_ref()?.labels(namespace)
+    }
+}
+
+/// Where namespace labels come from: the binary's namespace cache, or a snapshot's Namespaces.
+#[derive(Clone)]
+pub enum NamespaceLabels {
+    /// A reflector store (labels unknown until it has listed).
+    Store(Store<k8s_openapi::api::core::v1::Namespace>),
+    /// Fixed labels by namespace; a namespace not listed has only `kubernetes.io/metadata.name` (which the
+    /// API server sets on every namespace).
+    Fixed(HashMap<String, std::collections::BTreeMap<String, String>>),
+}
+
+impl NamespaceLabels {
+    /// The labels of `namespace`, when known.
+    pub fn labels(&self, namespace: &str) -> Option<std::collections::BTreeMap<String, String>> {
+        match self {
+            NamespaceLabels::Store(store) => store
+                .get(&ObjectRef::new(namespace))
+                .map(|n| n.metadata.labels.clone().unwrap_or_default()),
+            NamespaceLabels::Fixed(map) => Some(map.get(namespace).cloned().unwrap_or_else(|| {
+                std::collections::BTreeMap::from([(
+                    "kubernetes.io/metadata.name".to_owned(),
+                    namespace.to_owned(),
+                )])
+            })),
+        }
     }
 }
 

@@ -94,6 +94,11 @@ pub struct UpdaterFlags {
     /// does not select are left alone.
     #[arg(long, default_value = "", value_parser = object_selector, help_heading = "Webhook scope")]
     pub webhook_object_selector: ObjectSelector,
+    /// The webhook's extra `namespaceSelector` terms as JSON (the chart passes
+    /// `admission.webhook.namespaceSelector`): pods of namespaces it does not select are left alone (the
+    /// updater then watches namespaces).
+    #[arg(long, default_value = "", value_parser = object_selector, help_heading = "Webhook scope")]
+    pub webhook_namespace_selector: ObjectSelector,
     /// Act on no VPA of a workload that several VPAs (of any mode but `Off`) target, and warn on each
     /// (upstream evicts by one while the webhook sizes by another: an endless loop).
     #[arg(long, default_value = "true", action = clap::ArgAction::Set, help_heading = "Webhook scope")]
@@ -107,7 +112,7 @@ pub struct UpdaterFlags {
 #[derive(Clone, Debug, Default)]
 pub struct Namespaces(pub Vec<String>);
 
-/// The parsed `--webhook-object-selector` (`None`: every pod).
+/// A parsed `--webhook-object-selector` or `--webhook-namespace-selector` (`None`: everything).
 #[derive(Clone, Debug, Default)]
 pub struct ObjectSelector(
     pub Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
@@ -147,6 +152,7 @@ impl UpdaterFlags {
             webhook_scope: crate::scope::WebhookScope {
                 excluded_namespaces: self.webhook_excluded_namespaces.0.clone(),
                 object_selector: self.webhook_object_selector.0.clone(),
+                namespace_selector: self.webhook_namespace_selector.0.clone(),
             },
             skip_conflicting_vpas: self.skip_conflicting_vpas,
         }

@@ -111,6 +111,8 @@ pub trait ClusterView {
     ) -> Result<ResizePlan, ResizeError>;
     /// Starts an iteration at `now` (views without per-iteration caches ignore it).
     fn begin_iteration(&mut self, _now: Timestamp) {}
+    /// The labels of `namespace`, when known (for the webhook's namespace selector).
+    fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>>;
 }
 
 /// The VPAs an iteration selected, indexed by target (namespace, kind, name) for pod matching.
@@ -351,7 +353,15 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
             report.skipped_vpas.push((ns, name, format!("mode {mode}")));
             continue;
         }
-        if let Some(why) = config.webhook_scope.namespace_excluded(&ns) {
+        let labels = if config.webhook_scope.needs_namespace_labels() {
+            view.namespace_labels(&ns)
+        } else {
+            None
+        };
+        if let Some(why) = config
+            .webhook_scope
+            .namespace_excluded(&ns, labels.as_ref())
+        {
             let text = format!("{why}: its pods would come back unchanged from an eviction");
             let event = events::outside_webhook(&text);
             report.blocked.insert(

@@ -21,6 +21,9 @@ pub struct WebhookScope {
     pub excluded_namespaces: Vec<String>,
     /// The webhook's `objectSelector` (`None`: every pod).
     pub object_selector: Option<LabelSelector>,
+    /// The webhook's extra `namespaceSelector` terms (`None`: every namespace not excluded), evaluated on
+    /// the namespace's labels.
+    pub namespace_selector: Option<LabelSelector>,
 }
 
 /// A bad `--webhook-*` flag.
@@ -82,15 +85,38 @@ impl WebhookScope {
         Ok(WebhookScope {
             excluded_namespaces: parse_namespaces(excluded_namespaces)?,
             object_selector: parse_selector(object_selector)?,
+            namespace_selector: None,
         })
     }
 
-    /// Why the webhook never sees pods of `namespace`, if it does not.
-    pub fn namespace_excluded(&self, namespace: &str) -> Option<String> {
-        self.excluded_namespaces
-            .iter()
-            .any(|n| n == namespace)
-            .then(|| format!("the webhook does not serve namespace {namespace}"))
+    /// Why the webhook never sees pods of `namespace`, if it does not. `labels` are the namespace's (`None`:
+    /// not known, which only matters with a namespace selector: then the namespace is left alone too).
+    pub fn namespace_excluded(
+        &self,
+        namespace: &str,
+        labels: Option<&BTreeMap<String, String>>,
+    ) -> Option<String> {
+        if self.excluded_namespaces.iter().any(|n| n == namespace) {
+            return Some(format!("the webhook does not serve namespace {namespace}"));
+        }
+        let selector = self.namespace_selector.as_ref()?;
+        let Some(labels) = labels else {
+            return Some(format!(
+                "the labels of namespace {namespace} are not known, and the webhook selects namespaces by label"
+            ));
+        };
+        match tailor_crds::target::selector_matches(selector, labels) {
+            Ok(true) => None,
+            Ok(false) => Some(format!(
+                "the webhook's namespaceSelector does not select namespace {namespace}"
+            )),
+            Err(e) => Some(format!("the webhook's namespaceSelector: {e}")),
+        }
+    }
+
+    /// Whether the namespace labels are needed (a namespace selector is set).
+    pub fn needs_namespace_labels(&self) -> bool {
+        self.namespace_selector.is_some()
     }
 
     /// Why the webhook never sees a pod with `labels`, if it does not (its `objectSelector`).
@@ -116,12 +142,30 @@ mod tests {
         )
         .expect("scope");
         assert_eq!(scope.excluded_namespaces, ["tailor", "kube-system"]);
-        assert!(scope.namespace_excluded("kube-system").is_some());
-        assert!(scope.namespace_excluded("shop").is_none());
+        assert!(scope.namespace_excluded("kube-system", None).is_some());
+        assert!(scope.namespace_excluded("shop", None).is_none());
         let plain = BTreeMap::from([("app".to_owned(), "web".to_owned())]);
         let skipped = BTreeMap::from([("tailor.dev/skip".to_owned(), "1".to_owned())]);
         assert_eq!(scope.pod_excluded(&plain), None);
         assert!(scope.pod_excluded(&skipped).is_some());
+    }
+
+    #[test]
+    fn a_namespace_selector_is_evaluated_on_the_namespace_labels() {
+        let scope = WebhookScope {
+            namespace_selector: parse_selector(r#"{"matchLabels":{"tailor.dev/enabled":"true"}}"#)
+                .expect("selector"),
+            ..WebhookScope::default()
+        };
+        let on = BTreeMap::from([("tailor.dev/enabled".to_owned(), "true".to_owned())]);
+        assert_eq!(scope.namespace_excluded("shop", Some(&on)), None);
+        let off = BTreeMap::new();
+        let why = scope
+            .namespace_excluded("shop", Some(&off))
+            .expect("excluded");
+        assert!(why.contains("namespaceSelector"), "{why}");
+        // Unknown labels: left alone.
+        assert!(scope.namespace_excluded("shop", None).is_some());
     }
 
     #[test]

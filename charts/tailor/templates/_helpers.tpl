@@ -262,3 +262,15 @@ told the same (--webhook-excluded-namespaces), so that it never evicts a pod the
 {{- define "tailor.webhook.excludedNamespaces" -}}
 {{- concat (list .Release.Namespace "kube-system") (default (list) .Values.admission.webhook.excludeNamespaces) | uniq | toJson -}}
 {{- end -}}
+
+{{/*
+The pod webhook's extra namespaceSelector terms (admission.webhook.namespaceSelector) as JSON, empty when
+there are none: the updater evaluates them on namespace labels (--webhook-namespace-selector).
+*/}}
+{{- define "tailor.webhook.namespaceSelectorTerms" -}}
+{{- $s := default (dict) .Values.admission.webhook.namespaceSelector -}}
+{{- $terms := dict -}}
+{{- with $s.matchLabels }}{{ $_ := set $terms "matchLabels" . }}{{ end -}}
+{{- with $s.matchExpressions }}{{ $_ := set $terms "matchExpressions" . }}{{ end -}}
+{{- if $terms }}{{ toJson $terms }}{{ end -}}
+{{- end -}}

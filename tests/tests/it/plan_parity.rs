@@ -2,7 +2,8 @@
 //! stand-in, the real updater runs against it, and `tailor plan` reads the same objects from a file; the pods
 //! the binary evicts are exactly those the plan says it would evict. The snapshot holds what issue 30 found
 //! the two disagreeing on, or the updater looping on: a VPA in a namespace the webhook does not serve
-//! (CoreDNS in `kube-system`), a pod the webhook's `objectSelector` leaves out, two VPAs on one Deployment,
+//! (CoreDNS in `kube-system`, a namespace its `namespaceSelector` leaves out), a pod its `objectSelector`
+//! leaves out, two VPAs on one Deployment,
 //! and pods a custom kind (an Argo Rollout with `/scale`) creates itself.
 
 use std::collections::BTreeSet;
@@ -145,10 +146,36 @@ status:
     )
 }
 
-/// The snapshot: the cases above, in `kube-system` and `shop`.
+/// The snapshot: the cases above, in `kube-system`, `shop` (labelled for the webhook) and `lab` (not
+/// labelled: the webhook's namespace selector leaves it out).
 fn snapshot() -> String {
     let deploy = |name: &str| ("apps/v1", "Deployment", name.to_owned());
-    let mut s = String::new();
+    let mut s = String::from(
+        r#"
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop, labels: {tailor.dev/enabled: "true"}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: kube-system}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: lab}
+"#,
+    );
+    // exp in lab: the webhook never sees its pods.
+    s.push_str(&deployment("lab", "exp", ""));
+    let (a, k, n) = deploy("exp");
+    s.push_str(&vpa(
+        "lab",
+        "exp",
+        (a, k, &n),
+        "Recreate",
+        "2026-01-01T00:00:00Z",
+    ));
     // CoreDNS in kube-system, which the webhook never serves.
     s.push_str(&deployment("kube-system", "coredns", ""));
     let (a, k, n) = deploy("coredns");
@@ -223,6 +250,7 @@ status: {replicas: 2, selector: app=canary}
 const FLAGS: &[&str] = &[
     "--webhook-excluded-namespaces=tailor,kube-system",
     r#"--webhook-object-selector={"matchExpressions":[{"key":"tailor.dev/skip","operator":"DoesNotExist"}]}"#,
+    r#"--webhook-namespace-selector={"matchLabels":{"tailor.dev/enabled":"true"}}"#,
     "--min-replicas=1",
     "--eviction-tolerance=1.0",
 ];
@@ -289,6 +317,10 @@ async fn tailor_plan_and_the_updater_evict_the_same_pods_of_one_snapshot() {
         "{skipped}"
     );
     assert!(skipped.contains("conflicting VPAs"), "{skipped}");
+    assert!(
+        skipped.contains("namespaceSelector does not select namespace lab"),
+        "{skipped}"
+    );
     let web_b = plan_json["pods"]
         .as_array()
         .unwrap()
@@ -301,13 +333,6 @@ async fn tailor_plan_and_the_updater_evict_the_same_pods_of_one_snapshot() {
     );
 
     let server = ApiServer::start().await.unwrap();
-    for ns in ["shop", "kube-system"] {
-        server
-            .load_yaml(&format!(
-                "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n"
-            ))
-            .unwrap();
-    }
     server.load_yaml(ROLLOUT_CRD).unwrap();
     server.load_yaml(&text).unwrap();
     let mut flags = vec!["--use-admission-controller-status=false"];
@@ -388,6 +413,7 @@ async fn tailor_plan_and_the_updater_evict_the_same_pods_of_one_snapshot() {
         ("shop", "api-recreate", "ConflictingVPAs"),
         ("kube-system", "coredns", "OutsideWebhookScope"),
         ("shop", "web", "OutsideWebhookScope"),
+        ("lab", "exp", "OutsideWebhookScope"),
     ] {
         assert_eq!(blocked(ns, name).as_deref(), Some(reason), "{ns}/{name}");
     }

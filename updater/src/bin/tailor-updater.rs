@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use clap::Parser;
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{LimitRange, ReplicationController};
+use k8s_openapi::api::core::v1::{LimitRange, Namespace, ReplicationController};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
@@ -28,7 +28,8 @@ use tailor_crds::cluster::reflectors::{OnWatchError, api, spawn_reflector, workl
 use tailor_crds::cluster::scale_cache::{ScaleCache, ScaleCacheSettings};
 use tailor_crds::cluster::shutdown::Shutdown;
 use tailor_updater::cluster::{
-    ApiActuator, CacheView, ReplicaStores, ScaleReplicas, governed_creator, strip_controller,
+    ApiActuator, CacheView, NamespaceLabels, ReplicaStores, ScaleReplicas, governed_creator,
+    strip_controller,
 };
 use tailor_updater::flags::{AdmissionStatusFlags, UpdaterFlags};
 use tailor_updater::iteration::UpdaterState;
@@ -402,6 +403,18 @@ async fn main() -> anyhow::Result<()> {
         Timestamp::now(),
     );
     view.floor = args.updater.floor.floor();
+    if args.updater.webhook_namespace_selector.0.is_some() {
+        // The webhook selects namespaces by label: the updater reads the same labels.
+        let namespaces = Writer::default();
+        view.namespaces = Some(NamespaceLabels::Store(namespaces.as_reader()));
+        spawn_reflector(
+            Api::<Namespace>::all(client.clone()),
+            config.clone(),
+            namespaces,
+            strip,
+            on_error.clone(),
+        );
+    }
     // What the API server accepts of an in-place resize depends on its version (issue 30).
     match client.apiserver_version().await {
         Ok(info) => match ResizeRules::for_version(&info.minor) {

@@ -480,6 +480,10 @@ struct FakeCalculators(PatchCalculators);
 
 impl ClusterView for FakeCalculators {
     type Gate = Restriction;
+    fn namespace_labels(&self, _namespace: &str) -> Option<BTreeMap<String, String>> {
+        // Upstream's doubles have no namespaces; no vector sets a namespace selector.
+        None
+    }
     fn fetch_selector(&self, _vpa: &VerticalPodAutoscaler) -> Result<(), String> {
         Ok(())
     }
@@ -1020,6 +1024,10 @@ struct LoopView {
 
 impl ClusterView for LoopView {
     type Gate = MockGate;
+    fn namespace_labels(&self, _namespace: &str) -> Option<BTreeMap<String, String>> {
+        // Upstream's doubles have no namespaces; no vector sets a namespace selector.
+        None
+    }
     fn fetch_selector(&self, vpa: &VerticalPodAutoscaler) -> Result<(), String> {
         self.fetched.set(true);
         let name = vpa.metadata.name.clone().unwrap_or_default();

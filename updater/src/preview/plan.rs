@@ -14,7 +14,7 @@ use tailor_crds::cluster::index::{Index, IndexObjects};
 use tailor_crds::target::selector_matches;
 
 use super::snapshot::Snapshot;
-use crate::cluster::CacheView;
+use crate::cluster::{CacheView, NamespaceLabels};
 use crate::config::RestrictionConfig;
 use crate::events::UpdaterEvent;
 use crate::iteration::{ActError, Action, Actuator, IterationConfig, UpdaterState, run_once};
@@ -347,6 +347,20 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
         settings.now,
     );
     view.floor = settings.floor;
+    view.namespaces = Some(NamespaceLabels::Fixed(
+        snapshot
+            .namespaces
+            .iter()
+            .filter_map(|n| {
+                let name = n.metadata.name.clone()?;
+                let mut labels = n.metadata.labels.clone().unwrap_or_default();
+                labels
+                    .entry("kubernetes.io/metadata.name".to_owned())
+                    .or_insert_with(|| name.clone());
+                Some((name, labels))
+            })
+            .collect(),
+    ));
     let mut actuator = DryRun::new(snapshot, settings.rate, settings.interval);
     let mut state = UpdaterState::default();
     let mut gauges = IterationGauges::default();

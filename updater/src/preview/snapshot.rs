@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{LimitRange, Pod, ReplicationController};
+use k8s_openapi::api::core::v1::{LimitRange, Namespace, Pod, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -69,6 +69,8 @@ pub struct Snapshot {
     pub pdbs: Vec<PodDisruptionBudget>,
     /// Leases (the webhook's status Lease among them).
     pub leases: Vec<Lease>,
+    /// Namespaces (their labels, for the webhook's namespace selector).
+    pub namespaces: Vec<Namespace>,
     /// Objects of custom kinds with a `spec.selector` (Argo Rollouts and the like), in place of `/scale`.
     pub scale: StaticScaleLookup,
     /// `spec.replicas` of those custom controllers ((kind, namespace, name) → replicas), in place of
@@ -160,6 +162,7 @@ impl Snapshot {
                 "LimitRange" => self.limit_ranges.push(decode(path, index, doc)?),
                 "PodDisruptionBudget" => self.pdbs.push(decode(path, index, doc)?),
                 "Lease" => self.leases.push(decode(path, index, doc)?),
+                "Namespace" => self.namespaces.push(decode(path, index, doc)?),
                 "" => {
                     return Err(SnapshotError::Document {
                         path: path.to_owned(),
