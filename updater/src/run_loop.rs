@@ -61,6 +61,24 @@ pub enum Outcome {
     Ran(Report),
 }
 
+/// `vpas` in namespace/name order: the order the binary and `tailor plan` both hand to an iteration, so
+/// that ties (equal priorities, the rate limit's share) fall the same way in both (issue 30; a cache's own
+/// order is a hash map's).
+pub fn vpas_in_key_order(
+    mut vpas: Vec<Arc<VerticalPodAutoscaler>>,
+) -> Vec<Arc<VerticalPodAutoscaler>> {
+    vpas.sort_by(|a, b| {
+        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+    });
+    vpas
+}
+
+/// `pods` in namespace/name order (see [`vpas_in_key_order`]).
+pub fn pods_in_key_order(mut pods: Vec<Arc<CompactPod>>) -> Vec<Arc<CompactPod>> {
+    pods.sort_by(|a, b| pods::pod_key(a).cmp(pods::pod_key(b)));
+    pods
+}
+
 /// Most `UpdatesBlocked` condition writes per iteration.
 pub const MAX_CONDITION_WRITES: usize = 100;
 

@@ -13,6 +13,7 @@ use tailor_updater::preview::case;
 use tailor_updater::preview::plan::{PlanSettings, plan, table};
 use tailor_updater::preview::snapshot::Snapshot;
 use tailor_updater::rate_limit::RateSettings;
+use tailor_updater::resize_check::ResizeRules;
 
 use crate::error::InputError;
 
@@ -63,8 +64,22 @@ pub struct PlanArgs {
     /// Comma-separated namespaces whose VPAs are ignored.
     #[arg(long, default_value = "")]
     pub ignored_vpa_object_namespaces: String,
+    /// The cluster's Kubernetes version (`1.33`, `1.34`, …): what its API server accepts of an in-place
+    /// resize (the updater reads it from the server).
+    #[arg(long, value_parser = kubernetes_version, default_value = "1.34")]
+    pub kubernetes_version: ResizeRules,
     #[command(flatten)]
     pub updater: UpdaterFlags,
+}
+
+fn kubernetes_version(s: &str) -> Result<ResizeRules, String> {
+    let minor = s
+        .trim()
+        .trim_start_matches('v')
+        .strip_prefix("1.")
+        .ok_or_else(|| format!("{s:?} is not a Kubernetes 1.x version"))?;
+    let minor = minor.split('.').next().unwrap_or_default();
+    ResizeRules::for_version(minor).ok_or_else(|| format!("{s:?} is not a Kubernetes 1.x version"))
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -103,6 +118,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         )),
         now: args.now.unwrap_or_else(Timestamp::now),
         floor: args.updater.floor.floor(),
+        resize_rules: args.kubernetes_version,
     };
     let planned = runtime()?.block_on(plan(&snapshot, &settings));
     match args.output {

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde_json::Value;
-use tailor_tests::process::{binary, start_updater};
+use tailor_tests::process::{Process, binary, free_port, start_updater, write_kubeconfig};
 use tailor_tests::standin::ApiServer;
 
 use crate::binaries::VPA_API;
@@ -255,14 +255,19 @@ const FLAGS: &[&str] = &[
     "--eviction-tolerance=1.0",
 ];
 
-/// What `tailor plan` says of `file`: pod → action (with the reason), and the VPAs it leaves out.
+/// What `tailor plan` says of `file` with the parity test's flags.
 fn plan(file: &std::path::Path) -> (Vec<(String, String)>, Value) {
+    plan_with(file, FLAGS)
+}
+
+/// What `tailor plan` says of `file` with `flags`: pod → action, and the whole plan.
+fn plan_with(file: &std::path::Path, flags: &[&str]) -> (Vec<(String, String)>, Value) {
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
     let out = std::process::Command::new(binary("tailor"))
         .arg("plan")
         .arg(file)
         .args(["--now", &now, "--output", "json"])
-        .args(FLAGS)
+        .args(flags)
         .output()
         .expect("tailor plan runs");
     assert!(
@@ -438,6 +443,78 @@ async fn tailor_plan_and_the_updater_evict_the_same_pods_of_one_snapshot() {
             .iter()
             .all(|r| r == "rollouts/scale shop/canary"),
         "{scale_reads:?}"
+    );
+    up.kill();
+}
+
+/// The example snapshot of the README (`examples/plan/snapshot.yaml`) without its PodDisruptionBudget (the
+/// stand-in does not enforce budgets) and the webhook's Lease (the binary then runs without the status
+/// check, the plan assumes the webhook alive), with the default budgets: the binary's first iteration evicts
+/// exactly what `tailor plan` says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tailor_plan_and_the_updaters_first_iteration_agree_on_the_example_snapshot() {
+    let root = tailor_tests::process::workspace_root();
+    let example = std::fs::read_to_string(root.join("examples/plan/snapshot.yaml")).unwrap();
+    let kept: Vec<&str> = example
+        .split("\n---\n")
+        .filter(|doc| !doc.contains("kind: PodDisruptionBudget") && !doc.contains("kind: Lease"))
+        .collect();
+    assert!(kept.len() > 20, "the example snapshot's documents");
+    let text = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: shop}}\n---\n{}",
+        kept.join("\n---\n")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("snapshot.yaml");
+    std::fs::write(&file, &text).unwrap();
+    // The stand-in reports Kubernetes 1.33 (a memory limit cut under NotRequired is refused there).
+    let (planned, plan_json) = plan_with(&file, &["--kubernetes-version", "1.33"]);
+    let plan_evicts: BTreeSet<String> = planned
+        .iter()
+        .filter(|(_, a)| a == "evict")
+        .map(|(p, _)| p.clone())
+        .collect();
+    assert!(!plan_evicts.is_empty(), "{plan_json:#}");
+
+    let server = ApiServer::start().await.unwrap();
+    server.load_yaml(&text).unwrap();
+    // One iteration 5 s after start, the next 5 s later: the evictions before the first "iteration done"
+    // line are the first iteration's.
+    let args: Vec<String> = vec![
+        "--kubeconfig".into(),
+        write_kubeconfig(&server, dir.path(), "updater")
+            .display()
+            .to_string(),
+        "--address".into(),
+        format!("127.0.0.1:{}", free_port()),
+        "--updater-interval".into(),
+        "5s".into(),
+        "--log-format".into(),
+        "json".into(),
+        "--use-admission-controller-status=false".into(),
+    ];
+    let mut up = Process::spawn("updater", &binary("tailor-updater"), &args);
+    up.wait_for_log(Duration::from_secs(30), |l| {
+        l["message"] == "iteration done"
+    })
+    .await;
+    let evicted: BTreeSet<String> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.user == "updater" && r.resource() == "pods/eviction" && r.status == 201)
+        .map(|r| r.object())
+        .collect();
+    assert_eq!(
+        evicted,
+        plan_evicts,
+        "the binary's first iteration and tailor plan disagree: its writes {:?}\n{}",
+        server
+            .requests()
+            .iter()
+            .filter(|r| r.user == "updater" && r.is_write())
+            .map(|r| format!("{} {} -> {}", r.verb(), r.path, r.status))
+            .collect::<Vec<_>>(),
+        up.log_lines().join("\n")
     );
     up.kill();
 }

@@ -37,7 +37,9 @@ use tailor_updater::metrics::Metrics;
 use tailor_updater::pods::CompactPod;
 use tailor_updater::rate_limit::RateSettings;
 use tailor_updater::resize_check::ResizeRules;
-use tailor_updater::run_loop::{Outcome, StatusCheck, Updater};
+use tailor_updater::run_loop::{
+    Outcome, StatusCheck, Updater, pods_in_key_order, vpas_in_key_order,
+};
 
 /// mimalloc, as the recommender and the webhook use, with `MIMALLOC_ARENA_EAGER_COMMIT=0` as the image and
 /// the chart set it: an iteration allocates and frees millions of small objects, which glibc's malloc made
@@ -442,8 +444,9 @@ async fn main() -> anyhow::Result<()> {
             origin,
         ),
         status,
-        vpas: Box::new(move || vpa_store.state()),
-        pods: Box::new(move || pod_store.state()),
+        // In namespace/name order, as tailor plan hands them over: ties fall the same way in both.
+        vpas: Box::new(move || vpas_in_key_order(vpa_store.state())),
+        pods: Box::new(move || pods_in_key_order(pod_store.state())),
         metrics: metrics.clone(),
     };
     // The first iteration runs one interval after start-up, as upstream's.

@@ -24,6 +24,7 @@ use crate::pods::{self, CompactPod};
 use crate::rate_limit::{RateSettings, TokenBucket};
 use crate::resize::ResizePlan;
 use crate::restriction::{Creator, ReplicaLookup, unknown_kind_replicas};
+use crate::run_loop::{pods_in_key_order, vpas_in_key_order};
 use crate::skip::Skip;
 
 /// Replica counts read from the snapshot's controllers (§3.1 table).
@@ -240,6 +241,9 @@ pub struct PlanSettings {
     pub now: Timestamp,
     /// The webhook's pod floor (the updater's `--pod-recommendation-min-*` flags).
     pub floor: Option<tailor_crds::sizing::PodFloor>,
+    /// What the cluster's API server accepts of an in-place resize (its version; the binary reads it
+    /// from `/version`).
+    pub resize_rules: crate::resize_check::ResizeRules,
 }
 
 /// One pod in the plan.
@@ -321,13 +325,15 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
             )),
         }
     }
-    let vpas: Vec<Arc<VerticalPodAutoscaler>> =
-        snapshot.vpas.iter().cloned().map(Arc::new).collect();
-    let pods: Vec<Arc<CompactPod>> = snapshot
-        .pods
-        .iter()
-        .map(|p| Arc::new(CompactPod::new(p)))
-        .collect();
+    // In the order the binary hands them over (namespace/name), so that ties fall the same way.
+    let vpas = vpas_in_key_order(snapshot.vpas.iter().cloned().map(Arc::new).collect());
+    let pods = pods_in_key_order(
+        snapshot
+            .pods
+            .iter()
+            .map(|p| Arc::new(CompactPod::new(p)))
+            .collect(),
+    );
     let mut view = CacheView::new(
         Index::from_objects(IndexObjects {
             vpas: snapshot.vpas.clone(),
@@ -347,6 +353,7 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
         settings.now,
     );
     view.floor = settings.floor;
+    view.resize_rules = settings.resize_rules;
     view.namespaces = Some(NamespaceLabels::Fixed(
         snapshot
             .namespaces

@@ -125,6 +125,7 @@ async fn run(restriction: RestrictionConfig) -> Plan {
         status_lease: None,
         now: NOW.parse().unwrap(),
         floor: None,
+        resize_rules: Default::default(),
     };
     plan(&snapshot(), &settings).await
 }

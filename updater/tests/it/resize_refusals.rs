@@ -90,6 +90,7 @@ async fn actions(mode: &str) -> Vec<(String, Option<String>)> {
         status_lease: None,
         now: "2026-01-10T12:00:00Z".parse().unwrap(),
         floor: None,
+        resize_rules: Default::default(),
     };
     plan(&snapshot(mode), &settings)
         .await
