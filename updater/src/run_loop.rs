@@ -67,7 +67,7 @@ pub enum Outcome {
 pub fn vpas_in_key_order(
     mut vpas: Vec<Arc<VerticalPodAutoscaler>>,
 ) -> Vec<Arc<VerticalPodAutoscaler>> {
-    vpas.sort_by(|a, b| {
+    vpas.sort_unstable_by(|a, b| {
         (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
     });
     vpas
@@ -75,7 +75,7 @@ pub fn vpas_in_key_order(
 
 /// `pods` in namespace/name order (see [`vpas_in_key_order`]).
 pub fn pods_in_key_order(mut pods: Vec<Arc<CompactPod>>) -> Vec<Arc<CompactPod>> {
-    pods.sort_by(|a, b| pods::pod_key(a).cmp(pods::pod_key(b)));
+    pods.sort_unstable_by(|a, b| pods::pod_key(a).cmp(pods::pod_key(b)));
     pods
 }
 
