@@ -1028,7 +1028,7 @@ pub fn processed_with(
     floor: Option<&tailor_crds::sizing::PodFloor>,
 ) -> Result<Option<RecommendedPodResources>, String> {
     use tailor_crds::limitrange;
-    use tailor_crds::sizing::{FloorLimits, apply_floor, process_recommendation};
+    use tailor_crds::sizing::process_recommendation_floored;
     let ns = pods::namespace(pod);
     let container = limitrange::merged_item(
         limitrange::in_namespace(limit_ranges, ns),
@@ -1038,15 +1038,9 @@ pub fn processed_with(
         limitrange::merged_item(limitrange::in_namespace(limit_ranges, ns), limitrange::POD);
     let containers = crate::sizing::containers(pod);
     let slots = crate::sizing::slots(pod, &containers);
-    let mut processed = process_recommendation(vpa, &slots, container.as_ref(), pod_item.as_ref())
-        .map_err(|e| e.to_string())?;
-    if let (Some(floor), Some(p)) = (floor, processed.as_mut()) {
-        let limits = FloorLimits {
-            container_item: container.as_ref(),
-            pod_item: pod_item.as_ref(),
-        };
-        apply_floor(vpa, p, floor, slots.len(), &limits).map_err(|e| e.to_string())?;
-    }
+    let processed =
+        process_recommendation_floored(vpa, &slots, container.as_ref(), pod_item.as_ref(), floor)
+            .map_err(|e| e.to_string())?;
     Ok(processed.map(|p| p.recommendation))
 }
 

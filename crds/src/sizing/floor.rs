@@ -1,9 +1,9 @@
 //! A floor under what Tailor writes into pods (issue 30 item 7): a recommendation of memory `"1"` gave a
-//! patch with a 1-byte request and a 2-byte limit, which kills the container at once. With a floor, no
-//! container's target, lower bound or upper bound is below its share of a pod minimum, so neither the
-//! webhook nor the updater writes less, and the updater's priorities see the same floored range (a pod at
-//! the floor is in range, not evicted again). Off in [`PatchOptions::default`] (upstream has none); the
-//! binaries switch it on by flag.
+//! patch with a 1-byte request and a 2-byte limit, which kills the container at once. With a floor, each
+//! container's recommendation is raised to its share of a pod minimum before the usual capping (the policy's
+//! `maxAllowed`, LimitRanges) applies, so neither the webhook nor the updater writes less unless a cap says
+//! so, and the updater's priorities see the same floored range (a pod at the floor is in range, not evicted
+//! again). Off in [`PatchOptions::default`] (upstream has none); the binaries switch it on by flag.
 
 use super::*;
 
@@ -37,78 +37,23 @@ impl PodFloor {
     }
 }
 
-/// The LimitRange maxima a floor never goes above: the namespace's merged Container and Pod items.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct FloorLimits<'a> {
-    /// The Container item (`max` per container).
-    pub container_item: Option<&'a LimitRangeItem>,
-    /// The Pod item (`max` for the pod, shared out like the floor).
-    pub pod_item: Option<&'a LimitRangeItem>,
-}
-
-/// The smallest of the `max` values `resource` has in `limits` and the policy's `max_allowed` (the pod's
-/// shared out among `containers`), if any.
-fn ceiling(
-    resource: &str,
-    max_allowed: Option<&ResourceList>,
-    limits: &FloorLimits<'_>,
-    containers: usize,
-) -> Result<Option<i128>, PodError> {
-    let amount = |q: Option<&Quantity>, what: &str| -> Result<Option<i128>, PodError> {
-        match q {
-            Some(q) => Ok(parse(q, || format!("{what}[{resource}]"))?.amount_i128(resource)),
-            None => Ok(None),
-        }
-    };
-    let n = i128::try_from(containers.max(1)).unwrap_or(1);
-    let candidates = [
-        amount(max_allowed.and_then(|m| m.get(resource)), "maxAllowed")?,
-        amount(
-            limits
-                .container_item
-                .and_then(|i| i.max.as_ref())
-                .and_then(|m| m.get(resource)),
-            "LimitRange Container max",
-        )?,
-        amount(
-            limits
-                .pod_item
-                .and_then(|i| i.max.as_ref())
-                .and_then(|m| m.get(resource)),
-            "LimitRange Pod max",
-        )?
-        .map(|max| max / n),
-    ];
-    Ok(candidates.into_iter().flatten().min())
-}
-
-/// Raises the target, lower bound, upper bound and uncapped target of every recommendation in `processed`
-/// to its container's share of `floor` (among `containers`), but never above the container policy's
-/// `maxAllowed` nor a LimitRange `max` of `limits` (the API server would refuse the pod); each raised
-/// container and resource gets a note in `processed.annotations` (the updates annotation).
-pub fn apply_floor(
-    vpa: &VerticalPodAutoscaler,
-    processed: &mut Processed,
+/// Raises the target, lower bound, upper bound and uncapped target of each recommendation in `recs` to its
+/// container's share of `floor` (among `containers`). Runs on the recommendation before any capping, as the
+/// recommender's own minimums do, so that the policy's `maxAllowed`, `RequestsOnly` and the LimitRanges
+/// still cap it (the API server would refuse a pod above a LimitRange `max`). Returns, per container, the
+/// resources it raised (for the updates annotation).
+pub fn floor_recommendations(
+    recs: &mut [RecommendedContainerResources],
     floor: &PodFloor,
     containers: usize,
-    limits: &FloorLimits<'_>,
-) -> Result<(), PodError> {
-    let policy = vpa.spec.resource_policy.as_ref();
-    for rec in processed
-        .recommendation
-        .container_recommendations
-        .iter_mut()
-        .flatten()
-    {
+) -> Result<BTreeMap<String, Vec<String>>, PodError> {
+    let mut raised_notes: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for rec in recs.iter_mut() {
         let name = rec.container_name.clone().unwrap_or_default();
-        let max_allowed = container_policy(policy, &name).and_then(|p| p.max_allowed.as_ref());
         for resource in CPU_AND_MEMORY {
-            let Some(mut share) = floor.share(resource, containers) else {
+            let Some(share) = floor.share(resource, containers) else {
                 continue;
             };
-            if let Some(max) = ceiling(resource, max_allowed, limits, containers)? {
-                share = share.min(max);
-            }
             let mut raised = false;
             for list in [
                 Some(&mut rec.target),
@@ -124,7 +69,7 @@ pub fn apply_floor(
                 };
                 let current = parse(q, || format!("recommendation[{name}][{resource}]"))?;
                 if current.amount_i128(resource).is_some_and(|c| c < share) {
-                    let format = if resource == "memory" {
+                    let format = if resource == MEMORY {
                         quantity::Format::BinarySi
                     } else {
                         current.format
@@ -137,45 +82,63 @@ pub fn apply_floor(
                 }
             }
             if raised {
-                processed
-                    .annotations
+                raised_notes
                     .entry(name.clone())
                     .or_default()
                     .push(format!("{resource} raised to the pod floor"));
             }
         }
     }
-    Ok(())
+    Ok(raised_notes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn vpa(policy: serde_json::Value) -> VerticalPodAutoscaler {
+    fn vpa(policy: serde_json::Value, memory: &str) -> VerticalPodAutoscaler {
         serde_json::from_value(serde_json::json!({
             "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
             "metadata": {"name": "v", "namespace": "ns"},
             "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"},
-                     "resourcePolicy": policy}
+                     "resourcePolicy": policy},
+            "status": {"recommendation": {"containerRecommendations": [
+                {"containerName": "app", "target": {"cpu": "2m", "memory": memory},
+                 "lowerBound": {"cpu": "1m", "memory": memory},
+                 "upperBound": {"cpu": "1", "memory": "1Gi"}},
+                {"containerName": "side", "target": {"cpu": "2m", "memory": memory}}]}}
         }))
         .expect("vpa")
     }
 
-    fn processed(memory: &str) -> Processed {
-        Processed {
-            recommendation: serde_json::from_value(
-                serde_json::json!({"containerRecommendations": [
-                {"containerName": "app", "target": {"cpu": "2m", "memory": memory},
-                 "lowerBound": {"cpu": "1m", "memory": memory},
-                 "upperBound": {"cpu": "1", "memory": "1Gi"}}]}),
-            )
-            .expect("recommendation"),
-            annotations: BTreeMap::new(),
-        }
+    fn pod(limits: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"containers": [
+                {"name": "app", "resources": {"requests": {"cpu": "10m", "memory": "100Mi"}, "limits": limits}},
+                {"name": "side"}]}
+        }))
+        .expect("pod")
     }
 
-    fn first(p: &Processed) -> &RecommendedContainerResources {
+    fn processed(
+        vpa: &VerticalPodAutoscaler,
+        pod: &Pod,
+        container_item: Option<&LimitRangeItem>,
+    ) -> Processed {
+        let slots = slots(pod, &PatchOptions::default());
+        process_recommendation_floored(
+            vpa,
+            &slots,
+            container_item,
+            None,
+            Some(&PodFloor::RECOMMENDER_MINIMUMS),
+        )
+        .expect("processed")
+        .expect("some")
+    }
+
+    fn app(p: &Processed) -> &RecommendedContainerResources {
         &p.recommendation
             .container_recommendations
             .as_ref()
@@ -184,16 +147,12 @@ mod tests {
 
     #[test]
     fn an_absurd_target_is_raised_to_the_containers_share_of_the_pod_minimum() {
-        let mut p = processed("1");
-        apply_floor(
-            &vpa(serde_json::json!({})),
-            &mut p,
-            &PodFloor::RECOMMENDER_MINIMUMS,
-            2,
-            &FloorLimits::default(),
-        )
-        .expect("floor");
-        let rec = first(&p);
+        let p = processed(
+            &vpa(serde_json::json!({}), "1"),
+            &pod(serde_json::json!({})),
+            None,
+        );
+        let rec = app(&p);
         // Two containers: 25m / 2 rounded up, 250Mi / 2.
         assert_eq!(rec.target["cpu"].0, "13m");
         assert_eq!(rec.target["memory"].0, "125Mi");
@@ -210,62 +169,36 @@ mod tests {
                 "memory raised to the pod floor"
             ]
         );
+        // Without a floor: upstream's processing.
+        let bare = pod(serde_json::json!({}));
+        let slots = slots(&bare, &PatchOptions::default());
+        let plain = process_recommendation(&vpa(serde_json::json!({}), "1"), &slots, None, None)
+            .expect("processed")
+            .expect("some");
+        assert_eq!(app(&plain).target["memory"].0, "1");
     }
 
     #[test]
-    fn the_floor_never_exceeds_the_policy_max_allowed() {
-        let mut p = processed("1");
+    fn the_policy_max_allowed_still_caps_the_floor() {
         let policy = serde_json::json!({"containerPolicies": [
             {"containerName": "app", "maxAllowed": {"memory": "64Mi"}}]});
-        let limits = FloorLimits::default();
-        apply_floor(
-            &vpa(policy),
-            &mut p,
-            &PodFloor::RECOMMENDER_MINIMUMS,
-            1,
-            &limits,
-        )
-        .expect("floor");
-        assert_eq!(first(&p).target["memory"].0, "64Mi");
+        let p = processed(&vpa(policy, "1"), &pod(serde_json::json!({})), None);
+        assert_eq!(app(&p).target["memory"].0, "64Mi");
     }
 
     #[test]
-    fn the_floor_never_exceeds_a_limit_range_max() {
-        // A LimitRange that caps memory at 200Mi per container, 300Mi per pod: the pod would be refused
-        // above them.
-        let item = |max: &str| -> LimitRangeItem {
-            serde_json::from_value(serde_json::json!({"type": "Container", "max": {"memory": max}}))
-                .expect("item")
-        };
-        let (container, pod) = (item("200Mi"), item("300Mi"));
-        let mut p = processed("1");
-        let limits = FloorLimits {
-            container_item: Some(&container),
-            pod_item: None,
-        };
-        apply_floor(
-            &vpa(serde_json::json!({})),
-            &mut p,
-            &PodFloor::RECOMMENDER_MINIMUMS,
-            1,
-            &limits,
+    fn a_limit_range_max_still_caps_the_floor_and_its_proportional_limit() {
+        // Container max 100Mi with a limit twice the request: the floored 125Mi request is capped to 50Mi,
+        // as upstream caps any recommendation whose proportional limit would exceed the max.
+        let item: LimitRangeItem = serde_json::from_value(
+            serde_json::json!({"type": "Container", "max": {"memory": "100Mi"}}),
         )
-        .expect("floor");
-        assert_eq!(first(&p).target["memory"].0, "200Mi");
-        let mut p = processed("1");
-        let limits = FloorLimits {
-            container_item: None,
-            pod_item: Some(&pod),
-        };
-        apply_floor(
-            &vpa(serde_json::json!({})),
-            &mut p,
-            &PodFloor::RECOMMENDER_MINIMUMS,
-            2,
-            &limits,
-        )
-        .expect("floor");
-        // Two containers: 125Mi each is under 150Mi (300Mi / 2).
-        assert_eq!(first(&p).target["memory"].0, "125Mi");
+        .expect("item");
+        let p = processed(
+            &vpa(serde_json::json!({}), "1"),
+            &pod(serde_json::json!({"memory": "200Mi"})),
+            Some(&item),
+        );
+        assert_eq!(app(&p).target["memory"].0, "50Mi");
     }
 }

@@ -284,15 +284,13 @@ pub fn resources_for_slots(
         limitrange::in_namespace(limit_ranges, namespace),
         limitrange::POD,
     );
-    let mut processed =
-        process_recommendation(vpa, slots, container_item.as_ref(), pod_item.as_ref())?;
-    if let (Some(floor), Some(p)) = (options.floor.as_ref(), processed.as_mut()) {
-        let limits = FloorLimits {
-            container_item: container_item.as_ref(),
-            pod_item: pod_item.as_ref(),
-        };
-        apply_floor(vpa, p, floor, slots.len(), &limits)?;
-    }
+    let processed = process_recommendation_floored(
+        vpa,
+        slots,
+        container_item.as_ref(),
+        pod_item.as_ref(),
+        options.floor.as_ref(),
+    )?;
     container_resources(
         vpa,
         slots,

@@ -19,6 +19,18 @@ pub fn process_recommendation(
     container_item: Option<&LimitRangeItem>,
     pod_item: Option<&LimitRangeItem>,
 ) -> Result<Option<Processed>, PodError> {
+    process_recommendation_floored(vpa, slots, container_item, pod_item, None)
+}
+
+/// [`process_recommendation`], with the recommendation first raised to `floor` ([`floor_recommendations`];
+/// Tailor, issue 30) and then capped as usual.
+pub fn process_recommendation_floored(
+    vpa: &VerticalPodAutoscaler,
+    slots: &[Slot<'_>],
+    container_item: Option<&LimitRangeItem>,
+    pod_item: Option<&LimitRangeItem>,
+    floor: Option<&PodFloor>,
+) -> Result<Option<Processed>, PodError> {
     let Some(recommendation) = vpa.status.as_ref().and_then(|s| s.recommendation.as_ref()) else {
         return Ok(None);
     };
@@ -38,6 +50,10 @@ pub fn process_recommendation(
     for rec in &mut recs {
         drop_unusable(rec);
     }
+    let raised = match floor {
+        Some(floor) => floor_recommendations(&mut recs, floor, slots.len())?,
+        None => BTreeMap::new(),
+    };
 
     if let Some(pod_item) = pod_item {
         // Containers with requests but no recommendation take part with their requests.
@@ -63,7 +79,7 @@ pub fn process_recommendation(
 
     let policy = vpa.spec.resource_policy.as_ref();
     let mut out = Vec::new();
-    let mut annotations: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut annotations: BTreeMap<String, Vec<String>> = raised;
     for rec in recs {
         let Some(slot) = slots
             .iter()
