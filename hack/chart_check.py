@@ -320,10 +320,11 @@ def expect_defaults(docs: list[dict]) -> None:
                  ("apps", "deployments", "watch"), ("*", "*/scale", "get"), ("", "events", "watch")]:
         assert need in granted, f"recommender ClusterRole lacks {need}"
     # What each component uses, verb by verb, is hack/checks/rbac.sh's check; here only that the recommender
-    # writes nothing but its own API.
+    # writes nothing but its own API and events (on VPAs whose checkpoint it could not restore).
     writes = {(g, r) for g, r, v in granted if v not in ("get", "list", "watch")}
     assert writes == {("autoscaling.tailor.dev", "verticalpodautoscalers/status"),
-                      ("autoscaling.tailor.dev", "verticalpodautoscalercheckpoints")}, f"recommender writes {writes}"
+                      ("autoscaling.tailor.dev", "verticalpodautoscalercheckpoints"),
+                      ("events.k8s.io", "events")}, f"recommender writes {writes}"
     cra = one(docs, "ClusterRole", f"{RELEASE}-admission")
     assert not any("verticalpodautoscalers/status" in r["resources"] for r in cra["rules"])
     assert not any(set(r["verbs"]) - {"get", "list", "watch"} for r in cra["rules"]

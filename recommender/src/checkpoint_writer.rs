@@ -226,36 +226,6 @@ pub fn orphaned_checkpoints(
     out
 }
 
-/// `(namespace, name)` of checkpoints under upstream's name ([`checkpoint::legacy_checkpoint_name`]) whose
-/// (VPA, container) also has one under Tailor's ([`checkpoint::checkpoint_name`]), in namespaces `watched`:
-/// superseded, read no more and deleted by GC. An object under a name two pairs share is superseded only
-/// for the pair its spec names.
-pub fn superseded_checkpoints(
-    checkpoints: &CheckpointIndex,
-    watched: impl Fn(&str) -> bool,
-) -> Vec<(String, String)> {
-    let mut current: HashSet<(String, String, String)> = HashSet::new();
-    let mut legacy = Vec::new();
-    checkpoints.each(|ns, name, c| {
-        if !watched(ns) {
-            return;
-        }
-        let pair = (ns.to_owned(), c.vpa.to_string(), c.container.to_string());
-        if name == checkpoint::checkpoint_name(&pair.1, &pair.2) {
-            current.insert(pair);
-        } else if name == checkpoint::legacy_checkpoint_name(&pair.1, &pair.2) {
-            legacy.push((pair, name.to_owned()));
-        }
-    });
-    let mut out: Vec<(String, String)> = legacy
-        .into_iter()
-        .filter(|(pair, _)| current.contains(pair))
-        .map(|((ns, _, _), name)| (ns, name))
-        .collect();
-    out.sort();
-    out
-}
-
 /// Whether checkpoint GC is due: never ran, or `interval` passed since it last finished.
 pub fn gc_due(last: Option<Nanos>, now: Nanos, interval: i64) -> bool {
     last.is_none_or(|t| now.saturating_sub(t) >= interval)
@@ -467,9 +437,10 @@ impl Recommender {
         let mut doomed = orphaned_checkpoints(&self.stores.checkpoints, &existing, |ns| {
             self.cfg.namespace_watched(ns)
         });
-        doomed.extend(superseded_checkpoints(&self.stores.checkpoints, |ns| {
-            self.cfg.namespace_watched(ns)
-        }));
+        doomed.extend(crate::checkpoint_index::superseded_checkpoints(
+            &self.stores.checkpoints,
+            |ns| self.cfg.namespace_watched(ns),
+        ));
         doomed.sort();
         doomed.dedup();
         let out = delete_checkpoints(

@@ -163,7 +163,7 @@ impl Recommender {
         let namespaces: std::collections::HashSet<&str> =
             due.iter().map(|(ns, _)| ns.as_str()).collect();
         let superseded =
-            crate::checkpoint_writer::superseded_checkpoints(&self.stores.checkpoints, |ns| {
+            crate::checkpoint_index::superseded_checkpoints(&self.stores.checkpoints, |ns| {
                 namespaces.contains(ns)
             });
         for key in superseded {
