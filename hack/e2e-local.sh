@@ -32,15 +32,46 @@ eval "$env_lines"
 # shellcheck disable=SC1091 # written by hack/cluster.sh up
 version=$(source "$TAILOR_CLUSTER_DIR/env" && echo "$KUBERNETES_VERSION")
 
+# Tests that disturb what every test shares (Tailor's or upstream's processes, the webhook's certificate, the
+# API server) run one at a time after the rest; the rest, each in its own namespace, run four at a time.
+DISRUPTIVE=(certificates:: differential:: restart:: resilience::an_api_server resilience::without_the_webhook
+  webhook_down::)
+filters=("$@")
+serial=()
+for d in "${DISRUPTIVE[@]}"; do
+  if ((${#filters[@]} == 0)); then serial+=("$d"); continue; fi
+  for f in "${filters[@]}"; do
+    if [[ $d == *"$f"* ]]; then serial+=("$d"); elif [[ $f == *"$d"* ]]; then serial+=("$f"); fi
+  done
+done
+skips=()
+for d in "${DISRUPTIVE[@]}"; do skips+=(--skip "$d"); done
+
 log="$LOG_DIR/e2e-local-$which.log"
-TAILOR_E2E_KUBECONFIG=$KUBECONFIG TAILOR_E2E_CONTROL="$ROOT/hack/cluster.sh" \
-  TAILOR_E2E_AUDIT_LOG="$TAILOR_CLUSTER_DIR/audit.log" \
-  cargo test -p tailor-tests --test e2e -- --ignored --test-threads=1 --show-output "$@" 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
-read -r p f < <(sed -nE 's/^test result: [a-zA-Z]+\. ([0-9]+) passed; ([0-9]+) failed.*/\1 \2/p' "$log" | tail -n 1)
-p=${p:-0}
-f=${f:-0}
-if [[ $rc -ne 0 && $f -eq 0 ]]; then f=1; fi # the test binary did not run to its summary
+: >"$log"
+p=0
+f=0
+# run_tests THREADS ARGS...: one cargo test run of the e2e binary, appended to the log; adds to p and f.
+run_tests() {
+  local threads=$1 rc rp rf part
+  shift
+  part=$(mktemp)
+  TAILOR_E2E_KUBECONFIG=$KUBECONFIG TAILOR_E2E_CONTROL="$ROOT/hack/cluster.sh" \
+    TAILOR_E2E_AUDIT_LOG="$TAILOR_CLUSTER_DIR/audit.log" \
+    cargo test -p tailor-tests --test e2e -- --ignored --test-threads="$threads" --show-output "$@" 2>&1 |
+    tee "$part"
+  rc=${PIPESTATUS[0]}
+  cat "$part" >>"$log"
+  read -r rp rf < <(sed -nE 's/^test result: [a-zA-Z]+\. ([0-9]+) passed; ([0-9]+) failed.*/\1 \2/p' "$part" | tail -n 1)
+  rm -f "$part"
+  rp=${rp:-0}
+  rf=${rf:-0}
+  if [[ $rc -ne 0 && $rf -eq 0 ]]; then rf=1; fi # the test binary did not run to its summary
+  p=$((p + rp))
+  f=$((f + rf))
+}
+run_tests 4 "${filters[@]}" "${skips[@]}"
+if ((${#serial[@]})); then run_tests 1 "${serial[@]}"; fi
 if [[ $((p + f)) -eq 0 ]]; then f=1; echo "no e2e test ran"; fi
 echo "e2e (real control plane, Kubernetes $version): $p passed, $f failed"
 # The live differential's own summary (tests/tests/e2e/differential.rs), when it ran.

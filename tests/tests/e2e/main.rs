@@ -11,10 +11,11 @@
 //! `hack/e2e-local.sh` sets it); the coexistence test then checks who wrote what request by request.
 //! `TAILOR_E2E_NAMESPACE` (default `tailor-system`) and `TAILOR_E2E_RELEASE` (default `tailor`) locate the
 //! installed chart, installed with hack/kind-values.yaml (leader election on, the webhook's feature gates).
-//! Each test works in its own namespace and deletes it at the end. Run them one at a time: some disturb
-//! Tailor itself for a moment — the webhook-down test scales the webhook to zero (and the updater pauses while
-//! the webhook's status Lease is stale), the restart and failover tests delete recommender pods, the
-//! certificate test rotates the webhook's certificate — and each restores what it changed.
+//! Each test works in its own namespace and deletes it at the end. Some disturb what all share for a moment —
+//! the webhook-down tests scale the webhook to zero (and the updater pauses while the webhook's status Lease
+//! is stale), the restart, failover and live-differential tests restart recommenders, the certificate test
+//! rotates the webhook's certificate, one test restarts the API server — and each restores what it changed:
+//! run those one at a time, after the others (`hack/e2e-local.sh` runs the others four at a time first).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
