@@ -12,7 +12,7 @@ pub const MAX_MESSAGE: usize = 1_024;
 /// Why the updater leaves a VPA's pods alone in an iteration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Blocked {
-    /// `ConflictingVPAs` or `OutsideWebhookScope` (the event's reason).
+    /// `ConflictingVPAs`, `OutsideWebhookScope` or `SizedByUpstreamVPA` (the event's reason).
     pub reason: &'static str,
     /// The event's message.
     pub message: String,

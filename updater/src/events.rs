@@ -71,6 +71,16 @@ pub fn conflicting_vpas(message: &str) -> UpdaterEvent {
     }
 }
 
+/// The warning on a VPA some of whose pods upstream VPA's webhook sized, so the updater leaves them alone.
+pub fn sized_by_upstream(message: &str) -> UpdaterEvent {
+    UpdaterEvent {
+        object: EventObject::Vpa,
+        type_: "Warning",
+        reason: "SizedByUpstreamVPA",
+        message: message.to_owned(),
+    }
+}
+
 /// The warning on a VPA some of whose pods the webhook never sizes, so the updater leaves them alone.
 pub fn outside_webhook(message: &str) -> UpdaterEvent {
     UpdaterEvent {

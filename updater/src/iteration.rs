@@ -503,10 +503,17 @@ async fn process_vpa_pods<V: ClusterView, A: Actuator>(
     let mode_text = entry.label.mode;
     gauges.add(GaugeKind::ControlledPods, size, mode_text, size as i64);
     let mut gate = view.gate(vpa, vpa_pods);
-    // Pods the webhook never sizes count in the budgets but are not updated (issue 30).
+    // Pods the webhook never sizes count in the budgets but are not updated (issue 30); nor are pods
+    // upstream VPA's webhook sized (its numbers win on a workload both cover, README).
     let mut outside = 0usize;
+    let mut upstream = 0usize;
     let mut in_scope: Vec<Arc<CompactPod>> = Vec::with_capacity(vpa_pods.len());
     for pod in vpa_pods {
+        if pods::sized_by_upstream(pod) {
+            upstream += 1;
+            set(vpa_report, pod, Action::Skip(Skip::SizedByUpstream));
+            continue;
+        }
         match config.webhook_scope.pod_excluded(pods::labels(pod)) {
             Some(why) => {
                 outside += 1;
@@ -519,6 +526,21 @@ async fn process_vpa_pods<V: ClusterView, A: Actuator>(
         let event = events::outside_webhook(&format!(
             "{outside} of {size} pods are not selected by the webhook's objectSelector: they are not \
              updated (an evicted pod would come back unchanged)"
+        ));
+        report.blocked.insert(
+            (vpa_report.namespace.clone(), vpa_report.name.clone()),
+            crate::conditions::Blocked {
+                reason: event.reason,
+                message: event.message.clone(),
+            },
+        );
+        actuator.vpa_event(vpa, event);
+    }
+    if upstream > 0 {
+        let event = events::sized_by_upstream(&format!(
+            "{upstream} of {size} pods were sized by upstream VPA (annotation vpaUpdates): an upstream VPA \
+             covers this workload too, and its webhook sizes the pods after Tailor's; they are not updated \
+             (an evicted pod would come back with upstream's numbers). Keep one of the two VPAs"
         ));
         report.blocked.insert(
             (vpa_report.namespace.clone(), vpa_report.name.clone()),

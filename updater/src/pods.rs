@@ -163,6 +163,8 @@ pub struct CompactPod {
     init_guaranteed: bool,
     terminating: bool,
     has_annotations: bool,
+    /// Carries upstream VPA's `vpaUpdates` annotation: upstream's webhook sized it.
+    sized_by_upstream: bool,
     restart_on_resize: bool,
 }
 
@@ -492,6 +494,8 @@ impl CompactPod {
                 }),
             terminating: m.deletion_timestamp.is_some(),
             has_annotations: annotations.is_some(),
+            sized_by_upstream: annotations
+                .is_some_and(|a| a.contains_key(tailor_crds::sizing::UPSTREAM_UPDATES_ANNOTATION)),
             restart_on_resize: spec_containers.iter().any(|c| {
                 c.resize_policy
                     .iter()
@@ -720,6 +724,12 @@ pub fn is_non_disruptive(pod: &CompactPod) -> bool {
 /// Whether the pod has an annotations map at all.
 pub fn has_annotations(pod: &CompactPod) -> bool {
     pod.has_annotations
+}
+
+/// Whether upstream VPA's webhook sized the pod (it carries `vpaUpdates`): a workload both autoscalers
+/// cover, whose pods come back from an eviction with upstream's numbers.
+pub fn sized_by_upstream(pod: &CompactPod) -> bool {
+    pod.sized_by_upstream
 }
 
 /// The start-up boost annotations of a pod (key → value), `None` when it has none.

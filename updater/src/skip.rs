@@ -47,6 +47,9 @@ pub enum Skip {
     /// The webhook never sizes this pod (excluded namespace, `objectSelector`): evicting it would bring
     /// it back unchanged (issue 30).
     OutsideWebhook(String),
+    /// Upstream VPA's webhook sized the pod (`vpaUpdates`): an upstream VPA covers the workload too, and
+    /// an evicted pod would come back with upstream's numbers.
+    SizedByUpstream,
     /// Another error (the message says which).
     Error(String),
 }
@@ -76,6 +79,7 @@ impl fmt::Display for Skip {
                 "Job pod: an eviction counts against its backoffLimit (--evict-job-pods)",
             ),
             Skip::OutsideWebhook(why) => write!(f, "not sized by the webhook: {why}"),
+            Skip::SizedByUpstream => f.write_str("sized by upstream VPA (vpaUpdates)"),
             Skip::Error(e) => write!(f, "error: {e}"),
         }
     }

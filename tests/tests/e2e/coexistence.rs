@@ -198,6 +198,8 @@ async fn each_autoscaler_sizes_and_evicts_only_its_own_pods() {
     .await;
 }
 
+/// A Deployment both cover: upstream sizes its pods, Tailor's webhook withdraws its annotations, Tailor's
+/// updater leaves the pods alone and its VPA says why.
 #[tokio::test]
 #[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
 async fn a_workload_both_cover_is_sized_by_upstream_alone() {
@@ -212,7 +214,8 @@ async fn a_workload_both_cover_is_sized_by_upstream_alone() {
                 &serde_json::from_value(upstream_vpa_manifest("web", "web", "Initial"))?,
             )
             .await?;
-        env.create_vpa(&ns, vpa_manifest("web", "web", "Initial"))
+        // Tailor's in Recreate: its updater must leave upstream's pods alone and say why.
+        env.create_vpa(&ns, vpa_manifest("web", "web", "Recreate"))
             .await?;
         env.recommendation(&ns, "web").await?;
         let upstream_target = wait_for(
@@ -243,6 +246,33 @@ async fn a_workload_both_cover_is_sized_by_upstream_alone() {
         let wanted = cpu_mem(&upstream_target)?;
         if requests != wanted {
             bail!("pod requests {requests:?}, upstream's target {wanted:?}");
+        }
+        // The Tailor VPA says why its updater leaves the pod alone: a condition and an event.
+        let condition = wait_for(
+            "UpdatesBlocked on the Tailor VPA",
+            UPDATE_TIMEOUT,
+            || async {
+                let vpa = env.tailor_vpas(&ns).get("web").await?;
+                Ok(vpa
+                    .status
+                    .and_then(|s| s.conditions)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .find(|c| c.type_ == "UpdatesBlocked" && c.status == "True"))
+            },
+        )
+        .await?;
+        if condition.reason.as_deref() != Some("SizedByUpstreamVPA") {
+            bail!("UpdatesBlocked for another reason: {condition:?}");
+        }
+        let events = Api::<Event>::namespaced(env.client.clone(), &ns)
+            .list(&ListParams::default())
+            .await?;
+        if !events.items.iter().any(|e| {
+            e.reason.as_deref() == Some("SizedByUpstreamVPA")
+                && e.involved_object.kind.as_deref() == Some("VerticalPodAutoscaler")
+        }) {
+            bail!("no SizedByUpstreamVPA event on the Tailor VPA");
         }
         Ok(())
     })

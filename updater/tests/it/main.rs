@@ -5,3 +5,4 @@ mod budgets;
 mod conformance;
 mod loop_api;
 mod resize_refusals;
+mod upstream_sized;
