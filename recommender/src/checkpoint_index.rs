@@ -81,6 +81,37 @@ impl CheckpointIndexWriter {
     }
 }
 
+/// `(namespace, name)` of checkpoints under upstream's name ([`crate::checkpoint::legacy_checkpoint_name`]) whose
+/// (VPA, container) also has one under Tailor's ([`crate::checkpoint::checkpoint_name`]), in namespaces `watched`:
+/// superseded, read no more and deleted by GC. An object under a name two pairs share is superseded only
+/// for the pair its spec names.
+pub fn superseded_checkpoints(
+    checkpoints: &CheckpointIndex,
+    watched: impl Fn(&str) -> bool,
+) -> Vec<(String, String)> {
+    let mut current: std::collections::HashSet<(String, String, String)> =
+        std::collections::HashSet::new();
+    let mut legacy = Vec::new();
+    checkpoints.each(|ns, name, c| {
+        if !watched(ns) {
+            return;
+        }
+        let pair = (ns.to_owned(), c.vpa.to_string(), c.container.to_string());
+        if name == crate::checkpoint::checkpoint_name(&pair.1, &pair.2) {
+            current.insert(pair);
+        } else if name == crate::checkpoint::legacy_checkpoint_name(&pair.1, &pair.2) {
+            legacy.push((pair, name.to_owned()));
+        }
+    });
+    let mut out: Vec<(String, String)> = legacy
+        .into_iter()
+        .filter(|(pair, _)| current.contains(pair))
+        .map(|((ns, _, _), name)| (ns, name))
+        .collect();
+    out.sort();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,35 +178,4 @@ mod tests {
         w.apply_watcher_event(&watcher::Event::InitDone);
         assert!(index.is_empty());
     }
-}
-
-/// `(namespace, name)` of checkpoints under upstream's name ([`crate::checkpoint::legacy_checkpoint_name`]) whose
-/// (VPA, container) also has one under Tailor's ([`crate::checkpoint::checkpoint_name`]), in namespaces `watched`:
-/// superseded, read no more and deleted by GC. An object under a name two pairs share is superseded only
-/// for the pair its spec names.
-pub fn superseded_checkpoints(
-    checkpoints: &CheckpointIndex,
-    watched: impl Fn(&str) -> bool,
-) -> Vec<(String, String)> {
-    let mut current: std::collections::HashSet<(String, String, String)> =
-        std::collections::HashSet::new();
-    let mut legacy = Vec::new();
-    checkpoints.each(|ns, name, c| {
-        if !watched(ns) {
-            return;
-        }
-        let pair = (ns.to_owned(), c.vpa.to_string(), c.container.to_string());
-        if name == crate::checkpoint::checkpoint_name(&pair.1, &pair.2) {
-            current.insert(pair);
-        } else if name == crate::checkpoint::legacy_checkpoint_name(&pair.1, &pair.2) {
-            legacy.push((pair, name.to_owned()));
-        }
-    });
-    let mut out: Vec<(String, String)> = legacy
-        .into_iter()
-        .filter(|(pair, _)| current.contains(pair))
-        .map(|((ns, _, _), name)| (ns, name))
-        .collect();
-    out.sort();
-    out
 }
