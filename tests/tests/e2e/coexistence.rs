@@ -58,36 +58,6 @@ fn upstream_vpa_manifest(name: &str, target: &str, mode: &str) -> Value {
     v
 }
 
-/// Waits until the original pods of `app` are replaced by running pods and returns those.
-async fn replaced(env: &E2e, ns: &str, app: &str, original: &BTreeSet<String>) -> Result<Vec<Pod>> {
-    wait_for(
-        &format!("the original pods of {app} replaced by running pods"),
-        UPDATE_TIMEOUT,
-        || async {
-            let pods = env.all_pods(ns, app).await?;
-            let left = pods.iter().any(|p| {
-                p.metadata
-                    .uid
-                    .as_ref()
-                    .is_some_and(|u| original.contains(u))
-            });
-            let fresh: Vec<Pod> = env
-                .running_pods(ns, app)
-                .await?
-                .into_iter()
-                .filter(|p| {
-                    !p.metadata
-                        .uid
-                        .as_ref()
-                        .is_some_and(|u| original.contains(u))
-                })
-                .collect();
-            Ok((!left && fresh.len() == original.len()).then_some(fresh))
-        },
-    )
-    .await
-}
-
 async fn uids(env: &E2e, ns: &str, app: &str, replicas: usize) -> Result<BTreeSet<String>> {
     Ok(env
         .wait_running(ns, app, replicas)
@@ -124,8 +94,8 @@ async fn each_autoscaler_sizes_and_evicts_only_its_own_pods() {
             )
             .await?;
         // Both updaters evict (each one pod at a time of two), both webhooks size the replacements.
-        let ours = replaced(env, &ns, "tailored", &tailored).await?;
-        let theirs = replaced(env, &ns, "upstreamed", &upstreamed).await?;
+        let ours = env.wait_replaced(&ns, "tailored", &tailored).await?;
+        let theirs = env.wait_replaced(&ns, "upstreamed", &upstreamed).await?;
         for (pods, own, other) in [
             (&ours, "tailor.dev/updates", "vpaUpdates"),
             (&theirs, "vpaUpdates", "tailor.dev/updates"),
@@ -425,13 +395,7 @@ async fn moving_a_workload_from_upstream_evicts_nothing() {
             .await?;
         // Tailor's updater now owns the workload: the pods upstream sized are within its bounds.
         tokio::time::sleep(super::resilience::UPDATER_LOOPS).await;
-        let after: BTreeSet<String> = env
-            .all_pods(&ns, "web")
-            .await?
-            .into_iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter_map(|p| p.metadata.uid)
-            .collect();
+        let after = env.live_uids(&ns, "web").await?;
         if after != before {
             bail!("pods changed after the move: {before:?} → {after:?}");
         }

@@ -255,6 +255,53 @@ impl E2e {
             .items)
     }
 
+    /// The UIDs of the pods of `app` that are not being deleted.
+    async fn live_uids(&self, ns: &str, app: &str) -> Result<BTreeSet<String>> {
+        Ok(self
+            .all_pods(ns, app)
+            .await?
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| p.metadata.uid)
+            .collect())
+    }
+
+    /// Waits until none of `original` is left among the pods of `app` and as many new pods run; returns
+    /// those (an updater evicted the originals, their ReplicaSet replaced them).
+    async fn wait_replaced(
+        &self,
+        ns: &str,
+        app: &str,
+        original: &BTreeSet<String>,
+    ) -> Result<Vec<Pod>> {
+        wait_for(
+            &format!("every original pod of {app} evicted and replaced by a running pod"),
+            UPDATE_TIMEOUT,
+            || async {
+                let pods = self.all_pods(ns, app).await?;
+                let left = pods.iter().any(|p| {
+                    p.metadata
+                        .uid
+                        .as_ref()
+                        .is_some_and(|u| original.contains(u))
+                });
+                let fresh: Vec<Pod> = self
+                    .running_pods(ns, app)
+                    .await?
+                    .into_iter()
+                    .filter(|p| {
+                        !p.metadata
+                            .uid
+                            .as_ref()
+                            .is_some_and(|u| original.contains(u))
+                    })
+                    .collect();
+                Ok((!left && fresh.len() == original.len()).then_some(fresh))
+            },
+        )
+        .await
+    }
+
     /// Waits until `replicas` pods of `app` run and returns them.
     async fn wait_running(&self, ns: &str, app: &str, replicas: usize) -> Result<Vec<Pod>> {
         wait_for(

@@ -20,24 +20,7 @@ async fn recreate_replaces_pods_with_recommended_requests() {
         bounds_excluding_original(env, &ns).await?;
         // The updater evicts (one at a time: tolerance 0.5 of 2 replicas); the ReplicaSet recreates them and
         // the webhook gives the new pods the recommendation.
-        let fresh = wait_for(
-            "both original pods of web replaced by running pods",
-            UPDATE_TIMEOUT,
-            || async {
-                let pods = env.all_pods(&ns, "web").await?;
-                let originals_left = pods
-                    .iter()
-                    .any(|p| p.metadata.uid.as_ref().is_some_and(|u| original.contains(u)));
-                let fresh: Vec<Pod> = env
-                    .running_pods(&ns, "web")
-                    .await?
-                    .into_iter()
-                    .filter(|p| !p.metadata.uid.as_ref().is_some_and(|u| original.contains(u)))
-                    .collect();
-                Ok((!originals_left && fresh.len() == original.len()).then_some(fresh))
-            },
-        )
-        .await?;
+        let fresh = env.wait_replaced(&ns, "web", &original).await?;
         let bounds = bounds_of(&env.tailor_vpas(&ns).get("web").await?)?;
         for pod in &fresh {
             let name = pod.metadata.name.clone().unwrap_or_default();

@@ -11,42 +11,6 @@ const ADMISSION_LEASE_STALE: Duration = Duration::from_secs(60 + 10);
 /// Updater loops (10 s) long enough that an eviction would have happened.
 pub(super) const UPDATER_LOOPS: Duration = Duration::from_secs(35);
 
-/// The UIDs of the pods of `app` that are not being deleted.
-async fn live_uids(env: &E2e, ns: &str, app: &str) -> Result<BTreeSet<String>> {
-    Ok(env
-        .all_pods(ns, app)
-        .await?
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter_map(|p| p.metadata.uid)
-        .collect())
-}
-
-/// Waits until none of `original` is left among the pods of `app`.
-async fn wait_all_replaced(
-    env: &E2e,
-    ns: &str,
-    app: &str,
-    original: &BTreeSet<String>,
-) -> Result<()> {
-    wait_for(
-        &format!("every original pod of {app} evicted and replaced"),
-        UPDATE_TIMEOUT,
-        || async {
-            let pods = env.all_pods(ns, app).await?;
-            let left = pods.iter().any(|p| {
-                p.metadata
-                    .uid
-                    .as_ref()
-                    .is_some_and(|u| original.contains(u))
-            });
-            let running = env.running_pods(ns, app).await?.len();
-            Ok((!left && running == original.len()).then_some(()))
-        },
-    )
-    .await
-}
-
 #[tokio::test]
 #[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
 async fn a_pod_disruption_budget_holds_the_updater_back() {
@@ -55,7 +19,7 @@ async fn a_pod_disruption_budget_holds_the_updater_back() {
     in_namespace(env, "pdb", |ns| async move {
         env.create_deployment(&ns, "web", 3).await?;
         env.wait_running(&ns, "web", 3).await?;
-        let original = live_uids(env, &ns, "web").await?;
+        let original = env.live_uids(&ns, "web").await?;
         let pdbs = Api::<PodDisruptionBudget>::namespaced(env.client.clone(), &ns);
         let pdb: PodDisruptionBudget = serde_json::from_value(json!({
             "metadata": {"name": "web"},
@@ -78,7 +42,7 @@ async fn a_pod_disruption_budget_holds_the_updater_back() {
         // The updater wants every pod gone (their requests are below the lower bound); the Eviction API
         // refuses each (429) while the budget allows none.
         tokio::time::sleep(UPDATER_LOOPS).await;
-        let left = live_uids(env, &ns, "web").await?;
+        let left = env.live_uids(&ns, "web").await?;
         if left != original {
             bail!(
                 "pods were evicted although PDB web allowed no disruption: {original:?} → {left:?}"
@@ -91,7 +55,7 @@ async fn a_pod_disruption_budget_holds_the_updater_back() {
             &Patch::Merge(json!({"spec": {"minAvailable": 2}})),
         )
         .await?;
-        wait_all_replaced(env, &ns, "web", &original).await?;
+        env.wait_replaced(&ns, "web", &original).await.map(drop)?;
         Ok(())
     })
     .await;
@@ -128,12 +92,12 @@ async fn without_the_webhook_the_updater_evicts_nothing() {
             .await?;
             env.create_deployment(&ns, "web", 2).await?;
             env.wait_running(&ns, "web", 2).await?;
-            let original = live_uids(env, &ns, "web").await?;
+            let original = env.live_uids(&ns, "web").await?;
             env.create_vpa(&ns, vpa_manifest("web", "web", "Recreate"))
                 .await?;
             bounds_excluding_original(env, &ns).await?;
             tokio::time::sleep(UPDATER_LOOPS).await;
-            let left = live_uids(env, &ns, "web").await?;
+            let left = env.live_uids(&ns, "web").await?;
             if left != original {
                 bail!(
                     "the updater evicted pods while the webhook was down: {original:?} → {left:?}"
@@ -141,7 +105,7 @@ async fn without_the_webhook_the_updater_evicts_nothing() {
             }
             // The webhook back: its Lease is renewed and the updater acts.
             env.scale_webhook(replicas).await?;
-            wait_all_replaced(env, &ns, "web", &original).await
+            env.wait_replaced(&ns, "web", &original).await.map(drop)
         }
         .await;
         env.scale_webhook(replicas).await?;
