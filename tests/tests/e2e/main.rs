@@ -31,6 +31,8 @@ mod recreate;
 mod resilience;
 mod resize_rules;
 mod restart;
+mod upstream_admission;
+mod upstream_recommender;
 mod webhook_down;
 
 use std::collections::{BTreeMap, BTreeSet};
