@@ -33,8 +33,10 @@ mod resilience;
 mod resize_rules;
 mod restart;
 mod uninstall;
+mod upstream_actuation;
 mod upstream_admission;
 mod upstream_recommender;
+mod upstream_updater;
 mod webhook_down;
 
 use std::collections::{BTreeMap, BTreeSet};
