@@ -298,9 +298,13 @@ type Samples = (i64, String);
 /// other: then the counts differ by one and the last sample is the same.
 fn sample_count_explained(samples: &(Option<Samples>, Option<Samples>)) -> String {
     match samples {
-        (Some((ours, our_last)), Some((theirs, their_last))) if ours == theirs => {
+        (Some((ours, our_last)), Some((theirs, their_last))) if our_last != their_last => format!(
+            "the checkpoints were last written at different scrapes (tailor {ours} samples to {our_last}, \
+             upstream {theirs} to {their_last}): their counts cannot say whether a scrape was counted twice"
+        ),
+        (Some((ours, last)), Some((theirs, _))) if ours == theirs => {
             format!(
-                "checkpointed samples equal ({ours}, last {our_last} / {their_last}): no sample-count difference to explain"
+                "checkpointed samples equal ({ours}, last {last}): no sample-count difference to explain"
             )
         }
         (Some((ours, our_last)), Some((theirs, their_last)))
