@@ -35,6 +35,7 @@ mod restart;
 mod uninstall;
 mod upstream_actuation;
 mod upstream_admission;
+mod upstream_boost;
 mod upstream_recommender;
 mod upstream_updater;
 mod webhook_down;
