@@ -15,8 +15,8 @@ async fn a_target_larger_than_the_largest_node_is_capped_and_the_pods_schedule()
         let result = async {
             env.create_deployment_from(&ns, deployment_on_own_node(&ns, "big", "6", "100Mi"))
                 .await?;
-            let original = env.live_uids(&ns, "big").await?;
             env.wait_running(&ns, "big", 1).await?;
+            let original = env.live_uids(&ns, "big").await?;
             let mut vpa = vpa_manifest("big", "big", "Recreate");
             // One replica: let the updater evict it.
             vpa["spec"]["updatePolicy"]["minReplicas"] = json!(1);
