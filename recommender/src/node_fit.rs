@@ -611,6 +611,9 @@ fn share(fixed: i64, variable: i64, init: i64, a: i64) -> Option<(i128, i128)> {
     Some((i128::from(a - fixed), i128::from(variable)))
 }
 
+/// A candidate's share per resource, as a fraction `(num, den)`.
+type Shares = Vec<(Resource, (i128, i128))>;
+
 /// Caps `recs` (one VPA's recommendation) so that a pod shaped `shape` fits one of `candidates` (already
 /// filtered to the ones it may land on: [`frontier`]). See the module documentation.
 pub fn fit(
@@ -628,7 +631,7 @@ pub fn fit(
         .map(|&r| (r, parts(recs, shape, r)))
         .collect();
     // Each candidate's share per resource; the best is the one with the largest smaller share.
-    let mut best: Option<(&Candidate, Vec<(Resource, (i128, i128))>)> = None;
+    let mut best: Option<(&Candidate, Shares)> = None;
     let mut best_score = (0i128, 1i128);
     for c in candidates {
         let mut shares = Vec::new();

@@ -49,18 +49,27 @@ async fn a_target_larger_than_the_largest_node_is_capped_and_the_pods_schedule()
             if c.reason.as_deref() != Some("LargestNode") || !message.contains(&format!("node {node}")) {
                 bail!("the condition should name node {node}: {:?} {message}", c.reason);
             }
-            // The updater evicts the pod (its 10m are below the lower bound); the webhook gives the
+            // The updater evicts pods whose requests are outside the bounds; the webhook gives the
             // replacement the capped target, and the scheduler places it on the node.
-            let fresh = env.wait_replaced(&ns, "big", &original).await?;
-            let r = pod_resources(&fresh[0])?;
-            if r.spec_requests.0 <= 10 || r.spec_requests.0 > 4_000 {
-                bail!("replacement requests {:?}: not sized within the node", r.spec_requests);
+            let pod = wait_for(
+                "a running pod requesting the capped target on the node",
+                UPDATE_TIMEOUT,
+                || async {
+                    for p in env.running_pods(&ns, "big").await? {
+                        let r = pod_resources(&p)?;
+                        let on = p.spec.as_ref().and_then(|s| s.node_name.clone());
+                        if r.spec_requests.0 == cpu && on.as_deref() == Some(node.as_str()) {
+                            return Ok(Some((p, r)));
+                        }
+                    }
+                    Ok(None)
+                },
+            )
+            .await?;
+            if original.contains(pod.0.metadata.uid.as_deref().unwrap_or_default()) {
+                bail!("the original pod was never replaced");
             }
-            let on = fresh[0].spec.as_ref().and_then(|s| s.node_name.clone());
-            if on.as_deref() != Some(node.as_str()) {
-                bail!("replacement runs on {on:?}, not {node}");
-            }
-            println!("replacement requests {:?} on {node}", r.spec_requests);
+            println!("running pod requests {:?} on {node}", pod.1.spec_requests);
             Ok(())
         }
         .await;
