@@ -15,7 +15,7 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use serde::{Deserialize, Serialize};
-use tailor_crds::cluster::reflectors::{OnWatchError, api, spawn_reflector};
+use tailor_kube::reflectors::{OnWatchError, api, spawn_reflector};
 use tokio::task::JoinHandle;
 
 use crate::hpa::SlimHpa;

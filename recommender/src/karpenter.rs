@@ -429,7 +429,7 @@ impl InstanceTable {
         let mut types = Vec::with_capacity(entries.len());
         for e in entries {
             let q = |r: &str, v: &Quantity| {
-                tailor_crds::quantity::amount(r, v).map_err(|err| TableError::Quantity {
+                tailor_core::quantity::amount(r, v).map_err(|err| TableError::Quantity {
                     name: e.name.clone(),
                     what: format!("{r} {:?}: {err}", v.0),
                 })
@@ -497,7 +497,7 @@ pub fn candidates(pool: &NodePool, table: &InstanceTable) -> Vec<Candidate> {
             .limits
             .as_ref()
             .and_then(|l| l.get(r))
-            .and_then(|q| tailor_crds::quantity::amount(r, q).ok())
+            .and_then(|q| tailor_core::quantity::amount(r, q).ok())
     };
     let (cpu_limit, memory_limit) = (limit("cpu"), limit("memory"));
     let taints: Vec<Taint> = tpl.spec.taints.iter().map(SlimTaint::taint).collect();

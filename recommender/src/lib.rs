@@ -19,7 +19,6 @@ pub mod hpa;
 pub mod http;
 pub mod ingest;
 pub mod karpenter;
-pub use tailor_crds::cluster::leader;
 pub mod metrics;
 pub mod metrics_api;
 pub mod metrics_list;

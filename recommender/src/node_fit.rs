@@ -53,7 +53,7 @@ impl Req {
         let get = |name: &str| -> Result<i64, ShapeError> {
             match map.and_then(|m| m.get(name)) {
                 None => Ok(0),
-                Some(q) => tailor_crds::quantity::amount(name, q)
+                Some(q) => tailor_core::quantity::amount(name, q)
                     .map(|v| v.max(0))
                     .map_err(|e| ShapeError::Quantity(format!("{name} {:?}: {e}", q.0))),
             }
@@ -756,7 +756,7 @@ pub fn fit_all<'a>(
 pub const MAX_SHAPES: usize = 4;
 
 fn amount(r: Resource, v: i64) -> String {
-    tailor_crds::quantity::from_amount(r.name(), v).0
+    tailor_core::quantity::from_amount(r.name(), v).0
 }
 
 /// The message of the `CappedToNodeSize` condition for a capped outcome.

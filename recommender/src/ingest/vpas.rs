@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use tailor_crds::cluster::scale::scale_selector;
+use tailor_kube::scale::scale_selector;
 
 use super::{VpaAction, VpaEntry, VpaKey, key_of, recommender_names, resource_policy, vpa_action};
 use crate::error::Error;
@@ -24,7 +24,9 @@ impl Recommender {
             let Some(t) = v.spec.target_ref.as_ref() else {
                 continue;
             };
-            if !self.cfg.owns(&ns, &recommender_names(&v.spec)) || target::is_well_known(&t.kind) {
+            if !self.cfg.owns(&ns, &recommender_names(&v.spec))
+                || tailor_core::target::is_well_known(&t.kind)
+            {
                 continue;
             }
             wanted.insert(TargetKey::new(&ns, t));

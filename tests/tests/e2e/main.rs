@@ -846,11 +846,11 @@ where
 }
 
 fn milli_cpu(q: &Quantity) -> Result<i64> {
-    tailor_crds::quantity::milli_value(q).map_err(|e| anyhow!("cpu {q:?}: {e}"))
+    tailor_core::quantity::milli_value(q).map_err(|e| anyhow!("cpu {q:?}: {e}"))
 }
 
 fn bytes(q: &Quantity) -> Result<i64> {
-    tailor_crds::quantity::value(q).map_err(|e| anyhow!("memory {q:?}: {e}"))
+    tailor_core::quantity::value(q).map_err(|e| anyhow!("memory {q:?}: {e}"))
 }
 
 /// (cpu millicores, memory bytes) of a resource list.
