@@ -541,6 +541,8 @@ pub struct Lowered {
     pub from: i64,
     /// Target after.
     pub to: i64,
+    /// The container policy's `minAllowed` kept the target above what fits (`to` is that floor).
+    pub held_by_min_allowed: bool,
 }
 
 /// What node fit did to one VPA's recommendation.
@@ -615,11 +617,14 @@ fn share(fixed: i64, variable: i64, init: i64, a: i64) -> Option<(i128, i128)> {
 type Shares = Vec<(Resource, (i128, i128))>;
 
 /// Caps `recs` (one VPA's recommendation) so that a pod shaped `shape` fits one of `candidates` (already
-/// filtered to the ones it may land on: [`frontier`]). See the module documentation.
+/// filtered to the ones it may land on: [`frontier`]). See the module documentation. `floor(container,
+/// resource)` is the container policy's `minAllowed` (0 when none): the user's explicit floor wins over the
+/// node's size, and the outcome names the containers it held up.
 pub fn fit(
     recs: &mut [ContainerRecommendation],
     shape: &PodShape,
     candidates: &[&Candidate],
+    floor: &dyn Fn(&str, Resource) -> i64,
 ) -> FitOutcome {
     if candidates.is_empty() {
         return FitOutcome::NoneFits(
@@ -682,13 +687,17 @@ pub fn fit(
             let Some(t) = r.get(&rec.target) else {
                 continue;
             };
-            let to = i64::try_from(i128::from(t) * num / den).unwrap_or(t).min(t);
-            if to < t {
+            let fitting = i64::try_from(i128::from(t) * num / den).unwrap_or(t);
+            let min_allowed = floor(&rec.container_name, r);
+            let to = fitting.max(min_allowed).min(t);
+            let held_by_min_allowed = fitting < min_allowed;
+            if to < t || held_by_min_allowed {
                 lowered.push(Lowered {
                     container: rec.container_name.clone(),
                     resource: r,
                     from: t,
                     to,
+                    held_by_min_allowed,
                 });
             }
             *r.slot(&mut rec.target) = Some(to);
@@ -713,11 +722,12 @@ pub fn fit_all<'a>(
     recs: &mut [ContainerRecommendation],
     shapes: &[&PodShape],
     mut frontier_of: impl FnMut(&Placement) -> Vec<&'a Candidate>,
+    floor: &dyn Fn(&str, Resource) -> i64,
 ) -> FitOutcome {
     let mut outcome = FitOutcome::Unknown;
     for shape in shapes.iter().take(MAX_SHAPES) {
         let candidates = frontier_of(&shape.placement);
-        match fit(recs, shape, &candidates) {
+        match fit(recs, shape, &candidates, floor) {
             FitOutcome::Fits => {
                 if outcome == FitOutcome::Unknown {
                     outcome = FitOutcome::Fits;
@@ -765,13 +775,22 @@ pub fn capped_message(by: &str, allocatable: Req, lowered: &[Lowered]) -> String
         .iter()
         .take(MAX_ITEMS)
         .map(|l| {
-            format!(
-                "{} {} {} -> {}",
-                l.container,
-                l.resource.name(),
-                amount(l.resource, l.from),
-                amount(l.resource, l.to)
-            )
+            if l.held_by_min_allowed {
+                format!(
+                    "{} {} kept at {} by minAllowed (the pods do not fit)",
+                    l.container,
+                    l.resource.name(),
+                    amount(l.resource, l.to)
+                )
+            } else {
+                format!(
+                    "{} {} {} -> {}",
+                    l.container,
+                    l.resource.name(),
+                    amount(l.resource, l.from),
+                    amount(l.resource, l.to)
+                )
+            }
         })
         .collect();
     format!(
@@ -786,6 +805,9 @@ pub fn capped_message(by: &str, allocatable: Req, lowered: &[Lowered]) -> String
 mod tests {
     use super::*;
     use tailor_engine::policy::Resources;
+
+    /// No container policy sets `minAllowed`.
+    const NO_FLOOR: fn(&str, Resource) -> i64 = |_, _| 0;
 
     fn rec(name: &str, cpu: i64, memory: i64) -> ContainerRecommendation {
         let r = Resources {
@@ -837,12 +859,12 @@ mod tests {
         let f = frontier(&shape.placement, &nodes);
         assert_eq!(f.len(), 1, "the small node is dominated");
         let mut recs = vec![rec("app", 20_000, 8 * GI)];
-        assert_eq!(fit(&mut recs, &shape, &f), FitOutcome::Fits);
+        assert_eq!(fit(&mut recs, &shape, &f, &NO_FLOOR), FitOutcome::Fits);
         assert_eq!(recs[0].target.cpu, Some(20_000));
 
         // 40 cores wanted: the proxy's 2 cores stay, app gets the other 30.
         let mut recs = vec![rec("app", 40_000, 8 * GI)];
-        let out = fit(&mut recs, &shape, &f);
+        let out = fit(&mut recs, &shape, &f, &NO_FLOOR);
         let FitOutcome::Capped { by, lowered, .. } = &out else {
             panic!("{out:?}")
         };
@@ -871,7 +893,7 @@ mod tests {
         let f = frontier(&shape.placement, &nodes);
         let mut recs = vec![rec("a", 12_000, GI), rec("b", 4_000, GI)];
         assert!(matches!(
-            fit(&mut recs, &shape, &f),
+            fit(&mut recs, &shape, &f, &NO_FLOOR),
             FitOutcome::Capped { .. }
         ));
         // Room: 10 - 0.5 - 1.5 = 8 cores, shared 3:1.
@@ -884,7 +906,12 @@ mod tests {
             "containers": [{"name": "a"}]}}));
         let mut recs = vec![rec("a", 12_000, GI)];
         assert!(matches!(
-            fit(&mut recs, &shape, &frontier(&shape.placement, &nodes)),
+            fit(
+                &mut recs,
+                &shape,
+                &frontier(&shape.placement, &nodes),
+                &NO_FLOOR
+            ),
             FitOutcome::NoneFits(_)
         ));
         assert_eq!(recs[0].target.cpu, Some(12_000));
@@ -983,13 +1010,57 @@ mod tests {
         );
         let nodes = [node("small", 8_000, 16), node("big", 32_000, 64)];
         let mut recs = vec![rec("app", 12_000, GI)];
-        let out = fit_all(&mut recs, &[&any, &small], |p| frontier(p, &nodes));
+        let out = fit_all(
+            &mut recs,
+            &[&any, &small],
+            |p| frontier(p, &nodes),
+            &NO_FLOOR,
+        );
         assert!(matches!(&out, FitOutcome::Capped { by, .. } if by == "node small"));
         assert_eq!(recs[0].target.cpu, Some(8_000));
         let mut recs = vec![rec("app", 12_000, GI)];
         assert_eq!(
-            fit_all(&mut recs, &[], |p| frontier(p, &nodes)),
+            fit_all(&mut recs, &[], |p| frontier(p, &nodes), &NO_FLOOR),
             FitOutcome::Unknown
         );
+    }
+
+    #[test]
+    fn min_allowed_wins_over_the_node_and_the_message_says_so() {
+        let shape = pod(
+            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app"}]}}),
+        );
+        let nodes = [node("big", 32_000, 64)];
+        let f = frontier(&shape.placement, &nodes);
+        let floor = |c: &str, r: Resource| {
+            if c == "app" && r == Resource::Cpu {
+                40_000
+            } else {
+                0
+            }
+        };
+        let mut recs = vec![rec("app", 50_000, GI)];
+        let out = fit(&mut recs, &shape, &f, &floor);
+        let FitOutcome::Capped { lowered, .. } = &out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(
+            recs[0].target.cpu,
+            Some(40_000),
+            "lowered only to minAllowed"
+        );
+        assert!(lowered[0].held_by_min_allowed);
+        assert_eq!(
+            capped_message("node big", nodes[0].allocatable, lowered),
+            "target capped to fit node big (allocatable cpu 32, memory 68719476736): app cpu kept at 40 by \
+             minAllowed (the pods do not fit)"
+        );
+        // A floor at the target itself: nothing lowered, the hold is still reported.
+        let mut recs = vec![rec("app", 40_000, GI)];
+        let out = fit(&mut recs, &shape, &f, &floor);
+        assert!(
+            matches!(&out, FitOutcome::Capped { lowered, .. } if lowered[0].from == 40_000 && lowered[0].to == 40_000)
+        );
+        assert_eq!(recs[0].target.cpu, Some(40_000));
     }
 }

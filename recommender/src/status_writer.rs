@@ -12,8 +12,8 @@ use kube::api::{Patch, PatchParams};
 use serde_json::value::RawValue;
 use tailor_crds::condition as cond;
 use tailor_crds::{
-    RecommendedContainerResources, RecommendedPodResources, ResourceList, UpdateMode,
-    VerticalPodAutoscaler, VerticalPodAutoscalerCondition, VerticalPodAutoscalerStatus,
+    PodResourcePolicy, RecommendedContainerResources, RecommendedPodResources, ResourceList,
+    UpdateMode, VerticalPodAutoscaler, VerticalPodAutoscalerCondition, VerticalPodAutoscalerStatus,
 };
 use tailor_kube::leader::Fence;
 
@@ -33,7 +33,9 @@ use tailor_engine::units::Nanos;
 
 use crate::cluster_view::LoopView;
 use crate::hpa::{leave_to_hpa, left_to_hpa};
-use crate::node_fit::{CandidateKind, FitOutcome, MAX_SHAPES, PodShape, capped_message, fit_all};
+use crate::node_fit::{
+    CandidateKind, FitOutcome, MAX_SHAPES, PodShape, Resource, capped_message, fit_all,
+};
 
 const DAY: i64 = 86_400_000_000_000;
 
@@ -150,13 +152,15 @@ pub struct ClusterNotes {
 /// The HPA and node-fit post-processing of one VPA's engine recommendation, in that order: resources an
 /// HPA scales on by utilization are taken out ([`crate::hpa`]), then the targets are capped so the pods
 /// fit the largest node or NodePool instance they may land on ([`crate::node_fit`]; `shapes` are the
-/// VPA's pods' distinct shapes). The one place both are decided: the webhook, the updater and the
-/// previews all size from the published result.
+/// VPA's pods' distinct shapes; `policy` is its `resourcePolicy`, whose `minAllowed` node fit never goes
+/// below). The one place both are decided: the webhook, the updater and the previews all size from the
+/// published result.
 pub fn size_within_cluster(
     recs: &mut [ContainerRecommendation],
     view: &LoopView,
     target: Option<(&str, Option<&str>, &str, &str)>,
     shapes: &[&PodShape],
+    policy: Option<&PodResourcePolicy>,
 ) -> ClusterNotes {
     let mut notes = ClusterNotes::default();
     if view.hpa_coherence
@@ -173,10 +177,24 @@ pub fn size_within_cluster(
         notes.left_to_hpa = Some(left.message());
     }
     if !view.candidates.is_empty() && !shapes.is_empty() {
-        let outcome = fit_all(recs, shapes, |p| view.candidates.frontier(p));
+        let floor = |container: &str, r: Resource| min_allowed(policy, container, r);
+        let outcome = fit_all(recs, shapes, |p| view.candidates.frontier(p), &floor);
         notes.node_fit = NodeFitNote::of(&outcome);
     }
     notes
+}
+
+/// A container policy's `minAllowed` for `r` in millicores or bytes; 0 when unset or unreadable (an
+/// unreadable policy is reported as `ConfigUnsupported` before node fit runs).
+fn min_allowed(policy: Option<&PodResourcePolicy>, container: &str, r: Resource) -> i64 {
+    let Some(list) = tailor_core::policy::container_policy(policy, container)
+        .and_then(|p| p.min_allowed.as_ref())
+    else {
+        return 0;
+    };
+    list.get(r.name())
+        .and_then(|q| tailor_core::quantity::amount(r.name(), q).ok())
+        .unwrap_or(0)
 }
 
 fn set(
@@ -718,7 +736,7 @@ impl Recommender {
                 t.name.as_str(),
             )
         });
-        let notes = size_within_cluster(&mut r.containers, view, target, &shape_refs);
+        let notes = size_within_cluster(&mut r.containers, view, target, &shape_refs, policy);
         Ok((
             to_api_recommendation(&r.containers),
             low_confidence_message(&r.containers, &aggregates),
