@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use tailor_engine::estimate_flags::EstimationFlags;
 use tailor_engine::model::AggregationsConfig;
-use tailor_kube::leader::{DEFAULT_LEASE_NAME, LeaderElector, LeaseSettings};
+use tailor_kube::leader::{LeaderElector, LeaderFlags};
 use tailor_kube::{
     client::ClientFlags, leader::Fence, listen::ListenFlags, log::LogFlags, shutdown::Shutdown,
 };
@@ -106,32 +106,9 @@ struct Args {
     /// Comma-separated namespaces whose VPAs are ignored.
     #[arg(long, default_value = "", value_delimiter = ',')]
     ignored_vpa_object_namespaces: Vec<String>,
-    /// Run only while holding the leader lease.
-    #[arg(long)]
-    leader_elect: bool,
-    /// Name of the Lease object.
-    #[arg(long, alias = "leader-elect-resource-name", default_value = DEFAULT_LEASE_NAME)]
-    leader_elect_lease_name: String,
-    /// Namespace of the Lease (default: `$NAMESPACE`, else `kube-system`).
-    #[arg(
-        long,
-        alias = "leader-elect-resource-namespace",
-        env = "NAMESPACE",
-        default_value = "kube-system"
-    )]
-    leader_elect_lease_namespace: String,
-    /// Lease validity after a renewal.
-    #[arg(long, value_parser = duration, default_value = "15s")]
-    leader_elect_lease_duration: Duration,
-    /// How long the leader keeps retrying a renewal before giving up.
-    #[arg(long, value_parser = duration, default_value = "10s")]
-    leader_elect_renew_deadline: Duration,
-    /// Time between lease attempts.
-    #[arg(long, value_parser = duration, default_value = "2s")]
-    leader_elect_retry_period: Duration,
-    /// Identity in the lease (default: `$POD_NAME`).
-    #[arg(long, env = "POD_NAME", default_value = "tailor-recommender")]
-    leader_elect_identity: String,
+    /// `--leader-elect` and the lease flags.
+    #[command(flatten)]
+    leader: LeaderFlags,
     /// After SIGTERM, everything (the loop in progress is abandoned; final checkpoints; releasing the
     /// leader lease) ends within this long. Keep the pod's `terminationGracePeriodSeconds` above it.
     #[arg(long, value_parser = duration, default_value = "20s")]
@@ -295,20 +272,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         tracing::warn!("--storage=prometheus: checkpoints are neither read nor written");
     }
     let _ = args.min_checkpoints;
-    let settings = LeaseSettings {
-        name: args.leader_elect_lease_name.clone(),
-        namespace: args.leader_elect_lease_namespace.clone(),
-        identity: args.leader_elect_identity.clone(),
-        lease_duration: args.leader_elect_lease_duration,
-        renew_deadline: args.leader_elect_renew_deadline,
-        retry_period: args.leader_elect_retry_period,
-    };
-    if args.leader_elect {
-        settings.validate()?;
-    }
+    let lease = args.leader.validated()?;
 
     let metrics = Arc::new(Metrics::new());
-    let health = Arc::new(if args.leader_elect {
+    let health = Arc::new(if lease.is_some() {
         Health::standby(cfg.interval)
     } else {
         Health::new(cfg.interval)
@@ -330,13 +297,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
 
     let client = args.client.client().await?;
 
-    let elector = args
-        .leader_elect
-        .then(|| Arc::new(LeaderElector::new(client.clone(), settings)));
+    let elector = lease.map(|settings| Arc::new(LeaderElector::new(client.clone(), settings)));
     let release = release_budget(args.shutdown_timeout, elector.as_deref());
     let mut holder = None;
     if let Some(e) = &elector {
-        tracing::info!(lease = %args.leader_elect_lease_name, namespace = %args.leader_elect_lease_namespace, "waiting for the leader lease");
+        tracing::info!(lease = %args.leader.leader_elect_lease_name, namespace = %args.leader.leader_elect_lease_namespace, "waiting for the leader lease");
         tokio::select! {
             _ = e.acquire() => {
                 tracing::info!("leader lease acquired");
