@@ -10,7 +10,11 @@ use tailor_engine::estimate_flags::EstimationFlags;
 use tailor_engine::model::AggregationsConfig;
 use tailor_kube::leader::{LeaderElector, LeaderFlags};
 use tailor_kube::{
-    client::ClientFlags, leader::Fence, listen::ListenFlags, log::LogFlags, shutdown::Shutdown,
+    client::{ApiRateFlags, ClientFlags},
+    leader::Fence,
+    listen::ListenFlags,
+    log::LogFlags,
+    shutdown::Shutdown,
 };
 use tailor_prometheus::client::PromClient;
 use tailor_prometheus::flags::PrometheusFlags;
@@ -79,9 +83,12 @@ struct Args {
     /// 5-8 MiB less memory than two threads, BENCHMARKS.md); 0 = one per CPU; at most 256.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(0..=256))]
     runtime_threads: u16,
-    /// `--kubeconfig`, `--kube-api-qps`, `--kube-api-burst`.
+    /// `--kubeconfig`.
     #[command(flatten)]
     client: ClientFlags,
+    /// `--kube-api-qps`, `--kube-api-burst`: the status and checkpoint writes' token bucket.
+    #[command(flatten)]
+    rate: ApiRateFlags,
     /// Only track pods some VPA selects (Tailor's default: on; `--memory-saver=false` tracks all pods).
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     memory_saver: bool,
@@ -395,7 +402,7 @@ async fn lead(
     }
     tracing::info!(recommender = %cfg.recommender_name, interval = ?cfg.interval, "caches ready; starting the loop");
 
-    let limiter = RateLimiter::new(args.client.kube_api_qps, args.client.kube_api_burst);
+    let limiter = RateLimiter::new(args.rate.kube_api_qps, args.rate.kube_api_burst);
     let mut rec = Recommender::new(cfg, client, stores, ooms, metrics, limiter).with_fence(fence);
     if let Some(h) = history {
         rec = rec.with_history(h);
