@@ -225,17 +225,23 @@ pub fn uses_startup_boost(spec: &VerticalPodAutoscalerSpec) -> bool {
             .any(|p| p.startup_boost.is_some())
 }
 
-/// Whether the object uses any per-VPA recommender setting.
+/// Whether the object uses any per-VPA setting (upstream's `PerVPAConfig` fields).
 pub fn uses_per_vpa_config(spec: &VerticalPodAutoscalerSpec) -> bool {
     spec.update_policy
         .as_ref()
         .is_some_and(|p| p.evict_after_oom_seconds.is_some())
-        || container_policies(spec).iter().any(|p| {
-            p.oom_bump_up_ratio.is_some()
-                || p.oom_min_bump_up.is_some()
-                || p.memory_aggregation_interval_seconds.is_some()
-                || p.memory_aggregation_interval_count.is_some()
-        })
+        || uses_per_vpa_recommender_config(spec)
+}
+
+/// Whether a container policy sets a per-VPA recommender setting: `oomBumpUpRatio`, `oomMinBumpUp`,
+/// `memoryAggregationIntervalSeconds` or `memoryAggregationIntervalCount`.
+pub fn uses_per_vpa_recommender_config(spec: &VerticalPodAutoscalerSpec) -> bool {
+    container_policies(spec).iter().any(|p| {
+        p.oom_bump_up_ratio.is_some()
+            || p.oom_min_bump_up.is_some()
+            || p.memory_aggregation_interval_seconds.is_some()
+            || p.memory_aggregation_interval_count.is_some()
+    })
 }
 
 fn existing_controlled_resources(spec: &VerticalPodAutoscalerSpec) -> BTreeSet<String> {
