@@ -92,6 +92,44 @@ pub struct Findings {
     pub fetching_history: Option<String>,
     /// `CheckpointSkipped` message naming a checkpoint that could not be restored (for a day after).
     pub checkpoint_skipped: Option<String>,
+    /// [`PROFILE_RULE`]: which rule a per-container profile (`auto`) applied, as (reason, message).
+    pub profile_rule: Option<(String, String)>,
+}
+
+/// Tailor's condition for VPAs whose profile decides per container (`auto`): reason `Daily` when CPU follows
+/// the hour of the day for some container, `Upstream` when every container has upstream's all-day estimate;
+/// the message names each container's rule. Absent for other profiles.
+pub const PROFILE_RULE: &str = "TailorProfileRule";
+
+/// The [`PROFILE_RULE`] reason and message from a recommendation's explanations; `None` when no container
+/// was decided by a per-container rule. Only rule names: the figures behind them move every loop and are
+/// `tailor recommend --explain`'s.
+pub fn profile_rule(
+    explain: &[tailor_engine::estimate::ContainerExplain],
+) -> Option<(String, String)> {
+    let rules: Vec<(&str, &str)> = explain
+        .iter()
+        .filter_map(|e| e.cpu_rule.as_ref().map(|r| (e.container.as_str(), r.rule)))
+        .collect();
+    if rules.is_empty() {
+        return None;
+    }
+    let reason = if rules.iter().any(|r| r.1 == "daily") {
+        "Daily"
+    } else {
+        "Upstream"
+    };
+    let message = rules
+        .iter()
+        .map(|(c, r)| match *r {
+            "daily" => format!("{c}: CPU follows its repeating daily pattern"),
+            _ => {
+                format!("{c}: upstream's all-day estimate (no strong, repeating daily pattern yet)")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    Some((reason.into(), message))
 }
 
 fn set(
@@ -216,6 +254,10 @@ pub fn plan_status(
         ),
         None => remove(&mut conditions, cond::CHECKPOINT_SKIPPED),
     }
+    match (&f.profile_rule, provided) {
+        (Some((reason, m)), true) => set(&mut conditions, PROFILE_RULE, true, reason, m, now),
+        _ => remove(&mut conditions, PROFILE_RULE),
+    }
     conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
     VerticalPodAutoscalerStatus {
         recommendation: f.recommendation.clone(),
@@ -262,6 +304,18 @@ pub fn kept_recommendation(
         .filter(|c| c.status == "True")
         .map(|c| c.message.clone().unwrap_or_default());
     (recommendation, low_confidence)
+}
+
+/// The stored [`PROFILE_RULE`] condition as (reason, message), kept with the stored recommendation.
+pub fn kept_profile_rule(old: Option<&StoredStatus>) -> Option<(String, String)> {
+    old.and_then(|s| s.conditions.iter().find(|c| c.type_ == PROFILE_RULE))
+        .filter(|c| c.status == "True")
+        .map(|c| {
+            (
+                c.reason.clone().unwrap_or_default(),
+                c.message.clone().unwrap_or_default(),
+            )
+        })
 }
 
 /// The JSON merge patch that turns any status into `status` (absent fields are sent as `null` so that
@@ -463,16 +517,17 @@ impl Recommender {
             tailor_crds::policy::update_mode(&v.spec),
             UpdateMode::InPlace | UpdateMode::InPlaceOrRecreate
         );
-        let (mut recommendation, mut low_confidence) = match self.recommendation(e.index, in_place)
-        {
-            Ok(r) => r,
-            Err(err) => {
-                unsupported.get_or_insert(format!("Invalid resourcePolicy: {err}"));
-                (None, None)
-            }
-        };
+        let (mut recommendation, mut low_confidence, mut profile_rule) =
+            match self.recommendation(e.index, in_place) {
+                Ok(r) => r,
+                Err(err) => {
+                    unsupported.get_or_insert(format!("Invalid resourcePolicy: {err}"));
+                    (None, None, None)
+                }
+            };
         if !metrics_ok {
             (recommendation, low_confidence) = kept_recommendation(v.status.as_ref());
+            profile_rule = kept_profile_rule(v.status.as_ref());
         }
         Some(Findings {
             recommendation,
@@ -486,6 +541,7 @@ impl Recommender {
                 .as_ref()
                 .filter(|(at, _)| now.saturating_sub(*at) < DAY)
                 .map(|(_, m)| m.clone()),
+            profile_rule,
         })
     }
 
@@ -496,7 +552,14 @@ impl Recommender {
         &self,
         index: usize,
         in_place: bool,
-    ) -> Result<(Option<RecommendedPodResources>, Option<String>), String> {
+    ) -> Result<
+        (
+            Option<RecommendedPodResources>,
+            Option<String>,
+            Option<(String, String)>,
+        ),
+        String,
+    > {
         let aggregates = self.model.aggregate_state_by_container_name(index);
         let empty = BTreeMap::new();
         let (policy, annotations) = match self.model.vpas().get(index) {
@@ -525,6 +588,7 @@ impl Recommender {
         Ok((
             to_api_recommendation(&r.containers),
             low_confidence_message(&r.containers, &aggregates),
+            profile_rule(&r.explain),
         ))
     }
 

@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use crate::estimate::{RecommenderConfig, TimeOfDay};
+use crate::estimate::{DailyRule, RecommenderConfig, TimeOfDay};
 
 /// VPA annotation that selects a profile for that VPA.
 pub const PROFILE_ANNOTATION: &str = "tailor.dev/profile";
@@ -74,9 +74,39 @@ pub const PROFILES: &[Profile] = &[
             lower_ahead: HOUR,
             lower_margin: 0.0,
             upper_margin: 0.5,
+            only_if: None,
+            risk_budget: None,
+        }),
+    },
+    Profile {
+        name: AUTO,
+        summary: "decides per container: CPU follows the hour of the day where the container's own daily \
+                  pattern is strong and repeats, with a risk budget from upstream's; upstream's estimate \
+                  everywhere else",
+        target_cpu_percentile: 0.9,
+        target_memory_percentile: 0.9,
+        safety_margin_fraction: 0.15,
+        pod_min_cpu_millicores: 25.0,
+        pod_min_memory_mb: 250.0,
+        cpu_time_of_day: Some(TimeOfDay {
+            percentile: 0.95,
+            margin: 0.05,
+            ahead: 8 * HOUR,
+            lower_ahead: HOUR,
+            lower_margin: 0.0,
+            upper_margin: 1.0,
+            only_if: Some(DailyRule {
+                min_autocorrelation: 0.6,
+                min_stability: 0.6,
+                min_swing: 2.5,
+            }),
+            risk_budget: Some(0.5),
         }),
     },
 ];
+
+/// Name of the profile that decides per container ([`PROFILES`]).
+pub const AUTO: &str = "auto";
 
 const HOUR: i64 = 3_600_000_000_000;
 
