@@ -234,7 +234,10 @@ fn profiles_by_annotation() {
     let bad: BTreeMap<_, _> = [(PROFILE_ANNOTATION.to_string(), "fastest".to_string())].into();
     let e = profile::config_for(&base, None, &bad).unwrap_err();
     assert!(e.to_string().contains("unknown profile \"fastest\""), "{e}");
-    assert_eq!(Strategy::parse("balanced").unwrap().name(), "balanced");
+    assert_eq!(Strategy::parse("cautious").unwrap().name(), "cautious");
+    // The former name still selects the profile.
+    assert_eq!(Strategy::parse("balanced").unwrap().name(), "cautious");
+    assert_eq!(balanced.name, "cautious");
     assert!(Strategy::parse("nope").is_err());
 }
 
@@ -320,7 +323,13 @@ fn auto_follows_the_day_only_where_it_repeats() {
     let (a, u) = (late(&a), late(&u));
     assert_ne!(a, u);
     let spread = |v: &[i64]| *v.iter().max().unwrap() as f64 / *v.iter().min().unwrap() as f64;
-    assert!(spread(&a) > 2.0 * spread(&u), "auto {a:?}, upstream {u:?}");
+    assert!(spread(&a) > 1.5 * spread(&u), "auto {a:?}, upstream {u:?}");
+    // Never above upstream's all-day target: only the hours that need less are taken away.
+    assert_eq!(a.len(), u.len());
+    assert!(
+        a.iter().zip(&u).all(|(a, u)| a <= u),
+        "auto {a:?}, upstream {u:?}"
+    );
     // The memory recommendation stays upstream's.
     let mem = |d: &[backtest::Decision]| -> Vec<Option<i64>> {
         d.iter()
@@ -369,9 +378,9 @@ fn auto() -> &'static profile::Profile {
 }
 
 /// What `auto` holds on the validation draws (never tuned on) and on a draw nobody looked at while tuning:
-/// less cost-weighted waste than `upstream` (the 20 % is not met: about 8-10 %, QUALITY.md), no more
-/// risk minutes, no more OOM-risk samples, no uncovered OOMs, and on no shape more cost than upstream.
-/// Churn is held to at most 1.2 changes per pod-day (the target of 1 is missed by about 0.1).
+/// less cost-weighted waste than `upstream` (the 20 % is not met: about 7 %, QUALITY.md), no more
+/// risk minutes, no more OOM-risk samples, no uncovered OOMs, and on no shape more than 10 % above upstream's
+/// cost unless less risky. Churn: 0.97 changes per pod-day on validation, 1.03 on draw 5000; held to ≤ 1.1.
 #[test]
 fn auto_beats_upstream_on_validation_and_new_draws() {
     let sets: [&[u64]; 2] = [&tailor_engine::workloads::VALIDATION_DRAWS, &[5000]];
@@ -415,7 +424,7 @@ fn auto_beats_upstream_on_validation_and_new_draws() {
         );
         assert!(au.uncovered_ooms <= up.uncovered_ooms, "draws {draws:?}");
         assert!(
-            au.changes_per_pod_day() <= 1.2,
+            au.changes_per_pod_day() <= 1.1,
             "draws {draws:?}: {} changes per pod-day",
             au.changes_per_pod_day()
         );
