@@ -96,6 +96,13 @@ pub struct Findings {
     pub profile_rule: Option<(String, String)>,
 }
 
+/// A VPA's recommendation in API form with its `LowConfidence` message and [`PROFILE_RULE`] (reason, message).
+type VpaRecommendation = (
+    Option<RecommendedPodResources>,
+    Option<String>,
+    Option<(String, String)>,
+);
+
 /// Tailor's condition for VPAs whose profile decides per container (`auto`): reason `Daily` when CPU follows
 /// the hour of the day for some container, `Upstream` when every container has upstream's all-day estimate;
 /// the message names each container's rule. Absent for other profiles.
@@ -548,18 +555,7 @@ impl Recommender {
     /// The engine's recommendation for the model VPA `index`, in API form, and its `LowConfidence` message.
     /// CPU follows the time of day (a profile's setting) only for VPAs whose pods are resized `in_place`: a pod
     /// admitted at night would otherwise keep its night request through the day.
-    fn recommendation(
-        &self,
-        index: usize,
-        in_place: bool,
-    ) -> Result<
-        (
-            Option<RecommendedPodResources>,
-            Option<String>,
-            Option<(String, String)>,
-        ),
-        String,
-    > {
+    fn recommendation(&self, index: usize, in_place: bool) -> Result<VpaRecommendation, String> {
         let aggregates = self.model.aggregate_state_by_container_name(index);
         let empty = BTreeMap::new();
         let (policy, annotations) = match self.model.vpas().get(index) {
@@ -647,6 +643,68 @@ impl Recommender {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `auto`'s rule per container becomes the `TailorProfileRule` condition (rule names only, so that it
+    /// does not change every loop); no condition for profiles without a per-container rule.
+    #[test]
+    fn the_profile_rule_is_a_condition() {
+        use tailor_engine::estimate::{ContainerExplain, CpuRule};
+        let ex = |c: &str, rule: Option<&'static str>| ContainerExplain {
+            container: c.into(),
+            cpu_rule: rule.map(|rule| CpuRule {
+                rule,
+                reason: "figures".into(),
+                autocorrelation: Some(0.9),
+                stability: None,
+                hourly_percentile: None,
+            }),
+            ..Default::default()
+        };
+        assert_eq!(profile_rule(&[ex("a", None)]), None);
+        let (reason, message) =
+            profile_rule(&[ex("web", Some("daily")), ex("proxy", Some("upstream"))]).unwrap();
+        assert_eq!(reason, "Daily");
+        assert!(message.starts_with("web: CPU follows") && message.contains("proxy: upstream"));
+        assert!(!message.contains("0.9"), "{message}");
+        assert_eq!(
+            profile_rule(&[ex("proxy", Some("upstream"))]).unwrap().0,
+            "Upstream"
+        );
+        let t0 = to_time_secs(1_000_000_000_000).unwrap();
+        let f = Findings {
+            recommendation: Some(RecommendedPodResources {
+                container_recommendations: Some(vec![RecommendedContainerResources {
+                    container_name: Some("web".into()),
+                    ..Default::default()
+                }]),
+            }),
+            pods_matched: true,
+            profile_rule: Some((reason, message)),
+            ..Default::default()
+        };
+        let status = plan_status(&[], &f, &t0);
+        let c = status.conditions.unwrap();
+        let rule = c.iter().find(|c| c.type_ == PROFILE_RULE).unwrap();
+        assert_eq!(
+            (rule.status.as_str(), rule.reason.as_deref()),
+            ("True", Some("Daily"))
+        );
+        let without = plan_status(
+            &c,
+            &Findings {
+                profile_rule: None,
+                ..f
+            },
+            &t0,
+        );
+        assert!(
+            without
+                .conditions
+                .unwrap()
+                .iter()
+                .all(|c| c.type_ != PROFILE_RULE)
+        );
+    }
 
     #[test]
     fn a_write_is_skipped_when_stored_or_already_sent_from_the_same_base() {

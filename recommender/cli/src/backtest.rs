@@ -149,7 +149,7 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<ExitCode> {
         keep_decisions: false,
     };
     if args.frontier {
-        let points = frontier::run(&traces, &config, &strategies, &cfg)?;
+        let points = frontier::run(&config, &strategies, |s| run_all(&traces, &config, s, &cfg))?;
         if let Some(dir) = &args.plot {
             frontier::plot(dir, &points)?;
         }

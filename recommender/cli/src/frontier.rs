@@ -7,11 +7,9 @@ use std::path::Path;
 use anyhow::Context;
 use plotters::prelude::*;
 use serde_json::json;
-use tailor_engine::backtest::{self, BacktestConfig, Score, Strategy, strategy::MAX_STRATEGIES};
+use tailor_engine::backtest::{self, Score, Strategy, StrategyResult, strategy::MAX_STRATEGIES};
 use tailor_engine::profile::Profile;
-use tailor_engine::replay::{ReplayConfig, Trace};
-
-use crate::backtest::run_all;
+use tailor_engine::replay::ReplayConfig;
 
 /// One setting of one strategy and its score on the whole history.
 #[derive(Debug, Clone)]
@@ -128,12 +126,12 @@ fn sweep(s: Strategy, base: &ReplayConfig) -> Vec<(&'static str, f64, bool, Stra
     }
 }
 
-/// Backtests every setting of every strategy's knob on `traces`.
+/// Backtests every setting of every strategy's knob with `run_some` (which runs some strategies on the whole
+/// history; at most [`MAX_STRATEGIES`] at a time, so that they share one model), `config` being upstream's flags.
 pub fn run(
-    traces: &[Trace],
     config: &ReplayConfig,
     strategies: &[Strategy],
-    cfg: &BacktestConfig,
+    run_some: impl Fn(&[Strategy]) -> anyhow::Result<Vec<StrategyResult>>,
 ) -> anyhow::Result<Vec<FrontierPoint>> {
     let settings: Vec<(&'static str, &'static str, f64, bool, Strategy)> = strategies
         .iter()
@@ -146,7 +144,7 @@ pub fn run(
     let mut out = Vec::with_capacity(settings.len());
     for chunk in settings.chunks(MAX_STRATEGIES) {
         let run: Vec<Strategy> = chunk.iter().map(|x| x.4).collect();
-        let results = run_all(traces, config, &run, cfg)?;
+        let results = run_some(&run)?;
         for (x, r) in chunk.iter().zip(results) {
             out.push(FrontierPoint {
                 strategy: x.0,
