@@ -900,7 +900,7 @@ pub fn cpu_rule(
                 p.stability,
                 p.swing,
                 100.0 * tod.margin,
-                tod.ahead / 3_600_000_000_000 + 1
+                tod.ahead / 3_600_000_000_000
             )
         }
     };
