@@ -298,6 +298,59 @@ mod tests {
         assert_eq!(merged.samples()[14], 20);
     }
 
+    /// A curve that repeats every day has a strong daily pattern; a burst at a different hour each day has
+    /// none; less than two days of complete hours gives no figure.
+    #[test]
+    fn daily_pattern_tells_a_repeating_day_from_wandering_bursts() {
+        let fill = |f: &dyn Fn(i64, i64) -> f64, days: i64| {
+            let mut h = HourlyCpu::new(DAY);
+            for day in 0..days {
+                for hour in 0..HOURS as i64 {
+                    for m in 0..12 {
+                        h.add(
+                            f(day, hour),
+                            1.0,
+                            day * DAY + hour * H + m * 5 * 60_000_000_000,
+                        );
+                    }
+                }
+            }
+            h
+        };
+        let now = 6 * DAY;
+        let daily = fill(
+            &|_, hour| if (9..18).contains(&hour) { 1.0 } else { 0.1 },
+            6,
+        );
+        let p = daily.daily_pattern(now).unwrap();
+        assert!(p.autocorrelation > 0.99 && p.stability > 0.99, "{p:?}");
+        assert!((p.swing - 10.0).abs() < 1e-3, "{p:?}");
+        assert_eq!(p.hours, 6 * HOURS);
+        // One busy hour a day, at a different hour each day.
+        let wandering = fill(
+            &|day, hour| if hour == (day * 7) % 24 { 1.0 } else { 0.1 },
+            6,
+        );
+        let q = wandering.daily_pattern(now).unwrap();
+        assert!(q.autocorrelation < 0.2, "{q:?}");
+        assert!(fill(&|_, _| 1.0, 1).daily_pattern(DAY).is_none());
+        // Flat usage has no variation to explain.
+        assert!(fill(&|_, _| 1.0, 6).daily_pattern(now).is_none());
+    }
+
+    #[test]
+    fn fraction_above_counts_the_samples_over_a_request() {
+        // A half-life far beyond the samples' span: every sample weighs the same.
+        let mut h = HourlyCpu::new(10_000 * DAY);
+        for m in 0..100 {
+            // All within hour 0 (the fraction is averaged over the hours that have samples).
+            h.add(if m < 90 { 0.1 } else { 2.0 }, 1.0, m * 30_000_000_000);
+        }
+        let f = h.fraction_above(1.0);
+        assert!((f - 0.1).abs() < 1e-3, "{f}");
+        assert_eq!(h.fraction_above(5.0), 0.0);
+    }
+
     #[test]
     fn an_hour_with_too_few_samples_is_not_covered() {
         let mut h = HourlyCpu::new(DAY);
