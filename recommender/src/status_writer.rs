@@ -10,12 +10,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::api::{Patch, PatchParams};
 use serde_json::value::RawValue;
-use tailor_crds::cluster::leader::Fence;
 use tailor_crds::condition as cond;
 use tailor_crds::{
     RecommendedContainerResources, RecommendedPodResources, ResourceList, UpdateMode,
     VerticalPodAutoscaler, VerticalPodAutoscalerCondition, VerticalPodAutoscalerStatus,
 };
+use tailor_kube::leader::Fence;
 
 use crate::error::Error;
 use crate::ingest::{VpaKey, key_of, resource_policy};
@@ -31,6 +31,10 @@ use tailor_engine::model::AggregateContainerState;
 use tailor_engine::policy::Resources;
 use tailor_engine::units::Nanos;
 
+use crate::cluster_view::LoopView;
+use crate::hpa::{leave_to_hpa, left_to_hpa};
+use crate::node_fit::{CandidateKind, FitOutcome, MAX_SHAPES, PodShape, capped_message, fit_all};
+
 const DAY: i64 = 86_400_000_000_000;
 
 /// `NoPodsMatched` reason and message.
@@ -39,12 +43,12 @@ pub const NO_PODS_MATCHED_MESSAGE: &str = "No pods match this VPA object";
 fn resource_list(r: &Resources) -> ResourceList {
     let mut out = ResourceList::new();
     if let Some(c) = r.cpu {
-        out.insert("cpu".into(), tailor_crds::quantity::from_amount("cpu", c));
+        out.insert("cpu".into(), tailor_core::quantity::from_amount("cpu", c));
     }
     if let Some(m) = r.memory {
         out.insert(
             "memory".into(),
-            tailor_crds::quantity::from_amount("memory", m),
+            tailor_core::quantity::from_amount("memory", m),
         );
     }
     out
@@ -94,12 +98,18 @@ pub struct Findings {
     pub checkpoint_skipped: Option<String>,
     /// [`PROFILE_RULE`]: which rule a per-container profile (`auto`) applied, as (reason, message).
     pub profile_rule: Option<(String, String)>,
+    /// What node fit did (`CappedToNodeSize`).
+    pub node_fit: Option<NodeFitNote>,
+    /// `ResourcesLeftToHPA` message when an HPA scales the workload on CPU or memory utilization.
+    pub left_to_hpa: Option<String>,
 }
 
-/// A VPA's recommendation in API form with its `LowConfidence` message and [`PROFILE_RULE`] (reason, message).
+/// A VPA's recommendation in API form, its `LowConfidence` message, what sizing within the cluster did, and
+/// [`PROFILE_RULE`] (reason, message).
 type VpaRecommendation = (
     Option<RecommendedPodResources>,
     Option<String>,
+    ClusterNotes,
     Option<(String, String)>,
 );
 
@@ -137,6 +147,83 @@ pub fn profile_rule(
         .collect::<Vec<_>>()
         .join("; ");
     Some((reason.into(), message))
+}
+
+/// The `CappedToNodeSize` condition of a VPA.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeFitNote {
+    /// `True`: the target was lowered (reason `LargestNode` or `LargestNodePoolInstance`).
+    Capped {
+        /// Reason.
+        reason: &'static str,
+        /// Message naming the node or NodePool.
+        message: String,
+    },
+    /// `False`, reason `NoNodeFits`: the pods fit nowhere whatever the target (message: why).
+    NoneFits(String),
+}
+
+impl NodeFitNote {
+    /// The note for a node-fit outcome (`None` when nothing is to be said).
+    pub fn of(outcome: &FitOutcome) -> Option<NodeFitNote> {
+        match outcome {
+            FitOutcome::Capped {
+                by,
+                kind,
+                allocatable,
+                lowered,
+            } => Some(NodeFitNote::Capped {
+                reason: match kind {
+                    CandidateKind::Node => "LargestNode",
+                    CandidateKind::NodePool => "LargestNodePoolInstance",
+                },
+                message: capped_message(by, *allocatable, lowered),
+            }),
+            FitOutcome::NoneFits(m) => Some(NodeFitNote::NoneFits(m.clone())),
+            FitOutcome::Fits | FitOutcome::Unknown => None,
+        }
+    }
+}
+
+/// What sizing within the cluster did to one recommendation (see [`crate::node_fit`], [`crate::hpa`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClusterNotes {
+    /// Node fit.
+    pub node_fit: Option<NodeFitNote>,
+    /// `ResourcesLeftToHPA` message.
+    pub left_to_hpa: Option<String>,
+}
+
+/// The HPA and node-fit post-processing of one VPA's engine recommendation, in that order: resources an
+/// HPA scales on by utilization are taken out ([`crate::hpa`]), then the targets are capped so the pods
+/// fit the largest node or NodePool instance they may land on ([`crate::node_fit`]; `shapes` are the
+/// VPA's pods' distinct shapes). The one place both are decided: the webhook, the updater and the
+/// previews all size from the published result.
+pub fn size_within_cluster(
+    recs: &mut [ContainerRecommendation],
+    view: &LoopView,
+    target: Option<(&str, Option<&str>, &str, &str)>,
+    shapes: &[&PodShape],
+) -> ClusterNotes {
+    let mut notes = ClusterNotes::default();
+    if view.hpa_coherence
+        && let Some((namespace, api_version, kind, name)) = target
+        && let Some(left) = left_to_hpa(
+            view.hpas_of(namespace, kind, name).iter().map(|h| &**h),
+            namespace,
+            api_version,
+            kind,
+            name,
+        )
+    {
+        leave_to_hpa(recs, &left);
+        notes.left_to_hpa = Some(left.message());
+    }
+    if !view.candidates.is_empty() && !shapes.is_empty() {
+        let outcome = fit_all(recs, shapes, |p| view.candidates.frontier(p));
+        notes.node_fit = NodeFitNote::of(&outcome);
+    }
+    notes
 }
 
 fn set(
@@ -250,6 +337,36 @@ pub fn plan_status(
         ),
         None => remove(&mut conditions, cond::FETCHING_HISTORY),
     }
+    match &f.node_fit {
+        Some(NodeFitNote::Capped { reason, message }) => set(
+            &mut conditions,
+            cond::CAPPED_TO_NODE_SIZE,
+            true,
+            reason,
+            message,
+            now,
+        ),
+        Some(NodeFitNote::NoneFits(m)) => set(
+            &mut conditions,
+            cond::CAPPED_TO_NODE_SIZE,
+            false,
+            "NoNodeFits",
+            m,
+            now,
+        ),
+        None => remove(&mut conditions, cond::CAPPED_TO_NODE_SIZE),
+    }
+    match &f.left_to_hpa {
+        Some(m) => set(
+            &mut conditions,
+            cond::RESOURCES_LEFT_TO_HPA,
+            true,
+            "HorizontalPodAutoscaler",
+            m,
+            now,
+        ),
+        None => remove(&mut conditions, cond::RESOURCES_LEFT_TO_HPA),
+    }
     match &f.checkpoint_skipped {
         Some(m) => set(
             &mut conditions,
@@ -314,8 +431,9 @@ pub fn kept_recommendation(
 }
 
 /// The stored [`PROFILE_RULE`] condition as (reason, message), kept with the stored recommendation.
-pub fn kept_profile_rule(old: Option<&StoredStatus>) -> Option<(String, String)> {
-    old.and_then(|s| s.conditions.iter().find(|c| c.type_ == PROFILE_RULE))
+pub fn kept_profile_rule(old: &[VerticalPodAutoscalerCondition]) -> Option<(String, String)> {
+    old.iter()
+        .find(|c| c.type_ == PROFILE_RULE)
         .filter(|c| c.status == "True")
         .map(|c| {
             (
@@ -323,6 +441,32 @@ pub fn kept_profile_rule(old: Option<&StoredStatus>) -> Option<(String, String)>
                 c.message.clone().unwrap_or_default(),
             )
         })
+}
+
+/// The node-fit and HPA conditions of the previous status, kept with its recommendation while the metrics
+/// API fails.
+pub fn kept_notes(old: &[VerticalPodAutoscalerCondition]) -> ClusterNotes {
+    let find = |t: &str| old.iter().find(|c| c.type_ == t);
+    let message = |c: &VerticalPodAutoscalerCondition| c.message.clone().unwrap_or_default();
+    ClusterNotes {
+        node_fit: find(cond::CAPPED_TO_NODE_SIZE).map(|c| {
+            if c.status == "True" {
+                NodeFitNote::Capped {
+                    reason: if c.reason.as_deref() == Some("LargestNodePoolInstance") {
+                        "LargestNodePoolInstance"
+                    } else {
+                        "LargestNode"
+                    },
+                    message: message(c),
+                }
+            } else {
+                NodeFitNote::NoneFits(message(c))
+            }
+        }),
+        left_to_hpa: find(cond::RESOURCES_LEFT_TO_HPA)
+            .filter(|c| c.status == "True")
+            .map(message),
+    }
 }
 
 /// The JSON merge patch that turns any status into `status` (absent fields are sent as `null` so that
@@ -486,9 +630,10 @@ impl Recommender {
         metrics_ok: bool,
     ) -> Vec<StatusWrite> {
         let mut writes = Vec::new();
+        let mut view = LoopView::of(&self.view);
         for v in owned {
             let key = key_of(v);
-            let Some(findings) = self.findings(v, &key, metrics_ok, now) else {
+            let Some(findings) = self.findings(v, &key, metrics_ok, now, &mut view) else {
                 continue;
             };
             self.track_missing(&key, &findings, now);
@@ -514,6 +659,7 @@ impl Recommender {
         key: &VpaKey,
         metrics_ok: bool,
         now: Nanos,
+        view: &mut LoopView,
     ) -> Option<Findings> {
         let e = self.vpas.get(key)?;
         let mut unsupported = e.unsupported.clone();
@@ -521,20 +667,21 @@ impl Recommender {
             unsupported.get_or_insert(format!("Invalid resourcePolicy: {err}"));
         }
         let in_place = matches!(
-            tailor_crds::policy::update_mode(&v.spec),
+            tailor_core::policy::update_mode(&v.spec),
             UpdateMode::InPlace | UpdateMode::InPlaceOrRecreate
         );
-        let (mut recommendation, mut low_confidence, mut profile_rule) =
-            match self.recommendation(e.index, in_place) {
+        let (mut recommendation, mut low_confidence, mut notes, mut profile_rule) =
+            match self.recommendation(v, e.index, in_place, view) {
                 Ok(r) => r,
                 Err(err) => {
                     unsupported.get_or_insert(format!("Invalid resourcePolicy: {err}"));
-                    (None, None, None)
+                    (None, None, ClusterNotes::default(), None)
                 }
             };
         if !metrics_ok {
             (recommendation, low_confidence) = kept_recommendation(v.status.as_ref());
-            profile_rule = kept_profile_rule(v.status.as_ref());
+            notes = kept_notes(v.conditions());
+            profile_rule = kept_profile_rule(v.conditions());
         }
         Some(Findings {
             recommendation,
@@ -548,14 +695,45 @@ impl Recommender {
                 .as_ref()
                 .filter(|(at, _)| now.saturating_sub(*at) < DAY)
                 .map(|(_, m)| m.clone()),
+            node_fit: notes.node_fit,
+            left_to_hpa: notes.left_to_hpa,
             profile_rule,
         })
+    }
+
+    /// The distinct shapes of the model VPA `index`'s pods (at most [`MAX_SHAPES`]).
+    fn shapes(&self, index: usize) -> Vec<Arc<PodShape>> {
+        let mut shapes: Vec<Arc<PodShape>> = Vec::new();
+        for (ns, name) in self.model.matching_pods(index) {
+            let Some(s) = self
+                .pods
+                .get(ns)
+                .and_then(|m| m.get(name))
+                .and_then(|e| e.pod.shape.as_ref())
+            else {
+                continue;
+            };
+            if !shapes.iter().any(|x| Arc::ptr_eq(x, s)) {
+                shapes.push(s.clone());
+                if shapes.len() >= MAX_SHAPES {
+                    break;
+                }
+            }
+        }
+        shapes
     }
 
     /// The engine's recommendation for the model VPA `index`, in API form, and its `LowConfidence` message.
     /// CPU follows the time of day (a profile's setting) only for VPAs whose pods are resized `in_place`: a pod
     /// admitted at night would otherwise keep its night request through the day.
-    fn recommendation(&self, index: usize, in_place: bool) -> Result<VpaRecommendation, String> {
+    /// HPA coherence and node fit then apply ([`size_within_cluster`]).
+    fn recommendation(
+        &self,
+        v: &WatchedVpa,
+        index: usize,
+        in_place: bool,
+        view: &mut LoopView,
+    ) -> Result<VpaRecommendation, String> {
         let aggregates = self.model.aggregate_state_by_container_name(index);
         let empty = BTreeMap::new();
         let (policy, annotations) = match self.model.vpas().get(index) {
@@ -580,10 +758,30 @@ impl Recommender {
         } else {
             config
         };
-        let r = recommend(&config, &aggregates, input).map_err(|e| e.to_string())?;
+        let mut r = recommend(&config, &aggregates, input).map_err(|e| e.to_string())?;
+        let shapes = if view.candidates.is_empty() {
+            Vec::new()
+        } else {
+            self.shapes(index)
+        };
+        for s in &shapes {
+            view.candidates.prepare(&s.placement);
+        }
+        let shape_refs: Vec<&PodShape> = shapes.iter().map(|s| &**s).collect();
+        let namespace = v.metadata.namespace.as_deref().unwrap_or_default();
+        let target = v.spec.target_ref.as_ref().map(|t| {
+            (
+                namespace,
+                t.api_version.as_deref(),
+                t.kind.as_str(),
+                t.name.as_str(),
+            )
+        });
+        let notes = size_within_cluster(&mut r.containers, view, target, &shape_refs);
         Ok((
             to_api_recommendation(&r.containers),
             low_confidence_message(&r.containers, &aggregates),
+            notes,
             profile_rule(&r.explain),
         ))
     }

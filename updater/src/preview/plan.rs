@@ -9,9 +9,9 @@ use std::time::Duration;
 use json_patch::PatchOperation;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
+use tailor_core::target::selector_matches;
 use tailor_crds::VerticalPodAutoscaler;
-use tailor_crds::cluster::index::{Index, IndexObjects};
-use tailor_crds::target::selector_matches;
+use tailor_kube::index::{Index, IndexObjects};
 
 use super::snapshot::Snapshot;
 use crate::cluster::{CacheView, NamespaceLabels};
@@ -221,6 +221,32 @@ impl Actuator for DryRun {
     }
 }
 
+/// The recommender's sizing-within-the-cluster decisions a VPA's status carries (issue 28: a resource left
+/// to an HPA, a target capped to a node), which the updater follows like any recommendation: one note each.
+pub fn sizing_notes(vpa: &VerticalPodAutoscaler) -> Vec<String> {
+    use tailor_crds::condition::{CAPPED_TO_NODE_SIZE, RESOURCES_LEFT_TO_HPA};
+    let name = format!(
+        "{}/{}",
+        vpa.metadata.namespace.as_deref().unwrap_or_default(),
+        vpa.metadata.name.as_deref().unwrap_or_default()
+    );
+    vpa.status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .filter(|c| {
+            (c.type_ == RESOURCES_LEFT_TO_HPA || c.type_ == CAPPED_TO_NODE_SIZE)
+                && c.status == "True"
+        })
+        .map(|c| {
+            format!(
+                "VPA {name}: {}: {}",
+                c.type_,
+                c.message.as_deref().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
 /// Most VPA events a plan lists in its notes.
 const MAX_NOTES: usize = 1_000;
 
@@ -240,7 +266,7 @@ pub struct PlanSettings {
     /// The iteration's clock.
     pub now: Timestamp,
     /// The webhook's pod floor (the updater's `--pod-recommendation-min-*` flags).
-    pub floor: Option<tailor_crds::sizing::PodFloor>,
+    pub floor: Option<tailor_core::sizing::PodFloor>,
     /// What the cluster's API server accepts of an in-place resize (its version; the binary reads it
     /// from `/version`).
     pub resize_rules: crate::resize_check::ResizeRules,
@@ -326,6 +352,7 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
         }
     }
     // In the order the binary hands them over (namespace/name), so that ties fall the same way.
+    notes.extend(snapshot.vpas.iter().flat_map(sizing_notes));
     let vpas = vpas_in_key_order(snapshot.vpas.iter().cloned().map(Arc::new).collect());
     let pods = pods_in_key_order(
         snapshot
