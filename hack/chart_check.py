@@ -350,7 +350,7 @@ UPDATER_DEFAULT_ARGS = [
     "--in-recommendation-bounds-eviction-lifetime-threshold=12h", "--evict-after-oom-threshold=10m",
     "--use-admission-controller-status=true", "--admission-controller-status-lease-name=tailor-admission",
     f"--admission-controller-status-lease-namespace={NAMESPACE}", "--admission-controller-status-lease-timeout=1m",
-    "--kube-api-qps=50", "--kube-api-burst=100", "--log-format=json", "--log-level=info", "--shutdown-timeout=20s",
+    "--log-format=json", "--log-level=info", "--shutdown-timeout=20s",
     f"--webhook-excluded-namespaces={NAMESPACE},kube-system",
     "--daemonset-max-unavailable=1", "--evict-job-pods=false",
 ]

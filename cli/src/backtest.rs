@@ -10,12 +10,12 @@ use serde_json::json;
 use tailor_engine::backtest::{self, Actuation, BacktestConfig, Score, Strategy, StrategyResult};
 use tailor_engine::estimate_flags::EstimationFlags;
 use tailor_engine::replay::{ReplayConfig, Trace, TraceContainer};
-use tailor_engine::workloads::SUITE;
+use tailor_engine::workloads::{SUITE, TUNING_DRAWS, VALIDATION_DRAWS};
 use tailor_prometheus::feeder::HistorySink;
 use tailor_prometheus::history::Plan;
 
 use crate::error::InputError;
-use crate::{input, plot, prometheus};
+use crate::{frontier, input, plot, prometheus};
 
 fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| e.to_string())
@@ -28,6 +28,18 @@ pub enum BacktestFormat {
     Table,
     /// `{"strategies": [{"name", "total", "containers"}]}`.
     Json,
+    /// Markdown tables: totals per strategy, then one row per trace (draws of a suite shape summed) with
+    /// cost / risk minutes / OOM-risk samples / changes per pod-day per strategy (QUALITY.md's tables).
+    Markdown,
+}
+
+/// Which draws of the suite's shapes `--suite` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SuiteSet {
+    /// The draws profiles may be tuned on.
+    Tuning,
+    /// The draws profiles are judged on (never used for tuning).
+    Validation,
 }
 
 /// Arguments of `tailor backtest`.
@@ -39,10 +51,18 @@ pub struct BacktestArgs {
     /// Run the built-in workload suite (examples/workloads/) instead of --input.
     #[arg(long, conflicts_with = "prometheus")]
     pub suite: bool,
-    /// Another draw of the suite's noise, spikes and sizes (0 = the published one): a profile that wins only
-    /// on one draw is tuned to the draw, not to the rule.
-    #[arg(long, value_name = "N", default_value_t = 0, requires = "suite")]
-    pub suite_draw: u64,
+    /// Which draws of the suite's shapes to run: `validation` (what profiles are judged on) or `tuning`.
+    #[arg(long, value_enum, default_value_t = SuiteSet::Validation, requires = "suite")]
+    pub suite_set: SuiteSet,
+    /// One other draw of every shape instead of a set (each draw picks the shape's parameters, noise and
+    /// timing anew): a profile that wins only on some draws is tuned to them, not to the rule.
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "suite",
+        conflicts_with = "suite_set"
+    )]
+    pub suite_draw: Option<u64>,
     /// History from a Prometheus-compatible API (`--prometheus URL` and its flags), as for `tailor recommend`.
     #[command(flatten)]
     pub history: prometheus::PrometheusArgs,
@@ -64,9 +84,15 @@ pub struct BacktestArgs {
     /// Memory limit as a multiple of the memory request (the webhook keeps limits proportional).
     #[arg(long, default_value_t = 1.0)]
     pub memory_limit_ratio: f64,
-    /// Write one SVG per container and strategy into this directory: usage, request, limit, breaches.
+    /// Write one SVG per container and strategy into this directory: usage, request, limit, breaches (with
+    /// --frontier: one SVG of cost against risk minutes, DIR/frontier.svg).
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+    /// Sweep each strategy's main knob (upstream and the all-day profiles: the CPU target percentile;
+    /// krr-simple: its CPU percentile; diurnal: the hourly percentile; auto: its risk budget) and print
+    /// cost against risk minutes for every setting: where each strategy sits on this history.
+    #[arg(long)]
+    pub frontier: bool,
     /// Output format.
     #[arg(long, short, value_enum, default_value_t = BacktestFormat::Table)]
     pub output: BacktestFormat,
@@ -122,6 +148,24 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<ExitCode> {
         keep_series: args.plot.is_some(),
         keep_decisions: false,
     };
+    if args.frontier {
+        let points = frontier::run(&config, &strategies, |s| run_all(&traces, &config, s, &cfg))?;
+        if let Some(dir) = &args.plot {
+            frontier::plot(dir, &points)?;
+        }
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        match args.output {
+            BacktestFormat::Json => {
+                serde_json::to_writer_pretty(&mut out, &frontier::to_json(&points))?;
+                writeln!(out)?;
+            }
+            BacktestFormat::Table | BacktestFormat::Markdown => {
+                frontier::write_table(&mut out, &points, args.output == BacktestFormat::Markdown)?
+            }
+        }
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let results = run_all(&traces, &config, &strategies, &cfg)?;
     if let Some(dir) = &args.plot {
         plot::write_all(dir, &results)?;
@@ -133,6 +177,7 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<ExitCode> {
             writeln!(out)?;
         }
         BacktestFormat::Table => write_table(&mut out, &results)?,
+        BacktestFormat::Markdown => write_markdown(&mut out, &results)?,
     }
     out.flush()?;
     if let Some(e) = incomplete {
@@ -145,13 +190,12 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<ExitCode> {
 /// The traces of the chosen source, and why a Prometheus history is incomplete if it is.
 fn load(args: &BacktestArgs) -> anyhow::Result<(Vec<Trace>, Option<String>)> {
     if args.suite {
-        return Ok((
-            SUITE
-                .iter()
-                .map(|w| w.trace_with_draw(args.suite_draw))
-                .collect(),
-            None,
-        ));
+        let draws: Vec<u64> = match (args.suite_draw, args.suite_set) {
+            (Some(d), _) => vec![d],
+            (None, SuiteSet::Tuning) => TUNING_DRAWS.to_vec(),
+            (None, SuiteSet::Validation) => VALIDATION_DRAWS.to_vec(),
+        };
+        return Ok((suite(&draws), None));
     }
     if args.history.prometheus.is_some() {
         let read = prometheus::read(&args.history, |plan, feed| {
@@ -191,6 +235,20 @@ fn load(args: &BacktestArgs) -> anyhow::Result<(Vec<Trace>, Option<String>)> {
         return Err(InputError(format!("{name}: more than {MAX_TRACES} traces")).into());
     }
     Ok((traces, None))
+}
+
+/// Every shape of the suite at each of `draws`, shape by shape; trace ids are `shape#draw`.
+pub fn suite(draws: &[u64]) -> Vec<Trace> {
+    SUITE
+        .iter()
+        .flat_map(|w| {
+            draws.iter().map(move |&d| {
+                let mut t = w.trace_with_draw(d);
+                t.id = format!("{}#{d}", w.name);
+                t
+            })
+        })
+        .collect()
 }
 
 /// Every trace under every strategy; per strategy the containers of all traces, in input order.
@@ -315,6 +373,102 @@ pub fn write_table(w: &mut impl Write, results: &[StrategyResult]) -> std::io::R
          RISK in minutes above the request; OOM = memory samples above the limit; UNCOV = recorded OOMs not \
          covered; CHURN = request changes per pod-day"
     )
+}
+
+/// The trace a container result belongs to, without a suite draw (`web-diurnal#3/web` → `web-diurnal`).
+fn shape_of(container: &str) -> &str {
+    let trace = container.rsplit_once('/').map_or(container, |(t, _)| t);
+    trace.split_once('#').map_or(trace, |(s, _)| s)
+}
+
+fn pct(a: f64, b: f64) -> String {
+    if b > 0.0 {
+        format!("{:+.1} %", 100.0 * (a / b - 1.0))
+    } else {
+        "—".into()
+    }
+}
+
+/// Markdown: a totals table (cost relative to the first strategy), then one row per shape with
+/// `cost (vs first) / risk minutes / OOM-risk samples / changes per pod-day` for every strategy.
+pub fn write_markdown(w: &mut impl Write, results: &[StrategyResult]) -> std::io::Result<()> {
+    let base = results.first().map(|r| backtest::total(&r.containers));
+    writeln!(
+        w,
+        "| strategy | cost (core-h) | vs {} | CPU waste core-h (% of use) | memory waste GiB-h (% of use) | \
+         CPU risk min | memory risk min | OOM-risk samples | uncovered OOMs | changes/pod-day |",
+        results.first().map_or("first", |r| r.name)
+    )?;
+    writeln!(w, "|---|---|---|---|---|---|---|---|---|---|")?;
+    for r in results {
+        let s = backtest::total(&r.containers);
+        writeln!(
+            w,
+            "| {} | {:.1} | {} | {:.1} ({:.0} %) | {:.1} ({:.0} %) | {:.0} | {:.0} | {} | {} | {:.2} |",
+            r.name,
+            s.cost(),
+            pct(s.cost(), base.map_or(0.0, |b| b.cost())),
+            s.cpu_waste_core_hours,
+            100.0 * s.cpu_waste_fraction(),
+            s.memory_waste_gib_hours,
+            100.0 * s.memory_waste_fraction(),
+            s.cpu_risk_minutes,
+            s.memory_risk_minutes,
+            s.oom_risk_samples,
+            s.uncovered_ooms,
+            s.changes_per_pod_day(),
+        )?;
+    }
+    // Per shape, in order of first appearance.
+    let mut shapes: Vec<&str> = Vec::new();
+    for c in results.iter().flat_map(|r| &r.containers) {
+        let s = shape_of(&c.name);
+        if !shapes.contains(&s) {
+            shapes.push(s);
+        }
+    }
+    let per = |r: &StrategyResult, shape: &str| {
+        backtest::total(r.containers.iter().filter(|c| shape_of(&c.name) == shape))
+    };
+    writeln!(w)?;
+    write!(w, "| shape |")?;
+    for r in results {
+        write!(w, " {} |", r.name)?;
+    }
+    writeln!(w)?;
+    write!(w, "|---|")?;
+    for _ in results {
+        write!(w, "---|")?;
+    }
+    writeln!(w)?;
+    let cell = |s: &Score, b: Option<&Score>| {
+        let vs = match b {
+            Some(b) => format!(" ({})", pct(s.cost(), b.cost())),
+            None => String::new(),
+        };
+        format!(
+            "{:.1}{vs} / {:.0} / {} / {:.2}",
+            s.cost(),
+            s.risk_minutes(),
+            s.oom_risk_samples,
+            s.changes_per_pod_day()
+        )
+    };
+    for shape in shapes {
+        let first = results.first().map(|r| per(r, shape));
+        write!(w, "| {shape} |")?;
+        for (i, r) in results.iter().enumerate() {
+            let s = per(r, shape);
+            write!(w, " {} |", cell(&s, first.as_ref().filter(|_| i > 0)))?;
+        }
+        writeln!(w)?;
+    }
+    write!(w, "| **total** |")?;
+    for (i, r) in results.iter().enumerate() {
+        let s = backtest::total(&r.containers);
+        write!(w, " **{}** |", cell(&s, base.as_ref().filter(|_| i > 0)))?;
+    }
+    writeln!(w)
 }
 
 /// Collects Prometheus history into one trace per workload (id `namespace/name`), one trace container per

@@ -5,6 +5,7 @@ pub mod backtest;
 pub mod convert;
 pub mod crds;
 pub mod error;
+pub mod frontier;
 pub mod input;
 pub mod output;
 pub mod patch;

@@ -335,6 +335,9 @@ fn explain_text(
         fmt_cpu(d.minimum.cpu),
         fmt_mem(d.minimum.memory)
     ));
+    if let Some(rule) = &d.cpu_rule {
+        s.push_str(&format!("  cpu rule: {} — {}\n", rule.rule, rule.reason));
+    }
     for st in &d.steps {
         let fmt = |v: i64| {
             if st.resource == "cpu" {

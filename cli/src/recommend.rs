@@ -39,6 +39,10 @@ pub struct RecommendArgs {
     #[command(flatten)]
     pub history: prometheus::PrometheusArgs,
 
+    /// Tailor profile to recommend with (`upstream` keeps the flags' numbers; docs/profiles.md). With
+    /// `--explain`, a profile that decides per container (`auto`) says which rule it applied and why.
+    #[arg(long, default_value = "upstream", help_heading = "Input and output")]
+    pub profile: String,
     /// Upstream's model and estimation flags (shared with `tailor-recommender`).
     #[command(flatten, next_help_heading = "Model and estimation (upstream's flags)")]
     pub estimation: EstimationFlags,
@@ -50,10 +54,18 @@ pub struct RecommendArgs {
 impl RecommendArgs {
     /// The configuration these flags describe.
     pub fn config(&self) -> Result<ReplayConfig, InputError> {
-        self.estimation
+        let mut config = self
+            .estimation
             .validate()
             .and_then(|()| self.estimation.engine_config(self.legacy_oom_staleness))
-            .map_err(|e| InputError(e.0))
+            .map_err(|e| InputError(e.0))?;
+        let profile = tailor_engine::profile::by_name(self.profile.trim())
+            .map_err(|e| InputError(format!("--profile: {e}")))?;
+        if let Some(p) = profile {
+            config.recommender = p.apply(&config.recommender);
+            config.aggregations.cpu_time_of_day |= p.cpu_time_of_day.is_some();
+        }
+        Ok(config)
     }
 }
 

@@ -1,5 +1,5 @@
-//! The Kubernetes client flag group (`--kubeconfig`, `--kube-api-qps`, `--kube-api-burst`, as upstream)
-//! and the client it builds.
+//! The Kubernetes client flag groups (`--kubeconfig`; `--kube-api-qps`, `--kube-api-burst` as upstream, for
+//! the binaries that honour them) and the client it builds.
 
 use std::path::PathBuf;
 
@@ -51,8 +51,15 @@ pub struct ClientFlags {
     /// Kubeconfig file (default: in-cluster configuration, then $KUBECONFIG / ~/.kube/config).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
-    /// Client-side limit of API requests per second (the recommender's status and checkpoint writes; the
-    /// webhook makes too few calls to need it).
+}
+
+/// The client-side limit of API requests (`--kube-api-qps`, `--kube-api-burst`, as upstream), flattened
+/// only by a binary that honours it: the recommender, whose status and checkpoint writes take a token each.
+/// The updater's writes are bounded by its eviction and in-place rate limits, and the webhook makes too few
+/// calls to need one, so neither accepts these flags.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ApiRateFlags {
+    /// Client-side limit of API requests per second.
     #[arg(long, default_value_t = 50.0)]
     pub kube_api_qps: f64,
     /// Client-side burst of API requests (with --kube-api-qps).
@@ -83,7 +90,7 @@ impl ClientFlags {
             }
             None => kube::Config::infer().await?,
         };
-        tracing::info!(qps = self.kube_api_qps, burst = self.kube_api_burst, cluster = %config.cluster_url, "connecting");
+        tracing::info!(cluster = %config.cluster_url, "connecting");
         Ok(build_client(config)?)
     }
 }

@@ -155,6 +155,69 @@ impl LeaseSettings {
     }
 }
 
+/// The leader-election flag group of every binary that elects a leader, with upstream's names
+/// (`--leader-elect-resource-name` and `--leader-elect-resource-namespace` are aliases). The lease name and
+/// the identity default to [`DEFAULT_LEASE_NAME`]; a binary with a lease of its own sets both defaults with
+/// clap's `mut_arg`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct LeaderFlags {
+    /// Run only while holding the leader lease.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Name of the Lease object.
+    #[arg(long, alias = "leader-elect-resource-name", default_value = DEFAULT_LEASE_NAME)]
+    pub leader_elect_lease_name: String,
+    /// Namespace of the Lease (default: `$NAMESPACE`, else `kube-system`).
+    #[arg(
+        long,
+        alias = "leader-elect-resource-namespace",
+        env = "NAMESPACE",
+        default_value = "kube-system"
+    )]
+    pub leader_elect_lease_namespace: String,
+    /// Lease validity after a renewal.
+    #[arg(long, value_parser = flag_duration, default_value = "15s")]
+    pub leader_elect_lease_duration: Duration,
+    /// How long the leader keeps retrying a renewal before giving up.
+    #[arg(long, value_parser = flag_duration, default_value = "10s")]
+    pub leader_elect_renew_deadline: Duration,
+    /// Time between lease attempts.
+    #[arg(long, value_parser = flag_duration, default_value = "2s")]
+    pub leader_elect_retry_period: Duration,
+    /// Identity in the lease (default: `$POD_NAME`).
+    #[arg(long, env = "POD_NAME", default_value = DEFAULT_LEASE_NAME)]
+    pub leader_elect_identity: String,
+}
+
+/// A duration flag (`15s`, `1m30s`); zero is refused by [`LeaseSettings::validate`], not here.
+fn flag_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| e.to_string())
+}
+
+impl LeaderFlags {
+    /// The lease the flags describe.
+    pub fn settings(&self) -> LeaseSettings {
+        LeaseSettings {
+            name: self.leader_elect_lease_name.clone(),
+            namespace: self.leader_elect_lease_namespace.clone(),
+            identity: self.leader_elect_identity.clone(),
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
+        }
+    }
+
+    /// With `--leader-elect`, the lease settings, validated; without it, `None` (no election).
+    pub fn validated(&self) -> Result<Option<LeaseSettings>, InvalidLeaseSettings> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let settings = self.settings();
+        settings.validate()?;
+        Ok(Some(settings))
+    }
+}
+
 /// What identifies one version of the lease record: when it changes, its holder is alive.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Record {
@@ -499,6 +562,45 @@ impl LeaderElector {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    /// A binary that flattens the group, as the recommender and the updater do.
+    #[derive(Debug, Parser)]
+    struct Bin {
+        #[command(flatten)]
+        leader: LeaderFlags,
+    }
+
+    #[test]
+    fn leader_flags_take_upstream_aliases_and_are_validated_only_when_electing() {
+        let off = Bin::try_parse_from(["bin", "--leader-elect-retry-period", "0s"]).unwrap();
+        assert!(off.leader.validated().unwrap().is_none());
+        let on = Bin::try_parse_from([
+            "bin",
+            "--leader-elect",
+            "--leader-elect-resource-name",
+            "lease",
+            "--leader-elect-resource-namespace",
+            "ns",
+            "--leader-elect-identity",
+            "me",
+        ])
+        .unwrap();
+        let s = on.leader.validated().unwrap().unwrap();
+        assert_eq!(
+            (s.name.as_str(), s.namespace.as_str(), s.identity.as_str()),
+            ("lease", "ns", "me")
+        );
+        assert_eq!(s.lease_duration, Duration::from_secs(15));
+        let bad = Bin::try_parse_from([
+            "bin",
+            "--leader-elect",
+            "--leader-elect-renew-deadline",
+            "20s",
+        ])
+        .unwrap();
+        assert!(bad.leader.validated().is_err());
+    }
 
     fn settings(lease: u64, renew: u64, retry: u64) -> LeaseSettings {
         LeaseSettings {

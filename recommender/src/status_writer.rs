@@ -98,10 +98,57 @@ pub struct Findings {
     pub fetching_history: Option<String>,
     /// `CheckpointSkipped` message naming a checkpoint that could not be restored (for a day after).
     pub checkpoint_skipped: Option<String>,
+    /// [`PROFILE_RULE`]: which rule a per-container profile (`auto`) applied, as (reason, message).
+    pub profile_rule: Option<(String, String)>,
     /// What node fit did (`CappedToNodeSize`).
     pub node_fit: Option<NodeFitNote>,
     /// `ResourcesLeftToHPA` message when an HPA scales the workload on CPU or memory utilization.
     pub left_to_hpa: Option<String>,
+}
+
+/// A VPA's recommendation in API form, its `LowConfidence` message, what sizing within the cluster did, and
+/// [`PROFILE_RULE`] (reason, message).
+type VpaRecommendation = (
+    Option<RecommendedPodResources>,
+    Option<String>,
+    ClusterNotes,
+    Option<(String, String)>,
+);
+
+/// Tailor's condition for VPAs whose profile decides per container (`auto`): reason `Daily` when CPU follows
+/// the hour of the day for some container, `Upstream` when every container has upstream's all-day estimate;
+/// the message names each container's rule. Absent for other profiles.
+pub const PROFILE_RULE: &str = "TailorProfileRule";
+
+/// The [`PROFILE_RULE`] reason and message from a recommendation's explanations; `None` when no container
+/// was decided by a per-container rule. Only rule names: the figures behind them move every loop and are
+/// `tailor recommend --explain`'s.
+pub fn profile_rule(
+    explain: &[tailor_engine::estimate::ContainerExplain],
+) -> Option<(String, String)> {
+    let rules: Vec<(&str, &str)> = explain
+        .iter()
+        .filter_map(|e| e.cpu_rule.as_ref().map(|r| (e.container.as_str(), r.rule)))
+        .collect();
+    if rules.is_empty() {
+        return None;
+    }
+    let reason = if rules.iter().any(|r| r.1 == "daily") {
+        "Daily"
+    } else {
+        "Upstream"
+    };
+    let message = rules
+        .iter()
+        .map(|(c, r)| match *r {
+            "daily" => format!("{c}: CPU follows its repeating daily pattern"),
+            _ => {
+                format!("{c}: upstream's all-day estimate (no strong, repeating daily pattern yet)")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    Some((reason.into(), message))
 }
 
 /// The `CappedToNodeSize` condition of a VPA.
@@ -349,6 +396,10 @@ pub fn plan_status(
         ),
         None => remove(&mut conditions, cond::CHECKPOINT_SKIPPED),
     }
+    match (&f.profile_rule, provided) {
+        (Some((reason, m)), true) => set(&mut conditions, PROFILE_RULE, true, reason, m, now),
+        _ => remove(&mut conditions, PROFILE_RULE),
+    }
     conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
     VerticalPodAutoscalerStatus {
         recommendation: f.recommendation.clone(),
@@ -395,6 +446,19 @@ pub fn kept_recommendation(
         .filter(|c| c.status == "True")
         .map(|c| c.message.clone().unwrap_or_default());
     (recommendation, low_confidence)
+}
+
+/// The stored [`PROFILE_RULE`] condition as (reason, message), kept with the stored recommendation.
+pub fn kept_profile_rule(old: &[VerticalPodAutoscalerCondition]) -> Option<(String, String)> {
+    old.iter()
+        .find(|c| c.type_ == PROFILE_RULE)
+        .filter(|c| c.status == "True")
+        .map(|c| {
+            (
+                c.reason.clone().unwrap_or_default(),
+                c.message.clone().unwrap_or_default(),
+            )
+        })
 }
 
 /// The node-fit and HPA conditions of the previous status, kept with its recommendation while the metrics
@@ -624,17 +688,18 @@ impl Recommender {
             tailor_core::policy::update_mode(&v.spec),
             UpdateMode::InPlace | UpdateMode::InPlaceOrRecreate
         );
-        let (mut recommendation, mut low_confidence, mut notes) =
+        let (mut recommendation, mut low_confidence, mut notes, mut profile_rule) =
             match self.recommendation(v, e.index, in_place, view) {
                 Ok(r) => r,
                 Err(err) => {
                     unsupported.get_or_insert(format!("Invalid resourcePolicy: {err}"));
-                    (None, None, ClusterNotes::default())
+                    (None, None, ClusterNotes::default(), None)
                 }
             };
         if !metrics_ok {
             (recommendation, low_confidence) = kept_recommendation(v.status.as_ref());
             notes = kept_notes(v.conditions());
+            profile_rule = kept_profile_rule(v.conditions());
         }
         Some(Findings {
             recommendation,
@@ -650,6 +715,7 @@ impl Recommender {
                 .map(|(_, m)| m.clone()),
             node_fit: notes.node_fit,
             left_to_hpa: notes.left_to_hpa,
+            profile_rule,
         })
     }
 
@@ -685,14 +751,7 @@ impl Recommender {
         index: usize,
         in_place: bool,
         view: &mut LoopView,
-    ) -> Result<
-        (
-            Option<RecommendedPodResources>,
-            Option<String>,
-            ClusterNotes,
-        ),
-        String,
-    > {
+    ) -> Result<VpaRecommendation, String> {
         let aggregates = self.model.aggregate_state_by_container_name(index);
         let empty = BTreeMap::new();
         let (policy, annotations) = match self.model.vpas().get(index) {
@@ -741,6 +800,7 @@ impl Recommender {
             to_api_recommendation(&r.containers),
             low_confidence_message(&r.containers, &aggregates),
             notes,
+            profile_rule(&r.explain),
         ))
     }
 
@@ -799,6 +859,68 @@ impl Recommender {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `auto`'s rule per container becomes the `TailorProfileRule` condition (rule names only, so that it
+    /// does not change every loop); no condition for profiles without a per-container rule.
+    #[test]
+    fn the_profile_rule_is_a_condition() {
+        use tailor_engine::estimate::{ContainerExplain, CpuRule};
+        let ex = |c: &str, rule: Option<&'static str>| ContainerExplain {
+            container: c.into(),
+            cpu_rule: rule.map(|rule| CpuRule {
+                rule,
+                reason: "figures".into(),
+                autocorrelation: Some(0.9),
+                stability: None,
+                hourly_percentile: None,
+            }),
+            ..Default::default()
+        };
+        assert_eq!(profile_rule(&[ex("a", None)]), None);
+        let (reason, message) =
+            profile_rule(&[ex("web", Some("daily")), ex("proxy", Some("upstream"))]).unwrap();
+        assert_eq!(reason, "Daily");
+        assert!(message.starts_with("web: CPU follows") && message.contains("proxy: upstream"));
+        assert!(!message.contains("0.9"), "{message}");
+        assert_eq!(
+            profile_rule(&[ex("proxy", Some("upstream"))]).unwrap().0,
+            "Upstream"
+        );
+        let t0 = to_time_secs(1_000_000_000_000).unwrap();
+        let f = Findings {
+            recommendation: Some(RecommendedPodResources {
+                container_recommendations: Some(vec![RecommendedContainerResources {
+                    container_name: Some("web".into()),
+                    ..Default::default()
+                }]),
+            }),
+            pods_matched: true,
+            profile_rule: Some((reason, message)),
+            ..Default::default()
+        };
+        let status = plan_status(&[], &f, &t0);
+        let c = status.conditions.unwrap();
+        let rule = c.iter().find(|c| c.type_ == PROFILE_RULE).unwrap();
+        assert_eq!(
+            (rule.status.as_str(), rule.reason.as_deref()),
+            ("True", Some("Daily"))
+        );
+        let without = plan_status(
+            &c,
+            &Findings {
+                profile_rule: None,
+                ..f
+            },
+            &t0,
+        );
+        assert!(
+            without
+                .conditions
+                .unwrap()
+                .iter()
+                .all(|c| c.type_ != PROFILE_RULE)
+        );
+    }
 
     #[test]
     fn a_write_is_skipped_when_stored_or_already_sent_from_the_same_base() {

@@ -52,12 +52,14 @@ fn sources_of(name: &str) -> &'static [&'static str] {
     match name {
         "tailor-recommender" => &[
             "crds/src",
+            "core/src",
+            "kube/src",
             "recommender/src",
             "recommender/engine/src",
             "recommender/prometheus/src",
         ],
-        "tailor-admission" => &["crds/src", "admission/src"],
-        "tailor-updater" => &["crds/src", "updater/src"],
+        "tailor-admission" => &["crds/src", "core/src", "kube/src", "admission/src"],
+        "tailor-updater" => &["crds/src", "core/src", "kube/src", "updater/src"],
         _ => &[],
     }
 }

@@ -436,29 +436,31 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
             },
             mode: mode.clone(),
         };
-        let mut vpa_report = VpaReport {
-            namespace: entry.label.namespace.to_owned(),
-            name: entry.label.name.to_owned(),
-            mode: mode_text.clone(),
-            pods: BTreeMap::new(),
-        };
-        // Updates are counted in the metrics once the VPA is processed, also when it aborts the iteration.
-        let mut done = Done::default();
-        let aborted = process_vpa_pods(
+        let mut pass = VpaPass {
             config,
-            state,
+            state: &mut *state,
             view,
-            actuator,
-            &entry,
-            vpa_pods,
+            actuator: &mut *actuator,
+            entry: &entry,
+            gate: view.gate(vpa, vpa_pods),
             now,
-            gauges,
+            size: vpa_pods.len(),
+            gauges: &mut *gauges,
             metrics,
-            &mut vpa_report,
-            &mut report,
-            &mut done,
-        )
-        .await;
+            report: &mut report,
+            vpa_report: VpaReport {
+                namespace: entry.label.namespace.to_owned(),
+                name: entry.label.name.to_owned(),
+                mode: mode_text.clone(),
+                pods: BTreeMap::new(),
+            },
+            done: Done::default(),
+        };
+        let aborted = pass.run(vpa_pods).await;
+        let VpaPass {
+            vpa_report, done, ..
+        } = pass;
+        // Updates are counted in the metrics once the VPA is processed, also when it aborts the iteration.
         if let Some((evicted, resized)) = metrics.map(|m| m.vpa_counters(&entry.label)) {
             evicted.inc_by(done.evicted);
             resized.inc_by(done.resized);
@@ -483,339 +485,464 @@ struct Done {
     resized: u64,
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn process_vpa_pods<V: ClusterView, A: Actuator>(
-    config: &IterationConfig,
-    state: &mut UpdaterState,
-    view: &V,
-    actuator: &mut A,
-    entry: &Vpa<'_>,
-    vpa_pods: &[Arc<CompactPod>],
+/// One VPA's pass over its pods (§1.2 steps 7–10), one method per step: which pods are in the webhook's
+/// scope ([`VpaPass::in_webhook_scope`]), start-up boosts that expired ([`VpaPass::unboost`]), the mode's
+/// pass over the rest (resize in place, [`VpaPass::resize_in_place`], or choose whom to evict,
+/// [`VpaPass::choose_evictions`]),
+/// the evictions ([`VpaPass::evict`]) and the per-VPA gauges ([`VpaPass::count`]). An `Err` from a step aborts
+/// the iteration (a rate limiter failed).
+struct VpaPass<'p, V: ClusterView, A: Actuator> {
+    config: &'p IterationConfig,
+    state: &'p mut UpdaterState,
+    view: &'p V,
+    actuator: &'p mut A,
+    entry: &'p Vpa<'p>,
+    gate: V::Gate,
     now: Timestamp,
-    gauges: &mut IterationGauges,
-    metrics: Option<&Metrics>,
-    vpa_report: &mut VpaReport,
-    report: &mut Report,
-    done: &mut Done,
-) -> Result<(), String> {
-    let vpa = entry.vpa;
-    let size = vpa_pods.len();
-    let mode_text = entry.label.mode;
-    gauges.add(GaugeKind::ControlledPods, size, mode_text, size as i64);
-    let mut gate = view.gate(vpa, vpa_pods);
-    // Pods the webhook never sizes count in the budgets but are not updated (issue 30); nor are pods
-    // upstream VPA's webhook sized (its numbers win on a workload both cover, README).
-    let mut outside = 0usize;
-    let mut upstream = 0usize;
-    let mut in_scope: Vec<Arc<CompactPod>> = Vec::with_capacity(vpa_pods.len());
-    for pod in vpa_pods {
-        if pods::sized_by_upstream(pod) {
-            upstream += 1;
-            set(vpa_report, pod, Action::Skip(Skip::SizedByUpstream));
-            continue;
-        }
-        match config.webhook_scope.pod_excluded(pods::labels(pod)) {
-            Some(why) => {
-                outside += 1;
-                set(vpa_report, pod, Action::Skip(Skip::OutsideWebhook(why)));
-            }
-            None => in_scope.push(Arc::clone(pod)),
-        }
-    }
-    if outside > 0 {
-        let event = events::outside_webhook(&format!(
-            "{outside} of {size} pods are not selected by the webhook's objectSelector: they are not \
-             updated (an evicted pod would come back unchanged)"
-        ));
-        report.blocked.insert(
-            (vpa_report.namespace.clone(), vpa_report.name.clone()),
-            crate::conditions::Blocked {
-                reason: event.reason,
-                message: event.message.clone(),
-            },
-        );
-        actuator.vpa_event(vpa, event);
-    }
-    if upstream > 0 {
-        let event = events::sized_by_upstream(&format!(
-            "{upstream} of {size} pods were sized by upstream VPA (annotation vpaUpdates): an upstream VPA \
-             covers this workload too, and its webhook sizes the pods after Tailor's; they are not updated \
-             (an evicted pod would come back with upstream's numbers). Keep one of the two VPAs"
-        ));
-        report.blocked.insert(
-            (vpa_report.namespace.clone(), vpa_report.name.clone()),
-            crate::conditions::Blocked {
-                reason: event.reason,
-                message: event.message.clone(),
-            },
-        );
-        actuator.vpa_event(vpa, event);
-    }
-    let vpa_pods = in_scope.as_slice();
+    /// Live pods of the VPA (the gauges' size bucket).
+    size: usize,
+    gauges: &'p mut IterationGauges,
+    metrics: Option<&'p Metrics>,
+    report: &'p mut Report,
+    /// What happened to each pod.
+    vpa_report: VpaReport,
+    /// Updates done, counted in the metrics once the VPA is processed (also when it aborts the iteration).
+    done: Done,
+}
 
-    // Start-up boost pass (§5.8).
-    let mut available: Vec<Arc<CompactPod>> = Vec::new();
-    if config.gates.cpu_startup_boost && has_startup_boost(&vpa.spec) {
+/// How many pods a mode's pass found to update, for the per-VPA gauges.
+#[derive(Default)]
+struct Chosen {
+    /// Pods to evict, in priority order.
+    evictions: Vec<Arc<CompactPod>>,
+    in_place_updatable: usize,
+    evictable: usize,
+}
+
+impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
+    /// Runs every step over `vpa_pods`.
+    async fn run(&mut self, vpa_pods: &[Arc<CompactPod>]) -> Result<(), String> {
+        let mode_text = self.entry.label.mode;
+        self.gauges.add(
+            GaugeKind::ControlledPods,
+            self.size,
+            mode_text,
+            self.size as i64,
+        );
+        let in_scope = self.in_webhook_scope(vpa_pods);
+        let available = self.unboost(&in_scope).await?;
+        let chosen = match modes::path(&self.entry.mode, self.config.gates.in_place) {
+            path @ (Path::None | Path::InPlaceGateOff) => {
+                for pod in &available {
+                    self.set(pod, Action::Skip(Skip::Mode(mode_text.to_owned())));
+                }
+                if path == Path::InPlaceGateOff {
+                    tracing::warn!(vpa = %self.entry.label.name, "updateMode InPlace needs feature gate InPlace; pods left alone");
+                }
+                return Ok(());
+            }
+            Path::InPlace => self.resize_in_place(&available).await?,
+            Path::Evict => self.choose_evictions(&available),
+        };
+        self.evict(&chosen.evictions).await?;
+        self.count(&chosen);
+        Ok(())
+    }
+
+    fn set(&mut self, pod: &CompactPod, action: Action) {
+        set(&mut self.vpa_report, pod, action);
+    }
+
+    /// The pods the webhook sizes. Pods it never sizes count in the budgets but are not updated (issue 30);
+    /// nor are pods upstream VPA's webhook sized (its numbers win on a workload both cover, README). Either
+    /// kind blocks the VPA's updates with an event saying why.
+    fn in_webhook_scope(&mut self, vpa_pods: &[Arc<CompactPod>]) -> Vec<Arc<CompactPod>> {
+        let size = self.size;
+        let mut outside = 0usize;
+        let mut upstream = 0usize;
+        let mut in_scope: Vec<Arc<CompactPod>> = Vec::with_capacity(vpa_pods.len());
         for pod in vpa_pods {
-            let expired = pods::expired_boost_keys(pod, vpa, now);
+            if pods::sized_by_upstream(pod) {
+                upstream += 1;
+                self.set(pod, Action::Skip(Skip::SizedByUpstream));
+                continue;
+            }
+            match self.config.webhook_scope.pod_excluded(pods::labels(pod)) {
+                Some(why) => {
+                    outside += 1;
+                    self.set(pod, Action::Skip(Skip::OutsideWebhook(why)));
+                }
+                None => in_scope.push(Arc::clone(pod)),
+            }
+        }
+        if outside > 0 {
+            self.block(events::outside_webhook(&format!(
+                "{outside} of {size} pods are not selected by the webhook's objectSelector: they are not \
+                 updated (an evicted pod would come back unchanged)"
+            )));
+        }
+        if upstream > 0 {
+            self.block(events::sized_by_upstream(&format!(
+                "{upstream} of {size} pods were sized by upstream VPA (annotation vpaUpdates): an upstream VPA \
+                 covers this workload too, and its webhook sizes the pods after Tailor's; they are not updated \
+                 (an evicted pod would come back with upstream's numbers). Keep one of the two VPAs"
+            )));
+        }
+        in_scope
+    }
+
+    /// Marks the VPA's updates blocked with `event`'s reason and message, and records the event on it.
+    fn block(&mut self, event: UpdaterEvent) {
+        self.report.blocked.insert(
+            (
+                self.vpa_report.namespace.clone(),
+                self.vpa_report.name.clone(),
+            ),
+            crate::conditions::Blocked {
+                reason: event.reason,
+                message: event.message.clone(),
+            },
+        );
+        self.actuator.vpa_event(self.entry.vpa, event);
+    }
+
+    /// Start-up boost pass (§5.8): resizes pods whose boost expired back to the recommendation; returns the
+    /// pods without a boost, which the mode's pass may update.
+    async fn unboost(
+        &mut self,
+        pods_in_scope: &[Arc<CompactPod>],
+    ) -> Result<Vec<Arc<CompactPod>>, String> {
+        let vpa = self.entry.vpa;
+        if !(self.config.gates.cpu_startup_boost && has_startup_boost(&vpa.spec)) {
+            return Ok(pods_in_scope.to_vec());
+        }
+        let mut available = Vec::new();
+        for pod in pods_in_scope {
+            let expired = pods::expired_boost_keys(pod, vpa, self.now);
             if !expired.is_empty() {
-                set(vpa_report, pod, Action::Skip(Skip::BoostActive));
-                if !gate.can_unboost(pod, vpa, now) {
+                self.set(pod, Action::Skip(Skip::BoostActive));
+                if !self.gate.can_unboost(pod, vpa, self.now) {
                     continue;
                 }
-                if let Err(e) = actuator.wait_in_place().await {
-                    if let Some(m) = metrics {
-                        m.record_failed_in_place_update(
-                            &entry.label,
-                            "InPlaceUpdateRateLimiterWaitFailed",
-                        );
+                if let Err(e) = self.resize(pod).await? {
+                    if let Some(m) = self.metrics {
+                        m.record_failed_in_place_update(&self.entry.label, "UnboostError");
                     }
-                    set(vpa_report, pod, Action::Skip(Skip::RateLimited));
-                    return Err(format!("in-place rate limiter: {e}"));
-                }
-                match in_place_update(view, actuator, &mut gate, state, pod, vpa, now).await {
-                    Ok(plan) => {
-                        done.resized += 1;
-                        report.resizes += 1;
-                        set(vpa_report, pod, Action::Resize(plan.resize));
-                    }
-                    Err(e) => {
-                        if let Some(m) = metrics {
-                            m.record_failed_in_place_update(&entry.label, "UnboostError");
-                        }
-                        set(vpa_report, pod, Action::Skip(Skip::Error(e.to_string())));
-                    }
+                    self.set(pod, Action::Skip(Skip::Error(e.to_string())));
                 }
             } else if !pods::has_boost_annotation(pod) {
                 available.push(Arc::clone(pod));
             } else {
-                set(vpa_report, pod, Action::Skip(Skip::BoostActive));
+                self.set(pod, Action::Skip(Skip::BoostActive));
             }
         }
-    } else {
-        available = vpa_pods.to_vec();
+        Ok(available)
     }
 
-    let mut eviction_list: Vec<Arc<CompactPod>> = Vec::new();
-    let mut in_place_updatable = 0usize;
-    let mut evictable = 0usize;
-    match modes::path(&entry.mode, config.gates.in_place) {
-        path @ (Path::None | Path::InPlaceGateOff) => {
-            for pod in &available {
-                set(
-                    vpa_report,
-                    pod,
-                    Action::Skip(Skip::Mode(mode_text.to_owned())),
+    /// Waits for the in-place rate limiter, then resizes `pod` (§5.5) and records the resize. The outer
+    /// `Err` aborts the iteration (the limiter failed); the inner one is this pod's failure, for the caller
+    /// to record.
+    async fn resize(&mut self, pod: &CompactPod) -> Result<Result<(), InPlaceError>, String> {
+        if let Err(e) = self.actuator.wait_in_place().await {
+            if let Some(m) = self.metrics {
+                m.record_failed_in_place_update(
+                    &self.entry.label,
+                    "InPlaceUpdateRateLimiterWaitFailed",
                 );
             }
-            if path == Path::InPlaceGateOff {
-                tracing::warn!(vpa = %entry.label.name, "updateMode InPlace needs feature gate InPlace; pods left alone");
-            }
-            return Ok(());
+            self.set(pod, Action::Skip(Skip::RateLimited));
+            return Err(format!("in-place rate limiter: {e}"));
         }
-        Path::InPlace => {
-            let in_place_mode = entry.mode == UpdateMode::InPlace;
-            let mut calc = PriorityCalculator::new(vpa, &config.priority, config.gates);
-            for pod in &available {
-                let decision = match gate.can_in_place_update(pod, vpa, state, now) {
-                    Ok(d) => d,
-                    Err(e) => {
-                        set(vpa_report, pod, Action::Skip(Skip::Error(e.to_string())));
-                        continue;
-                    }
-                };
-                let keep = match decision {
-                    InPlaceDecision::Approved => true,
-                    InPlaceDecision::Evict => !in_place_mode,
-                    InPlaceDecision::Deferred | InPlaceDecision::Infeasible => in_place_mode,
-                    InPlaceDecision::InfeasibleCached => {
-                        actuator.event(pod, vpa, events::resize_skipped());
-                        if let Some(m) = metrics {
-                            m.record_infeasible_cached(&entry.label);
-                        }
-                        set(vpa_report, pod, Action::Skip(Skip::InfeasibleCached));
-                        false
-                    }
-                };
-                if !keep {
-                    if decision != InPlaceDecision::InfeasibleCached {
-                        set(
-                            vpa_report,
-                            pod,
-                            Action::Skip(decision_skip(&gate, pod, decision)),
-                        );
-                    }
-                    continue;
-                }
-                offer(view, state, &mut calc, vpa, pod, now, vpa_report);
-            }
-            let sorted = match calc.sorted(&state.admission) {
-                Ok((sorted, refused)) => {
-                    for pod in refused {
-                        set(vpa_report, &pod, Action::Skip(Skip::EvictionRequirements));
-                    }
-                    sorted
-                }
+        let (vpa, now) = (self.entry.vpa, self.now);
+        let result = in_place_update(
+            self.view,
+            &mut *self.actuator,
+            &mut self.gate,
+            &mut *self.state,
+            pod,
+            vpa,
+            now,
+        )
+        .await;
+        Ok(result.map(|plan| {
+            self.done.resized += 1;
+            self.report.resizes += 1;
+            self.set(pod, Action::Resize(plan.resize));
+        }))
+    }
+
+    /// Mode `InPlaceOrRecreate` / `InPlace` (§5): offers the pods the budgets let through, resizes them in
+    /// priority order, and returns the ones to evict instead (never in mode `InPlace`).
+    async fn resize_in_place(&mut self, available: &[Arc<CompactPod>]) -> Result<Chosen, String> {
+        let config = self.config;
+        let mut calc = PriorityCalculator::new(self.entry.vpa, &config.priority, config.gates);
+        self.offer_for_resize(available, &mut calc);
+        let sorted = self.sorted(calc).unwrap_or_default();
+        let mut chosen = Chosen {
+            in_place_updatable: sorted.len(),
+            ..Chosen::default()
+        };
+        self.gauges.add(
+            GaugeKind::InPlaceUpdatablePods,
+            self.size,
+            self.entry.label.mode,
+            chosen.in_place_updatable as i64,
+        );
+        for candidate in sorted {
+            self.resize_candidate(&candidate.pod, &mut chosen).await?;
+        }
+        Ok(chosen)
+    }
+
+    /// Offers to `calc` the pods whose in-place decision lets them be resized (or, outside mode `InPlace`,
+    /// evicted); reports why the others are left alone.
+    fn offer_for_resize(
+        &mut self,
+        available: &[Arc<CompactPod>],
+        calc: &mut PriorityCalculator<'_>,
+    ) {
+        let (vpa, now) = (self.entry.vpa, self.now);
+        let in_place_mode = self.entry.mode == UpdateMode::InPlace;
+        for pod in available {
+            let decision = match self.gate.can_in_place_update(pod, vpa, self.state, now) {
+                Ok(d) => d,
                 Err(e) => {
-                    tracing::warn!(vpa = %entry.label.name, error = %e, "cannot order pods");
-                    Vec::new()
+                    self.set(pod, Action::Skip(Skip::Error(e.to_string())));
+                    continue;
                 }
             };
-            in_place_updatable = sorted.len();
-            gauges.add(
-                GaugeKind::InPlaceUpdatablePods,
-                size,
-                mode_text,
-                in_place_updatable as i64,
+            let keep = match decision {
+                InPlaceDecision::Approved => true,
+                InPlaceDecision::Evict => !in_place_mode,
+                InPlaceDecision::Deferred | InPlaceDecision::Infeasible => in_place_mode,
+                InPlaceDecision::InfeasibleCached => {
+                    self.actuator.event(pod, vpa, events::resize_skipped());
+                    if let Some(m) = self.metrics {
+                        m.record_infeasible_cached(&self.entry.label);
+                    }
+                    self.set(pod, Action::Skip(Skip::InfeasibleCached));
+                    false
+                }
+            };
+            if !keep {
+                if decision != InPlaceDecision::InfeasibleCached {
+                    let skip = decision_skip(&self.gate, pod, decision);
+                    self.set(pod, Action::Skip(skip));
+                }
+                continue;
+            }
+            offer(
+                self.view,
+                self.state,
+                calc,
+                vpa,
+                pod,
+                now,
+                &mut self.vpa_report,
             );
-            for candidate in sorted {
-                let pod = &candidate.pod;
-                let decision = match gate.can_in_place_update(pod, vpa, state, now) {
-                    Ok(d) => d,
-                    Err(e) => {
-                        set(vpa_report, pod, Action::Skip(Skip::Error(e.to_string())));
-                        continue;
-                    }
-                };
-                match decision {
-                    InPlaceDecision::Deferred
-                        if !in_place_mode || config.in_place_honours_deferrals =>
-                    {
-                        set(
-                            vpa_report,
-                            pod,
-                            Action::Skip(decision_skip(&gate, pod, decision)),
-                        );
-                        continue;
-                    }
-                    InPlaceDecision::Evict => {
-                        eviction_list.push(Arc::clone(pod));
-                        continue;
-                    }
-                    InPlaceDecision::InfeasibleCached => {
-                        set(vpa_report, pod, Action::Skip(Skip::InfeasibleCached));
-                        continue;
-                    }
-                    InPlaceDecision::Infeasible => {
-                        if let Some(raw) =
-                            vpa.status.as_ref().and_then(|s| s.recommendation.clone())
-                        {
-                            state.infeasible.record(pods::uid(pod), raw);
-                        }
-                    }
-                    InPlaceDecision::Deferred | InPlaceDecision::Approved => {}
-                }
-                if let Err(e) = actuator.wait_in_place().await {
-                    if let Some(m) = metrics {
-                        m.record_failed_in_place_update(
-                            &entry.label,
-                            "InPlaceUpdateRateLimiterWaitFailed",
-                        );
-                    }
-                    set(vpa_report, pod, Action::Skip(Skip::RateLimited));
-                    return Err(format!("in-place rate limiter: {e}"));
-                }
-                match in_place_update(view, actuator, &mut gate, state, pod, vpa, now).await {
-                    Ok(plan) => {
-                        done.resized += 1;
-                        report.resizes += 1;
-                        set(vpa_report, pod, Action::Resize(plan.resize));
-                    }
-                    Err(e) => {
-                        if in_place_mode {
-                            let infeasible = matches!(&e, InPlaceError::Act(ActError::Api(api)) if is_infeasible_error(Some(api)));
-                            if infeasible
-                                && let Some(raw) =
-                                    vpa.status.as_ref().and_then(|s| s.recommendation.clone())
-                            {
-                                state.infeasible.record(pods::uid(pod), raw);
-                            }
-                            if let Some(m) = metrics {
-                                let reason = if infeasible {
-                                    "InPlaceUpdateInfeasible"
-                                } else {
-                                    "InPlaceUpdateError"
-                                };
-                                m.record_failed_in_place_update(&entry.label, reason);
-                            }
-                            set(vpa_report, pod, Action::Skip(skip_of(&e)));
-                        } else {
-                            if let Some(m) = metrics {
-                                m.record_failed_in_place_update(&entry.label, "InPlaceUpdateError");
-                            }
-                            set(vpa_report, pod, Action::Skip(Skip::Error(e.to_string())));
-                            eviction_list.push(Arc::clone(pod));
-                        }
-                    }
-                }
-            }
-        }
-        Path::Evict => {
-            let mut calc = PriorityCalculator::new(vpa, &config.priority, config.gates);
-            for pod in &available {
-                if let Err(skip) = gate.can_evict(pod, state, now) {
-                    set(vpa_report, pod, Action::Skip(skip));
-                    continue;
-                }
-                offer(view, state, &mut calc, vpa, pod, now, vpa_report);
-            }
-            match calc.sorted(&state.admission) {
-                Ok((sorted, refused)) => {
-                    for pod in refused {
-                        set(vpa_report, &pod, Action::Skip(Skip::EvictionRequirements));
-                    }
-                    eviction_list = sorted.into_iter().map(|c| c.pod).collect();
-                }
-                Err(e) => tracing::warn!(vpa = %entry.label.name, error = %e, "cannot order pods"),
-            }
-            evictable = eviction_list.len();
-            gauges.add(GaugeKind::EvictablePods, size, mode_text, evictable as i64);
         }
     }
 
-    for pod in &eviction_list {
-        if let Err(skip) = gate.can_evict(pod, state, now) {
-            set(vpa_report, pod, Action::Skip(skip));
-            continue;
-        }
-        if let Err(e) = actuator.wait_eviction().await {
-            if let Some(m) = metrics {
-                m.record_failed_eviction(&entry.label, "EvictionRateLimiterWaitFailed");
+    /// Resizes one offered pod in place, after deciding again (the budgets moved with every resize before
+    /// it); a pod to evict instead joins `chosen.evictions`.
+    async fn resize_candidate(
+        &mut self,
+        pod: &Arc<CompactPod>,
+        chosen: &mut Chosen,
+    ) -> Result<(), String> {
+        let (vpa, now) = (self.entry.vpa, self.now);
+        let in_place_mode = self.entry.mode == UpdateMode::InPlace;
+        let decision = match self.gate.can_in_place_update(pod, vpa, self.state, now) {
+            Ok(d) => d,
+            Err(e) => {
+                self.set(pod, Action::Skip(Skip::Error(e.to_string())));
+                return Ok(());
             }
-            set(vpa_report, pod, Action::Skip(Skip::RateLimited));
-            return Err(format!("eviction rate limiter: {e}"));
+        };
+        match decision {
+            InPlaceDecision::Deferred
+                if !in_place_mode || self.config.in_place_honours_deferrals =>
+            {
+                let skip = decision_skip(&self.gate, pod, decision);
+                self.set(pod, Action::Skip(skip));
+                return Ok(());
+            }
+            InPlaceDecision::Evict => {
+                chosen.evictions.push(Arc::clone(pod));
+                return Ok(());
+            }
+            InPlaceDecision::InfeasibleCached => {
+                self.set(pod, Action::Skip(Skip::InfeasibleCached));
+                return Ok(());
+            }
+            InPlaceDecision::Infeasible => self.record_infeasible(pod),
+            InPlaceDecision::Deferred | InPlaceDecision::Approved => {}
         }
-        match evict_pod(actuator, &mut gate, state, pod, vpa, now).await {
-            Ok(()) => {
-                done.evicted += 1;
-                report.evictions += 1;
-                set(vpa_report, pod, Action::Evict);
+        if let Err(e) = self.resize(pod).await? {
+            if in_place_mode {
+                self.in_place_failed(pod, &e);
+            } else {
+                if let Some(m) = self.metrics {
+                    m.record_failed_in_place_update(&self.entry.label, "InPlaceUpdateError");
+                }
+                self.set(pod, Action::Skip(Skip::Error(e.to_string())));
+                chosen.evictions.push(Arc::clone(pod));
+            }
+        }
+        Ok(())
+    }
+
+    /// Remembers that `pod` cannot take the VPA's current recommendation in place (mode `InPlace`).
+    fn record_infeasible(&mut self, pod: &CompactPod) {
+        if let Some(raw) = self
+            .entry
+            .vpa
+            .status
+            .as_ref()
+            .and_then(|s| s.recommendation.clone())
+        {
+            self.state.infeasible.record(pods::uid(pod), raw);
+        }
+    }
+
+    /// A failed resize in mode `InPlace`: remembered when the kubelet found it infeasible, counted, reported.
+    fn in_place_failed(&mut self, pod: &CompactPod, e: &InPlaceError) {
+        let infeasible =
+            matches!(e, InPlaceError::Act(ActError::Api(api)) if is_infeasible_error(Some(api)));
+        if infeasible {
+            self.record_infeasible(pod);
+        }
+        if let Some(m) = self.metrics {
+            let reason = if infeasible {
+                "InPlaceUpdateInfeasible"
+            } else {
+                "InPlaceUpdateError"
+            };
+            m.record_failed_in_place_update(&self.entry.label, reason);
+        }
+        self.set(pod, Action::Skip(skip_of(e)));
+    }
+
+    /// The offered pods in priority order (§2.4); the ones `evictionRequirements` refuse are reported. `None`
+    /// when the pods cannot be ordered (logged).
+    fn sorted(
+        &mut self,
+        calc: PriorityCalculator<'_>,
+    ) -> Option<Vec<crate::calculator::Candidate>> {
+        match calc.sorted(&self.state.admission) {
+            Ok((sorted, refused)) => {
+                for pod in refused {
+                    self.set(&pod, Action::Skip(Skip::EvictionRequirements));
+                }
+                Some(sorted)
             }
             Err(e) => {
-                if let Some(m) = metrics {
-                    m.record_failed_eviction(&entry.label, "EvictionError");
-                }
-                let skip = match &e {
-                    InPlaceError::Act(a) if a.is_disruption_budget() => Skip::DisruptionBudget,
-                    other => Skip::Error(other.to_string()),
-                };
-                set(vpa_report, pod, Action::Skip(skip));
+                tracing::warn!(vpa = %self.entry.label.name, error = %e, "cannot order pods");
+                None
             }
         }
     }
-    if evictable > 0 {
-        gauges.add(GaugeKind::VpasWithEvictablePods, size, mode_text, 1);
+
+    /// Mode `Recreate` (and `Auto`): the pods the budgets let through, in priority order.
+    fn choose_evictions(&mut self, available: &[Arc<CompactPod>]) -> Chosen {
+        let (vpa, now, config) = (self.entry.vpa, self.now, self.config);
+        let mut calc = PriorityCalculator::new(vpa, &config.priority, config.gates);
+        for pod in available {
+            if let Err(skip) = self.gate.can_evict(pod, self.state, now) {
+                self.set(pod, Action::Skip(skip));
+                continue;
+            }
+            offer(
+                self.view,
+                self.state,
+                &mut calc,
+                vpa,
+                pod,
+                now,
+                &mut self.vpa_report,
+            );
+        }
+        let evictions: Vec<Arc<CompactPod>> = self
+            .sorted(calc)
+            .map(|sorted| sorted.into_iter().map(|c| c.pod).collect())
+            .unwrap_or_default();
+        let evictable = evictions.len();
+        self.gauges.add(
+            GaugeKind::EvictablePods,
+            self.size,
+            self.entry.label.mode,
+            evictable as i64,
+        );
+        Chosen {
+            evictions,
+            in_place_updatable: 0,
+            evictable,
+        }
     }
-    if done.evicted > 0 {
-        gauges.add(GaugeKind::VpasWithEvictedPods, size, mode_text, 1);
+
+    /// Evicts `evictions` in order (§3.4), each after the budget and the eviction rate limiter allow it.
+    async fn evict(&mut self, evictions: &[Arc<CompactPod>]) -> Result<(), String> {
+        let (vpa, now) = (self.entry.vpa, self.now);
+        for pod in evictions {
+            if let Err(skip) = self.gate.can_evict(pod, self.state, now) {
+                self.set(pod, Action::Skip(skip));
+                continue;
+            }
+            if let Err(e) = self.actuator.wait_eviction().await {
+                if let Some(m) = self.metrics {
+                    m.record_failed_eviction(&self.entry.label, "EvictionRateLimiterWaitFailed");
+                }
+                self.set(pod, Action::Skip(Skip::RateLimited));
+                return Err(format!("eviction rate limiter: {e}"));
+            }
+            match evict_pod(
+                &mut *self.actuator,
+                &mut self.gate,
+                &mut *self.state,
+                pod,
+                vpa,
+                now,
+            )
+            .await
+            {
+                Ok(()) => {
+                    self.done.evicted += 1;
+                    self.report.evictions += 1;
+                    self.set(pod, Action::Evict);
+                }
+                Err(e) => {
+                    if let Some(m) = self.metrics {
+                        m.record_failed_eviction(&self.entry.label, "EvictionError");
+                    }
+                    let skip = match &e {
+                        InPlaceError::Act(a) if a.is_disruption_budget() => Skip::DisruptionBudget,
+                        other => Skip::Error(other.to_string()),
+                    };
+                    self.set(pod, Action::Skip(skip));
+                }
+            }
+        }
+        Ok(())
     }
-    if in_place_updatable > 0 {
-        gauges.add(GaugeKind::VpasWithInPlaceUpdatablePods, size, mode_text, 1);
+
+    /// The per-VPA gauges: whether the VPA had pods to update, and whether any was updated.
+    fn count(&mut self, chosen: &Chosen) {
+        let (size, mode_text) = (self.size, self.entry.label.mode);
+        let counted = [
+            (chosen.evictable > 0, GaugeKind::VpasWithEvictablePods),
+            (self.done.evicted > 0, GaugeKind::VpasWithEvictedPods),
+            (
+                chosen.in_place_updatable > 0,
+                GaugeKind::VpasWithInPlaceUpdatablePods,
+            ),
+            (self.done.resized > 0, GaugeKind::VpasWithInPlaceUpdatedPods),
+        ];
+        for (yes, kind) in counted {
+            if yes {
+                self.gauges.add(kind, size, mode_text, 1);
+            }
+        }
     }
-    if done.resized > 0 {
-        gauges.add(GaugeKind::VpasWithInPlaceUpdatedPods, size, mode_text, 1);
-    }
-    Ok(())
 }
 
 /// The skip reason of a failed in-place update.

@@ -105,7 +105,7 @@ struct Args {
     /// Watch VPAs and workloads in this namespace only (default: all namespaces).
     #[arg(long, default_value = "")]
     vpa_object_namespace: String,
-    /// `--kubeconfig`, `--kube-api-qps`, `--kube-api-burst`.
+    /// `--kubeconfig`.
     #[command(flatten)]
     client: ClientFlags,
 

@@ -70,12 +70,12 @@ fn json_shape_and_determinism() {
         "--input",
         path,
         "--strategy",
-        "balanced",
+        "cautious",
         "--plot",
         plots.to_str().unwrap(),
     ]);
     assert!(p.status.success(), "{}", String::from_utf8_lossy(&p.stderr));
-    let svg = std::fs::read_to_string(plots.join("ns_web_app.balanced.svg")).unwrap();
+    let svg = std::fs::read_to_string(plots.join("ns_web_app.cautious.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("above request"));
 }
 
@@ -85,7 +85,7 @@ fn lists_strategies_and_rejects_unknown() {
     assert!(o.status.success());
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
-        "upstream\nkrr-simple\nbalanced\nsaver\ndiurnal\n"
+        "upstream\nkrr-simple\ncautious\nsaver\ndiurnal\nauto\n"
     );
     let o = tailor(&["backtest", "--suite", "--strategy", "fastest"]);
     assert_eq!(o.status.code(), Some(2));
@@ -157,4 +157,52 @@ fn suite_draws_differ_and_need_the_suite() {
     assert_ne!(published, other);
     let o = tailor(&["backtest", "--input", "x.csv", "--suite-draw", "1"]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// `--frontier` sweeps each strategy's knob (the strategy's own setting marked), prints cost against risk and
+/// draws DIR/frontier.svg; `-o markdown` prints one row per shape of the suite.
+#[test]
+fn frontier_and_markdown() {
+    let dir = std::env::temp_dir().join(format!("tailor-frontier-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("usage.csv");
+    std::fs::write(&input, csv()).unwrap();
+    let path = input.to_str().unwrap();
+    let o = tailor(&[
+        "backtest",
+        "--input",
+        path,
+        "--frontier",
+        "--strategy",
+        "upstream,auto",
+        "-o",
+        "json",
+        "--plot",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let points = v["points"].as_array().unwrap();
+    let of = |s: &str| points.iter().filter(|p| p["strategy"] == s).count();
+    assert!(of("upstream") >= 5 && of("auto") >= 5, "{v}");
+    let own: Vec<_> = points.iter().filter(|p| p["default"] == true).collect();
+    assert_eq!(own.len(), 2, "{v}");
+    assert_eq!(own[0]["value"], 0.9);
+    let svg = std::fs::read_to_string(dir.join("frontier.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("risk minutes"));
+    let m = tailor(&[
+        "backtest",
+        "--suite",
+        "--suite-draw",
+        "4",
+        "--strategy",
+        "upstream,auto",
+        "-o",
+        "markdown",
+    ]);
+    assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
+    let text = String::from_utf8_lossy(&m.stdout);
+    for shape in ["| web-diurnal |", "| random-bursts |", "| **total** |"] {
+        assert!(text.contains(shape), "{text}");
+    }
 }

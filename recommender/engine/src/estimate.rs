@@ -111,6 +111,71 @@ pub enum Estimator {
         /// Chain used without.
         otherwise: Box<Estimator>,
     },
+    /// `daily` when the hourly histograms are ready for the window and the container's CPU has a daily
+    /// pattern at least as strong as `rule` ([`daily_rule_holds`]), else `otherwise`.
+    IfDaily {
+        /// The pattern required.
+        rule: DailyRule,
+        /// How far ahead of the last sample (ns).
+        ahead: i64,
+        /// Chain used when the day repeats.
+        daily: Box<Estimator>,
+        /// Chain used otherwise.
+        otherwise: Box<Estimator>,
+    },
+    /// The highest hourly CPU percentile from the last sample to `ahead` later, at the percentile that
+    /// spends `share` of the risk `all_day`'s estimate had ([`budget_percentile`]), plus `margin`, and never
+    /// more than `all_day` (what is saved is the hours that need less); the all-day estimate when the hours
+    /// are not covered.
+    HourlyBudget {
+        /// Share of the all-day estimate's expected risk the hourly requests may take (0–1).
+        share: f64,
+        /// Safety margin on the hourly percentile; the result never exceeds the all-day estimate.
+        margin: f64,
+        /// How far ahead of the last sample (ns).
+        ahead: i64,
+        /// The all-day estimate whose risk is the budget.
+        all_day: Box<Estimator>,
+    },
+}
+
+/// How strong a daily pattern must be before a profile follows it ([`crate::model::DailyPattern`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DailyRule {
+    /// Least lag-24 h autocorrelation of the hourly CPU means.
+    pub min_autocorrelation: f64,
+    /// Least share of their variance explained by the hour of the day.
+    pub min_stability: f64,
+    /// Least ratio of the busiest to the quietest hour of the day (hour-of-day means): a daily swing too
+    /// small to pay for the resizes that follow it.
+    pub min_swing: f64,
+}
+
+/// Lowest and highest percentile [`budget_percentile`] picks.
+pub const BUDGET_PERCENTILES: (f64, f64) = (0.8, 0.999);
+
+/// The hourly percentile whose expected risk (the share of samples above the request, averaged over the hours
+/// of the day) is `share` × that of a request of `all_day_cores`: `1 − share × risk`, within
+/// [`BUDGET_PERCENTILES`].
+pub fn budget_percentile(h: &crate::model::HourlyCpu, all_day_cores: f64, share: f64) -> f64 {
+    let risk = h.fraction_above(all_day_cores);
+    (1.0 - share * risk).clamp(BUDGET_PERCENTILES.0, BUDGET_PERCENTILES.1)
+}
+
+/// Whether `agg`'s CPU has a daily pattern at least as strong as `rule` (false without hourly data).
+pub fn daily_rule_holds(agg: &AggregateContainerState, rule: &DailyRule) -> bool {
+    daily_pattern(agg).is_some_and(|p| {
+        p.autocorrelation >= rule.min_autocorrelation
+            && p.stability >= rule.min_stability
+            && p.swing >= rule.min_swing
+    })
+}
+
+/// The daily pattern of `agg`'s CPU up to its last sample, when it keeps hourly data and has enough of it.
+pub fn daily_pattern(agg: &AggregateContainerState) -> Option<crate::model::DailyPattern> {
+    agg.hourly
+        .as_ref()
+        .and_then(|h| h.daily_pattern(agg.last_sample_start))
 }
 
 /// Whether `agg` keeps hourly CPU histograms with a day of history and every hour from its last sample to
@@ -162,6 +227,40 @@ impl Estimator {
                     hourly.estimate(r, agg)
                 } else {
                     otherwise.estimate(r, agg)
+                }
+            }
+            Estimator::IfDaily {
+                rule,
+                ahead,
+                daily,
+                otherwise,
+            } => {
+                if r == Resource::Cpu && hourly_ready(agg, *ahead) && daily_rule_holds(agg, rule) {
+                    daily.estimate(r, agg)
+                } else {
+                    otherwise.estimate(r, agg)
+                }
+            }
+            Estimator::HourlyBudget {
+                share,
+                margin,
+                ahead,
+                all_day,
+            } => {
+                let all = all_day.estimate(r, agg);
+                match (r, &agg.hourly) {
+                    (Resource::Cpu, Some(h)) if hourly_ready(agg, *ahead) => {
+                        let p = budget_percentile(h, all as f64 / 1000.0, *share);
+                        let hourly = cpu_amount_from_cores(h.percentile_ahead(
+                            p,
+                            agg.last_sample_start,
+                            *ahead,
+                        ));
+                        hourly
+                            .saturating_add(scale_resource(hourly, *margin))
+                            .min(all)
+                    }
+                    _ => all,
                 }
             }
         }
@@ -234,6 +333,12 @@ pub struct TimeOfDay {
     pub lower_margin: f64,
     /// Upper bound = target × (1 + `upper_margin`) (≥ 0).
     pub upper_margin: f64,
+    /// Follow the day only for containers whose CPU has a daily pattern this strong; the all-day estimate
+    /// for the others (`None`: wherever the hourly histograms cover the window).
+    pub only_if: Option<DailyRule>,
+    /// Instead of `percentile`, the hourly percentile that spends this share of the risk upstream's all-day
+    /// target had on the same history ([`Estimator::HourlyBudget`]).
+    pub risk_budget: Option<f64>,
 }
 
 impl Default for RecommenderConfig {
@@ -297,12 +402,20 @@ impl RecommenderConfig {
         let Some(tod) = self.cpu_time_of_day.filter(|_| r == Resource::Cpu) else {
             return all_day;
         };
-        let within = |ahead| Estimator::Margin {
-            fraction: tod.margin,
-            base: Box::new(Estimator::HourlyPercentile {
-                percentile: tod.percentile,
+        let within = |ahead| match tod.risk_budget {
+            Some(share) => Estimator::HourlyBudget {
+                share,
+                margin: tod.margin,
                 ahead,
-            }),
+                all_day: Box::new(self.all_day_estimator(Bound::Target, Resource::Cpu)),
+            },
+            None => Estimator::Margin {
+                fraction: tod.margin,
+                base: Box::new(Estimator::HourlyPercentile {
+                    percentile: tod.percentile,
+                    ahead,
+                }),
+            },
         };
         let target = within(tod.ahead);
         let hourly = match b {
@@ -316,10 +429,18 @@ impl RecommenderConfig {
                 base: Box::new(target),
             },
         };
-        Estimator::IfHourly {
-            ahead: tod.ahead,
-            hourly: Box::new(hourly),
-            otherwise: Box::new(all_day),
+        match tod.only_if {
+            Some(rule) => Estimator::IfDaily {
+                rule,
+                ahead: tod.ahead,
+                daily: Box::new(hourly),
+                otherwise: Box::new(all_day),
+            },
+            None => Estimator::IfHourly {
+                ahead: tod.ahead,
+                hourly: Box::new(hourly),
+                otherwise: Box::new(all_day),
+            },
         }
     }
 
@@ -604,6 +725,9 @@ pub struct ContainerExplain {
     /// percentile amounts are then the all-day ones and `estimate` the hourly result. Omitted when false.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cpu_by_hour: bool,
+    /// Which rule set CPU, for profiles that decide per container (`auto`); omitted for the others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_rule: Option<CpuRule>,
     /// Caps hit: `bound resource cap value`.
     pub caps: Vec<String>,
     /// Per resource and bound: percentile, bucket index, bucket end, base after margin, multiplier, raw value.
@@ -699,6 +823,90 @@ pub fn recommend(
     Ok(out)
 }
 
+/// The rule a per-container profile (one with [`TimeOfDay::only_if`]) applied to a container's CPU, and why.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CpuRule {
+    /// `daily` (CPU follows the hour of the day) or `upstream` (upstream's all-day estimate).
+    pub rule: &'static str,
+    /// Why, in one sentence.
+    pub reason: String,
+    /// Lag-24 h autocorrelation of the hourly CPU means, when there were enough of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autocorrelation: Option<f64>,
+    /// Share of their variance the hour of the day explains, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stability: Option<f64>,
+    /// The hourly percentile the risk budget chose (daily rule with a budget only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hourly_percentile: Option<f64>,
+}
+
+/// Which CPU rule `tod` (with a [`TimeOfDay::only_if`] rule) applies to `agg`, and why.
+pub fn cpu_rule(
+    tod: &TimeOfDay,
+    config: &RecommenderConfig,
+    agg: &AggregateContainerState,
+) -> CpuRule {
+    let pattern = daily_pattern(agg);
+    let mut out = CpuRule {
+        rule: "upstream",
+        reason: String::new(),
+        autocorrelation: pattern.map(|p| p.autocorrelation),
+        stability: pattern.map(|p| p.stability),
+        hourly_percentile: None,
+    };
+    let Some(rule) = tod.only_if else {
+        out.reason = "no per-container rule".into();
+        return out;
+    };
+    out.reason = match (pattern, hourly_ready(agg, tod.ahead)) {
+        (_, false) | (None, _) => {
+            "less than two days of complete hours: upstream's all-day estimate".into()
+        }
+        (Some(p), true) if p.autocorrelation < rule.min_autocorrelation => format!(
+            "no repeating daily pattern (24 h autocorrelation {:.2} < {:.2}): upstream's all-day estimate",
+            p.autocorrelation, rule.min_autocorrelation
+        ),
+        (Some(p), true) if p.stability < rule.min_stability => format!(
+            "the hour of the day explains too little (stability {:.2} < {:.2}): upstream's all-day estimate",
+            p.stability, rule.min_stability
+        ),
+        (Some(p), true) if p.swing < rule.min_swing => format!(
+            "daily swing too small to pay for resizes (busiest/quietest hour {:.2} < {:.2}): upstream's \
+             all-day estimate",
+            p.swing, rule.min_swing
+        ),
+        (Some(p), true) => {
+            out.rule = "daily";
+            let budget = match (tod.risk_budget, &agg.hourly) {
+                (Some(share), Some(h)) => {
+                    let all = config
+                        .all_day_estimator(Bound::Target, Resource::Cpu)
+                        .estimate(Resource::Cpu, agg);
+                    let q = budget_percentile(h, all as f64 / 1000.0, share);
+                    out.hourly_percentile = Some(q);
+                    format!(
+                        "p{:.1} of each hour (risk budget: {:.0} % of upstream's)",
+                        100.0 * q,
+                        100.0 * share
+                    )
+                }
+                _ => format!("p{:.0} of each hour", 100.0 * tod.percentile),
+            };
+            format!(
+                "daily pattern (24 h autocorrelation {:.2}, stability {:.2}, swing {:.1}x): CPU follows the \
+                 hour of the day, {budget} + {:.0} % over the next {} h, at most upstream's all-day target",
+                p.autocorrelation,
+                p.stability,
+                p.swing,
+                100.0 * tod.margin,
+                tod.ahead / 3_600_000_000_000
+            )
+        }
+    };
+    out
+}
+
 /// Recomputes the chain step by step for `--explain`.
 pub fn explain_container(
     config: &RecommenderConfig,
@@ -719,9 +927,15 @@ pub fn explain_container(
         confidence_cpu: confidence(agg, config.confidence_interval_cpu),
         confidence_memory: confidence(agg, config.confidence_interval_memory),
         minimum: min,
-        cpu_by_hour: config
+        cpu_by_hour: config.cpu_time_of_day.is_some_and(|t| {
+            controlled.0
+                && hourly_ready(agg, t.ahead)
+                && t.only_if.is_none_or(|rule| daily_rule_holds(agg, &rule))
+        }),
+        cpu_rule: config
             .cpu_time_of_day
-            .is_some_and(|t| controlled.0 && hourly_ready(agg, t.ahead)),
+            .filter(|t| controlled.0 && t.only_if.is_some())
+            .map(|t| cpu_rule(&t, config, agg)),
         ..Default::default()
     };
     for (r, on) in [

@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use crate::estimate::{RecommenderConfig, TimeOfDay};
+use crate::estimate::{DailyRule, RecommenderConfig, TimeOfDay};
 
 /// VPA annotation that selects a profile for that VPA.
 pub const PROFILE_ANNOTATION: &str = "tailor.dev/profile";
@@ -39,8 +39,9 @@ pub struct Profile {
 /// Tailor's profiles, besides `upstream`.
 pub const PROFILES: &[Profile] = &[
     Profile {
-        name: "balanced",
-        summary: "a little less waste and about a fifth fewer CPU risk minutes than upstream; same memory risk",
+        name: "cautious",
+        summary: "a higher percentile with a smaller margin: fewer CPU risk minutes than upstream for a few \
+                  per cent more waste (called `balanced` before issue 29: it is not a middle way on cost)",
         target_cpu_percentile: 0.95,
         target_memory_percentile: 0.95,
         safety_margin_fraction: 0.05,
@@ -74,11 +75,53 @@ pub const PROFILES: &[Profile] = &[
             lower_ahead: HOUR,
             lower_margin: 0.0,
             upper_margin: 0.5,
+            only_if: None,
+            risk_budget: None,
+        }),
+    },
+    Profile {
+        name: AUTO,
+        summary: "decides per container: CPU follows the hour of the day where the container's own daily \
+                  pattern is strong and repeats, with a risk budget from upstream's; upstream's estimate \
+                  everywhere else",
+        target_cpu_percentile: 0.9,
+        target_memory_percentile: 0.9,
+        safety_margin_fraction: 0.15,
+        pod_min_cpu_millicores: 25.0,
+        pod_min_memory_mb: 250.0,
+        cpu_time_of_day: Some(TimeOfDay {
+            percentile: 0.95,
+            margin: 0.05,
+            ahead: 10 * HOUR,
+            lower_ahead: HOUR,
+            lower_margin: 0.0,
+            upper_margin: 0.6,
+            only_if: Some(DailyRule {
+                min_autocorrelation: 0.6,
+                min_stability: 0.6,
+                min_swing: 2.5,
+            }),
+            risk_budget: Some(0.5),
         }),
     },
 ];
 
+/// Name of the profile that decides per container ([`PROFILES`]).
+pub const AUTO: &str = "auto";
+
 const HOUR: i64 = 3_600_000_000_000;
+
+/// Former profile names, still accepted wherever a name is (annotation, `--profile`, `--strategy`): (old,
+/// current).
+pub const ALIASES: &[(&str, &str)] = &[("balanced", "cautious")];
+
+/// The current name for `name` (itself unless it is a former name in [`ALIASES`]).
+pub fn canonical(name: &str) -> &str {
+    ALIASES
+        .iter()
+        .find(|(old, _)| *old == name)
+        .map_or(name, |(_, new)| new)
+}
 
 /// A profile name that is neither `upstream` nor one of [`PROFILES`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -97,6 +140,8 @@ pub fn known_names() -> Vec<&'static str> {
 
 /// The profile called `name`; `Ok(None)` for `upstream`.
 pub fn by_name(name: &str) -> Result<Option<&'static Profile>, UnknownProfile> {
+    let asked = name;
+    let name = canonical(name);
     if name == UPSTREAM {
         return Ok(None);
     }
@@ -105,7 +150,7 @@ pub fn by_name(name: &str) -> Result<Option<&'static Profile>, UnknownProfile> {
         .find(|p| p.name == name)
         .map(Some)
         .ok_or_else(|| UnknownProfile {
-            name: name.chars().take(64).collect(),
+            name: asked.chars().take(64).collect(),
         })
 }
 

@@ -8,9 +8,13 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use tailor_engine::estimate_flags::EstimationFlags;
 use tailor_engine::model::AggregationsConfig;
-use tailor_kube::leader::{DEFAULT_LEASE_NAME, LeaderElector, LeaseSettings};
+use tailor_kube::leader::{LeaderElector, LeaderFlags};
 use tailor_kube::{
-    client::ClientFlags, leader::Fence, listen::ListenFlags, log::LogFlags, shutdown::Shutdown,
+    client::{ApiRateFlags, ClientFlags},
+    leader::Fence,
+    listen::ListenFlags,
+    log::LogFlags,
+    shutdown::Shutdown,
 };
 use tailor_prometheus::client::PromClient;
 use tailor_prometheus::flags::PrometheusFlags;
@@ -81,9 +85,12 @@ struct Args {
     /// 5-8 MiB less memory than two threads, BENCHMARKS.md); 0 = one per CPU; at most 256.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(0..=256))]
     runtime_threads: u16,
-    /// `--kubeconfig`, `--kube-api-qps`, `--kube-api-burst`.
+    /// `--kubeconfig`.
     #[command(flatten)]
     client: ClientFlags,
+    /// `--kube-api-qps`, `--kube-api-burst`: the status and checkpoint writes' token bucket.
+    #[command(flatten)]
+    rate: ApiRateFlags,
     /// Only track pods some VPA selects (Tailor's default: on; `--memory-saver=false` tracks all pods).
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     memory_saver: bool,
@@ -108,32 +115,9 @@ struct Args {
     /// Comma-separated namespaces whose VPAs are ignored.
     #[arg(long, default_value = "", value_delimiter = ',')]
     ignored_vpa_object_namespaces: Vec<String>,
-    /// Run only while holding the leader lease.
-    #[arg(long)]
-    leader_elect: bool,
-    /// Name of the Lease object.
-    #[arg(long, alias = "leader-elect-resource-name", default_value = DEFAULT_LEASE_NAME)]
-    leader_elect_lease_name: String,
-    /// Namespace of the Lease (default: `$NAMESPACE`, else `kube-system`).
-    #[arg(
-        long,
-        alias = "leader-elect-resource-namespace",
-        env = "NAMESPACE",
-        default_value = "kube-system"
-    )]
-    leader_elect_lease_namespace: String,
-    /// Lease validity after a renewal.
-    #[arg(long, value_parser = duration, default_value = "15s")]
-    leader_elect_lease_duration: Duration,
-    /// How long the leader keeps retrying a renewal before giving up.
-    #[arg(long, value_parser = duration, default_value = "10s")]
-    leader_elect_renew_deadline: Duration,
-    /// Time between lease attempts.
-    #[arg(long, value_parser = duration, default_value = "2s")]
-    leader_elect_retry_period: Duration,
-    /// Identity in the lease (default: `$POD_NAME`).
-    #[arg(long, env = "POD_NAME", default_value = "tailor-recommender")]
-    leader_elect_identity: String,
+    /// `--leader-elect` and the lease flags.
+    #[command(flatten)]
+    leader: LeaderFlags,
     /// After SIGTERM, everything (the loop in progress is abandoned; final checkpoints; releasing the
     /// leader lease) ends within this long. Keep the pod's `terminationGracePeriodSeconds` above it.
     #[arg(long, value_parser = duration, default_value = "20s")]
@@ -337,20 +321,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         tracing::warn!("--storage=prometheus: checkpoints are neither read nor written");
     }
     let _ = args.min_checkpoints;
-    let settings = LeaseSettings {
-        name: args.leader_elect_lease_name.clone(),
-        namespace: args.leader_elect_lease_namespace.clone(),
-        identity: args.leader_elect_identity.clone(),
-        lease_duration: args.leader_elect_lease_duration,
-        renew_deadline: args.leader_elect_renew_deadline,
-        retry_period: args.leader_elect_retry_period,
-    };
-    if args.leader_elect {
-        settings.validate()?;
-    }
+    let lease = args.leader.validated()?;
 
     let metrics = Arc::new(Metrics::new());
-    let health = Arc::new(if args.leader_elect {
+    let health = Arc::new(if lease.is_some() {
         Health::standby(cfg.interval)
     } else {
         Health::new(cfg.interval)
@@ -372,13 +346,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
 
     let client = args.client.client().await?;
 
-    let elector = args
-        .leader_elect
-        .then(|| Arc::new(LeaderElector::new(client.clone(), settings)));
+    let elector = lease.map(|settings| Arc::new(LeaderElector::new(client.clone(), settings)));
     let release = release_budget(args.shutdown_timeout, elector.as_deref());
     let mut holder = None;
     if let Some(e) = &elector {
-        tracing::info!(lease = %args.leader_elect_lease_name, namespace = %args.leader_elect_lease_namespace, "waiting for the leader lease");
+        tracing::info!(lease = %args.leader.leader_elect_lease_name, namespace = %args.leader.leader_elect_lease_namespace, "waiting for the leader lease");
         tokio::select! {
             _ = e.acquire() => {
                 tracing::info!("leader lease acquired");
@@ -491,7 +463,7 @@ async fn lead(
     }
     tracing::info!(recommender = %cfg.recommender_name, interval = ?cfg.interval, "caches ready; starting the loop");
 
-    let limiter = RateLimiter::new(args.client.kube_api_qps, args.client.kube_api_burst);
+    let limiter = RateLimiter::new(args.rate.kube_api_qps, args.rate.kube_api_burst);
     let mut rec = Recommender::new(cfg, client, stores, ooms, metrics, limiter)
         .with_fence(fence)
         .with_cluster_view(view);

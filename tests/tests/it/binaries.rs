@@ -618,3 +618,25 @@ async fn recommender_rides_out_api_faults_and_collects_orphaned_checkpoints() {
             .any(|r| r.verb() == "delete" && r.resource() == "verticalpodautoscalercheckpoints")
     );
 }
+
+/// `--kube-api-qps`/`--kube-api-burst` belong to the recommender alone, the one binary that honours them
+/// (issue 27 item 5): the updater and the webhook, which accepted and ignored them, now refuse them.
+#[test]
+fn only_the_recommender_accepts_the_client_rate_flags() {
+    for (name, accepts) in [
+        ("tailor-recommender", true),
+        ("tailor-updater", false),
+        ("tailor-admission", false),
+    ] {
+        let out = std::process::Command::new(tailor_tests::process::binary(name))
+            .args(["--kube-api-qps", "5", "--kube-api-burst", "10", "--help"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.success(),
+            accepts,
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -21,7 +21,7 @@ use kube::{Api, ResourceExt as _};
 use tailor_crds::VerticalPodAutoscaler;
 use tailor_kube::client::ClientFlags;
 use tailor_kube::index::{Index, IndexStores, ScaleLookup};
-use tailor_kube::leader::{Fence, LeaderElector, LeaseSettings};
+use tailor_kube::leader::{Fence, LeaderElector, LeaderFlags};
 use tailor_kube::listen::ListenFlags;
 use tailor_kube::log::LogFlags;
 use tailor_kube::reflectors::{OnWatchError, api, spawn_reflector, workload_stores};
@@ -62,6 +62,8 @@ fn duration(s: &str) -> Result<Duration, String> {
 #[command(name = "tailor-updater", version, about)]
 #[command(mut_arg("address", |a| a.default_value(":8943")
     .help("Address of the HTTP server for `/metrics`, `/healthz` and `/readyz` (`:8943` = all interfaces)")))]
+#[command(mut_arg("leader_elect_lease_name", |a| a.default_value("tailor-updater")))]
+#[command(mut_arg("leader_elect_identity", |a| a.default_value("tailor-updater")))]
 struct Args {
     #[command(flatten)]
     listen: ListenFlags,
@@ -80,27 +82,9 @@ struct Args {
     ignored_vpa_object_namespaces: String,
     #[command(flatten)]
     client: ClientFlags,
-    /// Run only while holding the leader lease.
-    #[arg(long)]
-    leader_elect: bool,
-    /// Name of the leader Lease.
-    #[arg(long, default_value = "tailor-updater")]
-    leader_elect_lease_name: String,
-    /// Namespace of the leader Lease (default: `$NAMESPACE`, else `kube-system`).
-    #[arg(long, env = "NAMESPACE", default_value = "kube-system")]
-    leader_elect_lease_namespace: String,
-    /// Lease validity after a renewal.
-    #[arg(long, value_parser = duration, default_value = "15s")]
-    leader_elect_lease_duration: Duration,
-    /// How long the leader keeps retrying a renewal before giving up.
-    #[arg(long, value_parser = duration, default_value = "10s")]
-    leader_elect_renew_deadline: Duration,
-    /// Time between lease attempts.
-    #[arg(long, value_parser = duration, default_value = "2s")]
-    leader_elect_retry_period: Duration,
-    /// Identity in the lease (default: `$POD_NAME`).
-    #[arg(long, env = "POD_NAME", default_value = "tailor-updater")]
-    leader_elect_identity: String,
+    /// `--leader-elect` and the lease flags.
+    #[command(flatten)]
+    leader: LeaderFlags,
     /// After SIGTERM, the iteration in progress is abandoned and the leader lease released within this
     /// long. Keep the pod's `terminationGracePeriodSeconds` above it.
     #[arg(long, value_parser = duration, default_value = "20s")]
@@ -197,20 +181,10 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
     let shutdown = Shutdown::on_signal();
 
-    let settings = LeaseSettings {
-        name: args.leader_elect_lease_name.clone(),
-        namespace: args.leader_elect_lease_namespace.clone(),
-        identity: args.leader_elect_identity.clone(),
-        lease_duration: args.leader_elect_lease_duration,
-        renew_deadline: args.leader_elect_renew_deadline,
-        retry_period: args.leader_elect_retry_period,
-    };
-    if args.leader_elect {
-        settings.validate()?;
-    }
     let elector = args
-        .leader_elect
-        .then(|| Arc::new(LeaderElector::new(client.clone(), settings)));
+        .leader
+        .validated()?
+        .map(|settings| Arc::new(LeaderElector::new(client.clone(), settings)));
     let mut holder = None;
     if let Some(e) = &elector {
         tokio::select! {

@@ -297,7 +297,7 @@ type Aggregates = BTreeMap<String, crate::model::AggregateContainerState>;
 
 /// The recommender behind a strategy: the shared model with these estimation settings, or KRR's.
 enum Engine {
-    Model(RecommenderConfig),
+    Model(Box<RecommenderConfig>),
     Krr(krr::KrrSimple),
 }
 
@@ -343,7 +343,7 @@ impl<'t> Runner<'t> {
                 if cfg.actuation == Actuation::Admission {
                     rc.cpu_time_of_day = None;
                 }
-                Engine::Model(rc)
+                Engine::Model(Box::new(rc))
             }
         };
         Runner {

@@ -49,9 +49,10 @@ impl Strategy {
 
     /// One strategy by name.
     pub fn parse(name: &str) -> Result<Strategy, UnknownStrategy> {
+        let current = profile::canonical(name);
         Self::all()
             .into_iter()
-            .find(|s| s.name() == name)
+            .find(|s| s.name() == current)
             .ok_or_else(|| UnknownStrategy {
                 name: name.chars().take(64).collect(),
             })

@@ -17,4 +17,4 @@ pub use cluster::{
 };
 pub use container::{ContainerState, SampleRejected};
 pub use selector::{Labels, Selector};
-pub use time_of_day::HourlyCpu;
+pub use time_of_day::{DailyPattern, HourlyCpu};

@@ -22,11 +22,40 @@ pub fn hour_of_day(t: Nanos) -> usize {
     (t.rem_euclid(DAY) / HOUR) as usize
 }
 
-/// CPU histograms per hour of the day with their sample counts.
+/// Days of hourly CPU means kept for the daily-pattern test ([`HourlyCpu::daily_pattern`]).
+pub const RECENT_DAYS: usize = 7;
+const RECENT: usize = RECENT_DAYS * HOURS;
+
+/// One hour of the recent series: which hour (hours since the epoch), summed cores and sample count.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct HourMean {
+    hour: i64,
+    sum: f32,
+    count: u32,
+}
+
+/// How strongly and how regularly a container's CPU follows the time of day, from its recent hourly means.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DailyPattern {
+    /// Pearson correlation of each hour's mean with the same hour a day earlier (lag 24 h).
+    pub autocorrelation: f64,
+    /// Share of the hourly means' variance explained by the hour of the day (R² of the hour-of-day means);
+    /// 1 = every day the same curve, 0 = the hour says nothing.
+    pub stability: f64,
+    /// Busiest over quietest hour of the day (ratio of the hour-of-day means; infinite when the quietest is
+    /// zero).
+    pub swing: f64,
+    /// Complete hours behind the figures.
+    pub hours: usize,
+}
+
+/// CPU histograms per hour of the day with their sample counts, and the last [`RECENT_DAYS`] days of hourly
+/// means (for [`HourlyCpu::daily_pattern`]).
 #[derive(Debug, Clone)]
 pub struct HourlyCpu {
     hours: Box<[DecayingHistogram]>,
     samples: [u32; HOURS],
+    recent: Box<[HourMean]>,
 }
 
 impl HourlyCpu {
@@ -37,6 +66,7 @@ impl HourlyCpu {
                 .map(|_| DecayingHistogram::new(HistogramOptions::vpa_cpu(), half_life))
                 .collect(),
             samples: [0; HOURS],
+            recent: vec![HourMean::default(); RECENT].into_boxed_slice(),
         }
     }
 
@@ -45,6 +75,20 @@ impl HourlyCpu {
         let h = hour_of_day(t);
         self.hours[h].add_sample(cores, weight, t);
         self.samples[h] = self.samples[h].saturating_add(1);
+        let id = t.div_euclid(HOUR);
+        let slot = &mut self.recent[id.rem_euclid(RECENT as i64) as usize];
+        if slot.hour != id || slot.count == 0 {
+            if slot.hour > id && slot.count > 0 {
+                return; // older than what the slot holds: out of the window
+            }
+            *slot = HourMean {
+                hour: id,
+                sum: 0.0,
+                count: 0,
+            };
+        }
+        slot.sum += cores as f32;
+        slot.count = slot.count.saturating_add(1);
     }
 
     /// Merges `other` hour by hour.
@@ -55,6 +99,127 @@ impl HourlyCpu {
         for (s, o) in self.samples.iter_mut().zip(other.samples) {
             *s = s.saturating_add(o);
         }
+        for (s, o) in self.recent.iter_mut().zip(other.recent.iter()) {
+            if o.count == 0 || (s.count > 0 && s.hour > o.hour) {
+                continue;
+            }
+            if s.count > 0 && s.hour == o.hour {
+                // Two pods of one aggregate in the same hour: the mean per pod, as the histograms see it.
+                s.sum += o.sum;
+                s.count = s.count.saturating_add(o.count);
+            } else {
+                *s = *o;
+            }
+        }
+    }
+
+    /// Whether CPU follows the time of day, from the complete hours (at least [`MIN_SAMPLES_PER_HOUR`]
+    /// samples) of the last [`RECENT_DAYS`] days before the hour of `now`; `None` with fewer than two days of
+    /// such hours or without variation.
+    pub fn daily_pattern(&self, now: Nanos) -> Option<DailyPattern> {
+        let current = now.div_euclid(HOUR);
+        let mean_at = |id: i64| -> Option<f64> {
+            let s = self.recent.get(id.rem_euclid(RECENT as i64) as usize)?;
+            (s.hour == id
+                && s.count >= MIN_SAMPLES_PER_HOUR
+                && id < current
+                && id >= current - RECENT as i64)
+                .then(|| f64::from(s.sum) / f64::from(s.count))
+        };
+        let series: Vec<(i64, f64)> = (current - RECENT as i64..current)
+            .filter_map(|id| mean_at(id).map(|m| (id, m)))
+            .collect();
+        if series.len() < 2 * HOURS {
+            return None;
+        }
+        let n = series.len() as f64;
+        let mean = series.iter().map(|x| x.1).sum::<f64>() / n;
+        let total: f64 = series.iter().map(|x| (x.1 - mean).powi(2)).sum();
+        if total <= f64::EPSILON * n * mean.abs().max(1e-9) {
+            return None;
+        }
+        // Hour-of-day means and the variance left around them.
+        let (mut sum, mut cnt) = ([0.0f64; HOURS], [0usize; HOURS]);
+        for &(id, m) in &series {
+            let h = id.rem_euclid(HOURS as i64) as usize;
+            sum[h] += m;
+            cnt[h] += 1;
+        }
+        let within: f64 = series
+            .iter()
+            .map(|&(id, m)| {
+                let h = id.rem_euclid(HOURS as i64) as usize;
+                (m - sum[h] / cnt[h] as f64).powi(2)
+            })
+            .sum();
+        // Hours seen once explain themselves perfectly: count only hours seen at least twice.
+        let repeated = series
+            .iter()
+            .filter(|&&(id, _)| cnt[id.rem_euclid(HOURS as i64) as usize] >= 2)
+            .count();
+        if repeated < 2 * HOURS {
+            return None;
+        }
+        let stability = (1.0 - within / total).clamp(0.0, 1.0) * repeated as f64 / n;
+        // Lag-24 h correlation over the pairs where both hours are complete.
+        let pairs: Vec<(f64, f64)> = series
+            .iter()
+            .filter_map(|&(id, m)| mean_at(id - HOURS as i64).map(|p| (p, m)))
+            .collect();
+        if pairs.len() < HOURS {
+            return None;
+        }
+        let k = pairs.len() as f64;
+        let (ma, mb) = (
+            pairs.iter().map(|p| p.0).sum::<f64>() / k,
+            pairs.iter().map(|p| p.1).sum::<f64>() / k,
+        );
+        let (mut cov, mut va, mut vb) = (0.0, 0.0, 0.0);
+        for (a, b) in &pairs {
+            cov += (a - ma) * (b - mb);
+            va += (a - ma).powi(2);
+            vb += (b - mb).powi(2);
+        }
+        let autocorrelation = if va > 0.0 && vb > 0.0 {
+            cov / (va * vb).sqrt()
+        } else {
+            0.0
+        };
+        let means = (0..HOURS)
+            .filter(|&h| cnt[h] > 0)
+            .map(|h| sum[h] / cnt[h] as f64);
+        let (lo, hi) = means.fold((f64::INFINITY, 0.0f64), |(lo, hi), m| {
+            (lo.min(m), hi.max(m))
+        });
+        let swing = if lo > 0.0 { hi / lo } else { f64::INFINITY };
+        Some(DailyPattern {
+            autocorrelation,
+            stability,
+            swing,
+            hours: series.len(),
+        })
+    }
+
+    /// The share of CPU samples (decayed weights) above `cores`, averaged over the hours of the day that have
+    /// samples: how often a request of `cores` would have been exceeded.
+    pub fn fraction_above(&self, cores: f64) -> f64 {
+        let (mut sum, mut n) = (0.0, 0usize);
+        for h in self.hours.iter() {
+            let hist = h.histogram();
+            let total = hist.total_weight();
+            if total <= 0.0 {
+                continue;
+            }
+            let opts = hist.options();
+            let above: f64 = hist
+                .buckets()
+                .filter(|&(b, _)| opts.bucket_start(b) >= cores)
+                .map(|(_, w)| w)
+                .sum();
+            sum += above / total;
+            n += 1;
+        }
+        if n == 0 { 0.0 } else { sum / n as f64 }
     }
 
     /// The hours from `from` to `from + ahead` (both included), each once.
@@ -85,6 +250,7 @@ impl HourlyCpu {
     pub fn heap_bytes(&self) -> usize {
         self.hours.len() * std::mem::size_of::<DecayingHistogram>()
             + self.hours.iter().map(|h| h.heap_bytes()).sum::<usize>()
+            + self.recent.len() * std::mem::size_of::<HourMean>()
     }
 }
 
@@ -130,6 +296,59 @@ mod tests {
         let mut merged = HourlyCpu::new(DAY);
         merged.merge(&h);
         assert_eq!(merged.samples()[14], 20);
+    }
+
+    /// A curve that repeats every day has a strong daily pattern; a burst at a different hour each day has
+    /// none; less than two days of complete hours gives no figure.
+    #[test]
+    fn daily_pattern_tells_a_repeating_day_from_wandering_bursts() {
+        let fill = |f: &dyn Fn(i64, i64) -> f64, days: i64| {
+            let mut h = HourlyCpu::new(DAY);
+            for day in 0..days {
+                for hour in 0..HOURS as i64 {
+                    for m in 0..12 {
+                        h.add(
+                            f(day, hour),
+                            1.0,
+                            day * DAY + hour * H + m * 5 * 60_000_000_000,
+                        );
+                    }
+                }
+            }
+            h
+        };
+        let now = 6 * DAY;
+        let daily = fill(
+            &|_, hour| if (9..18).contains(&hour) { 1.0 } else { 0.1 },
+            6,
+        );
+        let p = daily.daily_pattern(now).unwrap();
+        assert!(p.autocorrelation > 0.99 && p.stability > 0.99, "{p:?}");
+        assert!((p.swing - 10.0).abs() < 1e-3, "{p:?}");
+        assert_eq!(p.hours, 6 * HOURS);
+        // One busy hour a day, at a different hour each day.
+        let wandering = fill(
+            &|day, hour| if hour == (day * 7) % 24 { 1.0 } else { 0.1 },
+            6,
+        );
+        let q = wandering.daily_pattern(now).unwrap();
+        assert!(q.autocorrelation < 0.2, "{q:?}");
+        assert!(fill(&|_, _| 1.0, 1).daily_pattern(DAY).is_none());
+        // Flat usage has no variation to explain.
+        assert!(fill(&|_, _| 1.0, 6).daily_pattern(now).is_none());
+    }
+
+    #[test]
+    fn fraction_above_counts_the_samples_over_a_request() {
+        // A half-life far beyond the samples' span: every sample weighs the same.
+        let mut h = HourlyCpu::new(10_000 * DAY);
+        for m in 0..100 {
+            // All within hour 0 (the fraction is averaged over the hours that have samples).
+            h.add(if m < 90 { 0.1 } else { 2.0 }, 1.0, m * 30_000_000_000);
+        }
+        let f = h.fraction_above(1.0);
+        assert!((f - 0.1).abs() < 1e-3, "{f}");
+        assert_eq!(h.fraction_above(5.0), 0.0);
     }
 
     #[test]
