@@ -58,6 +58,26 @@ pub struct HourlyCpu {
     recent: Box<[HourMean]>,
 }
 
+/// Pearson's correlation of the pairs; 0 when either side does not vary.
+fn correlation(pairs: &[(f64, f64)]) -> f64 {
+    let k = pairs.len() as f64;
+    let (ma, mb) = (
+        pairs.iter().map(|p| p.0).sum::<f64>() / k,
+        pairs.iter().map(|p| p.1).sum::<f64>() / k,
+    );
+    let (mut cov, mut va, mut vb) = (0.0, 0.0, 0.0);
+    for (a, b) in pairs {
+        cov += (a - ma) * (b - mb);
+        va += (a - ma).powi(2);
+        vb += (b - mb).powi(2);
+    }
+    if va > 0.0 && vb > 0.0 {
+        cov / (va * vb).sqrt()
+    } else {
+        0.0
+    }
+}
+
 impl HourlyCpu {
     /// Empty histograms decaying with `half_life` (ns).
     pub fn new(half_life: i64) -> Self {
@@ -169,22 +189,7 @@ impl HourlyCpu {
         if pairs.len() < HOURS {
             return None;
         }
-        let k = pairs.len() as f64;
-        let (ma, mb) = (
-            pairs.iter().map(|p| p.0).sum::<f64>() / k,
-            pairs.iter().map(|p| p.1).sum::<f64>() / k,
-        );
-        let (mut cov, mut va, mut vb) = (0.0, 0.0, 0.0);
-        for (a, b) in &pairs {
-            cov += (a - ma) * (b - mb);
-            va += (a - ma).powi(2);
-            vb += (b - mb).powi(2);
-        }
-        let autocorrelation = if va > 0.0 && vb > 0.0 {
-            cov / (va * vb).sqrt()
-        } else {
-            0.0
-        };
+        let autocorrelation = correlation(&pairs);
         let means = (0..HOURS)
             .filter(|&h| cnt[h] > 0)
             .map(|h| sum[h] / cnt[h] as f64);
