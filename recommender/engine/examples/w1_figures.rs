@@ -152,6 +152,7 @@ fn main() {
                 VpaInput {
                     policy: None,
                     annotations: &empty,
+                    explain: false,
                 },
             )
             .ok(),
@@ -210,6 +211,7 @@ fn main() {
                 VpaInput {
                     policy: vpa.policy.as_ref(),
                     annotations: &vpa.annotations,
+                    explain: false,
                 },
             )
             .ok(),
