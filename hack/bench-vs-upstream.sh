@@ -11,6 +11,9 @@
 # recommendations of two phases; the script stops with an error when they differ.
 #
 # Usage: hack/bench-vs-upstream.sh [--reps R] [--sizes "10000x7 100000x1"] [--cpu C] [--out DIR]
+#                                  [--upstream-from DIR]
+# --upstream-from DIR takes upstream's figures from an earlier run's output directory instead of running it
+# again (upstream does not change between two runs; its runs take most of the time): only Tailor runs, R times.
 # Ends with one line:
 #   w1_speedup_10k=A w1_speedup_100k=B w1_msamples_per_s_100k=C recommend_us_per_container_100k=D
 # (A, B: Tailor's samples/s through the full model path over upstream's with its quality metrics, medians of R;
@@ -19,14 +22,15 @@
 # (default target/bench-vs-upstream/<time>).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-reps=3 sizes="10000x7 100000x1" cpu=1 out=""
+reps=3 sizes="10000x7 100000x1" cpu=1 out="" upstream_from=""
 while (($#)); do
   case $1 in
     --reps) reps=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
     --cpu) cpu=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    *) echo "usage: $0 [--reps R] [--sizes \"NxD ...\"] [--cpu C] [--out DIR]" >&2; exit 2 ;;
+    --upstream-from) upstream_from=$2; shift 2 ;;
+    *) echo "usage: $0 [--reps R] [--sizes \"NxD ...\"] [--cpu C] [--out DIR] [--upstream-from DIR]" >&2; exit 2 ;;
   esac
 done
 out=${out:-${CARGO_TARGET_DIR:-target}/bench-vs-upstream/$(date -u +%Y%m%dT%H%M%SZ)}
@@ -63,10 +67,14 @@ run() { # run SIZE REP SIDE: writes $out/SIZE-SIDE-REP.txt
 }
 
 for size in $sizes; do
+  if [[ -n $upstream_from ]]; then
+    cp "$upstream_from/$size"-upstream-*.txt "$out/"
+    echo "$size: upstream's figures from $upstream_from ($(head -1 "$upstream_from/machine.txt"))" >&2
+  fi
   for rep in $(seq 1 "$reps"); do
-    run "$size" "$rep" upstream
+    [[ -n $upstream_from ]] || run "$size" "$rep" upstream
     run "$size" "$rep" tailor
-    run "$size" "$rep" upstream-noquality
+    [[ -n $upstream_from ]] || run "$size" "$rep" upstream-noquality
   done
   for f in "$out/$size"-*.txt; do
     for c in checksum_updatevpas checksum_cluster; do
@@ -87,13 +95,14 @@ fmt() { awk -v a="$1" -v p="${2:-2}" 'BEGIN { printf "%.*f", p, a }'; }
 
 {
   echo
-  echo "Medians of $reps runs each (upstream = with its per-sample quality metrics, as it runs; w/o = without):"
+  echo "Medians of $reps runs each (upstream = with its per-sample quality metrics, as it runs; w/o = without)${upstream_from:+; upstream from $upstream_from}:"
   echo
   echo "| size | figure | upstream | upstream w/o quality metrics | Tailor | Tailor / upstream (w/o) |"
   echo "|---|---|---|---|---|---|"
   for size in $sizes; do
     label="${size%x*} × ${size#*x} d"
-    for pair in "cluster_msamples_per_s:M samples/s, full model path:hi" \
+    for pair in "cluster_msamples_per_s:M samples/s, full model path (Tailor: containers resolved once):hi" \
+      "cluster_by_names_msamples_per_s:M samples/s, full model path, every sample looked up by names:hi" \
       "aggregate_msamples_per_s:M samples/s, container + aggregate:hi" \
       "updatevpas_us_per_container:UpdateVPAs-equivalent, us/container:lo" \
       "estimate_us_per_container:estimate only, us/container:lo" \
@@ -102,7 +111,9 @@ fmt() { awk -v a="$1" -v p="${2:-2}" 'BEGIN { printf "%.*f", p, a }'; }
       "aggregate_heap_b_per_container:heap, container + aggregate, B/container:lo"; do
       key=${pair%%:*} dir=${pair##*:} name=${pair#*:}
       name=${name%:*}
-      u=$(med "$size" upstream "$key") uq=$(med "$size" upstream-noquality "$key") t=$(med "$size" tailor "$key")
+      # Upstream has one full model path: every sample is looked up by its names.
+      ukey=${key/cluster_by_names_/cluster_}
+      u=$(med "$size" upstream "$ukey") uq=$(med "$size" upstream-noquality "$ukey") t=$(med "$size" tailor "$key")
       if [[ $dir == hi ]]; then r="$(ratio "$t" "$u")× ($(ratio "$t" "$uq")×)"; else r="$(ratio "$u" "$t")× ($(ratio "$uq" "$t")×)"; fi
       echo "| $label | $name | $(fmt "$u") | $(fmt "$uq") | $(fmt "$t") | $r |"
     done
