@@ -87,6 +87,10 @@ for size in $sizes; do
   echo "$size: checksums equal on every run (updatevpas $(kv "$out/$size-tailor-1.txt" checksum_updatevpas), cluster $(kv "$out/$size-tailor-1.txt" checksum_cluster))" >&2
 done
 
+# The table covers every size this output directory holds Tailor runs of (an --out DIR reused by runs of
+# one size each adds up).
+sizes=$(find "$out" -maxdepth 1 -name '*-tailor-1.txt' -printf '%f\n' | sed 's/-tailor-1.txt$//' | sort -t x -k1,1n)
+
 med() { # med SIZE SIDE KEY
   for f in "$out/$1-$2"-[0-9]*.txt; do kv "$f" "$3"; done | median
 }

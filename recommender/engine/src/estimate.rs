@@ -417,6 +417,26 @@ impl RecommenderConfig {
     }
 }
 
+/// [`RecommenderConfig::chains`], built once per thread for the configuration last asked for: building the
+/// chains (boxed estimator trees) cost more than evaluating them for a one-container VPA.
+fn chains_of(config: &RecommenderConfig) -> std::rc::Rc<BoundChains> {
+    type Cached = Option<(RecommenderConfig, std::rc::Rc<BoundChains>)>;
+    thread_local! {
+        static LAST: std::cell::RefCell<Cached> = const { std::cell::RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        match &*last {
+            Some((c, chains)) if c == config => chains.clone(),
+            _ => {
+                let chains = std::rc::Rc::new(config.chains());
+                *last = Some((config.clone(), chains.clone()));
+                chains
+            }
+        }
+    })
+}
+
 /// Evaluates the chains for one container, raises every value to the per-container minimum and keeps only the
 /// controlled resources (`(cpu, memory)`).
 pub fn estimate_with(
@@ -670,7 +690,7 @@ pub fn recommend(
         return Ok(out);
     }
     let min = config.min_resources(active.len());
-    let chains = config.chains();
+    let chains = chains_of(config);
     let mut raw = BTreeMap::new();
     for (name, agg) in &active {
         let controlled = policy::controlled(cpolicy(name));
