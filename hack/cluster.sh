@@ -494,7 +494,8 @@ install_upstream_vpa() {
   log "upstream VPA $UPSTREAM_VPA_VERSION beside Tailor: recommender, updater, admission-controller"
   kubectl apply --server-side -f "$src/deploy/vpa-rbac.yaml" >&2
   for sa in vpa-recommender vpa-updater vpa-admission-controller; do # some come with the RBAC file
-    kubectl -n kube-system create serviceaccount "$sa" --dry-run=client -o yaml | kubectl apply -f - >&2
+    kubectl -n kube-system create serviceaccount "$sa" --dry-run=client -o yaml |
+      kubectl apply --server-side -f - >&2
   done
   leaf upstream-webhook ca "/CN=vpa-webhook" "DNS:localhost,IP:127.0.0.1"
   local webhook metrics_a metrics_r metrics_u

@@ -35,7 +35,7 @@ version=$(source "$TAILOR_CLUSTER_DIR/env" && echo "$KUBERNETES_VERSION")
 # Tests that disturb what every test shares (Tailor's or upstream's processes, the webhook's certificate, the
 # API server) run one at a time after the rest; the rest, each in its own namespace, run four at a time.
 DISRUPTIVE=(certificates:: differential:: restart:: resilience::an_api_server resilience::without_the_webhook
-  webhook_down::)
+  uninstall:: webhook_down::)
 filters=("$@")
 serial=()
 for d in "${DISRUPTIVE[@]}"; do

@@ -211,7 +211,11 @@ done
 # --- the tests -----------------------------------------------------------------------------------------------
 log "running the e2e tests"
 # One test at a time: some restart or scale Tailor's components (webhook down, recommender failover and
-# restart, certificate rotation), and the updater pauses while the webhook's status Lease is stale.
+# restart, certificate rotation), and the updater pauses while the webhook's status Lease is stale. The
+# uninstall tests (tests/tests/e2e/uninstall.rs) take one autoscaler away and put it back: upstream's
+# Deployments in kube-system scaled to zero, its webhook configuration and CRDs deleted (as its vpa-down.sh
+# does); Tailor's Deployments scaled to zero and its webhook configuration deleted (what `helm uninstall`
+# removes that acts at run time).
 TEST_LOG="$WORK/cargo-test.log"
 # The offline CLI, which the constant-usage test compares with (target/debug/tailor).
 cargo build -q -p tailor-cli --locked

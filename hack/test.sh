@@ -82,7 +82,7 @@ done
 # --- conformance figures (already counted above; re-run with output shown so the N/M lines are visible) ---
 step "conformance summary"
 {
-  cargo test -q -p tailor-crds --test it conformance:: -- --nocapture
+  cargo test -q -p tailor-core --test it conformance:: -- --nocapture
   cargo test -q -p tailor-admission --test it conformance_ -- --nocapture
   cargo test -q -p tailor-updater --test it conformance:: -- --nocapture
   cargo test -q -p tailor-recommender --test it unit_vectors:: -- --nocapture

@@ -1,22 +1,21 @@
 //! In-cluster caches: Tailor VPAs in the compact [`VpaCache`], LimitRanges (managed fields and the
 //! last-applied annotation dropped) and the shared compact workload caches
-//! ([`tailor_crds::cluster::workload_cache`]), feeding the [`Index`](crate::index::Index). Readiness
+//! ([`tailor_kube::workload_cache`]), feeding the [`Index`](tailor_kube::index::Index). Readiness
 //! turns true once every cache has completed its initial list.
 
 use std::sync::Arc;
 
+use crate::vpa_cache::{VpaCache, VpaCacheWriter};
 use k8s_openapi::api::core::v1::LimitRange;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt as _};
 use tailor_crds::VerticalPodAutoscaler;
-use tailor_crds::cluster::reflectors::{
-    OnWatchError, api, spawn_reflector, spawn_watch, workload_stores,
-};
-use tailor_crds::cluster::shelf::CacheStopped;
-use tailor_crds::cluster::vpa_cache::{VpaCache, VpaCacheWriter};
+use tailor_kube::reflectors::{OnWatchError, api, spawn_reflector, spawn_watch, workload_stores};
+use tailor_kube::shelf::CacheStopped;
 
-use crate::{index::IndexStores, server::Readiness};
+use crate::server::Readiness;
+use tailor_kube::index::IndexStores;
 
 /// Drops what no lookup reads and what makes objects big: managed fields and the last-applied annotation.
 fn strip<K: kube::Resource>(mut o: K) -> K {

@@ -1,11 +1,14 @@
 //! Tailor's admission webhook: sets pod requests (and limits, in proportion) from a Tailor VPA's
 //! recommendation at pod creation, and validates and defaults Tailor VPA objects.
 //!
-//! The pure core (`pod`, `vpa`, `index` matching) never touches a socket or a clock; `server` and `review`
-//! carry it over HTTPS.
+//! The pure core (`pod`, `vpa`, and the matching of `tailor_kube::index`) never touches a socket or a clock;
+//! `server` and `review` carry it over HTTPS. The caches only the webhook keeps are here too: the compact VPA
+//! cache (`vpa_cache`) and the live reads of owners the watches have not delivered yet (`live_owners`).
+
 pub mod certs;
 pub mod cluster;
 pub mod limits;
+pub mod live_owners;
 pub mod manifests;
 pub mod metrics;
 pub mod review;
@@ -14,8 +17,7 @@ pub mod server;
 pub mod status_lease;
 pub mod webhook;
 
-pub use tailor_crds::cluster::index;
-pub use tailor_crds::limitrange;
 pub mod pod;
 pub mod preview;
 pub mod vpa;
+pub mod vpa_cache;

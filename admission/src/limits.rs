@@ -10,7 +10,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
-use tailor_crds::validation::{ErrorKind, FieldError};
+use tailor_core::validation::{ErrorKind, FieldError};
 
 /// Containers (and, separately, init containers) of a pod Tailor sizes. Kubernetes sets no count: a pod is
 /// bounded only by etcd's 1.5 MiB object limit, about 60,000 minimal containers. Larger pods are admitted

@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use tailor_crds::cluster::scale::{custom_controller, static_key};
+use tailor_kube::scale::{custom_controller, static_key};
 
-use crate::index::IndexObjects;
+use tailor_kube::index::IndexObjects;
 
 /// Errors reading manifests; each names the file and document.
 #[derive(Debug, thiserror::Error)]

@@ -15,8 +15,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tailor_crds::VerticalPodAutoscaler;
 
-use crate::index::{self, Index};
-use crate::pod::{PatchOptions, patch_pod};
+use crate::pod::patch_pod;
+use tailor_core::sizing::PatchOptions;
+use tailor_kube::index::{self, Index};
 
 /// One input file: its name (for messages) and its contents.
 #[derive(Clone, Copy, Debug)]

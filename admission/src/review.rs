@@ -15,7 +15,7 @@ use kube::core::{
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
-use tailor_crds::text::capped;
+use tailor_core::text::capped;
 
 /// API version of every review Tailor reads and writes.
 pub const API_VERSION: &str = "admission.k8s.io/v1";
@@ -126,8 +126,8 @@ impl UnsizedReason {
     }
 
     /// The reason for a chain that could not be resolved.
-    pub fn of(e: &tailor_crds::cluster::index::ChainError) -> Self {
-        use tailor_crds::cluster::index::ChainError;
+    pub fn of(e: &tailor_kube::index::ChainError) -> Self {
+        use tailor_kube::index::ChainError;
         match e {
             ChainError::Missing { .. } => UnsizedReason::OwnerMissing,
             ChainError::Unread { why: "shed", .. } => UnsizedReason::OwnerLookupShed,

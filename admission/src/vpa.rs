@@ -1,4 +1,4 @@
-//! Admission of Tailor VPA objects (upstream spec §4): decode, validate with `tailor-crds`, reject like the
+//! Admission of Tailor VPA objects (upstream spec §4): decode, validate with `tailor-core`, reject like the
 //! API server's `NewInvalid`, default `spec.updatePolicy`.
 
 use json_patch::Patch;
@@ -8,16 +8,16 @@ use kube::core::admission::{AdmissionResponse, Operation};
 use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
 use serde_json::json;
 use serde_json::value::RawValue;
-use tailor_crds::text::cut;
-use tailor_crds::validation::{
+use tailor_core::text::cut;
+use tailor_core::validation::{
     ErrorKind, FeatureGates, FieldError, MAX_ERROR_TEXT, MAX_LISTED_ERRORS, ValidationOptions,
     default_update_policy, invalid_message, needs_update_policy_default, validate, validate_status,
 };
 use tailor_crds::{ResourceList, VerticalPodAutoscaler};
 
-use crate::pod::add_op;
 use crate::review::Review;
-use tailor_crds::quantity::Amount;
+use tailor_core::quantity::Amount;
+use tailor_core::sizing::add_op;
 
 /// Kind used in rejection messages when the request does not name one.
 const DEFAULT_KIND: &str = "VerticalPodAutoscaler";

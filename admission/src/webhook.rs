@@ -5,12 +5,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
-use tailor_crds::text::capped;
-use tailor_crds::validation::FeatureGates;
+use tailor_core::text::capped;
+use tailor_core::validation::FeatureGates;
+
+use tailor_core::sizing::PatchOptions;
+use tailor_kube::index::Index;
 
 use crate::{
-    index::Index,
-    pod::{PatchOptions, PodOutcome, review_pod},
+    pod::{PodOutcome, review_pod},
     review::{Review, ReviewResult, Reviewed, Reviewer},
     vpa::{VpaOutcome, review_vpa},
 };

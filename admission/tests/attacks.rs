@@ -21,13 +21,13 @@ use serde_json::{Value, json};
 use server_common::*;
 use tailor_admission::{
     certs::CertFiles,
-    index::Index,
     manifests,
-    pod::PatchOptions,
     server::{ConnectionLimits, Readiness},
     webhook::Webhook,
 };
-use tailor_crds::validation::FeatureGates;
+use tailor_core::sizing::PatchOptions;
+use tailor_core::validation::FeatureGates;
+use tailor_kube::index::Index;
 use tokio::io::AsyncReadExt;
 
 /// The bound on each valid review's answer while an attack runs.

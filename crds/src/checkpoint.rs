@@ -98,11 +98,25 @@ fn bucket_weights<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<u32
             k.trim().parse::<u32>().map(|k| (k, v)).map_err(|_| {
                 D::Error::custom(format!(
                     "bucketWeights key {:?} is not a bucket index",
-                    crate::text::cut(&k, 32)
+                    shown(&k)
                 ))
             })
         })
         .collect()
+}
+
+/// At most 32 bytes of a refused key (cut on a character boundary), with `…[N bytes]` giving the full length
+/// when anything was cut: the rule of `tailor_core::text::cut`, which this crate cannot depend on.
+fn shown(key: &str) -> String {
+    const MAX: usize = 32;
+    if key.len() <= MAX {
+        return key.to_owned();
+    }
+    let mut end = MAX;
+    while !key.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…[{} bytes]", &key[..end], key.len())
 }
 
 #[cfg(test)]

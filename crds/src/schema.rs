@@ -5,14 +5,23 @@ use schemars::{Schema, SchemaGenerator, json_schema};
 /// Upstream's quantity pattern (int-or-string).
 pub const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
 
-/// A single quantity: integer or string matching [`QUANTITY_PATTERN`], at most
-/// [`MAX_QUANTITY_LEN`](crate::quantity::MAX_QUANTITY_LEN) characters (upstream sets no length; no quantity a
+/// Longest quantity text accepted, in bytes: the schema's `maxLength`, and what `tailor-core`'s quantity
+/// parser refuses beyond.
+///
+/// The API server writes every pod quantity back in canonical form (a value within its int64 cap at nano
+/// precision needs at most ~30 characters), and Tailor's CRD schema gives quantity strings the same
+/// `maxLength`, so longer text only reaches Tailor from a client talking to it directly. Refusing it keeps
+/// the work per quantity constant.
+pub const MAX_QUANTITY_LEN: usize = 128;
+
+/// A single quantity: integer or string matching [`QUANTITY_PATTERN`], at most [`MAX_QUANTITY_LEN`]
+/// characters (upstream sets no length; no quantity a
 /// person writes comes near it, and the API server then refuses what Tailor would refuse anyway).
 pub fn quantity(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "anyOf": [{"type": "integer"}, {"type": "string"}],
         "pattern": QUANTITY_PATTERN,
-        "maxLength": crate::quantity::MAX_QUANTITY_LEN,
+        "maxLength": MAX_QUANTITY_LEN,
         "x-kubernetes-int-or-string": true,
     })
 }

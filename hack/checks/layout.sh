@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The crate boundaries of DESIGN.md §2, checked on the real dependency graph: the pure crates stay pure,
-# the controller (and the updater) never depend on the webhook, and no crate's modules import each other
-# in a cycle.
+# The crate boundaries of DESIGN.md §2, checked on the real dependency graph: the pure crates (tailor-crds,
+# tailor-core, tailor-engine) stay pure, the graph runs crds -> core -> kube -> components -> cli and the three
+# components never depend on each other, no crate re-exports another's modules, and no crate's modules import
+# each other in a cycle.
 set -uo pipefail
 # shellcheck source=../check-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../check-lib.sh"
@@ -24,17 +25,40 @@ lacks() {
   ((${#bad[@]} == 0)) || { echo "$pkg depends on: ${bad[*]}"; return 1; }
 }
 
-run "tailor-engine: no kube client, tokio, hyper or clap by default" \
-  lacks tailor-engine kube-client kube-runtime tokio hyper clap
-run "tailor-crds: no kube client, tokio, hyper or clap without feature kube" \
-  lacks tailor-crds kube-client kube-runtime tokio hyper clap
-run "tailor-recommender does not depend on tailor-admission" lacks tailor-recommender tailor-admission
-if [[ -f updater/Cargo.toml ]]; then
-  run "tailor-updater does not depend on tailor-admission" lacks tailor-updater tailor-admission
-fi
-for src in crds/src admission/src recommender/src recommender/engine/src recommender/prometheus/src \
-  recommender/cli/src updater/src; do
-  [[ -d $src ]] || continue
+pure=(kube-client kube-runtime tokio hyper)
+run "tailor-engine: no kube client, tokio, hyper or clap by default" lacks tailor-engine "${pure[@]}" clap
+run "tailor-crds: no kube client, tokio, hyper or clap" lacks tailor-crds "${pure[@]}" clap
+run "tailor-core: no kube client, tokio, hyper or clap" lacks tailor-core "${pure[@]}" clap
+# Each crate one job (DESIGN.md §2): API types below the pure rules, the pure rules below the plumbing, the
+# three components beside each other, the CLI above them all.
+run "tailor-crds depends on no other Tailor crate" \
+  lacks tailor-crds tailor-core tailor-kube tailor-engine tailor-prometheus tailor-recommender tailor-admission \
+  tailor-updater tailor-cli
+run "tailor-core depends on no Tailor crate but tailor-crds" \
+  lacks tailor-core tailor-kube tailor-engine tailor-prometheus tailor-recommender tailor-admission tailor-updater \
+  tailor-cli
+run "tailor-kube depends on no component" \
+  lacks tailor-kube tailor-engine tailor-prometheus tailor-recommender tailor-admission tailor-updater tailor-cli
+run "tailor-engine depends on no cluster plumbing or component" \
+  lacks tailor-engine tailor-kube tailor-prometheus tailor-recommender tailor-admission tailor-updater tailor-cli
+run "tailor-recommender depends on neither the webhook nor the updater" \
+  lacks tailor-recommender tailor-admission tailor-updater tailor-cli
+run "tailor-updater depends on neither the webhook nor the recommender" \
+  lacks tailor-updater tailor-admission tailor-recommender tailor-cli
+run "tailor-admission depends on neither the recommender nor the updater" \
+  lacks tailor-admission tailor-recommender tailor-updater tailor-cli
+# No crate re-exports another's modules: `pub use` names only the crate's own items.
+no_foreign_reexports() {
+  local hits
+  hits=$(grep -rnE '^\s*pub(\([a-z]+\))?\s+use\s+(::)?(tailor_[a-z_]+|kube|k8s_openapi)\b' --include=*.rs \
+    crds/src core/src kube/src admission/src updater/src recommender/src recommender/engine/src \
+    recommender/prometheus/src cli/src tests/src)
+  [[ -z $hits ]] || { echo "$hits"; return 1; }
+}
+run "no crate re-exports another crate's modules" no_foreign_reexports
+for src in crds/src core/src kube/src admission/src recommender/src recommender/engine/src \
+  recommender/prometheus/src cli/src updater/src; do
+  [[ -d $src ]] || { echo "$src is missing"; failed=$((failed + 1)); continue; }
   run "no import cycle between the modules of $src" python3 hack/module_cycles.py "$src"
 done
 echo "layout: $passed passed, $failed failed"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Validates the generated CRDs and the example manifests with kubernetes-validate for the oldest and newest
 # Kubernetes versions Tailor supports (no API server can run here, so kubectl's dry-run is not available).
-# Tailor objects in the examples are checked against the CRD schema by `cargo test -p tailor-crds --test it examples`.
+# Tailor objects in the examples are checked against the CRD schema by `cargo test -p tailor-core --test it examples`.
 set -uo pipefail
 # shellcheck source=../check-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../check-lib.sh"

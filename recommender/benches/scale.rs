@@ -16,7 +16,7 @@ use cap::Cap;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use support::*;
-use tailor_crds::workload::SlimWorkload;
+use tailor_core::workload::SlimWorkload;
 use tailor_recommender::config::ControllerConfig;
 
 /// Counts live heap bytes (the `cap` allocator wraps the system one), to tell retained memory from

@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher;
 use serde::Deserialize;
 use tailor_crds::VerticalPodAutoscalerCheckpointSpec;
-use tailor_crds::cluster::shelf::{ShelfReader, ShelfWriter, Sym};
+use tailor_kube::shelf::{ShelfReader, ShelfWriter, Sym};
 
 /// A checkpoint as the watch decodes it: metadata and spec. The status (the histograms, most of each
 /// object) is not a field, so serde skips it without building anything.

@@ -11,9 +11,9 @@ use futures::stream::FuturesUnordered;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client};
-use tailor_crds::cluster::leader::Fence;
 use tailor_crds::condition as cond;
 use tailor_crds::{VerticalPodAutoscalerCheckpoint, VerticalPodAutoscalerCondition};
+use tailor_kube::leader::Fence;
 use tokio::time::Instant;
 
 use crate::checkpoint::{self, WindowAggregate};

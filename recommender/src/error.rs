@@ -120,7 +120,7 @@ pub enum Error {
         lease: String,
         /// The last renewal failure.
         #[source]
-        source: Box<tailor_crds::cluster::leader::LeaseError>,
+        source: Box<tailor_kube::leader::LeaseError>,
     },
     /// A write was not sent: this replica does not hold the leader lease (any more).
     #[error("{what}: not written, this replica does not hold the leader lease")]
@@ -149,9 +149,9 @@ impl Error {
     }
 }
 
-impl From<tailor_crds::cluster::leader::LeaseLost> for Error {
-    fn from(lost: tailor_crds::cluster::leader::LeaseLost) -> Self {
-        use tailor_crds::cluster::leader::LeaseLost;
+impl From<tailor_kube::leader::LeaseLost> for Error {
+    fn from(lost: tailor_kube::leader::LeaseLost) -> Self {
+        use tailor_kube::leader::LeaseLost;
         match lost {
             LeaseLost::Taken { namespace, lease } => Error::LeaseTaken { namespace, lease },
             LeaseLost::Renewal {

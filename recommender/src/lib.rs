@@ -16,7 +16,6 @@ pub mod events;
 pub mod history;
 pub mod http;
 pub mod ingest;
-pub use tailor_crds::cluster::leader;
 pub mod metrics;
 pub mod metrics_api;
 pub mod metrics_list;

@@ -86,7 +86,7 @@ struct RawPodMetrics<'a> {
 /// The amount of `resource` in a listed usage value, if it reads as a quantity.
 fn usage_amount(resource: &str, text: Option<Cow<'_, str>>) -> Option<i64> {
     let q = Quantity(text?.into_owned());
-    tailor_crds::quantity::amount(resource, &q).ok()
+    tailor_core::quantity::amount(resource, &q).ok()
 }
 
 fn containers(raw: Vec<RawContainer<'_>>) -> Vec<ContainerUsage> {

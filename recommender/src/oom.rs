@@ -125,7 +125,7 @@ pub fn eviction_ooms(ev: &Event) -> Vec<OomRecord> {
             continue;
         }
         let q = k8s_openapi::apimachinery::pkg::api::resource::Quantity(u.trim().to_string());
-        let Ok(bytes) = tailor_crds::quantity::amount("memory", &q) else {
+        let Ok(bytes) = tailor_core::quantity::amount("memory", &q) else {
             continue;
         };
         out.push(OomRecord {

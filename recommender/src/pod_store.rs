@@ -134,7 +134,7 @@ fn summary(pod: &SlimPod, cs: &SlimContainerStatus, interner: &mut Interner) -> 
         last_terminated: terminated(cs.last_state.as_ref()),
         memory_request: pod
             .memory_request(&cs.name)
-            .and_then(|q| tailor_crds::quantity::amount("memory", q).ok())
+            .and_then(|q| tailor_core::quantity::amount("memory", q).ok())
             .unwrap_or(0),
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::watched_vpa::WatchedVpa;
 use kube::Client;
-use tailor_crds::cluster::leader::Fence;
+use tailor_kube::leader::Fence;
 use tokio::time::Instant;
 
 use crate::config::ControllerConfig;

@@ -10,12 +10,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::api::{Patch, PatchParams};
 use serde_json::value::RawValue;
-use tailor_crds::cluster::leader::Fence;
 use tailor_crds::condition as cond;
 use tailor_crds::{
     RecommendedContainerResources, RecommendedPodResources, ResourceList, UpdateMode,
     VerticalPodAutoscaler, VerticalPodAutoscalerCondition, VerticalPodAutoscalerStatus,
 };
+use tailor_kube::leader::Fence;
 
 use crate::error::Error;
 use crate::ingest::{VpaKey, key_of, resource_policy};
@@ -39,12 +39,12 @@ pub const NO_PODS_MATCHED_MESSAGE: &str = "No pods match this VPA object";
 fn resource_list(r: &Resources) -> ResourceList {
     let mut out = ResourceList::new();
     if let Some(c) = r.cpu {
-        out.insert("cpu".into(), tailor_crds::quantity::from_amount("cpu", c));
+        out.insert("cpu".into(), tailor_core::quantity::from_amount("cpu", c));
     }
     if let Some(m) = r.memory {
         out.insert(
             "memory".into(),
-            tailor_crds::quantity::from_amount("memory", m),
+            tailor_core::quantity::from_amount("memory", m),
         );
     }
     out
@@ -460,7 +460,7 @@ impl Recommender {
             unsupported.get_or_insert(format!("Invalid resourcePolicy: {err}"));
         }
         let in_place = matches!(
-            tailor_crds::policy::update_mode(&v.spec),
+            tailor_core::policy::update_mode(&v.spec),
             UpdateMode::InPlace | UpdateMode::InPlaceOrRecreate
         );
         let (mut recommendation, mut low_confidence) = match self.recommendation(e.index, in_place)

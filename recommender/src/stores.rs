@@ -1,7 +1,7 @@
 //! Reflector stores for everything the loop reads, the field stripping applied before objects enter them,
 //! and the watch tasks that feed them (including the OOM observer on pod updates and eviction events).
 //! The workload kinds come from the reflectors shared with the webhook
-//! ([`tailor_crds::cluster::reflectors`]).
+//! ([`tailor_kube::reflectors`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,11 +12,11 @@ use kube::Client;
 use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::{WatchStreamExt, watcher};
-use tailor_crds::cluster::reflectors::{
+use tailor_kube::reflectors::{
     OnWatchError, WorkloadStores, WorkloadWriters, api, spawn_reflector, spawn_watch,
     workload_stores,
 };
-use tailor_crds::cluster::shelf::CacheStopped;
+use tailor_kube::shelf::CacheStopped;
 use tokio::task::JoinHandle;
 
 use super::checkpoint_index::{CheckpointHead, CheckpointIndex, CheckpointIndexWriter};

@@ -4,15 +4,13 @@
 
 use std::collections::HashMap;
 
+use tailor_core::target::WorkloadInfo;
 use tailor_crds::CrossVersionObjectReference;
-use tailor_crds::target::WorkloadInfo;
 
 use super::stores::Stores;
+use tailor_core::target::is_well_known;
 use tailor_engine::model::Selector;
 use tailor_engine::units::Nanos;
-
-/// Kinds resolved from the stores (by kind, whatever the group, as upstream does); shared with the webhook.
-pub use tailor_crds::target::{WELL_KNOWN_KINDS, is_well_known};
 
 /// Identity of a target.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
+use tailor_core::validation::{FeatureGates, ValidationOptions, validate};
 use tailor_crds::VerticalPodAutoscaler;
-use tailor_crds::validation::{FeatureGates, ValidationOptions, validate};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")

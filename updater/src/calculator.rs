@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use tailor_crds::policy::{container_policy, scaling_mode};
-use tailor_crds::quantity::QuantityError;
+use tailor_core::policy::{container_policy, scaling_mode};
+use tailor_core::quantity::QuantityError;
 use tailor_crds::{
     ContainerScalingMode, RecommendedPodResources, UpdateMode, VerticalPodAutoscaler,
 };

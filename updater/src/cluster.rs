@@ -14,8 +14,8 @@ use kube::api::{EvictParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource};
-use tailor_crds::cluster::index::{ControllerRef, Index};
 use tailor_crds::{RecommendedPodResources, VerticalPodAutoscaler};
+use tailor_kube::index::{ControllerRef, Index};
 
 use crate::FastMap;
 use crate::config::{FeatureGates, RestrictionConfig};
@@ -161,7 +161,7 @@ impl ScaleReplicas {
                 break;
             }
             fetches += 1;
-            let fetch = tailor_crds::cluster::scale::scale_replicas(
+            let fetch = tailor_kube::scale::scale_replicas(
                 client,
                 &api_version,
                 &creator.kind,
@@ -221,7 +221,7 @@ pub fn governed_creator(
             && v.spec
                 .target_ref
                 .as_ref()
-                .is_some_and(|t| !tailor_crds::target::is_well_known(&t.kind))
+                .is_some_and(|t| !tailor_core::target::is_well_known(&t.kind))
     });
     if !custom_target {
         return false;
@@ -335,7 +335,7 @@ pub struct CacheView<R: ReplicaLookup = ReplicaStores> {
     /// Clock of this iteration (for the resize plan's boost expiry).
     pub now: Timestamp,
     /// The webhook's pod floor (issue 30): processed recommendations are raised to it, as the webhook's.
-    pub floor: Option<tailor_crds::sizing::PodFloor>,
+    pub floor: Option<tailor_core::sizing::PodFloor>,
     /// What the API server accepts of an in-place resize (its version's rules).
     pub resize_rules: crate::resize_check::ResizeRules,
     /// Namespace labels (for the webhook's namespace selector; `None`: not watched).
@@ -675,7 +675,7 @@ fn selects(
         return *hit;
     }
     let hit = matching.target.as_ref().is_some_and(|(_, selector)| {
-        tailor_crds::target::selector_matches(selector, labels).unwrap_or(false)
+        tailor_core::target::selector_matches(selector, labels).unwrap_or(false)
     });
     if matching.labels.len() < LABEL_SETS {
         matching.labels.push((ByAddress(Arc::clone(labels)), hit));
@@ -689,7 +689,7 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
     fn fetch_selector(&self, vpa: &VerticalPodAutoscaler) -> Result<(), String> {
         let ns = vpa.metadata.namespace.clone().unwrap_or_default();
         let target = vpa.spec.target_ref.as_ref().ok_or("no targetRef")?;
-        let c = tailor_crds::cluster::index::ControllerRef {
+        let c = tailor_kube::index::ControllerRef {
             api_version: target.api_version.clone().unwrap_or_default(),
             kind: target.kind.clone(),
             name: target.name.clone(),
@@ -711,7 +711,7 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         // A controller of another kind (a Tekton TaskRun, a KubeVirt VMI) can only lead to a VPA that
         // targets a kind of other kinds itself: no `/scale` lookup otherwise (the webhook's answer, no match,
         // is the same).
-        if !tailor_crds::target::is_well_known(&owner.kind)
+        if !tailor_core::target::is_well_known(&owner.kind)
             && !selected.has_custom_target(pods::namespace(pod))
         {
             return None;
@@ -1025,10 +1025,10 @@ pub fn processed_with(
     vpa: &VerticalPodAutoscaler,
     pod: &CompactPod,
     limit_ranges: &[LimitRange],
-    floor: Option<&tailor_crds::sizing::PodFloor>,
+    floor: Option<&tailor_core::sizing::PodFloor>,
 ) -> Result<Option<RecommendedPodResources>, String> {
-    use tailor_crds::limitrange;
-    use tailor_crds::sizing::process_recommendation_floored;
+    use tailor_core::limitrange;
+    use tailor_core::sizing::process_recommendation_floored;
     let ns = pods::namespace(pod);
     let container = limitrange::merged_item(
         limitrange::in_namespace(limit_ranges, ns),
@@ -1216,7 +1216,7 @@ impl ApiActuator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tailor_crds::cluster::index::IndexObjects;
+    use tailor_kube::index::IndexObjects;
 
     /// Every creator has one configured replica.
     struct OneReplica;
@@ -1357,7 +1357,7 @@ mod tests {
         let text = serde_json::to_string(&unfloored.resize).expect("json");
         assert!(text.contains(r#"/requests/memory","value":"1""#), "{text}");
         let mut floored = view(Vec::new());
-        floored.floor = Some(tailor_crds::sizing::PodFloor::RECOMMENDER_MINIMUMS);
+        floored.floor = Some(tailor_core::sizing::PodFloor::RECOMMENDER_MINIMUMS);
         let plan = floored
             .resize_plan(&pod, &vpa, Timestamp::UNIX_EPOCH)
             .expect("plan");

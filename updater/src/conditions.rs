@@ -31,7 +31,7 @@ pub fn updated_conditions(
         .and_then(|s| s.conditions.as_deref())
         .unwrap_or_default();
     let current = old.iter().find(|c| c.type_ == UPDATES_BLOCKED);
-    let message = blocked.map(|b| tailor_crds::text::cut(&b.message, MAX_MESSAGE));
+    let message = blocked.map(|b| tailor_core::text::cut(&b.message, MAX_MESSAGE));
     let same = match (current, blocked) {
         (None, None) => true,
         (Some(c), Some(b)) => {

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use tailor_crds::VerticalPodAutoscaler;
-use tailor_crds::cluster::index::{is_active, strongest};
+use tailor_kube::index::{is_active, strongest};
 
 /// Most VPAs named in one conflict message.
 const MAX_NAMES: usize = 8;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use tailor_crds::quantity::{self, QuantityError};
+use tailor_core::quantity::{self, QuantityError};
 use tailor_crds::{
     EvictionChangeRequirement, EvictionRequirement, RecommendedPodResources, VerticalPodAutoscaler,
 };

@@ -105,7 +105,7 @@ pub struct UpdaterFlags {
     pub skip_conflicting_vpas: bool,
     /// The webhook's pod floor: resizes never go below it, and priorities see the floored range.
     #[command(flatten)]
-    pub floor: tailor_crds::cluster::floor_flags::PodFloorFlags,
+    pub floor: tailor_kube::floor_flags::PodFloorFlags,
 }
 
 /// The parsed `--webhook-excluded-namespaces`.

@@ -1,8 +1,8 @@
 //! The binary's budgets ([`Restriction`]) as the iteration's [`Gate`].
 
 use k8s_openapi::jiff::Timestamp;
+use tailor_core::quantity::QuantityError;
 use tailor_crds::VerticalPodAutoscaler;
-use tailor_crds::quantity::QuantityError;
 
 use crate::iteration::{Gate, UpdaterState};
 use crate::pods::{self, CompactPod, ResizeStatus};

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use json_patch::PatchOperation;
 use k8s_openapi::jiff::Timestamp;
-use tailor_crds::policy::{has_startup_boost, update_mode};
-use tailor_crds::quantity::QuantityError;
+use tailor_core::policy::{has_startup_boost, update_mode};
+use tailor_core::quantity::QuantityError;
 use tailor_crds::{RecommendedPodResources, UpdateMode, VerticalPodAutoscaler};
 
 use crate::calculator::PriorityCalculator;
@@ -136,7 +136,7 @@ impl Candidates {
             if let Some(t) = v.spec.target_ref.as_ref() {
                 let ns = v.metadata.namespace.clone().unwrap_or_default();
                 namespaces.insert(ns.clone());
-                if !tailor_crds::target::is_well_known(&t.kind) {
+                if !tailor_core::target::is_well_known(&t.kind) {
                     custom_target_namespaces.insert(ns.clone());
                 }
                 by_target

@@ -1,6 +1,6 @@
 //! Which VPAs the updater acts on and how (upstream-updater §1.2 step 3, §1.4).
 
-use tailor_crds::policy::{has_startup_boost, update_mode};
+use tailor_core::policy::{has_startup_boost, update_mode};
 use tailor_crds::{PodUpdatePolicy, UpdateMode, VerticalPodAutoscaler};
 
 /// Whether the VPA takes part in an iteration: a mode that updates running pods, or a start-up boost.

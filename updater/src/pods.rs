@@ -14,9 +14,9 @@ use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
-use tailor_crds::policy::container_policy;
-use tailor_crds::quantity::{self, QuantityError};
-use tailor_crds::sizing::{
+use tailor_core::policy::container_policy;
+use tailor_core::quantity::{self, QuantityError};
+use tailor_core::sizing::{
     OBSERVED_CONTAINERS_ANNOTATION, STARTUP_BOOST_ANNOTATION_PREFIX, current_resources,
     parse_observed_containers, pod_level_resources,
 };
@@ -359,7 +359,7 @@ impl CompactPod {
             .into_iter()
             .flatten()
             .find(|o| o.controller == Some(true));
-        let last_controller = tailor_crds::target::controller_owner(owners);
+        let last_controller = tailor_core::target::controller_owner(owners);
         let mut interner = lock();
         interner.maybe_sweep();
         let container_keys: Vec<(ContainerKey, [Option<Arc<Amounts>>; 2])> = spec_containers
@@ -495,7 +495,7 @@ impl CompactPod {
             terminating: m.deletion_timestamp.is_some(),
             has_annotations: annotations.is_some(),
             sized_by_upstream: annotations
-                .is_some_and(|a| a.contains_key(tailor_crds::sizing::UPSTREAM_UPDATES_ANNOTATION)),
+                .is_some_and(|a| a.contains_key(tailor_core::sizing::UPSTREAM_UPDATES_ANNOTATION)),
             restart_on_resize: spec_containers.iter().any(|c| {
                 c.resize_policy
                     .iter()
@@ -507,7 +507,7 @@ impl CompactPod {
 }
 
 fn pod_level_names(list: &[&'static str]) -> &'static [&'static str] {
-    use tailor_crds::sizing::{CPU, MEMORY};
+    use tailor_core::sizing::{CPU, MEMORY};
     match (list.contains(&CPU), list.contains(&MEMORY)) {
         (true, true) => &[CPU, MEMORY],
         (true, false) => &[CPU],

@@ -3,7 +3,7 @@
 use std::cmp::Ordering;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use tailor_crds::quantity::{self, QuantityError};
+use tailor_core::quantity::{self, QuantityError};
 use tailor_crds::{RecommendedContainerResources, RecommendedPodResources, ResourceList};
 
 use crate::pods::{self, CompactPod};

@@ -8,10 +8,10 @@ use json_patch::PatchOperation;
 use k8s_openapi::api::core::v1::LimitRange;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
-use tailor_crds::limitrange;
-use tailor_crds::policy::update_mode;
-use tailor_crds::quantity::Amount;
-use tailor_crds::sizing::{
+use tailor_core::limitrange;
+use tailor_core::policy::update_mode;
+use tailor_core::quantity::Amount;
+use tailor_core::sizing::{
     Assembly, ContainerResources, IN_PLACE_UPDATED_ANNOTATION, PatchOptions, PodError,
     add_annotation_op, add_op, container_resources_from, escape, leave_alone,
     parse_boost_annotation, remove_annotation_op,

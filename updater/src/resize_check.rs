@@ -7,7 +7,7 @@
 //! (upstream's fallback when a resize cannot be done).
 
 use json_patch::PatchOperation;
-use tailor_crds::quantity;
+use tailor_core::quantity;
 
 use crate::pods::{self, CompactPod, Qos};
 
@@ -183,7 +183,7 @@ mod tests {
     }
 
     fn set(field: &str, resource: &str, value: &str) -> PatchOperation {
-        tailor_crds::sizing::add_op(
+        tailor_core::sizing::add_op(
             &format!("/spec/containers/0/resources/{field}/{resource}"),
             json!(value),
         )

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use tailor_crds::quantity::QuantityError;
+use tailor_core::quantity::QuantityError;
 use tailor_crds::{UpdateMode, VerticalPodAutoscaler};
 
 use crate::FastMap;
@@ -204,7 +204,7 @@ impl Restriction {
         config: &RestrictionConfig,
         gates: FeatureGates,
     ) -> Self {
-        let effective = tailor_crds::policy::update_mode(&vpa.spec);
+        let effective = tailor_core::policy::update_mode(&vpa.spec);
         let required = vpa
             .spec
             .update_policy

@@ -65,7 +65,7 @@ pub fn parse_selector(text: &str) -> Result<Option<LabelSelector>, ScopeError> {
     }
     let selector: LabelSelector =
         serde_json::from_str(text).map_err(|e| ScopeError::Selector(e.to_string()))?;
-    tailor_crds::target::selector_matches(&selector, &BTreeMap::new())
+    tailor_core::target::selector_matches(&selector, &BTreeMap::new())
         .map_err(|e| ScopeError::Selector(e.to_string()))?;
     let empty = selector
         .match_labels
@@ -105,7 +105,7 @@ impl WebhookScope {
                 "the labels of namespace {namespace} are not known, and the webhook selects namespaces by label"
             ));
         };
-        match tailor_crds::target::selector_matches(selector, labels) {
+        match tailor_core::target::selector_matches(selector, labels) {
             Ok(true) => None,
             Ok(false) => Some(format!(
                 "the webhook's namespaceSelector does not select namespace {namespace}"
@@ -122,7 +122,7 @@ impl WebhookScope {
     /// Why the webhook never sees a pod with `labels`, if it does not (its `objectSelector`).
     pub fn pod_excluded(&self, labels: &BTreeMap<String, String>) -> Option<String> {
         let selector = self.object_selector.as_ref()?;
-        match tailor_crds::target::selector_matches(selector, labels) {
+        match tailor_core::target::selector_matches(selector, labels) {
             Ok(true) => None,
             Ok(false) => Some("the webhook's objectSelector does not select the pod".into()),
             Err(e) => Some(format!("the webhook's objectSelector: {e}")),

@@ -1,9 +1,9 @@
-//! The compact pod as the sizing code shared with the webhook (`tailor_crds::sizing`) reads it: one
+//! The compact pod as the sizing code shared with the webhook (`tailor_core::sizing`) reads it: one
 //! [`Slot`] per container of `spec.containers`, with its current requests and limits (the status's when
-//! reported, else the spec's, as [`tailor_crds::sizing::current_resources`] picks them).
+//! reported, else the spec's, as [`tailor_core::sizing::current_resources`] picks them).
 
 use k8s_openapi::api::core::v1::Container;
-use tailor_crds::sizing::{CurrentResources, Slot};
+use tailor_core::sizing::{CurrentResources, Slot};
 
 use crate::pods::{self, CompactPod};
 

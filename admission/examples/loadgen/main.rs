@@ -616,7 +616,8 @@ async fn handshakes(
 }
 
 fn micro(dir: PathBuf, iterations: usize, vpas: usize, namespaces: usize) -> anyhow::Result<()> {
-    use tailor_admission::{index::Index, manifests, review, webhook::Webhook};
+    use tailor_admission::{manifests, review, webhook::Webhook};
+    use tailor_kube::index::Index;
     let loaded = manifests::load_dir(&dir.join("manifests"))?;
     let webhook = Webhook::new(
         Index::from_objects(loaded.objects),

@@ -7,13 +7,11 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use clap::{ArgAction, Parser};
+use tailor_admission::live_owners::{LiveOwnerSettings, LiveOwners};
 use tailor_admission::{
     certs::{self, CertFiles, MinTlsVersion, Reloader},
-    cluster,
-    index::Index,
-    manifests,
+    cluster, manifests,
     metrics::Metrics,
-    pod::PatchOptions,
     selfmanaged::SelfManaged,
     server::{
         AppState, ConnectionLimits, DEFAULT_HANDSHAKES_PER_SECOND, DEFAULT_MAX_CONNECTIONS,
@@ -22,16 +20,17 @@ use tailor_admission::{
     status_lease::{self, StatusLease, StatusLeaseSettings},
     webhook::Webhook,
 };
-use tailor_crds::cluster::{
+use tailor_core::sizing::PatchOptions;
+use tailor_core::validation::FeatureGates;
+use tailor_kube::{
     client::ClientFlags,
+    index::Index,
     listen::ListenFlags,
-    live_owners::{LiveOwnerSettings, LiveOwners},
     log::LogFlags,
     scale_cache::{ScaleCache, ScaleCacheSettings},
     shutdown::Shutdown,
     shutdown::ShutdownFlags,
 };
-use tailor_crds::validation::FeatureGates;
 
 /// mimalloc returns freed pages to the system within milliseconds: after a multi-megabyte review the webhook's
 /// resident memory falls back instead of keeping the peak, as glibc's arenas would (issue 15).
@@ -134,7 +133,7 @@ struct Args {
     #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set)]
     native_sidecars: bool,
     #[command(flatten)]
-    floor: tailor_crds::cluster::floor_flags::PodFloorFlags,
+    floor: tailor_kube::floor_flags::PodFloorFlags,
 
     /// Most webhook connections open at once (at least 1). At the limit the connection idle longest is closed
     /// for a new one. The API server needs a few per replica; keep it below the process's file limit.

@@ -18,8 +18,8 @@ use k8s_openapi::api::core::v1::{LimitRange, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use num_bigint::BigInt;
 use serde_json::{Value, json};
-use tailor_crds::policy::{container_policy, controlled_values, scaling_mode, update_mode};
-use tailor_crds::quantity::Amount;
+use tailor_core::policy::{container_policy, controlled_values, scaling_mode, update_mode};
+use tailor_core::quantity::Amount;
 use tailor_crds::{
     ContainerScalingMode, ControlledValues, GenericStartupBoost, StartupBoostType, UpdateMode,
     VerticalPodAutoscaler,
@@ -32,7 +32,7 @@ mod review;
 use boost::*;
 pub use patch::*;
 pub use review::*;
-pub use tailor_crds::sizing::*;
+use tailor_core::sizing::*;
 
 /// Why a pod was left alone without looking at the recommendation.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -41,7 +41,7 @@ pub enum PodOutcome {
 /// denies; any error (a pod over Tailor's budgets included, see [`crate::limits`]) admits the pod unmodified.
 pub fn review_pod(
     review: &crate::review::Review<'_>,
-    index: &crate::index::Index,
+    index: &tailor_kube::index::Index,
     options: &PatchOptions,
 ) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
     use kube::core::admission::AdmissionResponse;

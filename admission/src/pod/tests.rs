@@ -1,5 +1,5 @@
 use super::*;
-use crate::index::{Index, IndexObjects};
+use tailor_kube::index::{Index, IndexObjects};
 
 fn pod(v: Value) -> Pod {
     serde_json::from_value(v).unwrap()
@@ -363,18 +363,18 @@ fn pod_level_resources_are_left_alone_and_said_so() {
 }
 
 /// An owner fallback that always gives `answer`.
-struct Always(crate::index::OwnerAnswer);
+struct Always(tailor_kube::index::OwnerAnswer);
 
-impl crate::index::OwnerFallback for Always {
-    fn lookup(&self, _: &str, _: &str, _: &str) -> crate::index::OwnerAnswer {
+impl tailor_kube::index::OwnerFallback for Always {
+    fn lookup(&self, _: &str, _: &str, _: &str) -> tailor_kube::index::OwnerAnswer {
         self.0.clone()
     }
 }
 
 #[test]
 fn pods_whose_owner_cannot_be_resolved_are_unsized_under_their_own_reason() {
-    use crate::index::OwnerAnswer;
     use crate::review::{ReviewResult, UnsizedReason};
+    use tailor_kube::index::OwnerAnswer;
     // The pod's ReplicaSet is not in the caches (a new one); the VPA targets its Deployment.
     let index = |fallback: Option<OwnerAnswer>| {
         let deploy = serde_json::from_value(json!({
@@ -428,7 +428,7 @@ fn pods_whose_owner_cannot_be_resolved_are_unsized_under_their_own_reason() {
         assert_eq!(ReviewResult::Unsized(got).as_str(), label);
     }
     // Found live: sized.
-    let rs = tailor_crds::target::WorkloadInfo {
+    let rs = tailor_core::target::WorkloadInfo {
         owner: Some(
             serde_json::from_value(json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "name": "web", "uid": "2", "controller": true}))
@@ -467,7 +467,7 @@ fn the_webhook_never_writes_below_the_pod_floor() {
         "2"
     );
     let options = PatchOptions {
-        floor: Some(tailor_crds::sizing::PodFloor::RECOMMENDER_MINIMUMS),
+        floor: Some(tailor_core::sizing::PodFloor::RECOMMENDER_MINIMUMS),
         ..Default::default()
     };
     let floored = patch_pod(&pod(p.clone()), &v, &[], &options).unwrap();

@@ -332,7 +332,7 @@ pub async fn webhook(State(state): State<Arc<AppState>>, req: Request) -> Respon
             return plain(StatusCode::PAYLOAD_TOO_LARGE, TOO_LARGE_MESSAGE);
         }
         Ok(Err(e)) => {
-            tracing::debug!(error = %tailor_crds::text::capped(&e.to_string()), "reading the request body failed");
+            tracing::debug!(error = %tailor_core::text::capped(&e.to_string()), "reading the request body failed");
             state.metrics.rejected(Rejection::BodyRead);
             return plain(StatusCode::BAD_REQUEST, "cannot read the request body");
         }
@@ -367,7 +367,7 @@ pub async fn webhook(State(state): State<Arc<AppState>>, req: Request) -> Respon
     state
         .metrics
         .review(handled.resource, handled.result, started.elapsed());
-    tracing::debug!(uid = %tailor_crds::text::capped(&handled.uid), resource = handled.resource.as_str(), result = handled.result.as_str(),
+    tracing::debug!(uid = %tailor_core::text::capped(&handled.uid), resource = handled.resource.as_str(), result = handled.result.as_str(),
         "admission review answered");
     let mut response = Response::new(Body::from(handled.body));
     response.headers_mut().insert(

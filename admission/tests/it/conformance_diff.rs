@@ -14,8 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use tailor_admission::pod::{OBSERVED_CONTAINERS_ANNOTATION, PatchOptions};
 use tailor_admission::preview::{InputFile, run_case, run_cases};
+use tailor_core::sizing::{OBSERVED_CONTAINERS_ANNOTATION, PatchOptions};
 use tailor_crds::VerticalPodAutoscaler;
 
 const UPSTREAM_OBSERVED: &str = "vpaObservedContainers";
@@ -61,7 +61,7 @@ const TOP_CONTROLLER_FIELDS: [&str; 3] = ["apiVersion", "kind", "name"];
 /// The paths of `v` that its type `T` (what the webhook decodes) would drop.
 fn lost<T: Serialize + DeserializeOwned>(v: &Value, path: &str, out: &mut Vec<String>) {
     match serde_json::from_value::<T>(v.clone()) {
-        Ok(parsed) => out.extend(tailor_crds::json_fields::dropped_fields(
+        Ok(parsed) => out.extend(tailor_core::json_fields::dropped_fields(
             v,
             &serde_json::to_value(&parsed).unwrap(),
             path,

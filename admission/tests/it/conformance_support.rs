@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::Value;
-use tailor_crds::quantity::same_value;
+use tailor_core::quantity::same_value;
 
 /// Reads a vector file from `tests/data`.
 pub fn load(rel: &str) -> Vec<Value> {

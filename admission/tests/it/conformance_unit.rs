@@ -12,15 +12,16 @@ use k8s_openapi::api::core::v1::{LimitRange, LimitRangeItem, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{Value, json};
-use tailor_admission::index::{self, ControllerRef, Index, IndexObjects, ScaleInfo, ScaleLookup};
-use tailor_admission::limitrange;
-use tailor_admission::pod::{self, AssemblyOptions, Field, PatchOptions, Processed};
-use tailor_crds::quantity::same_value;
-use tailor_crds::validation::{FeatureGates, ValidationOptions, validate};
+use tailor_admission::pod;
+use tailor_core::limitrange;
+use tailor_core::quantity::same_value;
+use tailor_core::sizing::{self, AssemblyOptions, Field, PatchOptions, Processed};
+use tailor_core::validation::{FeatureGates, ValidationOptions, validate};
 use tailor_crds::{
     PodResourcePolicy, RecommendedContainerResources, RecommendedPodResources,
     VerticalPodAutoscaler,
 };
+use tailor_kube::index::{self, ControllerRef, Index, IndexObjects, ScaleInfo, ScaleLookup};
 
 /// Kinds that exercise upstream-only machinery, with the reason (also in DEVIATIONS.md).
 const SKIPPED_KINDS: &[(&str, &str)] = &[
@@ -205,7 +206,7 @@ fn our_annotation_sets(p: &Processed) -> BTreeMap<String, BTreeSet<String>> {
 // ---------------------------------------------------------------------------------------------------
 
 fn limit_proportion(input: &Value, expected: &Value) -> Check {
-    let (limit, note) = pod::proportional_limit(
+    let (limit, note) = sizing::proportional_limit(
         input["resource"].as_str().unwrap_or_default(),
         opt_q(&input["originalLimit"]).as_ref(),
         opt_q(&input["originalRequest"]).as_ref(),
@@ -236,10 +237,10 @@ fn recommendation_provider(input: &Value, expected: &Value) -> Check {
     let vpa = vpa_of(&input["vpa"])?;
     let item = item_of(input.get("containerLimitRange"))?;
     let options = PatchOptions::default();
-    let slots = pod::slots(&pod, &options);
-    let processed = pod::process_recommendation(&vpa, &slots, item.as_ref(), None)
+    let slots = sizing::slots(&pod, &options);
+    let processed = sizing::process_recommendation(&vpa, &slots, item.as_ref(), None)
         .map_err(|e| e.to_string())?;
-    let resources = pod::container_resources(
+    let resources = sizing::container_resources(
         &vpa,
         &slots,
         processed.as_ref(),
@@ -295,7 +296,7 @@ fn container_resources(input: &Value, expected: &Value) -> Check {
         serde_json::from_value(input["recommendation"].clone()).map_err(|e| e.to_string())?;
     let item = item_of(input.get("containerLimitRange"))?;
     let options = PatchOptions::default();
-    let slots = pod::slots(&pod, &options);
+    let slots = sizing::slots(&pod, &options);
     let processed = Processed {
         recommendation,
         annotations: BTreeMap::new(),
@@ -303,7 +304,7 @@ fn container_resources(input: &Value, expected: &Value) -> Check {
     let assembly = AssemblyOptions {
         add_all: input["addAll"].as_bool().unwrap_or(false),
     };
-    let resources = pod::container_resources(
+    let resources = sizing::container_resources(
         &vpa,
         &slots,
         Some(&processed),
@@ -339,9 +340,9 @@ fn capping(input: &Value, expected: &Value) -> Check {
     let container_item = item_of(input.get("containerLimitRange"))?;
     let pod_item = item_of(input.get("podLimitRange"))?;
     let options = PatchOptions::default();
-    let slots = pod::slots(&pod, &options);
+    let slots = sizing::slots(&pod, &options);
     let processed =
-        pod::process_recommendation(&vpa, &slots, container_item.as_ref(), pod_item.as_ref());
+        sizing::process_recommendation(&vpa, &slots, container_item.as_ref(), pod_item.as_ref());
     let processed = match (processed, expected["error"].as_bool()) {
         (Err(_), Some(true)) => return Ok(()),
         (Err(e), _) => return Err(e.to_string()),
@@ -406,8 +407,8 @@ fn pod_limitrange(input: &Value, expected: &Value) -> Check {
     }
     let item: LimitRangeItem = serde_json::from_value(item_v).map_err(|e| e.to_string())?;
     let field = Field::from_name(input["field"].as_str().unwrap_or_default()).ok_or("field")?;
-    let slots = pod::slots(&pod, &PatchOptions::default());
-    pod::apply_pod_limit_range(
+    let slots = sizing::slots(&pod, &PatchOptions::default());
+    sizing::apply_pod_limit_range(
         &mut recs,
         &slots,
         &item,
@@ -429,7 +430,7 @@ fn apply_vpa_policy(input: &Value, expected: &Value) -> Check {
     let global: Option<BTreeMap<String, Quantity>> =
         serde_json::from_value(input["globalMaxAllowed"].clone()).map_err(|e| e.to_string())?;
     let out =
-        tailor_crds::capping::apply_vpa_policy(rec.as_ref(), policy.as_ref(), global.as_ref())
+        tailor_core::capping::apply_vpa_policy(rec.as_ref(), policy.as_ref(), global.as_ref())
             .map_err(|e| e.to_string())?;
     match (out, expected["recommendation"].is_null()) {
         (None, true) => Ok(()),
@@ -473,13 +474,13 @@ fn patch(input: &Value, expected: &Value) -> Check {
         max_allowed_cpu_boost: opt_q(&input["max_allowed_cpu_boost"]),
         ..Default::default()
     };
-    let slots = pod::slots(&pod, &options);
-    let resources: Vec<pod::ContainerResources> = input["recommended_container_resources"]
+    let slots = sizing::slots(&pod, &options);
+    let resources: Vec<sizing::ContainerResources> = input["recommended_container_resources"]
         .as_array()
         .into_iter()
         .flatten()
         .map(|r| {
-            Ok(pod::ContainerResources {
+            Ok(sizing::ContainerResources {
                 requests: serde_json::from_value(r.get("requests").cloned().unwrap_or(json!({})))
                     .map_err(|e| e.to_string())?,
                 limits: serde_json::from_value(r.get("limits").cloned().unwrap_or(json!({})))
@@ -488,7 +489,7 @@ fn patch(input: &Value, expected: &Value) -> Check {
             })
         })
         .collect::<Result<_, String>>()?;
-    let pod_level = pod::pod_level_resources(&pod);
+    let pod_level = sizing::pod_level_resources(&pod);
     let result = pod::resource_patches(&vpa, &slots, &resources, &pod_level, &options);
     let (ops, updates) = match (result, expected["error"].as_str()) {
         (Err(e), Some(msg)) => {
@@ -582,7 +583,7 @@ fn patch(input: &Value, expected: &Value) -> Check {
 
 fn observed_containers(input: &Value, expected: &Value) -> Check {
     if let Some(annotation) = input.get("annotation") {
-        let parsed = pod::parse_observed_containers(annotation.as_str().unwrap_or_default());
+        let parsed = sizing::parse_observed_containers(annotation.as_str().unwrap_or_default());
         return match (parsed, expected["error"].as_bool().unwrap_or(false)) {
             (Err(_), true) => Ok(()),
             (Ok(list), false) if to_value(&list) == expected["containers"] => Ok(()),
@@ -602,8 +603,8 @@ fn observed_containers(input: &Value, expected: &Value) -> Check {
     if want != value {
         return Err(format!("{value:?} != {want:?}"));
     }
-    let op = to_value(&pod::add_annotation_op(
-        pod::OBSERVED_CONTAINERS_ANNOTATION,
+    let op = to_value(&sizing::add_annotation_op(
+        sizing::OBSERVED_CONTAINERS_ANNOTATION,
         &value,
     ));
     let want_path = tailor_path(expected["patches"][0]["path"].as_str().unwrap_or_default());
@@ -617,7 +618,7 @@ fn annotation_value(input: &Value, expected: &Value) -> Check {
     if let Some(resources) = input.get("containerResources") {
         let r: k8s_openapi::api::core::v1::ResourceRequirements =
             serde_json::from_value(resources.clone()).map_err(|e| e.to_string())?;
-        let got: Value = serde_json::from_str(&pod::boost_annotation_value(Some(&r)))
+        let got: Value = serde_json::from_str(&sizing::boost_annotation_value(Some(&r)))
             .map_err(|e| e.to_string())?;
         let want: Value = serde_json::from_str(expected["value"].as_str().unwrap_or_default())
             .map_err(|e| e.to_string())?;
@@ -632,11 +633,14 @@ fn annotation_value(input: &Value, expected: &Value) -> Check {
         .into_iter()
         .flatten()
         .map(|(k, v)| {
-            let key = k.replace("vpaCpuStartupBoost/", pod::STARTUP_BOOST_ANNOTATION_PREFIX);
+            let key = k.replace(
+                "vpaCpuStartupBoost/",
+                sizing::STARTUP_BOOST_ANNOTATION_PREFIX,
+            );
             (key, v.as_str().unwrap_or_default().to_owned())
         })
         .collect();
-    let parsed = pod::parse_boost_annotation(
+    let parsed = sizing::parse_boost_annotation(
         Some(&annotations),
         input["container"].as_str().unwrap_or_default(),
     );
@@ -665,12 +669,12 @@ fn patch_util(input: &Value, expected: &Value) -> Check {
             input["resource"].as_str().unwrap_or_default(),
             &q(input["quantity"].as_str().unwrap_or_default()),
         ),
-        Some("add_annotation") => pod::add_annotation_op(
+        Some("add_annotation") => sizing::add_annotation_op(
             input["name"].as_str().unwrap_or_default(),
             input["value"].as_str().unwrap_or_default(),
         ),
         Some("remove_annotation") => {
-            pod::remove_annotation_op(input["name"].as_str().unwrap_or_default())
+            sizing::remove_annotation_op(input["name"].as_str().unwrap_or_default())
         }
         other => return Err(format!("unknown function {other:?}")),
     };
@@ -829,32 +833,35 @@ fn vpa_matching(input: &Value, expected: &Value) -> Check {
         ));
     }
     let mut objects = IndexObjects::default();
-    let (vpas, selector): (Vec<Value>, Option<String>) =
-        if let Some(list) = input["vpasWithSelectors"].as_array() {
-            // Each VPA's target selector; the one of the VPA targeting the pod's controller is the target's.
-            let owner = index::controller_owner(pod.metadata.owner_references.as_ref()).cloned();
-            let sel = list
-                .iter()
-                .find(|v| {
-                    owner.as_ref().is_some_and(|o| {
-                        v["spec"]["targetRef"]["kind"] == Value::String(o.kind.clone())
-                            && v["spec"]["targetRef"]["name"] == Value::String(o.name.clone())
-                    })
+    let (vpas, selector): (Vec<Value>, Option<String>) = if let Some(list) =
+        input["vpasWithSelectors"].as_array()
+    {
+        // Each VPA's target selector; the one of the VPA targeting the pod's controller is the target's.
+        let owner =
+            tailor_core::target::controller_owner(pod.metadata.owner_references.as_ref()).cloned();
+        let sel = list
+            .iter()
+            .find(|v| {
+                owner.as_ref().is_some_and(|o| {
+                    v["spec"]["targetRef"]["kind"] == Value::String(o.kind.clone())
+                        && v["spec"]["targetRef"]["name"] == Value::String(o.name.clone())
                 })
-                .and_then(|v| v["selector"].as_str().map(str::to_owned));
-            (list.clone(), sel)
-        } else {
-            (
-                input["vpas"].as_array().cloned().unwrap_or_default(),
-                input["targetSelector"].as_str().map(str::to_owned),
-            )
-        };
+            })
+            .and_then(|v| v["selector"].as_str().map(str::to_owned));
+        (list.clone(), sel)
+    } else {
+        (
+            input["vpas"].as_array().cloned().unwrap_or_default(),
+            input["targetSelector"].as_str().map(str::to_owned),
+        )
+    };
     for v in &vpas {
         objects.vpas.push(vpa_of(v)?);
     }
     // The "identity" controller fetcher: the pod's controller is the topmost, and it exists.
     if !fetcher.starts_with("always returns no controller")
-        && let Some(owner) = index::controller_owner(pod.metadata.owner_references.as_ref())
+        && let Some(owner) =
+            tailor_core::target::controller_owner(pod.metadata.owner_references.as_ref())
         && owner.kind == "StatefulSet"
     {
         objects.stateful_sets.push(
@@ -1058,9 +1065,9 @@ fn container_policy_lookup(input: &Value, expected: &Value) -> Check {
         serde_json::from_value(json!({"containerPolicies": input["containerPolicies"]}))
             .map_err(|e| e.to_string())?;
     let name = input["containerName"].as_str().unwrap_or_default();
-    let found = tailor_crds::policy::container_policy(policy.as_ref(), name);
+    let found = tailor_core::policy::container_policy(policy.as_ref(), name);
     if input["function"].as_str() == Some("controlledValues") {
-        let got = tailor_crds::policy::controlled_values(found).to_string();
+        let got = tailor_core::policy::controlled_values(found).to_string();
         return if expected["controlledValues"].as_str() == Some(got.as_str()) {
             Ok(())
         } else {
@@ -1137,7 +1144,7 @@ fn container_resources_source(input: &Value, expected: &Value) -> Check {
     };
     let got = container
         .as_ref()
-        .map(|c| pod::current_resources(&pod, c, init));
+        .map(|c| sizing::current_resources(&pod, c, init));
     let (requests, limits) = match &got {
         Some(r) => (to_value(&r.requests), to_value(&r.limits)),
         None => (Value::Null, Value::Null),
@@ -1230,10 +1237,10 @@ fn admitted_pod(template: &Value, lr: Option<&LimitRange>) -> Result<Value, Stri
 }
 
 fn ratio(limits: &Value, requests: &Value, r: &str) -> Option<f64> {
-    let l = tailor_crds::quantity::Amount::parse(&q(limits.get(r)?.as_str()?))
+    let l = tailor_core::quantity::Amount::parse(&q(limits.get(r)?.as_str()?))
         .ok()?
         .millis();
-    let rq = tailor_crds::quantity::Amount::parse(&q(requests.get(r)?.as_str()?))
+    let rq = tailor_core::quantity::Amount::parse(&q(requests.get(r)?.as_str()?))
         .ok()?
         .millis();
     let (l, rq): (f64, f64) = (l.to_string().parse().ok()?, rq.to_string().parse().ok()?);
@@ -1313,7 +1320,7 @@ fn e2e_admission(input: &Value, expected: &Value) -> Check {
                     .get(k)
                     .and_then(Value::as_str)
                     .ok_or(format!("no limit {k}"))?;
-                let ord = tailor_crds::quantity::cmp(&q(have), &q(v.as_str().unwrap_or_default()))
+                let ord = tailor_core::quantity::cmp(&q(have), &q(v.as_str().unwrap_or_default()))
                     .map_err(|e| e.to_string())?;
                 let ok = if at_most { ord.is_le() } else { ord.is_ge() };
                 if !ok {

@@ -8,9 +8,12 @@ use std::sync::Arc;
 use base64::Engine as _;
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use tailor_admission::{index::Index, manifests, pod::PatchOptions, review, webhook::Webhook};
-use tailor_crds::quantity::{Amount, MAX_QUANTITY_LEN};
-use tailor_crds::validation::FeatureGates;
+use tailor_admission::{manifests, review, webhook::Webhook};
+use tailor_core::quantity::Amount;
+use tailor_core::sizing::PatchOptions;
+use tailor_core::validation::FeatureGates;
+use tailor_crds::schema::MAX_QUANTITY_LEN;
+use tailor_kube::index::Index;
 
 /// Cases per property: `TAILOR_FUZZ_CASES`, else `default` (the short pass of the test suite).
 pub fn cases(default: u32) -> u32 {

@@ -4,7 +4,8 @@
 use k8s_openapi::api::core::v1::{LimitRange, Pod};
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use tailor_admission::pod::{PatchOptions, patch_pod};
+use tailor_admission::pod::patch_pod;
+use tailor_core::sizing::PatchOptions;
 use tailor_crds::VerticalPodAutoscaler;
 
 fn quantity() -> impl Strategy<Value = String> {

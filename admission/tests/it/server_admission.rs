@@ -7,10 +7,10 @@ use std::{sync::Arc, time::Duration};
 use crate::server_common::*;
 use base64::Engine as _;
 use serde_json::{Value, json};
-use tailor_admission::{
-    index::Index, manifests, pod::PatchOptions, server::Readiness, webhook::Webhook,
-};
-use tailor_crds::validation::FeatureGates;
+use tailor_admission::{manifests, server::Readiness, webhook::Webhook};
+use tailor_core::sizing::PatchOptions;
+use tailor_core::validation::FeatureGates;
+use tailor_kube::index::Index;
 
 const MANIFESTS: &str = r#"
 apiVersion: autoscaling.tailor.dev/v1

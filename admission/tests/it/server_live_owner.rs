@@ -11,9 +11,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::client::Body;
 use serde_json::json;
-use tailor_admission::index::{Index, IndexObjects};
+use tailor_admission::live_owners::{LiveOwnerSettings, LiveOwners};
 use tailor_crds::VerticalPodAutoscaler;
-use tailor_crds::cluster::live_owners::{LiveOwnerSettings, LiveOwners};
+use tailor_kube::index::{Index, IndexObjects};
 
 use crate::mock_api::respond;
 

@@ -12,10 +12,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::client::Body;
 use kube::runtime::watcher;
 use serde_json::json;
-use tailor_admission::index::{Index, IndexObjects, ScaleLookup};
+use tailor_admission::vpa_cache::VpaCacheWriter;
 use tailor_crds::VerticalPodAutoscaler;
-use tailor_crds::cluster::scale_cache::{ScaleCache, ScaleCacheSettings};
-use tailor_crds::cluster::vpa_cache::VpaCacheWriter;
+use tailor_kube::index::{Index, IndexObjects, ScaleLookup};
+use tailor_kube::scale_cache::{ScaleCache, ScaleCacheSettings};
 
 use crate::mock_api::respond;
 

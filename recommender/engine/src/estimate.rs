@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use tailor_core::policy::{container_policy, needs_recommendation};
+use tailor_core::quantity::binary_suffix;
 use tailor_crds::PodResourcePolicy;
-use tailor_crds::policy::{container_policy, needs_recommendation};
-use tailor_crds::quantity::binary_suffix;
 
 use crate::histogram::ZERO_TIME;
 use crate::model::AggregateContainerState;

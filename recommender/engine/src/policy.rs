@@ -6,9 +6,9 @@
 //! compiled once per pass into integer millicores / bytes ([`IntegerBounds`]) and the capping
 //! post-processor over [`Resources`].
 
-use tailor_crds::capping::effective_max_allowed;
-use tailor_crds::policy::controlled_resources;
-use tailor_crds::quantity::from_amount;
+use tailor_core::capping::effective_max_allowed;
+use tailor_core::policy::controlled_resources;
+use tailor_core::quantity::from_amount;
 use tailor_crds::{ContainerResourcePolicy, PodResourcePolicy, ResourceList};
 
 use crate::quantity::{QuantityError, cpu_millis, memory_bytes};

@@ -1,8 +1,8 @@
-//! Quantity strings from traces and flags → integer millicores / bytes, through `tailor_crds::quantity`
+//! Quantity strings from traces and flags → integer millicores / bytes, through `tailor_core::quantity`
 //! (exact, Go's rounding up).
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use tailor_crds::quantity::{Amount, to_i64};
+use tailor_core::quantity::{Amount, to_i64};
 
 /// Error for a quantity string that cannot be parsed.
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]

@@ -6,17 +6,17 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use tailor_crds::cluster::{
-    client::ClientFlags, leader::Fence, listen::ListenFlags, log::LogFlags, shutdown::Shutdown,
-};
 use tailor_engine::estimate_flags::EstimationFlags;
 use tailor_engine::model::AggregationsConfig;
+use tailor_kube::leader::{DEFAULT_LEASE_NAME, LeaderElector, LeaseSettings};
+use tailor_kube::{
+    client::ClientFlags, leader::Fence, listen::ListenFlags, log::LogFlags, shutdown::Shutdown,
+};
 use tailor_prometheus::client::PromClient;
 use tailor_prometheus::flags::PrometheusFlags;
 use tailor_recommender::config::ControllerConfig;
 use tailor_recommender::history::{HistoryBootstrap, HistoryOptions};
 use tailor_recommender::http::{Health, router};
-use tailor_recommender::leader::{DEFAULT_LEASE_NAME, LeaderElector, LeaseSettings};
 use tailor_recommender::metrics::Metrics;
 use tailor_recommender::oom::OomQueue;
 use tailor_recommender::ratelimit::RateLimiter;

@@ -274,7 +274,7 @@ impl Recommender {
             }
         }
         if let Err(source) = agg.load_from_checkpoint(&stored_cp) {
-            loaded.skipped = Some(tailor_crds::text::cut(
+            loaded.skipped = Some(tailor_core::text::cut(
                 &source.to_string(),
                 crate::ingest::stored::MESSAGE_LEN,
             ));

@@ -40,7 +40,7 @@ impl StoredCheckpoint {
         };
         let (vpa, container) = (text("vpaObjectName"), text("containerName"));
         let decoded = VerticalPodAutoscalerCheckpoint::deserialize(value)
-            .map_err(|e| tailor_crds::text::cut(&e.to_string(), MESSAGE_LEN));
+            .map_err(|e| tailor_core::text::cut(&e.to_string(), MESSAGE_LEN));
         StoredCheckpoint {
             metadata,
             vpa,

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use tailor_crds::cluster::scale::scale_selector;
+use tailor_kube::scale::scale_selector;
 
 use super::{VpaAction, VpaEntry, VpaKey, key_of, recommender_names, resource_policy, vpa_action};
 use crate::error::Error;
@@ -24,7 +24,9 @@ impl Recommender {
             let Some(t) = v.spec.target_ref.as_ref() else {
                 continue;
             };
-            if !self.cfg.owns(&ns, &recommender_names(&v.spec)) || target::is_well_known(&t.kind) {
+            if !self.cfg.owns(&ns, &recommender_names(&v.spec))
+                || tailor_core::target::is_well_known(&t.kind)
+            {
                 continue;
             }
             wanted.insert(TargetKey::new(&ns, t));
@@ -136,6 +138,15 @@ impl Recommender {
                     .model
                     .add_vpa(VpaState::new(&key.0, &key.1, res.selector));
                 let mut entry = VpaEntry::new(index, uid, workload);
+                if tailor_core::validation::uses_per_vpa_recommender_config(&v.spec) {
+                    // Upstream applies these only behind its alpha PerVPAConfig gate (off by default) and
+                    // logs them otherwise; Tailor's recommender does not apply them (README).
+                    tracing::info!(
+                        vpa = %format!("{}/{}", key.0, key.1),
+                        "containerPolicies set oomBumpUpRatio, oomMinBumpUp or memoryAggregationInterval*: \
+                         not applied, this recommender's flags size every VPA"
+                    );
+                }
                 if action == VpaAction::Retarget {
                     // The old workload's history goes, checkpoints included: nothing is restored, the
                     // stored checkpoints are deleted before this loop writes new ones, and the history

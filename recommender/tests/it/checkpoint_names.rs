@@ -6,7 +6,7 @@ use crate::controller::{CHECKPOINTS, one_checkpoint, restarted};
 use crate::support::*;
 use kube::runtime::watcher;
 use serde_json::json;
-use tailor_crds::workload::SlimWorkload;
+use tailor_core::workload::SlimWorkload;
 use tailor_recommender::config::ControllerConfig;
 
 /// VPA `web` over pods with container `api-app`, VPA `web-api` over pods with container `app`.

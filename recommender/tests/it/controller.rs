@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{ContainerState, ContainerStateRunning, Containe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::watcher;
 use serde_json::json;
-use tailor_crds::workload::SlimWorkload;
+use tailor_core::workload::SlimWorkload;
 use tailor_crds::{VerticalPodAutoscaler, VerticalPodAutoscalerCheckpoint};
 use tailor_engine::model::Selector;
 use tailor_engine::replay::{ReplayConfig, Trace, TraceContainer, TracePod, try_replay};

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use crate::support::*;
 use serde_json::{Value, json};
-use tailor_crds::cluster::leader::{LeaseError, LeaseLost};
+use tailor_kube::leader::{LeaderElector, LeaseSettings};
+use tailor_kube::leader::{LeaseError, LeaseLost};
 use tailor_recommender::Stopped;
 use tailor_recommender::config::ControllerConfig;
-use tailor_recommender::leader::{LeaderElector, LeaseSettings};
 
 const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/tailor/leases/tailor-recommender";
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/tailor/leases";
@@ -243,7 +243,7 @@ async fn a_hung_renewal_trips_the_renew_deadline() {
 
 fn setup_workload(h: &mut Harness) {
     use kube::runtime::watcher;
-    use tailor_crds::workload::SlimWorkload;
+    use tailor_core::workload::SlimWorkload;
     let app = &[("app", "workload")];
     h.writers
         .workloads

@@ -4,8 +4,8 @@
 use crate::controller::{CHECKPOINTS, restarted};
 use crate::support::*;
 use kube::runtime::watcher;
+use tailor_core::workload::SlimWorkload;
 use tailor_crds::VerticalPodAutoscalerCheckpoint;
-use tailor_crds::workload::SlimWorkload;
 use tailor_recommender::config::ControllerConfig;
 
 const BIG: &[(&str, &str)] = &[("app", "big")];

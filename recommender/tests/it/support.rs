@@ -690,7 +690,7 @@ pub fn target(v: &VerticalPodAutoscaler, container: &str, field: &str) -> (i64, 
         _ => r.uncapped_target.clone().unwrap(),
     };
     (
-        tailor_crds::quantity::amount("cpu", &list["cpu"]).unwrap(),
-        tailor_crds::quantity::amount("memory", &list["memory"]).unwrap(),
+        tailor_core::quantity::amount("cpu", &list["cpu"]).unwrap(),
+        tailor_core::quantity::amount("memory", &list["memory"]).unwrap(),
     )
 }

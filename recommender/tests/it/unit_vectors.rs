@@ -1,6 +1,6 @@
 //! Conformance: every recommender-kind vector of `tests/data/recommender/unit-vectors.json` (drawn from
 //! upstream's unit tests). Kinds owned elsewhere are reported, not run: `container_policy` and `capping`
-//! (tailor-crds), `limitrange_capping` (updater/admission path, tailor-admission).
+//! (tailor-core), `limitrange_capping` (updater/admission path, tailor-admission).
 
 use std::collections::BTreeMap;
 

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-/// A parsed `labelSelector` (the text form, parsed by [`tailor_crds::label_selector::parse`] as the binaries
+/// A parsed `labelSelector` (the text form, parsed by [`tailor_core::label_selector::parse`] as the binaries
 /// parse `/scale` selectors); the empty selector matches everything.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LabelSelector(k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector);
@@ -17,7 +17,7 @@ impl LabelSelector {
     /// Parses the selector syntax of `kubectl -l` and client-go; a set operator without values is refused,
     /// as the API server refuses it.
     pub fn parse(s: &str) -> Result<LabelSelector, String> {
-        let selector = tailor_crds::label_selector::parse(s).map_err(|e| e.to_string())?;
+        let selector = tailor_core::label_selector::parse(s).map_err(|e| e.to_string())?;
         for r in selector.match_expressions.iter().flatten() {
             if matches!(r.operator.as_str(), "In" | "NotIn")
                 && r.values.as_ref().is_none_or(Vec::is_empty)
@@ -40,7 +40,7 @@ impl LabelSelector {
             })
             .unwrap_or_default();
         // Parsing refused the only selectors that cannot be evaluated.
-        tailor_crds::target::selector_matches(&self.0, &labels).unwrap_or(false)
+        tailor_core::target::selector_matches(&self.0, &labels).unwrap_or(false)
     }
 }
 

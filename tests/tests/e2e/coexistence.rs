@@ -8,6 +8,8 @@ use super::*;
 
 /// Names of upstream VPA's ServiceAccounts (its deploy/ manifests, namespace kube-system).
 const UPSTREAM_USERS: &str = "system:serviceaccount:kube-system:vpa-";
+/// The webhook configuration upstream's admission controller registers.
+pub(super) const UPSTREAM_WEBHOOK: &str = "vpa-webhook-config";
 
 /// A request seen in the audit log.
 #[derive(Debug)]
@@ -52,7 +54,7 @@ fn audited_requests(path: &std::path::Path, ns: &str) -> Result<Vec<Request>> {
     Ok(out)
 }
 
-fn upstream_vpa_manifest(name: &str, target: &str, mode: &str) -> Value {
+pub(super) fn upstream_vpa_manifest(name: &str, target: &str, mode: &str) -> Value {
     let mut v = vpa_manifest(name, target, mode);
     v["apiVersion"] = json!("autoscaling.k8s.io/v1");
     v
@@ -78,7 +80,7 @@ async fn each_autoscaler_sizes_and_evicts_only_its_own_pods() {
             .await
             .context("upstream VPA's CRDs are not installed (hack/cluster.sh up --with-upstream)")?;
         Api::<MutatingWebhookConfiguration>::all(env.client.clone())
-            .get("vpa-webhook-config")
+            .get(UPSTREAM_WEBHOOK)
             .await
             .context("upstream VPA's admission controller has not registered (hack/cluster.sh up --with-upstream)")?;
         env.create_deployment(&ns, "tailored", 2).await?;
@@ -250,7 +252,7 @@ async fn a_workload_both_cover_is_sized_by_upstream_alone() {
 }
 
 /// (cpu millicores, memory bytes) of the first container's target in an upstream VPA's status.
-fn upstream_target(vpa: &DynamicObject) -> Result<Option<(i64, i64)>> {
+pub(super) fn upstream_target(vpa: &DynamicObject) -> Result<Option<(i64, i64)>> {
     vpa.data
         .pointer("/status/recommendation/containerRecommendations/0/target")
         .map(|t| cpu_mem(&serde_json::from_value(t.clone())?))

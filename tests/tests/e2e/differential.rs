@@ -114,24 +114,28 @@ async fn restart_upstream_recommender(env: &E2e) -> Result<()> {
     Ok(())
 }
 
-/// Waits until both checkpoints hold the same samples and both VPAs the same recommendation, then restarts
-/// both recommenders at once (before the next metrics-server scrape, so neither loses a sample the other
-/// keeps).
+/// Waits until both checkpoints hold the same samples and both VPAs the same recommendation (failing the
+/// test if they never do), then restarts both recommenders at once (before the next metrics-server scrape,
+/// so neither loses a sample the other keeps). Returns the recommendation both held: a loop either runs
+/// between that check and its own restart belongs to the sequence after the restart.
 async fn restart_both_in_step(
     env: &E2e,
     ns: &str,
     ours: &Api<DynamicObject>,
     theirs: &Api<DynamicObject>,
-) -> Result<()> {
-    wait_for(
-        "both checkpoints holding the same samples",
+) -> Result<State> {
+    let agreed = wait_for(
+        "both checkpoints holding the same samples and both VPAs the same recommendation",
         RECOMMENDATION_TIMEOUT,
         || async {
             let a = checkpoint_samples(env, ns, "autoscaling.tailor.dev").await?;
             let b = checkpoint_samples(env, ns, "autoscaling.k8s.io").await?;
-            let same_state = state_of(&ours.get("twin").await?.data)?
-                == state_of(&theirs.get("twin").await?.data)?;
-            Ok((a.is_some() && a == b && same_state).then_some(()))
+            let ours = state_of(&ours.get("twin").await?.data)?;
+            let same = a.is_some()
+                && a == b
+                && ours.is_some()
+                && ours == state_of(&theirs.get("twin").await?.data)?;
+            Ok(if same { ours } else { None })
         },
     )
     .await?;
@@ -144,7 +148,8 @@ async fn restart_both_in_step(
     for instance in &leaders {
         env.replace_instance("recommender", instance).await?;
     }
-    restart_upstream_recommender(env).await
+    restart_upstream_recommender(env).await?;
+    Ok(agreed)
 }
 
 #[tokio::test]
@@ -184,9 +189,11 @@ async fn both_recommenders_write_the_same_recommendations_live() {
         };
         for (i, (cpu, memory, secs)) in SCHEDULE.iter().enumerate() {
             if i == RESTART_BEFORE {
-                restart_both_in_step(env, &ns, &tailor_api, &upstream_api).await?;
-                record(&mut ours, state_of(&tailor_api.get("twin").await?.data)?);
-                record(&mut theirs, state_of(&upstream_api.get("twin").await?.data)?);
+                // Recorded as both held it when their checkpoints agreed: the old Tailor leader may finish
+                // one more loop while it is replaced, and that loop counts as after the restart.
+                let agreed = restart_both_in_step(env, &ns, &tailor_api, &upstream_api).await?;
+                record(&mut ours, Some(agreed.clone()));
+                record(&mut theirs, Some(agreed));
                 restart_at = (ours.len(), theirs.len());
             }
             if i > 0 {
@@ -241,9 +248,6 @@ async fn both_recommenders_write_the_same_recommendations_live() {
         if targets(before_ours) != targets(before_theirs) {
             return Err(differ("the targets differ before the restart"));
         }
-        if before_ours.last() != before_theirs.last() {
-            return Err(differ("the recommendations differ at the restart"));
-        }
         // After it the two restart a few seconds apart, so their first loops may read different scrapes, and
         // their bounds may stay a sample apart (upstream's were seen to run one sample ahead after a restart);
         // the CPU targets must agree again by the end, memory equal or different as the README row says.
@@ -272,6 +276,7 @@ async fn both_recommenders_write_the_same_recommendations_live() {
                  where {OPEN_WINDOWS} says; checkpointed samples (tailor, upstream): {samples:?}"
             );
             eprintln!("tailor after the restart:\n{}\nupstream after the restart:\n{}", show(after_ours), show(after_theirs));
+            eprintln!("{}", sample_count_explained(&samples));
         }
         if total < SCHEDULE.len() {
             bail!("only {total} distinct recommendations over {} usage phases", SCHEDULE.len());
@@ -279,4 +284,41 @@ async fn both_recommenders_write_the_same_recommendations_live() {
         Ok(())
     })
     .await;
+}
+
+/// A checkpoint's (totalSamplesCount, lastSampleStart).
+type Samples = (i64, String);
+
+/// Why the bounds may stay a sample apart after the restart, from both checkpoints' (totalSamplesCount,
+/// lastSampleStart). Neither checkpoint keeps a container's last CPU sample time (upstream's
+/// `ContainerState.lastCPUSampleStart`, Tailor's `last_cpu_sample_start`: both start from zero in a new
+/// process), only the aggregate's: a recommender whose first loop after the restart comes before
+/// metrics-server's next scrape reads the last scrape before the restart again and counts it a second time,
+/// and the bounds follow the sample count. The two restart a few seconds apart, so one may do so and not the
+/// other: then the counts differ by one and the last sample is the same.
+fn sample_count_explained(samples: &(Option<Samples>, Option<Samples>)) -> String {
+    match samples {
+        (Some((ours, our_last)), Some((theirs, their_last))) if our_last != their_last => format!(
+            "the checkpoints were last written at different scrapes (tailor {ours} samples to {our_last}, \
+             upstream {theirs} to {their_last}): their counts cannot say whether a scrape was counted twice"
+        ),
+        (Some((ours, last)), Some((theirs, _))) if ours == theirs => {
+            format!(
+                "checkpointed samples equal ({ours}, last {last}): no sample-count difference to explain"
+            )
+        }
+        (Some((ours, our_last)), Some((theirs, their_last)))
+            if our_last == their_last && (ours - theirs).abs() == 1 =>
+        {
+            let who = if theirs > ours { "upstream" } else { "Tailor" };
+            format!(
+                "explained: {who} counted one scrape twice across the restart (samples tailor {ours}, upstream \
+                 {theirs}, the same last sample {our_last}): its first loop after the restart re-read the last \
+                 scrape before it, which no checkpoint marks as read per container"
+            )
+        }
+        other => format!(
+            "not explained by a re-read scrape: checkpointed samples (tailor, upstream) {other:?}"
+        ),
+    }
 }

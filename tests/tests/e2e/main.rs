@@ -14,7 +14,8 @@
 //! Each test works in its own namespace and deletes it at the end. Some disturb what all share for a moment —
 //! the webhook-down tests scale the webhook to zero (and the updater pauses while the webhook's status Lease
 //! is stale), the restart, failover and live-differential tests restart recommenders, the certificate test
-//! rotates the webhook's certificate, one test restarts the API server — and each restores what it changed:
+//! rotates the webhook's certificate, one test restarts the API server, the uninstall tests take either
+//! autoscaler away — and each restores what it changed:
 //! run those one at a time, after the others (`hack/e2e-local.sh` runs the others four at a time first).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
@@ -31,6 +32,12 @@ mod recreate;
 mod resilience;
 mod resize_rules;
 mod restart;
+mod uninstall;
+mod upstream_actuation;
+mod upstream_admission;
+mod upstream_boost;
+mod upstream_recommender;
+mod upstream_updater;
 mod webhook_down;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -843,11 +850,11 @@ where
 }
 
 fn milli_cpu(q: &Quantity) -> Result<i64> {
-    tailor_crds::quantity::milli_value(q).map_err(|e| anyhow!("cpu {q:?}: {e}"))
+    tailor_core::quantity::milli_value(q).map_err(|e| anyhow!("cpu {q:?}: {e}"))
 }
 
 fn bytes(q: &Quantity) -> Result<i64> {
-    tailor_crds::quantity::value(q).map_err(|e| anyhow!("memory {q:?}: {e}"))
+    tailor_core::quantity::value(q).map_err(|e| anyhow!("memory {q:?}: {e}"))
 }
 
 /// (cpu millicores, memory bytes) of a resource list.

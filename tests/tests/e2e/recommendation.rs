@@ -261,7 +261,7 @@ async fn constant_usage_gives_the_numbers_of_tailor_recommend() {
 }
 
 /// A Deployment `name` of one pod whose container uses `cpu` and `memory` (kwok's usage annotations).
-fn deployment_using(name: &str, cpu: &str, memory: &str) -> Value {
+pub(super) fn deployment_using(name: &str, cpu: &str, memory: &str) -> Value {
     json!({
         "metadata": {"name": name},
         "spec": {

@@ -5,7 +5,7 @@ use super::*;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 /// The webhook's status Lease (chart value `admission.statusLease.name`).
-const ADMISSION_LEASE: &str = "tailor-admission";
+pub(super) const ADMISSION_LEASE: &str = "tailor-admission";
 /// The updater's `--admission-controller-status-lease-timeout` (chart default), plus a margin.
 const ADMISSION_LEASE_STALE: Duration = Duration::from_secs(60 + 10);
 /// Updater loops (10 s) long enough that an eviction would have happened.

@@ -2,24 +2,50 @@
 
 use super::*;
 
+/// CPU (lowerBound, upperBound) in millicores of container `app`, or None while there is no recommendation.
+fn cpu_bounds(vpa: &VerticalPodAutoscaler) -> Result<Option<(i64, i64)>> {
+    if target_of(vpa).is_none() {
+        return Ok(None);
+    }
+    let ((lower, _), (upper, _)) = bounds_of(vpa)?;
+    Ok(Some((lower, upper)))
+}
+
+/// Also upstream's recommender scenarios about a restart (`tests/UPSTREAM_E2E.md`): a checkpoint whose VPA
+/// is gone is garbage-collected (the new leader's first loop collects), the checkpoint is loaded (its
+/// firstSampleStart kept, its sample count grows), and the bounds do not drop out or widen across the restart.
 #[tokio::test]
 #[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
 async fn recommender_restart_restores_from_checkpoints() {
     let env = e2e("recommender_restart_restores_from_checkpoints").await;
     let env = &env;
     in_namespace(env, "restart", |ns| async move {
-        env.create_deployment(&ns, "web", 1).await?;
+        // Steady usage: the bounds narrow as confidence grows, and must go on narrowing after the restart.
+        env.create_deployment_from(&ns, super::recommendation::deployment_using("web", "100m", "200Mi"))
+            .await?;
         env.create_vpa(&ns, vpa_manifest("web", "web", "Off")).await?;
         let checkpoints = env.checkpoints(&ns);
+        // A checkpoint of a VPA that does not exist (upstream: "Checkpoints with missing VPA objects are
+        // garbage collected").
+        let orphan: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscalerCheckpoint",
+            "metadata": {"name": "test"},
+            "spec": {"vpaObjectName": "some-vpa", "containerName": "app"}
+        }))?;
+        checkpoints.create(&PostParams::default(), &orphan).await?;
         let before = wait_for(
             &format!("checkpoint web.app with at least {MIN_SAMPLES} samples"),
             RECOMMENDATION_TIMEOUT,
             || async {
                 let cp = checkpoints.get_opt("web.app").await?;
-                Ok(cp.as_ref().and_then(samples_of).filter(|&n| n >= MIN_SAMPLES))
+                Ok(cp.filter(|cp| samples_of(cp).is_some_and(|n| n >= MIN_SAMPLES)))
             },
         )
         .await?;
+        let samples_before = samples_of(&before).unwrap_or_default();
+        let first_sample = before.data.pointer("/status/firstSampleStart").cloned();
+        let vpas = env.tailor_vpas(&ns);
+        let mut bounds = cpu_bounds(&vpas.get("web").await?)?.context("no recommendation before the restart")?;
         // SIGTERM to every recommender: final checkpoints, lease released; new ones start from the API.
         let running: Vec<Instance> = env
             .instances("recommender")
@@ -35,18 +61,48 @@ async fn recommender_restart_restores_from_checkpoints() {
         }
         let old: Vec<String> = running.into_iter().map(|i| i.name).collect();
         let (leader, acquired) = env.wait_for_new_leader(&old, LEADER_TIMEOUT).await?;
-        // Only the new leader writes after it acquired the lease (the old one released it first).
-        let after = env.checkpoint_written_after(&ns, "web.app", acquired).await?;
-        if after < before {
-            bail!(
-                "the restarted recommender {leader} checkpointed {after} samples, fewer than the {before} \
-                 checkpointed before the restart: it did not restore from the checkpoints"
-            );
+        // Only the new leader writes after it acquired the lease (the old one released it first), and it
+        // adds samples to those it restored.
+        let after = wait_for(
+            "the new leader's checkpoint of web.app with more samples",
+            RECOMMENDATION_TIMEOUT,
+            || async {
+                let cp = checkpoints.get_opt("web.app").await?;
+                Ok(cp.filter(|cp| last_update_of(cp).is_some_and(|t| t > acquired))
+                    .filter(|cp| samples_of(cp).is_some_and(|n| n > samples_before)))
+            },
+        )
+        .await;
+        let after = match after {
+            Ok(cp) => cp,
+            Err(e) => {
+                let now = checkpoints.get_opt("web.app").await?.and_then(|cp| samples_of(&cp));
+                bail!(
+                    "{e:#}: the restarted recommender {leader} has {now:?} samples, {samples_before} before the \
+                     restart: it did not restore from the checkpoints"
+                );
+            }
+        };
+        let first_after = after.data.pointer("/status/firstSampleStart").cloned();
+        if first_after != first_sample {
+            bail!("firstSampleStart changed across the restart: {first_sample:?} → {first_after:?}");
         }
-        let vpa = env.tailor_vpas(&ns).get("web").await?;
-        if target_of(&vpa).is_none() {
-            bail!("the recommendation is gone after the restart: {:?}", vpa.status);
+        // Upstream: "doesn't drop lower/upper after recommender's restart". Watched for a few loops of the new
+        // leader: the recommendation never disappears, the CPU lowerBound never drops, the upperBound never
+        // rises.
+        let watch_until = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < watch_until {
+            let now = cpu_bounds(&vpas.get("web").await?)?.context("the recommendation is gone after the restart")?;
+            if now.0 < bounds.0 || now.1 > bounds.1 {
+                bail!("the CPU bounds widened across the restart: (lower, upper) {bounds:?} → {now:?}");
+            }
+            bounds = now;
+            tokio::time::sleep(POLL).await;
         }
+        wait_for("the orphaned checkpoint test garbage-collected", RECOMMENDATION_TIMEOUT, || async {
+            Ok(checkpoints.get_opt("test").await?.is_none().then_some(()))
+        })
+        .await?;
         Ok(())
     })
     .await;

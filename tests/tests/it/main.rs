@@ -1,6 +1,7 @@
 //! Cross-component tests that run here: the stand-in API server against a real kube-rs client
 //! ([`standin`]), and the real binaries against the stand-in ([`binaries`], [`lease`], [`updater`],
-//! [`custom_kinds`], [`admission_paths`]). The kind e2e suite is the separate `e2e` test binary (it needs a cluster).
+//! [`custom_kinds`], [`admission_paths`]), and ARCHITECTURE.md against the repository ([`architecture`]). The
+//! kind e2e suite is the separate `e2e` test binary (it needs a cluster).
 //!
 //! ```sh
 //! cargo build -p tailor-recommender -p tailor-admission -p tailor-updater   # the binaries the tests start
@@ -10,6 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 mod admission_paths;
+mod architecture;
 mod bad_checkpoints;
 mod binaries;
 mod custom_kinds;

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
-use tailor_crds::text::capped;
+use tailor_core::text::capped;
 
 use anyhow::{Context, bail};
 use axum::Router;
@@ -19,14 +19,14 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt as _};
 use tailor_crds::VerticalPodAutoscaler;
-use tailor_crds::cluster::client::ClientFlags;
-use tailor_crds::cluster::index::{Index, IndexStores, ScaleLookup};
-use tailor_crds::cluster::leader::{Fence, LeaderElector, LeaseSettings};
-use tailor_crds::cluster::listen::ListenFlags;
-use tailor_crds::cluster::log::LogFlags;
-use tailor_crds::cluster::reflectors::{OnWatchError, api, spawn_reflector, workload_stores};
-use tailor_crds::cluster::scale_cache::{ScaleCache, ScaleCacheSettings};
-use tailor_crds::cluster::shutdown::Shutdown;
+use tailor_kube::client::ClientFlags;
+use tailor_kube::index::{Index, IndexStores, ScaleLookup};
+use tailor_kube::leader::{Fence, LeaderElector, LeaseSettings};
+use tailor_kube::listen::ListenFlags;
+use tailor_kube::log::LogFlags;
+use tailor_kube::reflectors::{OnWatchError, api, spawn_reflector, workload_stores};
+use tailor_kube::scale_cache::{ScaleCache, ScaleCacheSettings};
+use tailor_kube::shutdown::Shutdown;
 use tailor_updater::cluster::{
     ApiActuator, CacheView, NamespaceLabels, ReplicaStores, ScaleReplicas, governed_creator,
     strip_controller,

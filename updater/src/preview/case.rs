@@ -24,8 +24,8 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
-use tailor_crds::quantity::QuantityError;
-use tailor_crds::sizing::{
+use tailor_core::quantity::QuantityError;
+use tailor_core::sizing::{
     ContainerResources, OBSERVED_CONTAINERS_ANNOTATION, STARTUP_BOOST_ANNOTATION_PREFIX,
 };
 use tailor_crds::{
@@ -467,7 +467,7 @@ impl Actuator for Recorder {
 /// Upstream's `fakeSingleResizePatch`: one resize operation for any pod.
 fn single_resize_patch() -> ResizePlan {
     ResizePlan {
-        resize: vec![tailor_crds::sizing::add_op(
+        resize: vec![tailor_core::sizing::add_op(
             "/spec/containers/0/resources/requests/cpu",
             json!("1"),
         )],
@@ -1048,11 +1048,11 @@ impl ClusterView for LoopView {
                 self.selectors
                     .get(v.metadata.name.as_deref().unwrap_or_default())
                     .is_some_and(|s| {
-                        tailor_crds::target::selector_matches(s, pods::labels(pod)).unwrap_or(false)
+                        tailor_core::target::selector_matches(s, pods::labels(pod)).unwrap_or(false)
                     })
             })
             .collect();
-        let strongest = tailor_crds::cluster::index::strongest(candidates)?;
+        let strongest = tailor_kube::index::strongest(candidates)?;
         selected
             .vpas
             .iter()
@@ -1191,9 +1191,9 @@ async fn updater_loop(input: &Value) -> Out {
     let mut selectors = BTreeMap::new();
     for (name, text) in &i.selectors {
         let path = format!("input.selectors.{name}");
-        let parsed = tailor_crds::label_selector::parse(text).map_err(|e| at(&path, e))?;
+        let parsed = tailor_core::label_selector::parse(text).map_err(|e| at(&path, e))?;
         // A selector that cannot be evaluated (an empty set) is refused here, not read as "no match".
-        tailor_crds::target::selector_matches(&parsed, &BTreeMap::new())
+        tailor_core::target::selector_matches(&parsed, &BTreeMap::new())
             .map_err(|e| at(&path, e))?;
         selectors.insert(name.clone(), parsed);
     }

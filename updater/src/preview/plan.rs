@@ -9,9 +9,9 @@ use std::time::Duration;
 use json_patch::PatchOperation;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
+use tailor_core::target::selector_matches;
 use tailor_crds::VerticalPodAutoscaler;
-use tailor_crds::cluster::index::{Index, IndexObjects};
-use tailor_crds::target::selector_matches;
+use tailor_kube::index::{Index, IndexObjects};
 
 use super::snapshot::Snapshot;
 use crate::cluster::{CacheView, NamespaceLabels};
@@ -240,7 +240,7 @@ pub struct PlanSettings {
     /// The iteration's clock.
     pub now: Timestamp,
     /// The webhook's pod floor (the updater's `--pod-recommendation-min-*` flags).
-    pub floor: Option<tailor_crds::sizing::PodFloor>,
+    pub floor: Option<tailor_core::sizing::PodFloor>,
     /// What the cluster's API server accepts of an in-place resize (its version; the binary reads it
     /// from `/version`).
     pub resize_rules: crate::resize_check::ResizeRules,

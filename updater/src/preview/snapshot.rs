@@ -11,8 +11,8 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tailor_crds::VerticalPodAutoscaler;
-use tailor_crds::cluster::index::StaticScaleLookup;
-use tailor_crds::cluster::scale::{custom_controller, static_key};
+use tailor_kube::index::StaticScaleLookup;
+use tailor_kube::scale::{custom_controller, static_key};
 
 /// Most files read from a snapshot directory.
 pub const MAX_FILES: usize = 10_000;
@@ -252,7 +252,7 @@ fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), SnapshotError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tailor_crds::cluster::index::ScaleLookup as _;
+    use tailor_kube::index::ScaleLookup as _;
 
     #[test]
     fn custom_controllers_with_a_selector_resolve_like_scale() {

@@ -14,7 +14,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use tailor_crds::VerticalPodAutoscaler;
-use tailor_crds::cluster::index::{Index, IndexObjects};
+use tailor_kube::index::{Index, IndexObjects};
 use tailor_updater::cluster::{ApiActuator, CacheView, ReplicaStores};
 use tailor_updater::flags::UpdaterFlags;
 use tailor_updater::iteration::{Action, UpdaterState};

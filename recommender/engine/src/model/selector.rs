@@ -97,9 +97,9 @@ impl Selector {
         Selector::Requirements(Vec::new())
     }
 
-    /// Parses `a=b,c!=d,e in (f,g),!h` ([`tailor_crds::label_selector::parse`]).
+    /// Parses `a=b,c!=d,e in (f,g),!h` ([`tailor_core::label_selector::parse`]).
     pub fn parse(s: &str) -> Result<Self, SelectorError> {
-        let selector = tailor_crds::label_selector::parse(s).map_err(|e| SelectorError(e.text))?;
+        let selector = tailor_core::label_selector::parse(s).map_err(|e| SelectorError(e.text))?;
         Self::from_label_selector(&selector)
     }
 

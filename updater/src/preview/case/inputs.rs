@@ -52,7 +52,7 @@ pub(super) fn object<T: Serialize + DeserializeOwned>(
         CaseError(format!("{at}: {}", e.inner()))
     })?;
     let back = serde_json::to_value(&parsed).map_err(|e| CaseError(format!("{path}: {e}")))?;
-    let lost = tailor_crds::json_fields::dropped_fields(v, &back, path);
+    let lost = tailor_core::json_fields::dropped_fields(v, &back, path);
     if lost.is_empty() {
         Ok(parsed)
     } else {

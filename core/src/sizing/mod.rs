@@ -1,0 +1,302 @@
+//! Pod sizing shared by the admission webhook and the updater: a pod, the VPA that governs it and the
+//! namespace's LimitRanges in; per-container requests and limits out (upstream admission spec §3.3–§3.6,
+//! which the updater's in-place path reuses unchanged, upstream updater spec §5.5 and appendix A).
+//!
+//! 1. **Recommendation processing** ([`process_recommendation`]): Pod-type LimitRange sums (§3.4), then per
+//!    container and per field (`target`, `lowerBound`, `upperBound`) the Container-type LimitRange bounds
+//!    (§3.5), the policy's `minAllowed`/`maxAllowed`, and for `RequestsOnly` the cap at the current limit.
+//! 2. **Assembly** ([`container_resources`]): requests from `target`; limits kept in proportion (§3.6).
+//!
+//! [`resources_for_slots`] runs both for one pod. Everything here is pure.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Container, LimitRange, LimitRangeItem, Pod, ResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use num_bigint::BigInt;
+use num_traits::Zero;
+
+use crate::capping;
+use crate::limitrange;
+use crate::policy::{container_policy, controlled_values, update_mode};
+use crate::quantity::{self, Amount, Format, QuantityError};
+use tailor_crds::{
+    ControlledValues, RecommendedContainerResources, RecommendedPodResources, ResourceList,
+    UpdateMode, VerticalPodAutoscaler,
+};
+
+mod annotations;
+mod assembly;
+mod floor;
+mod limit_range;
+mod limits;
+mod ops;
+mod pod_level;
+mod recommendation;
+
+pub use annotations::*;
+pub use assembly::*;
+pub use floor::*;
+pub use limit_range::*;
+pub use limits::*;
+pub use ops::*;
+pub use pod_level::*;
+pub use recommendation::*;
+
+/// Resources that get limits and LimitRange treatment.
+pub const CPU: &str = "cpu";
+/// Memory, the other resource with limits and LimitRange treatment.
+pub const MEMORY: &str = "memory";
+/// Both resources sized in proportion.
+pub const CPU_AND_MEMORY: [&str; 2] = [CPU, MEMORY];
+
+/// Knobs of the pod patch. The default reproduces upstream exactly.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PatchOptions {
+    /// Feature gate `CPUStartupBoost`: apply `startupBoost` at admission.
+    pub cpu_startup_boost: bool,
+    /// `--max-allowed-cpu-boost`: ceiling of a boosted CPU request (zero or absent: none).
+    pub max_allowed_cpu_boost: Option<Quantity>,
+    /// Tailor improvement: lower a proportional limit so that it respects the container LimitRange's
+    /// `maxLimitRequestRatio` (upstream ignores it and the pod may then be rejected by the LimitRanger).
+    pub honor_max_limit_request_ratio: bool,
+    /// Tailor improvement: also size native sidecars (init containers with `restartPolicy: Always`).
+    pub native_sidecars: bool,
+    /// Tailor (issue 30): never size a container below its share of this pod minimum ([`apply_floor`]).
+    pub floor: Option<PodFloor>,
+}
+
+/// An error that leaves the pod unmodified (upstream admits such pods untouched).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PodError {
+    /// A quantity in the pod, VPA or LimitRange is not a valid quantity.
+    #[error("{context}: {source}")]
+    Quantity {
+        /// Where the quantity was read.
+        context: String,
+        /// The parse error.
+        source: QuantityError,
+    },
+    /// The start-up boost is misconfigured.
+    #[error("{0}")]
+    Boost(String),
+}
+
+/// Parses a quantity, naming where it was read on error.
+pub fn parse(q: &Quantity, context: impl FnOnce() -> String) -> Result<Amount, PodError> {
+    Amount::parse(q).map_err(|source| PodError::Quantity {
+        context: context(),
+        source,
+    })
+}
+
+/// Parses an optional quantity, naming where it was read on error.
+pub fn parse_opt(
+    q: Option<&Quantity>,
+    context: impl FnOnce() -> String,
+) -> Result<Option<Amount>, PodError> {
+    q.map(|q| parse(q, context)).transpose()
+}
+
+/// One of the recommendation fields the processor visits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    /// `target` (annotated).
+    Target,
+    /// `lowerBound`.
+    LowerBound,
+    /// `upperBound`.
+    UpperBound,
+}
+
+impl Field {
+    pub fn get(self, rec: &RecommendedContainerResources) -> Option<&ResourceList> {
+        match self {
+            Field::Target => Some(&rec.target),
+            Field::LowerBound => rec.lower_bound.as_ref(),
+            Field::UpperBound => rec.upper_bound.as_ref(),
+        }
+    }
+
+    pub fn get_mut(self, rec: &mut RecommendedContainerResources) -> Option<&mut ResourceList> {
+        match self {
+            Field::Target => Some(&mut rec.target),
+            Field::LowerBound => rec.lower_bound.as_mut(),
+            Field::UpperBound => rec.upper_bound.as_mut(),
+        }
+    }
+
+    /// The JSON name of the field.
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::Target => "target",
+            Field::LowerBound => "lowerBound",
+            Field::UpperBound => "upperBound",
+        }
+    }
+
+    /// Parses a JSON field name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "target" => Some(Field::Target),
+            "lowerBound" => Some(Field::LowerBound),
+            "upperBound" => Some(Field::UpperBound),
+            _ => None,
+        }
+    }
+}
+
+/// A container's current requests and limits, borrowed from the pod; `None` = the map is absent.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CurrentResources<'a> {
+    /// `resources.requests`.
+    pub requests: Option<&'a ResourceList>,
+    /// `resources.limits`.
+    pub limits: Option<&'a ResourceList>,
+}
+
+impl CurrentResources<'_> {
+    pub fn request(&self, resource: &str) -> Option<&Quantity> {
+        self.requests.and_then(|m| m.get(resource))
+    }
+
+    pub fn limit(&self, resource: &str) -> Option<&Quantity> {
+        self.limits.and_then(|m| m.get(resource))
+    }
+}
+
+fn from_requirements(r: Option<&ResourceRequirements>) -> CurrentResources<'_> {
+    CurrentResources {
+        requests: r.and_then(|r| r.requests.as_ref()),
+        limits: r.and_then(|r| r.limits.as_ref()),
+    }
+}
+
+/// A container the webhook sizes: a regular container, or (opt-in) a native sidecar.
+#[derive(Clone, Debug)]
+pub struct Slot<'a> {
+    /// The container spec.
+    pub container: &'a Container,
+    /// Index in its list.
+    pub index: usize,
+    /// Whether it is in `spec.initContainers`.
+    pub init: bool,
+    /// Current requests and limits: from `status` when it reports resources, else from the spec.
+    pub current: CurrentResources<'a>,
+}
+
+impl Slot<'_> {
+    pub fn name(&self) -> &str {
+        &self.container.name
+    }
+
+    pub fn path(&self) -> String {
+        let list = if self.init {
+            "initContainers"
+        } else {
+            "containers"
+        };
+        format!("/spec/{list}/{}", self.index)
+    }
+}
+
+/// Current resources of a container (upstream spec §3.3): `status.containerStatuses[name].resources` when
+/// present, otherwise the spec.
+pub fn current_resources<'a>(
+    pod: &'a Pod,
+    container: &'a Container,
+    init: bool,
+) -> CurrentResources<'a> {
+    let statuses = pod.status.as_ref().and_then(|s| {
+        if init {
+            s.init_container_statuses.as_ref()
+        } else {
+            s.container_statuses.as_ref()
+        }
+    });
+    let from_status = statuses
+        .into_iter()
+        .flatten()
+        .find(|s| s.name == container.name)
+        .and_then(|s| s.resources.as_ref());
+    match from_status {
+        Some(r) => from_requirements(Some(r)),
+        None => from_requirements(container.resources.as_ref()),
+    }
+}
+
+/// Whether an init container is a native sidecar (`restartPolicy: Always`).
+pub fn is_native_sidecar(container: &Container) -> bool {
+    container.restart_policy.as_deref() == Some("Always")
+}
+
+/// The containers the webhook sizes, in order: `spec.containers`, then (with
+/// [`PatchOptions::native_sidecars`]) native sidecars.
+pub fn slots<'a>(pod: &'a Pod, options: &PatchOptions) -> Vec<Slot<'a>> {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Vec::new();
+    };
+    let mut out: Vec<Slot<'a>> = spec
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(index, c)| Slot {
+            container: c,
+            index,
+            init: false,
+            current: current_resources(pod, c, false),
+        })
+        .collect();
+    if options.native_sidecars {
+        for (index, c) in spec.init_containers.iter().flatten().enumerate() {
+            if is_native_sidecar(c) {
+                out.push(Slot {
+                    container: c,
+                    index,
+                    init: true,
+                    current: current_resources(pod, c, true),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Per-slot requests and limits for `pod` from `vpa` and the LimitRanges of the pod's namespace (LimitRanges
+/// of other namespaces are ignored): [`process_recommendation`], then [`container_resources`]. The webhook
+/// patches these at creation; the updater resizes running pods to them.
+pub fn resources_for_slots(
+    pod: &Pod,
+    slots: &[Slot<'_>],
+    vpa: &VerticalPodAutoscaler,
+    limit_ranges: &[LimitRange],
+    options: &PatchOptions,
+) -> Result<Vec<ContainerResources>, PodError> {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let container_item = limitrange::merged_item_with_ratio(
+        limitrange::in_namespace(limit_ranges, namespace),
+        limitrange::CONTAINER,
+        options.honor_max_limit_request_ratio,
+    );
+    let pod_item = limitrange::merged_item(
+        limitrange::in_namespace(limit_ranges, namespace),
+        limitrange::POD,
+    );
+    let processed = process_recommendation_floored(
+        vpa,
+        slots,
+        container_item.as_ref(),
+        pod_item.as_ref(),
+        options.floor.as_ref(),
+    )?;
+    container_resources(
+        vpa,
+        slots,
+        processed.as_ref(),
+        container_item.as_ref(),
+        AssemblyOptions::default(),
+        options,
+    )
+}

@@ -1,0 +1,18 @@
+//! Cluster plumbing the binaries share: watches feeding compact caches of the well-known workload kinds
+//! ([`workload_cache`]) over one storage ([`shelf`]), the `/scale` lookup for other kinds ([`scale`],
+//! [`scale_cache`]), pod → VPA matching ([`index`], shared by the webhook and the updater), leader election
+//! ([`leader`]), and the flag groups for the Kubernetes client, logging, the listen address, shutdown and
+//! the pod floor.
+
+pub mod client;
+pub mod floor_flags;
+pub mod index;
+pub mod leader;
+pub mod listen;
+pub mod log;
+pub mod reflectors;
+pub mod scale;
+pub mod scale_cache;
+pub mod shelf;
+pub mod shutdown;
+pub mod workload_cache;
