@@ -13,7 +13,8 @@
 # Usage: hack/bench-vs-upstream.sh [--reps R] [--sizes "10000x7 100000x1"] [--cpu C] [--out DIR]
 #                                  [--upstream-from DIR]
 # --upstream-from DIR takes upstream's figures from an earlier run's output directory instead of running it
-# again (upstream does not change between two runs; its runs take most of the time): only Tailor runs, R times.
+# again (upstream does not change between two runs; its runs take most of the time): only Tailor runs, R times
+# (--reps 0: none; the table of what --out already holds).
 # Ends with one line:
 #   w1_speedup_10k=A w1_speedup_100k=B w1_msamples_per_s_100k=C recommend_us_per_container_100k=D
 # (A, B: Tailor's samples/s through the full model path over upstream's with its quality metrics, medians of R;
@@ -67,15 +68,15 @@ run() { # run SIZE REP SIDE: writes $out/SIZE-SIDE-REP.txt
 }
 
 for size in $sizes; do
-  if [[ -n $upstream_from ]]; then
-    cp "$upstream_from/$size"-upstream-*.txt "$out/"
-    echo "$size: upstream's figures from $upstream_from ($(head -1 "$upstream_from/machine.txt"))" >&2
-  fi
   for rep in $(seq 1 "$reps"); do
     [[ -n $upstream_from ]] || run "$size" "$rep" upstream
     run "$size" "$rep" tailor
     [[ -n $upstream_from ]] || run "$size" "$rep" upstream-noquality
   done
+  if [[ -n $upstream_from ]]; then
+    cp "$upstream_from/$size"-upstream-*.txt "$out/"
+    echo "$size: upstream's figures from $upstream_from ($(head -1 "$upstream_from/machine.txt"))" >&2
+  fi
   for f in "$out/$size"-*.txt; do
     for c in checksum_updatevpas checksum_cluster; do
       if [[ $(kv "$f" $c) != $(kv "$out/$size-tailor-1.txt" $c) ]]; then
