@@ -100,7 +100,7 @@ fmt() { awk -v a="$1" -v p="${2:-2}" 'BEGIN { printf "%.*f", p, a }'; }
 
 {
   echo
-  echo "Medians of $reps runs each (upstream = with its per-sample quality metrics, as it runs; w/o = without)${upstream_from:+; upstream from $upstream_from}:"
+  echo "Medians of the runs in $out (upstream = with its per-sample quality metrics, as it runs; w/o = without)${upstream_from:+; upstream from $upstream_from}:"
   echo
   echo "| size | figure | upstream | upstream w/o quality metrics | Tailor | Tailor / upstream (w/o) |"
   echo "|---|---|---|---|---|---|"
