@@ -665,6 +665,40 @@ def expect_sigv4(docs: list[dict]) -> None:
 ROLE_ARN = "arn:aws:iam::123456789012:role/tailor-amp-query"
 
 
+def recommender_reads(docs: list[dict]) -> set[tuple[str, str]]:
+    cr = one(docs, "ClusterRole", f"{RELEASE}-recommender")
+    return {(g, r) for rule in cr["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+            if set(rule["verbs"]) == {"list", "watch"}}
+
+
+SIZING_READS = {("", "nodes"), ("karpenter.sh", "nodepools"), ("autoscaling", "horizontalpodautoscalers")}
+
+
+def expect_sizing_defaults(docs: list[dict]) -> None:
+    """Issue 28: node fit, NodePools and HPA coherence on; read-only grants; no flags, no ConfigMap."""
+    assert SIZING_READS <= recommender_reads(docs), recommender_reads(docs)
+    a = args(deployment(docs, "recommender"))
+    assert not [x for x in a if x.startswith(("--node-fit", "--hpa-coherence"))], a
+    assert not find(docs, "ConfigMap", f"{RELEASE}-recommender-instance-types")
+
+
+def expect_sizing_off(docs: list[dict]) -> None:
+    a = args(deployment(docs, "recommender"))
+    assert "--node-fit=false" in a and "--hpa-coherence=false" in a, a
+    assert not SIZING_READS & recommender_reads(docs), recommender_reads(docs)
+
+
+def expect_instance_types(docs: list[dict]) -> None:
+    rec = deployment(docs, "recommender")
+    assert "--node-fit-instance-types=/etc/tailor/instance-types/instance-types.yaml" in args(rec), args(rec)
+    cm = one(docs, "ConfigMap", f"{RELEASE}-recommender-instance-types")
+    table = yaml.safe_load(cm["data"]["instance-types.yaml"])
+    assert table == [{"name": "big.metal", "cpu": "190", "memory": "700Gi"}], table
+    volumes = rec["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "instance-types", "configMap": {"name": cm["metadata"]["name"]}} in volumes, volumes
+    assert ("karpenter.sh", "nodepools") in recommender_reads(docs)
+
+
 def expect_no_rbac(docs: list[dict]) -> None:
     kinds = {d["kind"] for d in docs}
     assert not kinds & {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}, kinds
@@ -674,7 +708,13 @@ def expect_no_rbac(docs: list[dict]) -> None:
 
 
 MATRIX: list[tuple[str, dict, Callable[[list[dict]], None] | None, str]] = [
-    ("defaults (self-managed certificates)", {}, lambda d: (expect_defaults(d), expect_self_managed(d)), NAMESPACE),
+    ("defaults (self-managed certificates)", {},
+     lambda d: (expect_defaults(d), expect_self_managed(d), expect_sizing_defaults(d)), NAMESPACE),
+    ("recommender: node fit and HPA coherence off", {"recommender": {
+        "nodeFit": {"enabled": False}, "hpaCoherence": {"enabled": False}}}, expect_sizing_off, NAMESPACE),
+    ("recommender: NodePool instance types from values", {"recommender": {"nodeFit": {"karpenter": {
+        "instanceTypes": [{"name": "big.metal", "cpu": "190", "memory": "700Gi"}]}}}},
+     expect_instance_types, NAMESPACE),
     ("cert-manager, chart-made CA", {"admission": {"tls": {**SELF_OFF, "certManager": {"enabled": True}}}},
      expect_cert_manager(issuer=False), NAMESPACE),
     ("cert-manager, given ClusterIssuer", {"admission": {"tls": {**SELF_OFF, "certManager": {

@@ -343,6 +343,9 @@ EOF
     --metric-resolution 10s --kubelet-request-timeout 5s
   metrics_server_manifest | kubectl apply -f - >&2
   wait_for metrics-server 180 kubectl get --raw /apis/metrics.k8s.io/v1beta1/nodes
+  # The Karpenter NodePool API (a minimal CRD), read by the recommender's node fit (issue 28).
+  kubectl apply -f "$ROOT/hack/cluster/nodepool-crd.yaml" >&2
+  kubectl wait --for condition=established --timeout 60s crd/nodepools.karpenter.sh >&2
 
   if ((with_tailor)); then install_tailor; fi
   if ((with_upstream)); then install_upstream_vpa "$vpa_src" "$upstream_dir"; fi

@@ -238,8 +238,25 @@ fn pick_vpa(file: &InputFile<'_>) -> Result<Value, PreviewError> {
     }
 }
 
+/// The recommender's sizing-within-the-cluster decisions in the VPA's status (issue 28), which the webhook
+/// follows like any recommendation: a resource left to an HPA (its requests are not patched), a target
+/// capped so the pod fits a node. One note each.
+pub fn sizing_notes(vpa: &VerticalPodAutoscaler) -> Vec<String> {
+    use tailor_crds::condition::{CAPPED_TO_NODE_SIZE, RESOURCES_LEFT_TO_HPA};
+    vpa.status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .filter(|c| {
+            (c.type_ == RESOURCES_LEFT_TO_HPA || c.type_ == CAPPED_TO_NODE_SIZE)
+                && c.status == "True"
+        })
+        .map(|c| format!("{}: {}", c.type_, c.message.as_deref().unwrap_or_default()))
+        .collect()
+}
+
 /// `tailor patch --pod --vpa [--limit-range]`: `{"patch": [...], "pod": {...}}` (plus `"skipped"` when the
-/// pod was left alone, or `"error"` when the recommendation could not be applied). The pod file may hold a
+/// pod was left alone, `"error"` when the recommendation could not be applied, and `"notes"` from
+/// [`sizing_notes`]). The pod file may hold a
 /// Pod or a workload (its pod template is used); the VPA file may hold other documents too; LimitRange
 /// files may hold several LimitRanges (other kinds are ignored).
 pub fn preview_patch(
@@ -268,6 +285,10 @@ pub fn preview_patch(
         }
     }
     let mut out = serde_json::Map::new();
+    let notes = sizing_notes(&vpa_obj);
+    if !notes.is_empty() {
+        out.insert("notes".into(), json!(notes));
+    }
     match patch_pod(&pod_obj, &vpa_obj, &lrs, options) {
         Ok(result) => {
             let patched = apply(&pod_obj, &result.patch, pod.name)?;

@@ -15,6 +15,7 @@ use tailor_engine::model::{Labels, PodPhase};
 use tailor_engine::units::Nanos;
 use tokio::sync::watch;
 
+use crate::node_fit::PodShape;
 use crate::slim::{SlimContainerStatus, SlimPod};
 use crate::time::from_time;
 
@@ -64,6 +65,9 @@ pub struct CompactPod {
     pub init_containers: Box<[Arc<str>]>,
     /// Regular container statuses.
     pub statuses: Box<[StatusSummary]>,
+    /// What node fit reads (placement, requests, overhead; interned); `None` when unreadable or past its
+    /// bounds.
+    pub shape: Option<Arc<PodShape>>,
 }
 
 /// The phase of `status.phase` (absent or unknown values are `Running`, as upstream reads them).
@@ -82,6 +86,7 @@ pub fn phase(p: Option<&str>) -> PodPhase {
 pub struct Interner {
     strings: HashSet<Arc<str>>,
     label_sets: HashSet<Arc<Labels>>,
+    shapes: HashSet<Arc<PodShape>>,
 }
 
 impl Interner {
@@ -105,10 +110,21 @@ impl Interner {
         a
     }
 
+    /// The shared copy of `shape`.
+    pub fn shape(&mut self, shape: PodShape) -> Arc<PodShape> {
+        if let Some(a) = self.shapes.get(&shape) {
+            return a.clone();
+        }
+        let a = Arc::new(shape);
+        self.shapes.insert(a.clone());
+        a
+    }
+
     /// Forgets what no pod refers to any more.
     pub fn sweep(&mut self) {
         self.strings.retain(|a| Arc::strong_count(a) > 1);
         self.label_sets.retain(|a| Arc::strong_count(a) > 1);
+        self.shapes.retain(|a| Arc::strong_count(a) > 1);
     }
 
     /// Distinct strings and label sets held.
@@ -143,6 +159,7 @@ impl CompactPod {
     /// The compact form of `pod`, sharing strings and label sets through `interner`; `None` without a name.
     pub fn of(pod: SlimPod, interner: &mut Interner) -> Option<CompactPod> {
         let name: Box<str> = pod.metadata.name.as_deref()?.into();
+        let shape = PodShape::of(&pod).ok().map(|s| interner.shape(s));
         let statuses = pod
             .status
             .container_statuses
@@ -167,6 +184,7 @@ impl CompactPod {
                 .map(|c| interner.str(&c.name))
                 .collect(),
             statuses,
+            shape,
             labels: interner.labels(pod.metadata.labels.unwrap_or_default()),
         })
     }

@@ -122,6 +122,8 @@ pub struct Recommender {
     pub(crate) newest_sample: Nanos,
     /// Events on VPAs (a checkpoint that could not be restored).
     pub(crate) events: crate::events::EventSink,
+    /// Nodes, NodePools and HPAs (node fit and HPA coherence; empty = off).
+    pub(crate) view: crate::cluster_view::ClusterView,
 }
 
 /// How long after the latest accepted sample the model's GC clock may run (see [`gc_clock`]).
@@ -179,7 +181,14 @@ impl Recommender {
             history: None,
             fence: Fence::unfenced(),
             newest_sample: 0,
+            view: crate::cluster_view::ClusterView::default(),
         }
+    }
+
+    /// Sizes within the cluster `view` shows: node fit and HPA coherence (see [`crate::cluster_view`]).
+    pub fn with_cluster_view(mut self, view: crate::cluster_view::ClusterView) -> Self {
+        self.view = view;
+        self
     }
 
     /// Writes only while `fence` allows (the leader lease is held): every status patch, checkpoint apply

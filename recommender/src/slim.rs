@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ContainerState, Pod};
+use k8s_openapi::api::core::v1::{ContainerState, NodeSelector, Pod, Toleration};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -16,14 +16,36 @@ pub struct SlimResources {
     pub requests: Option<BTreeMap<String, Quantity>>,
 }
 
-/// A container: its name and requests.
+/// A container: its name and requests (and, for init containers, whether it is a native sidecar).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SlimContainer {
     /// Name.
     pub name: String,
     /// Requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<SlimResources>,
+    /// `Always` for a native sidecar.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_policy: Option<String>,
+}
+
+/// `spec.affinity`, as far as node fit reads it: the required node affinity.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlimAffinity {
+    /// Node affinity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_affinity: Option<SlimNodeAffinity>,
+}
+
+/// `spec.affinity.nodeAffinity`: only the required part (the preferred part does not limit placement).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlimNodeAffinity {
+    /// `requiredDuringSchedulingIgnoredDuringExecution`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required_during_scheduling_ignored_during_execution: Option<NodeSelector>,
 }
 
 /// Container lists of the pod spec.
@@ -33,9 +55,21 @@ pub struct SlimPodSpec {
     /// Regular containers.
     #[serde(default)]
     pub containers: Vec<SlimContainer>,
-    /// Init containers (names only matter).
+    /// Init containers (their requests and sidecar flags count in node fit).
     #[serde(default)]
     pub init_containers: Vec<SlimContainer>,
+    /// `nodeSelector` (node fit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    /// `affinity` (node fit: the required node affinity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<SlimAffinity>,
+    /// `tolerations` (node fit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
+    /// `overhead` of the pod's RuntimeClass (node fit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overhead: Option<BTreeMap<String, Quantity>>,
 }
 
 /// A container status: what OOM detection compares.

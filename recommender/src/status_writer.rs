@@ -12,8 +12,8 @@ use kube::api::{Patch, PatchParams};
 use serde_json::value::RawValue;
 use tailor_crds::condition as cond;
 use tailor_crds::{
-    RecommendedContainerResources, RecommendedPodResources, ResourceList, UpdateMode,
-    VerticalPodAutoscaler, VerticalPodAutoscalerCondition, VerticalPodAutoscalerStatus,
+    PodResourcePolicy, RecommendedContainerResources, RecommendedPodResources, ResourceList,
+    UpdateMode, VerticalPodAutoscaler, VerticalPodAutoscalerCondition, VerticalPodAutoscalerStatus,
 };
 use tailor_kube::leader::Fence;
 
@@ -30,6 +30,12 @@ use tailor_engine::estimate::{ContainerRecommendation, VpaInput, confidence, rec
 use tailor_engine::model::AggregateContainerState;
 use tailor_engine::policy::Resources;
 use tailor_engine::units::Nanos;
+
+use crate::cluster_view::LoopView;
+use crate::hpa::{leave_to_hpa, left_to_hpa};
+use crate::node_fit::{
+    CandidateKind, FitOutcome, MAX_SHAPES, PodShape, Resource, capped_message, fit_all,
+};
 
 const DAY: i64 = 86_400_000_000_000;
 
@@ -92,6 +98,103 @@ pub struct Findings {
     pub fetching_history: Option<String>,
     /// `CheckpointSkipped` message naming a checkpoint that could not be restored (for a day after).
     pub checkpoint_skipped: Option<String>,
+    /// What node fit did (`CappedToNodeSize`).
+    pub node_fit: Option<NodeFitNote>,
+    /// `ResourcesLeftToHPA` message when an HPA scales the workload on CPU or memory utilization.
+    pub left_to_hpa: Option<String>,
+}
+
+/// The `CappedToNodeSize` condition of a VPA.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeFitNote {
+    /// `True`: the target was lowered (reason `LargestNode` or `LargestNodePoolInstance`).
+    Capped {
+        /// Reason.
+        reason: &'static str,
+        /// Message naming the node or NodePool.
+        message: String,
+    },
+    /// `False`, reason `NoNodeFits`: the pods fit nowhere whatever the target (message: why).
+    NoneFits(String),
+}
+
+impl NodeFitNote {
+    /// The note for a node-fit outcome (`None` when nothing is to be said).
+    pub fn of(outcome: &FitOutcome) -> Option<NodeFitNote> {
+        match outcome {
+            FitOutcome::Capped {
+                by,
+                kind,
+                allocatable,
+                lowered,
+            } => Some(NodeFitNote::Capped {
+                reason: match kind {
+                    CandidateKind::Node => "LargestNode",
+                    CandidateKind::NodePool => "LargestNodePoolInstance",
+                },
+                message: capped_message(by, *allocatable, lowered),
+            }),
+            FitOutcome::NoneFits(m) => Some(NodeFitNote::NoneFits(m.clone())),
+            FitOutcome::Fits | FitOutcome::Unknown => None,
+        }
+    }
+}
+
+/// What sizing within the cluster did to one recommendation (see [`crate::node_fit`], [`crate::hpa`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClusterNotes {
+    /// Node fit.
+    pub node_fit: Option<NodeFitNote>,
+    /// `ResourcesLeftToHPA` message.
+    pub left_to_hpa: Option<String>,
+}
+
+/// The HPA and node-fit post-processing of one VPA's engine recommendation, in that order: resources an
+/// HPA scales on by utilization are taken out ([`crate::hpa`]), then the targets are capped so the pods
+/// fit the largest node or NodePool instance they may land on ([`crate::node_fit`]; `shapes` are the
+/// VPA's pods' distinct shapes; `policy` is its `resourcePolicy`, whose `minAllowed` node fit never goes
+/// below). The one place both are decided: the webhook, the updater and the previews all size from the
+/// published result.
+pub fn size_within_cluster(
+    recs: &mut [ContainerRecommendation],
+    view: &LoopView,
+    target: Option<(&str, Option<&str>, &str, &str)>,
+    shapes: &[&PodShape],
+    policy: Option<&PodResourcePolicy>,
+) -> ClusterNotes {
+    let mut notes = ClusterNotes::default();
+    if view.hpa_coherence
+        && let Some((namespace, api_version, kind, name)) = target
+        && let Some(left) = left_to_hpa(
+            view.hpas_of(namespace, kind, name).iter().map(|h| &**h),
+            namespace,
+            api_version,
+            kind,
+            name,
+        )
+    {
+        leave_to_hpa(recs, &left);
+        notes.left_to_hpa = Some(left.message());
+    }
+    if !view.candidates.is_empty() && !shapes.is_empty() {
+        let floor = |container: &str, r: Resource| min_allowed(policy, container, r);
+        let outcome = fit_all(recs, shapes, |p| view.candidates.frontier(p), &floor);
+        notes.node_fit = NodeFitNote::of(&outcome);
+    }
+    notes
+}
+
+/// A container policy's `minAllowed` for `r` in millicores or bytes; 0 when unset or unreadable (an
+/// unreadable policy is reported as `ConfigUnsupported` before node fit runs).
+fn min_allowed(policy: Option<&PodResourcePolicy>, container: &str, r: Resource) -> i64 {
+    let Some(list) = tailor_core::policy::container_policy(policy, container)
+        .and_then(|p| p.min_allowed.as_ref())
+    else {
+        return 0;
+    };
+    list.get(r.name())
+        .and_then(|q| tailor_core::quantity::amount(r.name(), q).ok())
+        .unwrap_or(0)
 }
 
 fn set(
@@ -205,6 +308,36 @@ pub fn plan_status(
         ),
         None => remove(&mut conditions, cond::FETCHING_HISTORY),
     }
+    match &f.node_fit {
+        Some(NodeFitNote::Capped { reason, message }) => set(
+            &mut conditions,
+            cond::CAPPED_TO_NODE_SIZE,
+            true,
+            reason,
+            message,
+            now,
+        ),
+        Some(NodeFitNote::NoneFits(m)) => set(
+            &mut conditions,
+            cond::CAPPED_TO_NODE_SIZE,
+            false,
+            "NoNodeFits",
+            m,
+            now,
+        ),
+        None => remove(&mut conditions, cond::CAPPED_TO_NODE_SIZE),
+    }
+    match &f.left_to_hpa {
+        Some(m) => set(
+            &mut conditions,
+            cond::RESOURCES_LEFT_TO_HPA,
+            true,
+            "HorizontalPodAutoscaler",
+            m,
+            now,
+        ),
+        None => remove(&mut conditions, cond::RESOURCES_LEFT_TO_HPA),
+    }
     match &f.checkpoint_skipped {
         Some(m) => set(
             &mut conditions,
@@ -262,6 +395,32 @@ pub fn kept_recommendation(
         .filter(|c| c.status == "True")
         .map(|c| c.message.clone().unwrap_or_default());
     (recommendation, low_confidence)
+}
+
+/// The node-fit and HPA conditions of the previous status, kept with its recommendation while the metrics
+/// API fails.
+pub fn kept_notes(old: &[VerticalPodAutoscalerCondition]) -> ClusterNotes {
+    let find = |t: &str| old.iter().find(|c| c.type_ == t);
+    let message = |c: &VerticalPodAutoscalerCondition| c.message.clone().unwrap_or_default();
+    ClusterNotes {
+        node_fit: find(cond::CAPPED_TO_NODE_SIZE).map(|c| {
+            if c.status == "True" {
+                NodeFitNote::Capped {
+                    reason: if c.reason.as_deref() == Some("LargestNodePoolInstance") {
+                        "LargestNodePoolInstance"
+                    } else {
+                        "LargestNode"
+                    },
+                    message: message(c),
+                }
+            } else {
+                NodeFitNote::NoneFits(message(c))
+            }
+        }),
+        left_to_hpa: find(cond::RESOURCES_LEFT_TO_HPA)
+            .filter(|c| c.status == "True")
+            .map(message),
+    }
 }
 
 /// The JSON merge patch that turns any status into `status` (absent fields are sent as `null` so that
@@ -425,9 +584,10 @@ impl Recommender {
         metrics_ok: bool,
     ) -> Vec<StatusWrite> {
         let mut writes = Vec::new();
+        let mut view = LoopView::of(&self.view);
         for v in owned {
             let key = key_of(v);
-            let Some(findings) = self.findings(v, &key, metrics_ok, now) else {
+            let Some(findings) = self.findings(v, &key, metrics_ok, now, &mut view) else {
                 continue;
             };
             self.track_missing(&key, &findings, now);
@@ -453,6 +613,7 @@ impl Recommender {
         key: &VpaKey,
         metrics_ok: bool,
         now: Nanos,
+        view: &mut LoopView,
     ) -> Option<Findings> {
         let e = self.vpas.get(key)?;
         let mut unsupported = e.unsupported.clone();
@@ -463,16 +624,17 @@ impl Recommender {
             tailor_core::policy::update_mode(&v.spec),
             UpdateMode::InPlace | UpdateMode::InPlaceOrRecreate
         );
-        let (mut recommendation, mut low_confidence) = match self.recommendation(e.index, in_place)
-        {
-            Ok(r) => r,
-            Err(err) => {
-                unsupported.get_or_insert(format!("Invalid resourcePolicy: {err}"));
-                (None, None)
-            }
-        };
+        let (mut recommendation, mut low_confidence, mut notes) =
+            match self.recommendation(v, e.index, in_place, view) {
+                Ok(r) => r,
+                Err(err) => {
+                    unsupported.get_or_insert(format!("Invalid resourcePolicy: {err}"));
+                    (None, None, ClusterNotes::default())
+                }
+            };
         if !metrics_ok {
             (recommendation, low_confidence) = kept_recommendation(v.status.as_ref());
+            notes = kept_notes(v.conditions());
         }
         Some(Findings {
             recommendation,
@@ -486,17 +648,51 @@ impl Recommender {
                 .as_ref()
                 .filter(|(at, _)| now.saturating_sub(*at) < DAY)
                 .map(|(_, m)| m.clone()),
+            node_fit: notes.node_fit,
+            left_to_hpa: notes.left_to_hpa,
         })
+    }
+
+    /// The distinct shapes of the model VPA `index`'s pods (at most [`MAX_SHAPES`]).
+    fn shapes(&self, index: usize) -> Vec<Arc<PodShape>> {
+        let mut shapes: Vec<Arc<PodShape>> = Vec::new();
+        for (ns, name) in self.model.matching_pods(index) {
+            let Some(s) = self
+                .pods
+                .get(ns)
+                .and_then(|m| m.get(name))
+                .and_then(|e| e.pod.shape.as_ref())
+            else {
+                continue;
+            };
+            if !shapes.iter().any(|x| Arc::ptr_eq(x, s)) {
+                shapes.push(s.clone());
+                if shapes.len() >= MAX_SHAPES {
+                    break;
+                }
+            }
+        }
+        shapes
     }
 
     /// The engine's recommendation for the model VPA `index`, in API form, and its `LowConfidence` message.
     /// CPU follows the time of day (a profile's setting) only for VPAs whose pods are resized `in_place`: a pod
     /// admitted at night would otherwise keep its night request through the day.
+    /// HPA coherence and node fit then apply ([`size_within_cluster`]).
     fn recommendation(
         &self,
+        v: &WatchedVpa,
         index: usize,
         in_place: bool,
-    ) -> Result<(Option<RecommendedPodResources>, Option<String>), String> {
+        view: &mut LoopView,
+    ) -> Result<
+        (
+            Option<RecommendedPodResources>,
+            Option<String>,
+            ClusterNotes,
+        ),
+        String,
+    > {
         let aggregates = self.model.aggregate_state_by_container_name(index);
         let empty = BTreeMap::new();
         let (policy, annotations) = match self.model.vpas().get(index) {
@@ -522,10 +718,30 @@ impl Recommender {
         } else {
             config
         };
-        let r = recommend(&config, &aggregates, input).map_err(|e| e.to_string())?;
+        let mut r = recommend(&config, &aggregates, input).map_err(|e| e.to_string())?;
+        let shapes = if view.candidates.is_empty() {
+            Vec::new()
+        } else {
+            self.shapes(index)
+        };
+        for s in &shapes {
+            view.candidates.prepare(&s.placement);
+        }
+        let shape_refs: Vec<&PodShape> = shapes.iter().map(|s| &**s).collect();
+        let namespace = v.metadata.namespace.as_deref().unwrap_or_default();
+        let target = v.spec.target_ref.as_ref().map(|t| {
+            (
+                namespace,
+                t.api_version.as_deref(),
+                t.kind.as_str(),
+                t.name.as_str(),
+            )
+        });
+        let notes = size_within_cluster(&mut r.containers, view, target, &shape_refs, policy);
         Ok((
             to_api_recommendation(&r.containers),
             low_confidence_message(&r.containers, &aggregates),
+            notes,
         ))
     }
 

@@ -86,6 +86,30 @@ fn pod_and_vpa_preview_patches_requests_and_proportional_limits() {
 }
 
 #[test]
+fn a_resource_left_to_an_hpa_is_not_patched_and_the_preview_says_why() {
+    let out = json(&tailor(&[
+        "patch",
+        "--pod",
+        "examples/patch/pod.yaml",
+        "--vpa",
+        "examples/patch/vpa-hpa.yaml",
+    ]));
+    let r = resources(&out);
+    assert_eq!(r["requests"]["cpu"], "100m", "CPU is the HPA's");
+    assert_eq!(r["limits"]["cpu"], "200m");
+    assert_eq!(r["requests"]["memory"], "256Mi");
+    assert_eq!(r["limits"]["memory"], "512Mi");
+    let notes = out["notes"].as_array().expect("notes");
+    assert_eq!(notes.len(), 1);
+    assert!(
+        notes[0].as_str().is_some_and(
+            |n| n.starts_with("ResourcesLeftToHPA: HorizontalPodAutoscaler web scales on cpu")
+        ),
+        "{notes:?}"
+    );
+}
+
+#[test]
 fn limit_range_max_caps_the_request_that_keeps_the_ratio() {
     let out = json(&tailor(&[
         "patch",

@@ -49,6 +49,42 @@ fn the_example_snapshot_gives_the_expected_table() {
 }
 
 #[test]
+fn sizing_decisions_in_a_vpas_status_are_reported() {
+    // The example snapshot plus a VPA whose recommendation the recommender shaped (issue 28).
+    let base = std::fs::read_to_string(format!("{ROOT}/examples/plan/snapshot.yaml")).unwrap();
+    let extra = r#"
+---
+apiVersion: autoscaling.tailor.dev/v1
+kind: VerticalPodAutoscaler
+metadata: {name: big, namespace: batch, uid: uid-vpa-big}
+spec:
+  targetRef: {apiVersion: apps/v1, kind: Deployment, name: big}
+  updatePolicy: {updateMode: Recreate}
+status:
+  conditions:
+  - {type: CappedToNodeSize, status: "True", reason: LargestNode,
+     message: "target capped to fit node n1 (allocatable cpu 8, memory 16Gi): app cpu 12 -> 8"}
+  - {type: ResourcesLeftToHPA, status: "True", reason: HorizontalPodAutoscaler,
+     message: "HorizontalPodAutoscaler big scales on memory utilization: Tailor leaves memory requests as they are and sizes the rest"}
+  recommendation:
+    containerRecommendations:
+    - containerName: app
+      target: {cpu: "8"}
+"#;
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("plan-sizing-notes");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("snapshot.yaml");
+    std::fs::write(&file, base + extra).unwrap();
+    let got = stdout(&tailor(&["plan", file.to_str().unwrap(), "--now", NOW]));
+    for line in [
+        "note: VPA batch/big: CappedToNodeSize: target capped to fit node n1 (allocatable cpu 8, memory 16Gi): app cpu 12 -> 8",
+        "note: VPA batch/big: ResourcesLeftToHPA: HorizontalPodAutoscaler big scales on memory utilization",
+    ] {
+        assert!(got.contains(line), "missing {line:?} in\n{got}");
+    }
+}
+
+#[test]
 fn json_output_carries_the_resize_patch() {
     let out: Value = serde_json::from_str(&stdout(&tailor(&[
         "plan",

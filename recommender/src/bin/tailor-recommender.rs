@@ -14,9 +14,11 @@ use tailor_kube::{
 };
 use tailor_prometheus::client::PromClient;
 use tailor_prometheus::flags::PrometheusFlags;
+use tailor_recommender::cluster_view::{ViewConfig, new_view, spawn_view_watchers};
 use tailor_recommender::config::ControllerConfig;
 use tailor_recommender::history::{HistoryBootstrap, HistoryOptions};
 use tailor_recommender::http::{Health, router};
+use tailor_recommender::karpenter::InstanceTable;
 use tailor_recommender::metrics::Metrics;
 use tailor_recommender::oom::OomQueue;
 use tailor_recommender::ratelimit::RateLimiter;
@@ -174,9 +176,48 @@ struct Args {
     /// Prometheus connection and query flags (shared with `tailor recommend`).
     #[command(flatten)]
     prometheus: PrometheusFlags,
+
+    /// Cap each VPA's target so that its pods fit the largest node they can schedule on (node selector,
+    /// required node affinity, tolerations); watches Nodes. `false` keeps upstream's uncapped targets.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
+          action = clap::ArgAction::Set, help_heading = "Sizing within the cluster")]
+    node_fit: bool,
+    /// With `--node-fit`, count the largest instance each Karpenter NodePool may launch as a node
+    /// (watches `karpenter.sh/v1` NodePools once the API serves them).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
+          action = clap::ArgAction::Set, help_heading = "Sizing within the cluster")]
+    node_fit_karpenter: bool,
+    /// Instance types NodePools launch: a YAML or JSON list of `{name, cpu, memory, labels}` with
+    /// allocatable CPU and memory (default: a built-in table of common AWS types).
+    #[arg(long, help_heading = "Sizing within the cluster")]
+    node_fit_instance_types: Option<std::path::PathBuf>,
+    /// Leave CPU or memory to an HPA that scales the same workload on its utilization: no target for it
+    /// is published; the VPA says so in its `ResourcesLeftToHPA` condition. Watches HPAs.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
+          action = clap::ArgAction::Set, help_heading = "Sizing within the cluster")]
+    hpa_coherence: bool,
 }
 
 impl Args {
+    fn view_config(&self) -> anyhow::Result<ViewConfig> {
+        let instance_types = match &self.node_fit_instance_types {
+            None => InstanceTable::builtin(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("--node-fit-instance-types {}", path.display()))?;
+                InstanceTable::parse(&text)
+                    .with_context(|| format!("--node-fit-instance-types {}", path.display()))?
+            }
+        };
+        Ok(ViewConfig {
+            node_fit: self.node_fit,
+            karpenter: self.node_fit_karpenter,
+            hpa_coherence: self.hpa_coherence,
+            instance_types: Arc::new(instance_types),
+            ..ViewConfig::default()
+        })
+    }
+
     fn controller_config(&self) -> anyhow::Result<ControllerConfig> {
         if self.recommender_interval.is_zero() {
             bail!("--recommender-interval must be greater than zero");
@@ -289,6 +330,7 @@ fn main() -> anyhow::Result<()> {
 async fn run(args: Args) -> anyhow::Result<()> {
     args.log.init();
     let cfg = args.controller_config()?;
+    let view_cfg = args.view_config()?;
     let addr = args.listen.socket_addr().context("--address")?;
     let history = history_bootstrap(&args, cfg.aggregations)?;
     if args.storage == "prometheus" {
@@ -361,7 +403,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .unwrap_or_else(Fence::unfenced);
 
     let result = lead(
-        &args, cfg, client, history, metrics, health, fence, &shutdown, release,
+        &args, cfg, view_cfg, client, history, metrics, health, fence, &shutdown, release,
     )
     .await;
     if let Some(h) = holder {
@@ -390,6 +432,7 @@ async fn release_lease(e: &LeaderElector, budget: Duration) {
 async fn lead(
     args: &Args,
     cfg: ControllerConfig,
+    view_cfg: ViewConfig,
     client: kube::Client,
     history: Option<HistoryBootstrap>,
     metrics: Arc<Metrics>,
@@ -400,20 +443,38 @@ async fn lead(
 ) -> anyhow::Result<()> {
     let ooms = OomQueue::default();
     let (stores, writers) = new_stores(ooms.clone());
-    let watchers = spawn_watchers(
+    let mut watchers = spawn_watchers(
         &client,
         &cfg.vpa_object_namespace,
         writers,
         ooms.clone(),
         metrics.clone(),
     );
+    let (view, view_writers) = new_view(&view_cfg);
+    let m = metrics.clone();
+    watchers.extend(spawn_view_watchers(
+        &client,
+        &cfg.vpa_object_namespace,
+        view_writers,
+        &view_cfg,
+        Arc::new(move |e| {
+            m.record(&tailor_recommender::Error::Watch {
+                kind: "cluster view",
+                message: e.to_string(),
+            })
+        }),
+    ));
     let abort_watchers = || {
         for w in &watchers {
             w.abort();
         }
     };
     tokio::select! {
-        r = wait_until_ready(&stores) => {
+        r = async {
+            let r = wait_until_ready(&stores).await;
+            tailor_recommender::cluster_view::wait_until_ready(&view).await;
+            r
+        } => {
             if let Err(e) = r {
                 abort_watchers();
                 return Err(e).context("stores");
@@ -431,7 +492,9 @@ async fn lead(
     tracing::info!(recommender = %cfg.recommender_name, interval = ?cfg.interval, "caches ready; starting the loop");
 
     let limiter = RateLimiter::new(args.client.kube_api_qps, args.client.kube_api_burst);
-    let mut rec = Recommender::new(cfg, client, stores, ooms, metrics, limiter).with_fence(fence);
+    let mut rec = Recommender::new(cfg, client, stores, ooms, metrics, limiter)
+        .with_fence(fence)
+        .with_cluster_view(view);
     if let Some(h) = history {
         rec = rec.with_history(h);
     }

@@ -214,7 +214,7 @@ impl Default for Registry {
 }
 
 impl Registry {
-    /// The built-in kinds: core, apps, batch, coordination, events, policy, admissionregistration,
+    /// The built-in kinds: core, apps, batch, autoscaling, coordination, events, policy, admissionregistration,
     /// apiextensions and the metrics API.
     pub fn builtin() -> Registry {
         let t = ResourceType::builtin;
@@ -253,6 +253,15 @@ impl Registry {
             t("batch", "v1", "Job", "jobs", true).with_status(),
             t("batch", "v1", "CronJob", "cronjobs", true).with_status(),
             t("coordination.k8s.io", "v1", "Lease", "leases", true),
+            // Read by the recommender's HPA coherence (issue 28).
+            t(
+                "autoscaling",
+                "v2",
+                "HorizontalPodAutoscaler",
+                "horizontalpodautoscalers",
+                true,
+            )
+            .with_status(),
             t("events.k8s.io", "v1", "Event", "events", true),
             t(
                 "policy",

@@ -269,12 +269,31 @@ async fn kubectl_applies_every_example_and_refuses_a_broken_vpa() {
                 }
             }
         }
+        // Two examples may describe one object in two states (examples/patch/vpa.yaml and vpa-hpa.yaml):
+        // every distinct VPA name must be listed.
+        let mut wanted = BTreeSet::new();
+        for (path, text) in &manifests {
+            for doc in text.split("\n---").filter(|d| !d.trim().is_empty()) {
+                let value: Value = serde_saphyr::from_str(doc)
+                    .with_context(|| format!("parsing {}", path.display()))?;
+                if value["kind"] == "VerticalPodAutoscaler"
+                    && let Some(name) = value.pointer("/metadata/name").and_then(Value::as_str)
+                {
+                    wanted.insert(format!("verticalpodautoscaler.autoscaling.tailor.dev/{name}"));
+                }
+            }
+        }
         let listed = kubectl(&["get", "tvpa", "-n", &ns, "-o", "name"], "")?;
-        let names = String::from_utf8_lossy(&listed.stdout).lines().count();
-        if names < manifests.len() {
+        let listed: BTreeSet<String> = String::from_utf8_lossy(&listed.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        let missing: Vec<&String> = wanted.difference(&listed).collect();
+        if wanted.len() < 3 || !missing.is_empty() {
             bail!(
-                "kubectl get tvpa lists {names} VPAs after applying {} files",
-                manifests.len()
+                "after applying {} files naming {} VPAs, kubectl get tvpa lacks {missing:?} (lists {listed:?})",
+                manifests.len(),
+                wanted.len()
             );
         }
 

@@ -26,7 +26,10 @@ mod coexistence;
 mod crds;
 mod custom_kinds;
 mod differential;
+mod hpa;
 mod in_place;
+mod node_fit;
+mod node_pool;
 mod recommendation;
 mod recreate;
 mod resilience;
@@ -886,6 +889,122 @@ fn vpa_manifest(name: &str, target: &str, mode: &str) -> Value {
             "updatePolicy": {"updateMode": mode}
         }
     })
+}
+
+/// The label and taint key of a test's own kwok node (issue 28): pods of namespace NS select
+/// `tailor-e2e/node=NS` and tolerate `tailor-e2e/node=NS:NoSchedule`, so nothing else lands there and the
+/// largest node they can schedule on is known.
+const OWN_NODE_KEY: &str = "tailor-e2e/node";
+
+impl E2e {
+    /// Creates kwok node `e2e-NS` with `cpu`/`memory` allocatable, labelled and tainted for namespace `ns`
+    /// only ([`OWN_NODE_KEY`]), and waits until it is Ready without other taints.
+    async fn create_own_node(&self, ns: &str, cpu: &str, memory: &str) -> Result<String> {
+        let name = format!("e2e-{ns}");
+        let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
+            "metadata": {
+                "name": name,
+                "annotations": {
+                    "kwok.x-k8s.io/node": "fake",
+                    "node.alpha.kubernetes.io/ttl": "0",
+                    "metrics.k8s.io/resource-metrics-path": format!("/metrics/nodes/{name}/metrics/resource")
+                },
+                "labels": {
+                    "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
+                    "kubernetes.io/hostname": name, "type": "kwok", OWN_NODE_KEY: ns
+                }
+            },
+            "spec": {"taints": [{"key": OWN_NODE_KEY, "value": ns, "effect": "NoSchedule"}]},
+            "status": {
+                "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
+                "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+                "capacity": {"cpu": cpu, "memory": memory, "pods": "110"}
+            }
+        }))?;
+        let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(self.client.clone());
+        nodes.create(&PostParams::default(), &node).await?;
+        wait_for(&format!("node {name} Ready"), POD_TIMEOUT, || async {
+            let n = nodes.get(&name).await?;
+            let ready = n
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            let others = n
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|t| t.iter().any(|t| t.key != OWN_NODE_KEY));
+            Ok((ready && !others).then_some(()))
+        })
+        .await?;
+        Ok(name)
+    }
+
+    async fn delete_node(&self, name: &str) {
+        let _ = Api::<k8s_openapi::api::core::v1::Node>::all(self.client.clone())
+            .delete(name, &DeleteParams::background())
+            .await;
+    }
+}
+
+/// A Deployment `name` of one pod on namespace `ns`'s own node ([`E2e::create_own_node`]) whose
+/// container uses `cpu` and `memory` (kwok's usage annotations) and requests 10m/20Mi.
+fn deployment_on_own_node(ns: &str, name: &str, cpu: &str, memory: &str) -> Value {
+    json!({
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}, "annotations": {
+                    "kwok.x-k8s.io/usage-cpu": cpu, "kwok.x-k8s.io/usage-memory": memory}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 0,
+                    "nodeSelector": {OWN_NODE_KEY: ns},
+                    "tolerations": [{"key": OWN_NODE_KEY, "operator": "Equal", "value": ns, "effect": "NoSchedule"}],
+                    "containers": [{
+                        "name": "app", "image": IMAGE,
+                        "resources": {"requests": {"cpu": "10m", "memory": "20Mi"},
+                                      "limits": {"cpu": "20m", "memory": "40Mi"}}
+                    }]
+                }
+            }
+        }
+    })
+}
+
+/// The VPA's condition `type_`, once it is there.
+async fn condition(
+    env: &E2e,
+    ns: &str,
+    vpa: &str,
+    type_: &str,
+) -> Result<Option<tailor_crds::VerticalPodAutoscalerCondition>> {
+    Ok(env
+        .tailor_vpas(ns)
+        .get(vpa)
+        .await?
+        .status
+        .and_then(|s| s.conditions)
+        .and_then(|c| c.into_iter().find(|c| c.type_ == type_)))
+}
+
+/// The first container recommendation of the VPA: `(target, uncappedTarget)`.
+async fn first_recommendation(
+    env: &E2e,
+    ns: &str,
+    vpa: &str,
+) -> Result<Option<(BTreeMap<String, Quantity>, BTreeMap<String, Quantity>)>> {
+    Ok(env
+        .tailor_vpas(ns)
+        .get(vpa)
+        .await?
+        .status
+        .and_then(|s| s.recommendation)
+        .and_then(|r| r.container_recommendations)
+        .and_then(|c| c.into_iter().next())
+        .map(|r| (r.target, r.uncapped_target.unwrap_or_default())))
 }
 
 /// Runs the body, deletes the namespace whatever happened, then fails with the body's error.

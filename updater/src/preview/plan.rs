@@ -221,6 +221,32 @@ impl Actuator for DryRun {
     }
 }
 
+/// The recommender's sizing-within-the-cluster decisions a VPA's status carries (issue 28: a resource left
+/// to an HPA, a target capped to a node), which the updater follows like any recommendation: one note each.
+pub fn sizing_notes(vpa: &VerticalPodAutoscaler) -> Vec<String> {
+    use tailor_crds::condition::{CAPPED_TO_NODE_SIZE, RESOURCES_LEFT_TO_HPA};
+    let name = format!(
+        "{}/{}",
+        vpa.metadata.namespace.as_deref().unwrap_or_default(),
+        vpa.metadata.name.as_deref().unwrap_or_default()
+    );
+    vpa.status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .filter(|c| {
+            (c.type_ == RESOURCES_LEFT_TO_HPA || c.type_ == CAPPED_TO_NODE_SIZE)
+                && c.status == "True"
+        })
+        .map(|c| {
+            format!(
+                "VPA {name}: {}: {}",
+                c.type_,
+                c.message.as_deref().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
 /// Most VPA events a plan lists in its notes.
 const MAX_NOTES: usize = 1_000;
 
@@ -326,6 +352,7 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
         }
     }
     // In the order the binary hands them over (namespace/name), so that ties fall the same way.
+    notes.extend(snapshot.vpas.iter().flat_map(sizing_notes));
     let vpas = vpas_in_key_order(snapshot.vpas.iter().cloned().map(Arc::new).collect());
     let pods = pods_in_key_order(
         snapshot
