@@ -4,7 +4,7 @@
 # version: the cache key is the component, its version and a hash of its wrapper go.sum.
 #
 # Usage: hack/go/build.sh [COMPONENT]...   COMPONENT: kubernetes, kubernetes-oldest, etcd, kwok, metrics-server,
-#        helm, upstream-vpa (default: all but kubernetes-oldest). Prints one line per component on stdout, "NAME DIR" with the
+#        helm, upstream-vpa, vpa-bench (default: all but kubernetes-oldest and vpa-bench). Prints one line per component on stdout, "NAME DIR" with the
 #        directory holding its binaries; progress goes to stderr.
 # Environment: TAILOR_TOOLS_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/tailor/tools).
 set -euo pipefail
@@ -19,11 +19,13 @@ command -v go >/dev/null || { echo "hack/go/build.sh: no 'go' on PATH (Go ${REQU
 
 # build NAME VERSION LDFLAGS PACKAGE...
 build() {
-  local name=$1 version=$2 ldflags=$3 dir key out started
+  local name=$1 version=$2 ldflags=$3 dir key out started sources=()
   shift 3
   dir="$HERE/${name}"
   [[ -f $dir/go.sum ]] || { echo "hack/go/build.sh: $dir/go.sum is missing (run hack/go/gen-wrapper.sh $name)" >&2; return 1; }
-  key=$(cat "$dir/go.mod" "$dir/go.sum" | sha256sum | cut -c1-12)
+  # A wrapper with its own Go source (vpa-bench) is keyed on that source too.
+  mapfile -t sources < <(find "$dir" -maxdepth 1 -name '*.go' | sort)
+  key=$(cat "$dir/go.mod" "$dir/go.sum" "${sources[@]}" | sha256sum | cut -c1-12)
   out="$CACHE/$name-$version-$key"
   if [[ -f $out/.complete ]]; then
     echo "$name $out"
@@ -84,6 +86,8 @@ for t in "${targets[@]}"; do
     # Upstream VPA (hack/cluster.sh up --with-upstream): binaries recommender, updater, admission-controller.
     upstream-vpa) build upstream-vpa "$UPSTREAM_VPA_VERSION" "" k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender \
       k8s.io/autoscaler/vertical-pod-autoscaler/pkg/updater k8s.io/autoscaler/vertical-pod-autoscaler/pkg/admission-controller ;;
+    # The W1 harness of hack/bench-vs-upstream.sh (upstream's recommender model; binary vpa-bench).
+    vpa-bench) build vpa-bench "$UPSTREAM_VPA_VERSION" "" . ;;
     *) echo "hack/go/build.sh: unknown component $t" >&2; exit 2 ;;
   esac
 done

@@ -10,7 +10,7 @@
 # Upstream VPA's go.mod excludes old k8s.io/client-go versions; excludes apply only in the main module, so the
 # wrapper repeats them (read from that go.mod too).
 #
-# Usage: hack/go/gen-wrapper.sh [kubernetes|kubernetes-oldest|etcd|kwok|metrics-server|helm|upstream-vpa]...
+# Usage: hack/go/gen-wrapper.sh [kubernetes|kubernetes-oldest|etcd|kwok|metrics-server|helm|upstream-vpa|vpa-bench]...
 #        (default: all)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -45,10 +45,12 @@ wrapper() {
       printf '%s\n' "$WRAPPER_EXCLUDE"
       echo ")"
     fi
-    echo
-    echo "tool ("
-    printf '\t%s\n' "$@"
-    echo ")"
+    if (($#)); then
+      echo
+      echo "tool ("
+      printf '\t%s\n' "$@"
+      echo ")"
+    fi
   } >"$dir/go.mod"
   (cd "$dir" && go mod tidy)
   echo "wrote $dir/go.mod and go.sum" >&2
@@ -68,17 +70,17 @@ kubernetes() { # kubernetes DIR VERSION
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 }
 
-upstream_vpa() { # upstream_vpa DIR VERSION
+upstream_vpa() { # upstream_vpa DIR VERSION [TOOL...]
   local dir=$1 version=$2 gomod module=k8s.io/autoscaler/vertical-pod-autoscaler
+  shift 2
   gomod=$(go mod download -json "$module@$version" | sed -nE 's/^\s*"GoMod": "(.*)",?$/\1/p')
   [[ -f $gomod ]] || { echo "cannot read $module@$version's go.mod from the module proxy" >&2; return 1; }
   WRAPPER_EXCLUDE=$(sed -n '/^exclude (/,/^)/p' "$gomod" | sed '1d;$d') \
-    wrapper "$dir" "	$module $version" "" \
-    "$module/pkg/recommender" "$module/pkg/updater" "$module/pkg/admission-controller"
+    wrapper "$dir" "	$module $version" "" "$@"
 }
 
 targets=("$@")
-((${#targets[@]})) || targets=(kubernetes kubernetes-oldest etcd kwok metrics-server helm upstream-vpa)
+((${#targets[@]})) || targets=(kubernetes kubernetes-oldest etcd kwok metrics-server helm upstream-vpa vpa-bench)
 for t in "${targets[@]}"; do
   case $t in
     kubernetes) kubernetes "$HERE/kubernetes" "$KUBERNETES_VERSION" ;;
@@ -88,7 +90,11 @@ for t in "${targets[@]}"; do
     metrics-server) wrapper "$HERE/metrics-server" "	sigs.k8s.io/metrics-server $METRICS_SERVER_VERSION" "" \
       sigs.k8s.io/metrics-server/cmd/metrics-server ;;
     helm) wrapper "$HERE/helm" "	helm.sh/helm/v4 $HELM_VERSION" "" helm.sh/helm/v4/cmd/helm ;;
-    upstream-vpa) upstream_vpa "$HERE/upstream-vpa" "$UPSTREAM_VPA_VERSION" ;;
+    upstream-vpa) upstream_vpa "$HERE/upstream-vpa" "$UPSTREAM_VPA_VERSION" k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender \
+      k8s.io/autoscaler/vertical-pod-autoscaler/pkg/updater k8s.io/autoscaler/vertical-pod-autoscaler/pkg/admission-controller ;;
+    # The W1 harness (hack/bench-vs-upstream.sh): its own main.go beside the go.mod, no tools; `go mod tidy`
+    # pins what main.go imports from upstream VPA.
+    vpa-bench) upstream_vpa "$HERE/vpa-bench" "$UPSTREAM_VPA_VERSION" ;;
     *) echo "unknown wrapper $t" >&2; exit 2 ;;
   esac
 done

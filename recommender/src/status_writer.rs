@@ -761,6 +761,7 @@ impl Recommender {
         let input = VpaInput {
             policy,
             annotations,
+            explain: false,
         };
         // The VPA's `tailor.dev/profile` annotation, else `--profile`, adjusts the estimation settings.
         let config = tailor_engine::profile::config_for(

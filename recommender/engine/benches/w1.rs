@@ -105,6 +105,7 @@ fn recommendations(c: &mut Criterion) {
                         VpaInput {
                             policy: None,
                             annotations: &empty,
+                            explain: false,
                         },
                     )
                     .ok(),

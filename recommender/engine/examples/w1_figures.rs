@@ -3,6 +3,11 @@
 //!
 //! `cargo run --release -p tailor-engine --example w1_figures -- [containers] [days] [--hourly]` (default 10000 7;
 //! `--hourly` keeps the hourly CPU histograms and recommends with the `diurnal` profile).
+//!
+//! Every phase is timed by this thread's CPU clock (`CLOCK_THREAD_CPUTIME_ID`, nanosecond resolution), so other
+//! load on the machine does not count. Besides the human-readable lines it prints `key=value` lines, the same keys
+//! as upstream's harness `hack/go/vpa-bench` (which runs the same phases on upstream's model), and checksums of the
+//! recommendations that must equal that harness's: `hack/bench-vs-upstream.sh` runs the two side by side.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
@@ -12,7 +17,9 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use cap::Cap;
-use tailor_engine::estimate::{RecommenderConfig, VpaInput, estimate_container, recommend};
+use tailor_engine::estimate::{
+    ContainerRecommendation, RecommenderConfig, VpaInput, estimate_container, recommend,
+};
 use tailor_engine::model::{AggregateContainerState, AggregationsConfig, ContainerState};
 use tailor_engine::units::{cpu_amount_from_cores, memory_amount_from_bytes};
 use tailor_engine::workload::{self, TICKS_PER_DAY, W1};
@@ -21,13 +28,37 @@ use tailor_engine::workload::{self, TICKS_PER_DAY, W1};
 #[global_allocator]
 static ALLOC: Cap<System> = Cap::new(System, usize::MAX);
 
-/// On-CPU time of this thread in ns (`/proc/thread-self/schedstat`), so other load on the machine does not
-/// count; falls back to 0 where unavailable.
+/// On-CPU time of this thread in ns (`CLOCK_THREAD_CPUTIME_ID`), so other load on the machine does not count.
 fn cpu_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse().ok()))
-        .unwrap_or(0)
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// FNV-1a 64 over one text line per container recommendation; `hack/go/vpa-bench` computes the same.
+struct Checksum(u64);
+
+impl Checksum {
+    fn new() -> Self {
+        Checksum(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn add(&mut self, index: usize, r: &ContainerRecommendation) {
+        let v = |x: Option<i64>| x.unwrap_or(-1);
+        let line = format!(
+            "{index} {} {} {} {} {} {} {}\n",
+            r.container_name,
+            v(r.target.cpu),
+            v(r.target.memory),
+            v(r.lower_bound.cpu),
+            v(r.lower_bound.memory),
+            v(r.upper_bound.cpu),
+            v(r.upper_bound.memory)
+        );
+        for b in line.bytes() {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
 }
 
 fn live() -> isize {
@@ -89,6 +120,9 @@ fn main() {
         heap as f64 / n as f64,
         std::mem::size_of::<(ContainerState, AggregateContainerState)>()
     );
+    println!("aggregate_cpu_s={cpu}");
+    println!("aggregate_msamples_per_s={}", samples / cpu.max(1e-9) / 1e6);
+    println!("aggregate_heap_b_per_container={}", heap as f64 / n as f64);
 
     // --- recommendations for every aggregate -----------------------------------------------------------------
     let rc = match hourly {
@@ -105,24 +139,33 @@ fn main() {
     }
     let est = (cpu_ns() - cpu0) as f64 / 1e9;
     let empty = BTreeMap::new();
+    let mut recs = Vec::with_capacity(n);
     let cpu0 = cpu_ns();
     for (_, a) in &states {
         let mut fresh = AggregateContainerState::new(&config, 0);
         fresh.merge(a);
         let m = BTreeMap::from([("c".to_string(), fresh)]);
-        black_box(
+        recs.push(
             recommend(
                 &rc,
                 &m,
                 VpaInput {
                     policy: None,
                     annotations: &empty,
+                    explain: false,
                 },
             )
             .ok(),
         );
     }
     let upd = (cpu_ns() - cpu0) as f64 / 1e9;
+    let mut sum = Checksum::new();
+    for (i, r) in recs.iter().enumerate() {
+        for c in r.iter().flat_map(|r| &r.containers) {
+            sum.add(i, c);
+        }
+    }
+    drop(recs);
     println!(
         "recommend {n} (on-CPU): estimate {:.1} ms ({:.2} us/container); UpdateVPAs-equivalent {:.1} ms ({:.2} us/container)",
         est * 1e3,
@@ -130,16 +173,38 @@ fn main() {
         upd * 1e3,
         upd * 1e6 / n as f64
     );
+    println!("estimate_us_per_container={}", est * 1e6 / n as f64);
+    println!("updatevpas_us_per_container={}", upd * 1e6 / n as f64);
+    println!("checksum_updatevpas={:016x}", sum.0);
     drop(states);
 
-    // --- cluster path: pod map -> container -> aggregate, one VPA per namespace ------------------------------
+    // --- cluster path by names: every sample looked up by namespace, pod and container name -----------------
     let names = workload::pod_names(n);
-    let base = live();
     let mut cluster = workload::cluster(&names, config);
-    let start = Instant::now();
     let cpu0 = cpu_ns();
     for k in 0..ticks {
         w.add_tick(&mut cluster, &names, k);
+    }
+    let cpu = (cpu_ns() - cpu0) as f64 / 1e9;
+    println!(
+        "cluster path by names: {cpu:.2} s on-CPU, {:.2} M samples/s (on-CPU), {:.1} ns/sample",
+        samples / cpu.max(1e-9) / 1e6,
+        cpu * 1e9 / samples
+    );
+    println!(
+        "cluster_by_names_msamples_per_s={}",
+        samples / cpu.max(1e-9) / 1e6
+    );
+    drop(cluster);
+
+    // --- cluster path: pod map -> container -> aggregate, one VPA per namespace, each container resolved once -
+    let base = live();
+    let mut cluster = workload::cluster(&names, config);
+    let refs = workload::container_refs(&cluster, &names);
+    let start = Instant::now();
+    let cpu0 = cpu_ns();
+    for k in 0..ticks {
+        w.add_tick_by_ref(&mut cluster, &refs, k);
     }
     let secs = start.elapsed().as_secs_f64();
     let cpu = (cpu_ns() - cpu0) as f64 / 1e9;
@@ -150,26 +215,45 @@ fn main() {
         cpu * 1e9 / samples,
         heap as f64 / n as f64
     );
+    println!("cluster_cpu_s={cpu}");
+    println!("cluster_msamples_per_s={}", samples / cpu.max(1e-9) / 1e6);
+    println!("cluster_heap_b_per_container={}", heap as f64 / n as f64);
+    let mut recs = Vec::with_capacity(cluster.vpas().len());
     let cpu0 = cpu_ns();
-    let mut count = 0;
     for v in 0..cluster.vpas().len() {
         let aggs = cluster.aggregate_state_by_container_name(v);
         let vpa = &cluster.vpas()[v];
-        if let Ok(r) = recommend(
-            &rc,
-            &aggs,
-            VpaInput {
-                policy: vpa.policy.as_ref(),
-                annotations: &vpa.annotations,
-            },
-        ) {
-            count += r.containers.len();
-        }
+        recs.push(
+            recommend(
+                &rc,
+                &aggs,
+                VpaInput {
+                    policy: vpa.policy.as_ref(),
+                    annotations: &vpa.annotations,
+                    explain: false,
+                },
+            )
+            .ok(),
+        );
     }
     let all = (cpu_ns() - cpu0) as f64 / 1e9;
+    let mut sum = Checksum::new();
+    let mut count = 0;
+    for (j, r) in recs.iter().enumerate() {
+        for c in r.iter().flat_map(|r| &r.containers) {
+            sum.add(j, c);
+            count += 1;
+        }
+    }
     println!(
-        "cluster recommend pass, on-CPU ({} VPAs, {count} container names): {:.1} ms",
+        "cluster recommend pass, on-CPU ({} VPAs, {count} container names): {:.1} ms ({:.2} us/container)",
         cluster.vpas().len(),
-        all * 1e3
+        all * 1e3,
+        all * 1e6 / n as f64
     );
+    println!(
+        "cluster_recommend_us_per_container={}",
+        all * 1e6 / n as f64
+    );
+    println!("checksum_cluster={:016x}", sum.0);
 }

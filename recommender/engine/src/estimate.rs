@@ -538,6 +538,26 @@ impl RecommenderConfig {
     }
 }
 
+/// [`RecommenderConfig::chains`], built once per thread for the configuration last asked for: building the
+/// chains (boxed estimator trees) cost more than evaluating them for a one-container VPA.
+fn chains_of(config: &RecommenderConfig) -> std::rc::Rc<BoundChains> {
+    type Cached = Option<(RecommenderConfig, std::rc::Rc<BoundChains>)>;
+    thread_local! {
+        static LAST: std::cell::RefCell<Cached> = const { std::cell::RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        match &*last {
+            Some((c, chains)) if c == config => chains.clone(),
+            _ => {
+                let chains = std::rc::Rc::new(config.chains());
+                *last = Some((config.clone(), chains.clone()));
+                chains
+            }
+        }
+    })
+}
+
 /// Evaluates the chains for one container, raises every value to the per-container minimum and keeps only the
 /// controlled resources (`(cpu, memory)`).
 pub fn estimate_with(
@@ -651,8 +671,15 @@ pub fn format_resources(res: Resources, config: &RecommenderConfig) -> Resources
         out.cpu = Some(round_up_to_scale(c, config.round_cpu_millicores).0);
     }
     if let Some(m) = out.memory {
-        // Quantity.Value() of a humanised amount rounds fractional bytes up.
-        out.memory = Some(crate::quantity::memory_bytes(&memory_quantity(m, config)).unwrap_or(m));
+        out.memory = Some(if config.humanize_memory {
+            // Quantity.Value() of a humanised amount rounds fractional bytes up.
+            crate::quantity::memory_bytes(&memory_quantity(m, config)).unwrap_or(m)
+        } else if config.round_memory_bytes != 1 && m != 0 {
+            // What memory_quantity prints and Quantity.Value() reads back, without the text.
+            round_up_to_scale(m, config.round_memory_bytes).0
+        } else {
+            m
+        });
     }
     out
 }
@@ -704,6 +731,9 @@ pub struct VpaInput<'a> {
     pub policy: Option<&'a PodResourcePolicy>,
     /// `metadata.annotations`.
     pub annotations: &'a BTreeMap<String, String>,
+    /// Also fill [`PodRecommendation::explain`] (`--explain`, replay); the recommender's loop does not, which
+    /// spares it a second pass over every estimator chain and the caps' messages.
+    pub explain: bool,
 }
 
 /// Per-container details of how a recommendation came about (`--explain`).
@@ -762,7 +792,7 @@ pub struct ExplainStep {
 pub struct PodRecommendation {
     /// Sorted by container name.
     pub containers: Vec<ContainerRecommendation>,
-    /// Explanations in the same order.
+    /// Explanations in the same order (empty unless [`VpaInput::explain`]).
     pub explain: Vec<ContainerExplain>,
 }
 
@@ -784,7 +814,7 @@ pub fn recommend(
         return Ok(out);
     }
     let min = config.min_resources(active.len());
-    let chains = config.chains();
+    let chains = chains_of(config);
     let mut raw = BTreeMap::new();
     for (name, agg) in &active {
         let controlled = policy::controlled(cpolicy(name));
@@ -792,15 +822,17 @@ pub fn recommend(
             (*name).clone(),
             estimate_with(&chains, agg, min, controlled),
         );
-        out.explain
-            .push(explain_container(config, name, agg, min, controlled));
+        if vpa.explain {
+            out.explain
+                .push(explain_container(config, name, agg, min, controlled));
+        }
     }
     out.containers = map_to_list(&raw, config);
     if config.cpu_integer_post_processor_enabled {
         apply_integer_cpu(&mut out.containers, vpa.annotations);
     }
     let global_max = config.global_max_allowed.to_resource_list();
-    for (rec, ex) in out.containers.iter_mut().zip(out.explain.iter_mut()) {
+    for (i, rec) in out.containers.iter_mut().enumerate() {
         let bounds = IntegerBounds::compile(cpolicy(&rec.container_name), &global_max)?;
         let (mut t, mut l, mut u) = (rec.target, rec.lower_bound, rec.upper_bound);
         let hits = bounds.apply([
@@ -811,6 +843,9 @@ pub fn recommend(
         rec.target = t;
         rec.lower_bound = l;
         rec.upper_bound = u;
+        let Some(ex) = out.explain.get_mut(i) else {
+            continue;
+        };
         ex.caps = hits
             .hits
             .iter()

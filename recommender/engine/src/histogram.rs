@@ -323,6 +323,26 @@ impl Histogram {
         }
     }
 
+    /// Grows the window to hold buckets `lo..=hi` (in range) in one allocation, so that a merge does not
+    /// reallocate once per few buckets.
+    fn cover(&mut self, lo: usize, hi: usize) {
+        let (off, len) = (self.offset as usize, self.weights.len());
+        let hi = hi.min(self.opts.num_buckets() - 1);
+        if lo > hi || (len > 0 && lo >= off && hi < off + len) {
+            return;
+        }
+        let (new_lo, new_end) = if len == 0 {
+            (lo, hi + 1)
+        } else {
+            (lo.min(off), (hi + 1).max(off + len))
+        };
+        let mut v = vec![0.0; new_end - new_lo];
+        let start = off.saturating_sub(new_lo).min(v.len());
+        v[start..][..len].copy_from_slice(&self.weights);
+        self.weights = v.into_boxed_slice();
+        self.offset = new_lo as u32;
+    }
+
     #[inline]
     fn slot(&mut self, b: usize) -> &mut f64 {
         let off = self.offset as usize;
@@ -425,6 +445,9 @@ impl Histogram {
     /// Adds every bucket of `other` in its [min, max] range, and its total. Options must be equal.
     pub fn merge(&mut self, other: &Histogram) {
         let (lo, hi) = (other.min_bucket as usize, other.max_bucket as usize);
+        if lo <= hi {
+            self.cover(lo, hi);
+        }
         for b in lo..=hi {
             let w = other.bucket_weight(b);
             if w != 0.0 {

@@ -723,6 +723,7 @@ impl TraceCluster {
         let input = VpaInput {
             policy: v.policy.as_ref(),
             annotations: &v.annotations,
+            explain: true,
         };
         recommend(config, aggregates, input)
     }

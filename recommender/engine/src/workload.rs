@@ -2,7 +2,8 @@
 //! one-minute resolution, shared by the benchmarks, the heap measurement and the sanity test.
 
 use crate::model::{
-    AggregationsConfig, ClusterState, ContainerId, Labels, PodPhase, Sample, Selector, VpaState,
+    AggregationsConfig, ClusterState, ContainerId, ContainerRef, Labels, PodPhase, Sample,
+    Selector, VpaState,
 };
 use crate::units::{Resource, cpu_amount_from_cores, memory_amount_from_bytes};
 
@@ -127,6 +128,42 @@ impl W1 {
             let mem = memory_amount_from_bytes(self.mem(i, k));
             let _ = cluster.add_sample(
                 id,
+                Sample {
+                    time,
+                    resource: Resource::Memory,
+                    usage: mem,
+                },
+            );
+        }
+    }
+}
+
+/// The containers of `names` in a model built by [`cluster`], resolved once (as the recommender resolves a
+/// pod's containers once per poll), for [`W1::add_tick_by_ref`].
+pub fn container_refs(cluster: &ClusterState, names: &[(String, String)]) -> Vec<ContainerRef> {
+    names
+        .iter()
+        .filter_map(|(ns, pod)| cluster.container_ref(container_id(ns, pod)).ok())
+        .collect()
+}
+
+impl W1 {
+    /// [`W1::add_tick`] through `ClusterState::add_sample_to`, the containers resolved by [`container_refs`].
+    pub fn add_tick_by_ref(&self, cluster: &mut ClusterState, refs: &[ContainerRef], k: usize) {
+        let (time, d) = (W1::time(k), W1::diurnal(k));
+        for (i, &c) in refs.iter().enumerate() {
+            let cpu = cpu_amount_from_cores(self.cpu(i, k, d));
+            let _ = cluster.add_sample_to(
+                c,
+                Sample {
+                    time,
+                    resource: Resource::Cpu,
+                    usage: cpu,
+                },
+            );
+            let mem = memory_amount_from_bytes(self.mem(i, k));
+            let _ = cluster.add_sample_to(
+                c,
                 Sample {
                     time,
                     resource: Resource::Memory,

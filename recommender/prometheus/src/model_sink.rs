@@ -118,6 +118,7 @@ impl<'p> ModelSink<'p> {
                 VpaInput {
                     policy: None,
                     annotations: &no_annotations,
+                    explain,
                 },
             ) {
                 Ok(r) => r,

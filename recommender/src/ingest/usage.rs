@@ -139,6 +139,8 @@ fn feed(
             pod: &pm.name,
             container: &c.name,
         };
+        // The names are looked up once for both samples.
+        let target = model.container_ref(id);
         let samples = [
             (Resource::Cpu, c.cpu_millicores),
             (Resource::Memory, c.memory_bytes),
@@ -150,7 +152,10 @@ fn feed(
                 resource,
                 usage,
             };
-            let ok = model.add_sample(id, sample).is_ok();
+            let ok = match target {
+                Ok(c) => model.add_sample_to(c, sample).is_ok(),
+                Err(_) => false,
+            };
             if ok {
                 *newest = (*newest).max(pm.timestamp);
             }

@@ -146,6 +146,8 @@ impl Name {
 
 #[derive(Debug, Clone)]
 struct PodState {
+    /// Distinguishes this pod from earlier ones at the same index, for [`ContainerRef`]s.
+    generation: u32,
     namespace: u32,
     name: Name,
     labels: u32,
@@ -235,6 +237,17 @@ fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
+/// A container instance resolved once by its names ([`ClusterState::container_ref`]), then fed by it
+/// ([`ClusterState::add_sample_to`]) without looking the names up again: a dense index into the model. It
+/// stays valid while the pod is in the model; once the pod is deleted, feeding by it fails with
+/// [`ModelError::PodNotFound`], even after another pod took its place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContainerRef {
+    pod: u32,
+    container: u32,
+    generation: u32,
+}
+
 /// Reference to a container instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ContainerId<'a> {
@@ -302,6 +315,8 @@ pub struct ClusterState {
     pod_groups: PodGroups,
     /// VPA indices per namespace id.
     vpas_by_ns: FxMap<u32, Vec<usize>>,
+    /// The generation the next new pod gets.
+    next_generation: u32,
     last_gc: Nanos,
     gc_interval: i64,
     now: Nanos,
@@ -328,6 +343,7 @@ impl ClusterState {
             slots_by_ns: FxMap::default(),
             pod_groups: PodGroups::default(),
             vpas_by_ns: FxMap::default(),
+            next_generation: 0,
             last_gc: 0,
             gc_interval,
             now: 0,
@@ -456,7 +472,10 @@ impl ClusterState {
             }
             return;
         }
+        let generation = self.next_generation;
+        self.next_generation = self.next_generation.wrapping_add(1);
         let pod = Some(PodState {
+            generation,
             namespace: ns,
             name: Name::new(name),
             labels: labels_id,
@@ -616,6 +635,28 @@ impl ClusterState {
     pub fn add_sample(&mut self, id: ContainerId<'_>, sample: Sample) -> Result<(), ModelError> {
         let (pi, ci) = self.locate(id)?;
         self.add_sample_at(pi, ci, sample)
+    }
+
+    /// Resolves a container's names once, for [`Self::add_sample_to`].
+    pub fn container_ref(&self, id: ContainerId<'_>) -> Result<ContainerRef, ModelError> {
+        let (pi, ci) = self.locate(id)?;
+        let generation = self.pods[pi].as_ref().map_or(0, |p| p.generation);
+        Ok(ContainerRef {
+            pod: pi as u32,
+            container: ci as u32,
+            generation,
+        })
+    }
+
+    /// [`Self::add_sample`] for a container resolved by [`Self::container_ref`]: no hashing of names, no
+    /// probe of the pod table, no string comparison.
+    #[inline]
+    pub fn add_sample_to(&mut self, c: ContainerRef, sample: Sample) -> Result<(), ModelError> {
+        match self.pods.get(c.pod as usize).and_then(Option::as_ref) {
+            Some(p) if p.generation == c.generation => {}
+            _ => return Err(ModelError::PodNotFound(String::new())),
+        }
+        self.add_sample_at(c.pod as usize, c.container as usize, sample)
     }
 
     fn ensure_state(&mut self, slot: u32) -> &mut AggregateContainerState {

@@ -13,7 +13,8 @@ pub use aggregate::{
     AggregateCheckpoint, AggregateContainerState, AggregationsConfig, CheckpointError, SampleSink,
 };
 pub use cluster::{
-    ClusterState, ContainerId, ModelError, OpenWindow, PodPhase, Sample, VpaCheckpoint, VpaState,
+    ClusterState, ContainerId, ContainerRef, ModelError, OpenWindow, PodPhase, Sample,
+    VpaCheckpoint, VpaState,
 };
 pub use container::{ContainerState, SampleRejected};
 pub use selector::{Labels, Selector};

@@ -114,7 +114,7 @@ proptest! {
         let r = tailor_engine::estimate::recommend(
             &RecommenderConfig::default(),
             &aggs,
-            tailor_engine::estimate::VpaInput { policy: None, annotations: &empty },
+            tailor_engine::estimate::VpaInput { policy: None, annotations: &empty, explain: true },
         );
         prop_assert!(r.is_ok());
     }

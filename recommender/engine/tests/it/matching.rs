@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use tailor_engine::model::{
-    AggregationsConfig, ClusterState, ContainerId, Labels, PodPhase, Sample, Selector, VpaState,
+    AggregationsConfig, ClusterState, ContainerId, Labels, ModelError, PodPhase, Sample, Selector,
+    VpaState,
 };
 use tailor_engine::units::Resource;
 
@@ -141,4 +142,33 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn a_container_ref_does_not_outlive_its_pod() {
+    let mut m = ClusterState::new(AggregationsConfig::default(), 0);
+    let id = ContainerId {
+        namespace: "ns",
+        pod: "p",
+        container: "c",
+    };
+    let labels = Labels::default();
+    m.add_or_update_pod("ns", "p", &labels, PodPhase::Running);
+    m.add_or_update_container(id).expect("container");
+    let c = m.container_ref(id).expect("ref");
+    let sample = |time| Sample {
+        time,
+        resource: Resource::Cpu,
+        usage: 100,
+    };
+    assert_eq!(m.add_sample_to(c, sample(1)), Ok(()));
+    // Deleted, then another pod in its place: the old reference is refused.
+    m.delete_pod("ns", "p");
+    m.add_or_update_pod("ns", "q", &labels, PodPhase::Running);
+    m.add_or_update_container(ContainerId { pod: "q", ..id })
+        .expect("container");
+    assert!(matches!(
+        m.add_sample_to(c, sample(2)),
+        Err(ModelError::PodNotFound(_))
+    ));
 }

@@ -33,6 +33,7 @@ fn target_after(days: usize) -> (i64, i64) {
         VpaInput {
             policy: None,
             annotations: &empty,
+            explain: false,
         },
     )
     .expect("recommend");
