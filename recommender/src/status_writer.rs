@@ -28,7 +28,7 @@ use crate::write_request::patch_discarding;
 pub use crate::written::{LastWrite, StatusDigest};
 use tailor_engine::estimate::{ContainerRecommendation, VpaInput, confidence, recommend};
 use tailor_engine::model::AggregateContainerState;
-use tailor_engine::policy::Resources;
+use tailor_engine::policy::{IntegerBounds, Resources};
 use tailor_engine::units::Nanos;
 
 use crate::cluster_view::LoopView;
@@ -234,14 +234,15 @@ pub fn size_within_cluster(
 /// A container policy's `minAllowed` for `r` in millicores or bytes; 0 when unset or unreadable (an
 /// unreadable policy is reported as `ConfigUnsupported` before node fit runs).
 fn min_allowed(policy: Option<&PodResourcePolicy>, container: &str, r: Resource) -> i64 {
-    let Some(list) = tailor_core::policy::container_policy(policy, container)
-        .and_then(|p| p.min_allowed.as_ref())
-    else {
+    let policy = tailor_core::policy::container_policy(policy, container);
+    let Ok(bounds) = IntegerBounds::compile(policy, &ResourceList::new()) else {
         return 0;
     };
-    list.get(r.name())
-        .and_then(|q| tailor_core::quantity::amount(r.name(), q).ok())
-        .unwrap_or(0)
+    match r {
+        Resource::Cpu => bounds.min.cpu,
+        Resource::Memory => bounds.min.memory,
+    }
+    .unwrap_or(0)
 }
 
 fn set(
