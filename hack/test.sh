@@ -12,7 +12,20 @@ passed=0
 failed=0
 failures=()
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step's wall time, printed as a table at the end (the budget: ≤ 25 min warm, ≤ 60 min fresh).
+timings=()
+step_name=""
+step_start=$SECONDS
+end_step() {
+  [[ -n $step_name ]] && timings+=("$(printf '%5ds  %s' $((SECONDS - step_start)) "$step_name")")
+  step_name=""
+}
+step() {
+  end_step
+  step_name=$*
+  step_start=$SECONDS
+  printf '\n==> %s\n' "$*"
+}
 record() { # record NAME STATUS
   if [[ $2 -eq 0 ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$1"); fi
 }
@@ -108,6 +121,10 @@ for check in "$ROOT"/hack/checks/*.sh; do
   if [[ $rc -ne 0 && ( -z $last || ${f:-0} -eq 0 ) ]]; then record "$name (exit $rc)" 1; fi
 done
 
+end_step
+echo
+echo "wall time per step (total ${SECONDS}s):"
+printf '  %s\n' "${timings[@]}"
 echo
 if ((${#failures[@]})); then printf 'failed steps: %s\n' "${failures[*]}"; fi
 echo "$passed passed, $failed failed"

@@ -1017,7 +1017,10 @@ where
         .namespace(test)
         .await
         .expect("creating the test namespace");
+    let started = Instant::now();
     let result = body(ns.clone()).await;
+    // Read by whoever tunes the suite's wall time (hack/e2e-local.sh shows the output of passing tests too).
+    eprintln!("{test}: {:.0}s", started.elapsed().as_secs_f64());
     env.drop_namespace(&ns).await;
     if let Err(e) = result {
         panic!("{test} failed in namespace {ns}: {e:#}");
