@@ -34,8 +34,23 @@ pub struct Metrics {
     pub checkpoint_writes: Family<Labels, Counter>,
     /// Errors by `kind`.
     pub errors: Family<Labels, Counter>,
+    /// VPAs whose last planned status was changed by sizing within the cluster, by `reason`
+    /// (`node_capped`, `no_node_fits`, `left_to_hpa`): what the `CappedToNodeSize` and `ResourcesLeftToHPA`
+    /// conditions say, countable for alerts.
+    pub sized_within_cluster: Family<Labels, Gauge>,
     /// Unix time of the last finished loop.
     pub last_loop_timestamp: Gauge,
+}
+
+/// One loop's count of VPAs changed by sizing within the cluster, per reason.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SizedWithinCluster {
+    /// Targets lowered to fit the largest node or NodePool instance.
+    pub node_capped: usize,
+    /// Pods that fit no node whatever the target.
+    pub no_node_fits: usize,
+    /// A resource left to an HPA.
+    pub left_to_hpa: usize,
 }
 
 fn step_histogram() -> Histogram {
@@ -63,6 +78,7 @@ impl Metrics {
             status_writes: Family::default(),
             checkpoint_writes: Family::default(),
             errors: Family::default(),
+            sized_within_cluster: Family::default(),
             last_loop_timestamp: Gauge::default(),
             registry: Registry::default(),
         };
@@ -105,6 +121,11 @@ impl Metrics {
         );
         registry.register("errors", "Errors by kind", m.errors.clone());
         registry.register(
+            "vpas_sized_within_cluster",
+            "VPAs whose recommendation node fit capped (node_capped), that fit no node (no_node_fits) or that leave a resource to an HPA (left_to_hpa), as of the last loop",
+            m.sized_within_cluster.clone(),
+        );
+        registry.register(
             "last_loop_timestamp_seconds",
             "Unix time the last loop finished",
             m.last_loop_timestamp.clone(),
@@ -117,6 +138,19 @@ impl Metrics {
         self.errors
             .get_or_create(&vec![("kind", e.metric_label())])
             .inc();
+    }
+
+    /// Sets [`Metrics::sized_within_cluster`] from one loop's count per reason.
+    pub fn sized_within_cluster(&self, counts: &SizedWithinCluster) {
+        for (reason, n) in [
+            ("node_capped", counts.node_capped),
+            ("no_node_fits", counts.no_node_fits),
+            ("left_to_hpa", counts.left_to_hpa),
+        ] {
+            self.sized_within_cluster
+                .get_or_create(&vec![("reason", reason)])
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
     }
 
     /// Records a step duration.

@@ -19,6 +19,7 @@ use tailor_kube::leader::Fence;
 
 use crate::error::Error;
 use crate::ingest::{VpaKey, key_of, resource_policy};
+use crate::metrics::SizedWithinCluster;
 use crate::ratelimit::RateLimiter;
 use crate::run_loop::{FIELD_MANAGER, LoopReport, Recommender};
 use crate::selection::{RECOMMENDATION_MISSING_LOG_PERIOD, track_missing_recommendation};
@@ -194,6 +195,20 @@ pub struct ClusterNotes {
     pub node_fit: Option<NodeFitNote>,
     /// `ResourcesLeftToHPA` message.
     pub left_to_hpa: Option<String>,
+}
+
+impl SizedWithinCluster {
+    /// Counts what sizing within the cluster did to one VPA's planned status.
+    fn count(&mut self, f: &Findings) {
+        match f.node_fit {
+            Some(NodeFitNote::Capped { .. }) => self.node_capped += 1,
+            Some(NodeFitNote::NoneFits(_)) => self.no_node_fits += 1,
+            None => {}
+        }
+        if f.left_to_hpa.is_some() {
+            self.left_to_hpa += 1;
+        }
+    }
 }
 
 /// The HPA and node-fit post-processing of one VPA's engine recommendation, in that order: resources an
@@ -650,11 +665,13 @@ impl Recommender {
     ) -> Vec<StatusWrite> {
         let mut writes = Vec::new();
         let mut view = LoopView::of(&self.view);
+        let mut sized = SizedWithinCluster::default();
         for v in owned {
             let key = key_of(v);
             let Some(findings) = self.findings(v, &key, metrics_ok, now, &mut view) else {
                 continue;
             };
+            sized.count(&findings);
             self.track_missing(&key, &findings, now);
             let status = plan_status(v.conditions(), &findings, now_t);
             let (base, written) = (v.status_digest(), StatusDigest::of(Some(&status)));
@@ -668,6 +685,7 @@ impl Recommender {
                 Err(e) => tracing::error!(error = %e, "serialising a VPA status"),
             }
         }
+        self.metrics.sized_within_cluster(&sized);
         writes
     }
 
@@ -861,6 +879,45 @@ impl Recommender {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_reason_of_sizing_within_the_cluster_is_counted_and_exported() {
+        let capped = Findings {
+            node_fit: Some(NodeFitNote::Capped {
+                reason: "LargestNode",
+                message: "node n1".into(),
+            }),
+            left_to_hpa: Some("cpu to HPA web".into()),
+            ..Default::default()
+        };
+        let none_fits = Findings {
+            node_fit: Some(NodeFitNote::NoneFits("no node".into())),
+            ..Default::default()
+        };
+        let mut sized = SizedWithinCluster::default();
+        for f in [&capped, &none_fits, &Findings::default()] {
+            sized.count(f);
+        }
+        assert_eq!(
+            sized,
+            SizedWithinCluster {
+                node_capped: 1,
+                no_node_fits: 1,
+                left_to_hpa: 1
+            }
+        );
+        let metrics = crate::metrics::Metrics::new();
+        metrics.sized_within_cluster(&sized);
+        let text = metrics.encode();
+        for reason in ["node_capped", "no_node_fits", "left_to_hpa"] {
+            assert!(
+                text.contains(&format!(
+                    "tailor_recommender_vpas_sized_within_cluster{{reason=\"{reason}\"}} 1"
+                )),
+                "{text}"
+            );
+        }
+    }
 
     /// `auto`'s rule per container becomes the `TailorProfileRule` condition (rule names only, so that it
     /// does not change every loop); no condition for profiles without a per-container rule.
