@@ -223,17 +223,31 @@ fn largest_share(bound: &Bound, amounts: &PodAmounts, charged: Charged) -> Optio
     if fits(SHARE_SCALE) {
         return Some(SHARE_SCALE);
     }
-    // The total grows with the share: bisect (16 steps for 2^16).
-    let (mut low, mut high) = (0, SHARE_SCALE);
+    // The total grows with the share: bisect (16 steps for 2^16) for the largest share that fits ...
+    let largest = last_true(0, SHARE_SCALE, fits);
+    // ... then take the smallest share giving the same total, so that amounts rounded down elsewhere (the
+    // limits when requests bind) are not raised further than the share the binding amounts need.
+    let total = pod_total(amounts, largest);
+    Some(last_true(0, largest, |share| {
+        share == 0 || pod_total(amounts, share - 1) < total
+    }))
+}
+
+/// The largest `x` in `low..=high` with `holds(x)`, for a `holds` true up to some point and false after;
+/// `holds(low)` must be true.
+fn last_true(mut low: i128, mut high: i128, holds: impl Fn(i128) -> bool) -> i128 {
+    if holds(high) {
+        return high;
+    }
     while high - low > 1 {
         let mid = (low + high) / 2;
-        if fits(mid) {
+        if holds(mid) {
             low = mid;
         } else {
             high = mid;
         }
     }
-    Some(low)
+    low
 }
 
 /// Writes `share` of each slot's raise of `resource` into `resources`; an amount cut back to what the pod
