@@ -557,7 +557,22 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
         };
         self.evict(&chosen.evictions).await?;
         self.count(&chosen);
+        self.block_for_quota();
         Ok(())
+    }
+
+    /// Quota fit held back some pods (issue 28): the VPA says so in a warning event and its `UpdatesBlocked`
+    /// condition, as for the other reasons its pods are left alone.
+    fn block_for_quota(&mut self) {
+        let mut held = self.vpa_report.pods.values().filter_map(|a| match a {
+            Action::Skip(Skip::Quota(why)) => Some(why),
+            _ => None,
+        });
+        let Some(first) = held.next().cloned() else {
+            return;
+        };
+        let count = 1 + held.count();
+        self.block(events::quota_held(count, &first));
     }
 
     fn set(&mut self, pod: &CompactPod, action: Action) {

@@ -83,6 +83,14 @@ status:
 }
 
 async fn actions(mode: &str, used_cpu: Option<&str>) -> Vec<(String, Option<String>)> {
+    planned(mode, used_cpu).await.0
+}
+
+/// The pods' actions and reasons, and the plan's notes (the warning events among them).
+async fn planned(
+    mode: &str,
+    used_cpu: Option<&str>,
+) -> (Vec<(String, Option<String>)>, Vec<String>) {
     let settings = PlanSettings {
         iteration: IterationConfig {
             gates: FeatureGates {
@@ -104,12 +112,13 @@ async fn actions(mode: &str, used_cpu: Option<&str>) -> Vec<(String, Option<Stri
         floor: None,
         resize_rules: Default::default(),
     };
-    plan(&snapshot(mode, used_cpu), &settings)
-        .await
+    let planned = plan(&snapshot(mode, used_cpu), &settings).await;
+    let pods = planned
         .pods
         .into_iter()
         .map(|p| (p.action.to_owned(), p.reason))
-        .collect()
+        .collect();
+    (pods, planned.notes)
 }
 
 fn all(got: &[(String, Option<String>)], action: &str) -> bool {
@@ -147,8 +156,15 @@ async fn a_raise_that_does_not_fit_in_place_is_not_sent() {
 
 #[tokio::test]
 async fn no_eviction_when_the_replacement_would_be_the_same() {
-    let got = actions("Recreate", Some("1")).await;
+    let (got, notes) = planned("Recreate", Some("1")).await;
     assert_eq!(got.len(), 2, "{got:?}");
+    // The VPA says so: a warning event (and the UpdatesBlocked condition) with reason QuotaFit.
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("QuotaFit") && n.contains("2 pods are not updated")),
+        "{notes:?}"
+    );
     for (action, reason) in &got {
         let reason = reason.as_deref().unwrap_or_default();
         assert_eq!(action, "skip", "{reason}");
