@@ -1,7 +1,9 @@
 //! Quota fit (issue 28): in a namespace whose ResourceQuota leaves little CPU headroom, a VPA whose
 //! recommendation wants more than that still gets its pods created — the webhook cuts the raise to the
 //! headroom instead of letting the quota refuse the pod — and says so in the pod's `tailor.dev/updates`
-//! annotation, in a `QuotaFit` Event on the VPA and in `tailor_admission_quota_fit_pods_total`.
+//! annotation, in a `QuotaFit` Event on the VPA and in `tailor_admission_quota_fit_pods_total`. Where the
+//! quota leaves nothing, the updater does not evict a pod that would come back the same, and the VPA's
+//! `UpdatesBlocked` condition says why.
 
 use std::io::{Read as _, Write as _};
 
@@ -84,6 +86,55 @@ async fn a_quota_with_little_headroom_gets_pods_created_with_the_reason_recorded
         let after = scaled_count(env).await?;
         if after <= before {
             bail!("tailor_admission_quota_fit_pods_total{{outcome=\"scaled\"}} stayed at {after}");
+        }
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn a_full_quota_stops_evictions_that_would_bring_the_same_pod_back() {
+    let env = e2e("a_full_quota_stops_evictions_that_would_bring_the_same_pod_back").await;
+    let env = &env;
+    in_namespace(env, "quotafull", |ns| async move {
+        // The pod's own 10m and 20Mi are all the quota allows: a replacement could not be raised at all.
+        let quota: ResourceQuota = serde_json::from_value(json!({
+            "metadata": {"name": "compute"},
+            "spec": {"hard": {"requests.cpu": "10m", "requests.memory": "20Mi"}}
+        }))?;
+        Api::<ResourceQuota>::namespaced(env.client.clone(), &ns)
+            .create(&PostParams::default(), &quota)
+            .await?;
+        env.create_deployment_from(&ns, hungry_deployment("full"))
+            .await?;
+        env.wait_running(&ns, "full", 1).await?;
+        let original = env.live_uids(&ns, "full").await?;
+        let mut vpa = vpa_manifest("full", "full", "Recreate");
+        // One replica: without the quota the updater would evict it (the recreate test's setting).
+        vpa["spec"]["updatePolicy"]["minReplicas"] = json!(1);
+        env.create_vpa(&ns, vpa).await?;
+        let blocked = wait_for(
+            "UpdatesBlocked with reason QuotaFit",
+            RECOMMENDATION_TIMEOUT + UPDATE_TIMEOUT,
+            || async {
+                let c = condition(env, &ns, "full", "UpdatesBlocked").await?;
+                Ok(c.filter(|c| c.status == "True" && c.reason.as_deref() == Some("QuotaFit")))
+            },
+        )
+        .await?;
+        let message = blocked.message.unwrap_or_default();
+        println!("UpdatesBlocked: {message}");
+        if !message.contains("ResourceQuota compute") {
+            bail!("the condition should name the quota: {message}");
+        }
+        // Another updater loop or two (10 s on the local cluster): still the same pod.
+        tokio::time::sleep(Duration::from_secs(25)).await;
+        let now = env.live_uids(&ns, "full").await?;
+        if now != original {
+            bail!(
+                "the pod was replaced ({original:?} -> {now:?}) although the quota leaves no room"
+            );
         }
         Ok(())
     })
