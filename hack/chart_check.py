@@ -327,8 +327,11 @@ def expect_defaults(docs: list[dict]) -> None:
                       ("events.k8s.io", "events")}, f"recommender writes {writes}"
     cra = one(docs, "ClusterRole", f"{RELEASE}-admission")
     assert not any("verticalpodautoscalers/status" in r["resources"] for r in cra["rules"])
+    # Writes: its webhook configuration (self-managed certificates) and QuotaFit Events on VPAs.
     assert not any(set(r["verbs"]) - {"get", "list", "watch"} for r in cra["rules"]
-                   if "admissionregistration.k8s.io" not in r["apiGroups"]), "admission may write more than its webhook"
+                   if not {"admissionregistration.k8s.io", "events.k8s.io"} & set(r["apiGroups"])), \
+        "admission may write more than its webhook and its events"
+    expect_quota_fit(docs, enabled=True)
     # The webhook's status Lease: flags and a Role limited to that Lease in the release namespace.
     for a in ["--status-lease-name=tailor-admission", f"--status-lease-namespace={NAMESPACE}",
               "--status-lease-update-interval=10s"]:
@@ -688,6 +691,27 @@ def expect_sizing_off(docs: list[dict]) -> None:
     assert not SIZING_READS & recommender_reads(docs), recommender_reads(docs)
 
 
+def reads_quotas(docs: list[dict], component: str) -> bool:
+    role = one(docs, "ClusterRole", f"{RELEASE}-{component}")
+    return any("resourcequotas" in r["resources"] and set(r["verbs"]) == {"list", "watch"}
+               and r["apiGroups"] == [""] for r in role["rules"])
+
+
+def expect_quota_fit(docs: list[dict], enabled: bool) -> None:
+    """Quota fit (issue 28): the webhook and the updater read ResourceQuotas, or are told not to."""
+    for component in ("admission", "updater"):
+        a = args(deployment(docs, component))
+        assert ("--quota-fit=false" not in a) == enabled, (component, a)
+        assert reads_quotas(docs, component) == enabled, component
+    events = [r for r in one(docs, "ClusterRole", f"{RELEASE}-admission")["rules"]
+              if "events.k8s.io" in r["apiGroups"]]
+    assert bool(events) == enabled, events
+
+
+def expect_quota_fit_off(docs: list[dict]) -> None:
+    expect_quota_fit(docs, enabled=False)
+
+
 def expect_instance_types(docs: list[dict]) -> None:
     rec = deployment(docs, "recommender")
     assert "--node-fit-instance-types=/etc/tailor/instance-types/instance-types.yaml" in args(rec), args(rec)
@@ -712,6 +736,7 @@ MATRIX: list[tuple[str, dict, Callable[[list[dict]], None] | None, str]] = [
      lambda d: (expect_defaults(d), expect_self_managed(d), expect_sizing_defaults(d)), NAMESPACE),
     ("recommender: node fit and HPA coherence off", {"recommender": {
         "nodeFit": {"enabled": False}, "hpaCoherence": {"enabled": False}}}, expect_sizing_off, NAMESPACE),
+    ("quota fit off", {"quotaFit": {"enabled": False}}, expect_quota_fit_off, NAMESPACE),
     ("recommender: NodePool instance types from values", {"recommender": {"nodeFit": {"karpenter": {
         "instanceTypes": [{"name": "big.metal", "cpu": "190", "memory": "700Gi"}]}}}},
      expect_instance_types, NAMESPACE),

@@ -1,5 +1,6 @@
 //! In-cluster caches: Tailor VPAs in the compact [`VpaCache`], LimitRanges (managed fields and the
-//! last-applied annotation dropped) and the shared compact workload caches
+//! last-applied annotation dropped), ResourceQuotas (quota fit; only what the fit reads) and the shared
+//! compact workload caches
 //! ([`tailor_kube::workload_cache`]), feeding the [`Index`](tailor_kube::index::Index). Readiness
 //! turns true once every cache has completed its initial list.
 
@@ -16,6 +17,7 @@ use tailor_kube::shelf::CacheStopped;
 
 use crate::server::Readiness;
 use tailor_kube::index::IndexStores;
+use tailor_kube::quota_cache::{QuotaCache, spawn_quota_cache};
 
 /// Drops what no lookup reads and what makes objects big: managed fields and the last-applied annotation.
 fn strip<K: kube::Resource>(mut o: K) -> K {
@@ -28,6 +30,17 @@ fn strip<K: kube::Resource>(mut o: K) -> K {
 /// Starts one reflector per cached kind (namespaced when `namespace` is not empty) and marks `readiness`
 /// synced once all have listed. Must run inside a Tokio runtime.
 pub fn start_reflectors(client: Client, namespace: &str, readiness: Readiness) -> IndexStores {
+    start_caches(client, namespace, readiness, false).0
+}
+
+/// [`start_reflectors`], plus (with `quota_fit`) the ResourceQuota cache pods are fitted into; readiness
+/// then also waits for its first list.
+pub fn start_caches(
+    client: Client,
+    namespace: &str,
+    readiness: Readiness,
+    quota_fit: bool,
+) -> (IndexStores, Option<QuotaCache>) {
     // Lists may be served from the API server's cache. Pages of 100: a page of ReplicaSets is about 600 KB
     // of JSON held while it is decoded, and nine kinds list at once at start-up (kube-rs leaves
     // `resourceVersion=0` out of paged lists: kube-apiserver's watch cache would answer it whole).
@@ -57,11 +70,17 @@ pub fn start_reflectors(client: Client, namespace: &str, readiness: Readiness) -
         strip,
         on_error.clone(),
     );
+    let quotas =
+        quota_fit.then(|| spawn_quota_cache(&client, namespace, config.clone(), on_error.clone()));
     workload_writers.spawn(&client, namespace, &config, &on_error);
     let ready = stores.clone();
+    let quotas_ready = quotas.clone();
     tokio::spawn(async move {
         let synced = async {
             vpa_cache.wait_until_ready().await?;
+            if let Some(quotas) = &quotas_ready {
+                quotas.wait_until_ready().await?;
+            }
             let limit_ranges = ready.limit_ranges.wait_until_ready().await;
             limit_ranges.map_err(|_| CacheStopped("LimitRange"))?;
             ready.workloads.wait_until_ready().await
@@ -74,5 +93,5 @@ pub fn start_reflectors(client: Client, namespace: &str, readiness: Readiness) -
             Err(e) => tracing::error!(error = %e, "a cache stopped before its first list"),
         }
     });
-    stores
+    (stores, quotas)
 }

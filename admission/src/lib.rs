@@ -11,6 +11,7 @@ pub mod limits;
 pub mod live_owners;
 pub mod manifests;
 pub mod metrics;
+pub mod quota_report;
 pub mod review;
 pub mod selfmanaged;
 pub mod server;

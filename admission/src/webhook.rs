@@ -28,6 +28,7 @@ pub struct Webhook {
     unsized_warned: AtomicU64,
     unsized_quiet: AtomicU64,
     started: std::time::Instant,
+    quota: Option<crate::quota_report::QuotaReport>,
 }
 
 impl std::fmt::Debug for Webhook {
@@ -49,7 +50,14 @@ impl Webhook {
             unsized_warned: AtomicU64::new(0),
             unsized_quiet: AtomicU64::new(0),
             started: std::time::Instant::now(),
+            quota: None,
         }
+    }
+
+    /// Reports pods whose patch quota fit changed (metric and Events).
+    pub fn with_quota_report(mut self, report: crate::quota_report::QuotaReport) -> Self {
+        self.quota = Some(report);
+        self
     }
 
     /// Whether to warn about a pod admitted unsized now (at most once per [`UNSIZED_WARN_PERIOD_SECS`]),
@@ -75,6 +83,34 @@ impl Webhook {
     pub fn set_index(&self, index: Index) {
         self.index.store(Arc::new(index));
     }
+}
+
+/// The pod's name, or its `generateName` followed by `*` while it has none.
+fn pod_label(review: &Review<'_>) -> String {
+    let req = &review.request;
+    if !req.name.is_empty() {
+        return capped(&req.name).to_string();
+    }
+    let generate = review
+        .object
+        .and_then(|raw| serde_json::from_str::<GenerateName>(raw.get()).ok())
+        .and_then(|o| o.metadata.generate_name);
+    match generate {
+        Some(prefix) => format!("{}*", capped(&prefix)),
+        None => "(unnamed)".to_owned(),
+    }
+}
+
+/// Just the pod's `metadata.generateName`.
+#[derive(serde::Deserialize)]
+struct GenerateName {
+    metadata: GenerateNameMeta,
+}
+
+#[derive(serde::Deserialize)]
+struct GenerateNameMeta {
+    #[serde(rename = "generateName")]
+    generate_name: Option<String>,
 }
 
 impl Reviewer for Webhook {
@@ -108,6 +144,15 @@ impl Reviewer for Webhook {
                         "pod admitted unsized: its owner could not be resolved");
                 }
                 ReviewResult::Unsized(reason)
+            }
+            PodOutcome::QuotaFitted { vpa, vpa_uid, fit } => {
+                let notes = fit.notes().join("; ");
+                tracing::info!(uid = %capped(&req.uid), pod = %pod(), %vpa, outcome = fit.outcome.as_str(),
+                    quota = %capped(&notes), "pod patch fitted to the namespace's ResourceQuotas");
+                if let Some(report) = &self.quota {
+                    report.record(&vpa, &vpa_uid, &pod_label(review), &fit);
+                }
+                ReviewResult::Patched
             }
             PodOutcome::PodLevelLeftAlone { vpa } => {
                 tracing::debug!(uid = %capped(&req.uid), pod = %pod(), %vpa, "pod budgets its resources at pod level; left alone");

@@ -9,6 +9,7 @@
 //! - [`validation`]: VPA validation and defaulting, with upstream's rules and messages.
 //! - [`limitrange`] and [`sizing`]: LimitRange merging and pod sizing (recommendation processing,
 //!   proportional limits, pod-level budgets) shared by the webhook and the updater.
+//! - [`quota`]: quota fit — raises cut to the namespace's ResourceQuota headroom (webhook and updater).
 //! - [`target`]: target resolution (well-known kinds, controller owner, workload selectors, label-selector
 //!   matching); kinds outside the well-known set are looked up by the caller.
 //! - [`workload`]: the seven well-known workload kinds reduced to what target matching reads.
@@ -22,6 +23,7 @@ pub mod label_selector;
 pub mod limitrange;
 pub mod policy;
 pub mod quantity;
+pub mod quota;
 pub mod sizing;
 pub mod target;
 pub mod text;

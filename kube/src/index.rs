@@ -350,6 +350,7 @@ pub struct Index {
     vpas: Arc<dyn VpaSource>,
     workloads: WorkloadStores,
     limit_ranges: Box<dyn ObjectSource<LimitRange>>,
+    quotas: Option<Arc<dyn crate::quota_cache::QuotaSource>>,
     scale: Option<Arc<dyn ScaleLookup>>,
     fallback: Option<Arc<dyn OwnerFallback>>,
 }
@@ -424,6 +425,7 @@ impl Index {
             vpas: Arc::new(StaticSource::new(objects.vpas)),
             workloads,
             limit_ranges: Box::new(StaticSource::new(objects.limit_ranges)),
+            quotas: None,
             scale: (!objects.scale.objects.is_empty())
                 .then(|| Arc::new(objects.scale) as Arc<dyn ScaleLookup>),
             fallback: None,
@@ -436,6 +438,7 @@ impl Index {
             vpas: stores.vpas,
             workloads: stores.workloads,
             limit_ranges: Box::new(stores.limit_ranges),
+            quotas: None,
             scale: None,
             fallback: None,
         }
@@ -451,6 +454,20 @@ impl Index {
     pub fn with_owner_fallback(mut self, fallback: Arc<dyn OwnerFallback>) -> Self {
         self.fallback = Some(fallback);
         self
+    }
+
+    /// Adds the ResourceQuotas pods are fitted into (quota fit, issue 28); without them no quota applies.
+    pub fn with_quotas(mut self, quotas: Arc<dyn crate::quota_cache::QuotaSource>) -> Self {
+        self.quotas = Some(quotas);
+        self
+    }
+
+    /// The ResourceQuotas of `namespace` that bound a tracked key (none without [`Index::with_quotas`]).
+    pub fn quotas(&self, namespace: &str) -> Vec<tailor_core::quota::Quota> {
+        self.quotas
+            .as_ref()
+            .map(|q| q.quotas(namespace))
+            .unwrap_or_default()
     }
 
     /// The LimitRanges of `namespace`.

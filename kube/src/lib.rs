@@ -10,6 +10,7 @@ pub mod index;
 pub mod leader;
 pub mod listen;
 pub mod log;
+pub mod quota_cache;
 pub mod reflectors;
 pub mod scale;
 pub mod scale_cache;

@@ -888,6 +888,29 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         }
     }
 
+    fn quota_hold(
+        &self,
+        vpa: &VerticalPodAutoscaler,
+        pod: &CompactPod,
+        purpose: crate::quota::QuotaUse,
+    ) -> Option<crate::skip::Skip> {
+        let ns = pods::namespace(pod);
+        let quotas = self.index.quotas(ns);
+        if quotas.is_empty() {
+            return None;
+        }
+        // Errors here are the sizing's, reported by the resize or left to the eviction as before.
+        let processed = self.processed(vpa, pod).ok()?;
+        let limit_ranges = self.limit_ranges(ns);
+        let provided =
+            crate::resize::provider_resources(pod, vpa, processed.as_deref(), &limit_ranges)
+                .ok()?;
+        crate::quota::quota_hold(pod, &provided, &quotas, purpose)
+            .ok()
+            .flatten()
+            .map(crate::skip::Skip::Quota)
+    }
+
     fn begin_iteration(&mut self, now: Timestamp) {
         // The inherent method (inherent items take precedence over trait ones).
         CacheView::<R>::begin_iteration(self, now);

@@ -1,6 +1,7 @@
 //! The `UpdatesBlocked` condition (issue 30): the VPA itself says why the updater leaves its pods alone — a
-//! conflict with another VPA, or pods the webhook never sizes — next to the warning event and `tailor plan`'s
-//! reason. The recommender keeps conditions it does not own, so the two writers do not undo each other.
+//! conflict with another VPA, pods the webhook never sizes, or pods quota fit holds back (issue 28) — next to
+//! the warning event and `tailor plan`'s reason. The recommender keeps conditions it does not own, so the two
+//! writers do not undo each other.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tailor_crds::condition::UPDATES_BLOCKED;
@@ -12,7 +13,7 @@ pub const MAX_MESSAGE: usize = 1_024;
 /// Why the updater leaves a VPA's pods alone in an iteration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Blocked {
-    /// `ConflictingVPAs`, `OutsideWebhookScope` or `SizedByUpstreamVPA` (the event's reason).
+    /// `ConflictingVPAs`, `OutsideWebhookScope`, `SizedByUpstreamVPA` or `QuotaFit` (the event's reason).
     pub reason: &'static str,
     /// The event's message.
     pub message: String,

@@ -90,3 +90,21 @@ pub fn outside_webhook(message: &str) -> UpdaterEvent {
         message: message.to_owned(),
     }
 }
+
+/// The warning on a VPA some of whose pods quota fit holds back (issue 28): `pods` of them, the first for
+/// the reason `why` (the quota fit's note).
+pub fn quota_held(pods: usize, why: &str) -> UpdaterEvent {
+    let what = if pods == 1 {
+        "1 pod is".to_owned()
+    } else {
+        format!("{pods} pods are")
+    };
+    UpdaterEvent {
+        object: EventObject::Vpa,
+        type_: "Warning",
+        reason: "QuotaFit",
+        message: format!(
+            "{what} not updated: the namespace's ResourceQuota has no room for the change ({why})"
+        ),
+    }
+}

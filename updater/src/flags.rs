@@ -67,6 +67,12 @@ pub struct UpdaterFlags {
     /// chart sets `false` (they are then left alone; in-place resizes still apply).
     #[arg(long, default_value = "true", action = clap::ArgAction::Set, help_heading = "Disruption budget")]
     pub evict_job_pods: bool,
+    /// Quota fit (issue 28): resize a pod in place only when the whole raise fits its namespace's
+    /// ResourceQuota headroom, and do not evict a pod whose replacement the webhook's quota fit would give
+    /// the requests it has now. Watches ResourceQuotas (needs list/watch on them). No effect in namespaces
+    /// without a ResourceQuota.
+    #[arg(long, default_value = "true", action = clap::ArgAction::Set, help_heading = "Disruption budget")]
+    pub quota_fit: bool,
     /// Evictions (and, separately, in-place resizes) per second; ≤ 0 means unlimited.
     #[arg(long, default_value = "-1", value_parser = rate, allow_hyphen_values = true, help_heading = "Disruption budget")]
     pub eviction_rate_limit: f64,

@@ -22,6 +22,7 @@ use crate::metrics::{GaugeKind, IterationGauges, Metrics, VpaLabel};
 use crate::modes::{self, Path};
 use crate::pods::{self, CompactPod};
 use crate::priority::PodPriority;
+use crate::quota::QuotaUse;
 use crate::resize::{ResizeError, ResizePlan};
 use crate::restriction::{InPlaceDecision, InPlaceTimers, RestrictionError};
 use crate::skip::Skip;
@@ -109,6 +110,16 @@ pub trait ClusterView {
         vpa: &VerticalPodAutoscaler,
         now: Timestamp,
     ) -> Result<ResizePlan, ResizeError>;
+    /// Why quota fit holds back an update of `pod` to `vpa`'s recommendation (issue 28); views without
+    /// quotas never do.
+    fn quota_hold(
+        &self,
+        _vpa: &VerticalPodAutoscaler,
+        _pod: &CompactPod,
+        _purpose: QuotaUse,
+    ) -> Option<Skip> {
+        None
+    }
     /// Starts an iteration at `now` (views without per-iteration caches ignore it).
     fn begin_iteration(&mut self, _now: Timestamp) {}
     /// The labels of `namespace`, when known (for the webhook's namespace selector).
@@ -546,7 +557,22 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
         };
         self.evict(&chosen.evictions).await?;
         self.count(&chosen);
+        self.block_for_quota();
         Ok(())
+    }
+
+    /// Quota fit held back some pods (issue 28): the VPA says so in a warning event and its `UpdatesBlocked`
+    /// condition, as for the other reasons its pods are left alone.
+    fn block_for_quota(&mut self) {
+        let mut held = self.vpa_report.pods.values().filter_map(|a| match a {
+            Action::Skip(Skip::Quota(why)) => Some(why),
+            _ => None,
+        });
+        let Some(first) = held.next().cloned() else {
+            return;
+        };
+        let count = 1 + held.count();
+        self.block(events::quota_held(count, &first));
     }
 
     fn set(&mut self, pod: &CompactPod, action: Action) {
@@ -778,6 +804,16 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
             InPlaceDecision::Infeasible => self.record_infeasible(pod),
             InPlaceDecision::Deferred | InPlaceDecision::Approved => {}
         }
+        if let Some(skip) = self.view.quota_hold(vpa, pod, QuotaUse::Resize) {
+            // The raise does not fit in place; outside mode InPlace the replacement may still get part
+            // of it (the eviction checks that).
+            if in_place_mode {
+                self.set(pod, Action::Skip(skip));
+            } else {
+                chosen.evictions.push(Arc::clone(pod));
+            }
+            return Ok(());
+        }
         if let Err(e) = self.resize(pod).await? {
             if in_place_mode {
                 self.in_place_failed(pod, &e);
@@ -884,6 +920,10 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
     async fn evict(&mut self, evictions: &[Arc<CompactPod>]) -> Result<(), String> {
         let (vpa, now) = (self.entry.vpa, self.now);
         for pod in evictions {
+            if let Some(skip) = self.view.quota_hold(vpa, pod, QuotaUse::Replace) {
+                self.set(pod, Action::Skip(skip));
+                continue;
+            }
             if let Err(skip) = self.gate.can_evict(pod, self.state, now) {
                 self.set(pod, Action::Skip(skip));
                 continue;

@@ -25,6 +25,7 @@ pub mod modes;
 pub mod pods;
 pub mod preview;
 pub mod priority;
+pub mod quota;
 pub mod rate_limit;
 pub mod resize;
 pub mod resize_check;

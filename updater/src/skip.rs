@@ -50,6 +50,9 @@ pub enum Skip {
     /// Upstream VPA's webhook sized the pod (`vpaUpdates`): an upstream VPA covers the workload too, and
     /// an evicted pod would come back with upstream's numbers.
     SizedByUpstream,
+    /// Quota fit (issue 28): the raise does not fit the namespace's ResourceQuota headroom in place, or
+    /// the replacement of an evicted pod would get the requests it has now (the text says which quota).
+    Quota(String),
     /// Another error (the message says which).
     Error(String),
 }
@@ -80,6 +83,7 @@ impl fmt::Display for Skip {
             ),
             Skip::OutsideWebhook(why) => write!(f, "not sized by the webhook: {why}"),
             Skip::SizedByUpstream => f.write_str("sized by upstream VPA (vpaUpdates)"),
+            Skip::Quota(why) => write!(f, "quota: {why}"),
             Skip::Error(e) => write!(f, "error: {e}"),
         }
     }

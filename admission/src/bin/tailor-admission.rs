@@ -8,6 +8,7 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 use anyhow::Context as _;
 use clap::{ArgAction, Parser};
 use tailor_admission::live_owners::{LiveOwnerSettings, LiveOwners};
+use tailor_admission::quota_report::QuotaReport;
 use tailor_admission::{
     certs::{self, CertFiles, MinTlsVersion, Reloader},
     cluster, manifests,
@@ -134,6 +135,12 @@ struct Args {
     native_sidecars: bool,
     #[command(flatten)]
     floor: tailor_kube::floor_flags::PodFloorFlags,
+    /// Quota fit (issue 28): cut a patch's raises to the namespace's ResourceQuota headroom, or leave the
+    /// pod alone when even its own requests exceed it (the reason in the updates annotation, the metric
+    /// `tailor_admission_quota_fit_pods_total` and a `QuotaFit` Event on the VPA). Watches ResourceQuotas
+    /// (needs get/list/watch on them). No effect in namespaces without a ResourceQuota. Cluster mode only.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = true, action = ArgAction::Set)]
+    quota_fit: bool,
 
     /// Most webhook connections open at once (at least 1). At the limit the connection idle longest is closed
     /// for a new one. The API server needs a few per replica; keep it below the process's file limit.
@@ -224,7 +231,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let metrics_addr = args.listen.socket_addr()?;
     let webhook_addr = SocketAddr::new(args.bind_address, args.port);
-    let metrics = Metrics::new();
+    let mut metrics = Metrics::new();
     let readiness = Readiness::new();
 
     // Shutdown fan-out: the signal resolves every waiter.
@@ -268,10 +275,11 @@ async fn main() -> anyhow::Result<()> {
                 StatusLease::new(client.clone(), lease)
                     .run(move |quiet| gate.may_renew_lease(quiet), stopped()),
             );
-            let stores = cluster::start_reflectors(
+            let (stores, quotas) = cluster::start_caches(
                 client.clone(),
                 &args.vpa_object_namespace,
                 readiness.clone(),
+                args.quota_fit,
             );
             // Controllers of other kinds (Argo Rollouts, custom controllers) through their `/scale`
             // subresource, fetched in the background: a review never waits on the API server.
@@ -288,10 +296,19 @@ async fn main() -> anyhow::Result<()> {
                 tokio::runtime::Handle::current(),
                 LiveOwnerSettings::default(),
             );
-            let index = Index::from_stores(stores)
+            let mut index = Index::from_stores(stores)
                 .with_scale_lookup(Arc::new(scale))
                 .with_owner_fallback(Arc::new(live));
-            Arc::new(Webhook::new(index, gates, options))
+            let mut report = None;
+            if let Some(quotas) = quotas {
+                index = index.with_quotas(Arc::new(quotas));
+                report = Some(QuotaReport::new(metrics.registry_mut()).with_events(client.clone()));
+            }
+            let webhook = Webhook::new(index, gates, options);
+            Arc::new(match report {
+                Some(report) => webhook.with_quota_report(report),
+                None => webhook,
+            })
         }
     };
 

@@ -32,6 +32,7 @@ mod review;
 use boost::*;
 pub use patch::*;
 pub use review::*;
+use tailor_core::quota::{Charged, Quota, QuotaFit, QuotaOutcome, fit_to_quotas};
 use tailor_core::sizing::*;
 
 /// Why a pod was left alone without looking at the recommendation.
@@ -71,6 +72,8 @@ pub struct PodPatch {
     /// Resources the recommendation would have changed but the pod budgets at pod level
     /// ([`pod_level_resources`]): left alone in every container.
     pub pod_level: Vec<&'static str>,
+    /// What quota fit did ([`patch_pod_within`]; `Fits` without quotas).
+    pub quota: QuotaFit,
 }
 
 #[cfg(test)]

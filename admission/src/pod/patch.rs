@@ -147,11 +147,12 @@ pub fn canonical(q: &Quantity) -> Quantity {
 }
 
 /// The text of the updates annotation: `Pod resources updated by <vpa>: container 0: …; container 1: …`,
-/// then a note per resource left alone because the pod budgets it at pod level.
+/// then a note per resource left alone because the pod budgets it at pod level, then `notes` (quota fit).
 pub fn updates_annotation_value(
     vpa_name: &str,
     updates: &[ContainerUpdate],
     pod_level: &[&str],
+    notes: &[String],
 ) -> String {
     let mut parts: Vec<String> = updates
         .iter()
@@ -165,6 +166,7 @@ pub fn updates_annotation_value(
         })
         .collect();
     parts.extend(pod_level.iter().map(|r| pod_level_note(r)));
+    parts.extend(notes.iter().cloned());
     format!("Pod resources updated by {vpa_name}: {}", parts.join("; "))
 }
 
@@ -199,6 +201,19 @@ pub fn patch_pod(
     limit_ranges: &[LimitRange],
     options: &PatchOptions,
 ) -> Result<PodPatch, PodError> {
+    patch_pod_within(pod, vpa, limit_ranges, &[], options)
+}
+
+/// [`patch_pod`] with the namespace's ResourceQuotas (quota fit, issue 28): raises are cut to the quotas'
+/// headroom ([`fit_to_quotas`]), or every change dropped when the pod without them does not fit, and the
+/// updates annotation says which quota held what back. No quota: exactly [`patch_pod`].
+pub fn patch_pod_within(
+    pod: &Pod,
+    vpa: &VerticalPodAutoscaler,
+    limit_ranges: &[LimitRange],
+    quotas: &[Quota],
+    options: &PatchOptions,
+) -> Result<PodPatch, PodError> {
     let annotations = pod.metadata.annotations.as_ref();
     let has = |key: &str| annotations.is_some_and(|a| a.contains_key(key));
     if has(UPSTREAM_UPDATES_ANNOTATION) {
@@ -222,6 +237,13 @@ pub fn patch_pod(
     let slots = slots(pod, options);
     let mut resources = resources_for_slots(pod, &slots, vpa, limit_ranges, options)?;
     let pod_level = leave_pod_level_alone(pod, &mut resources);
+    // A VPA in mode Off is matched only for its start-up boost: its recommendation is not applied, so
+    // there is nothing to fit.
+    let quota = if quotas.is_empty() || update_mode(&vpa.spec) == UpdateMode::Off {
+        QuotaFit::default()
+    } else {
+        fit_to_quotas(pod, &slots, &mut resources, quotas, Charged::New)?
+    };
     let governed = pod_level_resources(pod);
     let (resource_ops, updates) = resource_patches(vpa, &slots, &resources, &governed, options)?;
     let mut ops = Vec::new();
@@ -229,11 +251,12 @@ pub fn patch_pod(
         ops.push(add_op("/metadata/annotations", json!({})));
     }
     ops.extend(resource_ops);
-    if !updates.is_empty() || !pod_level.is_empty() {
+    let quota_notes = quota.notes();
+    if !updates.is_empty() || !pod_level.is_empty() || !quota_notes.is_empty() {
         let name = vpa.metadata.name.as_deref().unwrap_or_default();
         ops.push(add_annotation_op(
             UPDATES_ANNOTATION,
-            &updates_annotation_value(name, &updates, &pod_level),
+            &updates_annotation_value(name, &updates, &pod_level, &quota_notes),
         ));
     }
     ops.push(add_annotation_op(
@@ -245,5 +268,6 @@ pub fn patch_pod(
         skipped: None,
         updates,
         pod_level,
+        quota,
     })
 }

@@ -33,6 +33,15 @@ pub enum PodOutcome {
         /// The VPA, as `namespace/name`.
         vpa: String,
     },
+    /// Patched from VPA `vpa`, but quota fit cut or dropped its raises, or left the pod alone.
+    QuotaFitted {
+        /// The VPA, as `namespace/name`.
+        vpa: String,
+        /// The VPA's `metadata.uid` (for the Event on it; empty when unknown).
+        vpa_uid: String,
+        /// What quota fit did and why.
+        fit: QuotaFit,
+    },
     /// An error left the pod unmodified.
     Error(String),
 }
@@ -94,7 +103,9 @@ pub fn review_pod(
         }
     };
     let limit_ranges = index.limit_ranges(&namespace);
-    match patch_pod(&pod, &vpa, &limit_ranges, options) {
+    let quotas = index.quotas(&namespace);
+    let vpa_uid = vpa.metadata.uid.clone();
+    match patch_pod_within(&pod, &vpa, &limit_ranges, &quotas, options) {
         Ok(PodPatch {
             skipped: Some(reason),
             patch,
@@ -121,7 +132,13 @@ pub fn review_pod(
                     "{namespace}/{}",
                     vpa.metadata.name.as_deref().unwrap_or_default()
                 );
-                let outcome = if result.updates.is_empty() && !result.pod_level.is_empty() {
+                let outcome = if result.quota.outcome != QuotaOutcome::Fits {
+                    PodOutcome::QuotaFitted {
+                        vpa,
+                        vpa_uid: vpa_uid.unwrap_or_default(),
+                        fit: result.quota,
+                    }
+                } else if result.updates.is_empty() && !result.pod_level.is_empty() {
                     PodOutcome::PodLevelLeftAlone { vpa }
                 } else {
                     PodOutcome::Patched { vpa }

@@ -519,3 +519,80 @@ fn two_vpas_on_one_workload_are_named_in_the_response_warnings() {
     );
     assert_eq!(resp.warnings, None);
 }
+
+fn quota_index(used_cpu: &str) -> Index {
+    let quota: k8s_openapi::api::core::v1::ResourceQuota = serde_json::from_value(json!({
+        "metadata": {"name": "compute", "namespace": "default"},
+        "spec": {"hard": {"requests.cpu": "1", "pods": "10"}},
+        "status": {"hard": {"requests.cpu": "1", "pods": "10"}, "used": {"requests.cpu": used_cpu}}
+    }))
+    .unwrap();
+    web_index(vec![web_vpa(json!([]))]).with_quotas(std::sync::Arc::new(
+        tailor_kube::quota_cache::StaticQuotas::new(&[quota]),
+    ))
+}
+
+#[test]
+fn quota_fit_cuts_the_raise_and_says_why() {
+    let p = web_pod();
+    let (resp, outcome) = review_pod(
+        &decoded(&pod_request(p.clone(), "v1")),
+        &quota_index("840m"),
+        &PatchOptions::default(),
+    );
+    let PodOutcome::QuotaFitted { vpa, fit, .. } = outcome else {
+        panic!("{outcome:?}");
+    };
+    assert_eq!(vpa, "default/web-vpa");
+    assert_eq!(fit.outcome, tailor_core::quota::QuotaOutcome::Scaled);
+    let patch: Patch = serde_json::from_slice(resp.patch.as_deref().unwrap()).unwrap();
+    let doc = apply(&p, &patch);
+    // 160m free; the pod already asks 110m (the sidecar counts): the app may reach 150m, its limit kept
+    // in proportion.
+    let app = &doc["spec"]["containers"][0]["resources"];
+    assert_eq!(app["requests"]["cpu"], "150m");
+    assert_eq!(app["limits"]["cpu"], "600m");
+    assert_eq!(app["requests"]["memory"], "256Mi", "memory has no quota");
+    let note = doc["metadata"]["annotations"][UPDATES_ANNOTATION]
+        .as_str()
+        .unwrap();
+    assert!(
+        note.contains(
+            "cpu raise cut to 50% to fit ResourceQuota compute (requests.cpu headroom 160m)"
+        ),
+        "{note}"
+    );
+}
+
+#[test]
+fn quota_fit_leaves_a_pod_that_does_not_fit_anyway_alone() {
+    let p = web_pod();
+    let (resp, outcome) = review_pod(
+        &decoded(&pod_request(p.clone(), "v1")),
+        &quota_index("950m"),
+        &PatchOptions::default(),
+    );
+    assert!(
+        matches!(&outcome, PodOutcome::QuotaFitted { fit, .. }
+            if fit.outcome == tailor_core::quota::QuotaOutcome::LeftAlone),
+        "{outcome:?}"
+    );
+    let patch: Patch = serde_json::from_slice(resp.patch.as_deref().unwrap()).unwrap();
+    let doc = apply(&p, &patch);
+    assert_eq!(doc["spec"], p["spec"], "no resource changed");
+    let note = doc["metadata"]["annotations"][UPDATES_ANNOTATION]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        note,
+        "Pod resources updated by web-vpa: resources left alone: the pod without Tailor's raises exceeds \
+         ResourceQuota compute (requests.cpu headroom 50m)"
+    );
+    // Room for everything: an ordinary patch.
+    let (_, outcome) = review_pod(
+        &decoded(&pod_request(p, "v1")),
+        &quota_index("0"),
+        &PatchOptions::default(),
+    );
+    assert!(matches!(outcome, PodOutcome::Patched { .. }), "{outcome:?}");
+}

@@ -225,6 +225,7 @@ impl Registry {
                 .with_sub("resize"),
             t("", "v1", "Event", "events", true),
             t("", "v1", "LimitRange", "limitranges", true),
+            t("", "v1", "ResourceQuota", "resourcequotas", true).with_status(),
             t("", "v1", "Namespace", "namespaces", false).with_status(),
             t("", "v1", "Node", "nodes", false).with_status(),
             t("", "v1", "Secret", "secrets", true),

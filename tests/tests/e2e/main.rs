@@ -30,6 +30,7 @@ mod hpa;
 mod in_place;
 mod node_fit;
 mod node_pool;
+mod quota;
 mod recommendation;
 mod recreate;
 mod resilience;

@@ -334,3 +334,70 @@ spec:
     let logs = adm.log_lines().join("\n");
     assert!(!logs.contains("watch failed"), "{logs}");
 }
+
+/// Quota fit (issue 28): the webhook caches the namespace's ResourceQuota, cuts the raise to its headroom,
+/// says so in the updates annotation and records a `QuotaFit` Event on the VPA (through events.k8s.io).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quota_fit_cuts_the_patch_and_records_an_event() {
+    let server = ApiServer::start().await.unwrap();
+    server.load_yaml(namespace()).unwrap();
+    server.load_yaml(&workload("web", "100m", "64Mi")).unwrap();
+    server
+        .load_yaml(
+            r#"
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: compute, namespace: shop}
+spec: {hard: {requests.cpu: 500m}}
+status: {hard: {requests.cpu: 500m}, used: {requests.cpu: 400m}}
+"#,
+        )
+        .unwrap();
+    let mut v = vpa("web", "web");
+    v["status"] = json!({"recommendation": {"containerRecommendations": [
+        {"containerName": "app", "target": {"cpu": "1", "memory": "64Mi"}}]}});
+    server.put(v).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("webhook-ca").unwrap();
+    let cert = ca.issue(&["localhost", "127.0.0.1"]).unwrap();
+    let (adm, addrs) = start_admission(&server, dir.path(), "admission", &cert, &[]).await;
+    wait_admission_ready(&adm, &addrs, WAIT).await;
+    let mut p = pod("ReplicaSet", "apps/v1", "web-7c9f");
+    p["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "50m"}});
+    let answer = post_review(addrs.webhook, &ca.ca_pem, &review("q-1", &p)).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    let patch = b64(&answer["response"]["patch"]);
+    let ops: Vec<Value> = serde_json::from_slice(&patch).unwrap_or_default();
+    let cpu = ops
+        .iter()
+        .find(|op| op["path"] == "/spec/containers/0/resources/requests/cpu")
+        .map(|op| op["value"].clone());
+    // 100m free for the new pod, which asks 50m of it: raised to 100m, not to 1.
+    assert_eq!(cpu, Some(json!("100m")), "{ops:?}");
+    let note = ops
+        .iter()
+        .find(|op| op["path"] == "/metadata/annotations/tailor.dev~1updates")
+        .and_then(|op| op["value"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        note.contains("ResourceQuota compute (requests.cpu headroom 100m)"),
+        "{note}"
+    );
+    let event = server
+        .wait_for(WAIT, |s| {
+            s.list("events.k8s.io/v1", "Event", Some("shop"))
+                .into_iter()
+                .find(|e| e["reason"] == "QuotaFit")
+        })
+        .await
+        .unwrap_or_else(|| panic!("no QuotaFit event:\n{}", adm.log_lines().join("\n")));
+    assert_eq!(event["regarding"]["name"], "web", "{event}");
+    assert!(
+        event["note"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("web-7c9f-"),
+        "{event}"
+    );
+}

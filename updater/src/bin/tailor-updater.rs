@@ -24,6 +24,7 @@ use tailor_kube::index::{Index, IndexStores, ScaleLookup};
 use tailor_kube::leader::{Fence, LeaderElector, LeaderFlags};
 use tailor_kube::listen::ListenFlags;
 use tailor_kube::log::LogFlags;
+use tailor_kube::quota_cache::spawn_quota_cache;
 use tailor_kube::reflectors::{OnWatchError, api, spawn_reflector, workload_stores};
 use tailor_kube::scale_cache::{ScaleCache, ScaleCacheSettings};
 use tailor_kube::shutdown::Shutdown;
@@ -235,6 +236,10 @@ async fn main() -> anyhow::Result<()> {
         strip,
         on_error.clone(),
     );
+    let quotas = args
+        .updater
+        .quota_fit
+        .then(|| spawn_quota_cache(&client, ns, config.clone(), on_error.clone()));
     workload_writers.spawn(&client, ns, &config, &on_error);
     let rs = Writer::default();
     let ss = Writer::default();
@@ -360,7 +365,10 @@ async fn main() -> anyhow::Result<()> {
             }
         });
     }
-    let index = Index::from_stores(stores).with_scale_lookup(scale_lookup);
+    let mut index = Index::from_stores(stores).with_scale_lookup(scale_lookup);
+    if let Some(quotas) = quotas {
+        index = index.with_quotas(Arc::new(quotas));
+    }
 
     let status = args
         .status

@@ -373,7 +373,10 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
             replication_controllers: snapshot.replication_controllers.clone(),
             limit_ranges: snapshot.limit_ranges.clone(),
             scale: snapshot.scale.clone(),
-        }),
+        })
+        .with_quotas(Arc::new(tailor_kube::quota_cache::StaticQuotas::new(
+            &snapshot.resource_quotas,
+        ))),
         SnapshotReplicas::of(snapshot),
         settings.restriction.clone(),
         settings.iteration.gates,

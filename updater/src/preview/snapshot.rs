@@ -1,5 +1,5 @@
 //! A cluster snapshot as `kubectl get -o yaml` prints it: files of YAML or JSON documents, `List` objects
-//! included, holding pods, Tailor VPAs, workloads, PodDisruptionBudgets, LimitRanges and Leases.
+//! included, holding pods, Tailor VPAs, workloads, PodDisruptionBudgets, LimitRanges, ResourceQuotas and Leases.
 
 use std::path::{Path, PathBuf};
 
@@ -65,6 +65,8 @@ pub struct Snapshot {
     pub replication_controllers: Vec<ReplicationController>,
     /// LimitRanges.
     pub limit_ranges: Vec<LimitRange>,
+    /// ResourceQuotas (quota fit).
+    pub resource_quotas: Vec<k8s_openapi::api::core::v1::ResourceQuota>,
     /// PodDisruptionBudgets.
     pub pdbs: Vec<PodDisruptionBudget>,
     /// Leases (the webhook's status Lease among them).
@@ -160,6 +162,7 @@ impl Snapshot {
                     self.replication_controllers.push(decode(path, index, doc)?)
                 }
                 "LimitRange" => self.limit_ranges.push(decode(path, index, doc)?),
+                "ResourceQuota" => self.resource_quotas.push(decode(path, index, doc)?),
                 "PodDisruptionBudget" => self.pdbs.push(decode(path, index, doc)?),
                 "Lease" => self.leases.push(decode(path, index, doc)?),
                 "Namespace" => self.namespaces.push(decode(path, index, doc)?),

@@ -4,5 +4,6 @@
 mod budgets;
 mod conformance;
 mod loop_api;
+mod quota_fit;
 mod resize_refusals;
 mod upstream_sized;
