@@ -31,6 +31,7 @@ mod in_place;
 mod node_fit;
 mod node_pool;
 mod quota;
+mod readme;
 mod recommendation;
 mod recreate;
 mod resilience;

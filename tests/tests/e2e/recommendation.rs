@@ -180,6 +180,8 @@ async fn constant_usage_gives_the_numbers_of_tailor_recommend() {
                 )))
             })
             .await?;
+        // From here the recommender can read a sample: its next loop writes the status.
+        let sample_seen = Instant::now();
         // The same samples through the offline CLI: constant usage puts every sample in one histogram bucket,
         // so the target does not depend on how many samples the recommender has seen.
         let csv: String =
@@ -249,6 +251,20 @@ async fn constant_usage_gives_the_numbers_of_tailor_recommend() {
             },
         )
         .await?;
+        // Within two recommender intervals of the first sample metrics.k8s.io served (issue 33), plus the
+        // test's own polling and API round trips.
+        let interval = recommender_interval()?;
+        let took = sample_seen.elapsed();
+        println!(
+            "recommendation {:.1}s after the first sample was served (recommender interval {}s)",
+            took.as_secs_f64(),
+            interval.as_secs()
+        );
+        if took > 2 * interval + Duration::from_secs(2) {
+            bail!(
+                "the recommendation took {took:?} after the first sample, over two recommender intervals ({interval:?})"
+            );
+        }
         if live.1 != Some(uncapped) {
             bail!(
                 "uncappedTarget {:?} live, {uncapped:?} from tailor recommend",
@@ -344,4 +360,33 @@ async fn a_vpa_moved_to_another_workload_drops_the_old_ones_history() {
         Ok(())
     })
     .await;
+}
+
+/// The recommender's interval on the test cluster: `recommender.interval` of `hack/cluster/values.yaml`
+/// (seconds or minutes, as the file writes it).
+fn recommender_interval() -> Result<Duration> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../hack/cluster/values.yaml");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let section = text
+        .split_once("\nrecommender:\n")
+        .context("no recommender: section in hack/cluster/values.yaml")?
+        .1;
+    let value = section
+        .lines()
+        .take_while(|l| l.starts_with(' ') || l.is_empty())
+        .find_map(|l| l.trim().strip_prefix("interval:"))
+        .context("no recommender.interval in hack/cluster/values.yaml")?
+        .trim();
+    let parse = |n: &str| {
+        n.parse::<u64>()
+            .with_context(|| format!("interval {value:?}"))
+    };
+    if let Some(n) = value.strip_suffix('s') {
+        Ok(Duration::from_secs(parse(n)?))
+    } else if let Some(n) = value.strip_suffix('m') {
+        Ok(Duration::from_secs(60 * parse(n)?))
+    } else {
+        bail!("recommender.interval {value:?}: expected seconds or minutes")
+    }
 }
