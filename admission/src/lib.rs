@@ -22,3 +22,4 @@ pub mod pod;
 pub mod preview;
 pub mod vpa;
 pub mod vpa_cache;
+pub mod vpa_events;

@@ -29,6 +29,7 @@ pub struct Webhook {
     unsized_quiet: AtomicU64,
     started: std::time::Instant,
     quota: Option<crate::quota_report::QuotaReport>,
+    events: Option<crate::vpa_events::VpaEvents>,
 }
 
 impl std::fmt::Debug for Webhook {
@@ -51,7 +52,14 @@ impl Webhook {
             unsized_quiet: AtomicU64::new(0),
             started: std::time::Instant::now(),
             quota: None,
+            events: None,
         }
+    }
+
+    /// Writes a `PodAdmittedUnsized` Event on the VPAs that probably cover a pod admitted unsized.
+    pub fn with_events(mut self, events: crate::vpa_events::VpaEvents) -> Self {
+        self.events = Some(events);
+        self
     }
 
     /// Reports pods whose patch quota fit changed (metric and Events).
@@ -113,6 +121,37 @@ struct GenerateNameMeta {
     generate_name: Option<String>,
 }
 
+impl Webhook {
+    /// A `PodAdmittedUnsized` Event on each VPA that probably covers the pod (`vpas`: name, uid).
+    fn report_unsized(
+        &self,
+        review: &Review<'_>,
+        reason: crate::review::UnsizedReason,
+        detail: &str,
+        vpas: Vec<(String, String)>,
+    ) {
+        let Some(events) = &self.events else {
+            return;
+        };
+        let namespace = review.request.namespace.as_deref().unwrap_or_default();
+        let note = format!(
+            "Pod {}: admitted without this VPA's requests: {} ({})",
+            pod_label(review),
+            capped(detail),
+            reason.as_str()
+        );
+        for (name, uid) in vpas {
+            events.send(crate::vpa_events::VpaEvent {
+                namespace: namespace.to_owned(),
+                name,
+                uid,
+                reason: "PodAdmittedUnsized",
+                note: note.clone(),
+            });
+        }
+    }
+}
+
 impl Reviewer for Webhook {
     fn review_pod(&self, review: &Review<'_>) -> Reviewed {
         let index = self.index.load();
@@ -137,12 +176,17 @@ impl Reviewer for Webhook {
                 tracing::debug!(uid = %capped(&req.uid), pod = %pod(), reason = %capped(&reason), "pod not matched");
                 ReviewResult::Allowed
             }
-            PodOutcome::Unsized { reason, detail } => {
+            PodOutcome::Unsized {
+                reason,
+                detail,
+                vpas,
+            } => {
                 if let Some(unwarned) = self.unsized_warning() {
                     tracing::warn!(uid = %capped(&req.uid), pod = %pod(), reason = reason.as_str(),
                         error = %capped(&detail), not_warned_since_last = unwarned,
                         "pod admitted unsized: its owner could not be resolved");
                 }
+                self.report_unsized(review, reason, &detail, vpas);
                 ReviewResult::Unsized(reason)
             }
             PodOutcome::QuotaFitted { vpa, vpa_uid, fit } => {

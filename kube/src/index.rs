@@ -698,6 +698,47 @@ impl Index {
     }
 }
 
+impl Index {
+    /// The VPAs that probably govern a pod whose owner chain stopped at `e` (a pod admitted unsized):
+    /// those naming the unresolved owner itself, and for a ReplicaSet or a Job those naming the Deployment
+    /// or CronJob its name was made from (`<parent>-<suffix>`, as their controllers name them), as
+    /// (name, uid); at most [`MAX_CONFLICT_NAMES`]. Empty when the error names no owner.
+    pub fn likely_vpas(&self, e: &ChainError) -> Vec<(String, String)> {
+        let (ChainError::Missing {
+            kind,
+            namespace,
+            name,
+        }
+        | ChainError::Unread {
+            kind,
+            namespace,
+            name,
+            ..
+        }) = e
+        else {
+            return Vec::new();
+        };
+        let parent = match kind.as_str() {
+            "ReplicaSet" => Some("Deployment"),
+            "Job" => Some("CronJob"),
+            _ => None,
+        }
+        .zip(name.rsplit_once('-').map(|(p, _)| p));
+        let mut found = self.vpas.active_targeting(namespace, kind, name);
+        if let Some((parent_kind, parent_name)) = parent {
+            found.extend(
+                self.vpas
+                    .active_targeting(namespace, parent_kind, parent_name),
+            );
+        }
+        found
+            .iter()
+            .take(MAX_CONFLICT_NAMES)
+            .map(|v| (v.name_any(), v.metadata.uid.clone().unwrap_or_default()))
+            .collect()
+    }
+}
+
 /// Most VPA names [`Matched::names`] holds.
 pub const MAX_CONFLICT_NAMES: usize = 8;
 
@@ -839,6 +880,31 @@ mod tests {
             index.matching_vpa(&pod(), "ns"),
             Err(ChainError::Missing { .. })
         ));
+    }
+
+    #[test]
+    fn the_likely_vpas_of_an_unresolved_owner_are_those_of_the_workload_it_was_named_after() {
+        let index = Index::from_objects(IndexObjects {
+            vpas: vec![
+                vpa("a", "2024-01-01T00:00:00Z", "Recreate"),
+                vpa("off", "2024-01-01T00:00:00Z", "Off"),
+            ],
+            ..Default::default()
+        });
+        let missing = |kind: &str, name: &str, namespace: &str| ChainError::Missing {
+            kind: kind.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        };
+        let names = |e: &ChainError| -> Vec<String> {
+            index.likely_vpas(e).into_iter().map(|(n, _)| n).collect()
+        };
+        // A rollout's new ReplicaSet of Deployment web, not yet cached: the VPA on web (Off takes no part).
+        assert_eq!(names(&missing("ReplicaSet", "web-7c9f5d", "ns")), ["a"]);
+        assert!(names(&missing("ReplicaSet", "web-7c9f5d", "other")).is_empty());
+        assert!(names(&missing("ReplicaSet", "webshop-1", "ns")).is_empty());
+        assert!(names(&missing("StatefulSet", "web-1", "ns")).is_empty());
+        assert!(names(&ChainError::Cycle).is_empty());
     }
 
     #[test]

@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use clap::{ArgAction, Parser};
 use tailor_admission::live_owners::{LiveOwnerSettings, LiveOwners};
 use tailor_admission::quota_report::QuotaReport;
+use tailor_admission::vpa_events::VpaEvents;
 use tailor_admission::{
     certs::{self, CertFiles, MinTlsVersion, Reloader},
     cluster, manifests,
@@ -299,12 +300,14 @@ async fn main() -> anyhow::Result<()> {
             let mut index = Index::from_stores(stores)
                 .with_scale_lookup(Arc::new(scale))
                 .with_owner_fallback(Arc::new(live));
+            // Events on VPAs: pods admitted unsized, and quota fit's cuts.
+            let events = VpaEvents::start(client.clone(), metrics.registry_mut());
             let mut report = None;
             if let Some(quotas) = quotas {
                 index = index.with_quotas(Arc::new(quotas));
-                report = Some(QuotaReport::new(metrics.registry_mut()).with_events(client.clone()));
+                report = Some(QuotaReport::new(metrics.registry_mut()).with_events(events.clone()));
             }
-            let webhook = Webhook::new(index, gates, options);
+            let webhook = Webhook::new(index, gates, options).with_events(events);
             Arc::new(match report {
                 Some(report) => webhook.with_quota_report(report),
                 None => webhook,

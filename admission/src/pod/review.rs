@@ -21,6 +21,8 @@ pub enum PodOutcome {
         reason: crate::review::UnsizedReason,
         /// The chain error.
         detail: String,
+        /// The VPAs that probably cover the pod, as (name, uid) ([`tailor_kube::index::Index::likely_vpas`]).
+        vpas: Vec<(String, String)>,
     },
     /// The pod already carries upstream's `vpaUpdates` annotation and was left alone (but for Tailor's
     /// annotations of an earlier call, removed).
@@ -98,6 +100,7 @@ pub fn review_pod(
                 PodOutcome::Unsized {
                     reason: crate::review::UnsizedReason::of(&e),
                     detail: e.to_string(),
+                    vpas: index.likely_vpas(&e),
                 },
             );
         }

@@ -419,12 +419,16 @@ fn pods_whose_owner_cannot_be_resolved_are_unsized_under_their_own_reason() {
         let PodOutcome::Unsized {
             reason: got,
             detail,
+            vpas,
         } = outcome
         else {
             panic!("{fallback:?}: {outcome:?}");
         };
         assert_eq!(got, reason, "{fallback:?}");
         assert!(detail.contains("ReplicaSet default/web-abc"), "{detail}");
+        // The VPA on Deployment web (web-vpa), whose ReplicaSet web-abc could not be read, hears of it.
+        let names: Vec<&str> = vpas.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["web-vpa"], "{fallback:?}");
         assert_eq!(ReviewResult::Unsized(got).as_str(), label);
     }
     // Found live: sized.

@@ -401,3 +401,45 @@ status: {hard: {requests.cpu: 500m}, used: {requests.cpu: 400m}}
         "{event}"
     );
 }
+
+/// A pod whose ReplicaSet neither the caches nor the API server know (issue 31): admitted unsized, and the
+/// VPA on the Deployment that ReplicaSet's name was made from gets a `PodAdmittedUnsized` Event saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_admitted_unsized_is_reported_on_its_likely_vpa() {
+    let server = ApiServer::start().await.unwrap();
+    server.load_yaml(namespace()).unwrap();
+    server.load_yaml(&workload("web", "100m", "64Mi")).unwrap();
+    let mut v = vpa("web", "web");
+    v["status"] = json!({"recommendation": {"containerRecommendations": [
+        {"containerName": "app", "target": {"cpu": "300m", "memory": "64Mi"}}]}});
+    server.put(v).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("webhook-ca").unwrap();
+    let cert = ca.issue(&["localhost", "127.0.0.1"]).unwrap();
+    let (adm, addrs) = start_admission(&server, dir.path(), "admission", &cert, &[]).await;
+    wait_admission_ready(&adm, &addrs, WAIT).await;
+    let p = pod("ReplicaSet", "apps/v1", "web-0dd1");
+    let answer = post_review(addrs.webhook, &ca.ca_pem, &review("u-1", &p)).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    assert!(answer["response"]["patch"].is_null(), "{answer}");
+    let event = server
+        .wait_for(WAIT, |s| {
+            s.list("events.k8s.io/v1", "Event", Some("shop"))
+                .into_iter()
+                .find(|e| e["reason"] == "PodAdmittedUnsized")
+        })
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "no PodAdmittedUnsized event:\n{}",
+                adm.log_lines().join("\n")
+            )
+        });
+    assert_eq!(event["regarding"]["name"], "web", "{event}");
+    assert_eq!(event["type"], "Warning", "{event}");
+    let note = event["note"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("web-0dd1") && note.contains("unsized_owner_missing"),
+        "{event}"
+    );
+}

@@ -1,0 +1,201 @@
+//! Warning Events the webhook writes on VPAs: `QuotaFit` (quota fit changed a pod's patch, issue 28) and
+//! `PodAdmittedUnsized` (a pod the VPA probably covers was admitted without its requests, issue 31). The pod
+//! may have no name yet, so the VPA carries them. A burst of pod creations must not become a burst of Events:
+//! at most one per VPA and reason per [`EVENT_PERIOD`], the next one counting the pods in between; events
+//! wait in a bounded queue written by one task, and a review never waits for it.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
+use tokio::sync::mpsc;
+
+/// At most one Event per VPA and reason in this period.
+pub const EVENT_PERIOD: Duration = Duration::from_secs(60);
+/// Most Events waiting to be written; more are dropped (and counted).
+pub const EVENT_QUEUE: usize = 64;
+/// Most (VPA, reason) pairs remembered by the rate limit; beyond it, entries older than [`EVENT_PERIOD`]
+/// are forgotten.
+pub const GATE_ENTRIES: usize = 4096;
+/// How long one Event may take before it is given up.
+const PUBLISH_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest note kept (the API allows 1 KiB).
+const NOTE_BYTES: usize = 1000;
+
+/// One Event to write on a VPA.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VpaEvent {
+    /// The VPA's namespace.
+    pub namespace: String,
+    /// The VPA's name.
+    pub name: String,
+    /// The VPA's uid (empty when unknown).
+    pub uid: String,
+    /// The Event's reason (`QuotaFit`, `PodAdmittedUnsized`).
+    pub reason: &'static str,
+    /// What happened, for the note.
+    pub note: String,
+}
+
+/// The queue of Events to write, and the count of those dropped because it was full.
+#[derive(Clone, Debug)]
+pub struct VpaEvents {
+    tx: mpsc::Sender<VpaEvent>,
+    dropped: Counter,
+}
+
+impl VpaEvents {
+    /// Starts the writer (as `tailor-admission`, through `client`) and registers
+    /// `tailor_admission_vpa_events_dropped_total` in `registry`. Must run inside a Tokio runtime.
+    pub fn start(client: Client, registry: &mut Registry) -> Self {
+        let dropped = Counter::default();
+        registry.register(
+            "vpa_events_dropped",
+            "Events on VPAs (QuotaFit, PodAdmittedUnsized) not written because their queue was full",
+            dropped.clone(),
+        );
+        let (tx, rx) = mpsc::channel(EVENT_QUEUE);
+        let recorder = Recorder::new(
+            client,
+            Reporter {
+                controller: "tailor-admission".into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        );
+        tokio::spawn(write_events(rx, recorder));
+        VpaEvents { tx, dropped }
+    }
+
+    /// Queues `event` without waiting; a full queue drops it and counts it.
+    pub fn send(&self, event: VpaEvent) {
+        if self.tx.try_send(event).is_err() {
+            self.dropped.inc();
+        }
+    }
+}
+
+/// One Event per VPA and reason per [`EVENT_PERIOD`]; the ones in between are counted into the next.
+#[derive(Debug, Default)]
+pub struct EventGate {
+    last: HashMap<(String, String, &'static str), (Instant, u64)>,
+}
+
+impl EventGate {
+    /// Whether to write an Event `reason` for `namespace/name` at `now`: `Some(n)` with the `n` Events
+    /// held back since the last one written, `None` to hold this one back.
+    pub fn admit(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        reason: &'static str,
+        now: Instant,
+    ) -> Option<u64> {
+        if self.last.len() >= GATE_ENTRIES {
+            self.last
+                .retain(|_, (at, _)| now.saturating_duration_since(*at) < EVENT_PERIOD);
+        }
+        let key = (namespace.to_owned(), name.to_owned(), reason);
+        let room = self.last.len() < GATE_ENTRIES;
+        match self.last.get_mut(&key) {
+            Some((at, held)) if now.saturating_duration_since(*at) < EVENT_PERIOD => {
+                *held += 1;
+                None
+            }
+            Some((at, held)) => {
+                *at = now;
+                Some(std::mem::take(held))
+            }
+            None if room => {
+                self.last.insert(key, (now, 0));
+                Some(0)
+            }
+            // Full of recent entries: write without remembering (bounded memory over strict pacing).
+            None => Some(0),
+        }
+    }
+}
+
+async fn write_events(mut rx: mpsc::Receiver<VpaEvent>, recorder: Recorder) {
+    let mut gate = EventGate::default();
+    while let Some(e) = rx.recv().await {
+        let Some(held) = gate.admit(&e.namespace, &e.name, e.reason, Instant::now()) else {
+            continue;
+        };
+        let mut note = e.note.clone();
+        if held > 0 {
+            note.push_str(&format!(" (and {held} more pods since the last event)"));
+        }
+        let reference = ObjectReference {
+            api_version: Some("autoscaling.tailor.dev/v1".into()),
+            kind: Some("VerticalPodAutoscaler".into()),
+            name: Some(e.name.clone()),
+            namespace: Some(e.namespace.clone()),
+            uid: (!e.uid.is_empty()).then(|| e.uid.clone()),
+            ..ObjectReference::default()
+        };
+        let event = Event {
+            type_: EventType::Warning,
+            reason: e.reason.into(),
+            note: Some(cut(&note, NOTE_BYTES)),
+            action: "Admit".into(),
+            secondary: None,
+        };
+        match tokio::time::timeout(PUBLISH_TIMEOUT, recorder.publish(&event, &reference)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                tracing::debug!(%error, vpa = %e.name, reason = e.reason, "event not recorded")
+            }
+            Err(_) => {
+                tracing::debug!(vpa = %e.name, reason = e.reason, "event not recorded in time")
+            }
+        }
+    }
+}
+
+/// `s` cut to at most `max` bytes on a character boundary.
+fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const Q: &str = "QuotaFit";
+
+    #[test]
+    fn one_event_per_vpa_per_period_counting_the_rest() {
+        let mut gate = EventGate::default();
+        let t0 = Instant::now();
+        assert_eq!(gate.admit("ns", "a", Q, t0), Some(0));
+        assert_eq!(gate.admit("ns", "a", Q, t0 + Duration::from_secs(1)), None);
+        assert_eq!(gate.admit("ns", "a", Q, t0 + Duration::from_secs(2)), None);
+        assert_eq!(
+            gate.admit("ns", "b", Q, t0),
+            Some(0),
+            "another VPA has its own pace"
+        );
+        assert_eq!(gate.admit("ns", "a", Q, t0 + EVENT_PERIOD), Some(2));
+        assert_eq!(gate.admit("ns", "a", Q, t0 + EVENT_PERIOD), None);
+    }
+
+    #[test]
+    fn each_reason_has_its_own_pace() {
+        let mut gate = EventGate::default();
+        let t0 = Instant::now();
+        assert_eq!(gate.admit("ns", "a", Q, t0), Some(0));
+        assert_eq!(gate.admit("ns", "a", "PodAdmittedUnsized", t0), Some(0));
+        assert_eq!(gate.admit("ns", "a", Q, t0), None);
+    }
+}
