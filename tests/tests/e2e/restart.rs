@@ -83,6 +83,40 @@ async fn recommender_restart_restores_from_checkpoints() {
                 );
             }
         };
+        // Issue 31 item 2: the restart continues each running container's open memory window (saved in the
+        // checkpoint's `tailor.dev/open-memory-windows` annotation, outside the histogram) instead of counting
+        // it again as a closed one: at constant usage, with the pod still running, the memory histogram's
+        // weight stays where it was (it grew by one window per restart before: 0 → 2.5 → 5.1 → …), and the
+        // window is still listed open. Reference-time rescaling over these minutes moves a weight well under 1 %.
+        let memory_weight = |cp: &DynamicObject| {
+            cp.data
+                .pointer("/status/memoryHistogram/totalWeight")
+                .and_then(Value::as_f64)
+                .unwrap_or_default()
+        };
+        let open_windows = |cp: &DynamicObject| {
+            cp.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("tailor.dev/open-memory-windows"))
+                .and_then(|w| serde_json::from_str::<Value>(w).ok())
+                .and_then(|w| w["pods"].as_array().map(Vec::len))
+                .unwrap_or_default()
+        };
+        let (weight_before, weight_after) = (memory_weight(&before), memory_weight(&after));
+        let (open_before, open_after) = (open_windows(&before), open_windows(&after));
+        println!(
+            "memory across the restart: histogram weight {weight_before} → {weight_after}, open windows {open_before} → {open_after}"
+        );
+        if open_before == 0 || open_after != open_before {
+            bail!("the running pod's open memory window was not carried over: {open_before} → {open_after}");
+        }
+        if weight_after > weight_before * 1.05 + 1e-9 {
+            bail!(
+                "the memory histogram's weight grew across the restart ({weight_before} → {weight_after}): the \
+                 open memory window was counted again"
+            );
+        }
         let first_after = after.data.pointer("/status/firstSampleStart").cloned();
         if first_after != first_sample {
             bail!("firstSampleStart changed across the restart: {first_sample:?} → {first_after:?}");
