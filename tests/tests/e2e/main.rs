@@ -36,6 +36,7 @@ mod recreate;
 mod resilience;
 mod resize_rules;
 mod restart;
+mod scope;
 mod uninstall;
 mod upstream_actuation;
 mod upstream_admission;
