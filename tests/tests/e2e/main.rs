@@ -23,6 +23,7 @@
 mod admission;
 mod certificates;
 mod coexistence;
+mod conflicts;
 mod crds;
 mod custom_kinds;
 mod differential;
