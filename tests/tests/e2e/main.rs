@@ -22,6 +22,7 @@
 
 mod admission;
 mod certificates;
+mod checkpoints;
 mod coexistence;
 mod conflicts;
 mod crds;
