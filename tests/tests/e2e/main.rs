@@ -21,6 +21,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
 mod admission;
+mod budgets;
 mod certificates;
 mod checkpoints;
 mod coexistence;
