@@ -70,7 +70,7 @@ async fn a_checkpoint_the_schema_admits_but_no_decoder_reads_costs_only_its_own_
         let since = Timestamp::now();
         // The other VPA: recommended for and checkpointed, after the bad object was read, as if it were not there.
         env.recommendation(&ns, "good").await?;
-        let samples = env.checkpoint_written_after(&ns, "good.app", since).await?;
+        let samples = written_with_samples(env, &ns, "good.app", since).await?;
         if let Some(c) = condition(env, &ns, "good", "CheckpointSkipped").await? {
             bail!("VPA good has a CheckpointSkipped condition too: {c:?}");
         }
@@ -124,12 +124,15 @@ async fn vpa_and_container_names_that_join_alike_get_a_checkpoint_each() {
             if owner != (Some(vpa), Some(container)) {
                 bail!("checkpoint {name} belongs to {owner:?}");
             }
-            seen.push(format!("{name} ({} samples)", samples_of(&cp).unwrap_or(0)));
+            seen.push(name);
         }
-        // Both are rewritten (max age 20 s on the local cluster) and stay apart; no shared legacy object.
+        // Both are rewritten with their own history (max age 20 s on the local cluster) and stay apart; no
+        // shared legacy object.
         let since = Timestamp::now();
+        let mut rewritten = Vec::new();
         for name in ["web.api-app", "web-api.app"] {
-            env.checkpoint_written_after(&ns, name, since).await?;
+            let samples = written_with_samples(env, &ns, name, since).await?;
+            rewritten.push(format!("{name}: {samples} samples"));
         }
         let names: Vec<String> = checkpoints
             .list(&ListParams::default())
@@ -142,10 +145,31 @@ async fn vpa_and_container_names_that_join_alike_get_a_checkpoint_each() {
             bail!("the namespace's checkpoints are {names:?}, not one per VPA and container");
         }
         println!(
-            "checkpoint names: {} and both rewritten since; objects {names:?}",
-            seen.join(", ")
+            "checkpoint names: {} written, then rewritten with their own history ({}); objects {names:?}",
+            seen.join(" and "),
+            rewritten.join(", ")
         );
         Ok(())
     })
     .await;
+}
+
+/// Waits until checkpoint `name` was written after `after` with samples in it (a first write may come before
+/// any sample); returns its sample count.
+async fn written_with_samples(env: &E2e, ns: &str, name: &str, after: Timestamp) -> Result<i64> {
+    let checkpoints = env.checkpoints(ns);
+    wait_for(
+        &format!("checkpoint {ns}/{name} written after {after} with samples"),
+        Duration::from_secs(120),
+        || async {
+            let Some(cp) = checkpoints.get_opt(name).await? else {
+                return Ok(None);
+            };
+            Ok(last_update_of(&cp)
+                .filter(|t| *t > after)
+                .and_then(|_| samples_of(&cp))
+                .filter(|n| *n > 0))
+        },
+    )
+    .await
 }
