@@ -91,8 +91,20 @@ async fn a_jobs_pods_are_not_evicted_by_default() {
         if failed != 0 {
             bail!("the Job counts {failed} failed pods");
         }
+        let audit = match tailor_disruptions(env, &ns)? {
+            Some(requests) => {
+                if requests.iter().any(|p| p.starts_with("batch-")) {
+                    bail!("the audit log has Tailor's eviction or resize requests for Job pods: {requests:?}");
+                }
+                if !requests.iter().any(|p| p.starts_with("control-")) {
+                    bail!("the audit log lacks the control Deployment's eviction: {requests:?}");
+                }
+                format!("audit log: Tailor's requests only for {requests:?}")
+            }
+            None => "no audit log (kind)".to_owned(),
+        };
         println!(
-            "job pods: 0 of 2 evicted (target cpu {}) over 25 s after the control Deployment's eviction \
+            "job pods ({audit}): 0 of 2 evicted (target cpu {}) over 25 s after the control Deployment's eviction \
              ({} EvictedByVPA events there); Job failed=0",
             target.0,
             evicted.len()

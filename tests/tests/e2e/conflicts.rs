@@ -105,8 +105,15 @@ async fn two_vpas_on_one_deployment_evict_nothing_and_both_say_why() {
         if !env.pod_events(&ns, "EvictedByVPA").await?.is_empty() {
             bail!("an EvictedByVPA event although two VPAs conflict");
         }
+        let audit = match tailor_disruptions(env, &ns)? {
+            Some(requests) if !requests.is_empty() => {
+                bail!("the audit log has Tailor's eviction or resize requests for {requests:?}")
+            }
+            Some(_) => "audit log: no eviction or resize request",
+            None => "no audit log (kind)",
+        };
         println!(
-            "conflicts: 0 evictions of 2 pods over 25 s (2 updater loops); both VPAs UpdatesBlocked: {}; \
+            "conflicts ({audit}): 0 evictions of 2 pods over 25 s (2 updater loops); both VPAs UpdatesBlocked: {}; \
              webhook: {warning}",
             messages[0]
         );

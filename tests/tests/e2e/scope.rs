@@ -87,8 +87,18 @@ async fn outside_scope(env: &E2e, name: &str) -> Result<()> {
     if !ours.is_empty() {
         bail!("EvictedByVPA events on the pods: {ours:?}");
     }
+    let audit = match tailor_disruptions(env, ns)? {
+        Some(requests) => {
+            let ours: Vec<&String> = requests.iter().filter(|p| p.starts_with(name)).collect();
+            if !ours.is_empty() {
+                bail!("the audit log has Tailor's eviction or resize requests for {ours:?}");
+            }
+            "audit log: no eviction or resize request"
+        }
+        None => "no audit log (kind)",
+    };
     println!(
-        "scope: 0 evictions of 2 pods over 25 s (2 updater loops) after UpdatesBlocked, target cpu {}; \
+        "scope ({audit}): 0 evictions of 2 pods over 25 s (2 updater loops) after UpdatesBlocked, target cpu {}; \
          UpdatesBlocked: {message}; event: {event}",
         target.0
     );
