@@ -1,7 +1,8 @@
-//! Two VPAs on one workload (issue 30 item 4): with the default `--skip-conflicting-vpas` the updater acts on
-//! neither (the webhook sizes pods from the oldest, so evicting by the other would loop), says so on both
-//! (`UpdatesBlocked` with reason `ConflictingVPAs`, and a `ConflictingVPAs` event), and the webhook warns the
-//! client that creates a pod of the workload, in the same words.
+//! Two VPAs on one workload (issue 30 item 4), an `Initial` one and a `Recreate` one: with the default
+//! `--skip-conflicting-vpas` the updater acts on neither (the webhook sizes pods from the oldest, so evicting
+//! by the other would loop), says so on both (`UpdatesBlocked` with reason `ConflictingVPAs`, and a
+//! `ConflictingVPAs` event), and the webhook warns the client that creates a pod of the workload, in the same
+//! words.
 
 use super::crds::kubectl;
 use super::scope::{busy_deployment, vpa_event};
@@ -16,8 +17,11 @@ async fn two_vpas_on_one_deployment_evict_nothing_and_both_say_why() {
         env.create_deployment_from(&ns, busy_deployment("web", 2)).await?;
         env.wait_running(&ns, "web", 2).await?;
         let original = env.live_uids(&ns, "web").await?;
-        for name in ["first", "second"] {
-            let mut vpa = vpa_manifest(name, "web", "Recreate");
+        // The issue's case: an `Initial` VPA and a `Recreate` one. The webhook sizes pods from the oldest
+        // ("first": created first, and the smaller name wins a tie within a second), so evicting by the other
+        // would bring the pods back the same, every iteration.
+        for (name, mode) in [("first", "Initial"), ("second", "Recreate")] {
+            let mut vpa = vpa_manifest(name, "web", mode);
             vpa["spec"]["updatePolicy"]["minReplicas"] = json!(1);
             env.create_vpa(&ns, vpa).await?;
         }
