@@ -373,7 +373,17 @@ kwok_config() {
     stage/pod/fast/pod-ready.yaml stage/pod/fast/pod-complete.yaml stage/pod/fast/pod-delete.yaml \
     metrics/resource/metrics-resource.yaml metrics/usage/usage-from-annotation.yaml; do
     echo "---"
-    cat "$src/kustomize/$f"
+    if [[ $f == */pod-complete.yaml ]]; then
+      # Job pods complete at once, as a short job's would, unless annotated to run on (the Job tests of
+      # tests/tests/e2e/budgets.rs need a Job's pods running under a VPA).
+      awk '{print} /^    matchExpressions:$/ && !done {
+        print "    - key: \x27.metadata.annotations[\"tailor.dev/e2e-kubelet-job\"] != \"run\"\x27"
+        print "      operator: \x27In\x27"
+        print "      values: [\x27true\x27]"
+        done = 1 }' "$src/kustomize/$f"
+    else
+      cat "$src/kustomize/$f"
+    fi
   done
   echo "---"
   cat "$ROOT/hack/cluster/kwok-kubelet.yaml"

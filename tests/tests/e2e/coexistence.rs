@@ -13,17 +13,17 @@ pub(super) const UPSTREAM_WEBHOOK: &str = "vpa-webhook-config";
 
 /// A request seen in the audit log.
 #[derive(Debug)]
-struct Request {
-    user: String,
-    verb: String,
-    group: String,
-    resource: String,
-    subresource: String,
-    name: String,
+pub(super) struct Request {
+    pub(super) user: String,
+    pub(super) verb: String,
+    pub(super) group: String,
+    pub(super) resource: String,
+    pub(super) subresource: String,
+    pub(super) name: String,
 }
 
 /// The requests of the audit log about objects in `ns` (each once: a request is logged at several stages).
-fn audited_requests(path: &std::path::Path, ns: &str) -> Result<Vec<Request>> {
+pub(super) fn audited_requests(path: &std::path::Path, ns: &str) -> Result<Vec<Request>> {
     let file =
         std::fs::File::open(path).with_context(|| format!("audit log {}", path.display()))?;
     let mut seen = BTreeSet::new();

@@ -21,8 +21,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
 mod admission;
+mod budgets;
 mod certificates;
+mod checkpoints;
 mod coexistence;
+mod conflicts;
 mod crds;
 mod custom_kinds;
 mod differential;
@@ -37,6 +40,7 @@ mod recreate;
 mod resilience;
 mod resize_rules;
 mod restart;
+mod scope;
 mod uninstall;
 mod upstream_actuation;
 mod upstream_admission;
@@ -1007,6 +1011,31 @@ async fn first_recommendation(
         .and_then(|r| r.container_recommendations)
         .and_then(|c| c.into_iter().next())
         .map(|r| (r.target, r.uncapped_target.unwrap_or_default())))
+}
+
+/// The pods of `ns` Tailor's identities asked the API server to evict or resize (`pods/eviction`,
+/// `pods/resize`), request by request from the audit log; `None` without one (kind). Catches attempts the API
+/// server refused too, which the pods themselves would not show.
+fn tailor_disruptions(env: &E2e, ns: &str) -> Result<Option<Vec<String>>> {
+    let Some(audit) = std::env::var_os("TAILOR_E2E_AUDIT_LOG") else {
+        return Ok(None);
+    };
+    let tailor_user = format!(
+        "system:serviceaccount:{}:{}-",
+        env.system_namespace, env.release
+    );
+    Ok(Some(
+        coexistence::audited_requests(std::path::Path::new(&audit), ns)?
+            .into_iter()
+            .filter(|r| r.user.starts_with(&tailor_user))
+            .filter(|r| match r.subresource.as_str() {
+                "eviction" => r.verb == "create",
+                "resize" => matches!(r.verb.as_str(), "patch" | "update"),
+                _ => false,
+            })
+            .map(|r| r.name)
+            .collect(),
+    ))
 }
 
 /// Runs the body, deletes the namespace whatever happened, then fails with the body's error.
