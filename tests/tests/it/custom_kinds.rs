@@ -302,3 +302,97 @@ async fn updater_looks_up_no_scale_for_pods_no_vpa_governs() {
     );
     up.kill();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_lookups_of_governed_owners_are_bounded_and_their_absence_remembered() {
+    // Issue 30 item 3: 40 Tekton TaskRuns, each named by a Tailor VPA, none with a `/scale` the API
+    // server knows (its discovery does not serve tekton.dev). Each owner is looked up at most once for the
+    // VPA's selector and once for the pods' replica count, and the answer "no /scale" is remembered for
+    // SCALE_TTL (10 min): later iterations send no lookup at all.
+    const RUNS: usize = 40;
+    let server = ApiServer::start().await.unwrap();
+    server.load_yaml(namespace()).unwrap();
+    let mut objects = String::new();
+    for i in 0..RUNS {
+        objects.push_str(&format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: task-{i}\n  namespace: shop\n  uid: task-{i}\n  \
+             ownerReferences: [{{apiVersion: tekton.dev/v1, kind: TaskRun, name: run-{i}, uid: run-{i}, controller: true}}]\n\
+             spec: {{nodeName: node-1, containers: [{{name: step, image: busybox}}]}}\nstatus: {{phase: Running}}\n"
+        ));
+    }
+    server.load_yaml(&objects).unwrap();
+    for i in 0..RUNS {
+        let mut v = vpa(&format!("run-{i}"), "unused");
+        v["spec"]["targetRef"] =
+            json!({"apiVersion": "tekton.dev/v1", "kind": "TaskRun", "name": format!("run-{i}")});
+        v["status"] = json!({"recommendation": {"containerRecommendations": [{"containerName": "step",
+            "target": {"cpu": "300m", "memory": "300Mi"}, "lowerBound": {"cpu": "300m", "memory": "300Mi"},
+            "upperBound": {"cpu": "300m", "memory": "300Mi"}}]}});
+        server.put(v).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut up = start_updater(
+        &server,
+        dir.path(),
+        "updater",
+        &["--use-admission-controller-status=false"],
+    );
+    let lookups = || -> Vec<String> {
+        server
+            .requests()
+            .into_iter()
+            .filter(|r| {
+                r.user == "updater"
+                    && !r.path.contains("/pods")
+                    && !r.path.contains("verticalpodautoscalers")
+            })
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect()
+    };
+    wait_iterations(&mut up, 4).await;
+    let first = lookups();
+    // Discovery of tekton.dev/v1 (which the API server does not serve) and any /scale GET: for the VPAs'
+    // targets (their selectors) and the pods' creators (replica counts), each remembered once answered.
+    let tekton = |l: &[String]| l.iter().filter(|p| p.contains("/apis/tekton.dev")).count();
+    assert!(
+        tekton(&first) > 0,
+        "no lookup of the governed owners: {first:?}"
+    );
+    assert!(
+        tekton(&first) <= 2 * RUNS,
+        "{} lookups for {RUNS} owners in 4 iterations: {first:?}",
+        tekton(&first)
+    );
+    let seen = iterations(&up);
+    wait_iterations(&mut up, seen + 3).await;
+    let later = lookups();
+    assert_eq!(
+        tekton(&later),
+        tekton(&first),
+        "lookups again although every owner's absence was remembered: {:?}",
+        &later[first.len()..]
+    );
+    up.kill();
+}
+
+/// The updater's finished iterations, from its log.
+fn iterations(p: &tailor_tests::process::Process) -> usize {
+    p.json_logs()
+        .iter()
+        .filter(|l| l["message"] == "iteration done")
+        .count()
+}
+
+/// Waits until the updater has finished `n` iterations (at most a minute).
+async fn wait_iterations(up: &mut tailor_tests::process::Process, n: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while iterations(up) < n {
+        assert!(!up.exited(), "{}", up.log_lines().join("\n"));
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{}",
+            up.log_lines().join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
