@@ -28,10 +28,12 @@ use tailor_crds::{
 mod boost;
 mod patch;
 mod review;
+mod slim;
 
 use boost::*;
 pub use patch::*;
 pub use review::*;
+pub use slim::decode_pod;
 use tailor_core::sizing::*;
 
 /// Why a pod was left alone without looking at the recommendation.

@@ -58,7 +58,7 @@ pub fn review_pod(
         .ok_or_else(|| "request has no object".to_owned())
         .and_then(|raw| {
             crate::limits::check_pod(raw).map_err(|e| format!("pod not sized: {e}"))?;
-            serde_json::from_str::<Pod>(raw.get()).map_err(|e| format!("cannot decode pod: {e}"))
+            decode_pod(raw.get()).map_err(|e| format!("cannot decode pod: {e}"))
         });
     let mut pod = match decoded {
         Ok(pod) => pod,
