@@ -33,7 +33,7 @@ mod slim;
 use boost::*;
 pub use patch::*;
 pub use review::*;
-pub use slim::decode_pod;
+pub use slim::{PodDecodeError, decode_pod};
 use tailor_core::sizing::*;
 
 /// Why a pod was left alone without looking at the recommendation.

@@ -10,18 +10,39 @@
 //!
 //! As k8s-openapi's decoder, a missing or `null` field takes its default; a field of the wrong type is an error.
 //! A malformed field that sizing does not read is no longer an error: the pod is sized as any other.
+//!
+//! The budgets of [`crate::limits`] are kept in the same pass: at most [`MAX_CONTAINERS`] containers per list,
+//! [`MAX_LABELS`] labels and [`MAX_ANNOTATION_BYTES`] of annotations are built; past a budget the rest is only
+//! counted (for the error), so neither the memory nor the work of a review follows what a client sends.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use k8s_openapi::api::core::v1::{
     Container, ContainerStatus, Pod, PodSpec, PodStatus, ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::Deserialize;
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-/// Decodes the fields of a pod that a review reads (see the module's documentation).
-pub fn decode_pod(text: &str) -> Result<Pod, serde_json::Error> {
-    serde_json::from_str::<SlimPod>(text).map(Pod::from)
+use crate::limits::{MAX_ANNOTATION_BYTES, MAX_CONTAINERS, MAX_LABELS, PodTooLarge};
+
+/// Why a pod's object was not sized.
+#[derive(Debug, thiserror::Error)]
+pub enum PodDecodeError {
+    /// Over one of Tailor's budgets.
+    #[error("pod not sized: {0}")]
+    TooLarge(#[from] PodTooLarge),
+    /// Not JSON shaped like a pod.
+    #[error("cannot decode pod: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Decodes the fields of a pod that a review reads (see the module's documentation), within the budgets.
+pub fn decode_pod(text: &str) -> Result<Pod, PodDecodeError> {
+    let pod: SlimPod = serde_json::from_str(text)?;
+    pod.check()?;
+    Ok(Pod::from(pod))
 }
 
 #[derive(Deserialize)]
@@ -44,9 +65,9 @@ struct SlimMeta {
     #[serde(default)]
     namespace: Option<String>,
     #[serde(default)]
-    labels: Option<BTreeMap<String, String>>,
+    labels: Option<Labels>,
     #[serde(default)]
-    annotations: Option<BTreeMap<String, String>>,
+    annotations: Option<Annotations>,
     #[serde(default)]
     owner_references: Option<Vec<OwnerReference>>,
 }
@@ -55,9 +76,9 @@ struct SlimMeta {
 #[serde(rename_all = "camelCase")]
 struct SlimSpec {
     #[serde(default)]
-    containers: Option<Vec<SlimContainer>>,
+    containers: Option<Containers>,
     #[serde(default)]
-    init_containers: Option<Vec<SlimContainer>>,
+    init_containers: Option<Containers>,
     #[serde(default)]
     resources: Option<ResourceRequirements>,
 }
@@ -123,15 +144,15 @@ impl From<SlimPod> for Pod {
                 name: m.name,
                 generate_name: m.generate_name,
                 namespace: m.namespace,
-                labels: m.labels,
-                annotations: m.annotations,
+                labels: m.labels.map(|l| l.map),
+                annotations: m.annotations.map(|a| a.map),
                 owner_references: m.owner_references,
                 ..ObjectMeta::default()
             })
             .unwrap_or_default();
         let spec = pod.spec.map(|s| PodSpec {
-            containers: all(s.containers).unwrap_or_default(),
-            init_containers: all(s.init_containers),
+            containers: all(s.containers.map(|c| c.items)).unwrap_or_default(),
+            init_containers: all(s.init_containers.map(|c| c.items)),
             resources: s.resources,
             ..PodSpec::default()
         });
@@ -145,5 +166,212 @@ impl From<SlimPod> for Pod {
             spec,
             status,
         }
+    }
+}
+
+impl SlimPod {
+    /// The budgets, in the order they are reported.
+    fn check(&self) -> Result<(), PodTooLarge> {
+        let spec = self.spec.as_ref();
+        let count = |c: Option<&Containers>| c.map_or(0, |c| c.count);
+        for (list, count) in [
+            (
+                "containers",
+                count(spec.and_then(|s| s.containers.as_ref())),
+            ),
+            (
+                "initContainers",
+                count(spec.and_then(|s| s.init_containers.as_ref())),
+            ),
+        ] {
+            if count > MAX_CONTAINERS {
+                return Err(PodTooLarge::Containers { list, count });
+            }
+        }
+        let meta = self.metadata.as_ref();
+        let labels = meta.and_then(|m| m.labels.as_ref()).map_or(0, |l| l.count);
+        if labels > MAX_LABELS {
+            return Err(PodTooLarge::Labels(labels));
+        }
+        let bytes = meta
+            .and_then(|m| m.annotations.as_ref())
+            .map_or(0, |a| a.bytes);
+        if bytes > MAX_ANNOTATION_BYTES {
+            return Err(PodTooLarge::Annotations(bytes));
+        }
+        Ok(())
+    }
+}
+
+/// A container list: at most [`MAX_CONTAINERS`] decoded, all counted.
+struct Containers {
+    items: Vec<SlimContainer>,
+    count: usize,
+}
+
+impl<'de> Deserialize<'de> for Containers {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Containers;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of containers")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Containers, A::Error> {
+                let mut out = Containers {
+                    items: Vec::new(),
+                    count: 0,
+                };
+                while out.count < MAX_CONTAINERS {
+                    match seq.next_element()? {
+                        Some(c) => out.items.push(c),
+                        None => return Ok(out),
+                    }
+                    out.count += 1;
+                }
+                while seq.next_element::<IgnoredAny>()?.is_some() {
+                    out.count += 1;
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
+/// Labels: at most [`MAX_LABELS`] decoded, all counted.
+struct Labels {
+    map: BTreeMap<String, String>,
+    count: usize,
+}
+
+impl<'de> Deserialize<'de> for Labels {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Labels;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of labels")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Labels, A::Error> {
+                let mut out = Labels {
+                    map: BTreeMap::new(),
+                    count: 0,
+                };
+                while out.count < MAX_LABELS {
+                    match map.next_entry::<String, String>()? {
+                        Some((k, v)) => drop(out.map.insert(k, v)),
+                        None => return Ok(out),
+                    }
+                    out.count += 1;
+                }
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {
+                    out.count += 1;
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// Annotations: kept while their keys and values total at most [`MAX_ANNOTATION_BYTES`], all measured.
+struct Annotations {
+    map: BTreeMap<String, String>,
+    bytes: usize,
+}
+
+impl<'de> Deserialize<'de> for Annotations {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Annotations;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of annotations")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Annotations, A::Error> {
+                let mut out = Annotations {
+                    map: BTreeMap::new(),
+                    bytes: 0,
+                };
+                while let Some((k, v)) = map.next_entry::<String, String>()? {
+                    out.bytes = out.bytes.saturating_add(k.len()).saturating_add(v.len());
+                    if out.bytes <= MAX_ANNOTATION_BYTES {
+                        out.map.insert(k, v);
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn decode(v: serde_json::Value) -> Result<Pod, PodDecodeError> {
+        decode_pod(&v.to_string())
+    }
+
+    fn too_large(v: serde_json::Value) -> Option<PodTooLarge> {
+        match decode(v) {
+            Err(PodDecodeError::TooLarge(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn pods_within_budget_pass() {
+        let pod = json!({"metadata": {"labels": {"app": "web"}, "annotations": {"a": "b"}},
+            "spec": {"containers": [{"name": "app"}], "initContainers": null}});
+        assert!(decode(pod).is_ok());
+        assert!(decode(json!({})).is_ok());
+    }
+
+    #[test]
+    fn pods_over_budget_are_named() {
+        let containers: Vec<_> = (0..=MAX_CONTAINERS)
+            .map(|i| json!({"name": i.to_string()}))
+            .collect();
+        let pod = json!({"spec": {"initContainers": containers}});
+        assert_eq!(
+            too_large(pod),
+            Some(PodTooLarge::Containers {
+                list: "initContainers",
+                count: MAX_CONTAINERS + 1
+            })
+        );
+        let big = "x".repeat(MAX_ANNOTATION_BYTES);
+        let pod = json!({"metadata": {"annotations": {"k": big}}});
+        assert_eq!(
+            too_large(pod),
+            Some(PodTooLarge::Annotations(MAX_ANNOTATION_BYTES + 1))
+        );
+        let labels: serde_json::Map<_, _> = (0..=MAX_LABELS)
+            .map(|i| (i.to_string(), json!("v")))
+            .collect();
+        let pod = json!({"metadata": {"labels": labels}});
+        assert_eq!(too_large(pod), Some(PodTooLarge::Labels(MAX_LABELS + 1)));
+        assert!(matches!(
+            decode(json!({"spec": {"containers": 3}})),
+            Err(PodDecodeError::Json(_))
+        ));
+    }
+
+    #[test]
+    fn at_most_the_budget_is_built() {
+        let containers: Vec<_> = (0..MAX_CONTAINERS + 10)
+            .map(|i| json!({"name": i.to_string()}))
+            .collect();
+        let text = json!({"spec": {"containers": containers}}).to_string();
+        let pod: SlimPod = serde_json::from_str(&text).unwrap();
+        let list = pod.spec.and_then(|s| s.containers).unwrap();
+        assert_eq!(
+            (list.items.len(), list.count),
+            (MAX_CONTAINERS, MAX_CONTAINERS + 10)
+        );
     }
 }
