@@ -188,6 +188,10 @@ pub trait ObjectSource<K>: Send + Sync {
     fn filter(&self, predicate: &dyn Fn(&K) -> bool) -> Vec<Arc<K>>;
     /// The objects of `namespace` satisfying `predicate` (a fixed set looks only at that namespace's).
     fn filter_in(&self, namespace: &str, predicate: &dyn Fn(&K) -> bool) -> Vec<Arc<K>>;
+    /// Whether an object of `namespace` satisfies `predicate`.
+    fn any_in(&self, namespace: &str, predicate: &dyn Fn(&K) -> bool) -> bool {
+        !self.filter_in(namespace, predicate).is_empty()
+    }
 }
 
 impl<K> ObjectSource<K> for Store<K>
@@ -240,7 +244,7 @@ impl<S: ObjectSource<VerticalPodAutoscaler>> VpaSource for S {
     }
 
     fn has_active(&self, namespace: &str) -> bool {
-        !self.filter_in(namespace, &is_active).is_empty()
+        self.any_in(namespace, &is_active)
     }
 
     fn active_targeting(
@@ -250,11 +254,11 @@ impl<S: ObjectSource<VerticalPodAutoscaler>> VpaSource for S {
         name: &str,
     ) -> Vec<Arc<VerticalPodAutoscaler>> {
         self.filter_in(namespace, &|v| {
-            is_active(v)
-                && v.spec
-                    .target_ref
-                    .as_ref()
-                    .is_some_and(|t| t.kind == kind && t.name == name)
+            v.spec
+                .target_ref
+                .as_ref()
+                .is_some_and(|t| t.name == name && t.kind == kind)
+                && is_active(v)
         })
     }
 }
@@ -305,6 +309,16 @@ impl<K: Resource> StaticSource<K> {
     }
 }
 
+impl<K> StaticSource<K> {
+    fn in_namespace(&self, namespace: &str) -> impl Iterator<Item = &Arc<K>> {
+        self.by_namespace
+            .get(namespace)
+            .into_iter()
+            .flatten()
+            .filter_map(|&i| self.objects.get(i))
+    }
+}
+
 impl<K: Send + Sync> ObjectSource<K> for StaticSource<K> {
     fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
         self.by_key
@@ -321,14 +335,14 @@ impl<K: Send + Sync> ObjectSource<K> for StaticSource<K> {
     }
 
     fn filter_in(&self, namespace: &str, predicate: &dyn Fn(&K) -> bool) -> Vec<Arc<K>> {
-        self.by_namespace
-            .get(namespace)
-            .into_iter()
-            .flatten()
-            .filter_map(|&i| self.objects.get(i))
+        self.in_namespace(namespace)
             .filter(|k| predicate(k))
             .cloned()
             .collect()
+    }
+
+    fn any_in(&self, namespace: &str, predicate: &dyn Fn(&K) -> bool) -> bool {
+        self.in_namespace(namespace).any(|k| predicate(k))
     }
 }
 
