@@ -8,7 +8,8 @@
 //!
 //! Connections: HTTP/1.1 with keep-alive, or HTTP/2 (ALPN `h2`); the TLS handshake has a deadline and runs on the
 //! connection's own task, so a slow client never holds up the accept loop. [`connections`] bounds how many are
-//! open and closes idle ones. Reviews of small bodies (every pod the API server sends, in practice) run inline;
+//! open and closes idle ones. Each connection is served from accept to close on one of a few single-threaded
+//! runtimes ([`workers`], one per core by default), so that a review wakes one thread. Reviews of small bodies (every pod the API server sends, in practice) run inline;
 //! a body over [`LARGE_BODY_BYTES`] needs one of a few slots and is reviewed on the blocking pool, so large
 //! requests can neither starve the small ones nor pile up in memory (the binary's allocator, mimalloc, hands
 //! freed pages back to the system within milliseconds, where glibc's arenas would keep the peak). The
