@@ -1,7 +1,7 @@
-//! Budgets per review: list lengths and sizes checked on the raw JSON before an object is decoded, so that
-//! the work and memory of a review follow what Tailor uses, not what a client sends.
-//!
-//! The checks read the object once with counting visitors (no allocation per element). Where the API server
+//! Budgets per review: list lengths and sizes checked so that the work and memory of a review follow what
+//! Tailor uses, not what a client sends. A VPA's lists are counted on its raw JSON before it is decoded, with
+//! counting visitors (no allocation per element); a pod's are kept while its slim decoder reads it
+//! ([`crate::pod::decode_pod`]: past a budget the rest is only counted). Where the API server
 //! has a limit of its own, Tailor's is the same; where it has none, the limit is far above any real workload
 //! and the reason is given with the constant.
 
@@ -48,30 +48,6 @@ pub enum PodTooLarge {
     /// Annotations larger than [`MAX_ANNOTATION_BYTES`].
     #[error("{0} bytes of annotations (the API server allows {MAX_ANNOTATION_BYTES})")]
     Annotations(usize),
-    /// The object is not JSON shaped like a pod.
-    #[error("cannot decode pod: {0}")]
-    Shape(String),
-}
-
-/// Checks a pod's container, label and annotation budgets on its raw JSON.
-pub fn check_pod(raw: &RawValue) -> Result<(), PodTooLarge> {
-    let shape: PodShape =
-        serde_json::from_str(raw.get()).map_err(|e| PodTooLarge::Shape(e.to_string()))?;
-    for (list, count) in [
-        ("containers", shape.spec.containers.0),
-        ("initContainers", shape.spec.init_containers.0),
-    ] {
-        if count > MAX_CONTAINERS {
-            return Err(PodTooLarge::Containers { list, count });
-        }
-    }
-    if shape.metadata.labels.0 > MAX_LABELS {
-        return Err(PodTooLarge::Labels(shape.metadata.labels.0));
-    }
-    if shape.metadata.annotations.0 > MAX_ANNOTATION_BYTES {
-        return Err(PodTooLarge::Annotations(shape.metadata.annotations.0));
-    }
-    Ok(())
 }
 
 /// The list-length errors of a VPA object (the same `Too many` errors the CRD's `maxItems` gives), checked on
@@ -106,27 +82,6 @@ pub fn check_vpa(raw: &RawValue) -> Result<Vec<FieldError>, serde_json::Error> {
         MAX_CONTAINER_RECOMMENDATIONS,
     );
     Ok(errors)
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct PodShape {
-    metadata: MetaShape,
-    spec: PodSpecShape,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct MetaShape {
-    labels: Count,
-    annotations: MapBytes,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default, rename_all = "camelCase")]
-struct PodSpecShape {
-    containers: Count,
-    init_containers: Count,
 }
 
 #[derive(Deserialize, Default)]
@@ -202,52 +157,6 @@ impl<'de> Deserialize<'de> for Count {
 
 /// Total bytes of a string map's keys and values (0 for `null`).
 #[derive(Default)]
-struct MapBytes(usize);
-
-/// Length of a string in bytes (unescaped), without keeping it.
-struct StrLen(usize);
-
-impl<'de> Deserialize<'de> for StrLen {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = StrLen;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<StrLen, E> {
-                Ok(StrLen(v.len()))
-            }
-        }
-        d.deserialize_str(V)
-    }
-}
-
-impl<'de> Deserialize<'de> for MapBytes {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = MapBytes;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a map of strings or null")
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<MapBytes, E> {
-                Ok(MapBytes(0))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<MapBytes, A::Error> {
-                let mut n = 0usize;
-                while let Some((StrLen(k), StrLen(v))) = map.next_entry::<StrLen, StrLen>()? {
-                    n = n.saturating_add(k).saturating_add(v);
-                }
-                Ok(MapBytes(n))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// The container policies: how many, and the longest `controlledResources` list (index, length).
-#[derive(Default)]
 struct Policies {
     count: usize,
     longest_controlled: Option<(usize, usize)>,
@@ -287,47 +196,6 @@ mod tests {
 
     fn raw(v: serde_json::Value) -> Box<RawValue> {
         RawValue::from_string(v.to_string()).unwrap()
-    }
-
-    #[test]
-    fn pods_within_budget_pass() {
-        let pod = json!({"metadata": {"labels": {"app": "web"}, "annotations": {"a": "b"}},
-            "spec": {"containers": [{"name": "app"}], "initContainers": null}});
-        assert_eq!(check_pod(&raw(pod)), Ok(()));
-        assert_eq!(check_pod(&raw(json!({}))), Ok(()));
-    }
-
-    #[test]
-    fn pods_over_budget_are_named() {
-        let containers: Vec<_> = (0..=MAX_CONTAINERS)
-            .map(|i| json!({"name": i.to_string()}))
-            .collect();
-        let pod = json!({"spec": {"initContainers": containers}});
-        assert_eq!(
-            check_pod(&raw(pod)),
-            Err(PodTooLarge::Containers {
-                list: "initContainers",
-                count: MAX_CONTAINERS + 1
-            })
-        );
-        let big = "x".repeat(MAX_ANNOTATION_BYTES);
-        let pod = json!({"metadata": {"annotations": {"k": big}}});
-        assert_eq!(
-            check_pod(&raw(pod)),
-            Err(PodTooLarge::Annotations(MAX_ANNOTATION_BYTES + 1))
-        );
-        let labels: serde_json::Map<_, _> = (0..=MAX_LABELS)
-            .map(|i| (i.to_string(), json!("v")))
-            .collect();
-        let pod = json!({"metadata": {"labels": labels}});
-        assert_eq!(
-            check_pod(&raw(pod)),
-            Err(PodTooLarge::Labels(MAX_LABELS + 1))
-        );
-        assert!(matches!(
-            check_pod(&raw(json!({"spec": {"containers": 3}}))),
-            Err(PodTooLarge::Shape(_))
-        ));
     }
 
     #[test]

@@ -464,6 +464,7 @@ async fn attack_idle_connections() {
         // The storm guard has its own unit test; here every connection must reach the limit logic.
         handshakes_per_second: 100_000,
         handshake_burst: 100_000,
+        ..ConnectionLimits::default()
     };
     let fixture = start_fixture(limits).await;
     let mut idle = under_attack(&fixture, "idle connections", async {

@@ -186,6 +186,12 @@ pub trait ObjectSource<K>: Send + Sync {
     fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>>;
     /// All objects satisfying `predicate`.
     fn filter(&self, predicate: &dyn Fn(&K) -> bool) -> Vec<Arc<K>>;
+    /// The objects of `namespace` satisfying `predicate` (a fixed set looks only at that namespace's).
+    fn filter_in(&self, namespace: &str, predicate: &dyn Fn(&K) -> bool) -> Vec<Arc<K>>;
+    /// Whether an object of `namespace` satisfies `predicate`.
+    fn any_in(&self, namespace: &str, predicate: &dyn Fn(&K) -> bool) -> bool {
+        !self.filter_in(namespace, predicate).is_empty()
+    }
 }
 
 impl<K> ObjectSource<K> for Store<K>
@@ -199,6 +205,10 @@ where
 
     fn filter(&self, predicate: &dyn Fn(&K) -> bool) -> Vec<Arc<K>> {
         self.state_filter(|k| predicate(k))
+    }
+
+    fn filter_in(&self, namespace: &str, predicate: &dyn Fn(&K) -> bool) -> Vec<Arc<K>> {
+        self.state_filter(|k| k.meta().namespace.as_deref() == Some(namespace) && predicate(k))
     }
 }
 
@@ -234,9 +244,7 @@ impl<S: ObjectSource<VerticalPodAutoscaler>> VpaSource for S {
     }
 
     fn has_active(&self, namespace: &str) -> bool {
-        !self
-            .filter(&|v| v.metadata.namespace.as_deref() == Some(namespace) && is_active(v))
-            .is_empty()
+        self.any_in(namespace, &is_active)
     }
 
     fn active_targeting(
@@ -245,22 +253,23 @@ impl<S: ObjectSource<VerticalPodAutoscaler>> VpaSource for S {
         kind: &str,
         name: &str,
     ) -> Vec<Arc<VerticalPodAutoscaler>> {
-        self.filter(&|v| {
-            v.metadata.namespace.as_deref() == Some(namespace)
+        self.filter_in(namespace, &|v| {
+            v.spec
+                .target_ref
+                .as_ref()
+                .is_some_and(|t| t.name == name && t.kind == kind)
                 && is_active(v)
-                && v.spec
-                    .target_ref
-                    .as_ref()
-                    .is_some_and(|t| t.kind == kind && t.name == name)
         })
     }
 }
 
-/// A fixed set of objects, keyed by namespace and name.
+/// A fixed set of objects, keyed by namespace and name, and listed per namespace (a pod's review looks only
+/// at its namespace's VPAs and LimitRanges).
 #[derive(Clone, Debug)]
 pub struct StaticSource<K> {
     objects: Vec<Arc<K>>,
     by_key: HashMap<(String, String), usize>,
+    by_namespace: HashMap<String, Vec<usize>>,
 }
 
 impl<K> Default for StaticSource<K> {
@@ -268,6 +277,7 @@ impl<K> Default for StaticSource<K> {
         Self {
             objects: Vec::new(),
             by_key: HashMap::new(),
+            by_namespace: HashMap::new(),
         }
     }
 }
@@ -284,12 +294,28 @@ impl<K: Resource> StaticSource<K> {
             match source.by_key.get(&key) {
                 Some(&i) => source.objects[i] = Arc::new(object),
                 None => {
-                    source.by_key.insert(key, source.objects.len());
+                    let i = source.objects.len();
+                    source
+                        .by_namespace
+                        .entry(key.0.clone())
+                        .or_default()
+                        .push(i);
+                    source.by_key.insert(key, i);
                     source.objects.push(Arc::new(object));
                 }
             }
         }
         source
+    }
+}
+
+impl<K> StaticSource<K> {
+    fn in_namespace(&self, namespace: &str) -> impl Iterator<Item = &Arc<K>> {
+        self.by_namespace
+            .get(namespace)
+            .into_iter()
+            .flatten()
+            .filter_map(|&i| self.objects.get(i))
     }
 }
 
@@ -306,6 +332,17 @@ impl<K: Send + Sync> ObjectSource<K> for StaticSource<K> {
             .filter(|k| predicate(k))
             .cloned()
             .collect()
+    }
+
+    fn filter_in(&self, namespace: &str, predicate: &dyn Fn(&K) -> bool) -> Vec<Arc<K>> {
+        self.in_namespace(namespace)
+            .filter(|k| predicate(k))
+            .cloned()
+            .collect()
+    }
+
+    fn any_in(&self, namespace: &str, predicate: &dyn Fn(&K) -> bool) -> bool {
+        self.in_namespace(namespace).any(|k| predicate(k))
     }
 }
 
@@ -473,7 +510,7 @@ impl Index {
     /// The LimitRanges of `namespace`.
     pub fn limit_ranges(&self, namespace: &str) -> Vec<LimitRange> {
         self.limit_ranges
-            .filter(&|lr: &LimitRange| lr.metadata.namespace.as_deref() == Some(namespace))
+            .filter_in(namespace, &|_| true)
             .iter()
             .map(|lr| (**lr).clone())
             .collect()

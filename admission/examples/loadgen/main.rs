@@ -27,7 +27,10 @@ use hyper_util::rt::TokioIo;
 use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject};
 use serde_json::json;
 
+mod pods;
 mod soak;
+
+use pods::{PodShape, review_body, review_body_of};
 
 #[derive(Parser)]
 struct Cli {
@@ -56,6 +59,9 @@ enum Cmd {
         vpas: usize,
         #[arg(long, default_value_t = 50)]
         namespaces: usize,
+        /// The pod the reviews carry.
+        #[arg(long, value_enum, default_value_t = PodShape::Small)]
+        pod: PodShape,
     },
     /// Send reviews and report throughput and latency.
     Run {
@@ -83,6 +89,9 @@ enum Cmd {
         /// Label of the run in the output.
         #[arg(long, default_value = "")]
         label: String,
+        /// The pod the reviews carry.
+        #[arg(long, value_enum, default_value_t = PodShape::Small)]
+        pod: PodShape,
     },
     /// Valid reviews at a fixed rate while the attacks run; one JSON line of figures.
     Soak(soak::SoakArgs),
@@ -179,57 +188,6 @@ spec:
         dir.display()
     );
     Ok(())
-}
-
-/// The review the API server sends when ReplicaSet `name-7f9c` creates a pod.
-fn review_body(i: usize, namespaces: usize) -> Bytes {
-    let (ns, name) = workload(i, namespaces);
-    let review = json!({
-        "kind": "AdmissionReview",
-        "apiVersion": "admission.k8s.io/v1",
-        "request": {
-            "uid": format!("bench-{i}"),
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": "",
-            "namespace": ns,
-            "operation": "CREATE",
-            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller",
-                "groups": ["system:serviceaccounts", "system:authenticated"]},
-            "object": {
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {
-                    "generateName": format!("{name}-7f9c-"), "namespace": ns,
-                    "labels": {"app": name, "pod-template-hash": "7f9c"},
-                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("{name}-7f9c"),
-                        "uid": format!("rs-{i}"), "controller": true, "blockOwnerDeletion": true}]
-                },
-                "spec": {
-                    "containers": [{
-                        "name": "app", "image": "nginx:1.27",
-                        "ports": [{"containerPort": 80, "protocol": "TCP"}],
-                        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "200m", "memory": "256Mi"}},
-                        "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
-                        "imagePullPolicy": "IfNotPresent"
-                    }],
-                    "restartPolicy": "Always", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
-                    "serviceAccountName": "default", "securityContext": {}, "schedulerName": "default-scheduler",
-                    "tolerations": [
-                        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-                        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
-                    ],
-                    "priority": 0, "enableServiceLinks": true, "preemptionPolicy": "PreemptLowerPriority"
-                },
-                "status": {}
-            },
-            "oldObject": null,
-            "dryRun": false,
-            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
-        }
-    });
-    Bytes::from(serde_json::to_vec(&review).unwrap_or_default())
 }
 
 async fn connect(
@@ -374,14 +332,20 @@ async fn run(
     vpas: usize,
     namespaces: usize,
     label: String,
+    pod: PodShape,
 ) -> anyhow::Result<()> {
     let config = client_config(&ca, b"http/1.1")?;
-    let bodies: Arc<Vec<Bytes>> = Arc::new((0..vpas).map(|i| review_body(i, namespaces)).collect());
+    let bodies: Arc<Vec<Bytes>> = Arc::new(
+        (0..vpas)
+            .map(|i| review_body_of(pod, i, namespaces))
+            .collect(),
+    );
     let body_bytes = bodies.first().map(|b| b.len()).unwrap_or(0);
     let all = load(config, addr, bodies, connections, rate, seconds, warmup).await?;
     let n = all.latencies_us.len();
     let figures = json!({
         "label": label,
+        "pod": pod.as_str(),
         "connections": connections,
         "target_rate": rate,
         "seconds": seconds,
@@ -615,7 +579,13 @@ async fn handshakes(
     Ok(())
 }
 
-fn micro(dir: PathBuf, iterations: usize, vpas: usize, namespaces: usize) -> anyhow::Result<()> {
+fn micro(
+    dir: PathBuf,
+    iterations: usize,
+    vpas: usize,
+    namespaces: usize,
+    pod: PodShape,
+) -> anyhow::Result<()> {
     use tailor_admission::{manifests, review, webhook::Webhook};
     use tailor_kube::index::Index;
     let loaded = manifests::load_dir(&dir.join("manifests"))?;
@@ -624,7 +594,13 @@ fn micro(dir: PathBuf, iterations: usize, vpas: usize, namespaces: usize) -> any
         Default::default(),
         Default::default(),
     );
-    let bodies: Vec<Bytes> = (0..vpas).map(|i| review_body(i, namespaces)).collect();
+    let bodies: Vec<Bytes> = (0..vpas)
+        .map(|i| review_body_of(pod, i, namespaces))
+        .collect();
+    println!(
+        "{}",
+        json!({"pod": pod.as_str(), "request_bytes": bodies.first().map(|b| b.len())})
+    );
     let time = |what: &str, f: &dyn Fn(&[u8])| {
         for b in bodies.iter().take(1000) {
             f(b);
@@ -697,7 +673,8 @@ fn main() -> anyhow::Result<()> {
             iterations,
             vpas,
             namespaces,
-        } => micro(dir, iterations, vpas, namespaces),
+            pod,
+        } => micro(dir, iterations, vpas, namespaces, pod),
         Cmd::Run {
             addr,
             ca,
@@ -708,6 +685,7 @@ fn main() -> anyhow::Result<()> {
             vpas,
             namespaces,
             label,
+            pod,
         } => runtime()?.block_on(run(
             addr,
             ca,
@@ -718,6 +696,7 @@ fn main() -> anyhow::Result<()> {
             vpas,
             namespaces,
             label,
+            pod,
         )),
     }
 }

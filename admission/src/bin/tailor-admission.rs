@@ -164,6 +164,10 @@ struct Args {
     /// storm (a webhook rollout, an API server restart) gets its handshake.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     handshake_burst: Option<u32>,
+    /// Threads serving webhook connections (0 to 256), each with its own single-threaded runtime, so that a
+    /// review wakes one thread; 0 serves them on the process's multi-threaded runtime. Default: one per core.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(0..=256))]
+    connection_threads: Option<u16>,
 
     /// `--shutdown-delay-seconds`, `--shutdown-timeout-seconds`.
     #[command(flatten)]
@@ -377,6 +381,9 @@ async fn main() -> anyhow::Result<()> {
             idle_timeout: args.connection_idle_timeout,
             handshakes_per_second: args.handshakes_per_second,
             handshake_burst: args.handshake_burst.unwrap_or(args.max_connections),
+            threads: args
+                .connection_threads
+                .map_or_else(|| ConnectionLimits::default().threads, usize::from),
             ..ConnectionLimits::default()
         },
     });

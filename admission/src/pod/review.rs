@@ -67,10 +67,7 @@ pub fn review_pod(
     let decoded = review
         .object
         .ok_or_else(|| "request has no object".to_owned())
-        .and_then(|raw| {
-            crate::limits::check_pod(raw).map_err(|e| format!("pod not sized: {e}"))?;
-            serde_json::from_str::<Pod>(raw.get()).map_err(|e| format!("cannot decode pod: {e}"))
-        });
+        .and_then(|raw| decode_pod(raw.get()).map_err(|e| e.to_string()));
     let mut pod = match decoded {
         Ok(pod) => pod,
         Err(e) => return (allowed, PodOutcome::Error(e)),

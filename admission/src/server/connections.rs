@@ -38,6 +38,9 @@ pub struct ConnectionLimits {
     /// rate). As large as `max_connections` by default: when every API server replica reconnects together
     /// (a webhook rollout, an API server restart), all of its connections are let in. At least 1.
     pub handshake_burst: u32,
+    /// Threads serving connections, each with a single-threaded runtime (see [`super::workers`]); a review
+    /// then wakes one thread. 0 serves them on the server's own runtime instead. One per core by default.
+    pub threads: usize,
 }
 
 /// Default of [`ConnectionLimits::handshakes_per_second`]: a full handshake with an ECDSA P-256 key and its
@@ -56,6 +59,7 @@ impl Default for ConnectionLimits {
             handshake_timeout: Duration::from_secs(10),
             handshakes_per_second: DEFAULT_HANDSHAKES_PER_SECOND,
             handshake_burst: DEFAULT_MAX_CONNECTIONS,
+            threads: super::workers::Workers::default_count(),
         }
     }
 }
@@ -253,6 +257,7 @@ mod tests {
             handshake_timeout: Duration::from_secs(1),
             handshakes_per_second: 1000,
             handshake_burst: 1000,
+            ..ConnectionLimits::default()
         }
     }
 

@@ -8,7 +8,8 @@
 //!
 //! Connections: HTTP/1.1 with keep-alive, or HTTP/2 (ALPN `h2`); the TLS handshake has a deadline and runs on the
 //! connection's own task, so a slow client never holds up the accept loop. [`connections`] bounds how many are
-//! open and closes idle ones. Reviews of small bodies (every pod the API server sends, in practice) run inline;
+//! open and closes idle ones. Each connection is served from accept to close on one of a few single-threaded
+//! runtimes ([`workers`], one per core by default), so that a review wakes one thread. Reviews of small bodies (every pod the API server sends, in practice) run inline;
 //! a body over [`LARGE_BODY_BYTES`] needs one of a few slots and is reviewed on the blocking pool, so large
 //! requests can neither starve the small ones nor pile up in memory (the binary's allocator, mimalloc, hands
 //! freed pages back to the system within milliseconds, where glibc's arenas would keep the peak). The
@@ -49,6 +50,7 @@ use crate::{
 };
 
 pub mod connections;
+pub mod workers;
 
 use connections::Registry;
 pub use connections::{ConnectionLimits, DEFAULT_HANDSHAKES_PER_SECOND, DEFAULT_MAX_CONNECTIONS};
@@ -416,6 +418,15 @@ pub async fn serve_tls(
     let acceptor = TlsAcceptor::from(tls);
     let graceful = GracefulShutdown::new();
     let registry = Registry::new(limits);
+    // Connections are served on single-threaded runtimes (see [`workers`]); on the caller's runtime when
+    // `limits.threads` is 0 or their threads cannot be started.
+    let workers = (limits.threads > 0)
+        .then(|| workers::Workers::start(limits.threads, "tailor-conn"))
+        .and_then(|started| {
+            started
+                .inspect_err(|e| tracing::warn!(error = %e, "cannot start connection threads; serving on the main runtime"))
+                .ok()
+        });
     let mut last_accept_warning: Option<Instant> = None;
     tokio::pin!(shutdown);
     loop {
@@ -448,14 +459,33 @@ pub async fn serve_tls(
             }
         };
         let _ = tcp.set_nodelay(true);
+        // Taken off this runtime's reactor: the connection's worker registers it with its own, so that its
+        // readiness wakes that worker directly instead of this runtime's driver thread, which would then have
+        // to wake the worker (an extra thread switch per review).
+        let tcp = match tcp.into_std() {
+            Ok(tcp) => tcp,
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "cannot hand the connection over");
+                continue;
+            }
+        };
         let acceptor = acceptor.clone();
         let router = router.clone();
         let watcher = graceful.watcher();
         let registry = registry.clone();
         let metrics = metrics.clone();
-        tokio::spawn(async move {
+        let connection = async move {
             metrics.connections_open().inc();
             let state = registered.state.clone();
+            let tcp = match tokio::net::TcpStream::from_std(tcp) {
+                Ok(tcp) => tcp,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "cannot register the connection");
+                    drop(registered);
+                    metrics.connections_open().dec();
+                    return;
+                }
+            };
             let handshake = tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp));
             let stream = tokio::select! {
                 handshake = handshake => match handshake {
@@ -515,7 +545,11 @@ pub async fn serve_tls(
             }
             drop(registered);
             metrics.connections_open().dec();
-        });
+        };
+        match &workers {
+            Some(workers) => workers.spawn(connection),
+            None => drop(tokio::spawn(connection)),
+        }
     }
     drop(listener);
     if tokio::time::timeout(drain, graceful.shutdown())

@@ -18,5 +18,6 @@ mod server_live_owner;
 mod server_reflectors;
 mod server_scale;
 mod server_selfmanaged;
+mod slim_pod;
 mod status_lease;
 mod tls_rotation;
