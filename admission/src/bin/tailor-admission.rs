@@ -165,7 +165,9 @@ struct Args {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     handshake_burst: Option<u32>,
     /// Threads serving webhook connections (0 to 256), each with its own single-threaded runtime, so that a
-    /// review wakes one thread; 0 serves them on the process's multi-threaded runtime. Default: one per core.
+    /// review wakes one thread (about 10 µs of CPU less per review at a steady rate); 0 (the default) serves
+    /// them on the process's multi-threaded runtime. Not for clusters: with these threads an owner missing
+    /// from the caches is not read live, so the first pods of a new ReplicaSet are admitted unsized.
     #[arg(long, value_parser = clap::value_parser!(u16).range(0..=256))]
     connection_threads: Option<u16>,
 

@@ -39,7 +39,9 @@ pub struct ConnectionLimits {
     /// (a webhook rollout, an API server restart), all of its connections are let in. At least 1.
     pub handshake_burst: u32,
     /// Threads serving connections, each with a single-threaded runtime (see [`super::workers`]); a review
-    /// then wakes one thread. 0 serves them on the server's own runtime instead. One per core by default.
+    /// then wakes one thread. 0 (the default) serves them on the server's own multi-threaded runtime: on a
+    /// single-threaded runtime a review cannot wait for a live read of an owner missing from the caches
+    /// ([`crate::live_owners`]), so the pods of a brand-new ReplicaSet would be admitted unsized.
     pub threads: usize,
 }
 
@@ -59,7 +61,7 @@ impl Default for ConnectionLimits {
             handshake_timeout: Duration::from_secs(10),
             handshakes_per_second: DEFAULT_HANDSHAKES_PER_SECOND,
             handshake_burst: DEFAULT_MAX_CONNECTIONS,
-            threads: super::workers::Workers::default_count(),
+            threads: 0,
         }
     }
 }

@@ -49,11 +49,6 @@ impl Workers {
         Ok(workers)
     }
 
-    /// The default number of workers: one per available core.
-    pub fn default_count() -> usize {
-        std::thread::available_parallelism().map_or(1, usize::from)
-    }
-
     /// Runs `task` on the next worker.
     pub fn spawn<F>(&self, task: F)
     where

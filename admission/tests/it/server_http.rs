@@ -304,3 +304,44 @@ async fn declared_too_large(
     let _ = tokio::time::timeout(Duration::from_secs(5), read).await;
     String::from_utf8_lossy(&answer).into_owned()
 }
+
+/// `--connection-threads 2`: connections served on two single-threaded runtimes of their own answer reviews
+/// as the default runtime does, on several keep-alive connections at once.
+#[tokio::test]
+async fn connection_threads_serve_reviews() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = test_certs();
+    let files = tailor_admission::certs::CertFiles {
+        cert: dir.path().join("tls.crt"),
+        key: dir.path().join("tls.key"),
+    };
+    std::fs::write(&files.cert, &certs.cert_pem).unwrap();
+    std::fs::write(&files.key, &certs.key_pem).unwrap();
+    let readiness = Readiness::new();
+    readiness.set_synced();
+    let server = start_with_limits(
+        Arc::new(Stub),
+        files,
+        readiness,
+        Duration::from_secs(60),
+        tailor_admission::server::ConnectionLimits {
+            threads: 2,
+            ..Default::default()
+        },
+    )
+    .await;
+    let config = client_config(&certs.ca_cert_pem);
+    for c in 0..4 {
+        let mut client = Client::connect(server.webhook, config.clone())
+            .await
+            .unwrap();
+        for i in 0..3 {
+            let uid = format!("uid-{c}-{i}");
+            let out = client
+                .review(&pod_create_review(&uid, "default", pod()))
+                .await;
+            assert_eq!(out["response"]["uid"], uid.as_str());
+            assert_eq!(out["response"]["patchType"], "JSONPatch", "{out}");
+        }
+    }
+}
