@@ -1,7 +1,8 @@
 //! Writes the manifest reader benchmark's input (issue 27): `--deployments` Deployments, each with
 //! `--revisions` ReplicaSet revisions, a Tailor VPA and `--pods` running pods, every object of realistic size
 //! (`tailor_tests::workload_objects`), twice under `--out`: `yaml/` as multi-document YAML streams (one
-//! file per kind) and `json/` as `kubectl get -o json` Lists (one per kind, indented as kubectl does).
+//! file per kind) and `json/` as `kubectl get -o json` Lists (indented as kubectl does; one per kind and
+//! `--list-deployments` Deployments, so that no file exceeds the old snapshot reader's 512 MiB).
 //! Prints the bytes written per format. Run through `hack/bench-manifests.sh`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark harness: a panic is its failure report
@@ -19,6 +20,7 @@ struct Args {
     revisions: usize,
     template_bytes: usize,
     pods: usize,
+    list_deployments: usize,
     out: PathBuf,
 }
 
@@ -28,10 +30,11 @@ fn args() -> Args {
         revisions: 10,
         template_bytes: 4_096,
         pods: 1,
+        list_deployments: 2_500,
         out: PathBuf::new(),
     };
     const USAGE: &str = "usage: manifest_files --out DIR [--deployments N] [--revisions R] \
-                         [--template-bytes B] [--pods P]";
+                         [--template-bytes B] [--pods P] [--list-deployments L]";
     let refuse = |message: String| -> ! {
         eprintln!("{message}\n{USAGE}");
         std::process::exit(2)
@@ -51,6 +54,7 @@ fn args() -> Args {
             "--revisions" => a.revisions = value(),
             "--template-bytes" => a.template_bytes = value(),
             "--pods" => a.pods = value(),
+            "--list-deployments" => a.list_deployments = value().max(1),
             "--out" => a.out = PathBuf::from(&text),
             other => refuse(format!("unknown argument {other}")),
         }
@@ -63,34 +67,50 @@ fn args() -> Args {
 
 const KINDS: [&str; 4] = ["deployments", "replicasets", "vpas", "pods"];
 
-/// One output file per kind and format.
+/// One output file per kind and format (JSON: per kind and chunk).
 struct Outputs {
+    out: PathBuf,
     yaml: Vec<BufWriter<File>>,
     json: Vec<BufWriter<File>>,
     /// Whether the JSON List of each kind has an item yet (for the commas).
     started: [bool; 4],
 }
 
+fn open(dir: &Path, suffix: &str, format: &str) -> Vec<BufWriter<File>> {
+    std::fs::create_dir_all(dir).unwrap();
+    KINDS
+        .iter()
+        .map(|k| BufWriter::new(File::create(dir.join(format!("{k}{suffix}.{format}"))).unwrap()))
+        .collect()
+}
+
 impl Outputs {
     fn create(out: &Path) -> Self {
-        let open = |format: &str| -> Vec<BufWriter<File>> {
-            let dir = out.join(format);
-            std::fs::create_dir_all(&dir).unwrap();
-            KINDS
-                .iter()
-                .map(|k| BufWriter::new(File::create(dir.join(format!("{k}.{format}"))).unwrap()))
-                .collect()
-        };
-        let mut outputs = Outputs {
-            yaml: open("yaml"),
-            json: open("json"),
+        Outputs {
+            out: out.to_owned(),
+            yaml: open(&out.join("yaml"), "", "yaml"),
+            json: Vec::new(),
             started: [false; 4],
-        };
-        for w in &mut outputs.json {
+        }
+    }
+
+    /// Ends the JSON Lists being written and starts those of chunk `chunk`.
+    fn next_chunk(&mut self, chunk: usize) {
+        self.finish_json();
+        self.json = open(&self.out.join("json"), &format!("-{chunk}"), "json");
+        self.started = [false; 4];
+        for w in &mut self.json {
             w.write_all(b"{\n    \"apiVersion\": \"v1\",\n    \"items\": [\n")
                 .unwrap();
         }
-        outputs
+    }
+
+    fn finish_json(&mut self) {
+        for mut w in self.json.drain(..) {
+            w.write_all(b"\n    ],\n    \"kind\": \"List\",\n    \"metadata\": {\n        \"resourceVersion\": \"\"\n    }\n}\n")
+                .unwrap();
+            w.flush().unwrap();
+        }
     }
 
     fn write(&mut self, kind: usize, object: &Value) {
@@ -119,12 +139,8 @@ impl Outputs {
         }
     }
 
-    fn finish(self) {
-        for mut w in self.json {
-            w.write_all(b"\n    ],\n    \"kind\": \"List\",\n    \"metadata\": {\n        \"resourceVersion\": \"\"\n    }\n}\n")
-                .unwrap();
-            w.flush().unwrap();
-        }
+    fn finish(mut self) {
+        self.finish_json();
         for mut w in self.yaml {
             w.flush().unwrap();
         }
@@ -135,6 +151,9 @@ fn main() {
     let a = args();
     let mut out = Outputs::create(&a.out);
     for i in 0..a.deployments {
+        if i % a.list_deployments == 0 {
+            out.next_chunk(i / a.list_deployments + 1);
+        }
         let ns = format!("team-{}", i % 100);
         for o in objects(&ns, i, a.revisions, a.template_bytes) {
             let kind = match o["kind"].as_str() {
