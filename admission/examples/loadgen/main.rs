@@ -617,10 +617,9 @@ async fn handshakes(
 
 fn micro(dir: PathBuf, iterations: usize, vpas: usize, namespaces: usize) -> anyhow::Result<()> {
     use tailor_admission::{manifests, review, webhook::Webhook};
-    use tailor_kube::index::Index;
     let loaded = manifests::load_dir(&dir.join("manifests"))?;
     let webhook = Webhook::new(
-        Index::from_objects(loaded.objects),
+        loaded.objects.into_index(),
         Default::default(),
         Default::default(),
     );

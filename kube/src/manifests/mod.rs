@@ -10,8 +10,10 @@
 //!   ([`MAX_OBJECT_BYTES`], [`MAX_OBJECT_NODES`]), handed to the caller's [`Keep`], which decodes what it
 //!   needs into its own slim types, and dropped before the next is read. Neither the file nor a whole List
 //!   is ever held.
-//! - A directory is read recursively in name order: its `*.yaml`, `*.yml` and `*.json` files, skipping names
-//!   that start with `.` (a mounted ConfigMap's `..data`); at most [`MAX_FILES`] files.
+//! - A directory is read in name order: its `*.yaml`, `*.yml` and `*.json` files, skipping names that start
+//!   with `.` (a mounted ConfigMap's `..data`); its subdirectories too where the caller asks ([`Walk`]: the
+//!   webhook's `--vpa-dir` is a tree, a `tailor plan` snapshot directory is flat and its subdirectories are
+//!   other snapshots' parts); at most [`MAX_FILES`] files.
 //! - Errors name the file and the document (1-based, and the item of a List), with the line and column the
 //!   parser gives for syntax errors and the field path for objects that do not decode.
 
@@ -142,8 +144,24 @@ pub trait Keep: Sized {
     fn keep(object: Object) -> Result<Self, String>;
 }
 
+/// Keeps every object whole: for `tailor patch`, whose small files hold the pod and the VPA it prints.
+impl Keep for Object {
+    fn keep(object: Object) -> Result<Self, String> {
+        Ok(object)
+    }
+}
+
+/// Whether a directory's subdirectories are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Walk {
+    /// The files directly in the directory.
+    Flat,
+    /// The files of the whole tree.
+    Recursive,
+}
+
 /// The manifest files under `paths`: a file as given, a directory's files as the module documentation says.
-pub fn manifest_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ManifestError> {
+pub fn manifest_files(paths: &[PathBuf], walk_dirs: Walk) -> Result<Vec<PathBuf>, ManifestError> {
     let mut files = Vec::new();
     for path in paths {
         let meta = std::fs::metadata(path).map_err(|source| ManifestError::Io {
@@ -151,7 +169,7 @@ pub fn manifest_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ManifestError> 
             source,
         })?;
         if meta.is_dir() {
-            walk(path, 0, &mut files)?;
+            walk(path, walk_dirs, 0, &mut files)?;
         } else {
             files.push(path.clone());
         }
@@ -159,7 +177,12 @@ pub fn manifest_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ManifestError> 
     Ok(files)
 }
 
-fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), ManifestError> {
+fn walk(
+    dir: &Path,
+    walk_dirs: Walk,
+    depth: usize,
+    out: &mut Vec<PathBuf>,
+) -> Result<(), ManifestError> {
     let io = |source| ManifestError::Io {
         path: dir.to_owned(),
         source,
@@ -185,7 +208,9 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), Manifest
             continue;
         }
         if path.is_dir() {
-            walk(&path, depth + 1, out)?;
+            if walk_dirs == Walk::Recursive {
+                walk(&path, walk_dirs, depth + 1, out)?;
+            }
         } else if matches!(
             path.extension().and_then(|e| e.to_str()),
             Some("yaml" | "yml" | "json")

@@ -112,12 +112,14 @@ fn files_and_directories_are_read_by_the_same_rules() {
     std::fs::write(d.join("sub/a.json"), PODS).unwrap();
     std::fs::write(d.join("..data/c.yaml"), PODS).unwrap();
     std::fs::write(d.join("notes.txt"), "not a manifest").unwrap();
-    let files = manifest_files(&[d.to_owned()]).unwrap();
+    let files = manifest_files(&[d.to_owned()], Walk::Recursive).unwrap();
     assert_eq!(files, [d.join("b.yaml"), d.join("sub/a.json")]);
+    let flat = manifest_files(&[d.to_owned(), d.join("sub")], Walk::Flat).unwrap();
+    assert_eq!(flat, [d.join("b.yaml"), d.join("sub/a.json")]);
     let mut seen = Vec::new();
     read_file(&files[1], |_, s: Seen| seen.push(s)).unwrap();
     assert_eq!(seen, [Seen("Pod".into(), "a".into())]);
-    let err = manifest_files(&[d.join("missing")])
+    let err = manifest_files(&[d.join("missing")], Walk::Flat)
         .unwrap_err()
         .to_string();
     assert!(
