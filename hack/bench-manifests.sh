@@ -48,14 +48,18 @@ else
   echo "(written in $(($(date +%s) - start)) s to $data)"
 fi
 
-# Peak RSS (MiB) and wall seconds of `tailor plan DIR`, from GNU time.
+# Peak RSS (MiB) and wall time of `tailor plan DIR` (GNU time) and the pods planned; `failed - why` when it
+# refuses the input.
 plan() {
-  local log=$work/plan.time
-  /usr/bin/time -v "$tailor" plan "$1" --now 2026-11-02T00:00:00Z --output json >"$work/plan.out" 2>"$log" ||
-    { tail -5 "$log" >&2; echo "tailor plan $1 failed" >&2; return 1; }
+  local tlog=$work/plan.time
+  if ! /usr/bin/time -v -o "$tlog" "$tailor" plan "$1" --now 2026-11-02T00:00:00Z --output json \
+    >"$work/plan.out" 2>"$work/plan.err"; then
+    echo "failed - $(grep -v '^ *[0-9]*:\|^ *at \|^$\|Stack backtrace' "$work/plan.err" | tr '\n' ' ' | cut -c1-300)"
+    return
+  fi
   local kib wall
-  kib=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$log")
-  wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$log")
+  kib=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$tlog")
+  wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$tlog")
   echo "$((kib / 1024)) $wall $(grep -c '"pod":' "$work/plan.out")"
 }
 
@@ -71,10 +75,9 @@ vpa_dir() {
   adm_pid=$!
   until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do
     if ! kill -0 "$adm_pid" 2>/dev/null; then
-      tail -5 "$log" >&2
-      echo "tailor-admission --vpa-dir $1 exited" >&2
+      echo "failed - $(grep -v '^ *[0-9]*:\|^ *at \|^$\|Stack backtrace\|MIMALLOC' "$log" | tr '\n' ' ' | cut -c1-300)"
       adm_pid=''
-      return 1
+      return
     fi
     sleep 0.1
   done
@@ -91,11 +94,19 @@ mkdir -p "$work/certs"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost \
   -keyout "$work/certs/tls.key" -out "$work/certs/tls.crt" 2>/dev/null
 for format in yaml json; do
-  read -r mib secs < <(vpa_dir "$data/$format")
-  echo "tailor-admission --vpa-dir $format/: peak ${mib} MiB, loaded in ${secs} s"
+  read -r mib secs why < <(vpa_dir "$data/$format")
+  if [[ $mib == failed ]]; then
+    echo "tailor-admission --vpa-dir $format/: failed: $why"
+  else
+    echo "tailor-admission --vpa-dir $format/: peak ${mib} MiB, ready in ${secs} s"
+  fi
   eval "vpa_dir_$format=$mib"
   read -r mib wall pods < <(plan "$data/$format")
-  echo "tailor plan $format/: peak ${mib} MiB, ${wall} wall, ${pods} pods planned"
+  if [[ $mib == failed ]]; then
+    echo "tailor plan $format/: failed: $pods"
+  else
+    echo "tailor plan $format/: peak ${mib} MiB, ${wall} wall, ${pods} pods planned"
+  fi
   eval "plan_$format=$mib"
 done
 echo "vpa_dir_peak_mib=$vpa_dir_yaml plan_peak_mib=$plan_json (vpa_dir_json=$vpa_dir_json plan_yaml=$plan_yaml)"
