@@ -72,7 +72,7 @@ pub enum ManifestError {
         message: String,
     },
     /// An object that the caller reads does not decode.
-    #[error("{}: {at}: {message} ({kind} {name:?})", path.display())]
+    #[error("{}: {at}: {message}{}", path.display(), described(kind, name))]
     Object {
         /// The file.
         path: PathBuf,
@@ -85,6 +85,15 @@ pub enum ManifestError {
         /// What is wrong (with the field path).
         message: String,
     },
+}
+
+/// ` (Kind "name")` after an object's error, for what the object gives of the two.
+fn described(kind: &str, name: &str) -> String {
+    match (kind, name) {
+        ("", "") => String::new(),
+        ("", name) => format!(" ({name:?})"),
+        (kind, name) => format!(" ({kind} {name:?})"),
+    }
 }
 
 /// Where an object is in its file.

@@ -13,6 +13,15 @@ impl Keep for Seen {
     }
 }
 
+/// Refuses everything.
+struct Refuse;
+
+impl Keep for Refuse {
+    fn keep(_: Object) -> Result<Self, String> {
+        Err("refused".into())
+    }
+}
+
 fn read_all(text: &str) -> Result<Vec<(Position, Seen)>, ManifestError> {
     let mut out = Vec::new();
     read_text("f", text, |at, seen| out.push((at, seen)))?;
@@ -84,6 +93,16 @@ fn errors_name_the_file_the_document_and_the_item() {
     assert!(
         err.starts_with("f: document 2: invalid JSON: ") && err.contains("line 3"),
         "{err}"
+    );
+    let refuse_all = |text: &str| {
+        read_text::<Refuse>("f", text, |_, _| {})
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(refuse_all("{}"), "f: document 1: refused");
+    assert_eq!(
+        refuse_all("metadata: {name: p}"),
+        "f: document 1: refused (\"p\")"
     );
     let err = read_all("\"just text\"").unwrap_err().to_string();
     assert!(err.contains("expected a Kubernetes object"), "{err}");
