@@ -2,7 +2,9 @@
 //! takes: a plain object, a `List` (`kind: …List` with `items`, as `kubectl get` prints several objects)
 //! whose items are decoded and handed to [`Keep`] one at a time as the parser reaches them, or a JSON array
 //! of either. Each object is built as a bounded JSON value ([`super::bounded`]), kept, and dropped before
-//! the next is read, so the whole document is never held.
+//! the next is read, so the whole document is never held; what [`Keep`] returns for the items of one List
+//! is collected until the List ends (the parsers hand out whole documents), at most
+//! [`MAX_OBJECTS_PER_DOCUMENT`] of them.
 
 use std::fmt;
 use std::marker::PhantomData;

@@ -8,8 +8,9 @@
 //!   empty documents are skipped.
 //! - The file is streamed: each object (each item of a List) is built as a JSON value within a bound
 //!   ([`MAX_OBJECT_BYTES`], [`MAX_OBJECT_NODES`]), handed to the caller's [`Keep`], which decodes what it
-//!   needs into its own slim types, and dropped before the next is read. Neither the file nor a whole List
-//!   is ever held.
+//!   needs into its own slim types, and dropped before the next is read. Neither the file nor the objects
+//!   of a List are ever held, only the slim forms the caller keeps (those of one List are handed over
+//!   when the List ends).
 //! - A directory is read in name order: its `*.yaml`, `*.yml` and `*.json` files, skipping names that start
 //!   with `.` (a mounted ConfigMap's `..data`); its subdirectories too where the caller asks ([`Walk`]: the
 //!   webhook's `--vpa-dir` is a tree, a `tailor plan` snapshot directory is flat and its subdirectories are
