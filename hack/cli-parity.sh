@@ -2,7 +2,8 @@
 # Byte-for-byte comparison of two `tailor` binaries' outputs on every example and every vector: the proof
 # that a refactoring changed no answer. Runs `recommend` (every output format, with and without --explain)
 # on every trace under examples/ and tests/data/, `patch` on the example pod and on every admission case
-# file, `convert` on every manifest under examples/, and `crds`; compares stdout, stderr and exit codes.
+# file, `plan` on the example snapshot, `convert` on every manifest under examples/, and `crds`; compares
+# stdout, stderr and exit codes.
 #
 #   hack/cli-parity.sh OLD_TAILOR [NEW_TAILOR]      (NEW defaults to target/debug/tailor)
 #
@@ -55,6 +56,10 @@ compare patch --pod examples/patch/pod.yaml --vpa examples/patch/vpa.yaml --limi
 for c in tests/data/admission/unit-cases.json tests/data/upstream-diff/admission-cases.json; do
   compare patch --case "$c"
 done
+# The snapshot reader (issue 27): the example snapshot, with its stale Lease, as JSON.
+compare plan examples/plan/ --now 2026-01-10T12:00:00Z
+compare plan examples/plan/ --now 2026-01-10T12:00:00Z --output json
+compare plan examples/plan/snapshot.yaml examples/plan/stale/ --now 2026-01-10T12:00:00Z
 while IFS= read -r m; do
   compare convert "$m"
 done < <(find examples -name '*.yaml' | sort)

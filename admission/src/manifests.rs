@@ -1,226 +1,70 @@
-//! Standalone mode (`--vpa-dir`): Tailor VPAs, LimitRanges and workload objects read from manifest files
-//! instead of reflectors.
-//!
-//! Objects of custom kinds with a `spec.selector` (Argo Rollouts and the like) stand in for the `/scale`
-//! subresource the server would read.
-//!
-//! Every `*.yaml`, `*.yml` and `*.json` file under the directory (recursively, in name order) is read as a
-//! multi-document YAML stream; `List` objects are flattened. Objects of other kinds (pods, services, upstream
-//! `autoscaling.k8s.io` VPAs, …) are skipped and counted.
+//! Standalone mode (`--vpa-dir`): the index's objects — Tailor VPAs, LimitRanges, the well-known workloads
+//! and custom controllers with a `spec.selector` standing in for the `/scale` subresource — read from
+//! manifest files instead of reflectors, through the shared reader ([`tailor_kube::manifests`]: YAML or
+//! JSON, `List`s included, streamed; a directory recursively, in name order). Objects of other kinds (pods,
+//! services, upstream `autoscaling.k8s.io` VPAs, …) are skipped and counted.
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-
-use tailor_kube::scale::{custom_controller, static_key};
-
-use tailor_kube::index::IndexObjects;
-
-/// Errors reading manifests; each names the file and document.
-#[derive(Debug, thiserror::Error)]
-pub enum ManifestError {
-    /// A file or directory could not be read.
-    #[error("reading {path}: {source}")]
-    Io {
-        /// The path.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// A file is not valid YAML.
-    #[error("{path}: invalid YAML: {message}")]
-    Yaml {
-        /// The file.
-        path: PathBuf,
-        /// Parser message.
-        message: String,
-    },
-    /// An object of a known kind does not have the expected shape.
-    #[error("{path}: document {document}: {kind} {name:?}: {message}")]
-    Object {
-        /// The file.
-        path: PathBuf,
-        /// 1-based document number.
-        document: usize,
-        /// The object's kind.
-        kind: String,
-        /// The object's name.
-        name: String,
-        /// Decoder message.
-        message: String,
-    },
-}
+use tailor_kube::manifests::index_objects::{IndexObject, ManifestIndex};
+use tailor_kube::manifests::{self, Keep, ManifestError, Object, Position, Walk};
 
 /// What was loaded.
 #[derive(Debug, Default)]
 pub struct Loaded {
     /// The objects for the index.
-    pub objects: IndexObjects,
+    pub objects: ManifestIndex,
     /// Files read.
     pub files: usize,
     /// Objects of kinds the index does not use.
     pub skipped: usize,
 }
 
-impl Loaded {
-    /// Objects kept, all kinds together.
-    pub fn count(&self) -> usize {
-        let o = &self.objects;
-        o.vpas.len()
-            + o.deployments.len()
-            + o.replica_sets.len()
-            + o.stateful_sets.len()
-            + o.daemon_sets.len()
-            + o.jobs.len()
-            + o.cron_jobs.len()
-            + o.replication_controllers.len()
-            + o.limit_ranges.len()
-            + o.scale.objects.len()
+/// What the webhook keeps of one object.
+enum Kept {
+    Index(Box<IndexObject>),
+    Skipped { upstream: bool },
+}
+
+impl Keep for Kept {
+    fn keep(object: Object) -> Result<Self, String> {
+        match IndexObject::of(&object) {
+            Some(kept) => kept.map(|o| Kept::Index(Box::new(o))),
+            None => Ok(Kept::Skipped {
+                upstream: object.group() == tailor_crds::UPSTREAM_GROUP,
+            }),
+        }
     }
 }
 
-fn manifest_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), ManifestError> {
-    let io = |source| ManifestError::Io {
-        path: dir.to_owned(),
-        source,
-    };
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(io)?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<_, _>>()
-        .map_err(io)?;
-    entries.sort();
-    for path in entries {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.starts_with('.') {
-            continue; // also skips a Secret/ConfigMap volume's ..data and timestamped directories
-        }
-        if path.is_dir() {
-            manifest_files(&path, out)?;
-        } else if matches!(
-            path.extension().and_then(|e| e.to_str()),
-            Some("yaml" | "yml" | "json")
-        ) {
-            out.push(path);
+impl Loaded {
+    /// Objects kept, all kinds together.
+    pub fn count(&self) -> usize {
+        self.objects.count()
+    }
+
+    fn add(&mut self, file: &Path, at: Position, kept: Kept) {
+        match kept {
+            Kept::Index(object) => self.objects.add(*object),
+            Kept::Skipped { upstream } => {
+                if upstream {
+                    tracing::warn!(file = %file.display(), at = %at,
+                        "upstream autoscaling.k8s.io object ignored (convert it with `tailor convert`)");
+                }
+                self.skipped += 1;
+            }
         }
     }
-    Ok(())
 }
 
 /// Loads every manifest under `dir` (or the single file `dir`).
 pub fn load_dir(dir: &Path) -> Result<Loaded, ManifestError> {
-    let mut files = Vec::new();
-    if dir.is_file() {
-        files.push(dir.to_owned());
-    } else {
-        manifest_files(dir, &mut files)?;
-    }
     let mut loaded = Loaded::default();
-    for path in files {
-        let text = std::fs::read_to_string(&path).map_err(|source| ManifestError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        load_str(&text, &path, &mut loaded)?;
+    for path in manifests::manifest_files(&[PathBuf::from(dir)], Walk::Recursive)? {
+        manifests::read_file(&path, |at, kept| loaded.add(&path, at, kept))?;
         loaded.files += 1;
     }
     Ok(loaded)
-}
-
-/// Adds the objects of one multi-document YAML (or JSON) text; `path` is only used in errors.
-pub fn load_str(text: &str, path: &Path, loaded: &mut Loaded) -> Result<(), ManifestError> {
-    // Manifest dumps of a whole cluster exceed the parser's default budget (1,024 documents, 250k nodes);
-    // the files are the operator's own, so allow large ones while keeping alias-bomb protection.
-    let mut budget = serde_saphyr::Budget::default();
-    budget.max_documents = 1_000_000;
-    budget.max_nodes = 50_000_000;
-    budget.max_events = 200_000_000;
-    let mut options = serde_saphyr::Options::default();
-    options.budget = Some(budget);
-    let docs: Vec<Value> =
-        serde_saphyr::from_multiple_with_options(text, options).map_err(|e| {
-            ManifestError::Yaml {
-                path: path.to_owned(),
-                message: e.to_string(),
-            }
-        })?;
-    for (i, doc) in docs.into_iter().enumerate() {
-        add(doc, path, i + 1, loaded)?;
-    }
-    Ok(())
-}
-
-fn decode<T: serde::de::DeserializeOwned>(
-    doc: Value,
-    path: &Path,
-    document: usize,
-    kind: &str,
-) -> Result<T, ManifestError> {
-    let name = doc
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    serde_json::from_value(doc).map_err(|e| ManifestError::Object {
-        path: path.to_owned(),
-        document,
-        kind: kind.to_owned(),
-        name,
-        message: e.to_string(),
-    })
-}
-
-fn add(doc: Value, path: &Path, document: usize, loaded: &mut Loaded) -> Result<(), ManifestError> {
-    if doc.is_null() {
-        return Ok(()); // empty document (e.g. a trailing `---`)
-    }
-    let kind = doc
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let api_version = doc
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    if let (true, Some(Value::Array(items))) = (kind.ends_with("List"), doc.get("items")) {
-        for item in items.clone() {
-            add(item, path, document, loaded)?;
-        }
-        return Ok(());
-    }
-    let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
-    let o = &mut loaded.objects;
-    match (group, kind.as_str()) {
-        (tailor_crds::GROUP, "VerticalPodAutoscaler") => {
-            o.vpas.push(decode(doc, path, document, &kind)?)
-        }
-        ("apps", "Deployment") => o.deployments.push(decode(doc, path, document, &kind)?),
-        ("apps", "ReplicaSet") => o.replica_sets.push(decode(doc, path, document, &kind)?),
-        ("apps", "StatefulSet") => o.stateful_sets.push(decode(doc, path, document, &kind)?),
-        ("apps", "DaemonSet") => o.daemon_sets.push(decode(doc, path, document, &kind)?),
-        ("batch", "Job") => o.jobs.push(decode(doc, path, document, &kind)?),
-        ("batch", "CronJob") => o.cron_jobs.push(decode(doc, path, document, &kind)?),
-        ("", "ReplicationController") => o
-            .replication_controllers
-            .push(decode(doc, path, document, &kind)?),
-        ("", "LimitRange") => o.limit_ranges.push(decode(doc, path, document, &kind)?),
-        _ => {
-            if let Some(info) =
-                custom_controller(&doc).filter(|_| group != tailor_crds::UPSTREAM_GROUP)
-            {
-                o.scale.objects.insert(static_key(&doc), info);
-                return Ok(());
-            }
-            if group == tailor_crds::UPSTREAM_GROUP {
-                tracing::warn!(file = %path.display(), document, %kind,
-                    "upstream autoscaling.k8s.io object ignored (convert it with `tailor convert`)");
-            }
-            loaded.skipped += 1;
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -260,6 +104,12 @@ metadata: {name: upstream, namespace: default}
 ---
 "#;
 
+    fn load_text(name: &str, text: &str) -> Result<Loaded, ManifestError> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(name), text).unwrap();
+        load_dir(dir.path())
+    }
+
     #[test]
     fn loads_multi_document_files_and_lists() {
         let dir = tempfile::tempdir().unwrap();
@@ -268,11 +118,19 @@ metadata: {name: upstream, namespace: default}
         std::fs::write(dir.path().join("README.md"), "not a manifest").unwrap();
         let loaded = load_dir(dir.path()).unwrap();
         assert_eq!(loaded.files, 1);
-        assert_eq!(loaded.objects.vpas.len(), 1);
-        assert_eq!(loaded.objects.deployments.len(), 1);
-        assert_eq!(loaded.objects.limit_ranges.len(), 1);
+        assert_eq!(loaded.objects.vpas().len(), 1);
+        assert_eq!(loaded.objects.limit_ranges().len(), 1);
         assert_eq!(loaded.skipped, 2);
+        // The VPA, the LimitRange and the Deployment.
         assert_eq!(loaded.count(), 3);
+    }
+
+    #[test]
+    fn a_yaml_stream_of_json_documents_loads() {
+        let text = "{\"apiVersion\": \"autoscaling.tailor.dev/v1\", \"kind\": \"VerticalPodAutoscaler\",\n \"metadata\": {\"name\": \"web\", \"namespace\": \"default\"},\n \"spec\": {\"targetRef\": {\"apiVersion\": \"apps/v1\", \"kind\": \"Deployment\", \"name\": \"web\"}}}\n---\n{\"apiVersion\": \"apps/v1\", \"kind\": \"Deployment\", \"metadata\": {\"name\": \"web\", \"namespace\": \"default\"},\n \"spec\": {\"selector\": {\"matchLabels\": {\"app\": \"web\"}}}}\n";
+        let loaded = load_text("all.json", text).unwrap();
+        assert_eq!(loaded.objects.vpas().len(), 1);
+        assert_eq!(loaded.count(), 2);
     }
 
     #[test]
@@ -297,9 +155,8 @@ kind: Gadget
 metadata: {name: g, namespace: shop}
 spec: {selector: 42}
 "#;
-        let mut loaded = Loaded::default();
-        load_str(text, Path::new("custom.yaml"), &mut loaded).unwrap();
-        let scale = &loaded.objects.scale.objects;
+        let loaded = load_text("custom.yaml", text).unwrap();
+        let scale = &loaded.objects.scale().objects;
         assert_eq!(scale.len(), 2, "{scale:?}");
         assert_eq!(loaded.skipped, 1);
         let rollout = &scale[&("Rollout".into(), "shop".into(), "web".into())];

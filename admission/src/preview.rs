@@ -18,6 +18,7 @@ use tailor_crds::VerticalPodAutoscaler;
 use crate::pod::patch_pod;
 use tailor_core::sizing::PatchOptions;
 use tailor_kube::index::{self, Index};
+use tailor_kube::manifests::{self, Object};
 
 /// One input file: its name (for messages) and its contents.
 #[derive(Clone, Copy, Debug)]
@@ -39,6 +40,9 @@ pub enum PreviewError {
         /// What went wrong (with line/column or field where known).
         message: String,
     },
+    /// A manifest file cannot be read (the message names the file and the document).
+    #[error("{0}")]
+    Read(String),
     /// A field has a value that cannot be used.
     #[error("{file}: {field}: {message}")]
     Field {
@@ -58,7 +62,7 @@ fn looks_like_json(text: &str) -> bool {
     )
 }
 
-/// Parses a whole file (JSON or YAML) into a JSON value.
+/// Parses a whole admission case file (JSON or YAML) into a JSON value.
 fn parse_value(file: &InputFile<'_>) -> Result<Value, PreviewError> {
     let err = |message: String| PreviewError::Parse {
         file: file.name.to_owned(),
@@ -71,40 +75,15 @@ fn parse_value(file: &InputFile<'_>) -> Result<Value, PreviewError> {
     }
 }
 
-/// Parses every document of a file: a JSON value or array, a YAML stream, or a `List` object.
+/// Every object of a manifest file, whole, as the shared reader gives them ([`tailor_kube::manifests`]:
+/// YAML or JSON, `List`s and arrays flattened). `tailor patch` reads a pod, a VPA and LimitRanges: small
+/// files whose objects it prints.
 fn parse_documents(file: &InputFile<'_>) -> Result<Vec<Value>, PreviewError> {
-    let docs: Vec<Value> = if looks_like_json(file.content) {
-        match parse_value(file)? {
-            Value::Array(items) => items,
-            other => vec![other],
-        }
-    } else {
-        serde_saphyr::from_multiple(file.content).map_err(|e| PreviewError::Parse {
-            file: file.name.to_owned(),
-            message: e.to_string(),
-        })?
-    };
     let mut out = Vec::new();
-    for doc in docs {
-        match doc {
-            Value::Null => {}
-            Value::Object(ref map)
-                if map
-                    .get("kind")
-                    .and_then(Value::as_str)
-                    .is_some_and(|k| k.ends_with("List")) =>
-            {
-                out.extend(
-                    map.get("items")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default(),
-                );
-            }
-            Value::Array(items) => out.extend(items),
-            other => out.push(other),
-        }
-    }
+    manifests::read_text(file.name, file.content, |_, object: Object| {
+        out.push(object.value)
+    })
+    .map_err(|e| PreviewError::Read(e.to_string()))?;
     Ok(out)
 }
 
@@ -481,6 +460,20 @@ spec:
         assert_eq!(c["requests"]["memory"], "100Mi");
         assert_eq!(c["limits"]["memory"], "200Mi");
         assert!(out["patch"].as_array().is_some_and(|p| !p.is_empty()));
+    }
+
+    #[test]
+    fn a_yaml_stream_of_json_documents_loads() {
+        let pod = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-1", "namespace": "demo"},
+ "spec": {"containers": [{"name": "web", "image": "nginx", "resources": {"requests": {"cpu": "100m"}}}]}}"#;
+        let vpa = r#"{"apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
+ "metadata": {"name": "web", "namespace": "demo"}, "spec": {"targetRef": {"kind": "Deployment", "name": "web"}},
+ "status": {"recommendation": {"containerRecommendations": [{"containerName": "web", "target": {"cpu": "250m"}}]}}}"#;
+        let text = format!("{pod}\n---\n{vpa}\n");
+        let f = file("both.yaml", &text);
+        let out = preview_patch(f, f, &[], &PatchOptions::default()).unwrap();
+        let c = &out["pod"]["spec"]["containers"][0]["resources"];
+        assert_eq!(c["requests"]["cpu"], "250m");
     }
 
     #[test]

@@ -27,7 +27,6 @@ use tailor_admission::{
 };
 use tailor_core::sizing::PatchOptions;
 use tailor_core::validation::FeatureGates;
-use tailor_kube::index::Index;
 use tokio::io::AsyncReadExt;
 
 /// The bound on each valid review's answer while an attack runs.
@@ -126,7 +125,7 @@ async fn start_fixture(limits: ConnectionLimits) -> Fixture {
     std::fs::write(manifest_dir.join("all.yaml"), text).unwrap();
     let loaded = manifests::load_dir(&manifest_dir).unwrap();
     let webhook = Webhook::new(
-        Index::from_objects(loaded.objects),
+        loaded.objects.into_index(),
         FeatureGates::default(),
         PatchOptions::default(),
     );

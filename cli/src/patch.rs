@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use tailor_admission::preview::{InputFile, preview_patch, run_cases};
 use tailor_core::sizing::PatchOptions;
+use tailor_kube::manifests::{self, Object};
 
 use serde_json::Value;
 
@@ -49,15 +50,21 @@ pub struct PatchArgs {
     pub force: bool,
 }
 
-/// The first document of `text` (YAML or JSON, several documents allowed) that satisfies `want`.
+/// The first object of `text` (a manifest file, read as [`tailor_kube::manifests`] reads it) that satisfies
+/// `want`.
 fn document(
     name: &str,
     text: &str,
     want: impl Fn(&Value) -> bool,
 ) -> Result<Option<Value>, InputError> {
-    let docs: Vec<Value> =
-        serde_saphyr::from_multiple(text).map_err(|e| InputError(format!("{name}: {e}")))?;
-    Ok(docs.into_iter().find(|d| want(d)))
+    let mut found = None;
+    manifests::read_text(name, text, |_, object: Object| {
+        if found.is_none() && want(&object.value) {
+            found = Some(object.value);
+        }
+    })
+    .map_err(|e| InputError(e.to_string()))?;
+    Ok(found)
 }
 
 fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {

@@ -458,13 +458,23 @@ impl Index {
             &mut w.replication_controllers,
             &objects.replication_controllers,
         );
+        Self::from_parts(objects.vpas, workloads, objects.limit_ranges, objects.scale)
+    }
+
+    /// An index over VPAs, LimitRanges and custom controllers as given and workload caches already filled
+    /// (manifests read through [`crate::manifests::index_objects::ManifestIndex`]).
+    pub fn from_parts(
+        vpas: Vec<VerticalPodAutoscaler>,
+        workloads: WorkloadStores,
+        limit_ranges: Vec<LimitRange>,
+        scale: StaticScaleLookup,
+    ) -> Self {
         Self {
-            vpas: Arc::new(StaticSource::new(objects.vpas)),
+            vpas: Arc::new(StaticSource::new(vpas)),
             workloads,
-            limit_ranges: Box::new(StaticSource::new(objects.limit_ranges)),
+            limit_ranges: Box::new(StaticSource::new(limit_ranges)),
             quotas: None,
-            scale: (!objects.scale.objects.is_empty())
-                .then(|| Arc::new(objects.scale) as Arc<dyn ScaleLookup>),
+            scale: (!scale.objects.is_empty()).then(|| Arc::new(scale) as Arc<dyn ScaleLookup>),
             fallback: None,
         }
     }

@@ -2,7 +2,7 @@
 //! ([`workload_cache`]) over one storage ([`shelf`]), the `/scale` lookup for other kinds ([`scale`],
 //! [`scale_cache`]), pod → VPA matching ([`index`], shared by the webhook and the updater), leader election
 //! ([`leader`]), and the flag groups for the Kubernetes client, logging, the listen address, shutdown and
-//! the pod floor.
+//! the pod floor; the one reader of manifest files and snapshots ([`manifests`]).
 
 pub mod client;
 pub mod floor_flags;
@@ -10,6 +10,7 @@ pub mod index;
 pub mod leader;
 pub mod listen;
 pub mod log;
+pub mod manifests;
 pub mod quota_cache;
 pub mod reflectors;
 pub mod scale;

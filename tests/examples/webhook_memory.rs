@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tailor_tests::process::{post_review, proc_status_kib, start_admission, wait_admission_ready};
 use tailor_tests::standin::tls::TestCa;
 use tailor_tests::standin::{ApiServer, Options};
+use tailor_tests::workload_objects::objects;
 
 struct Args {
     deployments: usize,
@@ -50,100 +51,6 @@ fn args() -> Args {
     a
 }
 
-/// A pod template of about `bytes` bytes of JSON: two containers with env, ports, probes and mounts.
-fn template(app: &str, hash: &str, bytes: usize) -> Value {
-    let env_count = (bytes / 2 / 90).max(1);
-    let env: Vec<Value> = (0..env_count)
-        .map(|i| json!({"name": format!("SETTING_{i:03}_{app}"), "value": format!("value-{i}-of-the-configuration-{app}")}))
-        .collect();
-    let container = |name: &str| {
-        json!({
-            "name": name, "image": format!("registry.example.com/team/{app}/{name}:1.24.{hash}"),
-            "imagePullPolicy": "IfNotPresent",
-            "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
-            "env": env,
-            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
-            "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"},
-                              "periodSeconds": 10, "timeoutSeconds": 1, "failureThreshold": 3},
-            "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080, "scheme": "HTTP"},
-                               "periodSeconds": 5, "timeoutSeconds": 1, "failureThreshold": 3},
-            "volumeMounts": [{"name": "config", "mountPath": "/etc/app"}, {"name": "tmp", "mountPath": "/tmp"}],
-            "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"
-        })
-    };
-    json!({
-        "metadata": {"labels": {"app": app, "pod-template-hash": hash, "team": "payments", "tier": "backend"},
-                     "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": "8080"}},
-        "spec": {
-            "containers": [container("app"), container("sidecar")],
-            "volumes": [{"name": "config", "configMap": {"name": format!("{app}-config"), "defaultMode": 420}},
-                        {"name": "tmp", "emptyDir": {}}],
-            "restartPolicy": "Always", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
-            "serviceAccountName": app, "schedulerName": "default-scheduler", "securityContext": {}
-        }
-    })
-}
-
-fn managed_fields(manager: &str) -> Value {
-    json!([{"manager": manager, "operation": "Update", "apiVersion": "apps/v1",
-            "time": "2026-11-01T10:00:00Z", "fieldsType": "FieldsV1",
-            "fieldsV1": {"f:metadata": {"f:annotations": {".": {}, "f:deployment.kubernetes.io/revision": {}},
-                         "f:labels": {".": {}, "f:app": {}}},
-                         "f:spec": {"f:replicas": {}, "f:selector": {}, "f:template": {"f:metadata": {}, "f:spec": {}}},
-                         "f:status": {"f:availableReplicas": {}, "f:observedGeneration": {}, "f:replicas": {}}}}])
-}
-
-fn objects(ns: &str, i: usize, a: &Args) -> Vec<Value> {
-    let app = format!("app-{i}");
-    let mut out = vec![json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": app, "namespace": ns, "uid": format!("d-{i}"), "generation": a.revisions,
-            "labels": {"app": app},
-            "annotations": {"deployment.kubernetes.io/revision": a.revisions.to_string(),
-                            "kubectl.kubernetes.io/last-applied-configuration": "x".repeat(a.template_bytes / 2)},
-            "managedFields": managed_fields("kubectl-client-side-apply")},
-        "spec": {"replicas": 3, "revisionHistoryLimit": a.revisions,
-                 "selector": {"matchLabels": {"app": app}},
-                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}},
-                 "template": template(&app, "0", a.template_bytes)},
-        "status": {"replicas": 3, "readyReplicas": 3, "availableReplicas": 3, "updatedReplicas": 3,
-                   "observedGeneration": a.revisions,
-                   "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
-                                   "message": "Deployment has minimum availability.",
-                                   "lastUpdateTime": "2026-11-01T10:00:00Z", "lastTransitionTime": "2026-11-01T10:00:00Z"}]}
-    })];
-    for r in 0..a.revisions {
-        let hash = format!("{:08x}", i * 131 + r);
-        let replicas = if r + 1 == a.revisions { 3 } else { 0 };
-        out.push(json!({
-            "apiVersion": "apps/v1", "kind": "ReplicaSet",
-            "metadata": {"name": format!("{app}-{hash}"), "namespace": ns, "uid": format!("rs-{i}-{r}"),
-                "labels": {"app": app, "pod-template-hash": hash},
-                "annotations": {"deployment.kubernetes.io/revision": (r + 1).to_string(),
-                                "deployment.kubernetes.io/desired-replicas": "3",
-                                "deployment.kubernetes.io/max-replicas": "4"},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": app,
-                                     "uid": format!("d-{i}"), "controller": true, "blockOwnerDeletion": true}],
-                "managedFields": managed_fields("kube-controller-manager")},
-            "spec": {"replicas": replicas,
-                     "selector": {"matchLabels": {"app": app, "pod-template-hash": hash}},
-                     "template": template(&app, &hash, a.template_bytes)},
-            "status": {"replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas,
-                       "fullyLabeledReplicas": replicas, "observedGeneration": 1}
-        }));
-    }
-    out.push(json!({
-        "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": app, "namespace": ns, "creationTimestamp": "2026-11-01T10:00:00Z"},
-        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": app},
-                 "updatePolicy": {"updateMode": "Initial"}},
-        "status": {"recommendation": {"containerRecommendations": [
-            {"containerName": "app", "target": {"cpu": "250m", "memory": "300Mi"},
-             "lowerBound": {"cpu": "200m", "memory": "250Mi"}, "upperBound": {"cpu": "1", "memory": "1Gi"}}]}}
-    }));
-    out
-}
-
 fn pod_review(ns: &str, i: usize, hash: &str, uid: usize) -> Value {
     let app = format!("app-{i}");
     json!({
@@ -176,7 +83,7 @@ async fn main() {
     let mut count = 0usize;
     for i in 0..a.deployments {
         let ns = format!("team-{}", i % 100);
-        for o in objects(&ns, i, &a) {
+        for o in objects(&ns, i, a.revisions, a.template_bytes) {
             json_bytes += o.to_string().len();
             server.put(o).expect("load");
             count += 1;

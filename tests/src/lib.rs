@@ -1,5 +1,7 @@
 //! Shared helpers for Tailor cross-component tests: the stand-in API server ([`standin`]) that lets the real
-//! binaries run here, and the harness that starts them against it ([`process`]).
+//! binaries run here, the harness that starts them against it ([`process`]), and workloads of realistic
+//! size for benchmarks ([`workload_objects`]).
 
 pub mod process;
 pub mod standin;
+pub mod workload_objects;

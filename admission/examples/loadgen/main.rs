@@ -587,10 +587,9 @@ fn micro(
     pod: PodShape,
 ) -> anyhow::Result<()> {
     use tailor_admission::{manifests, review, webhook::Webhook};
-    use tailor_kube::index::Index;
     let loaded = manifests::load_dir(&dir.join("manifests"))?;
     let webhook = Webhook::new(
-        Index::from_objects(loaded.objects),
+        loaded.objects.into_index(),
         Default::default(),
         Default::default(),
     );

@@ -257,12 +257,8 @@ async fn main() -> anyhow::Result<()> {
             let loaded =
                 manifests::load_dir(dir).with_context(|| format!("--vpa-dir {}", dir.display()))?;
             tracing::info!(dir = %dir.display(), files = loaded.files, objects = loaded.count(),
-                vpas = loaded.objects.vpas.len(), skipped = loaded.skipped, "standalone mode: manifests loaded");
-            let webhook = Arc::new(Webhook::new(
-                Index::from_objects(loaded.objects),
-                gates,
-                options,
-            ));
+                vpas = loaded.objects.vpas().len(), skipped = loaded.skipped, "standalone mode: manifests loaded");
+            let webhook = Arc::new(Webhook::new(loaded.objects.into_index(), gates, options));
             readiness.set_synced();
             watch_manifests(dir.clone(), webhook.clone(), stopped())?;
             webhook
@@ -430,10 +426,10 @@ fn watch_manifests(
                 Ok(Ok(loaded)) => {
                     tracing::info!(
                         objects = loaded.count(),
-                        vpas = loaded.objects.vpas.len(),
+                        vpas = loaded.objects.vpas().len(),
                         "manifests reloaded"
                     );
-                    webhook.set_index(Index::from_objects(loaded.objects));
+                    webhook.set_index(loaded.objects.into_index());
                 }
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "manifests not reloaded; keeping the previous ones")

@@ -13,7 +13,6 @@ use tailor_core::quantity::Amount;
 use tailor_core::sizing::PatchOptions;
 use tailor_core::validation::FeatureGates;
 use tailor_crds::schema::MAX_QUANTITY_LEN;
-use tailor_kube::index::Index;
 
 /// Cases per property: `TAILOR_FUZZ_CASES`, else `default` (the short pass of the test suite).
 pub fn cases(default: u32) -> u32 {
@@ -75,7 +74,7 @@ spec:
     std::fs::write(dir.path().join("all.yaml"), MANIFESTS).unwrap();
     let loaded = manifests::load_dir(dir.path()).unwrap();
     Webhook::new(
-        Index::from_objects(loaded.objects),
+        loaded.objects.into_index(),
         FeatureGates::default(),
         PatchOptions::default(),
     )

@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 use tailor_admission::{manifests, server::Readiness, webhook::Webhook};
 use tailor_core::sizing::PatchOptions;
 use tailor_core::validation::FeatureGates;
-use tailor_kube::index::Index;
 
 const MANIFESTS: &str = r#"
 apiVersion: autoscaling.tailor.dev/v1
@@ -136,9 +135,9 @@ async fn start_webhook(dir: &std::path::Path) -> (Running, GeneratedCertsAlias) 
     std::fs::create_dir(&manifest_dir).unwrap();
     std::fs::write(manifest_dir.join("shop.yaml"), MANIFESTS).unwrap();
     let loaded = manifests::load_dir(&manifest_dir).unwrap();
-    assert_eq!(loaded.objects.vpas.len(), 2);
+    assert_eq!(loaded.objects.vpas().len(), 2);
     let webhook = Webhook::new(
-        Index::from_objects(loaded.objects),
+        loaded.objects.into_index(),
         FeatureGates::default(),
         PatchOptions::default(),
     );

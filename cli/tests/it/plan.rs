@@ -210,7 +210,7 @@ fn bad_input_exits_2_naming_the_file() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("wrong.yaml: document 0: spec.containers"),
+        err.contains("wrong.yaml: document 1: spec.containers"),
         "{err}"
     );
 

@@ -11,7 +11,6 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use tailor_core::target::selector_matches;
 use tailor_crds::VerticalPodAutoscaler;
-use tailor_kube::index::{Index, IndexObjects};
 
 use super::snapshot::Snapshot;
 use crate::cluster::{CacheView, NamespaceLabels};
@@ -38,40 +37,8 @@ pub struct SnapshotReplicas {
 impl SnapshotReplicas {
     /// The counts of a snapshot's controllers.
     pub fn of(s: &Snapshot) -> Self {
-        let mut counts = HashMap::new();
-        let key = |kind: &str, m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-            (
-                kind.to_owned(),
-                m.namespace.clone().unwrap_or_default(),
-                m.name.clone().unwrap_or_default(),
-            )
-        };
-        for o in &s.replica_sets {
-            counts.insert(
-                key("ReplicaSet", &o.metadata),
-                o.spec.as_ref().and_then(|s| s.replicas),
-            );
-        }
-        for o in &s.stateful_sets {
-            counts.insert(
-                key("StatefulSet", &o.metadata),
-                o.spec.as_ref().and_then(|s| s.replicas),
-            );
-        }
-        for o in &s.replication_controllers {
-            counts.insert(
-                key("ReplicationController", &o.metadata),
-                o.spec.as_ref().and_then(|s| s.replicas),
-            );
-        }
-        for o in &s.daemon_sets {
-            counts.insert(
-                key("DaemonSet", &o.metadata),
-                o.status.as_ref().map(|s| s.number_ready),
-            );
-        }
         SnapshotReplicas {
-            counts,
+            counts: s.replicas.clone(),
             scaled: s.scale_replicas.clone(),
         }
     }
@@ -352,31 +319,24 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
         }
     }
     // In the order the binary hands them over (namespace/name), so that ties fall the same way.
-    notes.extend(snapshot.vpas.iter().flat_map(sizing_notes));
-    let vpas = vpas_in_key_order(snapshot.vpas.iter().cloned().map(Arc::new).collect());
-    let pods = pods_in_key_order(
+    notes.extend(snapshot.index.vpas().iter().flat_map(sizing_notes));
+    let vpas = vpas_in_key_order(
         snapshot
-            .pods
+            .index
+            .vpas()
             .iter()
-            .map(|p| Arc::new(CompactPod::new(p)))
+            .cloned()
+            .map(Arc::new)
             .collect(),
     );
+    let pods = pods_in_key_order(snapshot.pods.clone());
     let mut view = CacheView::new(
-        Index::from_objects(IndexObjects {
-            vpas: snapshot.vpas.clone(),
-            deployments: snapshot.deployments.clone(),
-            replica_sets: snapshot.replica_sets.clone(),
-            stateful_sets: snapshot.stateful_sets.clone(),
-            daemon_sets: snapshot.daemon_sets.clone(),
-            jobs: snapshot.jobs.clone(),
-            cron_jobs: snapshot.cron_jobs.clone(),
-            replication_controllers: snapshot.replication_controllers.clone(),
-            limit_ranges: snapshot.limit_ranges.clone(),
-            scale: snapshot.scale.clone(),
-        })
-        .with_quotas(Arc::new(tailor_kube::quota_cache::StaticQuotas::new(
-            &snapshot.resource_quotas,
-        ))),
+        snapshot
+            .index
+            .index()
+            .with_quotas(Arc::new(tailor_kube::quota_cache::StaticQuotas::new(
+                &snapshot.resource_quotas,
+            ))),
         SnapshotReplicas::of(snapshot),
         settings.restriction.clone(),
         settings.iteration.gates,
