@@ -33,7 +33,7 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 
 work=$(mktemp -d)
 cleanup() {
-  [[ -n ${adm_pid:-} ]] && kill "$adm_pid" 2>/dev/null || true
+  if [[ -n ${adm_pid:-} ]]; then kill "$adm_pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -93,6 +93,7 @@ vpa_dir() {
 mkdir -p "$work/certs"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost \
   -keyout "$work/certs/tls.key" -out "$work/certs/tls.crt" 2>/dev/null
+declare -A vpa_dir_peak plan_peak
 for format in yaml json; do
   read -r mib secs why < <(vpa_dir "$data/$format")
   if [[ $mib == failed ]]; then
@@ -100,13 +101,13 @@ for format in yaml json; do
   else
     echo "tailor-admission --vpa-dir $format/: peak ${mib} MiB, ready in ${secs} s"
   fi
-  eval "vpa_dir_$format=$mib"
+  vpa_dir_peak[$format]=$mib
   read -r mib wall pods < <(plan "$data/$format")
   if [[ $mib == failed ]]; then
     echo "tailor plan $format/: failed: $pods"
   else
     echo "tailor plan $format/: peak ${mib} MiB, ${wall} wall, ${pods} pods planned"
   fi
-  eval "plan_$format=$mib"
+  plan_peak[$format]=$mib
 done
-echo "vpa_dir_peak_mib=$vpa_dir_yaml plan_peak_mib=$plan_json (vpa_dir_json=$vpa_dir_json plan_yaml=$plan_yaml)"
+echo "vpa_dir_peak_mib=${vpa_dir_peak[yaml]} plan_peak_mib=${plan_peak[json]} (vpa_dir_json=${vpa_dir_peak[json]} plan_yaml=${plan_peak[yaml]})"

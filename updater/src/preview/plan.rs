@@ -330,18 +330,16 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
             .collect(),
     );
     let pods = pods_in_key_order(snapshot.pods.clone());
-    let mut view = CacheView::new(
-        snapshot
-            .index
-            .index()
-            .with_quotas(Arc::new(tailor_kube::quota_cache::StaticQuotas::new(
-                &snapshot.resource_quotas,
-            ))),
-        SnapshotReplicas::of(snapshot),
-        settings.restriction.clone(),
-        settings.iteration.gates,
-        settings.now,
-    );
+    let mut view =
+        CacheView::new(
+            snapshot.index.index().with_quotas(Arc::new(
+                tailor_kube::quota_cache::StaticQuotas::new(&snapshot.resource_quotas),
+            )),
+            SnapshotReplicas::of(snapshot),
+            settings.restriction.clone(),
+            settings.iteration.gates,
+            settings.now,
+        );
     view.floor = settings.floor;
     view.resize_rules = settings.resize_rules;
     view.namespaces = Some(NamespaceLabels::Fixed(
