@@ -353,15 +353,7 @@ status: {hard: {requests.cpu: 500m}, used: {requests.cpu: 400m}}
 "#,
         )
         .unwrap();
-    let mut v = vpa("web", "web");
-    v["status"] = json!({"recommendation": {"containerRecommendations": [
-        {"containerName": "app", "target": {"cpu": "1", "memory": "64Mi"}}]}});
-    server.put(v).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let ca = TestCa::new("webhook-ca").unwrap();
-    let cert = ca.issue(&["localhost", "127.0.0.1"]).unwrap();
-    let (adm, addrs) = start_admission(&server, dir.path(), "admission", &cert, &[]).await;
-    wait_admission_ready(&adm, &addrs, WAIT).await;
+    let (_dir, ca, adm, addrs) = webhook_with_recommendation(&server, "1").await;
     let mut p = pod("ReplicaSet", "apps/v1", "web-7c9f");
     p["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "50m"}});
     let answer = post_review(addrs.webhook, &ca.ca_pem, &review("q-1", &p)).await;
@@ -384,14 +376,7 @@ status: {hard: {requests.cpu: 500m}, used: {requests.cpu: 400m}}
         note.contains("ResourceQuota compute (requests.cpu headroom 100m)"),
         "{note}"
     );
-    let event = server
-        .wait_for(WAIT, |s| {
-            s.list("events.k8s.io/v1", "Event", Some("shop"))
-                .into_iter()
-                .find(|e| e["reason"] == "QuotaFit")
-        })
-        .await
-        .unwrap_or_else(|| panic!("no QuotaFit event:\n{}", adm.log_lines().join("\n")));
+    let event = vpa_event(&server, &adm, "QuotaFit").await;
     assert_eq!(event["regarding"]["name"], "web", "{event}");
     assert!(
         event["note"]
@@ -409,32 +394,12 @@ async fn a_pod_admitted_unsized_is_reported_on_its_likely_vpa() {
     let server = ApiServer::start().await.unwrap();
     server.load_yaml(namespace()).unwrap();
     server.load_yaml(&workload("web", "100m", "64Mi")).unwrap();
-    let mut v = vpa("web", "web");
-    v["status"] = json!({"recommendation": {"containerRecommendations": [
-        {"containerName": "app", "target": {"cpu": "300m", "memory": "64Mi"}}]}});
-    server.put(v).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let ca = TestCa::new("webhook-ca").unwrap();
-    let cert = ca.issue(&["localhost", "127.0.0.1"]).unwrap();
-    let (adm, addrs) = start_admission(&server, dir.path(), "admission", &cert, &[]).await;
-    wait_admission_ready(&adm, &addrs, WAIT).await;
+    let (_dir, ca, adm, addrs) = webhook_with_recommendation(&server, "300m").await;
     let p = pod("ReplicaSet", "apps/v1", "web-0dd1");
     let answer = post_review(addrs.webhook, &ca.ca_pem, &review("u-1", &p)).await;
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
     assert!(answer["response"]["patch"].is_null(), "{answer}");
-    let event = server
-        .wait_for(WAIT, |s| {
-            s.list("events.k8s.io/v1", "Event", Some("shop"))
-                .into_iter()
-                .find(|e| e["reason"] == "PodAdmittedUnsized")
-        })
-        .await
-        .unwrap_or_else(|| {
-            panic!(
-                "no PodAdmittedUnsized event:\n{}",
-                adm.log_lines().join("\n")
-            )
-        });
+    let event = vpa_event(&server, &adm, "PodAdmittedUnsized").await;
     assert_eq!(event["regarding"]["name"], "web", "{event}");
     assert_eq!(event["type"], "Warning", "{event}");
     let note = event["note"].as_str().unwrap_or_default();
@@ -442,4 +407,43 @@ async fn a_pod_admitted_unsized_is_reported_on_its_likely_vpa() {
         note.contains("web-0dd1") && note.contains("unsized_owner_missing"),
         "{event}"
     );
+}
+
+/// VPA `shop/web` on Deployment `web`, recommending `cpu` for container `app`, and the real webhook serving
+/// it from the stand-in's caches, ready (with its temporary directory, CA, process and addresses).
+async fn webhook_with_recommendation(
+    server: &ApiServer,
+    cpu: &str,
+) -> (
+    tempfile::TempDir,
+    TestCa,
+    tailor_tests::process::Process,
+    tailor_tests::process::AdmissionAddrs,
+) {
+    let mut v = vpa("web", "web");
+    v["status"] = json!({"recommendation": {"containerRecommendations": [
+        {"containerName": "app", "target": {"cpu": cpu, "memory": "64Mi"}}]}});
+    server.put(v).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("webhook-ca").unwrap();
+    let cert = ca.issue(&["localhost", "127.0.0.1"]).unwrap();
+    let (adm, addrs) = start_admission(server, dir.path(), "admission", &cert, &[]).await;
+    wait_admission_ready(&adm, &addrs, WAIT).await;
+    (dir, ca, adm, addrs)
+}
+
+/// The Event with `reason` the webhook wrote in namespace `shop` (through events.k8s.io), once it exists.
+async fn vpa_event(
+    server: &ApiServer,
+    adm: &tailor_tests::process::Process,
+    reason: &str,
+) -> Value {
+    server
+        .wait_for(WAIT, |s| {
+            s.list("events.k8s.io/v1", "Event", Some("shop"))
+                .into_iter()
+                .find(|e| e["reason"] == reason)
+        })
+        .await
+        .unwrap_or_else(|| panic!("no {reason} event:\n{}", adm.log_lines().join("\n")))
 }

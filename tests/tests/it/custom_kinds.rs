@@ -207,22 +207,8 @@ async fn updater_evicts_pods_of_a_custom_kind_within_its_scale_replica_count() {
             )
         });
     // Three more iterations: the remaining pod stays.
-    let done = |p: &tailor_tests::process::Process| {
-        p.json_logs()
-            .iter()
-            .filter(|l| l["message"] == "iteration done")
-            .count()
-    };
-    let after = done(&up) + 3;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while done(&up) < after {
-        assert!(
-            !up.exited() && tokio::time::Instant::now() < deadline,
-            "{}",
-            up.log_lines().join("\n")
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let after = iterations(&up) + 3;
+    wait_iterations(&mut up, after, Duration::from_secs(20)).await;
     assert_eq!(evictions(&server).len(), 1, "{:?}", evictions(&server));
     assert_eq!(server.list("v1", "Pod", Some("shop")).len(), 1);
     let reqs = server.requests();
@@ -269,22 +255,7 @@ async fn updater_looks_up_no_scale_for_pods_no_vpa_governs() {
         "updater",
         &["--use-admission-controller-status=false"],
     );
-    let iterations = |p: &tailor_tests::process::Process| {
-        p.json_logs()
-            .iter()
-            .filter(|l| l["message"] == "iteration done")
-            .count()
-    };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while iterations(&up) < 4 {
-        assert!(!up.exited(), "{}", up.log_lines().join("\n"));
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{}",
-            up.log_lines().join("\n")
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_iterations(&mut up, 4, Duration::from_secs(30)).await;
     let lookups: Vec<String> = server
         .requests()
         .into_iter()
@@ -349,7 +320,7 @@ async fn scale_lookups_of_governed_owners_are_bounded_and_their_absence_remember
             .map(|r| format!("{} {}", r.method, r.path))
             .collect()
     };
-    wait_iterations(&mut up, 4).await;
+    wait_iterations(&mut up, 4, Duration::from_secs(60)).await;
     let first = lookups();
     // Discovery of tekton.dev/v1 (which the API server does not serve) and any /scale GET: for the VPAs'
     // targets (their selectors) and the pods' creators (replica counts), each remembered once answered.
@@ -364,7 +335,7 @@ async fn scale_lookups_of_governed_owners_are_bounded_and_their_absence_remember
         tekton(&first)
     );
     let seen = iterations(&up);
-    wait_iterations(&mut up, seen + 3).await;
+    wait_iterations(&mut up, seen + 3, Duration::from_secs(60)).await;
     let later = lookups();
     assert_eq!(
         tekton(&later),
@@ -383,9 +354,9 @@ fn iterations(p: &tailor_tests::process::Process) -> usize {
         .count()
 }
 
-/// Waits until the updater has finished `n` iterations (at most a minute).
-async fn wait_iterations(up: &mut tailor_tests::process::Process, n: usize) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+/// Waits until the updater has finished `n` iterations, failing after `within`.
+async fn wait_iterations(up: &mut tailor_tests::process::Process, n: usize, within: Duration) {
+    let deadline = tokio::time::Instant::now() + within;
     while iterations(up) < n {
         assert!(!up.exited(), "{}", up.log_lines().join("\n"));
         assert!(
