@@ -2,11 +2,12 @@
 //! `tailor_admission_quota_fit_pods_total{outcome}` (`scaled`, `dropped`, `left_alone`) and a Warning Event
 //! `QuotaFit` on the VPA (the pod may have no name yet), paced and queued by [`crate::vpa_events`].
 
-use crate::vpa_events::{VpaEvent, VpaEvents};
+use crate::vpa_events::VpaEvents;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::{counter::Counter, family::Family};
 use prometheus_client::registry::Registry;
 use tailor_core::quota::QuotaFit;
+use tailor_kube::vpa_event::VpaEvent;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {

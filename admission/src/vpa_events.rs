@@ -7,11 +7,11 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
+use tailor_kube::vpa_event::VpaEvent;
 use tokio::sync::mpsc;
 
 /// At most one Event per VPA and reason in this period.
@@ -21,25 +21,6 @@ pub const EVENT_QUEUE: usize = 64;
 /// Most (VPA, reason) pairs remembered by the rate limit; beyond it, entries older than [`EVENT_PERIOD`]
 /// are forgotten.
 pub const GATE_ENTRIES: usize = 4096;
-/// How long one Event may take before it is given up.
-const PUBLISH_TIMEOUT: Duration = Duration::from_secs(2);
-/// Longest note kept (the API allows 1 KiB).
-const NOTE_BYTES: usize = 1000;
-
-/// One Event to write on a VPA.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct VpaEvent {
-    /// The VPA's namespace.
-    pub namespace: String,
-    /// The VPA's name.
-    pub name: String,
-    /// The VPA's uid (empty when unknown).
-    pub uid: String,
-    /// The Event's reason (`QuotaFit`, `PodAdmittedUnsized`).
-    pub reason: &'static str,
-    /// What happened, for the note.
-    pub note: String,
-}
 
 /// The queue of Events to write, and the count of those dropped because it was full.
 #[derive(Clone, Debug)]
@@ -121,51 +102,16 @@ impl EventGate {
 
 async fn write_events(mut rx: mpsc::Receiver<VpaEvent>, recorder: Recorder) {
     let mut gate = EventGate::default();
-    while let Some(e) = rx.recv().await {
+    while let Some(mut e) = rx.recv().await {
         let Some(held) = gate.admit(&e.namespace, &e.name, e.reason, Instant::now()) else {
             continue;
         };
-        let mut note = e.note.clone();
         if held > 0 {
-            note.push_str(&format!(" (and {held} more pods since the last event)"));
+            e.note
+                .push_str(&format!(" (and {held} more pods since the last event)"));
         }
-        let reference = ObjectReference {
-            api_version: Some("autoscaling.tailor.dev/v1".into()),
-            kind: Some("VerticalPodAutoscaler".into()),
-            name: Some(e.name.clone()),
-            namespace: Some(e.namespace.clone()),
-            uid: (!e.uid.is_empty()).then(|| e.uid.clone()),
-            ..ObjectReference::default()
-        };
-        let event = Event {
-            type_: EventType::Warning,
-            reason: e.reason.into(),
-            note: Some(cut(&note, NOTE_BYTES)),
-            action: "Admit".into(),
-            secondary: None,
-        };
-        match tokio::time::timeout(PUBLISH_TIMEOUT, recorder.publish(&event, &reference)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => {
-                tracing::debug!(%error, vpa = %e.name, reason = e.reason, "event not recorded")
-            }
-            Err(_) => {
-                tracing::debug!(vpa = %e.name, reason = e.reason, "event not recorded in time")
-            }
-        }
+        e.publish(&recorder, "Admit").await;
     }
-}
-
-/// `s` cut to at most `max` bytes on a character boundary.
-fn cut(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_owned()
 }
 
 #[cfg(test)]

@@ -141,7 +141,7 @@ impl Webhook {
             reason.as_str()
         );
         for (name, uid) in vpas {
-            events.send(crate::vpa_events::VpaEvent {
+            events.send(tailor_kube::vpa_event::VpaEvent {
                 namespace: namespace.to_owned(),
                 name,
                 uid,

@@ -17,4 +17,5 @@ pub mod scale;
 pub mod scale_cache;
 pub mod shelf;
 pub mod shutdown;
+pub mod vpa_event;
 pub mod workload_cache;

@@ -79,7 +79,7 @@ impl Recommender {
                     "Checkpoint {name} was skipped ({why}): container {container} starts without its history"
                 );
                 if events.len() < crate::events::EVENTS_PER_LOOP {
-                    events.push(crate::events::VpaEvent {
+                    events.push(tailor_kube::vpa_event::VpaEvent {
                         namespace: key.0.to_string(),
                         name: key.1.to_string(),
                         uid: entry.uid.clone(),
