@@ -18,6 +18,24 @@ use tower::{BoxError, ServiceBuilder};
 /// Reads of 64 KiB still take several TLS records each.
 pub const READ_BUFFER_BYTES: usize = 64 * 1024;
 
+/// How many times a request is sent again when the server answers 429, 503 or 504, backing off from 100 ms
+/// to 2 s, or waiting the server's `Retry-After`. kube's own policy (`RetryPolicy::server_retry`) sends it
+/// 15 more times up to 1,000 s apart: while metrics-server was down (the aggregated API answers 503), one
+/// PodMetrics list held the recommender's loop, and with it every status and checkpoint write, for minutes.
+/// Each caller retries on its own schedule (the next loop, the next review) instead.
+pub const SERVER_RETRIES: u32 = 3;
+
+/// The retry policy of [`SERVER_RETRIES`] (`None` only if its constant delays were invalid).
+fn server_retry_policy() -> Option<RetryPolicy> {
+    RetryPolicy::new(
+        std::time::Duration::from_millis(100),
+        std::time::Duration::from_secs(2),
+        SERVER_RETRIES,
+        true,
+    )
+    .ok()
+}
+
 /// Why no Kubernetes client could be built.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -96,11 +114,12 @@ impl ClientFlags {
 }
 
 /// The client kube's `Client::try_from(config)` builds, with connection read buffers of at most
-/// [`READ_BUFFER_BYTES`]: the same TLS, timeouts, retries of requests the server asks to retry,
-/// authentication and headers, without kube's debug-level request spans. Through a proxy, kube's own
-/// client (which handles proxies).
-pub fn build_client(config: kube::Config) -> Result<Client, kube::Error> {
+/// [`READ_BUFFER_BYTES`] and at most [`SERVER_RETRIES`] retries of a request the server asks to retry: the
+/// same TLS, timeouts, authentication and headers, without kube's debug-level request spans. Through a
+/// proxy, kube's own client (which handles proxies) without its retries.
+pub fn build_client(mut config: kube::Config) -> Result<Client, kube::Error> {
     if config.proxy_url.is_some() {
+        config.default_retry = false;
         return Client::try_from(config);
     }
     let mut http = HttpConnector::new();
@@ -118,7 +137,9 @@ pub fn build_client(config: kube::Config) -> Result<Client, kube::Error> {
         .option_layer(
             config
                 .default_retry
-                .then(|| RetryLayer::new(RetryPolicy::server_retry())),
+                .then(server_retry_policy)
+                .flatten()
+                .map(RetryLayer::new),
         )
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
@@ -164,6 +185,50 @@ mod tests {
 
     fn get() -> http::Request<Vec<u8>> {
         http::Request::get("/version").body(Vec::new()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_server_answering_503_is_asked_again_a_bounded_number_of_times() {
+        // An aggregated API whose backend is down: every answer is 503.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let requests = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let counted = requests.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let counted = counted.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let mut head = Vec::new();
+                    loop {
+                        match conn.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                        while let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+                            head.drain(..end + 4);
+                            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            let body = "service unavailable";
+                            let response = format!(
+                                "HTTP/1.1 503 Service Unavailable\r\ncontent-length: {}\r\n\r\n{body}",
+                                body.len()
+                            );
+                            if conn.write_all(response.as_bytes()).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+        assert!(server_retry_policy().is_some());
+        let result = build_client(config).unwrap().request_text(get()).await;
+        assert!(result.is_err(), "{result:?}");
+        assert_eq!(
+            requests.load(std::sync::atomic::Ordering::SeqCst),
+            SERVER_RETRIES + 1
+        );
     }
 
     #[tokio::test]
