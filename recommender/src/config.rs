@@ -33,6 +33,9 @@ pub struct ControllerConfig {
     pub ignored_namespaces: Vec<String>,
     /// Whether checkpoints are read and written (`--storage` other than `prometheus`).
     pub checkpoints_enabled: bool,
+    /// `--restore-open-memory-windows`: continue the memory-peak windows saved with the checkpoints after a
+    /// restart (Tailor's default); `false` drops them, as upstream does.
+    pub restore_open_windows: bool,
     /// Model parameters.
     pub aggregations: AggregationsConfig,
     /// Estimation parameters.
@@ -59,6 +62,7 @@ impl Default for ControllerConfig {
             vpa_object_namespace: String::new(),
             ignored_namespaces: Vec::new(),
             checkpoints_enabled: true,
+            restore_open_windows: true,
             aggregations: AggregationsConfig::default(),
             recommender: RecommenderConfig::default(),
             profile: None,

@@ -94,6 +94,11 @@ struct Args {
     /// Only track pods some VPA selects (Tailor's default: on; `--memory-saver=false` tracks all pods).
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     memory_saver: bool,
+    /// After a restart, continue the memory-peak windows each checkpoint saved in its
+    /// `tailor.dev/open-memory-windows` annotation (Tailor's default). `false` drops them as upstream does,
+    /// losing each container's current memory peak: the numbers then follow upstream's across restarts too.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    restore_open_memory_windows: bool,
     /// `prometheus`: no checkpoints are read or written, history comes from Prometheus only (at
     /// `--prometheus-address`, default `http://prometheus.monitoring.svc`); anything else means checkpoints
     /// (plus Prometheus history for new VPAs when `--prometheus-address` is given).
@@ -242,6 +247,7 @@ impl Args {
             vpa_object_namespace: self.vpa_object_namespace.clone(),
             ignored_namespaces: ignored,
             checkpoints_enabled: self.storage != "prometheus",
+            restore_open_windows: self.restore_open_memory_windows,
             aggregations: engine.aggregations,
             recommender: engine.recommender,
             ..ControllerConfig::default()

@@ -290,7 +290,12 @@ impl Recommender {
             .as_ref()
             .and_then(from_time)
             .map(|t| t.min(now));
-        loaded.state = Some((agg, checkpoint::open_windows(&cp), written));
+        let windows = if self.cfg.restore_open_windows {
+            checkpoint::open_windows(&cp)
+        } else {
+            checkpoint::StoredWindows::None
+        };
+        loaded.state = Some((agg, windows, written));
         Some(loaded)
     }
 

@@ -102,3 +102,47 @@ fn retime(mut list: Value, secs: i64) -> Value {
     }
     list
 }
+
+/// `--restore-open-memory-windows=false` restarts as upstream does: the current memory-peak window is lost, so a
+/// spike before the restart never reaches the histogram; with the default the restarted recommender gives the
+/// numbers of one that never restarted.
+#[tokio::test]
+async fn without_restoring_open_windows_a_restart_loses_the_current_memory_peak() {
+    const MI: i64 = 1024 * 1024;
+    // Three loops at 900 Mi, a restart inside the first memory window, then 200 Mi until that window (24 h) and
+    // the next one's first loop are over.
+    let usage = |i: i64| {
+        let mem = if i < 3 { 900 * MI } else { 200 * MI };
+        metrics_list(&[("default", "web-0", i * STEP, vec![("app", 100, mem)])])
+    };
+    let memory_target = |restore: Option<bool>| async move {
+        let mut h = Harness::new(config());
+        setup(&mut h);
+        add_pods(&mut h, 1);
+        for i in 0..60 {
+            if let (Some(restore), 3) = (restore, i) {
+                let vpa = h.vpa("default", "web");
+                let checkpoints = h.api.objects(&format!("{CHECKPOINTS}/"));
+                let cfg = ControllerConfig {
+                    restore_open_windows: restore,
+                    ..config()
+                };
+                h = restarted_with(cfg, &vpa, 1, checkpoints);
+            }
+            h.loop_with(i * STEP, Ok(usage(i))).await;
+        }
+        target(&h.vpa("default", "web"), "app", "target").1
+    };
+    let never = memory_target(None).await;
+    let restored = memory_target(Some(true)).await;
+    let dropped = memory_target(Some(false)).await;
+    assert_eq!(restored, never, "the default restores the open window");
+    assert!(
+        never > 900 * MI,
+        "the spike's window counts without a restart: {never}"
+    );
+    assert!(
+        dropped < 300 * MI,
+        "upstream's restart loses the spike's window: {dropped} (without a restart {never})"
+    );
+}
