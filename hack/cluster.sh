@@ -16,15 +16,16 @@
 #   hack/cluster.sh down
 #       stops every process it started and removes the cluster's state (the audit log is kept in
 #       target/cluster/audit.log until the next `up`).
-#   hack/cluster.sh tailor start|stop|kill|restart recommender|updater|admission [INSTANCE]
+#   hack/cluster.sh tailor start|stop|kill|restart recommender|updater|admission [INSTANCE [CHANGE...]]
 #   hack/cluster.sh tailor list recommender|updater|admission
 #       controls one Tailor process (INSTANCE: 0, 1, …; a second recommender is instance 1) — the e2e tests'
-#       way to restart, kill or add a replica where kind would delete or add a pod. Each start is a new
+#       way to restart, kill or add a replica where kind would delete or add a pod. A CHANGE to the chart's
+#       arguments is --KEY=VALUE or --KEY (replaces the chart's --KEY) or !--KEY (removes it). Each start is a new
 #       identity (POD_NAME), as a replacement pod would be; `list` prints "IDENTITY running|stopped INSTANCE
 #       RESTARTS". A Tailor process that exits (a lost leader lease does that) is restarted after 2 s, as the
 #       kubelet restarts a container.
-#   hack/cluster.sh restart kube-apiserver|etcd|kube-controller-manager|kube-scheduler|kwok|metrics-server
-#       stops one control-plane process and starts it again with the same command line.
+#   hack/cluster.sh restart|stop|start kube-apiserver|etcd|kube-controller-manager|kube-scheduler|kwok|metrics-server
+#       stops one control-plane process, starts it again with the same command line, or both.
 #   hack/cluster.sh upstream start|stop|restart recommender|updater|admission-controller
 #       controls one upstream VPA process (after up --with-upstream); a restart keeps its command line.
 #   hack/cluster.sh status
@@ -53,21 +54,25 @@ start() {
   echo $! >"$STATE/pids/$name"
 }
 
-# restart_component NAME: stops a control-plane process and starts it again with the same command line
-# (the e2e tests' API server restart), then waits for it to serve.
-restart_component() {
-  local name=$1 cmd=()
+# control_component restart|stop|start NAME: stops a control-plane process, or starts it again with the same
+# command line, or both (the e2e tests' API server restart; the live differential's metrics-server pause),
+# then waits for it to serve.
+control_component() {
+  local verb=$1 name=$2 cmd=()
   [[ -f $STATE/cmd/$name ]] || die "no process $name (see hack/cluster.sh status)"
   case $name in etcd | kube-apiserver | kube-controller-manager | kube-scheduler | kwok | metrics-server) ;;
-    *) die "restart takes a control-plane process; Tailor's: hack/cluster.sh tailor restart" ;; esac
+    *) die "$verb takes a control-plane process; Tailor's: hack/cluster.sh tailor $verb" ;; esac
   mapfile -d '' -t cmd <"$STATE/cmd/$name"
-  stop "$name"
+  [[ $verb == start ]] || stop "$name"
+  if [[ $verb == stop ]]; then log "$name stopped"; return; fi
+  if [[ $verb == start ]] && running "$name"; then return; fi
   start "$name" "${cmd[@]}"
   case $name in
     kube-apiserver) wait_for kube-apiserver 120 kubectl get --raw /readyz ;;
     etcd) wait_for etcd 60 curl -fsS "http://127.0.0.1:$ETCD_PORT/health" ;;
+    metrics-server) wait_for metrics-server 180 kubectl get --raw /apis/metrics.k8s.io/v1beta1/nodes ;;
   esac
-  log "$name restarted"
+  log "$name ${verb}ed"
 }
 
 stop() { # stop NAME [SIGNAL]: signals the process's whole session (a supervisor and its child) and waits up
@@ -467,7 +472,7 @@ webhook_has_ca() {
 # replacement, so a restarted recommender is told apart from the one before it.
 tailor_process() {
   local verb=$1 component=$2 instance=${3:-0}
-  local name=$component-$instance
+  local name=$component-$instance changes=("${@:4}")
   case $component in recommender | updater | admission) ;; *) die "no Tailor component $component" ;; esac
   [[ $instance =~ ^[0-9]$ ]] || die "instance is 0 to 9"
   case $verb in
@@ -487,11 +492,21 @@ tailor_process() {
   mapfile -t args < <(kubectl -n "$NAMESPACE" get deployment "$deploy" \
     -o go-template='{{range (index .spec.template.spec.containers 0).args}}{{.}}{{"\n"}}{{end}}')
   if ((instance > 0)); then
-    local port kept=() a
+    local port
     port=$(free_ports 1)
-    for a in "${args[@]}"; do [[ $a == --address=* ]] || kept+=("$a"); done
-    args=("${kept[@]}" "--address=127.0.0.1:$port")
+    changes+=("--address=127.0.0.1:$port")
   fi
+  # Changes from the command line: --KEY=VALUE (or --KEY) replaces the chart's --KEY, !--KEY removes it.
+  local change key kept a
+  for change in "${changes[@]}"; do
+    key=${change#!}
+    key=${key%%=*}
+    [[ $key == --?* ]] || die "an argument change is --KEY[=VALUE] or !--KEY, not $change"
+    kept=()
+    for a in "${args[@]}"; do [[ $a == "$key" || $a == "$key="* ]] || kept+=("$a"); done
+    [[ $change == !* ]] || kept+=("$change")
+    args=("${kept[@]}")
+  done
   identity="$deploy-host$instance-$(openssl rand -hex 3)"
   mkdir -p "$STATE/names"
   echo "$identity" >"$STATE/names/$name"
@@ -601,10 +616,10 @@ case ${1:-} in
   down) down ;;
   status) status ;;
   supervise) shift; supervise "$@" ;;
-  restart)
+  restart | stop | start)
     load_env
     export PATH="$STATE/bin:$PATH" KUBECONFIG=$STATE/admin.kubeconfig
-    restart_component "${2:?process name}"
+    control_component "$1" "${2:?process name}"
     ;;
   upstream)
     shift
@@ -618,5 +633,5 @@ case ${1:-} in
     export PATH="$STATE/bin:$PATH" KUBECONFIG=$STATE/admin.kubeconfig
     if [[ ${1:-} == list ]]; then tailor_list "${2:?component}"; else tailor_process "$@"; fi
     ;;
-  *) sed -n '2,33p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,34p' "$0" >&2; exit 2 ;;
 esac

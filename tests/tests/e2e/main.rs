@@ -72,6 +72,8 @@ use tailor_crds::VerticalPodAutoscaler;
 /// How long a recommendation may take: metrics-server needs a scrape or two, the recommender a loop.
 const RECOMMENDATION_TIMEOUT: Duration = Duration::from_secs(300);
 const POD_TIMEOUT: Duration = Duration::from_secs(120);
+/// The `hack/cluster.sh tailor` slot of [`E2e::start_named_recommender`]'s process.
+const NAMED_RECOMMENDER_SLOT: &str = "9";
 /// How long the updater may take once a recommendation exists: a few 10 s loops (hack/kind-e2e.sh sets
 /// `updater.interval`), one eviction per loop, and the replacement pods' start.
 const UPDATE_TIMEOUT: Duration = Duration::from_secs(240);
@@ -138,7 +140,8 @@ async fn e2e(test: &str) -> E2e {
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .expect("a usable kubeconfig");
-    let client = Client::try_from(config).expect("a Kubernetes client");
+    // The binaries' client: kube's own retries a 503 (an aggregated API whose server is down) for minutes.
+    let client = tailor_kube::client::build_client(config).expect("a Kubernetes client");
     let platform = match std::env::var_os("TAILOR_E2E_CONTROL") {
         Some(path) => Platform::HostProcesses(PathBuf::from(path)),
         None => Platform::Pods,
@@ -525,6 +528,84 @@ impl E2e {
                 Ok(())
             }
         }
+    }
+
+    /// Starts another Tailor recommender named `name` (`--recommender-name`: it serves only the VPAs naming it
+    /// in `spec.recommenders`), without leader election, with `flags` (`--KEY=VALUE`) over the chart's
+    /// arguments: a host process in slot 9, or on kind a Deployment `<release>-recommender-<name>` with the
+    /// recommender's pod template under labels of its own. One at a time; [`E2e::stop_named_recommender`].
+    async fn start_named_recommender(&self, name: &str, flags: &[String]) -> Result<()> {
+        let mut changes = vec![
+            "!--leader-elect".to_string(),
+            format!("--recommender-name={name}"),
+        ];
+        changes.extend(flags.iter().cloned());
+        if let Platform::HostProcesses(control) = &self.platform {
+            let mut args = vec!["start", "recommender", NAMED_RECOMMENDER_SLOT];
+            args.extend(changes.iter().map(String::as_str));
+            return run_control(control, &args).map(drop);
+        }
+        let mut d = self.component("recommender").await?;
+        let deployment = format!("{}-recommender-{name}", self.release);
+        let labels = BTreeMap::from([("tailor.dev/e2e-recommender".to_string(), name.to_string())]);
+        d.metadata = kube::api::ObjectMeta {
+            name: Some(deployment.clone()),
+            namespace: Some(self.system_namespace.clone()),
+            ..Default::default()
+        };
+        let spec = d
+            .spec
+            .as_mut()
+            .context("the recommender Deployment has no spec")?;
+        spec.replicas = Some(1);
+        spec.selector.match_labels = Some(labels.clone());
+        spec.template
+            .metadata
+            .get_or_insert_with(Default::default)
+            .labels = Some(labels);
+        let container = spec
+            .template
+            .spec
+            .as_mut()
+            .and_then(|s| s.containers.first_mut())
+            .context("the recommender Deployment has no container")?;
+        let mut args = container.args.take().unwrap_or_default();
+        for change in &changes {
+            let key = change.trim_start_matches('!');
+            let key = key.split('=').next().unwrap_or(key);
+            args.retain(|a| a != key && !a.starts_with(&format!("{key}=")));
+            if !change.starts_with('!') {
+                args.push(change.clone());
+            }
+        }
+        container.args = Some(args);
+        d.status = None;
+        let api = Api::<Deployment>::namespaced(self.client.clone(), &self.system_namespace);
+        api.create(&PostParams::default(), &d).await?;
+        wait_for(&format!("{deployment} ready"), POD_TIMEOUT, || async {
+            let ready = api
+                .get(&deployment)
+                .await?
+                .status
+                .and_then(|s| s.ready_replicas);
+            Ok((ready == Some(1)).then_some(()))
+        })
+        .await
+    }
+
+    /// Stops the recommender [`E2e::start_named_recommender`] started.
+    async fn stop_named_recommender(&self, name: &str) -> Result<()> {
+        if let Platform::HostProcesses(control) = &self.platform {
+            return run_control(control, &["stop", "recommender", NAMED_RECOMMENDER_SLOT])
+                .map(drop);
+        }
+        Api::<Deployment>::namespaced(self.client.clone(), &self.system_namespace)
+            .delete(
+                &format!("{}-recommender-{name}", self.release),
+                &DeleteParams::background(),
+            )
+            .await?;
+        Ok(())
     }
 
     /// The pods of a Tailor component (by its Deployment's selector), terminating ones included.

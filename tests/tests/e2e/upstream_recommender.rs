@@ -142,3 +142,65 @@ async fn upstream_recommender_scenarios() {
     })
     .await;
 }
+
+/// How long a VPA a recommender must leave alone is watched after that recommender served another: three of
+/// its loops (5 s each on the local control plane).
+const LEFT_ALONE_FOR: Duration = Duration::from_secs(15);
+
+/// `integration/recommender.go`'s "Flags": a recommender started with `--vpa-object-namespace` serves the VPAs
+/// of that namespace only, one started with `--ignored-vpa-object-namespaces` every namespace but those. Each
+/// case runs a second recommender of its own name beside the chart's (the VPAs name it in
+/// `spec.recommenders`, so the chart's leaves them alone), on a Deployment of one pod in each of two
+/// namespaces.
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn upstream_recommender_flag_scenarios() {
+    let env = e2e("upstream_recommender_flag_scenarios").await;
+    let env = &env;
+    in_namespace(env, "recommender-flags", |ns| async move {
+        let other = env.namespace("recommender-flags-other").await?;
+        let result = flag_cases(env, &ns, &other).await;
+        env.drop_namespace(&other).await;
+        result
+    })
+    .await;
+}
+
+async fn flag_cases(env: &E2e, ns: &str, other: &str) -> Result<()> {
+    let cases = [
+        ("e2e-only-namespace", format!("--vpa-object-namespace={ns}")),
+        (
+            "e2e-ignoring",
+            format!("--ignored-vpa-object-namespaces={other}"),
+        ),
+    ];
+    for n in [ns, other] {
+        env.create_deployment_from(n, hamsters("hamster", &["hamster"]))
+            .await?;
+        for (recommender, _) in &cases {
+            let mut v = vpa(recommender, json!([]));
+            v["spec"]["targetRef"]["name"] = json!("hamster");
+            v["spec"]["recommenders"] = json!([{"name": recommender}]);
+            env.create_vpa(n, v).await?;
+        }
+        env.wait_running(n, "hamster", 1).await?;
+    }
+    for (recommender, flag) in &cases {
+        env.start_named_recommender(recommender, std::slice::from_ref(flag))
+            .await?;
+        let result = async {
+            recommendations(env, ns, recommender).await?;
+            tokio::time::sleep(LEFT_ALONE_FOR).await;
+            let status = env.dynamic_vpas(other).get(recommender).await?.data["status"].clone();
+            if !status.is_null() && status != json!({}) {
+                bail!("recommender {recommender} ({flag}) wrote the status of {other}/{recommender}: {status}");
+            }
+            eprintln!("upstream case passed: starts recommender with {flag}");
+            Ok(())
+        }
+        .await;
+        env.stop_named_recommender(recommender).await?;
+        result?;
+    }
+    Ok(())
+}
