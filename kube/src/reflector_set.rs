@@ -63,6 +63,17 @@ impl ReflectorSet {
         self.reflect_api(api, self.config.clone(), writer, strip);
     }
 
+    /// Feeds `writer` from a watch of the cluster-scoped `K` (every object), through `strip` first.
+    pub fn reflect_cluster<K>(&mut self, writer: Writer<K>, strip: fn(K) -> K)
+    where
+        K: Resource<Scope = ClusterResourceScope>,
+        K: Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    {
+        let api = Api::<K>::all(self.client.clone());
+        self.reflect_api(api, self.config.clone(), writer, strip);
+    }
+
     /// A store of `K` fed by a reflector, objects passed through `strip` first.
     pub fn store<K>(&mut self, strip: fn(K) -> K) -> Store<K>
     where
@@ -100,8 +111,7 @@ impl ReflectorSet {
     {
         let writer = Writer::default();
         let store = writer.as_reader();
-        let api = Api::<K>::all(self.client.clone());
-        self.reflect_api(api, self.config.clone(), writer, strip);
+        self.reflect_cluster(writer, strip);
         store
     }
 
