@@ -162,3 +162,82 @@ impl ReflectorSet {
         self.tasks.push(task);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use http::{Request, Response};
+    use k8s_openapi::api::core::v1::{Namespace, Pod};
+    use kube::client::Body;
+    use tower_test::mock::{Handle, pair};
+
+    use super::*;
+
+    fn mock() -> (Client, Handle<Request<Body>, Response<Body>>) {
+        let (service, handle) = pair::<Request<Body>, Response<Body>>();
+        (Client::new(service, "default"), handle)
+    }
+
+    fn empty_list(kind: &str) -> Response<Body> {
+        let list = serde_json::json!({
+            "apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": "1"}, "items": [],
+        });
+        Response::new(Body::from(serde_json::to_vec(&list).unwrap()))
+    }
+
+    /// Answers the first request (a list) with an empty list and returns its URI.
+    async fn answer_list(handle: &mut Handle<Request<Body>, Response<Body>>, kind: &str) -> String {
+        let (request, send) = handle.next_request().await.expect("a list request");
+        send.send_response(empty_list(kind));
+        request.uri().to_string()
+    }
+
+    #[tokio::test]
+    async fn a_store_lists_its_namespace_with_its_field_selector_and_becomes_ready() {
+        let (client, mut handle) = mock();
+        let config = watcher::Config::default();
+        let mut set = ReflectorSet::new(&client, "team", config, Arc::new(|_| {}));
+        let pods = set.store_where::<Pod>("spec.nodeName!=", std::convert::identity);
+        let uri = answer_list(&mut handle, "PodList").await;
+        assert!(uri.starts_with("/api/v1/namespaces/team/pods?"), "{uri}");
+        assert!(uri.contains("fieldSelector=spec.nodeName"), "{uri}");
+        let ready = tokio::time::timeout(Duration::from_secs(5), pods.wait_until_ready()).await;
+        assert!(
+            ready.is_ok_and(|r| r.is_ok()),
+            "the store is ready after its first list"
+        );
+        assert_eq!(set.into_tasks().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn cluster_scoped_kinds_are_watched_everywhere() {
+        let (client, mut handle) = mock();
+        let config = watcher::Config::default();
+        let mut set = ReflectorSet::new(&client, "team", config, Arc::new(|_| {}));
+        let _namespaces = set.cluster_store::<Namespace>(strip_managed);
+        let uri = answer_list(&mut handle, "NamespaceList").await;
+        assert!(uri.starts_with("/api/v1/namespaces?"), "{uri}");
+        assert!(!uri.contains("fieldSelector"), "{uri}");
+    }
+
+    #[test]
+    fn strip_managed_drops_managed_fields_and_the_last_applied_annotation() {
+        let mut ns = Namespace::default();
+        ns.metadata.managed_fields = Some(vec![Default::default()]);
+        ns.metadata.annotations = Some(
+            [
+                ("kubectl.kubernetes.io/last-applied-configuration", "{}"),
+                ("kept", "yes"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+        );
+        let ns = strip_managed(ns);
+        assert_eq!(ns.metadata.managed_fields, Some(vec![]));
+        let annotations = ns.metadata.annotations.unwrap_or_default();
+        assert_eq!(annotations.keys().collect::<Vec<_>>(), ["kept"]);
+    }
+}
