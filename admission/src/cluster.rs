@@ -8,24 +8,16 @@ use std::sync::Arc;
 
 use crate::vpa_cache::{VpaCache, VpaCacheWriter};
 use k8s_openapi::api::core::v1::LimitRange;
-use kube::runtime::reflector::store::Writer;
+use kube::Client;
 use kube::runtime::watcher;
-use kube::{Client, ResourceExt as _};
 use tailor_crds::VerticalPodAutoscaler;
-use tailor_kube::reflectors::{OnWatchError, api, spawn_reflector, spawn_watch, workload_stores};
+use tailor_kube::reflector_set::{ReflectorSet, strip_managed};
+use tailor_kube::reflectors::{OnWatchError, workload_stores};
 use tailor_kube::shelf::CacheStopped;
 
 use crate::server::Readiness;
 use tailor_kube::index::IndexStores;
-use tailor_kube::quota_cache::{QuotaCache, spawn_quota_cache};
-
-/// Drops what no lookup reads and what makes objects big: managed fields and the last-applied annotation.
-fn strip<K: kube::Resource>(mut o: K) -> K {
-    o.managed_fields_mut().clear();
-    o.annotations_mut()
-        .remove("kubectl.kubernetes.io/last-applied-configuration");
-    o
-}
+use tailor_kube::quota_cache::QuotaCache;
 
 /// Starts one reflector per cached kind (namespaced when `namespace` is not empty) and marks `readiness`
 /// synced once all have listed. Must run inside a Tokio runtime.
@@ -48,31 +40,19 @@ pub fn start_caches(
     // A failing watch holds back the status Lease (its cache may be going stale).
     let failing = readiness.clone();
     let on_error: OnWatchError = Arc::new(move |_| failing.record_watch_error());
+    let mut reflectors = ReflectorSet::new(&client, namespace, config, on_error);
     let mut vpas = VpaCacheWriter::default();
     let vpa_cache: VpaCache = vpas.as_reader();
-    let limit_ranges = Writer::default();
+    reflectors.watch::<VerticalPodAutoscaler>(move |event| vpas.apply_watcher_event(&event));
+    let limit_ranges = reflectors.store::<LimitRange>(strip_managed);
+    let quotas = quota_fit.then(|| reflectors.quotas());
     let (workloads, workload_writers) = workload_stores();
+    reflectors.workloads(workload_writers);
     let stores = IndexStores {
         vpas: Arc::new(vpa_cache.clone()),
         workloads,
-        limit_ranges: limit_ranges.as_reader(),
-    };
-    spawn_watch(
-        api::<VerticalPodAutoscaler>(&client, namespace),
-        config.clone(),
-        move |event| vpas.apply_watcher_event(&event),
-        on_error.clone(),
-    );
-    spawn_reflector(
-        api::<LimitRange>(&client, namespace),
-        config.clone(),
         limit_ranges,
-        strip,
-        on_error.clone(),
-    );
-    let quotas =
-        quota_fit.then(|| spawn_quota_cache(&client, namespace, config.clone(), on_error.clone()));
-    workload_writers.spawn(&client, namespace, &config, &on_error);
+    };
     let ready = stores.clone();
     let quotas_ready = quotas.clone();
     tokio::spawn(async move {

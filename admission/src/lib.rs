@@ -4,9 +4,14 @@
 //! The pure core (`pod`, `vpa`, and the matching of `tailor_kube::index`) never touches a socket or a clock;
 //! `server` and `review` carry it over HTTPS. The caches only the webhook keeps are here too: the compact VPA
 //! cache (`vpa_cache`) and the live reads of owners the watches have not delivered yet (`live_owners`).
+//!
+//! The binary is flags (`flags`) → validated `settings` → the `daemon` (cluster mode's caches, or
+//! `standalone` mode's manifests; the certificate; the listeners) → run.
 
 pub mod certs;
 pub mod cluster;
+pub mod daemon;
+pub mod flags;
 pub mod limits;
 pub mod live_owners;
 pub mod manifests;
@@ -15,6 +20,8 @@ pub mod quota_report;
 pub mod review;
 pub mod selfmanaged;
 pub mod server;
+pub mod settings;
+pub mod standalone;
 pub mod status_lease;
 pub mod webhook;
 

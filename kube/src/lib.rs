@@ -1,8 +1,9 @@
 //! Cluster plumbing the binaries share: watches feeding compact caches of the well-known workload kinds
-//! ([`workload_cache`]) over one storage ([`shelf`]), the `/scale` lookup for other kinds ([`scale`],
-//! [`scale_cache`]), pod → VPA matching ([`index`], shared by the webhook and the updater), leader election
-//! ([`leader`]), and the flag groups for the Kubernetes client, logging, the listen address, shutdown and
-//! the pod floor; the one reader of manifest files and snapshots ([`manifests`]).
+//! ([`workload_cache`]) over one storage ([`shelf`]), started for each binary by one [`reflector_set`];
+//! the `/scale` lookup for other kinds ([`scale`], [`scale_cache`]), pod → VPA matching ([`index`], shared
+//! by the webhook and the updater), leader election ([`leader`]), and the flag groups for the Kubernetes
+//! client, logging, the listen address, shutdown and the pod floor; the one reader of manifest files and
+//! snapshots ([`manifests`]).
 
 pub mod client;
 pub mod floor_flags;
@@ -12,6 +13,7 @@ pub mod listen;
 pub mod log;
 pub mod manifests;
 pub mod quota_cache;
+pub mod reflector_set;
 pub mod reflectors;
 pub mod scale;
 pub mod scale_cache;

@@ -15,7 +15,8 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use serde::{Deserialize, Serialize};
-use tailor_kube::reflectors::{OnWatchError, api, spawn_reflector};
+use tailor_kube::reflector_set::ReflectorSet;
+use tailor_kube::reflectors::{OnWatchError, spawn_reflector};
 use tokio::task::JoinHandle;
 
 use crate::hpa::SlimHpa;
@@ -201,26 +202,15 @@ pub fn spawn_view_watchers(
     cfg: &ViewConfig,
     on_error: OnWatchError,
 ) -> Vec<JoinHandle<()>> {
-    let mut tasks = Vec::new();
     let config = watcher::Config::default();
+    let mut reflectors = ReflectorSet::new(client, namespace, config.clone(), on_error.clone());
     if let Some(w) = writers.nodes {
-        tasks.push(spawn_reflector(
-            Api::<SlimNode>::all(client.clone()),
-            config.clone(),
-            w,
-            strip_node,
-            on_error.clone(),
-        ));
+        reflectors.reflect_cluster(w, strip_node);
     }
     if let Some(w) = writers.hpas {
-        tasks.push(spawn_reflector(
-            api::<SlimHpa>(client, namespace),
-            config.clone(),
-            w,
-            crate::hpa::strip,
-            on_error.clone(),
-        ));
+        reflectors.reflect(w, crate::hpa::strip);
     }
+    let mut tasks = reflectors.into_tasks();
     if let Some(w) = writers.pools {
         let pools = Api::<NodePool>::all(client.clone());
         let retry = cfg.nodepool_retry;

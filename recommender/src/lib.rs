@@ -5,13 +5,15 @@
 //! Each step of the loop plans purely and then applies: [`ingest`] (VPAs, pods, checkpoints, usage and
 //! OOMs into the one model, the engine's `ClusterState`), [`status_writer`] and [`checkpoint_writer`];
 //! [`run_loop`] runs them in order. Time enters the loop only as a parameter ([`Recommender::run_once`]),
-//! so every step can be driven by a test with fixed clocks and a mocked API server.
+//! so every step can be driven by a test with fixed clocks and a mocked API server. The binary runs
+//! them as the [`daemon`].
 
 pub mod checkpoint;
 pub mod checkpoint_index;
 pub mod checkpoint_writer;
 pub mod cluster_view;
 pub mod config;
+pub mod daemon;
 pub mod error;
 pub mod events;
 pub mod history;

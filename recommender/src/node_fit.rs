@@ -635,42 +635,83 @@ pub fn fit(
         .iter()
         .map(|&r| (r, parts(recs, shape, r)))
         .collect();
-    // Each candidate's share per resource; the best is the one with the largest smaller share.
+    let (c, shares) = match best_candidate(&per_resource, candidates) {
+        Best::Fits => return FitOutcome::Fits,
+        Best::NoFit => {
+            return FitOutcome::NoneFits(
+                "the pods' other containers, init containers or overhead alone exceed every node they may land on"
+                    .into(),
+            );
+        }
+        Best::Candidate(c, shares) => (c, shares),
+    };
+    FitOutcome::Capped {
+        by: c.describe(),
+        kind: c.kind,
+        allocatable: c.allocatable,
+        lowered: cap(recs, shape, shares, floor),
+    }
+}
+
+/// Which candidate a pod is capped to.
+enum Best<'a> {
+    /// One candidate takes the whole recommendation: nothing is capped.
+    Fits,
+    /// None takes even the fixed parts.
+    NoFit,
+    /// The candidate whose smallest share is the largest, with its shares.
+    Candidate(&'a Candidate, Shares),
+}
+
+/// The best of `candidates` for a pod whose parts per resource (fixed, variable, init) are `per_resource`:
+/// the one with the largest smaller share, or the first that takes everything.
+fn best_candidate<'a>(
+    per_resource: &[(Resource, (i64, i64, i64))],
+    candidates: &[&'a Candidate],
+) -> Best<'a> {
     let mut best: Option<(&Candidate, Shares)> = None;
     let mut best_score = (0i128, 1i128);
-    for c in candidates {
-        let mut shares = Vec::new();
-        for &(r, (fixed, variable, init)) in &per_resource {
-            match share(fixed, variable, init, c.allocatable.get(r)) {
-                Some(s) => shares.push((r, s)),
-                None => {
-                    shares.clear();
-                    break;
-                }
-            }
-        }
-        if shares.len() != per_resource.len() {
+    for &c in candidates {
+        let Some(shares) = candidate_shares(per_resource, c) else {
             continue;
-        }
+        };
         let score = shares
             .iter()
             .map(|(_, s)| *s)
             .min_by(|a, b| (a.0 * b.1).cmp(&(b.0 * a.1)))
             .unwrap_or((1, 1));
         if score.0 >= score.1 {
-            return FitOutcome::Fits;
+            return Best::Fits;
         }
         if best.is_none() || score.0 * best_score.1 > best_score.0 * score.1 {
             best = Some((c, shares));
             best_score = score;
         }
     }
-    let Some((c, shares)) = best else {
-        return FitOutcome::NoneFits(
-            "the pods' other containers, init containers or overhead alone exceed every node they may land on"
-                .into(),
-        );
-    };
+    match best {
+        Some((c, shares)) => Best::Candidate(c, shares),
+        None => Best::NoFit,
+    }
+}
+
+/// The candidate's share per resource; `None` when the fixed parts of some resource do not fit it.
+fn candidate_shares(per_resource: &[(Resource, (i64, i64, i64))], c: &Candidate) -> Option<Shares> {
+    per_resource
+        .iter()
+        .map(|&(r, (fixed, variable, init))| {
+            share(fixed, variable, init, c.allocatable.get(r)).map(|s| (r, s))
+        })
+        .collect()
+}
+
+/// Lowers the targets (and bounds above them) of the shape's containers to their `shares`, never below
+/// `floor`; returns what was lowered or held up by the floor.
+fn cap(
+    recs: &mut [ContainerRecommendation],
+    shape: &PodShape,
+    shares: Shares,
+    floor: &dyn Fn(&str, Resource) -> i64,
+) -> Vec<Lowered> {
     let mut lowered = Vec::new();
     for (r, (num, den)) in shares {
         if num >= den {
@@ -708,12 +749,7 @@ pub fn fit(
             }
         }
     }
-    FitOutcome::Capped {
-        by: c.describe(),
-        kind: c.kind,
-        allocatable: c.allocatable,
-        lowered,
-    }
+    lowered
 }
 
 /// Node fit for one VPA: every distinct pod shape of it (at most [`MAX_SHAPES`], in the order given) caps

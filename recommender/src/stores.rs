@@ -12,9 +12,9 @@ use kube::Client;
 use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::{WatchStreamExt, watcher};
+use tailor_kube::reflector_set::ReflectorSet;
 use tailor_kube::reflectors::{
-    OnWatchError, WorkloadStores, WorkloadWriters, api, spawn_reflector, spawn_watch,
-    workload_stores,
+    OnWatchError, WorkloadStores, WorkloadWriters, api, workload_stores,
 };
 use tailor_kube::shelf::CacheStopped;
 use tokio::task::JoinHandle;
@@ -130,7 +130,6 @@ pub fn spawn_watchers(
     ooms: OomQueue,
     metrics: Arc<Metrics>,
 ) -> Vec<JoinHandle<()>> {
-    let config = watcher::Config::default();
     let m = metrics.clone();
     // Reflectors log their failures; here they are only counted.
     let on_error: OnWatchError = Arc::new(move |e| {
@@ -139,34 +138,32 @@ pub fn spawn_watchers(
             message: e.to_string(),
         })
     });
-    let mut tasks = vec![
-        spawn_reflector(
-            api::<WatchedVpa>(client, namespace),
-            config.clone(),
-            writers.vpas,
-            // Reduced while decoding (`WatchedVpa: From<VerticalPodAutoscaler>`).
-            std::convert::identity,
-            on_error.clone(),
-        ),
-        {
-            let mut index = writers.checkpoints;
-            spawn_watch(
-                api::<CheckpointHead>(client, namespace),
-                config.clone(),
-                move |event| index.apply_watcher_event(&event),
-                on_error.clone(),
-            )
-        },
-    ];
-    tasks.extend(
-        writers
-            .workloads
-            .spawn(client, namespace, &config, &on_error),
-    );
+    let mut reflectors = ReflectorSet::new(client, namespace, watcher::Config::default(), on_error);
+    // Reduced while decoding (`WatchedVpa: From<VerticalPodAutoscaler>`).
+    reflectors.reflect(writers.vpas, std::convert::identity);
+    let mut index = writers.checkpoints;
+    reflectors.watch::<CheckpointHead>(move |event| index.apply_watcher_event(&event));
+    reflectors.workloads(writers.workloads);
+    let mut tasks = reflectors.into_tasks();
+    tasks.push(spawn_pod_watch(
+        client,
+        namespace,
+        writers.pods,
+        metrics.clone(),
+    ));
+    tasks.push(spawn_eviction_watch(client, namespace, ooms, metrics));
+    tasks
+}
+
+/// Watches the pods that are not Pending into `feed`; failures are counted as `Pod` watch errors.
+fn spawn_pod_watch(
+    client: &Client,
+    namespace: &str,
+    mut feed: PodFeed,
+    metrics: Arc<Metrics>,
+) -> JoinHandle<()> {
     let pods = api::<SlimPod>(client, namespace);
-    let mut feed = writers.pods;
-    let pm = metrics.clone();
-    tasks.push(tokio::spawn(async move {
+    tokio::spawn(async move {
         let cfg = watcher::Config::default().fields("status.phase!=Pending");
         let mut stream = watcher(pods, cfg).default_backoff().boxed();
         while let Some(ev) = stream.next().await {
@@ -177,15 +174,24 @@ pub fn spawn_watchers(
                         kind: "Pod",
                         message: e.to_string(),
                     };
-                    pm.record(&e);
+                    metrics.record(&e);
                     tracing::warn!("{e}; retrying");
                 }
             }
         }
-    }));
+    })
+}
+
+/// Watches the `Evicted` events and queues the OOMs they report (each event once); stops for good when
+/// events may not be listed.
+fn spawn_eviction_watch(
+    client: &Client,
+    namespace: &str,
+    ooms: OomQueue,
+    metrics: Arc<Metrics>,
+) -> JoinHandle<()> {
     let events = api::<Event>(client, namespace);
-    let em = metrics;
-    tasks.push(tokio::spawn(async move {
+    tokio::spawn(async move {
         let cfg = watcher::Config::default().fields("reason=Evicted");
         let mut seen = SeenEvents::default();
         let mut stream = watcher(events, cfg).default_backoff().boxed();
@@ -200,7 +206,7 @@ pub fn spawn_watchers(
                 }
                 Ok(_) => {}
                 Err(e) if is_forbidden(&e) => {
-                    em.record(&Error::Watch {
+                    metrics.record(&Error::Watch {
                         kind: "Event",
                         message: e.to_string(),
                     });
@@ -216,13 +222,12 @@ pub fn spawn_watchers(
                         kind: "Event",
                         message: e.to_string(),
                     };
-                    em.record(&e);
+                    metrics.record(&e);
                     tracing::warn!("{e}; retrying");
                 }
             }
         }
-    }));
-    tasks
+    })
 }
 
 /// The `Evicted` events already turned into OOM records (a relist replays them), by uid. Bounded: past

@@ -1,8 +1,13 @@
-//! The updater's flag group (upstream-updater §6): shared by the `tailor-updater` binary and `tailor plan`.
+//! The updater's flag group (upstream-updater §6), shared by the `tailor-updater` binary and `tailor plan`,
+//! and the binary's whole command line ([`Flags`]), which [`crate::settings`] validates.
 
 use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, Parser};
+use tailor_kube::client::ClientFlags;
+use tailor_kube::leader::LeaderFlags;
+use tailor_kube::listen::ListenFlags;
+use tailor_kube::log::LogFlags;
 
 use crate::config::{FeatureGates, PriorityConfig, RestrictionConfig};
 use crate::iteration::IterationConfig;
@@ -41,6 +46,47 @@ fn rate(s: &str) -> Result<f64, String> {
         return Err("NaN is not a rate".into());
     }
     Ok(v)
+}
+
+/// Tailor's updater. Flag names and defaults follow the upstream VPA updater.
+#[derive(Debug, Parser)]
+#[command(name = "tailor-updater", version, about)]
+#[command(mut_arg("address", |a| a.default_value(":8943")
+    .help("Address of the HTTP server for `/metrics`, `/healthz` and `/readyz` (`:8943` = all interfaces)")))]
+#[command(mut_arg("leader_elect_lease_name", |a| a.default_value("tailor-updater")))]
+#[command(mut_arg("leader_elect_identity", |a| a.default_value("tailor-updater")))]
+pub struct Flags {
+    /// `--address`.
+    #[command(flatten)]
+    pub listen: ListenFlags,
+    /// Period of the main loop; also each iteration's deadline.
+    #[arg(long, value_parser = positive_duration, default_value = "1m")]
+    pub updater_interval: Duration,
+    /// The decision flags (shared with `tailor plan`).
+    #[command(flatten)]
+    pub updater: UpdaterFlags,
+    /// The webhook's status Lease.
+    #[command(flatten)]
+    pub status: AdmissionStatusFlags,
+    /// Only handle VPAs (and watch objects) in this namespace.
+    #[arg(long, default_value = "")]
+    pub vpa_object_namespace: String,
+    /// Comma-separated namespaces whose VPAs are ignored.
+    #[arg(long, default_value = "")]
+    pub ignored_vpa_object_namespaces: String,
+    /// `--kubeconfig` and the API client's rate.
+    #[command(flatten)]
+    pub client: ClientFlags,
+    /// `--leader-elect` and the lease flags.
+    #[command(flatten)]
+    pub leader: LeaderFlags,
+    /// After SIGTERM, the iteration in progress is abandoned and the leader lease released within this
+    /// long. Keep the pod's `terminationGracePeriodSeconds` above it.
+    #[arg(long, value_parser = positive_duration, default_value = "20s")]
+    pub shutdown_timeout: Duration,
+    /// `--log-format`, `--log-level`.
+    #[command(flatten)]
+    pub log: LogFlags,
 }
 
 /// Decision settings of the updater.

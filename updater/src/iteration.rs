@@ -313,7 +313,9 @@ struct Vpa<'a> {
     mode: UpdateMode,
 }
 
-/// Runs one iteration over `vpas` (list order) and the live `pods`.
+/// Runs one iteration over `vpas` (list order) and the live `pods`: which VPAs are selected
+/// ([`select_vpas`]), whose pods are whose ([`assign_pods`]), then each VPA's pass ([`pass_vpa`]) until
+/// one aborts the iteration.
 #[allow(clippy::too_many_arguments)]
 pub async fn run_once<V: ClusterView, A: Actuator>(
     config: &IterationConfig,
@@ -327,6 +329,48 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
     metrics: Option<&Metrics>,
 ) -> Report {
     let mut report = Report::default();
+    let selected = select_vpas(config, view, actuator, vpas, &mut report);
+    if selected.is_empty() {
+        state.admission.clean_up();
+        return report;
+    }
+    let selected = Candidates::new(selected);
+    let all_pods = list_pods();
+    report.pods_listed = true;
+    let (assigned, order) = assign_pods(config, state, view, &selected, &all_pods);
+    for i in order {
+        let (vpa, vpa_pods) = (selected.vpas[i].as_ref(), &assigned[i]);
+        let passed = pass_vpa(
+            config,
+            &mut *state,
+            view,
+            &mut *actuator,
+            vpa,
+            vpa_pods,
+            now,
+            &mut *gauges,
+            metrics,
+            &mut report,
+        )
+        .await;
+        if let Err(reason) = passed {
+            report.aborted = Some(reason);
+            break;
+        }
+    }
+    report
+}
+
+/// The per-VPA gate (§1.2 steps 2–5): the VPAs of `vpas` whose pods this iteration looks at. Each VPA
+/// left out is in `report.skipped_vpas` with why, and those blocked for a reason its owner must fix also
+/// get an Event and the `UpdatesBlocked` condition.
+fn select_vpas<V: ClusterView, A: Actuator>(
+    config: &IterationConfig,
+    view: &V,
+    actuator: &mut A,
+    vpas: &[Arc<VerticalPodAutoscaler>],
+    report: &mut Report,
+) -> Vec<Arc<VerticalPodAutoscaler>> {
     let mut selected: Vec<Arc<VerticalPodAutoscaler>> = Vec::new();
     let conflicts = if config.skip_conflicting_vpas {
         Conflicts::of(vpas)
@@ -348,15 +392,7 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
         // Said on every VPA of the conflict, `Initial` ones included: the webhook applies one of them.
         if let Some(why) = conflicts.of_vpa(vpa) {
             let event = events::conflicting_vpas(why);
-            report.blocked.insert(
-                (ns.clone(), name.clone()),
-                crate::conditions::Blocked {
-                    reason: event.reason,
-                    message: event.message.clone(),
-                },
-            );
-            actuator.vpa_event(vpa, event);
-            report.skipped_vpas.push((ns, name, why.to_owned()));
+            block(report, actuator, vpa, (ns, name), event, why.to_owned());
             continue;
         }
         if !modes::is_selected(vpa) {
@@ -375,15 +411,7 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
         {
             let text = format!("{why}: its pods would come back unchanged from an eviction");
             let event = events::outside_webhook(&text);
-            report.blocked.insert(
-                (ns.clone(), name.clone()),
-                crate::conditions::Blocked {
-                    reason: event.reason,
-                    message: event.message.clone(),
-                },
-            );
-            actuator.vpa_event(vpa, event);
-            report.skipped_vpas.push((ns, name, text));
+            block(report, actuator, vpa, (ns, name), event, text);
             continue;
         }
         if let Err(e) = view.fetch_selector(vpa) {
@@ -392,20 +420,44 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
         }
         selected.push(vpa.clone());
     }
-    if selected.is_empty() {
-        state.admission.clean_up();
-        return report;
-    }
-    let selected = Candidates::new(selected);
-    let all_pods = list_pods();
-    report.pods_listed = true;
+    selected
+}
+
+/// Leaves the VPA `key` out for `why`, with `event` on it and its `UpdatesBlocked` condition.
+fn block<A: Actuator>(
+    report: &mut Report,
+    actuator: &mut A,
+    vpa: &VerticalPodAutoscaler,
+    key: (String, String),
+    event: UpdaterEvent,
+    why: String,
+) {
+    let blocked = crate::conditions::Blocked {
+        reason: event.reason,
+        message: event.message.clone(),
+    };
+    report.blocked.insert(key.clone(), blocked);
+    actuator.vpa_event(vpa, event);
+    report.skipped_vpas.push((key.0, key.1, why));
+}
+
+/// The live (not terminating) pods of each selected VPA, by its index in `selected`, and the order the
+/// VPAs with pods are processed in (rotated every iteration with `fair_order`). Also forgets the failed
+/// resizes of pods that are gone and starts the eviction-requirements bookkeeping of this iteration.
+fn assign_pods<V: ClusterView>(
+    config: &IterationConfig,
+    state: &mut UpdaterState,
+    view: &V,
+    selected: &Candidates,
+    all_pods: &[Arc<CompactPod>],
+) -> (Vec<Vec<Arc<CompactPod>>>, Vec<usize>) {
     let live: Vec<&Arc<CompactPod>> = all_pods
         .iter()
         .filter(|p| !pods::is_terminating(p))
         .collect();
     let mut assigned: Vec<Vec<Arc<CompactPod>>> = vec![Vec::new(); selected.vpas.len()];
     for pod in &live {
-        if let Some(i) = view.controlling_vpa(pod, &selected)
+        if let Some(i) = view.controlling_vpa(pod, selected)
             && let Some(list) = assigned.get_mut(i)
         {
             list.push(Arc::clone(pod));
@@ -432,57 +484,71 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
         order.rotate_left(shift);
     }
     state.iterations = state.iterations.wrapping_add(1);
-    for i in order {
-        let vpa = selected.vpas[i].as_ref();
-        let vpa_pods = &assigned[i];
-        let mode = update_mode(&vpa.spec);
-        let mode_text = modes::mode_label(&mode);
-        let entry = Vpa {
-            vpa,
-            label: VpaLabel {
-                size: vpa_pods.len(),
-                name: vpa.metadata.name.as_deref().unwrap_or_default(),
-                namespace: vpa.metadata.namespace.as_deref().unwrap_or_default(),
-                mode: &mode_text,
-            },
-            mode: mode.clone(),
-        };
-        let mut pass = VpaPass {
-            config,
-            state: &mut *state,
-            view,
-            actuator: &mut *actuator,
-            entry: &entry,
-            gate: view.gate(vpa, vpa_pods),
-            now,
+    (assigned, order)
+}
+
+/// One VPA's pass over its live pods ([`VpaPass`]), its report added to `report` and its updates to the
+/// metrics (also when it aborts the iteration, which an `Err` says). The arguments are
+/// [`run_once`]'s, which the pass borrows.
+#[allow(clippy::too_many_arguments)]
+async fn pass_vpa<V: ClusterView, A: Actuator>(
+    config: &IterationConfig,
+    state: &mut UpdaterState,
+    view: &V,
+    actuator: &mut A,
+    vpa: &VerticalPodAutoscaler,
+    vpa_pods: &[Arc<CompactPod>],
+    now: Timestamp,
+    gauges: &mut IterationGauges,
+    metrics: Option<&Metrics>,
+    report: &mut Report,
+) -> Result<(), String> {
+    let mode = update_mode(&vpa.spec);
+    let mode_text = modes::mode_label(&mode);
+    let entry = Vpa {
+        vpa,
+        label: VpaLabel {
             size: vpa_pods.len(),
-            gauges: &mut *gauges,
-            metrics,
-            report: &mut report,
-            vpa_report: VpaReport {
-                namespace: entry.label.namespace.to_owned(),
-                name: entry.label.name.to_owned(),
-                mode: mode_text.clone(),
-                pods: BTreeMap::new(),
-            },
-            done: Done::default(),
-        };
-        let aborted = pass.run(vpa_pods).await;
-        let VpaPass {
-            vpa_report, done, ..
-        } = pass;
-        // Updates are counted in the metrics once the VPA is processed, also when it aborts the iteration.
-        if let Some((evicted, resized)) = metrics.map(|m| m.vpa_counters(&entry.label)) {
-            evicted.inc_by(done.evicted);
-            resized.inc_by(done.resized);
-        }
-        report.vpas.push(vpa_report);
-        if let Err(reason) = aborted {
-            report.aborted = Some(reason);
-            break;
-        }
+            name: vpa.metadata.name.as_deref().unwrap_or_default(),
+            namespace: vpa.metadata.namespace.as_deref().unwrap_or_default(),
+            mode: &mode_text,
+        },
+        mode: mode.clone(),
+    };
+    let mut pass = VpaPass {
+        config,
+        state,
+        view,
+        actuator,
+        entry: &entry,
+        gate: view.gate(vpa, vpa_pods),
+        now,
+        size: vpa_pods.len(),
+        gauges,
+        metrics,
+        report,
+        vpa_report: VpaReport {
+            namespace: entry.label.namespace.to_owned(),
+            name: entry.label.name.to_owned(),
+            mode: mode_text.clone(),
+            pods: BTreeMap::new(),
+        },
+        done: Done::default(),
+    };
+    let aborted = pass.run(vpa_pods).await;
+    let VpaPass {
+        vpa_report,
+        done,
+        report,
+        ..
+    } = pass;
+    // Updates are counted in the metrics once the VPA is processed, also when it aborts the iteration.
+    if let Some((evicted, resized)) = metrics.map(|m| m.vpa_counters(&entry.label)) {
+        evicted.inc_by(done.evicted);
+        resized.inc_by(done.resized);
     }
-    report
+    report.vpas.push(vpa_report);
+    aborted
 }
 
 fn set(report: &mut VpaReport, pod: &CompactPod, action: Action) {

@@ -6,17 +6,23 @@
 //! in-place decisions and fallbacks), [`resize`] (the resize and annotation patches), [`lease`] (is the
 //! webhook alive), [`rate_limit`]. [`iteration`] runs one pass over injected lookups and actions; the
 //! binary's [`cluster`] supplies caches and the API, `tailor plan` a snapshot.
+//!
+//! The binary itself is flags ([`flags::Flags`]) → validated [`settings`] → the [`daemon`] (its [`caches`]
+//! and [`health`] endpoints) → run.
 
+pub mod caches;
 pub mod calculator;
 pub mod cluster;
 pub mod conditions;
 pub mod config;
 pub mod conflicts;
+pub mod daemon;
 pub mod event_queue;
 pub mod events;
 pub mod eviction_admission;
 pub mod flags;
 pub mod gate;
+pub mod health;
 pub mod infeasible;
 pub mod iteration;
 pub mod lease;
@@ -32,6 +38,7 @@ pub mod resize_check;
 pub mod restriction;
 pub mod run_loop;
 pub mod scope;
+pub mod settings;
 pub mod sizing;
 pub mod skip;
 

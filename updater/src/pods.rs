@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
 use tailor_core::policy::container_policy;
@@ -288,6 +288,82 @@ impl Interner {
         Some(shared(&mut self.owners, &owner, || Arc::new(owner.clone())))
     }
 
+    fn labels(
+        &mut self,
+        labels: Option<&BTreeMap<String, String>>,
+    ) -> Arc<BTreeMap<String, String>> {
+        let empty = BTreeMap::new();
+        let labels = labels.unwrap_or(&empty);
+        shared(&mut self.labels, labels, || Arc::new(labels.clone()))
+    }
+
+    /// The pod's containers as cached: one shared list per distinct set of names, resources and
+    /// resize policies.
+    fn containers(&mut self, pod: &Pod, spec_containers: &[Container]) -> Arc<[ContainerInfo]> {
+        let container_keys: Vec<(ContainerKey, [Option<Arc<Amounts>>; 2])> = spec_containers
+            .iter()
+            .map(|c| {
+                let current = current_resources(pod, c, false);
+                let requests = self.amounts(current.requests);
+                let limits = self.amounts(current.limits);
+                let spec = c.resources.as_ref();
+                let key = ContainerKey {
+                    name: self.str(&c.name),
+                    requests: requests.as_ref().map_or(0, |a| Arc::as_ptr(a) as usize),
+                    limits: limits.as_ref().map_or(0, |a| Arc::as_ptr(a) as usize),
+                    spec_requests: spec.is_some_and(|r| r.requests.is_some()),
+                    spec_limits: spec.is_some_and(|r| r.limits.is_some()),
+                    memory_restart: c.resize_policy.iter().flatten().any(|p| {
+                        p.resource_name == "memory" && p.restart_policy == "RestartContainer"
+                    }),
+                };
+                (key, [requests, limits])
+            })
+            .collect();
+        let keys: Vec<ContainerKey> = container_keys.iter().map(|(k, _)| k.clone()).collect();
+        if let Some(c) = self.containers.get(&keys) {
+            return Arc::clone(c);
+        }
+        let list: Arc<[ContainerInfo]> = container_keys
+            .into_iter()
+            .map(|(k, [requests, limits])| ContainerInfo {
+                name: k.name,
+                requests,
+                limits,
+                spec_requests: k.spec_requests,
+                spec_limits: k.spec_limits,
+                memory_restart: k.memory_restart,
+            })
+            .collect();
+        self.containers.insert(keys, Arc::clone(&list));
+        list
+    }
+
+    /// The containers' last terminations by the OOM killer.
+    fn oom_kills(&mut self, status: Option<&PodStatus>) -> Box<[OomKill]> {
+        status
+            .and_then(|s| s.container_statuses.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|s| {
+                let t = s.last_state.as_ref()?.terminated.as_ref()?;
+                (t.reason.as_deref() == Some("OOMKilled")).then(|| OomKill {
+                    container: self.str(&s.name),
+                    started: t
+                        .started_at
+                        .as_ref()
+                        .map(|t| t.0)
+                        .unwrap_or_else(go_zero_time),
+                    finished: t
+                        .finished_at
+                        .as_ref()
+                        .map(|t| t.0)
+                        .unwrap_or_else(go_zero_time),
+                })
+            })
+            .collect()
+    }
+
     fn observed(&mut self, value: Option<&String>) -> Option<Arc<[String]>> {
         let value = value?;
         if let Some(v) = self.observed.get(value.as_str()) {
@@ -310,7 +386,8 @@ impl From<Pod> for CompactPod {
 }
 
 impl CompactPod {
-    /// The compact form of `pod`.
+    /// The compact form of `pod`: the shared parts (containers, labels, owners, names) through the
+    /// interner, under one lock; what few pods have in [`Rare`].
     pub fn new(pod: &Pod) -> Self {
         let m = &pod.metadata;
         let namespace = m.namespace.as_deref().unwrap_or_default();
@@ -322,38 +399,6 @@ impl CompactPod {
             .unwrap_or_default();
         let status = pod.status.as_ref();
         let annotations = m.annotations.as_ref();
-        let boosts: BTreeMap<String, String> = annotations
-            .into_iter()
-            .flatten()
-            .filter(|(k, _)| k.starts_with(STARTUP_BOOST_ANNOTATION_PREFIX))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let conditions = status
-            .and_then(|s| s.conditions.as_ref())
-            .into_iter()
-            .flatten();
-        let resize = conditions
-            .clone()
-            .filter(|c| c.type_ == RESIZE_PENDING || c.type_ == RESIZE_IN_PROGRESS)
-            .map(|c| ResizeCondition {
-                pending: c.type_ == RESIZE_PENDING,
-                status_true: c.status == "True",
-                reason: c.reason.as_deref().map(Box::from),
-                message: c.message.as_deref().is_some_and(|m| !m.is_empty()),
-            })
-            .collect();
-        let unready = conditions
-            .clone()
-            .any(|c| c.type_ == "Ready" && c.status == "False");
-        let ready_since = conditions
-            .clone()
-            .find(|c| c.type_ == "Ready" && c.status == "True")
-            .map(|c| {
-                c.last_transition_time
-                    .as_ref()
-                    .map(|t| t.0)
-                    .unwrap_or_else(go_zero_time)
-            });
         let owners = m.owner_references.as_ref();
         let first_controller = owners
             .into_iter()
@@ -362,71 +407,9 @@ impl CompactPod {
         let last_controller = tailor_core::target::controller_owner(owners);
         let mut interner = lock();
         interner.maybe_sweep();
-        let container_keys: Vec<(ContainerKey, [Option<Arc<Amounts>>; 2])> = spec_containers
-            .iter()
-            .map(|c| {
-                let current = current_resources(pod, c, false);
-                let requests = interner.amounts(current.requests);
-                let limits = interner.amounts(current.limits);
-                let spec = c.resources.as_ref();
-                let key = ContainerKey {
-                    name: interner.str(&c.name),
-                    requests: requests.as_ref().map_or(0, |a| Arc::as_ptr(a) as usize),
-                    limits: limits.as_ref().map_or(0, |a| Arc::as_ptr(a) as usize),
-                    spec_requests: spec.is_some_and(|r| r.requests.is_some()),
-                    spec_limits: spec.is_some_and(|r| r.limits.is_some()),
-                    memory_restart: c.resize_policy.iter().flatten().any(|p| {
-                        p.resource_name == "memory" && p.restart_policy == "RestartContainer"
-                    }),
-                };
-                (key, [requests, limits])
-            })
-            .collect();
-        let keys: Vec<ContainerKey> = container_keys.iter().map(|(k, _)| k.clone()).collect();
-        let containers = match interner.containers.get(&keys) {
-            Some(c) => Arc::clone(c),
-            None => {
-                let list: Arc<[ContainerInfo]> = container_keys
-                    .into_iter()
-                    .map(|(k, [requests, limits])| ContainerInfo {
-                        name: k.name,
-                        requests,
-                        limits,
-                        spec_requests: k.spec_requests,
-                        spec_limits: k.spec_limits,
-                        memory_restart: k.memory_restart,
-                    })
-                    .collect();
-                interner.containers.insert(keys, Arc::clone(&list));
-                list
-            }
-        };
-        let oom_kills = status
-            .and_then(|s| s.container_statuses.as_ref())
-            .into_iter()
-            .flatten()
-            .filter_map(|s| {
-                let t = s.last_state.as_ref()?.terminated.as_ref()?;
-                (t.reason.as_deref() == Some("OOMKilled")).then(|| OomKill {
-                    container: interner.str(&s.name),
-                    started: t
-                        .started_at
-                        .as_ref()
-                        .map(|t| t.0)
-                        .unwrap_or_else(go_zero_time),
-                    finished: t
-                        .finished_at
-                        .as_ref()
-                        .map(|t| t.0)
-                        .unwrap_or_else(go_zero_time),
-                })
-            })
-            .collect();
-        let labels = {
-            let empty = BTreeMap::new();
-            let labels = m.labels.as_ref().unwrap_or(&empty);
-            shared(&mut interner.labels, labels, || Arc::new(labels.clone()))
-        };
+        let containers = interner.containers(pod, spec_containers);
+        let oom_kills = interner.oom_kills(status);
+        let labels = interner.labels(m.labels.as_ref());
         let creator = interner.owner(namespace, first_controller);
         let controller = if first_controller == last_controller {
             creator.clone()
@@ -436,20 +419,6 @@ impl CompactPod {
         let observed =
             interner.observed(annotations.and_then(|a| a.get(OBSERVED_CONTAINERS_ANNOTATION)));
         drop(interner);
-        let pod_level = pod.spec.as_ref().is_some_and(|s| s.resources.is_some());
-        let rare = Rare {
-            ready_since: ready_since.filter(|_| !boosts.is_empty()),
-            oom_kills,
-            boosts,
-            resize,
-            pod_level_names: pod_level_names(&pod_level_resources(pod)),
-            pod_level,
-        };
-        let rare = (!rare.oom_kills.is_empty()
-            || !rare.boosts.is_empty()
-            || !rare.resize.is_empty()
-            || rare.pod_level)
-            .then(|| Box::new(rare));
         CompactPod {
             metadata: ObjectMeta {
                 name: m.name.clone(),
@@ -464,34 +433,12 @@ impl CompactPod {
             controller,
             containers,
             observed,
-            rare,
+            rare: Rare::of(pod, oom_kills),
             start_time: status.and_then(|s| s.start_time.as_ref()).map(|t| t.0),
             pending: status.and_then(|s| s.phase.as_deref()) == Some("Pending"),
-            unready,
-            qos: match status.and_then(|s| s.qos_class.as_deref()) {
-                Some("BestEffort") => Qos::BestEffort,
-                Some("Burstable") => Qos::Burstable,
-                Some("Guaranteed") => Qos::Guaranteed,
-                _ => Qos::Unknown,
-            },
-            init_guaranteed: pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.init_containers.as_ref())
-                .into_iter()
-                .flatten()
-                .all(|c| {
-                    let r = c.resources.as_ref();
-                    let limits = r.and_then(|r| r.limits.as_ref());
-                    let requests = r.and_then(|r| r.requests.as_ref());
-                    ["cpu", "memory"].iter().all(|res| {
-                        limits.and_then(|l| l.get(*res)).is_some_and(|l| {
-                            requests
-                                .and_then(|q| q.get(*res))
-                                .is_none_or(|q| quantity::same_value(q, l).unwrap_or(false))
-                        })
-                    })
-                }),
+            unready: conditions(status).any(|c| c.type_ == "Ready" && c.status == "False"),
+            qos: qos_class(status),
+            init_guaranteed: init_guaranteed(pod),
             terminating: m.deletion_timestamp.is_some(),
             has_annotations: annotations.is_some(),
             sized_by_upstream: annotations
@@ -503,6 +450,88 @@ impl CompactPod {
                     .any(|p| p.restart_policy == "RestartContainer")
             }),
         }
+    }
+}
+
+/// The pod's conditions.
+fn conditions(status: Option<&PodStatus>) -> impl Iterator<Item = &PodCondition> + Clone {
+    status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+}
+
+/// The QoS class in `status.qosClass`.
+fn qos_class(status: Option<&PodStatus>) -> Qos {
+    match status.and_then(|s| s.qos_class.as_deref()) {
+        Some("BestEffort") => Qos::BestEffort,
+        Some("Burstable") => Qos::Burstable,
+        Some("Guaranteed") => Qos::Guaranteed,
+        _ => Qos::Unknown,
+    }
+}
+
+/// Whether every init container has CPU and memory limits, with requests unset or equal to them.
+fn init_guaranteed(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.init_containers.as_ref())
+        .into_iter()
+        .flatten()
+        .all(|c| {
+            let r = c.resources.as_ref();
+            let limits = r.and_then(|r| r.limits.as_ref());
+            let requests = r.and_then(|r| r.requests.as_ref());
+            ["cpu", "memory"].iter().all(|res| {
+                limits.and_then(|l| l.get(*res)).is_some_and(|l| {
+                    requests
+                        .and_then(|q| q.get(*res))
+                        .is_none_or(|q| quantity::same_value(q, l).unwrap_or(false))
+                })
+            })
+        })
+}
+
+impl Rare {
+    /// What of it `pod` has, with its `oom_kills`; `None` when nothing (most pods).
+    fn of(pod: &Pod, oom_kills: Box<[OomKill]>) -> Option<Box<Rare>> {
+        let boosts: BTreeMap<String, String> = (pod.metadata.annotations.iter())
+            .flatten()
+            .filter(|(k, _)| k.starts_with(STARTUP_BOOST_ANNOTATION_PREFIX))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let status = pod.status.as_ref();
+        let resize = conditions(status)
+            .filter(|c| c.type_ == RESIZE_PENDING || c.type_ == RESIZE_IN_PROGRESS)
+            .map(|c| ResizeCondition {
+                pending: c.type_ == RESIZE_PENDING,
+                status_true: c.status == "True",
+                reason: c.reason.as_deref().map(Box::from),
+                message: c.message.as_deref().is_some_and(|m| !m.is_empty()),
+            })
+            .collect();
+        let ready_since = conditions(status)
+            .find(|c| c.type_ == "Ready" && c.status == "True")
+            .map(|c| {
+                c.last_transition_time
+                    .as_ref()
+                    .map(|t| t.0)
+                    .unwrap_or_else(go_zero_time)
+            });
+        let pod_level = pod.spec.as_ref().is_some_and(|s| s.resources.is_some());
+        let rare = Rare {
+            ready_since: ready_since.filter(|_| !boosts.is_empty()),
+            oom_kills,
+            boosts,
+            resize,
+            pod_level_names: pod_level_names(&pod_level_resources(pod)),
+            pod_level,
+        };
+        (!rare.oom_kills.is_empty()
+            || !rare.boosts.is_empty()
+            || !rare.resize.is_empty()
+            || rare.pod_level)
+            .then(|| Box::new(rare))
     }
 }
 

@@ -1,5 +1,6 @@
 //! `tailor-recommender`: the in-cluster recommender. Watches Tailor VPAs, pods and workloads, samples
-//! `metrics.k8s.io`, writes recommendations into VPA status and keeps checkpoints.
+//! `metrics.k8s.io`, writes recommendations into VPA status and keeps checkpoints. Flags ([`Args`]) →
+//! validated [`DaemonSettings`] → [`Daemon`] → run.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,26 +9,20 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use tailor_engine::estimate_flags::EstimationFlags;
 use tailor_engine::model::AggregationsConfig;
-use tailor_kube::leader::{LeaderElector, LeaderFlags};
+use tailor_kube::leader::LeaderFlags;
 use tailor_kube::{
     client::{ApiRateFlags, ClientFlags},
-    leader::Fence,
     listen::ListenFlags,
     log::LogFlags,
     shutdown::Shutdown,
 };
 use tailor_prometheus::client::PromClient;
 use tailor_prometheus::flags::PrometheusFlags;
-use tailor_recommender::cluster_view::{ViewConfig, new_view, spawn_view_watchers};
+use tailor_recommender::cluster_view::ViewConfig;
 use tailor_recommender::config::ControllerConfig;
+use tailor_recommender::daemon::{Daemon, DaemonSettings};
 use tailor_recommender::history::{HistoryBootstrap, HistoryOptions};
-use tailor_recommender::http::{Health, router};
 use tailor_recommender::karpenter::InstanceTable;
-use tailor_recommender::metrics::Metrics;
-use tailor_recommender::oom::OomQueue;
-use tailor_recommender::ratelimit::RateLimiter;
-use tailor_recommender::run_loop::{Recommender, Stopped, wall_now};
-use tailor_recommender::stores::{new_stores, spawn_watchers, wait_until_ready};
 
 /// mimalloc, with `MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_PURGE_DELAY=0` as the image and the chart set them:
 /// chosen on measured RSS (BENCHMARKS.md, issue 14).
@@ -188,6 +183,28 @@ struct Args {
 }
 
 impl Args {
+    /// The validated settings of the daemon (the Prometheus client, when asked for, made here).
+    fn daemon_settings(&self) -> anyhow::Result<DaemonSettings> {
+        let controller = self.controller_config()?;
+        let view = self.view_config()?;
+        let address = self.listen.socket_addr().context("--address")?;
+        let history = history_bootstrap(self, controller.aggregations)?;
+        if self.storage == "prometheus" {
+            tracing::warn!("--storage=prometheus: checkpoints are neither read nor written");
+        }
+        let _ = self.min_checkpoints;
+        Ok(DaemonSettings {
+            lease: self.leader.validated()?,
+            controller,
+            view,
+            address,
+            history,
+            client: self.client.clone(),
+            rate: self.rate.clone(),
+            shutdown_timeout: self.shutdown_timeout,
+        })
+    }
+
     fn view_config(&self) -> anyhow::Result<ViewConfig> {
         let instance_types = match &self.node_fit_instance_types {
             None => InstanceTable::builtin(),
@@ -284,14 +301,6 @@ fn history_bootstrap(
     )))
 }
 
-/// How the SIGTERM budget (`--shutdown-timeout`) is split: the part left for releasing the lease (two calls
-/// under their own timeouts, at most half the budget), the rest for final checkpoints.
-fn release_budget(shutdown_timeout: Duration, elector: Option<&LeaderElector>) -> Duration {
-    elector
-        .map(|e| (e.settings().call_timeout() * 2).min(shutdown_timeout / 2))
-        .unwrap_or_default()
-}
-
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let runtime = match args.runtime_threads {
@@ -317,214 +326,13 @@ fn main() -> anyhow::Result<()> {
     })
 }
 
+/// Flags → validated settings → the daemon → run until SIGTERM or a lost lease.
 async fn run(args: Args) -> anyhow::Result<()> {
     args.log.init();
-    let cfg = args.controller_config()?;
-    let view_cfg = args.view_config()?;
-    let addr = args.listen.socket_addr().context("--address")?;
-    let history = history_bootstrap(&args, cfg.aggregations)?;
-    if args.storage == "prometheus" {
-        tracing::warn!("--storage=prometheus: checkpoints are neither read nor written");
-    }
-    let _ = args.min_checkpoints;
-    let lease = args.leader.validated()?;
-
-    let metrics = Arc::new(Metrics::new());
-    let health = Arc::new(if lease.is_some() {
-        Health::standby(cfg.interval)
-    } else {
-        Health::new(cfg.interval)
-    });
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("binding {addr}"))?;
-    // The bound address (with port 0 the OS picks one; tests and operators read it here).
-    let bound = listener.local_addr().unwrap_or(addr);
-    let app = router(health.clone(), metrics.clone());
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!(error = %e, "HTTP server failed");
-        }
-    });
-    tracing::info!(addr = %bound, "serving /metrics and /healthz");
-
-    let shutdown = Shutdown::on_signal();
-
-    let client = args.client.client().await?;
-
-    let elector = lease.map(|settings| Arc::new(LeaderElector::new(client.clone(), settings)));
-    let release = release_budget(args.shutdown_timeout, elector.as_deref());
-    let mut holder = None;
-    if let Some(e) = &elector {
-        tracing::info!(lease = %args.leader.leader_elect_lease_name, namespace = %args.leader.leader_elect_lease_namespace, "waiting for the leader lease");
-        tokio::select! {
-            _ = e.acquire() => {
-                tracing::info!("leader lease acquired");
-                health.activate();
-            }
-            _ = shutdown.wait() => {
-                // An attempt cut off here may still have succeeded on the server.
-                release_lease(e, release).await;
-                return Ok(());
-            }
-        }
-        let (e, metrics) = (e.clone(), metrics.clone());
-        holder = Some(tokio::spawn(async move {
-            let err: tailor_recommender::Error = e.hold().await.into();
-            metrics.record(&err);
-            tracing::error!(error = %err, "leader lease lost: no more writes");
-        }));
-    }
-    let fence = elector
-        .as_ref()
-        .map(|e| e.fence())
-        .unwrap_or_else(Fence::unfenced);
-
-    let result = lead(
-        &args, cfg, view_cfg, client, history, metrics, health, fence, &shutdown, release,
-    )
-    .await;
-    if let Some(h) = holder {
-        h.abort();
-    }
-    // Released on every way out: shutdown, error, and a lost lease (a no-op unless this replica is still
-    // the holder, e.g. when renewals timed out but the API server is back).
-    if let Some(e) = &elector {
-        release_lease(e, release).await;
-    }
-    result
-}
-
-/// Gives the lease up within `budget`.
-async fn release_lease(e: &LeaderElector, budget: Duration) {
-    match tokio::time::timeout(budget, e.release()).await {
-        Ok(Ok(())) => tracing::info!("leader lease released"),
-        Ok(Err(err)) => tracing::warn!(error = %err, "cannot release the leader lease"),
-        Err(_) => tracing::warn!(?budget, "releasing the leader lease timed out"),
-    }
-}
-
-/// The leader's work: caches, the loop, and final checkpoints after SIGTERM (within `--shutdown-timeout`
-/// minus the `release` budget). Returns an error when the lease was lost.
-#[allow(clippy::too_many_arguments)]
-async fn lead(
-    args: &Args,
-    cfg: ControllerConfig,
-    view_cfg: ViewConfig,
-    client: kube::Client,
-    history: Option<HistoryBootstrap>,
-    metrics: Arc<Metrics>,
-    health: Arc<Health>,
-    fence: Fence,
-    shutdown: &Shutdown,
-    release: Duration,
-) -> anyhow::Result<()> {
-    let ooms = OomQueue::default();
-    let (stores, writers) = new_stores(ooms.clone());
-    let mut watchers = spawn_watchers(
-        &client,
-        &cfg.vpa_object_namespace,
-        writers,
-        ooms.clone(),
-        metrics.clone(),
-    );
-    let (view, view_writers) = new_view(&view_cfg);
-    let m = metrics.clone();
-    watchers.extend(spawn_view_watchers(
-        &client,
-        &cfg.vpa_object_namespace,
-        view_writers,
-        &view_cfg,
-        Arc::new(move |e| {
-            m.record(&tailor_recommender::Error::Watch {
-                kind: "cluster view",
-                message: e.to_string(),
-            })
-        }),
-    ));
-    let abort_watchers = || {
-        for w in &watchers {
-            w.abort();
-        }
-    };
-    tokio::select! {
-        r = async {
-            let r = wait_until_ready(&stores).await;
-            tailor_recommender::cluster_view::wait_until_ready(&view).await;
-            r
-        } => {
-            if let Err(e) = r {
-                abort_watchers();
-                return Err(e).context("stores");
-            }
-        }
-        _ = shutdown.wait() => {
-            abort_watchers();
-            return Ok(());
-        }
-        _ = fence.lost() => {
-            abort_watchers();
-            bail!("leader lease lost before the caches were ready");
-        }
-    }
-    tracing::info!(recommender = %cfg.recommender_name, interval = ?cfg.interval, "caches ready; starting the loop");
-
-    let limiter = RateLimiter::new(args.rate.kube_api_qps, args.rate.kube_api_burst);
-    let mut rec = Recommender::new(cfg, client, stores, ooms, metrics, limiter)
-        .with_fence(fence)
-        .with_cluster_view(view);
-    if let Some(h) = history {
-        rec = rec.with_history(h);
-    }
-    let h = health.clone();
-    let stopped = rec
-        .run(shutdown.wait(), move |r| {
-            h.loop_finished();
-            tracing::info!(
-                vpas = r.vpas,
-                pods = r.pods,
-                samples = r.samples_accepted,
-                ooms = r.ooms_recorded,
-                status_writes = r.status_writes,
-                checkpoints = r.checkpoints_written,
-                checkpoints_unchanged = r.checkpoints_unchanged,
-                metrics_ok = r.metrics_ok,
-                list_s = r.phases.list_seconds,
-                ingest_s = r.phases.ingest_seconds,
-                recommend_s = r.phases.recommend_seconds,
-                status_s = r.phases.status_seconds,
-                checkpoint_s = r.phases.checkpoint_seconds,
-                total_s = r.phases.total_seconds,
-                rss_after_list = r.phases.rss_after_list,
-                rss_after_ingest = r.phases.rss_after_ingest,
-                rss_after_status = r.phases.rss_after_status,
-                rss_after_checkpoints = r.phases.rss_after_checkpoints,
-                "loop finished"
-            );
-        })
-        .await;
-    abort_watchers();
-    match stopped {
-        Stopped::LeaseLost => {
-            // Said in the log as well as on exit: the holder task that also says it may be cut off first.
-            tracing::error!("leader lease lost: loop abandoned, no final checkpoints; exiting");
-            bail!("leader lease lost")
-        }
-        Stopped::Shutdown => {
-            let budget = args.shutdown_timeout.saturating_sub(release);
-            match tokio::time::timeout(budget, rec.final_checkpoints(wall_now())).await {
-                Ok(r) => tracing::info!(
-                    written = r.checkpoints_written,
-                    errors = r.checkpoint_errors,
-                    "final checkpoints written"
-                ),
-                Err(_) => {
-                    tracing::warn!(?budget, "final checkpoints cut off by --shutdown-timeout")
-                }
-            }
-            Ok(())
-        }
-    }
+    let settings = args.daemon_settings()?;
+    let daemon = Daemon::start(settings).await?;
+    daemon.run(Shutdown::on_signal()).await?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,0 +1,347 @@
+//! The `tailor-recommender` daemon, built from validated [`DaemonSettings`]: it serves `/metrics` and
+//! `/healthz`, waits for the leader lease (when asked to), then leads — caches, the loop, and final
+//! checkpoints after SIGTERM — and gives the lease up on every way out.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use tailor_kube::client::{ApiRateFlags, ClientError, ClientFlags};
+use tailor_kube::leader::{Fence, LeaderElector, LeaseSettings};
+use tailor_kube::shelf::CacheStopped;
+use tailor_kube::shutdown::Shutdown;
+use tokio::task::JoinHandle;
+
+use crate::cluster_view::{self, ClusterView, ViewConfig, new_view, spawn_view_watchers};
+use crate::config::ControllerConfig;
+use crate::history::HistoryBootstrap;
+use crate::http::{Health, router};
+use crate::metrics::Metrics;
+use crate::oom::OomQueue;
+use crate::ratelimit::RateLimiter;
+use crate::run_loop::{LoopReport, Recommender, Stopped, wall_now};
+use crate::stores::{Stores, new_stores, spawn_watchers, wait_until_ready};
+
+/// Everything the recommender binary runs with, checked.
+pub struct DaemonSettings {
+    /// The loop's settings.
+    pub controller: ControllerConfig,
+    /// Node fit and HPA coherence.
+    pub view: ViewConfig,
+    /// Where `/metrics` and `/healthz` are served.
+    pub address: SocketAddr,
+    /// The Prometheus history of new VPAs, when asked for.
+    pub history: Option<HistoryBootstrap>,
+    /// Leader election (`None`: not asked for).
+    pub lease: Option<LeaseSettings>,
+    /// How the Kubernetes client is made.
+    pub client: ClientFlags,
+    /// The status and checkpoint writes' token bucket.
+    pub rate: ApiRateFlags,
+    /// After SIGTERM, everything ends within this long.
+    pub shutdown_timeout: Duration,
+}
+
+/// Why the recommender stopped other than by SIGTERM.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The endpoints could not listen.
+    #[error("binding {addr}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why binding failed.
+        source: std::io::Error,
+    },
+    /// The Kubernetes client could not be made.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// A store stopped before its first list.
+    #[error("stores")]
+    Stores(#[source] CacheStopped),
+    /// The lease was lost while the caches were listing.
+    #[error("leader lease lost before the caches were ready")]
+    LeaseLostBeforeReady,
+    /// The lease was lost: the loop was abandoned.
+    #[error("leader lease lost")]
+    LeaseLost,
+}
+
+/// The recommender as its binary runs it.
+pub struct Daemon {
+    settings: DaemonSettings,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+}
+
+impl Daemon {
+    /// Binds the endpoints and serves them from now on (as on standby until the lease is held).
+    pub async fn start(settings: DaemonSettings) -> Result<Daemon, DaemonError> {
+        let metrics = Arc::new(Metrics::new());
+        let interval = settings.controller.interval;
+        let health = Arc::new(match settings.lease {
+            Some(_) => Health::standby(interval),
+            None => Health::new(interval),
+        });
+        let addr = settings.address;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| DaemonError::Bind { addr, source })?;
+        // The bound address (with port 0 the OS picks one; tests and operators read it here).
+        let bound = listener.local_addr().unwrap_or(addr);
+        let app = router(health.clone(), metrics.clone());
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::error!(error = %e, "HTTP server failed");
+            }
+        });
+        tracing::info!(addr = %bound, "serving /metrics and /healthz");
+        Ok(Daemon {
+            settings,
+            metrics,
+            health,
+        })
+    }
+
+    /// Waits for the lease (when asked for), leads until `shutdown` or a lost lease, then releases the
+    /// lease: also after an error or a loss (a no-op unless this replica still holds it, e.g. when
+    /// renewals timed out but the API server is back).
+    pub async fn run(self, shutdown: Shutdown) -> Result<(), DaemonError> {
+        let client = self.settings.client.client().await?;
+        let elector = (self.settings.lease.clone())
+            .map(|settings| Arc::new(LeaderElector::new(client.clone(), settings)));
+        let release = release_budget(self.settings.shutdown_timeout, elector.as_deref());
+        let mut holder = None;
+        if let Some(e) = &elector {
+            match self.acquire(e, &shutdown, release).await {
+                Some(h) => holder = Some(h),
+                None => return Ok(()),
+            }
+        }
+        let fence = (elector.as_ref())
+            .map(|e| e.fence())
+            .unwrap_or_else(Fence::unfenced);
+        let result = self.lead(client, fence, &shutdown, release).await;
+        if let Some(h) = holder {
+            h.abort();
+        }
+        if let Some(e) = &elector {
+            release_lease(e, release).await;
+        }
+        result
+    }
+
+    /// Waits for the lease, then holds it in the background (a loss recorded in the metrics); `None` when
+    /// SIGTERM came first (the lease then given up: an attempt cut off may still have succeeded).
+    async fn acquire(
+        &self,
+        e: &Arc<LeaderElector>,
+        shutdown: &Shutdown,
+        release: Duration,
+    ) -> Option<JoinHandle<()>> {
+        let lease = e.settings();
+        tracing::info!(lease = %lease.name, namespace = %lease.namespace, "waiting for the leader lease");
+        tokio::select! {
+            _ = e.acquire() => {
+                tracing::info!("leader lease acquired");
+                self.health.activate();
+            }
+            _ = shutdown.wait() => {
+                release_lease(e, release).await;
+                return None;
+            }
+        }
+        let (e, metrics) = (e.clone(), self.metrics.clone());
+        Some(tokio::spawn(async move {
+            let err: crate::Error = e.hold().await.into();
+            metrics.record(&err);
+            tracing::error!(error = %err, "leader lease lost: no more writes");
+        }))
+    }
+
+    /// The leader's work: caches, the loop, and final checkpoints after SIGTERM (within
+    /// `--shutdown-timeout` minus the `release` budget). An error when the lease was lost.
+    async fn lead(
+        self,
+        client: Client,
+        fence: Fence,
+        shutdown: &Shutdown,
+        release: Duration,
+    ) -> Result<(), DaemonError> {
+        let s = self.settings;
+        let ooms = OomQueue::default();
+        let caches = Caches::start(&client, &s, ooms.clone(), &self.metrics);
+        if !caches.wait_until_ready(shutdown, &fence).await? {
+            return Ok(());
+        }
+        let cfg = s.controller;
+        tracing::info!(recommender = %cfg.recommender_name, interval = ?cfg.interval, "caches ready; starting the loop");
+        let limiter = RateLimiter::new(s.rate.kube_api_qps, s.rate.kube_api_burst);
+        let mut rec = Recommender::new(
+            cfg,
+            client,
+            caches.stores.clone(),
+            ooms,
+            self.metrics,
+            limiter,
+        )
+        .with_fence(fence)
+        .with_cluster_view(caches.view.clone());
+        if let Some(h) = s.history {
+            rec = rec.with_history(h);
+        }
+        let health = self.health;
+        let stopped = rec
+            .run(shutdown.wait(), move |r| {
+                health.loop_finished();
+                log_loop(r);
+            })
+            .await;
+        caches.abort();
+        match stopped {
+            Stopped::LeaseLost => {
+                // Said in the log as well as on exit: the holder task that also says it may be cut off first.
+                tracing::error!("leader lease lost: loop abandoned, no final checkpoints; exiting");
+                Err(DaemonError::LeaseLost)
+            }
+            Stopped::Shutdown => {
+                let budget = s.shutdown_timeout.saturating_sub(release);
+                final_checkpoints(&mut rec, budget).await;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The leader's caches: the stores the loop reads and the cluster view, with their watch tasks.
+struct Caches {
+    stores: Stores,
+    view: ClusterView,
+    watchers: Vec<JoinHandle<()>>,
+}
+
+impl Caches {
+    /// Starts every watch (in `--vpa-object-namespace`); watch errors are counted in `metrics`.
+    fn start(
+        client: &Client,
+        s: &DaemonSettings,
+        ooms: OomQueue,
+        metrics: &Arc<Metrics>,
+    ) -> Caches {
+        let namespace = &s.controller.vpa_object_namespace;
+        let (stores, writers) = new_stores(ooms.clone());
+        let mut watchers = spawn_watchers(client, namespace, writers, ooms, metrics.clone());
+        let (view, view_writers) = new_view(&s.view);
+        let m = metrics.clone();
+        watchers.extend(spawn_view_watchers(
+            client,
+            namespace,
+            view_writers,
+            &s.view,
+            Arc::new(move |e| {
+                m.record(&crate::Error::Watch {
+                    kind: "cluster view",
+                    message: e.to_string(),
+                })
+            }),
+        ));
+        Caches {
+            stores,
+            view,
+            watchers,
+        }
+    }
+
+    /// Waits until the stores and the view have listed (`true`); stops the watches when SIGTERM (`false`)
+    /// or a lost lease (an error) comes first, or a store stops (an error).
+    async fn wait_until_ready(
+        &self,
+        shutdown: &Shutdown,
+        fence: &Fence,
+    ) -> Result<bool, DaemonError> {
+        tokio::select! {
+            r = async {
+                let r = wait_until_ready(&self.stores).await;
+                cluster_view::wait_until_ready(&self.view).await;
+                r
+            } => {
+                if let Err(e) = r {
+                    self.abort();
+                    return Err(DaemonError::Stores(e));
+                }
+                Ok(true)
+            }
+            _ = shutdown.wait() => {
+                self.abort();
+                Ok(false)
+            }
+            _ = fence.lost() => {
+                self.abort();
+                Err(DaemonError::LeaseLostBeforeReady)
+            }
+        }
+    }
+
+    fn abort(&self) {
+        for w in &self.watchers {
+            w.abort();
+        }
+    }
+}
+
+/// How the SIGTERM budget (`--shutdown-timeout`) is split: the part left for releasing the lease (two calls
+/// under their own timeouts, at most half the budget), the rest for final checkpoints.
+fn release_budget(shutdown_timeout: Duration, elector: Option<&LeaderElector>) -> Duration {
+    elector
+        .map(|e| (e.settings().call_timeout() * 2).min(shutdown_timeout / 2))
+        .unwrap_or_default()
+}
+
+/// Gives the lease up within `budget`.
+async fn release_lease(e: &LeaderElector, budget: Duration) {
+    match tokio::time::timeout(budget, e.release()).await {
+        Ok(Ok(())) => tracing::info!("leader lease released"),
+        Ok(Err(err)) => tracing::warn!(error = %err, "cannot release the leader lease"),
+        Err(_) => tracing::warn!(?budget, "releasing the leader lease timed out"),
+    }
+}
+
+/// Writes the final checkpoints within `budget`.
+async fn final_checkpoints(rec: &mut Recommender, budget: Duration) {
+    match tokio::time::timeout(budget, rec.final_checkpoints(wall_now())).await {
+        Ok(r) => tracing::info!(
+            written = r.checkpoints_written,
+            errors = r.checkpoint_errors,
+            "final checkpoints written"
+        ),
+        Err(_) => {
+            tracing::warn!(?budget, "final checkpoints cut off by --shutdown-timeout")
+        }
+    }
+}
+
+/// One loop's report, at info level.
+fn log_loop(r: &LoopReport) {
+    tracing::info!(
+        vpas = r.vpas,
+        pods = r.pods,
+        samples = r.samples_accepted,
+        ooms = r.ooms_recorded,
+        status_writes = r.status_writes,
+        checkpoints = r.checkpoints_written,
+        checkpoints_unchanged = r.checkpoints_unchanged,
+        metrics_ok = r.metrics_ok,
+        list_s = r.phases.list_seconds,
+        ingest_s = r.phases.ingest_seconds,
+        recommend_s = r.phases.recommend_seconds,
+        status_s = r.phases.status_seconds,
+        checkpoint_s = r.phases.checkpoint_seconds,
+        total_s = r.phases.total_seconds,
+        rss_after_list = r.phases.rss_after_list,
+        rss_after_ingest = r.phases.rss_after_ingest,
+        rss_after_status = r.phases.rss_after_status,
+        rss_after_checkpoints = r.phases.rss_after_checkpoints,
+        "loop finished"
+    );
+}
