@@ -57,14 +57,14 @@ async fn create_workload(env: &E2e, ns: &str, manifest: Value) -> Result<()> {
 }
 
 /// A VPA on `kind`/`name` in `mode`, served by no recommender, with `update` merged into its updatePolicy,
-/// and its recommendation of 200m/200Mi.
+/// and its recommendation of `cpu`/200Mi.
 async fn fixed_vpa(
     env: &E2e,
     ns: &str,
-    kind: &str,
-    name: &str,
+    (kind, name): (&str, &str),
     mode: &str,
     update: Value,
+    cpu: &str,
 ) -> Result<()> {
     let mut v = vpa_manifest(name, name, mode);
     v["spec"]["targetRef"] =
@@ -74,7 +74,7 @@ async fn fixed_vpa(
         v["spec"]["updatePolicy"][k] = val.clone();
     }
     env.create_vpa(ns, v).await?;
-    let r = json!({"cpu": "200m", "memory": "200Mi"});
+    let r = json!({"cpu": cpu, "memory": "200Mi"});
     env.dynamic_vpas(ns)
         .patch_status(
             name,
@@ -172,7 +172,7 @@ async fn upstream_actuation_scenarios() {
         }
         let start = Instant::now();
         for s in &setups {
-            fixed_vpa(env, &ns, s.kind, &s.name, s.mode, s.update.clone()).await?;
+            fixed_vpa(env, &ns, (s.kind, &s.name), s.mode, s.update.clone(), "200m").await?;
         }
         let mut failures = Vec::new();
         for s in setups.iter().filter(|s| s.evicts) {
@@ -231,6 +231,106 @@ async fn upstream_actuation_scenarios() {
                 failures.join("\n")
             );
         }
+        Ok(())
+    })
+    .await;
+}
+
+/// The CPU requests (millicores) in the specs of the running pods of `app`.
+async fn cpu_requests(env: &E2e, ns: &str, app: &str) -> Result<Vec<i64>> {
+    env.running_pods(ns, app)
+        .await?
+        .iter()
+        .map(|p| cpu_mem(&container_resources(p)?.0).map(|r| r.0))
+        .collect()
+}
+
+/// "still applies recommendations on restart when update mode is InPlaceOrRecreate": the updater resizes
+/// the pods in place (no eviction over its loops), and a pod deleted by hand comes back at the
+/// recommendation, so every pod then requests it.
+async fn restart_in_place_or_recreate(env: &E2e, ns: &str) -> Result<()> {
+    let name = "ipor-restart";
+    create_workload(env, ns, workload("Deployment", name, 2)).await?;
+    env.wait_running(ns, name, 2).await?;
+    let original = env.live_uids(ns, name).await?;
+    fixed_vpa(env, ns, ("Deployment", name), "InPlaceOrRecreate", json!({}), "200m").await?;
+    tokio::time::sleep(super::resilience::UPDATER_LOOPS).await;
+    let now = env.live_uids(ns, name).await?;
+    if now != original {
+        bail!("pods evicted in mode InPlaceOrRecreate: {original:?} → {now:?}");
+    }
+    let killed = original.iter().next().context("no pod")?;
+    let pod = env
+        .running_pods(ns, name)
+        .await?
+        .into_iter()
+        .find(|p| p.metadata.uid.as_ref() == Some(killed))
+        .and_then(|p| p.metadata.name)
+        .context("the pod to kill")?;
+    Api::<Pod>::namespaced(env.client.clone(), ns)
+        .delete(&pod, &DeleteParams::default().grace_period(0))
+        .await?;
+    wait_for(
+        &format!("both pods of {name} at 200m, one of them new"),
+        POD_TIMEOUT,
+        || async {
+            let uids = env.live_uids(ns, name).await?;
+            let cpu = cpu_requests(env, ns, name).await?;
+            let kept = uids.intersection(&original).count();
+            Ok((cpu.len() == 2 && cpu.iter().all(|&c| c == 200) && kept == 1).then_some(()))
+        },
+    )
+    .await
+}
+
+/// "stops when pods get pending": a recommendation of 9999 cores in mode Recreate; the updater evicts one pod,
+/// its replacement asks for 9999 cores and stays Pending, and the updater evicts no other pod while it is.
+async fn stops_when_pods_get_pending(env: &E2e, ns: &str) -> Result<()> {
+    let name = "pending";
+    create_workload(env, ns, workload("Deployment", name, 2)).await?;
+    env.wait_running(ns, name, 2).await?;
+    let original = env.live_uids(ns, name).await?;
+    fixed_vpa(env, ns, ("Deployment", name), "Recreate", json!({}), "9999").await?;
+    let pending = || async {
+        let all = env.all_pods(ns, name).await?;
+        Ok::<_, anyhow::Error>(
+            all.iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending"))
+                .count(),
+        )
+    };
+    wait_for("one pod Pending at 9999 cores", RECOMMENDATION_TIMEOUT, || async {
+        Ok((pending().await? == 1).then_some(()))
+    })
+    .await?;
+    // For three more updater loops: still exactly one Pending, and the other original pod still running.
+    let until = Instant::now() + super::resilience::UPDATER_LOOPS;
+    while Instant::now() < until {
+        let kept = env.live_uids(ns, name).await?.intersection(&original).count();
+        let waiting = pending().await?;
+        if kept != 1 || waiting != 1 {
+            bail!("{kept} original pods running and {waiting} Pending: the updater went on evicting");
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn upstream_actuation_restart_and_pending_scenarios() {
+    let env = e2e("upstream_actuation_restart_and_pending_scenarios").await;
+    let env = &env;
+    in_namespace(env, "upact-more", |ns| async move {
+        let (a, b) = tokio::join!(
+            restart_in_place_or_recreate(env, &ns),
+            stops_when_pods_get_pending(env, &ns)
+        );
+        a.context("still applies recommendations on restart when update mode is InPlaceOrRecreate")?;
+        eprintln!("upstream case passed: still applies recommendations on restart when update mode is InPlaceOrRecreate");
+        b.context("stops when pods get pending")?;
+        eprintln!("upstream case passed: stops when pods get pending");
         Ok(())
     })
     .await;

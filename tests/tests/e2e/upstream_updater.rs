@@ -194,3 +194,106 @@ async fn upstream_updater_scenarios() {
     })
     .await;
 }
+
+/// A Deployment `name` of two pods whose container requests (and is limited to) 1Gi and is OOM-killed once,
+/// `after` its start: on kind it sleeps that long, then fills its memory; on kwok the test annotates the
+/// pods for the `tailor-pod-oom` stage (hack/cluster/kwok-kubelet.yaml) once they have run that long.
+fn ooming(name: &str, after: Duration) -> Value {
+    let script = format!(
+        "if [ -e /scratch/oomed ]; then exec sleep 100000; fi; sleep {}; touch /scratch/oomed; \
+         exec tail /dev/zero",
+        after.as_secs()
+    );
+    json!({
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{
+                        "name": "app", "image": BUSYBOX, "command": ["sh", "-c", script],
+                        "resources": {
+                            "requests": {"cpu": "100m", "memory": "1Gi"},
+                            "limits": {"memory": "1Gi"}
+                        },
+                        "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]
+                    }],
+                    "volumes": [{"name": "scratch", "emptyDir": {}}]
+                }
+            }
+        }
+    })
+}
+
+/// "Updater with PerVPAConfig": a VPA in mode Recreate whose memory recommendation (target 2Gi, bounds
+/// 500Mi–3Gi) holds the pods' 1Gi, so only a quick OOM (one within `evictAfterOOMSeconds` of the container's
+/// start) makes the updater evict: with 600 s it evicts, with 1 s (the kill comes 5 s after the start) not.
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn upstream_updater_oom_scenarios() {
+    let env = e2e("upstream_updater_oom_scenarios").await;
+    let env = &env;
+    in_namespace(env, "upoom", |ns| async move {
+        let after = Duration::from_secs(5);
+        let cases = [("oom-quick", 600), ("oom-slow", 1)];
+        for (name, seconds) in cases {
+            let mut v = vpa_manifest(name, name, "Recreate");
+            v["spec"]["recommenders"] = json!([{"name": FIXED}]);
+            v["spec"]["updatePolicy"]["evictAfterOOMSeconds"] = json!(seconds);
+            env.create_vpa(&ns, v).await?;
+            env.dynamic_vpas(&ns)
+                .patch_status(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": {"recommendation": {"containerRecommendations": [{
+                        "containerName": "app", "target": {"memory": "2Gi"},
+                        "lowerBound": {"memory": "500Mi"}, "upperBound": {"memory": "3Gi"}
+                    }]}}})),
+                )
+                .await?;
+            env.create_deployment_from(&ns, ooming(name, after)).await?;
+        }
+        let mut original = BTreeMap::new();
+        for (name, _) in cases {
+            env.wait_running(&ns, name, 2).await?;
+            original.insert(name, env.live_uids(&ns, name).await?);
+        }
+        tokio::time::sleep(after).await;
+        let pod_api = Api::<Pod>::namespaced(env.client.clone(), &ns);
+        for (name, _) in cases {
+            for pod in env.running_pods(&ns, name).await? {
+                let pod = pod.metadata.name.context("pod without a name")?;
+                let patch = json!({"metadata": {"annotations": {"tailor.dev/e2e-kubelet-oom": "once"}}});
+                pod_api.patch(&pod, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            }
+            wait_for(&format!("the pods of {name} OOM-killed once"), POD_TIMEOUT, || async {
+                let killed = env.running_pods(&ns, name).await?.iter().all(|p| {
+                    p.status
+                        .as_ref()
+                        .and_then(|s| s.container_statuses.as_ref())
+                        .and_then(|c| c.first())
+                        .and_then(|c| c.last_state.as_ref()?.terminated.as_ref()?.reason.clone())
+                        .is_some_and(|r| r == "OOMKilled")
+                });
+                Ok(killed.then_some(()))
+            })
+            .await?;
+        }
+        let start = Instant::now();
+        env.wait_replaced(&ns, "oom-quick", &original["oom-quick"]).await?;
+        eprintln!("upstream case passed: Updater with PerVPAConfig / evicts pods when OOM occurs within threshold");
+        if let Some(rest) = super::resilience::UPDATER_LOOPS.checked_sub(start.elapsed()) {
+            tokio::time::sleep(rest).await;
+        }
+        let now = env.live_uids(&ns, "oom-slow").await?;
+        if now != original["oom-slow"] {
+            bail!("oom-slow: pods evicted although their OOM came after the threshold: {:?} → {now:?}", original["oom-slow"]);
+        }
+        eprintln!("upstream case passed: Updater with PerVPAConfig / does not evict pods when OOM duration exceeds threshold");
+        Ok(())
+    })
+    .await;
+}
