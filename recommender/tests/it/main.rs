@@ -11,8 +11,6 @@ mod controller;
 mod history_faults;
 mod history_restored;
 mod lease;
-#[path = "../../prometheus/test-support/prom_stub.rs"]
-mod prom_stub;
 mod restarts;
 mod retarget;
 mod support;
