@@ -5,14 +5,14 @@
 //! `server` and `review` carry it over HTTPS. The caches only the webhook keeps are here too: the compact VPA
 //! cache (`vpa_cache`) and the live reads of owners the watches have not delivered yet (`live_owners`).
 
+pub mod caches;
 pub mod certs;
-pub mod cluster;
-pub mod limits;
 pub mod live_owners;
 pub mod manifests;
 pub mod metrics;
 pub mod quota_report;
 pub mod review;
+pub mod review_budgets;
 pub mod selfmanaged;
 pub mod server;
 pub mod status_lease;

@@ -11,8 +11,9 @@ use tailor_admission::live_owners::{LiveOwnerSettings, LiveOwners};
 use tailor_admission::quota_report::QuotaReport;
 use tailor_admission::vpa_events::VpaEvents;
 use tailor_admission::{
+    caches as cluster,
     certs::{self, CertFiles, MinTlsVersion, Reloader},
-    cluster, manifests,
+    manifests,
     metrics::Metrics,
     selfmanaged::SelfManaged,
     server::{

@@ -28,9 +28,9 @@ use tailor_kube::quota_cache::spawn_quota_cache;
 use tailor_kube::reflectors::{OnWatchError, api, spawn_reflector, workload_stores};
 use tailor_kube::scale_cache::{ScaleCache, ScaleCacheSettings};
 use tailor_kube::shutdown::Shutdown;
-use tailor_updater::cluster::{
-    ApiActuator, CacheView, NamespaceLabels, ReplicaStores, ScaleReplicas, governed_creator,
-    strip_controller,
+use tailor_updater::api_actuator::ApiActuator;
+use tailor_updater::cache_view::{
+    CacheView, NamespaceLabels, ReplicaStores, ScaleReplicas, governed_creator, strip_controller,
 };
 use tailor_updater::flags::{AdmissionStatusFlags, UpdaterFlags};
 use tailor_updater::iteration::UpdaterState;
