@@ -14,12 +14,13 @@ FROM ${RUST_IMAGE} AS builder
 WORKDIR /src
 COPY . .
 # Cache mounts keep the registry and target/ between builds; the binaries are copied out of the cached
-# target/ in the same step.
+# target/ in the same step. `-p` selects the packages, so their features are not unified with the CLI's
+# (which turns on tailor-updater's `vectors`, upstream's test doubles the updater binary does not carry).
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/usr/local/cargo/git \
     --mount=type=cache,target=/src/target \
-    cargo build --profile dist --locked --bin tailor-updater --bin tailor-admission \
- && cargo build --profile dist-recommender --locked --bin tailor-recommender \
+    cargo build --profile dist --locked -p tailor-updater -p tailor-admission --bin tailor-updater --bin tailor-admission \
+ && cargo build --profile dist-recommender --locked -p tailor-recommender --bin tailor-recommender \
  && mkdir -p /out \
  && cp target/dist-recommender/tailor-recommender target/dist/tailor-updater target/dist/tailor-admission /out/
 

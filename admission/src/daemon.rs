@@ -1,5 +1,5 @@
 //! The `tailor-admission` daemon, built from validated [`Settings`]: the index (manifests or the cluster's
-//! caches, [`crate::cluster`]), the serving certificate (files or self-managed), then the HTTPS webhook and
+//! caches, [`crate::caches`]), the serving certificate (files or self-managed), then the HTTPS webhook and
 //! the operations endpoints ([`crate::server`]) until SIGTERM and the drain.
 
 use std::net::SocketAddr;
@@ -11,8 +11,8 @@ use tailor_kube::index::Index;
 use tailor_kube::scale_cache::{ScaleCache, ScaleCacheSettings};
 use tailor_kube::shutdown::Shutdown;
 
+use crate::caches;
 use crate::certs::{self, CertError, CertResolver, Reloader};
-use crate::cluster;
 use crate::live_owners::{LiveOwnerSettings, LiveOwners};
 use crate::metrics::Metrics;
 use crate::quota_report::QuotaReport;
@@ -241,7 +241,7 @@ impl ClusterMode<'_> {
             StatusLease::new(client.clone(), self.lease)
                 .run(move |quiet| gate.may_renew_lease(quiet), shutdown.wait()),
         );
-        let (stores, quotas) = cluster::start_caches(
+        let (stores, quotas) = caches::start_caches(
             client.clone(),
             self.namespace,
             readiness.clone(),

@@ -8,16 +8,16 @@
 //! The binary is flags (`flags`) → validated `settings` → the `daemon` (cluster mode's caches, or
 //! `standalone` mode's manifests; the certificate; the listeners) → run.
 
+pub mod caches;
 pub mod certs;
-pub mod cluster;
 pub mod daemon;
 pub mod flags;
-pub mod limits;
 pub mod live_owners;
 pub mod manifests;
 pub mod metrics;
 pub mod quota_report;
 pub mod review;
+pub mod review_budgets;
 pub mod selfmanaged;
 pub mod server;
 pub mod settings;

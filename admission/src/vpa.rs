@@ -234,7 +234,7 @@ pub fn review_vpa(review: &Review<'_>, gates: FeatureGates) -> (AdmissionRespons
         .unwrap_or_else(|| DEFAULT_KIND.to_owned());
     // List lengths first, on the raw text: a list of a million entries is refused before it is decoded.
     if let Some(raw) = review.object {
-        match crate::limits::check_vpa(raw) {
+        match crate::review_budgets::check_vpa(raw) {
             Ok(errors) if !errors.is_empty() => {
                 return deny(req, invalid_status(&kind, &req.name, &errors), Vec::new());
             }

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use serde_json::json;
 use tailor_engine::backtest::{self, Actuation, BacktestConfig, Score, Strategy, StrategyResult};
+use tailor_engine::backtest_workloads::{SUITE, TUNING_DRAWS, VALIDATION_DRAWS};
 use tailor_engine::estimate_flags::EstimationFlags;
 use tailor_engine::replay::{ReplayConfig, Trace, TraceContainer};
-use tailor_engine::workloads::{SUITE, TUNING_DRAWS, VALIDATION_DRAWS};
 use tailor_prometheus::feeder::HistorySink;
 use tailor_prometheus::history::Plan;
 

@@ -7,7 +7,7 @@
 //! - [`policy`]: container-policy lookup and per-container settings.
 //! - [`capping`]: min/max clamping of recommendations.
 //! - [`validation`]: VPA validation and defaulting, with upstream's rules and messages.
-//! - [`limitrange`] and [`sizing`]: LimitRange merging and pod sizing (recommendation processing,
+//! - [`limit_range_merge`] and [`sizing`]: LimitRange merging and pod sizing (recommendation processing,
 //!   proportional limits, pod-level budgets) shared by the webhook and the updater.
 //! - [`quota`]: quota fit — raises cut to the namespace's ResourceQuota headroom (webhook and updater).
 //! - [`target`]: target resolution (well-known kinds, controller owner, workload selectors, label-selector
@@ -20,7 +20,7 @@ pub mod capping;
 pub mod convert;
 pub mod json_fields;
 pub mod label_selector;
-pub mod limitrange;
+pub mod limit_range_merge;
 pub mod policy;
 pub mod quantity;
 pub mod quota;

@@ -20,7 +20,7 @@ use crate::metrics_api::MetricsApiSource;
 use crate::oom::OomQueue;
 use crate::ratelimit::RateLimiter;
 use crate::stores::Stores;
-use crate::target::ScaleCache;
+use crate::target::ScaleLookups;
 use crate::time::from_timestamp;
 use crate::tracked::{PodEntry, VpaEntry, VpaKey, key_of};
 use tailor_engine::model::ClusterState;
@@ -109,7 +109,7 @@ pub struct Recommender {
     pub(crate) model: ClusterState,
     pub(crate) vpas: BTreeMap<VpaKey, VpaEntry>,
     pub(crate) pods: HashMap<Arc<str>, HashMap<Box<str>, PodEntry>>,
-    pub(crate) scale: ScaleCache,
+    pub(crate) scale: ScaleLookups,
     pub(crate) written_checkpoints: HashSet<(String, String)>,
     /// VPAs whose target changed: their stored checkpoints are deleted in the next checkpoint step.
     pub(crate) retargeted: std::collections::BTreeSet<VpaKey>,
@@ -172,7 +172,7 @@ impl Recommender {
             limiter,
             vpas: BTreeMap::new(),
             pods: HashMap::new(),
-            scale: ScaleCache::default(),
+            scale: ScaleLookups::default(),
             written_checkpoints: HashSet::new(),
             retargeted: std::collections::BTreeSet::new(),
             last_checkpoint_gc: None,

@@ -1,5 +1,5 @@
 //! `spec.targetRef` → pod selector. Well-known controllers are read from the reflector stores; any other
-//! kind through its `/scale` subresource, whose answers are cached by the loop ([`ScaleCache`]).
+//! kind through its `/scale` subresource, whose answers are cached by the loop ([`ScaleLookups`]).
 //! Resolution itself is pure over the stores and the cache.
 
 use std::collections::HashMap;
@@ -53,11 +53,11 @@ pub struct ScaleEntry {
 
 /// Cached `/scale` lookups for targets that are not well-known kinds.
 #[derive(Debug, Clone, Default)]
-pub struct ScaleCache {
+pub struct ScaleLookups {
     entries: HashMap<TargetKey, ScaleEntry>,
 }
 
-impl ScaleCache {
+impl ScaleLookups {
     /// The cached entry.
     pub fn get(&self, key: &TargetKey) -> Option<&ScaleEntry> {
         self.entries.get(key)
@@ -169,7 +169,7 @@ pub struct StoreLookup<'a> {
     /// Reflector stores.
     pub stores: &'a Stores,
     /// `/scale` answers.
-    pub scale: &'a ScaleCache,
+    pub scale: &'a ScaleLookups,
 }
 
 impl TargetLookup for StoreLookup<'_> {

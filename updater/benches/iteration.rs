@@ -21,7 +21,7 @@ use tailor_core::workload::SlimWorkload;
 use tailor_crds::VerticalPodAutoscaler;
 use tailor_kube::index::{Index, IndexStores};
 use tailor_kube::reflectors::workload_stores;
-use tailor_updater::cluster::{CacheView, ReplicaStores, ScaleReplicas, strip_controller};
+use tailor_updater::cache_view::{CacheView, ReplicaStores, ScaleReplicas, strip_controller};
 use tailor_updater::config::{FeatureGates, RestrictionConfig};
 use tailor_updater::iteration::{IterationConfig, Report, UpdaterState, run_once};
 use tailor_updater::metrics::{IterationGauges, Metrics};

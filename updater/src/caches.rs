@@ -18,7 +18,7 @@ use tailor_kube::reflectors::workload_stores;
 use tailor_kube::scale_cache::{ScaleCache, ScaleCacheSettings};
 use tokio::sync::watch;
 
-use crate::cluster::{
+use crate::cache_view::{
     NamespaceLabels, ReplicaStores, ScaleReplicas, governed_creator, strip_controller,
 };
 use crate::pods::CompactPod;
@@ -26,7 +26,7 @@ use crate::pods::CompactPod;
 /// The pods an iteration looks at: scheduled and not finished.
 const POD_FIELDS: &str = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
 
-/// Read handles of the caches, as the iteration's [`CacheView`](crate::cluster::CacheView) takes them.
+/// Read handles of the caches, as the iteration's [`CacheView`](crate::cache_view::CacheView) takes them.
 pub struct Caches {
     /// Pod → VPA matching, LimitRanges, `/scale` and (with quota fit) ResourceQuotas.
     pub index: Index,

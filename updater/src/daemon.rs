@@ -13,8 +13,9 @@ use tailor_kube::shutdown::Shutdown;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::api_actuator::ApiActuator;
+use crate::cache_view::CacheView;
 use crate::caches::{CacheSettings, Caches};
-use crate::cluster::{ApiActuator, CacheView};
 use crate::health::{Health, ListenError};
 use crate::iteration::UpdaterState;
 use crate::metrics::Metrics;

@@ -5,14 +5,15 @@
 //! order), [`eviction_admission`] (`evictionRequirements`), [`restriction`] (budgets per controller group,
 //! in-place decisions and fallbacks), [`resize`] (the resize and annotation patches), [`lease`] (is the
 //! webhook alive), [`rate_limit`]. [`iteration`] runs one pass over injected lookups and actions; the
-//! binary's [`cluster`] supplies caches and the API, `tailor plan` a snapshot.
+//! binary's [`cache_view`] and [`api_actuator`] supply the caches and the API, `tailor plan` a snapshot.
 //!
 //! The binary itself is flags ([`flags::Flags`]) → validated [`settings`] → the [`daemon`] (its [`caches`]
 //! and [`health`] endpoints) → run.
 
+pub mod api_actuator;
+pub mod cache_view;
 pub mod caches;
 pub mod calculator;
-pub mod cluster;
 pub mod conditions;
 pub mod config;
 pub mod conflicts;

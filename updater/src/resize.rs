@@ -8,7 +8,7 @@ use json_patch::PatchOperation;
 use k8s_openapi::api::core::v1::LimitRange;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
-use tailor_core::limitrange;
+use tailor_core::limit_range_merge;
 use tailor_core::policy::update_mode;
 use tailor_core::quantity::Amount;
 use tailor_core::sizing::{
@@ -62,9 +62,9 @@ pub fn provider_resources(
 ) -> Result<Vec<ContainerResources>, PodError> {
     let options = PatchOptions::default();
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-    let container_item = limitrange::merged_item_with_ratio(
-        limitrange::in_namespace(limit_ranges, namespace),
-        limitrange::CONTAINER,
+    let container_item = limit_range_merge::merged_item_with_ratio(
+        limit_range_merge::in_namespace(limit_ranges, namespace),
+        limit_range_merge::CONTAINER,
         options.honor_max_limit_request_ratio,
     );
     let containers = sizing::containers(pod);

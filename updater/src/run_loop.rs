@@ -10,7 +10,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use tailor_crds::VerticalPodAutoscaler;
 
-use crate::cluster::{ApiActuator, CacheView};
+use crate::api_actuator::ApiActuator;
+use crate::cache_view::CacheView;
 use crate::iteration::{Actuator, ClusterView, IterationConfig, Report, UpdaterState, run_once};
 use crate::lease;
 use crate::metrics::{IterationGauges, Metrics};

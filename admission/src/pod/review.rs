@@ -49,7 +49,7 @@ pub enum PodOutcome {
 }
 
 /// Reviews a pod `CREATE` (upstream spec §3.1): finds the VPA in `index` and returns the patch. Never
-/// denies; any error (a pod over Tailor's budgets included, see [`crate::limits`]) admits the pod unmodified.
+/// denies; any error (a pod over Tailor's budgets included, see [`crate::review_budgets`]) admits the pod unmodified.
 pub fn review_pod(
     review: &crate::review::Review<'_>,
     index: &tailor_kube::index::Index,

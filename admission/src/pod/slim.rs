@@ -12,7 +12,7 @@
 //! As k8s-openapi's decoder, a missing or `null` field takes its default; a field of the wrong type is an error.
 //! A malformed field that sizing does not read is no longer an error: the pod is sized as any other.
 //!
-//! The budgets of [`crate::limits`] are kept in the same pass: at most [`MAX_CONTAINERS`] containers per list,
+//! The budgets of [`crate::review_budgets`] are kept in the same pass: at most [`MAX_CONTAINERS`] containers per list,
 //! [`MAX_LABELS`] labels and [`MAX_ANNOTATION_BYTES`] of annotations are built; past a budget the rest is only
 //! counted (for the error), so neither the memory nor the work of a review follows what a client sends.
 
@@ -27,7 +27,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use crate::limits::{MAX_ANNOTATION_BYTES, MAX_CONTAINERS, MAX_LABELS, PodTooLarge};
+use crate::review_budgets::{MAX_ANNOTATION_BYTES, MAX_CONTAINERS, MAX_LABELS, PodTooLarge};
 
 /// Why a pod's object was not sized.
 #[derive(Debug, thiserror::Error)]

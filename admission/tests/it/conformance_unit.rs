@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{Value, json};
 use tailor_admission::pod;
-use tailor_core::limitrange;
+use tailor_core::limit_range_merge;
 use tailor_core::quantity::same_value;
 use tailor_core::sizing::{self, AssemblyOptions, Field, PatchOptions, Processed};
 use tailor_core::validation::{FeatureGates, ValidationOptions, validate};
@@ -1088,7 +1088,7 @@ fn limitrange_merge(input: &Value, expected: &Value) -> Check {
     let ns = input["namespace"].as_str().unwrap_or("default");
     let kind = input["type"].as_str().unwrap_or("Container");
     let item = match &input["calculator"] {
-        Value::Null => limitrange::merged_item(
+        Value::Null => limit_range_merge::merged_item(
             lrs.iter()
                 .filter(|lr| lr.metadata.namespace.as_deref() == Some(ns)),
             kind,

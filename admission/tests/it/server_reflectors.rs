@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use http::{Request, Response, StatusCode};
 use kube::client::Body;
 use serde_json::json;
-use tailor_admission::{cluster, server::Readiness};
+use tailor_admission::{caches, server::Readiness};
 
 const LISTS: [(&str, &str); 9] = [
     (
@@ -32,7 +32,7 @@ async fn ready_only_after_every_initial_list() {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(service, "default");
     let readiness = Readiness::new();
-    let stores = cluster::start_reflectors(client, "", readiness.clone());
+    let stores = caches::start_reflectors(client, "", readiness.clone());
 
     let mut listed = std::collections::BTreeSet::new();
     let mut held_watches = Vec::new();

@@ -102,7 +102,7 @@ fn lists_strategies_and_rejects_unknown() {
 /// `--prometheus` reads the same history `recommend` does (the stub's workload `a/w`) and backtests it.
 #[test]
 fn prometheus_source() {
-    use crate::prom_stub::{END, Reply, healthy, stub};
+    use tailor_tests::prom_stub::{END, Reply, healthy, stub};
     let s = stub(|r, _| Reply::Full(200, healthy(r)));
     let url = format!("http://127.0.0.1:{}", s.port);
     let end = END.to_string();

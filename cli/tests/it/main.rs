@@ -7,8 +7,6 @@ mod backtest;
 mod cli;
 mod patch;
 mod plan;
-#[path = "../../../recommender/prometheus/test-support/prom_stub.rs"]
-mod prom_stub;
 mod prometheus;
 mod prometheus_faults;
 mod prometheus_stores;

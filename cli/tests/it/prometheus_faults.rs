@@ -2,7 +2,7 @@
 //! response that stalls mid-stream, a connection cut mid-stream, a malformed response. Each gives a clear
 //! error naming the query, keeps the history that already loaded, and never panics; a window that failed
 //! half-way and succeeded on retry feeds every point exactly once. The stub lives in
-//! `recommender/prometheus/test-support/prom_stub.rs`; the controller's bootstrap faults are tested in
+//! `tests/src/prom_stub.rs`, in `tailor-tests`; the controller's bootstrap faults are tested in
 //! `recommender/tests/it/history_faults.rs` against the same stub.
 
 use std::collections::BTreeMap;
@@ -15,7 +15,7 @@ use std::time::Duration;
 use tailor_prometheus::client::{ClientConfig, PromClient};
 use tailor_prometheus::history::{HistoryConfig, HistorySink, LoadState, discover, load};
 
-use crate::prom_stub::{END, Reply, healthy, is_history, stub, window_start};
+use tailor_tests::prom_stub::{END, Reply, healthy, is_history, stub, window_start};
 
 fn tailor(url: &str, extra: &[&str]) -> Output {
     let end = END.to_string();

@@ -19,7 +19,7 @@ use num_bigint::BigInt;
 use num_traits::Zero;
 
 use crate::capping;
-use crate::limitrange;
+use crate::limit_range_merge;
 use crate::policy::{container_policy, controlled_values, update_mode};
 use crate::quantity::{self, Amount, Format, QuantityError};
 use tailor_crds::{
@@ -30,7 +30,7 @@ use tailor_crds::{
 mod annotations;
 mod assembly;
 mod floor;
-mod limit_range;
+mod limit_range_caps;
 mod limits;
 mod ops;
 mod pod_level;
@@ -39,7 +39,7 @@ mod recommendation;
 pub use annotations::*;
 pub use assembly::*;
 pub use floor::*;
-pub use limit_range::*;
+pub use limit_range_caps::*;
 pub use limits::*;
 pub use ops::*;
 pub use pod_level::*;
@@ -275,14 +275,14 @@ pub fn resources_for_slots(
     options: &PatchOptions,
 ) -> Result<Vec<ContainerResources>, PodError> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-    let container_item = limitrange::merged_item_with_ratio(
-        limitrange::in_namespace(limit_ranges, namespace),
-        limitrange::CONTAINER,
+    let container_item = limit_range_merge::merged_item_with_ratio(
+        limit_range_merge::in_namespace(limit_ranges, namespace),
+        limit_range_merge::CONTAINER,
         options.honor_max_limit_request_ratio,
     );
-    let pod_item = limitrange::merged_item(
-        limitrange::in_namespace(limit_ranges, namespace),
-        limitrange::POD,
+    let pod_item = limit_range_merge::merged_item(
+        limit_range_merge::in_namespace(limit_ranges, namespace),
+        limit_range_merge::POD,
     );
     let processed = process_recommendation_floored(
         vpa,

@@ -9,12 +9,12 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use tailor_engine::bench_workload::{self, TICKS_PER_DAY, W1};
 use tailor_engine::estimate::{RecommenderConfig, VpaInput, estimate_container, recommend};
 use tailor_engine::model::{
     AggregateContainerState, AggregationsConfig, ClusterState, ContainerState,
 };
 use tailor_engine::units::{cpu_amount_from_cores, memory_amount_from_bytes};
-use tailor_engine::workload::{self, TICKS_PER_DAY, W1};
 
 const N: usize = 1000;
 const TICKS: usize = TICKS_PER_DAY;
@@ -44,9 +44,9 @@ fn fold_aggregates(
 }
 
 fn cluster(n: usize) -> (ClusterState, Vec<(String, String)>) {
-    let names = workload::pod_names(n);
+    let names = bench_workload::pod_names(n);
     (
-        workload::cluster(&names, AggregationsConfig::default()),
+        bench_workload::cluster(&names, AggregationsConfig::default()),
         names,
     )
 }

@@ -9,8 +9,8 @@
 use std::time::{Duration, Instant};
 
 use tailor_engine::backtest::{self, BacktestConfig, Strategy};
+use tailor_engine::bench_workload::{T0, TICKS_PER_DAY, W1};
 use tailor_engine::replay::{ReplayConfig, Trace, TraceContainer};
-use tailor_engine::workload::{T0, TICKS_PER_DAY, W1};
 
 fn trace(w: &W1, i: usize, ticks: usize) -> Trace {
     let t = |k: usize| (T0 + 60 * k as i64) as f64;

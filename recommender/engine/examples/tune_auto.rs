@@ -1,5 +1,5 @@
 //! How `auto`'s settings were chosen (QUALITY.md): a grid of its knobs backtested on the suite's **tuning**
-//! draws only (`workloads::TUNING_DRAWS`; the validation draws are never read here), every variant beside
+//! draws only (`backtest_workloads::TUNING_DRAWS`; the validation draws are never read here), every variant beside
 //! `upstream` in one replay, printed as cost / risk minutes / OOM-risk samples / churn relative to upstream.
 //!
 //! `cargo run --release -p tailor-engine --example tune_auto`
@@ -7,10 +7,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
 use tailor_engine::backtest::{self, BacktestConfig, Score, Strategy};
+use tailor_engine::backtest_workloads::{SUITE, TUNING_DRAWS};
 use tailor_engine::estimate::{DailyRule, TimeOfDay};
 use tailor_engine::profile::{self, Profile};
 use tailor_engine::replay::ReplayConfig;
-use tailor_engine::workloads::{SUITE, TUNING_DRAWS};
 
 const HOUR: i64 = 3_600_000_000_000;
 

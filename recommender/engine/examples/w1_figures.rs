@@ -17,12 +17,12 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use cap::Cap;
+use tailor_engine::bench_workload::{self, TICKS_PER_DAY, W1};
 use tailor_engine::estimate::{
     ContainerRecommendation, RecommenderConfig, VpaInput, estimate_container, recommend,
 };
 use tailor_engine::model::{AggregateContainerState, AggregationsConfig, ContainerState};
 use tailor_engine::units::{cpu_amount_from_cores, memory_amount_from_bytes};
-use tailor_engine::workload::{self, TICKS_PER_DAY, W1};
 
 /// Counts live heap bytes (the `cap` allocator wraps the system one), for heap per container.
 #[global_allocator]
@@ -179,8 +179,8 @@ fn main() {
     drop(states);
 
     // --- cluster path by names: every sample looked up by namespace, pod and container name -----------------
-    let names = workload::pod_names(n);
-    let mut cluster = workload::cluster(&names, config);
+    let names = bench_workload::pod_names(n);
+    let mut cluster = bench_workload::cluster(&names, config);
     let cpu0 = cpu_ns();
     for k in 0..ticks {
         w.add_tick(&mut cluster, &names, k);
@@ -199,8 +199,8 @@ fn main() {
 
     // --- cluster path: pod map -> container -> aggregate, one VPA per namespace, each container resolved once -
     let base = live();
-    let mut cluster = workload::cluster(&names, config);
-    let refs = workload::container_refs(&cluster, &names);
+    let mut cluster = bench_workload::cluster(&names, config);
+    let refs = bench_workload::container_refs(&cluster, &names);
     let start = Instant::now();
     let cpu0 = cpu_ns();
     for k in 0..ticks {

@@ -6,6 +6,8 @@
 //! dependency; clap only behind the `flags` feature ([`estimate_flags`]).
 
 pub mod backtest;
+pub mod backtest_workloads;
+pub mod bench_workload;
 pub mod estimate;
 #[cfg(feature = "flags")]
 pub mod estimate_flags;
@@ -18,5 +20,3 @@ pub mod replay;
 pub mod samples;
 pub mod trace;
 pub mod units;
-pub mod workload;
-pub mod workloads;

@@ -3,7 +3,7 @@
 //! checkpointed as usual.
 
 use crate::controller::{CHECKPOINTS, one_checkpoint, restarted, sample_list};
-use crate::support::*;
+use crate::harness::*;
 use serde_json::{Value, json};
 use tailor_crds::VerticalPodAutoscalerCheckpoint;
 
@@ -43,7 +43,7 @@ fn checkpoint_writes(requests: &[Recorded]) -> Vec<String> {
 /// bad one skipped; returns the harness after the first loop.
 async fn restart_with(good: usize, bad: usize) -> Harness {
     let (before, checkpoint) = one_checkpoint().await;
-    let mut b = restarted(&before, 2, Vec::new());
+    let mut b = restarted(&before, 2, Vec::new()).await;
     for i in 0..good {
         add_vpa(&mut b, &checkpoint, &format!("good{i}"), false);
     }
@@ -123,8 +123,8 @@ async fn a_checkpoint_reference_far_in_the_future_does_not_freeze_cpu() {
     let (before, checkpoint) = one_checkpoint().await;
     let mut future = checkpoint.clone();
     future["status"]["cpuHistogram"]["referenceTimestamp"] = json!(rfc3339(365 * 86_400));
-    let mut good = restarted(&before, 2, vec![checkpoint]);
-    let mut bad = restarted(&before, 2, vec![future]);
+    let mut good = restarted(&before, 2, vec![checkpoint]).await;
+    let mut bad = restarted(&before, 2, vec![future]).await;
     busy(&mut good, 3600, 4000).await;
     busy(&mut bad, 3600, 4000).await;
     let cpu = |h: &Harness| target(&h.vpa("default", "web"), "app", "target").0;
@@ -137,7 +137,7 @@ async fn a_checkpoint_reference_far_in_the_future_does_not_freeze_cpu() {
 async fn an_absurd_total_weight_is_skipped_like_any_bad_checkpoint() {
     let (before, mut checkpoint) = one_checkpoint().await;
     checkpoint["status"]["memoryHistogram"]["totalWeight"] = json!(1.7e308);
-    let mut b = restarted(&before, 2, Vec::new());
+    let mut b = restarted(&before, 2, Vec::new()).await;
     b.apply_checkpoint_json(checkpoint);
     let (report, _) = b.loop_with(3600, Ok(metrics_list(&[]))).await;
     assert_eq!(
@@ -164,7 +164,7 @@ async fn ooms_replayed_after_a_restart_are_not_counted_twice() {
     )
     .unwrap();
     assert_eq!(written, t(59 * 60));
-    let mut b = restarted(&before, 2, vec![checkpoint]);
+    let mut b = restarted(&before, 2, vec![checkpoint]).await;
     let oom = |secs: i64| OomRecord {
         namespace: "default".into(),
         pod: "web-0".into(),

@@ -3,7 +3,7 @@
 //! deleted once the pair has its own.
 
 use crate::controller::{CHECKPOINTS, one_checkpoint, restarted};
-use crate::support::*;
+use crate::harness::*;
 use kube::runtime::watcher;
 use serde_json::json;
 use tailor_core::workload::SlimWorkload;
@@ -48,7 +48,7 @@ fn usage(i: i64) -> serde_json::Value {
 
 #[tokio::test]
 async fn two_vpas_whose_upstream_names_collide_keep_their_own_checkpoints() {
-    let mut a = Harness::new(ControllerConfig::default());
+    let mut a = Harness::new(ControllerConfig::default()).await;
     colliding(&mut a);
     for i in 0..90 {
         a.loop_with(i * 60, Ok(usage(i))).await;
@@ -72,7 +72,7 @@ async fn two_vpas_whose_upstream_names_collide_keep_their_own_checkpoints() {
         ]
     );
     // A restart restores each VPA's own history.
-    let mut b = Harness::new(ControllerConfig::default());
+    let mut b = Harness::new(ControllerConfig::default()).await;
     colliding(&mut b);
     for v in ["web", "web-api"] {
         b.apply_vpa(&a.vpa("default", v));
@@ -95,7 +95,7 @@ async fn two_vpas_whose_upstream_names_collide_keep_their_own_checkpoints() {
 async fn checkpoints_under_upstream_names_are_read_then_replaced() {
     let (before, mut checkpoint) = one_checkpoint().await;
     checkpoint["metadata"]["name"] = json!("web-app");
-    let mut b = restarted(&before, 2, vec![checkpoint.clone()]);
+    let mut b = restarted(&before, 2, vec![checkpoint.clone()]).await;
     let (report, requests) = b.loop_with(3600, Ok(metrics_list(&[]))).await;
     assert_eq!(report.checkpoints_restored, 1);
     let reads: Vec<&str> = requests
@@ -123,7 +123,7 @@ async fn checkpoints_under_upstream_names_are_read_then_replaced() {
 
     // Both names present (a restart before the GC): only the new one is read.
     let new = b.api.object(&format!("{CHECKPOINTS}/web.app")).unwrap();
-    let mut c = restarted(&before, 2, vec![checkpoint]);
+    let mut c = restarted(&before, 2, vec![checkpoint]).await;
     c.apply_checkpoint_json(new);
     let (report, requests) = c.loop_with(3600 + 1300, Ok(metrics_list(&[]))).await;
     assert_eq!(report.checkpoints_restored, 1);

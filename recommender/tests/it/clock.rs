@@ -3,7 +3,7 @@
 //! the loss.
 
 use crate::controller::{CHECKPOINTS, add_pods, sample_list, setup};
-use crate::support::*;
+use crate::harness::*;
 use tailor_recommender::config::ControllerConfig;
 
 const DAY: i64 = 86_400;
@@ -16,7 +16,7 @@ fn samples_in_checkpoint(h: &Harness) -> i64 {
 
 #[tokio::test]
 async fn a_forward_clock_jump_of_eight_days_keeps_every_live_aggregate() {
-    let mut h = Harness::new(ControllerConfig::default());
+    let mut h = Harness::new(ControllerConfig::default()).await;
     setup(&mut h);
     add_pods(&mut h, 2);
     for i in 0..60 {
@@ -39,7 +39,8 @@ async fn aggregates_of_pods_that_stop_reporting_still_expire() {
     let mut h = Harness::new(ControllerConfig {
         memory_saver: false,
         ..ControllerConfig::default()
-    });
+    })
+    .await;
     setup(&mut h);
     add_pods(&mut h, 1);
     // Another workload's pod (its own aggregate), reporting only at first.

@@ -1,7 +1,7 @@
-//! The recommender controller against reflector stores fed directly and a mocked API server (tower-test):
+//! The recommender controller against reflector stores fed directly and the stand-in API server (in process):
 //! exact requests for status, checkpoints and deletes, and the scenarios of issue 5.
 
-use crate::support::*;
+use crate::harness::*;
 use k8s_openapi::api::core::v1::{ContainerState, ContainerStateRunning, ContainerStateTerminated};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::watcher;
@@ -77,7 +77,7 @@ pub(crate) fn sample_list_every(pods: usize, i: i64, step: i64) -> serde_json::V
 
 #[tokio::test]
 async fn new_vpa_without_pods_reports_no_pods_matched() {
-    let mut h = Harness::new(ControllerConfig::default());
+    let mut h = Harness::new(ControllerConfig::default()).await;
     setup(&mut h);
     let (report, reqs) = h.loop_with(0, Ok(metrics_list(&[]))).await;
     assert!(report.metrics_ok);
@@ -115,7 +115,7 @@ async fn new_vpa_without_pods_reports_no_pods_matched() {
 
 #[tokio::test]
 async fn unresolvable_target_is_config_unsupported() {
-    let mut h = Harness::new(ControllerConfig::default());
+    let mut h = Harness::new(ControllerConfig::default()).await;
     h.apply_vpa(&vpa("default", "web", "Deployment", "missing"));
     h.writers
         .workloads
@@ -187,7 +187,7 @@ fn trace_every(pods: usize, loops: i64, step: i64) -> Trace {
 
 #[tokio::test]
 async fn pods_and_metrics_give_the_cli_numbers() {
-    let mut h = Harness::new(ControllerConfig::default());
+    let mut h = Harness::new(ControllerConfig::default()).await;
     setup(&mut h);
     add_pods(&mut h, 3);
     // A pod no VPA selects stays out of the model (memory saver).
@@ -270,7 +270,7 @@ fn oom_transition(h: &mut Harness, pod_name: &str, finished_secs: i64) {
 #[tokio::test]
 async fn oom_arriving_after_later_samples_still_bumps_memory() {
     let run = |with_oom: bool| async move {
-        let mut h = Harness::new(ControllerConfig::default());
+        let mut h = Harness::new(ControllerConfig::default()).await;
         setup(&mut h);
         add_pods(&mut h, 1);
         for i in 0..10 {
@@ -320,7 +320,7 @@ fn checkpoint_apply(reqs: &[Recorded]) -> &Recorded {
 
 #[tokio::test]
 async fn failed_writes_are_counted_as_errors_and_sent_again_next_loop() {
-    let mut h = Harness::new(ControllerConfig::default());
+    let mut h = Harness::new(ControllerConfig::default()).await;
     setup(&mut h);
     add_pods(&mut h, 1);
     let status_path = VPA_STATUS.split('?').next().unwrap_or_default();
@@ -348,7 +348,7 @@ async fn failed_writes_are_counted_as_errors_and_sent_again_next_loop() {
 
 #[tokio::test]
 async fn checkpoints_are_written_with_one_apply_each() {
-    let mut h = Harness::new(ControllerConfig::default());
+    let mut h = Harness::new(ControllerConfig::default()).await;
     setup(&mut h);
     add_pods(&mut h, 1);
     let (report, reqs) = h.loop_with(0, Ok(sample_list(1, 0))).await;
@@ -407,23 +407,23 @@ async fn checkpoints_are_written_with_one_apply_each() {
 }
 
 /// A second recommender after a restart: the `web` Deployment, the VPA as the first one left it, `pods`
-/// pods and the checkpoints it wrote (as listed from the fake API) in the store.
-pub(crate) fn restarted(
+/// pods and the checkpoints it wrote (as listed from the stand-in) in the store.
+pub(crate) async fn restarted(
     before: &VerticalPodAutoscaler,
     pods: usize,
     checkpoints: Vec<serde_json::Value>,
 ) -> Harness {
-    restarted_with(ControllerConfig::default(), before, pods, checkpoints)
+    restarted_with(ControllerConfig::default(), before, pods, checkpoints).await
 }
 
 /// [`restarted`] with `cfg`.
-pub(crate) fn restarted_with(
+pub(crate) async fn restarted_with(
     cfg: ControllerConfig,
     before: &VerticalPodAutoscaler,
     pods: usize,
     checkpoints: Vec<serde_json::Value>,
 ) -> Harness {
-    let mut b = Harness::new(cfg);
+    let mut b = Harness::new(cfg).await;
     setup(&mut b);
     b.apply_vpa(before);
     add_pods(&mut b, pods);
@@ -436,7 +436,7 @@ pub(crate) fn restarted_with(
 
 #[tokio::test]
 async fn restart_from_checkpoints_reproduces_the_recommendation() {
-    let mut a = Harness::new(ControllerConfig::default());
+    let mut a = Harness::new(ControllerConfig::default()).await;
     setup(&mut a);
     add_pods(&mut a, 2);
     // Two days and a bit, one sample every 10 minutes: closed windows plus an open one.
@@ -448,7 +448,7 @@ async fn restart_from_checkpoints_reproduces_the_recommendation() {
     let checkpoints = a.api.objects(&format!("{CHECKPOINTS}/"));
     assert_eq!(checkpoints.len(), 1);
 
-    let mut b = restarted(&before, 2, checkpoints);
+    let mut b = restarted(&before, 2, checkpoints).await;
     // No new usage: the restored state alone must give the same numbers.
     let (report, _) = b.loop_with(loops * 600, Ok(metrics_list(&[]))).await;
     assert_eq!(report.checkpoints_restored, 1);
@@ -470,7 +470,8 @@ async fn restored_checkpoints_count_as_written_until_they_age() {
     let mut a = Harness::new(ControllerConfig {
         checkpoints_min_change: 0.0,
         ..ControllerConfig::default()
-    });
+    })
+    .await;
     setup(&mut a);
     add_pods(&mut a, 2);
     let loops = 200;
@@ -482,7 +483,7 @@ async fn restored_checkpoints_count_as_written_until_they_age() {
     let checkpoints = a.api.objects(&format!("{CHECKPOINTS}/"));
     assert_eq!(checkpoints.len(), 1);
 
-    let mut b = restarted(&before, 2, checkpoints);
+    let mut b = restarted(&before, 2, checkpoints).await;
     // Restarted a minute after the last write, with no new usage: restored, and not rewritten.
     let (report, requests) = b.loop_with(last + 60, Ok(metrics_list(&[]))).await;
     let counts =
@@ -505,7 +506,7 @@ async fn restored_checkpoints_count_as_written_until_they_age() {
 
 /// A first recommender's checkpoint of `web` after an hour of usage.
 pub(crate) async fn one_checkpoint() -> (VerticalPodAutoscaler, serde_json::Value) {
-    let mut a = Harness::new(ControllerConfig::default());
+    let mut a = Harness::new(ControllerConfig::default()).await;
     setup(&mut a);
     add_pods(&mut a, 2);
     for i in 0..60 {
@@ -520,7 +521,7 @@ pub(crate) async fn one_checkpoint() -> (VerticalPodAutoscaler, serde_json::Valu
 async fn checkpoints_of_many_vpas_are_read_by_listing_them_and_of_a_few_one_by_one() {
     let (before, checkpoint) = one_checkpoint().await;
     // 300 VPAs with a checkpoint each: all checkpoints listed, in pages of 250, no single reads.
-    let mut b = restarted(&before, 2, Vec::new());
+    let mut b = restarted(&before, 2, Vec::new()).await;
     // A VPA `name` of the `web` Deployment, with a copy of the checkpoint as its own.
     let add = |b: &mut Harness, name: &str| {
         b.apply_vpa(&vpa("default", name, "Deployment", "web"));
@@ -563,8 +564,10 @@ async fn checkpoints_of_many_vpas_are_read_by_listing_them_and_of_a_few_one_by_o
 #[tokio::test]
 async fn checkpoints_that_cannot_be_read_are_neither_overwritten_nor_lost() {
     let (before, checkpoint) = one_checkpoint().await;
-    let stored = checkpoint.clone();
-    let mut b = restarted(&before, 2, vec![checkpoint]);
+    let mut b = restarted(&before, 2, vec![checkpoint]).await;
+    // As this API server stores it (its own resourceVersion), which must not change.
+    let stored = b.api.object(&format!("{CHECKPOINTS}/web.app"));
+    assert!(stored.is_some());
     b.api.fail("GET", &format!("{CHECKPOINTS}/web.app"), 500);
     // Usage arrives, but the stored histograms cannot be read: nothing is restored, and the checkpoint is
     // not overwritten with the new process's hour-less state.
@@ -583,10 +586,7 @@ async fn checkpoints_that_cannot_be_read_are_neither_overwritten_nor_lost() {
         "{}",
         b.metrics.encode()
     );
-    assert_eq!(
-        b.api.object(&format!("{CHECKPOINTS}/web.app")),
-        Some(stored)
-    );
+    assert_eq!(b.api.object(&format!("{CHECKPOINTS}/web.app")), stored);
     // The next loop reads it again, and restores it.
     b.api.stop_failing();
     let (report, _) = b.loop_with(3660, Ok(sample_list(2, 61))).await;
@@ -595,7 +595,7 @@ async fn checkpoints_that_cannot_be_read_are_neither_overwritten_nor_lost() {
 
 #[tokio::test]
 async fn the_checkpoint_apply_owns_only_tailors_annotation() {
-    let mut h = Harness::new(ControllerConfig::default());
+    let mut h = Harness::new(ControllerConfig::default()).await;
     setup(&mut h);
     add_pods(&mut h, 1);
     // Someone else annotated the stored checkpoint.
@@ -631,7 +631,7 @@ async fn the_checkpoint_apply_owns_only_tailors_annotation() {
 #[tokio::test]
 async fn the_open_windows_of_4000_pods_fit_in_a_bounded_annotation_and_restore() {
     let pods = 4000;
-    let mut a = Harness::new(ControllerConfig::default());
+    let mut a = Harness::new(ControllerConfig::default()).await;
     setup(&mut a);
     add_pods(&mut a, pods);
     for i in 0..3 {
@@ -651,7 +651,7 @@ async fn the_open_windows_of_4000_pods_fit_in_a_bounded_annotation_and_restore()
     );
 
     // A restart restores the same numbers from the bounded annotation.
-    let mut b = restarted(&before, pods, checkpoints);
+    let mut b = restarted(&before, pods, checkpoints).await;
     let (report, _) = b.loop_with(3 * 600, Ok(metrics_list(&[]))).await;
     assert_eq!(report.checkpoints_restored, 1);
     let after = b.vpa("default", "web");
@@ -667,7 +667,7 @@ async fn the_open_windows_of_4000_pods_fit_in_a_bounded_annotation_and_restore()
 
 #[tokio::test]
 async fn checkpoints_in_the_per_pod_format_are_still_restored() {
-    let mut a = Harness::new(ControllerConfig::default());
+    let mut a = Harness::new(ControllerConfig::default()).await;
     setup(&mut a);
     add_pods(&mut a, 2);
     for i in 0..300 {
@@ -692,7 +692,7 @@ async fn checkpoints_in_the_per_pod_format_are_still_restored() {
     checkpoints[0]["metadata"]["annotations"]["tailor.dev/open-memory-windows"] =
         json!(serde_json::to_string(&per_pod).unwrap());
 
-    let mut b = restarted(&before, 2, checkpoints);
+    let mut b = restarted(&before, 2, checkpoints).await;
     let (report, _) = b.loop_with(300 * 600, Ok(metrics_list(&[]))).await;
     assert_eq!(report.checkpoints_restored, 1);
     let after = b.vpa("default", "web");
@@ -707,7 +707,7 @@ async fn checkpoints_in_the_per_pod_format_are_still_restored() {
 
 #[tokio::test]
 async fn deleted_vpa_checkpoints_are_removed() {
-    let mut h = Harness::new(ControllerConfig::default());
+    let mut h = Harness::new(ControllerConfig::default()).await;
     setup(&mut h);
     for (vpa_name, container) in [("web", "app"), ("gone", "app"), ("gone", "sidecar")] {
         let mut c = VerticalPodAutoscalerCheckpoint::new(
@@ -746,7 +746,7 @@ async fn deleted_vpa_checkpoints_are_removed() {
 
 #[tokio::test]
 async fn metrics_api_errors_keep_the_last_recommendation() {
-    let mut h = Harness::new(ControllerConfig::default());
+    let mut h = Harness::new(ControllerConfig::default()).await;
     setup(&mut h);
     add_pods(&mut h, 1);
     for i in 0..5 {
@@ -772,7 +772,7 @@ async fn metrics_api_errors_keep_the_last_recommendation() {
 
 #[tokio::test]
 async fn eviction_events_become_ooms_with_their_usage() {
-    let mut h = Harness::new(ControllerConfig::default());
+    let mut h = Harness::new(ControllerConfig::default()).await;
     setup(&mut h);
     add_pods(&mut h, 1);
     for i in 0..3 {
@@ -798,7 +798,7 @@ async fn eviction_events_become_ooms_with_their_usage() {
 
 #[tokio::test]
 async fn vpa_churn_does_not_grow_the_model() {
-    let mut h = Harness::new(ControllerConfig::default());
+    let mut h = Harness::new(ControllerConfig::default()).await;
     for (name, sel) in [("web", APP), ("other", &[("app", "other")][..])] {
         h.writers
             .workloads
@@ -851,7 +851,7 @@ async fn profile_by_annotation_and_flag() {
             profile: global,
             ..ControllerConfig::default()
         };
-        let mut h = Harness::new(cfg);
+        let mut h = Harness::new(cfg).await;
         let mut v = vpa("default", "web", "Deployment", "web");
         if let Some(a) = annotation {
             v.metadata.annotations = Some([(PROFILE_ANNOTATION.to_string(), a.to_string())].into());
@@ -911,7 +911,7 @@ async fn diurnal_follows_the_hours_only_for_vpas_resized_in_place() {
     ] {
         let mut cfg = ControllerConfig::default();
         cfg.aggregations.cpu_time_of_day = true;
-        let mut h = Harness::new(cfg);
+        let mut h = Harness::new(cfg).await;
         let mut v = vpa("default", "web", "Deployment", "web");
         v.metadata.annotations =
             Some([(PROFILE_ANNOTATION.to_string(), "diurnal".to_string())].into());
@@ -935,7 +935,7 @@ async fn diurnal_follows_the_hours_only_for_vpas_resized_in_place() {
 
 #[tokio::test]
 async fn checkpoints_are_rewritten_when_their_histograms_moved_or_at_the_maximum_age() {
-    let mut h = Harness::new(ControllerConfig::default());
+    let mut h = Harness::new(ControllerConfig::default()).await;
     setup(&mut h);
     add_pods(&mut h, 1);
     let mut written = Vec::new();

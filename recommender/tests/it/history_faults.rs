@@ -1,5 +1,5 @@
 //! The controller's history bootstrap ([`tailor_recommender::history`]) against a faulty Prometheus, played by
-//! the stub shared with the `tailor` CLI's tests (`recommender/prometheus/test-support/prom_stub.rs`).
+//! the stub shared with the `tailor` CLI's tests (`tests/src/prom_stub.rs`, in `tailor-tests`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use tailor_recommender::history::{HistoryBootstrap, HistoryOptions, history_end,
 use tailor_recommender::status_writer::{Findings, plan_status};
 use tailor_recommender::time::to_time_secs;
 
-use crate::prom_stub::{END, Reply, healthy, is_history, stub, window_start};
+use tailor_tests::prom_stub::{END, Reply, healthy, is_history, stub, window_start};
 
 /// The controller's history bootstrap: while the server fails the VPA shows `FetchingHistory` with the
 /// reason; a load that fails half-way resumes (after `retry_after`) from where it stopped; the finished

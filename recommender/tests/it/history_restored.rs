@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::controller::{CHECKPOINTS, one_checkpoint, restarted_with, sample_list};
-use crate::support::*;
+use crate::harness::*;
 use tailor_engine::model::AggregationsConfig;
 use tailor_prometheus::client::{ClientConfig, PromClient};
 use tailor_prometheus::history::HistoryConfig;
@@ -55,7 +55,7 @@ async fn a_restored_vpa_loads_no_history_and_is_checkpointed_with_prometheus_dow
         checkpoints_min_change: 0.0,
         ..ControllerConfig::default()
     };
-    let mut b = restarted_with(cfg.clone(), &before, 2, vec![checkpoint]);
+    let mut b = restarted_with(cfg.clone(), &before, 2, vec![checkpoint]).await;
     b.apply_vpa(&vpa("default", "fresh", "Deployment", "web"));
     b.rec = Recommender::new(
         cfg,

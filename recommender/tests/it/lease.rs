@@ -1,4 +1,4 @@
-//! Leader election against the mocked API server: the exact Lease calls for create, renew, a refused
+//! Leader election against the stand-in API server: the exact Lease calls for create, renew, a refused
 //! attempt while another replica holds a fresh lease, take-over of an expired one, and release; expiry by
 //! the local time at which the record last changed (clock skew of the holder does not matter); a hung call
 //! times out and trips the renew deadline; after the lease is lost the recommender writes nothing.
@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use crate::support::*;
+use crate::harness::*;
 use serde_json::{Value, json};
 use tailor_kube::leader::{LeaderElector, LeaseSettings};
 use tailor_kube::leader::{LeaseError, LeaseLost};
@@ -71,7 +71,7 @@ async fn advance(secs: u64) {
 
 #[tokio::test(start_paused = true)]
 async fn lease_create_renew_refuse_take_over_release() {
-    let (client, api) = FakeApi::start();
+    let (client, api) = StandIn::start().await;
     let a = elector(client.clone(), "pod-a");
     let b = elector(client, "pod-b");
 
@@ -154,7 +154,7 @@ async fn lease_create_renew_refuse_take_over_release() {
 
 #[tokio::test(start_paused = true)]
 async fn a_holder_whose_clock_is_far_behind_keeps_the_lease_while_it_renews() {
-    let (client, api) = FakeApi::start();
+    let (client, api) = StandIn::start().await;
     // pod-x's clock is 23 years late: its renewTime is always long past by our clock.
     let past = "2000-01-01T00:00:00.000000Z";
     api.put_object(LEASE, foreign_lease("pod-x", past, 5));
@@ -183,7 +183,7 @@ async fn a_holder_whose_clock_is_far_behind_keeps_the_lease_while_it_renews() {
 
 #[tokio::test(start_paused = true)]
 async fn a_holder_whose_clock_is_far_ahead_expires_by_local_time() {
-    let (client, api) = FakeApi::start();
+    let (client, api) = StandIn::start().await;
     // pod-x's clock is 77 years early; it died right after this renewal.
     api.put_object(
         LEASE,
@@ -206,7 +206,7 @@ async fn a_holder_whose_clock_is_far_ahead_expires_by_local_time() {
 
 #[tokio::test(start_paused = true)]
 async fn a_hung_get_times_out() {
-    let (client, api) = FakeApi::start();
+    let (client, api) = StandIn::start().await;
     let a = elector(client, "pod-a");
     api.hang("GET", LEASE);
     let start = tokio::time::Instant::now();
@@ -221,7 +221,7 @@ async fn a_hung_get_times_out() {
 
 #[tokio::test(start_paused = true)]
 async fn a_hung_renewal_trips_the_renew_deadline() {
-    let (client, api) = FakeApi::start();
+    let (client, api) = StandIn::start().await;
     let a = elector(client, "pod-a");
     let acquired = tokio::time::Instant::now();
     assert!(a.try_acquire_or_renew(t(0)).await.unwrap());
@@ -271,7 +271,7 @@ fn samples(i: i64) -> Value {
 
 #[tokio::test(start_paused = true)]
 async fn after_the_lease_is_lost_the_recommender_writes_nothing() {
-    let mut h = Harness::new(ControllerConfig::default());
+    let mut h = Harness::new(ControllerConfig::default()).await;
     setup_workload(&mut h);
     let a = elector(h.client.clone(), "pod-a");
     assert!(a.try_acquire_or_renew(t(0)).await.unwrap());
@@ -310,7 +310,7 @@ async fn after_the_lease_is_lost_the_recommender_writes_nothing() {
 
 #[tokio::test(start_paused = true)]
 async fn past_the_renew_deadline_writes_stop_even_before_the_elector_notices() {
-    let mut h = Harness::new(ControllerConfig::default());
+    let mut h = Harness::new(ControllerConfig::default()).await;
     setup_workload(&mut h);
     let a = elector(h.client.clone(), "pod-a");
     assert!(a.try_acquire_or_renew(t(0)).await.unwrap());
@@ -327,7 +327,7 @@ async fn past_the_renew_deadline_writes_stop_even_before_the_elector_notices() {
 
 #[tokio::test(start_paused = true)]
 async fn on_shutdown_the_leader_writes_final_checkpoints_then_releases() {
-    let mut h = Harness::new(ControllerConfig::default());
+    let mut h = Harness::new(ControllerConfig::default()).await;
     setup_workload(&mut h);
     let a = elector(h.client.clone(), "pod-a");
     assert!(a.try_acquire_or_renew(t(0)).await.unwrap());

@@ -1,4 +1,4 @@
-//! Integration tests of the recommender controller, one binary: the loop against a mocked API server,
+//! Integration tests of the recommender controller, one binary: the loop against the stand-in API server,
 //! the leader lease, the history bootstrap against a faulty Prometheus stub, and the recommender conformance
 //! vectors.
 
@@ -8,12 +8,10 @@ mod checkpoint_faults;
 mod checkpoint_names;
 mod clock;
 mod controller;
+mod harness;
 mod history_faults;
 mod history_restored;
 mod lease;
-#[path = "../../prometheus/test-support/prom_stub.rs"]
-mod prom_stub;
 mod restarts;
 mod retarget;
-mod support;
 mod unit_vectors;

@@ -2,7 +2,7 @@
 //! usage that varies, holds the memory histogram of one that never restarted.
 
 use crate::controller::{CHECKPOINTS, add_pods, restarted_with, sample_list_every, setup};
-use crate::support::*;
+use crate::harness::*;
 use serde_json::Value;
 use tailor_recommender::config::ControllerConfig;
 
@@ -49,10 +49,10 @@ fn memory(cp: &Value) -> (f64, Vec<(String, i64)>, String) {
 
 #[tokio::test]
 async fn many_restarts_with_varying_usage_give_the_histogram_of_no_restart() {
-    let mut once = Harness::new(config());
+    let mut once = Harness::new(config()).await;
     setup(&mut once);
     add_pods(&mut once, PODS);
-    let mut restarting = Harness::new(config());
+    let mut restarting = Harness::new(config()).await;
     setup(&mut restarting);
     add_pods(&mut restarting, PODS);
     let mut restarts = 0;
@@ -61,7 +61,7 @@ async fn many_restarts_with_varying_usage_give_the_histogram_of_no_restart() {
         if i > 0 && (i % 7 == 0 || i % 48 == 1) {
             let vpa = restarting.vpa("default", "web");
             let checkpoints = restarting.api.objects(&format!("{CHECKPOINTS}/"));
-            restarting = restarted_with(config(), &vpa, PODS, checkpoints);
+            restarting = restarted_with(config(), &vpa, PODS, checkpoints).await;
             restarts += 1;
         }
         // Usage varies per loop and per pod, and climbs on the third day.
@@ -116,7 +116,7 @@ async fn without_restoring_open_windows_a_restart_loses_the_current_memory_peak(
         metrics_list(&[("default", "web-0", i * STEP, vec![("app", 100, mem)])])
     };
     let memory_target = |restore: Option<bool>| async move {
-        let mut h = Harness::new(config());
+        let mut h = Harness::new(config()).await;
         setup(&mut h);
         add_pods(&mut h, 1);
         for i in 0..60 {
@@ -127,7 +127,7 @@ async fn without_restoring_open_windows_a_restart_loses_the_current_memory_peak(
                     restore_open_windows: restore,
                     ..config()
                 };
-                h = restarted_with(cfg, &vpa, 1, checkpoints);
+                h = restarted_with(cfg, &vpa, 1, checkpoints).await;
             }
             h.loop_with(i * STEP, Ok(usage(i))).await;
         }

@@ -2,7 +2,7 @@
 //! upstream drops them; the VPA then recommends what a fresh VPA on the new workload does.
 
 use crate::controller::{CHECKPOINTS, restarted};
-use crate::support::*;
+use crate::harness::*;
 use kube::runtime::watcher;
 use tailor_core::workload::SlimWorkload;
 use tailor_crds::VerticalPodAutoscalerCheckpoint;
@@ -75,7 +75,7 @@ fn retargeted() -> tailor_crds::VerticalPodAutoscaler {
 
 #[tokio::test]
 async fn a_new_target_drops_the_old_workloads_history_and_checkpoints() {
-    let mut h = Harness::new(ControllerConfig::default());
+    let mut h = Harness::new(ControllerConfig::default()).await;
     cluster(&mut h);
     for i in 0..120 {
         h.loop_with(i * 60, Ok(usage(i))).await;
@@ -86,7 +86,7 @@ async fn a_new_target_drops_the_old_workloads_history_and_checkpoints() {
     assert!(stored["status"]["totalSamplesCount"].as_i64().unwrap() > 100);
 
     // Restarted: the big workload's history is restored into `web`.
-    let mut h = restart(&h);
+    let mut h = restart(&h).await;
     let (report, _) = h.loop_with(120 * 60, Ok(usage(120))).await;
     assert_eq!(report.checkpoints_restored, 2);
     assert!(cpu(&h, "web") > 1000, "{}", cpu(&h, "web"));
@@ -114,17 +114,17 @@ async fn a_new_target_drops_the_old_workloads_history_and_checkpoints() {
     );
 
     // Another restart restores the new workload's history only.
-    let mut b = restart(&h);
+    let mut b = restart(&h).await;
     let (report, _) = b.loop_with(122 * 60, Ok(usage(122))).await;
     assert_eq!(report.checkpoints_restored, 2);
     assert_eq!(cpu(&b, "web"), cpu(&b, "fresh"));
 }
 
 /// A new process over `h`'s VPAs and checkpoints.
-fn restart(h: &Harness) -> Harness {
+async fn restart(h: &Harness) -> Harness {
     let checkpoints = h.api.objects(&format!("{CHECKPOINTS}/"));
     let web = h.vpa("default", "web");
-    let mut b = restarted(&web, 0, checkpoints);
+    let mut b = restarted(&web, 0, checkpoints).await;
     cluster(&mut b);
     b.apply_vpa(&web);
     b.apply_vpa(&h.vpa("default", "fresh"));
@@ -133,7 +133,7 @@ fn restart(h: &Harness) -> Harness {
 
 #[tokio::test]
 async fn a_target_that_cannot_be_read_for_a_while_keeps_the_history() {
-    let mut h = Harness::new(ControllerConfig::default());
+    let mut h = Harness::new(ControllerConfig::default()).await;
     cluster(&mut h);
     for i in 0..60 {
         h.loop_with(i * 60, Ok(usage(i))).await;

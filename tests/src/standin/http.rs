@@ -196,7 +196,12 @@ fn parse_body(bytes: &[u8], content_type: Option<&str>) -> Result<Option<Value>,
 }
 
 /// Splits a resource path (after `/api/v1` or `/apis/g/v`) into its target.
-fn target_of(state: &State, group: &str, version: &str, rest: &[&str]) -> Option<Target> {
+pub(super) fn target_of(
+    state: &State,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+) -> Option<Target> {
     let t = |ns: Option<&str>, plural: &str, name: Option<&&str>, sub: Option<&&str>| Target {
         group: group.into(),
         version: version.into(),
@@ -251,6 +256,10 @@ pub async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) -> Respon
         wall: std::time::SystemTime::now(),
         method: parts.method.to_string(),
         path: path.clone(),
+        uri: parts
+            .uri
+            .path_and_query()
+            .map_or_else(|| path.clone(), |pq| pq.as_str().to_string()),
         field_manager: query.get("fieldManager").cloned(),
         query,
         user,
@@ -271,6 +280,7 @@ pub async fn handle(AxState(inner): AxState<Arc<Inner>>, req: Request) -> Respon
         tokio::time::sleep(decision.delay).await;
     }
     let response = match (decision.fail, body) {
+        (Some(Action::Respond(code, v)), _) => json_response(code, &v),
         (Some(Action::Conflict), _) => error_response(&ApiError::new(
             409,
             "Conflict",
@@ -461,6 +471,23 @@ fn apply_patch(doc: &mut Value, content_type: &str, patch: &Value) -> Result<(),
     }
 }
 
+/// After an apply's merge: each map the CRD declares atomic (`x-kubernetes-map-type: atomic`) that the
+/// applied object names is replaced whole, so no key of the stored map the apply leaves out survives.
+fn replace_atomic_maps(doc: &mut Value, applied: &Value, atomic_maps: &[Vec<String>]) {
+    for path in atomic_maps {
+        let pointer: String = path
+            .iter()
+            .map(|p| format!("/{}", p.replace('~', "~0").replace('/', "~1")))
+            .collect();
+        let Some(value) = applied.pointer(&pointer) else {
+            continue;
+        };
+        if let Some(slot) = doc.pointer_mut(&pointer) {
+            *slot = value.clone();
+        }
+    }
+}
+
 fn resource(
     inner: &Arc<Inner>,
     method: &Method,
@@ -596,6 +623,9 @@ fn resource(
                     match s.get(&k) {
                         Ok(mut doc) => {
                             apply_patch(&mut doc, &ct, &patch)?;
+                            if apply {
+                                replace_atomic_maps(&mut doc, &patch, &t.atomic_maps);
+                            }
                             s.update(&k, doc, part).map(|v| (200, v))
                         }
                         Err(e) if e.code == 404 && apply && part == Part::Main => {

@@ -11,13 +11,16 @@
 //!
 //! Every request is recorded ([`Recorded`]: method, path, user — the bearer token of the kubeconfig that
 //! sent it — field manager, body, answer), and faults can be injected ([`Fault`]: delays, HTTP errors,
-//! conflicts) or triggered ([`ApiServer::drop_watches`], [`ApiServer::compact`]).
+//! conflicts, canned answers) or triggered ([`ApiServer::drop_watches`], [`ApiServer::compact`]).
+//!
+//! Tests of a library rather than a binary reach it in process: [`ApiServer::router`] is a tower service a
+//! kube `Client` can run over (no socket, no TLS, and tokio's paused clock applies to its delays).
 //!
 //! What it does not do (none of Tailor's binaries depends on it today): authorization (every user may do
 //! everything; the record is what an RBAC check reads), admission webhooks, schema validation and
 //! defaulting, namespace existence, finalizers, graceful deletion and garbage collection, PodDisruptionBudgets
 //! on evictions, field ownership in server-side apply (an apply is a merge patch, creating the object if
-//! missing), strategic-merge directives (`$patch`, `$retainKeys`; lists of named objects merge by name),
+//! missing, except that a map the CRD declares atomic is replaced whole), strategic-merge directives (`$patch`, `$retainKeys`; lists of named objects merge by name),
 //! `resourceVersionMatch=Exact` lists (every list is served from the latest state), and aggregated discovery.
 //!
 //! ```no_run
@@ -86,6 +89,7 @@ pub enum StandInError {
 /// A running stand-in API server. Dropping it stops accepting connections.
 pub struct ApiServer {
     inner: Arc<Inner>,
+    router: Router,
     addr: SocketAddr,
     ca_pem: Option<String>,
     stop: watch::Sender<bool>,
@@ -153,9 +157,10 @@ impl ApiServer {
             .fallback(http::handle)
             .with_state(inner.clone());
         let (stop, stop_rx) = watch::channel(false);
-        tokio::spawn(serve(listener, acceptor, app, stop_rx));
+        tokio::spawn(serve(listener, acceptor, app.clone(), stop_rx));
         Ok(ApiServer {
             inner,
+            router: app,
             addr,
             ca_pem,
             stop,
@@ -170,6 +175,13 @@ impl ApiServer {
             "http"
         };
         format!("{scheme}://{}", self.addr)
+    }
+
+    /// The server as a tower service (`axum::Router`), for a client in the same process: a kube `Client`
+    /// built with `Client::new` over it sends its requests here without a socket. Requests arrive without
+    /// a bearer token, so they are recorded as `anonymous`.
+    pub fn router(&self) -> Router {
+        self.router.clone()
     }
 
     /// The CA that signed the serving certificate (`None` over plain HTTP).
@@ -293,6 +305,46 @@ impl ApiServer {
         lock(&self.inner.state).objects.get(&key).cloned()
     }
 
+    /// The resource an API path addresses (`/api/v1/…` or `/apis/GROUP/VERSION/…`).
+    fn target_at(&self, path: &str) -> Option<Target> {
+        let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        let s = lock(&self.inner.state);
+        match segs.as_slice() {
+            ["api", v, rest @ ..] if !rest.is_empty() => http::target_of(&s, "", v, rest),
+            ["apis", g, v, rest @ ..] if !rest.is_empty() => http::target_of(&s, g, v, rest),
+            _ => None,
+        }
+    }
+
+    /// The stored object at an API path (`/apis/GROUP/VERSION/namespaces/NS/PLURAL/NAME`), if any.
+    pub fn object_at(&self, path: &str) -> Option<Value> {
+        let t = self.target_at(path)?;
+        let key = ObjKey {
+            group: t.group,
+            version: t.version,
+            resource: t.resource,
+            namespace: t.namespace.unwrap_or_default(),
+            name: t.name?,
+        };
+        lock(&self.inner.state).objects.get(&key).cloned()
+    }
+
+    /// Every stored object of the collection at an API path (`/apis/GROUP/VERSION/namespaces/NS/PLURAL`,
+    /// or without the namespace for all), in namespace and name order; empty when the path names none.
+    pub fn list_at(&self, path: &str) -> Vec<Value> {
+        let Some(t) = self.target_at(path).filter(|t| t.name.is_none()) else {
+            return Vec::new();
+        };
+        lock(&self.inner.state).list(
+            &t.group,
+            &t.version,
+            &t.resource,
+            t.namespace.as_deref(),
+            &Default::default(),
+            &Default::default(),
+        )
+    }
+
     /// Every stored object of a kind (`namespace` `None` = all).
     pub fn list(&self, api_version: &str, kind: &str, namespace: Option<&str>) -> Vec<Value> {
         let s = lock(&self.inner.state);
@@ -351,6 +403,17 @@ impl ApiServer {
             writeln!(out, "{line}")?;
         }
         Ok(())
+    }
+
+    /// The requests [`ApiServer::requests`] shows, removed from the stand-in's memory (the record file
+    /// then lacks them): for in-process tests and benchmarks that read each batch once and make many.
+    pub fn take_requests(&self) -> Vec<Recorded> {
+        let from = self.inner.shown_from.load(Ordering::SeqCst);
+        let mut kept = lock(&self.inner.requests);
+        std::mem::take(&mut *kept)
+            .into_iter()
+            .filter(|r| r.seq >= from)
+            .collect()
     }
 
     /// Hides the requests so far from [`ApiServer::requests`] (the record file keeps them).

@@ -36,6 +36,8 @@ pub struct Recorded {
     pub method: String,
     /// URL path.
     pub path: String,
+    /// Path and query as sent (`?` included when the client sent an empty query).
+    pub uri: String,
     /// Decoded query parameters.
     pub query: BTreeMap<String, String>,
     /// Who sent it: the bearer token of its kubeconfig (`anonymous` without one).
@@ -132,6 +134,8 @@ pub struct Match {
     pub user: Option<String>,
     /// A substring of the path.
     pub path_contains: Option<String>,
+    /// The whole path.
+    pub path: Option<String>,
 }
 
 impl Match {
@@ -191,6 +195,7 @@ impl Match {
                 .path_contains
                 .as_deref()
                 .is_none_or(|p| r.path.contains(p))
+            && self.path.as_deref().is_none_or(|p| r.path == p)
     }
 }
 
@@ -203,6 +208,9 @@ pub enum Action {
     Fail(u16),
     /// Answers 409 Conflict, as a stale `resourceVersion` would.
     Conflict,
+    /// Answers with this HTTP status and JSON body instead of the store's answer: a canned reply, such as
+    /// the one metrics list a test wants the next scrape to see.
+    Respond(u16, Value),
 }
 
 /// A fault: requests matching `when` get `action`, `times` times (`None`: until cleared).

@@ -50,6 +50,10 @@ pub struct ResourceType {
     pub scale: Option<ScalePaths>,
     /// Further subresources served (`eviction`, `resize`).
     pub extra_subresources: Vec<String>,
+    /// Property paths of the maps the CRD's schema declares atomic (`x-kubernetes-map-type: atomic`),
+    /// which a server-side apply replaces whole; reached through object properties only, not through list
+    /// items or `additionalProperties`.
+    pub atomic_maps: Vec<Vec<String>>,
 }
 
 const ALL_VERBS: &[&str] = &[
@@ -86,6 +90,7 @@ impl ResourceType {
             status: false,
             scale: None,
             extra_subresources: Vec::new(),
+            atomic_maps: Vec::new(),
         }
     }
 
@@ -195,9 +200,32 @@ impl ResourceType {
                 status: subs.and_then(|s| s.get("status")).is_some(),
                 scale,
                 extra_subresources: Vec::new(),
+                atomic_maps: v
+                    .pointer("/schema/openAPIV3Schema")
+                    .map(|schema| {
+                        let mut out = Vec::new();
+                        atomic_maps(schema, &mut Vec::new(), &mut out);
+                        out
+                    })
+                    .unwrap_or_default(),
             });
         }
         Ok(out)
+    }
+}
+
+/// Collects into `out` the property paths under `path` whose schema is an atomic map.
+fn atomic_maps(schema: &Value, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    if schema.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic") {
+        out.push(path.clone());
+        return;
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (name, child) in props {
+            path.push(name.clone());
+            atomic_maps(child, path, out);
+            path.pop();
+        }
     }
 }
 
@@ -349,5 +377,25 @@ impl Registry {
         self.types
             .iter()
             .filter(move |t| t.group == group && t.version == version)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_checkpoint_crd_declares_its_bucket_weights_atomic() {
+        let crd = tailor_crds::crd::crds()
+            .into_iter()
+            .find(|c| c.spec.names.kind == "VerticalPodAutoscalerCheckpoint")
+            .map(|c| serde_json::to_value(&c).unwrap())
+            .unwrap();
+        let types = ResourceType::from_crd(&crd).unwrap();
+        let maps = &types[0].atomic_maps;
+        for h in ["cpuHistogram", "memoryHistogram"] {
+            let path = ["status", h, "bucketWeights"].map(String::from).to_vec();
+            assert!(maps.contains(&path), "{maps:?}");
+        }
     }
 }

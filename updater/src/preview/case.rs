@@ -12,6 +12,9 @@
 //! `admissionControllerStatusValid`), and fake resize calculators (`patchCalculators`). Upstream annotation
 //! keys map to Tailor's (`vpaCpuStartupBoost/` ↔ `cpu-startup-boost.tailor.dev/`, `vpaObservedContainers` ↔
 //! `tailor.dev/observed-containers`), metric names `vpa_updater_` ↔ `tailor_updater_`.
+//!
+//! Compiled only with the crate's `vectors` feature (enabled by the `tailor` CLI and by this crate's tests),
+//! so that the `tailor-updater` binary carries none of these test doubles.
 
 mod inputs;
 

@@ -13,7 +13,7 @@ use tailor_core::target::selector_matches;
 use tailor_crds::VerticalPodAutoscaler;
 
 use super::snapshot::Snapshot;
-use crate::cluster::{CacheView, NamespaceLabels};
+use crate::cache_view::{CacheView, NamespaceLabels};
 use crate::config::RestrictionConfig;
 use crate::events::UpdaterEvent;
 use crate::iteration::{ActError, Action, Actuator, IterationConfig, UpdaterState, run_once};
@@ -56,7 +56,7 @@ impl ReplicaLookup for SnapshotReplicas {
                 .filter(|n| *n > 0)
                 .ok_or_else(|| format!("{} {}/{} has no replicas", c.kind, c.namespace, c.name)),
             "Job" => Ok(live),
-            // As the binary's `/scale` count (cluster::ReplicaStores): a positive `spec.replicas`, else
+            // As the binary's `/scale` count (cache_view::ReplicaStores): a positive `spec.replicas`, else
             // upstream's 0.
             _ => Ok(self
                 .scaled

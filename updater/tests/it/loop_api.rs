@@ -15,7 +15,8 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 use tailor_crds::VerticalPodAutoscaler;
 use tailor_kube::index::{Index, IndexObjects};
-use tailor_updater::cluster::{ApiActuator, CacheView, ReplicaStores};
+use tailor_updater::api_actuator::ApiActuator;
+use tailor_updater::cache_view::{CacheView, ReplicaStores};
 use tailor_updater::flags::UpdaterFlags;
 use tailor_updater::iteration::{Action, UpdaterState};
 use tailor_updater::metrics::Metrics;
@@ -629,7 +630,7 @@ async fn a_boosted_pod_is_unboosted_in_place() {
 
 #[tokio::test]
 async fn controllers_of_other_kinds_get_their_replica_count_from_scale() {
-    use tailor_updater::cluster::ScaleReplicas;
+    use tailor_updater::cache_view::ScaleReplicas;
     use tailor_updater::config::RestrictionConfig;
     use tailor_updater::restriction::{Creator, InPlaceTimers, ReplicaLookup, Restriction};
     let (client, _api) = FakeApi::start();

@@ -2,7 +2,7 @@
 //! always a parameter.
 
 pub mod aggregate;
-pub mod cluster;
+pub mod cluster_state;
 pub mod container;
 pub mod fxhash;
 mod pod_groups;
@@ -12,7 +12,7 @@ pub mod time_of_day;
 pub use aggregate::{
     AggregateCheckpoint, AggregateContainerState, AggregationsConfig, CheckpointError, SampleSink,
 };
-pub use cluster::{
+pub use cluster_state::{
     ClusterState, ContainerId, ContainerRef, ModelError, OpenWindow, PodPhase, Sample,
     VpaCheckpoint, VpaState,
 };

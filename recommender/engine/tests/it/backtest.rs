@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 
 use tailor_engine::backtest::{self, Actuation, BacktestConfig, Score, Strategy};
+use tailor_engine::backtest_workloads::SUITE;
 use tailor_engine::profile::{self, PROFILE_ANNOTATION};
 use tailor_engine::replay::{ReplayConfig, Trace, TraceContainer, replay};
 use tailor_engine::units::nanos_from_unix_seconds;
-use tailor_engine::workloads::SUITE;
 
 const T: f64 = 1_700_000_000.0;
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -159,7 +159,7 @@ fn cut(t: &Trace, at: i64) -> Trace {
 
 fn shortened(name: &str, days: f64) -> Trace {
     let mut t = SUITE.iter().find(|w| w.name == name).unwrap().trace();
-    let end = tailor_engine::workloads::START + days * 86_400.0;
+    let end = tailor_engine::backtest_workloads::START + days * 86_400.0;
     for c in &mut t.containers {
         c.cpu_samples.retain(|s| s[0] < end);
         c.memory_samples.retain(|s| s[0] < end);
@@ -314,8 +314,10 @@ fn auto_follows_the_day_only_where_it_repeats() {
     let late = |d: &[backtest::Decision]| -> Vec<i64> {
         d.iter()
             .filter(|x| {
-                x.at > nanos_from_unix_seconds(tailor_engine::workloads::START + 86_400.0 * 3.0)
-                    .unwrap()
+                x.at > nanos_from_unix_seconds(
+                    tailor_engine::backtest_workloads::START + 86_400.0 * 3.0,
+                )
+                .unwrap()
             })
             .filter_map(|x| x.recommendations[0].target.cpu)
             .collect()
@@ -362,8 +364,10 @@ fn time_of_day_waits_for_a_day_and_needs_in_place_updates() {
         hourly
             .iter()
             .filter(|x| {
-                x.at > nanos_from_unix_seconds(tailor_engine::workloads::START + 86_400.0 * 1.5)
-                    .unwrap()
+                x.at > nanos_from_unix_seconds(
+                    tailor_engine::backtest_workloads::START + 86_400.0 * 1.5,
+                )
+                .unwrap()
             })
             .find(|x| (x.at / 3_600_000_000_000) % 24 == hour_utc)
             .and_then(|x| x.recommendations[0].target.cpu)
@@ -384,7 +388,10 @@ fn auto() -> &'static profile::Profile {
 /// cost unless less risky. Churn: 0.97 changes per pod-day on validation, 1.03 on draw 5000; held to ≤ 1.1.
 #[test]
 fn auto_beats_upstream_on_validation_and_new_draws() {
-    let sets: [&[u64]; 2] = [&tailor_engine::workloads::VALIDATION_DRAWS, &[5000]];
+    let sets: [&[u64]; 2] = [
+        &tailor_engine::backtest_workloads::VALIDATION_DRAWS,
+        &[5000],
+    ];
     let c = BacktestConfig::default();
     for draws in sets {
         let (mut up, mut au) = (Score::default(), Score::default());

@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use tailor_engine::bench_workload::{TICKS_PER_DAY, W1};
 use tailor_engine::estimate::{RecommenderConfig, VpaInput, recommend};
 use tailor_engine::model::{AggregateContainerState, AggregationsConfig, ContainerState};
 use tailor_engine::units::{cpu_amount_from_cores, memory_amount_from_bytes};
-use tailor_engine::workload::{TICKS_PER_DAY, W1};
 
 fn target_after(days: usize) -> (i64, i64) {
     let w = W1::new();

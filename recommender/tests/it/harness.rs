@@ -1,18 +1,18 @@
-//! Test support for the controller: a fake API server behind kube-rs's mock service (tower-test) that
-//! records every request and answers like the API server would for the calls the recommender makes,
-//! plus object builders and a harness that feeds reflector stores directly.
+//! The controller's test harness (shared with `benches/scale.rs`): the stand-in API server
+//! (`tailor_tests::standin`, the one fake API server of the workspace's tests) reached in process by a
+//! kube client, with the views these tests read (requests, stored objects by path) and the metrics each
+//! loop scrapes; object builders; and [`Harness`], a recommender over reflector stores fed directly.
 #![allow(dead_code)]
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
-use http::{Request, Response};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kube::Client;
-use kube::client::Body;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tailor_crds::{
@@ -29,6 +29,8 @@ use tailor_recommender::run_loop::Recommender;
 use tailor_recommender::slim::SlimPod;
 use tailor_recommender::stores::{Stores, Writers, new_stores};
 use tailor_recommender::watched_vpa::WatchedVpa;
+use tailor_tests::standin::{Action, ApiServer, Fault, Match, Options};
+use tower::ServiceExt as _;
 
 /// Base time of the tests (2023-11-14T22:13:20Z).
 pub const T0_SECS: i64 = 1_700_000_000;
@@ -44,7 +46,7 @@ pub fn rfc3339(secs: i64) -> String {
     ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-/// One recorded request.
+/// One recorded request, as these tests read it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recorded {
     /// HTTP method.
@@ -60,308 +62,139 @@ pub struct Recorded {
 /// What the metrics API answers next: a PodMetrics list or an HTTP error code.
 pub type MetricsAnswer = Result<Value, u16>;
 
-type Responder = tower_test::mock::SendResponse<Response<Body>>;
-
-#[derive(Default)]
-struct State {
-    requests: Vec<Recorded>,
-    metrics: VecDeque<MetricsAnswer>,
-    objects: HashMap<String, Value>,
-    lean: bool,
-    /// (method, path) of requests that are never answered (a hung connection).
-    hang: Vec<(String, String)>,
-    /// The responders of hung requests, kept so the client keeps waiting.
-    hung: Vec<Responder>,
-    /// (method, path, HTTP code) of requests answered with that error `Status`.
-    fail: Vec<(String, String, u16)>,
+/// The stand-in API server, shared by the recommender, a leader elector and the test.
+#[derive(Clone)]
+pub struct StandIn {
+    server: Arc<ApiServer>,
 }
 
-/// The fake API server.
-#[derive(Clone, Default)]
-pub struct FakeApi {
-    state: Arc<Mutex<State>>,
-}
-
-fn status(code: u16, reason: &str) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-           "message": reason, "reason": reason, "code": code})
-}
-
-impl FakeApi {
-    /// Starts serving a mock client.
-    pub fn start() -> (Client, FakeApi) {
-        let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-        let api = FakeApi::default();
-        let server = api.clone();
-        tokio::spawn(async move {
-            while let Some((req, send)) = handle.next_request().await {
-                if server.hangs(&req) {
-                    server.state.lock().unwrap().hung.push(send);
-                    continue;
-                }
-                let (code, body) = server.answer(req).await;
-                let resp = Response::builder()
-                    .status(code)
-                    .header("content-type", "application/json")
-                    .body(Body::from(serde_json::to_vec(&body).unwrap()))
-                    .unwrap();
-                send.send_response(resp);
-            }
-        });
-        (Client::new(svc, "default"), api)
-    }
-
-    /// From now on, `method` requests of `path` get no answer at all (a hung connection); they are
-    /// recorded without their body.
-    pub fn hang(&self, method: &str, path: &str) {
-        self.state
-            .lock()
-            .unwrap()
-            .hang
-            .push((method.into(), path.into()));
-    }
-
-    /// From now on, `method` requests of `path` are recorded and answered with a `Status` of `code`.
-    pub fn fail(&self, method: &str, path: &str, code: u16) {
-        self.state
-            .lock()
-            .unwrap()
-            .fail
-            .push((method.into(), path.into(), code));
-    }
-
-    /// Answers every request normally again (see [`FakeApi::fail`]).
-    pub fn stop_failing(&self) {
-        self.state.lock().unwrap().fail.clear();
-    }
-
-    /// Answers every request again (requests already hung stay unanswered).
-    pub fn stop_hanging(&self) {
-        self.state.lock().unwrap().hang.clear();
-    }
-
-    /// Records and parks `req` if it is to hang.
-    fn hangs(&self, req: &Request<Body>) -> bool {
-        let mut s = self.state.lock().unwrap();
-        let key = (req.method().to_string(), req.uri().path().to_string());
-        if !s.hang.contains(&key) {
-            return false;
-        }
-        s.requests.push(Recorded {
-            method: key.0,
-            uri: req.uri().to_string(),
-            content_type: None,
-            body: Value::Null,
-        });
-        true
-    }
-
-    /// Queues the answer of the next metrics list.
-    pub fn push_metrics(&self, a: MetricsAnswer) {
-        self.state.lock().unwrap().metrics.push_back(a);
-    }
-
-    /// Lean mode (scale tests): request bodies are not kept and written objects are not stored; writes
-    /// answer with a minimal object.
-    pub fn set_lean(&self, lean: bool) {
-        self.state.lock().unwrap().lean = lean;
-    }
-
-    /// Every request so far, and forgets them.
-    pub fn take(&self) -> Vec<Recorded> {
-        std::mem::take(&mut self.state.lock().unwrap().requests)
-    }
-
-    /// A stored object by path (`/apis/.../name`).
-    pub fn object(&self, path: &str) -> Option<Value> {
-        self.state.lock().unwrap().objects.get(path).cloned()
-    }
-
-    /// Every stored object whose path starts with `prefix`.
-    pub fn objects(&self, prefix: &str) -> Vec<Value> {
-        let s = self.state.lock().unwrap();
-        let mut keys: Vec<&String> = s.objects.keys().filter(|k| k.starts_with(prefix)).collect();
-        keys.sort();
-        keys.into_iter().map(|k| s.objects[k].clone()).collect()
-    }
-
-    /// Puts an object at a path.
-    pub fn put_object(&self, path: &str, v: Value) {
-        self.state.lock().unwrap().objects.insert(path.into(), v);
-    }
-
-    async fn answer(&self, req: Request<Body>) -> (u16, Value) {
-        let method = req.method().to_string();
-        let uri = req.uri().to_string();
-        let path = req.uri().path().to_string();
-        let content_type = req
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .map(String::from);
-        let bytes = req.into_body().collect_bytes().await.unwrap();
-        let body: Value = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).unwrap()
-        };
-        let mut s = self.state.lock().unwrap();
-        s.requests.push(Recorded {
-            method: method.clone(),
-            uri: uri.clone(),
-            content_type: content_type.clone(),
-            body: body.clone(),
-        });
-        if let Some(&(_, _, code)) = s.fail.iter().find(|(m, p, _)| *m == method && *p == path) {
-            return (code, status(code, "InternalError"));
-        }
-        if path.starts_with("/apis/metrics.k8s.io/") {
-            return match s.metrics.pop_front() {
-                Some(Ok(v)) => (200, v),
-                Some(Err(code)) => (code, status(code, "ServiceUnavailable")),
-                None => (200, metrics_list(&[])),
-            };
-        }
-        if path.ends_with("/status") && method == "PATCH" {
-            // A VPA status patch: answer with the VPA carrying the patched status.
-            let name = path
-                .trim_end_matches("/status")
-                .rsplit('/')
-                .next()
-                .unwrap_or_default();
-            return (
-                200,
-                json!({"apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-                       "metadata": {"name": name}, "spec": {}, "status": body["status"]}),
-            );
-        }
-        let collection = method == "POST";
-        match method.as_str() {
-            "GET" => match s.objects.get(&path) {
-                Some(v) => (200, v.clone()),
-                None => match collection_items(&s.objects, &path) {
-                    // Pages of `limit` items; the continue token is the next item's position.
-                    Some(items) => {
-                        let query = |key: &str| {
-                            uri.split_once('?')
-                                .map(|(_, q)| q)
-                                .unwrap_or_default()
-                                .split('&')
-                                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-                                .and_then(|v| v.parse::<usize>().ok())
-                        };
-                        let from = query("continue").unwrap_or(0);
-                        let to =
-                            query("limit").map_or(items.len(), |l| (from + l).min(items.len()));
-                        let mut metadata = json!({});
-                        if to < items.len() {
-                            metadata["continue"] = json!(to.to_string());
-                        }
-                        let page = items.get(from..to).unwrap_or_default().to_vec();
-                        (
-                            200,
-                            json!({"apiVersion": "v1", "kind": "List", "metadata": metadata, "items": page}),
-                        )
-                    }
-                    None => (404, status(404, "NotFound")),
-                },
-            },
-            "POST" if collection => {
-                let name = body["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                let key = format!("{path}/{name}");
-                if s.objects.contains_key(&key) {
-                    return (409, status(409, "AlreadyExists"));
-                }
-                let mut obj = body.clone();
-                obj["metadata"]["resourceVersion"] = json!("1");
-                s.objects.insert(key, obj.clone());
-                (201, obj)
-            }
-            "PUT" => {
-                // A replace: optimistic concurrency on resourceVersion, which it then bumps.
-                let Some(stored) = s.objects.get(&path) else {
-                    return (404, status(404, "NotFound"));
-                };
-                let stored_rv = stored["metadata"]["resourceVersion"]
-                    .as_str()
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .unwrap_or(0);
-                if let Some(rv) = body["metadata"]["resourceVersion"].as_str()
-                    && rv != stored_rv.to_string()
-                {
-                    return (409, status(409, "Conflict"));
-                }
-                let mut obj = body.clone();
-                obj["metadata"]["resourceVersion"] = json!((stored_rv + 1).to_string());
-                s.objects.insert(path, obj.clone());
-                (200, obj)
-            }
-            "PATCH" if content_type.as_deref() == Some("application/apply-patch+yaml") => {
-                // Server-side apply: creates the object or merges the applied fields into it.
-                let mut obj = s.objects.get(&path).cloned().unwrap_or(Value::Null);
-                let created = obj.is_null();
-                json_patch::merge(&mut obj, &body);
-                // The checkpoint CRD declares `bucketWeights` an atomic map: an apply replaces it whole
-                // (a merge would keep keys of the stored map the apply does not name).
-                for h in ["cpuHistogram", "memoryHistogram"] {
-                    if let Some(w) = body["status"][h].get("bucketWeights") {
-                        obj["status"][h]["bucketWeights"] = w.clone();
-                    }
-                }
-                obj["metadata"]["resourceVersion"] = json!("1");
-                s.objects.insert(path, obj.clone());
-                (if created { 201 } else { 200 }, obj)
-            }
-            "PATCH" => {
-                let Some(mut obj) = s.objects.get(&path).cloned() else {
-                    return (404, status(404, "NotFound"));
-                };
-                let patch: json_patch::Patch = serde_json::from_value(body).unwrap();
-                json_patch::patch(&mut obj, &patch).unwrap();
-                s.objects.insert(path, obj.clone());
-                (200, obj)
-            }
-            "DELETE" => match s.objects.remove(&path) {
-                Some(v) => (200, v),
-                None => (404, status(404, "NotFound")),
-            },
-            _ => (404, status(404, "NotFound")),
-        }
+/// The RBAC verb of `method` on a named object's path.
+fn verb(method: &str) -> &'static str {
+    match method {
+        "GET" => "get",
+        "POST" => "create",
+        "PUT" => "update",
+        "PATCH" => "patch",
+        "DELETE" => "delete",
+        _ => "",
     }
 }
 
-/// The items of the collection at `path` (`/api/v1/…` or `/apis/GROUP/VERSION/…`, then `PLURAL` or
-/// `namespaces/NS/PLURAL`), in path order; `None` when `path` is not a collection.
-fn collection_items(objects: &HashMap<String, Value>, path: &str) -> Option<Vec<Value>> {
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    let base = match segments.first() {
-        Some(&"api") => 2,
-        Some(&"apis") => 3,
-        _ => return None,
-    };
-    let rest = segments.get(base..)?;
-    let (namespace, plural) = match rest {
-        [plural] => (None, *plural),
-        ["namespaces", ns, plural] => (Some(*ns), *plural),
-        _ => return None,
-    };
-    let prefix = segments[..base].join("/");
-    let mut keys: Vec<&String> = objects
-        .keys()
-        .filter(|k| {
-            let k: Vec<&str> = k.trim_start_matches('/').split('/').collect();
-            k.len() == base + 4
-                && k[..base].join("/") == prefix
-                && k[base] == "namespaces"
-                && namespace.is_none_or(|ns| k[base + 1] == ns)
-                && k[base + 2] == plural
+/// `method` requests of exactly `path`.
+fn exactly(method: &str, path: &str) -> Match {
+    Match {
+        verb: Some(verb(method).into()),
+        path: Some(path.into()),
+        ..Match::default()
+    }
+}
+
+impl StandIn {
+    /// Starts a stand-in (plain HTTP, metrics timestamps as stored) and a client that reaches it in
+    /// process.
+    pub async fn start() -> (Client, StandIn) {
+        let server = ApiServer::start_with(Options {
+            tls: false,
+            fresh_metrics: false,
+            ..Options::default()
         })
-        .collect();
-    keys.sort();
-    Some(keys.into_iter().map(|k| objects[k].clone()).collect())
+        .await
+        .expect("the stand-in API server starts");
+        let router = server.router();
+        let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            router.clone().oneshot(req.map(axum::body::Body::new))
+        });
+        (
+            Client::new(service, "default"),
+            StandIn {
+                server: Arc::new(server),
+            },
+        )
+    }
+
+    /// From now on, `method` requests of `path` get no answer (a hung connection: a day's delay).
+    pub fn hang(&self, method: &str, path: &str) {
+        self.server.inject(Fault::new(
+            exactly(method, path),
+            Action::Delay(Duration::from_secs(24 * 3600)),
+        ));
+    }
+
+    /// From now on, `method` requests of `path` are answered with a `Status` of `code`.
+    pub fn fail(&self, method: &str, path: &str, code: u16) {
+        self.server
+            .inject(Fault::new(exactly(method, path), Action::Fail(code)));
+    }
+
+    /// Answers every request normally again (see [`StandIn::fail`], [`StandIn::hang`]).
+    pub fn stop_failing(&self) {
+        self.server.clear_faults();
+    }
+
+    /// Queues the answer of the next metrics list (without one, the list is empty).
+    pub fn push_metrics(&self, a: MetricsAnswer) {
+        let action = match a {
+            Ok(list) => Action::Respond(200, list),
+            Err(code) => Action::Fail(code),
+        };
+        let metrics = Match {
+            verb: Some("list".into()),
+            resource: Some("pods".into()),
+            path_contains: Some("/apis/metrics.k8s.io/".into()),
+            ..Match::default()
+        };
+        self.server.inject(Fault::new(metrics, action).times(1));
+    }
+
+    /// Every request since the last take, and forgets them.
+    pub fn take(&self) -> Vec<Recorded> {
+        self.server
+            .take_requests()
+            .into_iter()
+            .map(|r| Recorded {
+                method: r.method,
+                uri: r.uri,
+                content_type: r.content_type,
+                body: r.body.unwrap_or(Value::Null),
+            })
+            .collect()
+    }
+
+    /// The stored object at `path` (`/apis/.../name`).
+    pub fn object(&self, path: &str) -> Option<Value> {
+        self.server.object_at(path)
+    }
+
+    /// Every stored object of the collection `prefix` names (`/apis/.../PLURAL/`), in name order.
+    pub fn objects(&self, prefix: &str) -> Vec<Value> {
+        self.server.list_at(prefix.trim_end_matches('/'))
+    }
+
+    /// Stores `v` (status included; the stand-in gives it a new `resourceVersion`), which must be the
+    /// object at `path`.
+    pub fn put_object(&self, path: &str, v: Value) {
+        self.server.put(v).expect("the stand-in stores the object");
+        assert!(
+            self.object(path).is_some(),
+            "the object put is not at {path}"
+        );
+    }
+
+    /// Deletes the object `v` names, if stored.
+    fn delete_object(&self, v: &Value) {
+        let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or_default();
+        self.server.delete(
+            s("/apiVersion"),
+            s("/kind"),
+            s("/metadata/namespace"),
+            s("/metadata/name"),
+        );
+    }
+
+    /// Forgets the change log (no watch reads it here): keeps a long benchmark's memory to the objects.
+    pub fn compact(&self) {
+        self.server.compact();
+    }
 }
 
 /// One pod's metrics: `(namespace, pod, timestamp secs, [(container, millicores, bytes)])`.
@@ -500,10 +333,10 @@ fn vpa_key(v: &VerticalPodAutoscaler) -> (String, String) {
     )
 }
 
-/// Stores fed directly, a recommender over the fake API and its writers.
+/// Stores fed directly, a recommender over the stand-in API server and its writers.
 pub struct Harness {
-    pub api: FakeApi,
-    /// A client of the same fake API (for a leader elector next to the recommender).
+    pub api: StandIn,
+    /// A client of the same stand-in (for a leader elector next to the recommender).
     pub client: Client,
     pub stores: Stores,
     pub writers: Writers,
@@ -516,8 +349,8 @@ pub struct Harness {
 
 impl Harness {
     /// A harness with `cfg` (ready stores, no objects).
-    pub fn new(cfg: ControllerConfig) -> Harness {
-        let (client, api) = FakeApi::start();
+    pub async fn new(cfg: ControllerConfig) -> Harness {
+        let (client, api) = StandIn::start().await;
         let ooms = OomQueue::default();
         let (stores, mut writers) = new_stores(ooms.clone());
         // Mark every store ready (an empty relist).
@@ -550,23 +383,31 @@ impl Harness {
         }
     }
 
-    /// Adds or updates a VPA (the watch delivering it to the store).
+    /// Adds or updates a VPA in the stand-in and delivers it to the store (as the watch would).
     pub fn apply_vpa(&mut self, v: &VerticalPodAutoscaler) {
+        let value = serde_json::to_value(v).unwrap();
+        let path = format!(
+            "/apis/autoscaling.tailor.dev/v1/namespaces/{}/verticalpodautoscalers/{}",
+            value["metadata"]["namespace"].as_str().unwrap_or_default(),
+            value["metadata"]["name"].as_str().unwrap_or_default()
+        );
+        self.api.put_object(&path, value);
         self.vpas.insert(vpa_key(v), v.clone());
         self.writers
             .vpas
             .apply_watcher_event(&watcher::Event::Apply(WatchedVpa::from(v.clone())));
     }
 
-    /// Deletes a VPA (the watch delivering the deletion to the store).
+    /// Deletes a VPA from the stand-in and the store (as the watch would).
     pub fn delete_vpa(&mut self, v: &VerticalPodAutoscaler) {
+        self.api.delete_object(&serde_json::to_value(v).unwrap());
         self.vpas.remove(&vpa_key(v));
         self.writers
             .vpas
             .apply_watcher_event(&watcher::Event::Delete(WatchedVpa::from(v.clone())));
     }
 
-    /// Stores a checkpoint in the fake API server and delivers it to the checkpoint watch (which keeps
+    /// Stores a checkpoint in the stand-in and delivers it to the checkpoint watch (which keeps
     /// only its VPA and container; restoring reads it back from the API).
     pub fn apply_checkpoint(&mut self, c: VerticalPodAutoscalerCheckpoint) {
         let ns = c.metadata.namespace.clone().unwrap_or_default();
@@ -603,13 +444,11 @@ impl Harness {
             .apply_watcher_event(&watcher::Event::Apply(head));
     }
 
-    /// Simulates the checkpoint watch delivering every checkpoint the fake API server holds.
+    /// Simulates the checkpoint watch delivering every checkpoint the stand-in holds.
     pub fn reflect_checkpoints(&mut self) {
         for c in self
             .api
-            .objects("/apis/autoscaling.tailor.dev/v1/namespaces/")
-            .into_iter()
-            .filter(|c| c["kind"] == "VerticalPodAutoscalerCheckpoint")
+            .objects("/apis/autoscaling.tailor.dev/v1/verticalpodautoscalercheckpoints")
         {
             let head: CheckpointHead = serde_json::from_value(c).unwrap();
             self.writers

@@ -1,5 +1,5 @@
-//! The cluster model: pods, containers, aggregates keyed by (namespace, container name, label set), VPAs,
-//! per-container-name merging and garbage collection.
+//! The cluster model's state ([`ClusterState`]): pods, containers, aggregates keyed by (namespace,
+//! container name, label set), VPAs, per-container-name merging and garbage collection.
 
 use std::collections::{BTreeMap, HashMap};
 

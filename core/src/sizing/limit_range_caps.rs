@@ -1,4 +1,5 @@
-//! LimitRange treatment: Pod-type sums (upstream spec §3.4) and Container-type bounds (§3.5).
+//! Recommendations capped by the effective LimitRange items ([`crate::limit_range_merge`]): Pod-type sums
+//! (upstream spec §3.4) and Container-type bounds (§3.5).
 
 use super::*;
 
@@ -26,15 +27,15 @@ pub fn apply_pod_limit_range(
     let ctx = |what: &str| format!("Pod LimitRange {what}[{resource}]");
     let min = amount_of(
         resource,
-        limitrange::bound(item.min.as_ref(), resource),
+        limit_range_merge::bound(item.min.as_ref(), resource),
         || ctx("min"),
     )?;
     let max = amount_of(
         resource,
-        limitrange::bound(item.max.as_ref(), resource),
+        limit_range_merge::bound(item.max.as_ref(), resource),
         || ctx("max"),
     )?;
-    let default = limitrange::bound(item.default.as_ref(), resource);
+    let default = limit_range_merge::bound(item.default.as_ref(), resource);
 
     // (recommendation index, recommended amount) per container, and the sums.
     let mut entries: Vec<(usize, BigInt, Format)> = Vec::new();
@@ -135,7 +136,7 @@ pub fn cap_to_container_limit_range(
         if limit.is_zero() {
             limit = amount_of(
                 resource,
-                limitrange::bound(item.default.as_ref(), resource),
+                limit_range_merge::bound(item.default.as_ref(), resource),
                 || ctx("default"),
             )?;
         }
@@ -148,8 +149,8 @@ pub fn cap_to_container_limit_range(
                 quantity::mul_div_floor(&request, bound, &limit).unwrap_or_default()
             }
         };
-        let min_q = limitrange::bound(item.min.as_ref(), resource);
-        let max_q = limitrange::bound(item.max.as_ref(), resource);
+        let min_q = limit_range_merge::bound(item.min.as_ref(), resource);
+        let max_q = limit_range_merge::bound(item.max.as_ref(), resource);
         let min = amount_of(resource, min_q, || ctx("min"))?;
         let max = amount_of(resource, max_q, || ctx("max"))?;
         let max_request = boundary(&max);

@@ -1,8 +1,8 @@
 //! A stub Prometheus HTTP API for integration tests, shared by the test binaries of `tailor-cli` and
-//! `tailor-recommender` (each includes this file with `#[path]`): a plain thread-per-connection server whose
-//! replies a handler decides, including faults (HTTP errors, a stream that stalls or is cut mid-way), and a
-//! healthy answer for two containers.
-#![allow(dead_code)]
+//! `tailor-recommender` (a dev-dependency of both): a plain thread-per-connection server whose replies a
+//! handler decides, including faults (HTTP errors, a stream that stalls or is cut mid-way), and a healthy
+//! answer for two containers.
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test support: a panic is a failure report
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
