@@ -239,6 +239,15 @@ async fn upstream_updater_oom_scenarios() {
     in_namespace(env, "upoom", |ns| async move {
         let after = Duration::from_secs(5);
         let cases = [("oom-quick", 600), ("oom-slow", 1)];
+        // The pods first, at 1Gi: a VPA already holding its 2Gi would have the webhook size them to it.
+        for (name, _) in cases {
+            env.create_deployment_from(&ns, ooming(name, after)).await?;
+        }
+        let mut original = BTreeMap::new();
+        for (name, _) in cases {
+            env.wait_running(&ns, name, 2).await?;
+            original.insert(name, env.live_uids(&ns, name).await?);
+        }
         for (name, seconds) in cases {
             let mut v = vpa_manifest(name, name, "Recreate");
             v["spec"]["recommenders"] = json!([{"name": FIXED}]);
@@ -254,12 +263,6 @@ async fn upstream_updater_oom_scenarios() {
                     }]}}})),
                 )
                 .await?;
-            env.create_deployment_from(&ns, ooming(name, after)).await?;
-        }
-        let mut original = BTreeMap::new();
-        for (name, _) in cases {
-            env.wait_running(&ns, name, 2).await?;
-            original.insert(name, env.live_uids(&ns, name).await?);
         }
         tokio::time::sleep(after).await;
         let pod_api = Api::<Pod>::namespaced(env.client.clone(), &ns);
