@@ -557,6 +557,35 @@ impl LeaderElector {
         .await?;
         Ok(())
     }
+
+    /// [`LeaderElector::release`] within `budget` (part of the SIGTERM budget), its outcome logged: what
+    /// every binary does on its way out.
+    pub async fn release_within(&self, budget: Duration) {
+        match tokio::time::timeout(budget, self.release()).await {
+            Ok(Ok(())) => tracing::info!("leader lease released"),
+            Ok(Err(err)) => tracing::warn!(error = %err, "cannot release the leader lease"),
+            Err(_) => tracing::warn!(?budget, "releasing the leader lease timed out"),
+        }
+    }
+
+    /// Waits for the lease; `false` when `shutdown` came first, the lease then given up within `budget` (an
+    /// attempt cut off may still have succeeded on the server).
+    pub async fn acquire_or_release(
+        &self,
+        shutdown: &crate::shutdown::Shutdown,
+        budget: Duration,
+    ) -> bool {
+        tokio::select! {
+            _ = self.acquire() => {
+                tracing::info!("leader lease acquired");
+                true
+            }
+            _ = shutdown.wait() => {
+                self.release_within(budget).await;
+                false
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -127,7 +127,7 @@ impl Daemon {
             h.abort();
         }
         if let Some(e) = &elector {
-            release_lease(e, release).await;
+            e.release_within(release).await;
         }
         result
     }
@@ -142,16 +142,10 @@ impl Daemon {
     ) -> Option<JoinHandle<()>> {
         let lease = e.settings();
         tracing::info!(lease = %lease.name, namespace = %lease.namespace, "waiting for the leader lease");
-        tokio::select! {
-            _ = e.acquire() => {
-                tracing::info!("leader lease acquired");
-                self.health.activate();
-            }
-            _ = shutdown.wait() => {
-                release_lease(e, release).await;
-                return None;
-            }
+        if !e.acquire_or_release(shutdown, release).await {
+            return None;
         }
+        self.health.activate();
         let (e, metrics) = (e.clone(), self.metrics.clone());
         Some(tokio::spawn(async move {
             let err: crate::Error = e.hold().await.into();
@@ -296,15 +290,6 @@ fn release_budget(shutdown_timeout: Duration, elector: Option<&LeaderElector>) -
     elector
         .map(|e| (e.settings().call_timeout() * 2).min(shutdown_timeout / 2))
         .unwrap_or_default()
-}
-
-/// Gives the lease up within `budget`.
-async fn release_lease(e: &LeaderElector, budget: Duration) {
-    match tokio::time::timeout(budget, e.release()).await {
-        Ok(Ok(())) => tracing::info!("leader lease released"),
-        Ok(Err(err)) => tracing::warn!(error = %err, "cannot release the leader lease"),
-        Err(_) => tracing::warn!(?budget, "releasing the leader lease timed out"),
-    }
 }
 
 /// Writes the final checkpoints within `budget`.

@@ -83,7 +83,7 @@ impl Daemon {
             h.abort();
         }
         if let Some(e) = &elector {
-            release_lease(e, budget).await;
+            e.release_within(budget).await;
         }
         if lease_lost {
             return Err(DaemonError::LeaseLost);
@@ -132,33 +132,20 @@ impl Daemon {
 }
 
 /// Waits for the leader lease, then holds it in the background; `None` when SIGTERM came first (the
-/// lease then given up, since an attempt cut off may still have succeeded on the server).
+/// lease then given up).
 async fn acquire(
     e: &Arc<LeaderElector>,
     shutdown: &Shutdown,
     budget: Duration,
 ) -> Option<JoinHandle<()>> {
-    tokio::select! {
-        _ = e.acquire() => tracing::info!("leader lease acquired"),
-        _ = shutdown.wait() => {
-            release_lease(e, budget).await;
-            return None;
-        }
+    if !e.acquire_or_release(shutdown, budget).await {
+        return None;
     }
     let e = e.clone();
     Some(tokio::spawn(async move {
         let lost = e.hold().await;
         tracing::error!(error = %lost, "leader lease lost; stopping");
     }))
-}
-
-/// Gives the leader lease up within `budget`.
-async fn release_lease(e: &LeaderElector, budget: Duration) {
-    match tokio::time::timeout(budget, e.release()).await {
-        Ok(Ok(())) => tracing::info!("leader lease released"),
-        Ok(Err(err)) => tracing::warn!(error = %err, "could not release the leader lease"),
-        Err(_) => tracing::warn!(?budget, "releasing the leader lease timed out"),
-    }
 }
 
 /// What the API server accepts of an in-place resize depends on its version (issue 30).
