@@ -172,7 +172,15 @@ async fn upstream_actuation_scenarios() {
         }
         let start = Instant::now();
         for s in &setups {
-            fixed_vpa(env, &ns, (s.kind, &s.name), s.mode, s.update.clone(), "200m").await?;
+            fixed_vpa(
+                env,
+                &ns,
+                (s.kind, &s.name),
+                s.mode,
+                s.update.clone(),
+                "200m",
+            )
+            .await?;
         }
         let mut failures = Vec::new();
         for s in setups.iter().filter(|s| s.evicts) {
@@ -253,7 +261,15 @@ async fn restart_in_place_or_recreate(env: &E2e, ns: &str) -> Result<()> {
     create_workload(env, ns, workload("Deployment", name, 2)).await?;
     env.wait_running(ns, name, 2).await?;
     let original = env.live_uids(ns, name).await?;
-    fixed_vpa(env, ns, ("Deployment", name), "InPlaceOrRecreate", json!({}), "200m").await?;
+    fixed_vpa(
+        env,
+        ns,
+        ("Deployment", name),
+        "InPlaceOrRecreate",
+        json!({}),
+        "200m",
+    )
+    .await?;
     tokio::time::sleep(super::resilience::UPDATER_LOOPS).await;
     let now = env.live_uids(ns, name).await?;
     if now != original {
@@ -300,17 +316,25 @@ async fn stops_when_pods_get_pending(env: &E2e, ns: &str) -> Result<()> {
                 .count(),
         )
     };
-    wait_for("one pod Pending at 9999 cores", RECOMMENDATION_TIMEOUT, || async {
-        Ok((pending().await? == 1).then_some(()))
-    })
+    wait_for(
+        "one pod Pending at 9999 cores",
+        RECOMMENDATION_TIMEOUT,
+        || async { Ok((pending().await? == 1).then_some(())) },
+    )
     .await?;
     // For three more updater loops: still exactly one Pending, and the other original pod still running.
     let until = Instant::now() + super::resilience::UPDATER_LOOPS;
     while Instant::now() < until {
-        let kept = env.live_uids(ns, name).await?.intersection(&original).count();
+        let kept = env
+            .live_uids(ns, name)
+            .await?
+            .intersection(&original)
+            .count();
         let waiting = pending().await?;
         if kept != 1 || waiting != 1 {
-            bail!("{kept} original pods running and {waiting} Pending: the updater went on evicting");
+            bail!(
+                "{kept} original pods running and {waiting} Pending: the updater went on evicting"
+            );
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
@@ -331,6 +355,68 @@ async fn upstream_actuation_restart_and_pending_scenarios() {
         eprintln!("upstream case passed: still applies recommendations on restart when update mode is InPlaceOrRecreate");
         b.context("stops when pods get pending")?;
         eprintln!("upstream case passed: stops when pods get pending");
+        Ok(())
+    })
+    .await;
+}
+
+/// How long the updater waits on a Deferred resize before it evicts (upstream's
+/// `DeferredResizeUpdateTimeout`, Tailor's `restriction::DEFERRED_TIMEOUT`).
+const DEFERRED_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// "falls back to evicting pods when resize is Deferred and more than 5 minute has elapsed since last in-place
+/// update when update mode is InPlaceOrRecreate": kwok's stand-in kubelet reports the resize Deferred (pods
+/// annotated `tailor.dev/e2e-kubelet-resize: deferred`, hack/cluster/kwok-kubelet.yaml), as a kubelet on a
+/// node full for now does; the updater keeps the pods for five minutes after the resize, then evicts.
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn upstream_actuation_deferred_resize_falls_back_to_eviction() {
+    let env = e2e("upstream_actuation_deferred_resize_falls_back_to_eviction").await;
+    let env = &env;
+    in_namespace(env, "deferred", |ns| async move {
+        let name = "deferred";
+        let annotations = json!({"tailor.dev/e2e-kubelet-resize": "deferred"});
+        env.create_annotated_deployment(&ns, name, 2, annotations).await?;
+        env.wait_running(&ns, name, 2).await?;
+        let original = env.live_uids(&ns, name).await?;
+        fixed_vpa(env, &ns, ("Deployment", name), "InPlaceOrRecreate", json!({}), "300m").await?;
+        let deferred = wait_for("a resize reported Deferred", UPDATE_TIMEOUT, || async {
+            let pods = env.all_pods(&ns, name).await?;
+            Ok(pods.iter().any(|p| {
+                p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c.type_ == "PodResizePending" && c.reason.as_deref() == Some("Deferred")
+                    })
+                })
+            })
+            .then(Instant::now))
+        })
+        .await?;
+        let resized = env.pod_events(&ns, "InPlaceResizedByVPA").await?;
+        eprintln!("deferred: resize events {resized:?}; waiting out the updater's {DEFERRED_TIMEOUT:?}");
+        // Until shortly before the timeout (counted from when the test saw the condition, which came after
+        // the resize), the pods stay.
+        while deferred.elapsed() + Duration::from_secs(20) < DEFERRED_TIMEOUT {
+            let now = env.live_uids(&ns, name).await?;
+            if now != original {
+                bail!(
+                    "pods evicted {:.0}s after the resize was Deferred, before the updater's {DEFERRED_TIMEOUT:?}: \
+                     {original:?} → {now:?}",
+                    deferred.elapsed().as_secs_f64()
+                );
+            }
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        }
+        wait_for("an original pod evicted after the timeout", UPDATE_TIMEOUT, || async {
+            let evictions = env.pod_events(&ns, "EvictedByVPA").await?;
+            Ok(evictions.iter().any(|(uid, _)| original.contains(uid)).then_some(()))
+        })
+        .await?;
+        eprintln!(
+            "upstream case passed: falls back to evicting pods when resize is Deferred and more than 5 minute has \
+             elapsed since last in-place update when update mode is InPlaceOrRecreate ({:.0}s after Deferred)",
+            deferred.elapsed().as_secs_f64()
+        );
         Ok(())
     })
     .await;

@@ -197,7 +197,8 @@ async fn upstream_updater_scenarios() {
 
 /// A Deployment `name` of two pods whose container requests (and is limited to) 1Gi and is OOM-killed once,
 /// `after` its start: on kind it sleeps that long, then fills its memory; on kwok the test annotates the
-/// pods for the `tailor-pod-oom` stage (hack/cluster/kwok-kubelet.yaml) once they have run that long.
+/// pods for the `tailor-pod-oom` stage (hack/cluster/kwok-kubelet.yaml), which dates the killed container's
+/// start `after` before the kill.
 fn ooming(name: &str, after: Duration) -> Value {
     let script = format!(
         "if [ -e /scratch/oomed ]; then exec sleep 100000; fi; sleep {}; touch /scratch/oomed; \
@@ -269,7 +270,11 @@ async fn upstream_updater_oom_scenarios() {
         for (name, _) in cases {
             for pod in env.running_pods(&ns, name).await? {
                 let pod = pod.metadata.name.context("pod without a name")?;
-                let patch = json!({"metadata": {"annotations": {"tailor.dev/e2e-kubelet-oom": "once"}}});
+                let started = Timestamp::now() - after;
+                let patch = json!({"metadata": {"annotations": {
+                    "tailor.dev/e2e-kubelet-oom": "once",
+                    "tailor.dev/e2e-kubelet-oom-started": started.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+                }}});
                 pod_api.patch(&pod, &PatchParams::default(), &Patch::Merge(&patch)).await?;
             }
         }
