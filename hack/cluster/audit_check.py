@@ -36,6 +36,10 @@ from urllib.parse import parse_qsl, urlsplit
 COMPONENTS = ("recommender", "updater", "admission")
 # What only the recommender's leader writes.
 LEADER_WRITES = {"verticalpodautoscalers", "verticalpodautoscalercheckpoints"}
+# Upstream's recommender flag scenarios (tests/tests/e2e/upstream_recommender.rs) run a second recommender of
+# another name (`--recommender-name`), without leader election, beside the leader: it writes only the VPAs and
+# checkpoints of those tests' namespaces, which are not the leader's writes.
+SECOND_RECOMMENDER_NAMESPACES = "e2e-recommender-flags"
 WRITE_VERBS = {"create", "update", "patch", "delete"}
 # The RBAC verb of an audit event back to the HTTP method the stand-in records carry.
 METHODS = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST", "update": "PUT", "patch": "PATCH",
@@ -109,7 +113,8 @@ def main() -> int:
             elif code is not None:
                 allowed[asked] = n
             if (component == "recommender" and event.get("verb") in WRITE_VERBS
-                    and ref.get("apiGroup") == "autoscaling.tailor.dev" and ref.get("resource") in LEADER_WRITES):
+                    and ref.get("apiGroup") == "autoscaling.tailor.dev" and ref.get("resource") in LEADER_WRITES
+                    and not (ref.get("namespace") or "").startswith(SECOND_RECOMMENDER_NAMESPACES)):
                 extra = event.get("user", {}).get("extra", {})
                 writer = ",".join(extra.get("authentication.kubernetes.io/credential-id", [])
                                   or extra.get("authentication.kubernetes.io/pod-name", [])) or "unknown"
