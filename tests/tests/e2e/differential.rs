@@ -92,25 +92,31 @@ async fn checkpoint_samples(env: &E2e, ns: &str, group: &str) -> Result<Option<(
         }))
 }
 
-/// Stops or starts upstream's recommender: its process (local control plane) or its Deployment's replicas
-/// (kind).
-async fn upstream_recommender(env: &E2e, running: bool) -> Result<()> {
+/// Stops or starts a process beside Tailor: on the local control plane `hack/cluster.sh PREFIX… start|stop
+/// NAME`, on kind its Deployment in kube-system scaled to 1 or 0.
+async fn switch(
+    env: &E2e,
+    (prefix, name): (&[&str], &str),
+    deployment: &str,
+    on: bool,
+) -> Result<()> {
     match &env.platform {
         Platform::HostProcesses(control) => {
-            let verb = if running { "start" } else { "stop" };
+            let verb = if on { "start" } else { "stop" };
             let out = std::process::Command::new(control)
-                .args(["upstream", verb, "recommender"])
+                .args(prefix)
+                .args([verb, name])
                 .output()?;
             if !out.status.success() {
-                bail!("upstream {verb}: {}", String::from_utf8_lossy(&out.stderr));
+                bail!("{name} {verb}: {}", String::from_utf8_lossy(&out.stderr));
             }
         }
         Platform::Pods => {
             Api::<Deployment>::namespaced(env.client.clone(), "kube-system")
                 .patch(
-                    "vpa-recommender",
+                    deployment,
                     &PatchParams::default(),
-                    &Patch::Merge(json!({"spec": {"replicas": i32::from(running)}})),
+                    &Patch::Merge(json!({"spec": {"replicas": i32::from(on)}})),
                 )
                 .await?;
         }
@@ -118,36 +124,29 @@ async fn upstream_recommender(env: &E2e, running: bool) -> Result<()> {
     Ok(())
 }
 
+/// Stops or starts upstream's recommender.
+async fn upstream_recommender(env: &E2e, running: bool) -> Result<()> {
+    switch(
+        env,
+        (&["upstream"], "recommender"),
+        "vpa-recommender",
+        running,
+    )
+    .await
+}
+
 /// Tailor's flag that restarts as upstream does (its default continues the open memory windows; README row
 /// "Checkpoint annotation `tailor.dev/open-memory-windows`").
 const UPSTREAM_RESTART: &str = "--restore-open-memory-windows=false";
+/// How long both recommenders get to agree once metrics-server is paused (their checkpoints are written within
+/// a loop and `--checkpoints-max-age`, 20 s here), and how many pauses are tried.
+const PAUSE_AGREEMENT: Duration = Duration::from_secs(90);
+const PAUSE_TRIES: u32 = 3;
 
 /// Stops or starts metrics-server: its host process (local control plane) or its Deployment (kind), and waits
 /// until the metrics of namespace `ns`'s pods (of the nodes without `ns`) are gone or served.
 async fn metrics_server(env: &E2e, ns: Option<&str>, serving: bool) -> Result<()> {
-    match &env.platform {
-        Platform::HostProcesses(control) => {
-            let verb = if serving { "start" } else { "stop" };
-            let out = std::process::Command::new(control)
-                .args([verb, "metrics-server"])
-                .output()?;
-            if !out.status.success() {
-                bail!(
-                    "metrics-server {verb}: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-        }
-        Platform::Pods => {
-            Api::<Deployment>::namespaced(env.client.clone(), "kube-system")
-                .patch(
-                    "metrics-server",
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"spec": {"replicas": i32::from(serving)}})),
-                )
-                .await?;
-        }
-    }
+    switch(env, (&[], "metrics-server"), "metrics-server", serving).await?;
     let kind = if ns.is_some() {
         "PodMetrics"
     } else {
@@ -225,33 +224,48 @@ async fn restart_both_in_step(
     ours: &Api<DynamicObject>,
     theirs: &Api<DynamicObject>,
 ) -> Result<State> {
-    metrics_server(env, Some(ns), false).await?;
-    let paused = Instant::now();
-    let last_report = std::cell::Cell::new(paused);
-    let agreed = wait_for(
-        "both checkpoints holding the same samples and both VPAs the same recommendation",
-        RECOMMENDATION_TIMEOUT,
-        || async {
-            let a = checkpoint_samples(env, ns, "autoscaling.tailor.dev").await?;
-            let b = checkpoint_samples(env, ns, "autoscaling.k8s.io").await?;
-            let (ours, theirs) = (
-                state_of(&ours.get("twin").await?.data)?,
-                state_of(&theirs.get("twin").await?.data)?,
-            );
-            let same = a.is_some() && a == b && ours.is_some() && ours == theirs;
-            if !same && last_report.get().elapsed() > Duration::from_secs(30) {
-                last_report.set(Instant::now());
-                eprintln!(
-                    "{:.0}s after pausing metrics-server, not yet the same: checkpointed samples (tailor, \
-                     upstream) {:?}, recommendations {ours:?} and {theirs:?}",
-                    paused.elapsed().as_secs_f64(),
-                    (a, b)
+    // A pause can fall between the two processes' reads of the last scrape: then neither can catch up, and
+    // metrics-server runs one scrape more before the next try.
+    let mut tries = 0;
+    let (agreed, paused) = loop {
+        tries += 1;
+        metrics_server(env, Some(ns), false).await?;
+        let paused = Instant::now();
+        let last_report = std::cell::Cell::new(paused);
+        let agreed = wait_for(
+            "both checkpoints holding the same samples and both VPAs the same recommendation",
+            PAUSE_AGREEMENT,
+            || async {
+                let a = checkpoint_samples(env, ns, "autoscaling.tailor.dev").await?;
+                let b = checkpoint_samples(env, ns, "autoscaling.k8s.io").await?;
+                let (ours, theirs) = (
+                    state_of(&ours.get("twin").await?.data)?,
+                    state_of(&theirs.get("twin").await?.data)?,
                 );
+                let same = a.is_some() && a == b && ours.is_some() && ours == theirs;
+                if !same && last_report.get().elapsed() > Duration::from_secs(30) {
+                    last_report.set(Instant::now());
+                    eprintln!(
+                        "{:.0}s after pausing metrics-server, not yet the same: checkpointed samples (tailor, \
+                         upstream) {:?}, recommendations {ours:?} and {theirs:?}",
+                        paused.elapsed().as_secs_f64(),
+                        (a, b)
+                    );
+                }
+                Ok(if same { ours } else { None })
+            },
+        )
+        .await;
+        match agreed {
+            Ok(agreed) => break (agreed, paused),
+            Err(e) if tries >= PAUSE_TRIES => return Err(e),
+            Err(e) => {
+                eprintln!("pause {tries}: {e:#}; one more scrape and again");
+                metrics_server(env, Some(ns), true).await?;
+                tokio::time::sleep(Duration::from_secs(12)).await;
             }
-            Ok(if same { ours } else { None })
-        },
-    )
-    .await?;
+        }
+    };
     eprintln!(
         "both agreed {:.0}s after pausing metrics-server: restarting both",
         paused.elapsed().as_secs_f64()
