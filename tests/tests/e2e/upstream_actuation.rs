@@ -380,7 +380,7 @@ async fn upstream_actuation_deferred_resize_falls_back_to_eviction() {
         env.wait_running(&ns, name, 2).await?;
         let original = env.live_uids(&ns, name).await?;
         fixed_vpa(env, &ns, ("Deployment", name), "InPlaceOrRecreate", json!({}), "300m").await?;
-        let deferred = wait_for("a resize reported Deferred", UPDATE_TIMEOUT, || async {
+        wait_for("a resize reported Deferred", UPDATE_TIMEOUT, || async {
             let pods = env.all_pods(&ns, name).await?;
             Ok(pods.iter().any(|p| {
                 p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
@@ -389,33 +389,45 @@ async fn upstream_actuation_deferred_resize_falls_back_to_eviction() {
                     })
                 })
             })
-            .then(Instant::now))
+            .then_some(()))
         })
         .await?;
-        let resized = env.pod_events(&ns, "InPlaceResizedByVPA").await?;
-        eprintln!("deferred: resize events {resized:?}; waiting out the updater's {DEFERRED_TIMEOUT:?}");
-        // Until shortly before the timeout (counted from when the test saw the condition, which came after
-        // the resize), the pods stay.
-        while deferred.elapsed() + Duration::from_secs(20) < DEFERRED_TIMEOUT {
+        // The updater's clock starts at its resize: its event's time (whole seconds, so a margin of a few).
+        let resized_at = env
+            .pod_events(&ns, "InPlaceResizedByVPA")
+            .await?
+            .into_iter()
+            .filter(|(uid, _)| original.contains(uid))
+            .map(|(_, at)| at)
+            .min()
+            .context("a resize reported Deferred without an InPlaceResizedByVPA event")?;
+        let margin = Duration::from_secs(5);
+        eprintln!("deferred: resized at {resized_at}; waiting out the updater's {DEFERRED_TIMEOUT:?}");
+        while Timestamp::now() < resized_at + (DEFERRED_TIMEOUT - margin) {
             let now = env.live_uids(&ns, name).await?;
             if now != original {
                 bail!(
-                    "pods evicted {:.0}s after the resize was Deferred, before the updater's {DEFERRED_TIMEOUT:?}: \
-                     {original:?} → {now:?}",
-                    deferred.elapsed().as_secs_f64()
+                    "pods evicted before {DEFERRED_TIMEOUT:?} after the resize at {resized_at}: {original:?} → {now:?}"
                 );
             }
             tokio::time::sleep(Duration::from_secs(10)).await;
         }
-        wait_for("an original pod evicted after the timeout", UPDATE_TIMEOUT, || async {
+        let evicted_at = wait_for("an original pod evicted after the timeout", UPDATE_TIMEOUT, || async {
             let evictions = env.pod_events(&ns, "EvictedByVPA").await?;
-            Ok(evictions.iter().any(|(uid, _)| original.contains(uid)).then_some(()))
+            Ok(evictions
+                .into_iter()
+                .filter(|(uid, _)| original.contains(uid))
+                .map(|(_, at)| at)
+                .min())
         })
         .await?;
+        if evicted_at < resized_at + (DEFERRED_TIMEOUT - margin) {
+            bail!("evicted at {evicted_at}, before {DEFERRED_TIMEOUT:?} after the resize at {resized_at}");
+        }
         eprintln!(
             "upstream case passed: falls back to evicting pods when resize is Deferred and more than 5 minute has \
-             elapsed since last in-place update when update mode is InPlaceOrRecreate ({:.0}s after Deferred)",
-            deferred.elapsed().as_secs_f64()
+             elapsed since last in-place update when update mode is InPlaceOrRecreate (resized at {resized_at}, \
+             evicted at {evicted_at})"
         );
         Ok(())
     })
