@@ -92,6 +92,12 @@ pub struct RestrictionConfig {
     /// `--evict-job-pods` (issue 30): evict pods of Jobs (upstream). Off, they are left alone: an evicted
     /// Job pod counts against the Job's `backoffLimit`.
     pub evict_job_pods: bool,
+    /// `--in-place-deferred-timeout`: how long a resize the kubelet deferred waits before the pod may be
+    /// evicted instead (`InPlaceOrRecreate`; upstream's constant, 5 minutes).
+    pub deferred_timeout: Duration,
+    /// `--in-place-in-progress-timeout`: how long a resize in progress waits before the pod may be evicted
+    /// instead (`InPlaceOrRecreate`; upstream's constant, 1 hour).
+    pub in_progress_timeout: Duration,
 }
 
 impl Default for RestrictionConfig {
@@ -104,6 +110,8 @@ impl Default for RestrictionConfig {
             count_readiness: false,
             daemonset_max_unavailable: 0,
             evict_job_pods: true,
+            deferred_timeout: crate::restriction::DEFERRED_TIMEOUT,
+            in_progress_timeout: crate::restriction::IN_PROGRESS_TIMEOUT,
         }
     }
 }

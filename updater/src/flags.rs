@@ -134,6 +134,14 @@ pub struct UpdaterFlags {
     /// A container OOM-killed after running less than this makes its pod eligible at any age.
     #[arg(long, default_value = "10m", value_parser = duration, help_heading = "When to update")]
     pub evict_after_oom_threshold: Duration,
+    /// `InPlaceOrRecreate`: how long a resize the kubelet deferred (no room on the node yet) waits before the
+    /// pod is evicted instead (upstream's fixed 5 minutes).
+    #[arg(long, default_value = "5m", value_parser = positive_duration, help_heading = "When to update")]
+    pub in_place_deferred_timeout: Duration,
+    /// `InPlaceOrRecreate`: how long a resize in progress waits before the pod is evicted instead (upstream's
+    /// fixed hour).
+    #[arg(long, default_value = "1h", value_parser = positive_duration, help_heading = "When to update")]
+    pub in_place_in_progress_timeout: Duration,
     /// Alpha features: `CPUStartupBoost`, `InPlace`, `PerVPAConfig` (`Name=true,…`; `AllAlpha=true`).
     #[arg(long, default_value = "", value_parser = FeatureGates::parse, help_heading = "When to update")]
     pub feature_gates: FeatureGates,
@@ -220,6 +228,8 @@ impl UpdaterFlags {
             count_readiness: self.count_readiness,
             daemonset_max_unavailable: self.daemonset_max_unavailable,
             evict_job_pods: self.evict_job_pods,
+            deferred_timeout: self.in_place_deferred_timeout,
+            in_progress_timeout: self.in_place_in_progress_timeout,
         }
     }
 }

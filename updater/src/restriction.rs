@@ -17,9 +17,11 @@ use crate::pods::{self, CompactPod, Owner, ResizeStatus};
 use crate::priority::has_lower_resource;
 use crate::skip::Skip;
 
-/// A kubelet-deferred resize waits this long before the pod is evicted instead (`InPlaceOrRecreate`).
+/// A kubelet-deferred resize waits this long before the pod is evicted instead (`InPlaceOrRecreate`): upstream's
+/// `DeferredResizeUpdateTimeout`, the default of `--in-place-deferred-timeout`.
 pub const DEFERRED_TIMEOUT: Duration = Duration::from_secs(5 * 60);
-/// A resize in progress waits this long before the pod is evicted instead (`InPlaceOrRecreate`).
+/// A resize in progress waits this long before the pod is evicted instead (`InPlaceOrRecreate`): upstream's
+/// `InProgressResizeUpdateTimeout`, the default of `--in-place-in-progress-timeout`.
 pub const IN_PROGRESS_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// `updatePolicy.updateMode` as written: `Recreate` when absent; an explicit empty string stays empty
@@ -490,13 +492,13 @@ impl Restriction {
         }
         if let Some(reason) = pods::pending_reason(pod) {
             return match reason {
-                "Deferred" => now > add(last, DEFERRED_TIMEOUT),
+                "Deferred" => now > add(last, self.config.deferred_timeout),
                 _ => true,
             };
         }
         if let Some((reason, message)) = pods::in_progress_state(pod) {
             return match (reason, message) {
-                ("", false) => now > add(last, IN_PROGRESS_TIMEOUT),
+                ("", false) => now > add(last, self.config.in_progress_timeout),
                 _ => true,
             };
         }

@@ -360,14 +360,35 @@ async fn upstream_actuation_restart_and_pending_scenarios() {
     .await;
 }
 
-/// How long the updater waits on a Deferred resize before it evicts (upstream's
-/// `DeferredResizeUpdateTimeout`, Tailor's `restriction::DEFERRED_TIMEOUT`).
-const DEFERRED_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// How long the updater waits on a Deferred resize before it evicts: its Deployment's
+/// `--in-place-deferred-timeout` (the e2e values set 1 minute), else the flag's default, upstream's
+/// `DeferredResizeUpdateTimeout` of 5 minutes.
+async fn deferred_timeout(env: &E2e) -> Result<Duration> {
+    let args = env
+        .component("updater")
+        .await?
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|s| s.containers.into_iter().next())
+        .and_then(|c| c.args)
+        .unwrap_or_default();
+    match args
+        .iter()
+        .rev()
+        .find_map(|a| a.strip_prefix("--in-place-deferred-timeout="))
+    {
+        Some(v) => {
+            humantime::parse_duration(v).with_context(|| format!("--in-place-deferred-timeout={v}"))
+        }
+        None => Ok(Duration::from_secs(5 * 60)),
+    }
+}
 
 /// "falls back to evicting pods when resize is Deferred and more than 5 minute has elapsed since last in-place
 /// update when update mode is InPlaceOrRecreate": kwok's stand-in kubelet reports the resize Deferred (pods
 /// annotated `tailor.dev/e2e-kubelet-resize: deferred`, hack/cluster/kwok-kubelet.yaml), as a kubelet on a
-/// node full for now does; the updater keeps the pods for five minutes after the resize, then evicts.
+/// node full for now does; the updater keeps the pods for its deferred timeout after the resize (upstream's five
+/// minutes, shortened by the e2e values), then evicts.
 #[tokio::test]
 #[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
 async fn upstream_actuation_deferred_resize_falls_back_to_eviction() {
@@ -379,6 +400,7 @@ async fn upstream_actuation_deferred_resize_falls_back_to_eviction() {
         env.create_annotated_deployment(&ns, name, 2, annotations).await?;
         env.wait_running(&ns, name, 2).await?;
         let original = env.live_uids(&ns, name).await?;
+        let timeout = deferred_timeout(env).await?;
         fixed_vpa(env, &ns, ("Deployment", name), "InPlaceOrRecreate", json!({}), "300m").await?;
         wait_for("a resize reported Deferred", UPDATE_TIMEOUT, || async {
             let pods = env.all_pods(&ns, name).await?;
@@ -402,12 +424,12 @@ async fn upstream_actuation_deferred_resize_falls_back_to_eviction() {
             .min()
             .context("a resize reported Deferred without an InPlaceResizedByVPA event")?;
         let margin = Duration::from_secs(5);
-        eprintln!("deferred: resized at {resized_at}; waiting out the updater's {DEFERRED_TIMEOUT:?}");
-        while Timestamp::now() < resized_at + (DEFERRED_TIMEOUT - margin) {
+        eprintln!("deferred: resized at {resized_at}; waiting out the updater's {timeout:?}");
+        while Timestamp::now() < resized_at + (timeout - margin) {
             let now = env.live_uids(&ns, name).await?;
             if now != original {
                 bail!(
-                    "pods evicted before {DEFERRED_TIMEOUT:?} after the resize at {resized_at}: {original:?} → {now:?}"
+                    "pods evicted before {timeout:?} after the resize at {resized_at}: {original:?} → {now:?}"
                 );
             }
             tokio::time::sleep(Duration::from_secs(10)).await;
@@ -421,8 +443,8 @@ async fn upstream_actuation_deferred_resize_falls_back_to_eviction() {
                 .min())
         })
         .await?;
-        if evicted_at < resized_at + (DEFERRED_TIMEOUT - margin) {
-            bail!("evicted at {evicted_at}, before {DEFERRED_TIMEOUT:?} after the resize at {resized_at}");
+        if evicted_at < resized_at + (timeout - margin) {
+            bail!("evicted at {evicted_at}, before {timeout:?} after the resize at {resized_at}");
         }
         eprintln!(
             "upstream case passed: falls back to evicting pods when resize is Deferred and more than 5 minute has \
