@@ -5,7 +5,10 @@
 # for the small pod (one container, ≈ 1.7 KB of review) and the realistic one (≈ 8 KB: init container, sidecar,
 # env, probes, volumes, managedFields; admission/examples/loadgen/pods.rs).
 # Usage: hack/bench-webhook.sh [--vpas N] [--seconds S] [--connections "C1 C2 …"] [--rate-connections "C …"]
-#        [--pods "small realistic"]
+#        [--pods "small realistic"] [--no-floor]
+# Before the last line, `floor_cpu_us_per_review=N`: the same measurement against admission/examples/floor.rs, a
+# server with the webhook's TLS configuration and HTTP/1.1 keep-alive that answers every review with a fixed
+# patch without reading it (the kernel's loopback TCP, wake-ups, TLS and HTTP on this machine; --no-floor skips it).
 # The last line is `cpu_us_per_review=N`: the server's on-CPU µs per review (utime+stime from /proc) at a steady
 # 2,000 reviews/s with the realistic pod over the first of the --rate-connections (the issue-35 figure).
 # Server and load generator share this machine's cores; SERVER_CPUS / LOADGEN_CPUS (taskset lists) pin them.
@@ -19,6 +22,7 @@ SECONDS_RUN=10
 CONNECTIONS_LIST="4 8 16 32"
 RATE_CONNECTIONS_LIST="4 8"
 PODS="small realistic"
+FLOOR=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --vpas) VPAS=$2; shift 2 ;;
@@ -26,11 +30,12 @@ while [ $# -gt 0 ]; do
     --connections) CONNECTIONS_LIST=$2; shift 2 ;;
     --rate-connections) RATE_CONNECTIONS_LIST=$2; shift 2 ;;
     --pods) PODS=$2; shift 2 ;;
+    --no-floor) FLOOR=""; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
 
-cargo build --release -q -p tailor-admission --bin tailor-admission --example loadgen
+cargo build --release -q -p tailor-admission --bin tailor-admission --example loadgen --example floor
 BIN=${TAILOR_BENCH_BINARY:-target/release/tailor-admission}
 LOADGEN=target/release/examples/loadgen
 WORK=$(mktemp -d)
@@ -106,5 +111,19 @@ if [ -z "$FINAL" ]; then
   # The headline figure is always measured, even when --pods leaves the realistic pod out.
   run --connections "$FINAL_CONNECTIONS" --rate 2000 --pod realistic --label "rate-2000-realistic-c$FINAL_CONNECTIONS" >/dev/null
   FINAL=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["server_cpu_us_per_review"]))' "$WORK/last.json")
+fi
+if [ -n "$FLOOR" ]; then
+  kill "$SERVER_PID" 2>/dev/null || true
+  wait "$SERVER_PID" 2>/dev/null || true
+  # shellcheck disable=SC2086
+  ${SERVER_CPUS:+taskset -c $SERVER_CPUS} target/release/examples/floor --cert "$WORK/tls.crt" --key "$WORK/tls.key" \
+    --port "$PORT" &
+  SERVER_PID=$!
+  for _ in $(seq 1 50); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
+    sleep 0.1
+  done
+  run --connections "$FINAL_CONNECTIONS" --rate 2000 --pod realistic --label "floor-rate-2000-realistic-c$FINAL_CONNECTIONS"
+  echo "floor_cpu_us_per_review=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["server_cpu_us_per_review"]))' "$WORK/last.json")"
 fi
 echo "cpu_us_per_review=$FINAL"
