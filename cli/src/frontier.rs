@@ -30,6 +30,9 @@ pub struct FrontierPoint {
 const PERCENTILES: [f64; 7] = [0.5, 0.7, 0.8, 0.85, 0.9, 0.95, 0.99];
 /// Settings of the hourly percentile swept for profiles that follow the day without a risk budget.
 const HOURLY_PERCENTILES: [f64; 5] = [0.8, 0.9, 0.95, 0.98, 0.99];
+/// Settings of the risk price (core-minutes of unused request per minute above it) swept for profiles that
+/// price CPU risk.
+const RISK_PRICES: [f64; 7] = [1.0, 2.0, 2.5, 3.0, 4.0, 6.0, 10.0];
 /// Settings of the risk-budget share swept for profiles that have one.
 const BUDGET_SHARES: [f64; 6] = [0.1, 0.25, 0.5, 1.0, 2.0, 4.0];
 
@@ -52,6 +55,7 @@ fn upstream_profile(base: &ReplayConfig) -> Profile {
         pod_min_cpu_millicores: r.pod_min_cpu_millicores,
         pod_min_memory_mb: r.pod_min_memory_mb,
         cpu_time_of_day: None,
+        cpu_risk_price: None,
     }
 }
 
@@ -71,6 +75,21 @@ fn sweep(s: Strategy, base: &ReplayConfig) -> Vec<(&'static str, f64, bool, Stra
         };
         (knob, v, default, strategy)
     };
+    if let Some(price) = p.cpu_risk_price {
+        let own = price.price;
+        let mut values = RISK_PRICES.to_vec();
+        values.push(own);
+        values.sort_by(f64::total_cmp);
+        values.dedup();
+        return values
+            .into_iter()
+            .map(|v| {
+                let mut q = p;
+                q.cpu_risk_price = Some(tailor_engine::estimate::RiskPrice { price: v });
+                point("risk price (core-min per min)", v, v == own, q)
+            })
+            .collect();
+    }
     match p.cpu_time_of_day {
         Some(tod) if tod.risk_budget.is_some() => {
             let own = tod.risk_budget.unwrap_or(0.0);

@@ -117,7 +117,8 @@ type VpaRecommendation = (
 );
 
 /// Tailor's condition for VPAs whose profile decides per container (`auto`): reason `Daily` when CPU follows
-/// the hour of the day for some container, `Upstream` when every container has upstream's all-day estimate;
+/// the hour of the day for some container, else `Priced` when some container's all-day CPU request is priced
+/// against its risk, `Upstream` when every container has upstream's all-day estimate (too little history);
 /// the message names each container's rule. Absent for other profiles.
 pub const PROFILE_RULE: &str = "TailorProfileRule";
 
@@ -136,6 +137,8 @@ pub fn profile_rule(
     }
     let reason = if rules.iter().any(|r| r.1 == "daily") {
         "Daily"
+    } else if rules.iter().any(|r| r.1 == "priced") {
+        "Priced"
     } else {
         "Upstream"
     };
@@ -143,8 +146,12 @@ pub fn profile_rule(
         .iter()
         .map(|(c, r)| match *r {
             "daily" => format!("{c}: CPU follows its repeating daily pattern"),
+            "priced" => format!(
+                "{c}: all-day CPU request priced against its risk on its own history (no strong, repeating \
+                 daily pattern worth the resizes)"
+            ),
             _ => {
-                format!("{c}: upstream's all-day estimate (no strong, repeating daily pattern yet)")
+                format!("{c}: upstream's all-day estimate (less than a day of history)")
             }
         })
         .collect::<Vec<_>>()
@@ -932,6 +939,7 @@ mod tests {
                 autocorrelation: Some(0.9),
                 stability: None,
                 hourly_percentile: None,
+                priced_cores: Some(0.25),
             }),
             ..Default::default()
         };
@@ -941,10 +949,20 @@ mod tests {
         assert_eq!(reason, "Daily");
         assert!(message.starts_with("web: CPU follows") && message.contains("proxy: upstream"));
         assert!(!message.contains("0.9"), "{message}");
+        assert!(!message.contains("0.25"), "{message}");
         assert_eq!(
             profile_rule(&[ex("proxy", Some("upstream"))]).unwrap().0,
             "Upstream"
         );
+        let (reason, message) =
+            profile_rule(&[ex("web", Some("priced")), ex("proxy", Some("upstream"))]).unwrap();
+        assert_eq!(reason, "Priced");
+        assert!(
+            message.starts_with("web: all-day CPU request priced"),
+            "{message}"
+        );
+        let (reason, message) =
+            profile_rule(&[ex("web", Some("daily")), ex("proxy", Some("upstream"))]).unwrap();
         let t0 = to_time_secs(1_000_000_000_000).unwrap();
         let f = Findings {
             recommendation: Some(RecommendedPodResources {

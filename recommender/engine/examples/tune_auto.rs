@@ -1,71 +1,84 @@
 //! How `auto`'s settings were chosen (QUALITY.md): a grid of its knobs backtested on the suite's **tuning**
 //! draws only (`backtest_workloads::TUNING_DRAWS`; the validation draws are never read here), every variant beside
-//! `upstream` in one replay, printed as cost / risk minutes / OOM-risk samples / churn relative to upstream.
+//! `upstream`, printed as cost / risk minutes / OOM-risk samples / churn relative to upstream.
 //!
-//! `cargo run --release -p tailor-engine --example tune_auto`
+//! `cargo run --release -p tailor-engine --example tune_auto` (the grid), or with arguments
+//! `price:ahead-hours:amplitude-cores[:upper-margin[:lower-ahead-hours]] ...` for those variants only, and `--shapes` for a row per shape.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
 use tailor_engine::backtest::{self, BacktestConfig, Score, Strategy};
 use tailor_engine::backtest_workloads::{SUITE, TUNING_DRAWS};
-use tailor_engine::estimate::{DailyRule, TimeOfDay};
+use tailor_engine::estimate::{DailyRule, RiskPrice, TimeOfDay};
 use tailor_engine::profile::{self, Profile};
 use tailor_engine::replay::ReplayConfig;
 
 const HOUR: i64 = 3_600_000_000_000;
 
+/// A variant's name, its totals over the tuning draws and (upstream, variant) per draw.
+type Row = (String, Score, Vec<(Score, Score)>);
+
+fn variant(auto: &Profile, price: f64, ahead: i64, amplitude: f64) -> Profile {
+    let tod = auto.cpu_time_of_day.unwrap();
+    Profile {
+        cpu_risk_price: Some(RiskPrice { price }),
+        cpu_time_of_day: Some(TimeOfDay {
+            ahead: ahead * HOUR,
+            only_if: Some(DailyRule {
+                min_amplitude: amplitude,
+                ..tod.only_if.unwrap()
+            }),
+            ..tod
+        }),
+        ..*auto
+    }
+}
+
 fn main() {
     let auto = *profile::by_name("auto").unwrap().unwrap();
-    let tod = auto.cpu_time_of_day.unwrap();
-    let rule = tod.only_if.unwrap();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let per_shape = args.iter().any(|a| a == "--shapes");
     let mut variants: Vec<(String, Profile)> = Vec::new();
-    for ahead in [6, 8, 10] {
-        for upper in [0.6, 1.0, 1.5] {
-            for swing in [2.0, 2.5, 3.0] {
-                let t = TimeOfDay {
-                    ahead: ahead * HOUR,
-                    upper_margin: upper,
-                    only_if: Some(DailyRule {
-                        min_swing: swing,
-                        ..rule
-                    }),
-                    ..tod
-                };
-                variants.push((
-                    format!("ahead {ahead}h upper {upper} swing {swing}"),
-                    Profile {
-                        cpu_time_of_day: Some(t),
-                        ..auto
-                    },
-                ));
+    for a in args.iter().filter(|a| !a.starts_with("--")) {
+        let f: Vec<f64> = a.split(':').map(|x| x.parse().unwrap()).collect();
+        let mut p = variant(&auto, f[0], f[1] as i64, f[2]);
+        let mut t = p.cpu_time_of_day.unwrap();
+        if let Some(u) = f.get(3) {
+            t.upper_margin = *u;
+        }
+        if let Some(l) = f.get(4) {
+            t.lower_ahead = *l as i64 * HOUR;
+        }
+        p.cpu_time_of_day = Some(t);
+        variants.push((a.clone(), p));
+    }
+    if variants.is_empty() {
+        for price in [2.5, 3.0, 3.25, 3.5, 4.0] {
+            for ahead in [5, 6, 8, 10] {
+                for amplitude in [0.0, 0.3, 0.4, 0.5] {
+                    variants.push((
+                        format!("price {price} ahead {ahead}h amplitude {amplitude}"),
+                        variant(&auto, price, ahead, amplitude),
+                    ));
+                }
             }
         }
-    }
-    for share in [0.25, 1.0, 2.0] {
-        variants.push((
-            format!("share {share}"),
-            Profile {
-                cpu_time_of_day: Some(TimeOfDay {
-                    risk_budget: Some(share),
-                    ..tod
-                }),
-                ..auto
-            },
-        ));
     }
     let leaked: Vec<(String, &'static Profile)> = variants
         .into_iter()
         .map(|(n, p)| (n, &*Box::leak(Box::new(p))))
         .collect();
     let cfg = BacktestConfig::default();
-    let mut rows: Vec<(String, Score)> = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
     let mut upstream = Score::default();
     for chunk in leaked.chunks(15) {
         let mut strategies = vec![Strategy::Upstream];
         strategies.extend(chunk.iter().map(|(_, p)| Strategy::Profile(p)));
         let mut totals = vec![Score::default(); strategies.len()];
+        let mut per_draw = vec![vec![Score::default(); strategies.len()]; TUNING_DRAWS.len()];
         for w in SUITE {
-            for &d in &TUNING_DRAWS {
+            let mut shape = vec![Score::default(); strategies.len()];
+            for (k, &d) in TUNING_DRAWS.iter().enumerate() {
                 let r = backtest::run(
                     &w.trace_with_draw(d),
                     &ReplayConfig::default(),
@@ -73,18 +86,42 @@ fn main() {
                     &cfg,
                 )
                 .unwrap();
-                for (t, r) in totals.iter_mut().zip(&r) {
+                for ((t, r), p) in shape.iter_mut().zip(&r).zip(per_draw[k].iter_mut()) {
                     t.add(&backtest::total(&r.containers));
+                    p.add(&backtest::total(&r.containers));
                 }
+            }
+            if per_shape {
+                let u = shape[0];
+                let cells: Vec<String> = shape
+                    .iter()
+                    .skip(1)
+                    .map(|s| {
+                        format!(
+                            "{:+6.1} % / {:+6} / {:.2}",
+                            100.0 * (s.cost() / u.cost() - 1.0),
+                            s.risk_minutes() - u.risk_minutes(),
+                            s.changes_per_pod_day()
+                        )
+                    })
+                    .collect();
+                println!(
+                    "{:<17} {:7.1} {:6} | {}",
+                    w.name,
+                    u.cost(),
+                    u.risk_minutes(),
+                    cells.join(" | ")
+                );
+            }
+            for (t, s) in totals.iter_mut().zip(&shape) {
+                t.add(s);
             }
         }
         upstream = totals[0];
-        rows.extend(
-            chunk
-                .iter()
-                .map(|(n, _)| n.clone())
-                .zip(totals.into_iter().skip(1)),
-        );
+        for (i, (n, _)) in chunk.iter().enumerate() {
+            let draws = per_draw.iter().map(|p| (p[0], p[i + 1])).collect();
+            rows.push((n.clone(), totals[i + 1], draws));
+        }
     }
     println!(
         "upstream: cost {:.1}, risk {:.0}, oom {}, churn {:.2}",
@@ -93,13 +130,25 @@ fn main() {
         upstream.oom_risk_samples,
         upstream.changes_per_pod_day()
     );
-    for (n, s) in rows {
+    for (n, s, draws) in rows {
+        // The worst single tuning draw: a setting that meets the targets only on the sum of three draws is
+        // not one to expect on a new draw.
+        let worst = |f: &dyn Fn(&Score, &Score) -> f64| {
+            draws
+                .iter()
+                .map(|(u, a)| f(u, a))
+                .fold(f64::NEG_INFINITY, f64::max)
+        };
         println!(
-            "{n:<34} cost {:+6.1} %  risk {:+6.1} %  oom {:>5}  churn {:.2}",
+            "{n:<40} cost {:+6.1} %  risk {:+6.1} %  oom {:>5}  churn {:.2}  | worst draw: cost {:+6.1} %  \
+             risk {:+6.1} %  churn {:.2}",
             100.0 * (s.cost() / upstream.cost() - 1.0),
             100.0 * (s.risk_minutes() / upstream.risk_minutes() - 1.0),
             s.oom_risk_samples,
-            s.changes_per_pod_day()
+            s.changes_per_pod_day(),
+            worst(&|u, a| 100.0 * (a.cost() / u.cost() - 1.0)),
+            worst(&|u, a| 100.0 * (a.risk_minutes() / u.risk_minutes() - 1.0)),
+            worst(&|_, a| a.changes_per_pod_day()),
         );
     }
 }

@@ -137,6 +137,84 @@ pub enum Estimator {
         /// The all-day estimate whose risk is the budget.
         all_day: Box<Estimator>,
     },
+    /// The CPU request that minimises waste + `price` × time above it on the container's own all-day
+    /// histogram ([`priced_request`]); `otherwise` for memory or with less than a day of history.
+    RiskPriced {
+        /// How the price of a minute above the request is set.
+        price: RiskPrice,
+        /// Upstream's all-day target (the cap, and the estimate without enough history).
+        otherwise: Box<Estimator>,
+    },
+    /// [`Estimator::RiskPriced`] on the hourly CPU histograms from the last sample to `ahead` later (each hour
+    /// weighing the same), never above `all_day`; `all_day` when the hours are not covered.
+    HourlyPriced {
+        /// How the price of a minute above the request is set.
+        price: RiskPrice,
+        /// How far ahead of the last sample (ns).
+        ahead: i64,
+        /// The all-day estimate (the cap).
+        all_day: Box<Estimator>,
+    },
+    /// The smaller of two estimates.
+    Min(Box<Estimator>, Box<Estimator>),
+    /// The larger of two estimates.
+    Max(Box<Estimator>, Box<Estimator>),
+}
+
+/// How a profile prices CPU risk against waste ([`Estimator::RiskPriced`]): the CPU request is the one that
+/// minimises, on the container's own history, the CPU requested above usage plus `price` × the time usage is
+/// above the request. Risk minutes count time above the request whatever the size of the container, waste
+/// counts cores: a large container's request above rare peaks costs more than a small one's, so a single
+/// price sets large containers closer to their usual load and small ones above every peak they had.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RiskPrice {
+    /// Core-minutes of unused request that one minute of usage above the request is worth (> 0).
+    pub price: f64,
+}
+
+/// The CPU request (cores) that minimises `E[(r − u)+] + price · P(u > r)` on the distribution of usage `u` in
+/// `h` (each bucket's usage at its midpoint), over the candidates `r` = the upper ends of its non-empty
+/// buckets; `None` when `h` is empty. Where nothing is worth leaving uncovered this is the end of the highest
+/// bucket: the highest usage seen, within the bucket's 5 %.
+pub fn priced_request(h: &crate::histogram::Histogram, price: &RiskPrice) -> Option<f64> {
+    if h.is_empty() {
+        return None;
+    }
+    let opts = h.options();
+    priced_from_buckets(
+        h.buckets()
+            .map(|(b, w)| (opts.bucket_start(b), h.bucket_end(b), w)),
+        price,
+    )
+}
+
+/// [`priced_request`] over `(start, end, weight)` buckets in ascending order.
+pub fn priced_from_buckets(
+    buckets: impl Iterator<Item = (f64, f64, f64)>,
+    price: &RiskPrice,
+) -> Option<f64> {
+    let buckets: Vec<(f64, f64, f64)> = buckets
+        .filter(|b| b.2 > 0.0)
+        .map(|(lo, hi, w)| (w, 0.5 * (lo + hi), hi))
+        .collect();
+    let total: f64 = buckets.iter().map(|b| b.0).sum();
+    if total <= 0.0 {
+        return None;
+    }
+    let lambda = price.price;
+    let (mut below, mut below_sum) = (0.0, 0.0);
+    let mut best: Option<(f64, f64)> = None;
+    for &(w, m, hi) in &buckets {
+        below += w;
+        below_sum += w * m;
+        let waste = (hi * below - below_sum).max(0.0) / total;
+        let exceed = ((total - below) / total).max(0.0);
+        let obj = waste + lambda * exceed;
+        if best.is_none_or(|(o, _)| obj < o) {
+            best = Some((obj, hi));
+        }
+    }
+    best.map(|(_, r)| r)
 }
 
 /// How strong a daily pattern must be before a profile follows it ([`crate::model::DailyPattern`]).
@@ -149,6 +227,9 @@ pub struct DailyRule {
     /// Least ratio of the busiest to the quietest hour of the day (hour-of-day means): a daily swing too
     /// small to pay for the resizes that follow it.
     pub min_swing: f64,
+    /// Least difference between the busiest and the quietest hour of the day (cores): following the day pays
+    /// for its resizes only when it frees enough CPU (0 = no such test).
+    pub min_amplitude: f64,
 }
 
 /// Lowest and highest percentile [`budget_percentile`] picks.
@@ -168,6 +249,7 @@ pub fn daily_rule_holds(agg: &AggregateContainerState, rule: &DailyRule) -> bool
         p.autocorrelation >= rule.min_autocorrelation
             && p.stability >= rule.min_stability
             && p.swing >= rule.min_swing
+            && p.amplitude >= rule.min_amplitude
     })
 }
 
@@ -263,8 +345,46 @@ impl Estimator {
                     _ => all,
                 }
             }
+            Estimator::RiskPriced { price, otherwise } => {
+                let all = otherwise.estimate(r, agg);
+                if r != Resource::Cpu || !day_of_history(agg) {
+                    return all;
+                }
+                let Some(cores) = priced_request(agg.cpu.histogram(), price) else {
+                    return all;
+                };
+                cpu_amount_from_cores(cores)
+            }
+            Estimator::HourlyPriced {
+                price,
+                ahead,
+                all_day,
+            } => {
+                let all = all_day.estimate(r, agg);
+                match (r, &agg.hourly) {
+                    (Resource::Cpu, Some(h)) if hourly_ready(agg, *ahead) => {
+                        match h.priced_ahead(price, agg.last_sample_start, *ahead) {
+                            Some(c) => cpu_amount_from_cores(c).min(all),
+                            None => all,
+                        }
+                    }
+                    _ => all,
+                }
+            }
+            Estimator::Min(a, b) => a.estimate(r, agg).min(b.estimate(r, agg)),
+            Estimator::Max(a, b) => a.estimate(r, agg).max(b.estimate(r, agg)),
         }
     }
+}
+
+/// Whether `agg` has at least a day between its first and last CPU sample.
+pub fn day_of_history(agg: &AggregateContainerState) -> bool {
+    const DAY: i64 = 86_400_000_000_000;
+    agg.first_sample_start != ZERO_TIME
+        && sat_sub(
+            agg.last_sample_start as i128,
+            agg.first_sample_start as i128,
+        ) >= DAY
 }
 
 /// Percentile of the CPU (→ millicores) or memory (→ bytes) histogram.
@@ -312,6 +432,8 @@ pub struct RecommenderConfig {
     pub global_max_allowed: Resources,
     /// CPU from the hourly histograms (a profile's setting; `None` = upstream's all-day estimate).
     pub cpu_time_of_day: Option<TimeOfDay>,
+    /// The all-day CPU target priced against its risk (a profile's setting; `None` = upstream's percentile).
+    pub cpu_risk_price: Option<RiskPrice>,
 }
 
 /// How a profile that follows the daily curve sets CPU: the target is the highest hourly `percentile` (with
@@ -362,6 +484,7 @@ impl Default for RecommenderConfig {
             cpu_integer_post_processor_enabled: false,
             global_max_allowed: Resources::default(),
             cpu_time_of_day: None,
+            cpu_risk_price: None,
         }
     }
 }
@@ -402,14 +525,19 @@ impl RecommenderConfig {
         let Some(tod) = self.cpu_time_of_day.filter(|_| r == Resource::Cpu) else {
             return all_day;
         };
-        let within = |ahead| match tod.risk_budget {
-            Some(share) => Estimator::HourlyBudget {
+        let within = |ahead| match (self.cpu_risk_price, tod.risk_budget) {
+            (Some(price), _) => Estimator::HourlyPriced {
+                price,
+                ahead,
+                all_day: Box::new(self.all_day_estimator(Bound::Target, Resource::Cpu)),
+            },
+            (None, Some(share)) => Estimator::HourlyBudget {
                 share,
                 margin: tod.margin,
                 ahead,
                 all_day: Box::new(self.all_day_estimator(Bound::Target, Resource::Cpu)),
             },
-            None => Estimator::Margin {
+            (None, None) => Estimator::Margin {
                 fraction: tod.margin,
                 base: Box::new(Estimator::HourlyPercentile {
                     percentile: tod.percentile,
@@ -444,8 +572,26 @@ impl RecommenderConfig {
         }
     }
 
-    /// Upstream's chain: percentile → margin → confidence multiplier (bounds only).
+    /// The all-day chain: upstream's, or for CPU with [`RecommenderConfig::cpu_risk_price`] the priced target
+    /// (the bounds widened to hold it).
     fn all_day_estimator(&self, b: Bound, r: Resource) -> Estimator {
+        let upstream = self.upstream_estimator(b, r);
+        let Some(price) = self.cpu_risk_price.filter(|_| r == Resource::Cpu) else {
+            return upstream;
+        };
+        let priced = Estimator::RiskPriced {
+            price,
+            otherwise: Box::new(self.upstream_estimator(Bound::Target, r)),
+        };
+        match b {
+            Bound::Target => priced,
+            Bound::Lower => Estimator::Min(Box::new(upstream), Box::new(priced)),
+            Bound::Upper => Estimator::Max(Box::new(upstream), Box::new(priced)),
+        }
+    }
+
+    /// Upstream's chain: percentile → margin → confidence multiplier (bounds only).
+    pub fn upstream_estimator(&self, b: Bound, r: Resource) -> Estimator {
         let e = Estimator::Margin {
             fraction: self.safety_margin_fraction,
             base: Box::new(Estimator::Percentile(self.percentile(b, r))),
@@ -861,7 +1007,8 @@ pub fn recommend(
 /// The rule a per-container profile (one with [`TimeOfDay::only_if`]) applied to a container's CPU, and why.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CpuRule {
-    /// `daily` (CPU follows the hour of the day) or `upstream` (upstream's all-day estimate).
+    /// `daily` (CPU follows the hour of the day), `priced` (the all-day request priced against its risk,
+    /// [`RiskPrice`]) or `upstream` (upstream's all-day estimate).
     pub rule: &'static str,
     /// Why, in one sentence.
     pub reason: String,
@@ -874,6 +1021,26 @@ pub struct CpuRule {
     /// The hourly percentile the risk budget chose (daily rule with a budget only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hourly_percentile: Option<f64>,
+    /// The all-day request priced against its risk (cores), with a price and a day of history.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priced_cores: Option<f64>,
+}
+
+/// Share of `h`'s weight in buckets that start at or above `cores`: how often usage was above a request of
+/// `cores` (within a bucket).
+fn share_above(h: &crate::histogram::Histogram, cores: f64) -> f64 {
+    let total = h.total_weight();
+    if total <= 0.0 {
+        return 0.0;
+    }
+    let opts = h.options();
+    // + 0.0: an empty f64 sum is −0.0, printed "-0.0 %".
+    h.buckets()
+        .filter(|&(b, _)| opts.bucket_start(b) >= cores)
+        .map(|(_, w)| w)
+        .sum::<f64>()
+        / total
+        + 0.0
 }
 
 /// Which CPU rule `tod` (with a [`TimeOfDay::only_if`] rule) applies to `agg`, and why.
@@ -883,59 +1050,100 @@ pub fn cpu_rule(
     agg: &AggregateContainerState,
 ) -> CpuRule {
     let pattern = daily_pattern(agg);
+    let hist = agg.cpu.histogram();
+    let priced = config
+        .cpu_risk_price
+        .filter(|_| day_of_history(agg))
+        .and_then(|p| priced_request(hist, &p).map(|r| (p, r)));
     let mut out = CpuRule {
-        rule: "upstream",
+        rule: if priced.is_some() {
+            "priced"
+        } else {
+            "upstream"
+        },
         reason: String::new(),
         autocorrelation: pattern.map(|p| p.autocorrelation),
         stability: pattern.map(|p| p.stability),
         hourly_percentile: None,
+        priced_cores: priced.map(|p| p.1),
+    };
+    let upstream = config
+        .upstream_estimator(Bound::Target, Resource::Cpu)
+        .estimate(Resource::Cpu, agg) as f64
+        / 1000.0;
+    let all_day = match priced {
+        Some((p, r)) => format!(
+            "the all-day request priced on its own history: {r:.3} cores minimises unused CPU + {} \
+             core-minutes per minute above it (usage above it {:.1} % of the time; upstream's target {upstream:.3} \
+             cores, above it {:.1} %)",
+            p.price,
+            100.0 * share_above(hist, r),
+            100.0 * share_above(hist, upstream)
+        ),
+        None if config.cpu_risk_price.is_some() => {
+            "less than a day of history: upstream's all-day estimate".into()
+        }
+        None => "upstream's all-day estimate".into(),
     };
     let Some(rule) = tod.only_if else {
-        out.reason = "no per-container rule".into();
+        out.reason = format!("no per-container rule: {all_day}");
         return out;
     };
     out.reason = match (pattern, hourly_ready(agg, tod.ahead)) {
-        (_, false) | (None, _) => {
-            "less than two days of complete hours: upstream's all-day estimate".into()
+        (_, false) | (None, _) if priced.is_none() && config.cpu_risk_price.is_some() => {
+            all_day.clone()
         }
+        (_, false) | (None, _) => format!("less than two days of complete hours: {all_day}"),
         (Some(p), true) if p.autocorrelation < rule.min_autocorrelation => format!(
-            "no repeating daily pattern (24 h autocorrelation {:.2} < {:.2}): upstream's all-day estimate",
+            "no repeating daily pattern (24 h autocorrelation {:.2} < {:.2}): {all_day}",
             p.autocorrelation, rule.min_autocorrelation
         ),
         (Some(p), true) if p.stability < rule.min_stability => format!(
-            "the hour of the day explains too little (stability {:.2} < {:.2}): upstream's all-day estimate",
+            "the hour of the day explains too little (stability {:.2} < {:.2}): {all_day}",
             p.stability, rule.min_stability
         ),
         (Some(p), true) if p.swing < rule.min_swing => format!(
-            "daily swing too small to pay for resizes (busiest/quietest hour {:.2} < {:.2}): upstream's \
-             all-day estimate",
+            "daily swing too small to pay for resizes (busiest/quietest hour {:.2} < {:.2}): {all_day}",
             p.swing, rule.min_swing
+        ),
+        (Some(p), true) if p.amplitude < rule.min_amplitude => format!(
+            "daily swing too small to pay for resizes (busiest − quietest hour {:.3} < {:.3} cores): \
+             {all_day}",
+            p.amplitude, rule.min_amplitude
         ),
         (Some(p), true) => {
             out.rule = "daily";
-            let budget = match (tod.risk_budget, &agg.hourly) {
-                (Some(share), Some(h)) => {
+            let hours = tod.ahead / 3_600_000_000_000;
+            let how = match (priced, tod.risk_budget, &agg.hourly) {
+                (Some((price, r)), _, _) => format!(
+                    "the request that minimises unused CPU + {} core-minutes per minute above it on the \
+                     hours of the next {hours} h, at most the all-day one ({r:.3} cores)",
+                    price.price
+                ),
+                (None, Some(share), Some(h)) => {
                     let all = config
                         .all_day_estimator(Bound::Target, Resource::Cpu)
                         .estimate(Resource::Cpu, agg);
                     let q = budget_percentile(h, all as f64 / 1000.0, share);
                     out.hourly_percentile = Some(q);
                     format!(
-                        "p{:.1} of each hour (risk budget: {:.0} % of upstream's)",
+                        "p{:.1} of each hour (risk budget: {:.0} % of upstream's) + {:.0} % over the next \
+                         {hours} h, at most upstream's all-day target",
                         100.0 * q,
-                        100.0 * share
+                        100.0 * share,
+                        100.0 * tod.margin
                     )
                 }
-                _ => format!("p{:.0} of each hour", 100.0 * tod.percentile),
+                _ => format!(
+                    "p{:.0} of each hour + {:.0} % over the next {hours} h, at most upstream's all-day target",
+                    100.0 * tod.percentile,
+                    100.0 * tod.margin
+                ),
             };
             format!(
-                "daily pattern (24 h autocorrelation {:.2}, stability {:.2}, swing {:.1}x): CPU follows the \
-                 hour of the day, {budget} + {:.0} % over the next {} h, at most upstream's all-day target",
-                p.autocorrelation,
-                p.stability,
-                p.swing,
-                100.0 * tod.margin,
-                tod.ahead / 3_600_000_000_000
+                "daily pattern (24 h autocorrelation {:.2}, stability {:.2}, swing {:.1}x, {:.3} cores): CPU \
+                 follows the hour of the day, {how}",
+                p.autocorrelation, p.stability, p.swing, p.amplitude
             )
         }
     };
@@ -1025,6 +1233,37 @@ mod tests {
         assert_eq!(humanize_memory(1050000.0), "1.00Mi");
         assert_eq!(humanize_memory(1537.0), "1.50Ki");
         assert_eq!(humanize_memory(100.0), "100");
+    }
+
+    /// Priced against its risk, a request covers every sample where the peaks cost little to hold (usage
+    /// spread evenly below them) and leaves rare, large peaks uncovered.
+    #[test]
+    fn the_priced_request_covers_cheap_peaks_and_leaves_costly_ones() {
+        use crate::histogram::{Histogram, HistogramOptions};
+        let price = RiskPrice { price: 3.25 };
+        let mut even = Histogram::new(HistogramOptions::vpa_cpu());
+        for i in 0..=400 {
+            even.add_sample(1.0 + 0.001 * f64::from(i), 1.0);
+        }
+        let r = priced_request(&even, &price).unwrap();
+        assert!((1.4..=1.5).contains(&r), "{r}");
+        let mut bursts = Histogram::new(HistogramOptions::vpa_cpu());
+        for i in 0..1000 {
+            bursts.add_sample(if i % 10 == 0 { 20.0 } else { 2.0 }, 1.0);
+        }
+        let r = priced_request(&bursts, &price).unwrap();
+        assert!((2.0..=2.2).contains(&r), "{r}");
+        // A small container with the same shape: holding its bursts is cheap, so it does.
+        let mut small = Histogram::new(HistogramOptions::vpa_cpu());
+        for i in 0..1000 {
+            small.add_sample(if i % 10 == 0 { 0.2 } else { 0.02 }, 1.0);
+        }
+        let r = priced_request(&small, &price).unwrap();
+        assert!(r >= 0.2, "{r}");
+        assert_eq!(
+            priced_request(&Histogram::new(HistogramOptions::vpa_cpu()), &price),
+            None
+        );
     }
 
     #[test]

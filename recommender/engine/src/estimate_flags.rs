@@ -237,6 +237,7 @@ impl EstimationFlags {
                     memory: max_mem,
                 },
                 cpu_time_of_day: None,
+                cpu_risk_price: None,
             },
         })
     }

@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use crate::estimate::{DailyRule, RecommenderConfig, TimeOfDay};
+use crate::estimate::{DailyRule, RecommenderConfig, RiskPrice, TimeOfDay};
 
 /// VPA annotation that selects a profile for that VPA.
 pub const PROFILE_ANNOTATION: &str = "tailor.dev/profile";
@@ -34,6 +34,9 @@ pub struct Profile {
     pub pod_min_memory_mb: f64,
     /// CPU that follows the daily curve (needs the model's hourly histograms and in-place updates).
     pub cpu_time_of_day: Option<TimeOfDay>,
+    /// The all-day CPU target priced against its risk on the container's own history (`None`: upstream's
+    /// percentile and margin).
+    pub cpu_risk_price: Option<RiskPrice>,
 }
 
 /// Tailor's profiles, besides `upstream`.
@@ -48,6 +51,7 @@ pub const PROFILES: &[Profile] = &[
         pod_min_cpu_millicores: 10.0,
         pod_min_memory_mb: 64.0,
         cpu_time_of_day: None,
+        cpu_risk_price: None,
     },
     Profile {
         name: "saver",
@@ -58,6 +62,7 @@ pub const PROFILES: &[Profile] = &[
         pod_min_cpu_millicores: 10.0,
         pod_min_memory_mb: 64.0,
         cpu_time_of_day: None,
+        cpu_risk_price: None,
     },
     Profile {
         name: "diurnal",
@@ -78,12 +83,14 @@ pub const PROFILES: &[Profile] = &[
             only_if: None,
             risk_budget: None,
         }),
+        cpu_risk_price: None,
     },
     Profile {
         name: AUTO,
-        summary: "decides per container: CPU follows the hour of the day where the container's own daily \
-                  pattern is strong and repeats, with a risk budget from upstream's; upstream's estimate \
-                  everywhere else",
+        summary: "decides per container from its own history: the CPU request that minimises unused CPU + \
+                  3.5 core-minutes per minute above it (large containers nearer their usual load, small ones \
+                  above every peak), following the hour of the day where a strong daily pattern repeats and \
+                  swings by at least 0.3 cores; memory as upstream",
         target_cpu_percentile: 0.9,
         target_memory_percentile: 0.9,
         safety_margin_fraction: 0.15,
@@ -91,8 +98,8 @@ pub const PROFILES: &[Profile] = &[
         pod_min_memory_mb: 250.0,
         cpu_time_of_day: Some(TimeOfDay {
             percentile: 0.95,
-            margin: 0.05,
-            ahead: 10 * HOUR,
+            margin: 0.0,
+            ahead: 9 * HOUR,
             lower_ahead: HOUR,
             lower_margin: 0.0,
             upper_margin: 0.6,
@@ -100,9 +107,11 @@ pub const PROFILES: &[Profile] = &[
                 min_autocorrelation: 0.6,
                 min_stability: 0.6,
                 min_swing: 2.5,
+                min_amplitude: 0.3,
             }),
-            risk_budget: Some(0.5),
+            risk_budget: None,
         }),
+        cpu_risk_price: Some(RiskPrice { price: 3.5 }),
     },
 ];
 
@@ -174,6 +183,7 @@ impl Profile {
             pod_min_cpu_millicores: self.pod_min_cpu_millicores,
             pod_min_memory_mb: self.pod_min_memory_mb,
             cpu_time_of_day: self.cpu_time_of_day,
+            cpu_risk_price: self.cpu_risk_price,
             ..base.clone()
         }
     }

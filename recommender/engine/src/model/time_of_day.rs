@@ -45,6 +45,8 @@ pub struct DailyPattern {
     /// Busiest over quietest hour of the day (ratio of the hour-of-day means; infinite when the quietest is
     /// zero).
     pub swing: f64,
+    /// Busiest minus quietest hour of the day (cores, hour-of-day means).
+    pub amplitude: f64,
     /// Complete hours behind the figures.
     pub hours: usize,
 }
@@ -201,6 +203,7 @@ impl HourlyCpu {
             autocorrelation,
             stability,
             swing,
+            amplitude: hi - lo,
             hours: series.len(),
         })
     }
@@ -244,6 +247,37 @@ impl HourlyCpu {
         Self::window(from, ahead)
             .map(|h| self.hours[h].percentile(p))
             .fold(0.0, f64::max)
+    }
+
+    /// The priced CPU request ([`crate::estimate::priced_from_buckets`]) over the hours from `from` to
+    /// `from + ahead`, each hour's histogram normalised to weigh the same.
+    pub fn priced_ahead(
+        &self,
+        price: &crate::estimate::RiskPrice,
+        from: Nanos,
+        ahead: Nanos,
+    ) -> Option<f64> {
+        let mut merged: std::collections::BTreeMap<usize, f64> = std::collections::BTreeMap::new();
+        let mut opts = None;
+        for h in Self::window(from, ahead) {
+            let hist = self.hours[h].histogram();
+            let total = hist.total_weight();
+            if hist.is_empty() || total <= 0.0 {
+                continue;
+            }
+            opts = Some(hist);
+            for (b, w) in hist.buckets() {
+                *merged.entry(b).or_default() += w / total;
+            }
+        }
+        let hist = opts?;
+        let o = hist.options();
+        crate::estimate::priced_from_buckets(
+            merged
+                .into_iter()
+                .map(|(b, w)| (o.bucket_start(b), hist.bucket_end(b), w)),
+            price,
+        )
     }
 
     /// Samples seen per hour of the day.
