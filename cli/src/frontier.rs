@@ -8,6 +8,7 @@ use anyhow::Context;
 use plotters::prelude::*;
 use serde_json::json;
 use tailor_engine::backtest::{self, Score, Strategy, StrategyResult, strategy::MAX_STRATEGIES};
+use tailor_engine::estimate::TimeOfDay;
 use tailor_engine::profile::Profile;
 use tailor_engine::replay::ReplayConfig;
 
@@ -75,74 +76,60 @@ fn sweep(s: Strategy, base: &ReplayConfig) -> Vec<(&'static str, f64, bool, Stra
         };
         (knob, v, default, strategy)
     };
-    if let Some(price) = p.cpu_risk_price {
-        let own = price.price;
-        let mut values = RISK_PRICES.to_vec();
-        values.push(own);
-        values.sort_by(f64::total_cmp);
-        values.dedup();
-        return values
-            .into_iter()
-            .map(|v| {
-                let mut q = p;
-                q.cpu_risk_price = Some(tailor_engine::estimate::RiskPrice { price: v });
-                point("risk price (core-min per min)", v, v == own, q)
-            })
-            .collect();
-    }
-    match p.cpu_time_of_day {
-        Some(tod) if tod.risk_budget.is_some() => {
-            let own = tod.risk_budget.unwrap_or(0.0);
-            let mut values = BUDGET_SHARES.to_vec();
-            values.push(own);
-            values.sort_by(f64::total_cmp);
-            values.dedup();
-            values
-                .into_iter()
-                .map(|v| {
-                    let mut q = p;
-                    q.cpu_time_of_day = Some(tailor_engine::estimate::TimeOfDay {
+    type Set = Box<dyn Fn(f64) -> Profile>;
+    let (knob, own, values, set): (&'static str, f64, &[f64], Set) =
+        match (p.cpu_risk_price, p.cpu_time_of_day) {
+            (Some(price), _) => (
+                "risk price (core-min per min)",
+                price.price,
+                &RISK_PRICES,
+                Box::new(move |v| Profile {
+                    cpu_risk_price: Some(tailor_engine::risk_price::RiskPrice { price: v }),
+                    ..p
+                }),
+            ),
+            (None, Some(tod)) if tod.risk_budget.is_some() => (
+                "risk budget share",
+                tod.risk_budget.unwrap_or(0.0),
+                &BUDGET_SHARES,
+                Box::new(move |v| Profile {
+                    cpu_time_of_day: Some(TimeOfDay {
                         risk_budget: Some(v),
                         ..tod
-                    });
-                    point("risk budget share", v, v == own, q)
-                })
-                .collect()
-        }
-        Some(tod) => {
-            let mut values = HOURLY_PERCENTILES.to_vec();
-            values.push(tod.percentile);
-            values.sort_by(f64::total_cmp);
-            values.dedup();
-            values
-                .into_iter()
-                .map(|v| {
-                    let mut q = p;
-                    q.cpu_time_of_day = Some(tailor_engine::estimate::TimeOfDay {
+                    }),
+                    ..p
+                }),
+            ),
+            (None, Some(tod)) => (
+                "hourly cpu percentile",
+                tod.percentile,
+                &HOURLY_PERCENTILES,
+                Box::new(move |v| Profile {
+                    cpu_time_of_day: Some(TimeOfDay {
                         percentile: v,
                         ..tod
-                    });
-                    point("hourly cpu percentile", v, v == tod.percentile, q)
-                })
-                .collect()
-        }
-        None => {
-            let mut values = PERCENTILES.to_vec();
-            values.push(p.target_cpu_percentile);
-            values.sort_by(f64::total_cmp);
-            values.dedup();
-            values
-                .into_iter()
-                .map(|v| {
-                    let q = Profile {
-                        target_cpu_percentile: v,
-                        ..p
-                    };
-                    point("cpu percentile", v, v == p.target_cpu_percentile, q)
-                })
-                .collect()
-        }
-    }
+                    }),
+                    ..p
+                }),
+            ),
+            (None, None) => (
+                "cpu percentile",
+                p.target_cpu_percentile,
+                &PERCENTILES,
+                Box::new(move |v| Profile {
+                    target_cpu_percentile: v,
+                    ..p
+                }),
+            ),
+        };
+    let mut values = values.to_vec();
+    values.push(own);
+    values.sort_by(f64::total_cmp);
+    values.dedup();
+    values
+        .into_iter()
+        .map(|v| point(knob, v, v == own, set(v)))
+        .collect()
 }
 
 /// Backtests every setting of every strategy's knob with `run_some` (which runs some strategies on the whole

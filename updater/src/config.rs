@@ -68,6 +68,13 @@ impl Default for PriorityConfig {
     }
 }
 
+/// A kubelet-deferred resize waits this long before the pod is evicted instead (`InPlaceOrRecreate`): upstream's
+/// `DeferredResizeUpdateTimeout`, the default of `--in-place-deferred-timeout`.
+pub const DEFERRED_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// A resize in progress waits this long before the pod is evicted instead (`InPlaceOrRecreate`): upstream's
+/// `InProgressResizeUpdateTimeout`, the default of `--in-place-in-progress-timeout`.
+pub const IN_PROGRESS_TIMEOUT: Duration = Duration::from_secs(3600);
+
 /// Disruption budget settings (§3.1, §5.9).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RestrictionConfig {
@@ -110,8 +117,8 @@ impl Default for RestrictionConfig {
             count_readiness: false,
             daemonset_max_unavailable: 0,
             evict_job_pods: true,
-            deferred_timeout: crate::restriction::DEFERRED_TIMEOUT,
-            in_progress_timeout: crate::restriction::IN_PROGRESS_TIMEOUT,
+            deferred_timeout: DEFERRED_TIMEOUT,
+            in_progress_timeout: IN_PROGRESS_TIMEOUT,
         }
     }
 }

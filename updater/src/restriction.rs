@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use tailor_core::quantity::QuantityError;
@@ -16,13 +15,6 @@ use crate::infeasible::InfeasibleAttempts;
 use crate::pods::{self, CompactPod, Owner, ResizeStatus};
 use crate::priority::has_lower_resource;
 use crate::skip::Skip;
-
-/// A kubelet-deferred resize waits this long before the pod is evicted instead (`InPlaceOrRecreate`): upstream's
-/// `DeferredResizeUpdateTimeout`, the default of `--in-place-deferred-timeout`.
-pub const DEFERRED_TIMEOUT: Duration = Duration::from_secs(5 * 60);
-/// A resize in progress waits this long before the pod is evicted instead (`InPlaceOrRecreate`): upstream's
-/// `InProgressResizeUpdateTimeout`, the default of `--in-place-in-progress-timeout`.
-pub const IN_PROGRESS_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// `updatePolicy.updateMode` as written: `Recreate` when absent; an explicit empty string stays empty
 /// (§5.3).

@@ -9,9 +9,10 @@
 
 use tailor_engine::backtest::{self, BacktestConfig, Score, Strategy};
 use tailor_engine::backtest_workloads::{SUITE, TUNING_DRAWS};
-use tailor_engine::estimate::{DailyRule, RiskPrice, TimeOfDay};
+use tailor_engine::estimate::{DailyRule, TimeOfDay};
 use tailor_engine::profile::{self, Profile};
 use tailor_engine::replay::ReplayConfig;
+use tailor_engine::risk_price::RiskPrice;
 
 const HOUR: i64 = 3_600_000_000_000;
 

@@ -10,6 +10,7 @@ use tailor_crds::PodResourcePolicy;
 use crate::histogram::ZERO_TIME;
 use crate::model::AggregateContainerState;
 use crate::policy::{self, IntegerBounds, PolicyError, Resources};
+use crate::risk_price::{RiskPrice, priced_request};
 use crate::units::{
     Resource, ResourceAmount, cpu_amount_from_cores, go_pow, memory_amount_from_bytes, sat_sub,
     scale_resource,
@@ -161,62 +162,6 @@ pub enum Estimator {
     Max(Box<Estimator>, Box<Estimator>),
 }
 
-/// How a profile prices CPU risk against waste ([`Estimator::RiskPriced`]): the CPU request is the one that
-/// minimises, on the container's own history, the CPU requested above usage plus `price` × the time usage is
-/// above the request. Risk minutes count time above the request whatever the size of the container, waste
-/// counts cores: a large container's request above rare peaks costs more than a small one's, so a single
-/// price sets large containers closer to their usual load and small ones above every peak they had.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RiskPrice {
-    /// Core-minutes of unused request that one minute of usage above the request is worth (> 0).
-    pub price: f64,
-}
-
-/// The CPU request (cores) that minimises `E[(r − u)+] + price · P(u > r)` on the distribution of usage `u` in
-/// `h` (each bucket's usage at its midpoint), over the candidates `r` = the upper ends of its non-empty
-/// buckets; `None` when `h` is empty. Where nothing is worth leaving uncovered this is the end of the highest
-/// bucket: the highest usage seen, within the bucket's 5 %.
-pub fn priced_request(h: &crate::histogram::Histogram, price: &RiskPrice) -> Option<f64> {
-    if h.is_empty() {
-        return None;
-    }
-    let opts = h.options();
-    priced_from_buckets(
-        h.buckets()
-            .map(|(b, w)| (opts.bucket_start(b), h.bucket_end(b), w)),
-        price,
-    )
-}
-
-/// [`priced_request`] over `(start, end, weight)` buckets in ascending order.
-pub fn priced_from_buckets(
-    buckets: impl Iterator<Item = (f64, f64, f64)>,
-    price: &RiskPrice,
-) -> Option<f64> {
-    let buckets: Vec<(f64, f64, f64)> = buckets
-        .filter(|b| b.2 > 0.0)
-        .map(|(lo, hi, w)| (w, 0.5 * (lo + hi), hi))
-        .collect();
-    let total: f64 = buckets.iter().map(|b| b.0).sum();
-    if total <= 0.0 {
-        return None;
-    }
-    let lambda = price.price;
-    let (mut below, mut below_sum) = (0.0, 0.0);
-    let mut best: Option<(f64, f64)> = None;
-    for &(w, m, hi) in &buckets {
-        below += w;
-        below_sum += w * m;
-        let waste = (hi * below - below_sum).max(0.0) / total;
-        let exceed = ((total - below) / total).max(0.0);
-        let obj = waste + lambda * exceed;
-        if best.is_none_or(|(o, _)| obj < o) {
-            best = Some((obj, hi));
-        }
-    }
-    best.map(|(_, r)| r)
-}
-
 /// How strong a daily pattern must be before a profile follows it ([`crate::model::DailyPattern`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DailyRule {
@@ -328,52 +273,69 @@ impl Estimator {
                 margin,
                 ahead,
                 all_day,
-            } => {
-                let all = all_day.estimate(r, agg);
-                match (r, &agg.hourly) {
-                    (Resource::Cpu, Some(h)) if hourly_ready(agg, *ahead) => {
-                        let p = budget_percentile(h, all as f64 / 1000.0, *share);
-                        let hourly = cpu_amount_from_cores(h.percentile_ahead(
-                            p,
-                            agg.last_sample_start,
-                            *ahead,
-                        ));
-                        hourly
-                            .saturating_add(scale_resource(hourly, *margin))
-                            .min(all)
-                    }
-                    _ => all,
-                }
-            }
+            } => hourly_budget(r, agg, *share, *margin, *ahead, all_day.estimate(r, agg)),
             Estimator::RiskPriced { price, otherwise } => {
-                let all = otherwise.estimate(r, agg);
-                if r != Resource::Cpu || !day_of_history(agg) {
-                    return all;
-                }
-                let Some(cores) = priced_request(agg.cpu.histogram(), price) else {
-                    return all;
-                };
-                cpu_amount_from_cores(cores)
+                risk_priced(r, agg, price, otherwise.estimate(r, agg))
             }
             Estimator::HourlyPriced {
                 price,
                 ahead,
                 all_day,
-            } => {
-                let all = all_day.estimate(r, agg);
-                match (r, &agg.hourly) {
-                    (Resource::Cpu, Some(h)) if hourly_ready(agg, *ahead) => {
-                        match h.priced_ahead(price, agg.last_sample_start, *ahead) {
-                            Some(c) => cpu_amount_from_cores(c).min(all),
-                            None => all,
-                        }
-                    }
-                    _ => all,
-                }
-            }
+            } => hourly_priced(r, agg, price, *ahead, all_day.estimate(r, agg)),
             Estimator::Min(a, b) => a.estimate(r, agg).min(b.estimate(r, agg)),
             Estimator::Max(a, b) => a.estimate(r, agg).max(b.estimate(r, agg)),
         }
+    }
+}
+
+/// [`Estimator::HourlyBudget`]: the hourly percentile that spends `share` of `all`'s risk, plus `margin`, at
+/// most `all` (`all` unless the hours ahead are covered).
+fn hourly_budget(
+    r: Resource,
+    agg: &AggregateContainerState,
+    share: f64,
+    margin: f64,
+    ahead: i64,
+    all: ResourceAmount,
+) -> ResourceAmount {
+    match (r, &agg.hourly) {
+        (Resource::Cpu, Some(h)) if hourly_ready(agg, ahead) => {
+            let p = budget_percentile(h, all as f64 / 1000.0, share);
+            let hourly = cpu_amount_from_cores(h.percentile_ahead(p, agg.last_sample_start, ahead));
+            hourly
+                .saturating_add(scale_resource(hourly, margin))
+                .min(all)
+        }
+        _ => all,
+    }
+}
+
+/// [`Estimator::RiskPriced`]: the priced CPU request, `otherwise` for memory or before a day of history.
+fn risk_priced(
+    r: Resource,
+    agg: &AggregateContainerState,
+    price: &RiskPrice,
+    otherwise: ResourceAmount,
+) -> ResourceAmount {
+    if r != Resource::Cpu || !day_of_history(agg) {
+        return otherwise;
+    }
+    priced_request(agg.cpu.histogram(), price).map_or(otherwise, cpu_amount_from_cores)
+}
+
+/// [`Estimator::HourlyPriced`]: the priced request over the hours ahead, at most `all`.
+fn hourly_priced(
+    r: Resource,
+    agg: &AggregateContainerState,
+    price: &RiskPrice,
+    ahead: i64,
+    all: ResourceAmount,
+) -> ResourceAmount {
+    match (r, &agg.hourly) {
+        (Resource::Cpu, Some(h)) if hourly_ready(agg, ahead) => h
+            .priced_ahead(price, agg.last_sample_start, ahead)
+            .map_or(all, |c| cpu_amount_from_cores(c).min(all)),
+        _ => all,
     }
 }
 
@@ -1067,24 +1029,7 @@ pub fn cpu_rule(
         hourly_percentile: None,
         priced_cores: priced.map(|p| p.1),
     };
-    let upstream = config
-        .upstream_estimator(Bound::Target, Resource::Cpu)
-        .estimate(Resource::Cpu, agg) as f64
-        / 1000.0;
-    let all_day = match priced {
-        Some((p, r)) => format!(
-            "the all-day request priced on its own history: {r:.3} cores minimises unused CPU + {} \
-             core-minutes per minute above it (usage above it {:.1} % of the time; upstream's target {upstream:.3} \
-             cores, above it {:.1} %)",
-            p.price,
-            100.0 * share_above(hist, r),
-            100.0 * share_above(hist, upstream)
-        ),
-        None if config.cpu_risk_price.is_some() => {
-            "less than a day of history: upstream's all-day estimate".into()
-        }
-        None => "upstream's all-day estimate".into(),
-    };
+    let all_day = all_day_reason(config, agg, priced);
     let Some(rule) = tod.only_if else {
         out.reason = format!("no per-container rule: {all_day}");
         return out;
@@ -1113,33 +1058,7 @@ pub fn cpu_rule(
         ),
         (Some(p), true) => {
             out.rule = "daily";
-            let hours = tod.ahead / 3_600_000_000_000;
-            let how = match (priced, tod.risk_budget, &agg.hourly) {
-                (Some((price, r)), _, _) => format!(
-                    "the request that minimises unused CPU + {} core-minutes per minute above it on the \
-                     hours of the next {hours} h, at most the all-day one ({r:.3} cores)",
-                    price.price
-                ),
-                (None, Some(share), Some(h)) => {
-                    let all = config
-                        .all_day_estimator(Bound::Target, Resource::Cpu)
-                        .estimate(Resource::Cpu, agg);
-                    let q = budget_percentile(h, all as f64 / 1000.0, share);
-                    out.hourly_percentile = Some(q);
-                    format!(
-                        "p{:.1} of each hour (risk budget: {:.0} % of upstream's) + {:.0} % over the next \
-                         {hours} h, at most upstream's all-day target",
-                        100.0 * q,
-                        100.0 * share,
-                        100.0 * tod.margin
-                    )
-                }
-                _ => format!(
-                    "p{:.0} of each hour + {:.0} % over the next {hours} h, at most upstream's all-day target",
-                    100.0 * tod.percentile,
-                    100.0 * tod.margin
-                ),
-            };
+            let how = daily_how(tod, config, agg, priced, &mut out);
             format!(
                 "daily pattern (24 h autocorrelation {:.2}, stability {:.2}, swing {:.1}x, {:.3} cores): CPU \
                  follows the hour of the day, {how}",
@@ -1148,6 +1067,72 @@ pub fn cpu_rule(
         }
     };
     out
+}
+
+/// What a container's all-day CPU estimate is, for [`cpu_rule`]'s reason: the priced request (with the share of
+/// time usage was above it and above upstream's target) or upstream's estimate.
+fn all_day_reason(
+    config: &RecommenderConfig,
+    agg: &AggregateContainerState,
+    priced: Option<(RiskPrice, f64)>,
+) -> String {
+    let hist = agg.cpu.histogram();
+    let upstream = config
+        .upstream_estimator(Bound::Target, Resource::Cpu)
+        .estimate(Resource::Cpu, agg) as f64
+        / 1000.0;
+    match priced {
+        Some((p, r)) => format!(
+            "the all-day request priced on its own history: {r:.3} cores minimises unused CPU + {} \
+             core-minutes per minute above it (usage above it {:.1} % of the time; upstream's target {upstream:.3} \
+             cores, above it {:.1} %)",
+            p.price,
+            100.0 * share_above(hist, r),
+            100.0 * share_above(hist, upstream)
+        ),
+        None if config.cpu_risk_price.is_some() => {
+            "less than a day of history: upstream's all-day estimate".into()
+        }
+        None => "upstream's all-day estimate".into(),
+    }
+}
+
+/// How the daily rule sets a container's CPU, for [`cpu_rule`]'s reason (records the budget's hourly
+/// percentile in `out`).
+fn daily_how(
+    tod: &TimeOfDay,
+    config: &RecommenderConfig,
+    agg: &AggregateContainerState,
+    priced: Option<(RiskPrice, f64)>,
+    out: &mut CpuRule,
+) -> String {
+    let hours = tod.ahead / 3_600_000_000_000;
+    match (priced, tod.risk_budget, &agg.hourly) {
+        (Some((price, r)), _, _) => format!(
+            "the request that minimises unused CPU + {} core-minutes per minute above it on the \
+             hours of the next {hours} h, at most the all-day one ({r:.3} cores)",
+            price.price
+        ),
+        (None, Some(share), Some(h)) => {
+            let all = config
+                .all_day_estimator(Bound::Target, Resource::Cpu)
+                .estimate(Resource::Cpu, agg);
+            let q = budget_percentile(h, all as f64 / 1000.0, share);
+            out.hourly_percentile = Some(q);
+            format!(
+                "p{:.1} of each hour (risk budget: {:.0} % of upstream's) + {:.0} % over the next \
+                 {hours} h, at most upstream's all-day target",
+                100.0 * q,
+                100.0 * share,
+                100.0 * tod.margin
+            )
+        }
+        _ => format!(
+            "p{:.0} of each hour + {:.0} % over the next {hours} h, at most upstream's all-day target",
+            100.0 * tod.percentile,
+            100.0 * tod.margin
+        ),
+    }
 }
 
 /// Recomputes the chain step by step for `--explain`.

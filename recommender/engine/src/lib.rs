@@ -17,6 +17,7 @@ pub mod policy;
 pub mod profile;
 pub mod quantity;
 pub mod replay;
+pub mod risk_price;
 pub mod samples;
 pub mod trace;
 pub mod units;

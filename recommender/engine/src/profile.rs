@@ -8,7 +8,8 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use crate::estimate::{DailyRule, RecommenderConfig, RiskPrice, TimeOfDay};
+use crate::estimate::{DailyRule, RecommenderConfig, TimeOfDay};
+use crate::risk_price::RiskPrice;
 
 /// VPA annotation that selects a profile for that VPA.
 pub const PROFILE_ANNOTATION: &str = "tailor.dev/profile";

@@ -554,8 +554,8 @@ async fn restriction(input: &Value) -> Out {
         count_readiness: true,
         daemonset_max_unavailable: 0,
         evict_job_pods: true,
-        deferred_timeout: crate::restriction::DEFERRED_TIMEOUT,
-        in_progress_timeout: crate::restriction::IN_PROGRESS_TIMEOUT,
+        deferred_timeout: crate::config::DEFERRED_TIMEOUT,
+        in_progress_timeout: crate::config::IN_PROGRESS_TIMEOUT,
     };
     check_controllers(&i.controllers)?;
     let all = pods_of("input.pods", &i.pods)?;

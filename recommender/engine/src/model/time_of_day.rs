@@ -249,11 +249,11 @@ impl HourlyCpu {
             .fold(0.0, f64::max)
     }
 
-    /// The priced CPU request ([`crate::estimate::priced_from_buckets`]) over the hours from `from` to
+    /// The priced CPU request ([`crate::risk_price::priced_from_buckets`]) over the hours from `from` to
     /// `from + ahead`, each hour's histogram normalised to weigh the same.
     pub fn priced_ahead(
         &self,
-        price: &crate::estimate::RiskPrice,
+        price: &crate::risk_price::RiskPrice,
         from: Nanos,
         ahead: Nanos,
     ) -> Option<f64> {
@@ -272,7 +272,7 @@ impl HourlyCpu {
         }
         let hist = opts?;
         let o = hist.options();
-        crate::estimate::priced_from_buckets(
+        crate::risk_price::priced_from_buckets(
             merged
                 .into_iter()
                 .map(|(b, w)| (o.bucket_start(b), hist.bucket_end(b), w)),
