@@ -3,6 +3,7 @@
 # its chart. DESIGN.md §5.
 #
 #   hack/cluster.sh up [--nodes N] [--without-tailor] [--with-upstream] [--kubernetes newest|oldest]
+#                      [--kube-api-qps Q]
 #       etcd (tmpfs, no fsync), kube-apiserver (RBAC, service-account tokens, aggregation, an audit log of every
 #       request), kube-controller-manager, kube-scheduler, kwok managing N fake nodes (pods reach Running; usage
 #       from the pod annotations kwok.x-k8s.io/usage-cpu / -memory) and metrics-server serving the real
@@ -12,7 +13,9 @@
 #       (eval them), progress on stderr; returns once everything is ready. --with-upstream also runs upstream
 #       VPA (UPSTREAM_VPA_VERSION: recommender, updater, admission-controller) beside Tailor, as host processes
 #       with their usual flags, each with a token of its ServiceAccount from upstream's deploy/vpa-rbac.yaml;
-#       its admission controller registers itself (by URL).
+#       its admission controller registers itself (by URL). --kube-api-qps Q sets the client rate limit of
+#       kube-controller-manager and kube-scheduler (QPS Q, burst 2Q; their defaults are 20 and 50), for clusters
+#       of thousands of pods (hack/bench-side-by-side.sh).
 #   hack/cluster.sh down
 #       stops every process it started and removes the cluster's state (the audit log is kept in
 #       target/cluster/audit.log until the next `up`).
@@ -26,8 +29,10 @@
 #       kubelet restarts a container.
 #   hack/cluster.sh restart|stop|start kube-apiserver|etcd|kube-controller-manager|kube-scheduler|kwok|metrics-server
 #       stops one control-plane process, starts it again with the same command line, or both.
-#   hack/cluster.sh upstream start|stop|restart recommender|updater|admission-controller
-#       controls one upstream VPA process (after up --with-upstream); a restart keeps its command line.
+#   hack/cluster.sh upstream start|stop|restart recommender|updater|admission-controller [CHANGE...]
+#       controls one upstream VPA process (after up --with-upstream); a restart keeps its command line, changed
+#       by the CHANGEs as Tailor's are (--KEY=VALUE replaces --KEY and its value, !--KEY removes them); the
+#       changed line is kept for later restarts.
 #   hack/cluster.sh status
 #
 # Environment: TAILOR_CLUSTER_DIR (state, default target/cluster), TAILOR_BIN_DIR (Tailor's binaries, default
@@ -204,18 +209,24 @@ EOF
 load_env() { [[ -f $STATE/env ]] || die "no cluster (run hack/cluster.sh up)"; source "$STATE/env"; }
 
 up() {
-  local nodes=2 with_tailor=1 with_upstream=0 which=kubernetes
+  local nodes=2 with_tailor=1 with_upstream=0 which=kubernetes qps=
   while (($#)); do
     case $1 in
       --nodes) nodes=$2; shift 2 ;;
       --without-tailor) with_tailor=0; shift ;;
       --with-upstream) with_upstream=1; shift ;;
+      --kube-api-qps) qps=$2; shift 2 ;;
       --kubernetes) case $2 in newest) which=kubernetes ;; oldest) which=kubernetes-oldest ;;
                       *) die "--kubernetes takes newest or oldest" ;; esac; shift 2 ;;
       *) die "unknown argument $1 (see the header of hack/cluster.sh)" ;;
     esac
   done
-  [[ $nodes =~ ^[1-9][0-9]?$ ]] || die "--nodes takes 1 to 99"
+  [[ $nodes =~ ^[1-9][0-9]{0,2}$ ]] || die "--nodes takes 1 to 999"
+  [[ -z $qps || $qps =~ ^[1-9][0-9]{0,4}$ ]] || die "--kube-api-qps takes 1 to 99999"
+  # The controllers' and the scheduler's client rate limit: at their defaults 10,000 pods take many minutes to
+  # create and bind.
+  local client_limits=()
+  [[ -n $qps ]] && client_limits=(--kube-api-qps "$qps" --kube-api-burst "$((2 * qps))")
   if [[ -f $STATE/env ]]; then
     log "a cluster from an earlier run is here; stopping it first"
     down
@@ -323,10 +334,11 @@ EOF
     --authorization-kubeconfig "$STATE/controller-manager.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port 0 --leader-elect=false \
     --use-service-account-credentials --service-account-private-key-file "$pki/sa.key" \
-    --root-ca-file "$pki/ca.crt" --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key"
+    --root-ca-file "$pki/ca.crt" --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
+    "${client_limits[@]}"
   start kube-scheduler "$kube_dir/kube-scheduler" --kubeconfig "$STATE/scheduler.kubeconfig" \
     --authentication-kubeconfig "$STATE/scheduler.kubeconfig" --authorization-kubeconfig "$STATE/scheduler.kubeconfig" \
-    --bind-address 127.0.0.1 --secure-port 0 --leader-elect=false
+    --bind-address 127.0.0.1 --secure-port 0 --leader-elect=false "${client_limits[@]}"
   wait_for kube-controller-manager 120 kubectl -n default get serviceaccount default
 
   log "kwok $KWOK_VERSION with $nodes fake node(s)"
@@ -496,23 +508,40 @@ tailor_process() {
     port=$(free_ports 1)
     changes+=("--address=127.0.0.1:$port")
   fi
-  # Changes from the command line: --KEY=VALUE (or --KEY) replaces the chart's --KEY, !--KEY removes it.
-  local change key kept a
-  for change in "${changes[@]}"; do
-    key=${change#!}
-    key=${key%%=*}
-    [[ $key == --?* ]] || die "an argument change is --KEY[=VALUE] or !--KEY, not $change"
-    kept=()
-    for a in "${args[@]}"; do [[ $a == "$key" || $a == "$key="* ]] || kept+=("$a"); done
-    [[ $change == !* ]] || kept+=("$change")
-    args=("${kept[@]}")
-  done
+  apply_changes args "${changes[@]}"
   identity="$deploy-host$instance-$(openssl rand -hex 3)"
   mkdir -p "$STATE/names"
   echo "$identity" >"$STATE/names/$name"
   KUBECONFIG=$STATE/$name.kubeconfig NAMESPACE=$NAMESPACE POD_NAME=$identity \
     MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_PURGE_DELAY=0 RUST_LOG=${RUST_LOG:-info} \
     start "$name" "$ROOT/hack/cluster.sh" supervise "$STATE/restarts-$name" "$BIN_DIR/tailor-$component" "${args[@]}"
+}
+
+# apply_changes ARRAY CHANGE...: changes from the command line to the arguments in the array named ARRAY:
+# --KEY=VALUE (or --KEY) replaces --KEY (written --KEY=VALUE, or --KEY followed by its value, or alone),
+# !--KEY removes it.
+apply_changes() {
+  local -n changed_args=$1
+  shift
+  local change key kept i arg
+  for change in "$@"; do
+    key=${change#!}
+    key=${key%%=*}
+    [[ $key == --?* ]] || die "an argument change is --KEY[=VALUE] or !--KEY, not $change"
+    kept=()
+    for ((i = 0; i < ${#changed_args[@]}; i++)); do
+      arg=${changed_args[i]}
+      [[ $arg == "$key="* ]] && continue
+      if [[ $arg == "$key" ]]; then
+        # Its value, when it is the next word.
+        if ((i + 1 < ${#changed_args[@]})) && [[ ${changed_args[i + 1]} != -* ]]; then i=$((i + 1)); fi
+        continue
+      fi
+      kept+=("$arg")
+    done
+    [[ $change == !* ]] || kept+=("$change")
+    changed_args=("${kept[@]}")
+  done
 }
 
 # install_upstream_vpa SOURCE BIN_DIR: upstream VPA's RBAC from its deploy/, its ServiceAccounts, and its
@@ -556,11 +585,13 @@ upstream_process() {
     "$STATE/restarts-upstream-$name" "$bin/$name" --kubeconfig "$STATE/upstream-$name.kubeconfig" "$@"
 }
 
-# upstream_control start|stop|restart NAME: one upstream VPA program, with the command line it was started with.
+# upstream_control start|stop|restart NAME [CHANGE...]: one upstream VPA program, with the command line it was
+# started with, changed by the CHANGEs (see apply_changes).
 upstream_control() {
   local verb=$1 name=upstream-${2:?recommender, updater or admission-controller} cmd=()
   [[ -f $STATE/cmd/$name ]] || die "no process $name (hack/cluster.sh up --with-upstream starts them)"
   mapfile -d '' -t cmd <"$STATE/cmd/$name"
+  apply_changes cmd "${@:3}"
   case $verb in
     stop) stop "$name" ;;
     start) running "$name" || NAMESPACE=kube-system start "$name" "${cmd[@]}" ;;
@@ -633,5 +664,5 @@ case ${1:-} in
     export PATH="$STATE/bin:$PATH" KUBECONFIG=$STATE/admin.kubeconfig
     if [[ ${1:-} == list ]]; then tailor_list "${2:?component}"; else tailor_process "$@"; fi
     ;;
-  *) sed -n '2,34p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,39p' "$0" >&2; exit 2 ;;
 esac
