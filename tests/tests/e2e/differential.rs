@@ -143,6 +143,41 @@ const UPSTREAM_RESTART: &str = "--restore-open-memory-windows=false";
 const PAUSE_AGREEMENT: Duration = Duration::from_secs(90);
 const PAUSE_TRIES: u32 = 3;
 
+/// Returns 7 s after metrics-server's next scrape of namespace `ns`'s pods (its PodMetrics `timestamp` changes;
+/// scrapes are 10 s apart, hack/cluster.sh): both recommenders poll every 5 s, so both have read that scrape and
+/// neither the next. Pausing metrics-server at a random moment instead could fall between the two processes'
+/// reads of one scrape, and the one that read it keeps a sample the other never gets.
+async fn just_after_both_read_a_scrape(env: &E2e, ns: &str) -> Result<()> {
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "metrics.k8s.io",
+        "v1beta1",
+        "PodMetrics",
+    ));
+    let metrics: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), ns, &ar);
+    let scraped = || async {
+        Ok::<_, anyhow::Error>(
+            metrics
+                .list(&ListParams::default())
+                .await?
+                .items
+                .first()
+                .and_then(|m| m.data.get("timestamp")?.as_str().map(str::to_owned)),
+        )
+    };
+    // Polled often (not every POLL): the scrape must be seen within a fraction of its 10 s.
+    let first = scraped().await?;
+    let started = Instant::now();
+    while started.elapsed() < POD_TIMEOUT {
+        let now = scraped().await?;
+        if now.is_some() && now != first {
+            tokio::time::sleep(Duration::from_secs(7)).await;
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    bail!("no new metrics-server scrape of namespace {ns} within {POD_TIMEOUT:?}")
+}
+
 /// Stops or starts metrics-server: its host process (local control plane) or its Deployment (kind), and waits
 /// until the metrics of namespace `ns`'s pods (of the nodes without `ns`) are gone or served.
 async fn metrics_server(env: &E2e, ns: Option<&str>, serving: bool) -> Result<()> {
@@ -229,6 +264,7 @@ async fn restart_both_in_step(
     let mut tries = 0;
     let (agreed, paused) = loop {
         tries += 1;
+        just_after_both_read_a_scrape(env, ns).await?;
         metrics_server(env, Some(ns), false).await?;
         let paused = Instant::now();
         let last_report = std::cell::Cell::new(paused);
