@@ -274,9 +274,7 @@ impl Estimator {
                 ahead,
                 all_day,
             } => hourly_budget(r, agg, *share, *margin, *ahead, all_day.estimate(r, agg)),
-            Estimator::RiskPriced { price, otherwise } => {
-                risk_priced(r, agg, price, otherwise.estimate(r, agg))
-            }
+            Estimator::RiskPriced { price, otherwise } => risk_priced(r, agg, price, otherwise),
             Estimator::HourlyPriced {
                 price,
                 ahead,
@@ -310,17 +308,18 @@ fn hourly_budget(
     }
 }
 
-/// [`Estimator::RiskPriced`]: the priced CPU request, `otherwise` for memory or before a day of history.
+/// [`Estimator::RiskPriced`]: the priced CPU request, `otherwise` (estimated only then) for memory, before a day
+/// of history or without samples.
 fn risk_priced(
     r: Resource,
     agg: &AggregateContainerState,
     price: &RiskPrice,
-    otherwise: ResourceAmount,
+    otherwise: &Estimator,
 ) -> ResourceAmount {
-    if r != Resource::Cpu || !day_of_history(agg) {
-        return otherwise;
-    }
-    priced_request(agg.cpu.histogram(), price).map_or(otherwise, cpu_amount_from_cores)
+    let priced = (r == Resource::Cpu && day_of_history(agg))
+        .then(|| priced_request(agg.cpu.histogram(), price))
+        .flatten();
+    priced.map_or_else(|| otherwise.estimate(r, agg), cpu_amount_from_cores)
 }
 
 /// [`Estimator::HourlyPriced`]: the priced request over the hours ahead, at most `all`.
