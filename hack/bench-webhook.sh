@@ -8,7 +8,9 @@
 #        [--pods "small realistic"] [--no-floor]
 # Before the last line, `floor_cpu_us_per_review=N`: the same measurement against admission/examples/floor.rs, a
 # server with the webhook's TLS configuration and HTTP/1.1 keep-alive that answers every review with a fixed
-# patch without reading it (the kernel's loopback TCP, wake-ups, TLS and HTTP on this machine; --no-floor skips it).
+# patch without reading it (the kernel's loopback TCP, wake-ups, TLS and HTTP on this machine), and
+# `floor_with_review_cpu_us_per_review=N`: that server running the webhook's review (`--review-dir`) without the
+# webhook's router, limits and metrics (--no-floor skips both).
 # The last line is `cpu_us_per_review=N`: the server's on-CPU µs per review (utime+stime from /proc) at a steady
 # 2,000 reviews/s with the realistic pod over the first of the --rate-connections (the issue-35 figure).
 # Server and load generator share this machine's cores; SERVER_CPUS / LOADGEN_CPUS (taskset lists) pin them.
@@ -113,17 +115,22 @@ if [ -z "$FINAL" ]; then
   FINAL=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["server_cpu_us_per_review"]))' "$WORK/last.json")
 fi
 if [ -n "$FLOOR" ]; then
-  kill "$SERVER_PID" 2>/dev/null || true
-  wait "$SERVER_PID" 2>/dev/null || true
-  # shellcheck disable=SC2086
-  ${SERVER_CPUS:+taskset -c $SERVER_CPUS} target/release/examples/floor --cert "$WORK/tls.crt" --key "$WORK/tls.key" \
-    --port "$PORT" &
-  SERVER_PID=$!
-  for _ in $(seq 1 50); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
-    sleep 0.1
+  # The floor, then the floor with the review in it (the webhook's review::handle on the bare server).
+  for mode in floor floor_with_review; do
+    kill "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+    review_args=()
+    [ "$mode" = floor_with_review ] && review_args=(--review-dir "$WORK/manifests")
+    # shellcheck disable=SC2086
+    ${SERVER_CPUS:+taskset -c $SERVER_CPUS} target/release/examples/floor --cert "$WORK/tls.crt" --key "$WORK/tls.key" \
+      --port "$PORT" "${review_args[@]}" &
+    SERVER_PID=$!
+    for _ in $(seq 1 50); do
+      (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
+      sleep 0.1
+    done
+    run --connections "$FINAL_CONNECTIONS" --rate 2000 --pod realistic --label "$mode-rate-2000-realistic-c$FINAL_CONNECTIONS"
+    echo "${mode}_cpu_us_per_review=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["server_cpu_us_per_review"]))' "$WORK/last.json")"
   done
-  run --connections "$FINAL_CONNECTIONS" --rate 2000 --pod realistic --label "floor-rate-2000-realistic-c$FINAL_CONNECTIONS"
-  echo "floor_cpu_us_per_review=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["server_cpu_us_per_review"]))' "$WORK/last.json")"
 fi
 echo "cpu_us_per_review=$FINAL"

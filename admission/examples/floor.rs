@@ -5,18 +5,23 @@
 //! request at a steady rate is what the machine's kernel (loopback TCP, wake-ups), TLS and HTTP cost without
 //! any decoding, matching or patching; `tailor-admission`'s figure minus this one is the review's own cost.
 //!
-//! `floor --cert tls.crt --key tls.key --port P [--threads N]`: N = 0 serves on a multi-threaded runtime (the
-//! webhook's default), N ≥ 1 on a single-threaded runtime per connection thread (`--connection-threads N`).
+//! `floor --cert tls.crt --key tls.key --port P [--threads N] [--review-dir DIR]`: N = 0 serves on a
+//! multi-threaded runtime (the webhook's default), N ≥ 1 on a single-threaded runtime per connection thread
+//! (`--connection-threads N`). With `--review-dir` each request is reviewed (`review::handle` over the VPAs in
+//! DIR) and answered with the webhook's answer: the floor plus the review, without the webhook's router, request
+//! limits, metrics or logging — what the server around the review costs is the webhook's figure minus this one.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // bench code: a panic is a failure report
 
-use std::{path::PathBuf, sync::Arc};
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
 
 use clap::Parser;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, Response, body::Bytes, service::service_fn};
 use hyper_util::rt::TokioIo;
 use tailor_admission::certs::{self, CertResolver, MinTlsVersion};
+use tailor_admission::{manifests, review, webhook::Webhook};
 use tokio_rustls::TlsAcceptor;
 
 #[derive(Parser)]
@@ -30,7 +35,14 @@ struct Args {
     /// Connection threads with a single-threaded runtime each; 0 = one multi-threaded runtime.
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Answer with the webhook's review (`review::handle`) over the VPAs of these manifests instead of the fixed
+    /// answer: the review on this bare server, without the webhook's router, limits and metrics.
+    #[arg(long)]
+    review_dir: Option<PathBuf>,
 }
+
+/// The reviewer of `--review-dir`.
+static WEBHOOK: OnceLock<Webhook> = OnceLock::new();
 
 /// A patched pod-CREATE answer of the size the webhook sends for the benchmark's pods.
 const ANSWER: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"00000000-0000-0000-0000-000000000000","allowed":true,"patch":"W3sib3AiOiJhZGQiLCJwYXRoIjoiL21ldGFkYXRhL2Fubm90YXRpb25zL3ZwYVVwZGF0ZXMiLCJ2YWx1ZSI6IlBvZCByZXNvdXJjZXMgdXBkYXRlZCBieSBiZW5jaDogY29udGFpbmVyIDA6IGNwdSByZXF1ZXN0LCBtZW1vcnkgcmVxdWVzdDsgY29udGFpbmVyIDE6IGNwdSByZXF1ZXN0LCBtZW1vcnkgcmVxdWVzdCJ9LHsib3AiOiJyZXBsYWNlIiwicGF0aCI6Ii9zcGVjL2NvbnRhaW5lcnMvMC9yZXNvdXJjZXMvcmVxdWVzdHMvY3B1IiwidmFsdWUiOiIyNTBtIn0seyJvcCI6InJlcGxhY2UiLCJwYXRoIjoiL3NwZWMvY29udGFpbmVycy8wL3Jlc291cmNlcy9yZXF1ZXN0cy9tZW1vcnkiLCJ2YWx1ZSI6IjI2MjE0NGsifSx7Im9wIjoicmVwbGFjZSIsInBhdGgiOiIvc3BlYy9jb250YWluZXJzLzEvcmVzb3VyY2VzL3JlcXVlc3RzL2NwdSIsInZhbHVlIjoiMTAwbSJ9LHsib3AiOiJyZXBsYWNlIiwicGF0aCI6Ii9zcGVjL2NvbnRhaW5lcnMvMS9yZXNvdXJjZXMvcmVxdWVzdHMvbWVtb3J5IiwidmFsdWUiOiIxMzEwNzJrIn1d","patchType":"JSONPatch"}}"#;
@@ -41,9 +53,13 @@ async fn answer(
     // Read the whole review as the webhook does, then drop it.
     let body = req.into_body().collect().await?.to_bytes();
     std::hint::black_box(&body);
+    let out = match WEBHOOK.get() {
+        Some(webhook) => Bytes::from(review::handle(&body, webhook).body),
+        None => Bytes::from_static(ANSWER.as_bytes()),
+    };
     Ok(Response::builder()
         .header("content-type", "application/json")
-        .body(Full::new(Bytes::from_static(ANSWER.as_bytes())))
+        .body(Full::new(out))
         .expect("static response"))
 }
 
@@ -60,6 +76,15 @@ async fn serve(stream: tokio::net::TcpStream, acceptor: TlsAcceptor) {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(dir) = &args.review_dir {
+        let loaded = manifests::load_dir(dir)?;
+        let webhook = Webhook::new(
+            loaded.objects.into_index(),
+            Default::default(),
+            Default::default(),
+        );
+        let _ = WEBHOOK.set(webhook);
+    }
     let key = certs::certified_key_from_pem(
         &std::fs::read(&args.cert)?,
         &std::fs::read(&args.key)?,

@@ -6,9 +6,11 @@
 //! only, and every other resource is allowed unchanged. A panic inside a handler is caught and answered like a
 //! handler error: allowed, no patch. Nothing in here panics on input.
 
+use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use base64::Engine as _;
+use k8s_openapi::api::core::v1::Pod;
 use kube::core::{
     DynamicObject, Status,
     admission::{AdmissionRequest, AdmissionResponse},
@@ -16,6 +18,9 @@ use kube::core::{
 use serde::Serialize;
 use serde_json::value::RawValue;
 use tailor_core::text::capped;
+
+use crate::review_budgets::PodTooLarge;
+use crate::slim_pod::{PodDecodeError, decode_pod};
 
 /// API version of every review Tailor reads and writes.
 pub const API_VERSION: &str = "admission.k8s.io/v1";
@@ -169,15 +174,34 @@ pub trait Reviewer: Send + Sync + 'static {
 
 /// A decoded review: the request's fields, and its objects still as the JSON text of the body. Each handler
 /// decodes only the object it needs, straight into its own types: no intermediate JSON tree, whose size is
-/// many times the text's.
+/// many times the text's. A pod review decoded by [`decode_one_pass`] holds its pod already decoded instead
+/// (see [`Review::take_pod`]).
 #[derive(Debug)]
 pub struct Review<'a> {
     /// The request; its `object` and `old_object` are always `None` (see [`Review::object`]).
     pub request: AdmissionRequest<DynamicObject>,
-    /// `request.object` as sent (`None` when absent or `null`).
+    /// `request.object` as sent (`None` when absent or `null`, and when already decoded as a pod).
     pub object: Option<&'a RawValue>,
     /// `request.oldObject` as sent (`None` when absent or `null`).
     pub old_object: Option<&'a RawValue>,
+    /// `request.object` decoded as a slim pod in the body's one pass, until [`Review::take_pod`] takes it.
+    pod: RefCell<Option<Result<Pod, PodTooLarge>>>,
+}
+
+impl Review<'_> {
+    /// The request's object as the pod a review reads ([`crate::slim_pod`]): the one decoded in the body's
+    /// pass, or decoded now from [`Review::object`]. `None` when the request has no object (or it was taken).
+    pub fn take_pod(&self) -> Option<Result<Pod, PodDecodeError>> {
+        let decoded = self
+            .pod
+            .try_borrow_mut()
+            .ok()
+            .and_then(|mut pod| pod.take());
+        match decoded {
+            Some(pod) => Some(pod.map_err(PodDecodeError::from)),
+            None => self.object.map(|raw| decode_pod(raw.get())),
+        }
+    }
 }
 
 /// Why a body is not a usable review.
@@ -191,9 +215,22 @@ pub enum DecodeError {
     NoRequest,
 }
 
-/// Decodes an AdmissionReview body (`admission.k8s.io/v1`; `apiVersion`, `kind` and `request` required).
+/// Decodes an AdmissionReview body (`admission.k8s.io/v1`; `apiVersion`, `kind` and `request` required), its
+/// objects kept as text.
 pub fn decode(body: &[u8]) -> Result<Review<'_>, DecodeError> {
-    let review: WireReviewIn<'_> = serde_json::from_slice(body)?;
+    decode_as::<false>(body)
+}
+
+/// [`decode`] in one pass over the body: when `request.resource` names core pods before `request.object` comes
+/// (the API server sends the request's fields in that order), the object is decoded straight into the slim pod
+/// ([`Review::take_pod`]) instead of being scanned once to keep its text and again to decode it. A body whose
+/// pod does not decode is decoded again with [`decode`], so that the pod review reports why, as before.
+pub fn decode_one_pass(body: &[u8]) -> Result<Review<'_>, DecodeError> {
+    decode_as::<true>(body).or_else(|_| decode(body))
+}
+
+fn decode_as<const POD: bool>(body: &[u8]) -> Result<Review<'_>, DecodeError> {
+    let review: WireReviewIn<'_, POD> = serde_json::from_slice(body)?;
     let types = kube::core::TypeMeta {
         api_version: review.api_version,
         kind: review.kind,
@@ -221,46 +258,17 @@ pub fn decode(body: &[u8]) -> Result<Review<'_>, DecodeError> {
         request,
         object: r.object,
         old_object: r.old_object,
+        pod: RefCell::new(r.pod),
     })
 }
 
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireReviewIn<'a> {
+struct WireReviewIn<'a, const POD: bool> {
     api_version: String,
     kind: String,
     #[serde(default, borrow)]
-    request: Option<WireRequestIn<'a>>,
-}
-
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WireRequestIn<'a> {
-    uid: String,
-    kind: kube::core::GroupVersionKind,
-    resource: kube::core::GroupVersionResource,
-    #[serde(default)]
-    sub_resource: Option<String>,
-    #[serde(default)]
-    request_kind: Option<kube::core::GroupVersionKind>,
-    #[serde(default)]
-    request_resource: Option<kube::core::GroupVersionResource>,
-    #[serde(default)]
-    request_sub_resource: Option<String>,
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    namespace: Option<String>,
-    operation: kube::core::admission::Operation,
-    user_info: k8s_openapi::api::authentication::v1::UserInfo,
-    #[serde(default, borrow)]
-    object: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    old_object: Option<&'a RawValue>,
-    #[serde(default)]
-    dry_run: bool,
-    #[serde(default)]
-    options: Option<k8s_openapi::apimachinery::pkg::runtime::RawExtension>,
+    request: Option<crate::review_wire::WireRequestIn<'a, POD>>,
 }
 
 /// Best effort for a body that did not decode: the `request.uid` string if the body is JSON that has one.
@@ -296,7 +304,7 @@ pub struct Handled {
 /// Decodes `body`, dispatches it to `reviewer`, and encodes the answer. Never panics, always yields a valid
 /// AdmissionReview response.
 pub fn handle(body: &[u8], reviewer: &dyn Reviewer) -> Handled {
-    let review = match decode(body) {
+    let review = match decode_one_pass(body) {
         Ok(review) => review,
         Err(err) => {
             let uid = salvage_uid(body).unwrap_or_default();
@@ -413,11 +421,136 @@ pub fn encode(response: &AdmissionResponse) -> Vec<u8> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use kube::core::admission::AdmissionReview;
     use proptest::prelude::*;
     use serde_json::{Value, json};
+
+    /// The request's fields in the order the API server writes them (Go's `AdmissionRequest`).
+    const API_SERVER_ORDER: [&str; 15] = [
+        "uid",
+        "kind",
+        "resource",
+        "subResource",
+        "requestKind",
+        "requestResource",
+        "requestSubResource",
+        "name",
+        "namespace",
+        "operation",
+        "userInfo",
+        "object",
+        "oldObject",
+        "dryRun",
+        "options",
+    ];
+
+    /// `review` encoded as the API server sends it: the request's fields in its order (`json!` sorts them, which
+    /// puts `object` before `resource`), any other field after them.
+    pub(crate) fn as_api_server_sends(review: &Value) -> Vec<u8> {
+        let Some(request) = review["request"].as_object() else {
+            return serde_json::to_vec(review).unwrap();
+        };
+        let known = API_SERVER_ORDER
+            .iter()
+            .filter_map(|k| request.get_key_value(*k));
+        let others = request
+            .iter()
+            .filter(|(k, _)| !API_SERVER_ORDER.contains(&k.as_str()));
+        let fields: Vec<String> = known
+            .chain(others)
+            .map(|(k, v)| format!("{}:{}", json!(k), v))
+            .collect();
+        let mut top = review.as_object().unwrap().clone();
+        top.remove("request");
+        let mut out = serde_json::to_string(&top).unwrap();
+        out.pop();
+        if !top.is_empty() {
+            out.push(',');
+        }
+        out.push_str(&format!("\"request\":{{{}}}}}", fields.join(",")));
+        out.into_bytes()
+    }
+
+    /// The one pass and the two gave the same review: request fields, objects (as text or as the pod) and the
+    /// pod's decoding error.
+    fn one_pass_as_two(body: &[u8]) {
+        let two = decode(body);
+        let one = decode_one_pass(body);
+        let text = String::from_utf8_lossy(body);
+        let (two, one) = match (two, one) {
+            (Ok(two), Ok(one)) => (two, one),
+            (Err(_), Err(_)) => return,
+            (two, one) => panic!("{text}: two passes {two:?}, one {one:?}"),
+        };
+        assert_eq!(
+            serde_json::to_value(&one.request).unwrap(),
+            serde_json::to_value(&two.request).unwrap(),
+            "{text}"
+        );
+        assert_eq!(
+            one.old_object.map(|r| r.get()),
+            two.old_object.map(|r| r.get())
+        );
+        let pod = |r: &Review<'_>| r.take_pod().map(|p| p.map_err(|e| e.to_string()));
+        assert_eq!(pod(&one), pod(&two), "{text}");
+        if ResourceKind::of(&one.request.resource.group, &one.request.resource.resource)
+            != ResourceKind::Pod
+        {
+            assert_eq!(one.object.map(|r| r.get()), two.object.map(|r| r.get()));
+        }
+    }
+
+    #[test]
+    fn one_pass_decodes_the_pod_as_two_passes_do() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"generateName": "web-", "namespace": "ns", "labels": {"app": "web"},
+                "managedFields": [{"manager": "m", "fieldsV1": {"f:spec": {}}}]},
+            "spec": {"containers": [{"name": "c", "env": [{"name": "A", "value": "b"}],
+                "resources": {"requests": {"cpu": "1"}}}]}});
+        let labels: serde_json::Map<String, Value> =
+            (0..70).map(|i| (format!("l{i}"), json!("v"))).collect();
+        for object in [
+            pod.clone(),
+            Value::Null,
+            json!({}),
+            json!({"metadata": {"name": 5}}),
+            json!({"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": 1}}}]}}),
+            json!({"metadata": {"labels": labels}}),
+            json!([1]),
+        ] {
+            for resource in [("", "pods"), (VPA_GROUP, VPA_RESOURCE), ("apps", "pods")] {
+                let mut r = review(resource.0, resource.1);
+                r["request"]["object"] = object.clone();
+                one_pass_as_two(&as_api_server_sends(&r));
+                one_pass_as_two(&serde_json::to_vec(&r).unwrap());
+            }
+        }
+        // The pass decodes the pod only when the resource came first; then the text is not kept.
+        let mut r = review("", "pods");
+        r["request"]["object"] = pod;
+        let body = as_api_server_sends(&r);
+        let one = decode_one_pass(&body).unwrap();
+        assert!(one.object.is_none());
+        assert_eq!(
+            one.take_pod()
+                .unwrap()
+                .unwrap()
+                .metadata
+                .generate_name
+                .as_deref(),
+            Some("web-")
+        );
+        assert!(one.take_pod().is_none(), "taken once");
+        let sorted = serde_json::to_vec(&r).unwrap();
+        assert!(decode_one_pass(&sorted).unwrap().object.is_some());
+        // A repeated object is refused, as the derived decoder refuses any repeated field.
+        let text = String::from_utf8(body).unwrap();
+        let twice = text.replacen("\"object\":", "\"object\":{},\"object\":", 1);
+        assert!(decode_one_pass(twice.as_bytes()).is_err());
+        assert!(decode(twice.as_bytes()).is_err());
+    }
 
     struct Fixed;
     impl Reviewer for Fixed {
@@ -687,6 +820,9 @@ mod tests {
             let body = serde_json::to_vec(&v).unwrap();
             check_valid(&body)?;
             same_as_serde(&body);
+            let sent = as_api_server_sends(&v);
+            check_valid(&sent)?;
+            one_pass_as_two(&sent);
         }
 
         #[test]

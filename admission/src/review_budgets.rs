@@ -1,7 +1,7 @@
 //! Budgets per review: list lengths and sizes checked so that the work and memory of a review follow what
 //! Tailor uses, not what a client sends. A VPA's lists are counted on its raw JSON before it is decoded, with
 //! counting visitors (no allocation per element); a pod's are kept while its slim decoder reads it
-//! ([`crate::pod::decode_pod`]: past a budget the rest is only counted). Where the API server
+//! ([`crate::slim_pod::decode_pod`]: past a budget the rest is only counted). Where the API server
 //! has a limit of its own, Tailor's is the same; where it has none, the limit is far above any real workload
 //! and the reason is given with the constant.
 

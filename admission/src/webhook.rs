@@ -94,31 +94,15 @@ impl Webhook {
 }
 
 /// The pod's name, or its `generateName` followed by `*` while it has none.
-fn pod_label(review: &Review<'_>) -> String {
+fn pod_label(review: &Review<'_>, generate_name: Option<&str>) -> String {
     let req = &review.request;
     if !req.name.is_empty() {
         return capped(&req.name).to_string();
     }
-    let generate = review
-        .object
-        .and_then(|raw| serde_json::from_str::<GenerateName>(raw.get()).ok())
-        .and_then(|o| o.metadata.generate_name);
-    match generate {
-        Some(prefix) => format!("{}*", capped(&prefix)),
+    match generate_name {
+        Some(prefix) => format!("{}*", capped(prefix)),
         None => "(unnamed)".to_owned(),
     }
-}
-
-/// Just the pod's `metadata.generateName`.
-#[derive(serde::Deserialize)]
-struct GenerateName {
-    metadata: GenerateNameMeta,
-}
-
-#[derive(serde::Deserialize)]
-struct GenerateNameMeta {
-    #[serde(rename = "generateName")]
-    generate_name: Option<String>,
 }
 
 impl Webhook {
@@ -129,6 +113,7 @@ impl Webhook {
         reason: crate::review::UnsizedReason,
         detail: &str,
         vpas: Vec<(String, String)>,
+        generate_name: Option<&str>,
     ) {
         let Some(events) = &self.events else {
             return;
@@ -136,7 +121,7 @@ impl Webhook {
         let namespace = review.request.namespace.as_deref().unwrap_or_default();
         let note = format!(
             "Pod {}: admitted without this VPA's requests: {} ({})",
-            pod_label(review),
+            pod_label(review, generate_name),
             capped(detail),
             reason.as_str()
         );
@@ -180,21 +165,32 @@ impl Reviewer for Webhook {
                 reason,
                 detail,
                 vpas,
+                generate_name,
             } => {
                 if let Some(unwarned) = self.unsized_warning() {
                     tracing::warn!(uid = %capped(&req.uid), pod = %pod(), reason = reason.as_str(),
                         error = %capped(&detail), not_warned_since_last = unwarned,
                         "pod admitted unsized: its owner could not be resolved");
                 }
-                self.report_unsized(review, reason, &detail, vpas);
+                self.report_unsized(review, reason, &detail, vpas, generate_name.as_deref());
                 ReviewResult::Unsized(reason)
             }
-            PodOutcome::QuotaFitted { vpa, vpa_uid, fit } => {
+            PodOutcome::QuotaFitted {
+                vpa,
+                vpa_uid,
+                fit,
+                generate_name,
+            } => {
                 let notes = fit.notes().join("; ");
                 tracing::info!(uid = %capped(&req.uid), pod = %pod(), %vpa, outcome = fit.outcome.as_str(),
                     quota = %capped(&notes), "pod patch fitted to the namespace's ResourceQuotas");
                 if let Some(report) = &self.quota {
-                    report.record(&vpa, &vpa_uid, &pod_label(review), &fit);
+                    report.record(
+                        &vpa,
+                        &vpa_uid,
+                        &pod_label(review, generate_name.as_deref()),
+                        &fit,
+                    );
                 }
                 ReviewResult::Patched
             }

@@ -40,27 +40,57 @@ pub fn review_body_of(shape: PodShape, i: usize, namespaces: usize) -> Bytes {
         PodShape::Small => small_pod(i, &ns, &name),
         PodShape::Realistic => realistic_pod(i, &ns, &name),
     };
-    let review = json!({
-        "kind": "AdmissionReview",
-        "apiVersion": "admission.k8s.io/v1",
-        "request": {
-            "uid": format!("bench-{i}"),
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": "",
-            "namespace": ns,
-            "operation": "CREATE",
-            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller",
-                "groups": ["system:serviceaccounts", "system:authenticated"]},
-            "object": object,
-            "oldObject": null,
-            "dryRun": false,
-            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
-        }
-    });
+    let pod_kind = json!({"group": "", "version": "v1", "kind": "Pod"});
+    let pods = json!({"group": "", "version": "v1", "resource": "pods"});
+    let review = Review {
+        kind: "AdmissionReview",
+        api_version: "admission.k8s.io/v1",
+        request: Request {
+            uid: format!("bench-{i}"),
+            kind: pod_kind.clone(),
+            resource: pods.clone(),
+            request_kind: pod_kind,
+            request_resource: pods,
+            name: "",
+            namespace: ns,
+            operation: "CREATE",
+            user_info: json!({"username": "system:serviceaccount:kube-system:replicaset-controller",
+                "groups": ["system:serviceaccounts", "system:authenticated"]}),
+            object,
+            old_object: Value::Null,
+            dry_run: false,
+            options: json!({"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}),
+        },
+    };
     Bytes::from(serde_json::to_vec(&review).unwrap_or_default())
+}
+
+/// An AdmissionReview as the API server writes it: its fields in the order of Go's types (`json!` would
+/// sort them, putting `object` before `resource`).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Review {
+    kind: &'static str,
+    api_version: &'static str,
+    request: Request,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Request {
+    uid: String,
+    kind: Value,
+    resource: Value,
+    request_kind: Value,
+    request_resource: Value,
+    name: &'static str,
+    namespace: String,
+    operation: &'static str,
+    user_info: Value,
+    object: Value,
+    old_object: Value,
+    dry_run: bool,
+    options: Value,
 }
 
 fn owner(i: usize, name: &str) -> Value {

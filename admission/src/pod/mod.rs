@@ -28,12 +28,10 @@ use tailor_crds::{
 mod boost;
 mod patch;
 mod review;
-mod slim;
 
 use boost::*;
 pub use patch::*;
 pub use review::*;
-pub use slim::{PodDecodeError, decode_pod};
 use tailor_core::quota::{Charged, Quota, QuotaFit, QuotaOutcome, fit_to_quotas};
 use tailor_core::sizing::*;
 

@@ -23,6 +23,8 @@ pub enum PodOutcome {
         detail: String,
         /// The VPAs that probably cover the pod, as (name, uid) ([`tailor_kube::index::Index::likely_vpas`]).
         vpas: Vec<(String, String)>,
+        /// The pod's `metadata.generateName` (it has no name yet), for the Events.
+        generate_name: Option<String>,
     },
     /// The pod already carries upstream's `vpaUpdates` annotation and was left alone (but for Tailor's
     /// annotations of an earlier call, removed).
@@ -43,6 +45,8 @@ pub enum PodOutcome {
         vpa_uid: String,
         /// What quota fit did and why.
         fit: QuotaFit,
+        /// The pod's `metadata.generateName`, for the report.
+        generate_name: Option<String>,
     },
     /// An error left the pod unmodified.
     Error(String),
@@ -65,9 +69,9 @@ pub fn review_pod(
         );
     }
     let decoded = review
-        .object
+        .take_pod()
         .ok_or_else(|| "request has no object".to_owned())
-        .and_then(|raw| decode_pod(raw.get()).map_err(|e| e.to_string()));
+        .and_then(|pod| pod.map_err(|e| e.to_string()));
     let mut pod = match decoded {
         Ok(pod) => pod,
         Err(e) => return (allowed, PodOutcome::Error(e)),
@@ -98,6 +102,7 @@ pub fn review_pod(
                     reason: crate::review::UnsizedReason::of(&e),
                     detail: e.to_string(),
                     vpas: index.likely_vpas(&e),
+                    generate_name: pod.metadata.generate_name.clone(),
                 },
             );
         }
@@ -137,6 +142,7 @@ pub fn review_pod(
                         vpa,
                         vpa_uid: vpa_uid.unwrap_or_default(),
                         fit: result.quota,
+                        generate_name: pod.metadata.generate_name.clone(),
                     }
                 } else if result.updates.is_empty() && !result.pod_level.is_empty() {
                     PodOutcome::PodLevelLeftAlone { vpa }

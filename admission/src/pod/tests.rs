@@ -182,7 +182,7 @@ fn a_pod_tailor_sized_earlier_in_the_admission_is_left_as_it_is() {
 
 /// The body of a pod CREATE review as the API server sends it.
 fn pod_request(object: Value, version: &str) -> Vec<u8> {
-    serde_json::to_vec(&json!({
+    crate::review::tests::as_api_server_sends(&json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {
             "uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"},
@@ -190,11 +190,10 @@ fn pod_request(object: Value, version: &str) -> Vec<u8> {
             "name": "", "namespace": "default", "operation": "CREATE", "userInfo": {}, "object": object
         }
     }))
-    .unwrap()
 }
 
 fn decoded(body: &[u8]) -> crate::review::Review<'_> {
-    crate::review::decode(body).unwrap()
+    crate::review::decode_one_pass(body).unwrap()
 }
 
 fn web_index(vpas: Vec<VerticalPodAutoscaler>) -> Index {
@@ -420,6 +419,7 @@ fn pods_whose_owner_cannot_be_resolved_are_unsized_under_their_own_reason() {
             reason: got,
             detail,
             vpas,
+            generate_name,
         } = outcome
         else {
             panic!("{fallback:?}: {outcome:?}");
@@ -429,6 +429,7 @@ fn pods_whose_owner_cannot_be_resolved_are_unsized_under_their_own_reason() {
         // The VPA on Deployment web (web-vpa), whose ReplicaSet web-abc could not be read, hears of it.
         let names: Vec<&str> = vpas.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["web-vpa"], "{fallback:?}");
+        assert_eq!(generate_name.as_deref(), Some("web-abc-"));
         assert_eq!(ReviewResult::Unsized(got).as_str(), label);
     }
     // Found live: sized.

@@ -1,11 +1,12 @@
-//! The review's slim pod decoder (`pod::decode_pod`) against k8s-openapi's full one: on every pod of the
+//! The review's slim pod decoder (`slim_pod::decode_pod`) against k8s-openapi's full one: on every pod of the
 //! conformance vectors and on a production-shaped pod, the slim pod equals the full pod with the unread
 //! fields left out, and the patch computed from it is the same, byte for byte.
 
 use k8s_openapi::api::core::v1::{Container, ContainerStatus, LimitRange, Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
-use tailor_admission::pod::{decode_pod, patch_pod};
+use tailor_admission::pod::patch_pod;
+use tailor_admission::slim_pod::decode_pod;
 use tailor_core::sizing::PatchOptions;
 use tailor_crds::VerticalPodAutoscaler;
 
