@@ -100,7 +100,8 @@ pub const PROFILES: &[Profile] = &[
         summary: "decides per container from its own history: the CPU request that minimises unused CPU + \
                   3.5 core-minutes per minute above it (large containers nearer their usual load, small ones \
                   above every peak), following the hour of the day where a strong daily pattern repeats and \
-                  swings by at least 0.3 cores; memory 5 % over the highest daily peak where the peaks hold steady, upstream's elsewhere",
+                  swings by at least 0.3 cores, resized down once the request is 10 % above its target; \
+                  memory 5 % over the highest daily peak where the peaks hold steady, upstream's elsewhere",
         target_cpu_percentile: 0.9,
         target_memory_percentile: 0.9,
         safety_margin_fraction: 0.15,
@@ -123,7 +124,7 @@ pub const PROFILES: &[Profile] = &[
         }),
         cpu_risk_price: Some(RiskPrice {
             price: 3.5,
-            upper_margin: None,
+            upper_margin: Some(0.1),
         }),
         memory_stable_peaks: Some(StablePeaks {
             max_spread: 0.1,
