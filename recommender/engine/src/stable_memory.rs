@@ -15,7 +15,8 @@ const DAY_NS: f64 = 86_400e9;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StablePeaks {
     /// Most the highest peak's bucket end may exceed the lowest peak's bucket start, as a fraction (≥ 0). The
-    /// memory histogram's buckets are 5 % wide: 0.1 admits the peaks of one bucket only.
+    /// memory histogram's buckets are 5-7 % wide from a few hundred MiB up: 0.1 admits the peaks of one bucket,
+    /// and none below about 190 MiB, where one bucket is wider than 10 %.
     pub max_spread: f64,
     /// Margin over the end of the highest peak's bucket (≥ 0).
     pub margin: f64,
