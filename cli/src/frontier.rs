@@ -57,6 +57,7 @@ fn upstream_profile(base: &ReplayConfig) -> Profile {
         pod_min_memory_mb: r.pod_min_memory_mb,
         cpu_time_of_day: None,
         cpu_risk_price: None,
+        memory_stable_peaks: None,
     }
 }
 
@@ -84,7 +85,10 @@ fn sweep(s: Strategy, base: &ReplayConfig) -> Vec<(&'static str, f64, bool, Stra
                 price.price,
                 &RISK_PRICES,
                 Box::new(move |v| Profile {
-                    cpu_risk_price: Some(tailor_engine::risk_price::RiskPrice { price: v }),
+                    cpu_risk_price: Some(tailor_engine::risk_price::RiskPrice {
+                        price: v,
+                        ..price
+                    }),
                     ..p
                 }),
             ),

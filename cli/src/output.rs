@@ -338,6 +338,9 @@ fn explain_text(
     if let Some(rule) = &d.cpu_rule {
         s.push_str(&format!("  cpu rule: {} — {}\n", rule.rule, rule.reason));
     }
+    if let Some(rule) = &d.memory_rule {
+        s.push_str(&format!("  memory rule: {} — {}\n", rule.rule, rule.reason));
+    }
     for st in &d.steps {
         let fmt = |v: i64| {
             if st.resource == "cpu" {

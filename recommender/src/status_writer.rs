@@ -119,7 +119,8 @@ type VpaRecommendation = (
 /// Tailor's condition for VPAs whose profile decides per container (`auto`): reason `Daily` when CPU follows
 /// the hour of the day for some container, else `Priced` when some container's all-day CPU request is priced
 /// against its risk, `Upstream` when every container has upstream's all-day estimate (too little history);
-/// the message names each container's rule. Absent for other profiles.
+/// the message names each container's rule, and says when its memory is set over steady daily peaks. Absent
+/// for other profiles.
 pub const PROFILE_RULE: &str = "TailorProfileRule";
 
 /// The [`PROFILE_RULE`] reason and message from a recommendation's explanations; `None` when no container
@@ -128,9 +129,14 @@ pub const PROFILE_RULE: &str = "TailorProfileRule";
 pub fn profile_rule(
     explain: &[tailor_engine::estimate::ContainerExplain],
 ) -> Option<(String, String)> {
-    let rules: Vec<(&str, &str)> = explain
+    let rules: Vec<(&str, &str, bool)> = explain
         .iter()
-        .filter_map(|e| e.cpu_rule.as_ref().map(|r| (e.container.as_str(), r.rule)))
+        .filter_map(|e| {
+            let steady = e.memory_rule.as_ref().is_some_and(|m| m.rule == "steady");
+            e.cpu_rule
+                .as_ref()
+                .map(|r| (e.container.as_str(), r.rule, steady))
+        })
         .collect();
     if rules.is_empty() {
         return None;
@@ -144,19 +150,29 @@ pub fn profile_rule(
     };
     let message = rules
         .iter()
-        .map(|(c, r)| match *r {
-            "daily" => format!("{c}: CPU follows its repeating daily pattern"),
-            "priced" => format!(
-                "{c}: all-day CPU request priced against its risk on its own history (no strong, repeating \
-                 daily pattern worth the resizes)"
-            ),
-            _ => {
-                format!("{c}: upstream's all-day estimate (less than a day of history)")
-            }
+        .map(|(c, r, steady)| {
+            let memory = if *steady {
+                ", memory a small margin over its steady daily peaks"
+            } else {
+                ""
+            };
+            format!("{}{memory}", cpu_rule_note(c, r))
         })
         .collect::<Vec<_>>()
         .join("; ");
     Some((reason.into(), message))
+}
+
+/// What one container's CPU rule means, for [`profile_rule`]'s message.
+fn cpu_rule_note(c: &str, rule: &str) -> String {
+    match rule {
+        "daily" => format!("{c}: CPU follows its repeating daily pattern"),
+        "priced" => format!(
+            "{c}: all-day CPU request priced against its risk on its own history (no strong, repeating \
+                 daily pattern worth the resizes)"
+        ),
+        _ => format!("{c}: upstream's all-day estimate (less than a day of history)"),
+    }
 }
 
 /// The `CappedToNodeSize` condition of a VPA.
@@ -959,6 +975,19 @@ mod tests {
         assert_eq!(reason, "Priced");
         assert!(
             message.starts_with("web: all-day CPU request priced"),
+            "{message}"
+        );
+        assert!(!message.contains("memory"), "{message}");
+        // A container whose memory is set over its steady daily peaks says so; the reason stays the CPU's.
+        let mut steady = ex("web", Some("priced"));
+        steady.memory_rule = Some(tailor_engine::stable_memory::MemoryRule {
+            rule: "steady",
+            reason: "figures".into(),
+        });
+        let (reason, message) = profile_rule(&[steady]).unwrap();
+        assert_eq!(reason, "Priced");
+        assert!(
+            message.ends_with("memory a small margin over its steady daily peaks"),
             "{message}"
         );
         let (reason, message) =

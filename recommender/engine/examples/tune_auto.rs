@@ -22,7 +22,10 @@ type Row = (String, Score, Vec<(Score, Score)>);
 fn variant(auto: &Profile, price: f64, ahead: i64, amplitude: f64) -> Profile {
     let tod = auto.cpu_time_of_day.unwrap();
     Profile {
-        cpu_risk_price: Some(RiskPrice { price }),
+        cpu_risk_price: Some(RiskPrice {
+            price,
+            ..auto.cpu_risk_price.unwrap()
+        }),
         cpu_time_of_day: Some(TimeOfDay {
             ahead: ahead * HOUR,
             only_if: Some(DailyRule {

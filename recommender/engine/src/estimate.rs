@@ -11,6 +11,9 @@ use crate::histogram::ZERO_TIME;
 use crate::model::AggregateContainerState;
 use crate::policy::{self, IntegerBounds, PolicyError, Resources};
 use crate::risk_price::{RiskPrice, priced_request};
+use crate::stable_memory::{
+    MemoryRule, StablePeaks, highest_peak_bytes, memory_rule, steady_peaks_bytes,
+};
 use crate::units::{
     Resource, ResourceAmount, cpu_amount_from_cores, go_pow, memory_amount_from_bytes, sat_sub,
     scale_resource,
@@ -156,6 +159,16 @@ pub enum Estimator {
         /// The all-day estimate (the cap).
         all_day: Box<Estimator>,
     },
+    /// For memory whose daily peaks hold steady ([`stable_peak_request`]) the highest peak with a small
+    /// margin, at most `otherwise`; `otherwise` for CPU, for peaks that spread and with too little history.
+    StablePeaks {
+        /// When the peaks count as steady and the margin over them.
+        rule: StablePeaks,
+        /// The highest peak with the margin whatever the spread (the rule's lower bound).
+        any_spread: bool,
+        /// Upstream's memory target (the cap, and the estimate otherwise).
+        otherwise: Box<Estimator>,
+    },
     /// The smaller of two estimates.
     Min(Box<Estimator>, Box<Estimator>),
     /// The larger of two estimates.
@@ -280,6 +293,11 @@ impl Estimator {
                 ahead,
                 all_day,
             } => hourly_priced(r, agg, price, *ahead, all_day.estimate(r, agg)),
+            Estimator::StablePeaks {
+                rule,
+                any_spread,
+                otherwise,
+            } => stable_peaks(r, agg, rule, *any_spread, otherwise),
             Estimator::Min(a, b) => a.estimate(r, agg).min(b.estimate(r, agg)),
             Estimator::Max(a, b) => a.estimate(r, agg).max(b.estimate(r, agg)),
         }
@@ -320,6 +338,24 @@ fn risk_priced(
         .then(|| priced_request(agg.cpu.histogram(), price))
         .flatten();
     priced.map_or_else(|| otherwise.estimate(r, agg), cpu_amount_from_cores)
+}
+
+/// [`Estimator::StablePeaks`]: the highest steady memory peak with its margin (the highest peak whatever the
+/// spread with `any_spread`), at most `otherwise`'s estimate.
+fn stable_peaks(
+    r: Resource,
+    agg: &AggregateContainerState,
+    rule: &StablePeaks,
+    any_spread: bool,
+    otherwise: &Estimator,
+) -> ResourceAmount {
+    let upstream = otherwise.estimate(r, agg);
+    let peaks = match (r, any_spread) {
+        (Resource::Memory, false) => steady_peaks_bytes(agg, rule),
+        (Resource::Memory, true) => highest_peak_bytes(agg, rule),
+        (Resource::Cpu, _) => None,
+    };
+    peaks.map_or(upstream, |b| memory_amount_from_bytes(b).min(upstream))
 }
 
 /// [`Estimator::HourlyPriced`]: the priced request over the hours ahead, at most `all`.
@@ -395,6 +431,8 @@ pub struct RecommenderConfig {
     pub cpu_time_of_day: Option<TimeOfDay>,
     /// The all-day CPU target priced against its risk (a profile's setting; `None` = upstream's percentile).
     pub cpu_risk_price: Option<RiskPrice>,
+    /// Memory at a small margin over steady daily peaks (a profile's setting; `None` = upstream's).
+    pub memory_stable_peaks: Option<StablePeaks>,
 }
 
 /// How a profile that follows the daily curve sets CPU: the target is the highest hourly `percentile` (with
@@ -446,6 +484,7 @@ impl Default for RecommenderConfig {
             global_max_allowed: Resources::default(),
             cpu_time_of_day: None,
             cpu_risk_price: None,
+            memory_stable_peaks: None,
         }
     }
 }
@@ -537,6 +576,9 @@ impl RecommenderConfig {
     /// (the bounds widened to hold it).
     fn all_day_estimator(&self, b: Bound, r: Resource) -> Estimator {
         let upstream = self.upstream_estimator(b, r);
+        if let Some(rule) = self.memory_stable_peaks.filter(|_| r == Resource::Memory) {
+            return self.stable_memory_estimator(b, rule, upstream);
+        }
         let Some(price) = self.cpu_risk_price.filter(|_| r == Resource::Cpu) else {
             return upstream;
         };
@@ -547,7 +589,34 @@ impl RecommenderConfig {
         match b {
             Bound::Target => priced,
             Bound::Lower => Estimator::Min(Box::new(upstream), Box::new(priced)),
-            Bound::Upper => Estimator::Max(Box::new(upstream), Box::new(priced)),
+            Bound::Upper => match price.upper_margin {
+                Some(fraction) => Estimator::Margin {
+                    fraction,
+                    base: Box::new(priced),
+                },
+                None => Estimator::Max(Box::new(upstream), Box::new(priced)),
+            },
+        }
+    }
+
+    /// The memory chain of [`RecommenderConfig::memory_stable_peaks`]: the steady-peak target; the lower bound
+    /// at most the highest peak with the margin whatever the spread (a request that holds every peak seen is
+    /// not raised again when a peak one bucket off makes the peaks unsteady); the upper bound upstream's.
+    fn stable_memory_estimator(
+        &self,
+        b: Bound,
+        rule: StablePeaks,
+        upstream: Estimator,
+    ) -> Estimator {
+        let peaks = |any_spread| Estimator::StablePeaks {
+            rule,
+            any_spread,
+            otherwise: Box::new(self.upstream_estimator(Bound::Target, Resource::Memory)),
+        };
+        match b {
+            Bound::Target => peaks(false),
+            Bound::Lower => Estimator::Min(Box::new(upstream), Box::new(peaks(true))),
+            Bound::Upper => upstream,
         }
     }
 
@@ -865,6 +934,9 @@ pub struct ContainerExplain {
     /// Which rule set CPU, for profiles that decide per container (`auto`); omitted for the others.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_rule: Option<CpuRule>,
+    /// Which rule set memory, for profiles with a steady-peaks memory rule (`auto`); omitted for the others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_rule: Option<MemoryRule>,
     /// Caps hit: `bound resource cap value`.
     pub caps: Vec<String>,
     /// Per resource and bound: percentile, bucket index, bucket end, base after margin, multiplier, raw value.
@@ -1134,6 +1206,18 @@ fn daily_how(
     }
 }
 
+/// The memory rule a profile with [`RecommenderConfig::memory_stable_peaks`] applies to `agg` (`None` without).
+fn explain_memory_rule(
+    config: &RecommenderConfig,
+    agg: &AggregateContainerState,
+) -> Option<MemoryRule> {
+    let rule = config.memory_stable_peaks?;
+    let upstream = config
+        .upstream_estimator(Bound::Target, Resource::Memory)
+        .estimate(Resource::Memory, agg);
+    Some(memory_rule(&rule, agg, upstream as f64))
+}
+
 /// Recomputes the chain step by step for `--explain`.
 pub fn explain_container(
     config: &RecommenderConfig,
@@ -1163,6 +1247,7 @@ pub fn explain_container(
             .cpu_time_of_day
             .filter(|t| controlled.0 && t.only_if.is_some())
             .map(|t| cpu_rule(&t, config, agg)),
+        memory_rule: explain_memory_rule(config, agg).filter(|_| controlled.1),
         ..Default::default()
     };
     for (r, on) in [
@@ -1224,7 +1309,10 @@ mod tests {
     #[test]
     fn the_priced_request_covers_cheap_peaks_and_leaves_costly_ones() {
         use crate::histogram::{Histogram, HistogramOptions};
-        let price = RiskPrice { price: 3.25 };
+        let price = RiskPrice {
+            price: 3.25,
+            upper_margin: None,
+        };
         let mut even = Histogram::new(HistogramOptions::vpa_cpu());
         for i in 0..=400 {
             even.add_sample(1.0 + 0.001 * f64::from(i), 1.0);

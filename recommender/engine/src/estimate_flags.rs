@@ -238,6 +238,7 @@ impl EstimationFlags {
                 },
                 cpu_time_of_day: None,
                 cpu_risk_price: None,
+                memory_stable_peaks: None,
             },
         })
     }

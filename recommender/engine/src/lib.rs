@@ -19,5 +19,6 @@ pub mod quantity;
 pub mod replay;
 pub mod risk_price;
 pub mod samples;
+pub mod stable_memory;
 pub mod trace;
 pub mod units;

@@ -2,14 +2,17 @@
 //! (annotation [`PROFILE_ANNOTATION`]) or for all (the `--profile` flag). `upstream` changes nothing.
 //!
 //! A profile touches only per-VPA estimation settings ([`RecommenderConfig`]): percentiles, the safety margin,
-//! the pod minimums and whether CPU follows the time of day. Model settings (half-lives, the memory peak
-//! window, whether hourly CPU histograms are kept) are shared by every VPA of a model and stay the flags'. The numbers come from `tailor backtest` on the workload suite (docs/profiles.md).
+//! the pod minimums, whether CPU follows the time of day or is priced against its risk, and whether memory
+//! sits closer over steady peaks. Model settings (half-lives, the memory peak window, whether hourly CPU
+//! histograms are kept) are shared by every VPA of a model and stay the flags'. The numbers come from
+//! `tailor backtest` on the workload suite (docs/profiles.md).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::estimate::{DailyRule, RecommenderConfig, TimeOfDay};
 use crate::risk_price::RiskPrice;
+use crate::stable_memory::StablePeaks;
 
 /// VPA annotation that selects a profile for that VPA.
 pub const PROFILE_ANNOTATION: &str = "tailor.dev/profile";
@@ -38,6 +41,9 @@ pub struct Profile {
     /// The all-day CPU target priced against its risk on the container's own history (`None`: upstream's
     /// percentile and margin).
     pub cpu_risk_price: Option<RiskPrice>,
+    /// Memory at a small margin over daily peaks that hold steady (`None`: upstream's percentile and margin
+    /// everywhere).
+    pub memory_stable_peaks: Option<StablePeaks>,
 }
 
 /// Tailor's profiles, besides `upstream`.
@@ -53,6 +59,7 @@ pub const PROFILES: &[Profile] = &[
         pod_min_memory_mb: 64.0,
         cpu_time_of_day: None,
         cpu_risk_price: None,
+        memory_stable_peaks: None,
     },
     Profile {
         name: "saver",
@@ -64,6 +71,7 @@ pub const PROFILES: &[Profile] = &[
         pod_min_memory_mb: 64.0,
         cpu_time_of_day: None,
         cpu_risk_price: None,
+        memory_stable_peaks: None,
     },
     Profile {
         name: "diurnal",
@@ -85,13 +93,15 @@ pub const PROFILES: &[Profile] = &[
             risk_budget: None,
         }),
         cpu_risk_price: None,
+        memory_stable_peaks: None,
     },
     Profile {
         name: AUTO,
         summary: "decides per container from its own history: the CPU request that minimises unused CPU + \
                   3.5 core-minutes per minute above it (large containers nearer their usual load, small ones \
                   above every peak), following the hour of the day where a strong daily pattern repeats and \
-                  swings by at least 0.3 cores; memory as upstream",
+                  swings by at least 0.3 cores, resized down once the request is 10 % above its target; \
+                  memory 5 % over the highest daily peak where the peaks hold steady, upstream's elsewhere",
         target_cpu_percentile: 0.9,
         target_memory_percentile: 0.9,
         safety_margin_fraction: 0.15,
@@ -112,7 +122,15 @@ pub const PROFILES: &[Profile] = &[
             }),
             risk_budget: None,
         }),
-        cpu_risk_price: Some(RiskPrice { price: 3.5 }),
+        cpu_risk_price: Some(RiskPrice {
+            price: 3.5,
+            upper_margin: Some(0.1),
+        }),
+        memory_stable_peaks: Some(StablePeaks {
+            max_spread: 0.1,
+            margin: 0.05,
+            min_days: 1.0,
+        }),
     },
 ];
 
@@ -185,6 +203,7 @@ impl Profile {
             pod_min_memory_mb: self.pod_min_memory_mb,
             cpu_time_of_day: self.cpu_time_of_day,
             cpu_risk_price: self.cpu_risk_price,
+            memory_stable_peaks: self.memory_stable_peaks,
             ..base.clone()
         }
     }

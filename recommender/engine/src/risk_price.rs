@@ -10,6 +10,10 @@
 pub struct RiskPrice {
     /// Core-minutes of unused request that one minute of usage above the request is worth (> 0).
     pub price: f64,
+    /// The upper bound of the priced all-day target: the target × (1 + this), so that the updater resizes a
+    /// request more than this above the target at once instead of after its 12 h wait (`None`: upstream's
+    /// upper bound, at least the target). `auto` uses the updater's own in-place threshold, 10 %.
+    pub upper_margin: Option<f64>,
 }
 
 /// The CPU request (cores) that minimises `E[(r − u)+] + price · P(u > r)` on the distribution of usage `u` in

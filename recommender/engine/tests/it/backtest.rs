@@ -335,13 +335,18 @@ fn auto_follows_the_day_only_where_it_repeats() {
         a.iter().zip(&p).all(|(a, p)| a <= p),
         "auto {a:?}, all-day {p:?}"
     );
-    // The memory recommendation stays upstream's.
-    let mem = |d: &[backtest::Decision]| -> Vec<Option<i64>> {
+    // Memory is never above upstream's: upstream's, or a smaller margin over daily peaks that hold steady.
+    let mem = |d: &[backtest::Decision]| -> Vec<i64> {
         d.iter()
-            .map(|x| x.recommendations[0].target.memory)
+            .filter_map(|x| x.recommendations[0].target.memory)
             .collect()
     };
-    assert_eq!(mem(&au(&web)), mem(&up(&web)));
+    let (am, um) = (mem(&au(&web)), mem(&up(&web)));
+    assert_eq!(am.len(), um.len());
+    assert!(
+        am.iter().zip(&um).all(|(a, u)| a <= u),
+        "auto {am:?}, upstream {um:?}"
+    );
 }
 
 /// The hourly CPU estimate needs a day of history; before that, and whenever pods are only sized at
@@ -385,10 +390,11 @@ fn auto() -> &'static profile::Profile {
 }
 
 /// What `auto` holds on the validation draws (never tuned on) and on a draw nobody looked at while tuning:
-/// at least 15 % less cost-weighted waste than `upstream` (−17.0 % on validation, −20.7 % on draw 5000; the
-/// issue's 20 % is met on draw 5000 only, QUALITY.md), no more risk minutes, no more OOM-risk samples, no
-/// uncovered OOMs, on no shape more than 10 % above upstream's cost unless less risky, and at most one
-/// request change per pod-day (0.89 on validation, 0.82 on draw 5000).
+/// the 20 % less cost-weighted waste than `upstream` (−21.6 % on validation, −22.4 % on draw 5000;
+/// not on every set of new draws: −18.5 % on draws 7000-7002, QUALITY.md), no more risk minutes, at most half
+/// upstream's OOM-risk samples (132 vs 1,572 and 34 vs 754: the steady-peaks memory rule), no more uncovered
+/// OOMs, on no shape more than 10 % above upstream's cost unless less risky, and at most one request change per
+/// pod-day (0.86 on validation, 0.79 on draw 5000).
 #[test]
 fn auto_beats_upstream_on_validation_and_new_draws() {
     let sets: [&[u64]; 2] = [
@@ -411,12 +417,10 @@ fn auto_beats_upstream_on_validation_and_new_draws() {
                 u.add(&backtest::total(&r[0].containers));
                 a.add(&backtest::total(&r[1].containers));
             }
-            // The 10 % holds on the validation set; on draw 5000 `deploy-step-down` costs 11.7 % more
-            // than upstream at equal risk (none): small containers keep their request above the level before
-            // the release until its peaks have decayed out of the histogram (QUALITY.md).
-            let bound = if draws == [5000] { 1.12 } else { 1.1 };
+            // The 10 %: `deploy-step-down` is the closest, +6.3 % on draw 5000 (+11.7 % before the
+            // priced request's upper bound followed it; still above 10 % on draws 7001 and 7002, QUALITY.md).
             assert!(
-                a.cost() <= bound * u.cost() || a.risk_minutes() < u.risk_minutes(),
+                a.cost() <= 1.1 * u.cost() || a.risk_minutes() < u.risk_minutes(),
                 "{} on draws {draws:?}: {a:?} vs {u:?}",
                 w.name
             );
@@ -424,7 +428,7 @@ fn auto_beats_upstream_on_validation_and_new_draws() {
             au.add(&a);
         }
         assert!(
-            au.cost() <= 0.85 * up.cost(),
+            au.cost() <= 0.8 * up.cost(),
             "draws {draws:?}: cost {} vs {}",
             au.cost(),
             up.cost()
@@ -434,8 +438,10 @@ fn auto_beats_upstream_on_validation_and_new_draws() {
             "draws {draws:?}: {au:?} vs {up:?}"
         );
         assert!(
-            au.oom_risk_samples <= up.oom_risk_samples,
-            "draws {draws:?}"
+            2 * au.oom_risk_samples <= up.oom_risk_samples,
+            "draws {draws:?}: {} vs {} OOM-risk samples",
+            au.oom_risk_samples,
+            up.oom_risk_samples
         );
         assert!(au.uncovered_ooms <= up.uncovered_ooms, "draws {draws:?}");
         assert!(
