@@ -450,7 +450,8 @@ pub struct TimeOfDay {
     /// How far ahead the lower bound covers (ns, ≤ `ahead`): a request set to the target lasts until the
     /// hours within this window need more than it.
     pub lower_ahead: i64,
-    /// Lower bound = the `lower_ahead` estimate × (1 + `lower_margin`) (≤ 0).
+    /// Lower bound = the `lower_ahead` estimate × (1 + `lower_margin`) (≤ 0); with a risk price, at most the
+    /// target (a priced target weighs the hours of its window together and can fall below the next hour's).
     pub lower_margin: f64,
     /// Upper bound = target × (1 + `upper_margin`) (≥ 0).
     pub upper_margin: f64,
@@ -546,12 +547,20 @@ impl RecommenderConfig {
             },
         };
         let target = within(tod.ahead);
+        let lower = Estimator::Margin {
+            fraction: tod.lower_margin,
+            base: Box::new(within(tod.lower_ahead.min(tod.ahead))),
+        };
         let hourly = match b {
             Bound::Target => target,
-            Bound::Lower => Estimator::Margin {
-                fraction: tod.lower_margin,
-                base: Box::new(within(tod.lower_ahead.min(tod.ahead))),
-            },
+            // A priced target weighs the hours of its window together, so on a ramp down (or after a quiet
+            // weekend) it can fall below the next hour's own: a lower bound above the target made the updater
+            // resize every hour to a target still below it, and once 1.6 × the target fell under the
+            // lower bound, resize down. The lower bound is at most the target, as upstream's always is.
+            Bound::Lower if self.cpu_risk_price.is_some() => {
+                Estimator::Min(Box::new(lower), Box::new(target))
+            }
+            Bound::Lower => lower,
             Bound::Upper => Estimator::Margin {
                 fraction: tod.upper_margin,
                 base: Box::new(target),
