@@ -98,7 +98,8 @@ struct Seen<'a> {
 }
 
 impl<'a> Seen<'a> {
-    /// Whether `object` is to be decoded as a pod now: `resource` came first and names core pods.
+    /// Whether `object` is to be decoded as a pod now: `resource` came first and names core pods (the rule of
+    /// `ResourceKind::of`, by which `review::handle` sends the review to the pod handler).
     fn pod_review(&self) -> bool {
         self.resource
             .as_ref()
