@@ -38,13 +38,35 @@ fn variant(auto: &Profile, price: f64, ahead: i64, amplitude: f64) -> Profile {
     }
 }
 
+/// One `price:ahead-hours:amplitude-cores[:upper-margin[:lower-ahead-hours]]` argument: three to five finite
+/// numbers.
+fn grid_point(arg: &str) -> Result<Vec<f64>, String> {
+    let f = arg
+        .split(':')
+        .map(|x| x.parse::<f64>().ok().filter(|v| v.is_finite()))
+        .collect::<Option<Vec<f64>>>()
+        .ok_or_else(|| format!("{arg:?}: each part must be a finite number"))?;
+    if !(3..=5).contains(&f.len()) {
+        return Err(format!(
+            "{arg:?}: expected price:ahead-hours:amplitude-cores[:upper-margin[:lower-ahead-hours]]"
+        ));
+    }
+    Ok(f)
+}
+
 fn main() {
     let auto = *profile::by_name("auto").unwrap().unwrap();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let per_shape = args.iter().any(|a| a == "--shapes");
     let mut variants: Vec<(String, Profile)> = Vec::new();
     for a in args.iter().filter(|a| !a.starts_with("--")) {
-        let f: Vec<f64> = a.split(':').map(|x| x.parse().unwrap()).collect();
+        let f = match grid_point(a) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("tune_auto: {e}");
+                std::process::exit(2);
+            }
+        };
         let mut p = variant(&auto, f[0], f[1] as i64, f[2]);
         let mut t = p.cpu_time_of_day.unwrap();
         if let Some(u) = f.get(3) {
