@@ -10,7 +10,8 @@
 # server with the webhook's TLS configuration and HTTP/1.1 keep-alive that answers every review with a fixed
 # patch without reading it (the kernel's loopback TCP, wake-ups, TLS and HTTP on this machine), and
 # `floor_with_review_cpu_us_per_review=N`: that server running the webhook's review (`--review-dir`) without the
-# webhook's router, limits and metrics (--no-floor skips both).
+# webhook's router, limits and metrics (--no-floor skips both); and `memo_off_cpu_us_per_review=N`: the webhook
+# with `--patch-memo-mib 0`, every pod sized anew.
 # The last line is `cpu_us_per_review=N`: the server's on-CPU µs per review (utime+stime from /proc) at a steady
 # 2,000 reviews/s with the realistic pod over the first of the --rate-connections (the issue-35 figure).
 # Server and load generator share this machine's cores; SERVER_CPUS / LOADGEN_CPUS (taskset lists) pin them.
@@ -57,18 +58,26 @@ s=[socket.socket() for _ in range(2)]
 print(*[x.getsockname()[1] for x in s])')
 
 pin() { local cpus=$1; shift; if [ -n "$cpus" ]; then taskset -c "$cpus" "$@"; else "$@"; fi; }
-# Started directly (not through a shell function) so that $! is the server itself.
-# shellcheck disable=SC2086
 # As the image and the chart set them (Dockerfile).
 export MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_PURGE_DELAY=0
-RUST_LOG=warn ${SERVER_CPUS:+taskset -c $SERVER_CPUS} "$BIN" --vpa-dir "$WORK/manifests" --tls-cert-file "$WORK/tls.crt" \
-  --tls-private-key "$WORK/tls.key" --port "$PORT" --address "127.0.0.1:$MPORT" --shutdown-delay-seconds 0 &
-SERVER_PID=$!
-for _ in $(seq 1 100); do
-  curl -fsS "http://127.0.0.1:$MPORT/readyz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
-curl -fsS "http://127.0.0.1:$MPORT/readyz" >/dev/null
+# Starts tailor-admission with extra flags "$@" and waits until it is ready.
+start_server() {
+  # Started directly (not through a shell function) so that $! is the server itself.
+  # shellcheck disable=SC2086
+  RUST_LOG=warn ${SERVER_CPUS:+taskset -c $SERVER_CPUS} "$BIN" --vpa-dir "$WORK/manifests" --tls-cert-file "$WORK/tls.crt" \
+    --tls-private-key "$WORK/tls.key" --port "$PORT" --address "127.0.0.1:$MPORT" --shutdown-delay-seconds 0 "$@" &
+  SERVER_PID=$!
+  for _ in $(seq 1 100); do
+    curl -fsS "http://127.0.0.1:$MPORT/readyz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  curl -fsS "http://127.0.0.1:$MPORT/readyz" >/dev/null
+}
+stop_server() {
+  kill "$SERVER_PID" 2>/dev/null || true
+  wait "$SERVER_PID" 2>/dev/null || true
+}
+start_server
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "server: $BIN, $VPAS VPAs indexed; loadgen threads: ${LOADGEN_THREADS:-1} (server and loadgen share the cores)"
@@ -108,17 +117,23 @@ for pod in $PODS; do
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "server RSS: $(awk '/VmRSS/ {print $2, $3}' /proc/$SERVER_PID/status)"
-curl -fsS "http://127.0.0.1:$MPORT/metrics" | grep -E '^tailor_admission_reviews_total' || true
+curl -fsS "http://127.0.0.1:$MPORT/metrics" | grep -E '^tailor_admission_(reviews_total|patch_memo)' || true
 if [ -z "$FINAL" ]; then
   # The headline figure is always measured, even when --pods leaves the realistic pod out.
   run --connections "$FINAL_CONNECTIONS" --rate 2000 --pod realistic --label "rate-2000-realistic-c$FINAL_CONNECTIONS" >/dev/null
   FINAL=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["server_cpu_us_per_review"]))' "$WORK/last.json")
 fi
+# Every review above after the first of each workload has the sizing inputs of the one before it against the
+# same VPA, so it is answered from the patch memo. The same figure with the memo off: each pod sized anew, as
+# the first pod of a workload after its VPA's recommendation changed is.
+stop_server
+start_server --patch-memo-mib 0
+run --connections "$FINAL_CONNECTIONS" --rate 2000 --pod realistic --label "memo-off-rate-2000-realistic-c$FINAL_CONNECTIONS"
+echo "memo_off_cpu_us_per_review=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["server_cpu_us_per_review"]))' "$WORK/last.json")"
 if [ -n "$FLOOR" ]; then
   # The floor, then the floor with the review in it (the webhook's review::handle on the bare server).
   for mode in floor floor_with_review; do
-    kill "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
+    stop_server
     review_args=()
     [ "$mode" = floor_with_review ] && review_args=(--review-dir "$WORK/manifests")
     # shellcheck disable=SC2086

@@ -799,6 +799,9 @@ MATRIX: list[tuple[str, dict, Callable[[list[dict]], None] | None, str]] = [
      {"admission": {"connections": {"handshakeBurst": 64}}},
      lambda d: expect_args(d, "--max-connections=1024", "--handshakes-per-second=500", "--handshake-burst=64"),
      NAMESPACE),
+    # Issue 35: the patch memo is on by default and can be turned off (0 is passed, not dropped).
+    ("patch memo: default", {}, lambda d: expect_args(d, "--patch-memo-mib=4"), NAMESPACE),
+    ("patch memo: off", {"admission": {"patchMemoMiB": 0}}, lambda d: expect_args(d, "--patch-memo-mib=0"), NAMESPACE),
 ]
 
 

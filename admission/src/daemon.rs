@@ -146,12 +146,20 @@ impl Daemon {
         Ok(())
     }
 
-    /// The webhook over the manifests, or over the cluster's caches.
+    /// The webhook over the manifests, or over the cluster's caches, its metrics registered.
     fn webhook(&mut self, shutdown: &Shutdown) -> Result<Arc<Webhook>, DaemonError> {
+        let webhook = self.indexed_webhook(shutdown)?;
+        webhook.register_metrics(self.metrics.registry_mut());
+        Ok(webhook)
+    }
+
+    /// The webhook over the manifests, or over the cluster's caches.
+    fn indexed_webhook(&mut self, shutdown: &Shutdown) -> Result<Arc<Webhook>, DaemonError> {
         let (gates, options) = (self.settings.gates, self.settings.options.clone());
+        let memo_bytes = self.settings.patch_memo_bytes;
         match &self.settings.index {
             IndexSource::Manifests(dir) => {
-                let webhook = standalone::start(dir, gates, options, shutdown.wait())?;
+                let webhook = standalone::start(dir, gates, options, memo_bytes, shutdown.wait())?;
                 self.readiness.set_synced();
                 Ok(webhook)
             }
@@ -167,7 +175,9 @@ impl Daemon {
                     lease: lease.clone(),
                 };
                 let index = mode.start(&mut self.metrics, &self.readiness, shutdown);
-                let webhook = Webhook::new(index.index, gates, options).with_events(index.events);
+                let webhook = Webhook::new(index.index, gates, options)
+                    .with_patch_memo_bytes(memo_bytes)
+                    .with_events(index.events);
                 Ok(Arc::new(match index.report {
                     Some(report) => webhook.with_quota_report(report),
                     None => webhook,

@@ -115,6 +115,13 @@ pub struct Flags {
     /// (needs get/list/watch on them). No effect in namespaces without a ResourceQuota. Cluster mode only.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = true, action = ArgAction::Set)]
     pub quota_fit: bool,
+    /// Memory, in MiB (0 to 1024), for the patch of the last pod reviewed per VPA: a pod whose containers,
+    /// resources and sizing annotations equal that pod's, against the same version of the VPA and
+    /// LimitRanges, gets the same patch without being sized again (pods of one ReplicaSet, Job or
+    /// StatefulSet). Pods in namespaces with a ResourceQuota are always sized. 0 turns it off. Hits, misses
+    /// and size: `tailor_admission_patch_memo_*`.
+    #[arg(long, default_value_t = DEFAULT_PATCH_MEMO_MIB, value_parser = clap::value_parser!(u32).range(0..=1024))]
+    pub patch_memo_mib: u32,
 
     /// Most webhook connections open at once (at least 1). At the limit the connection idle longest is closed
     /// for a new one. The API server needs a few per replica; keep it below the process's file limit.
@@ -151,6 +158,9 @@ pub struct Flags {
     #[command(flatten)]
     pub log: LogFlags,
 }
+
+/// `--patch-memo-mib` by default: about 2,000 VPAs' answers for pods of three containers.
+pub const DEFAULT_PATCH_MEMO_MIB: u32 = 4;
 
 fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| e.to_string())

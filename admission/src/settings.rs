@@ -84,6 +84,8 @@ pub struct Settings {
     pub gates: FeatureGates,
     /// How patches are computed.
     pub options: PatchOptions,
+    /// Bytes for the patch memo (`--patch-memo-mib`; 0: off).
+    pub patch_memo_bytes: usize,
     /// Manifests or the cluster.
     pub index: IndexSource,
     /// Files or self-managed.
@@ -122,6 +124,7 @@ impl Settings {
             metrics_addr,
             gates,
             options,
+            patch_memo_bytes: flags.patch_memo_mib as usize * (1 << 20),
             index: index_source(&flags)?,
             certs: cert_source(&flags),
             body_timeout: Duration::from_secs(flags.webhook_timeout_seconds.max(1)),

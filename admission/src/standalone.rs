@@ -30,11 +30,13 @@ pub enum StandaloneError {
     Watch(#[from] notify::Error),
 }
 
-/// A webhook over the manifests in `dir` (a directory or a file), re-read on every change until `shutdown`.
+/// A webhook over the manifests in `dir` (a directory or a file), re-read on every change until `shutdown`,
+/// with a patch memo of `memo_bytes`.
 pub fn start(
     dir: &Path,
     gates: FeatureGates,
     options: PatchOptions,
+    memo_bytes: usize,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Arc<Webhook>, StandaloneError> {
     let loaded = manifests::load_dir(dir).map_err(|source| StandaloneError::Load {
@@ -43,7 +45,9 @@ pub fn start(
     })?;
     tracing::info!(dir = %dir.display(), files = loaded.files, objects = loaded.count(),
         vpas = loaded.objects.vpas().len(), skipped = loaded.skipped, "standalone mode: manifests loaded");
-    let webhook = Arc::new(Webhook::new(loaded.objects.into_index(), gates, options));
+    let webhook =
+        Webhook::new(loaded.objects.into_index(), gates, options).with_patch_memo_bytes(memo_bytes);
+    let webhook = Arc::new(webhook);
     watch_manifests(dir.to_owned(), webhook.clone(), shutdown)?;
     Ok(webhook)
 }

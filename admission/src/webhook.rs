@@ -11,8 +11,10 @@ use tailor_core::validation::FeatureGates;
 use tailor_core::sizing::PatchOptions;
 use tailor_kube::index::Index;
 
+use crate::flags::DEFAULT_PATCH_MEMO_MIB;
+
 use crate::{
-    pod::{PodOutcome, review_pod},
+    pod::{PatchMemo, PodOutcome, review_pod},
     review::{Review, ReviewResult, Reviewed, Reviewer},
     vpa::{VpaOutcome, review_vpa},
 };
@@ -25,6 +27,7 @@ pub struct Webhook {
     index: ArcSwap<Index>,
     gates: FeatureGates,
     options: PatchOptions,
+    memo: PatchMemo,
     unsized_warned: AtomicU64,
     unsized_quiet: AtomicU64,
     started: std::time::Instant,
@@ -47,6 +50,7 @@ impl Webhook {
         Webhook {
             index: ArcSwap::from_pointee(index),
             gates,
+            memo: PatchMemo::new(options.clone(), DEFAULT_PATCH_MEMO_MIB as usize * (1 << 20)),
             options,
             unsized_warned: AtomicU64::new(0),
             unsized_quiet: AtomicU64::new(0),
@@ -85,6 +89,17 @@ impl Webhook {
             self.unsized_quiet.fetch_add(1, Ordering::AcqRel);
             None
         }
+    }
+
+    /// Gives the patch memo `bytes` (`--patch-memo-mib`; 0: off) instead of the default.
+    pub fn with_patch_memo_bytes(mut self, bytes: usize) -> Self {
+        self.memo = PatchMemo::new(self.options.clone(), bytes);
+        self
+    }
+
+    /// Registers the webhook's own metrics (the patch memo's).
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.memo.register(registry);
     }
 
     /// Replaces the index (standalone mode re-reading its manifests).
@@ -140,7 +155,7 @@ impl Webhook {
 impl Reviewer for Webhook {
     fn review_pod(&self, review: &Review<'_>) -> Reviewed {
         let index = self.index.load();
-        let (response, outcome) = review_pod(review, &index, &self.options);
+        let (response, outcome) = review_pod(review, &index, &self.options, &self.memo);
         let req = &review.request;
         let pod = || {
             format!(

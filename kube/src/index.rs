@@ -519,11 +519,16 @@ impl Index {
 
     /// The LimitRanges of `namespace`.
     pub fn limit_ranges(&self, namespace: &str) -> Vec<LimitRange> {
-        self.limit_ranges
-            .filter_in(namespace, &|_| true)
+        self.shared_limit_ranges(namespace)
             .iter()
             .map(|lr| (**lr).clone())
             .collect()
+    }
+
+    /// The LimitRanges of `namespace` as the index holds them, uncopied: a new version of one is a new
+    /// `Arc`, so their identity tells whether an answer computed from them still holds.
+    pub fn shared_limit_ranges(&self, namespace: &str) -> Vec<Arc<LimitRange>> {
+        self.limit_ranges.filter_in(namespace, &|_| true)
     }
 
     /// `Some(Err(answer))` when `kind` is well-known but the object is neither cached nor found by the

@@ -26,10 +26,12 @@ use tailor_crds::{
 };
 
 mod boost;
+mod memo;
 mod patch;
 mod review;
 
 use boost::*;
+pub use memo::*;
 pub use patch::*;
 pub use review::*;
 use tailor_core::quota::{Charged, Quota, QuotaFit, QuotaOutcome, fit_to_quotas};

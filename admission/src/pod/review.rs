@@ -54,10 +54,12 @@ pub enum PodOutcome {
 
 /// Reviews a pod `CREATE` (upstream spec §3.1): finds the VPA in `index` and returns the patch. Never
 /// denies; any error (a pod over Tailor's budgets included, see [`crate::review_budgets`]) admits the pod unmodified.
+/// A pod whose sizing inputs equal the last one's against the same VPA gets that pod's patch from `memo`.
 pub fn review_pod(
     review: &crate::review::Review<'_>,
     index: &tailor_kube::index::Index,
     options: &PatchOptions,
+    memo: &PatchMemo,
 ) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
     use kube::core::admission::AdmissionResponse;
     let req = &review.request;
@@ -107,52 +109,91 @@ pub fn review_pod(
             );
         }
     };
-    let limit_ranges = index.limit_ranges(&namespace);
+    let limit_ranges = index.shared_limit_ranges(&namespace);
     let quotas = index.quotas(&namespace);
-    let vpa_uid = vpa.metadata.uid.clone();
-    match patch_pod_within(&pod, &vpa, &limit_ranges, &quotas, options) {
-        Ok(PodPatch {
-            skipped: Some(reason),
-            patch,
-            ..
-        }) => {
-            let outcome = match reason {
-                SkipReason::UpstreamManaged => PodOutcome::SkippedUpstream,
-                SkipReason::AlreadySized => PodOutcome::AlreadySized,
-            };
-            if patch.0.is_empty() {
-                return (allowed, outcome);
-            }
-            match allowed.clone().with_patch(patch) {
-                Ok(response) => (response, outcome),
-                Err(e) => (allowed, PodOutcome::Error(e.to_string())),
-            }
+    let vpa_label = || {
+        format!(
+            "{namespace}/{}",
+            vpa.metadata.name.as_deref().unwrap_or_default()
+        )
+    };
+    // Quota fit reads the quotas' usage, which every pod changes: such pods are never memoised.
+    let key = (quotas.is_empty() && memo.serves(options))
+        .then(|| sizing_key(&pod, &namespace))
+        .flatten();
+    if let Some(answer) = key
+        .as_deref()
+        .and_then(|key| memo.get(&vpa, &limit_ranges, key))
+    {
+        return answered(allowed, answer, conflict, vpa_label());
+    }
+    let owned_limit_ranges: Vec<_> = limit_ranges.iter().map(|lr| (**lr).clone()).collect();
+    let result = match patch_pod_within(&pod, &vpa, &owned_limit_ranges, &quotas, options) {
+        Ok(result) => result,
+        Err(e) => return (allowed, PodOutcome::Error(e.to_string())),
+    };
+    if let Some(reason) = result.skipped {
+        let outcome = match reason {
+            SkipReason::UpstreamManaged => PodOutcome::SkippedUpstream,
+            SkipReason::AlreadySized => PodOutcome::AlreadySized,
+        };
+        if result.patch.0.is_empty() {
+            return (allowed, outcome);
         }
-        Ok(result) => match allowed.clone().with_patch(result.patch) {
-            Ok(mut response) => {
-                if let Some(w) = conflict {
-                    response.warnings = Some(vec![w]);
-                }
-                let vpa = format!(
-                    "{namespace}/{}",
-                    vpa.metadata.name.as_deref().unwrap_or_default()
-                );
-                let outcome = if result.quota.outcome != QuotaOutcome::Fits {
-                    PodOutcome::QuotaFitted {
-                        vpa,
-                        vpa_uid: vpa_uid.unwrap_or_default(),
-                        fit: result.quota,
-                        generate_name: pod.metadata.generate_name.clone(),
-                    }
-                } else if result.updates.is_empty() && !result.pod_level.is_empty() {
-                    PodOutcome::PodLevelLeftAlone { vpa }
-                } else {
-                    PodOutcome::Patched { vpa }
-                };
-                (response, outcome)
-            }
+        return match allowed.clone().with_patch(result.patch) {
+            Ok(response) => (response, outcome),
             Err(e) => (allowed, PodOutcome::Error(e.to_string())),
-        },
+        };
+    }
+    let patch = match serde_json::to_vec(&result.patch) {
+        Ok(patch) => patch,
+        Err(e) => return (allowed, PodOutcome::Error(e.to_string())),
+    };
+    let answer = Answer {
+        patch: patch.into(),
+        pod_level_only: result.updates.is_empty() && !result.pod_level.is_empty(),
+    };
+    if result.quota.outcome != QuotaOutcome::Fits {
+        let (response, outcome) = answered(allowed, answer, conflict, String::new());
+        if let PodOutcome::Error(_) = outcome {
+            return (response, outcome);
+        }
+        let outcome = PodOutcome::QuotaFitted {
+            vpa: vpa_label(),
+            vpa_uid: vpa.metadata.uid.clone().unwrap_or_default(),
+            fit: result.quota,
+            generate_name: pod.metadata.generate_name.clone(),
+        };
+        return (response, outcome);
+    }
+    if let Some(key) = key {
+        memo.put(&vpa, &limit_ranges, key, answer.clone());
+    }
+    answered(allowed, answer, conflict, vpa_label())
+}
+
+/// The response carrying `answer`'s patch (and the warning about several VPAs), and its outcome against
+/// VPA `vpa` (`namespace/name`).
+fn answered(
+    allowed: kube::core::admission::AdmissionResponse,
+    answer: Answer,
+    conflict: Option<String>,
+    vpa: String,
+) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
+    // `with_patch` marks the response as a JSON patch; the patch itself is already serialised.
+    match allowed.clone().with_patch(json_patch::Patch(Vec::new())) {
+        Ok(mut response) => {
+            response.patch = Some(answer.patch.to_vec());
+            if let Some(w) = conflict {
+                response.warnings = Some(vec![w]);
+            }
+            let outcome = if answer.pod_level_only {
+                PodOutcome::PodLevelLeftAlone { vpa }
+            } else {
+                PodOutcome::Patched { vpa }
+            };
+            (response, outcome)
+        }
         Err(e) => (allowed, PodOutcome::Error(e.to_string())),
     }
 }

@@ -197,6 +197,10 @@ fn decoded(body: &[u8]) -> crate::review::Review<'_> {
 }
 
 fn web_index(vpas: Vec<VerticalPodAutoscaler>) -> Index {
+    web_index_with(vpas, Vec::new())
+}
+
+fn web_index_with(vpas: Vec<VerticalPodAutoscaler>, limit_ranges: Vec<LimitRange>) -> Index {
     let rs = serde_json::from_value(json!({
         "metadata": {"name": "web-abc", "namespace": "default",
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "2", "controller": true}]},
@@ -212,6 +216,7 @@ fn web_index(vpas: Vec<VerticalPodAutoscaler>) -> Index {
         vpas,
         deployments: vec![deploy],
         replica_sets: vec![rs],
+        limit_ranges,
         ..Default::default()
     })
 }
@@ -224,6 +229,7 @@ fn review_pod_end_to_end() {
         &decoded(&pod_request(p.clone(), "v1")),
         &index,
         &PatchOptions::default(),
+        &PatchMemo::new(PatchOptions::default(), MEMO),
     );
     assert_eq!(
         outcome,
@@ -251,6 +257,7 @@ fn review_pod_never_denies() {
         &decoded(&pod_request(web_pod(), "v2")),
         &index,
         &PatchOptions::default(),
+        &PatchMemo::new(PatchOptions::default(), MEMO),
     );
     assert!(resp.allowed && resp.patch.is_none());
     assert!(matches!(outcome, PodOutcome::Error(_)));
@@ -258,6 +265,7 @@ fn review_pod_never_denies() {
         &decoded(&pod_request(json!({"spec": 3}), "v1")),
         &index,
         &PatchOptions::default(),
+        &PatchMemo::new(PatchOptions::default(), MEMO),
     );
     assert!(resp.allowed && resp.patch.is_none());
     assert!(matches!(outcome, PodOutcome::Error(_)));
@@ -273,6 +281,7 @@ fn review_pod_never_denies() {
         &decoded(&pod_request(web_pod(), "v1")),
         &index,
         &PatchOptions::default(),
+        &PatchMemo::new(PatchOptions::default(), MEMO),
     );
     assert!(resp.allowed && resp.patch.is_none());
     assert!(matches!(outcome, PodOutcome::Error(_)), "{outcome:?}");
@@ -282,6 +291,7 @@ fn review_pod_never_denies() {
         &decoded(&pod_request(web_pod(), "v1")),
         &index,
         &PatchOptions::default(),
+        &PatchMemo::new(PatchOptions::default(), MEMO),
     );
     assert!(resp.allowed && resp.patch.is_none());
     assert_eq!(outcome, PodOutcome::NoMatch { reason: None });
@@ -413,6 +423,7 @@ fn pods_whose_owner_cannot_be_resolved_are_unsized_under_their_own_reason() {
             &decoded(&pod_request(web_pod(), "v1")),
             &index(fallback.clone()),
             &PatchOptions::default(),
+            &PatchMemo::new(PatchOptions::default(), MEMO),
         );
         assert!(resp.allowed && resp.patch.is_none());
         let PodOutcome::Unsized {
@@ -445,6 +456,7 @@ fn pods_whose_owner_cannot_be_resolved_are_unsized_under_their_own_reason() {
         &decoded(&pod_request(web_pod(), "v1")),
         &index(Some(OwnerAnswer::Found(rs))),
         &PatchOptions::default(),
+        &PatchMemo::new(PatchOptions::default(), MEMO),
     );
     assert!(resp.patch.is_some(), "{outcome:?}");
 }
@@ -501,6 +513,7 @@ fn two_vpas_on_one_workload_are_named_in_the_response_warnings() {
         &decoded(&pod_request(web_pod(), "v1")),
         &index,
         &PatchOptions::default(),
+        &PatchMemo::new(PatchOptions::default(), MEMO),
     );
     assert_eq!(
         outcome,
@@ -521,6 +534,7 @@ fn two_vpas_on_one_workload_are_named_in_the_response_warnings() {
         &decoded(&pod_request(web_pod(), "v1")),
         &index,
         &PatchOptions::default(),
+        &PatchMemo::new(PatchOptions::default(), MEMO),
     );
     assert_eq!(resp.warnings, None);
 }
@@ -544,6 +558,7 @@ fn quota_fit_cuts_the_raise_and_says_why() {
         &decoded(&pod_request(p.clone(), "v1")),
         &quota_index("840m"),
         &PatchOptions::default(),
+        &PatchMemo::new(PatchOptions::default(), MEMO),
     );
     let PodOutcome::QuotaFitted { vpa, fit, .. } = outcome else {
         panic!("{outcome:?}");
@@ -576,6 +591,7 @@ fn quota_fit_leaves_a_pod_that_does_not_fit_anyway_alone() {
         &decoded(&pod_request(p.clone(), "v1")),
         &quota_index("950m"),
         &PatchOptions::default(),
+        &PatchMemo::new(PatchOptions::default(), MEMO),
     );
     assert!(
         matches!(&outcome, PodOutcome::QuotaFitted { fit, .. }
@@ -598,6 +614,224 @@ fn quota_fit_leaves_a_pod_that_does_not_fit_anyway_alone() {
         &decoded(&pod_request(p, "v1")),
         &quota_index("0"),
         &PatchOptions::default(),
+        &PatchMemo::new(PatchOptions::default(), MEMO),
     );
     assert!(matches!(outcome, PodOutcome::Patched { .. }), "{outcome:?}");
+}
+
+/// The patch memo's size in these tests: the webhook's default.
+const MEMO: usize = crate::flags::DEFAULT_PATCH_MEMO_MIB as usize * (1 << 20);
+
+/// The response's patch and the outcome of a pod review against `index`, reviewed with `memo`.
+fn memo_review(
+    pod: &Value,
+    index: &Index,
+    options: &PatchOptions,
+    memo: &PatchMemo,
+) -> (Option<Vec<u8>>, Option<Vec<String>>, PodOutcome) {
+    let (resp, outcome) = review_pod(
+        &decoded(&pod_request(pod.clone(), "v1")),
+        index,
+        options,
+        memo,
+    );
+    (resp.patch, resp.warnings, outcome)
+}
+
+#[test]
+fn pods_of_one_template_share_one_answer() {
+    let index = web_index(vec![web_vpa(json!([]))]);
+    let options = PatchOptions::default();
+    let memo = PatchMemo::new(options.clone(), MEMO);
+    let first = memo_review(&web_pod(), &index, &options, &memo);
+    assert_eq!(memo.hits(), 0);
+    // Another pod of the same ReplicaSet: other name, other labels besides the selector's.
+    let mut next = web_pod();
+    next["metadata"]["name"] = json!("web-abc-x1");
+    next["metadata"]["labels"]["pod-template-hash"] = json!("abc");
+    let second = memo_review(&next, &index, &options, &memo);
+    assert_eq!(memo.hits(), 1);
+    assert_eq!(first, second);
+    assert!(first.0.is_some() && matches!(first.2, PodOutcome::Patched { .. }));
+    assert!(memo.bytes() > 0 && memo.bytes() <= MEMO);
+}
+
+#[test]
+fn a_changed_vpa_or_limit_range_is_never_answered_from_the_memo() {
+    let options = PatchOptions::default();
+    let memo = PatchMemo::new(options.clone(), MEMO);
+    let index = |cpu: &str, lr_max: Option<&str>| {
+        let mut v = web_vpa(json!([]));
+        let rec = v.status.as_mut().unwrap().recommendation.as_mut().unwrap();
+        let recs = rec.container_recommendations.as_mut().unwrap();
+        recs[0].target.insert("cpu".into(), Quantity(cpu.into()));
+        let limit_ranges = lr_max.map(|max| {
+            serde_json::from_value(json!({
+                "metadata": {"name": "lr", "namespace": "default"},
+                "spec": {"limits": [{"type": "Container", "max": {"cpu": max}}]}
+            }))
+            .unwrap()
+        });
+        web_index_with(vec![v], limit_ranges.into_iter().collect())
+    };
+    let cpu_request = |index: &Index, memo: &PatchMemo| {
+        let (patch, _, _) = memo_review(&web_pod(), index, &options, memo);
+        let patch: Patch = serde_json::from_slice(&patch.unwrap()).unwrap();
+        apply(&web_pod(), &patch)["spec"]["containers"][0]["resources"]["requests"]["cpu"].clone()
+    };
+    // Each index is dropped before the next is built: a freed VPA's address is not reused while the
+    // memo names it.
+    let mut seen = Vec::new();
+    for (cpu, lr_max) in [
+        ("200m", None),
+        ("300m", None),
+        ("300m", Some("250m")),
+        ("300m", Some("280m")),
+    ] {
+        let index = index(cpu, lr_max);
+        let request = cpu_request(&index, &memo);
+        assert_eq!(
+            request,
+            cpu_request(&index, &PatchMemo::new(options.clone(), MEMO))
+        );
+        assert!(!seen.contains(&request), "{request} twice");
+        seen.push(request);
+    }
+    assert_eq!(memo.hits(), 0);
+}
+
+#[test]
+fn the_memo_stays_within_its_bound() {
+    let memo = PatchMemo::new(PatchOptions::default(), MEMO);
+    let vpas: Vec<_> = (0..20_000)
+        .map(|_| std::sync::Arc::new(web_vpa(json!([]))))
+        .collect();
+    for (i, vpa) in vpas.iter().enumerate() {
+        let answer = Answer {
+            patch: vec![b'x'; 1500].into(),
+            pod_level_only: false,
+        };
+        memo.put(vpa, &[], format!("{i:0>600}").into_bytes(), answer);
+        assert!(memo.bytes() <= MEMO);
+    }
+    // The last ones are still there.
+    let last = vpas.len() - 1;
+    assert!(
+        memo.get(&vpas[last], &[], format!("{last:0>600}").as_bytes())
+            .is_some()
+    );
+    assert!(memo.get(&vpas[last], &[], b"other pod").is_none());
+}
+
+mod memo_matches_sizing {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_resources() -> impl Strategy<Value = Value> {
+        let q = prop::sample::select(vec!["50m", "100m", "1", "64Mi", "128Mi"]);
+        (
+            prop::option::of(q.clone()),
+            prop::option::of(q.clone()),
+            prop::option::of(q),
+        )
+            .prop_map(|(req_cpu, lim_cpu, req_mem)| {
+                let mut requests = serde_json::Map::new();
+                let mut limits = serde_json::Map::new();
+                if let Some(c) = req_cpu {
+                    requests.insert("cpu".into(), json!(c));
+                }
+                if let Some(m) = req_mem {
+                    requests.insert("memory".into(), json!(m));
+                }
+                if let Some(c) = lim_cpu {
+                    limits.insert("cpu".into(), json!(c));
+                }
+                json!({"requests": requests, "limits": limits})
+            })
+    }
+
+    fn arb_container() -> impl Strategy<Value = Value> {
+        (
+            prop::sample::select(vec!["app", "proxy", "other"]),
+            prop::option::of(arb_resources()),
+            any::<bool>(),
+        )
+            .prop_map(|(name, resources, always)| {
+                let mut c = json!({"name": name});
+                if let Some(r) = resources {
+                    c["resources"] = r;
+                }
+                if always {
+                    c["restartPolicy"] = json!("Always");
+                }
+                c
+            })
+    }
+
+    /// A pod of the `web` ReplicaSet varied in everything sizing reads.
+    fn arb_pod() -> impl Strategy<Value = Value> {
+        (
+            prop::collection::vec(arb_container(), 1..3),
+            prop::collection::vec(arb_container(), 0..2),
+            prop::sample::select(vec![
+                None,
+                Some(json!({})),
+                Some(json!({"team": "a"})),
+                Some(json!({ UPDATES_ANNOTATION: "x" })),
+                Some(json!({ UPSTREAM_UPDATES_ANNOTATION: "x" })),
+            ]),
+            prop::option::of(arb_resources()),
+            prop::option::of(arb_resources()),
+            prop::sample::select(vec!["web-abc-", "web-abc-z"]),
+        )
+            .prop_map(|(containers, init, annotations, pod_level, status, name)| {
+                let mut p = web_pod();
+                p["metadata"]["generateName"] = json!(name);
+                if let Some(a) = annotations {
+                    p["metadata"]["annotations"] = a;
+                }
+                p["spec"] = json!({"containers": containers, "initContainers": init});
+                if let Some(r) = pod_level {
+                    p["spec"]["resources"] = r;
+                }
+                if let Some(r) = status {
+                    p["status"] = json!({"containerStatuses": [{"name": "app", "resources": r,
+                        "image": "i", "imageID": "", "ready": true, "restartCount": 0}]});
+                }
+                p
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        /// Whatever pod was reviewed before, a pod's answer with the memo is its answer without one.
+        #[test]
+        fn a_pod_gets_its_own_answer(
+            before in arb_pod(),
+            other in arb_pod(),
+            part in 0usize..7,
+            native_sidecars in any::<bool>(),
+            memo_sidecars in any::<bool>(),
+        ) {
+            // The pod differs from the one before in one part (or none, or all): the near misses the
+            // memo must tell apart.
+            let mut pod = before.clone();
+            match part {
+                0 => pod["spec"]["containers"][0] = other["spec"]["containers"][0].clone(),
+                1 => pod["spec"]["initContainers"] = other["spec"]["initContainers"].clone(),
+                2 => pod["metadata"]["annotations"] = other["metadata"]["annotations"].clone(),
+                3 => pod["spec"]["resources"] = other["spec"]["resources"].clone(),
+                4 => pod["status"] = other["status"].clone(),
+                5 => pod["metadata"]["generateName"] = json!("web-abc-new-"),
+                _ => pod = other.clone(),
+            }
+            let index = web_index(vec![web_vpa(json!([{"containerName": "other", "mode": "Off"}]))]);
+            let options = PatchOptions { native_sidecars, ..Default::default() };
+            let memo = PatchMemo::new(PatchOptions { native_sidecars: memo_sidecars, ..Default::default() }, MEMO);
+            memo_review(&before, &index, &options, &memo);
+            let memoised = memo_review(&pod, &index, &options, &memo);
+            let fresh = memo_review(&pod, &index, &options, &PatchMemo::new(options.clone(), MEMO));
+            prop_assert_eq!(memoised, fresh);
+        }
+    }
 }

@@ -1,0 +1,273 @@
+//! The last answer per VPA: pods a controller creates from one template get the same patch, so a review
+//! whose sizing inputs equal those of the last pod reviewed against the same VPA object answers with that
+//! pod's patch instead of sizing again.
+//!
+//! An answer is reused only when everything the patch is computed from is the same:
+//! - the VPA object and the namespace's LimitRanges, by identity: the index replaces an object's `Arc` on
+//!   every change, and an entry keeps the old allocation (a `Weak`), so an address is never reused while an
+//!   entry names it;
+//! - the pod's sizing inputs, compared byte for byte ([`sizing_key`]): its namespace, whether it has
+//!   annotations and Tailor's or upstream's, and its whole `spec` and `status` as the review decoded them
+//!   (containers' names, resources and restart policies, pod-level resources);
+//! - the patch options.
+//!
+//! Pods in a namespace with ResourceQuotas are never answered from here (quota fit reads the quotas' usage,
+//! which changes with every pod). Memory is bounded: [`MEMO_SHARDS`] shards of at most a sixteenth of the
+//! memo's bytes each; a shard that would pass its share is emptied first.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use k8s_openapi::api::core::v1::{LimitRange, Pod, PodSpec, PodStatus};
+use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
+use prometheus_client::registry::Registry;
+use serde::Serialize;
+use tailor_core::sizing::PatchOptions;
+use tailor_crds::VerticalPodAutoscaler;
+
+use super::{UPDATES_ANNOTATION, UPSTREAM_UPDATES_ANNOTATION};
+
+/// Shards, each with its own lock and share of the memo's bytes.
+pub const MEMO_SHARDS: usize = 1 << SHARD_BITS;
+const SHARD_BITS: u32 = 4;
+/// Pods whose sizing inputs take more than this are not memoised (their reviews are sized every time).
+pub const MAX_KEY_BYTES: usize = 16 << 10;
+/// Bookkeeping per entry, on top of its key and patch: the map's slot and the VPA allocation its `Weak`
+/// keeps (the object's fields are freed with its last `Arc`, the allocation only with its last `Weak`).
+const ENTRY_OVERHEAD: usize = 128 + std::mem::size_of::<VerticalPodAutoscaler>();
+/// The same per LimitRange an entry names.
+const LIMIT_RANGE_OVERHEAD: usize = 32 + std::mem::size_of::<LimitRange>();
+
+/// What the review answered, without the parts that differ per pod (uid, warnings).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// The JSON patch, serialised.
+    pub patch: Arc<[u8]>,
+    /// Whether the patch only carried the updates annotation (every resource budgeted at pod level).
+    pub pod_level_only: bool,
+}
+
+struct Entry {
+    vpa: Weak<VerticalPodAutoscaler>,
+    limit_ranges: Vec<Weak<LimitRange>>,
+    key: Box<[u8]>,
+    answer: Answer,
+}
+
+impl Entry {
+    fn bytes(&self) -> usize {
+        entry_bytes(
+            self.key.len(),
+            self.answer.patch.len(),
+            self.limit_ranges.len(),
+        )
+    }
+
+    fn holds_for(
+        &self,
+        vpa: &Arc<VerticalPodAutoscaler>,
+        limit_ranges: &[Arc<LimitRange>],
+    ) -> bool {
+        Weak::as_ptr(&self.vpa) == Arc::as_ptr(vpa)
+            && self.limit_ranges.len() == limit_ranges.len()
+            && self
+                .limit_ranges
+                .iter()
+                .zip(limit_ranges)
+                .all(|(held, now)| Weak::as_ptr(held) == Arc::as_ptr(now))
+    }
+}
+
+fn entry_bytes(key: usize, patch: usize, limit_ranges: usize) -> usize {
+    key + patch + ENTRY_OVERHEAD + limit_ranges * LIMIT_RANGE_OVERHEAD
+}
+
+#[derive(Default)]
+struct Shard {
+    /// By the address of the VPA object's allocation.
+    entries: HashMap<usize, Entry>,
+    bytes: usize,
+}
+
+/// The last answer per VPA object (see the module's documentation).
+pub struct PatchMemo {
+    options: PatchOptions,
+    max_bytes: usize,
+    shards: Vec<Mutex<Shard>>,
+    hits: Counter,
+    misses: Counter,
+    bytes: Gauge<i64>,
+}
+
+impl std::fmt::Debug for PatchMemo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PatchMemo").finish_non_exhaustive()
+    }
+}
+
+/// The pod's sizing inputs, as [`sizing_key`] writes them.
+#[derive(Serialize)]
+struct SizingInputs<'a> {
+    namespace: &'a str,
+    annotated: bool,
+    sized_by_tailor: bool,
+    sized_by_upstream: bool,
+    spec: Option<&'a PodSpec>,
+    status: Option<&'a PodStatus>,
+}
+
+/// The bytes a memoised answer is looked up by: everything of `pod` that its patch is computed from (see the
+/// module's documentation). `None` when they pass [`MAX_KEY_BYTES`].
+pub fn sizing_key(pod: &Pod, namespace: &str) -> Option<Vec<u8>> {
+    let annotations = pod.metadata.annotations.as_ref();
+    let has = |key: &str| annotations.is_some_and(|a| a.contains_key(key));
+    let inputs = SizingInputs {
+        namespace,
+        annotated: annotations.is_some(),
+        sized_by_tailor: has(UPDATES_ANNOTATION),
+        sized_by_upstream: has(UPSTREAM_UPDATES_ANNOTATION),
+        spec: pod.spec.as_ref(),
+        status: pod.status.as_ref(),
+    };
+    let mut key = Vec::with_capacity(1024);
+    serde_json::to_writer(&mut key, &inputs).ok()?;
+    (key.len() <= MAX_KEY_BYTES).then_some(key)
+}
+
+/// The shard of an address. Fibonacci hashing: addresses of objects of one size class differ by a multiple
+/// of that size, so their low bits would fill a few shards only; the product's high bits mix all of them.
+fn shard_of(address: usize) -> usize {
+    ((address as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SHARD_BITS)) as usize
+}
+
+impl PatchMemo {
+    /// An empty memo of at most `max_bytes` (0: none) for reviews made with `options` (reviews with other
+    /// options are not memoised).
+    pub fn new(options: PatchOptions, max_bytes: usize) -> Self {
+        PatchMemo {
+            options,
+            max_bytes,
+            shards: (0..MEMO_SHARDS).map(|_| Mutex::default()).collect(),
+            hits: Counter::default(),
+            misses: Counter::default(),
+            bytes: Gauge::default(),
+        }
+    }
+
+    /// Registers the memo's hits, misses and size (`tailor_admission_patch_memo_*`).
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "patch_memo_hits",
+            "Pod reviews answered with the patch of the last pod reviewed against the same VPA (same sizing inputs)",
+            self.hits.clone(),
+        );
+        registry.register(
+            "patch_memo_misses",
+            "Pod reviews that could have been answered from the patch memo but were sized anew",
+            self.misses.clone(),
+        );
+        registry.register_with_unit(
+            "patch_memo_size",
+            "Bytes held by the patch memo (keys, patches, bookkeeping; bounded)",
+            prometheus_client::registry::Unit::Bytes,
+            self.bytes.clone(),
+        );
+    }
+
+    /// Reviews answered from the memo so far.
+    pub fn hits(&self) -> u64 {
+        self.hits.get()
+    }
+
+    /// Whether reviews made with `options` may use this memo.
+    pub fn serves(&self, options: &PatchOptions) -> bool {
+        self.max_bytes > 0 && self.options == *options
+    }
+
+    fn shard(&self, vpa: &Arc<VerticalPodAutoscaler>) -> (usize, &Mutex<Shard>) {
+        let address = Arc::as_ptr(vpa) as usize;
+        (address, &self.shards[shard_of(address)])
+    }
+
+    /// The answer of the last review against `vpa` and `limit_ranges` whose pod had sizing inputs `key`.
+    pub fn get(
+        &self,
+        vpa: &Arc<VerticalPodAutoscaler>,
+        limit_ranges: &[Arc<LimitRange>],
+        key: &[u8],
+    ) -> Option<Answer> {
+        let (address, shard) = self.shard(vpa);
+        // A poisoned lock only means another review panicked while holding it; the map is still whole.
+        let shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+        let answer = shard
+            .entries
+            .get(&address)
+            .filter(|e| e.holds_for(vpa, limit_ranges) && *e.key == *key)
+            .map(|e| e.answer.clone());
+        match answer {
+            Some(_) => self.hits.inc(),
+            None => self.misses.inc(),
+        };
+        answer
+    }
+
+    /// Remembers `answer` as the last one against `vpa` (replacing the one before).
+    pub fn put(
+        &self,
+        vpa: &Arc<VerticalPodAutoscaler>,
+        limit_ranges: &[Arc<LimitRange>],
+        key: Vec<u8>,
+        answer: Answer,
+    ) {
+        let bytes = entry_bytes(key.len(), answer.patch.len(), limit_ranges.len());
+        let budget = self.max_bytes / MEMO_SHARDS;
+        if bytes > budget {
+            return;
+        }
+        let entry = Entry {
+            vpa: Arc::downgrade(vpa),
+            limit_ranges: limit_ranges.iter().map(Arc::downgrade).collect(),
+            key: key.into_boxed_slice(),
+            answer,
+        };
+        let (address, shard) = self.shard(vpa);
+        let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+        let before = shard.bytes;
+        if let Some(old) = shard.entries.remove(&address) {
+            shard.bytes -= old.bytes();
+        }
+        if shard.bytes + bytes > budget {
+            // Entries of VPAs replaced since (every status write is a new object) are dropped here too.
+            shard.entries = HashMap::new();
+            shard.bytes = 0;
+        }
+        shard.bytes += bytes;
+        shard.entries.insert(address, entry);
+        let grown = shard.bytes as i64 - before as i64;
+        drop(shard);
+        self.bytes.inc_by(grown);
+    }
+
+    /// Bytes held, by the same estimate the bound uses.
+    pub fn bytes(&self) -> usize {
+        usize::try_from(self.bytes.get()).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_of_one_size_class_fill_every_shard_evenly() {
+        // Allocators place objects of one size class at a fixed stride.
+        for stride in [16usize, 64, 688, 704, 768, 1024, 4096] {
+            let mut load = [0usize; MEMO_SHARDS];
+            for i in 0..1600 {
+                load[shard_of(0x7f00_0000_0000 + i * stride)] += 1;
+            }
+            let (min, max) = (load.iter().min().unwrap(), load.iter().max().unwrap());
+            assert!(*min >= 50 && *max <= 150, "stride {stride}: {load:?}");
+        }
+    }
+}
