@@ -237,4 +237,14 @@ mod tests {
         assert_eq!(s.connections.handshake_burst, 7);
         assert_eq!(s.connections.max_connections, 7);
     }
+
+    #[test]
+    fn the_patch_memo_is_sized_in_mib_and_bounded() {
+        let on = settings(&["--vpa-dir=/d"]).expect("valid");
+        assert_eq!(on.patch_memo_bytes, 4 << 20);
+        let off = settings(&["--vpa-dir=/d", "--patch-memo-mib=0"]).expect("valid");
+        assert_eq!(off.patch_memo_bytes, 0);
+        let all = ["tailor-admission", "--vpa-dir=/d", "--patch-memo-mib=4096"];
+        assert!(Flags::try_parse_from(all).is_err());
+    }
 }

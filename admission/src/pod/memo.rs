@@ -174,11 +174,6 @@ impl PatchMemo {
         );
     }
 
-    /// Reviews answered from the memo so far.
-    pub fn hits(&self) -> u64 {
-        self.hits.get()
-    }
-
     /// Whether reviews made with `options` may use this memo.
     pub fn serves(&self, options: &PatchOptions) -> bool {
         self.max_bytes > 0 && self.options == *options
@@ -246,11 +241,6 @@ impl PatchMemo {
         let grown = shard.bytes as i64 - before as i64;
         drop(shard);
         self.bytes.inc_by(grown);
-    }
-
-    /// Bytes held, by the same estimate the bound uses.
-    pub fn bytes(&self) -> usize {
-        usize::try_from(self.bytes.get()).unwrap_or_default()
     }
 }
 

@@ -622,6 +622,17 @@ fn quota_fit_leaves_a_pod_that_does_not_fit_anyway_alone() {
 /// The patch memo's size in these tests: the webhook's default.
 const MEMO: usize = crate::flags::DEFAULT_PATCH_MEMO_MIB as usize * (1 << 20);
 
+/// The memo's metric `tailor_admission_patch_memo_<name>`, as `/metrics` shows it.
+fn memo_metric(memo: &PatchMemo, name: &str) -> usize {
+    let mut registry = prometheus_client::registry::Registry::with_prefix("tailor_admission");
+    memo.register(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    let prefix = format!("tailor_admission_patch_memo_{name} ");
+    let line = text.lines().find(|l| l.starts_with(&prefix)).unwrap();
+    line[prefix.len()..].trim().parse().unwrap()
+}
+
 /// The response's patch and the outcome of a pod review against `index`, reviewed with `memo`.
 fn memo_review(
     pod: &Value,
@@ -644,16 +655,16 @@ fn pods_of_one_template_share_one_answer() {
     let options = PatchOptions::default();
     let memo = PatchMemo::new(options.clone(), MEMO);
     let first = memo_review(&web_pod(), &index, &options, &memo);
-    assert_eq!(memo.hits(), 0);
+    assert_eq!(memo_metric(&memo, "hits_total"), 0);
     // Another pod of the same ReplicaSet: other name, other labels besides the selector's.
     let mut next = web_pod();
     next["metadata"]["name"] = json!("web-abc-x1");
     next["metadata"]["labels"]["pod-template-hash"] = json!("abc");
     let second = memo_review(&next, &index, &options, &memo);
-    assert_eq!(memo.hits(), 1);
+    assert_eq!(memo_metric(&memo, "hits_total"), 1);
     assert_eq!(first, second);
     assert!(first.0.is_some() && matches!(first.2, PodOutcome::Patched { .. }));
-    assert!(memo.bytes() > 0 && memo.bytes() <= MEMO);
+    assert!(memo_metric(&memo, "size_bytes") > 0 && memo_metric(&memo, "size_bytes") <= MEMO);
 }
 
 #[test]
@@ -697,7 +708,7 @@ fn a_changed_vpa_or_limit_range_is_never_answered_from_the_memo() {
         assert!(!seen.contains(&request), "{request} twice");
         seen.push(request);
     }
-    assert_eq!(memo.hits(), 0);
+    assert_eq!(memo_metric(&memo, "hits_total"), 0);
 }
 
 #[test]
@@ -712,7 +723,7 @@ fn the_memo_stays_within_its_bound() {
             pod_level_only: false,
         };
         memo.put(vpa, &[], format!("{i:0>600}").into_bytes(), answer);
-        assert!(memo.bytes() <= MEMO);
+        assert!(memo_metric(&memo, "size_bytes") <= MEMO);
     }
     // The last ones are still there.
     let last = vpas.len() - 1;
