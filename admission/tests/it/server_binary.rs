@@ -117,13 +117,30 @@ async fn standalone_binary_serves_and_stops_on_sigterm() {
     let patch = base64::engine::general_purpose::STANDARD
         .decode(out["response"]["patch"].as_str().unwrap())
         .unwrap();
-    let mut patched = pod;
+    let mut patched = pod.clone();
     let patch: json_patch::Patch = serde_json::from_slice(&patch).unwrap();
     json_patch::patch(&mut patched, &patch).unwrap();
     assert_eq!(
         patched["spec"]["containers"][0]["resources"],
         json!({"requests": {"cpu": "500m", "memory": "1Gi"}})
     );
+    // The next pod of the StatefulSet has the same sizing inputs: the same patch, from the patch memo.
+    let mut next = pod.clone();
+    next["metadata"]["name"] = json!("db-1");
+    let again = client
+        .review(&pod_create_review("b-1b", "shop", next.clone()))
+        .await;
+    assert_eq!(again["response"]["patch"], out["response"]["patch"]);
+    let memo_hits = || async {
+        let (_, metrics) = get_ops(ops, "/metrics").await;
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("tailor_admission_patch_memo_hits_total "))
+            .map(|n| n.trim().parse::<u64>().unwrap())
+            .expect("patch memo metrics on /metrics")
+    };
+    assert_eq!(memo_hits().await, 1);
+    let pod = next;
 
     // Standalone mode re-reads the directory: a VPA added now governs the next pod.
     let agent_manifests = r#"
@@ -172,6 +189,12 @@ spec:
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // The reload made new VPA objects: the StatefulSet's next pod is sized again, to the same patch.
+    let after_reload = client
+        .review(&pod_create_review("b-3", "shop", pod.clone()))
+        .await;
+    assert_eq!(after_reload["response"]["patch"], out["response"]["patch"]);
+    assert_eq!(memo_hits().await, 1);
 
     // SIGTERM: not ready during the delay, then a clean exit.
     let status = Command::new("kill")
