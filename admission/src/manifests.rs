@@ -29,12 +29,24 @@ enum Kept {
 impl Keep for Kept {
     fn keep(object: Object) -> Result<Self, String> {
         match IndexObject::of(&object) {
-            Some(kept) => kept.map(|o| Kept::Index(Box::new(o))),
+            Some(kept) => kept.map(|o| Kept::Index(Box::new(unversioned(o)))),
             None => Ok(Kept::Skipped {
                 upstream: object.group() == tailor_crds::UPSTREAM_GROUP,
             }),
         }
     }
+}
+
+/// `o` without the resourceVersion an exported manifest may carry: a file edited without changing it is still
+/// a new version, so the webhook's patch memo must tell the reloaded object apart by identity
+/// ([`crate::pod::Version`]).
+fn unversioned(mut o: IndexObject) -> IndexObject {
+    match &mut o {
+        IndexObject::Vpa(vpa) => vpa.metadata.resource_version = None,
+        IndexObject::LimitRange(lr) => lr.metadata.resource_version = None,
+        IndexObject::Workload(..) | IndexObject::Custom { .. } => {}
+    }
+    o
 }
 
 impl Loaded {
@@ -74,7 +86,7 @@ mod tests {
     const MANIFESTS: &str = r#"
 apiVersion: autoscaling.tailor.dev/v1
 kind: VerticalPodAutoscaler
-metadata: {name: web, namespace: default}
+metadata: {name: web, namespace: default, resourceVersion: "41"}
 spec:
   targetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
 ---
@@ -92,7 +104,7 @@ kind: List
 items:
   - apiVersion: v1
     kind: LimitRange
-    metadata: {name: lr, namespace: default}
+    metadata: {name: lr, namespace: default, resourceVersion: "7"}
     spec: {limits: [{type: Container, max: {cpu: "2"}}]}
   - apiVersion: v1
     kind: Service
@@ -121,6 +133,12 @@ metadata: {name: upstream, namespace: default}
         assert_eq!(loaded.objects.vpas().len(), 1);
         assert_eq!(loaded.objects.limit_ranges().len(), 1);
         assert_eq!(loaded.skipped, 2);
+        // A file's resourceVersion says nothing about its content: dropped (the patch memo goes by identity).
+        assert_eq!(loaded.objects.vpas()[0].metadata.resource_version, None);
+        assert_eq!(
+            loaded.objects.limit_ranges()[0].metadata.resource_version,
+            None
+        );
         // The VPA, the LimitRange and the Deployment.
         assert_eq!(loaded.count(), 3);
     }

@@ -1,9 +1,9 @@
 //! The webhook's VPA cache. Per VPA it keeps what matching reads — the target's kind and name and whether
-//! the VPA takes part ([`is_active`]) — and the rest as compact JSON: name, namespace, uid and creation
-//! time, `spec`, and `status.recommendation` (conditions, labels, annotations and managed fields dropped).
-//! Only the VPAs a pod's controller matches are decoded, once per review. A kube-rs `Store` keeps a VPA
-//! with one container's recommendation as about 3.7 KiB (an `ObjectMeta`, one B-tree node per resource
-//! list, the store's key); this keeps it in about 0.6 KiB.
+//! the VPA takes part ([`is_active`]) — and the rest as compact JSON: name, namespace, uid, resourceVersion
+//! and creation time, `spec`, and `status.recommendation` (conditions, labels, annotations and managed
+//! fields dropped). Only the VPAs a pod's controller matches are decoded, once per review. A kube-rs `Store`
+//! keeps a VPA with one container's recommendation as about 3.7 KiB (an `ObjectMeta`, one B-tree node per
+//! resource list, the store's key); this keeps it in about 0.6 KiB.
 
 use std::sync::Arc;
 
@@ -33,6 +33,8 @@ fn kept(vpa: &VerticalPodAutoscaler) -> VerticalPodAutoscaler {
             name: meta.name.clone(),
             namespace: meta.namespace.clone(),
             uid: meta.uid.clone(),
+            // The version the webhook's patch memo tells answers apart by (`crate::pod::Version`).
+            resource_version: meta.resource_version.clone(),
             creation_timestamp: meta.creation_timestamp.clone(),
             ..ObjectMeta::default()
         },

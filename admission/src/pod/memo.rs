@@ -1,24 +1,30 @@
 //! The last answer per VPA: pods a controller creates from one template get the same patch, so a review
-//! whose sizing inputs equal those of the last pod reviewed against the same VPA object answers with that
-//! pod's patch instead of sizing again.
+//! whose sizing inputs equal those of the last pod reviewed against the same version of the same VPA answers
+//! with that pod's patch instead of sizing again.
 //!
 //! An answer is reused only when everything the patch is computed from is the same:
-//! - the VPA object and the namespace's LimitRanges, by identity: the index replaces an object's `Arc` on
-//!   every change, and an entry keeps the old allocation (a `Weak`), so an address is never reused while an
-//!   entry names it;
+//! - the version of the VPA and of each of the namespace's LimitRanges ([`Version`]): `metadata.uid` and
+//!   `metadata.resourceVersion`, which every write to an object changes (in a cluster the webhook's VPA cache
+//!   decodes a new object for every review, so the object's address says nothing there); objects without a
+//!   resourceVersion (standalone manifests) by identity: the index replaces an object's `Arc` on every
+//!   reload, and an entry keeps the old allocation (a `Weak`), so an address is never reused while an entry
+//!   names it;
 //! - the pod's sizing inputs, compared byte for byte ([`sizing_key`]): its namespace, whether it has
 //!   annotations and Tailor's or upstream's, and its whole `spec` and `status` as the review decoded them
 //!   (containers' names, resources and restart policies, pod-level resources);
 //! - the patch options.
 //!
+//! One entry per VPA (by namespace and name): a new version of a VPA replaces its entry at the next miss.
 //! Pods in a namespace with ResourceQuotas are never answered from here (quota fit reads the quotas' usage,
 //! which changes with every pod). Memory is bounded: [`MEMO_SHARDS`] shards of at most a sixteenth of the
 //! memo's bytes each; a shard that would pass its share is emptied first.
 
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, Weak};
 
 use k8s_openapi::api::core::v1::{LimitRange, Pod, PodSpec, PodStatus};
+use kube::Resource;
 use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
 use prometheus_client::registry::Registry;
 use serde::Serialize;
@@ -32,11 +38,12 @@ pub const MEMO_SHARDS: usize = 1 << SHARD_BITS;
 const SHARD_BITS: u32 = 4;
 /// Pods whose sizing inputs take more than this are not memoised (their reviews are sized every time).
 pub const MAX_KEY_BYTES: usize = 16 << 10;
-/// Bookkeeping per entry, on top of its key and patch: the map's slot and the VPA allocation its `Weak`
-/// keeps (the object's fields are freed with its last `Arc`, the allocation only with its last `Weak`).
-const ENTRY_OVERHEAD: usize = 128 + std::mem::size_of::<VerticalPodAutoscaler>();
+/// Bookkeeping per entry, on top of its key and patch: the map's slot, the VPA's version, and at most the
+/// VPA allocation a `Weak` keeps (the object's fields are freed with its last `Arc`, the allocation only with
+/// its last `Weak`).
+const ENTRY_OVERHEAD: usize = 192 + std::mem::size_of::<VerticalPodAutoscaler>();
 /// The same per LimitRange an entry names.
-const LIMIT_RANGE_OVERHEAD: usize = 32 + std::mem::size_of::<LimitRange>();
+const LIMIT_RANGE_OVERHEAD: usize = 96 + std::mem::size_of::<LimitRange>();
 
 /// What the review answered, without the parts that differ per pod (uid, warnings).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,9 +54,51 @@ pub struct Answer {
     pub pod_level_only: bool,
 }
 
+/// Which version of an object an answer was computed from.
+pub enum Version<K> {
+    /// An object from the API server: its uid and resourceVersion.
+    Stamped {
+        /// `metadata.uid` (empty when absent).
+        uid: Box<str>,
+        /// `metadata.resourceVersion`.
+        resource_version: Box<str>,
+    },
+    /// An object without a resourceVersion (standalone manifests): the object itself.
+    Object(Weak<K>),
+}
+
+impl<K: Resource> Version<K> {
+    /// The version of `object`.
+    pub fn of(object: &Arc<K>) -> Self {
+        let meta = object.meta();
+        match meta.resource_version.as_deref() {
+            Some(rv) if !rv.is_empty() => Version::Stamped {
+                uid: meta.uid.as_deref().unwrap_or_default().into(),
+                resource_version: rv.into(),
+            },
+            _ => Version::Object(Arc::downgrade(object)),
+        }
+    }
+
+    /// Whether `object` is this version.
+    pub fn is(&self, object: &Arc<K>) -> bool {
+        let meta = object.meta();
+        match self {
+            Version::Stamped {
+                uid,
+                resource_version,
+            } => {
+                meta.resource_version.as_deref() == Some(&**resource_version)
+                    && meta.uid.as_deref().unwrap_or_default() == &**uid
+            }
+            Version::Object(held) => Weak::as_ptr(held) == Arc::as_ptr(object),
+        }
+    }
+}
+
 struct Entry {
-    vpa: Weak<VerticalPodAutoscaler>,
-    limit_ranges: Vec<Weak<LimitRange>>,
+    vpa: Version<VerticalPodAutoscaler>,
+    limit_ranges: Vec<Version<LimitRange>>,
     key: Box<[u8]>,
     answer: Answer,
 }
@@ -68,13 +117,13 @@ impl Entry {
         vpa: &Arc<VerticalPodAutoscaler>,
         limit_ranges: &[Arc<LimitRange>],
     ) -> bool {
-        Weak::as_ptr(&self.vpa) == Arc::as_ptr(vpa)
+        self.vpa.is(vpa)
             && self.limit_ranges.len() == limit_ranges.len()
             && self
                 .limit_ranges
                 .iter()
                 .zip(limit_ranges)
-                .all(|(held, now)| Weak::as_ptr(held) == Arc::as_ptr(now))
+                .all(|(held, now)| held.is(now))
     }
 }
 
@@ -84,12 +133,13 @@ fn entry_bytes(key: usize, patch: usize, limit_ranges: usize) -> usize {
 
 #[derive(Default)]
 struct Shard {
-    /// By the address of the VPA object's allocation.
-    entries: HashMap<usize, Entry>,
+    /// By a hash of the VPA's namespace and name ([`vpa_slot`]); two VPAs whose names collide share an
+    /// entry, and each misses on the other's version.
+    entries: HashMap<u64, Entry>,
     bytes: usize,
 }
 
-/// The last answer per VPA object (see the module's documentation).
+/// The last answer per VPA (see the module's documentation).
 pub struct PatchMemo {
     options: PatchOptions,
     max_bytes: usize,
@@ -103,6 +153,19 @@ impl std::fmt::Debug for PatchMemo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PatchMemo").finish_non_exhaustive()
     }
+}
+
+/// The map key of a VPA's entry: a hash of its namespace and name.
+fn vpa_slot(vpa: &VerticalPodAutoscaler) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    vpa.metadata.namespace.hash(&mut h);
+    vpa.metadata.name.hash(&mut h);
+    h.finish()
+}
+
+/// The shard of an entry: the slot's high bits.
+fn shard_of(slot: u64) -> usize {
+    (slot >> (64 - SHARD_BITS)) as usize
 }
 
 /// The pod's sizing inputs, as [`sizing_key`] writes them.
@@ -132,12 +195,6 @@ pub fn sizing_key(pod: &Pod, namespace: &str) -> Option<Vec<u8>> {
     let mut key = Vec::with_capacity(1024);
     serde_json::to_writer(&mut key, &inputs).ok()?;
     (key.len() <= MAX_KEY_BYTES).then_some(key)
-}
-
-/// The shard of an address. Fibonacci hashing: addresses of objects of one size class differ by a multiple
-/// of that size, so their low bits would fill a few shards only; the product's high bits mix all of them.
-fn shard_of(address: usize) -> usize {
-    ((address as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SHARD_BITS)) as usize
 }
 
 impl PatchMemo {
@@ -179,24 +236,25 @@ impl PatchMemo {
         self.max_bytes > 0 && self.options == *options
     }
 
-    fn shard(&self, vpa: &Arc<VerticalPodAutoscaler>) -> (usize, &Mutex<Shard>) {
-        let address = Arc::as_ptr(vpa) as usize;
-        (address, &self.shards[shard_of(address)])
+    fn shard(&self, vpa: &VerticalPodAutoscaler) -> (u64, &Mutex<Shard>) {
+        let slot = vpa_slot(vpa);
+        (slot, &self.shards[shard_of(slot)])
     }
 
-    /// The answer of the last review against `vpa` and `limit_ranges` whose pod had sizing inputs `key`.
+    /// The answer of the last review against this version of `vpa` and of `limit_ranges` whose pod had
+    /// sizing inputs `key`.
     pub fn get(
         &self,
         vpa: &Arc<VerticalPodAutoscaler>,
         limit_ranges: &[Arc<LimitRange>],
         key: &[u8],
     ) -> Option<Answer> {
-        let (address, shard) = self.shard(vpa);
+        let (slot, shard) = self.shard(vpa);
         // A poisoned lock only means another review panicked while holding it; the map is still whole.
         let shard = shard.lock().unwrap_or_else(|p| p.into_inner());
         let answer = shard
             .entries
-            .get(&address)
+            .get(&slot)
             .filter(|e| e.holds_for(vpa, limit_ranges) && *e.key == *key)
             .map(|e| e.answer.clone());
         match answer {
@@ -206,7 +264,7 @@ impl PatchMemo {
         answer
     }
 
-    /// Remembers `answer` as the last one against `vpa` (replacing the one before).
+    /// Remembers `answer` as the last one against `vpa` (replacing the one before, whatever its version).
     pub fn put(
         &self,
         vpa: &Arc<VerticalPodAutoscaler>,
@@ -220,24 +278,24 @@ impl PatchMemo {
             return;
         }
         let entry = Entry {
-            vpa: Arc::downgrade(vpa),
-            limit_ranges: limit_ranges.iter().map(Arc::downgrade).collect(),
+            vpa: Version::of(vpa),
+            limit_ranges: limit_ranges.iter().map(Version::of).collect(),
             key: key.into_boxed_slice(),
             answer,
         };
-        let (address, shard) = self.shard(vpa);
+        let (slot, shard) = self.shard(vpa);
         let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
         let before = shard.bytes;
-        if let Some(old) = shard.entries.remove(&address) {
+        if let Some(old) = shard.entries.remove(&slot) {
             shard.bytes -= old.bytes();
         }
         if shard.bytes + bytes > budget {
-            // Entries of VPAs replaced since (every status write is a new object) are dropped here too.
+            // Entries of VPAs deleted since are dropped here too.
             shard.entries = HashMap::new();
             shard.bytes = 0;
         }
         shard.bytes += bytes;
-        shard.entries.insert(address, entry);
+        shard.entries.insert(slot, entry);
         let grown = shard.bytes as i64 - before as i64;
         drop(shard);
         self.bytes.inc_by(grown);
@@ -249,15 +307,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn objects_of_one_size_class_fill_every_shard_evenly() {
-        // Allocators place objects of one size class at a fixed stride.
-        for stride in [16usize, 64, 688, 704, 768, 1024, 4096] {
-            let mut load = [0usize; MEMO_SHARDS];
-            for i in 0..1600 {
-                load[shard_of(0x7f00_0000_0000 + i * stride)] += 1;
-            }
-            let (min, max) = (load.iter().min().unwrap(), load.iter().max().unwrap());
-            assert!(*min >= 50 && *max <= 150, "stride {stride}: {load:?}");
+    fn vpas_fill_every_shard_evenly() {
+        let mut load = [0usize; MEMO_SHARDS];
+        for i in 0..1600 {
+            let mut vpa = VerticalPodAutoscaler::default();
+            vpa.metadata.namespace = Some(format!("team-{}", i % 40));
+            vpa.metadata.name = Some(format!("app-{i}"));
+            load[shard_of(vpa_slot(&vpa))] += 1;
         }
+        let (min, max) = (load.iter().min().unwrap(), load.iter().max().unwrap());
+        assert!(*min >= 60 && *max <= 140, "{load:?}");
+    }
+
+    #[test]
+    fn a_version_is_its_uid_and_resource_version_or_the_object() {
+        let stamped = |rv: &str| {
+            let mut vpa = VerticalPodAutoscaler::default();
+            vpa.metadata.uid = Some("u1".into());
+            vpa.metadata.resource_version = Some(rv.into());
+            Arc::new(vpa)
+        };
+        let version = Version::of(&stamped("7"));
+        // Another decode of the same version (the cluster cache's way) is the same version.
+        assert!(version.is(&stamped("7")));
+        assert!(!version.is(&stamped("8")));
+        let mut other = (*stamped("7")).clone();
+        other.metadata.uid = Some("u2".into());
+        assert!(!version.is(&Arc::new(other)));
+        // Without a resourceVersion, only the object itself.
+        let manifest = Arc::new(VerticalPodAutoscaler::default());
+        let version = Version::of(&manifest);
+        assert!(version.is(&manifest));
+        assert!(!version.is(&Arc::new(VerticalPodAutoscaler::default())));
     }
 }

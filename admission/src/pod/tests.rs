@@ -846,3 +846,32 @@ mod memo_matches_sizing {
         }
     }
 }
+
+#[test]
+fn the_cluster_caches_vpas_are_answered_from_the_memo_until_they_change() {
+    use crate::vpa_cache::VpaCacheWriter;
+    use kube::runtime::watcher;
+    use std::sync::Arc;
+    let mut writer = VpaCacheWriter::default();
+    let cache = writer.as_reader();
+    let mut vpa = web_vpa(json!([]));
+    vpa.metadata.uid = Some("v-1".into());
+    vpa.metadata.resource_version = Some("10".into());
+    writer.apply_watcher_event(&watcher::Event::Apply(vpa.clone()));
+    let memo = PatchMemo::new(PatchOptions::default(), MEMO);
+    let answer = Answer {
+        patch: b"[]".to_vec().into(),
+        pod_level_only: false,
+    };
+    // The cache decodes a new object for every review: the version, not the address, is what counts.
+    let first = cache.get("default", "web-vpa").unwrap();
+    let second = cache.get("default", "web-vpa").unwrap();
+    assert!(!Arc::ptr_eq(&first, &second));
+    memo.put(&first, &[], b"pod".to_vec(), answer.clone());
+    assert_eq!(memo.get(&second, &[], b"pod"), Some(answer));
+    // The recommender writes a new status: a new resourceVersion, sized anew.
+    vpa.metadata.resource_version = Some("11".into());
+    writer.apply_watcher_event(&watcher::Event::Apply(vpa));
+    let third = cache.get("default", "web-vpa").unwrap();
+    assert_eq!(memo.get(&third, &[], b"pod"), None);
+}
