@@ -5,8 +5,6 @@
 //! quota leaves nothing, the updater does not evict a pod that would come back the same, and the VPA's
 //! `UpdatesBlocked` condition says why.
 
-use std::io::{Read as _, Write as _};
-
 use k8s_openapi::api::core::v1::ResourceQuota;
 
 use super::*;
@@ -181,50 +179,4 @@ async fn scaled_count(env: &E2e) -> Result<u64> {
         .filter(|l| l.starts_with(r#"tailor_admission_quota_fit_pods_total{outcome="scaled"}"#))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
         .sum())
-}
-
-/// The `/metrics` text of each webhook copy: host processes on the address the chart gave them, pods
-/// through the API server's pod proxy.
-async fn webhook_metrics(env: &E2e) -> Result<Vec<String>> {
-    let d = env.component("admission").await?;
-    let args = d
-        .spec
-        .and_then(|s| s.template.spec)
-        .and_then(|s| s.containers.into_iter().next())
-        .and_then(|c| c.args)
-        .unwrap_or_default();
-    let address = args
-        .iter()
-        .rev()
-        .find_map(|a| a.strip_prefix("--address="))
-        .context("the webhook has no --address")?
-        .to_owned();
-    let port = address.rsplit(':').next().unwrap_or_default().to_owned();
-    match &env.platform {
-        Platform::HostProcesses(_) => Ok(vec![http_get(&format!("127.0.0.1:{port}"), "/metrics")?]),
-        Platform::Pods => {
-            let mut out = Vec::new();
-            for pod in env.component_pods("admission").await? {
-                let name = pod.metadata.name.unwrap_or_default();
-                let path = format!(
-                    "/api/v1/namespaces/{}/pods/{name}:{port}/proxy/metrics",
-                    env.system_namespace
-                );
-                let request = http::Request::get(path).body(Vec::new())?;
-                out.push(env.client.request_text(request).await?);
-            }
-            Ok(out)
-        }
-    }
-}
-
-/// A plain HTTP/1.0 GET on loopback (the metrics listener of a host process).
-fn http_get(address: &str, path: &str) -> Result<String> {
-    let mut stream = std::net::TcpStream::connect(address)
-        .with_context(|| format!("connecting to {address}"))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n")?;
-    let mut body = String::new();
-    stream.read_to_string(&mut body)?;
-    Ok(body)
 }
