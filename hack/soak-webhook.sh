@@ -13,6 +13,7 @@
 # The attacks run on one thread of the load generator at niceness N (default 19): in a cluster the attackers'
 # own CPU is spent on other machines, so on this shared machine they should not take the webhook's cores.
 # --attacker-nice 0 shares the cores equally (the valid client and the webhook then compete with the attacker).
+# SERVER_ARGS (words) are added to the server's flags, e.g. SERVER_ARGS="--runtime-threads 0".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,9 +65,10 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 # As the image and the chart set them (Dockerfile).
 export MIMALLOC_ARENA_EAGER_COMMIT=${MIMALLOC_ARENA_EAGER_COMMIT-0} MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY-0}
+# shellcheck disable=SC2086 # SERVER_ARGS is a list of words
 RUST_LOG=warn "$BIN" --vpa-dir "$WORK/manifests" --tls-cert-file "$WORK/tls.crt" --tls-private-key "$WORK/tls.key" \
   --port "$PORT" --address "127.0.0.1:$MPORT" --shutdown-delay-seconds 0 \
-  --max-connections "$MAX_CONNECTIONS" --connection-idle-timeout "$IDLE_TIMEOUT" 2>"$WORK/server.log" &
+  --max-connections "$MAX_CONNECTIONS" --connection-idle-timeout "$IDLE_TIMEOUT" ${SERVER_ARGS:-} 2>"$WORK/server.log" &
 SERVER_PID=$!
 for _ in $(seq 1 100); do
   curl -fsS "http://127.0.0.1:$MPORT/readyz" >/dev/null 2>&1 && break

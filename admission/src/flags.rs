@@ -150,6 +150,13 @@ pub struct Flags {
     /// from the caches is not read live, so the first pods of a new ReplicaSet are admitted unsized.
     #[arg(long, value_parser = clap::value_parser!(u16).range(0..=256))]
     pub connection_threads: Option<u16>,
+    /// Worker threads of the process's async runtime (0, the default: one per CPU; at most 256). With 1 every
+    /// connection, watch and live read is served on one worker: a review at a steady rate wakes no other
+    /// thread (about a sixth less CPU per review than two workers, BENCHMARKS.md, issue 35), but TLS
+    /// handshakes and large bodies then queue with the reviews (p99 5.6-5.9 ms instead of 4.0-4.3 ms under
+    /// `hack/soak-webhook.sh`'s attacks) and one pod answers at most about 14,000 reviews/s of 8 KB pods.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=256))]
+    pub runtime_threads: u16,
 
     /// `--shutdown-delay-seconds`, `--shutdown-timeout-seconds`.
     #[command(flatten)]

@@ -247,4 +247,22 @@ mod tests {
         let all = ["tailor-admission", "--vpa-dir=/d", "--patch-memo-mib=4096"];
         assert!(Flags::try_parse_from(all).is_err());
     }
+
+    #[test]
+    fn one_runtime_worker_per_cpu_by_default_and_at_most_256() {
+        let parse = |args: &[&str]| {
+            let all = ["tailor-admission", "--vpa-dir=/d"]
+                .into_iter()
+                .chain(args.iter().copied());
+            Flags::try_parse_from(all)
+        };
+        assert_eq!(parse(&[]).expect("valid").runtime_threads, 0);
+        assert_eq!(
+            parse(&["--runtime-threads=1"])
+                .expect("valid")
+                .runtime_threads,
+            1
+        );
+        assert!(parse(&["--runtime-threads=257"]).is_err());
+    }
 }
