@@ -168,6 +168,8 @@ pub struct Flags {
 
 /// `--patch-memo-mib` by default: about 2,000 VPAs' answers for pods of three containers.
 pub const DEFAULT_PATCH_MEMO_MIB: u32 = 4;
+/// [`DEFAULT_PATCH_MEMO_MIB`] in bytes.
+pub const DEFAULT_PATCH_MEMO_BYTES: usize = (DEFAULT_PATCH_MEMO_MIB as usize) << 20;
 
 fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| e.to_string())

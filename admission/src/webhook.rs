@@ -11,7 +11,7 @@ use tailor_core::validation::FeatureGates;
 use tailor_core::sizing::PatchOptions;
 use tailor_kube::index::Index;
 
-use crate::flags::DEFAULT_PATCH_MEMO_MIB;
+use crate::flags::DEFAULT_PATCH_MEMO_BYTES;
 
 use crate::{
     pod::{PatchMemo, PodOutcome, review_pod},
@@ -50,7 +50,7 @@ impl Webhook {
         Webhook {
             index: ArcSwap::from_pointee(index),
             gates,
-            memo: PatchMemo::new(options.clone(), DEFAULT_PATCH_MEMO_MIB as usize * (1 << 20)),
+            memo: PatchMemo::new(options.clone(), DEFAULT_PATCH_MEMO_BYTES),
             options,
             unsized_warned: AtomicU64::new(0),
             unsized_quiet: AtomicU64::new(0),

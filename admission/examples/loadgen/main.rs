@@ -602,8 +602,13 @@ fn micro(
         .with_patch_memo_bytes(memo_bytes))
     };
     // The default patch memo (every review after the first per workload is a hit), and none.
-    let memo_bytes = tailor_admission::flags::DEFAULT_PATCH_MEMO_MIB as usize * (1 << 20);
-    let webhooks = [("", webhook(memo_bytes)?), (", memo off", webhook(0)?)];
+    let webhooks = [
+        (
+            "",
+            webhook(tailor_admission::flags::DEFAULT_PATCH_MEMO_BYTES)?,
+        ),
+        (", memo off", webhook(0)?),
+    ];
     let bodies: Vec<Bytes> = (0..vpas)
         .map(|i| review_body_of(pod, i, namespaces))
         .collect();

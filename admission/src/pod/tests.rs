@@ -620,7 +620,7 @@ fn quota_fit_leaves_a_pod_that_does_not_fit_anyway_alone() {
 }
 
 /// The patch memo's size in these tests: the webhook's default.
-const MEMO: usize = crate::flags::DEFAULT_PATCH_MEMO_MIB as usize * (1 << 20);
+const MEMO: usize = crate::flags::DEFAULT_PATCH_MEMO_BYTES;
 
 /// The memo's metric `tailor_admission_patch_memo_<name>`, as `/metrics` shows it.
 fn memo_metric(memo: &PatchMemo, name: &str) -> usize {
