@@ -166,7 +166,10 @@ pub fn profile_rule(
 /// What one container's CPU rule means, for [`profile_rule`]'s message.
 fn cpu_rule_note(c: &str, rule: &str) -> String {
     match rule {
-        "daily" => format!("{c}: CPU follows its repeating daily pattern"),
+        "daily" => format!(
+            "{c}: CPU follows its repeating daily pattern (a day plan of a few requests, each priced over its \
+             hours, resized in place as the hours turn)"
+        ),
         "priced" => format!(
             "{c}: all-day CPU request priced against its risk on its own history (no strong, repeating \
                  daily pattern worth the resizes)"
@@ -956,6 +959,7 @@ mod tests {
                 stability: None,
                 hourly_percentile: None,
                 priced_cores: Some(0.25),
+                plan_cores_by_hour: None,
             }),
             ..Default::default()
         };

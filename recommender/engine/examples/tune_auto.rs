@@ -2,43 +2,47 @@
 //! draws only (`backtest_workloads::TUNING_DRAWS`; the validation draws are never read here), every variant beside
 //! `upstream`, printed as cost / risk minutes / OOM-risk samples / churn relative to upstream.
 //!
-//! `cargo run --release -p tailor-engine --example tune_auto` (the grid), or with arguments
-//! `price:ahead-hours:amplitude-cores[:upper-margin[:lower-ahead-hours]] ...` for those variants only, and `--shapes` for a row per shape.
+//! `cargo run --release -p tailor-engine --example tune_auto` (the grid: risk price × change price × the day
+//! plan's lower and upper margins), or with arguments `price:change-core-hours:lower-margin[:upper-margin[:max-steps]]
+//! ...` for those variants only, and `--shapes` for a row per shape.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
 use tailor_engine::backtest::{self, BacktestConfig, Score, Strategy};
 use tailor_engine::backtest_workloads::{SUITE, TUNING_DRAWS};
-use tailor_engine::estimate::{DailyRule, TimeOfDay};
+use tailor_engine::day_plan::ChangePrice;
+use tailor_engine::estimate::TimeOfDay;
 use tailor_engine::profile::{self, Profile};
 use tailor_engine::replay::ReplayConfig;
 use tailor_engine::risk_price::RiskPrice;
 
-const HOUR: i64 = 3_600_000_000_000;
-
 /// A variant's name, its totals over the tuning draws and (upstream, variant) per draw.
 type Row = (String, Score, Vec<(Score, Score)>);
 
-fn variant(auto: &Profile, price: f64, ahead: i64, amplitude: f64) -> Profile {
+/// `auto` with another risk price, change price, lower and upper margin around the day plan, and most steps a
+/// day.
+fn variant(auto: &Profile, f: &[f64]) -> Profile {
     let tod = auto.cpu_time_of_day.unwrap();
+    let plan = tod.plan.unwrap();
     Profile {
         cpu_risk_price: Some(RiskPrice {
-            price,
+            price: f[0],
             ..auto.cpu_risk_price.unwrap()
         }),
         cpu_time_of_day: Some(TimeOfDay {
-            ahead: ahead * HOUR,
-            only_if: Some(DailyRule {
-                min_amplitude: amplitude,
-                ..tod.only_if.unwrap()
+            plan: Some(ChangePrice {
+                core_hours: f[1],
+                max_steps: f.get(4).map_or(plan.max_steps, |&k| k as usize),
             }),
+            lower_margin: f[2],
+            upper_margin: f.get(3).copied().unwrap_or(tod.upper_margin),
             ..tod
         }),
         ..*auto
     }
 }
 
-/// One `price:ahead-hours:amplitude-cores[:upper-margin[:lower-ahead-hours]]` argument: three to five finite
+/// One `price:change-core-hours:lower-margin[:upper-margin[:max-steps]]` argument: three to five finite
 /// numbers.
 fn grid_point(arg: &str) -> Result<Vec<f64>, String> {
     let f = arg
@@ -48,7 +52,14 @@ fn grid_point(arg: &str) -> Result<Vec<f64>, String> {
         .ok_or_else(|| format!("{arg:?}: each part must be a finite number"))?;
     if !(3..=5).contains(&f.len()) {
         return Err(format!(
-            "{arg:?}: expected price:ahead-hours:amplitude-cores[:upper-margin[:lower-ahead-hours]]"
+            "{arg:?}: expected price:change-core-hours:lower-margin[:upper-margin[:max-steps]]"
+        ));
+    }
+    if f.get(4)
+        .is_some_and(|&k| !(1.0..=24.0).contains(&k) || k.fract() != 0.0)
+    {
+        return Err(format!(
+            "{arg:?}: max-steps must be a whole number from 1 to 24"
         ));
     }
     Ok(f)
@@ -60,32 +71,24 @@ fn main() {
     let per_shape = args.iter().any(|a| a == "--shapes");
     let mut variants: Vec<(String, Profile)> = Vec::new();
     for a in args.iter().filter(|a| !a.starts_with("--")) {
-        let f = match grid_point(a) {
-            Ok(f) => f,
+        match grid_point(a) {
+            Ok(f) => variants.push((a.clone(), variant(&auto, &f))),
             Err(e) => {
                 eprintln!("tune_auto: {e}");
                 std::process::exit(2);
             }
-        };
-        let mut p = variant(&auto, f[0], f[1] as i64, f[2]);
-        let mut t = p.cpu_time_of_day.unwrap();
-        if let Some(u) = f.get(3) {
-            t.upper_margin = *u;
         }
-        if let Some(l) = f.get(4) {
-            t.lower_ahead = *l as i64 * HOUR;
-        }
-        p.cpu_time_of_day = Some(t);
-        variants.push((a.clone(), p));
     }
     if variants.is_empty() {
-        for price in [2.5, 3.0, 3.25, 3.5, 4.0] {
-            for ahead in [5, 6, 8, 10] {
-                for amplitude in [0.0, 0.3, 0.4, 0.5] {
-                    variants.push((
-                        format!("price {price} ahead {ahead}h amplitude {amplitude}"),
-                        variant(&auto, price, ahead, amplitude),
-                    ));
+        for price in [3.25, 3.5, 3.75, 4.0] {
+            for change in [0.5, 0.8, 1.2] {
+                for lower in [0.0, -0.05, -0.1] {
+                    for upper in [0.1, 0.2] {
+                        variants.push((
+                            format!("price {price} change {change} lower {lower} upper {upper}"),
+                            variant(&auto, &[price, change, lower, upper]),
+                        ));
+                    }
                 }
             }
         }

@@ -1,8 +1,9 @@
 //! One-shot W1 figures for BENCHMARKS.md: ingestion throughput (aggregate and cluster paths), heap per
 //! container (counting global allocator) and time to recommend for every container.
 //!
-//! `cargo run --release -p tailor-engine --example w1_figures -- [containers] [days] [--hourly]` (default 10000 7;
-//! `--hourly` keeps the hourly CPU histograms and recommends with the `diurnal` profile).
+//! `cargo run --release -p tailor-engine --example w1_figures -- [containers] [days] [--hourly] [--profile=NAME]`
+//! (default 10000 7; `--hourly` keeps the hourly CPU histograms and recommends with the `diurnal` profile, or with
+//! `NAME`'s: `--hourly --profile=auto` times `auto`'s day plans).
 //!
 //! Every phase is timed by this thread's CPU clock (`CLOCK_THREAD_CPUTIME_ID`, nanosecond resolution), so other
 //! load on the machine does not count. Besides the human-readable lines it prints `key=value` lines, the same keys
@@ -76,6 +77,9 @@ fn main() {
     let samples = (2 * n * ticks) as f64;
     let w = W1::new();
     let hourly = std::env::args().any(|a| a == "--hourly");
+    let profile_name = std::env::args()
+        .find_map(|a| a.strip_prefix("--profile=").map(str::to_string))
+        .unwrap_or_else(|| "diurnal".into());
     let config = AggregationsConfig {
         cpu_time_of_day: hourly,
         ..AggregationsConfig::default()
@@ -84,9 +88,9 @@ fn main() {
         "W1: {n} containers x {days} days ({:.1} M samples){}",
         samples / 1e6,
         if hourly {
-            ", hourly CPU histograms, diurnal"
+            format!(", hourly CPU histograms, {profile_name}")
         } else {
-            ""
+            String::new()
         }
     );
 
@@ -126,7 +130,7 @@ fn main() {
 
     // --- recommendations for every aggregate -----------------------------------------------------------------
     let rc = match hourly {
-        true => tailor_engine::profile::by_name("diurnal")
+        true => tailor_engine::profile::by_name(&profile_name)
             .unwrap()
             .unwrap()
             .apply(&RecommenderConfig::default()),

@@ -7,6 +7,7 @@ use tailor_core::policy::{container_policy, needs_recommendation};
 use tailor_core::quantity::binary_suffix;
 use tailor_crds::PodResourcePolicy;
 
+use crate::day_plan::{ChangePrice, DayPlan};
 use crate::histogram::ZERO_TIME;
 use crate::model::AggregateContainerState;
 use crate::policy::{self, IntegerBounds, PolicyError, Resources};
@@ -159,6 +160,31 @@ pub enum Estimator {
         /// The all-day estimate (the cap).
         all_day: Box<Estimator>,
     },
+    /// The request the container's day plan ([`crate::day_plan`]) sets for the hour about to be served, never
+    /// above `all_day`; `all_day` when the plan has one step or the hours are not all covered.
+    HourlyPlan {
+        /// How the price of a minute above the request is set.
+        price: RiskPrice,
+        /// What a request change costs.
+        change: ChangePrice,
+        /// Factor on the plan's request (1 for the target; below 1 for a lower bound that leaves room for the
+        /// plan to drift up a little without a resize).
+        factor: f64,
+        /// The all-day estimate (the cap).
+        all_day: Box<Estimator>,
+    },
+    /// `planned` when the container's day plan has more than one step (its day pays for the changes that
+    /// follow it), else `otherwise`.
+    IfPlanned {
+        /// How the price of a minute above the request is set.
+        price: RiskPrice,
+        /// What a request change costs.
+        change: ChangePrice,
+        /// Chain used when the plan follows the day.
+        planned: Box<Estimator>,
+        /// Chain used otherwise.
+        otherwise: Box<Estimator>,
+    },
     /// For memory whose daily peaks hold steady ([`stable_peak_request`]) the highest peak with a small
     /// margin, at most `otherwise`; `otherwise` for CPU, for peaks that spread and with too little history.
     StablePeaks {
@@ -293,6 +319,32 @@ impl Estimator {
                 ahead,
                 all_day,
             } => hourly_priced(r, agg, price, *ahead, all_day.estimate(r, agg)),
+            Estimator::HourlyPlan {
+                price,
+                change,
+                factor,
+                all_day,
+            } => {
+                let all = all_day.estimate(r, agg);
+                day_plan(r, agg, price, change).map_or(all, |p| {
+                    scale_resource(
+                        cpu_amount_from_cores(plan_request(&p, agg)).min(all),
+                        *factor,
+                    )
+                })
+            }
+            Estimator::IfPlanned {
+                price,
+                change,
+                planned,
+                otherwise,
+            } => {
+                if day_plan(r, agg, price, change).is_some() {
+                    planned.estimate(r, agg)
+                } else {
+                    otherwise.estimate(r, agg)
+                }
+            }
             Estimator::StablePeaks {
                 rule,
                 any_spread,
@@ -372,6 +424,35 @@ fn hourly_priced(
             .map_or(all, |c| cpu_amount_from_cores(c).min(all)),
         _ => all,
     }
+}
+
+/// How far past the last sample the hour being served lies: the plan's request for an hour is in place from
+/// just before that hour starts (a decision made at the turn of the hour, after its last sample of a minute
+/// before, serves the hour that begins).
+const PLAN_LEAD: i64 = 2 * 60_000_000_000;
+
+/// The day plan of `agg`'s CPU when it has more than one step (for CPU, with a day of history and every hour
+/// covered).
+fn day_plan(
+    r: Resource,
+    agg: &AggregateContainerState,
+    price: &RiskPrice,
+    change: &ChangePrice,
+) -> Option<DayPlan> {
+    const DAY: i64 = 86_400_000_000_000;
+    match (r, &agg.hourly) {
+        (Resource::Cpu, Some(h)) if hourly_ready(agg, DAY - 1) => {
+            h.plan(price, change).filter(|p| p.steps > 1)
+        }
+        _ => None,
+    }
+}
+
+/// The plan's request (cores) for the hour being served after `agg`'s last sample.
+fn plan_request(plan: &DayPlan, agg: &AggregateContainerState) -> f64 {
+    let hour =
+        crate::model::time_of_day::hour_of_day(agg.last_sample_start.saturating_add(PLAN_LEAD));
+    plan.requests.get(hour).copied().unwrap_or(0.0)
 }
 
 /// Whether `agg` has at least a day between its first and last CPU sample.
@@ -461,6 +542,10 @@ pub struct TimeOfDay {
     /// Instead of `percentile`, the hourly percentile that spends this share of the risk upstream's all-day
     /// target had on the same history ([`Estimator::HourlyBudget`]).
     pub risk_budget: Option<f64>,
+    /// With a risk price: follow the day by the container's day plan ([`crate::day_plan`]), a few steps a day
+    /// each priced over its hours, where the steps pay for their changes at this price; instead of the
+    /// priced request over `ahead` (the bounds keep their margins around the plan's request).
+    pub plan: Option<ChangePrice>,
 }
 
 impl Default for RecommenderConfig {
@@ -546,10 +631,26 @@ impl RecommenderConfig {
                 }),
             },
         };
-        let target = within(tod.ahead);
-        let lower = Estimator::Margin {
-            fraction: tod.lower_margin,
-            base: Box::new(within(tod.lower_ahead.min(tod.ahead))),
+        let planned = match (self.cpu_risk_price, tod.plan) {
+            (Some(price), Some(change)) => Some((price, change)),
+            _ => None,
+        };
+        let plan_estimate = |(price, change), factor| Estimator::HourlyPlan {
+            price,
+            change,
+            factor,
+            all_day: Box::new(self.all_day_estimator(Bound::Target, Resource::Cpu)),
+        };
+        let target = match planned {
+            Some(p) => plan_estimate(p, 1.0),
+            None => within(tod.ahead),
+        };
+        let lower = match planned {
+            Some(p) => plan_estimate(p, 1.0 + tod.lower_margin.min(0.0)),
+            None => Estimator::Margin {
+                fraction: tod.lower_margin,
+                base: Box::new(within(tod.lower_ahead.min(tod.ahead))),
+            },
         };
         let hourly = match b {
             Bound::Target => target,
@@ -565,6 +666,15 @@ impl RecommenderConfig {
                 fraction: tod.upper_margin,
                 base: Box::new(target),
             },
+        };
+        let hourly = match planned {
+            Some((price, change)) => Estimator::IfPlanned {
+                price,
+                change,
+                planned: Box::new(hourly),
+                otherwise: Box::new(all_day.clone()),
+            },
+            None => hourly,
         };
         match tod.only_if {
             Some(rule) => Estimator::IfDaily {
@@ -1066,6 +1176,10 @@ pub struct CpuRule {
     /// The all-day request priced against its risk (cores), with a price and a day of history.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub priced_cores: Option<f64>,
+    /// The day plan's request for each hour of the day (UTC, cores, before the all-day cap), when the daily
+    /// rule follows the day by a plan of more than one step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan_cores_by_hour: Option<Vec<f64>>,
 }
 
 /// Share of `h`'s weight in buckets that start at or above `cores`: how often usage was above a request of
@@ -1108,6 +1222,7 @@ pub fn cpu_rule(
         stability: pattern.map(|p| p.stability),
         hourly_percentile: None,
         priced_cores: priced.map(|p| p.1),
+        plan_cores_by_hour: None,
     };
     let all_day = all_day_reason(config, agg, priced);
     let Some(rule) = tod.only_if else {
@@ -1136,17 +1251,100 @@ pub fn cpu_rule(
              {all_day}",
             p.amplitude, rule.min_amplitude
         ),
-        (Some(p), true) => {
-            out.rule = "daily";
-            let how = daily_how(tod, config, agg, priced, &mut out);
-            format!(
-                "daily pattern (24 h autocorrelation {:.2}, stability {:.2}, swing {:.1}x, {:.3} cores): CPU \
-                 follows the hour of the day, {how}",
-                p.autocorrelation, p.stability, p.swing, p.amplitude
-            )
-        }
+        (Some(p), true) => match plan_of(tod, config, agg) {
+            Some(Err(None)) => format!(
+                "daily pattern (24 h autocorrelation {:.2}, stability {:.2}, swing {:.1}x), but not every \
+                 hour of the day has samples yet for a day plan: {all_day}",
+                p.autocorrelation, p.stability, p.swing
+            ),
+            Some(Err(Some(flat))) => format!(
+                "daily pattern (24 h autocorrelation {:.2}, stability {:.2}, swing {:.1}x), but a day and a \
+                 night request would save {:.3} core-hours a day of unused CPU and priced risk, not more than \
+                 the resizes they take ({} core-hours each): {all_day}",
+                p.autocorrelation,
+                p.stability,
+                p.swing,
+                flat,
+                change_price(tod)
+            ),
+            plan => {
+                out.rule = "daily";
+                let how = match plan {
+                    Some(Ok(plan)) => {
+                        let cap = priced.map_or(f64::INFINITY, |p| p.1);
+                        out.plan_cores_by_hour = Some(plan.requests.to_vec());
+                        plan_how(&plan, cap)
+                    }
+                    _ => daily_how(tod, config, agg, priced, &mut out),
+                };
+                format!(
+                    "daily pattern (24 h autocorrelation {:.2}, stability {:.2}, swing {:.1}x, {:.3} cores): \
+                     CPU follows the hour of the day, {how}",
+                    p.autocorrelation, p.stability, p.swing, p.amplitude
+                )
+            }
+        },
     };
     out
+}
+
+/// The change price of `tod`'s plan (core-hours), 0 without one.
+fn change_price(tod: &TimeOfDay) -> f64 {
+    tod.plan.map_or(0.0, |c| c.core_hours)
+}
+
+/// `tod`'s day plan for `agg` when the profile follows the day by one (a risk price and a change price set):
+/// `Ok` with more than one step; `Err(Some(saving))` when no plan of steps pays for its changes (`saving`: what
+/// the best two-step day would save before its changes, core-hours a day); `Err(None)` before every hour of the
+/// day has samples; `None` for a profile without a plan.
+fn plan_of(
+    tod: &TimeOfDay,
+    config: &RecommenderConfig,
+    agg: &AggregateContainerState,
+) -> Option<Result<DayPlan, Option<f64>>> {
+    const DAY: i64 = 86_400_000_000_000;
+    let (price, change) = (config.cpu_risk_price?, tod.plan?);
+    let Some(h) = agg.hourly.as_ref().filter(|_| hourly_ready(agg, DAY - 1)) else {
+        return Some(Err(None));
+    };
+    let Some(plan) = h.plan(&price, &change) else {
+        return Some(Err(None));
+    };
+    if plan.steps > 1 {
+        return Some(Ok(plan));
+    }
+    // What two steps would have saved without their price.
+    let free = ChangePrice {
+        core_hours: 0.0,
+        max_steps: 2,
+    };
+    let saving = h
+        .plan(&price, &free)
+        .map_or(0.0, |p| (p.flat_cost - p.cost).max(0.0));
+    Some(Err(Some(saving)))
+}
+
+/// The plan's steps in words, for [`cpu_rule`]'s reason: each step's hours and request, the all-day cap.
+fn plan_how(plan: &DayPlan, cap: f64) -> String {
+    let mut steps = Vec::new();
+    let r = &plan.requests;
+    // Steps start where the request differs from the hour before (the day wraps).
+    let starts: Vec<usize> = (0..r.len())
+        .filter(|&h| r[h] != r[(h + r.len() - 1) % r.len()])
+        .collect();
+    for (i, &start) in starts.iter().enumerate() {
+        let end = starts[(i + 1) % starts.len()];
+        let cores = r[start].min(cap);
+        steps.push(format!("{cores:.3} cores {start:02}:00–{end:02}:00 UTC"));
+    }
+    format!(
+        "a plan of {} steps a day, each the request that minimises unused CPU + priced minutes above it over \
+         its hours, at most the all-day one: {} (saves {:.3} core-hours a day of unused CPU and priced risk \
+         after its resizes)",
+        plan.steps,
+        steps.join(", "),
+        plan.flat_cost - plan.cost
+    )
 }
 
 /// What a container's all-day CPU estimate is, for [`cpu_rule`]'s reason: the priced request (with the share of
@@ -1251,6 +1449,7 @@ pub fn explain_container(
             controlled.0
                 && hourly_ready(agg, t.ahead)
                 && t.only_if.is_none_or(|rule| daily_rule_holds(agg, &rule))
+                && plan_of(&t, config, agg).is_none_or(|p| p.is_ok())
         }),
         cpu_rule: config
             .cpu_time_of_day

@@ -8,6 +8,7 @@
 pub mod backtest;
 pub mod backtest_workloads;
 pub mod bench_workload;
+pub mod day_plan;
 pub mod estimate;
 #[cfg(feature = "flags")]
 pub mod estimate_flags;

@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use crate::day_plan::ChangePrice;
 use crate::estimate::{DailyRule, RecommenderConfig, TimeOfDay};
 use crate::risk_price::RiskPrice;
 use crate::stable_memory::StablePeaks;
@@ -91,6 +92,7 @@ pub const PROFILES: &[Profile] = &[
             upper_margin: 0.5,
             only_if: None,
             risk_budget: None,
+            plan: None,
         }),
         cpu_risk_price: None,
         memory_stable_peaks: None,
@@ -98,9 +100,9 @@ pub const PROFILES: &[Profile] = &[
     Profile {
         name: AUTO,
         summary: "decides per container from its own history: the CPU request that minimises unused CPU + \
-                  3.5 core-minutes per minute above it (large containers nearer their usual load, small ones \
-                  above every peak), following the hour of the day where a strong daily pattern repeats and \
-                  swings by at least 0.3 cores, resized down once the request is 10 % above its target; \
+                  3.75 core-minutes per minute above it (large containers nearer their usual load, small ones \
+                  above every peak); where a strong daily pattern repeats, a day request and a night request, \
+                  each priced over its hours, when the CPU they free pays for their two resizes a day; \
                   memory 5 % over the highest daily peak where the peaks hold steady, upstream's elsewhere",
         target_cpu_percentile: 0.9,
         target_memory_percentile: 0.9,
@@ -112,18 +114,22 @@ pub const PROFILES: &[Profile] = &[
             margin: 0.0,
             ahead: 9 * HOUR,
             lower_ahead: HOUR,
-            lower_margin: 0.0,
-            upper_margin: 0.6,
+            lower_margin: -0.1,
+            upper_margin: 0.1,
             only_if: Some(DailyRule {
                 min_autocorrelation: 0.6,
                 min_stability: 0.6,
                 min_swing: 2.5,
-                min_amplitude: 0.3,
+                min_amplitude: 0.0,
             }),
             risk_budget: None,
+            plan: Some(ChangePrice {
+                core_hours: 0.8,
+                max_steps: 2,
+            }),
         }),
         cpu_risk_price: Some(RiskPrice {
-            price: 3.5,
+            price: 3.75,
             upper_margin: Some(0.1),
         }),
         memory_stable_peaks: Some(StablePeaks {

@@ -58,6 +58,41 @@ pub struct HourlyCpu {
     hours: Box<[DecayingHistogram]>,
     samples: [u32; HOURS],
     recent: Box<[HourMean]>,
+    /// Hour (since the epoch) of the newest sample added or merged.
+    newest: i64,
+    plan: PlanMemo,
+}
+
+/// The last day plan computed ([`HourlyCpu::plan`]), for the hour of the newest sample and the prices it was
+/// computed with: a recommendation reads it for its target and both bounds, and a recommender that estimates
+/// every minute recomputes it once an hour. Samples within the hour change it too little to matter: a plan is
+/// a schedule of whole hours. Clones share it (the recommender estimates on a copy of the model's aggregate
+/// merged into an empty one, which is the same histograms), and a merge, which changes the histograms, gives
+/// the merged one its own.
+#[derive(Debug, Default, Clone)]
+struct PlanMemo(std::sync::Arc<std::sync::Mutex<Option<MemoEntry>>>);
+
+#[derive(Debug, Clone)]
+struct MemoEntry {
+    newest: i64,
+    key: [u64; 3],
+    plan: Option<crate::day_plan::DayPlan>,
+}
+
+impl PlanMemo {
+    fn get(&self) -> Option<MemoEntry> {
+        self.0.lock().map_or(None, |m| m.clone())
+    }
+
+    fn set(&self, entry: MemoEntry) {
+        if let Ok(mut m) = self.0.lock() {
+            *m = Some(entry);
+        }
+    }
+
+    fn clear(&mut self) {
+        *self = PlanMemo::default();
+    }
 }
 
 /// Pearson's correlation of the pairs; 0 when either side does not vary.
@@ -89,6 +124,8 @@ impl HourlyCpu {
                 .collect(),
             samples: [0; HOURS],
             recent: vec![HourMean::default(); RECENT].into_boxed_slice(),
+            newest: i64::MIN,
+            plan: PlanMemo::default(),
         }
     }
 
@@ -98,6 +135,7 @@ impl HourlyCpu {
         self.hours[h].add_sample(cores, weight, t);
         self.samples[h] = self.samples[h].saturating_add(1);
         let id = t.div_euclid(HOUR);
+        self.newest = self.newest.max(id);
         let slot = &mut self.recent[id.rem_euclid(RECENT as i64) as usize];
         if slot.hour != id || slot.count == 0 {
             if slot.hour > id && slot.count > 0 {
@@ -115,6 +153,14 @@ impl HourlyCpu {
 
     /// Merges `other` hour by hour.
     pub fn merge(&mut self, other: &HourlyCpu) {
+        // Merged into an empty one (the recommender's copy of an aggregate), the histograms are `other`'s and
+        // so is its plan; otherwise the merge makes new histograms.
+        if self.samples.iter().all(|&n| n == 0) {
+            self.plan = other.plan.clone();
+        } else {
+            self.plan.clear();
+        }
+        self.newest = self.newest.max(other.newest);
         for (h, o) in self.hours.iter_mut().zip(other.hours.iter()) {
             h.merge(o);
         }
@@ -278,6 +324,39 @@ impl HourlyCpu {
                 .map(|(b, w)| (o.bucket_start(b), hist.bucket_end(b), w)),
             price,
         )
+    }
+
+    /// The day's plan of requests ([`crate::day_plan::plan`]) on the 24 hourly histograms; `None` unless every
+    /// hour has weight. Computed once for the hour of the newest sample and these prices (see [`PlanMemo`]).
+    pub fn plan(
+        &self,
+        price: &crate::risk_price::RiskPrice,
+        change: &crate::day_plan::ChangePrice,
+    ) -> Option<crate::day_plan::DayPlan> {
+        let key = [
+            price.price.to_bits(),
+            change.core_hours.to_bits(),
+            change.max_steps as u64,
+        ];
+        if let Some(m) = self
+            .plan
+            .get()
+            .filter(|m| m.newest == self.newest && m.key == key)
+        {
+            return m.plan;
+        }
+        let hours: Vec<&crate::histogram::Histogram> = self
+            .hours
+            .iter()
+            .map(DecayingHistogram::histogram)
+            .collect();
+        let plan = crate::day_plan::plan(&hours, price, change);
+        self.plan.set(MemoEntry {
+            newest: self.newest,
+            key,
+            plan: plan.clone(),
+        });
+        plan
     }
 
     /// Samples seen per hour of the day.
