@@ -1260,7 +1260,7 @@ pub fn cpu_rule(
             Some(Err(Some(flat))) => format!(
                 "daily pattern (24 h autocorrelation {:.2}, stability {:.2}, swing {:.1}x), but a day and a \
                  night request would save {:.3} core-hours a day of unused CPU and priced risk, not more than \
-                 the resizes they take ({} core-hours each): {all_day}",
+                 their two resizes a day cost (2 × {} core-hours): {all_day}",
                 p.autocorrelation,
                 p.stability,
                 p.swing,
