@@ -121,6 +121,13 @@ impl Axis {
     }
 }
 
+/// Priced request and objective of every step: `[s][len - 1]` for the step of `len` hours from hour `s`.
+type Steps = [[(f64, f64); HOURS]; HOURS];
+
+/// A cut of the day into steps: its objective (changes included), the hour the first step starts, and each
+/// step's start relative to it (the first is 0).
+type Cut = (f64, usize, Vec<usize>);
+
 /// The plan for one container from its 24 hourly histograms (hour 0 first): the schedule of steps that
 /// minimises the priced objective plus `change.core_hours` per step, or one all-day step when no schedule
 /// pays for its changes. `None` unless there are 24 histograms, each with weight.
@@ -129,12 +136,10 @@ pub fn plan(hours: &[&Histogram], price: &RiskPrice, change: &ChangePrice) -> Op
         return None;
     }
     let axis = Axis::new(hours)?;
-    let lambda = price.price;
-    // step[s][len - 1]: (request, objective) of the step of `len` hours from hour `s`.
-    let mut step = [[(0.0, 0.0); HOURS]; HOURS];
+    let mut step: Steps = [[(0.0, 0.0); HOURS]; HOURS];
     for (s, row) in step.iter_mut().enumerate() {
         for (len, cell) in (1..=HOURS).zip(row.iter_mut()) {
-            *cell = axis.step(s, len, lambda);
+            *cell = axis.step(s, len, price.price);
         }
     }
     let (flat_request, flat_cost) = step[0][HOURS - 1];
@@ -144,55 +149,11 @@ pub fn plan(hours: &[&Histogram], price: &RiskPrice, change: &ChangePrice) -> Op
         cost: flat_cost,
         flat_cost,
     };
-    let mu = change.core_hours;
-    let k_max = change.max_steps.clamp(1, HOURS);
-    // The cheapest cut: (objective, first step's start, the steps' starts relative to it).
-    let mut cut: Option<(f64, usize, Vec<usize>)> = None;
-    if k_max == 2 {
-        // Two steps: every start and length of the first, the second the rest of the day.
-        for (s, row) in step.iter().enumerate() {
-            for len in 1..HOURS {
-                let c = row[len - 1].1 + step[(s + len) % HOURS][HOURS - len - 1].1 + 2.0 * mu;
-                if c < cut.as_ref().map_or(best.cost, |b| b.0) {
-                    cut = Some((c, s, vec![0, len]));
-                }
-            }
-        }
-    } else if k_max > 2 {
-        // dp[k][i]: the best objective of hours s..s+i cut into k steps, each charged one change.
-        let mut dp = vec![[f64::INFINITY; HOURS + 1]; k_max + 1];
-        let mut from = vec![[0usize; HOURS + 1]; k_max + 1];
-        for s in 0..HOURS {
-            for row in dp.iter_mut() {
-                row.fill(f64::INFINITY);
-            }
-            dp[0][0] = 0.0;
-            for k in 1..=k_max {
-                for i in k..=HOURS {
-                    for j in (k - 1)..i {
-                        let c = dp[k - 1][j] + step[(s + j) % HOURS][i - j - 1].1 + mu;
-                        if c < dp[k][i] {
-                            dp[k][i] = c;
-                            from[k][i] = j;
-                        }
-                    }
-                }
-            }
-            // One step from `s` is the flat request plus a change it does not make: never below `best`.
-            for (k, row) in dp.iter().enumerate().skip(2) {
-                if row[HOURS] < cut.as_ref().map_or(best.cost, |b| b.0) {
-                    let mut starts = Vec::with_capacity(k);
-                    let mut i = HOURS;
-                    for kk in (1..=k).rev() {
-                        i = from[kk][i];
-                        starts.push(i);
-                    }
-                    starts.reverse();
-                    cut = Some((row[HOURS], s, starts));
-                }
-            }
-        }
-    }
+    let cut = match change.max_steps.clamp(1, HOURS) {
+        1 => None,
+        2 => two_step_cut(&step, change.core_hours, flat_cost),
+        k_max => best_cut(&step, change.core_hours, k_max, flat_cost),
+    };
     if let Some((cost, s, starts)) = cut {
         for (n, &a) in starts.iter().enumerate() {
             let b = starts.get(n + 1).copied().unwrap_or(HOURS);
@@ -205,6 +166,61 @@ pub fn plan(hours: &[&Histogram], price: &RiskPrice, change: &ChangePrice) -> Op
         best.cost = cost;
     }
     Some(best)
+}
+
+/// The cheapest cut into two steps, each charged `mu`, if below `flat`: every start and length of the first
+/// step, the second the rest of the day.
+fn two_step_cut(step: &Steps, mu: f64, flat: f64) -> Option<Cut> {
+    let mut cut: Option<Cut> = None;
+    for (s, row) in step.iter().enumerate() {
+        for len in 1..HOURS {
+            let c = row[len - 1].1 + step[(s + len) % HOURS][HOURS - len - 1].1 + 2.0 * mu;
+            if c < cut.as_ref().map_or(flat, |b| b.0) {
+                cut = Some((c, s, vec![0, len]));
+            }
+        }
+    }
+    cut
+}
+
+/// The cheapest cut into 2 to `k_max` steps, each charged `mu`, if below `flat`: for every hour a step may
+/// start at, the best cut of the day from there by dynamic programming.
+fn best_cut(step: &Steps, mu: f64, k_max: usize, flat: f64) -> Option<Cut> {
+    let mut cut: Option<Cut> = None;
+    // dp[k][i]: the best objective of hours s..s+i cut into k steps; from[k][i]: where its last step starts.
+    let mut dp = vec![[f64::INFINITY; HOURS + 1]; k_max + 1];
+    let mut from = vec![[0usize; HOURS + 1]; k_max + 1];
+    for s in 0..HOURS {
+        for row in dp.iter_mut() {
+            row.fill(f64::INFINITY);
+        }
+        dp[0][0] = 0.0;
+        for k in 1..=k_max {
+            for i in k..=HOURS {
+                for j in (k - 1)..i {
+                    let c = dp[k - 1][j] + step[(s + j) % HOURS][i - j - 1].1 + mu;
+                    if c < dp[k][i] {
+                        dp[k][i] = c;
+                        from[k][i] = j;
+                    }
+                }
+            }
+        }
+        // One step from `s` is the flat request plus a change it does not make: never below `flat`.
+        for (k, row) in dp.iter().enumerate().skip(2) {
+            if row[HOURS] < cut.as_ref().map_or(flat, |b| b.0) {
+                let mut starts = Vec::with_capacity(k);
+                let mut i = HOURS;
+                for kk in (1..=k).rev() {
+                    i = from[kk][i];
+                    starts.push(i);
+                }
+                starts.reverse();
+                cut = Some((row[HOURS], s, starts));
+            }
+        }
+    }
+    cut
 }
 
 #[cfg(test)]

@@ -284,29 +284,9 @@ impl Estimator {
                 ),
                 _ => percentile_amount(r, agg, *percentile),
             },
-            Estimator::IfHourly {
-                ahead,
-                hourly,
-                otherwise,
-            } => {
-                if r == Resource::Cpu && hourly_ready(agg, *ahead) {
-                    hourly.estimate(r, agg)
-                } else {
-                    otherwise.estimate(r, agg)
-                }
-            }
-            Estimator::IfDaily {
-                rule,
-                ahead,
-                daily,
-                otherwise,
-            } => {
-                if r == Resource::Cpu && hourly_ready(agg, *ahead) && daily_rule_holds(agg, rule) {
-                    daily.estimate(r, agg)
-                } else {
-                    otherwise.estimate(r, agg)
-                }
-            }
+            Estimator::IfHourly { .. }
+            | Estimator::IfDaily { .. }
+            | Estimator::IfPlanned { .. } => self.branch(r, agg).estimate(r, agg),
             Estimator::HourlyBudget {
                 share,
                 margin,
@@ -324,27 +304,7 @@ impl Estimator {
                 change,
                 factor,
                 all_day,
-            } => {
-                let all = all_day.estimate(r, agg);
-                day_plan(r, agg, price, change).map_or(all, |p| {
-                    scale_resource(
-                        cpu_amount_from_cores(plan_request(&p, agg)).min(all),
-                        *factor,
-                    )
-                })
-            }
-            Estimator::IfPlanned {
-                price,
-                change,
-                planned,
-                otherwise,
-            } => {
-                if day_plan(r, agg, price, change).is_some() {
-                    planned.estimate(r, agg)
-                } else {
-                    otherwise.estimate(r, agg)
-                }
-            }
+            } => hourly_plan(r, agg, (price, change), *factor, all_day.estimate(r, agg)),
             Estimator::StablePeaks {
                 rule,
                 any_spread,
@@ -446,6 +406,63 @@ fn day_plan(
         }
         _ => None,
     }
+}
+
+/// A chain that estimates nothing (0): what [`Estimator::branch`] answers for a step that is not a branch.
+static NO_BRANCH: Estimator = Estimator::Const(0);
+
+impl Estimator {
+    /// The chain an `If…` step takes for `r` on `agg`: its first chain when its condition holds, else the
+    /// other ([`NO_BRANCH`] for any other step).
+    fn branch(&self, r: Resource, agg: &AggregateContainerState) -> &Estimator {
+        let cpu = r == Resource::Cpu;
+        let (holds, yes, no) = match self {
+            Estimator::IfHourly {
+                ahead,
+                hourly,
+                otherwise,
+            } => (cpu && hourly_ready(agg, *ahead), hourly, otherwise),
+            Estimator::IfDaily {
+                rule,
+                ahead,
+                daily,
+                otherwise,
+            } => (
+                cpu && hourly_ready(agg, *ahead) && daily_rule_holds(agg, rule),
+                daily,
+                otherwise,
+            ),
+            Estimator::IfPlanned {
+                price,
+                change,
+                planned,
+                otherwise,
+            } => (
+                day_plan(r, agg, price, change).is_some(),
+                planned,
+                otherwise,
+            ),
+            _ => return &NO_BRANCH,
+        };
+        if holds { yes } else { no }
+    }
+}
+
+/// [`Estimator::HourlyPlan`]: the plan's request for the hour being served, at most `all`, times `factor`;
+/// `all` without a plan of more than one step.
+fn hourly_plan(
+    r: Resource,
+    agg: &AggregateContainerState,
+    (price, change): (&RiskPrice, &ChangePrice),
+    factor: f64,
+    all: ResourceAmount,
+) -> ResourceAmount {
+    day_plan(r, agg, price, change).map_or(all, |p| {
+        scale_resource(
+            cpu_amount_from_cores(plan_request(&p, agg)).min(all),
+            factor,
+        )
+    })
 }
 
 /// The plan's request (cores) for the hour being served after `agg`'s last sample.
@@ -611,46 +628,22 @@ impl RecommenderConfig {
         let Some(tod) = self.cpu_time_of_day.filter(|_| r == Resource::Cpu) else {
             return all_day;
         };
-        let within = |ahead| match (self.cpu_risk_price, tod.risk_budget) {
-            (Some(price), _) => Estimator::HourlyPriced {
-                price,
-                ahead,
-                all_day: Box::new(self.all_day_estimator(Bound::Target, Resource::Cpu)),
-            },
-            (None, Some(share)) => Estimator::HourlyBudget {
-                share,
-                margin: tod.margin,
-                ahead,
-                all_day: Box::new(self.all_day_estimator(Bound::Target, Resource::Cpu)),
-            },
-            (None, None) => Estimator::Margin {
-                fraction: tod.margin,
-                base: Box::new(Estimator::HourlyPercentile {
-                    percentile: tod.percentile,
-                    ahead,
-                }),
-            },
-        };
         let planned = match (self.cpu_risk_price, tod.plan) {
             (Some(price), Some(change)) => Some((price, change)),
             _ => None,
         };
-        let plan_estimate = |(price, change), factor| Estimator::HourlyPlan {
-            price,
-            change,
-            factor,
-            all_day: Box::new(self.all_day_estimator(Bound::Target, Resource::Cpu)),
-        };
-        let target = match planned {
-            Some(p) => plan_estimate(p, 1.0),
-            None => within(tod.ahead),
-        };
-        let lower = match planned {
-            Some(p) => plan_estimate(p, 1.0 + tod.lower_margin.min(0.0)),
-            None => Estimator::Margin {
-                fraction: tod.lower_margin,
-                base: Box::new(within(tod.lower_ahead.min(tod.ahead))),
-            },
+        let (target, lower) = match planned {
+            Some(p) => (
+                self.plan_estimator(p, 1.0),
+                self.plan_estimator(p, 1.0 + tod.lower_margin.min(0.0)),
+            ),
+            None => (
+                self.window_estimator(&tod, tod.ahead),
+                Estimator::Margin {
+                    fraction: tod.lower_margin,
+                    base: Box::new(self.window_estimator(&tod, tod.lower_ahead.min(tod.ahead))),
+                },
+            ),
         };
         let hourly = match b {
             Bound::Target => target,
@@ -688,6 +681,41 @@ impl RecommenderConfig {
                 hourly: Box::new(hourly),
                 otherwise: Box::new(all_day),
             },
+        }
+    }
+
+    /// The hourly CPU estimate over the hours from the last sample to `ahead` later: priced with a risk price,
+    /// at the risk budget's percentile with one, else `tod`'s percentile and margin.
+    fn window_estimator(&self, tod: &TimeOfDay, ahead: i64) -> Estimator {
+        match (self.cpu_risk_price, tod.risk_budget) {
+            (Some(price), _) => Estimator::HourlyPriced {
+                price,
+                ahead,
+                all_day: Box::new(self.all_day_estimator(Bound::Target, Resource::Cpu)),
+            },
+            (None, Some(share)) => Estimator::HourlyBudget {
+                share,
+                margin: tod.margin,
+                ahead,
+                all_day: Box::new(self.all_day_estimator(Bound::Target, Resource::Cpu)),
+            },
+            (None, None) => Estimator::Margin {
+                fraction: tod.margin,
+                base: Box::new(Estimator::HourlyPercentile {
+                    percentile: tod.percentile,
+                    ahead,
+                }),
+            },
+        }
+    }
+
+    /// The day plan's CPU request times `factor`, capped at the all-day priced target.
+    fn plan_estimator(&self, (price, change): (RiskPrice, ChangePrice), factor: f64) -> Estimator {
+        Estimator::HourlyPlan {
+            price,
+            change,
+            factor,
+            all_day: Box::new(self.all_day_estimator(Bound::Target, Resource::Cpu)),
         }
     }
 
@@ -1251,41 +1279,51 @@ pub fn cpu_rule(
              {all_day}",
             p.amplitude, rule.min_amplitude
         ),
-        (Some(p), true) => match plan_of(tod, config, agg) {
-            Some(Err(None)) => format!(
-                "daily pattern (24 h autocorrelation {:.2}, stability {:.2}, swing {:.1}x), but not every \
-                 hour of the day has samples yet for a day plan: {all_day}",
-                p.autocorrelation, p.stability, p.swing
-            ),
-            Some(Err(Some(flat))) => format!(
-                "daily pattern (24 h autocorrelation {:.2}, stability {:.2}, swing {:.1}x), but a day and a \
-                 night request would save {:.3} core-hours a day of unused CPU and priced risk, not more than \
-                 their two resizes a day cost (2 × {} core-hours): {all_day}",
-                p.autocorrelation,
-                p.stability,
-                p.swing,
-                flat,
-                change_price(tod)
-            ),
-            plan => {
-                out.rule = "daily";
-                let how = match plan {
-                    Some(Ok(plan)) => {
-                        let cap = priced.map_or(f64::INFINITY, |p| p.1);
-                        out.plan_cores_by_hour = Some(plan.requests.to_vec());
-                        plan_how(&plan, cap)
-                    }
-                    _ => daily_how(tod, config, agg, priced, &mut out),
-                };
-                format!(
-                    "daily pattern (24 h autocorrelation {:.2}, stability {:.2}, swing {:.1}x, {:.3} cores): \
-                     CPU follows the hour of the day, {how}",
-                    p.autocorrelation, p.stability, p.swing, p.amplitude
-                )
-            }
-        },
+        (Some(p), true) => daily_reason(tod, config, agg, p, priced, &mut out),
     };
     out
+}
+
+/// [`cpu_rule`]'s reason where the daily pattern holds (sets the rule to `daily` in `out` where CPU follows
+/// the day: without a day plan in the profile, or with a plan of more than one step).
+fn daily_reason(
+    tod: &TimeOfDay,
+    config: &RecommenderConfig,
+    agg: &AggregateContainerState,
+    p: crate::model::DailyPattern,
+    priced: Option<(RiskPrice, f64)>,
+    out: &mut CpuRule,
+) -> String {
+    let all_day = all_day_reason(config, agg, priced);
+    let pattern = format!(
+        "daily pattern (24 h autocorrelation {:.2}, stability {:.2}, swing {:.1}x",
+        p.autocorrelation, p.stability, p.swing
+    );
+    match plan_of(tod, config, agg) {
+        Some(Err(None)) => format!(
+            "{pattern}), but not every hour of the day has samples yet for a day plan: {all_day}"
+        ),
+        Some(Err(Some(saving))) => format!(
+            "{pattern}), but a day and a night request would save {saving:.3} core-hours a day of unused CPU \
+             and priced risk, not more than their two resizes a day cost (2 × {} core-hours): {all_day}",
+            change_price(tod)
+        ),
+        plan => {
+            out.rule = "daily";
+            let how = match plan {
+                Some(Ok(plan)) => {
+                    let cap = priced.map_or(f64::INFINITY, |p| p.1);
+                    out.plan_cores_by_hour = Some(plan.requests.to_vec());
+                    plan_how(&plan, cap)
+                }
+                _ => daily_how(tod, config, agg, priced, out),
+            };
+            format!(
+                "{pattern}, {:.3} cores): CPU follows the hour of the day, {how}",
+                p.amplitude
+            )
+        }
+    }
 }
 
 /// The change price of `tod`'s plan (core-hours), 0 without one.
