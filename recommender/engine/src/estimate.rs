@@ -548,8 +548,11 @@ pub struct TimeOfDay {
     /// How far ahead the lower bound covers (ns, ≤ `ahead`): a request set to the target lasts until the
     /// hours within this window need more than it.
     pub lower_ahead: i64,
-    /// Lower bound = the `lower_ahead` estimate × (1 + `lower_margin`) (≤ 0); with a risk price, at most the
-    /// target (a priced target weighs the hours of its window together and can fall below the next hour's).
+    /// Lower bound = the `lower_ahead` estimate × (1 + `lower_margin`) (≤ 0; as upstream's margin step, a
+    /// negative margin adds nothing there); with a risk price, at most the target (a priced target weighs the
+    /// hours of its window together and can fall below the next hour's). With a day plan ([`Self::plan`]) the
+    /// lower bound is the target × (1 + `lower_margin`): −0.1 lets the plan drift up by the updater's 10 %
+    /// without a resize.
     pub lower_margin: f64,
     /// Upper bound = target × (1 + `upper_margin`) (≥ 0).
     pub upper_margin: f64,
