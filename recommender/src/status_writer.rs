@@ -803,11 +803,6 @@ impl Recommender {
             Some(m) => (m.policy.as_ref(), &m.annotations),
             None => (None, &empty),
         };
-        let input = VpaInput {
-            policy,
-            annotations,
-            explain: false,
-        };
         // The VPA's `tailor.dev/profile` annotation, else `--profile`, adjusts the estimation settings.
         let config = tailor_engine::profile::config_for(
             &self.cfg.recommender,
@@ -821,6 +816,13 @@ impl Recommender {
             std::borrow::Cow::Owned(c)
         } else {
             config
+        };
+        // Explanations only where a profile decides per container: their rules become the
+        // `TailorProfileRule` condition.
+        let input = VpaInput {
+            policy,
+            annotations,
+            explain: config.cpu_time_of_day.is_some_and(|t| t.only_if.is_some()),
         };
         let mut r = recommend(&config, &aggregates, input).map_err(|e| e.to_string())?;
         let shapes = if view.candidates.is_empty() {

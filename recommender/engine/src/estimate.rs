@@ -1360,7 +1360,7 @@ fn plan_of(
         max_steps: 2,
     };
     let saving = h
-        .plan(&price, &free)
+        .plan_fresh(&price, &free)
         .map_or(0.0, |p| (p.flat_cost - p.cost).max(0.0));
     Some(Err(Some(saving)))
 }

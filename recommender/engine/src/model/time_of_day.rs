@@ -345,18 +345,28 @@ impl HourlyCpu {
         {
             return m.plan;
         }
-        let hours: Vec<&crate::histogram::Histogram> = self
-            .hours
-            .iter()
-            .map(DecayingHistogram::histogram)
-            .collect();
-        let plan = crate::day_plan::plan(&hours, price, change);
+        let plan = self.plan_fresh(price, change);
         self.plan.set(MemoEntry {
             newest: self.newest,
             key,
             plan: plan.clone(),
         });
         plan
+    }
+
+    /// [`HourlyCpu::plan`] computed now, without reading or replacing the memo (for a plan at other prices
+    /// than the profile's, as `--explain` asks for, which would otherwise evict the profile's plan).
+    pub fn plan_fresh(
+        &self,
+        price: &crate::risk_price::RiskPrice,
+        change: &crate::day_plan::ChangePrice,
+    ) -> Option<crate::day_plan::DayPlan> {
+        let hours: Vec<&crate::histogram::Histogram> = self
+            .hours
+            .iter()
+            .map(DecayingHistogram::histogram)
+            .collect();
+        crate::day_plan::plan(&hours, price, change)
     }
 
     /// Samples seen per hour of the day.
