@@ -338,6 +338,8 @@ pub struct CacheView<R: ReplicaLookup = ReplicaStores> {
     pub resize_rules: crate::resize_check::ResizeRules,
     /// Namespace labels (for the webhook's namespace selector; `None`: not watched).
     pub namespaces: Option<NamespaceLabels>,
+    /// Upstream VPAs (`None`: none).
+    pub upstream: Option<crate::upstream::UpstreamVpas>,
     caches: IterationCaches,
 }
 
@@ -587,6 +589,7 @@ impl<R: ReplicaLookup> CacheView<R> {
             floor: None,
             resize_rules: crate::resize_check::ResizeRules::default(),
             namespaces: None,
+            upstream: None,
             caches: IterationCaches::default(),
         }
     }
@@ -919,6 +922,13 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         namespace: &str,
     ) -> Option<std::collections::BTreeMap<String, String>> {
         self.namespaces.as_ref()?.labels(namespace)
+    }
+
+    fn upstream_vpa(
+        &self,
+        vpa: &VerticalPodAutoscaler,
+    ) -> Result<Option<crate::upstream::UpstreamVpa>, String> {
+        self.upstream.as_ref().map_or(Ok(None), |u| u.covering(vpa))
     }
 }
 

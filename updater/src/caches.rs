@@ -1,7 +1,8 @@
 //! The binary's caches: the reflectors an iteration reads (VPAs, LimitRanges, ResourceQuotas, the workload
 //! kinds, the controllers whose replica counts bound evictions, the scheduled pods and, when the webhook
-//! selects namespaces by label, Namespaces), started through one [`ReflectorSet`], and the background reads
-//! of controllers of other kinds through their `/scale` subresource.
+//! selects namespaces by label, Namespaces), started through one [`ReflectorSet`], the background reads
+//! of controllers of other kinds through their `/scale` subresource, and upstream VPAs
+//! ([`crate::upstream`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,6 +39,8 @@ pub struct Caches {
     pub vpas: Store<VerticalPodAutoscaler>,
     /// Scheduled pods that have not finished, compact.
     pub pods: Store<CompactPod>,
+    /// Upstream VPAs (`autoscaling.k8s.io`), trimmed, when the API serves them.
+    pub upstream: crate::upstream::UpstreamVpas,
 }
 
 /// What the caches watch and how often the replica counts of other kinds are read.
@@ -101,6 +104,7 @@ impl Caches {
             namespaces,
             vpas,
             pods,
+            upstream: crate::upstream::UpstreamVpas::start(client, settings.namespace),
         }
     }
 }

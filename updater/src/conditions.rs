@@ -7,6 +7,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tailor_crds::condition::UPDATES_BLOCKED;
 use tailor_crds::{VerticalPodAutoscaler, VerticalPodAutoscalerCondition};
 
+use crate::events::{EventObject, UpdaterEvent};
+
 /// Longest condition message written.
 pub const MAX_MESSAGE: usize = 1_024;
 
@@ -15,8 +17,51 @@ pub const MAX_MESSAGE: usize = 1_024;
 pub struct Blocked {
     /// `ConflictingVPAs`, `OutsideWebhookScope`, `SizedByUpstreamVPA` or `QuotaFit` (the event's reason).
     pub reason: &'static str,
-    /// The event's message.
+    /// The condition's message (and the event's).
     pub message: String,
+}
+
+impl Blocked {
+    /// Blocked for `event`'s reason, with its message.
+    pub fn of(event: UpdaterEvent) -> Self {
+        Blocked {
+            reason: event.reason,
+            message: event.message,
+        }
+    }
+
+    /// The warning event on the VPA: the condition's reason and message, word for word.
+    pub fn event(&self) -> UpdaterEvent {
+        UpdaterEvent {
+            object: EventObject::Vpa,
+            type_: "Warning",
+            reason: self.reason,
+            message: tailor_core::text::cut(&self.message, MAX_MESSAGE),
+        }
+    }
+}
+
+/// What an iteration changes on a VPA: its conditions and, when it is newly blocked or blocked for
+/// another reason or message, the one event that says so.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Change {
+    /// The VPA's new `status.conditions`.
+    pub conditions: Vec<VerticalPodAutoscalerCondition>,
+    /// The event to record once the conditions are written.
+    pub event: Option<UpdaterEvent>,
+}
+
+/// The [`Change`] of `vpa` for `blocked`; `None` when its conditions already say so (no write, no event:
+/// the event goes with a change of the condition, not with every iteration).
+pub fn change(
+    vpa: &VerticalPodAutoscaler,
+    blocked: Option<&Blocked>,
+    now: &Time,
+) -> Option<Change> {
+    Some(Change {
+        conditions: updated_conditions(vpa, blocked, now)?,
+        event: blocked.map(Blocked::event),
+    })
 }
 
 /// The VPA's conditions with `UpdatesBlocked` set from `blocked` (`None`: removed); `None` when they would

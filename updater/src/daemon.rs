@@ -110,6 +110,7 @@ impl Daemon {
         );
         view.floor = s.floor;
         view.namespaces = caches.namespaces;
+        view.upstream = Some(caches.upstream);
         view.resize_rules = resize_rules(&self.client).await;
         let status = s.status.map(|lease| StatusCheck {
             api: Api::namespaced(self.client.clone(), &lease.namespace),

@@ -38,6 +38,9 @@ pub struct UpdaterState {
     pub admission: EvictionAdmission,
     /// Iterations run (rotates the VPA order with [`IterationConfig::fair_order`]).
     pub iterations: u64,
+    /// The `UpdatesBlocked` message last announced by an event, per blocked VPA (namespace, name): one
+    /// event per change even while the VPA cache lags behind the condition written.
+    pub announced: std::collections::HashMap<(String, String), String>,
 }
 
 /// Per-VPA budget decisions (§3, §5.3–§5.4, §5.8), built fresh for each VPA of each iteration.
@@ -124,6 +127,15 @@ pub trait ClusterView {
     fn begin_iteration(&mut self, _now: Timestamp) {}
     /// The labels of `namespace`, when known (for the webhook's namespace selector).
     fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>>;
+    /// The upstream VPA (`autoscaling.k8s.io`) in a mode other than `Off` that targets `vpa`'s workload
+    /// too ([`crate::upstream`]); `Err` while upstream VPAs are not known yet. Views without upstream VPAs
+    /// have none.
+    fn upstream_vpa(
+        &self,
+        _vpa: &VerticalPodAutoscaler,
+    ) -> Result<Option<crate::upstream::UpstreamVpa>, String> {
+        Ok(None)
+    }
 }
 
 /// The VPAs an iteration selected, indexed by target (namespace, kind, name) for pod matching.
@@ -305,6 +317,9 @@ pub struct Report {
     /// VPAs (namespace, name) whose pods, or some of them, are left alone, and why (their
     /// `UpdatesBlocked` condition).
     pub blocked: BTreeMap<(String, String), crate::conditions::Blocked>,
+    /// VPAs (namespace, name) left out before it could be told whether they are blocked (upstream VPAs
+    /// not listed yet): their `UpdatesBlocked` condition stays as it is.
+    pub undecided: std::collections::BTreeSet<(String, String)>,
 }
 
 struct Vpa<'a> {
@@ -329,7 +344,7 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
     metrics: Option<&Metrics>,
 ) -> Report {
     let mut report = Report::default();
-    let selected = select_vpas(config, view, actuator, vpas, &mut report);
+    let selected = select_vpas(config, view, vpas, &mut report);
     if selected.is_empty() {
         state.admission.clean_up();
         return report;
@@ -364,10 +379,9 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
 /// The per-VPA gate (§1.2 steps 2–5): the VPAs of `vpas` whose pods this iteration looks at. Each VPA
 /// left out is in `report.skipped_vpas` with why, and those blocked for a reason its owner must fix also
 /// get an Event and the `UpdatesBlocked` condition.
-fn select_vpas<V: ClusterView, A: Actuator>(
+fn select_vpas<V: ClusterView>(
     config: &IterationConfig,
     view: &V,
-    actuator: &mut A,
     vpas: &[Arc<VerticalPodAutoscaler>],
     report: &mut Report,
 ) -> Vec<Arc<VerticalPodAutoscaler>> {
@@ -392,12 +406,15 @@ fn select_vpas<V: ClusterView, A: Actuator>(
         // Said on every VPA of the conflict, `Initial` ones included: the webhook applies one of them.
         if let Some(why) = conflicts.of_vpa(vpa) {
             let event = events::conflicting_vpas(why);
-            block(report, actuator, vpa, (ns, name), event, why.to_owned());
+            block(report, (ns, name), event, why.to_owned());
             continue;
         }
         if !modes::is_selected(vpa) {
             let mode = modes::mode_label(&update_mode(&vpa.spec));
             report.skipped_vpas.push((ns, name, format!("mode {mode}")));
+            continue;
+        }
+        if beside_upstream(view, vpa, report, (&ns, &name)) {
             continue;
         }
         let labels = if config.webhook_scope.needs_namespace_labels() {
@@ -411,7 +428,7 @@ fn select_vpas<V: ClusterView, A: Actuator>(
         {
             let text = format!("{why}: its pods would come back unchanged from an eviction");
             let event = events::outside_webhook(&text);
-            block(report, actuator, vpa, (ns, name), event, text);
+            block(report, (ns, name), event, text);
             continue;
         }
         if let Err(e) = view.fetch_selector(vpa) {
@@ -423,21 +440,38 @@ fn select_vpas<V: ClusterView, A: Actuator>(
     selected
 }
 
-/// Leaves the VPA `key` out for `why`, with `event` on it and its `UpdatesBlocked` condition.
-fn block<A: Actuator>(
-    report: &mut Report,
-    actuator: &mut A,
+/// Leaves the VPA `key` out when an upstream VPA in a mode other than `Off` targets its workload too (it
+/// is then blocked, its condition naming the upstream VPA), or while upstream VPAs are not known yet;
+/// returns whether it did.
+fn beside_upstream<V: ClusterView>(
+    view: &V,
     vpa: &VerticalPodAutoscaler,
-    key: (String, String),
-    event: UpdaterEvent,
-    why: String,
-) {
-    let blocked = crate::conditions::Blocked {
-        reason: event.reason,
-        message: event.message.clone(),
-    };
-    report.blocked.insert(key.clone(), blocked);
-    actuator.vpa_event(vpa, event);
+    report: &mut Report,
+    (ns, name): (&str, &str),
+) -> bool {
+    let key = (ns.to_owned(), name.to_owned());
+    match view.upstream_vpa(vpa) {
+        Ok(None) => false,
+        Ok(Some(upstream)) => {
+            let text = crate::upstream::stand_down_message(&upstream);
+            let why = format!("upstream VPA {}", upstream.key());
+            block(report, key, events::sized_by_upstream(&text), why);
+            true
+        }
+        Err(e) => {
+            report.undecided.insert(key.clone());
+            report.skipped_vpas.push((key.0, key.1, e));
+            true
+        }
+    }
+}
+
+/// Leaves the VPA `key` out for `why`, with `event`'s reason and message for its `UpdatesBlocked`
+/// condition (the event itself goes out with a change of the condition, [`crate::conditions::change`]).
+fn block(report: &mut Report, key: (String, String), event: UpdaterEvent, why: String) {
+    report
+        .blocked
+        .insert(key.clone(), crate::conditions::Blocked::of(event));
     report.skipped_vpas.push((key.0, key.1, why));
 }
 
@@ -646,17 +680,18 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
     }
 
     /// The pods the webhook sizes. Pods it never sizes count in the budgets but are not updated (issue 30);
-    /// nor are pods upstream VPA's webhook sized (its numbers win on a workload both cover, README). Either
-    /// kind blocks the VPA's updates with an event saying why.
+    /// nor are pods that carry a mark of upstream VPA (its numbers win on a workload both cover, README).
+    /// Either kind blocks the VPA's updates, its condition saying why.
     fn in_webhook_scope(&mut self, vpa_pods: &[Arc<CompactPod>]) -> Vec<Arc<CompactPod>> {
         let size = self.size;
         let mut outside = 0usize;
-        let mut upstream = 0usize;
+        let mut upstream: Option<(usize, &'static str)> = None;
         let mut in_scope: Vec<Arc<CompactPod>> = Vec::with_capacity(vpa_pods.len());
         for pod in vpa_pods {
-            if pods::sized_by_upstream(pod) {
-                upstream += 1;
-                self.set(pod, Action::Skip(Skip::SizedByUpstream));
+            if let Some(mark) = pods::upstream_mark(pod) {
+                let (count, _) = upstream.get_or_insert((0, mark));
+                *count += 1;
+                self.set(pod, Action::Skip(Skip::SizedByUpstream(mark)));
                 continue;
             }
             match self.config.webhook_scope.pod_excluded(pods::labels(pod)) {
@@ -673,29 +708,24 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
                  updated (an evicted pod would come back unchanged)"
             )));
         }
-        if upstream > 0 {
+        if let Some((count, mark)) = upstream {
             self.block(events::sized_by_upstream(&format!(
-                "{upstream} of {size} pods were sized by upstream VPA (annotation vpaUpdates): an upstream VPA \
-                 covers this workload too, and its webhook sizes the pods after Tailor's; they are not updated \
-                 (an evicted pod would come back with upstream's numbers). Keep one of the two VPAs"
+                "{count} of {size} pods carry upstream VPA's annotation {mark}: an upstream VPA covers this \
+                 workload too (its webhook sizes the pods after Tailor's, its updater resizes them); they are \
+                 not updated (an evicted pod would come back with upstream's numbers). Keep one of the two VPAs"
             )));
         }
         in_scope
     }
 
-    /// Marks the VPA's updates blocked with `event`'s reason and message, and records the event on it.
+    /// Marks the VPA's updates blocked with `event`'s reason and message (the event goes out with a change
+    /// of its condition).
     fn block(&mut self, event: UpdaterEvent) {
-        self.report.blocked.insert(
-            (
-                self.vpa_report.namespace.clone(),
-                self.vpa_report.name.clone(),
-            ),
-            crate::conditions::Blocked {
-                reason: event.reason,
-                message: event.message.clone(),
-            },
+        let key = (
+            self.vpa_report.namespace.clone(),
+            self.vpa_report.name.clone(),
         );
-        self.actuator.vpa_event(self.entry.vpa, event);
+        (self.report.blocked).insert(key, crate::conditions::Blocked::of(event));
     }
 
     /// Start-up boost pass (§5.8): resizes pods whose boost expired back to the recommendation; returns the

@@ -42,6 +42,7 @@ pub mod scope;
 pub mod settings;
 pub mod sizing;
 pub mod skip;
+pub mod upstream;
 
 /// The hash map of the updater's per-iteration tables: foldhash, seeded per process (the default SipHash
 /// took a fifth of an iteration).

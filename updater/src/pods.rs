@@ -163,8 +163,8 @@ pub struct CompactPod {
     init_guaranteed: bool,
     terminating: bool,
     has_annotations: bool,
-    /// Carries upstream VPA's `vpaUpdates` annotation: upstream's webhook sized it.
-    sized_by_upstream: bool,
+    /// Which of upstream VPA's marks ([`UPSTREAM_MARKS`]) the pod carries, plus one (0: none).
+    upstream_mark: u8,
     restart_on_resize: bool,
 }
 
@@ -441,8 +441,7 @@ impl CompactPod {
             init_guaranteed: init_guaranteed(pod),
             terminating: m.deletion_timestamp.is_some(),
             has_annotations: annotations.is_some(),
-            sized_by_upstream: annotations
-                .is_some_and(|a| a.contains_key(tailor_core::sizing::UPSTREAM_UPDATES_ANNOTATION)),
+            upstream_mark: annotations.map_or(0, upstream_mark_of),
             restart_on_resize: spec_containers.iter().any(|c| {
                 c.resize_policy
                     .iter()
@@ -755,10 +754,33 @@ pub fn has_annotations(pod: &CompactPod) -> bool {
     pod.has_annotations
 }
 
-/// Whether upstream VPA's webhook sized the pod (it carries `vpaUpdates`): a workload both autoscalers
-/// cover, whose pods come back from an eviction with upstream's numbers.
+/// The annotations upstream VPA leaves on a pod: its webhook's (`vpaUpdates`, `vpaObservedContainers`)
+/// and its updater's after an in-place resize (`vpaInPlaceUpdated`, without `vpaUpdates`).
+pub const UPSTREAM_MARKS: [&str; 3] = [
+    tailor_core::sizing::UPSTREAM_UPDATES_ANNOTATION,
+    "vpaInPlaceUpdated",
+    "vpaObservedContainers",
+];
+
+/// One plus the index in [`UPSTREAM_MARKS`] of the first mark `annotations` carry (0: none).
+fn upstream_mark_of(annotations: &BTreeMap<String, String>) -> u8 {
+    (UPSTREAM_MARKS
+        .iter()
+        .position(|m| annotations.contains_key(*m)))
+    .and_then(|i| u8::try_from(i + 1).ok())
+    .unwrap_or(0)
+}
+
+/// The first of upstream VPA's marks ([`UPSTREAM_MARKS`]) the pod carries: upstream sized or resized it, so
+/// an upstream VPA covers its workload too (an evicted pod would come back with upstream's numbers).
+pub fn upstream_mark(pod: &CompactPod) -> Option<&'static str> {
+    let i = usize::from(pod.upstream_mark).checked_sub(1)?;
+    UPSTREAM_MARKS.get(i).copied()
+}
+
+/// Whether the pod carries any of upstream VPA's marks ([`upstream_mark`]).
 pub fn sized_by_upstream(pod: &CompactPod) -> bool {
-    pod.sized_by_upstream
+    pod.upstream_mark != 0
 }
 
 /// The start-up boost annotations of a pod (key → value), `None` when it has none.

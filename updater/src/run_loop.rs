@@ -80,6 +80,24 @@ pub fn pods_in_key_order(mut pods: Vec<Arc<CompactPod>>) -> Vec<Arc<CompactPod>>
     pods
 }
 
+/// Records `event` on `vpa` (`key`) unless `announced` says it was already recorded with this message
+/// (the VPA cache may not show the condition written yet).
+pub fn announce<A: Actuator>(
+    actuator: &mut A,
+    announced: &mut std::collections::HashMap<(String, String), String>,
+    vpa: &VerticalPodAutoscaler,
+    key: (String, String),
+    event: Option<crate::events::UpdaterEvent>,
+) {
+    let Some(event) = event else {
+        return;
+    };
+    if announced.get(&key) != Some(&event.message) {
+        announced.insert(key, event.message.clone());
+        actuator.vpa_event(vpa, event);
+    }
+}
+
 /// Most `UpdatesBlocked` condition writes per iteration.
 pub const MAX_CONDITION_WRITES: usize = 100;
 
@@ -119,7 +137,8 @@ impl<V: ClusterView, A: Actuator, S: AdmissionStatus> Updater<V, A, S> {
 
     /// Sets or clears the `UpdatesBlocked` condition of the VPAs whose answer changed, at most
     /// [`MAX_CONDITION_WRITES`] per iteration (the rest follow in the next ones); a failed write is logged
-    /// and tried again next iteration.
+    /// and tried again next iteration. Each written change that blocks a VPA is announced by one event with
+    /// the condition's text ([`announce`]).
     async fn write_conditions(
         &mut self,
         vpas: &[Arc<VerticalPodAutoscaler>],
@@ -127,6 +146,9 @@ impl<V: ClusterView, A: Actuator, S: AdmissionStatus> Updater<V, A, S> {
         now: Timestamp,
     ) {
         let time = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now);
+        let announced = &mut self.state.announced;
+        announced
+            .retain(|key, _| report.blocked.contains_key(key) || report.undecided.contains(key));
         let mut writes = 0;
         for vpa in vpas {
             if writes >= MAX_CONDITION_WRITES {
@@ -136,15 +158,18 @@ impl<V: ClusterView, A: Actuator, S: AdmissionStatus> Updater<V, A, S> {
                 vpa.metadata.namespace.clone().unwrap_or_default(),
                 vpa.metadata.name.clone().unwrap_or_default(),
             );
-            let Some(conditions) =
-                crate::conditions::updated_conditions(vpa, report.blocked.get(&key), &time)
+            if report.undecided.contains(&key) {
+                continue;
+            }
+            let Some(change) = crate::conditions::change(vpa, report.blocked.get(&key), &time)
             else {
                 continue;
             };
             writes += 1;
-            if let Err(e) = self.actuator.set_conditions(vpa, conditions).await {
-                tracing::warn!(vpa = %format!("{}/{}", key.0, key.1), error = %e,
-                    "could not write the UpdatesBlocked condition");
+            match self.actuator.set_conditions(vpa, change.conditions).await {
+                Ok(()) => announce(&mut self.actuator, announced, vpa, key, change.event),
+                Err(e) => tracing::warn!(vpa = %format!("{}/{}", key.0, key.1), error = %e,
+                    "could not write the UpdatesBlocked condition"),
             }
         }
     }

@@ -47,9 +47,10 @@ pub enum Skip {
     /// The webhook never sizes this pod (excluded namespace, `objectSelector`): evicting it would bring
     /// it back unchanged (issue 30).
     OutsideWebhook(String),
-    /// Upstream VPA's webhook sized the pod (`vpaUpdates`): an upstream VPA covers the workload too, and
-    /// an evicted pod would come back with upstream's numbers.
-    SizedByUpstream,
+    /// The pod carries a mark of upstream VPA (the annotation named: `vpaUpdates`, `vpaInPlaceUpdated`,
+    /// `vpaObservedContainers`): an upstream VPA covers the workload too, and an evicted pod would come
+    /// back with upstream's numbers.
+    SizedByUpstream(&'static str),
     /// Quota fit (issue 28): the raise does not fit the namespace's ResourceQuota headroom in place, or
     /// the replacement of an evicted pod would get the requests it has now (the text says which quota).
     Quota(String),
@@ -82,7 +83,7 @@ impl fmt::Display for Skip {
                 "Job pod: an eviction counts against its backoffLimit (--evict-job-pods)",
             ),
             Skip::OutsideWebhook(why) => write!(f, "not sized by the webhook: {why}"),
-            Skip::SizedByUpstream => f.write_str("sized by upstream VPA (vpaUpdates)"),
+            Skip::SizedByUpstream(mark) => write!(f, "sized by upstream VPA ({mark})"),
             Skip::Quota(why) => write!(f, "quota: {why}"),
             Skip::Error(e) => write!(f, "error: {e}"),
         }

@@ -214,6 +214,27 @@ pub fn sizing_notes(vpa: &VerticalPodAutoscaler) -> Vec<String> {
         .collect()
 }
 
+/// The events the binary would record on VPAs `report` blocks, as the binary decides them: one for each
+/// `UpdatesBlocked` condition that would change ([`crate::conditions::change`]).
+fn announce_blocked(
+    actuator: &mut DryRun,
+    vpas: &[Arc<VerticalPodAutoscaler>],
+    report: &crate::iteration::Report,
+    now: Timestamp,
+) {
+    let time = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now);
+    let mut announced = HashMap::new();
+    for vpa in vpas {
+        let key = (
+            vpa.metadata.namespace.clone().unwrap_or_default(),
+            vpa.metadata.name.clone().unwrap_or_default(),
+        );
+        if let Some(change) = crate::conditions::change(vpa, report.blocked.get(&key), &time) {
+            crate::run_loop::announce(actuator, &mut announced, vpa, key, change.event);
+        }
+    }
+}
+
 /// Most VPA events a plan lists in its notes.
 const MAX_NOTES: usize = 1_000;
 
@@ -342,6 +363,9 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
         );
     view.floor = settings.floor;
     view.resize_rules = settings.resize_rules;
+    view.upstream = Some(crate::upstream::UpstreamVpas::fixed(
+        snapshot.upstream_vpas.iter().cloned(),
+    ));
     view.namespaces = Some(NamespaceLabels::Fixed(
         snapshot
             .namespaces
@@ -371,6 +395,7 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
         None,
     )
     .await;
+    announce_blocked(&mut actuator, &vpas, &report, settings.now);
     notes.append(&mut actuator.notes);
     let mut out = Vec::new();
     for v in &report.vpas {

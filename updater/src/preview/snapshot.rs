@@ -2,7 +2,8 @@
 //! reader ([`tailor_kube::manifests`]: YAML or JSON, `List`s included, streamed) keeping what one updater
 //! iteration reads: the pod → VPA index's objects (VPAs, LimitRanges, the well-known workloads slim, custom
 //! controllers in place of `/scale`), pods compact as the updater caches them, controllers' replica counts,
-//! ResourceQuotas, PodDisruptionBudgets, Leases and Namespaces.
+//! ResourceQuotas, PodDisruptionBudgets, Leases, Namespaces and upstream `autoscaling.k8s.io` VPAs (trimmed:
+//! the updater stands down on the workloads they cover, [`crate::upstream`]).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ use tailor_kube::manifests::index_objects::{IndexObject, ManifestIndex, Workload
 use tailor_kube::manifests::{self, Keep, ManifestError, Object, Walk};
 
 use crate::pods::CompactPod;
+use crate::upstream::{UpstreamVpa, UpstreamVpaObject};
 
 /// (kind, namespace, name) of a controller.
 pub type ControllerKey = (String, String, String);
@@ -40,6 +42,8 @@ pub struct Snapshot {
     pub leases: Vec<Lease>,
     /// Namespaces (their labels, for the webhook's namespace selector).
     pub namespaces: Vec<Namespace>,
+    /// Upstream VPAs, trimmed (those without a `targetRef` are left out).
+    pub upstream_vpas: Vec<UpstreamVpa>,
     /// Documents of other kinds, ignored (`apiVersion/kind`, for the user).
     pub ignored: Vec<String>,
 }
@@ -52,6 +56,7 @@ enum Kept {
     Quota(Box<ResourceQuota>),
     Lease(Box<Lease>),
     Namespace(Box<Namespace>),
+    Upstream(Option<UpstreamVpa>),
     Ignored(String),
 }
 
@@ -64,6 +69,9 @@ impl Keep for Kept {
             ("", "ResourceQuota") => Kept::Quota(Box::new(o.decode()?)),
             ("coordination.k8s.io", "Lease") => Kept::Lease(Box::new(o.decode()?)),
             ("", "Namespace") => Kept::Namespace(Box::new(o.decode()?)),
+            (tailor_crds::UPSTREAM_GROUP, "VerticalPodAutoscaler") => {
+                Kept::Upstream(UpstreamVpa::of(o.decode::<UpstreamVpaObject>()?))
+            }
             _ => match IndexObject::of(&o) {
                 Some(object) => Kept::Index(Box::new(object?)),
                 None => Kept::Ignored(format!("{}/{}", o.api_version, o.kind)),
@@ -96,6 +104,7 @@ impl Snapshot {
             Kept::Quota(quota) => self.resource_quotas.push(*quota),
             Kept::Lease(lease) => self.leases.push(*lease),
             Kept::Namespace(ns) => self.namespaces.push(*ns),
+            Kept::Upstream(vpa) => self.upstream_vpas.extend(vpa),
             Kept::Ignored(what) => self.ignored.push(what),
         }
     }
@@ -178,6 +187,23 @@ mod tests {
                 .replicas
                 .get(&key_of("ReplicaSet", "shop", "web-1")),
             Some(&Some(3))
+        );
+    }
+
+    #[test]
+    fn upstream_vpas_are_kept_trimmed() {
+        let text = "apiVersion: autoscaling.k8s.io/v1\nkind: VerticalPodAutoscaler\n\
+                    metadata: {name: web, namespace: shop}\n\
+                    spec: {targetRef: {apiVersion: apps/v1, kind: Deployment, name: web}}\n---\n\
+                    apiVersion: autoscaling.k8s.io/v1\nkind: VerticalPodAutoscalerCheckpoint\n\
+                    metadata: {name: web-app, namespace: shop}\n";
+        let mut snapshot = Snapshot::default();
+        snapshot.add_file("s.yaml", text).expect("snapshot");
+        assert_eq!(snapshot.upstream_vpas.len(), 1);
+        assert_eq!(snapshot.upstream_vpas[0].mode, "Auto");
+        assert_eq!(
+            snapshot.ignored,
+            ["autoscaling.k8s.io/v1/VerticalPodAutoscalerCheckpoint"]
         );
     }
 
