@@ -531,6 +531,11 @@ pub struct RecommenderConfig {
     pub cpu_risk_price: Option<RiskPrice>,
     /// Memory at a small margin over steady daily peaks (a profile's setting; `None` = upstream's).
     pub memory_stable_peaks: Option<StablePeaks>,
+    /// Recommend for containers with no usage sample yet, as upstream does: they get the pod minimum
+    /// (`--recommend-without-samples`). Off in the daemon and the CLI, so that a pod created before the first
+    /// sample is never sized to the minimum; the library's default keeps upstream's rule for the conformance
+    /// harnesses (DEVIATIONS.md, "Containers without samples").
+    pub recommend_without_samples: bool,
 }
 
 /// How a profile that follows the daily curve sets CPU: the target is the highest hourly `percentile` (with
@@ -591,6 +596,7 @@ impl Default for RecommenderConfig {
             cpu_time_of_day: None,
             cpu_risk_price: None,
             memory_stable_peaks: None,
+            recommend_without_samples: true,
         }
     }
 }
@@ -1125,8 +1131,14 @@ pub struct PodRecommendation {
     pub explain: Vec<ContainerExplain>,
 }
 
-/// Computes a VPA's recommendation from its per-container-name aggregates: drops `Off` containers, splits the
-/// pod minimum, estimates, filters controlled resources, formats (rounding), then runs the integer-CPU and
+/// Whether an aggregate holds any usage: a CPU sample, or memory (a peak or an OOM).
+pub fn has_usage(agg: &AggregateContainerState) -> bool {
+    !agg.is_empty() || !agg.memory.is_empty()
+}
+
+/// Computes a VPA's recommendation from its per-container-name aggregates: drops `Off` containers (and,
+/// unless [`RecommenderConfig::recommend_without_samples`], containers with no usage yet), splits the pod
+/// minimum, estimates, filters controlled resources, formats (rounding), then runs the integer-CPU and
 /// capping post-processors.
 pub fn recommend(
     config: &RecommenderConfig,
@@ -1137,6 +1149,7 @@ pub fn recommend(
     let active: Vec<(&String, &AggregateContainerState)> = aggregates
         .iter()
         .filter(|(n, _)| needs_recommendation(cpolicy(n)))
+        .filter(|(_, a)| config.recommend_without_samples || has_usage(a))
         .collect();
     let mut out = PodRecommendation::default();
     if active.is_empty() {
@@ -1584,6 +1597,59 @@ mod tests {
         assert_eq!(
             priced_request(&Histogram::new(HistogramOptions::vpa_cpu()), &price),
             None
+        );
+    }
+
+    /// A container with no usage yet gets no recommendation (upstream's rule, behind
+    /// `recommend_without_samples`, gives it the pod minimum), and the pod minimum is split over the
+    /// containers that have usage.
+    #[test]
+    fn containers_without_usage_get_no_recommendation_unless_asked() {
+        use crate::model::AggregationsConfig;
+        let agg_config = AggregationsConfig::default();
+        let mut used = AggregateContainerState::new(&agg_config, 0);
+        used.add_cpu_cores(0.001, 1.0, 1_000_000_000);
+        let idle = AggregateContainerState::new(&agg_config, 0);
+        let aggregates: BTreeMap<String, AggregateContainerState> =
+            [("app".to_string(), used), ("sidecar".to_string(), idle)].into();
+        let annotations = BTreeMap::new();
+        let input = VpaInput {
+            policy: None,
+            annotations: &annotations,
+            explain: false,
+        };
+        let tailor = RecommenderConfig {
+            recommend_without_samples: false,
+            ..RecommenderConfig::default()
+        };
+        let r = recommend(&tailor, &aggregates, input).unwrap();
+        let names: Vec<&str> = r
+            .containers
+            .iter()
+            .map(|c| c.container_name.as_str())
+            .collect();
+        assert_eq!(names, ["app"]);
+        // The whole pod minimum goes to the one container with usage.
+        assert_eq!(r.containers[0].target.cpu, Some(25));
+        let upstream = recommend(&RecommenderConfig::default(), &aggregates, input).unwrap();
+        let names: Vec<&str> = upstream
+            .containers
+            .iter()
+            .map(|c| c.container_name.as_str())
+            .collect();
+        assert_eq!(names, ["app", "sidecar"]);
+        assert_eq!(upstream.containers[1].target.cpu, Some(12));
+        // Nothing at all with usage: nothing to publish.
+        let only_idle: BTreeMap<String, AggregateContainerState> = [(
+            "sidecar".to_string(),
+            AggregateContainerState::new(&agg_config, 0),
+        )]
+        .into();
+        assert!(
+            recommend(&tailor, &only_idle, input)
+                .unwrap()
+                .containers
+                .is_empty()
         );
     }
 

@@ -72,6 +72,11 @@ pub struct EstimationFlags {
     /// (Deprecated upstream) humanize memory to two decimals of Ki/Mi/Gi/Ti.
     #[arg(long)]
     pub humanize_memory: bool,
+    /// Recommend for containers with no usage sample yet (they get the pod minimum), as upstream does.
+    /// Off by default: a pod created before the first sample keeps its own requests instead of being sized
+    /// to the minimum.
+    #[arg(long)]
+    pub recommend_without_samples: bool,
     /// Length of one memory peak aggregation window.
     #[arg(long, value_parser = duration, default_value = "24h")]
     pub memory_aggregation_interval: Duration,
@@ -239,6 +244,7 @@ impl EstimationFlags {
                 cpu_time_of_day: None,
                 cpu_risk_price: None,
                 memory_stable_peaks: None,
+                recommend_without_samples: self.recommend_without_samples,
             },
         })
     }

@@ -277,13 +277,19 @@ async fn recommender_writes_status_and_checkpoints_and_restores_them_after_a_res
     );
     assert!(rec2.terminate(Duration::from_secs(10)).await);
 
-    // Control: without the checkpoints, the same start gives only the floor (the minimum per pod).
+    // Control: without the checkpoints, the same start gives only the floor (the minimum per pod), with
+    // upstream's rule for containers without samples (by default Tailor publishes nothing for them).
     for c in server.list(VPA_API, "VerticalPodAutoscalerCheckpoint", Some("shop")) {
         let name = c["metadata"]["name"].as_str().unwrap();
         server.delete(VPA_API, "VerticalPodAutoscalerCheckpoint", "shop", name);
     }
     clear_status(&server, "web");
-    let (rec3, _) = start_recommender(&server, dir.path(), "recommender-3", &[]);
+    let (rec3, _) = start_recommender(
+        &server,
+        dir.path(),
+        "recommender-3",
+        &["--recommend-without-samples"],
+    );
     let floor = wait(&server, &rec3, "a status without checkpoints", |s| {
         recommendation(s, "web")
     })
