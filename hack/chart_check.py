@@ -286,7 +286,7 @@ def expect_defaults(docs: list[dict]) -> None:
     assert pods["rules"] == [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
                               "resources": ["pods"], "scope": "Namespaced"}], pods["rules"]
     assert vpas["rules"][0]["apiGroups"] == ["autoscaling.tailor.dev"]
-    assert vpas["rules"][0]["resources"] == ["verticalpodautoscalers", "verticalpodautoscalers/status"]
+    assert vpas["rules"][0]["resources"] == ["verticalpodautoscalers"]
     assert sorted(vpas["rules"][0]["operations"]) == ["CREATE", "UPDATE"]
     assert "objectSelector" not in pods
     adm = deployment(docs, "admission")

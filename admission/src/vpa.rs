@@ -272,14 +272,16 @@ pub fn review_vpa(review: &Review<'_>, gates: FeatureGates) -> (AdmissionRespons
     } else {
         None
     };
-    let options = ValidationOptions::new(gates, old.as_ref().map(|o| &o.spec));
-    let mut validation = validate(&vpa.spec, &options);
-    // The API server drops status from writes to the main resource; only the status subresource carries it.
-    if req.sub_resource.as_deref() == Some("status")
-        && let Some(status) = &vpa.status
-    {
-        validation.errors.extend(validate_status(status).errors);
-    }
+    // The spec is validated on writes of the object; a write of the status subresource (when a configuration
+    // routes one here) is judged by its status alone, so that a spec admitted while the webhook was away never
+    // freezes the recommender's status writes. The chart's configuration, like upstream's, sends no status
+    // writes at all.
+    let validation = if req.sub_resource.as_deref() == Some("status") {
+        vpa.status.as_ref().map(validate_status).unwrap_or_default()
+    } else {
+        let options = ValidationOptions::new(gates, old.as_ref().map(|o| &o.spec));
+        validate(&vpa.spec, &options)
+    };
     if !validation.is_valid() {
         return deny(
             req,
@@ -450,5 +452,33 @@ mod tests {
             FeatureGates::default(),
         );
         assert!(resp.allowed);
+    }
+
+    /// A spec the webhook would refuse (applied while it was down) does not stop the recommender's status
+    /// writes: a status write is judged by its status alone.
+    #[test]
+    fn a_status_write_is_not_refused_for_the_spec() {
+        let spec = json!({"targetRef": target(), "resourcePolicy": {"containerPolicies": [
+            {"containerName": "app", "minAllowed": {"cpu": "2"}, "maxAllowed": {"cpu": "1"}}]}});
+        let mut object = vpa(spec);
+        object["status"] = json!({"recommendation": {"containerRecommendations": [
+            {"containerName": "app", "target": {"cpu": "1", "memory": "100Mi"}}]}});
+        let mut req = request_value("UPDATE", object.clone(), Some(object.clone()));
+        req["request"]["subResource"] = json!("status");
+        let (resp, _) = review(&serde_json::to_vec(&req).unwrap(), FeatureGates::default());
+        assert!(resp.allowed, "{}", resp.result.message);
+        // The same object written to the main resource is refused, naming the field.
+        let (resp, _) = review(
+            &request("UPDATE", object.clone(), Some(object)),
+            FeatureGates::default(),
+        );
+        assert!(!resp.allowed);
+        assert!(
+            resp.result
+                .message
+                .contains("spec.resourcePolicy.containerPolicies[0].maxAllowed[cpu]"),
+            "{}",
+            resp.result.message
+        );
     }
 }

@@ -309,7 +309,23 @@ pub fn validate_status(status: &VerticalPodAutoscalerStatus) -> Validation {
     v
 }
 
-/// Validates a VPA spec with upstream's rules (V1–V24 of the admission specification).
+/// The rules that hold whatever the webhook's feature gates, for an object the webhook may never have seen
+/// (applied while it was down, or before an upgrade): what the recommender reports as `ConfigUnsupported`.
+/// Every gated field is allowed, and so is every `controlledResources` entry the object already has (as on
+/// an update).
+pub fn validate_spec(spec: &VerticalPodAutoscalerSpec) -> Validation {
+    let options = ValidationOptions {
+        allow_cpu_startup_boost: true,
+        allow_per_vpa_config: true,
+        allow_in_place: true,
+        existing_controlled_resources: existing_controlled_resources(spec),
+        is_vpa_create: false,
+    };
+    validate(spec, &options)
+}
+
+/// Validates a VPA spec with upstream's rules (V1–V24 of the admission specification), and Tailor's bounds
+/// on quantities.
 pub fn validate(spec: &VerticalPodAutoscalerSpec, options: &ValidationOptions) -> Validation {
     let mut v = Validation::default();
     if spec.target_ref.is_none() && options.is_vpa_create {
@@ -496,7 +512,10 @@ fn validate_bounds(
     }
 }
 
-/// CPU must be whole millicores and memory whole bytes; an unparsable quantity is invalid too.
+/// CPU must be whole millicores and memory whole bytes (upstream's rules); an unparsable quantity is invalid
+/// too. Tailor's own rules follow: no negative amount (upstream admits one and its recommender ignores it),
+/// and no amount beyond what Kubernetes holds in 64 bits (millicores, bytes), which no recommender, pod or
+/// node can honour (upstream admits `1e30`, and its recommender then misreads it).
 fn validate_whole(field: &str, resource: &str, q: &Quantity, v: &mut Validation) {
     let (whole, unit) = match resource {
         "cpu" => (
@@ -506,16 +525,25 @@ fn validate_whole(field: &str, resource: &str, q: &Quantity, v: &mut Validation)
         "memory" => (quantity::is_whole(q), "must be a whole number of bytes"),
         _ => return,
     };
+    let invalid = |v: &mut Validation, detail: String| {
+        v.error(
+            field,
+            ErrorKind::Invalid(BadValue::Str(q.0.clone()), detail),
+        )
+    };
     match whole {
         Ok(true) => {}
-        Ok(false) => v.error(
-            field,
-            ErrorKind::Invalid(BadValue::Str(q.0.clone()), unit.into()),
-        ),
-        Err(e) => v.error(
-            field,
-            ErrorKind::Invalid(BadValue::Str(q.0.clone()), e.reason.into()),
-        ),
+        Ok(false) => return invalid(v, unit.into()),
+        Err(e) => return invalid(v, e.reason.into()),
+    }
+    match quantity::Amount::parse(q) {
+        Ok(a) if a.is_negative() => invalid(v, "must be greater than or equal to 0".into()),
+        Ok(_) if quantity::amount(resource, q).is_err() => {
+            let most = quantity::from_amount(resource, i64::MAX);
+            invalid(v, format!("must be at most {}", most.0));
+        }
+        Ok(_) => {}
+        Err(e) => invalid(v, e.reason.into()),
     }
 }
 
@@ -679,5 +707,114 @@ mod tests {
             FeatureGates::parse("AllAlpha=true"),
             Err(FeatureGateError::Unknown("AllAlpha".into()))
         );
+    }
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+    use tailor_crds::vpa::PodResourcePolicy;
+
+    fn spec_with(min: &[(&str, &str)], max: &[(&str, &str)]) -> VerticalPodAutoscalerSpec {
+        let list = |l: &[(&str, &str)]| {
+            (!l.is_empty()).then(|| {
+                l.iter()
+                    .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+                    .collect::<ResourceList>()
+            })
+        };
+        VerticalPodAutoscalerSpec {
+            resource_policy: Some(PodResourcePolicy {
+                container_policies: Some(vec![ContainerResourcePolicy {
+                    container_name: Some("app".into()),
+                    min_allowed: list(min),
+                    max_allowed: list(max),
+                    ..Default::default()
+                }]),
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn errors(spec: &VerticalPodAutoscalerSpec) -> Vec<String> {
+        validate_spec(spec)
+            .errors
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn a_negative_bound_is_refused_with_its_field() {
+        assert_eq!(
+            errors(&spec_with(&[("memory", "-1")], &[])),
+            [
+                "spec.resourcePolicy.containerPolicies[0].minAllowed[memory]: Invalid value: \"-1\": must be greater than or equal to 0"
+            ]
+        );
+        assert_eq!(
+            errors(&spec_with(&[("cpu", "-100m")], &[])),
+            [
+                "spec.resourcePolicy.containerPolicies[0].minAllowed[cpu]: Invalid value: \"-100m\": must be greater than or equal to 0"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_bound_beyond_64_bits_is_refused_with_its_field() {
+        assert_eq!(
+            errors(&spec_with(&[], &[("cpu", "1e30"), ("memory", "1e30")])),
+            [
+                "spec.resourcePolicy.containerPolicies[0].maxAllowed[cpu]: Invalid value: \"1e30\": must be at most 9223372036854775807m",
+                "spec.resourcePolicy.containerPolicies[0].maxAllowed[memory]: Invalid value: \"1e30\": must be at most 9223372036854775807",
+            ]
+        );
+        // The largest amounts that fit are accepted; 8Ei is one byte too many.
+        assert_eq!(
+            errors(&spec_with(
+                &[],
+                &[("cpu", "9223372036854775807m"), ("memory", "8Ei")]
+            )),
+            [
+                "spec.resourcePolicy.containerPolicies[0].maxAllowed[memory]: Invalid value: \"8Ei\": must be at most 9223372036854775807"
+            ]
+        );
+        assert!(errors(&spec_with(&[], &[("cpu", "9223372036854775807m")])).is_empty());
+    }
+
+    #[test]
+    fn min_above_max_is_refused_by_the_spec_rules() {
+        assert_eq!(
+            errors(&spec_with(&[("cpu", "2")], &[("cpu", "1")])),
+            [
+                "spec.resourcePolicy.containerPolicies[0].maxAllowed[cpu]: Invalid value: \"1\": max resource for cpu is lower than min of \"2\""
+            ]
+        );
+    }
+
+    #[test]
+    fn the_spec_rules_allow_what_only_a_feature_gate_forbids() {
+        let mut spec = spec_with(&[], &[]);
+        spec.update_policy = Some(PodUpdatePolicy {
+            update_mode: Some(UpdateMode::InPlace),
+            evict_after_oom_seconds: Some(60),
+            ..Default::default()
+        });
+        if let Some(p) = spec
+            .resource_policy
+            .as_mut()
+            .and_then(|p| p.container_policies.as_mut())
+            .and_then(|c| c.first_mut())
+        {
+            p.oom_bump_up_ratio = Some(Quantity("2".into()));
+            p.controlled_resources = Some(vec!["cpu".into(), "ephemeral-storage".into()]);
+        }
+        assert_eq!(errors(&spec), Vec::<String>::new());
+        // The webhook without the gates refuses the same object.
+        let webhook = validate(
+            &spec,
+            &ValidationOptions::new(FeatureGates::default(), None),
+        );
+        assert_eq!(webhook.errors.len(), 4, "{:?}", webhook.errors);
     }
 }

@@ -10,7 +10,16 @@ use tailor_core::target::controller_owner;
 /// Why a target's `/scale` selector could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ScaleError {
-    /// Discovery does not know the kind, or failed.
+    /// Discovery does not know the kind: the API server serves no such group, version or kind. Said as the
+    /// API server's REST mapper says it (upstream's message), not as the HTTP error discovery met.
+    #[error("no matches for kind {kind:?} in group {group:?}")]
+    UnknownKind {
+        /// The target's kind.
+        kind: String,
+        /// The target's API group (empty for the core group).
+        group: String,
+    },
+    /// Discovery failed.
     #[error("{target}: {source}")]
     Discovery {
         /// `Kind namespace/name`.
@@ -54,9 +63,18 @@ async fn scale_of(
     let gvk = GroupVersionKind::gvk(group, version, kind);
     let (resource, caps) = discovery::pinned_kind(client, &gvk)
         .await
-        .map_err(|source| ScaleError::Discovery {
-            target: target(),
-            source,
+        .map_err(|source| {
+            if absent(&source) {
+                ScaleError::UnknownKind {
+                    kind: kind.into(),
+                    group: group.into(),
+                }
+            } else {
+                ScaleError::Discovery {
+                    target: target(),
+                    source,
+                }
+            }
         })?;
     if !caps.supports_operation(discovery::verbs::GET) {
         return Err(ScaleError::NotReadable { kind: kind.into() });
@@ -100,20 +118,24 @@ pub async fn scale_replicas(
         .unwrap_or(0))
 }
 
+/// Whether a client error says that what was asked for does not exist (rather than a failure worth retrying).
+fn absent(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(status) => status.code == 404,
+        kube::Error::Discovery(_) => true,
+        _ => false,
+    }
+}
+
 impl ScaleError {
     /// Whether the target has no readable `/scale` subresource (its kind is unknown to discovery, cannot be
     /// read, or the object or subresource does not exist) rather than a failure worth retrying.
     pub fn is_absent(&self) -> bool {
-        let not_found = |e: &kube::Error| match e {
-            kube::Error::Api(status) => status.code == 404,
-            kube::Error::Discovery(_) => true,
-            _ => false,
-        };
         match self {
-            ScaleError::Discovery { source, .. } | ScaleError::Get { source, .. } => {
-                not_found(source)
-            }
-            ScaleError::NotReadable { .. } | ScaleError::NoSelector { .. } => true,
+            ScaleError::Discovery { source, .. } | ScaleError::Get { source, .. } => absent(source),
+            ScaleError::UnknownKind { .. }
+            | ScaleError::NotReadable { .. }
+            | ScaleError::NoSelector { .. } => true,
         }
     }
 }

@@ -18,7 +18,7 @@ use tailor_crds::{
 use tailor_kube::leader::Fence;
 
 use crate::error::Error;
-use crate::ingest::{VpaKey, key_of, resource_policy};
+use crate::ingest::{VpaKey, key_of};
 use crate::metrics::SizedWithinCluster;
 use crate::ratelimit::RateLimiter;
 use crate::run_loop::{FIELD_MANAGER, LoopReport, Recommender};
@@ -40,19 +40,24 @@ use crate::node_fit::{
 
 const DAY: i64 = 86_400_000_000_000;
 
+/// `ConfigUnsupported` reason when the spec breaks a validation rule (the message names the field).
+pub const INVALID_SPEC_REASON: &str = "InvalidSpec";
+/// `ConfigUnsupported` reason when the target cannot be resolved (upstream's message).
+pub const TARGET_REASON: &str = "TargetNotResolved";
+
 /// `NoPodsMatched` reason and message.
 pub const NO_PODS_MATCHED_MESSAGE: &str = "No pods match this VPA object";
 
+/// Quantities as upstream's recommender writes them: CPU in millicores (`250m`, `2`), memory in binary SI
+/// (`250Mi`; a byte count not divisible by 1024 prints in decimal, as Go does), so that the two autoscalers'
+/// statuses compare equal as strings.
 fn resource_list(r: &Resources) -> ResourceList {
     let mut out = ResourceList::new();
     if let Some(c) = r.cpu {
         out.insert("cpu".into(), tailor_core::quantity::from_amount("cpu", c));
     }
     if let Some(m) = r.memory {
-        out.insert(
-            "memory".into(),
-            tailor_core::quantity::from_amount("memory", m),
-        );
+        out.insert("memory".into(), tailor_core::quantity::from_binary(m));
     }
     out
 }
@@ -89,7 +94,10 @@ pub struct Findings {
     pub recommendation: Option<RecommendedPodResources>,
     /// Whether any pod matches.
     pub pods_matched: bool,
-    /// `ConfigUnsupported` message (unresolvable target, bad policy).
+    /// `ConfigUnsupported` message when the spec breaks a validation rule: the errors, each naming its field.
+    /// The status is still written (a VPA admitted while the webhook was down must not freeze).
+    pub invalid_spec: Option<String>,
+    /// `ConfigUnsupported` message when the target cannot be resolved (upstream's messages).
     pub unsupported: Option<String>,
     /// `LowConfidence` message when some container has less than a day of history.
     pub low_confidence: Option<String>,
@@ -330,9 +338,26 @@ pub fn plan_status(
 ) -> VerticalPodAutoscalerStatus {
     let mut conditions = old.to_vec();
     remove(&mut conditions, cond::CONFIG_DEPRECATED);
-    match &f.unsupported {
-        Some(m) => set(&mut conditions, cond::CONFIG_UNSUPPORTED, true, "", m, now),
-        None => remove(&mut conditions, cond::CONFIG_UNSUPPORTED),
+    match &f.invalid_spec {
+        Some(m) => set(
+            &mut conditions,
+            cond::CONFIG_UNSUPPORTED,
+            true,
+            INVALID_SPEC_REASON,
+            m,
+            now,
+        ),
+        None => match &f.unsupported {
+            Some(m) => set(
+                &mut conditions,
+                cond::CONFIG_UNSUPPORTED,
+                true,
+                TARGET_REASON,
+                m,
+                now,
+            ),
+            None => remove(&mut conditions, cond::CONFIG_UNSUPPORTED),
+        },
     }
     if f.pods_matched {
         remove(&mut conditions, cond::NO_PODS_MATCHED);
@@ -448,6 +473,27 @@ pub fn plan_status(
         conditions: Some(conditions),
         observed_generation: f.generation,
     }
+}
+
+/// The `ConfigUnsupported` message of a spec that breaks a validation rule (the webhook's, through the same
+/// function): its errors as the API server would list them, each naming its field; `None` when valid.
+pub fn invalid_spec_message(spec: &tailor_crds::VerticalPodAutoscalerSpec) -> Option<String> {
+    let errors = tailor_core::validation::validate_spec(spec).errors;
+    if errors.is_empty() {
+        return None;
+    }
+    let shown: Vec<String> = errors
+        .iter()
+        .take(tailor_core::validation::MAX_LISTED_ERRORS)
+        .map(|e| tailor_core::text::cut(&e.to_string(), tailor_core::validation::MAX_ERROR_TEXT))
+        .collect();
+    let more = errors.len().saturating_sub(shown.len());
+    let tail = if more > 0 {
+        format!(" and {more} more errors")
+    } else {
+        String::new()
+    };
+    Some(format!("Invalid spec: {}{tail}", shown.join("; ")))
 }
 
 /// Whether a status digesting to `new` must be written over the stored one digesting to `old`: they
@@ -725,10 +771,7 @@ impl Recommender {
         view: &mut LoopView,
     ) -> Option<Findings> {
         let e = self.vpas.get(key)?;
-        let mut unsupported = e.unsupported.clone();
-        if let Err(err) = resource_policy(&v.spec) {
-            unsupported.get_or_insert(format!("Invalid resourcePolicy: {err}"));
-        }
+        let mut invalid_spec = invalid_spec_message(&v.spec);
         let in_place = matches!(
             tailor_core::policy::update_mode(&v.spec),
             UpdateMode::InPlace | UpdateMode::InPlaceOrRecreate
@@ -737,7 +780,7 @@ impl Recommender {
             match self.recommendation(v, e.index, in_place, view) {
                 Ok(r) => r,
                 Err(err) => {
-                    unsupported.get_or_insert(format!("Invalid resourcePolicy: {err}"));
+                    invalid_spec.get_or_insert(err);
                     (None, None, ClusterNotes::default(), None)
                 }
             };
@@ -749,7 +792,8 @@ impl Recommender {
         Some(Findings {
             recommendation,
             pods_matched: self.model.has_matching_pod(e.index),
-            unsupported,
+            invalid_spec,
+            unsupported: e.unsupported.clone(),
             low_confidence,
             generation: v.metadata.generation,
             fetching_history: self.history.as_ref().and_then(|h| h.fetching(key)),
@@ -907,6 +951,69 @@ impl Recommender {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A VPA whose spec breaks a rule (applied while the webhook was away) keeps its recommendation written,
+    /// with `ConfigUnsupported` saying which field; a target that cannot be resolved has its own reason.
+    #[test]
+    fn an_invalid_spec_is_a_condition_naming_the_field_and_the_status_is_still_written() {
+        let spec: tailor_crds::VerticalPodAutoscalerSpec = serde_json::from_value(serde_json::json!({
+            "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "resourcePolicy": {"containerPolicies": [{
+                "containerName": "app", "minAllowed": {"cpu": "2"}, "maxAllowed": {"cpu": "1", "memory": "1e30"}
+            }]}
+        }))
+        .unwrap();
+        let message = invalid_spec_message(&spec).unwrap();
+        assert!(
+            message.contains("spec.resourcePolicy.containerPolicies[0].maxAllowed[cpu]")
+                && message.contains("spec.resourcePolicy.containerPolicies[0].maxAllowed[memory]"),
+            "{message}"
+        );
+        let t0 = to_time_secs(1_000_000_000_000).unwrap();
+        let recs = [ContainerRecommendation {
+            container_name: "app".into(),
+            target: Resources {
+                cpu: Some(250),
+                memory: Some(1 << 28),
+            },
+            ..Default::default()
+        }];
+        let status = plan_status(
+            &[],
+            &Findings {
+                recommendation: to_api_recommendation(&recs),
+                pods_matched: true,
+                invalid_spec: Some(message.clone()),
+                unsupported: Some("Cannot read targetRef".into()),
+                ..Default::default()
+            },
+            &t0,
+        );
+        assert!(has_entries(status.recommendation.as_ref()));
+        let conditions = status.conditions.unwrap_or_default();
+        let c = conditions
+            .iter()
+            .find(|c| c.type_ == cond::CONFIG_UNSUPPORTED)
+            .unwrap();
+        assert_eq!(c.reason.as_deref(), Some(INVALID_SPEC_REASON));
+        assert_eq!(c.message.as_deref(), Some(message.as_str()));
+        let target_only = plan_status(
+            &[],
+            &Findings {
+                unsupported: Some("Cannot read targetRef".into()),
+                ..Default::default()
+            },
+            &t0,
+        );
+        let c = target_only
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == cond::CONFIG_UNSUPPORTED)
+            .unwrap();
+        assert_eq!(c.reason.as_deref(), Some(TARGET_REASON));
+        assert!(invalid_spec_message(&tailor_crds::VerticalPodAutoscalerSpec::default()).is_none());
+    }
 
     #[test]
     fn each_reason_of_sizing_within_the_cluster_is_counted_and_exported() {
@@ -1134,7 +1241,7 @@ mod tests {
         let body: serde_json::Value = serde_json::from_str(w.body.get()).unwrap();
         assert_eq!(
             body["status"]["recommendation"]["containerRecommendations"][0]["target"],
-            serde_json::json!({"cpu": "250m", "memory": "268435456"})
+            serde_json::json!({"cpu": "250m", "memory": "256Mi"})
         );
         assert_eq!(
             body["status"]["conditions"][0]["type"],

@@ -47,6 +47,7 @@ mod upstream_admission;
 mod upstream_boost;
 mod upstream_recommender;
 mod upstream_updater;
+mod validity;
 mod webhook_down;
 
 use std::collections::{BTreeMap, BTreeSet};
