@@ -267,3 +267,96 @@ async fn updater_records_a_repeated_event_as_a_series() {
     assert_eq!(event["reason"], "EvictedPod", "{event}");
     assert_eq!(event["series"]["count"], 2, "{event}");
 }
+
+/// An upstream VPA (`autoscaling.k8s.io`, its CRD loaded) in `InPlaceOrRecreate` on the Tailor VPA's
+/// workload: the updater lists and watches upstream VPAs, evicts and resizes nothing, and says why on its
+/// VPA: `UpdatesBlocked` naming the upstream VPA, and one event with the same text over many loops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updater_stands_down_beside_an_upstream_vpa() {
+    let server = ApiServer::start().await.unwrap();
+    server.load_yaml(namespace()).unwrap();
+    server.load_yaml(&workload("web", "100m", "64Mi")).unwrap();
+    server
+        .put(
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "verticalpodautoscalers.autoscaling.k8s.io"},
+            "spec": {"group": "autoscaling.k8s.io", "scope": "Namespaced",
+                "names": {"kind": "VerticalPodAutoscaler", "plural": "verticalpodautoscalers",
+                    "singular": "verticalpodautoscaler"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true}}}]}}),
+        )
+        .unwrap();
+    server
+        .put(
+            json!({"apiVersion": "autoscaling.k8s.io/v1", "kind": "VerticalPodAutoscaler",
+            "metadata": {"name": "web-upstream", "namespace": "shop"},
+            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                "updatePolicy": {"updateMode": "InPlaceOrRecreate"}}}),
+        )
+        .unwrap();
+    put_vpa_over_web(&server, "InPlaceOrRecreate");
+    let dir = tempfile::tempdir().unwrap();
+    let up = start_updater(
+        &server,
+        dir.path(),
+        "updater",
+        &["--use-admission-controller-status=false"],
+    );
+    let blocked = |s: &ApiServer| {
+        let v = s.get(
+            crate::binaries::VPA_API,
+            "VerticalPodAutoscaler",
+            "shop",
+            "web",
+        )?;
+        v["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "UpdatesBlocked" && c["status"] == "True")
+            .cloned()
+    };
+    let condition = server
+        .wait_for(Duration::from_secs(15), blocked)
+        .await
+        .unwrap_or_else(|| panic!("no UpdatesBlocked:\n{}", up.log_lines().join("\n")));
+    assert_eq!(condition["reason"], "SizedByUpstreamVPA", "{condition}");
+    let message = condition["message"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        message.starts_with("upstream VPA shop/web-upstream "),
+        "{message}"
+    );
+    // Several more loops (1 s apart): nothing changes, nothing is repeated.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let acted: Vec<String> = server
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            r.user == "updater" && matches!(r.resource().as_str(), "pods/eviction" | "pods/resize")
+        })
+        .map(|r| format!("{} {}", r.verb(), r.path))
+        .collect();
+    assert!(acted.is_empty(), "{acted:?}");
+    let events: Vec<serde_json::Value> = server
+        .list("events.k8s.io/v1", "Event", Some("shop"))
+        .into_iter()
+        .filter(|e| e["reason"] == "SizedByUpstreamVPA")
+        .collect();
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0]["note"], message.as_str(), "{events:#?}");
+    assert!(events[0]["series"].is_null(), "{events:#?}");
+    let watched = |verb: &str| {
+        server.requests().iter().any(|r| {
+            r.user == "updater"
+                && r.verb() == verb
+                && r.path
+                    .starts_with("/apis/autoscaling.k8s.io/v1/verticalpodautoscalers")
+        })
+    };
+    assert!(
+        watched("list") && watched("watch"),
+        "upstream VPAs are listed and watched"
+    );
+}
