@@ -405,3 +405,157 @@ async fn moving_a_workload_from_upstream_evicts_nothing() {
     })
     .await;
 }
+
+/// How long Tailor's updater is watched beside an upstream VPA: a dozen of its loops and two of upstream's.
+const STAND_DOWN_WINDOW: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Both autoscalers on one Deployment in `mode`, with different targets: Tailor's VPA sets a `minAllowed`
+/// far above the usage upstream's target follows. Over [`STAND_DOWN_WINDOW`] from the Tailor VPA's
+/// creation, Tailor's updater neither resizes nor evicts a pod of the workload (the audit log, request by
+/// request), its VPA's `UpdatesBlocked` names the upstream VPA, and one event carries the same text.
+async fn tailor_stands_down_beside_upstream(env: &E2e, ns: &str, mode: &str) -> Result<()> {
+    env.create_deployment_from(
+        ns,
+        json!({
+            "metadata": {"name": "web"},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}, "annotations": {
+                        "kwok.x-k8s.io/usage-cpu": "300m", "kwok.x-k8s.io/usage-memory": "400Mi"
+                    }},
+                    "spec": {"terminationGracePeriodSeconds": 0, "containers": [{
+                        "name": "app", "image": IMAGE,
+                        "resources": {"requests": {"cpu": "10m", "memory": "20Mi"}}
+                    }]}
+                }
+            }
+        }),
+    )
+    .await?;
+    env.wait_running(ns, "web", 2).await?;
+    env.upstream_vpas(ns)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(upstream_vpa_manifest("web-upstream", "web", mode))?,
+        )
+        .await?;
+    let mut ours = vpa_manifest("web", "web", mode);
+    ours["spec"]["resourcePolicy"] = json!({"containerPolicies": [
+        {"containerName": "*", "minAllowed": {"cpu": "700m", "memory": "800Mi"}}
+    ]});
+    env.create_vpa(ns, ours).await?;
+    let created = Instant::now();
+    let condition = wait_for(
+        "UpdatesBlocked on the Tailor VPA",
+        UPDATE_TIMEOUT,
+        || async {
+            let vpa = env.tailor_vpas(ns).get("web").await?;
+            Ok(vpa
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .into_iter()
+                .find(|c| c.type_ == "UpdatesBlocked" && c.status == "True"))
+        },
+    )
+    .await?;
+    let message = condition.message.clone().unwrap_or_default();
+    if condition.reason.as_deref() != Some("SizedByUpstreamVPA")
+        || !message.starts_with(&format!("upstream VPA {ns}/web-upstream "))
+    {
+        bail!("UpdatesBlocked does not name the upstream VPA: {condition:?}");
+    }
+    // Tailor has something to do: its recommendation (at least minAllowed) is far from the pods' requests.
+    env.recommendation(ns, "web").await?;
+    tokio::time::sleep(STAND_DOWN_WINDOW.saturating_sub(created.elapsed())).await;
+    let events: Vec<Event> = Api::<Event>::namespaced(env.client.clone(), ns)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("SizedByUpstreamVPA")
+                && e.involved_object.kind.as_deref() == Some("VerticalPodAutoscaler")
+                && e.involved_object.name.as_deref() == Some("web")
+        })
+        .collect();
+    let repeats = |e: &Event| {
+        e.series
+            .as_ref()
+            .and_then(|s| s.count)
+            .unwrap_or(1)
+            .max(e.count.unwrap_or(1))
+    };
+    if events.len() != 1 || repeats(&events[0]) != 1 {
+        bail!("expected one SizedByUpstreamVPA event, recorded once: {events:#?}");
+    }
+    if events[0].message.as_deref() != Some(message.as_str()) {
+        bail!(
+            "the event says {:?}, the condition {message:?}",
+            events[0].message
+        );
+    }
+    let still = env.tailor_vpas(ns).get("web").await?;
+    let now_blocked = (still.status.and_then(|s| s.conditions).unwrap_or_default())
+        .into_iter()
+        .find(|c| c.type_ == "UpdatesBlocked");
+    if now_blocked.and_then(|c| c.message) != Some(message.clone()) {
+        bail!("UpdatesBlocked changed during the window");
+    }
+    let Some(audit) = std::env::var_os("TAILOR_E2E_AUDIT_LOG") else {
+        eprintln!(
+            "no TAILOR_E2E_AUDIT_LOG: Tailor's resizes and evictions are not checked request by request"
+        );
+        return Ok(());
+    };
+    let requests = audited_requests(std::path::Path::new(&audit), ns)?;
+    let tailor_user = format!(
+        "system:serviceaccount:{}:{}-",
+        env.system_namespace, env.release
+    );
+    let acts = |r: &&Request| {
+        (r.subresource == "eviction" || r.subresource == "resize")
+            && matches!(r.verb.as_str(), "create" | "update" | "patch")
+    };
+    let by_tailor: Vec<String> = (requests.iter().filter(acts))
+        .filter(|r| r.user.starts_with(&tailor_user))
+        .map(|r| format!("{} {}", r.subresource, r.name))
+        .collect();
+    let by_upstream = (requests.iter().filter(acts))
+        .filter(|r| r.user.starts_with(UPSTREAM_USERS))
+        .count();
+    if !by_tailor.is_empty() {
+        bail!("Tailor's updater acted beside the upstream VPA ({mode}): {by_tailor:?}");
+    }
+    eprintln!(
+        "{mode}: in {}s Tailor made 0 resizes and 0 evictions, upstream {by_upstream}; UpdatesBlocked and its one event: {message}",
+        created.elapsed().as_secs()
+    );
+    Ok(())
+}
+
+/// `InPlaceOrRecreate` on both: without the stand-down both updaters resized the same pods every loop.
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn tailor_stands_down_beside_an_upstream_vpa_in_place() {
+    let env = e2e("tailor_stands_down_beside_an_upstream_vpa_in_place").await;
+    let env = &env;
+    in_namespace(env, "beside-in-place", |ns| async move {
+        tailor_stands_down_beside_upstream(env, &ns, "InPlaceOrRecreate").await
+    })
+    .await;
+}
+
+/// `Recreate` on both: Tailor evicts nothing (before, both evicted in the first minute).
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn tailor_stands_down_beside_an_upstream_vpa_recreate() {
+    let env = e2e("tailor_stands_down_beside_an_upstream_vpa_recreate").await;
+    let env = &env;
+    in_namespace(env, "beside-recreate", |ns| async move {
+        tailor_stands_down_beside_upstream(env, &ns, "Recreate").await
+    })
+    .await;
+}
