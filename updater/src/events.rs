@@ -91,6 +91,17 @@ pub fn outside_webhook(message: &str) -> UpdaterEvent {
     }
 }
 
+/// The warning on a VPA whose evictions pause because a replacement of an evicted pod was admitted without
+/// Tailor's webhook ([`crate::replacements`]).
+pub fn replacements_unsized(message: &str) -> UpdaterEvent {
+    UpdaterEvent {
+        object: EventObject::Vpa,
+        type_: "Warning",
+        reason: "ReplacementsUnsized",
+        message: message.to_owned(),
+    }
+}
+
 /// The warning on a VPA some of whose pods quota fit holds back (issue 28): `pods` of them, the first for
 /// the reason `why` (the quota fit's note).
 pub fn quota_held(pods: usize, why: &str) -> UpdaterEvent {

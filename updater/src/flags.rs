@@ -163,6 +163,11 @@ pub struct UpdaterFlags {
     /// (upstream evicts by one while the webhook sizes by another: an endless loop).
     #[arg(long, default_value = "true", action = clap::ArgAction::Set, help_heading = "Webhook scope")]
     pub skip_conflicting_vpas: bool,
+    /// After a replacement of an evicted pod comes back without Tailor's webhook (the API server does not
+    /// reach it), the workload's evictions pause; one probe eviction is let through this often until a
+    /// replacement comes back sized.
+    #[arg(long, default_value = "2m", value_parser = duration, help_heading = "Webhook scope")]
+    pub unsized_replacement_probe_interval: Duration,
     /// The webhook's pod floor: resizes never go below it, and priorities see the floored range.
     #[command(flatten)]
     pub floor: tailor_kube::floor_flags::PodFloorFlags,
@@ -215,6 +220,7 @@ impl UpdaterFlags {
                 namespace_selector: self.webhook_namespace_selector.0.clone(),
             },
             skip_conflicting_vpas: self.skip_conflicting_vpas,
+            unsized_replacement_probe_interval: Some(self.unsized_replacement_probe_interval),
         }
     }
 

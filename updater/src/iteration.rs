@@ -41,6 +41,9 @@ pub struct UpdaterState {
     /// The `UpdatesBlocked` message last announced by an event, per blocked VPA (namespace, name): one
     /// event per change even while the VPA cache lags behind the condition written.
     pub announced: std::collections::HashMap<(String, String), String>,
+    /// The replacements of evicted pods, and the workloads whose evictions pause because one came back
+    /// without Tailor's webhook.
+    pub replacements: crate::replacements::ReplacementWatch,
 }
 
 /// Per-VPA budget decisions (§3, §5.3–§5.4, §5.8), built fresh for each VPA of each iteration.
@@ -271,6 +274,9 @@ pub struct IterationConfig {
     /// Tailor (issue 30, spec §8 item 8): no VPA of a workload that several VPAs target is acted on, and
     /// each of them gets a warning event.
     pub skip_conflicting_vpas: bool,
+    /// Tailor: how often a workload whose evictions pause (a replacement came back without Tailor's
+    /// webhook) gets one probe eviction (`None`: [`crate::replacements::PROBE_AFTER`]).
+    pub unsized_replacement_probe_interval: Option<std::time::Duration>,
 }
 
 /// What happened to one pod.
@@ -345,6 +351,19 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
 ) -> Report {
     let mut report = Report::default();
     let selected = select_vpas(config, view, vpas, &mut report);
+    if !state.replacements.is_empty() {
+        let keys: std::collections::HashSet<(&str, &str)> = selected
+            .iter()
+            .map(|v| {
+                let m = &v.metadata;
+                (
+                    m.namespace.as_deref().unwrap_or_default(),
+                    m.name.as_deref().unwrap_or_default(),
+                )
+            })
+            .collect();
+        (state.replacements).retain(|(ns, name)| keys.contains(&(ns.as_str(), name.as_str())));
+    }
     if selected.is_empty() {
         state.admission.clean_up();
         return report;
@@ -372,6 +391,10 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
             report.aborted = Some(reason);
             break;
         }
+    }
+    if let Some(m) = metrics {
+        let paused = i64::try_from(state.replacements.paused()).unwrap_or(i64::MAX);
+        m.evictions_paused_workloads.set(paused);
     }
     report
 }
@@ -640,6 +663,7 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
             mode_text,
             self.size as i64,
         );
+        self.watch_replacements(vpa_pods);
         let in_scope = self.in_webhook_scope(vpa_pods);
         let available = self.unboost(&in_scope).await?;
         let chosen = match modes::path(&self.entry.mode, self.config.gates.in_place) {
@@ -655,7 +679,7 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
             Path::InPlace => self.resize_in_place(&available).await?,
             Path::Evict => self.choose_evictions(&available),
         };
-        self.evict(&chosen.evictions).await?;
+        self.evict(&chosen.evictions, vpa_pods).await?;
         self.count(&chosen);
         self.block_for_quota();
         Ok(())
@@ -677,6 +701,28 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
 
     fn set(&mut self, pod: &CompactPod, action: Action) {
         set(&mut self.vpa_report, pod, action);
+    }
+
+    fn key(&self) -> crate::replacements::Key {
+        (
+            self.vpa_report.namespace.clone(),
+            self.vpa_report.name.clone(),
+        )
+    }
+
+    /// Judges the replacements of the VPA's evicted pods among its live pods ([`crate::replacements`]).
+    fn watch_replacements(&mut self, vpa_pods: &[Arc<CompactPod>]) {
+        let key = self.key();
+        if let Some(pod) = self.state.replacements.observe(&key, vpa_pods, self.now) {
+            tracing::warn!(
+                vpa = %format!("{}/{}", key.0, key.1),
+                %pod,
+                "a replacement of an evicted pod was admitted without Tailor's webhook: evictions pause"
+            );
+            if let Some(m) = self.metrics {
+                m.record_unsized_replacement(&self.entry.label);
+            }
+        }
     }
 
     /// The pods the webhook sizes. Pods it never sizes count in the budgets but are not updated (issue 30);
@@ -1013,11 +1059,22 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
     }
 
     /// Evicts `evictions` in order (§3.4), each after the budget and the eviction rate limiter allow it.
-    async fn evict(&mut self, evictions: &[Arc<CompactPod>]) -> Result<(), String> {
-        let (vpa, now) = (self.entry.vpa, self.now);
+    async fn evict(
+        &mut self,
+        evictions: &[Arc<CompactPod>],
+        vpa_pods: &[Arc<CompactPod>],
+    ) -> Result<(), String> {
+        let (vpa, now, key) = (self.entry.vpa, self.now, self.key());
         for pod in evictions {
             if let Some(skip) = self.view.quota_hold(vpa, pod, QuotaUse::Replace) {
                 self.set(pod, Action::Skip(skip));
+                continue;
+            }
+            let probe = (self.config.unsized_replacement_probe_interval)
+                .unwrap_or(crate::replacements::PROBE_AFTER);
+            if let Err(why) = self.state.replacements.may_evict(&key, now, probe) {
+                self.set(pod, Action::Skip(Skip::ReplacementsUnsized));
+                self.block(events::replacements_unsized(&why));
                 continue;
             }
             if let Err(skip) = self.gate.can_evict(pod, self.state, now) {
@@ -1045,6 +1102,7 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
                     self.done.evicted += 1;
                     self.report.evictions += 1;
                     self.set(pod, Action::Evict);
+                    self.state.replacements.evicted(&key, vpa_pods, now);
                 }
                 Err(e) => {
                     if let Some(m) = self.metrics {

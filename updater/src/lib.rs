@@ -34,6 +34,7 @@ pub mod preview;
 pub mod priority;
 pub mod quota;
 pub mod rate_limit;
+pub mod replacements;
 pub mod resize;
 pub mod resize_check;
 pub mod restriction;

@@ -97,11 +97,14 @@ pub struct Metrics {
     in_place_updated_pods: Family<Labels, Counter>,
     failed_in_place_updates: Family<Labels, Counter>,
     infeasible_skips: Family<Labels, Counter>,
+    unsized_replacements: Family<Labels, Counter>,
     execution_latency: Family<Labels, Histogram>,
     /// Unix time of the last finished iteration.
     pub last_iteration_timestamp: Gauge,
     /// Whether the webhook's status lease was valid at the last iteration (1) or not (0).
     pub admission_alive: Gauge,
+    /// Workloads whose evictions are paused because a replacement came back unsized.
+    pub evictions_paused_workloads: Gauge,
     /// Each VPA's two counters, kept across iterations.
     handles: CounterHandles,
 }
@@ -130,9 +133,11 @@ impl Metrics {
             in_place_updated_pods: Family::default(),
             failed_in_place_updates: Family::default(),
             infeasible_skips: Family::default(),
+            unsized_replacements: Family::default(),
             execution_latency: Family::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS)),
             last_iteration_timestamp: Gauge::default(),
             admission_alive: Gauge::default(),
+            evictions_paused_workloads: Gauge::default(),
             handles: CounterHandles::default(),
         };
         let gauges: [(&str, &str, &Family<Labels, Gauge>); 7] = [
@@ -175,7 +180,7 @@ impl Metrics {
         for (name, help, family) in gauges {
             registry.register(name, help, family.clone());
         }
-        let counters: [(&str, &str, &Family<Labels, Counter>); 5] = [
+        let counters: [(&str, &str, &Family<Labels, Counter>); 6] = [
             ("evicted_pods", "Successful evictions", &m.evicted_pods),
             (
                 "failed_eviction_attempts",
@@ -197,6 +202,11 @@ impl Metrics {
                 "Pods skipped because their last resize was infeasible",
                 &m.infeasible_skips,
             ),
+            (
+                "unsized_replacements",
+                "Replacements of evicted pods admitted without Tailor's webhook (evictions of the workload pause)",
+                &m.unsized_replacements,
+            ),
         ];
         for (name, help, family) in counters {
             registry.register(name, help, family.clone());
@@ -215,6 +225,11 @@ impl Metrics {
             "admission_alive",
             "Whether the webhook's status lease was valid at the last iteration",
             m.admission_alive.clone(),
+        );
+        registry.register(
+            "evictions_paused_workloads",
+            "Workloads whose evictions pause because a replacement came back without Tailor's webhook",
+            m.evictions_paused_workloads.clone(),
         );
         m.registry = registry;
         m
@@ -260,6 +275,13 @@ impl Metrics {
                 .get_or_create(&vpa.with_mode(None))
                 .inc_by(n);
         }
+    }
+
+    /// A replacement of an evicted pod of `vpa` admitted without Tailor's webhook.
+    pub fn record_unsized_replacement(&self, vpa: &VpaLabel<'_>) {
+        self.unsized_replacements
+            .get_or_create(&vpa.without_mode(None))
+            .inc();
     }
 
     /// One failed eviction.

@@ -51,6 +51,9 @@ pub enum Skip {
     /// `vpaObservedContainers`): an upstream VPA covers the workload too, and an evicted pod would come
     /// back with upstream's numbers.
     SizedByUpstream(&'static str),
+    /// Evictions are paused: a replacement of an evicted pod was admitted without Tailor's webhook
+    /// ([`crate::replacements`]).
+    ReplacementsUnsized,
     /// Quota fit (issue 28): the raise does not fit the namespace's ResourceQuota headroom in place, or
     /// the replacement of an evicted pod would get the requests it has now (the text says which quota).
     Quota(String),
@@ -84,6 +87,9 @@ impl fmt::Display for Skip {
             ),
             Skip::OutsideWebhook(why) => write!(f, "not sized by the webhook: {why}"),
             Skip::SizedByUpstream(mark) => write!(f, "sized by upstream VPA ({mark})"),
+            Skip::ReplacementsUnsized => f.write_str(
+                "evictions paused: a replacement came back without the webhook's sizing",
+            ),
             Skip::Quota(why) => write!(f, "quota: {why}"),
             Skip::Error(e) => write!(f, "error: {e}"),
         }

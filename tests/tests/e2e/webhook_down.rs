@@ -160,3 +160,141 @@ async fn a_vpa_admitted_while_the_webhook_was_down_keeps_its_status_written() {
     })
     .await;
 }
+
+/// The label that takes a namespace out of the pod webhook's `namespaceSelector` for the outage test.
+const UNREACHABLE: &str = "tailor-e2e/webhook-unreachable";
+
+/// Adds (`on`) or removes the pod webhook's `namespaceSelector` term that leaves out namespaces labelled
+/// [`UNREACHABLE`]: for pods there, the API server no longer calls the webhook, while its process runs and
+/// renews the status Lease — an outage between the API server and the webhook.
+async fn webhook_unreachable_for_labelled_namespaces(env: &E2e, on: bool) -> Result<()> {
+    let configs = Api::<MutatingWebhookConfiguration>::all(env.client.clone());
+    let name = format!("{}-admission", env.release);
+    let mut config = configs.get(&name).await?;
+    for w in config.webhooks.iter_mut().flatten() {
+        let pods =
+            (w.rules.iter().flatten()).any(|r| r.resources.iter().flatten().any(|x| x == "pods"));
+        if !pods {
+            continue;
+        }
+        let selector = w.namespace_selector.get_or_insert_with(Default::default);
+        let terms = selector.match_expressions.get_or_insert_with(Vec::new);
+        terms.retain(|t| t.key != UNREACHABLE);
+        if on {
+            terms.push(serde_json::from_value(
+                json!({"key": UNREACHABLE, "operator": "DoesNotExist"}),
+            )?);
+        }
+    }
+    configs
+        .replace(&name, &PostParams::default(), &config)
+        .await?;
+    Ok(())
+}
+
+/// An outage the status Lease does not show: the webhook runs and renews its Lease, but the API server admits
+/// a namespace's pods without calling it. The updater's first evictions come back unsized; from then on it
+/// evicts nothing more of the workload (until a probe), says so on the VPA (condition and event, one text),
+/// and once the webhook is reachable again a probe's replacement comes back sized and updating resumes.
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn an_outage_the_lease_does_not_show_pauses_evictions() {
+    let env = e2e("an_outage_the_lease_does_not_show_pauses_evictions").await;
+    let env = &env;
+    in_namespace(env, "outage", |ns| async move {
+        let result = outage(env, &ns).await;
+        // Always give the webhook back to every namespace.
+        let restored = webhook_unreachable_for_labelled_namespaces(env, false).await;
+        result.and(restored)
+    })
+    .await;
+}
+
+async fn outage(env: &E2e, ns: &str) -> Result<()> {
+    env.create_annotated_deployment(
+        ns,
+        "web",
+        3,
+        json!({"kwok.x-k8s.io/usage-cpu": "300m", "kwok.x-k8s.io/usage-memory": "300Mi"}),
+    )
+    .await?;
+    env.wait_running(ns, "web", 3).await?;
+    let original = env.live_uids(ns, "web").await?;
+    env.create_vpa(ns, vpa_manifest("web", "web", "Off"))
+        .await?;
+    bounds_excluding_original(env, ns).await?;
+    webhook_unreachable_for_labelled_namespaces(env, true).await?;
+    Api::<Namespace>::all(env.client.clone())
+        .patch(
+            ns,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {UNREACHABLE: "true"}}})),
+        )
+        .await?;
+    env.dynamic_vpas(ns)
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"updatePolicy": {"updateMode": "Recreate"}}})),
+        )
+        .await?;
+    let paused = wait_for(
+        "UpdatesBlocked: ReplacementsUnsized",
+        UPDATE_TIMEOUT,
+        || async {
+            Ok(condition(env, ns, "web", "UpdatesBlocked")
+                .await?
+                .filter(|c| c.reason.as_deref() == Some("ReplacementsUnsized")))
+        },
+    )
+    .await?;
+    let evicted_at_pause = tailor_disruptions(env, ns)?;
+    // Below the probe interval the test runs with (20 s): nothing more is evicted.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let evicted_later = tailor_disruptions(env, ns)?;
+    if let (Some(at_pause), Some(later)) = (&evicted_at_pause, &evicted_later) {
+        if at_pause.len() > 2 {
+            bail!(
+                "{} evictions before the pause (at most 2): {at_pause:?}",
+                at_pause.len()
+            );
+        }
+        if later.len() != at_pause.len() {
+            bail!("evictions went on after the pause: {at_pause:?} then {later:?}");
+        }
+    }
+    let message = paused.message.clone().unwrap_or_default();
+    let events = Api::<Event>::namespaced(env.client.clone(), ns)
+        .list(&ListParams::default())
+        .await?;
+    let announced: Vec<&Event> = (events.items.iter())
+        .filter(|e| e.reason.as_deref() == Some("ReplacementsUnsized"))
+        .collect();
+    if announced.len() != 1 || announced[0].message.as_deref() != Some(message.as_str()) {
+        bail!("want one ReplacementsUnsized event saying {message:?}: {announced:?}");
+    }
+    // The webhook reachable again: a probe's replacement comes back sized and the updater goes on.
+    webhook_unreachable_for_labelled_namespaces(env, false).await?;
+    wait_for(
+        "a replacement sized by the webhook, and the pause over",
+        UPDATE_TIMEOUT,
+        || async {
+            let sized = (env.running_pods(ns, "web").await?.iter())
+                .filter(|p| !original.contains(p.metadata.uid.as_deref().unwrap_or_default()))
+                .any(|p| {
+                    (p.metadata.annotations.as_ref())
+                        .is_some_and(|a| a.contains_key("tailor.dev/updates"))
+                });
+            let blocked = condition(env, ns, "web", "UpdatesBlocked")
+                .await?
+                .is_some_and(|c| c.status == "True");
+            Ok((sized && !blocked).then_some(()))
+        },
+    )
+    .await?;
+    eprintln!(
+        "evictions before the pause: {:?}; paused with {message:?}",
+        evicted_at_pause.map(|e| e.len())
+    );
+    Ok(())
+}

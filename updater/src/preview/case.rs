@@ -1191,6 +1191,7 @@ async fn updater_loop(input: &Value) -> Out {
         fair_order: true,
         webhook_scope: Default::default(),
         skip_conflicting_vpas: true,
+        unsized_replacement_probe_interval: None,
     };
     check_controllers(&i.controllers)?;
     let mut selectors = BTreeMap::new();

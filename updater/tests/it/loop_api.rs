@@ -177,6 +177,14 @@ impl FakeApi {
                 ),
             };
         }
+        if method == "PATCH" && path.contains("/verticalpodautoscalers/") {
+            return (
+                200,
+                json!({"apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
+                    "metadata": {"name": "web", "namespace": "default"},
+                    "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}}),
+            );
+        }
         if method == "PATCH" && pod.is_some() {
             return (
                 200,
@@ -229,6 +237,8 @@ fn pod(i: usize, cpu: &str, extra: Value) -> Pod {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": format!("web-1-{i}"), "namespace": "default", "uid": format!("uid-{i}"),
             "labels": {"app": "web"},
+            // Admitted through Tailor's webhook, as every pod of a VPA is while it runs.
+            "annotations": {"tailor.dev/observed-containers": "app"},
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": true}]},
         "spec": {"nodeName": "n1", "containers": [{"name": "app", "image": "app",
             "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": "1", "memory": "512Mi"}}}]},
@@ -336,8 +346,12 @@ fn harness(
 
 impl Harness {
     async fn iterate(&mut self) -> (Outcome, Vec<Recorded>) {
+        self.iterate_at(now()).await
+    }
+
+    async fn iterate_at(&mut self, at: Timestamp) -> (Outcome, Vec<Recorded>) {
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
-        let outcome = self.updater.iterate(now(), deadline).await;
+        let outcome = self.updater.iterate(at, deadline).await;
         // Events are recorded in the background.
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         (outcome, self.api.take())
@@ -413,6 +427,78 @@ async fn recreate_evicts_pods_outside_their_bounds_within_the_tolerance() {
     h.set_pods(next);
     let (_, reqs) = h.iterate().await;
     assert_eq!(evicted(&reqs), vec!["web-1-2", "web-1-3"]);
+}
+
+/// A webhook outage the Lease does not show (the process renews it, the API server cannot reach it): the
+/// replacements of the first evictions come back without Tailor's annotations, and the workload's evictions
+/// pause — condition and event — with one probe eviction after the pause's period, until a replacement
+/// comes back sized.
+#[tokio::test]
+async fn evictions_pause_when_a_replacement_comes_back_unsized() {
+    let mut h = harness(
+        vpa("Recreate", json!({})),
+        4,
+        four_pods("100m"),
+        "",
+        Some(5),
+    );
+    let (_, reqs) = h.iterate().await;
+    assert_eq!(evicted(&reqs), vec!["web-1-0", "web-1-1"]);
+    // The replacements run with their old requests and without the webhook's annotation.
+    let unsized_extra =
+        json!({"metadata": {"annotations": null}, "status": {"startTime": ago(10)}});
+    let mut next: Vec<Pod> = (2..4).map(|i| pod(i, "100m", json!({}))).collect();
+    next.extend((4..6).map(|i| pod(i, "100m", unsized_extra.clone())));
+    h.set_pods(next.clone());
+    let (_, mut reqs) = h.iterate().await;
+    // The event follows the condition's write through the event queue.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    reqs.extend(h.api.take());
+    assert!(evicted(&reqs).is_empty(), "evictions must pause: {reqs:?}");
+    let said = |reqs: &[Recorded], what: &str| {
+        reqs.iter().any(|r| {
+            r.body.to_string().contains(what) && r.body.to_string().contains("ReplacementsUnsized")
+        })
+    };
+    assert!(said(&reqs, "UpdatesBlocked"), "the condition: {reqs:?}");
+    assert!(
+        reqs.iter()
+            .any(|r| r.path.contains("/events")
+                && r.body.to_string().contains("ReplacementsUnsized")),
+        "the event: {reqs:?}"
+    );
+    let h_metrics = h.updater.metrics.encode();
+    assert!(
+        h_metrics.contains("tailor_updater_evictions_paused_workloads 1"),
+        "{h_metrics}"
+    );
+    assert!(
+        h_metrics.contains("tailor_updater_unsized_replacements_total{"),
+        "{h_metrics}"
+    );
+    // Still paused a minute later.
+    let later = |secs: i64| {
+        now()
+            .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(secs))
+            .unwrap()
+    };
+    // The webhook renews its Lease all along (the outage is between the API server and the webhook).
+    h.api.set_lease(Some(-60));
+    let (_, reqs) = h.iterate_at(later(60)).await;
+    assert!(evicted(&reqs).is_empty(), "{reqs:?}");
+    // After the pause's period one probe goes, and only one.
+    let probe_at = i64::try_from(tailor_updater::replacements::PROBE_AFTER.as_secs()).unwrap() + 1;
+    h.api.set_lease(Some(-probe_at));
+    let (_, reqs) = h.iterate_at(later(probe_at)).await;
+    assert_eq!(evicted(&reqs).len(), 1, "one probe: {reqs:?}");
+    // Its replacement comes back sized: the webhook is back, and the last old pod goes.
+    let mut next: Vec<Pod> = vec![pod(3, "100m", json!({}))];
+    next.extend((4..6).map(|i| pod(i, "100m", unsized_extra.clone())));
+    next.push(pod(6, "250m", json!({"status": {"startTime": ago(10)}})));
+    h.set_pods(next);
+    h.api.set_lease(Some(-probe_at - 10));
+    let (_, reqs) = h.iterate_at(later(probe_at + 10)).await;
+    assert!(evicted(&reqs).contains(&"web-1-3".to_string()), "{reqs:?}");
 }
 
 #[tokio::test]
