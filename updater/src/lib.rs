@@ -32,6 +32,7 @@ pub mod modes;
 pub mod pods;
 pub mod preview;
 pub mod priority;
+pub mod qos;
 pub mod quota;
 pub mod rate_limit;
 pub mod replacements;

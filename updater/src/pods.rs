@@ -156,7 +156,8 @@ pub struct CompactPod {
     pending: bool,
     /// The `Ready` condition is `False` (a pod without one is not counted unready).
     unready: bool,
-    /// `status.qosClass` (what the API server computed at creation; a resize may not change it).
+    /// `status.qosClass` (what the API server computed at creation; a resize may not change it), or without
+    /// a status the class computed from the spec ([`crate::qos::of_spec`]).
     qos: Qos,
     /// Whether every init container would keep a `Guaranteed` pod `Guaranteed` (cpu and memory limits,
     /// requests equal or unset); true without init containers.
@@ -437,7 +438,10 @@ impl CompactPod {
             start_time: status.and_then(|s| s.start_time.as_ref()).map(|t| t.0),
             pending: status.and_then(|s| s.phase.as_deref()) == Some("Pending"),
             unready: conditions(status).any(|c| c.type_ == "Ready" && c.status == "False"),
-            qos: qos_class(status),
+            qos: match qos_class(status) {
+                Qos::Unknown => pod.spec.as_ref().map_or(Qos::Unknown, crate::qos::of_spec),
+                reported => reported,
+            },
             init_guaranteed: init_guaranteed(pod),
             terminating: m.deletion_timestamp.is_some(),
             has_annotations: annotations.is_some(),
@@ -574,7 +578,7 @@ pub fn is_pending(pod: &CompactPod) -> bool {
     pod.pending
 }
 
-/// A pod's quality-of-service class (`status.qosClass`).
+/// A pod's quality-of-service class (`status.qosClass`, or computed from the spec without one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Qos {
     /// No container requests or limits cpu or memory.
@@ -583,11 +587,11 @@ pub enum Qos {
     Burstable,
     /// Every container has cpu and memory limits equal to its requests.
     Guaranteed,
-    /// Not reported (a pod read from a snapshot without status).
+    /// Neither reported nor computable (a pod without a spec).
     Unknown,
 }
 
-/// The pod's QoS class as the API server reported it.
+/// The pod's QoS class as the API server reported it, or computed from its spec without a status.
 pub fn qos(pod: &CompactPod) -> Qos {
     pod.qos
 }

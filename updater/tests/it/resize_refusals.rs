@@ -1,7 +1,8 @@
 //! In-place resizes the API server would refuse are not sent (issue 30 item 5), through `tailor plan`'s path
 //! (the binary's iteration over a snapshot): a BestEffort pod that would gain requests is evicted instead
 //! in `InPlaceOrRecreate` (upstream's fallback) and skipped with the reason in `InPlace`, where the PATCH
-//! used to fail every interval.
+//! used to fail every interval. A pod read without `status.qosClass` (a snapshot from manifests) gets the
+//! same check, its class computed from its spec.
 
 use std::time::Duration;
 
@@ -11,7 +12,14 @@ use tailor_updater::preview::plan::{PlanSettings, plan};
 use tailor_updater::preview::snapshot::Snapshot;
 use tailor_updater::rate_limit::RateSettings;
 
-fn snapshot(mode: &str) -> Snapshot {
+/// Deployment `web` with two pods that request nothing, under a VPA in `mode`; `reported` puts the API
+/// server's `status.qosClass` on the pods.
+fn snapshot(mode: &str, reported: bool) -> Snapshot {
+    let qos = if reported {
+        "\n  qosClass: BestEffort"
+    } else {
+        ""
+    };
     let mut text = format!(
         r#"
 apiVersion: apps/v1
@@ -59,8 +67,7 @@ spec:
   nodeName: node-1
   containers: [{{name: app, image: app}}]
 status:
-  phase: Running
-  qosClass: BestEffort
+  phase: Running{qos}
   startTime: "2026-01-01T00:00:00Z"
 "#
         ));
@@ -71,6 +78,10 @@ status:
 }
 
 async fn actions(mode: &str) -> Vec<(String, Option<String>)> {
+    actions_of(mode, true).await
+}
+
+async fn actions_of(mode: &str, reported: bool) -> Vec<(String, Option<String>)> {
     let settings = PlanSettings {
         iteration: IterationConfig {
             gates: FeatureGates {
@@ -92,7 +103,7 @@ async fn actions(mode: &str) -> Vec<(String, Option<String>)> {
         floor: None,
         resize_rules: Default::default(),
     };
-    plan(&snapshot(mode), &settings)
+    plan(&snapshot(mode, reported), &settings)
         .await
         .pods
         .into_iter()
@@ -120,4 +131,17 @@ async fn in_place_mode_skips_it_with_the_reason_instead_of_failing_every_interva
             "{reason}"
         );
     }
+}
+
+#[tokio::test]
+async fn without_a_reported_class_the_class_comes_from_the_spec() {
+    let got = actions_of("InPlace", false).await;
+    assert_eq!(got.len(), 2);
+    for (action, reason) in &got {
+        assert_eq!(action, "skip");
+        let reason = reason.as_deref().unwrap_or_default();
+        assert!(reason.contains("from BestEffort to Burstable"), "{reason}");
+    }
+    let got = actions_of("InPlaceOrRecreate", false).await;
+    assert!(got.iter().all(|(a, _)| a == "evict"), "{got:?}");
 }
