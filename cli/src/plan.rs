@@ -40,7 +40,8 @@ fn duration(s: &str) -> Result<std::time::Duration, String> {
 #[command(group(clap::ArgGroup::new("mode").required(true).args(["snapshot", "case"])))]
 pub struct PlanArgs {
     /// Snapshot files or directories (`kubectl get -o yaml` output: pods, Tailor VPAs, workloads,
-    /// PodDisruptionBudgets, LimitRanges, the webhook's Lease), YAML or JSON, `List`s included.
+    /// PodDisruptionBudgets, LimitRanges, the webhook's Lease and MutatingWebhookConfiguration, whose pod
+    /// webhook gives the scope when no --webhook-* flag does), YAML or JSON, `List`s included.
     #[arg(value_name = "SNAPSHOT", conflicts_with = "case")]
     pub snapshot: Vec<PathBuf>,
     /// The iteration's clock (RFC 3339; default: now).

@@ -78,7 +78,53 @@ pub fn parse_selector(text: &str) -> Result<Option<LabelSelector>, ScopeError> {
     Ok((!empty).then_some(selector))
 }
 
+/// The name the chart gives Tailor's pod webhook in its MutatingWebhookConfiguration.
+pub const POD_WEBHOOK_NAME: &str = "pods.admission.tailor.dev";
+/// The namespace label the API server sets on every namespace, which the chart's exclusions use.
+const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// A selector that selects everything is no selector.
+fn non_empty(selector: LabelSelector) -> Option<LabelSelector> {
+    let empty = selector
+        .match_labels
+        .as_ref()
+        .is_none_or(BTreeMap::is_empty)
+        && selector
+            .match_expressions
+            .as_ref()
+            .is_none_or(Vec::is_empty);
+    (!empty).then_some(selector)
+}
+
 impl WebhookScope {
+    /// The scope of a registered pod webhook: its `namespaceSelector`'s `kubernetes.io/metadata.name NotIn`
+    /// terms are the excluded namespaces (at most [`MAX_EXCLUDED_NAMESPACES`]), its other terms the namespace
+    /// selector, its `objectSelector` the object selector. What `tailor plan` reads from a snapshot holding
+    /// the configuration, so that it plans for the webhook as registered without the chart's flags.
+    pub fn of_webhook(
+        webhook: &k8s_openapi::api::admissionregistration::v1::MutatingWebhook,
+    ) -> WebhookScope {
+        let mut excluded = Vec::new();
+        let namespace_selector = webhook.namespace_selector.clone().and_then(|mut s| {
+            if let Some(terms) = s.match_expressions.as_mut() {
+                terms.retain(|t| {
+                    let exclusion = t.key == NAMESPACE_NAME_LABEL && t.operator == "NotIn";
+                    if exclusion {
+                        excluded.extend(t.values.iter().flatten().cloned());
+                    }
+                    !exclusion
+                });
+            }
+            non_empty(s)
+        });
+        excluded.truncate(MAX_EXCLUDED_NAMESPACES);
+        WebhookScope {
+            excluded_namespaces: excluded,
+            object_selector: webhook.object_selector.clone().and_then(non_empty),
+            namespace_selector,
+        }
+    }
+
     /// The scope from the flags' texts: comma-separated namespaces, and a label selector as JSON (the
     /// chart renders `admission.webhook.objectSelector` with `toJson`; empty or `{}`: every pod).
     pub fn parse(excluded_namespaces: &str, object_selector: &str) -> Result<Self, ScopeError> {
@@ -180,5 +226,53 @@ mod tests {
             )
             .is_err()
         );
+    }
+}
+
+#[cfg(test)]
+mod webhook_tests {
+    use super::*;
+
+    #[test]
+    fn the_scope_of_the_charts_pod_webhook() {
+        let webhook: k8s_openapi::api::admissionregistration::v1::MutatingWebhook =
+            serde_json::from_value(serde_json::json!({
+                "name": POD_WEBHOOK_NAME,
+                "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                "clientConfig": {"service": {"namespace": "tailor", "name": "tailor-admission"}},
+                "namespaceSelector": {"matchExpressions": [
+                    {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["tailor", "kube-system"]},
+                    {"key": "team", "operator": "In", "values": ["shop"]}
+                ]},
+                "objectSelector": {"matchLabels": {"sized": "yes"}}
+            }))
+            .unwrap();
+        let scope = WebhookScope::of_webhook(&webhook);
+        assert_eq!(scope.excluded_namespaces, ["tailor", "kube-system"]);
+        assert!(scope.namespace_excluded("kube-system", None).is_some());
+        let shop: BTreeMap<String, String> = [("team".to_string(), "shop".to_string())].into();
+        assert_eq!(scope.namespace_excluded("web", Some(&shop)), None);
+        assert!(
+            scope
+                .namespace_excluded("web", Some(&BTreeMap::new()))
+                .is_some()
+        );
+        assert!(scope.pod_excluded(&BTreeMap::new()).is_some());
+        // Only the chart's exclusions: no namespace selector is left.
+        let plain: k8s_openapi::api::admissionregistration::v1::MutatingWebhook =
+            serde_json::from_value(serde_json::json!({
+                "name": POD_WEBHOOK_NAME,
+                "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                "clientConfig": {"url": "https://x"},
+                "namespaceSelector": {"matchExpressions": [
+                    {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["tailor"]}
+                ]},
+                "objectSelector": {}
+            }))
+            .unwrap();
+        let scope = WebhookScope::of_webhook(&plain);
+        assert_eq!(scope.namespace_selector, None);
+        assert_eq!(scope.object_selector, None);
+        assert!(!scope.needs_namespace_labels());
     }
 }

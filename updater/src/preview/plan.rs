@@ -309,6 +309,32 @@ pub struct Plan {
     pub notes: Vec<String>,
 }
 
+/// The iteration settings of a plan: without webhook-scope flags, the scope of the webhook as the snapshot's
+/// MutatingWebhookConfiguration registers it (the deployed updater gets the same from the chart's flags), said
+/// in a note.
+fn iteration_for(
+    snapshot: &Snapshot,
+    settings: &PlanSettings,
+    notes: &mut Vec<String>,
+) -> crate::iteration::IterationConfig {
+    let mut iteration = settings.iteration.clone();
+    if iteration.webhook_scope == crate::scope::WebhookScope::default()
+        && let Some(scope) = &snapshot.webhook_scope
+    {
+        iteration.webhook_scope = scope.clone();
+        notes.push(format!(
+            "webhook scope from the snapshot's MutatingWebhookConfiguration ({}): namespaces excluded: {}",
+            crate::scope::POD_WEBHOOK_NAME,
+            if scope.excluded_namespaces.is_empty() {
+                "none".to_owned()
+            } else {
+                scope.excluded_namespaces.join(", ")
+            }
+        ));
+    }
+    iteration
+}
+
 /// Plans one iteration over `snapshot`.
 pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
     let mut notes = Vec::new();
@@ -380,11 +406,12 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
             })
             .collect(),
     ));
+    let iteration = iteration_for(snapshot, settings, &mut notes);
     let mut actuator = DryRun::new(snapshot, settings.rate, settings.interval);
     let mut state = UpdaterState::default();
     let mut gauges = IterationGauges::default();
     let report = run_once(
-        &settings.iteration,
+        &iteration,
         &mut state,
         &view,
         &mut actuator,

@@ -44,6 +44,9 @@ pub struct Snapshot {
     pub namespaces: Vec<Namespace>,
     /// Upstream VPAs, trimmed (those without a `targetRef` are left out).
     pub upstream_vpas: Vec<UpstreamVpa>,
+    /// The scope of Tailor's pod webhook, from a MutatingWebhookConfiguration in the snapshot that registers
+    /// one ([`crate::scope::POD_WEBHOOK_NAME`]).
+    pub webhook_scope: Option<crate::scope::WebhookScope>,
     /// Documents of other kinds, ignored (`apiVersion/kind`, for the user).
     pub ignored: Vec<String>,
 }
@@ -57,6 +60,7 @@ enum Kept {
     Lease(Box<Lease>),
     Namespace(Box<Namespace>),
     Upstream(Option<UpstreamVpa>),
+    Webhook(Option<Box<crate::scope::WebhookScope>>),
     Ignored(String),
 }
 
@@ -69,6 +73,15 @@ impl Keep for Kept {
             ("", "ResourceQuota") => Kept::Quota(Box::new(o.decode()?)),
             ("coordination.k8s.io", "Lease") => Kept::Lease(Box::new(o.decode()?)),
             ("", "Namespace") => Kept::Namespace(Box::new(o.decode()?)),
+            ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
+                let config: k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration =
+                    o.decode()?;
+                Kept::Webhook(
+                    (config.webhooks.iter().flatten())
+                        .find(|w| w.name == crate::scope::POD_WEBHOOK_NAME)
+                        .map(|w| Box::new(crate::scope::WebhookScope::of_webhook(w))),
+                )
+            }
             (tailor_crds::UPSTREAM_GROUP, "VerticalPodAutoscaler") => {
                 Kept::Upstream(UpstreamVpa::of(o.decode::<UpstreamVpaObject>()?))
             }
@@ -105,6 +118,11 @@ impl Snapshot {
             Kept::Lease(lease) => self.leases.push(*lease),
             Kept::Namespace(ns) => self.namespaces.push(*ns),
             Kept::Upstream(vpa) => self.upstream_vpas.extend(vpa),
+            Kept::Webhook(scope) => {
+                if let Some(scope) = scope {
+                    self.webhook_scope = Some(*scope);
+                }
+            }
             Kept::Ignored(what) => self.ignored.push(what),
         }
     }

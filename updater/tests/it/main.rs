@@ -6,4 +6,5 @@ mod conformance;
 mod loop_api;
 mod quota_fit;
 mod resize_refusals;
+mod snapshot_scope;
 mod upstream_sized;
