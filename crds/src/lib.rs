@@ -21,5 +21,6 @@ pub use vpa::*;
 
 /// The API group of Tailor's resources.
 pub const GROUP: &str = "autoscaling.tailor.dev";
-/// The upstream API group, which Tailor never reads or writes at run time.
+/// The upstream API group: Tailor never writes it; its updater reads upstream VPAs (read-only) to stand down
+/// on the workloads they also cover.
 pub const UPSTREAM_GROUP: &str = "autoscaling.k8s.io";

@@ -109,7 +109,8 @@ fn workload<K: WorkloadKind>(
 
 impl IndexObject {
     /// What the index reads of `object`; `None` for kinds it does not read, and for upstream
-    /// `autoscaling.k8s.io` objects (which Tailor never reads: `tailor convert` rewrites them).
+    /// `autoscaling.k8s.io` objects (the pod → VPA index holds Tailor's alone; the updater's snapshot keeps
+    /// upstream VPAs apart, and `tailor convert` rewrites them).
     pub fn of(object: &Object) -> Option<Result<IndexObject, String>> {
         let o = object;
         Some(match (o.group(), o.kind.as_str()) {
