@@ -46,6 +46,9 @@ pub struct ControllerConfig {
     pub scale_cache_ttl: Duration,
     /// Aggregate GC interval (1 hour upstream).
     pub aggregate_gc_interval: Duration,
+    /// `--feature-gates=PerVPAConfig=true`: a container policy's `oomBumpUpRatio` and `oomMinBumpUp` bump
+    /// its OOMs instead of the flags' (upstream's alpha gate, off by default).
+    pub per_vpa_config: bool,
 }
 
 impl Default for ControllerConfig {
@@ -68,6 +71,7 @@ impl Default for ControllerConfig {
             profile: None,
             scale_cache_ttl: Duration::from_secs(600),
             aggregate_gc_interval: Duration::from_secs(3600),
+            per_vpa_config: false,
         }
     }
 }

@@ -109,6 +109,12 @@ struct Args {
     /// annotations select one.
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     cpu_time_of_day_histograms: bool,
+    /// Feature gates, `Name=bool` separated by commas: `PerVPAConfig` applies a container policy's
+    /// `oomBumpUpRatio` and `oomMinBumpUp` to its OOMs (upstream's alpha gate; its
+    /// `memoryAggregationInterval*` are not applied). The webhook's other gates are accepted and change
+    /// nothing here.
+    #[arg(long, default_value = "")]
+    feature_gates: String,
     /// Only handle VPAs (and watch objects) in this namespace.
     #[arg(long, default_value = "")]
     vpa_object_namespace: String,
@@ -246,6 +252,7 @@ impl Args {
                 "--vpa-object-namespace and --ignored-vpa-object-namespaces are mutually exclusive"
             );
         }
+        let gates = tailor_core::validation::FeatureGates::parse(&self.feature_gates)?;
         let mut engine = self.estimation.engine_config(false)?;
         let profile = tailor_engine::profile::by_name(&self.profile)
             .map_err(|e| anyhow::anyhow!("--profile: {e}"))?;
@@ -267,6 +274,7 @@ impl Args {
             restore_open_windows: self.restore_open_memory_windows,
             aggregations: engine.aggregations,
             recommender: engine.recommender,
+            per_vpa_config: gates.per_vpa_config,
             ..ControllerConfig::default()
         })
     }

@@ -7,7 +7,7 @@ use crate::error::Error;
 use crate::metrics_api::PodMetrics;
 use crate::run_loop::{LoopReport, Recommender};
 use crate::tracked::PodEntry;
-use tailor_engine::model::{ClusterState, ContainerId, ModelError, Sample};
+use tailor_engine::model::{ClusterState, ContainerId, ModelError, OomBump, Sample};
 use tailor_engine::units::Resource;
 
 impl Recommender {
@@ -58,6 +58,31 @@ impl Recommender {
             .any(|(_, e)| self.model.matching_pods(e.index).any(|(_, p)| p == pod))
     }
 
+    /// The OOM bump of the VPA whose pods include `namespace/pod`, from its policy for `container`, with
+    /// `--feature-gates=PerVPAConfig=true` (the flags' otherwise, as upstream).
+    fn oom_bump(&self, namespace: &str, pod: &str, container: &str) -> OomBump {
+        if !self.cfg.per_vpa_config {
+            return OomBump::default();
+        }
+        let vpa = (self.vpas.range((namespace.to_owned(), String::new())..))
+            .take_while(|((ns, _), _)| ns == namespace)
+            .find(|(_, e)| self.model.matching_pods(e.index).any(|(_, p)| p == pod))
+            .and_then(|(_, e)| self.model.vpas().get(e.index));
+        let Some(policy) = vpa.and_then(|v| {
+            tailor_core::policy::container_policy(v.policy.as_ref(), container).cloned()
+        }) else {
+            return OomBump::default();
+        };
+        let value = |q: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>| {
+            q.and_then(|q| tailor_core::quantity::milli_value(q).ok())
+                .map(|milli| milli as f64 / 1000.0)
+        };
+        OomBump {
+            ratio: value(policy.oom_bump_up_ratio.as_ref()).filter(|r| *r >= 1.0),
+            min_bytes: value(policy.oom_min_bump_up.as_ref()).filter(|b| *b >= 0.0),
+        }
+    }
+
     /// Records every queued OOM with its own timestamp (an OOM older than later samples still counts,
     /// unless it is more than one aggregation interval older than the last memory sample).
     pub(crate) fn record_ooms(&mut self, report: &mut LoopReport) {
@@ -88,7 +113,8 @@ impl Recommender {
                 pod: &r.pod,
                 container: &r.container,
             };
-            let result = match self.model.record_oom(id, r.time, r.memory_bytes) {
+            let bump = self.oom_bump(&r.namespace, &r.pod, &r.container);
+            let result = match self.model.record_oom_with(id, r.time, r.memory_bytes, bump) {
                 Ok(bumped) => {
                     tracing::info!(namespace = %r.namespace, pod = %r.pod, container = %r.container, memory = bumped, source = r.source.label(), "OOM recorded");
                     "recorded"

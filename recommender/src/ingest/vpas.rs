@@ -140,11 +140,18 @@ impl Recommender {
                 let mut entry = VpaEntry::new(index, uid, workload);
                 if tailor_core::validation::uses_per_vpa_recommender_config(&v.spec) {
                     // Upstream applies these only behind its alpha PerVPAConfig gate (off by default) and
-                    // logs them otherwise; Tailor's recommender does not apply them (README).
+                    // logs them otherwise. Tailor applies the OOM bumps behind the same gate, and never the
+                    // aggregation intervals (README).
+                    let applied = if self.cfg.per_vpa_config {
+                        "oomBumpUpRatio and oomMinBumpUp bump this VPA's OOMs; memoryAggregationInterval* \
+                         are not applied"
+                    } else {
+                        "not applied without --feature-gates=PerVPAConfig=true; the flags size every VPA"
+                    };
                     tracing::info!(
                         vpa = %format!("{}/{}", key.0, key.1),
                         "containerPolicies set oomBumpUpRatio, oomMinBumpUp or memoryAggregationInterval*: \
-                         not applied, this recommender's flags size every VPA"
+                         {applied}"
                     );
                 }
                 if action == VpaAction::Retarget {

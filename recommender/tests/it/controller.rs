@@ -298,6 +298,44 @@ async fn oom_arriving_after_later_samples_still_bumps_memory() {
     assert!(bumped > plain, "{bumped} vs {plain}");
 }
 
+/// Upstream's per-VPA OOM settings (a container policy's `oomBumpUpRatio` and `oomMinBumpUp`) bump the
+/// memory of the VPA's OOMs with `--feature-gates=PerVPAConfig=true`, as upstream's recommender does behind
+/// the same gate; without it the flags' bump applies, as upstream's does by default.
+#[tokio::test]
+async fn per_vpa_oom_settings_bump_memory_behind_the_gate() {
+    let run = |gate: bool| async move {
+        let mut h = Harness::new(ControllerConfig {
+            per_vpa_config: gate,
+            ..ControllerConfig::default()
+        })
+        .await;
+        let mut v = vpa("default", "web", "Deployment", "web");
+        v.spec.resource_policy = Some(
+            serde_json::from_value(serde_json::json!({"containerPolicies": [{
+                "containerName": "app", "oomBumpUpRatio": "3", "oomMinBumpUp": "0"
+            }]}))
+            .unwrap(),
+        );
+        setup_with(&mut h, &v);
+        add_pods(&mut h, 1);
+        for i in 0..10 {
+            h.loop_with(i * 60, Ok(sample_list(1, i))).await;
+        }
+        oom_transition(&mut h, "web-0", 570);
+        let (report, _) = h.loop_with(600, Ok(sample_list(1, 10))).await;
+        assert_eq!(report.ooms_recorded, 1);
+        target(&h.vpa("default", "web"), "app", "target").1
+    };
+    let flags = run(false).await;
+    let per_vpa = run(true).await;
+    // Request 300Mi: the flags' bump gives max(+100Mi, ×1.2) = 400Mi; the VPA's ×3 gives 900Mi.
+    assert!(
+        (400 * 1024 * 1024..900 * 1024 * 1024).contains(&flags),
+        "{flags}"
+    );
+    assert!(per_vpa >= 900 * 1024 * 1024, "{per_vpa} vs {flags}");
+}
+
 /// The one request that writes a checkpoint: a server-side apply of the whole object.
 fn checkpoint_apply(reqs: &[Recorded]) -> &Recorded {
     let writes: Vec<_> = reqs

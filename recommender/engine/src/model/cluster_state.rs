@@ -52,6 +52,15 @@ pub enum ModelError {
     Rejected(#[from] SampleRejected),
 }
 
+/// A VPA's own OOM bump (upstream's per-VPA `oomBumpUpRatio` and `oomMinBumpUp`); `None` keeps the flag's.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct OomBump {
+    /// Memory after an OOM is at least the memory used times this.
+    pub ratio: Option<f64>,
+    /// Memory after an OOM is at least the memory used plus this many bytes.
+    pub min_bytes: Option<f64>,
+}
+
 /// One usage sample.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sample {
@@ -699,8 +708,26 @@ impl ClusterState {
         t: Nanos,
         requested: ResourceAmount,
     ) -> Result<ResourceAmount, ModelError> {
+        self.record_oom_with(id, t, requested, OomBump::default())
+    }
+
+    /// [`Self::record_oom`] with a VPA's own bump (its container policy's `oomBumpUpRatio` and
+    /// `oomMinBumpUp`, upstream's per-VPA settings) in place of the flags'.
+    pub fn record_oom_with(
+        &mut self,
+        id: ContainerId<'_>,
+        t: Nanos,
+        requested: ResourceAmount,
+        bump: OomBump,
+    ) -> Result<ResourceAmount, ModelError> {
         let (pi, ci) = self.locate(id)?;
-        let config = self.config;
+        let mut config = self.config;
+        if let Some(ratio) = bump.ratio {
+            config.oom_bump_up_ratio = ratio;
+        }
+        if let Some(bytes) = bump.min_bytes {
+            config.oom_min_bump_up_bytes = bytes;
+        }
         let (slot, mut state) = match self.pods[pi].as_ref() {
             Some(p) => (p.containers[ci].slot, p.containers[ci].state),
             None => return Err(ModelError::PodNotFound(id.pod.into())),

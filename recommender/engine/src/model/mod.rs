@@ -13,7 +13,7 @@ pub use aggregate::{
     AggregateCheckpoint, AggregateContainerState, AggregationsConfig, CheckpointError, SampleSink,
 };
 pub use cluster_state::{
-    ClusterState, ContainerId, ContainerRef, ModelError, OpenWindow, PodPhase, Sample,
+    ClusterState, ContainerId, ContainerRef, ModelError, OomBump, OpenWindow, PodPhase, Sample,
     VpaCheckpoint, VpaState,
 };
 pub use container::{ContainerState, SampleRejected};
