@@ -335,7 +335,7 @@ def expect_defaults(docs: list[dict]) -> None:
     expect_quota_fit(docs, enabled=True)
     # The webhook's status Lease: flags and a Role limited to that Lease in the release namespace.
     for a in ["--status-lease-name=tailor-admission", f"--status-lease-namespace={NAMESPACE}",
-              "--status-lease-update-interval=10s"]:
+              "--status-lease-update-interval=3s"]:
         assert a in args(adm), f"admission lacks {a}: {args(adm)}"
     lease_role = one(docs, "Role", f"{RELEASE}-admission-status-lease")
     assert lease_role["metadata"]["namespace"] == NAMESPACE
@@ -353,7 +353,7 @@ UPDATER_DEFAULT_ARGS = [
     "--eviction-rate-limit=-1", "--eviction-rate-burst=1", "--pod-update-threshold=0.1",
     "--in-recommendation-bounds-eviction-lifetime-threshold=12h", "--evict-after-oom-threshold=10m",
     "--use-admission-controller-status=true", "--admission-controller-status-lease-name=tailor-admission",
-    f"--admission-controller-status-lease-namespace={NAMESPACE}", "--admission-controller-status-lease-timeout=1m",
+    f"--admission-controller-status-lease-namespace={NAMESPACE}", "--admission-controller-status-lease-timeout=10s",
     "--log-format=json", "--log-level=info", "--shutdown-timeout=20s",
     f"--webhook-excluded-namespaces={NAMESPACE},kube-system",
     "--daemonset-max-unavailable=1", "--evict-job-pods=false",
