@@ -952,6 +952,18 @@ impl Recommender {
 mod tests {
     use super::*;
 
+    /// Container `app`'s recommendation with target 250m and 256Mi.
+    fn app_at_250m_256mi() -> ContainerRecommendation {
+        ContainerRecommendation {
+            container_name: "app".into(),
+            target: Resources {
+                cpu: Some(250),
+                memory: Some(1 << 28),
+            },
+            ..Default::default()
+        }
+    }
+
     /// A VPA whose spec breaks a rule (applied while the webhook was away) keeps its recommendation written,
     /// with `ConfigUnsupported` saying which field; a target that cannot be resolved has its own reason.
     #[test]
@@ -970,14 +982,7 @@ mod tests {
             "{message}"
         );
         let t0 = to_time_secs(1_000_000_000_000).unwrap();
-        let recs = [ContainerRecommendation {
-            container_name: "app".into(),
-            target: Resources {
-                cpu: Some(250),
-                memory: Some(1 << 28),
-            },
-            ..Default::default()
-        }];
+        let recs = [app_at_250m_256mi()];
         let status = plan_status(
             &[],
             &Findings {
@@ -1215,14 +1220,7 @@ mod tests {
     #[test]
     fn a_planned_write_carries_the_merge_patch_and_the_written_digest() {
         let t0 = to_time_secs(1_000_000_000_000).unwrap();
-        let recs = [ContainerRecommendation {
-            container_name: "app".into(),
-            target: Resources {
-                cpu: Some(250),
-                memory: Some(1 << 28),
-            },
-            ..Default::default()
-        }];
+        let recs = [app_at_250m_256mi()];
         let status = plan_status(
             &[],
             &Findings {

@@ -67,15 +67,7 @@ pub fn parse_selector(text: &str) -> Result<Option<LabelSelector>, ScopeError> {
         serde_json::from_str(text).map_err(|e| ScopeError::Selector(e.to_string()))?;
     tailor_core::target::selector_matches(&selector, &BTreeMap::new())
         .map_err(|e| ScopeError::Selector(e.to_string()))?;
-    let empty = selector
-        .match_labels
-        .as_ref()
-        .is_none_or(BTreeMap::is_empty)
-        && selector
-            .match_expressions
-            .as_ref()
-            .is_none_or(Vec::is_empty);
-    Ok((!empty).then_some(selector))
+    Ok(non_empty(selector))
 }
 
 /// The name the chart gives Tailor's pod webhook in its MutatingWebhookConfiguration.

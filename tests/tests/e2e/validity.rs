@@ -108,25 +108,11 @@ async fn a_new_workload_is_never_sized_to_the_pod_minimum() {
     let env = &env;
     in_namespace(env, "first-status", |ns| async move {
         // Deployment and VPA together, as `kubectl apply -f dir/` sends them; the pods use 400m and 600Mi.
-        env.create_deployment_from(
+        env.create_annotated_deployment(
             &ns,
-            json!({
-                "metadata": {"name": "web"},
-                "spec": {
-                    "replicas": 1,
-                    "selector": {"matchLabels": {"app": "web"}},
-                    "template": {
-                        "metadata": {"labels": {"app": "web"}, "annotations": {
-                            "kwok.x-k8s.io/usage-cpu": "400m",
-                            "kwok.x-k8s.io/usage-memory": "600Mi"
-                        }},
-                        "spec": {"terminationGracePeriodSeconds": 0, "containers": [{
-                            "name": "app", "image": IMAGE,
-                            "resources": {"requests": {"cpu": "10m", "memory": "20Mi"}}
-                        }]}
-                    }
-                }
-            }),
+            "web",
+            1,
+            json!({"kwok.x-k8s.io/usage-cpu": "400m", "kwok.x-k8s.io/usage-memory": "600Mi"}),
         )
         .await?;
         env.create_vpa(&ns, vpa_manifest("web", "web", "Initial"))

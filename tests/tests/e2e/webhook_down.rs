@@ -75,25 +75,11 @@ async fn a_vpa_admitted_while_the_webhook_was_down_keeps_its_status_written() {
     let env = &env;
     let replicas = env.running_webhooks().await;
     in_namespace(env, "down-invalid", |ns| async move {
-        env.create_deployment_from(
+        env.create_annotated_deployment(
             &ns,
-            json!({
-                "metadata": {"name": "web"},
-                "spec": {
-                    "replicas": 1,
-                    "selector": {"matchLabels": {"app": "web"}},
-                    "template": {
-                        "metadata": {"labels": {"app": "web"}, "annotations": {
-                            "kwok.x-k8s.io/usage-cpu": "300m",
-                            "kwok.x-k8s.io/usage-memory": "300Mi"
-                        }},
-                        "spec": {"terminationGracePeriodSeconds": 0, "containers": [{
-                            "name": "app", "image": IMAGE,
-                            "resources": {"requests": {"cpu": "10m", "memory": "20Mi"}}
-                        }]}
-                    }
-                }
-            }),
+            "web",
+            1,
+            json!({"kwok.x-k8s.io/usage-cpu": "300m", "kwok.x-k8s.io/usage-memory": "300Mi"}),
         )
         .await?;
         let mut bad = vpa_manifest("web", "web", "Off");
