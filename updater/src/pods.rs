@@ -22,6 +22,8 @@ use tailor_core::sizing::{
 };
 use tailor_crds::{ResourceList, VerticalPodAutoscaler};
 
+use crate::qos::Qos;
+
 /// Pod condition the kubelet sets while a resize waits (`Deferred` or `Infeasible`).
 pub const RESIZE_PENDING: &str = "PodResizePending";
 /// Pod condition the kubelet sets while a resize is being actuated.
@@ -576,19 +578,6 @@ pub fn uid(pod: &CompactPod) -> &str {
 /// Whether the pod's phase is `Pending` (scheduled, not yet running; an absent phase counts as running).
 pub fn is_pending(pod: &CompactPod) -> bool {
     pod.pending
-}
-
-/// A pod's quality-of-service class (`status.qosClass`, or computed from the spec without one).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Qos {
-    /// No container requests or limits cpu or memory.
-    BestEffort,
-    /// Neither of the others.
-    Burstable,
-    /// Every container has cpu and memory limits equal to its requests.
-    Guaranteed,
-    /// Neither reported nor computable (a pod without a spec).
-    Unknown,
 }
 
 /// The pod's QoS class as the API server reported it, or computed from its spec without a status.

@@ -1,11 +1,22 @@
-//! A pod's quality-of-service class computed from its spec, as the API server computes `status.qosClass` at
-//! creation: for pods read without a status (a snapshot, a manifest), so that the resize check that a
-//! resize must not change the class still applies to them.
+//! A pod's quality-of-service class ([`Qos`]), and the class computed from its spec as the API server computes
+//! `status.qosClass` at creation ([`of_spec`]): for pods read without a status (a snapshot, a manifest), so
+//! that the resize check that a resize must not change the class still applies to them.
 
 use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
 use tailor_core::quantity::Amount;
 
-use crate::pods::Qos;
+/// A pod's quality-of-service class (`status.qosClass`, or computed from the spec without one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Qos {
+    /// No container requests or limits cpu or memory.
+    BestEffort,
+    /// Neither of the others.
+    Burstable,
+    /// Every container has cpu and memory limits equal to its requests.
+    Guaranteed,
+    /// Neither reported nor computable (a pod without a spec).
+    Unknown,
+}
 
 /// The two resources the class looks at.
 const RESOURCES: [&str; 2] = ["cpu", "memory"];

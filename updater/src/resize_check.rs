@@ -9,7 +9,8 @@
 use json_patch::PatchOperation;
 use tailor_core::quantity;
 
-use crate::pods::{self, CompactPod, Qos};
+use crate::pods::{self, CompactPod};
+use crate::qos::Qos;
 
 /// What the API server accepts, by version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

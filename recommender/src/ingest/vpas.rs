@@ -109,6 +109,24 @@ impl Recommender {
         owned
     }
 
+    /// Says what becomes of a VPA's per-VPA recommender settings: upstream applies them only behind its alpha
+    /// PerVPAConfig gate (off by default) and logs them otherwise. Tailor applies the OOM bumps behind the
+    /// same gate, and never the aggregation intervals (README).
+    fn log_per_vpa_settings(&self, key: &VpaKey, spec: &tailor_crds::VerticalPodAutoscalerSpec) {
+        if !tailor_core::validation::uses_per_vpa_recommender_config(spec) {
+            return;
+        }
+        let applied = if self.cfg.per_vpa_config {
+            "oomBumpUpRatio and oomMinBumpUp bump this VPA's OOMs; memoryAggregationInterval* are not applied"
+        } else {
+            "not applied without --feature-gates=PerVPAConfig=true; the flags size every VPA"
+        };
+        tracing::info!(
+            vpa = %format!("{}/{}", key.0, key.1),
+            "containerPolicies set oomBumpUpRatio, oomMinBumpUp or memoryAggregationInterval*: {applied}"
+        );
+    }
+
     fn sync_vpa(
         &mut self,
         key: &VpaKey,
@@ -138,22 +156,7 @@ impl Recommender {
                     .model
                     .add_vpa(VpaState::new(&key.0, &key.1, res.selector));
                 let mut entry = VpaEntry::new(index, uid, workload);
-                if tailor_core::validation::uses_per_vpa_recommender_config(&v.spec) {
-                    // Upstream applies these only behind its alpha PerVPAConfig gate (off by default) and
-                    // logs them otherwise. Tailor applies the OOM bumps behind the same gate, and never the
-                    // aggregation intervals (README).
-                    let applied = if self.cfg.per_vpa_config {
-                        "oomBumpUpRatio and oomMinBumpUp bump this VPA's OOMs; memoryAggregationInterval* \
-                         are not applied"
-                    } else {
-                        "not applied without --feature-gates=PerVPAConfig=true; the flags size every VPA"
-                    };
-                    tracing::info!(
-                        vpa = %format!("{}/{}", key.0, key.1),
-                        "containerPolicies set oomBumpUpRatio, oomMinBumpUp or memoryAggregationInterval*: \
-                         {applied}"
-                    );
-                }
+                self.log_per_vpa_settings(key, &v.spec);
                 if action == VpaAction::Retarget {
                     // The old workload's history goes, checkpoints included: nothing is restored, the
                     // stored checkpoints are deleted before this loop writes new ones, and the history
