@@ -230,22 +230,19 @@ pub fn sizing_notes(vpa: &VerticalPodAutoscaler) -> Vec<String> {
                 && c.status == "True"
         })
         .map(|c| format!("{}: {}", c.type_, c.message.as_deref().unwrap_or_default()))
-        .chain(invalid_spec_notes(vpa))
+        .chain(invalid_spec_note(vpa))
         .collect()
 }
 
 /// The rules the VPA breaks, by the same function the webhook refuses it with and the recommender reports it
-/// with (`ConfigUnsupported`): one note per error, naming the field.
-fn invalid_spec_notes(vpa: &VerticalPodAutoscaler) -> impl Iterator<Item = String> {
-    tailor_core::validation::validate_spec(&vpa.spec)
-        .errors
-        .into_iter()
-        .take(tailor_core::validation::MAX_LISTED_ERRORS)
-        .map(|e| {
-            let text =
-                tailor_core::text::cut(&e.to_string(), tailor_core::validation::MAX_ERROR_TEXT);
-            format!("InvalidSpec: {text}")
-        })
+/// with (`ConfigUnsupported`), in the webhook's words: one note naming each field.
+fn invalid_spec_note(vpa: &VerticalPodAutoscaler) -> Option<String> {
+    let errors = tailor_core::validation::validate_spec(&vpa.spec).errors;
+    let name = vpa.metadata.name.as_deref().unwrap_or_default();
+    (!errors.is_empty()).then(|| {
+        let text = tailor_core::validation::invalid_message("VerticalPodAutoscaler", name, &errors);
+        format!("InvalidSpec: {text}")
+    })
 }
 
 /// `tailor patch --pod --vpa [--limit-range]`: `{"patch": [...], "pod": {...}}` (plus `"skipped"` when the

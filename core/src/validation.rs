@@ -538,7 +538,7 @@ fn validate_whole(field: &str, resource: &str, q: &Quantity, v: &mut Validation)
     }
     match quantity::Amount::parse(q) {
         Ok(a) if a.is_negative() => invalid(v, "must be greater than or equal to 0".into()),
-        Ok(_) if quantity::amount(resource, q).is_err() => {
+        Ok(a) if (a.amount_i128(resource)).is_none_or(|x| i64::try_from(x).is_err()) => {
             let most = quantity::from_amount(resource, i64::MAX);
             invalid(v, format!("must be at most {}", most.0));
         }

@@ -475,25 +475,16 @@ pub fn plan_status(
     }
 }
 
-/// The `ConfigUnsupported` message of a spec that breaks a validation rule (the webhook's, through the same
-/// function): its errors as the API server would list them, each naming its field; `None` when valid.
-pub fn invalid_spec_message(spec: &tailor_crds::VerticalPodAutoscalerSpec) -> Option<String> {
+/// The `ConfigUnsupported` message of VPA `name` whose spec breaks a validation rule: the webhook's own
+/// refusal of it (the same rules, through the same function), its errors each naming the field; `None` when
+/// valid.
+pub fn invalid_spec_message(
+    name: &str,
+    spec: &tailor_crds::VerticalPodAutoscalerSpec,
+) -> Option<String> {
     let errors = tailor_core::validation::validate_spec(spec).errors;
-    if errors.is_empty() {
-        return None;
-    }
-    let shown: Vec<String> = errors
-        .iter()
-        .take(tailor_core::validation::MAX_LISTED_ERRORS)
-        .map(|e| tailor_core::text::cut(&e.to_string(), tailor_core::validation::MAX_ERROR_TEXT))
-        .collect();
-    let more = errors.len().saturating_sub(shown.len());
-    let tail = if more > 0 {
-        format!(" and {more} more errors")
-    } else {
-        String::new()
-    };
-    Some(format!("Invalid spec: {}{tail}", shown.join("; ")))
+    (!errors.is_empty())
+        .then(|| tailor_core::validation::invalid_message("VerticalPodAutoscaler", name, &errors))
 }
 
 /// Whether a status digesting to `new` must be written over the stored one digesting to `old`: they
@@ -771,7 +762,8 @@ impl Recommender {
         view: &mut LoopView,
     ) -> Option<Findings> {
         let e = self.vpas.get(key)?;
-        let mut invalid_spec = invalid_spec_message(&v.spec);
+        let mut invalid_spec =
+            invalid_spec_message(v.metadata.name.as_deref().unwrap_or_default(), &v.spec);
         let in_place = matches!(
             tailor_core::policy::update_mode(&v.spec),
             UpdateMode::InPlace | UpdateMode::InPlaceOrRecreate
@@ -975,7 +967,7 @@ mod tests {
             }]}
         }))
         .unwrap();
-        let message = invalid_spec_message(&spec).unwrap();
+        let message = invalid_spec_message("web", &spec).unwrap();
         assert!(
             message.contains("spec.resourcePolicy.containerPolicies[0].maxAllowed[cpu]")
                 && message.contains("spec.resourcePolicy.containerPolicies[0].maxAllowed[memory]"),
@@ -1017,7 +1009,10 @@ mod tests {
             .find(|c| c.type_ == cond::CONFIG_UNSUPPORTED)
             .unwrap();
         assert_eq!(c.reason.as_deref(), Some(TARGET_REASON));
-        assert!(invalid_spec_message(&tailor_crds::VerticalPodAutoscalerSpec::default()).is_none());
+        assert!(
+            invalid_spec_message("web", &tailor_crds::VerticalPodAutoscalerSpec::default())
+                .is_none()
+        );
     }
 
     #[test]

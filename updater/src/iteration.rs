@@ -1065,13 +1065,13 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
         vpa_pods: &[Arc<CompactPod>],
     ) -> Result<(), String> {
         let (vpa, now, key) = (self.entry.vpa, self.now, self.key());
+        let probe = (self.config.unsized_replacement_probe_interval)
+            .unwrap_or(crate::replacements::PROBE_AFTER);
         for pod in evictions {
             if let Some(skip) = self.view.quota_hold(vpa, pod, QuotaUse::Replace) {
                 self.set(pod, Action::Skip(skip));
                 continue;
             }
-            let probe = (self.config.unsized_replacement_probe_interval)
-                .unwrap_or(crate::replacements::PROBE_AFTER);
             if let Err(why) = self.state.replacements.may_evict(&key, now, probe) {
                 self.set(pod, Action::Skip(Skip::ReplacementsUnsized));
                 self.block(events::replacements_unsized(&why));

@@ -158,10 +158,11 @@ impl ReplacementWatch {
     /// Records an eviction of one of `key`'s pods at `now`; `pods` are its live pods before the eviction.
     /// Evictions of one iteration share one watch (its UIDs are those before the first).
     pub fn evicted(&mut self, key: &Key, pods: &[Arc<CompactPod>], now: Timestamp) {
-        let probe = matches!(self.watches.get(key), Some(Watch::Paused { .. }));
-        if matches!(self.watches.get(key), Some(Watch::Waiting { .. })) {
-            return;
-        }
+        let probe = match self.watches.get(key) {
+            Some(Watch::Waiting { .. }) => return,
+            Some(Watch::Paused { .. }) => true,
+            None => false,
+        };
         // A probe starts the watch over: its replacement decides.
         self.watches.insert(
             key.clone(),

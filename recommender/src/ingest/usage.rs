@@ -48,14 +48,23 @@ impl Recommender {
         Ok(())
     }
 
+    /// The VPAs (namespace order) whose selector takes `namespace/pod` into the model.
+    fn vpas_selecting<'a>(
+        &'a self,
+        namespace: &'a str,
+        pod: &'a str,
+    ) -> impl Iterator<Item = &'a crate::tracked::VpaEntry> + 'a {
+        (self.vpas.range((namespace.to_owned(), String::new())..))
+            .take_while(move |((ns, _), _)| ns == namespace)
+            .map(|(_, e)| e)
+            .filter(move |e| self.model.matching_pods(e.index).any(|(_, p)| p == pod))
+    }
+
     /// Whether an OOM of `namespace/pod` at `time` happened before the restored checkpoints of a VPA that
     /// selects the pod were written (so they hold it).
     fn already_checkpointed(&self, namespace: &str, pod: &str, time: i64) -> bool {
-        self.vpas
-            .range((namespace.to_owned(), String::new())..)
-            .take_while(|((ns, _), _)| ns == namespace)
-            .filter(|(_, e)| e.restored_at.is_some_and(|t| time <= t))
-            .any(|(_, e)| self.model.matching_pods(e.index).any(|(_, p)| p == pod))
+        self.vpas_selecting(namespace, pod)
+            .any(|e| e.restored_at.is_some_and(|t| time <= t))
     }
 
     /// The OOM bump of the VPA whose pods include `namespace/pod`, from its policy for `container`, with
@@ -64,13 +73,11 @@ impl Recommender {
         if !self.cfg.per_vpa_config {
             return OomBump::default();
         }
-        let vpa = (self.vpas.range((namespace.to_owned(), String::new())..))
-            .take_while(|((ns, _), _)| ns == namespace)
-            .find(|(_, e)| self.model.matching_pods(e.index).any(|(_, p)| p == pod))
-            .and_then(|(_, e)| self.model.vpas().get(e.index));
-        let Some(policy) = vpa.and_then(|v| {
-            tailor_core::policy::container_policy(v.policy.as_ref(), container).cloned()
-        }) else {
+        let vpa = (self.vpas_selecting(namespace, pod).next())
+            .and_then(|e| self.model.vpas().get(e.index));
+        let Some(policy) =
+            vpa.and_then(|v| tailor_core::policy::container_policy(v.policy.as_ref(), container))
+        else {
             return OomBump::default();
         };
         let value = |q: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>| {
