@@ -451,9 +451,18 @@ async fn evictions_pause_when_a_replacement_comes_back_unsized() {
     next.extend((4..6).map(|i| pod(i, "100m", unsized_extra.clone())));
     h.set_pods(next.clone());
     let (_, mut reqs) = h.iterate().await;
-    // The event follows the condition's write through the event queue.
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    reqs.extend(h.api.take());
+    // The event follows the condition's write through the event queue, a task of its own: wait for it
+    // (whatever this machine's speed), at most 10 s.
+    let event_seen = |reqs: &[Recorded]| {
+        reqs.iter().any(|r| {
+            r.path.contains("/events") && r.body.to_string().contains("ReplacementsUnsized")
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !event_seen(&reqs) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        reqs.extend(h.api.take());
+    }
     assert!(evicted(&reqs).is_empty(), "evictions must pause: {reqs:?}");
     let said = |reqs: &[Recorded], what: &str| {
         reqs.iter().any(|r| {
@@ -461,12 +470,7 @@ async fn evictions_pause_when_a_replacement_comes_back_unsized() {
         })
     };
     assert!(said(&reqs, "UpdatesBlocked"), "the condition: {reqs:?}");
-    assert!(
-        reqs.iter()
-            .any(|r| r.path.contains("/events")
-                && r.body.to_string().contains("ReplacementsUnsized")),
-        "the event: {reqs:?}"
-    );
+    assert!(event_seen(&reqs), "the event: {reqs:?}");
     let h_metrics = h.updater.metrics.encode();
     assert!(
         h_metrics.contains("tailor_updater_evictions_paused_workloads 1"),
