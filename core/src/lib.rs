@@ -14,10 +14,12 @@
 //!   matching); kinds outside the well-known set are looked up by the caller.
 //! - [`workload`]: the seven well-known workload kinds reduced to what target matching reads.
 //! - [`convert`]: upstream manifests → Tailor manifests.
+//! - [`fleet`]: fleet onboarding — which VPAs a namespace policy creates, changes and deletes.
 //! - [`json_fields`] and [`text`]: which input fields a typed decode dropped; bounds on input-derived text.
 
 pub mod capping;
 pub mod convert;
+pub mod fleet;
 pub mod json_fields;
 pub mod label_selector;
 pub mod limit_range_merge;
