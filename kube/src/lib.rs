@@ -19,5 +19,6 @@ pub mod scale;
 pub mod scale_cache;
 pub mod shelf;
 pub mod shutdown;
+pub mod upstream_vpa;
 pub mod vpa_event;
 pub mod workload_cache;
