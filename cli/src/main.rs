@@ -5,6 +5,7 @@ pub mod backtest;
 pub mod convert;
 pub mod crds;
 pub mod error;
+pub mod fleet;
 pub mod frontier;
 pub mod input;
 pub mod output;
@@ -42,6 +43,9 @@ enum Command {
     Patch(Box<patch::PatchArgs>),
     /// Preview one updater iteration on a cluster snapshot: evict, resize (with the patch) or skip, per pod.
     Plan(Box<plan::PlanArgs>),
+    /// Preview fleet onboarding on a cluster snapshot: the Tailor VPAs namespace policies would create,
+    /// change and delete, and the workloads they leave out.
+    Fleet(Box<fleet::FleetArgs>),
 }
 
 /// Parses arguments, runs the subcommand and maps errors to exit codes (2 bad input, 1 other failures).
@@ -54,6 +58,7 @@ pub fn main() -> ExitCode {
         Command::Crds(a) => crds::run(&a),
         Command::Patch(a) => patch::run(&a),
         Command::Plan(a) => plan::run(&a),
+        Command::Fleet(a) => fleet::run(&a),
     };
     match result {
         Ok(code) => code,
