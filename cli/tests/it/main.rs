@@ -5,6 +5,7 @@
 
 mod backtest;
 mod cli;
+mod fleet;
 mod patch;
 mod plan;
 mod prometheus;
