@@ -17,6 +17,7 @@ use tailor_core::fleet::{
 };
 use tailor_crds::{UpdateMode, VerticalPodAutoscaler};
 use tailor_kube::manifests::{self, Keep, ManifestError, Object, Walk};
+use tailor_kube::upstream_vpa::{UpstreamVpa, UpstreamVpaObject};
 
 use crate::error::InputError;
 
@@ -208,20 +209,19 @@ impl Keep for Kept {
                         .then(|| OwnedFields::of(&vpa.spec, &annotations)),
                 }))
             }
+            // Read as the updater reads them; one without a target covers nothing.
             (tailor_crds::UPSTREAM_GROUP, "VerticalPodAutoscaler") => {
-                let (kind, target) = (
-                    text_at(v, "/spec/targetRef/kind"),
-                    text_at(v, "/spec/targetRef/name"),
-                );
-                if kind.is_empty() || target.is_empty() {
-                    return Ok(Kept::Other);
+                match UpstreamVpa::of(o.decode::<UpstreamVpaObject>()?) {
+                    Some(u) if !u.target_kind.is_empty() && !u.target_name.is_empty() => {
+                        Kept::Upstream(UpstreamTarget {
+                            namespace: u.namespace,
+                            vpa: u.name,
+                            kind: u.target_kind,
+                            name: u.target_name,
+                        })
+                    }
+                    _ => Kept::Other,
                 }
-                Kept::Upstream(UpstreamTarget {
-                    namespace,
-                    vpa: name,
-                    kind,
-                    name: target,
-                })
             }
             _ if namespace.is_empty() => Kept::Other,
             _ => Kept::Candidate(Box::new(candidate(&o, namespace, name))),
