@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 
 use crate::cluster_view::{self, ClusterView, ViewConfig, new_view, spawn_view_watchers};
 use crate::config::ControllerConfig;
+use crate::fleet::{FleetConfig, FleetController, FleetView, sources, writer::ApiWriter};
 use crate::history::HistoryBootstrap;
 use crate::http::{Health, router};
 use crate::metrics::Metrics;
@@ -41,6 +42,8 @@ pub struct DaemonSettings {
     pub rate: ApiRateFlags,
     /// After SIGTERM, everything ends within this long.
     pub shutdown_timeout: Duration,
+    /// Fleet onboarding (`None`: off).
+    pub fleet: Option<FleetConfig>,
 }
 
 /// Why the recommender stopped other than by SIGTERM.
@@ -78,7 +81,10 @@ pub struct Daemon {
 impl Daemon {
     /// Binds the endpoints and serves them from now on (as on standby until the lease is held).
     pub async fn start(settings: DaemonSettings) -> Result<Daemon, DaemonError> {
-        let metrics = Arc::new(Metrics::new());
+        let metrics = Arc::new(match settings.fleet {
+            Some(_) => Metrics::with_fleet(),
+            None => Metrics::new(),
+        });
         let interval = settings.controller.interval;
         let health = Arc::new(match settings.lease {
             Some(_) => Health::standby(interval),
@@ -169,6 +175,16 @@ impl Daemon {
         if !caches.wait_until_ready(shutdown, &fence).await? {
             return Ok(());
         }
+        let fleet = (s.fleet.clone()).map(|config| {
+            let namespace = s.controller.vpa_object_namespace.clone();
+            let parts = FleetParts {
+                client: &client,
+                stores: &caches.stores,
+                fence: &fence,
+                metrics: &self.metrics,
+            };
+            start_fleet(parts, config, namespace, shutdown)
+        });
         let cfg = s.controller;
         tracing::info!(recommender = %cfg.recommender_name, interval = ?cfg.interval, "caches ready; starting the loop");
         let limiter = RateLimiter::new(s.rate.kube_api_qps, s.rate.kube_api_burst);
@@ -193,6 +209,9 @@ impl Daemon {
             })
             .await;
         caches.abort();
+        for task in fleet.into_iter().flatten() {
+            task.abort();
+        }
         match stopped {
             Stopped::LeaseLost => {
                 // Said in the log as well as on exit: the holder task that also says it may be cut off first.
@@ -206,6 +225,44 @@ impl Daemon {
             }
         }
     }
+}
+
+/// What the fleet shares with the loop.
+struct FleetParts<'a> {
+    client: &'a Client,
+    stores: &'a Stores,
+    fence: &'a Fence,
+    metrics: &'a Arc<Metrics>,
+}
+
+/// Starts fleet onboarding on the leader: its watches, the upstream VPA reader and its controller
+/// (stopped by `shutdown` or a lost lease); the tasks, for aborting.
+fn start_fleet(
+    p: FleetParts<'_>,
+    config: FleetConfig,
+    namespace: String,
+    shutdown: &Shutdown,
+) -> Vec<JoinHandle<()>> {
+    let view = FleetView::new(&config.kinds);
+    let mut tasks = sources::spawn_watches(p.client, &config.kinds, &view);
+    let upstream = tailor_kube::upstream_vpa::UpstreamVpas::start(p.client, &namespace);
+    tracing::info!(
+        kinds = config.kinds.len(),
+        qps = config.qps,
+        "fleet onboarding on"
+    );
+    let controller = FleetController::new(
+        config,
+        view,
+        p.stores.vpas.clone(),
+        upstream,
+        Some(namespace),
+        ApiWriter::new(p.client.clone()),
+        p.fence.clone(),
+        Arc::new(p.metrics.fleet.clone()),
+    );
+    tasks.push(tokio::spawn(controller.run(shutdown.wait())));
+    tasks
 }
 
 /// The leader's caches: the stores the loop reads and the cluster view, with their watch tasks.

@@ -16,6 +16,7 @@ pub mod config;
 pub mod daemon;
 pub mod error;
 pub mod events;
+pub mod fleet;
 pub mod history;
 pub mod hpa;
 pub mod http;

@@ -1,6 +1,7 @@
 //! Prometheus metrics of the recommender (`tailor_recommender_*`), served on `/metrics`.
 
 use crate::error::Error;
+use crate::fleet::metrics::FleetMetrics;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -40,6 +41,8 @@ pub struct Metrics {
     pub sized_within_cluster: Family<Labels, Gauge>,
     /// Unix time of the last finished loop.
     pub last_loop_timestamp: Gauge,
+    /// Fleet onboarding (`tailor_fleet_*`; registered only when the feature is on).
+    pub fleet: FleetMetrics,
 }
 
 /// One loop's count of VPAs changed by sizing within the cluster, per reason.
@@ -66,7 +69,8 @@ impl Default for Metrics {
 impl Metrics {
     /// Registers every metric.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("tailor_recommender");
+        let mut root = Registry::default();
+        let registry = root.sub_registry_with_prefix("tailor_recommender");
         let m = Metrics {
             step_duration: Family::new_with_constructor(step_histogram),
             vpas: Gauge::default(),
@@ -80,6 +84,7 @@ impl Metrics {
             errors: Family::default(),
             sized_within_cluster: Family::default(),
             last_loop_timestamp: Gauge::default(),
+            fleet: FleetMetrics::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -130,7 +135,18 @@ impl Metrics {
             "Unix time the last loop finished",
             m.last_loop_timestamp.clone(),
         );
-        Metrics { registry, ..m }
+        Metrics {
+            registry: root,
+            ..m
+        }
+    }
+
+    /// The recommender's metrics with the fleet's (`tailor_fleet_*`) registered too.
+    pub fn with_fleet() -> Self {
+        let mut m = Metrics::new();
+        m.fleet
+            .register(m.registry.sub_registry_with_prefix("tailor_fleet"));
+        m
     }
 
     /// Counts an error under its [`Error::metric_label`] (the caller logs it).

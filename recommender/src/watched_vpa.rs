@@ -13,10 +13,14 @@ use tailor_crds::{
 
 use crate::written::StatusDigest;
 
-/// Metadata as the VPA store keeps it: labels and managed fields go, nothing reads them; annotations stay
-/// (post-processor switches).
+/// Metadata as the VPA store keeps it: managed fields and every label but the managed-by one (which, with
+/// the fleet's annotation, marks the VPAs the fleet created) go; annotations stay (post-processor switches).
 fn stored_metadata(m: ObjectMeta) -> ObjectMeta {
+    let managed_by = (m.labels.as_ref())
+        .and_then(|l| l.get_key_value(tailor_core::fleet::MANAGED_BY_LABEL))
+        .map(|(k, v)| std::collections::BTreeMap::from([(k.clone(), v.clone())]));
     ObjectMeta {
+        labels: managed_by,
         name: m.name,
         namespace: m.namespace,
         uid: m.uid,
@@ -138,7 +142,8 @@ mod tests {
         let json = serde_json::json!({
             "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
             "metadata": {"name": "web", "namespace": "ns", "uid": "u1", "generation": 3,
-                "labels": {"a": "b"}, "annotations": {"tailor.dev/x": "y"},
+                "labels": {"a": "b", "app.kubernetes.io/managed-by": "tailor"},
+                "annotations": {"tailor.dev/x": "y"},
                 "managedFields": [{"manager": "kubectl"}]},
             "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
                 "recommenders": [{"name": "default"}]},
@@ -153,7 +158,16 @@ mod tests {
         let w: WatchedVpa = serde_json::from_value(json).unwrap();
         assert_eq!(w.metadata.name.as_deref(), Some("web"));
         assert_eq!(w.metadata.generation, Some(3));
-        assert!(w.metadata.labels.is_none() && w.metadata.managed_fields.is_none());
+        assert!(w.metadata.managed_fields.is_none());
+        // Of the labels only the managed-by one stays (the fleet's mark).
+        let labels = w.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            labels.into_iter().collect::<Vec<_>>(),
+            [(
+                "app.kubernetes.io/managed-by".to_owned(),
+                "tailor".to_owned()
+            )]
+        );
         assert_eq!(w.metadata.annotations, full.metadata.annotations);
         assert_eq!(w.spec, full.spec);
         let s = w.status.as_ref().unwrap();

@@ -21,6 +21,7 @@ use tailor_prometheus::flags::PrometheusFlags;
 use tailor_recommender::cluster_view::ViewConfig;
 use tailor_recommender::config::ControllerConfig;
 use tailor_recommender::daemon::{Daemon, DaemonSettings};
+use tailor_recommender::fleet::FleetFlags;
 use tailor_recommender::history::{HistoryBootstrap, HistoryOptions};
 use tailor_recommender::karpenter::InstanceTable;
 
@@ -115,6 +116,9 @@ struct Args {
     /// nothing here.
     #[arg(long, default_value = "")]
     feature_gates: String,
+    /// Fleet onboarding: `--fleet-*`.
+    #[command(flatten)]
+    fleet: FleetFlags,
     /// Only handle VPAs (and watch objects) in this namespace.
     #[arg(long, default_value = "")]
     vpa_object_namespace: String,
@@ -199,7 +203,16 @@ impl Args {
             tracing::warn!("--storage=prometheus: checkpoints are neither read nor written");
         }
         let _ = self.min_checkpoints;
+        let profiles = std::iter::once(tailor_engine::profile::UPSTREAM)
+            .chain(tailor_engine::profile::PROFILES.iter().map(|p| p.name))
+            .map(str::to_owned)
+            .collect();
+        let own_namespace = std::env::var("POD_NAMESPACE").ok();
+        let fleet = (self.fleet)
+            .config(own_namespace.as_deref(), profiles)
+            .map_err(anyhow::Error::msg)?;
         Ok(DaemonSettings {
+            fleet,
             lease: self.leader.validated()?,
             controller,
             view,

@@ -8,6 +8,7 @@ mod checkpoint_faults;
 mod checkpoint_names;
 mod clock;
 mod controller;
+mod fleet;
 mod harness;
 mod history_faults;
 mod history_restored;
