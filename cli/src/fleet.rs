@@ -446,6 +446,7 @@ fn delete_reason(r: &DeleteReason) -> String {
     match r {
         DeleteReason::NamespaceNotChosen => "NamespaceNotChosen".into(),
         DeleteReason::WorkloadGone => "WorkloadGone".into(),
+        DeleteReason::Replaced => "Replaced".into(),
         DeleteReason::Skipped(reason) => format!("Skipped: {}", reason.as_str()),
     }
 }

@@ -122,6 +122,11 @@ pub fn read(
     settings: &FleetSettings,
 ) -> Result<Option<NamespacePolicy>, PolicyError> {
     let (mode, source) = match namespace.labels.get(VPA_KEY) {
+        Some(_) if settings.protected.contains(&namespace.name) => {
+            return Err(PolicyError::Protected {
+                namespace: namespace.name.clone(),
+            });
+        }
         Some(value) => {
             let mode = parse_mode(value).ok_or_else(|| PolicyError::UnknownMode {
                 value: cut(value, 64),
@@ -141,11 +146,6 @@ pub fn read(
             _ => return Ok(None),
         },
     };
-    if settings.protected.contains(&namespace.name) {
-        return Err(PolicyError::Protected {
-            namespace: namespace.name.clone(),
-        });
-    }
     let a = &namespace.annotations;
     let min_allowed = resources(a, MIN_ALLOWED_KEY)?;
     let max_allowed = resources(a, MAX_ALLOWED_KEY)?;

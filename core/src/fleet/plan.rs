@@ -188,6 +188,8 @@ pub enum DeleteReason {
     NamespaceNotChosen,
     /// Its workload no longer exists.
     WorkloadGone,
+    /// Its workload gets a VPA under another name (a leftover of an older naming).
+    Replaced,
     /// Its workload is now left out.
     Skipped(SkipReason),
 }
@@ -296,7 +298,12 @@ pub fn plan(
         by_namespace.entry(&w.namespace).or_default().push(w);
     }
     let mut out = FleetPlan::default();
-    let mut seen = Seen::default();
+    let mut seen = Seen {
+        present: (workloads.iter())
+            .map(|w| (w.namespace.clone(), w.kind.clone(), w.name.clone()))
+            .collect(),
+        ..Seen::default()
+    };
     let mut sorted: Vec<&Namespace> = namespaces.iter().collect();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
     for ns in sorted {
@@ -305,11 +312,15 @@ pub fn plan(
             Ok(Some(policy)) => {
                 seen.chosen.insert(ns.name.clone());
                 let mut list = by_namespace.remove(ns.name.as_str()).unwrap_or_default();
-                list.sort_by(|a, b| (&a.kind, &a.name).cmp(&(&b.kind, &b.name)));
+                list.sort_by(|a, b| {
+                    (&a.kind, &a.name, &a.api_version).cmp(&(&b.kind, &b.name, &b.api_version))
+                });
+                let mut named = BTreeSet::new();
                 for w in list {
-                    match decide(w, &policy, &existing) {
+                    match decide(w, &policy, &existing, &named) {
                         Decision::Want { name, apply } => {
                             out.apply.extend(apply.map(|a| *a));
+                            named.insert(name.clone());
                             seen.keep.insert((w.namespace.clone(), name));
                         }
                         Decision::Skip(skip) => {
@@ -349,6 +360,8 @@ struct Seen {
     keep: BTreeSet<(String, String)>,
     /// Why each workload of a chosen namespace was left out.
     skipped: HashMap<TargetKey, SkipReason>,
+    /// Every workload.
+    present: BTreeSet<TargetKey>,
 }
 
 /// The created VPAs to delete (those no rule keeps), and the count by mode of those that stay unchanged.
@@ -381,6 +394,9 @@ fn deletions(vpas: &[ExistingVpa], seen: &Seen, out: &mut FleetPlan) {
         let reason = match skipped {
             _ if !seen.chosen.contains(&v.namespace) => DeleteReason::NamespaceNotChosen,
             Some(reason) => DeleteReason::Skipped(reason),
+            None if target.as_ref().is_some_and(|t| seen.present.contains(t)) => {
+                DeleteReason::Replaced
+            }
             None => DeleteReason::WorkloadGone,
         };
         delete.push(Delete {
@@ -420,8 +436,13 @@ enum Decision {
     Skip(Skip),
 }
 
-fn decide(w: &Workload, policy: &NamespacePolicy, existing: &Existing<'_>) -> Decision {
-    let skip = |reason: SkipReason, detail: String| {
+fn decide(
+    w: &Workload,
+    policy: &NamespacePolicy,
+    existing: &Existing<'_>,
+    named: &BTreeSet<String>,
+) -> Decision {
+    let skip = |(reason, detail): (SkipReason, String)| {
         Decision::Skip(Skip {
             namespace: w.namespace.clone(),
             kind: w.kind.clone(),
@@ -430,77 +451,23 @@ fn decide(w: &Workload, policy: &NamespacePolicy, existing: &Existing<'_>) -> De
             detail,
         })
     };
-    if w.deleting {
-        return skip(SkipReason::Deleting, "being deleted".into());
-    }
-    if let Some(owner) = &w.controlled_by {
-        return skip(
-            SkipReason::ControlledByWorkload,
-            format!("controlled by a {owner}, which gets the VPA"),
-        );
-    }
-    let mut mode = policy.mode.clone();
-    let mut overridden = false;
-    match w.annotation.as_deref().map(str::trim) {
-        None | Some(OPT_IN) => {}
-        Some(OPT_OUT) => {
-            return skip(
-                SkipReason::OptedOut,
-                format!("annotated {VPA_KEY}: \"false\""),
-            );
-        }
-        Some(v) => match parse_mode(v) {
-            Some(m) => {
-                mode = m;
-                overridden = true;
-            }
-            None => {
-                return skip(
-                    SkipReason::InvalidAnnotation,
-                    format!(
-                        "annotation {VPA_KEY}={:?} is neither \"false\" nor a mode (one of {}); its VPA, \
-                         if any, is left as it is",
-                        cut(v, 64),
-                        namespace_policy::MODES.join(", ")
-                    ),
-                );
-            }
-        },
-    }
-    if let Some(v) = existing.user_vpa(w) {
-        return skip(
-            SkipReason::TargetedByVPA,
-            format!("Tailor VPA {} already targets it", v.name),
-        );
-    }
-    let key = (w.namespace.clone(), w.kind.clone(), w.name.clone());
-    if let Some(up) = existing.upstream.get(&key) {
-        return skip(
-            SkipReason::TargetedByUpstreamVPA,
-            format!("upstream VPA {up} (autoscaling.k8s.io) already targets it"),
-        );
-    }
-    let Some(name) = vpa_name(&w.kind, &w.name) else {
-        return skip(
-            SkipReason::NameTooLong,
-            format!(
-                "its VPA's name would be longer than {} bytes",
-                super::MAX_NAME_LEN
-            ),
-        );
+    let (mode, overridden) = match mode_of_workload(w, policy) {
+        Ok(m) => m,
+        Err(why) => return skip(why),
     };
-    let found = existing.by_name.get(&(w.namespace.as_str(), name.as_str()));
-    if let Some(v) = found.filter(|v| v.managed.is_none()) {
-        return skip(
-            SkipReason::NameTaken,
-            format!("a VPA named {} that Tailor did not create exists", v.name),
-        );
+    if let Some(why) = covered_elsewhere(w, existing) {
+        return skip(why);
     }
+    let name = match free_name(w, existing, named) {
+        Ok(n) => n,
+        Err(why) => return skip(why),
+    };
     let mut source = policy.describe();
     if overridden {
         source.push_str(&format!("; workload annotation {VPA_KEY}={mode}"));
     }
     let vpa = desired(w, &name, policy, mode, &source);
+    let found = existing.by_name.get(&(w.namespace.as_str(), name.as_str()));
     let change = match found.and_then(|v| v.managed.as_ref()) {
         None => Some(Change::Create),
         Some(owned) => {
@@ -517,6 +484,75 @@ fn decide(w: &Workload, policy: &NamespacePolicy, existing: &Existing<'_>) -> De
         })
     });
     Decision::Want { name, apply }
+}
+
+/// The workload's mode (and whether its annotation set it), or why it gets no VPA: being deleted,
+/// controlled by a covered kind, opted out, or an annotation that names no mode.
+fn mode_of_workload(
+    w: &Workload,
+    policy: &NamespacePolicy,
+) -> Result<(UpdateMode, bool), (SkipReason, String)> {
+    if w.deleting {
+        return Err((SkipReason::Deleting, "being deleted".into()));
+    }
+    if let Some(owner) = &w.controlled_by {
+        let detail = format!("controlled by a {owner}, which gets the VPA");
+        return Err((SkipReason::ControlledByWorkload, detail));
+    }
+    match w.annotation.as_deref().map(str::trim) {
+        None | Some(OPT_IN) => Ok((policy.mode.clone(), false)),
+        Some(OPT_OUT) => Err((
+            SkipReason::OptedOut,
+            format!("annotated {VPA_KEY}: \"false\""),
+        )),
+        Some(v) => parse_mode(v).map(|m| (m, true)).ok_or_else(|| {
+            let detail = format!(
+                "annotation {VPA_KEY}={:?} is neither \"false\" nor a mode (one of {}); its VPA, if any, is \
+                 left as it is",
+                cut(v, 64),
+                namespace_policy::MODES.join(", ")
+            );
+            (SkipReason::InvalidAnnotation, detail)
+        }),
+    }
+}
+
+/// Why another autoscaler covers `w` already: a Tailor VPA the fleet did not create, or an upstream one.
+fn covered_elsewhere(w: &Workload, existing: &Existing<'_>) -> Option<(SkipReason, String)> {
+    if let Some(v) = existing.user_vpa(w) {
+        let detail = format!("Tailor VPA {} already targets it", v.name);
+        return Some((SkipReason::TargetedByVPA, detail));
+    }
+    let key = (w.namespace.clone(), w.kind.clone(), w.name.clone());
+    let up = existing.upstream.get(&key)?;
+    let detail = format!("upstream VPA {up} (autoscaling.k8s.io) already targets it");
+    Some((SkipReason::TargetedByUpstreamVPA, detail))
+}
+
+/// The name of `w`'s VPA, or why there is none: too long, held by a VPA the fleet did not create, or
+/// given already in this plan (`named`: a kind of the same name in another group).
+fn free_name(
+    w: &Workload,
+    existing: &Existing<'_>,
+    named: &BTreeSet<String>,
+) -> Result<String, (SkipReason, String)> {
+    let Some(name) = vpa_name(&w.kind, &w.name) else {
+        let detail = format!(
+            "its VPA's name would be longer than {} bytes",
+            super::MAX_NAME_LEN
+        );
+        return Err((SkipReason::NameTooLong, detail));
+    };
+    let found = existing.by_name.get(&(w.namespace.as_str(), name.as_str()));
+    if let Some(v) = found.filter(|v| v.managed.is_none()) {
+        let detail = format!("a VPA named {} that Tailor did not create exists", v.name);
+        return Err((SkipReason::NameTaken, detail));
+    }
+    if named.contains(&name) {
+        let detail = format!("another workload of this namespace gets the VPA named {name}");
+        return Err((SkipReason::NameTaken, detail));
+    }
+    Ok(name)
 }
 
 /// The VPA the fleet writes for `w`: its target, mode and the namespace's defaults, the managed-by label,
@@ -882,6 +918,43 @@ mod tests {
             source.ends_with("workload annotation tailor.dev/vpa=Initial"),
             "{source}"
         );
+    }
+
+    #[test]
+    fn one_name_goes_to_one_workload_and_a_leftover_name_is_replaced() {
+        let mut other = workload("shop", "Deployment", "web");
+        other.api_version = "example.com/v1".into();
+        let ws = vec![workload("shop", "Deployment", "web"), other];
+        let p = plan(
+            &[namespace("shop", Some("Off"))],
+            &ws,
+            &[],
+            &[],
+            &settings(),
+        );
+        assert_eq!(p.apply.len(), 1);
+        assert_eq!(
+            p.apply[0]
+                .vpa
+                .spec
+                .target_ref
+                .as_ref()
+                .and_then(|t| t.api_version.as_deref()),
+            Some("apps/v1")
+        );
+        assert_eq!(p.skipped[0].reason, SkipReason::NameTaken);
+        // A created VPA under an older name for a workload that now gets another is replaced.
+        let mut old = created(&p.apply[0]);
+        old.name = "web-old".into();
+        let p = plan(
+            &[namespace("shop", Some("Off"))],
+            &ws[..1],
+            &[old],
+            &[],
+            &settings(),
+        );
+        assert_eq!(p.apply.len(), 1);
+        assert_eq!(p.delete[0].reason, DeleteReason::Replaced);
     }
 
     #[test]

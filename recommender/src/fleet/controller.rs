@@ -359,6 +359,7 @@ impl<W: FleetWriter> FleetController<W> {
         let why = match &d.reason {
             DeleteReason::NamespaceNotChosen => "its namespace is no longer onboarded".to_owned(),
             DeleteReason::WorkloadGone => "its workload is gone".to_owned(),
+            DeleteReason::Replaced => "its workload has a VPA under another name".to_owned(),
             DeleteReason::Skipped(r) => format!("its workload is now left out ({})", r.as_str()),
         };
         let key = (d.namespace.clone(), d.name.clone());
