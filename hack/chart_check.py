@@ -725,6 +725,34 @@ def expect_instance_types(docs: list[dict]) -> None:
     assert ("karpenter.sh", "nodepools") in recommender_reads(docs)
 
 
+FLEET_READS = {("", "namespaces"), ("argoproj.io", "rollouts"), ("autoscaling.k8s.io", "verticalpodautoscalers")}
+
+
+def recommender_vpa_writes(docs: list[dict]) -> set[str]:
+    cr = one(docs, "ClusterRole", f"{RELEASE}-recommender")
+    return {v for rule in cr["rules"] if rule["apiGroups"] == ["autoscaling.tailor.dev"]
+            and rule["resources"] == ["verticalpodautoscalers"] for v in rule["verbs"]}
+
+
+def expect_fleet_off(docs: list[dict]) -> None:
+    """Fleet onboarding off by default: no flag, no namespace read, no VPA writes."""
+    a = args(deployment(docs, "recommender"))
+    assert not [x for x in a if x.startswith("--fleet")], a
+    assert not FLEET_READS & recommender_reads(docs), recommender_reads(docs)
+    assert recommender_vpa_writes(docs) == {"list", "watch"}, recommender_vpa_writes(docs)
+
+
+def expect_fleet_on(docs: list[dict]) -> None:
+    """Fleet onboarding on: its flags (repeatable ones once per value), its reads and its VPA writes."""
+    a = args(deployment(docs, "recommender"))
+    for flag in ("--fleet-enabled", "--fleet-qps=7", "--fleet-burst=10", "--fleet-default-mode=Initial",
+                 "--fleet-namespace-selector=env in (dev)", "--fleet-resync-interval=30s",
+                 "--fleet-allow-namespace=kube-system", "--fleet-kind=example.com/v1/Widget"):
+        assert flag in a, (flag, a)
+    assert FLEET_READS | {("example.com", "widgets")} <= recommender_reads(docs), recommender_reads(docs)
+    assert recommender_vpa_writes(docs) == {"list", "watch", "create", "patch", "delete"}
+
+
 def expect_no_rbac(docs: list[dict]) -> None:
     kinds = {d["kind"] for d in docs}
     assert not kinds & {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}, kinds
@@ -739,6 +767,12 @@ MATRIX: list[tuple[str, dict, Callable[[list[dict]], None] | None, str]] = [
     ("recommender: node fit and HPA coherence off", {"recommender": {
         "nodeFit": {"enabled": False}, "hpaCoherence": {"enabled": False}}}, expect_sizing_off, NAMESPACE),
     ("quota fit off", {"quotaFit": {"enabled": False}}, expect_quota_fit_off, NAMESPACE),
+    ("fleet onboarding off (default)", {}, expect_fleet_off, NAMESPACE),
+    ("fleet onboarding on, with its options", {"fleet": {
+        "enabled": True, "qps": 7, "defaultMode": "Initial", "namespaceSelector": "env in (dev)",
+        "allowNamespaces": ["kube-system"],
+        "kinds": [{"apiVersion": "example.com/v1", "kind": "Widget", "resource": "widgets"}]}},
+     expect_fleet_on, NAMESPACE),
     ("recommender: NodePool instance types from values", {"recommender": {"nodeFit": {"karpenter": {
         "instanceTypes": [{"name": "big.metal", "cpu": "190", "memory": "700Gi"}]}}}},
      expect_instance_types, NAMESPACE),

@@ -57,6 +57,8 @@ CASES: dict[str, dict] = {
     "defaults": {},
     "leader election": {"recommender": {"leaderElection": {"enabled": True}},
                         "updater": {"leaderElection": {"enabled": True}}},
+    # The recommender's fleet onboarding (tests/tests/it/fleet.rs).
+    "fleet": {"fleet": {"enabled": True}},
     # The updater then lists and watches namespaces (tests/tests/it/plan_parity.rs).
     "webhook namespace selector": {"admission": {"webhook": {"namespaceSelector": {
         "matchLabels": {"tailor.dev/enabled": "true"}}}}},

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use super::FleetConfig;
 use super::metrics::FleetMetrics;
 use super::sources::{FleetInputs, FleetView};
-use super::writer::{EventTarget, FleetEvent, FleetWriter, WriteError};
+use super::writer::{EventTarget, FleetEvent, FleetWriter, WriteError, reference};
 use crate::ratelimit::RateLimiter;
 use crate::watched_vpa::WatchedVpa;
 
@@ -303,6 +303,7 @@ impl<W: FleetWriter> FleetController<W> {
                     warning: true,
                     reason: "FleetPolicyRefused",
                     note: r.message.clone(),
+                    related: None,
                 });
             }
             refusals.insert(r.namespace.clone(), r.message.clone());
@@ -335,6 +336,7 @@ impl<W: FleetWriter> FleetController<W> {
                             s.reason.as_str(),
                             s.detail
                         ),
+                        related: Some(reference("", &s.kind, &s.namespace, &s.name)),
                     });
                 }
             }
@@ -375,6 +377,12 @@ impl<W: FleetWriter> FleetController<W> {
                         warning: false,
                         reason: "FleetDeleted",
                         note,
+                        related: Some(reference(
+                            "autoscaling.tailor.dev/v1",
+                            "VerticalPodAutoscaler",
+                            &d.namespace,
+                            &d.name,
+                        )),
                     })
                     .await;
                 true
@@ -422,6 +430,7 @@ impl<W: FleetWriter> FleetController<W> {
                     warning: false,
                     reason,
                     note,
+                    related: None,
                 };
                 self.writer.event(&event).await;
                 true

@@ -49,7 +49,7 @@ pub struct FleetFlags {
     #[arg(long, default_value = "Off")]
     pub fleet_default_mode: String,
     /// Namespaces never onboarded unless named in `--fleet-allow-namespace` (repeatable); Tailor's own
-    /// namespace (`POD_NAMESPACE`) is always added.
+    /// namespace (the `NAMESPACE` environment variable, which the chart sets) is always added.
     #[arg(long, default_values_t = [KUBE_SYSTEM.to_owned()])]
     pub fleet_protected_namespace: Vec<String>,
     /// A protected namespace that may be onboarded all the same (repeatable).

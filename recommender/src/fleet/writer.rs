@@ -43,7 +43,7 @@ pub enum EventTarget {
 }
 
 /// One event the fleet records.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct FleetEvent {
     /// What it is about.
     pub target: EventTarget,
@@ -53,6 +53,20 @@ pub struct FleetEvent {
     pub reason: &'static str,
     /// What happened, in words.
     pub note: String,
+    /// The object the event is also about (the skipped workload, the deleted VPA): events on one
+    /// namespace with the same reason are told apart by it, not by their note.
+    pub related: Option<ObjectReference>,
+}
+
+/// A reference to `kind` `name` in `namespace` (`api_version` empty when not known).
+pub fn reference(api_version: &str, kind: &str, namespace: &str, name: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: (!api_version.is_empty()).then(|| api_version.to_owned()),
+        kind: Some(kind.to_owned()),
+        namespace: Some(namespace.to_owned()),
+        name: Some(name.to_owned()),
+        ..ObjectReference::default()
+    }
 }
 
 /// How the fleet writes.
@@ -159,7 +173,7 @@ impl FleetWriter for ApiWriter {
             reason: event.reason.into(),
             note: Some(tailor_core::text::cut(&event.note, NOTE_BYTES - 32)),
             action: "Onboard".into(),
-            secondary: None,
+            secondary: event.related.clone(),
         };
         match tokio::time::timeout(CALL_TIMEOUT, self.recorder.publish(&e, &reference)).await {
             Ok(Ok(())) => {}

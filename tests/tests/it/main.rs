@@ -15,6 +15,7 @@ mod architecture;
 mod bad_checkpoints;
 mod binaries;
 mod custom_kinds;
+mod fleet;
 mod lease;
 mod plan_parity;
 mod standin;
