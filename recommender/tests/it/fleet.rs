@@ -445,9 +445,22 @@ async fn a_refused_policy_is_one_warning_and_a_kind_not_listed_is_left_alone() {
         Event::Apply(deployment("tailor", "tailor-recommender", json!({}))),
         &covered(),
     );
+    // A malformed default in a third namespace, and a good one beside them all.
+    let malformed = json!({"tailor.dev/min-allowed": "memory=lots"});
+    for (ns, annotations) in [("typo", malformed), ("good", json!({}))] {
+        let labels = json!({"tailor.dev/vpa": "Off"});
+        f.view
+            .apply_namespace(Event::Apply(namespace(ns, labels, annotations)));
+        let web = deployment(ns, "web", json!({}));
+        f.view.apply_workload(0, Event::Apply(web), &covered());
+    }
     f.controller.pass(Duration::from_secs(30)).await;
     let calls = f.writer.take();
-    assert!(applies(&calls).is_empty());
+    // Nothing from the refused policies; the rest of the fleet is unaffected.
+    assert_eq!(
+        applies(&calls),
+        [("web-deployment".into(), false, "Off".into())]
+    );
     let notes: Vec<String> = (calls.iter())
         .filter_map(|c| match c {
             Call::Event {
@@ -458,7 +471,9 @@ async fn a_refused_policy_is_one_warning_and_a_kind_not_listed_is_left_alone() {
             _ => None,
         })
         .collect();
-    assert_eq!(notes.len(), 2, "{calls:?}");
+    assert_eq!(notes.len(), 3, "{calls:?}");
+    let typo = |n: &String| n.contains("namespace typo") && n.contains("tailor.dev/min-allowed");
+    assert!(notes.iter().any(typo), "{notes:?}");
     assert!(
         notes
             .iter()
@@ -472,7 +487,11 @@ async fn a_refused_policy_is_one_warning_and_a_kind_not_listed_is_left_alone() {
         "{notes:?}"
     );
     f.controller.pass(Duration::from_secs(30)).await;
-    assert!(f.writer.take().is_empty(), "refusals are reported once");
+    let again = f.writer.take();
+    assert!(
+        events(&again).is_empty(),
+        "refusals are reported once: {again:?}"
+    );
     // A created VPA whose kind has no list is neither kept nor deleted.
     let mut f = fixture(&[], Recorder::default(), UpstreamVpas::fixed([]));
     let managed = json!({"app.kubernetes.io/managed-by": "tailor"});

@@ -29,6 +29,7 @@ mod conflicts;
 mod crds;
 mod custom_kinds;
 mod differential;
+mod fleet;
 mod hpa;
 mod in_place;
 mod node_fit;
