@@ -339,7 +339,7 @@ pub struct CacheView<R: ReplicaLookup = ReplicaStores> {
     /// Namespace labels (for the webhook's namespace selector; `None`: not watched).
     pub namespaces: Option<NamespaceLabels>,
     /// Upstream VPAs (`None`: none).
-    pub upstream: Option<crate::upstream::UpstreamVpas>,
+    pub upstream: Option<tailor_kube::upstream_vpa::UpstreamVpas>,
     caches: IterationCaches,
 }
 
@@ -927,7 +927,7 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
     fn upstream_vpa(
         &self,
         vpa: &VerticalPodAutoscaler,
-    ) -> Result<Option<crate::upstream::UpstreamVpa>, String> {
+    ) -> Result<Option<tailor_kube::upstream_vpa::UpstreamVpa>, String> {
         self.upstream.as_ref().map_or(Ok(None), |u| u.covering(vpa))
     }
 }

@@ -40,7 +40,7 @@ pub struct Caches {
     /// Scheduled pods that have not finished, compact.
     pub pods: Store<CompactPod>,
     /// Upstream VPAs (`autoscaling.k8s.io`), trimmed, when the API serves them.
-    pub upstream: crate::upstream::UpstreamVpas,
+    pub upstream: tailor_kube::upstream_vpa::UpstreamVpas,
 }
 
 /// What the caches watch and how often the replica counts of other kinds are read.
@@ -104,7 +104,7 @@ impl Caches {
             namespaces,
             vpas,
             pods,
-            upstream: crate::upstream::UpstreamVpas::start(client, settings.namespace),
+            upstream: tailor_kube::upstream_vpa::UpstreamVpas::start(client, settings.namespace),
         }
     }
 }

@@ -136,7 +136,7 @@ pub trait ClusterView {
     fn upstream_vpa(
         &self,
         _vpa: &VerticalPodAutoscaler,
-    ) -> Result<Option<crate::upstream::UpstreamVpa>, String> {
+    ) -> Result<Option<tailor_kube::upstream_vpa::UpstreamVpa>, String> {
         Ok(None)
     }
 }

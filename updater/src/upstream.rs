@@ -7,9 +7,7 @@
 //! Upstream VPAs are read as [`tailor_kube::upstream_vpa`] keeps them: watched by the binary, read from
 //! the snapshot by `tailor plan`.
 
-use tailor_kube::upstream_vpa::API_VERSION;
-
-pub use tailor_kube::upstream_vpa::{Listing, UpstreamVpa, UpstreamVpaObject, UpstreamVpas};
+use tailor_kube::upstream_vpa::{API_VERSION, UpstreamVpa};
 
 /// The text of the `UpdatesBlocked` condition, and of its one event, on a Tailor VPA whose workload
 /// `upstream` also covers.
@@ -31,7 +29,7 @@ mod tests {
 
     #[test]
     fn the_message_names_the_upstream_vpa() {
-        let object: UpstreamVpaObject = serde_json::from_value(serde_json::json!({
+        let object: tailor_kube::upstream_vpa::UpstreamVpaObject = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "web-vpa", "namespace": "shop"},
             "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}
         }))

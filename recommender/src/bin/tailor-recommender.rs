@@ -207,7 +207,7 @@ impl Args {
             .chain(tailor_engine::profile::PROFILES.iter().map(|p| p.name))
             .map(str::to_owned)
             .collect();
-        let own_namespace = std::env::var("POD_NAMESPACE").ok();
+        let own_namespace = std::env::var("NAMESPACE").ok();
         let fleet = (self.fleet)
             .config(own_namespace.as_deref(), profiles)
             .map_err(anyhow::Error::msg)?;

@@ -389,7 +389,7 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
         );
     view.floor = settings.floor;
     view.resize_rules = settings.resize_rules;
-    view.upstream = Some(crate::upstream::UpstreamVpas::fixed(
+    view.upstream = Some(tailor_kube::upstream_vpa::UpstreamVpas::fixed(
         snapshot.upstream_vpas.iter().cloned(),
     ));
     view.namespaces = Some(NamespaceLabels::Fixed(

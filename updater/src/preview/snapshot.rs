@@ -16,7 +16,7 @@ use tailor_kube::manifests::index_objects::{IndexObject, ManifestIndex, Workload
 use tailor_kube::manifests::{self, Keep, ManifestError, Object, Walk};
 
 use crate::pods::CompactPod;
-use crate::upstream::{UpstreamVpa, UpstreamVpaObject};
+use tailor_kube::upstream_vpa::{UpstreamVpa, UpstreamVpaObject};
 
 /// (kind, namespace, name) of a controller.
 pub type ControllerKey = (String, String, String);

@@ -294,6 +294,7 @@ mod loop_runs {
     use std::sync::{Arc, Mutex};
 
     use tailor_crds::{VerticalPodAutoscaler, VerticalPodAutoscalerCondition};
+    use tailor_kube::upstream_vpa::UpstreamVpas;
     use tailor_updater::cache_view::CacheView;
     use tailor_updater::config::RestrictionConfig;
     use tailor_updater::events::UpdaterEvent;
@@ -304,7 +305,6 @@ mod loop_runs {
     use tailor_updater::preview::snapshot::Snapshot;
     use tailor_updater::resize::ResizePlan;
     use tailor_updater::run_loop::{StatusCheck, Updater};
-    use tailor_updater::upstream::UpstreamVpas;
 
     type Vpas = Arc<Mutex<Vec<Arc<VerticalPodAutoscaler>>>>;
 
@@ -459,7 +459,7 @@ async fn the_loop_acts_beside_an_upstream_vpa_that_is_off() {
 async fn nothing_is_updated_or_written_until_upstream_vpas_are_listed() {
     let s = snapshot_of("InPlaceOrRecreate", &plain_pods(), "");
     let mut up = loop_runs::updater(&s, false);
-    up.view.upstream = Some(tailor_updater::upstream::UpstreamVpas::pending());
+    up.view.upstream = Some(tailor_kube::upstream_vpa::UpstreamVpas::pending());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let outcome = up.iterate(settings().now, deadline).await;
     let a = &up.actuator;
@@ -471,7 +471,7 @@ async fn nothing_is_updated_or_written_until_upstream_vpas_are_listed() {
     };
     assert_eq!(report.skipped_vpas[0].2, "upstream VPAs not listed yet");
     // Once listed (none there), the updater acts.
-    up.view.upstream = Some(tailor_updater::upstream::UpstreamVpas::fixed([]));
+    up.view.upstream = Some(tailor_kube::upstream_vpa::UpstreamVpas::fixed([]));
     up.iterate(settings().now, deadline).await;
     assert!(up.actuator.resizes > 0);
 }
