@@ -1,0 +1,71 @@
+//! A workload's page: per container what the pods request and what the VPA recommends, the usage the model
+//! holds with the request and the target drawn on it, the status's conditions, the explanation, and the
+//! kubectl command that shows the same object.
+
+use maud::{Markup, html};
+
+use super::{Links, chart, cpu, memory};
+use crate::model::{Container, Fleet, Workload};
+
+/// The workload's section (a page of its own when served; one of many in a report).
+pub fn section(w: &Workload, fleet: &Fleet, links: Links) -> Markup {
+    html! {
+        section.workload-page id=(super::anchor(&w.namespace, &w.vpa)) data-namespace=(w.namespace) data-vpa=(w.vpa) {
+            @if links == Links::Report { h2 { (w.namespace) "/" (w.vpa) } }
+            p {
+                "VPA " b { (w.namespace) "/" (w.vpa) } " sizes " (w.kind) " " b { (w.name) } " in mode " b { (w.mode) }
+                @if let Some(p) = &w.profile { " with profile " b { (p) } }
+                "; " (w.pods) " running pods; " span.(if w.ooms_last_day > 0 { "warn" } else { "muted" }) #ooms data-ooms=(w.ooms_last_day) { (w.ooms_last_day) " OOM kills in the last day" } "."
+            }
+            @if !w.flags.is_empty() {
+                p { "Needs a look: " @for f in &w.flags { span.flag data-flag=(format!("{f:?}")) { (f.label()) } } }
+            }
+            @for c in &w.containers { (container(c, &fleet.prices.currency)) }
+            h3 { "Conditions" }
+            table.conditions {
+                tr { th.l { "Type" } th.l { "Status" } th.l { "Reason" } th.l { "Message" } }
+                @for c in &w.conditions {
+                    tr data-type=(c.type_) { td.l { (c.type_) } td.l { (c.status) } td.l { (c.reason) } td.l { (c.message) } }
+                }
+            }
+            @if !w.explain.is_empty() { h3 { "Why these numbers" } pre.explain { (w.explain) } }
+            h3 { "The same object with kubectl" }
+            pre.kubectl { "kubectl get verticalpodautoscalers.autoscaling.tailor.dev -n " (w.namespace) " " (w.vpa) " -o yaml" }
+            @if links == Links::Server { p { a href="/" { "← the fleet" } } }
+        }
+    }
+}
+
+fn container(c: &Container, _currency: &str) -> Markup {
+    let rows = [
+        ("requests", c.requests),
+        ("limits", c.limits),
+        ("target", c.target),
+        ("lowerBound", c.lower_bound),
+        ("upperBound", c.upper_bound),
+        ("uncappedTarget", c.uncapped_target),
+    ];
+    html! {
+        h3 { "Container " (c.name) }
+        table.container data-container=(c.name) {
+            tr { th.l { "" } th { "CPU" } th { "Memory" } }
+            @for (what, r) in rows {
+                tr data-row=(what) {
+                    td.l { (what) }
+                    td.cpu data-millicores=(r.cpu_millicores.unwrap_or(0)) { (cpu(r.cpu_millicores)) }
+                    td.memory data-bytes=(r.memory_bytes.unwrap_or(0)) { (memory(r.memory_bytes)) }
+                }
+            }
+        }
+        @if let Some(d) = &c.cpu_usage {
+            p.muted { "CPU usage the model holds (cores, decaying histogram):" }
+            (chart::usage("cpu", d, c.requests.cpu_millicores.map(|m| m as f64 / 1000.0),
+                c.target.cpu_millicores.map(|m| m as f64 / 1000.0), |v| cpu(Some((v * 1000.0).round() as i64))))
+        }
+        @if let Some(d) = &c.memory_usage {
+            p.muted { "Memory peaks the model holds (bytes, decaying histogram):" }
+            (chart::usage("memory", d, c.requests.memory_bytes.map(|b| b as f64),
+                c.target.memory_bytes.map(|b| b as f64), |v| memory(Some(v.round() as i64))))
+        }
+    }
+}

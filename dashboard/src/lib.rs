@@ -1,0 +1,63 @@
+//! Tailor's fleet pages: what is over- or under-requested, what it costs a month, what needs a look, and
+//! per workload the usage the model holds against today's requests and the recommendation. Pure: the
+//! recommender serves the pages from the [`model::Fleet`] it builds after each loop (docs/dashboard.md);
+//! `tailor report` renders the same pages into one offline file from a trace.
+//!
+//! - [`model`]: the fleet as the pages show it (also the JSON twin's format).
+//! - [`money`]: prices and monthly costs.
+//! - [`summary`]: totals per namespace and for the fleet.
+//! - [`query`]: a fleet page's filters, sort and page, read within bounds.
+//! - [`html`]: the pages.
+
+pub mod html;
+pub mod model;
+pub mod money;
+pub mod query;
+pub mod summary;
+
+use maud::{Markup, html};
+
+use html::Links;
+use model::Fleet;
+use query::FleetQuery;
+
+/// Most buckets kept of one usage histogram.
+pub const MAX_BUCKETS: usize = 200;
+
+/// The fleet page, served.
+pub fn fleet_page(fleet: &Fleet, query: &FleetQuery) -> String {
+    html::document(
+        "Fleet",
+        fleet,
+        html::fleet::body(fleet, query, Links::Server),
+    )
+    .into_string()
+}
+
+/// A workload's page, served; `None` when the fleet has no such VPA.
+pub fn workload_page(fleet: &Fleet, namespace: &str, vpa: &str) -> Option<String> {
+    let w = fleet
+        .workloads
+        .iter()
+        .find(|w| w.namespace == namespace && w.vpa == vpa)?;
+    let title = format!("{namespace}/{vpa}");
+    Some(
+        html::document(
+            &title,
+            fleet,
+            html::workload::section(w, fleet, Links::Server),
+        )
+        .into_string(),
+    )
+}
+
+/// The whole fleet as one self-contained document: the fleet page (every workload, unpaged) and every
+/// workload's section.
+pub fn report(fleet: &Fleet) -> String {
+    let all = FleetQuery::default();
+    let body: Markup = html! {
+        section #fleet { (html::fleet::body(fleet, &all, Links::Report)) }
+        @for w in &fleet.workloads { (html::workload::section(w, fleet, Links::Report)) }
+    };
+    html::document("Tailor report", fleet, body).into_string()
+}

@@ -1,0 +1,229 @@
+//! The fleet as the pages show it: one [`Fleet`] of [`Workload`]s, built by the recommender from what it
+//! holds (VPA status, its pod cache, the model's histograms, the OOMs it saw) or by `tailor report` from a
+//! trace. It is also the JSON twin of the pages (`/api/v1/...`), so its field names are a public format.
+
+use serde::{Deserialize, Serialize};
+
+/// CPU in millicores and memory in bytes; either may be unknown.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resources {
+    /// CPU, millicores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_millicores: Option<i64>,
+    /// Memory, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<i64>,
+}
+
+impl Resources {
+    /// Both known.
+    pub fn new(cpu_millicores: i64, memory_bytes: i64) -> Self {
+        Resources {
+            cpu_millicores: Some(cpu_millicores),
+            memory_bytes: Some(memory_bytes),
+        }
+    }
+
+    /// `self` times `n` (a per-pod figure for `n` pods).
+    pub fn times(self, n: i64) -> Self {
+        Resources {
+            cpu_millicores: self.cpu_millicores.map(|c| c.saturating_mul(n)),
+            memory_bytes: self.memory_bytes.map(|m| m.saturating_mul(n)),
+        }
+    }
+
+    /// The sum, each resource known when known on both sides or on one (an unknown adds nothing).
+    pub fn plus(self, other: Resources) -> Self {
+        let add = |a: Option<i64>, b: Option<i64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+        };
+        Resources {
+            cpu_millicores: add(self.cpu_millicores, other.cpu_millicores),
+            memory_bytes: add(self.memory_bytes, other.memory_bytes),
+        }
+    }
+}
+
+/// One bucket of a usage histogram: `[start, end)` in the resource's unit (cores or bytes) and its
+/// (decayed) weight.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Bucket {
+    /// Start.
+    pub start: f64,
+    /// End.
+    pub end: f64,
+    /// Weight.
+    pub weight: f64,
+}
+
+/// A container's usage distribution for one resource, as the model holds it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Distribution {
+    /// The non-empty buckets, in order (at most [`crate::MAX_BUCKETS`]).
+    pub buckets: Vec<Bucket>,
+    /// The 50th, 90th, 95th and 99th percentiles.
+    pub percentiles: Vec<(f64, f64)>,
+}
+
+/// One container of a workload.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Container {
+    /// Name.
+    pub name: String,
+    /// What its running pods request (the largest request among them).
+    pub requests: Resources,
+    /// Their limits, likewise.
+    pub limits: Resources,
+    /// The recommendation's `target`.
+    pub target: Resources,
+    /// `lowerBound`.
+    pub lower_bound: Resources,
+    /// `upperBound`.
+    pub upper_bound: Resources,
+    /// `uncappedTarget`.
+    pub uncapped_target: Resources,
+    /// CPU usage (cores), when the model holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_usage: Option<Distribution>,
+    /// Memory usage (bytes; peaks per window), when the model holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_usage: Option<Distribution>,
+}
+
+/// One condition of the VPA's status.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// Type.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Reason.
+    #[serde(default)]
+    pub reason: String,
+    /// Message.
+    #[serde(default)]
+    pub message: String,
+}
+
+/// Something about a workload that needs a look.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Flag {
+    /// A container ran out of memory in the last day.
+    Oom,
+    /// The recommendation rests on little history (`LowConfidence`).
+    LowConfidence,
+    /// The updater leaves the workload alone (`UpdatesBlocked`).
+    UpdatesBlocked,
+    /// A pod was admitted without the webhook's sizing.
+    AdmittedUnsized,
+    /// The VPA selects no running pod.
+    NoPods,
+    /// No recommendation yet.
+    NoRecommendation,
+}
+
+impl Flag {
+    /// Every flag, in the order the pages list them.
+    pub const ALL: [Flag; 6] = [
+        Flag::Oom,
+        Flag::LowConfidence,
+        Flag::UpdatesBlocked,
+        Flag::AdmittedUnsized,
+        Flag::NoPods,
+        Flag::NoRecommendation,
+    ];
+
+    /// Short words for a table cell.
+    pub fn label(self) -> &'static str {
+        match self {
+            Flag::Oom => "OOM",
+            Flag::LowConfidence => "low confidence",
+            Flag::UpdatesBlocked => "updates blocked",
+            Flag::AdmittedUnsized => "admitted unsized",
+            Flag::NoPods => "no pods",
+            Flag::NoRecommendation => "no recommendation",
+        }
+    }
+}
+
+/// One VPA and what it sizes.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Workload {
+    /// The VPA's namespace.
+    pub namespace: String,
+    /// The VPA's name.
+    pub vpa: String,
+    /// The target's kind.
+    pub kind: String,
+    /// The target's name.
+    pub name: String,
+    /// `updateMode`.
+    pub mode: String,
+    /// The profile (`tailor.dev/profile`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// Running pods.
+    pub pods: i64,
+    /// OOM kills seen in the last day.
+    pub ooms_last_day: i64,
+    /// Containers.
+    pub containers: Vec<Container>,
+    /// The status's conditions.
+    pub conditions: Vec<Condition>,
+    /// What needs a look.
+    pub flags: Vec<Flag>,
+    /// `--explain`-style text, when the source has it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub explain: String,
+}
+
+impl Workload {
+    /// The pod's requests (sum over containers) times the running pods.
+    pub fn requested(&self) -> Resources {
+        let pod = (self.containers.iter()).fold(Resources::default(), |a, c| a.plus(c.requests));
+        pod.times(self.pods)
+    }
+
+    /// The pod's targets (sum over containers) times the running pods.
+    pub fn recommended(&self) -> Resources {
+        let pod = (self.containers.iter()).fold(Resources::default(), |a, c| a.plus(c.target));
+        pod.times(self.pods)
+    }
+
+    /// `namespace/vpa`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.vpa)
+    }
+}
+
+/// Where the numbers come from and when.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Source {
+    /// What produced them (`tailor-recommender tailor-recommender-7d9f`, `tailor report`).
+    pub producer: String,
+    /// When (RFC 3339).
+    pub generated_at: String,
+    /// The command that shows the same objects, when there is a cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubectl_context: Option<String>,
+}
+
+/// The whole fleet.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fleet {
+    /// Where the numbers come from.
+    pub source: Source,
+    /// The prices costs are computed with.
+    pub prices: crate::money::Prices,
+    /// Every workload, in (namespace, VPA) order.
+    pub workloads: Vec<Workload>,
+}

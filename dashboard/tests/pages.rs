@@ -1,0 +1,153 @@
+//! The pages over made-up fleets: hostile text stays text, the fleet page stays small at 5,000 workloads,
+//! the numbers on the page are the model's, and the JSON twin round-trips.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use tailor_dashboard::model::{
+    Bucket, Condition, Container, Distribution, Flag, Fleet, Resources, Source, Workload,
+};
+use tailor_dashboard::query::FleetQuery;
+use tailor_dashboard::{fleet_page, report, workload_page};
+
+const HOSTILE: &str = "<script>alert(\"x\")</script>'\"&";
+
+fn workload(ns: &str, vpa: &str, pods: i64) -> Workload {
+    let usage = Distribution {
+        buckets: vec![
+            Bucket {
+                start: 0.1,
+                end: 0.11,
+                weight: 3.0,
+            },
+            Bucket {
+                start: 0.2,
+                end: 0.22,
+                weight: 7.0,
+            },
+        ],
+        percentiles: vec![(0.5, 0.2), (0.9, 0.22)],
+    };
+    Workload {
+        namespace: ns.into(),
+        vpa: vpa.into(),
+        kind: "Deployment".into(),
+        name: vpa.into(),
+        mode: "Off".into(),
+        profile: None,
+        pods,
+        ooms_last_day: 0,
+        containers: vec![Container {
+            name: "app".into(),
+            requests: Resources::new(500, 512 << 20),
+            limits: Resources::new(1000, 1 << 30),
+            target: Resources::new(250, 256 << 20),
+            lower_bound: Resources::new(200, 200 << 20),
+            upper_bound: Resources::new(400, 400 << 20),
+            uncapped_target: Resources::new(250, 256 << 20),
+            cpu_usage: Some(usage),
+            memory_usage: None,
+        }],
+        conditions: vec![Condition {
+            type_: "RecommendationProvided".into(),
+            status: "True".into(),
+            ..Condition::default()
+        }],
+        flags: vec![],
+        explain: String::new(),
+    }
+}
+
+fn fleet(workloads: Vec<Workload>) -> Fleet {
+    Fleet {
+        source: Source {
+            producer: "test".into(),
+            generated_at: "2026-11-29T00:00:00Z".into(),
+            kubectl_context: None,
+        },
+        prices: Default::default(),
+        workloads,
+    }
+}
+
+#[test]
+fn hostile_names_and_messages_stay_text() {
+    let mut w = workload("shop", "web", 2);
+    w.profile = Some(HOSTILE.into());
+    w.explain = HOSTILE.into();
+    w.conditions[0].message = HOSTILE.into();
+    w.containers[0].name = HOSTILE.into();
+    let f = fleet(vec![w]);
+    for page in [
+        fleet_page(&f, &FleetQuery::default()),
+        workload_page(&f, "shop", "web").unwrap(),
+        report(&f),
+    ] {
+        assert!(!page.contains("<script"), "{page}");
+        assert!(
+            page.contains("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;"),
+            "{page}"
+        );
+    }
+    // A name in a link is percent-encoded, never raw.
+    let odd = fleet(vec![workload("shop", "a\"b<c", 1)]);
+    let page = fleet_page(&odd, &FleetQuery::default());
+    assert!(
+        page.contains("href=\"/workloads/shop/a%22b%3Cc\""),
+        "{page}"
+    );
+}
+
+#[test]
+fn the_fleet_page_is_paged_and_small_at_five_thousand_workloads() {
+    let workloads: Vec<Workload> = (0..5000)
+        .map(|i| workload(&format!("ns-{:02}", i % 50), &format!("vpa-{i:05}"), 10))
+        .collect();
+    let f = fleet(workloads);
+    let page = fleet_page(&f, &FleetQuery::default());
+    assert!(page.len() <= 1 << 20, "{} bytes", page.len());
+    assert_eq!(page.matches("class=\"workload\"").count(), 100);
+    assert!(page.contains("data-matched=\"5000\""));
+    assert!(page.contains("rel=\"next\""));
+    let last = fleet_page(&f, &FleetQuery::parse([("page", "49")]));
+    assert_eq!(last.matches("class=\"workload\"").count(), 100);
+    assert!(!last.contains("rel=\"next\""));
+    let one_ns = fleet_page(&f, &FleetQuery::parse([("ns", "ns-07")]));
+    assert!(one_ns.contains("data-matched=\"100\""));
+}
+
+#[test]
+fn the_numbers_on_the_pages_are_the_models() {
+    let mut w = workload("shop", "web", 2);
+    w.flags = vec![Flag::Oom];
+    w.ooms_last_day = 3;
+    let f = fleet(vec![w, workload("shop", "api", 1)]);
+    let page = fleet_page(&f, &FleetQuery::default());
+    // Requested: 3 pods × 500m = 1.50 cores; at the targets 3 × 250m = 750m.
+    assert!(
+        page.contains("<td id=\"requested-cpu\">1.50</td>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<td id=\"recommended-cpu\">750m</td>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("data-flag=\"Oom\" data-count=\"1\""),
+        "{page}"
+    );
+    let web = workload_page(&f, "shop", "web").unwrap();
+    assert!(web.contains("data-ooms=\"3\""));
+    assert!(
+        web.contains("class=\"request\"") && web.contains("class=\"target\""),
+        "{web}"
+    );
+    assert!(
+        web.contains("data-value=\"0.25\""),
+        "the target line at 250m: {web}"
+    );
+    assert!(workload_page(&f, "shop", "missing").is_none());
+    let json = serde_json::to_string(&f).unwrap();
+    let back: Fleet = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, f);
+    assert!(json.contains("\"cpuMillicores\":250"), "{json}");
+}
