@@ -753,6 +753,29 @@ def expect_fleet_on(docs: list[dict]) -> None:
     assert recommender_vpa_writes(docs) == {"list", "watch", "create", "patch", "delete"}
 
 
+def expect_dashboard(enabled: bool) -> Callable[[list[dict]], None]:
+    """The dashboard: on by default on its own port and Service, off without either; no new RBAC."""
+    def check(docs: list[dict]) -> None:
+        rec = deployment(docs, "recommender")
+        a = args(rec)
+        ports = {p["name"]: p["containerPort"] for p in rec["spec"]["template"]["spec"]["containers"][0]["ports"]}
+        services = [d for d in find(docs, "Service") if d["metadata"]["name"] == f"{RELEASE}-dashboard"]
+        if enabled:
+            assert "--dashboard-address=:8943" in a and ports.get("dashboard") == 8943, (a, ports)
+            assert "--price-vcpu-hour=0.021811" in a and "--price-currency=USD" in a, a
+            assert len(services) == 1 and services[0]["spec"]["type"] == "ClusterIP", services
+            assert services[0]["spec"]["ports"][0]["port"] == 8943 != rec_metrics_port(rec)
+        else:
+            assert not [x for x in a if x.startswith(("--dashboard", "--price"))], a
+            assert "dashboard" not in ports and not services, (ports, services)
+    return check
+
+
+def rec_metrics_port(rec: dict) -> int:
+    ports = rec["spec"]["template"]["spec"]["containers"][0]["ports"]
+    return next(p["containerPort"] for p in ports if p["name"] == "metrics")
+
+
 def expect_no_rbac(docs: list[dict]) -> None:
     kinds = {d["kind"] for d in docs}
     assert not kinds & {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}, kinds
@@ -768,6 +791,8 @@ MATRIX: list[tuple[str, dict, Callable[[list[dict]], None] | None, str]] = [
         "nodeFit": {"enabled": False}, "hpaCoherence": {"enabled": False}}}, expect_sizing_off, NAMESPACE),
     ("quota fit off", {"quotaFit": {"enabled": False}}, expect_quota_fit_off, NAMESPACE),
     ("fleet onboarding off (default)", {}, expect_fleet_off, NAMESPACE),
+    ("dashboard on (default)", {}, expect_dashboard(True), NAMESPACE),
+    ("dashboard off", {"dashboard": {"enabled": False}}, expect_dashboard(False), NAMESPACE),
     ("fleet onboarding on, with its options", {"fleet": {
         "enabled": True, "qps": 7, "defaultMode": "Initial", "namespaceSelector": "env in (dev)",
         "allowNamespaces": ["kube-system"],

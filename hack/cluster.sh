@@ -265,7 +265,8 @@ up() {
   local etcd_data
   etcd_data=$(mktemp -d /dev/shm/tailor-etcd.XXXXXX)
   read -r ETCD_PORT ETCD_PEER_PORT APISERVER_PORT KWOK_PORT METRICS_SERVER_PORT \
-    WEBHOOK_PORT ADMISSION_METRICS_PORT RECOMMENDER_METRICS_PORT UPDATER_METRICS_PORT < <(free_ports 9)
+    WEBHOOK_PORT ADMISSION_METRICS_PORT RECOMMENDER_METRICS_PORT UPDATER_METRICS_PORT DASHBOARD_PORT \
+    < <(free_ports 10)
   cat >"$STATE/env" <<EOF
 KUBERNETES_VERSION=$version
 ETCD_PORT=$ETCD_PORT
@@ -277,6 +278,7 @@ WEBHOOK_PORT=$WEBHOOK_PORT
 ADMISSION_METRICS_PORT=$ADMISSION_METRICS_PORT
 RECOMMENDER_METRICS_PORT=$RECOMMENDER_METRICS_PORT
 UPDATER_METRICS_PORT=$UPDATER_METRICS_PORT
+DASHBOARD_PORT=$DASHBOARD_PORT
 BIN_DIR=$BIN_DIR
 WITH_TAILOR=$with_tailor
 EOF
@@ -466,6 +468,8 @@ install_tailor() {
     --set "updater.metricsPort=$UPDATER_METRICS_PORT" \
     --set "admission.extraArgs.address=127.0.0.1:$ADMISSION_METRICS_PORT" \
     --set "recommender.extraArgs.address=127.0.0.1:$RECOMMENDER_METRICS_PORT" \
+    --set "dashboard.port=$DASHBOARD_PORT" \
+    --set "recommender.extraArgs.dashboard-address=127.0.0.1:$DASHBOARD_PORT" \
     --set "updater.extraArgs.address=127.0.0.1:$UPDATER_METRICS_PORT" >&2
   local c
   for c in admission recommender updater; do tailor_process start "$c" 0; done
@@ -504,9 +508,10 @@ tailor_process() {
   mapfile -t args < <(kubectl -n "$NAMESPACE" get deployment "$deploy" \
     -o go-template='{{range (index .spec.template.spec.containers 0).args}}{{.}}{{"\n"}}{{end}}')
   if ((instance > 0)); then
-    local port
-    port=$(free_ports 1)
+    local port dashboard_port
+    read -r port dashboard_port < <(free_ports 2)
     changes+=("--address=127.0.0.1:$port")
+    [[ $component == recommender ]] && changes+=("--dashboard-address=127.0.0.1:$dashboard_port")
   fi
   apply_changes args "${changes[@]}"
   identity="$deploy-host$instance-$(openssl rand -hex 3)"
@@ -640,6 +645,10 @@ status() {
     name=$(basename "$f")
     if running "$name"; then echo "$name: running (pid $(cat "$STATE/pids/$name"))"; else echo "$name: stopped"; fi
   done
+  # Tailor's dashboard, served by the first recommender (the leader while it holds the lease).
+  if [[ ${WITH_TAILOR:-0} == 1 && -n ${DASHBOARD_PORT:-} ]]; then
+    echo "dashboard: http://127.0.0.1:$DASHBOARD_PORT/"
+  fi
 }
 
 case ${1:-} in

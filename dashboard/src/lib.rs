@@ -51,6 +51,18 @@ pub fn workload_page(fleet: &Fleet, namespace: &str, vpa: &str) -> Option<String
     )
 }
 
+/// The page a server shows when it has no fleet to show, saying why (`why` is escaped).
+pub fn unavailable_page(why: &str) -> String {
+    let page = html! {
+        (maud::DOCTYPE)
+        html lang="en" {
+            head { meta charset="utf-8"; title { "Tailor" } }
+            body { h1 { "Tailor" } p #unavailable { (why) } }
+        }
+    };
+    page.into_string()
+}
+
 /// The whole fleet as one self-contained document: the fleet page (every workload, unpaged) and every
 /// workload's section.
 pub fn report(fleet: &Fleet) -> String {

@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 
 use crate::cluster_view::{self, ClusterView, ViewConfig, new_view, spawn_view_watchers};
 use crate::config::ControllerConfig;
+use crate::dashboard::DashboardState;
 use crate::fleet::{FleetConfig, FleetController, FleetView, sources, writer::ApiWriter};
 use crate::history::HistoryBootstrap;
 use crate::http::{Health, router};
@@ -23,6 +24,7 @@ use crate::oom::OomQueue;
 use crate::ratelimit::RateLimiter;
 use crate::run_loop::{LoopReport, Recommender, Stopped, wall_now};
 use crate::stores::{Stores, new_stores, spawn_watchers, wait_until_ready};
+use tailor_dashboard::money::Prices;
 
 /// Everything the recommender binary runs with, checked.
 pub struct DaemonSettings {
@@ -44,6 +46,8 @@ pub struct DaemonSettings {
     pub shutdown_timeout: Duration,
     /// Fleet onboarding (`None`: off).
     pub fleet: Option<FleetConfig>,
+    /// The dashboard's address and prices (`None`: off).
+    pub dashboard: Option<(SocketAddr, Prices)>,
 }
 
 /// Why the recommender stopped other than by SIGTERM.
@@ -76,6 +80,7 @@ pub struct Daemon {
     settings: DaemonSettings,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
+    dashboard: Option<Arc<DashboardState>>,
 }
 
 impl Daemon {
@@ -103,10 +108,17 @@ impl Daemon {
             }
         });
         tracing::info!(addr = %bound, "serving /metrics and /healthz");
+        let dashboard = match settings.dashboard.clone() {
+            Some((addr, prices)) => {
+                Some(serve_dashboard(addr, prices, settings.lease.as_ref()).await?)
+            }
+            None => None,
+        };
         Ok(Daemon {
             settings,
             metrics,
             health,
+            dashboard,
         })
     }
 
@@ -152,6 +164,9 @@ impl Daemon {
             return None;
         }
         self.health.activate();
+        if let Some(d) = &self.dashboard {
+            d.lead();
+        }
         let (e, metrics) = (e.clone(), self.metrics.clone());
         Some(tokio::spawn(async move {
             let err: crate::Error = e.hold().await.into();
@@ -201,6 +216,9 @@ impl Daemon {
         if let Some(h) = s.history {
             rec = rec.with_history(h);
         }
+        if let Some(d) = self.dashboard {
+            rec = rec.with_dashboard(d);
+        }
         let health = self.health;
         let stopped = rec
             .run(shutdown.wait(), move |r| {
@@ -225,6 +243,28 @@ impl Daemon {
             }
         }
     }
+}
+
+/// Binds the dashboard's address and serves it (a standby's pages say so until it leads).
+async fn serve_dashboard(
+    addr: SocketAddr,
+    prices: Prices,
+    lease: Option<&LeaseSettings>,
+) -> Result<Arc<DashboardState>, DaemonError> {
+    let lease = lease.map(|l| format!("Lease {}/{}", l.namespace, l.name));
+    let state = Arc::new(DashboardState::new(prices, lease));
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| DaemonError::Bind { addr, source })?;
+    let bound = listener.local_addr().unwrap_or(addr);
+    let app = crate::dashboard::server::router(state.clone());
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "dashboard server failed");
+        }
+    });
+    tracing::info!(addr = %bound, "serving the dashboard");
+    Ok(state)
 }
 
 /// What the fleet shares with the loop.

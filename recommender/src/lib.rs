@@ -14,6 +14,7 @@ pub mod checkpoint_writer;
 pub mod cluster_view;
 pub mod config;
 pub mod daemon;
+pub mod dashboard;
 pub mod error;
 pub mod events;
 pub mod fleet;

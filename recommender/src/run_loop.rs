@@ -124,6 +124,8 @@ pub struct Recommender {
     pub(crate) events: crate::events::EventSink,
     /// Nodes, NodePools and HPAs (node fit and HPA coherence; empty = off).
     pub(crate) view: crate::cluster_view::ClusterView,
+    /// Where the fleet is published after each loop, when the dashboard is on.
+    pub(crate) dashboard: Option<Arc<crate::dashboard::DashboardState>>,
 }
 
 /// How long after the latest accepted sample the model's GC clock may run (see [`gc_clock`]).
@@ -182,7 +184,14 @@ impl Recommender {
             fence: Fence::unfenced(),
             newest_sample: 0,
             view: crate::cluster_view::ClusterView::default(),
+            dashboard: None,
         }
+    }
+
+    /// Publishes the fleet to `dashboard` after each loop.
+    pub fn with_dashboard(mut self, dashboard: Arc<crate::dashboard::DashboardState>) -> Self {
+        self.dashboard = Some(dashboard);
+        self
     }
 
     /// Sizes within the cluster `view` shows: node fit and HPA coherence (see [`crate::cluster_view`]).
@@ -368,6 +377,11 @@ impl Recommender {
         }
         report.phases.total_seconds = start.elapsed().as_secs_f64();
         self.metrics.step("total", report.phases.total_seconds);
+        if let Some(d) = &self.dashboard {
+            let t = Instant::now();
+            d.publish(self.dashboard_workloads(now), now);
+            self.metrics.step("dashboard", t.elapsed().as_secs_f64());
+        }
         self.metrics
             .last_loop_timestamp
             .set(now.div_euclid(1_000_000_000));

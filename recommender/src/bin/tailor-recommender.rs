@@ -21,6 +21,7 @@ use tailor_prometheus::flags::PrometheusFlags;
 use tailor_recommender::cluster_view::ViewConfig;
 use tailor_recommender::config::ControllerConfig;
 use tailor_recommender::daemon::{Daemon, DaemonSettings};
+use tailor_recommender::dashboard::DashboardFlags;
 use tailor_recommender::fleet::FleetFlags;
 use tailor_recommender::history::{HistoryBootstrap, HistoryOptions};
 use tailor_recommender::karpenter::InstanceTable;
@@ -116,6 +117,9 @@ struct Args {
     /// nothing here.
     #[arg(long, default_value = "")]
     feature_gates: String,
+    /// The dashboard: `--dashboard-address`, `--price-*`.
+    #[command(flatten)]
+    dashboard: DashboardFlags,
     /// Fleet onboarding: `--fleet-*`.
     #[command(flatten)]
     fleet: FleetFlags,
@@ -211,7 +215,9 @@ impl Args {
         let fleet = (self.fleet)
             .config(own_namespace.as_deref(), profiles)
             .map_err(anyhow::Error::msg)?;
+        let dashboard = self.dashboard.settings().map_err(anyhow::Error::msg)?;
         Ok(DaemonSettings {
+            dashboard,
             fleet,
             lease: self.leader.validated()?,
             controller,

@@ -15,6 +15,7 @@ mod architecture;
 mod bad_checkpoints;
 mod binaries;
 mod custom_kinds;
+mod dashboard;
 mod fleet;
 mod lease;
 mod plan_parity;

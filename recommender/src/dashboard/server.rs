@@ -1,0 +1,194 @@
+//! The dashboard's HTTP side, on its own port: the pages and their JSON twins, GET and HEAD only (any other
+//! method gets 405), with a content security policy that allows no script and no request elsewhere.
+//!
+//! | Path | What |
+//! |---|---|
+//! | `/` | the fleet page (`?ns=`, `?q=`, `?flag=`, `?sort=`, `?page=`) |
+//! | `/workloads/{namespace}/{vpa}` | a workload's page |
+//! | `/api/v1/fleet` | the fleet page's numbers: totals, namespaces, the page of workloads |
+//! | `/api/v1/workloads/{namespace}/{vpa}` | a workload's numbers |
+//!
+//! Only the leader holds the model: a standby replica answers 503 and says so, and names the leader.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Serialize;
+use tailor_dashboard::model::{Fleet, Workload};
+use tailor_dashboard::query::{FleetQuery, MAX_VALUE, PAGE_SIZE};
+use tailor_dashboard::summary::Summary;
+
+use super::DashboardState;
+
+/// What every page may load: its own inline styles and nothing else.
+const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; \
+                   base-uri 'none'; frame-ancestors 'none'";
+
+fn with_headers(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn html(status: StatusCode, body: String) -> Response {
+    let ct = [(header::CONTENT_TYPE, "text/html; charset=utf-8")];
+    with_headers((status, ct, body).into_response())
+}
+
+fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
+    match serde_json::to_string(body) {
+        Ok(text) => {
+            let ct = [(header::CONTENT_TYPE, "application/json")];
+            with_headers((status, ct, text).into_response())
+        }
+        Err(e) => html(StatusCode::INTERNAL_SERVER_ERROR, format!("encoding: {e}")),
+    }
+}
+
+/// Why there is nothing to show.
+#[derive(Serialize)]
+struct Unavailable {
+    error: String,
+}
+
+/// The fleet, or the answer that says why there is none (a standby, or no loop yet).
+fn fleet_or(state: &DashboardState, as_json: bool) -> Result<Arc<Fleet>, Box<Response>> {
+    match state.fleet() {
+        Some(f) => Ok(f),
+        None => {
+            let why = state.unavailable_reason();
+            Err(Box::new(if as_json {
+                json(StatusCode::SERVICE_UNAVAILABLE, &Unavailable { error: why })
+            } else {
+                let page = tailor_dashboard::unavailable_page(&why);
+                html(StatusCode::SERVICE_UNAVAILABLE, page)
+            }))
+        }
+    }
+}
+
+fn query_of(raw: &HashMap<String, String>) -> FleetQuery {
+    FleetQuery::parse(raw.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+}
+
+async fn fleet_page(
+    State(s): State<Arc<DashboardState>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    match fleet_or(&s, false) {
+        Ok(f) => html(
+            StatusCode::OK,
+            tailor_dashboard::fleet_page(&f, &query_of(&q)),
+        ),
+        Err(r) => *r,
+    }
+}
+
+fn bounded(segment: &str) -> bool {
+    segment.len() <= MAX_VALUE
+}
+
+async fn workload_page(
+    State(s): State<Arc<DashboardState>>,
+    Path((ns, vpa)): Path<(String, String)>,
+) -> Response {
+    let f = match fleet_or(&s, false) {
+        Ok(f) => f,
+        Err(r) => return *r,
+    };
+    match (bounded(&ns) && bounded(&vpa))
+        .then(|| tailor_dashboard::workload_page(&f, &ns, &vpa))
+        .flatten()
+    {
+        Some(page) => html(StatusCode::OK, page),
+        None => html(
+            StatusCode::NOT_FOUND,
+            "no such VPA among those this recommender handles".into(),
+        ),
+    }
+}
+
+/// The fleet page's numbers.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FleetAnswer<'a> {
+    source: &'a tailor_dashboard::model::Source,
+    prices: &'a tailor_dashboard::money::Prices,
+    summary: Summary,
+    query: FleetQuery,
+    matched: usize,
+    page_size: usize,
+    workloads: Vec<&'a Workload>,
+}
+
+async fn fleet_json(
+    State(s): State<Arc<DashboardState>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let f = match fleet_or(&s, true) {
+        Ok(f) => f,
+        Err(r) => return *r,
+    };
+    let query = query_of(&q);
+    let (workloads, matched) = query.select(&f.workloads, &f.prices, PAGE_SIZE);
+    let answer = FleetAnswer {
+        source: &f.source,
+        prices: &f.prices,
+        summary: Summary::of(&f.workloads, &f.prices),
+        query: query.clone(),
+        matched,
+        page_size: PAGE_SIZE,
+        workloads,
+    };
+    json(StatusCode::OK, &answer)
+}
+
+async fn workload_json(
+    State(s): State<Arc<DashboardState>>,
+    Path((ns, vpa)): Path<(String, String)>,
+) -> Response {
+    let f = match fleet_or(&s, true) {
+        Ok(f) => f,
+        Err(r) => return *r,
+    };
+    match f
+        .workloads
+        .iter()
+        .find(|w| w.namespace == ns && w.vpa == vpa)
+    {
+        Some(w) => json(StatusCode::OK, w),
+        None => json(
+            StatusCode::NOT_FOUND,
+            &Unavailable {
+                error: "no such VPA".into(),
+            },
+        ),
+    }
+}
+
+/// The dashboard's routes.
+pub fn router(state: Arc<DashboardState>) -> Router {
+    Router::new()
+        .route("/", get(fleet_page))
+        .route("/workloads/{namespace}/{vpa}", get(workload_page))
+        .route("/api/v1/fleet", get(fleet_json))
+        .route("/api/v1/workloads/{namespace}/{vpa}", get(workload_json))
+        .with_state(state)
+}
