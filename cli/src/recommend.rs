@@ -1,20 +1,20 @@
 //! `tailor recommend`: replays usage through the engine with upstream's flags and prints recommendations.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use tailor_engine::estimate_flags::EstimationFlags;
-use tailor_engine::replay::{ReplayConfig, replay};
+use tailor_engine::replay::{ReplayConfig, Trace, replay};
 use tailor_engine::samples::BadSamples;
 
 use crate::error::InputError;
 use crate::output::{self, OutputFormat, Recommendation, Recommendations, Target};
 use crate::{input, prometheus};
 
-/// Arguments of `tailor recommend`. Flag names and defaults follow upstream's recommender.
+/// A usage trace file: `--input` and what to do with impossible values in it. Shared with `tailor report`.
 #[derive(Debug, clap::Args)]
-pub struct RecommendArgs {
+pub struct TraceFileArgs {
     /// Usage trace (JSON object or array, trace-format §1) or CSV with header
     /// `timestamp,namespace,pod,container,cpu_cores,memory_bytes`; `-` reads stdin.
     #[arg(
@@ -29,12 +29,32 @@ pub struct RecommendArgs {
     /// the first; the count is reported per workload (table notes, `skipped` in JSON/YAML).
     #[arg(long, help_heading = "Input and output")]
     pub skip_bad_samples: bool,
-    /// Output format.
-    #[arg(long, short, value_enum, default_value_t = OutputFormat::Table, help_heading = "Input and output")]
-    pub output: OutputFormat,
-    /// Show, per container and resource, the inputs of each number and the final value (table, json, yaml).
-    #[arg(long, help_heading = "Input and output")]
-    pub explain: bool,
+}
+
+impl TraceFileArgs {
+    /// How the file is named in messages: its path, or `<stdin>` for `-`.
+    pub fn name(input: &Path) -> String {
+        if input.as_os_str() == "-" {
+            "<stdin>".to_string()
+        } else {
+            input.display().to_string()
+        }
+    }
+
+    /// What the parser does with impossible usage values.
+    pub fn rule(&self) -> BadSamples {
+        if self.skip_bad_samples {
+            BadSamples::Skip
+        } else {
+            BadSamples::Reject
+        }
+    }
+}
+
+/// The other source and the model: Prometheus history, the profile, upstream's model and estimation flags.
+/// Shared with `tailor report`.
+#[derive(Debug, clap::Args)]
+pub struct ModelArgs {
     /// History from a Prometheus-compatible API (`--prometheus URL` and its flags).
     #[command(flatten)]
     pub history: prometheus::PrometheusArgs,
@@ -51,7 +71,7 @@ pub struct RecommendArgs {
     pub legacy_oom_staleness: bool,
 }
 
-impl RecommendArgs {
+impl ModelArgs {
     /// The configuration these flags describe.
     pub fn config(&self) -> Result<ReplayConfig, InputError> {
         let mut config = self
@@ -69,9 +89,27 @@ impl RecommendArgs {
     }
 }
 
+/// Arguments of `tailor recommend`. Flag names and defaults follow upstream's recommender. (The two
+/// flattened parts keep the order of `--help`: the trace file, then output, then history and model.)
+#[derive(Debug, clap::Args)]
+pub struct RecommendArgs {
+    /// The trace file.
+    #[command(flatten)]
+    pub trace: TraceFileArgs,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = OutputFormat::Table, help_heading = "Input and output")]
+    pub output: OutputFormat,
+    /// Show, per container and resource, the inputs of each number and the final value (table, json, yaml).
+    #[arg(long, help_heading = "Input and output")]
+    pub explain: bool,
+    /// Prometheus history, profile and estimation flags.
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
 /// Runs `tailor recommend`: reads the source, prints the recommendations, then reports what failed.
 pub fn run(args: &RecommendArgs) -> anyhow::Result<ExitCode> {
-    let config = args.config()?;
+    let config = args.model.config()?;
     if args.explain && matches!(args.output, OutputFormat::Csv | OutputFormat::Vpa) {
         return Err(InputError(format!(
             "--explain is not available with -o {}: use -o table, json or yaml",
@@ -83,20 +121,11 @@ pub fn run(args: &RecommendArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    let Some(input) = &args.input else {
+    let Some(input) = &args.trace.input else {
         return run_prometheus(args, &config);
     };
-    let name = if input.as_os_str() == "-" {
-        "<stdin>".to_string()
-    } else {
-        input.display().to_string()
-    };
-    let rule = if args.skip_bad_samples {
-        BadSamples::Skip
-    } else {
-        BadSamples::Reject
-    };
-    let recs = from_trace_file(input, &name, &config, rule)?;
+    let name = TraceFileArgs::name(input);
+    let recs = from_trace_file(input, &name, &config, args.trace.rule())?;
     print(&recs, args)?;
     let failed: Vec<String> = recs
         .items
@@ -118,35 +147,49 @@ pub fn run(args: &RecommendArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The trace source: every trace of the file replayed as soon as it has been read (a JSON array is streamed,
-/// never held whole); the VPA spec comes from the trace.
-fn from_trace_file(
-    input: &std::path::Path,
+/// never held whole) and handed to `each` with its recommendation; the VPA spec comes from the trace.
+/// Returns whether the input was one trace object.
+pub(crate) fn each_trace(
+    input: &Path,
+    name: &str,
+    config: &ReplayConfig,
+    rule: BadSamples,
+    each: &mut dyn FnMut(&Trace, Recommendation),
+) -> anyhow::Result<bool> {
+    let reader = input::open(input)?;
+    let single = tailor_engine::trace::parse_each(name, reader, rule, &mut |p| {
+        let t = p.trace;
+        // Explain details always: the table's history column and notes come from them (small per container).
+        let r = Recommendation {
+            output: replay(&t, config, true),
+            target: Target {
+                kind: String::new(),
+                policy: t.policy.clone(),
+                update_mode: t.update_mode.clone(),
+            },
+            skipped: p.skipped,
+        };
+        each(&t, r);
+    })
+    .map_err(|e| InputError(e.0))?;
+    Ok(single)
+}
+
+/// Every trace of the file, replayed ([`each_trace`]), in file order.
+pub(crate) fn from_trace_file(
+    input: &Path,
     name: &str,
     config: &ReplayConfig,
     rule: BadSamples,
 ) -> anyhow::Result<Recommendations> {
-    let reader = input::open(input)?;
     let mut items = Vec::new();
-    let single = tailor_engine::trace::parse_each(name, reader, rule, &mut |p| {
-        let t = p.trace;
-        // Explain details always: the table's history column and notes come from them (small per container).
-        items.push(Recommendation {
-            output: replay(&t, config, true),
-            target: Target {
-                kind: String::new(),
-                policy: t.policy,
-                update_mode: t.update_mode,
-            },
-            skipped: p.skipped,
-        });
-    })
-    .map_err(|e| InputError(e.0))?;
+    let single = each_trace(input, name, config, rule, &mut |_, r| items.push(r))?;
     Ok(Recommendations { items, single })
 }
 
 /// The Prometheus source: prints what loaded, then the load's summary, then why it is incomplete (exit 1).
 fn run_prometheus(args: &RecommendArgs, config: &ReplayConfig) -> anyhow::Result<ExitCode> {
-    let loaded = prometheus::load(&args.history, config, args.explain)?;
+    let loaded = prometheus::load(&args.model.history, config, args.explain)?;
     print(&loaded.recommendations, args)?;
     eprintln!("{}", loaded.summary);
     if let Some(e) = loaded.incomplete {
