@@ -244,34 +244,100 @@ pub fn read<T>(
     })
 }
 
+/// The model fed with a Prometheus read, before it recommends: what a consumer may read besides the
+/// recommendations ([`load_with`]).
+pub(crate) struct Fed<'a, 'p> {
+    /// The containers and workloads read.
+    pub plan: &'p Plan,
+    /// The model (its aggregates' histograms).
+    pub model: &'a ModelSink<'p>,
+    /// Per container of the plan, the time of its latest usage sample (unix ms; `i64::MIN` for none).
+    pub last_sample_ms: &'a [i64],
+}
+
+/// A sink that notes each container's latest sample and hands everything on.
+struct Noting<'a, S> {
+    inner: &'a mut S,
+    last: &'a mut [i64],
+}
+
+impl<S: HistorySink> Noting<'_, S> {
+    fn note(&mut self, container: usize, points: &[(i64, f64)]) {
+        if let (Some(last), Some(&(t, _))) = (self.last.get_mut(container), points.last()) {
+            *last = (*last).max(t);
+        }
+    }
+}
+
+impl<S: HistorySink> HistorySink for Noting<'_, S> {
+    fn cpu(&mut self, container: usize, points: &[(i64, f64)]) {
+        self.note(container, points);
+        self.inner.cpu(container, points);
+    }
+
+    fn memory(&mut self, container: usize, points: &[(i64, f64)], ooms: &[(i64, Option<f64>)]) {
+        self.note(container, points);
+        self.inner.memory(container, points, ooms);
+    }
+
+    fn window_done(&mut self, end_ms: i64) {
+        self.inner.window_done(end_ms);
+    }
+}
+
 /// Reads history from `p.prometheus` and turns it into one recommendation per workload. Errors before any
 /// history loaded fail; a load that fails half-way gives what loaded and says why in `incomplete`.
 pub fn load(p: &PrometheusArgs, config: &ReplayConfig, explain: bool) -> anyhow::Result<Loaded> {
-    let read = read(p, |plan, feed| {
-        let mut sink = ModelSink::new(plan, config);
-        feed(&mut sink);
-        sink.finish(explain)
-            .into_iter()
-            .map(|w| Recommendation {
-                target: Target {
-                    kind: plan
-                        .workloads
-                        .get(w.workload)
-                        .map(|i| i.kind.clone())
-                        .unwrap_or_default(),
-                    ..Target::default()
-                },
-                output: w.output,
-                skipped: [0, 0],
-            })
-            .collect()
-    })?;
+    let read = load_with(p, config, explain, |fed| vec![(); fed.plan.workloads.len()])?;
     Ok(Loaded {
         recommendations: Recommendations {
-            items: read.value,
+            items: read.value.into_iter().map(|(r, ())| r).collect(),
             single: false,
         },
         summary: read.summary,
         incomplete: read.incomplete,
+    })
+}
+
+/// [`load`], also handing `facts` the fed model before it recommends; `facts` gives one value per workload
+/// of the plan, in its order, and each recommendation comes with its workload's.
+pub(crate) fn load_with<F>(
+    p: &PrometheusArgs,
+    config: &ReplayConfig,
+    explain: bool,
+    facts: impl FnOnce(&Fed<'_, '_>) -> Vec<F>,
+) -> anyhow::Result<Read<Vec<(Recommendation, F)>>> {
+    read(p, |plan, feed| {
+        let mut sink = ModelSink::new(plan, config);
+        let mut last = vec![i64::MIN; plan.containers.len()];
+        feed(&mut Noting {
+            inner: &mut sink,
+            last: &mut last,
+        });
+        let fed = Fed {
+            plan,
+            model: &sink,
+            last_sample_ms: &last,
+        };
+        let mut per_workload: Vec<Option<F>> = facts(&fed).into_iter().map(Some).collect();
+        sink.finish(explain)
+            .into_iter()
+            .filter_map(|w| {
+                let f = per_workload.get_mut(w.workload)?.take()?;
+                let r = Recommendation {
+                    target: Target {
+                        kind: plan
+                            .workloads
+                            .get(w.workload)
+                            .map(|i| i.kind.clone())
+                            .unwrap_or_default(),
+                        ..Target::default()
+                    },
+                    output: w.output,
+                    skipped: [0, 0],
+                };
+                Some((r, f))
+            })
+            .collect()
     })
 }
