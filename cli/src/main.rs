@@ -14,6 +14,7 @@ pub mod plan;
 pub mod plot;
 pub mod prometheus;
 pub mod recommend;
+pub mod report;
 
 use std::process::ExitCode;
 
@@ -46,6 +47,9 @@ enum Command {
     /// Preview fleet onboarding on a cluster snapshot: the Tailor VPAs namespace policies would create,
     /// change and delete, and the workloads they leave out.
     Fleet(Box<fleet::FleetArgs>),
+    /// Render the dashboard's fleet pages offline from a usage trace or Prometheus history: one
+    /// self-contained HTML file (--html), or the fleet as JSON.
+    Report(Box<report::ReportArgs>),
 }
 
 /// Parses arguments, runs the subcommand and maps errors to exit codes (2 bad input, 1 other failures).
@@ -59,6 +63,7 @@ pub fn main() -> ExitCode {
         Command::Patch(a) => patch::run(&a),
         Command::Plan(a) => plan::run(&a),
         Command::Fleet(a) => fleet::run(&a),
+        Command::Report(a) => report::run(&a),
     };
     match result {
         Ok(code) => code,

@@ -315,7 +315,8 @@ fn write_table(w: &mut dyn Write, items: &[Recommendation], explain: bool) -> an
     Ok(())
 }
 
-fn explain_text(
+/// The `--explain` text of one container (also `tailor report`'s explanation).
+pub(crate) fn explain_text(
     id: &str,
     e: &tailor_engine::replay::TraceExplain,
     r: &tailor_engine::replay::OutputRecommendation,

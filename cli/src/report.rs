@@ -1,0 +1,545 @@
+//! `tailor report`: the dashboard's fleet pages as one offline HTML file (or the fleet they show, as JSON),
+//! from the sources `tailor recommend` reads, replayed the same way ([`recommend::each_trace`],
+//! [`prometheus::load_with`]). [`tailor_dashboard`] renders; this module turns each trace or Prometheus
+//! workload and its recommendation into the pages' [`Workload`]:
+//!
+//! - VPA: a trace id `namespace/name` is split at its first `/`; an id without one is in namespace
+//!   `default`, where the replay puts every trace pod (and `-o vpa` its VPA). Prometheus workloads keep
+//!   their namespace and name. A `namespace/name` seen again gets ` (2)`, ` (3)`, … after its name, so
+//!   every workload has its own anchor.
+//! - kind: the owner kind Prometheus found, else `Workload` (a trace names none); mode: the trace's
+//!   `updateMode`, else `Off`; profile: the trace's `tailor.dev/profile` annotation, else `--profile`
+//!   unless `upstream`.
+//! - pods: a trace's distinct pods; for Prometheus the pods with a usage sample in the history's last
+//!   five minutes (or two steps, if longer): the history knows no pod phase.
+//! - requests: each container name's largest `cpu_request_cores` / `memory_request_bytes` over the trace's
+//!   pods; unknown for Prometheus, whose history carries none.
+//! - usage: for a trace, its own samples in the engine's VPA histograms (one weight per sample); for
+//!   Prometheus, the model's decaying histograms.
+//! - OOM kills of the last day: those in the day before the trace's `now` (else its latest sample or OOM),
+//!   or before the end of the Prometheus history.
+//! - flags: `Oom` for an OOM kill in that day, `LowConfidence` when a recommended container has less than a
+//!   day of history (`tailor recommend`'s table note), `NoPods`, `NoRecommendation`.
+//! - explanation: `tailor recommend --explain`'s text per container, or why the trace could not be run.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use tailor_dashboard::MAX_BUCKETS;
+use tailor_dashboard::model::{
+    Bucket, Container, Distribution, Flag, Fleet, Resources, Source, Workload,
+};
+use tailor_dashboard::money::{self, Prices};
+use tailor_engine::histogram::{Histogram, HistogramOptions};
+use tailor_engine::policy::Resources as Amounts;
+use tailor_engine::profile::{self, PROFILE_ANNOTATION};
+use tailor_engine::replay::{ReplayConfig, Trace, TraceContainer};
+use tailor_engine::units::MAX_RESOURCE_AMOUNT;
+
+use crate::error::InputError;
+use crate::output::{self, Recommendation};
+use crate::prometheus::{self, Fed};
+use crate::recommend::{self, ModelArgs, TraceFileArgs};
+
+/// How far back an OOM kill counts, in seconds.
+const DAY_SECS: f64 = 86_400.0;
+/// A Prometheus pod counts as running when it has a sample this close to the end of the history (or two
+/// steps, if longer), in milliseconds.
+const RUNNING_WITHIN_MS: i64 = 5 * 60 * 1000;
+
+/// Output formats of `tailor report` on stdout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    /// The fleet the pages show: the dashboard's JSON model (`source`, `prices`, `workloads`).
+    Json,
+}
+
+/// Arguments of `tailor report`: the sources and model flags of `tailor recommend`, where to write, prices.
+#[derive(Debug, clap::Args)]
+#[command(mut_arg("skip_bad_samples", |a| a.help(
+    "Drop usage values that cannot be real (negative, not finite, beyond any machine) instead of failing on \
+     the first; the count is in the workload's explanation")))]
+#[command(mut_arg("profile", |a| a.help(
+    "Tailor profile to recommend with (`upstream` keeps the flags' numbers; docs/profiles.md); a trace's \
+     `tailor.dev/profile` annotation takes precedence, as in the recommender")))]
+pub struct ReportArgs {
+    /// The trace file.
+    #[command(flatten)]
+    pub trace: TraceFileArgs,
+    /// Write the report to FILE: one self-contained HTML document (every workload, inline styles and SVG
+    /// charts, no script, nothing loaded from anywhere).
+    #[arg(long, value_name = "FILE", help_heading = "Input and output")]
+    pub html: Option<PathBuf>,
+    /// Print the fleet the report shows to stdout. With neither this nor --html, one summary line.
+    #[arg(long, short, value_enum, help_heading = "Input and output")]
+    pub output: Option<ReportFormat>,
+    /// Price of one vCPU for an hour (default: Google Compute Engine E2 on demand, us-central1, 2025).
+    #[arg(long, value_name = "PRICE", default_value_t = money::DEFAULT_VCPU_HOUR,
+          allow_negative_numbers = true, help_heading = "Prices")]
+    pub price_vcpu_hour: f64,
+    /// Price of one GiB of memory for an hour (default: the same price list).
+    #[arg(long, value_name = "PRICE", default_value_t = money::DEFAULT_GIB_HOUR,
+          allow_negative_numbers = true, help_heading = "Prices")]
+    pub price_gib_hour: f64,
+    /// Currency of the prices (letters only, at most 8).
+    #[arg(
+        long,
+        value_name = "CODE",
+        default_value = "USD",
+        help_heading = "Prices"
+    )]
+    pub price_currency: String,
+    /// Prometheus history, profile and estimation flags.
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+/// What a source gave: the workloads, the input's name, and what to say on stderr after the output.
+struct Gathered {
+    workloads: Vec<Workload>,
+    name: String,
+    after: Vec<String>,
+    code: ExitCode,
+}
+
+/// What is known of one workload before its recommendation is added.
+struct Facts {
+    namespace: String,
+    name: String,
+    kind: String,
+    mode: String,
+    profile: Option<String>,
+    pods: i64,
+    ooms_last_day: i64,
+    containers: BTreeMap<String, Container>,
+}
+
+/// Runs `tailor report`: reads the source, writes the report and/or prints the fleet or a summary line,
+/// then says what failed (exit 2 for traces that could not be run, 1 for incomplete history).
+pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
+    let prices = Prices::new(
+        args.price_vcpu_hour,
+        args.price_gib_hour,
+        &args.price_currency,
+    )
+    .map_err(|e| InputError(format!("--price-vcpu-hour / --price-gib-hour: {e}")))?;
+    let config = args.model.config()?;
+    // `config` accepted the name: an unknown profile cannot get here.
+    let flag_profile = profile::by_name(args.model.profile.trim())
+        .ok()
+        .flatten()
+        .map(|p| p.name.to_string());
+    let mut gathered = match &args.trace.input {
+        Some(input) => from_traces(input, args, &config, flag_profile)?,
+        None => from_prometheus(args, &config, flag_profile)?,
+    };
+    disambiguate(&mut gathered.workloads);
+    let fleet = Fleet {
+        source: Source {
+            producer: format!("tailor report {}", gathered.name),
+            generated_at: format!("{:.0}", k8s_openapi::jiff::Timestamp::now()),
+            kubectl_context: None,
+        },
+        prices,
+        workloads: gathered.workloads,
+    };
+    write(&fleet, args)?;
+    for line in &gathered.after {
+        eprintln!("{line}");
+    }
+    Ok(gathered.code)
+}
+
+/// The trace source: one workload per trace, built as the trace is read; traces that could not be run are
+/// listed after the output (exit 2), like `tailor recommend` does.
+fn from_traces(
+    input: &Path,
+    args: &ReportArgs,
+    config: &ReplayConfig,
+    flag_profile: Option<String>,
+) -> anyhow::Result<Gathered> {
+    let name = TraceFileArgs::name(input);
+    let mut workloads = Vec::new();
+    let mut after = Vec::new();
+    recommend::each_trace(input, &name, config, args.trace.rule(), &mut |t, r| {
+        if let Some(e) = &r.output.error {
+            after.push(format!("error: {name}: trace {:?}: {e}", r.output.id));
+        }
+        workloads.push(workload(trace_facts(t, flag_profile.as_deref()), &r));
+    })?;
+    let code = if after.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    };
+    Ok(Gathered {
+        workloads,
+        name,
+        after,
+        code,
+    })
+}
+
+/// The Prometheus source: one workload per workload of the history; the load's summary after the output,
+/// and why the history is incomplete (exit 1).
+fn from_prometheus(
+    args: &ReportArgs,
+    config: &ReplayConfig,
+    flag_profile: Option<String>,
+) -> anyhow::Result<Gathered> {
+    let history = &args.model.history;
+    let step_ms = i64::try_from(history.step.as_millis()).unwrap_or(i64::MAX);
+    let read = prometheus::load_with(history, config, true, |fed| {
+        prometheus_facts(fed, step_ms, flag_profile.as_deref())
+    })?;
+    let workloads = (read.value.into_iter())
+        .map(|(r, facts)| workload(facts, &r))
+        .collect();
+    let mut after = vec![read.summary];
+    let code = match read.incomplete {
+        Some(e) => {
+            after.push(format!("error: {e}"));
+            ExitCode::from(1)
+        }
+        None => ExitCode::SUCCESS,
+    };
+    Ok(Gathered {
+        workloads,
+        name: history.prometheus.clone().unwrap_or_default(),
+        after,
+        code,
+    })
+}
+
+/// `namespace/name` split at the first `/`; without one, the name in `default`.
+fn split_id(id: &str) -> (String, String) {
+    match id.split_once('/') {
+        Some((ns, name)) => (ns.to_string(), name.to_string()),
+        None => (tailor_engine::replay::NAMESPACE.to_string(), id.to_string()),
+    }
+}
+
+fn trace_facts(t: &Trace, flag_profile: Option<&str>) -> Facts {
+    let (namespace, name) = split_id(&t.id);
+    let annotated = (t.annotations.as_ref())
+        .and_then(|a| a.get(PROFILE_ANNOTATION))
+        .and_then(|n| profile::by_name(n.trim()).ok().flatten())
+        .map(|p| p.name.to_string());
+    let pods: BTreeSet<&str> = (t.containers.iter())
+        .map(|c| c.pod.as_deref().unwrap_or("pod-0"))
+        .collect();
+    Facts {
+        namespace,
+        name,
+        kind: "Workload".into(),
+        mode: t.update_mode.clone().unwrap_or_else(|| "Off".into()),
+        profile: annotated.or_else(|| flag_profile.map(str::to_string)),
+        pods: i64::try_from(pods.len()).unwrap_or(i64::MAX),
+        ooms_last_day: trace_ooms_last_day(t),
+        containers: trace_containers(t),
+    }
+}
+
+/// A request in cores or bytes as an amount (millicores or bytes, rounded); `None` unless finite and ≥ 0.
+fn amount(v: f64) -> Option<i64> {
+    (v.is_finite() && v >= 0.0).then(|| v.round().min(MAX_RESOURCE_AMOUNT as f64) as i64)
+}
+
+/// Per container name: the largest requests over the trace's pods and histograms of its samples.
+fn trace_containers(t: &Trace) -> BTreeMap<String, Container> {
+    let mut by_name: BTreeMap<&str, (Resources, Histogram, Histogram)> = BTreeMap::new();
+    for c in &t.containers {
+        let (req, cpu, memory) = by_name.entry(&c.name).or_insert_with(|| {
+            (
+                Resources::default(),
+                Histogram::new(HistogramOptions::vpa_cpu()),
+                Histogram::new(HistogramOptions::vpa_memory()),
+            )
+        });
+        let cpu_request = c.cpu_request_cores.and_then(|v| amount(v * 1000.0));
+        req.cpu_millicores = req.cpu_millicores.max(cpu_request);
+        req.memory_bytes = req
+            .memory_bytes
+            .max(c.memory_request_bytes.and_then(amount));
+        for (h, samples) in [
+            (&mut *cpu, &c.cpu_samples),
+            (&mut *memory, &c.memory_samples),
+        ] {
+            for &[_, v] in samples {
+                if v.is_finite() && v >= 0.0 {
+                    h.add_sample(v, 1.0);
+                }
+            }
+        }
+    }
+    (by_name.into_iter())
+        .map(|(name, (requests, cpu, memory))| {
+            let c = Container {
+                name: name.to_string(),
+                requests,
+                cpu_usage: distribution(&cpu),
+                memory_usage: distribution(&memory),
+                ..Container::default()
+            };
+            (name.to_string(), c)
+        })
+        .collect()
+}
+
+/// OOM kills in the day before the trace's `now` (else its latest sample or OOM).
+fn trace_ooms_last_day(t: &Trace) -> i64 {
+    fn oom_times(c: &TraceContainer) -> impl Iterator<Item = f64> + '_ {
+        c.ooms.iter().filter_map(|o| o.first().copied().flatten())
+    }
+    let ooms = || t.containers.iter().flat_map(oom_times);
+    if ooms().next().is_none() {
+        return 0;
+    }
+    let latest = || {
+        (t.containers.iter())
+            .flat_map(|c| c.cpu_samples.iter().chain(&c.memory_samples).map(|s| s[0]))
+            .chain(ooms())
+            .filter(|v| v.is_finite())
+            .fold(f64::NEG_INFINITY, f64::max)
+    };
+    let now = t.now.filter(|n| n.is_finite()).unwrap_or_else(latest);
+    let recent = ooms()
+        .filter(|at| at.is_finite() && *at <= now && now - *at <= DAY_SECS)
+        .count();
+    i64::try_from(recent).unwrap_or(i64::MAX)
+}
+
+/// Per workload of the plan: its containers with the model's histograms, the pods seen at the end of the
+/// history, the OOM kills of its last day.
+fn prometheus_facts(fed: &Fed<'_, '_>, step_ms: i64, flag_profile: Option<&str>) -> Vec<Facts> {
+    let plan = fed.plan;
+    let running_since =
+        (plan.end_ms).saturating_sub(RUNNING_WITHIN_MS.max(step_ms.saturating_mul(2)));
+    let day_ago = (plan.end_ms).saturating_sub(DAY_SECS as i64 * 1000);
+    let mut facts: Vec<Facts> = (plan.workloads.iter())
+        .map(|w| Facts {
+            namespace: w.namespace.clone(),
+            name: w.name.clone(),
+            kind: if w.kind.is_empty() {
+                "Workload".into()
+            } else {
+                w.kind.clone()
+            },
+            mode: "Off".into(),
+            profile: flag_profile.map(str::to_string),
+            pods: 0,
+            ooms_last_day: 0,
+            containers: BTreeMap::new(),
+        })
+        .collect();
+    let mut running: Vec<BTreeSet<&str>> = vec![BTreeSet::new(); facts.len()];
+    for (i, c) in plan.containers.iter().enumerate() {
+        let (Some(f), Some(pods)) = (facts.get_mut(c.workload), running.get_mut(c.workload)) else {
+            continue;
+        };
+        f.containers
+            .entry(c.container.clone())
+            .or_insert_with(|| Container {
+                name: c.container.clone(),
+                ..Container::default()
+            });
+        if fed
+            .last_sample_ms
+            .get(i)
+            .is_some_and(|&t| t >= running_since)
+        {
+            pods.insert(&c.pod);
+        }
+        let ooms = plan.ooms.get(&i).map_or(0, |o| {
+            (o.iter())
+                .filter(|(t, _)| *t > day_ago && *t <= plan.end_ms)
+                .count()
+        });
+        f.ooms_last_day += i64::try_from(ooms).unwrap_or(i64::MAX);
+    }
+    for (w, (f, pods)) in facts.iter_mut().zip(&running).enumerate() {
+        f.pods = i64::try_from(pods.len()).unwrap_or(i64::MAX);
+        for (name, agg) in fed.model.aggregates(w) {
+            let c = f
+                .containers
+                .entry(name.clone())
+                .or_insert_with(|| Container {
+                    name,
+                    ..Container::default()
+                });
+            c.cpu_usage = distribution(agg.cpu.histogram());
+            c.memory_usage = distribution(agg.memory.histogram());
+        }
+    }
+    facts
+}
+
+/// The histogram's non-empty buckets (at most [`MAX_BUCKETS`], the heaviest kept) and its 50th, 90th, 95th
+/// and 99th percentiles; `None` when it is empty.
+fn distribution(h: &Histogram) -> Option<Distribution> {
+    if h.is_empty() {
+        return None;
+    }
+    let opts = h.options();
+    let mut buckets: Vec<Bucket> = (h.buckets())
+        .map(|(i, weight)| Bucket {
+            start: opts.bucket_start(i),
+            end: h.bucket_end(i),
+            weight,
+        })
+        .collect();
+    if buckets.len() > MAX_BUCKETS {
+        buckets.sort_by(|a, b| b.weight.total_cmp(&a.weight));
+        buckets.truncate(MAX_BUCKETS);
+        buckets.sort_by(|a, b| a.start.total_cmp(&b.start));
+    }
+    let percentiles = [0.5, 0.9, 0.95, 0.99]
+        .map(|p| (p, h.percentile(p)))
+        .to_vec();
+    Some(Distribution {
+        buckets,
+        percentiles,
+    })
+}
+
+fn resources(r: &Amounts) -> Resources {
+    Resources {
+        cpu_millicores: r.cpu,
+        memory_bytes: r.memory,
+    }
+}
+
+/// The page's workload: the facts with the recommendation, the flags and the explanation.
+fn workload(f: Facts, r: &Recommendation) -> Workload {
+    let o = &r.output;
+    let mut containers = f.containers;
+    for rec in &o.recommendations {
+        let c = (containers.entry(rec.container_name.clone())).or_insert_with(|| Container {
+            name: rec.container_name.clone(),
+            ..Container::default()
+        });
+        c.target = resources(&rec.target);
+        c.lower_bound = resources(&rec.lower_bound);
+        c.upper_bound = resources(&rec.upper_bound);
+        c.uncapped_target = resources(&rec.uncapped_target);
+    }
+    let low_confidence = (o.explain.iter().flatten()).any(|e| {
+        e.detail.confidence_cpu < 1.0
+            && (o.recommendations.iter()).any(|r| r.container_name == e.detail.container)
+    });
+    let flags = [
+        (Flag::Oom, f.ooms_last_day > 0),
+        (Flag::LowConfidence, low_confidence),
+        (Flag::NoPods, f.pods == 0),
+        (Flag::NoRecommendation, o.recommendations.is_empty()),
+    ];
+    Workload {
+        namespace: f.namespace,
+        vpa: f.name.clone(),
+        kind: f.kind,
+        name: f.name,
+        mode: f.mode,
+        profile: f.profile,
+        pods: f.pods,
+        ooms_last_day: f.ooms_last_day,
+        containers: containers.into_values().collect(),
+        conditions: Vec::new(),
+        flags: (flags.into_iter())
+            .filter(|(_, on)| *on)
+            .map(|(f, _)| f)
+            .collect(),
+        explain: explain(r),
+    }
+}
+
+/// `tailor recommend --explain`'s text for each container, or why there is no recommendation; first the
+/// impossible samples `--skip-bad-samples` dropped, if any.
+fn explain(r: &Recommendation) -> String {
+    let o = &r.output;
+    let mut parts = Vec::new();
+    if r.skipped != [0, 0] {
+        parts.push(format!(
+            "{} bad sample(s) skipped ({} cpu, {} memory)\n",
+            r.skipped[0].saturating_add(r.skipped[1]),
+            r.skipped[0],
+            r.skipped[1]
+        ));
+    }
+    if let Some(e) = &o.error {
+        parts.push(format!("No recommendation: {e}\n"));
+    }
+    let details = o.explain.as_deref().unwrap_or_default();
+    for rec in &o.recommendations {
+        if let Some(e) = details
+            .iter()
+            .find(|e| e.detail.container == rec.container_name)
+        {
+            parts.push(output::explain_text(&o.id, e, rec));
+        }
+    }
+    parts.join("\n")
+}
+
+/// Sorts by (namespace, VPA) and gives a key seen again ` (2)`, ` (3)`, … after its VPA name.
+fn disambiguate(workloads: &mut [Workload]) {
+    let by_key = |a: &Workload, b: &Workload| (&a.namespace, &a.vpa).cmp(&(&b.namespace, &b.vpa));
+    workloads.sort_by(by_key);
+    let keys: Vec<(String, String)> = (workloads.iter())
+        .map(|w| (w.namespace.clone(), w.vpa.clone()))
+        .collect();
+    let mut seen = 1;
+    for (i, w) in workloads.iter_mut().enumerate().skip(1) {
+        seen = if keys.get(i) == keys.get(i - 1) {
+            seen + 1
+        } else {
+            1
+        };
+        if seen > 1 {
+            w.vpa = format!("{} ({seen})", w.vpa);
+        }
+    }
+    workloads.sort_by(by_key);
+}
+
+/// Writes the report and prints the fleet as JSON or one summary line.
+fn write(fleet: &Fleet, args: &ReportArgs) -> anyhow::Result<()> {
+    if let Some(path) = &args.html {
+        std::fs::write(path, tailor_dashboard::report(fleet))
+            .with_context(|| format!("writing the report to {}", path.display()))?;
+        eprintln!("wrote {}: {}", path.display(), summary_line(fleet));
+    }
+    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    match args.output {
+        Some(ReportFormat::Json) => {
+            // As an I/O error, so that a reader going away (`| head`) is recognised as such.
+            serde_json::to_writer_pretty(&mut stdout, fleet).map_err(std::io::Error::from)?;
+            writeln!(stdout)?;
+        }
+        None if args.html.is_none() => writeln!(stdout, "{}", summary_line(fleet))?,
+        None => {}
+    }
+    stdout.flush()?;
+    Ok(())
+}
+
+/// `2 workloads, 3 pods: requested … a month, at the targets … a month; N with an OOM kill in the last day`.
+fn summary_line(fleet: &Fleet) -> String {
+    use tailor_dashboard::html::{both, money};
+    let t = tailor_dashboard::summary::Summary::of(&fleet.workloads, &fleet.prices).fleet;
+    let currency = &fleet.prices.currency;
+    format!(
+        "{} workloads, {} pods: requested {} ({} a month), at the targets {} ({} a month); \
+         {} with an OOM kill in the last day, {} without a recommendation",
+        t.workloads,
+        t.pods,
+        both(t.requested),
+        money(t.requested_monthly, currency),
+        both(t.recommended),
+        money(t.recommended_monthly, currency),
+        t.count(Flag::Oom),
+        t.count(Flag::NoRecommendation),
+    )
+}
