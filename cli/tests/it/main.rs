@@ -11,5 +11,6 @@ mod plan;
 mod prometheus;
 mod prometheus_faults;
 mod prometheus_stores;
+mod report;
 mod sigv4;
 mod upstream_diff;
