@@ -12,8 +12,9 @@ for comp in rustfmt clippy; do
   fi
 done
 
-# Debian packages: prometheus (prometheus, promtool) and victoria-metrics serve the history-source tests.
-APT_PACKAGES=(shellcheck prometheus victoria-metrics)
+# Debian packages: prometheus (prometheus, promtool) and victoria-metrics serve the history-source tests;
+# chromium and chromium-driver open the dashboard in a real browser (the e2e dashboard test).
+APT_PACKAGES=(shellcheck prometheus victoria-metrics chromium chromium-driver)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

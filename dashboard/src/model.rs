@@ -120,8 +120,6 @@ pub enum Flag {
     LowConfidence,
     /// The updater leaves the workload alone (`UpdatesBlocked`).
     UpdatesBlocked,
-    /// A pod was admitted without the webhook's sizing.
-    AdmittedUnsized,
     /// The VPA selects no running pod.
     NoPods,
     /// No recommendation yet.
@@ -130,11 +128,10 @@ pub enum Flag {
 
 impl Flag {
     /// Every flag, in the order the pages list them.
-    pub const ALL: [Flag; 6] = [
+    pub const ALL: [Flag; 5] = [
         Flag::Oom,
         Flag::LowConfidence,
         Flag::UpdatesBlocked,
-        Flag::AdmittedUnsized,
         Flag::NoPods,
         Flag::NoRecommendation,
     ];
@@ -145,7 +142,6 @@ impl Flag {
             Flag::Oom => "OOM",
             Flag::LowConfidence => "low confidence",
             Flag::UpdatesBlocked => "updates blocked",
-            Flag::AdmittedUnsized => "admitted unsized",
             Flag::NoPods => "no pods",
             Flag::NoRecommendation => "no recommendation",
         }

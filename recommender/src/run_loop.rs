@@ -379,7 +379,9 @@ impl Recommender {
         self.metrics.step("total", report.phases.total_seconds);
         if let Some(d) = &self.dashboard {
             let t = Instant::now();
-            d.publish(self.dashboard_workloads(now), now);
+            let workloads =
+                crate::dashboard::snapshot::workloads(&self.model, &self.vpas, &self.stores, now);
+            d.publish(workloads, now);
             self.metrics.step("dashboard", t.elapsed().as_secs_f64());
         }
         self.metrics

@@ -7,11 +7,11 @@ use maud::{Markup, html};
 use crate::model::Distribution;
 
 const WIDTH: f64 = 520.0;
-const HEIGHT: f64 = 170.0;
+const HEIGHT: f64 = 190.0;
 const LEFT: f64 = 10.0;
 const RIGHT: f64 = 10.0;
 const TOP: f64 = 22.0;
-const BOTTOM: f64 = 28.0;
+const BOTTOM: f64 = 44.0;
 
 /// The x position of `v` on the log axis `[lo, hi]`.
 fn x(v: f64, lo: f64, hi: f64) -> f64 {
@@ -56,10 +56,10 @@ pub fn usage(
                 (mark("request", r, lo, hi, "#d63638", &label(r), TOP - 6.0))
             }
             @if let Some(t) = target {
-                (mark("target", t, lo, hi, "#00a32a", &label(t), HEIGHT - 8.0))
+                (mark("target", t, lo, hi, "#00a32a", &label(t), HEIGHT - BOTTOM + 30.0))
             }
-            text x=(LEFT) y=(HEIGHT - BOTTOM + 14.0) font-size="10" fill="#646970" { (label(lo)) }
-            text x=(WIDTH - RIGHT) y=(HEIGHT - BOTTOM + 14.0) font-size="10" fill="#646970" text-anchor="end" { (label(hi)) }
+            text x=(LEFT) y=(HEIGHT - BOTTOM + 13.0) font-size="10" fill="#646970" { (label(lo)) }
+            text x=(WIDTH - RIGHT) y=(HEIGHT - BOTTOM + 13.0) font-size="10" fill="#646970" text-anchor="end" { (label(hi)) }
         }
     }
 }

@@ -113,7 +113,7 @@ fn workload_table(page: &[&Workload], fleet: &Fleet, query: &FleetQuery, links: 
                 tr.workload data-namespace=(w.namespace) data-vpa=(w.vpa) {
                     td.l { a href=(links.workload(&w.namespace, &w.vpa)) { (w.namespace) "/" (w.vpa) } }
                     td.l { (w.kind) " " (w.name) } td.l { (w.mode) } td.l { (w.profile.as_deref().unwrap_or("–")) }
-                    td { (w.pods) }
+                    td.pods data-pods=(w.pods) { (w.pods) }
                     td.cpu-requested data-millicores=(req.cpu_millicores.unwrap_or(0)) { (cpu(req.cpu_millicores)) }
                     td.cpu-target data-millicores=(rec.cpu_millicores.unwrap_or(0)) { (cpu(rec.cpu_millicores)) }
                     td.memory-requested data-bytes=(req.memory_bytes.unwrap_or(0)) { (memory(req.memory_bytes)) }

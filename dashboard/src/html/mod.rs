@@ -71,6 +71,8 @@ pub fn document(title: &str, fleet: &Fleet, body: Markup) -> Markup {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
+                // No icon to fetch: the page loads nothing but itself.
+                link rel="icon" href="data:,";
                 title { (title) " · Tailor" }
                 style { (PreEscaped(STYLE)) }
             }

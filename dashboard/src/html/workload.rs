@@ -15,7 +15,7 @@ pub fn section(w: &Workload, fleet: &Fleet, links: Links) -> Markup {
             p {
                 "VPA " b { (w.namespace) "/" (w.vpa) } " sizes " (w.kind) " " b { (w.name) } " in mode " b { (w.mode) }
                 @if let Some(p) = &w.profile { " with profile " b { (p) } }
-                "; " (w.pods) " running pods; " span.(if w.ooms_last_day > 0 { "warn" } else { "muted" }) #ooms data-ooms=(w.ooms_last_day) { (w.ooms_last_day) " OOM kills in the last day" } "."
+                "; " (w.pods) (if w.pods == 1 { " running pod; " } else { " running pods; " }) span.(if w.ooms_last_day > 0 { "warn" } else { "muted" }) #ooms data-ooms=(w.ooms_last_day) { (w.ooms_last_day) " OOM kills in the last day" } "."
             }
             @if !w.flags.is_empty() {
                 p { "Needs a look: " @for f in &w.flags { span.flag data-flag=(format!("{f:?}")) { (f.label()) } } }
@@ -58,12 +58,12 @@ fn container(c: &Container, _currency: &str) -> Markup {
             }
         }
         @if let Some(d) = &c.cpu_usage {
-            p.muted { "CPU usage the model holds (cores, decaying histogram):" }
+            p.muted { "CPU usage distribution (cores):" }
             (chart::usage("cpu", d, c.requests.cpu_millicores.map(|m| m as f64 / 1000.0),
                 c.target.cpu_millicores.map(|m| m as f64 / 1000.0), |v| cpu(Some((v * 1000.0).round() as i64))))
         }
         @if let Some(d) = &c.memory_usage {
-            p.muted { "Memory peaks the model holds (bytes, decaying histogram):" }
+            p.muted { "Memory peak distribution (bytes):" }
             (chart::usage("memory", d, c.requests.memory_bytes.map(|b| b as f64),
                 c.target.memory_bytes.map(|b| b as f64), |v| memory(Some(v.round() as i64))))
         }

@@ -216,6 +216,18 @@ impl Args {
             .config(own_namespace.as_deref(), profiles)
             .map_err(anyhow::Error::msg)?;
         let dashboard = self.dashboard.settings().map_err(anyhow::Error::msg)?;
+        // Every VPA the fleet creates gets its first status from the loop, out of --kube-api-qps.
+        if let Some(f) = &fleet
+            && self.rate.kube_api_qps > 0.0
+            && f.qps > self.rate.kube_api_qps / 2.0
+        {
+            tracing::warn!(
+                fleet_qps = f.qps,
+                kube_api_qps = self.rate.kube_api_qps,
+                "--fleet-qps is above half of --kube-api-qps: each created VPA's first status write comes out of \
+                 the loop's budget, so other VPAs' status writes wait behind them while a namespace is onboarded"
+            );
+        }
         Ok(DaemonSettings {
             dashboard,
             fleet,

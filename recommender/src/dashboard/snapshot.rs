@@ -15,10 +15,12 @@ use tailor_dashboard::model::{
 use tailor_engine::histogram::Histogram;
 use tailor_engine::units::Nanos;
 
+use tailor_engine::model::{AggregateContainerState, ClusterState, PodPhase};
+
 use crate::pod_store::CompactPod;
-use crate::run_loop::Recommender;
+use crate::stores::Stores;
+use crate::tracked::{VpaEntry, VpaKey};
 use crate::watched_vpa::WatchedVpa;
-use tailor_engine::model::PodPhase;
 
 /// How far back an OOM kill counts.
 const DAY: Nanos = 86_400 * 1_000_000_000;
@@ -100,29 +102,33 @@ fn pod_facts<'a>(
     f
 }
 
-impl Recommender {
-    /// Every VPA this recommender handles, as the dashboard shows it, at `now`.
-    pub(crate) fn dashboard_workloads(&self, now: Nanos) -> Vec<Workload> {
-        let mut out = Vec::with_capacity(self.vpas.len());
-        for ((ns, name), entry) in &self.vpas {
-            let Some(vpa) = self.stores.vpas.get(&ObjectRef::new(name).within(ns)) else {
-                continue;
-            };
-            let pods = (self.model.matching_pods(entry.index))
-                .filter_map(|(pns, pname)| self.stores.pods.get(pns, pname));
-            let facts = pod_facts(pods, now);
-            let aggregates = self.model.aggregate_state_by_container_name(entry.index);
-            out.push(workload(&vpa, facts, &aggregates));
-        }
-        out
+/// Every VPA of `vpas` (the loop's, indexed in `model`), as the dashboard shows it, at `now`.
+pub(crate) fn workloads(
+    model: &ClusterState,
+    vpas: &BTreeMap<VpaKey, VpaEntry>,
+    stores: &Stores,
+    now: Nanos,
+) -> Vec<Workload> {
+    let mut out = Vec::with_capacity(vpas.len());
+    for ((ns, name), entry) in vpas {
+        let Some(vpa) = stores.vpas.get(&ObjectRef::new(name).within(ns)) else {
+            continue;
+        };
+        let pods = (model.matching_pods(entry.index))
+            .filter_map(|(pns, pname)| stores.pods.get(pns, pname));
+        let facts = pod_facts(pods, now);
+        let aggregates = model.aggregate_state_by_container_name(entry.index);
+        out.push(workload(&vpa, facts, &aggregates));
     }
+    out
 }
 
-fn workload(
+/// Per container: the recommendation's four rows, the pods' requests, and the model's usage.
+fn containers(
     vpa: &WatchedVpa,
-    facts: PodFacts,
-    aggregates: &BTreeMap<String, tailor_engine::model::AggregateContainerState>,
-) -> Workload {
+    facts: &PodFacts,
+    aggregates: &BTreeMap<String, AggregateContainerState>,
+) -> (Vec<Container>, bool) {
     let recommendation = vpa.status.as_ref().and_then(|s| s.recommendation());
     let mut containers: BTreeMap<String, Container> = BTreeMap::new();
     for r in recommendation
@@ -155,6 +161,15 @@ fn workload(
             c.memory_usage = distribution(agg.memory.histogram());
         }
     }
+    (containers.into_values().collect(), recommendation.is_some())
+}
+
+fn workload(
+    vpa: &WatchedVpa,
+    facts: PodFacts,
+    aggregates: &BTreeMap<String, AggregateContainerState>,
+) -> Workload {
+    let (containers, recommended) = containers(vpa, &facts, aggregates);
     let conditions: Vec<Condition> = (vpa.conditions().iter())
         .map(|c| Condition {
             type_: c.type_.clone(),
@@ -181,7 +196,7 @@ fn workload(
     if facts.running == 0 {
         flags.push(Flag::NoPods);
     }
-    if recommendation.is_none() {
+    if !recommended {
         flags.push(Flag::NoRecommendation);
     }
     let m = &vpa.metadata;
@@ -197,7 +212,7 @@ fn workload(
             .cloned(),
         pods: facts.running,
         ooms_last_day: facts.ooms,
-        containers: containers.into_values().collect(),
+        containers,
         conditions,
         flags,
         explain: String::new(),

@@ -128,22 +128,25 @@ impl<W: FleetWriter> FleetController<W> {
     }
 
     /// Runs passes until `stop` resolves or the lease is lost: one when a source changes (after a
-    /// second's quiet), and at least every resync interval.
+    /// second's quiet), at least every resync interval, and at once while writes are pending.
     pub async fn run(mut self, stop: impl Future<Output = ()>) {
         tokio::pin!(stop);
         let lost = self.fence.lost();
         tokio::pin!(lost);
+        let mut pending = 0;
         loop {
             if self.ready() {
                 let report = self.pass(self.config.resync).await;
                 if report.written + report.failed + report.pending > 0 {
                     tracing::info!(?report, "fleet pass");
                 }
+                pending = report.pending;
             }
-            let wait = if self.ready() {
-                self.config.resync
-            } else {
-                Duration::from_secs(1)
+            // Writes left by a pass that spent its budget go on at once (the bucket paces them).
+            let wait = match (self.ready(), pending) {
+                (false, _) => Duration::from_secs(1),
+                (true, 0) => self.config.resync,
+                (true, _) => Duration::ZERO,
             };
             tokio::select! {
                 _ = self.view.changed() => tokio::time::sleep(DEBOUNCE).await,

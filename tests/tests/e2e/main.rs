@@ -28,6 +28,7 @@ mod coexistence;
 mod conflicts;
 mod crds;
 mod custom_kinds;
+mod dashboard;
 mod differential;
 mod fleet;
 mod hpa;

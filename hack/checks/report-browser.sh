@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `tailor report` as a person sees it: renders examples/traces/demo.json into target/report/demo.html, writes
+# `tailor report` as a person sees it (run by hack/test.sh among the checks): renders examples/traces/demo.json into target/report/demo.html, writes
 # what the page must show from the report's own JSON twin (`tailor report -o json`: every workload with its
 # first container's target, the first workload as the one opened, the OOM-killed one if the trace has one),
 # and opens the file in headless Chromium with hack/dashboard_browser.py --report: every workload listed with
@@ -8,7 +8,7 @@
 # Needs Chromium, chromedriver and Selenium in target/venv (hack/install-deps.sh). No cluster.
 # Last line: the browser script's "browser: N passed, N failed"; exits non-zero on a failed check.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.." || exit 1
 out=target/report
 mkdir -p "$out"
 cargo build -q -p tailor-cli --bin tailor

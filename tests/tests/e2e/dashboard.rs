@@ -1,0 +1,152 @@
+//! The dashboard in a real browser on the real control plane: 20 workloads in two namespaces, one of them
+//! OOM-killed once; headless Chromium (hack/dashboard_browser.py) opens the fleet page and a workload page
+//! at the address `hack/cluster.sh status` prints and checks them against `kubectl get tvpa` — the numbers,
+//! the OOM on both pages, the usage chart with its target line, no console error, nothing loaded from
+//! elsewhere — and keeps a screenshot of each under target/dashboard-e2e/.
+
+use super::*;
+
+const PER_NAMESPACE: usize = 10;
+
+/// A one-pod Deployment `name` using `cpu`/`memory` (kwok's usage annotations), OOM-killed once when `oom`.
+fn small_deployment(name: &str, cpu: &str, memory: &str, oom: bool) -> Value {
+    let mut annotations =
+        json!({"kwok.x-k8s.io/usage-cpu": cpu, "kwok.x-k8s.io/usage-memory": memory});
+    if oom {
+        annotations["tailor.dev/e2e-kubelet-oom"] = json!("once");
+    }
+    json!({
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}, "annotations": annotations},
+                "spec": {"terminationGracePeriodSeconds": 0, "containers": [{"name": "app", "image": IMAGE,
+                    "resources": {"requests": {"cpu": "10m", "memory": "20Mi"}}}]}
+            }
+        }
+    })
+}
+
+/// The dashboard's address as `hack/cluster.sh status` prints it.
+fn dashboard_url(env: &E2e) -> Result<String> {
+    let Platform::HostProcesses(control) = &env.platform else {
+        bail!("the dashboard test needs the local control plane (hack/e2e-local.sh)");
+    };
+    let out = std::process::Command::new(control)
+        .arg("status")
+        .output()
+        .with_context(|| format!("running {} status", control.display()))?;
+    let status = String::from_utf8_lossy(&out.stdout).into_owned();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("dashboard: "))
+        .map(|u| u.trim().to_owned())
+        .with_context(|| format!("no dashboard line in hack/cluster.sh status:\n{status}"))
+}
+
+/// `(cpu millicores, memory bytes)` of the first container's target in the VPA's status.
+fn status_target(v: &VerticalPodAutoscaler) -> Result<(i64, i64)> {
+    cpu_mem(&target_of(v).context("no target yet")?)
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
+async fn the_dashboard_shows_the_fleet_in_a_real_browser() {
+    let env = e2e("the_dashboard_shows_the_fleet_in_a_real_browser").await;
+    let env = &env;
+    in_namespace(env, "dash", |ns| async move {
+        let other = format!("{ns}-b");
+        let created: Namespace = serde_json::from_value(json!({"metadata": {"name": other}}))?;
+        Api::<Namespace>::all(env.client.clone())
+            .create(&PostParams::default(), &created)
+            .await?;
+        let result = run(env, &ns, &other).await;
+        env.drop_namespace(&other).await;
+        result
+    })
+    .await;
+}
+
+async fn run(env: &E2e, ns: &str, other: &str) -> Result<()> {
+    let url = dashboard_url(env)?;
+    let mut all = Vec::new();
+    for (n, namespace) in [ns, other].iter().enumerate() {
+        for i in 0..PER_NAMESPACE {
+            let name = format!("w{i}");
+            let cpu = format!("{}m", 50 + 20 * i + 100 * n);
+            let oom = n == 0 && i == 0;
+            env.create_deployment_from(namespace, small_deployment(&name, &cpu, "120Mi", oom))
+                .await?;
+            env.create_vpa(namespace, vpa_manifest(&name, &name, "Off"))
+                .await?;
+            all.push((namespace.to_string(), name));
+        }
+    }
+    for (namespace, name) in &all {
+        env.recommendation(namespace, name).await?;
+    }
+    // The dashboard follows each loop: wait until its JSON twin shows every status target and the OOM.
+    let api = format!("{url}api/v1/fleet?q={ns}");
+    let all = &all;
+    let api = &api;
+    let expect = wait_for("the dashboard to show every status target and the OOM", RECOMMENDATION_TIMEOUT, || async move {
+        let mut expect = Vec::new();
+        for (namespace, name) in all {
+            let (cpu, memory) = status_target(&env.tailor_vpas(namespace).get(name).await?)?;
+            expect.push(json!({"namespace": namespace, "vpa": name, "cpuMillicores": cpu, "memoryBytes": memory}));
+        }
+        let response = http_get(&url_host(api)?, &url_path(api)?)?;
+        let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        let answer: Value = serde_json::from_str(body)?;
+        let shown = answer["workloads"].as_array().cloned().unwrap_or_default();
+        let same = expect.iter().all(|e| {
+            shown.iter().any(|w| {
+                w["namespace"] == e["namespace"] && w["vpa"] == e["vpa"]
+                    && w["containers"][0]["target"]["cpuMillicores"] == e["cpuMillicores"]
+                    && w["containers"][0]["target"]["memoryBytes"] == e["memoryBytes"]
+            })
+        });
+        let oom = shown.iter().any(|w| w["namespace"] == ns && w["vpa"] == "w0" && w["oomsLastDay"].as_i64() >= Some(1));
+        Ok((same && oom).then_some(expect))
+    })
+    .await?;
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let shots = root.join("target/dashboard-e2e");
+    let expect_file = shots.join("expect.json");
+    std::fs::create_dir_all(&shots)?;
+    let open = json!({"namespace": ns, "vpa": "w3"});
+    let doc = json!({"filter": ns, "workloads": expect, "oom": {"namespace": ns, "vpa": "w0"}, "open": open});
+    std::fs::write(&expect_file, serde_json::to_vec_pretty(&doc)?)?;
+    let out = std::process::Command::new(root.join("target/venv/bin/python"))
+        .arg(root.join("hack/dashboard_browser.py"))
+        .args(["--url", url.trim_end_matches('/'), "--expect"])
+        .arg(&expect_file)
+        .arg("--screenshots")
+        .arg(&shots)
+        .output()
+        .context("running hack/dashboard_browser.py (hack/install-deps.sh installs its Python and Chromium)")?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{text}");
+    if !out.status.success() {
+        bail!("the browser check failed:\n{text}");
+    }
+    Ok(())
+}
+
+/// `host:port` of an `http://` URL.
+fn url_host(url: &str) -> Result<String> {
+    let rest = url.strip_prefix("http://").context("an http:// URL")?;
+    Ok(rest.split('/').next().unwrap_or_default().to_owned())
+}
+
+/// The path (and query) of an `http://` URL.
+fn url_path(url: &str) -> Result<String> {
+    let rest = url.strip_prefix("http://").context("an http:// URL")?;
+    Ok(rest.find('/').map_or("/".into(), |i| rest[i..].to_owned()))
+}
