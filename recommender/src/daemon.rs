@@ -48,6 +48,8 @@ pub struct DaemonSettings {
     pub fleet: Option<FleetConfig>,
     /// The dashboard's address and prices (`None`: off).
     pub dashboard: Option<(SocketAddr, Prices)>,
+    /// `tailor_vpa_recommendation`'s cap on series (`None`: not exported).
+    pub recommendation_metrics: Option<usize>,
 }
 
 /// Why the recommender stopped other than by SIGTERM.
@@ -86,10 +88,14 @@ pub struct Daemon {
 impl Daemon {
     /// Binds the endpoints and serves them from now on (as on standby until the lease is held).
     pub async fn start(settings: DaemonSettings) -> Result<Daemon, DaemonError> {
-        let metrics = Arc::new(match settings.fleet {
-            Some(_) => Metrics::with_fleet(),
-            None => Metrics::new(),
-        });
+        let mut metrics = Metrics::new();
+        if settings.fleet.is_some() {
+            metrics = metrics.with_fleet();
+        }
+        if let Some(max) = settings.recommendation_metrics {
+            metrics = metrics.with_recommendations(max);
+        }
+        let metrics = Arc::new(metrics);
         let interval = settings.controller.interval;
         let health = Arc::new(match settings.lease {
             Some(_) => Health::standby(interval),

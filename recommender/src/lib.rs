@@ -30,6 +30,7 @@ pub mod node_fit;
 pub mod oom;
 pub mod pod_store;
 pub mod ratelimit;
+pub mod recommendation_metrics;
 pub mod run_loop;
 pub mod selection;
 pub mod slim;

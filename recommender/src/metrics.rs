@@ -2,6 +2,7 @@
 
 use crate::error::Error;
 use crate::fleet::metrics::FleetMetrics;
+use crate::recommendation_metrics::RecommendationMetrics;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -43,6 +44,8 @@ pub struct Metrics {
     pub last_loop_timestamp: Gauge,
     /// Fleet onboarding (`tailor_fleet_*`; registered only when the feature is on).
     pub fleet: FleetMetrics,
+    /// Each VPA's recommendation (`tailor_vpa_recommendation`; registered only when asked for).
+    pub recommendations: Option<RecommendationMetrics>,
 }
 
 /// One loop's count of VPAs changed by sizing within the cluster, per reason.
@@ -85,6 +88,7 @@ impl Metrics {
             sized_within_cluster: Family::default(),
             last_loop_timestamp: Gauge::default(),
             fleet: FleetMetrics::default(),
+            recommendations: None,
             registry: Registry::default(),
         };
         registry.register(
@@ -141,12 +145,19 @@ impl Metrics {
         }
     }
 
-    /// The recommender's metrics with the fleet's (`tailor_fleet_*`) registered too.
-    pub fn with_fleet() -> Self {
-        let mut m = Metrics::new();
-        m.fleet
-            .register(m.registry.sub_registry_with_prefix("tailor_fleet"));
-        m
+    /// The fleet's metrics (`tailor_fleet_*`) registered too.
+    pub fn with_fleet(mut self) -> Self {
+        self.fleet
+            .register(self.registry.sub_registry_with_prefix("tailor_fleet"));
+        self
+    }
+
+    /// `tailor_vpa_recommendation` registered too, capped at `max_series` series.
+    pub fn with_recommendations(mut self, max_series: usize) -> Self {
+        let r = RecommendationMetrics::new(max_series);
+        r.register(self.registry.sub_registry_with_prefix("tailor_vpa"));
+        self.recommendations = Some(r);
+        self
     }
 
     /// Counts an error under its [`Error::metric_label`] (the caller logs it).

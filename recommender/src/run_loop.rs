@@ -188,6 +188,20 @@ impl Recommender {
         }
     }
 
+    /// The stored recommendation of every VPA this recommender handles, in (namespace, name) order.
+    fn recommendations(&self) -> Vec<(&str, &str, tailor_crds::RecommendedPodResources)> {
+        (self.vpas.keys())
+            .filter_map(|(ns, name)| {
+                let vpa = self
+                    .stores
+                    .vpas
+                    .get(&kube::runtime::reflector::ObjectRef::new(name).within(ns))?;
+                let rec = vpa.status.as_ref()?.recommendation()?;
+                Some((ns.as_str(), name.as_str(), rec))
+            })
+            .collect()
+    }
+
     /// Publishes the fleet to `dashboard` after each loop.
     pub fn with_dashboard(mut self, dashboard: Arc<crate::dashboard::DashboardState>) -> Self {
         self.dashboard = Some(dashboard);
@@ -377,6 +391,12 @@ impl Recommender {
         }
         report.phases.total_seconds = start.elapsed().as_secs_f64();
         self.metrics.step("total", report.phases.total_seconds);
+        if let Some(r) = &self.metrics.recommendations {
+            let t = Instant::now();
+            r.update(self.recommendations());
+            self.metrics
+                .step("recommendation_metrics", t.elapsed().as_secs_f64());
+        }
         if let Some(d) = &self.dashboard {
             let t = Instant::now();
             let workloads =

@@ -120,6 +120,14 @@ struct Args {
     /// The dashboard: `--dashboard-address`, `--price-*`.
     #[command(flatten)]
     dashboard: DashboardFlags,
+    /// Export each VPA's recommendation as `tailor_vpa_recommendation{namespace,vpa,container,resource,bound}`
+    /// (CPU in cores, memory in bytes). Off by default: the series grow with VPAs × containers × 8.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    recommendation_metrics: bool,
+    /// Most `tailor_vpa_recommendation` series exported; VPAs past it are left out (in namespace and name
+    /// order) and counted in `tailor_vpa_recommendation_series_dropped`.
+    #[arg(long, default_value_t = 10_000)]
+    recommendation_metrics_max_series: usize,
     /// Fleet onboarding: `--fleet-*`.
     #[command(flatten)]
     fleet: FleetFlags,
@@ -229,6 +237,9 @@ impl Args {
             );
         }
         Ok(DaemonSettings {
+            recommendation_metrics: self
+                .recommendation_metrics
+                .then_some(self.recommendation_metrics_max_series),
             dashboard,
             fleet,
             lease: self.leader.validated()?,

@@ -49,11 +49,15 @@ async fn the_dashboard_shows_the_vpa_status_and_refuses_everything_but_reading()
     let port = free_port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let dashboard = addr.to_string();
-    let (rec, _) = start_recommender(
+    let (rec, metrics) = start_recommender(
         &server,
         dir.path(),
         "recommender-dashboard",
-        &["--dashboard-address", &dashboard],
+        &[
+            "--dashboard-address",
+            &dashboard,
+            "--recommendation-metrics",
+        ],
     );
     server
         .wait_for(WAIT, |s| recommendation(s, "api"))
@@ -94,6 +98,16 @@ async fn the_dashboard_shows_the_vpa_status_and_refuses_everything_but_reading()
         "{answer}"
     );
     assert_eq!(api["pods"], 2, "{api}");
+    // The same target as a gauge (cores), when --recommendation-metrics asks for it.
+    let exported = http_get_body(metrics, "/metrics").await;
+    let series = format!(
+        "tailor_vpa_recommendation{{namespace=\"shop\",vpa=\"api\",container=\"app\",resource=\"cpu\",bound=\"target\"}} {}",
+        cpu.millis_i128().unwrap() as f64 / 1000.0
+    );
+    assert!(
+        exported.lines().any(|l| l.starts_with(&series)),
+        "{series}\n{exported}"
+    );
     assert_eq!(answer["summary"]["fleet"]["workloads"], 2, "{answer}");
     // The pages: the fleet lists both; hostile text is escaped; the workload page has its chart.
     let page = http_get_body(addr, "/").await;
