@@ -40,12 +40,12 @@ fn container(name: &str, i: usize) -> Container {
     let m = 50 + (i % 400) as i64;
     Container {
         name: name.into(),
-        requests: Resources::new(2 * m, 4 * m << 20),
+        requests: Resources::new(2 * m, (4 * m) << 20),
         limits: Resources::default(),
-        target: Resources::new(m, 3 * m << 20),
-        lower_bound: Resources::new(m / 2, 2 * m << 20),
-        upper_bound: Resources::new(4 * m, 8 * m << 20),
-        uncapped_target: Resources::new(m, 3 * m << 20),
+        target: Resources::new(m, (3 * m) << 20),
+        lower_bound: Resources::new(m / 2, (2 * m) << 20),
+        upper_bound: Resources::new(4 * m, (8 * m) << 20),
+        uncapped_target: Resources::new(m, (3 * m) << 20),
         cpu_usage: Some(usage(m as f64 / 4000.0)),
         memory_usage: Some(usage((m << 20) as f64)),
     }
