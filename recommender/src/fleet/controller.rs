@@ -164,6 +164,7 @@ impl<W: FleetWriter> FleetController<W> {
             .retain(|_, (_, at)| started.duration_since(*at) < RECENT);
         let inputs = self.inputs();
         let (existing, uids) = self.existing(&inputs);
+        self.forget_seen(&existing);
         let upstream = self.upstream_targets();
         let planned = plan(
             &inputs.namespaces,
@@ -215,6 +216,27 @@ impl<W: FleetWriter> FleetController<W> {
             .pending_writes
             .set(i64::try_from(left).unwrap_or(i64::MAX));
         report
+    }
+
+    /// Forgets the writes the VPA store shows now: the memo holds only what the watch has not shown yet.
+    fn forget_seen(&mut self, existing: &[ExistingVpa]) {
+        if self.recent.is_empty() {
+            return;
+        }
+        let shown: HashMap<(&str, &str), Option<&OwnedFields>> = (existing.iter())
+            .map(|v| ((v.namespace.as_str(), v.name.as_str()), v.managed.as_ref()))
+            .collect();
+        self.recent.retain(|(ns, name), (what, _)| {
+            let now = shown.get(&(ns.as_str(), name.as_str()));
+            match what {
+                Recent::Deleted => now.is_some(),
+                Recent::Applied(vpa) => {
+                    let annotations = vpa.metadata.annotations.clone().unwrap_or_default();
+                    let applied = OwnedFields::of(&vpa.spec, &annotations);
+                    now.copied().flatten() != Some(&applied)
+                }
+            }
+        });
     }
 
     /// Whether another write fits this pass (the lease held, the budget not spent).

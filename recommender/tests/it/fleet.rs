@@ -266,6 +266,30 @@ async fn nothing_is_planned_before_upstream_vpas_are_listed_then_each_workload_g
     let report = f.controller.pass(Duration::from_secs(30)).await;
     assert_eq!((report.planned_applies, report.written), (2, 0));
     assert!(f.writer.take().is_empty());
+    // Once the watch shows them, nothing is written either (and the memo of the writes is let go).
+    let managed = json!({"app.kubernetes.io/managed-by": "tailor"});
+    let policy = json!({"tailor.dev/fleet-policy": "namespace shop label tailor.dev/vpa=Off"});
+    for name in ["web", "api"] {
+        let mut v = vpa(
+            "shop",
+            &format!("{name}-deployment"),
+            name,
+            managed.clone(),
+            policy.clone(),
+        );
+        v.spec.target_ref = Some(tailor_crds::CrossVersionObjectReference {
+            api_version: Some("apps/v1".into()),
+            kind: "Deployment".into(),
+            name: name.into(),
+        });
+        f.store.apply_watcher_event(&Event::Apply(v));
+    }
+    let report = f.controller.pass(Duration::from_secs(30)).await;
+    assert_eq!(
+        (report.planned_applies, report.written),
+        (0, 0),
+        "{report:?}"
+    );
     let text = gauge(&f.metrics, "Off");
     assert_eq!(text, 2);
 }
