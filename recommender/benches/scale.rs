@@ -115,8 +115,27 @@ async fn five_thousand_vpas_fifty_thousand_pods() {
     );
     let rss_stores = rss_kib("VmRSS:");
     println!("live heap after feeding the stores: {} MiB", live_mib());
+    // TAILOR_BENCH_DASHBOARD=1: the dashboard on, its fleet page rendered once a second meanwhile.
+    let dashboard = (env("TAILOR_BENCH_DASHBOARD", 0) == 1).then(|| {
+        let state = std::sync::Arc::new(tailor_recommender::dashboard::DashboardState::new(
+            tailor_dashboard::money::Prices::default(),
+            None,
+        ));
+        h.rec.set_dashboard(Some(state.clone()));
+        let poller = state.clone();
+        std::thread::spawn(move || {
+            loop {
+                if let Some(f) = poller.fleet() {
+                    let page = tailor_dashboard::fleet_page(&f, &Default::default());
+                    std::hint::black_box(page);
+                }
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+        });
+        state
+    });
     println!(
-        "loop,seconds,status_writes,checkpoint_writes,samples,pods,vpas,rss_mib,live_heap_mib"
+        "loop,seconds,dashboard_seconds,status_writes,checkpoint_writes,samples,pods,vpas,rss_mib,live_heap_mib"
     );
     for i in 0..loops {
         h.api
@@ -128,8 +147,9 @@ async fn five_thousand_vpas_fifty_thousand_pods() {
         h.api.compact();
         h.reflect_status_patches(&reqs);
         println!(
-            "{},{secs:.3},{},{},{},{},{},{},{}",
+            "{},{secs:.3},{:.3},{},{},{},{},{},{},{}",
             i + 1,
+            report.phases.dashboard_seconds,
             report.status_writes,
             report.checkpoints_written,
             report.samples_accepted,
@@ -141,6 +161,18 @@ async fn five_thousand_vpas_fifty_thousand_pods() {
         assert_eq!(report.vpas, vpas);
         assert_eq!(report.pods, vpas * per);
         assert_eq!(report.status_errors, 0);
+    }
+    if let Some(d) = &dashboard {
+        // The published fleet's own memory: the live heap with it, then without it.
+        let with = ALLOC.allocated();
+        d.stand_by();
+        let without = ALLOC.allocated();
+        println!(
+            "dashboard: published fleet {} KiB of {} KiB live heap ({:.1} %)",
+            with.saturating_sub(without) / 1024,
+            without / 1024,
+            100.0 * with.saturating_sub(without) as f64 / without.max(1) as f64
+        );
     }
     println!(
         "rss: start {} MiB, after stores {} MiB, end {} MiB, peak {} MiB; model aggregates {}, histogram heap {} KiB",

@@ -222,8 +222,8 @@ impl Daemon {
         if let Some(h) = s.history {
             rec = rec.with_history(h);
         }
-        if let Some(d) = self.dashboard {
-            rec = rec.with_dashboard(d);
+        if let Some(d) = &self.dashboard {
+            rec = rec.with_dashboard(d.clone());
         }
         let health = self.health;
         let stopped = rec
@@ -238,6 +238,9 @@ impl Daemon {
         }
         match stopped {
             Stopped::LeaseLost => {
+                if let Some(d) = &self.dashboard {
+                    d.stand_by();
+                }
                 // Said in the log as well as on exit: the holder task that also says it may be cut off first.
                 tracing::error!("leader lease lost: loop abandoned, no final checkpoints; exiting");
                 Err(DaemonError::LeaseLost)

@@ -85,6 +85,8 @@ pub struct Phases {
     pub status_seconds: f64,
     /// Writing and collecting checkpoints.
     pub checkpoint_seconds: f64,
+    /// Building and publishing the dashboard's fleet (after `total_seconds`; 0 without a dashboard).
+    pub dashboard_seconds: f64,
     /// The whole loop (including the model's GC and bookkeeping).
     pub total_seconds: f64,
     /// Resident memory after the PodMetrics list (and its samples).
@@ -206,6 +208,11 @@ impl Recommender {
     pub fn with_dashboard(mut self, dashboard: Arc<crate::dashboard::DashboardState>) -> Self {
         self.dashboard = Some(dashboard);
         self
+    }
+
+    /// Publishes to `dashboard` from the next loop on, or stops publishing (`None`).
+    pub fn set_dashboard(&mut self, dashboard: Option<Arc<crate::dashboard::DashboardState>>) {
+        self.dashboard = dashboard;
     }
 
     /// Sizes within the cluster `view` shows: node fit and HPA coherence (see [`crate::cluster_view`]).
@@ -402,7 +409,9 @@ impl Recommender {
             let workloads =
                 crate::dashboard::snapshot::workloads(&self.model, &self.vpas, &self.stores, now);
             d.publish(workloads, now);
-            self.metrics.step("dashboard", t.elapsed().as_secs_f64());
+            report.phases.dashboard_seconds = t.elapsed().as_secs_f64();
+            self.metrics
+                .step("dashboard", report.phases.dashboard_seconds);
         }
         self.metrics
             .last_loop_timestamp

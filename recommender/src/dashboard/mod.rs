@@ -99,6 +99,13 @@ impl DashboardState {
         *self.role() = Role::Leader;
     }
 
+    /// This replica no longer leads (the lease was lost): the fleet it published is dropped, and the pages
+    /// say so instead of showing numbers nobody updates.
+    pub fn stand_by(&self) {
+        *self.role() = Role::Standby(None);
+        self.fleet.store(None);
+    }
+
     /// Publishes the workloads of the loop that ran at `now`.
     pub fn publish(&self, mut workloads: Vec<Workload>, now: Nanos) {
         workloads.sort_by(|a, b| (&a.namespace, &a.vpa).cmp(&(&b.namespace, &b.vpa)));
