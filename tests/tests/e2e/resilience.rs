@@ -6,8 +6,9 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 /// The webhook's status Lease (chart value `admission.statusLease.name`).
 pub(super) const ADMISSION_LEASE: &str = "tailor-admission";
-/// The updater's `--admission-controller-status-lease-timeout` (chart default), plus a margin.
-const ADMISSION_LEASE_STALE: Duration = Duration::from_secs(60 + 10);
+/// The updater's `--admission-controller-status-lease-timeout` (chart value
+/// `updater.admissionControllerStatus.leaseTimeout`, 10 s), plus a margin as long again.
+const ADMISSION_LEASE_STALE: Duration = Duration::from_secs(10 + 10);
 /// Updater loops (10 s) long enough that an eviction would have happened.
 pub(super) const UPDATER_LOOPS: Duration = Duration::from_secs(35);
 
@@ -74,7 +75,7 @@ async fn without_the_webhook_the_updater_evicts_nothing() {
             let leases = Api::<Lease>::namespaced(env.client.clone(), &env.system_namespace);
             wait_for(
                 "the webhook's status Lease to go stale",
-                ADMISSION_LEASE_STALE * 2,
+                ADMISSION_LEASE_STALE * 3,
                 || async {
                     let renewed = leases
                         .get(ADMISSION_LEASE)
