@@ -406,11 +406,17 @@ async fn moving_a_workload_from_upstream_evicts_nothing() {
     .await;
 }
 
-/// How long Tailor's updater is watched beside an upstream VPA: a dozen of its loops and two of upstream's.
+/// How long Tailor's updater is watched beside an upstream VPA: a dozen of its loops and two of upstream's
+/// (upstream's updater at its default 1 m interval, as on kind).
 const STAND_DOWN_WINDOW: std::time::Duration = std::time::Duration::from_secs(120);
+/// The same on the local control plane, where upstream's updater loops every 10 s as Tailor's does
+/// (hack/cluster.sh, hack/cluster/values.yaml): six loops of each, three times the two that prove neither
+/// an eviction nor a resize nor a second event would have come.
+const STAND_DOWN_WINDOW_LOCAL: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Both autoscalers on one Deployment in `mode`, with different targets: Tailor's VPA sets a `minAllowed`
-/// far above the usage upstream's target follows. Over [`STAND_DOWN_WINDOW`] from the Tailor VPA's
+/// far above the usage upstream's target follows. Over [`STAND_DOWN_WINDOW`] ([`STAND_DOWN_WINDOW_LOCAL`] on
+/// the local control plane) from the Tailor VPA's
 /// creation, Tailor's updater neither resizes nor evicts a pod of the workload (the audit log, request by
 /// request), its VPA's `UpdatesBlocked` names the upstream VPA, and one event carries the same text.
 async fn tailor_stands_down_beside_upstream(env: &E2e, ns: &str, mode: &str) -> Result<()> {
@@ -469,7 +475,11 @@ async fn tailor_stands_down_beside_upstream(env: &E2e, ns: &str, mode: &str) -> 
     }
     // Tailor has something to do: its recommendation (at least minAllowed) is far from the pods' requests.
     env.recommendation(ns, "web").await?;
-    tokio::time::sleep(STAND_DOWN_WINDOW.saturating_sub(created.elapsed())).await;
+    let window = match env.platform {
+        Platform::HostProcesses(_) => STAND_DOWN_WINDOW_LOCAL,
+        Platform::Pods => STAND_DOWN_WINDOW,
+    };
+    tokio::time::sleep(window.saturating_sub(created.elapsed())).await;
     let events: Vec<Event> = Api::<Event>::namespaced(env.client.clone(), ns)
         .list(&ListParams::default())
         .await?
