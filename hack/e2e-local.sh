@@ -33,19 +33,33 @@ eval "$env_lines"
 version=$(source "$TAILOR_CLUSTER_DIR/env" && echo "$KUBERNETES_VERSION")
 
 # Tests that disturb what every test shares (Tailor's or upstream's processes, the webhook's certificate, the
-# API server) run one at a time after the rest; the rest, each in its own namespace, run four at a time.
-DISRUPTIVE=(certificates:: differential:: restart:: resilience::an_api_server resilience::without_the_webhook
-  uninstall:: webhook_down::)
+# API server) run after the rest; the rest, each in its own namespace, run four at a time. The two tests of a
+# PAIRS entry disturb different processes, and need nothing of the other's beyond what a short delay costs:
+# one restarts the recommender (or the recommenders and metrics-server), the other stops the webhook or rotates
+# its certificate, which sizes no pod of the first one's Off VPAs (failurePolicy Ignore lets every request
+# through meanwhile). They run two at a time, pair after pair, then the DISRUPTIVE ones one at a time. The
+# webhook-outage test changes only its own namespace's webhook selector, so it runs with the rest.
+DISRUPTIVE=(resilience::an_api_server uninstall:: webhook_down::webhook_down_does_not_block_pod_creation)
+PAIRS=("restart::recommender_restart_restores_from_checkpoints resilience::without_the_webhook"
+  "restart::two_recommender_replicas_fail_over webhook_down::a_vpa_admitted_while_the_webhook_was_down"
+  "differential:: certificates::")
 filters=("$@")
-serial=()
-for d in "${DISRUPTIVE[@]}"; do
-  if ((${#filters[@]} == 0)); then serial+=("$d"); continue; fi
-  for f in "${filters[@]}"; do
-    if [[ $d == *"$f"* ]]; then serial+=("$d"); elif [[ $f == *"$d"* ]]; then serial+=("$f"); fi
-  done
-done
+# selected ENTRY...: the entries (or the narrower filters) the filters select, all without filters, one a line.
+selected() {
+  local d f
+  for d in "$@"; do
+    if ((${#filters[@]} == 0)); then echo "$d"; continue; fi
+    for f in "${filters[@]}"; do
+      if [[ $d == *"$f"* ]]; then echo "$d"; elif [[ $f == *"$d"* ]]; then echo "$f"; fi
+    done
+  done | awk '!seen[$0]++'
+}
+mapfile -t serial < <(selected "${DISRUPTIVE[@]}")
 skips=()
 for d in "${DISRUPTIVE[@]}"; do skips+=(--skip "$d"); done
+for pair in "${PAIRS[@]}"; do
+  for d in $pair; do skips+=(--skip "$d"); done
+done
 
 log="$LOG_DIR/e2e-local-$which.log"
 : >"$log"
@@ -71,6 +85,11 @@ run_tests() {
   f=$((f + rf))
 }
 run_tests 4 "${filters[@]}" "${skips[@]}"
+for pair in "${PAIRS[@]}"; do
+  # shellcheck disable=SC2086 # two names without spaces
+  mapfile -t paired < <(selected $pair)
+  if ((${#paired[@]})); then run_tests 2 "${paired[@]}"; fi
+done
 if ((${#serial[@]})); then run_tests 1 "${serial[@]}"; fi
 if [[ $((p + f)) -eq 0 ]]; then f=1; echo "no e2e test ran"; fi
 echo "e2e (real control plane, Kubernetes $version): $p passed, $f failed"
