@@ -28,10 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use tailor_dashboard::MAX_BUCKETS;
-use tailor_dashboard::model::{
-    Bucket, Container, Distribution, Flag, Fleet, Resources, Source, Workload,
-};
+use tailor_dashboard::model::{Container, Distribution, Flag, Fleet, Resources, Source, Workload};
 use tailor_dashboard::money::{self, Prices};
 use tailor_engine::histogram::{Histogram, HistogramOptions};
 use tailor_engine::policy::Resources as Amounts;
@@ -280,8 +277,8 @@ fn trace_containers(t: &Trace) -> BTreeMap<String, Container> {
             let c = Container {
                 name: name.to_string(),
                 requests,
-                cpu_usage: distribution(&cpu),
-                memory_usage: distribution(&memory),
+                cpu_usage: Distribution::of(&cpu),
+                memory_usage: Distribution::of(&memory),
                 ..Container::default()
             };
             (name.to_string(), c)
@@ -370,39 +367,11 @@ fn prometheus_facts(fed: &Fed<'_, '_>, step_ms: i64, flag_profile: Option<&str>)
                     name,
                     ..Container::default()
                 });
-            c.cpu_usage = distribution(agg.cpu.histogram());
-            c.memory_usage = distribution(agg.memory.histogram());
+            c.cpu_usage = Distribution::of(agg.cpu.histogram());
+            c.memory_usage = Distribution::of(agg.memory.histogram());
         }
     }
     facts
-}
-
-/// The histogram's non-empty buckets (at most [`MAX_BUCKETS`], the heaviest kept) and its 50th, 90th, 95th
-/// and 99th percentiles; `None` when it is empty.
-fn distribution(h: &Histogram) -> Option<Distribution> {
-    if h.is_empty() {
-        return None;
-    }
-    let opts = h.options();
-    let mut buckets: Vec<Bucket> = (h.buckets())
-        .map(|(i, weight)| Bucket {
-            start: opts.bucket_start(i),
-            end: h.bucket_end(i),
-            weight,
-        })
-        .collect();
-    if buckets.len() > MAX_BUCKETS {
-        buckets.sort_by(|a, b| b.weight.total_cmp(&a.weight));
-        buckets.truncate(MAX_BUCKETS);
-        buckets.sort_by(|a, b| a.start.total_cmp(&b.start));
-    }
-    let percentiles = [0.5, 0.9, 0.95, 0.99]
-        .map(|p| (p, h.percentile(p)))
-        .to_vec();
-    Some(Distribution {
-        buckets,
-        percentiles,
-    })
 }
 
 fn resources(r: &Amounts) -> Resources {

@@ -3,6 +3,7 @@
 //! trace. It is also the JSON twin of the pages (`/api/v1/...`), so its field names are a public format.
 
 use serde::{Deserialize, Serialize};
+use tailor_engine::histogram::Histogram;
 
 /// CPU in millicores and memory in bytes; either may be unknown.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,6 +67,36 @@ pub struct Distribution {
     pub buckets: Vec<Bucket>,
     /// The 50th, 90th, 95th and 99th percentiles.
     pub percentiles: Vec<(f64, f64)>,
+}
+
+impl Distribution {
+    /// The histogram's non-empty buckets (at most [`crate::MAX_BUCKETS`], the heaviest kept) and its 50th,
+    /// 90th, 95th and 99th percentiles; `None` when it is empty.
+    pub fn of(h: &Histogram) -> Option<Distribution> {
+        if h.is_empty() {
+            return None;
+        }
+        let opts = h.options();
+        let mut buckets: Vec<Bucket> = (h.buckets())
+            .map(|(i, weight)| Bucket {
+                start: opts.bucket_start(i),
+                end: h.bucket_end(i),
+                weight,
+            })
+            .collect();
+        if buckets.len() > crate::MAX_BUCKETS {
+            buckets.sort_by(|a, b| b.weight.total_cmp(&a.weight));
+            buckets.truncate(crate::MAX_BUCKETS);
+            buckets.sort_by(|a, b| a.start.total_cmp(&b.start));
+        }
+        let percentiles = [0.5, 0.9, 0.95, 0.99]
+            .map(|p| (p, h.percentile(p)))
+            .to_vec();
+        Some(Distribution {
+            buckets,
+            percentiles,
+        })
+    }
 }
 
 /// One container of a workload.

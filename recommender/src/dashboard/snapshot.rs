@@ -8,11 +8,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::runtime::reflector::ObjectRef;
 use tailor_core::quantity::Amount;
-use tailor_dashboard::MAX_BUCKETS;
-use tailor_dashboard::model::{
-    Bucket, Condition, Container, Distribution, Flag, Resources, Workload,
-};
-use tailor_engine::histogram::Histogram;
+use tailor_dashboard::model::{Condition, Container, Distribution, Flag, Resources, Workload};
 use tailor_engine::units::Nanos;
 
 use tailor_engine::model::{AggregateContainerState, ClusterState, PodPhase};
@@ -38,33 +34,6 @@ fn resources(list: Option<&BTreeMap<String, Quantity>>) -> Resources {
         cpu_millicores: amount(list, "cpu"),
         memory_bytes: amount(list, "memory"),
     }
-}
-
-/// The histogram's non-empty buckets (at most [`MAX_BUCKETS`], the heaviest kept) and its percentiles.
-fn distribution(h: &Histogram) -> Option<Distribution> {
-    if h.is_empty() {
-        return None;
-    }
-    let opts = h.options();
-    let mut buckets: Vec<Bucket> = (h.buckets())
-        .map(|(i, weight)| Bucket {
-            start: opts.bucket_start(i),
-            end: h.bucket_end(i),
-            weight,
-        })
-        .collect();
-    if buckets.len() > MAX_BUCKETS {
-        buckets.sort_by(|a, b| b.weight.total_cmp(&a.weight));
-        buckets.truncate(MAX_BUCKETS);
-        buckets.sort_by(|a, b| a.start.total_cmp(&b.start));
-    }
-    let percentiles = [0.5, 0.9, 0.95, 0.99]
-        .map(|p| (p, h.percentile(p)))
-        .to_vec();
-    Some(Distribution {
-        buckets,
-        percentiles,
-    })
 }
 
 /// Running pods, each container's largest request, and the OOM kills of the last day.
@@ -157,8 +126,8 @@ fn containers(
     }
     for (name, agg) in aggregates {
         if let Some(c) = containers.get_mut(name) {
-            c.cpu_usage = distribution(agg.cpu.histogram());
-            c.memory_usage = distribution(agg.memory.histogram());
+            c.cpu_usage = Distribution::of(agg.cpu.histogram());
+            c.memory_usage = Distribution::of(agg.memory.histogram());
         }
     }
     (containers.into_values().collect(), recommendation.is_some())
