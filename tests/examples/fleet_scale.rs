@@ -98,74 +98,6 @@ fn fleet_deployment(i: usize) -> Value {
     })
 }
 
-/// A Deployment `app` in `shop` with its ReplicaSet and two running pods (their PodMetrics are
-/// [`pod_metrics`]): the shape of the stand-in tests' `workload()`.
-fn workload(app: &str) -> String {
-    let mut out = format!(
-        r#"
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: {app}, namespace: shop, uid: dep-{app}}}
-spec:
-  replicas: 2
-  selector: {{matchLabels: {{app: {app}}}}}
-  template:
-    metadata: {{labels: {{app: {app}}}}}
-    spec: {{containers: [{{name: app, image: nginx}}]}}
-status: {{replicas: 2}}
----
-apiVersion: apps/v1
-kind: ReplicaSet
-metadata:
-  name: {app}-7c9f
-  namespace: shop
-  uid: rs-{app}
-  labels: {{app: {app}, pod-template-hash: 7c9f}}
-  ownerReferences: [{{apiVersion: apps/v1, kind: Deployment, name: {app}, uid: dep-{app}, controller: true}}]
-spec:
-  replicas: 2
-  selector: {{matchLabels: {{app: {app}, pod-template-hash: 7c9f}}}}
-  template:
-    metadata: {{labels: {{app: {app}, pod-template-hash: 7c9f}}}}
-    spec: {{containers: [{{name: app, image: nginx}}]}}
-status: {{replicas: 2}}
-"#
-    );
-    for i in 0..2 {
-        out.push_str(&format!(
-            r#"
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {app}-7c9f-{i}
-  namespace: shop
-  uid: pod-{app}-{i}
-  labels: {{app: {app}, pod-template-hash: 7c9f}}
-  ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: {app}-7c9f, uid: rs-{app}, controller: true}}]
-spec:
-  nodeName: node-1
-  containers:
-    - name: app
-      image: nginx
-      resources: {{requests: {{cpu: 100m, memory: 128Mi}}}}
-status:
-  phase: Running
-  startTime: "2026-01-01T00:00:00Z"
-  containerStatuses:
-    - name: app
-      ready: true
-      restartCount: 0
-      image: nginx
-      imageID: ""
-      state: {{running: {{startedAt: "2026-01-01T00:00:00Z"}}}}
-"#
-        ));
-    }
-    out
-}
-
 /// The PodMetrics of pod `i` of `web` in round `round`: a usage that differs every round (50m..450m CPU,
 /// 64..320 MiB), so the recommendation keeps moving.
 fn pod_metrics(i: usize, round: u64) -> Value {
@@ -195,7 +127,9 @@ fn load(server: &ApiServer, n: usize) -> Duration {
     server
         .load_yaml("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n")
         .expect("namespace shop");
-    server.load_yaml(&workload("web")).expect("workload web");
+    server
+        .load_yaml(&tailor_tests::small_workload::deployment_with_pods("web"))
+        .expect("workload web");
     for i in 0..2 {
         server.put(pod_metrics(i, 0)).expect("pod metrics");
     }

@@ -5,5 +5,6 @@
 
 pub mod process;
 pub mod prom_stub;
+pub mod small_workload;
 pub mod standin;
 pub mod workload_objects;

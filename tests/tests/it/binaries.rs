@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use tailor_tests::process::{
     Process, post_review, start_admission, start_recommender, wait_admission_ready,
 };
+use tailor_tests::small_workload;
 use tailor_tests::standin::tls::TestCa;
 use tailor_tests::standin::{Action, ApiServer, DropMode, Fault, Match, Recorded};
 
@@ -19,74 +20,9 @@ const WAIT: Duration = Duration::from_secs(15);
 
 /// A Deployment `app` in `shop` with its ReplicaSet, two running pods, and their PodMetrics.
 pub(crate) fn workload(app: &str, cpu: &str, memory: &str) -> String {
-    let mut out = format!(
-        r#"
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: {app}, namespace: shop, uid: dep-{app}}}
-spec:
-  replicas: 2
-  selector: {{matchLabels: {{app: {app}}}}}
-  template:
-    metadata: {{labels: {{app: {app}}}}}
-    spec: {{containers: [{{name: app, image: nginx}}]}}
-status: {{replicas: 2}}
----
-apiVersion: apps/v1
-kind: ReplicaSet
-metadata:
-  name: {app}-7c9f
-  namespace: shop
-  uid: rs-{app}
-  labels: {{app: {app}, pod-template-hash: 7c9f}}
-  ownerReferences: [{{apiVersion: apps/v1, kind: Deployment, name: {app}, uid: dep-{app}, controller: true}}]
-spec:
-  replicas: 2
-  selector: {{matchLabels: {{app: {app}, pod-template-hash: 7c9f}}}}
-  template:
-    metadata: {{labels: {{app: {app}, pod-template-hash: 7c9f}}}}
-    spec: {{containers: [{{name: app, image: nginx}}]}}
-status: {{replicas: 2}}
-"#
-    );
+    let mut out = small_workload::deployment_with_pods(app);
     for i in 0..2 {
-        out.push_str(&format!(
-            r#"
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {app}-7c9f-{i}
-  namespace: shop
-  uid: pod-{app}-{i}
-  labels: {{app: {app}, pod-template-hash: 7c9f}}
-  ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: {app}-7c9f, uid: rs-{app}, controller: true}}]
-spec:
-  nodeName: node-1
-  containers:
-    - name: app
-      image: nginx
-      resources: {{requests: {{cpu: 100m, memory: 128Mi}}}}
-status:
-  phase: Running
-  startTime: "2026-01-01T00:00:00Z"
-  containerStatuses:
-    - name: app
-      ready: true
-      restartCount: 0
-      image: nginx
-      imageID: ""
-      state: {{running: {{startedAt: "2026-01-01T00:00:00Z"}}}}
----
-apiVersion: metrics.k8s.io/v1beta1
-kind: PodMetrics
-metadata: {{name: {app}-7c9f-{i}, namespace: shop}}
-timestamp: "2026-01-01T00:00:00Z"
-window: 30s
-containers: [{{name: app, usage: {{cpu: {cpu}, memory: {memory}}}}}]
-"#
-        ));
+        out.push_str(&small_workload::pod_metrics(app, i, cpu, memory));
     }
     out
 }
