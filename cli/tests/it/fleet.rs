@@ -4,30 +4,12 @@
 //! summary; a missing snapshot exiting 2 with the path named.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+use crate::{stdout, tailor};
+
 const SNAPSHOT: &str = "examples/fleet/snapshot.yaml";
-
-fn tailor(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tailor"))
-        .args(args)
-        .current_dir(ROOT)
-        .output()
-        .expect("run tailor")
-}
-
-fn stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
 
 fn plan(extra: &[&str]) -> Value {
     let mut args = vec!["fleet", "--snapshot", SNAPSHOT, "-o", "json"];

@@ -3,21 +3,13 @@
 //! against upstream), a pod + VPA (+ LimitRange) preview patches the pod as the webhook would, and bad input
 //! exits 2 naming the file.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 use tailor_admission::preview::{InputFile, run_cases};
 use tailor_core::sizing::PatchOptions;
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-
-fn tailor(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tailor"))
-        .args(args)
-        .current_dir(ROOT)
-        .output()
-        .expect("run tailor")
-}
+use crate::{ROOT, tailor};
 
 fn json(out: &Output) -> Value {
     assert!(

@@ -3,30 +3,11 @@
 //! vectors through `--case` (a field the evaluation would not read refused), and bad input exiting 2 with
 //! the file named.
 
-use std::process::{Command, Output};
-
 use serde_json::Value;
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+use crate::{ROOT, stdout, tailor};
+
 const NOW: &str = "2026-01-10T12:00:00Z";
-
-fn tailor(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tailor"))
-        .args(args)
-        .current_dir(ROOT)
-        .output()
-        .expect("run tailor")
-}
-
-fn stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
 
 #[test]
 fn the_example_snapshot_gives_the_expected_table() {

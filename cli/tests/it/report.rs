@@ -4,21 +4,14 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::{Value, json};
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+use crate::{ROOT, tailor};
+
 const DEMO: &str = "examples/traces/demo.json";
 const SVG_NAMESPACE: &str = "http://www.w3.org/2000/svg";
-
-fn tailor(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tailor"))
-        .args(args)
-        .current_dir(ROOT)
-        .output()
-        .expect("run tailor")
-}
 
 fn ok(out: &Output) -> Vec<u8> {
     assert!(
