@@ -31,21 +31,12 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chart_check import find, render  # noqa: E402 - the shared renderer of the chart checks
+from check_tally import Tally  # noqa: E402
 
-PASSED = 0
-FAILED = 0
+TALLY = Tally("alerts")
+report = TALLY.report
 VALUES = {"prometheusRule": {"enabled": True}, "grafanaDashboard": {"enabled": True},
           "recommender": {"recommendationMetrics": {"enabled": True}}}
-
-
-def report(ok: bool, name: str, detail: str = "") -> None:
-    global PASSED, FAILED
-    if ok:
-        PASSED += 1
-        print(f"ok    {name}")
-    else:
-        FAILED += 1
-        print(f"FAIL  {name}:\n      " + detail.replace("\n", "\n      "))
 
 
 # Series that fire every alert at time T (seconds; the last sample), per metric: (labels, value at T).
@@ -223,15 +214,13 @@ def main() -> int:
     report(len(maps) == 1 and maps[0]["metadata"]["labels"].get("grafana_dashboard") == "1",
            "the chart renders the dashboard ConfigMap with the sidecar's label", json.dumps([m["metadata"] for m in maps]))
     if not rules or not maps:
-        print(f"alerts: {PASSED} passed, {FAILED} failed")
-        return 1
+        return max(TALLY.summary(), 1)
     groups = {"groups": rules[0]["spec"]["groups"]}
     dashboard = json.loads(maps[0]["data"]["tailor.json"])
     promtool, prometheus = shutil.which("promtool"), shutil.which("prometheus")
     if not promtool or not prometheus:
         report(False, "promtool and prometheus on PATH", "install Debian's prometheus package (hack/install-deps.sh)")
-        print(f"alerts: {PASSED} passed, {FAILED} failed")
-        return 1
+        return max(TALLY.summary(), 1)
     with tempfile.TemporaryDirectory() as d:
         work = Path(d)
         promtool_checks(promtool, work, groups)
@@ -242,8 +231,7 @@ def main() -> int:
         finally:
             proc.terminate()
             proc.wait(timeout=10)
-    print(f"alerts: {PASSED} passed, {FAILED} failed")
-    return 1 if FAILED else 0
+    return TALLY.summary()
 
 
 if __name__ == "__main__":

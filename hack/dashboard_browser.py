@@ -36,18 +36,11 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-PASSED = 0
-FAILED = 0
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from check_tally import Tally  # noqa: E402
 
-
-def check(ok: bool, name: str, detail: str = "") -> None:
-    global PASSED, FAILED
-    if ok:
-        PASSED += 1
-        print(f"ok    {name}")
-    else:
-        FAILED += 1
-        print(f"FAIL  {name}: {detail}")
+TALLY = Tally("browser")
+check = TALLY.report
 
 
 def browser(profile: str) -> webdriver.Chrome:
@@ -165,8 +158,7 @@ def main() -> int:
             check(not foreign, "nothing requested outside the page's own origin", "\n".join(foreign))
         finally:
             driver.quit()
-    print(f"browser: {PASSED} passed, {FAILED} failed")
-    return 1 if FAILED else 0
+    return TALLY.summary()
 
 
 if __name__ == "__main__":

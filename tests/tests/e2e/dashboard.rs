@@ -8,25 +8,14 @@ use super::*;
 
 const PER_NAMESPACE: usize = 10;
 
-/// A one-pod Deployment `name` using `cpu`/`memory` (kwok's usage annotations), OOM-killed once when `oom`.
-fn small_deployment(name: &str, cpu: &str, memory: &str, oom: bool) -> Value {
+/// The kwok kubelet's switches for a pod using `cpu` and 120Mi, OOM-killed once when `oom`.
+fn usage(cpu: &str, oom: bool) -> Value {
     let mut annotations =
-        json!({"kwok.x-k8s.io/usage-cpu": cpu, "kwok.x-k8s.io/usage-memory": memory});
+        json!({"kwok.x-k8s.io/usage-cpu": cpu, "kwok.x-k8s.io/usage-memory": "120Mi"});
     if oom {
         annotations["tailor.dev/e2e-kubelet-oom"] = json!("once");
     }
-    json!({
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}, "annotations": annotations},
-                "spec": {"terminationGracePeriodSeconds": 0, "containers": [{"name": "app", "image": IMAGE,
-                    "resources": {"requests": {"cpu": "10m", "memory": "20Mi"}}}]}
-            }
-        }
-    })
+    annotations
 }
 
 /// The dashboard's address as `hack/cluster.sh status` prints it.
@@ -77,7 +66,7 @@ async fn run(env: &E2e, ns: &str, other: &str) -> Result<()> {
             let name = format!("w{i}");
             let cpu = format!("{}m", 50 + 20 * i + 100 * n);
             let oom = n == 0 && i == 0;
-            env.create_deployment_from(namespace, small_deployment(&name, &cpu, "120Mi", oom))
+            env.create_annotated_deployment(namespace, &name, 1, usage(&cpu, oom))
                 .await?;
             env.create_vpa(namespace, vpa_manifest(&name, &name, "Off"))
                 .await?;
