@@ -8,8 +8,10 @@
 use std::time::Instant;
 
 use tailor_dashboard::model::{
-    Bucket, Condition, Container, Distribution, Flag, Fleet, Resources, Source, Workload,
+    Bucket, Condition, Container, Distribution, Flag, Fleet, Resources, Source, UpdaterAction,
+    Workload,
 };
+use tailor_dashboard::money::Prices;
 use tailor_dashboard::query::{FleetQuery, PAGE_SIZE};
 use tailor_dashboard::summary::Summary;
 use tailor_dashboard::{fleet_page, workload_page};
@@ -69,7 +71,18 @@ fn fleet() -> Fleet {
                 ..Condition::default()
             }],
             flags: if i % 97 == 0 { vec![Flag::Oom] } else { vec![] },
-            explain: String::new(),
+            instance_family: Some(["m6i", "c7g", "r6i"][i % 3].into()),
+            // The updater's last actions: the most a workload keeps.
+            updater_actions: (0..tailor_dashboard::MAX_ACTIONS)
+                .map(|k| UpdaterAction {
+                    time: "2026-11-29T00:00:00Z".into(),
+                    type_: "Normal".into(),
+                    reason: "InPlaceResizedByVPA".into(),
+                    object: format!("Pod/service-{i:05}-7c9f-{k}"),
+                    message: "Pod was resized in place by VPA Updater.".into(),
+                })
+                .collect(),
+            ..Workload::default()
         })
         .collect();
     Fleet {
@@ -78,7 +91,9 @@ fn fleet() -> Fleet {
             generated_at: "2026-11-29T00:00:00Z".into(),
             kubectl_context: None,
         },
-        prices: Default::default(),
+        prices: Prices::default()
+            .with_families(&["m6i=0.024/0.003", "c7g=0.018/0.0025"])
+            .unwrap_or_default(),
         workloads,
     }
 }

@@ -21,6 +21,9 @@ use html::Links;
 use model::Fleet;
 use query::FleetQuery;
 
+/// Most updater actions kept per workload.
+pub const MAX_ACTIONS: usize = 10;
+
 /// Most buckets kept of one usage histogram.
 pub const MAX_BUCKETS: usize = 200;
 

@@ -155,14 +155,18 @@ pub enum Flag {
     NoPods,
     /// No recommendation yet.
     NoRecommendation,
+    /// Running pods the webhook did not size at admission (it was unreachable, or they were created in a
+    /// namespace it does not see), though the mode sizes pods at creation.
+    AdmittedUnsized,
 }
 
 impl Flag {
     /// Every flag, in the order the pages list them.
-    pub const ALL: [Flag; 5] = [
+    pub const ALL: [Flag; 6] = [
         Flag::Oom,
         Flag::LowConfidence,
         Flag::UpdatesBlocked,
+        Flag::AdmittedUnsized,
         Flag::NoPods,
         Flag::NoRecommendation,
     ];
@@ -175,8 +179,26 @@ impl Flag {
             Flag::UpdatesBlocked => "updates blocked",
             Flag::NoPods => "no pods",
             Flag::NoRecommendation => "no recommendation",
+            Flag::AdmittedUnsized => "admitted unsized",
         }
     }
+}
+
+/// One thing the updater did or declined to do, from the events it recorded.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdaterAction {
+    /// When (RFC 3339).
+    pub time: String,
+    /// `Normal` or `Warning`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// The event's reason (`EvictedByVPA`, `InPlaceResizedByVPA`, `ConflictingVPAs`, …).
+    pub reason: String,
+    /// What it was recorded on: `Pod/NAME` or `VerticalPodAutoscaler/NAME`.
+    pub object: String,
+    /// The event's message.
+    pub message: String,
 }
 
 /// One VPA and what it sizes.
@@ -198,6 +220,12 @@ pub struct Workload {
     pub profile: Option<String>,
     /// Running pods.
     pub pods: i64,
+    /// Running pods the webhook did not size at admission, when the mode sizes pods at creation.
+    #[serde(default)]
+    pub admitted_unsized: i64,
+    /// The instance family most running pods run on, when their nodes name one (it picks the prices).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_family: Option<String>,
     /// OOM kills seen in the last day.
     pub ooms_last_day: i64,
     /// Containers.
@@ -209,6 +237,10 @@ pub struct Workload {
     /// `--explain`-style text, when the source has it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub explain: String,
+    /// The updater's last actions on the VPA and its pods, newest first (at most
+    /// [`crate::MAX_ACTIONS`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub updater_actions: Vec<UpdaterAction>,
 }
 
 impl Workload {
@@ -222,6 +254,21 @@ impl Workload {
     pub fn recommended(&self) -> Resources {
         let pod = (self.containers.iter()).fold(Resources::default(), |a, c| a.plus(c.target));
         pod.times(self.pods)
+    }
+
+    /// The monthly cost of what the running pods request, at the prices of their instance family.
+    pub fn requested_monthly(&self, prices: &crate::money::Prices) -> f64 {
+        prices.monthly_in(self.requested(), self.instance_family.as_deref())
+    }
+
+    /// The monthly cost at the targets, likewise.
+    pub fn recommended_monthly(&self, prices: &crate::money::Prices) -> f64 {
+        prices.monthly_in(self.recommended(), self.instance_family.as_deref())
+    }
+
+    /// Requested minus recommended, per month.
+    pub fn saving_monthly(&self, prices: &crate::money::Prices) -> f64 {
+        self.requested_monthly(prices) - self.recommended_monthly(prices)
     }
 
     /// `namespace/vpa`.

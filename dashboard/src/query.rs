@@ -112,7 +112,7 @@ impl FleetQuery {
         page_size: usize,
     ) -> (Vec<&'a Workload>, usize) {
         let mut kept: Vec<&Workload> = workloads.iter().filter(|w| self.keeps(w)).collect();
-        let saving = |w: &Workload| prices.monthly(w.requested()) - prices.monthly(w.recommended());
+        let saving = |w: &Workload| w.saving_monthly(prices);
         match self.sort {
             Sort::Name => kept.sort_by(|a, b| (&a.namespace, &a.vpa).cmp(&(&b.namespace, &b.vpa))),
             Sort::Saving => kept.sort_by(|a, b| saving(b).total_cmp(&saving(a))),

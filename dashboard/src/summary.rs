@@ -34,8 +34,8 @@ impl Totals {
         self.pods += w.pods;
         self.requested = self.requested.plus(w.requested());
         self.recommended = self.recommended.plus(w.recommended());
-        self.requested_monthly += prices.monthly(w.requested());
-        self.recommended_monthly += prices.monthly(w.recommended());
+        self.requested_monthly += w.requested_monthly(prices);
+        self.recommended_monthly += w.recommended_monthly(prices);
         for f in &w.flags {
             *self.flags.entry(format!("{f:?}")).or_default() += 1;
         }

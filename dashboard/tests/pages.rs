@@ -4,8 +4,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use tailor_dashboard::model::{
-    Bucket, Condition, Container, Distribution, Flag, Fleet, Resources, Source, Workload,
+    Bucket, Condition, Container, Distribution, Flag, Fleet, Resources, Source, UpdaterAction,
+    Workload,
 };
+use tailor_dashboard::money::Prices;
 use tailor_dashboard::query::FleetQuery;
 use tailor_dashboard::{fleet_page, report, workload_page};
 
@@ -53,7 +55,7 @@ fn workload(ns: &str, vpa: &str, pods: i64) -> Workload {
             ..Condition::default()
         }],
         flags: vec![],
-        explain: String::new(),
+        ..Workload::default()
     }
 }
 
@@ -76,6 +78,12 @@ fn hostile_names_and_messages_stay_text() {
     w.explain = HOSTILE.into();
     w.conditions[0].message = HOSTILE.into();
     w.containers[0].name = HOSTILE.into();
+    w.updater_actions = vec![UpdaterAction {
+        reason: HOSTILE.into(),
+        message: HOSTILE.into(),
+        object: HOSTILE.into(),
+        ..UpdaterAction::default()
+    }];
     let f = fleet(vec![w]);
     for page in [
         fleet_page(&f, &FleetQuery::default()),
@@ -150,4 +158,45 @@ fn the_numbers_on_the_pages_are_the_models() {
     let back: Fleet = serde_json::from_str(&json).unwrap();
     assert_eq!(back, f);
     assert!(json.contains("\"cpuMillicores\":250"), "{json}");
+}
+
+#[test]
+fn unsized_pods_actions_and_family_prices_show_on_the_workload_page() {
+    let mut w = workload("shop", "web", 2);
+    w.admitted_unsized = 2;
+    w.flags = vec![Flag::AdmittedUnsized];
+    w.instance_family = Some("m6i".into());
+    w.updater_actions = vec![UpdaterAction {
+        time: "2026-11-29T00:00:00Z".into(),
+        type_: "Normal".into(),
+        reason: "InPlaceResizedByVPA".into(),
+        object: "Pod/web-1".into(),
+        message: "Pod was resized in place by VPA Updater.".into(),
+    }];
+    let mut f = fleet(vec![w, workload("shop", "api", 1)]);
+    f.prices = Prices::default().with_families(&["m6i=1/0"]).unwrap();
+    let page = workload_page(&f, "shop", "web").unwrap();
+    assert!(
+        page.contains("id=\"admitted-unsized\" data-count=\"2\""),
+        "{page}"
+    );
+    assert!(
+        page.contains("data-reason=\"InPlaceResizedByVPA\""),
+        "{page}"
+    );
+    assert!(page.contains("Pod/web-1"), "{page}");
+    // 2 pods × 500m at 1 per vCPU-hour, 730 hours; memory free on m6i.
+    assert!(page.contains("730.00 USD requested"), "{page}");
+    let api = workload_page(&f, "shop", "api").unwrap();
+    assert!(api.contains("id=\"no-actions\""), "{api}");
+    let fleet_html = fleet_page(&f, &FleetQuery::default());
+    assert!(
+        fleet_html.contains("data-flag=\"AdmittedUnsized\" data-count=\"1\""),
+        "{fleet_html}"
+    );
+    assert!(fleet_html.contains("data-family=\"m6i\""), "{fleet_html}");
+    // The family's prices are the web workload's; the other workload keeps the defaults.
+    let s = tailor_dashboard::summary::Summary::of(&f.workloads, &f.prices);
+    let api_monthly = f.prices.monthly(Resources::new(500, 512 << 20));
+    assert!((s.fleet.requested_monthly - (730.0 + api_monthly)).abs() < 1e-6);
 }

@@ -206,6 +206,11 @@ impl Daemon {
             };
             start_fleet(parts, config, namespace, shutdown)
         });
+        let actions = (self.dashboard.as_ref()).map(|d| {
+            let namespace = &s.controller.vpa_object_namespace;
+            let metrics = self.metrics.clone();
+            crate::dashboard::actions::spawn_watch(&client, namespace, d.actions().clone(), metrics)
+        });
         let cfg = s.controller;
         tracing::info!(recommender = %cfg.recommender_name, interval = ?cfg.interval, "caches ready; starting the loop");
         let limiter = RateLimiter::new(s.rate.kube_api_qps, s.rate.kube_api_burst);
@@ -233,7 +238,7 @@ impl Daemon {
             })
             .await;
         caches.abort();
-        for task in fleet.into_iter().flatten() {
+        for task in fleet.into_iter().flatten().chain(actions) {
             task.abort();
         }
         match stopped {

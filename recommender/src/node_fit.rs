@@ -310,14 +310,16 @@ pub struct InitReq {
     pub sidecar: bool,
 }
 
-/// What node fit reads of one pod: placement, requests per container, pod overhead. Pods of one
-/// ReplicaSet share one (the pod store interns them).
+/// What node fit reads of one pod: placement, requests per container, pod overhead (and the limits, which
+/// the dashboard shows). Pods of one ReplicaSet share one (the pod store interns them).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PodShape {
     /// Where it may go.
     pub placement: Placement,
     /// Regular containers and their current requests.
     pub containers: Box<[(Box<str>, Req)]>,
+    /// The regular containers' limits, in the same order (0: none; the dashboard shows them).
+    pub limits: Box<[Req]>,
     /// Init containers in order.
     pub init: Box<[InitReq]>,
     /// `spec.overhead`.
@@ -336,6 +338,9 @@ impl PodShape {
             containers: bounded(&spec.containers, "containers")?
                 .iter()
                 .map(|c| Ok((c.name.as_str().into(), requests(c)?)))
+                .collect::<Result<_, ShapeError>>()?,
+            limits: (spec.containers.iter())
+                .map(|c| Req::of(c.resources.as_ref().and_then(|r| r.limits.as_ref())))
                 .collect::<Result<_, ShapeError>>()?,
             init: bounded(&spec.init_containers, "initContainers")?
                 .iter()

@@ -15,6 +15,8 @@ use tailor_engine::model::{Labels, PodPhase};
 use tailor_engine::units::Nanos;
 use tokio::sync::watch;
 
+use tailor_core::sizing::OBSERVED_CONTAINERS_ANNOTATION;
+
 use crate::node_fit::PodShape;
 use crate::slim::{SlimContainerStatus, SlimPod};
 use crate::time::from_time;
@@ -68,6 +70,11 @@ pub struct CompactPod {
     /// What node fit reads (placement, requests, overhead; interned); `None` when unreadable or past its
     /// bounds.
     pub shape: Option<Arc<PodShape>>,
+    /// `spec.nodeName` (interned), once scheduled.
+    pub node: Option<Arc<str>>,
+    /// Whether Tailor's webhook sized the pod at admission (it carries the observed-containers
+    /// annotation).
+    pub sized_at_admission: bool,
 }
 
 /// The phase of `status.phase` (absent or unknown values are `Running`, as upstream reads them).
@@ -166,7 +173,11 @@ impl CompactPod {
             .iter()
             .map(|cs| summary(&pod, cs, interner))
             .collect();
+        let sized_at_admission = (pod.metadata.annotations.as_ref())
+            .is_some_and(|a| a.contains_key(OBSERVED_CONTAINERS_ANNOTATION));
         Some(CompactPod {
+            node: pod.spec.node_name.as_deref().map(|n| interner.str(n)),
+            sized_at_admission,
             namespace: interner.str(pod.metadata.namespace.as_deref().unwrap_or_default()),
             name,
             resource_version: pod.metadata.resource_version.as_deref().map(Box::from),

@@ -406,8 +406,14 @@ impl Recommender {
         }
         if let Some(d) = &self.dashboard {
             let t = Instant::now();
-            let workloads =
-                crate::dashboard::snapshot::workloads(&self.model, &self.vpas, &self.stores, now);
+            let inputs = crate::dashboard::snapshot::Inputs {
+                model: &self.model,
+                vpas: &self.vpas,
+                stores: &self.stores,
+                nodes: self.view.nodes.as_ref(),
+                actions: d.actions(),
+            };
+            let workloads = crate::dashboard::snapshot::workloads(&inputs, now);
             d.publish(workloads, now);
             report.phases.dashboard_seconds = t.elapsed().as_secs_f64();
             self.metrics

@@ -8,12 +8,15 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
-/// `resources` of a container or container status: requests only.
+/// `resources` of a container or container status: requests and limits.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SlimResources {
     /// Requests by resource name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<BTreeMap<String, Quantity>>,
+    /// Limits by resource name (the dashboard shows them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<BTreeMap<String, Quantity>>,
 }
 
 /// A container: its name and requests (and, for init containers, whether it is a native sidecar).
@@ -70,6 +73,9 @@ pub struct SlimPodSpec {
     /// `overhead` of the pod's RuntimeClass (node fit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overhead: Option<BTreeMap<String, Quantity>>,
+    /// `nodeName` (the dashboard prices a workload by its nodes' instance family).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
 }
 
 /// A container status: what OOM detection compares.

@@ -268,7 +268,7 @@ impl SeenEvents {
     }
 }
 
-fn is_forbidden(e: &watcher::Error) -> bool {
+pub(crate) fn is_forbidden(e: &watcher::Error) -> bool {
     match e {
         watcher::Error::InitialListFailed(kube::Error::Api(s))
         | watcher::Error::WatchStartFailed(kube::Error::Api(s))

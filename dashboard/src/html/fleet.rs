@@ -118,7 +118,7 @@ fn workload_table(page: &[&Workload], fleet: &Fleet, query: &FleetQuery, links: 
                     td.cpu-target data-millicores=(rec.cpu_millicores.unwrap_or(0)) { (cpu(rec.cpu_millicores)) }
                     td.memory-requested data-bytes=(req.memory_bytes.unwrap_or(0)) { (memory(req.memory_bytes)) }
                     td.memory-target data-bytes=(rec.memory_bytes.unwrap_or(0)) { (memory(rec.memory_bytes)) }
-                    td { (money(fleet.prices.monthly(req) - fleet.prices.monthly(rec), currency)) }
+                    td.saving data-family=(w.instance_family.as_deref().unwrap_or("")) { (money(w.saving_monthly(&fleet.prices), currency)) }
                     td.l { @for f in &w.flags { span.flag data-flag=(format!("{f:?}")) { (f.label()) } } }
                 }
             }

@@ -83,6 +83,12 @@ pub fn document(title: &str, fleet: &Fleet, body: Markup) -> Markup {
                     ". Costs at " (format!("{:.6}", fleet.prices.vcpu_hour)) " " (fleet.prices.currency) " per vCPU-hour and "
                     (format!("{:.6}", fleet.prices.gib_hour)) " " (fleet.prices.currency) " per GiB-hour ("
                     (fleet.prices.source) "), 730 hours a month."
+                    @if !fleet.prices.families.is_empty() {
+                        " Instance families with their own prices: "
+                        @for (name, p) in &fleet.prices.families {
+                            span.family data-family=(name) { (name) " (" (format!("{:.6}", p.vcpu_hour)) " / " (format!("{:.6}", p.gib_hour)) ") " }
+                        }
+                    }
                 }
                 (body)
             }

@@ -1,11 +1,11 @@
 //! A workload's page: per container what the pods request and what the VPA recommends, the usage the model
-//! holds with the request and the target drawn on it, the status's conditions, the explanation, and the
-//! kubectl command that shows the same object.
+//! holds with the request and the target drawn on it, the status's conditions, the updater's last actions,
+//! the explanation, and the kubectl command that shows the same object.
 
 use maud::{Markup, html};
 
 use super::{Links, chart, cpu, memory};
-use crate::model::{Container, Fleet, Workload};
+use crate::model::{Container, Fleet, UpdaterAction, Workload};
 
 /// The workload's section (a page of its own when served; one of many in a report).
 pub fn section(w: &Workload, fleet: &Fleet, links: Links) -> Markup {
@@ -16,6 +16,19 @@ pub fn section(w: &Workload, fleet: &Fleet, links: Links) -> Markup {
                 "VPA " b { (w.namespace) "/" (w.vpa) } " sizes " (w.kind) " " b { (w.name) } " in mode " b { (w.mode) }
                 @if let Some(p) = &w.profile { " with profile " b { (p) } }
                 "; " (w.pods) (if w.pods == 1 { " running pod; " } else { " running pods; " }) span.(if w.ooms_last_day > 0 { "warn" } else { "muted" }) #ooms data-ooms=(w.ooms_last_day) { (w.ooms_last_day) " OOM kills in the last day" } "."
+            }
+            @if w.admitted_unsized > 0 {
+                p.warn #admitted-unsized data-count=(w.admitted_unsized) {
+                    (w.admitted_unsized) " running pods were admitted without Tailor's webhook sizing them (it was unreachable, or does not see their namespace)."
+                }
+            }
+            @if let Some(f) = &w.instance_family {
+                p.muted #family data-family=(f) {
+                    "Most pods run on instance family " b { (f) } ": "
+                    @if fleet.prices.families.contains_key(f) { "its own prices apply." } @else { "no price of its own, the defaults apply." }
+                    " Per month: " (super::money(w.requested_monthly(&fleet.prices), &fleet.prices.currency)) " requested, "
+                    (super::money(w.recommended_monthly(&fleet.prices), &fleet.prices.currency)) " at the targets."
+                }
             }
             @if !w.flags.is_empty() {
                 p { "Needs a look: " @for f in &w.flags { span.flag data-flag=(format!("{f:?}")) { (f.label()) } } }
@@ -28,10 +41,30 @@ pub fn section(w: &Workload, fleet: &Fleet, links: Links) -> Markup {
                     tr data-type=(c.type_) { td.l { (c.type_) } td.l { (c.status) } td.l { (c.reason) } td.l { (c.message) } }
                 }
             }
+            (actions(&w.updater_actions))
             @if !w.explain.is_empty() { h3 { "Why these numbers" } pre.explain { (w.explain) } }
             h3 { "The same object with kubectl" }
             pre.kubectl { "kubectl get verticalpodautoscalers.autoscaling.tailor.dev -n " (w.namespace) " " (w.vpa) " -o yaml" }
             @if links == Links::Server { p { a href="/" { "← the fleet" } } }
+        }
+    }
+}
+
+fn actions(actions: &[UpdaterAction]) -> Markup {
+    html! {
+        h3 { "The updater's last actions" }
+        @if actions.is_empty() {
+            p.muted #no-actions { "None recorded: no eviction, resize or skip of this VPA's pods in the events the cluster keeps." }
+        } @else {
+            table #actions {
+                tr { th.l { "Time" } th.l { "Type" } th.l { "Reason" } th.l { "On" } th.l { "Message" } }
+                @for a in actions {
+                    tr.action data-reason=(a.reason) {
+                        td.l { (a.time) } td.l.(if a.type_ == "Warning" { "warn" } else { "" }) { (a.type_) }
+                        td.l { (a.reason) } td.l { (a.object) } td.l { (a.message) }
+                    }
+                }
+            }
         }
     }
 }

@@ -3,6 +3,7 @@
 //! model and caches ([`snapshot`]); the pages ([`server`]) read the last one. No page view makes a request
 //! to the API server.
 
+pub mod actions;
 pub mod server;
 pub mod snapshot;
 
@@ -30,6 +31,11 @@ pub struct DashboardFlags {
     /// Currency of the prices.
     #[arg(long, default_value = "USD")]
     pub price_currency: String,
+    /// Prices of an instance family, `FAMILY=VCPU_HOUR/GIB_HOUR` (repeatable): workloads whose pods run
+    /// mostly on nodes of that family (Karpenter's or GKE's family label, else the instance type up to its
+    /// first dot) are priced with them. Needs node fit's node cache.
+    #[arg(long, value_name = "FAMILY=VCPU_HOUR/GIB_HOUR")]
+    pub price_instance_family: Vec<String>,
 }
 
 impl DashboardFlags {
@@ -52,7 +58,9 @@ impl DashboardFlags {
             self.price_gib_hour,
             &self.price_currency,
         )
-        .map_err(|e: InvalidPrice| format!("--price-*: {e}"))?;
+        .map_err(|e: InvalidPrice| format!("--price-*: {e}"))?
+        .with_families(&self.price_instance_family)
+        .map_err(|e| format!("--price-instance-family: {e}"))?;
         Ok(Some((addr, prices)))
     }
 }
@@ -73,6 +81,7 @@ pub struct DashboardState {
     role: Mutex<Role>,
     prices: Prices,
     producer: String,
+    actions: actions::UpdaterActions,
 }
 
 impl DashboardState {
@@ -87,7 +96,13 @@ impl DashboardState {
             }),
             prices,
             producer: format!("tailor-recommender {pod}"),
+            actions: actions::UpdaterActions::default(),
         }
+    }
+
+    /// The updater's last actions, which [`actions::spawn_watch`] fills.
+    pub fn actions(&self) -> &actions::UpdaterActions {
+        &self.actions
     }
 
     fn role(&self) -> std::sync::MutexGuard<'_, Role> {

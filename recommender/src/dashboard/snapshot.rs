@@ -1,18 +1,23 @@
 //! The fleet as the dashboard shows it, built from what the recommender holds after a loop: each VPA's
 //! stored status (its recommendation and conditions, as `kubectl` shows them), the pods the model matches
-//! to it (from the pod cache: running pods, their requests, their OOM kills of the last day), and the
-//! usage histograms of the model. No request to the API server.
+//! to it (from the pod cache: running pods, their requests and limits, whether the webhook sized them,
+//! their OOM kills of the last day, the instance family of their nodes from node fit's node cache), the
+//! usage histograms of the model, and the updater's last actions ([`super::actions`]). No request to the
+//! API server.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use tailor_core::quantity::Amount;
 use tailor_dashboard::model::{Condition, Container, Distribution, Flag, Resources, Workload};
 use tailor_engine::units::Nanos;
 
 use tailor_engine::model::{AggregateContainerState, ClusterState, PodPhase};
 
+use super::actions::UpdaterActions;
+use crate::cluster_view::SlimNode;
+use crate::node_fit::Req;
 use crate::pod_store::CompactPod;
 use crate::stores::Stores;
 use crate::tracked::{VpaEntry, VpaKey};
@@ -36,30 +41,73 @@ fn resources(list: Option<&BTreeMap<String, Quantity>>) -> Resources {
     }
 }
 
-/// Running pods, each container's largest request, and the OOM kills of the last day.
+/// What the snapshot reads besides the model's VPAs.
+pub(crate) struct Inputs<'a> {
+    /// The model.
+    pub model: &'a ClusterState,
+    /// The loop's VPAs, indexed in the model.
+    pub vpas: &'a BTreeMap<VpaKey, VpaEntry>,
+    /// The caches.
+    pub stores: &'a Stores,
+    /// Node fit's nodes, when it is on (instance families).
+    pub nodes: Option<&'a Store<SlimNode>>,
+    /// The updater's last actions.
+    pub actions: &'a UpdaterActions,
+}
+
+/// Running pods, each container's largest request and limit, the pods the webhook did not size, the OOM
+/// kills of the last day, and how many pods run on each instance family.
+#[derive(Default)]
 struct PodFacts {
     running: i64,
     requests: BTreeMap<String, Resources>,
+    limits: BTreeMap<String, Resources>,
+    unsized_pods: i64,
     ooms: i64,
+    families: HashMap<String, i64>,
+}
+
+fn raise(map: &mut BTreeMap<String, Resources>, name: &str, r: &Req, zero_unknown: bool) {
+    let known = |v: i64| (!zero_unknown || v > 0).then_some(v);
+    let e = map.entry(name.to_string()).or_default();
+    e.cpu_millicores = e.cpu_millicores.max(known(r.cpu));
+    e.memory_bytes = e.memory_bytes.max(known(r.memory));
+}
+
+fn node_family(nodes: Option<&Store<SlimNode>>, node: &str) -> Option<String> {
+    let n = nodes?.get(&ObjectRef::new(node))?;
+    let labels = n.metadata.labels.as_ref()?;
+    tailor_dashboard::money::instance_family(|k| labels.get(k).map(String::as_str))
+        .map(str::to_owned)
 }
 
 fn pod_facts<'a>(
     pods: impl Iterator<Item = std::sync::Arc<CompactPod>> + 'a,
+    nodes: Option<&Store<SlimNode>>,
     now: Nanos,
 ) -> PodFacts {
-    let mut f = PodFacts {
-        running: 0,
-        requests: BTreeMap::new(),
-        ooms: 0,
-    };
+    let mut f = PodFacts::default();
+    let mut family_of: HashMap<std::sync::Arc<str>, Option<String>> = HashMap::new();
     for p in pods {
         if p.phase == PodPhase::Running {
             f.running += 1;
+            f.unsized_pods += i64::from(!p.sized_at_admission);
+            if let Some(node) = &p.node {
+                let fam = family_of
+                    .entry(node.clone())
+                    .or_insert_with(|| node_family(nodes, node));
+                if let Some(fam) = fam {
+                    *f.families.entry(fam.clone()).or_default() += 1;
+                }
+            }
         }
-        for (name, req) in p.shape.iter().flat_map(|s| s.containers.iter()) {
-            let r = f.requests.entry(name.to_string()).or_default();
-            r.cpu_millicores = r.cpu_millicores.max(Some(req.cpu));
-            r.memory_bytes = r.memory_bytes.max(Some(req.memory));
+        if let Some(s) = &p.shape {
+            for (i, (name, req)) in s.containers.iter().enumerate() {
+                raise(&mut f.requests, name, req, false);
+                if let Some(l) = s.limits.get(i) {
+                    raise(&mut f.limits, name, l, true);
+                }
+            }
         }
         let recent = |t: &Option<crate::pod_store::Terminated>| {
             t.is_some_and(|t| t.oom_killed && t.finished_at.is_some_and(|at| now - at <= DAY))
@@ -71,23 +119,24 @@ fn pod_facts<'a>(
     f
 }
 
-/// Every VPA of `vpas` (the loop's, indexed in `model`), as the dashboard shows it, at `now`.
-pub(crate) fn workloads(
-    model: &ClusterState,
-    vpas: &BTreeMap<VpaKey, VpaEntry>,
-    stores: &Stores,
-    now: Nanos,
-) -> Vec<Workload> {
-    let mut out = Vec::with_capacity(vpas.len());
-    for ((ns, name), entry) in vpas {
-        let Some(vpa) = stores.vpas.get(&ObjectRef::new(name).within(ns)) else {
+/// Every VPA of the loop (indexed in the model), as the dashboard shows it, at `now`.
+pub(crate) fn workloads(inputs: &Inputs<'_>, now: Nanos) -> Vec<Workload> {
+    let mut out = Vec::with_capacity(inputs.vpas.len());
+    for ((ns, name), entry) in inputs.vpas {
+        let Some(vpa) = inputs.stores.vpas.get(&ObjectRef::new(name).within(ns)) else {
             continue;
         };
-        let pods = (model.matching_pods(entry.index))
-            .filter_map(|(pns, pname)| stores.pods.get(pns, pname));
-        let facts = pod_facts(pods, now);
-        let aggregates = model.aggregate_state_by_container_name(entry.index);
-        out.push(workload(&vpa, facts, &aggregates));
+        let pods: Vec<_> = (inputs.model.matching_pods(entry.index))
+            .filter_map(|(pns, pname)| inputs.stores.pods.get(pns, pname))
+            .collect();
+        let objects = std::iter::once(("VerticalPodAutoscaler", name.as_str()))
+            .chain(pods.iter().map(|p| ("Pod", &*p.name)));
+        let actions = (inputs.actions).on(ns, objects, tailor_dashboard::MAX_ACTIONS);
+        let facts = pod_facts(pods.iter().cloned(), inputs.nodes, now);
+        let aggregates = inputs.model.aggregate_state_by_container_name(entry.index);
+        let mut w = workload(&vpa, facts, &aggregates);
+        w.updater_actions = actions;
+        out.push(w);
     }
     out
 }
@@ -123,6 +172,7 @@ fn containers(
             ..Container::default()
         });
         c.requests = *req;
+        c.limits = facts.limits.get(name).copied().unwrap_or_default();
     }
     for (name, agg) in aggregates {
         if let Some(c) = containers.get_mut(name) {
@@ -152,6 +202,13 @@ fn workload(
             .iter()
             .any(|c| c.type_ == t && c.status == "True")
     };
+    let mode = tailor_core::policy::update_mode(&vpa.spec);
+    // Pods count as admitted unsized only where the mode sizes pods at creation.
+    let admitted_unsized = if mode == tailor_crds::UpdateMode::Off {
+        0
+    } else {
+        facts.unsized_pods
+    };
     let mut flags = Vec::new();
     if facts.ooms > 0 {
         flags.push(Flag::Oom);
@@ -161,6 +218,9 @@ fn workload(
     }
     if holds("UpdatesBlocked") {
         flags.push(Flag::UpdatesBlocked);
+    }
+    if admitted_unsized > 0 {
+        flags.push(Flag::AdmittedUnsized);
     }
     if facts.running == 0 {
         flags.push(Flag::NoPods);
@@ -175,15 +235,20 @@ fn workload(
         vpa: m.name.clone().unwrap_or_default(),
         kind: target.map(|t| t.kind.clone()).unwrap_or_default(),
         name: target.map(|t| t.name.clone()).unwrap_or_default(),
-        mode: tailor_core::policy::update_mode(&vpa.spec).to_string(),
+        mode: mode.to_string(),
         profile: (m.annotations.as_ref())
             .and_then(|a| a.get(tailor_engine::profile::PROFILE_ANNOTATION))
             .cloned(),
         pods: facts.running,
+        admitted_unsized,
+        instance_family: (facts.families.into_iter())
+            .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
+            .map(|(f, _)| f),
         ooms_last_day: facts.ooms,
         containers,
         conditions,
         flags,
         explain: String::new(),
+        updater_actions: Vec::new(),
     }
 }

@@ -35,6 +35,21 @@ async fn status_of(addr: SocketAddr, method: &str, path: &str) -> u16 {
         .unwrap_or(0)
 }
 
+/// The node the small workload's pods run on, an m6i.
+const NODE: &str = "apiVersion: v1\nkind: Node\nmetadata: {name: node-1, labels: {node.kubernetes.io/instance-type: m6i.large}}\nstatus: {allocatable: {cpu: '2', memory: 8Gi}}\n";
+
+/// A core/v1 Event on pod `api-7c9f-0`, recorded by `component`.
+fn updater_event(name: &str, component: &str, reason: &str) -> Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": name, "namespace": "shop", "uid": format!("uid-{name}"),
+            "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "involvedObject": {"kind": "Pod", "name": "api-7c9f-0", "namespace": "shop"},
+        "reason": reason, "type": "Normal", "message": "Pod was resized in place by VPA Updater.",
+        "reportingComponent": component, "source": {"component": component}
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_shows_the_vpa_status_and_refuses_everything_but_reading() {
     let server = ApiServer::start().await.unwrap();
@@ -43,7 +58,19 @@ async fn the_dashboard_shows_the_vpa_status_and_refuses_everything_but_reading()
     let mut web = vpa("web", "web");
     web["metadata"]["annotations"] = serde_json::json!({"tailor.dev/profile": HOSTILE});
     server.put(web).unwrap();
-    server.load_yaml(&workload("api", "100m", "100Mi")).unwrap();
+    // The api pods have limits; they run on an m6i node; the updater resized one of them.
+    let api = workload("api", "100m", "100Mi").replace(
+        "resources: {requests: {cpu: 100m, memory: 128Mi}}",
+        "resources: {requests: {cpu: 100m, memory: 128Mi}, limits: {memory: 256Mi}}",
+    );
+    server.load_yaml(&api).unwrap();
+    server.load_yaml(NODE).unwrap();
+    for (name, component, reason) in [
+        ("resize-1", "tailor-updater", "InPlaceResizedByVPA"),
+        ("kubelet-1", "kubelet", "Pulled"),
+    ] {
+        server.put(updater_event(name, component, reason)).unwrap();
+    }
     server.put(vpa("api", "api")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -57,6 +84,8 @@ async fn the_dashboard_shows_the_vpa_status_and_refuses_everything_but_reading()
             "--dashboard-address",
             &dashboard,
             "--recommendation-metrics",
+            "--price-instance-family",
+            "m6i=1/0",
         ],
     );
     server
@@ -98,6 +127,30 @@ async fn the_dashboard_shows_the_vpa_status_and_refuses_everything_but_reading()
         "{answer}"
     );
     assert_eq!(api["pods"], 2, "{api}");
+    assert_eq!(
+        api["containers"][0]["limits"]["memoryBytes"],
+        256 << 20,
+        "{api}"
+    );
+    assert_eq!(
+        api["admittedUnsized"], 2,
+        "no pod carries the webhook's mark: {api}"
+    );
+    assert_eq!(api["instanceFamily"], "m6i", "{api}");
+    let actions = api["updaterActions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let reasons: Vec<&str> = actions
+        .iter()
+        .filter_map(|a| a["reason"].as_str())
+        .collect();
+    assert_eq!(
+        reasons,
+        ["InPlaceResizedByVPA"],
+        "the updater's only: {api}"
+    );
+    assert_eq!(actions[0]["object"], "Pod/api-7c9f-0", "{api}");
     // The same target as a gauge (cores), when --recommendation-metrics asks for it.
     let exported = http_get_body(metrics, "/metrics").await;
     let series = format!(
