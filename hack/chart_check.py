@@ -771,6 +771,14 @@ def expect_dashboard(enabled: bool) -> Callable[[list[dict]], None]:
     return check
 
 
+def expect_family_prices(docs: list[dict]) -> None:
+    """Each instance family's prices become one --price-instance-family flag; still no RBAC of its own."""
+    a = args(deployment(docs, "recommender"))
+    fams = sorted(x for x in a if x.startswith("--price-instance-family="))
+    assert fams == ["--price-instance-family=c7g=0.018/0.0025", "--price-instance-family=m6i=0.024/0.003"], a
+    expect_dashboard(True)(docs)
+
+
 def rec_metrics_port(rec: dict) -> int:
     ports = rec["spec"]["template"]["spec"]["containers"][0]["ports"]
     return next(p["containerPort"] for p in ports if p["name"] == "metrics")
@@ -793,6 +801,9 @@ MATRIX: list[tuple[str, dict, Callable[[list[dict]], None] | None, str]] = [
     ("fleet onboarding off (default)", {}, expect_fleet_off, NAMESPACE),
     ("dashboard on (default)", {}, expect_dashboard(True), NAMESPACE),
     ("dashboard off", {"dashboard": {"enabled": False}}, expect_dashboard(False), NAMESPACE),
+    ("dashboard: prices per instance family", {"dashboard": {"prices": {"instanceFamilies": {
+        "m6i": {"vcpuHour": 0.024, "gibHour": 0.003}, "c7g": {"vcpuHour": "0.018", "gibHour": 0.0025}}}}},
+     expect_family_prices, NAMESPACE),
     ("fleet onboarding on, with its options", {"fleet": {
         "enabled": True, "qps": 7, "defaultMode": "Initial", "namespaceSelector": "env in (dev)",
         "allowNamespaces": ["kube-system"],
@@ -914,6 +925,11 @@ INVALID: list[tuple[str, dict, str]] = [
     ("ServiceMonitor without the updater Service",
      {"serviceMonitor": {"enabled": True}, "updater": {"service": {"enabled": False}}},
      "serviceMonitor.enabled needs updater.service.enabled"),
+    ("schema: instance family without its memory price",
+     {"dashboard": {"prices": {"instanceFamilies": {"m6i": {"vcpuHour": 0.024}}}}}, "gibHour"),
+    ("schema: instance family name that is not one",
+     {"dashboard": {"prices": {"instanceFamilies": {"m6i large": {"vcpuHour": 1, "gibHour": 1}}}}},
+     "m6i large"),
     ("schema: SigV4 role that is not an IAM role ARN",
      {"recommender": {"prometheus": {"sigv4": {"roleArn": "tailor-role"}}}}, "roleArn"),
 ]
