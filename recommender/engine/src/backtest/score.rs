@@ -31,6 +31,11 @@ pub struct Score {
     pub memory_usage_gib_hours: f64,
     /// Scored pod time (days).
     pub pod_days: f64,
+    /// CPU requested (core-hours): what the requests would have been billed for, the base of
+    /// [`Score::requested_cost`].
+    pub cpu_request_core_hours: f64,
+    /// Memory requested (GiB-hours), likewise.
+    pub memory_request_gib_hours: f64,
 }
 
 impl Score {
@@ -46,6 +51,8 @@ impl Score {
         self.cpu_usage_core_hours += o.cpu_usage_core_hours;
         self.memory_usage_gib_hours += o.memory_usage_gib_hours;
         self.pod_days += o.pod_days;
+        self.cpu_request_core_hours += o.cpu_request_core_hours;
+        self.memory_request_gib_hours += o.memory_request_gib_hours;
     }
 
     /// Scores one CPU sample of `cores` that stands for `minutes` against a request of `millis` millicores.
@@ -53,6 +60,7 @@ impl Score {
         let request = millis as f64 / 1000.0;
         let hours = minutes / 60.0;
         self.cpu_usage_core_hours += cores * hours;
+        self.cpu_request_core_hours += request * hours;
         self.cpu_waste_core_hours += (request - cores).max(0.0) * hours;
         if cores > request {
             self.cpu_risk_minutes += minutes;
@@ -64,6 +72,7 @@ impl Score {
         let request = request as f64;
         let hours = minutes / 60.0;
         self.memory_usage_gib_hours += bytes / GIB * hours;
+        self.memory_request_gib_hours += request / GIB * hours;
         self.memory_waste_gib_hours += (request - bytes).max(0.0) / GIB * hours;
         if bytes > request {
             self.memory_risk_minutes += minutes;
@@ -76,6 +85,12 @@ impl Score {
     /// Waste in core-hours, a GiB-hour counted as 1/9 core-hour.
     pub fn cost(&self) -> f64 {
         self.cpu_waste_core_hours + self.memory_waste_gib_hours / GIB_HOURS_PER_CORE_HOUR
+    }
+
+    /// What the requests cost in money: requested core-hours at `vcpu_hour` plus requested GiB-hours at
+    /// `gib_hour` (prices per vCPU-hour and per GiB-hour).
+    pub fn requested_cost(&self, vcpu_hour: f64, gib_hour: f64) -> f64 {
+        self.cpu_request_core_hours * vcpu_hour + self.memory_request_gib_hours * gib_hour
     }
 
     /// CPU waste as a fraction of CPU usage (0 without usage).
@@ -101,4 +116,29 @@ impl Score {
 
 fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 { a / b } else { 0.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requested_hours_are_the_requests_over_time_whatever_the_usage() {
+        let mut s = Score::default();
+        // Two hours at 500m with usage below, then above the request.
+        s.cpu_sample(0.2, 60.0, 500);
+        s.cpu_sample(0.9, 60.0, 500);
+        // An hour at 2 GiB, half used.
+        s.memory_sample(GIB, 60.0, 2 * GIB as i64, 4.0 * GIB);
+        assert!((s.cpu_request_core_hours - 1.0).abs() < 1e-12);
+        assert!((s.memory_request_gib_hours - 2.0).abs() < 1e-12);
+        assert!((s.requested_cost(0.05, 0.01) - (0.05 + 0.02)).abs() < 1e-12);
+        // Waste and cost in core-hours are what they were.
+        assert!((s.cpu_waste_core_hours - 0.3).abs() < 1e-12);
+        assert!((s.cost() - (0.3 + 1.0 / GIB_HOURS_PER_CORE_HOUR)).abs() < 1e-12);
+        let mut total = Score::default();
+        total.add(&s);
+        total.add(&s);
+        assert!((total.requested_cost(1.0, 1.0) - 6.0).abs() < 1e-12);
+    }
 }
