@@ -12,6 +12,7 @@ pub mod output;
 pub mod patch;
 pub mod plan;
 pub mod plot;
+pub mod prices;
 pub mod prometheus;
 pub mod recommend;
 pub mod report;

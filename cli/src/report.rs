@@ -29,15 +29,14 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use tailor_dashboard::model::{Container, Distribution, Flag, Fleet, Resources, Source, Workload};
-use tailor_dashboard::money::{self, Prices};
 use tailor_engine::histogram::{Histogram, HistogramOptions};
 use tailor_engine::policy::Resources as Amounts;
 use tailor_engine::profile::{self, PROFILE_ANNOTATION};
 use tailor_engine::replay::{ReplayConfig, Trace, TraceContainer};
 use tailor_engine::units::MAX_RESOURCE_AMOUNT;
 
-use crate::error::InputError;
 use crate::output::{self, Recommendation};
+use crate::prices::PriceArgs;
 use crate::prometheus::{self, Fed};
 use crate::recommend::{self, ModelArgs, TraceFileArgs};
 
@@ -73,22 +72,9 @@ pub struct ReportArgs {
     /// Print the fleet the report shows to stdout. With neither this nor --html, one summary line.
     #[arg(long, short, value_enum, help_heading = "Input and output")]
     pub output: Option<ReportFormat>,
-    /// Price of one vCPU for an hour (default: Google Compute Engine E2 on demand, us-central1, 2025).
-    #[arg(long, value_name = "PRICE", default_value_t = money::DEFAULT_VCPU_HOUR,
-          allow_negative_numbers = true, help_heading = "Prices")]
-    pub price_vcpu_hour: f64,
-    /// Price of one GiB of memory for an hour (default: the same price list).
-    #[arg(long, value_name = "PRICE", default_value_t = money::DEFAULT_GIB_HOUR,
-          allow_negative_numbers = true, help_heading = "Prices")]
-    pub price_gib_hour: f64,
-    /// Currency of the prices (letters only, at most 8).
-    #[arg(
-        long,
-        value_name = "CODE",
-        default_value = "USD",
-        help_heading = "Prices"
-    )]
-    pub price_currency: String,
+    /// `--price-vcpu-hour`, `--price-gib-hour`, `--price-currency`.
+    #[command(flatten)]
+    pub prices: PriceArgs,
     /// Prometheus history, profile and estimation flags.
     #[command(flatten)]
     pub model: ModelArgs,
@@ -117,12 +103,7 @@ struct Facts {
 /// Runs `tailor report`: reads the source, writes the report and/or prints the fleet or a summary line,
 /// then says what failed (exit 2 for traces that could not be run, 1 for incomplete history).
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
-    let prices = Prices::new(
-        args.price_vcpu_hour,
-        args.price_gib_hour,
-        &args.price_currency,
-    )
-    .map_err(|e| InputError(format!("--price-vcpu-hour / --price-gib-hour: {e}")))?;
+    let prices = args.prices.prices()?;
     let config = args.model.config()?;
     // `config` accepted the name: an unknown profile cannot get here.
     let flag_profile = profile::by_name(args.model.profile.trim())
@@ -421,6 +402,7 @@ fn workload(f: Facts, r: &Recommendation) -> Workload {
             .map(|(f, _)| f)
             .collect(),
         explain: explain(r),
+        ..Workload::default()
     }
 }
 
