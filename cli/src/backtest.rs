@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use serde_json::json;
+use tailor_dashboard::money::Prices;
 use tailor_engine::backtest::{self, Actuation, BacktestConfig, Score, Strategy, StrategyResult};
 use tailor_engine::backtest_workloads::{SUITE, TUNING_DRAWS, VALIDATION_DRAWS};
 use tailor_engine::estimate_flags::EstimationFlags;
@@ -15,6 +16,7 @@ use tailor_prometheus::feeder::HistorySink;
 use tailor_prometheus::history::Plan;
 
 use crate::error::InputError;
+use crate::prices::{PriceArgs, prices_json, requested_cost};
 use crate::{frontier, input, plot, prometheus};
 
 fn duration(s: &str) -> Result<Duration, String> {
@@ -26,10 +28,11 @@ fn duration(s: &str) -> Result<Duration, String> {
 pub enum BacktestFormat {
     /// One table per strategy: containers and the total.
     Table,
-    /// `{"strategies": [{"name", "total", "containers"}]}`.
+    /// `{"prices", "strategies": [{"name", "total", "containers"}]}`.
     Json,
-    /// Markdown tables: totals per strategy, then one row per trace (draws of a suite shape summed) with
-    /// cost / risk minutes / OOM-risk samples / changes per pod-day per strategy (QUALITY.md's tables).
+    /// Markdown tables: totals per strategy (with the requests' cost in money), then one row per trace
+    /// (draws of a suite shape summed) with cost / risk minutes / OOM-risk samples / changes per pod-day per
+    /// strategy (QUALITY.md's tables).
     Markdown,
 }
 
@@ -96,6 +99,9 @@ pub struct BacktestArgs {
     /// Output format.
     #[arg(long, short, value_enum, default_value_t = BacktestFormat::Table)]
     pub output: BacktestFormat,
+    /// What the requests cost in money: requested core-hours and GiB-hours at these prices.
+    #[command(flatten)]
+    pub prices: PriceArgs,
     /// Upstream's model and estimation flags (the `upstream` strategy's numbers; profiles start from them).
     #[command(flatten)]
     pub estimation: EstimationFlags,
@@ -139,6 +145,7 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<ExitCode> {
         .engine_config(false)
         .map_err(|e| InputError(e.0))?;
     let strategies = strategies(&args.strategy)?;
+    let prices = args.prices.prices()?;
     let (traces, incomplete) = load(args)?;
     let cfg = BacktestConfig {
         every: nanos(args.every),
@@ -156,11 +163,12 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<ExitCode> {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         match args.output {
             BacktestFormat::Json => {
-                serde_json::to_writer_pretty(&mut out, &frontier::to_json(&points))?;
+                serde_json::to_writer_pretty(&mut out, &frontier::to_json(&points, &prices))?;
                 writeln!(out)?;
             }
             BacktestFormat::Table | BacktestFormat::Markdown => {
-                frontier::write_table(&mut out, &points, args.output == BacktestFormat::Markdown)?
+                let markdown = args.output == BacktestFormat::Markdown;
+                frontier::write_table(&mut out, &points, markdown, &prices)?
             }
         }
         out.flush()?;
@@ -173,11 +181,11 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<ExitCode> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match args.output {
         BacktestFormat::Json => {
-            serde_json::to_writer_pretty(&mut out, &to_json(&results))?;
+            serde_json::to_writer_pretty(&mut out, &to_json(&results, &prices))?;
             writeln!(out)?;
         }
-        BacktestFormat::Table => write_table(&mut out, &results)?,
-        BacktestFormat::Markdown => write_markdown(&mut out, &results)?,
+        BacktestFormat::Table => write_table(&mut out, &results, &prices)?,
+        BacktestFormat::Markdown => write_markdown(&mut out, &results, &prices)?,
     }
     out.flush()?;
     if let Some(e) = incomplete {
@@ -277,7 +285,8 @@ pub fn run_all(
     Ok(out)
 }
 
-fn score_json(s: &Score) -> serde_json::Value {
+/// One score as JSON; `requested_cost` is the requests' cost at `prices`.
+fn score_json(s: &Score, prices: &Prices) -> serde_json::Value {
     json!({
         "cpu_waste_core_hours": s.cpu_waste_core_hours,
         "memory_waste_gib_hours": s.memory_waste_gib_hours,
@@ -291,11 +300,14 @@ fn score_json(s: &Score) -> serde_json::Value {
         "changes": s.changes,
         "changes_per_pod_day": s.changes_per_pod_day(),
         "pod_days": s.pod_days,
+        "cpu_request_core_hours": s.cpu_request_core_hours,
+        "memory_request_gib_hours": s.memory_request_gib_hours,
+        "requested_cost": requested_cost(s, prices),
     })
 }
 
 /// The `-o json` document.
-pub fn to_json(results: &[StrategyResult]) -> serde_json::Value {
+pub fn to_json(results: &[StrategyResult], prices: &Prices) -> serde_json::Value {
     let strategies: Vec<_> = results
         .iter()
         .map(|r| {
@@ -303,7 +315,7 @@ pub fn to_json(results: &[StrategyResult]) -> serde_json::Value {
                 .containers
                 .iter()
                 .map(|c| {
-                    let mut v = score_json(&c.score);
+                    let mut v = score_json(&c.score, prices);
                     if let Some(o) = v.as_object_mut() {
                         o.insert("name".into(), json!(c.name));
                     }
@@ -312,18 +324,18 @@ pub fn to_json(results: &[StrategyResult]) -> serde_json::Value {
                 .collect();
             json!({
                 "name": r.name,
-                "total": score_json(&backtest::total(&r.containers)),
+                "total": score_json(&backtest::total(&r.containers), prices),
                 "containers": containers,
             })
         })
         .collect();
-    json!({ "strategies": strategies })
+    json!({ "prices": prices_json(prices), "strategies": strategies })
 }
 
-fn row(w: &mut impl Write, name: &str, s: &Score) -> std::io::Result<()> {
+fn row(w: &mut impl Write, name: &str, s: &Score, prices: &Prices) -> std::io::Result<()> {
     writeln!(
         w,
-        "{name:<36} {:>10.2} {:>5.0}% {:>10.2} {:>5.0}% {:>9.2} {:>9.0} {:>9.0} {:>6} {:>5} {:>7.3}",
+        "{name:<36} {:>10.2} {:>5.0}% {:>10.2} {:>5.0}% {:>9.2} {:>9.0} {:>9.0} {:>6} {:>5} {:>7.3} {:>12.2}",
         s.cpu_waste_core_hours,
         100.0 * s.cpu_waste_fraction(),
         s.memory_waste_gib_hours,
@@ -334,13 +346,20 @@ fn row(w: &mut impl Write, name: &str, s: &Score) -> std::io::Result<()> {
         s.oom_risk_samples,
         s.uncovered_ooms,
         s.changes_per_pod_day(),
+        requested_cost(s, prices),
     )
 }
 
-/// One table per strategy, then a summary of the totals.
-pub fn write_table(w: &mut impl Write, results: &[StrategyResult]) -> std::io::Result<()> {
+/// One table per strategy, then a summary of the totals; the last column is the requests' cost in money
+/// (`REQ-` and the currency).
+pub fn write_table(
+    w: &mut impl Write,
+    results: &[StrategyResult],
+    prices: &Prices,
+) -> std::io::Result<()> {
+    let money = format!("REQ-{}", prices.currency);
     let header = format!(
-        "{:<36} {:>10} {:>6} {:>10} {:>6} {:>9} {:>9} {:>9} {:>6} {:>5} {:>7}",
+        "{:<36} {:>10} {:>6} {:>10} {:>6} {:>9} {:>9} {:>9} {:>6} {:>5} {:>7} {money:>12}",
         "CONTAINER",
         "CPU-WASTE",
         "",
@@ -357,21 +376,23 @@ pub fn write_table(w: &mut impl Write, results: &[StrategyResult]) -> std::io::R
         writeln!(w, "strategy {}", r.name)?;
         writeln!(w, "{header}")?;
         for c in &r.containers {
-            row(w, &c.name, &c.score)?;
+            row(w, &c.name, &c.score, prices)?;
         }
-        row(w, "TOTAL", &backtest::total(&r.containers))?;
+        row(w, "TOTAL", &backtest::total(&r.containers), prices)?;
         writeln!(w)?;
     }
     writeln!(w, "totals")?;
     writeln!(w, "{}", header.replacen("CONTAINER", "STRATEGY ", 1))?;
     for r in results {
-        row(w, r.name, &backtest::total(&r.containers))?;
+        row(w, r.name, &backtest::total(&r.containers), prices)?;
     }
     writeln!(
         w,
         "\nCPU-WASTE core-hours and % of usage; MEM-WASTE GiB-hours and %; COST = CPU-WASTE + MEM-WASTE/9; \
          RISK in minutes above the request; OOM = memory samples above the limit; UNCOV = recorded OOMs not \
-         covered; CHURN = request changes per pod-day"
+         covered; CHURN = request changes per pod-day; {money} = requested core-hours × {} + requested \
+         GiB-hours × {} ({} per vCPU-hour and per GiB-hour)",
+        prices.vcpu_hour, prices.gib_hour, prices.currency
     )
 }
 
@@ -389,22 +410,27 @@ fn pct(a: f64, b: f64) -> String {
     }
 }
 
-/// Markdown: a totals table (cost relative to the first strategy), then one row per shape with
-/// `cost (vs first) / risk minutes / OOM-risk samples / changes per pod-day` for every strategy.
-pub fn write_markdown(w: &mut impl Write, results: &[StrategyResult]) -> std::io::Result<()> {
+/// The Markdown totals table: one row per strategy, cost relative to the first strategy, and last what the
+/// requests cost in money at `prices`.
+fn write_markdown_totals(
+    w: &mut impl Write,
+    results: &[StrategyResult],
+    prices: &Prices,
+) -> std::io::Result<()> {
     let base = results.first().map(|r| backtest::total(&r.containers));
     writeln!(
         w,
         "| strategy | cost (core-h) | vs {} | CPU waste core-h (% of use) | memory waste GiB-h (% of use) | \
-         CPU risk min | memory risk min | OOM-risk samples | uncovered OOMs | changes/pod-day |",
-        results.first().map_or("first", |r| r.name)
+         CPU risk min | memory risk min | OOM-risk samples | uncovered OOMs | changes/pod-day | requested ({}) |",
+        results.first().map_or("first", |r| r.name),
+        prices.currency
     )?;
-    writeln!(w, "|---|---|---|---|---|---|---|---|---|---|")?;
+    writeln!(w, "|---|---|---|---|---|---|---|---|---|---|---|")?;
     for r in results {
         let s = backtest::total(&r.containers);
         writeln!(
             w,
-            "| {} | {:.1} | {} | {:.1} ({:.0} %) | {:.1} ({:.0} %) | {:.0} | {:.0} | {} | {} | {:.2} |",
+            "| {} | {:.1} | {} | {:.1} ({:.0} %) | {:.1} ({:.0} %) | {:.0} | {:.0} | {} | {} | {:.2} | {:.2} |",
             r.name,
             s.cost(),
             pct(s.cost(), base.map_or(0.0, |b| b.cost())),
@@ -417,8 +443,21 @@ pub fn write_markdown(w: &mut impl Write, results: &[StrategyResult]) -> std::io
             s.oom_risk_samples,
             s.uncovered_ooms,
             s.changes_per_pod_day(),
+            requested_cost(&s, prices),
         )?;
     }
+    Ok(())
+}
+
+/// Markdown: a totals table ([`write_markdown_totals`]), then one row per shape with `cost (vs first) /
+/// risk minutes / OOM-risk samples / changes per pod-day` for every strategy.
+pub fn write_markdown(
+    w: &mut impl Write,
+    results: &[StrategyResult],
+    prices: &Prices,
+) -> std::io::Result<()> {
+    write_markdown_totals(w, results, prices)?;
+    let base = results.first().map(|r| backtest::total(&r.containers));
     // Per shape, in order of first appearance.
     let mut shapes: Vec<&str> = Vec::new();
     for c in results.iter().flat_map(|r| &r.containers) {

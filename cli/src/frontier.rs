@@ -7,10 +7,13 @@ use std::path::Path;
 use anyhow::Context;
 use plotters::prelude::*;
 use serde_json::json;
+use tailor_dashboard::money::Prices;
 use tailor_engine::backtest::{self, Score, Strategy, StrategyResult, strategy::MAX_STRATEGIES};
 use tailor_engine::estimate::TimeOfDay;
 use tailor_engine::profile::Profile;
 use tailor_engine::replay::ReplayConfig;
+
+use crate::prices::{prices_json, requested_cost};
 
 /// One setting of one strategy and its score on the whole history.
 #[derive(Debug, Clone)]
@@ -168,11 +171,13 @@ pub fn run(
     Ok(out)
 }
 
-/// The frontier as a table (or Markdown), cost relative to upstream's own setting when it is there.
+/// The frontier as a table (or Markdown), cost relative to upstream's own setting when it is there, and
+/// last what the requests cost in money at `prices`.
 pub fn write_table(
     w: &mut impl std::io::Write,
     points: &[FrontierPoint],
     markdown: bool,
+    prices: &Prices,
 ) -> std::io::Result<()> {
     let reference = points
         .iter()
@@ -182,26 +187,29 @@ pub fn write_table(
         Some(r) if r > 0.0 => format!("{:+.1} %", 100.0 * (c / r - 1.0)),
         _ => "-".into(),
     };
+    let currency = &prices.currency;
+    let money = format!("REQ-{currency}");
     if markdown {
         writeln!(
             w,
-            "| strategy | knob | value | cost (core-h) | vs upstream | risk min (CPU + memory) | OOM-risk samples | changes/pod-day |"
+            "| strategy | knob | value | cost (core-h) | vs upstream | risk min (CPU + memory) | OOM-risk samples | changes/pod-day | requested ({currency}) |"
         )?;
-        writeln!(w, "|---|---|---|---|---|---|---|---|")?;
+        writeln!(w, "|---|---|---|---|---|---|---|---|---|")?;
     } else {
         writeln!(
             w,
-            "{:<12} {:<22} {:>7} {:>10} {:>9} {:>10} {:>6} {:>7}",
+            "{:<12} {:<22} {:>7} {:>10} {:>9} {:>10} {:>6} {:>7} {money:>12}",
             "STRATEGY", "KNOB", "VALUE", "COST", "VS-UP", "RISK-MIN", "OOM", "CHURN"
         )?;
     }
     for p in points {
         let value = format!("{}{}", p.value, if p.default { "*" } else { "" });
         let s = &p.score;
+        let requested = requested_cost(s, prices);
         if markdown {
             writeln!(
                 w,
-                "| {} | {} | {value} | {:.1} | {} | {:.0} | {} | {:.2} |",
+                "| {} | {} | {value} | {:.1} | {} | {:.0} | {} | {:.2} | {requested:.2} |",
                 p.strategy,
                 p.knob,
                 s.cost(),
@@ -213,7 +221,7 @@ pub fn write_table(
         } else {
             writeln!(
                 w,
-                "{:<12} {:<22} {value:>7} {:>10.1} {:>9} {:>10.0} {:>6} {:>7.2}",
+                "{:<12} {:<22} {value:>7} {:>10.1} {:>9} {:>10.0} {:>6} {:>7.2} {requested:>12.2}",
                 p.strategy,
                 p.knob,
                 s.cost(),
@@ -228,14 +236,18 @@ pub fn write_table(
         writeln!(
             w,
             "\nCOST = CPU waste + memory waste/9 (core-hours); RISK-MIN = minutes above the CPU or memory request; \
-             OOM = memory samples above the limit; CHURN = request changes per pod-day; * = the strategy's own setting"
+             OOM = memory samples above the limit; CHURN = request changes per pod-day; {money} = requested \
+             core-hours × {} + requested GiB-hours × {} ({currency} per vCPU-hour and per GiB-hour); * = the \
+             strategy's own setting",
+            prices.vcpu_hour, prices.gib_hour
         )?;
     }
     Ok(())
 }
 
-/// The frontier as JSON: `{"points": [{"strategy", "knob", "value", "default", "cost_core_hours", ...}]}`.
-pub fn to_json(points: &[FrontierPoint]) -> serde_json::Value {
+/// The frontier as JSON: `{"prices", "points": [{"strategy", "knob", "value", "default", "cost_core_hours",
+/// ..., "requested_cost"}]}`.
+pub fn to_json(points: &[FrontierPoint], prices: &Prices) -> serde_json::Value {
     let points: Vec<_> = points
         .iter()
         .map(|p| {
@@ -250,10 +262,13 @@ pub fn to_json(points: &[FrontierPoint]) -> serde_json::Value {
                 "memory_risk_minutes": p.score.memory_risk_minutes,
                 "oom_risk_samples": p.score.oom_risk_samples,
                 "changes_per_pod_day": p.score.changes_per_pod_day(),
+                "cpu_request_core_hours": p.score.cpu_request_core_hours,
+                "memory_request_gib_hours": p.score.memory_request_gib_hours,
+                "requested_cost": requested_cost(&p.score, prices),
             })
         })
         .collect();
-    json!({ "points": points })
+    json!({ "prices": prices_json(prices), "points": points })
 }
 
 const COLORS: [RGBColor; 6] = [

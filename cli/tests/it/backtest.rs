@@ -206,3 +206,83 @@ fn frontier_and_markdown() {
         assert!(text.contains(shape), "{text}");
     }
 }
+
+/// The money figure is the requested core-hours and GiB-hours at the prices given (or the dashboard's
+/// defaults), in every output, labelled with the currency; the other scores do not depend on the prices.
+#[test]
+fn requested_cost_is_the_requests_at_the_prices() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("usage.csv");
+    std::fs::write(&input, csv()).unwrap();
+    let path = input.to_str().unwrap();
+    let base = ["backtest", "--input", path, "--strategy", "upstream,saver"];
+    let run = |extra: &[&str]| {
+        let o = tailor(&[&base[..], extra].concat());
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let json = |extra: &[&str]| -> serde_json::Value {
+        serde_json::from_str(&run(&[extra, &["-o", "json"]].concat())).unwrap()
+    };
+    let priced = [
+        "--price-vcpu-hour",
+        "0.05",
+        "--price-gib-hour",
+        "0.004",
+        "--price-currency",
+        "EUR",
+    ];
+    let (own, default) = (json(&priced), json(&[]));
+    assert_eq!(own["prices"]["currency"], "EUR");
+    assert_eq!(default["prices"]["vcpu_hour"], 0.021811);
+    assert_eq!(default["prices"]["gib_hour"], 0.002923);
+    for (v, vcpu, gib) in [(&own, 0.05, 0.004), (&default, 0.021811, 0.002923)] {
+        for s in v["strategies"].as_array().unwrap() {
+            let scores = s["containers"].as_array().unwrap().iter();
+            for score in scores.chain([&s["total"]]) {
+                let cpu = score["cpu_request_core_hours"].as_f64().unwrap();
+                let memory = score["memory_request_gib_hours"].as_f64().unwrap();
+                let cost = score["requested_cost"].as_f64().unwrap();
+                assert!((cost - (cpu * vcpu + memory * gib)).abs() < 1e-9, "{score}");
+                // A day of requests above a few hundred millicores and MB: more than the waste.
+                assert!(cpu >= score["cpu_waste_core_hours"].as_f64().unwrap() && cpu > 1.0);
+                assert!(memory >= score["memory_waste_gib_hours"].as_f64().unwrap());
+                assert!(memory > 0.1, "{score}");
+            }
+        }
+    }
+    let scores_without_money = |v: &serde_json::Value| {
+        let mut v = v["strategies"].clone();
+        for s in v.as_array_mut().unwrap() {
+            s["total"].as_object_mut().unwrap().remove("requested_cost");
+            for c in s["containers"].as_array_mut().unwrap() {
+                c.as_object_mut().unwrap().remove("requested_cost");
+            }
+        }
+        v
+    };
+    assert_eq!(scores_without_money(&own), scores_without_money(&default));
+    let total = own["strategies"][0]["total"]["requested_cost"]
+        .as_f64()
+        .unwrap();
+    let table = run(&priced);
+    assert!(table.contains("REQ-EUR"), "{table}");
+    assert!(table.contains(&format!("{total:.2}")), "{table}");
+    let markdown = run(&[&priced[..], &["-o", "markdown"]].concat());
+    assert!(markdown.contains("| requested (EUR) |"), "{markdown}");
+    assert!(markdown.contains(&format!(" | {total:.2} |")), "{markdown}");
+}
+
+#[test]
+fn a_bad_price_is_an_error_naming_its_flag() {
+    for (flag, value) in [
+        ("--price-vcpu-hour", "-1"),
+        ("--price-gib-hour", "NaN"),
+        ("--price-vcpu-hour", "inf"),
+    ] {
+        let o = tailor(&["backtest", "--suite", flag, value]);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(stderr.contains(&format!("{flag}: ")), "{stderr}");
+    }
+}
