@@ -35,7 +35,8 @@ impl ApiActuator {
                 instance: std::env::var("POD_NAME").ok(),
             },
         );
-        // One writer, a bounded queue (issue 30): an iteration never piles up event writes.
+        // One writer, a bounded queue (docs/decisions/bounded-event-queue.md): an iteration never piles up
+        // event writes.
         let events = EventQueue::start(
             EVENT_QUEUE,
             move |(e, reference): (Event, k8s_openapi::api::core::v1::ObjectReference)| {

@@ -27,11 +27,12 @@ use crate::resize::{ResizeError, ResizePlan, plan_resize};
 use crate::restriction::{Creator, ReplicaLookup, Restriction, unknown_kind_replicas};
 
 /// Replica counts of controllers of other kinds, read from their `/scale` subresource in the background
-/// (Tailor: upstream counts 0 replicas for them, so every pod is disruptable, spec §8 item 3).
+/// (Tailor: upstream counts 0 replicas for them, so every pod is disruptable,
+/// docs/design/upstream-updater.md §8 item 3).
 ///
-/// Only the creators of pods some VPA governs are looked up (issue 30: static pods, Tekton or KubeVirt pods
-/// must not cost a discovery and a `/scale` GET per pod owner and interval), answers that say "no count"
-/// are remembered like counts, and each refresh fetches at most [`MAX_FETCHES_PER_REFRESH`].
+/// Only the creators of pods some VPA governs are looked up (docs/decisions/scale-lookups.md: static pods,
+/// Tekton or KubeVirt pods must not cost a discovery and a `/scale` GET per pod owner and interval), answers
+/// that say "no count" are remembered like counts, and each refresh fetches at most [`MAX_FETCHES_PER_REFRESH`].
 #[derive(Clone, Debug, Default)]
 pub struct ScaleReplicas {
     counts: Arc<std::sync::RwLock<HashMap<Creator, ScaleAnswer>>>,
@@ -233,7 +234,7 @@ pub fn governed_creator(
     matches!(index.topmost_controller(&start), Ok(Some(top)) if targets(&top.kind, &top.name))
 }
 
-/// Kinds whose replica count the updater reads from its own caches (§3.1 table).
+/// Kinds whose replica count the updater reads from its own caches (docs/design/upstream-updater.md §3.1 table).
 fn is_counted_kind(kind: &str) -> bool {
     matches!(
         kind,
@@ -332,7 +333,8 @@ pub struct CacheView<R: ReplicaLookup = ReplicaStores> {
     pub gates: FeatureGates,
     /// Clock of this iteration (for the resize plan's boost expiry).
     pub now: Timestamp,
-    /// The webhook's pod floor (issue 30): processed recommendations are raised to it, as the webhook's.
+    /// The webhook's pod floor (docs/decisions/pod-floor.md): processed recommendations are raised to it, as
+    /// the webhook's.
     pub floor: Option<tailor_core::sizing::PodFloor>,
     /// What the API server accepts of an in-place resize (its version's rules).
     pub resize_rules: crate::resize_check::ResizeRules,
@@ -704,7 +706,7 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
 
     fn controlling_vpa(&self, pod: &CompactPod, selected: &Candidates) -> Option<usize> {
         // No selected VPA in the pod's namespace: nothing to match, and no `/scale` lookup of its owner
-        // (issue 30: static pods, Tekton or KubeVirt pods cost nothing).
+        // (static pods, Tekton or KubeVirt pods cost nothing: docs/decisions/scale-lookups.md).
         if !selected.has_namespace(pods::namespace(pod)) {
             return None;
         }
@@ -881,7 +883,8 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         vpa: &VerticalPodAutoscaler,
         now: Timestamp,
     ) -> Result<ResizePlan, ResizeError> {
-        // What the API server would refuse is not sent (issue 30): the caller skips or evicts instead.
+        // What the API server would refuse is not sent (docs/decisions/resize-precheck.md): the caller skips
+        // or evicts instead.
         let plan = self.computed_plan(pod, vpa, now)?;
         match crate::resize_check::refusal(pod, &plan.resize, &self.resize_rules) {
             Some(why) => Err(ResizeError::Refused(why)),
@@ -1040,7 +1043,8 @@ fn uses_requests_only(vpa: &VerticalPodAutoscaler) -> bool {
         })
 }
 
-/// The capping processor (§2.1): the webhook's recommendation processing for `pod` (without a floor).
+/// The capping processor (docs/design/upstream-updater.md §2.1): the webhook's recommendation processing for
+/// `pod` (without a floor).
 pub fn processed_recommendation(
     index: &Index,
     vpa: &VerticalPodAutoscaler,
@@ -1199,7 +1203,7 @@ mod tests {
 
     #[test]
     fn a_resize_never_goes_below_the_pod_floor() {
-        // Issue 30: a memory target of "1" made a resize to a 1-byte request and a 2-byte limit.
+        // Before the pod floor, a memory target of "1" made a resize to a 1-byte request and a 2-byte limit.
         let mut vpa = vpa("u1", "1", "300m");
         if let Some(rec) = vpa
             .status

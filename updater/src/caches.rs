@@ -130,9 +130,9 @@ fn signal_synced(
 
 /// Controllers of other kinds (Argo Rollouts, custom controllers) through their `/scale` subresource,
 /// fetched in the background as the webhook fetches them: one decision path with `tailor plan`, whose
-/// snapshot stands in for `/scale` (issue 30). The cache looks up VPA targets and the owners matching
-/// asked for; matching asks only in namespaces with a VPA the iteration selected. Started once the VPAs
-/// are listed, so that its first refresh reads their targets.
+/// snapshot stands in for `/scale` (docs/decisions/scale-lookups.md). The cache looks up VPA targets and the
+/// owners matching asked for; matching asks only in namespaces with a VPA the iteration selected. Started once
+/// the VPAs are listed, so that its first refresh reads their targets.
 fn start_scale_cache(
     client: &Client,
     stores: &IndexStores,

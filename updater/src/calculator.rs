@@ -1,4 +1,5 @@
-//! The priority calculator: which pods of one VPA to update, in which order (upstream-updater §2.4–§2.6).
+//! The priority calculator: which pods of one VPA to update, in which order
+//! (docs/design/upstream-updater.md §2.4–§2.6).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,8 +53,8 @@ impl<'a> PriorityCalculator<'a> {
         }
     }
 
-    /// Offers a pod with its processed recommendation and priority (§2.5). `Ok(None)` when accepted,
-    /// otherwise why it was rejected.
+    /// Offers a pod with its processed recommendation and priority (docs/design/upstream-updater.md §2.5).
+    /// `Ok(None)` when accepted, otherwise why it was rejected.
     pub fn add_pod(
         &mut self,
         pod: Arc<CompactPod>,
@@ -97,8 +98,9 @@ impl<'a> PriorityCalculator<'a> {
         Ok(None)
     }
 
-    /// Whether a container of the pod was OOM-killed after running less than the threshold (§2.4). With
-    /// [`PriorityConfig::quick_oom_max_age`], a kill older than that no longer counts (Tailor option).
+    /// Whether a container of the pod was OOM-killed after running less than the threshold
+    /// (docs/design/upstream-updater.md §2.4). With [`PriorityConfig::quick_oom_max_age`], a kill older than
+    /// that no longer counts (Tailor option).
     fn quick_oom(&self, pod: &CompactPod, now: Timestamp) -> bool {
         let threshold = match self
             .vpa

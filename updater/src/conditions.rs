@@ -1,5 +1,6 @@
-//! The `UpdatesBlocked` condition (issue 30): the VPA itself says why the updater leaves its pods alone — a
-//! conflict with another VPA, pods the webhook never sizes, or pods quota fit holds back (issue 28) — next to
+//! The `UpdatesBlocked` condition: the VPA itself says why the updater leaves its pods alone — a conflict with
+//! another VPA (docs/decisions/conflicting-vpas.md), pods the webhook never sizes
+//! (docs/decisions/webhook-scope.md), or pods quota fit holds back (docs/decisions/quota-fit.md) — next to
 //! the warning event and `tailor plan`'s reason. The recommender keeps conditions it does not own, so the two
 //! writers do not undo each other.
 

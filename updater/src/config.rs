@@ -1,4 +1,4 @@
-//! Settings of the updater's decisions (upstream-updater §6), independent of how they are read.
+//! Settings of the updater's decisions (docs/design/upstream-updater.md §6), independent of how they are read.
 
 use std::time::Duration;
 
@@ -42,7 +42,7 @@ impl FeatureGates {
     }
 }
 
-/// Thresholds of the priority calculator (§2).
+/// Thresholds of the priority calculator (docs/design/upstream-updater.md §2).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PriorityConfig {
     /// `--pod-update-threshold`: least relative change worth an update of a pod within its bounds.
@@ -53,7 +53,7 @@ pub struct PriorityConfig {
     /// `--evict-after-oom-threshold`: an OOM kill after running less than this makes a pod eligible.
     pub evict_after_oom_threshold: Duration,
     /// Tailor option (`--quick-oom-max-age`): an OOM kill older than this no longer makes a pod eligible
-    /// (upstream: never expires, spec §8 item 10). `None` = upstream.
+    /// (upstream: never expires, docs/design/upstream-updater.md §8 item 10). `None` = upstream.
     pub quick_oom_max_age: Option<Duration>,
 }
 
@@ -75,7 +75,7 @@ pub const DEFERRED_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// `InProgressResizeUpdateTimeout`, the default of `--in-place-in-progress-timeout`.
 pub const IN_PROGRESS_TIMEOUT: Duration = Duration::from_secs(3600);
 
-/// Disruption budget settings (§3.1, §5.9).
+/// Disruption budget settings (docs/design/upstream-updater.md §3.1, §5.9).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RestrictionConfig {
     /// `--min-replicas`: least live pods per controller before any disruption (per VPA:
@@ -87,17 +87,19 @@ pub struct RestrictionConfig {
     /// the budget.
     pub in_place_skip_disruption_budget: bool,
     /// Tailor option (`--in-place-timers=patch`): fallback timers start at the resize PATCH and are cleared
-    /// when the resize ends or the pod is replaced (upstream: first seen, never cleared; spec §8 item 2).
+    /// when the resize ends or the pod is replaced (upstream: first seen, never cleared;
+    /// docs/design/upstream-updater.md §8 item 2).
     pub timers_from_patch: bool,
-    /// Tailor option (`--count-readiness`, issue 30): a pod whose `Ready` condition is `False` does not count
-    /// as running, so a workload with a replica down is not disrupted further (upstream counts the phase
-    /// only). Pods without a `Ready` condition count as upstream's.
+    /// Tailor option (`--count-readiness`, docs/decisions/disruption-budgets.md): a pod whose `Ready` condition
+    /// is `False` does not count as running, so a workload with a replica down is not disrupted further
+    /// (upstream counts the phase only). Pods without a `Ready` condition count as upstream's.
     pub count_readiness: bool,
-    /// Tailor option (`--daemonset-max-unavailable`, issue 30): most pods of one DaemonSet disrupted at once
-    /// (the DaemonSet rolling update's default is 1); 0 = upstream's tolerance (half of a node agent's pods).
+    /// Tailor option (`--daemonset-max-unavailable`, docs/decisions/disruption-budgets.md): most pods of one
+    /// DaemonSet disrupted at once (the DaemonSet rolling update's default is 1); 0 = upstream's tolerance
+    /// (half of a node agent's pods).
     pub daemonset_max_unavailable: i32,
-    /// `--evict-job-pods` (issue 30): evict pods of Jobs (upstream). Off, they are left alone: an evicted
-    /// Job pod counts against the Job's `backoffLimit`.
+    /// `--evict-job-pods` (docs/decisions/disruption-budgets.md): evict pods of Jobs (upstream). Off, they are
+    /// left alone: an evicted Job pod counts against the Job's `backoffLimit`.
     pub evict_job_pods: bool,
     /// `--in-place-deferred-timeout`: how long a resize the kubelet deferred waits before the pod may be
     /// evicted instead (`InPlaceOrRecreate`; upstream's constant, 5 minutes).

@@ -1,8 +1,9 @@
-//! Two VPAs on one workload (issue 30; upstream-updater spec §8 item 8). The webhook sizes a pod from the
-//! oldest VPA that names its controller, in any mode but `Off`; upstream's updater looks only at the VPAs
-//! whose mode updates running pods. With an `Initial` VPA and a `Recreate` one on the same Deployment,
-//! upstream evicts by the `Recreate` one, the webhook sizes the replacement by the `Initial` one, and the
-//! pod is evicted again every iteration. Tailor acts on no VPA of such a target and says so on each.
+//! Two VPAs on one workload (docs/decisions/conflicting-vpas.md; docs/design/upstream-updater.md §8 item 8).
+//! The webhook sizes a pod from the oldest VPA that names its controller, in any mode but `Off`; upstream's
+//! updater looks only at the VPAs whose mode updates running pods. With an `Initial` VPA and a `Recreate` one
+//! on the same Deployment, upstream evicts by the `Recreate` one, the webhook sizes the replacement by the
+//! `Initial` one, and the pod is evicted again every iteration. Tailor acts on no VPA of such a target and says
+//! so on each.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -149,7 +149,7 @@ async fn acquire(
     }))
 }
 
-/// What the API server accepts of an in-place resize depends on its version (issue 30).
+/// What the API server accepts of an in-place resize depends on its version (docs/decisions/resize-precheck.md).
 async fn resize_rules(client: &Client) -> ResizeRules {
     match client.apiserver_version().await {
         Ok(info) => match ResizeRules::for_version(&info.minor) {

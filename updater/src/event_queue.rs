@@ -1,7 +1,8 @@
-//! Events sent by one background task through a bounded queue (issue 30 item 8): the updater used to spawn
-//! a task per event, without bound, so an iteration over thousands of pods could hold thousands of pending
-//! API calls. Like evictions, event writes are now bounded: at most [`EVENT_QUEUE`] wait, one is in
-//! flight, and the rest are dropped and counted (events are advisory; the iteration never waits for them).
+//! Events sent by one background task through a bounded queue (docs/decisions/bounded-event-queue.md): the
+//! updater used to spawn a task per event, without bound, so an iteration over thousands of pods could hold
+//! thousands of pending API calls. Like evictions, event writes are now bounded: at most [`EVENT_QUEUE`] wait,
+//! one is in flight, and the rest are dropped and counted (events are advisory; the iteration never waits for
+//! them).
 
 use std::future::Future;
 use std::sync::Arc;

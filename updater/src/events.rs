@@ -1,4 +1,4 @@
-//! Events the updater records on pods and VPAs (upstream-updater §1.5; component `tailor-updater`).
+//! Events the updater records on pods and VPAs (docs/design/upstream-updater.md §1.5; component `tailor-updater`).
 
 /// What an event is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,8 +102,8 @@ pub fn replacements_unsized(message: &str) -> UpdaterEvent {
     }
 }
 
-/// The warning on a VPA some of whose pods quota fit holds back (issue 28): `pods` of them, the first for
-/// the reason `why` (the quota fit's note).
+/// The warning on a VPA some of whose pods quota fit holds back (docs/decisions/quota-fit.md): `pods` of them,
+/// the first for the reason `why` (the quota fit's note).
 pub fn quota_held(pods: usize, why: &str) -> UpdaterEvent {
     let what = if pods == 1 {
         "1 pod is".to_owned()

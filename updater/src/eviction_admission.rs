@@ -1,5 +1,5 @@
 //! `spec.updatePolicy.evictionRequirements`: which scaling directions may disrupt a pod
-//! (upstream-updater §4). Applied after prioritisation on the eviction and the in-place path alike.
+//! (docs/design/upstream-updater.md §4). Applied after prioritisation on the eviction and the in-place path alike.
 
 use std::sync::Arc;
 
@@ -52,7 +52,7 @@ impl EvictionAdmission {
         self.requirements.get(pods::pod_key(pod)).map(|r| &r[..])
     }
 
-    /// Whether `pod` may be updated towards `rec` (§4).
+    /// Whether `pod` may be updated towards `rec` (docs/design/upstream-updater.md §4).
     pub fn admit(
         &self,
         pod: &CompactPod,

@@ -1,5 +1,5 @@
-//! The updater's flag group (upstream-updater §6), shared by the `tailor-updater` binary and `tailor plan`,
-//! and the binary's whole command line ([`Flags`]), which [`crate::settings`] validates.
+//! The updater's flag group (docs/design/upstream-updater.md §6), shared by the `tailor-updater` binary and
+//! `tailor plan`, and the binary's whole command line ([`Flags`]), which [`crate::settings`] validates.
 
 use std::time::Duration;
 
@@ -113,7 +113,7 @@ pub struct UpdaterFlags {
     /// chart sets `false` (they are then left alone; in-place resizes still apply).
     #[arg(long, default_value = "true", action = clap::ArgAction::Set, help_heading = "Disruption budget")]
     pub evict_job_pods: bool,
-    /// Quota fit (issue 28): resize a pod in place only when the whole raise fits its namespace's
+    /// Quota fit: resize a pod in place only when the whole raise fits its namespace's
     /// ResourceQuota headroom, and do not evict a pod whose replacement the webhook's quota fit would give
     /// the requests it has now. Watches ResourceQuotas (needs list/watch on them). No effect in namespaces
     /// without a ResourceQuota.

@@ -1,5 +1,6 @@
-//! `InPlace` mode: the recommendation at the last infeasible resize of each pod (upstream-updater §5.6),
-//! and how an infeasible resize shows in an API error (§5.2).
+//! `InPlace` mode: the recommendation at the last infeasible resize of each pod
+//! (docs/design/upstream-updater.md §5.6), and how an infeasible resize shows in an API error
+//! (docs/design/upstream-updater.md §5.2).
 
 use std::collections::HashMap;
 

@@ -1,5 +1,5 @@
-//! One updater iteration after the liveness check (upstream-updater §1.2 steps 2–10), over objects the
-//! caller lists and with every decision and action injected: the binary passes its caches and the API,
+//! One updater iteration after the liveness check (docs/design/upstream-updater.md §1.2 steps 2–10), over
+//! objects the caller lists and with every decision and action injected: the binary passes its caches and the API,
 //! `tailor plan` a snapshot and a dry run, the conformance tests upstream's doubles.
 
 use std::collections::BTreeMap;
@@ -46,7 +46,8 @@ pub struct UpdaterState {
     pub replacements: crate::replacements::ReplacementWatch,
 }
 
-/// Per-VPA budget decisions (§3, §5.3–§5.4, §5.8), built fresh for each VPA of each iteration.
+/// Per-VPA budget decisions (docs/design/upstream-updater.md §3, §5.3–§5.4, §5.8), built fresh for each VPA of
+/// each iteration.
 pub trait Gate {
     /// `CanEvict`, with the reason when refused.
     fn can_evict(
@@ -91,19 +92,19 @@ pub trait Gate {
 pub trait ClusterView {
     /// The budget decisions of one VPA.
     type Gate: Gate;
-    /// Reads the VPA's target selector (§1.2 step 3); an error skips the VPA.
+    /// Reads the VPA's target selector (docs/design/upstream-updater.md §1.2 step 3); an error skips the VPA.
     fn fetch_selector(&self, vpa: &VerticalPodAutoscaler) -> Result<(), String>;
-    /// Index into `selected` of the VPA that governs `pod` (§1.2 step 6).
+    /// Index into `selected` of the VPA that governs `pod` (docs/design/upstream-updater.md §1.2 step 6).
     fn controlling_vpa(&self, pod: &CompactPod, selected: &Candidates) -> Option<usize>;
     /// The budgets of `vpa`'s live pods.
     fn gate(&self, vpa: &VerticalPodAutoscaler, pods: &[Arc<CompactPod>]) -> Self::Gate;
-    /// The processed (capped) recommendation for `pod` (§2.1).
+    /// The processed (capped) recommendation for `pod` (docs/design/upstream-updater.md §2.1).
     fn processed(
         &self,
         vpa: &VerticalPodAutoscaler,
         pod: &CompactPod,
     ) -> Result<Option<Arc<RecommendedPodResources>>, String>;
-    /// The priority of `pod` for `rec` (§2.3).
+    /// The priority of `pod` for `rec` (docs/design/upstream-updater.md §2.3).
     fn priority(
         &self,
         pod: &CompactPod,
@@ -116,8 +117,8 @@ pub trait ClusterView {
         vpa: &VerticalPodAutoscaler,
         now: Timestamp,
     ) -> Result<ResizePlan, ResizeError>;
-    /// Why quota fit holds back an update of `pod` to `vpa`'s recommendation (issue 28); views without
-    /// quotas never do.
+    /// Why quota fit holds back an update of `pod` to `vpa`'s recommendation (docs/decisions/quota-fit.md);
+    /// views without quotas never do.
     fn quota_hold(
         &self,
         _vpa: &VerticalPodAutoscaler,
@@ -263,16 +264,18 @@ pub struct IterationConfig {
     pub gates: FeatureGates,
     /// `--ignored-vpa-object-namespaces`.
     pub ignored_namespaces: Vec<String>,
-    /// Tailor improvement: `InPlace` honours its deferrals instead of re-patching (spec §8 item 1).
+    /// Tailor improvement: `InPlace` honours its deferrals instead of re-patching
+    /// (docs/design/upstream-updater.md §8 item 1).
     pub in_place_honours_deferrals: bool,
     /// Tailor improvement: the VPA order rotates each iteration, so that a rate limit reaches every VPA in
-    /// turn (upstream: random map order, spec §8 item 17).
+    /// turn (upstream: random map order, docs/design/upstream-updater.md §8 item 17).
     pub fair_order: bool,
-    /// Tailor (issue 30): pods the webhook never sizes are left alone (upstream acts on them, and an
-    /// evicted pod comes back unchanged, to be evicted again). Default: every pod in scope, as upstream.
+    /// Tailor (docs/decisions/webhook-scope.md): pods the webhook never sizes are left alone (upstream acts on
+    /// them, and an evicted pod comes back unchanged, to be evicted again). Default: every pod in scope, as
+    /// upstream.
     pub webhook_scope: crate::scope::WebhookScope,
-    /// Tailor (issue 30, spec §8 item 8): no VPA of a workload that several VPAs target is acted on, and
-    /// each of them gets a warning event.
+    /// Tailor (docs/decisions/conflicting-vpas.md, docs/design/upstream-updater.md §8 item 8): no VPA of a
+    /// workload that several VPAs target is acted on, and each of them gets a warning event.
     pub skip_conflicting_vpas: bool,
     /// Tailor: how often a workload whose evictions pause (a replacement came back without Tailor's
     /// webhook) gets one probe eviction (`None`: [`crate::replacements::PROBE_AFTER`]).
@@ -399,9 +402,9 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
     report
 }
 
-/// The per-VPA gate (§1.2 steps 2–5): the VPAs of `vpas` whose pods this iteration looks at. Each VPA
-/// left out is in `report.skipped_vpas` with why, and those blocked for a reason its owner must fix also
-/// get an Event and the `UpdatesBlocked` condition.
+/// The per-VPA gate (docs/design/upstream-updater.md §1.2 steps 2–5): the VPAs of `vpas` whose pods this
+/// iteration looks at. Each VPA left out is in `report.skipped_vpas` with why, and those blocked for a reason
+/// its owner must fix also get an Event and the `UpdatesBlocked` condition.
 fn select_vpas<V: ClusterView>(
     config: &IterationConfig,
     view: &V,
@@ -619,10 +622,10 @@ struct Done {
     resized: u64,
 }
 
-/// One VPA's pass over its pods (§1.2 steps 7–10), one method per step: which pods are in the webhook's
-/// scope ([`VpaPass::in_webhook_scope`]), start-up boosts that expired ([`VpaPass::unboost`]), the mode's
-/// pass over the rest (resize in place, [`VpaPass::resize_in_place`], or choose whom to evict,
-/// [`VpaPass::choose_evictions`]),
+/// One VPA's pass over its pods (docs/design/upstream-updater.md §1.2 steps 7–10), one method per step: which
+/// pods are in the webhook's scope ([`VpaPass::in_webhook_scope`]), start-up boosts that expired
+/// ([`VpaPass::unboost`]), the mode's pass over the rest (resize in place, [`VpaPass::resize_in_place`], or
+/// choose whom to evict, [`VpaPass::choose_evictions`]),
 /// the evictions ([`VpaPass::evict`]) and the per-VPA gauges ([`VpaPass::count`]). An `Err` from a step aborts
 /// the iteration (a rate limiter failed).
 struct VpaPass<'p, V: ClusterView, A: Actuator> {
@@ -685,8 +688,8 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
         Ok(())
     }
 
-    /// Quota fit held back some pods (issue 28): the VPA says so in a warning event and its `UpdatesBlocked`
-    /// condition, as for the other reasons its pods are left alone.
+    /// Quota fit held back some pods (docs/decisions/quota-fit.md): the VPA says so in a warning event and its
+    /// `UpdatesBlocked` condition, as for the other reasons its pods are left alone.
     fn block_for_quota(&mut self) {
         let mut held = self.vpa_report.pods.values().filter_map(|a| match a {
             Action::Skip(Skip::Quota(why)) => Some(why),
@@ -725,9 +728,9 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
         }
     }
 
-    /// The pods the webhook sizes. Pods it never sizes count in the budgets but are not updated (issue 30);
-    /// nor are pods that carry a mark of upstream VPA (its numbers win on a workload both cover, README).
-    /// Either kind blocks the VPA's updates, its condition saying why.
+    /// The pods the webhook sizes. Pods it never sizes count in the budgets but are not updated
+    /// (docs/decisions/webhook-scope.md); nor are pods that carry a mark of upstream VPA (its numbers win on a
+    /// workload both cover, README). Either kind blocks the VPA's updates, its condition saying why.
     fn in_webhook_scope(&mut self, vpa_pods: &[Arc<CompactPod>]) -> Vec<Arc<CompactPod>> {
         let size = self.size;
         let mut outside = 0usize;
@@ -774,8 +777,8 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
         (self.report.blocked).insert(key, crate::conditions::Blocked::of(event));
     }
 
-    /// Start-up boost pass (§5.8): resizes pods whose boost expired back to the recommendation; returns the
-    /// pods without a boost, which the mode's pass may update.
+    /// Start-up boost pass (docs/design/upstream-updater.md §5.8): resizes pods whose boost expired back to the
+    /// recommendation; returns the pods without a boost, which the mode's pass may update.
     async fn unboost(
         &mut self,
         pods_in_scope: &[Arc<CompactPod>],
@@ -807,9 +810,9 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
         Ok(available)
     }
 
-    /// Waits for the in-place rate limiter, then resizes `pod` (§5.5) and records the resize. The outer
-    /// `Err` aborts the iteration (the limiter failed); the inner one is this pod's failure, for the caller
-    /// to record.
+    /// Waits for the in-place rate limiter, then resizes `pod` (docs/design/upstream-updater.md §5.5) and
+    /// records the resize. The outer `Err` aborts the iteration (the limiter failed); the inner one is this
+    /// pod's failure, for the caller to record.
     async fn resize(&mut self, pod: &CompactPod) -> Result<Result<(), InPlaceError>, String> {
         if let Err(e) = self.actuator.wait_in_place().await {
             if let Some(m) = self.metrics {
@@ -839,8 +842,9 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
         }))
     }
 
-    /// Mode `InPlaceOrRecreate` / `InPlace` (§5): offers the pods the budgets let through, resizes them in
-    /// priority order, and returns the ones to evict instead (never in mode `InPlace`).
+    /// Mode `InPlaceOrRecreate` / `InPlace` (docs/design/upstream-updater.md §5): offers the pods the budgets
+    /// let through, resizes them in priority order, and returns the ones to evict instead (never in mode
+    /// `InPlace`).
     async fn resize_in_place(&mut self, available: &[Arc<CompactPod>]) -> Result<Chosen, String> {
         let config = self.config;
         let mut calc = PriorityCalculator::new(self.entry.vpa, &config.priority, config.gates);
@@ -1001,8 +1005,8 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
         self.set(pod, Action::Skip(skip_of(e)));
     }
 
-    /// The offered pods in priority order (§2.4); the ones `evictionRequirements` refuse are reported. `None`
-    /// when the pods cannot be ordered (logged).
+    /// The offered pods in priority order (docs/design/upstream-updater.md §2.4); the ones
+    /// `evictionRequirements` refuse are reported. `None` when the pods cannot be ordered (logged).
     fn sorted(
         &mut self,
         calc: PriorityCalculator<'_>,
@@ -1058,7 +1062,8 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
         }
     }
 
-    /// Evicts `evictions` in order (§3.4), each after the budget and the eviction rate limiter allow it.
+    /// Evicts `evictions` in order (docs/design/upstream-updater.md §3.4), each after the budget and the
+    /// eviction rate limiter allow it.
     async fn evict(
         &mut self,
         evictions: &[Arc<CompactPod>],
@@ -1190,7 +1195,8 @@ pub enum InPlaceError {
     Act(#[from] ActError),
 }
 
-/// `Evict` (§3.4): checks the budget, posts the Eviction, records the events and counts it.
+/// `Evict` (docs/design/upstream-updater.md §3.4): checks the budget, posts the Eviction, records the events
+/// and counts it.
 pub async fn evict_pod<G: Gate, A: Actuator>(
     actuator: &mut A,
     gate: &mut G,
@@ -1208,8 +1214,8 @@ pub async fn evict_pod<G: Gate, A: Actuator>(
     Ok(())
 }
 
-/// `InPlaceUpdate` (§5.5): checks group membership, computes and sends the patches, records the event and
-/// counts it.
+/// `InPlaceUpdate` (docs/design/upstream-updater.md §5.5): checks group membership, computes and sends the
+/// patches, records the event and counts it.
 pub async fn in_place_update<V: ClusterView, G: Gate, A: Actuator>(
     view: &V,
     actuator: &mut A,

@@ -1,4 +1,4 @@
-//! The webhook's status Lease: the updater acts only while admission is alive (upstream-updater §1.2
+//! The webhook's status Lease: the updater acts only while admission is alive (docs/design/upstream-updater.md §1.2
 //! step 1).
 
 use std::future::Future;

@@ -1,5 +1,5 @@
 //! Tailor's updater: brings running pods to their recommendation, in place through `pods/resize` or by
-//! eviction, within disruption budgets and rate limits (upstream-updater spec).
+//! eviction, within disruption budgets and rate limits (docs/design/upstream-updater.md).
 //!
 //! The decisions are pure (time is a parameter): [`priority`] and [`calculator`] (which pods, in which
 //! order), [`eviction_admission`] (`evictionRequirements`), [`restriction`] (budgets per controller group,

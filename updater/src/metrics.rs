@@ -1,4 +1,4 @@
-//! Prometheus metrics of the updater (`tailor_updater_*`, upstream-updater §7 with Tailor's prefix),
+//! Prometheus metrics of the updater (`tailor_updater_*`, docs/design/upstream-updater.md §7 with Tailor's prefix),
 //! served on `/metrics`.
 
 use std::collections::BTreeMap;
@@ -20,7 +20,7 @@ pub type Labels = Vec<(&'static str, String)>;
 /// Highest `vpa_size_log2` bucket.
 pub const MAX_SIZE_LOG2: u32 = 20;
 
-/// Execution-time buckets, in seconds (§7).
+/// Execution-time buckets, in seconds (docs/design/upstream-updater.md §7).
 const LATENCY_BUCKETS: [f64; 23] = [
     0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0,
     90.0, 100.0, 120.0, 150.0, 240.0, 300.0,
@@ -327,7 +327,8 @@ impl Metrics {
             .observe(seconds);
     }
 
-    /// Replaces the per-iteration gauges with `gauges` (§7: rebuilt each iteration).
+    /// Replaces the per-iteration gauges with `gauges` (docs/design/upstream-updater.md §7: rebuilt each
+    /// iteration).
     pub fn publish(&self, gauges: &IterationGauges) {
         for (family, values) in [
             (&self.controlled_pods, &gauges.controlled_pods),

@@ -1,4 +1,4 @@
-//! Which VPAs the updater acts on and how (upstream-updater §1.2 step 3, §1.4).
+//! Which VPAs the updater acts on and how (docs/design/upstream-updater.md §1.2 step 3, §1.4).
 
 use tailor_core::policy::{has_startup_boost, update_mode};
 use tailor_crds::{PodUpdatePolicy, UpdateMode, VerticalPodAutoscaler};

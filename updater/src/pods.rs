@@ -1,5 +1,6 @@
 //! What the updater reads off a pod: phase, current resources, observed containers, resize conditions,
-//! resize policies and start-up boost annotations (upstream-updater §2.1, §2.2, §3.2, §5.3, §5.7, §5.8).
+//! resize policies and start-up boost annotations
+//! (docs/design/upstream-updater.md §2.1, §2.2, §3.2, §5.3, §5.7, §5.8).
 //!
 //! The pod cache keeps each pod as a [`CompactPod`]: the few fields the decisions read, with what many pods
 //! share (namespaces' owners, label sets, container names, resource lists, observed-container lists)
@@ -95,7 +96,8 @@ pub struct Owner {
 pub struct ContainerInfo {
     /// The container's name.
     pub name: Arc<str>,
-    /// Current requests: the status's when it reports resources, else the spec's (§2.1).
+    /// Current requests: the status's when it reports resources, else the spec's
+    /// (docs/design/upstream-updater.md §2.1).
     pub requests: Option<Arc<Amounts>>,
     /// Current limits, from the same place as the requests.
     pub limits: Option<Arc<Amounts>>,
@@ -107,7 +109,7 @@ pub struct ContainerInfo {
     pub memory_restart: bool,
 }
 
-/// The last termination of a container that was OOM-killed (for quick OOMs, §2.4).
+/// The last termination of a container that was OOM-killed (for quick OOMs, docs/design/upstream-updater.md §2.4).
 #[derive(Clone, Debug)]
 pub struct OomKill {
     /// The container's name (from its status).
@@ -634,7 +636,7 @@ fn resize_conditions(pod: &CompactPod) -> &[ResizeCondition] {
     pod.rare.as_ref().map_or(&[], |r| &r.resize)
 }
 
-/// The first owner reference with `controller: true` (the pod's creator, §3.1).
+/// The first owner reference with `controller: true` (the pod's creator, docs/design/upstream-updater.md §3.1).
 pub fn creator(pod: &CompactPod) -> Option<&Arc<Owner>> {
     pod.creator.as_ref()
 }
@@ -645,7 +647,7 @@ pub fn controller(pod: &CompactPod) -> Option<&Arc<Owner>> {
 }
 
 /// The containers the webhook observed, from the observed-containers annotation; `None` (all observed)
-/// when the annotation is absent or any name in it is invalid (§2.2).
+/// when the annotation is absent or any name in it is invalid (docs/design/upstream-updater.md §2.2).
 pub fn observed_containers(pod: &CompactPod) -> Option<&[String]> {
     pod.observed.as_deref()
 }
@@ -656,19 +658,21 @@ pub fn observed_list(pod: &CompactPod) -> Option<&Arc<[String]>> {
     pod.observed.as_ref()
 }
 
-/// Whether `container` counts for priorities and quick OOMs under `observed` (§2.2).
+/// Whether `container` counts for priorities and quick OOMs under `observed`
+/// (docs/design/upstream-updater.md §2.2).
 pub fn is_observed(observed: Option<&[String]>, container: &str) -> bool {
     observed.is_none_or(|list| list.iter().any(|c| c == container))
 }
 
-/// Whether a resize is under way: the first resize condition's status is `True` (§3.2).
+/// Whether a resize is under way: the first resize condition's status is `True`
+/// (docs/design/upstream-updater.md §3.2).
 pub fn is_in_place_updating(pod: &CompactPod) -> bool {
     resize_conditions(pod)
         .first()
         .is_some_and(|c| c.status_true)
 }
 
-/// Where a pod's resize stands (§5.7).
+/// Where a pod's resize stands (docs/design/upstream-updater.md §5.7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ResizeStatus {
     /// No resize under way.
@@ -703,7 +707,8 @@ fn condition(pod: &CompactPod, pending: bool) -> Option<&ResizeCondition> {
     resize_conditions(pod).iter().find(|c| c.pending == pending)
 }
 
-/// The resize status of a pod (§5.7): `PodResizePending` wins over `PodResizeInProgress`.
+/// The resize status of a pod (docs/design/upstream-updater.md §5.7): `PodResizePending` wins over
+/// `PodResizeInProgress`.
 pub fn resize_status(pod: &CompactPod) -> ResizeStatus {
     if !is_in_place_updating(pod) {
         return ResizeStatus::None;
@@ -737,7 +742,7 @@ pub fn in_progress_state(pod: &CompactPod) -> Option<(&str, bool)> {
 }
 
 /// Whether resizing the pod restarts no container: no container in `spec.containers` has a
-/// `RestartContainer` resize policy (§5.3 step 7).
+/// `RestartContainer` resize policy (docs/design/upstream-updater.md §5.3 step 7).
 pub fn is_non_disruptive(pod: &CompactPod) -> bool {
     !pod.restart_on_resize
 }
@@ -794,10 +799,10 @@ pub fn boost_key(container: &str) -> String {
     format!("{STARTUP_BOOST_ANNOTATION_PREFIX}{container}")
 }
 
-/// The boost annotation keys whose boost has run its course at `now` (§5.8): none unless the pod is
-/// `Ready`; a key expires when its duration is 0 or more than that many seconds have passed since the pod
-/// became ready. The duration is the VPA's `startupBoost.cpu.durationSeconds`, overridden by the
-/// container policy's when that one sets it.
+/// The boost annotation keys whose boost has run its course at `now` (docs/design/upstream-updater.md §5.8):
+/// none unless the pod is `Ready`; a key expires when its duration is 0 or more than that many seconds have
+/// passed since the pod became ready. The duration is the VPA's `startupBoost.cpu.durationSeconds`, overridden
+/// by the container policy's when that one sets it.
 pub fn expired_boost_keys(
     pod: &CompactPod,
     vpa: &VerticalPodAutoscaler,

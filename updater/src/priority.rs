@@ -1,4 +1,4 @@
-//! How much a pod needs an update (upstream-updater §2.3, §2.6, §2.8).
+//! How much a pod needs an update (docs/design/upstream-updater.md §2.3, §2.6, §2.8).
 
 use std::cmp::Ordering;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -123,7 +123,8 @@ impl MilliCache {
     }
 }
 
-/// The priority of `pod` for the processed recommendation `rec` (§2.3). Only observed containers count.
+/// The priority of `pod` for the processed recommendation `rec` (docs/design/upstream-updater.md §2.3). Only
+/// observed containers count.
 pub fn pod_priority(
     pod: &CompactPod,
     rec: Option<&RecommendedPodResources>,
@@ -213,7 +214,8 @@ fn exact_of(parsed: &pods::Milli) -> Result<Option<i64>, QuantityError> {
     }
 }
 
-/// The priority of `pod` for a parsed processed recommendation (§2.3): what [`pod_priority`] computes.
+/// The priority of `pod` for a parsed processed recommendation (docs/design/upstream-updater.md §2.3): what
+/// [`pod_priority`] computes.
 pub fn priority_for(
     pod: &CompactPod,
     rec: &ParsedRecommendation,
@@ -306,8 +308,8 @@ fn outside(request: (&Quantity, Option<i64>), r: &ParsedResource) -> Result<bool
     Ok(false)
 }
 
-/// Whether `new` recommends less than `last` for some resource of some container both name (§2.8). False
-/// when either is absent.
+/// Whether `new` recommends less than `last` for some resource of some container both name
+/// (docs/design/upstream-updater.md §2.8). False when either is absent.
 pub fn has_lower_resource(
     last: Option<&RecommendedPodResources>,
     new: Option<&RecommendedPodResources>,

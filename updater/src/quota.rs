@@ -1,5 +1,5 @@
-//! Quota fit in the updater (issue 28): a running pod is charged to its namespace's ResourceQuotas, and
-//! the API server charges an in-place resize's increase against them too. So:
+//! Quota fit in the updater (docs/decisions/quota-fit.md): a running pod is charged to its namespace's
+//! ResourceQuotas, and the API server charges an in-place resize's increase against them too. So:
 //! - an in-place resize is sent only when the whole raise fits the headroom ([`QuotaUse::Resize`]);
 //! - a pod is not evicted when the webhook's quota fit would give its replacement the requests and limits
 //!   it has now ([`QuotaUse::Replace`]): the eviction would be churn without end.

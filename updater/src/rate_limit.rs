@@ -1,4 +1,4 @@
-//! Token buckets for evictions and in-place resizes (upstream-updater §3.5).
+//! Token buckets for evictions and in-place resizes (docs/design/upstream-updater.md §3.5).
 //!
 //! A small bucket rather than a crate: the flags allow fractional rates and Go's `rate.Limiter` semantics
 //! (a burst of 0 with a positive rate refuses every wait), which the common limiter crates do not model.

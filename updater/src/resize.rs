@@ -1,5 +1,5 @@
-//! The in-place resize: the `pods/resize` JSON Patch and the pod annotation patch (upstream-updater §5.5,
-//! §5.8 un-boost).
+//! The in-place resize: the `pods/resize` JSON Patch and the pod annotation patch
+//! (docs/design/upstream-updater.md §5.5, §5.8 un-boost).
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -52,8 +52,9 @@ pub enum ResizeError {
 
 /// What the recommendation provider gives each container of the pod (index-aligned with
 /// `spec.containers`): the webhook's sizing, requests from the processed target and limits in proportion.
-/// `processed` is the pod's processed recommendation (the capping processor's, §2.1: the webhook's
-/// processing with the same LimitRanges), so it is not processed again here.
+/// `processed` is the pod's processed recommendation (the capping processor's,
+/// docs/design/upstream-updater.md §2.1: the webhook's processing with the same LimitRanges), so it is not
+/// processed again here.
 pub fn provider_resources(
     pod: &CompactPod,
     vpa: &VerticalPodAutoscaler,
@@ -79,8 +80,8 @@ pub fn provider_resources(
     Ok(resources)
 }
 
-/// The resize operations (§5.5 calculator 1) for `provided` (from [`provider_resources`]) and the boost
-/// keys that expired (`expired`, from [`pods::expired_boost_keys`]).
+/// The resize operations (docs/design/upstream-updater.md §5.5 calculator 1) for `provided` (from
+/// [`provider_resources`]) and the boost keys that expired (`expired`, from [`pods::expired_boost_keys`]).
 pub fn resize_operations(
     pod: &CompactPod,
     vpa: &VerticalPodAutoscaler,
@@ -167,8 +168,8 @@ fn canonical(value: &k8s_openapi::apimachinery::pkg::api::resource::Quantity) ->
     })
 }
 
-/// The pod patch of an in-place update (§5.5 calculators 2 and 3): the in-place-updated annotation and the
-/// removal of expired boost annotations.
+/// The pod patch of an in-place update (docs/design/upstream-updater.md §5.5 calculators 2 and 3): the
+/// in-place-updated annotation and the removal of expired boost annotations.
 pub fn annotation_operations(pod: &CompactPod, expired: &[String]) -> Vec<PatchOperation> {
     let mut ops = Vec::new();
     if !pods::has_annotations(pod) {

@@ -1,5 +1,5 @@
-//! What the API server's validation refuses of an in-place resize (issue 30 item 5), checked before the
-//! PATCH: a resize that changes the pod's QoS class (a BestEffort pod gaining requests, a Guaranteed pod
+//! What the API server's validation refuses of an in-place resize (docs/decisions/resize-precheck.md), checked
+//! before the PATCH: a resize that changes the pod's QoS class (a BestEffort pod gaining requests, a Guaranteed pod
 //! whose requests alone change, a Burstable pod becoming Guaranteed), a memory limit cut under the
 //! `NotRequired` resize policy on servers before 1.34, and any resize of a pod with pod-level resources
 //! (their in-place resize is an alpha gate, off by default). In `InPlace` mode such a PATCH failed every

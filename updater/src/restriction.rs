@@ -1,5 +1,5 @@
 //! Disruption budgets per controller group: who may be evicted or resized in place this iteration
-//! (upstream-updater §3, §5.3, §5.4, §5.8 `CanUnboost`).
+//! (docs/design/upstream-updater.md §3, §5.3, §5.4, §5.8 `CanUnboost`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use crate::priority::has_lower_resource;
 use crate::skip::Skip;
 
 /// `updatePolicy.updateMode` as written: `Recreate` when absent; an explicit empty string stays empty
-/// (§5.3).
+/// (docs/design/upstream-updater.md §5.3).
 pub fn raw_mode(vpa: &VerticalPodAutoscaler) -> UpdateMode {
     vpa.spec
         .update_policy
@@ -26,7 +26,8 @@ pub fn raw_mode(vpa: &VerticalPodAutoscaler) -> UpdateMode {
         .unwrap_or(UpdateMode::Recreate)
 }
 
-/// The direct controller of a pod: the first owner reference with `controller: true` (§3.1).
+/// The direct controller of a pod: the first owner reference with `controller: true`
+/// (docs/design/upstream-updater.md §3.1).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Creator {
     /// The pod's namespace.
@@ -49,7 +50,8 @@ impl Creator {
     }
 }
 
-/// How many replicas a controller is configured for (§3.1 table), answered from the caches.
+/// How many replicas a controller is configured for (docs/design/upstream-updater.md §3.1 table), answered from
+/// the caches.
 pub trait ReplicaLookup {
     /// `Ok(n)`: configured replicas; `Err(why)`: the group is dropped. `live` is the number of live pods of
     /// the group (a Job's answer).
@@ -61,8 +63,8 @@ pub fn unknown_kind_replicas() -> i32 {
     0
 }
 
-/// Process-wide fallback timers of pods whose resize is under way (§5.4): `namespace/name` → when the
-/// clock started (and the UID it was started for).
+/// Process-wide fallback timers of pods whose resize is under way (docs/design/upstream-updater.md §5.4):
+/// `namespace/name` → when the clock started (and the UID it was started for).
 #[derive(Clone, Debug, Default)]
 pub struct InPlaceTimers {
     started: HashMap<String, (Timestamp, Option<String>)>,
@@ -114,7 +116,7 @@ impl InPlaceTimers {
     }
 }
 
-/// What `CanInPlaceUpdate` decides (§5.3).
+/// What `CanInPlaceUpdate` decides (docs/design/upstream-updater.md §5.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InPlaceDecision {
     /// Resize now.
@@ -190,7 +192,7 @@ pub struct Restriction {
 }
 
 impl Restriction {
-    /// Builds the groups of `vpa`'s live pods (§3.1).
+    /// Builds the groups of `vpa`'s live pods (docs/design/upstream-updater.md §3.1).
     pub fn new(
         vpa: &VerticalPodAutoscaler,
         vpa_pods: &[Arc<CompactPod>],
@@ -312,7 +314,7 @@ impl Restriction {
         self.group(pod).is_some()
     }
 
-    /// `CanEvict` (§3.3), with the reason when refused.
+    /// `CanEvict` (docs/design/upstream-updater.md §3.3), with the reason when refused.
     pub fn can_evict(
         &self,
         pod: &CompactPod,
@@ -349,7 +351,7 @@ impl Restriction {
         }
     }
 
-    /// Checks an eviction before the API call (§3.4).
+    /// Checks an eviction before the API call (docs/design/upstream-updater.md §3.4).
     pub fn check_evict(
         &self,
         pod: &CompactPod,
@@ -382,8 +384,8 @@ impl Restriction {
         }
     }
 
-    /// Checks an in-place update before the PATCH (§5.5): only group membership; the budget is not
-    /// re-checked.
+    /// Checks an in-place update before the PATCH (docs/design/upstream-updater.md §5.5): only group
+    /// membership; the budget is not re-checked.
     pub fn check_in_place(&self, pod: &CompactPod) -> Result<(), RestrictionError> {
         if self.contains(pod) {
             Ok(())
@@ -411,7 +413,7 @@ impl Restriction {
         }
     }
 
-    /// `CanInPlaceUpdate` (§5.3).
+    /// `CanInPlaceUpdate` (docs/design/upstream-updater.md §5.3).
     pub fn can_in_place_update(
         &self,
         pod: &CompactPod,
@@ -467,8 +469,8 @@ impl Restriction {
         })
     }
 
-    /// `CanEvictInPlacingPod` (§5.4): a resize stuck past its timeout, failed or infeasible may fall back
-    /// to eviction when the budget allows.
+    /// `CanEvictInPlacingPod` (docs/design/upstream-updater.md §5.4): a resize stuck past its timeout, failed
+    /// or infeasible may fall back to eviction when the budget allows.
     pub fn can_evict_in_placing_pod(
         &self,
         pod: &CompactPod,
@@ -497,7 +499,7 @@ impl Restriction {
         false
     }
 
-    /// `CanUnboost` (§5.8).
+    /// `CanUnboost` (docs/design/upstream-updater.md §5.8).
     pub fn can_unboost(
         &self,
         pod: &CompactPod,

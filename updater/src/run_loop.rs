@@ -1,5 +1,6 @@
-//! The updater's iteration as the binary runs it: the webhook-liveness check (upstream-updater §1.2 step
-//! 1), then [`run_once`] over the caches with the API actuator, then the metrics.
+//! The updater's iteration as the binary runs it: the webhook-liveness check
+//! (docs/design/upstream-updater.md §1.2 step 1), then [`run_once`] over the caches with the API actuator, then
+//! the metrics.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -17,9 +18,9 @@ use crate::lease;
 use crate::metrics::{IterationGauges, Metrics};
 use crate::pods::{self, CompactPod};
 
-/// Whether the admission webhook is known to be alive: upstream's `StatusValidator` (upstream-updater
-/// §1.2 step 1). The binary reads the webhook's status Lease ([`StatusCheck`]); the conformance vectors give
-/// the validator's answer (`config.admissionControllerStatusValid`).
+/// Whether the admission webhook is known to be alive: upstream's `StatusValidator`
+/// (docs/design/upstream-updater.md §1.2 step 1). The binary reads the webhook's status Lease ([`StatusCheck`]);
+/// the conformance vectors give the validator's answer (`config.admissionControllerStatusValid`).
 pub trait AdmissionStatus {
     /// `Ok` when the webhook's status is valid at `now`; `Err` says why not (the iteration then does
     /// nothing).
@@ -63,8 +64,8 @@ pub enum Outcome {
 }
 
 /// `vpas` in namespace/name order: the order the binary and `tailor plan` both hand to an iteration, so
-/// that ties (equal priorities, the rate limit's share) fall the same way in both (issue 30; a cache's own
-/// order is a hash map's).
+/// that ties (equal priorities, the rate limit's share) fall the same way in both (docs/decisions/plan-parity.md;
+/// a cache's own order is a hash map's).
 pub fn vpas_in_key_order(
     mut vpas: Vec<Arc<VerticalPodAutoscaler>>,
 ) -> Vec<Arc<VerticalPodAutoscaler>> {

@@ -1,8 +1,8 @@
-//! Which pods the webhook sizes, as the chart registers it (issue 30): the updater disrupts only those. A pod
-//! the webhook never sees comes back from an eviction with its old requests and is evicted again, forever;
-//! so the updater leaves alone the namespaces the webhook configuration excludes (the release namespace,
-//! `kube-system`, `admission.webhook.excludeNamespaces`) and the pods its `objectSelector` does not select,
-//! and says why.
+//! Which pods the webhook sizes, as the chart registers it (docs/decisions/webhook-scope.md): the updater
+//! disrupts only those. A pod the webhook never sees comes back from an eviction with its old requests and is
+//! evicted again, forever; so the updater leaves alone the namespaces the webhook configuration excludes (the
+//! release namespace, `kube-system`, `admission.webhook.excludeNamespaces`) and the pods its `objectSelector`
+//! does not select, and says why.
 
 use std::collections::BTreeMap;
 

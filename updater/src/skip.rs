@@ -45,7 +45,7 @@ pub enum Skip {
     /// A Job's pod: an eviction would count against the Job's `backoffLimit` (`--evict-job-pods`).
     JobPod,
     /// The webhook never sizes this pod (excluded namespace, `objectSelector`): evicting it would bring
-    /// it back unchanged (issue 30).
+    /// it back unchanged (docs/decisions/webhook-scope.md).
     OutsideWebhook(String),
     /// The pod carries a mark of upstream VPA (the annotation named: `vpaUpdates`, `vpaInPlaceUpdated`,
     /// `vpaObservedContainers`): an upstream VPA covers the workload too, and an evicted pod would come
@@ -54,8 +54,9 @@ pub enum Skip {
     /// Evictions are paused: a replacement of an evicted pod was admitted without Tailor's webhook
     /// ([`crate::replacements`]).
     ReplacementsUnsized,
-    /// Quota fit (issue 28): the raise does not fit the namespace's ResourceQuota headroom in place, or
-    /// the replacement of an evicted pod would get the requests it has now (the text says which quota).
+    /// Quota fit (docs/decisions/quota-fit.md): the raise does not fit the namespace's ResourceQuota headroom
+    /// in place, or the replacement of an evicted pod would get the requests it has now (the text says which
+    /// quota).
     Quota(String),
     /// Another error (the message says which).
     Error(String),

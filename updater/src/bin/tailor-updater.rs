@@ -12,7 +12,7 @@ use tailor_updater::settings::Settings;
 /// the chart set it: an iteration allocates and frees millions of small objects, which glibc's malloc made
 /// about a third of its instructions. Unlike the other two binaries, freed pages keep mimalloc's default
 /// purge delay (10 ms): `MIMALLOC_PURGE_DELAY=0` purged and faulted pages in again all through an
-/// iteration, about 80 ms of 5,000 VPAs' (BENCHMARKS.md, issue 11).
+/// iteration, about 80 ms of 5,000 VPAs' (docs/decisions/release-profiles.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -361,9 +361,10 @@ fn eviction_admission_loop_init(input: &Value) -> Out {
     Ok(json!({"requirementsByPod": by_pod}))
 }
 
-/// Refuses a controller field the replica lookup of its kind does not read (§3.1 table): configured
-/// replicas (`spec.replicas`) for ReplicationController, ReplicaSet and StatefulSet, ready pods
-/// (`status.numberReady`) for DaemonSet, neither for Job (its live pods) or other kinds.
+/// Refuses a controller field the replica lookup of its kind does not read
+/// (docs/design/upstream-updater.md §3.1 table): configured replicas (`spec.replicas`) for
+/// ReplicationController, ReplicaSet and StatefulSet, ready pods (`status.numberReady`) for DaemonSet, neither
+/// for Job (its live pods) or other kinds.
 fn check_controllers(list: &[Controller]) -> Result<(), CaseError> {
     for (n, c) in list.iter().enumerate() {
         let (replicas, ready) = match c.kind.as_str() {
@@ -387,7 +388,8 @@ fn check_controllers(list: &[Controller]) -> Result<(), CaseError> {
     Ok(())
 }
 
-/// Replica counts from a vector's controllers (§3.1 table), looked up by kind, namespace and name.
+/// Replica counts from a vector's controllers (docs/design/upstream-updater.md §3.1 table), looked up by kind,
+/// namespace and name.
 struct Controllers(Vec<Controller>);
 
 impl ReplicaLookup for Controllers {
@@ -549,8 +551,9 @@ async fn restriction(input: &Value) -> Out {
         eviction_tolerance: i.config.eviction_tolerance_fraction,
         in_place_skip_disruption_budget: i.config.in_place_skip_disruption_budget,
         timers_from_patch: true,
-        // The binary's defaults (issue 30): readiness counts (no vector pod is Ready=False), DaemonSets
-        // and Jobs as upstream (the chart's safer values change TestEvictReplicatedByDaemonSet/Job).
+        // The binary's defaults (docs/decisions/disruption-budgets.md): readiness counts (no vector pod is
+        // Ready=False), DaemonSets and Jobs as upstream (the chart's safer values change
+        // TestEvictReplicatedByDaemonSet/Job).
         count_readiness: true,
         daemonset_max_unavailable: 0,
         evict_job_pods: true,

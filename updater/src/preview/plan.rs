@@ -26,7 +26,7 @@ use crate::restriction::{Creator, ReplicaLookup, unknown_kind_replicas};
 use crate::run_loop::{pods_in_key_order, vpas_in_key_order};
 use crate::skip::Skip;
 
-/// Replica counts read from the snapshot's controllers (§3.1 table).
+/// Replica counts read from the snapshot's controllers (docs/design/upstream-updater.md §3.1 table).
 #[derive(Debug, Default)]
 pub struct SnapshotReplicas {
     counts: HashMap<(String, String, String), Option<i32>>,
@@ -188,8 +188,9 @@ impl Actuator for DryRun {
     }
 }
 
-/// The recommender's sizing-within-the-cluster decisions a VPA's status carries (issue 28: a resource left
-/// to an HPA, a target capped to a node), which the updater follows like any recommendation: one note each.
+/// The recommender's sizing-within-the-cluster decisions a VPA's status carries (a resource left to an
+/// HPA, a target capped to a node: docs/decisions/hpa-coherence.md, docs/decisions/node-fit.md), which the
+/// updater follows like any recommendation: one note each.
 pub fn sizing_notes(vpa: &VerticalPodAutoscaler) -> Vec<String> {
     use tailor_crds::condition::{CAPPED_TO_NODE_SIZE, RESOURCES_LEFT_TO_HPA};
     let name = format!(

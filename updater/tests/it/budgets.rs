@@ -1,5 +1,5 @@
-//! Disruption budgets that count the right thing (issue 30 item 6), through `tailor plan`'s path (the
-//! binary's iteration over a snapshot): readiness counts, DaemonSets lose at most
+//! Disruption budgets that count the right thing (docs/decisions/disruption-budgets.md), through
+//! `tailor plan`'s path (the binary's iteration over a snapshot): readiness counts, DaemonSets lose at most
 //! `--daemonset-max-unavailable` pods at once, Jobs' pods are not evicted with `--evict-job-pods=false`;
 //! with the options at upstream's values, upstream's numbers.
 

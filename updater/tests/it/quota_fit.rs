@@ -1,5 +1,5 @@
-//! Quota fit in the updater (issue 28), through `tailor plan`'s path (the binary's iteration over a
-//! snapshot): two pods asking 100m of CPU whose recommendation wants 500m, in a namespace whose
+//! Quota fit in the updater (docs/decisions/quota-fit.md), through `tailor plan`'s path (the binary's iteration
+//! over a snapshot): two pods asking 100m of CPU whose recommendation wants 500m, in a namespace whose
 //! ResourceQuota leaves more or less headroom. A resize whose raise does not fit is not sent; an eviction
 //! whose replacement quota fit would size as the pod is now is not made (it would repeat forever).
 

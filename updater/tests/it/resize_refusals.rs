@@ -1,7 +1,7 @@
-//! In-place resizes the API server would refuse are not sent (issue 30 item 5), through `tailor plan`'s path
-//! (the binary's iteration over a snapshot): a BestEffort pod that would gain requests is evicted instead
-//! in `InPlaceOrRecreate` (upstream's fallback) and skipped with the reason in `InPlace`, where the PATCH
-//! used to fail every interval. A pod read without `status.qosClass` (a snapshot from manifests) gets the
+//! In-place resizes the API server would refuse are not sent (docs/decisions/resize-precheck.md), through
+//! `tailor plan`'s path (the binary's iteration over a snapshot): a BestEffort pod that would gain requests is
+//! evicted instead in `InPlaceOrRecreate` (upstream's fallback) and skipped with the reason in `InPlace`, where
+//! the PATCH used to fail every interval. A pod read without `status.qosClass` (a snapshot from manifests) gets the
 //! same check, its class computed from its spec.
 
 use std::time::Duration;

@@ -291,7 +291,7 @@ pub(super) struct ControllerStatus {
     pub number_ready: Option<i32>,
 }
 
-/// A controller of `controllers` (§3.1 table): what the replica lookup reads.
+/// A controller of `controllers` (docs/design/upstream-updater.md §3.1 table): what the replica lookup reads.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct Controller {
