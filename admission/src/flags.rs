@@ -109,7 +109,7 @@ pub struct Flags {
     pub native_sidecars: bool,
     #[command(flatten)]
     pub floor: tailor_kube::floor_flags::PodFloorFlags,
-    /// Quota fit (issue 28): cut a patch's raises to the namespace's ResourceQuota headroom, or leave the
+    /// Quota fit: cut a patch's raises to the namespace's ResourceQuota headroom, or leave the
     /// pod alone when even its own requests exceed it (the reason in the updates annotation, the metric
     /// `tailor_admission_quota_fit_pods_total` and a `QuotaFit` Event on the VPA). Watches ResourceQuotas
     /// (needs get/list/watch on them). No effect in namespaces without a ResourceQuota. Cluster mode only.
@@ -135,7 +135,7 @@ pub struct Flags {
     /// (1 to 1,000,000). Beyond it a new connection is closed before its handshake and counted in
     /// `tailor_admission_connections_closed_total{reason="too_fast"}`; a webhook call that needed it fails
     /// (under failurePolicy Ignore: a pod admitted unchanged). The default caps handshake CPU at about a
-    /// fifth of a core with an ECDSA P-256 key (BENCHMARKS.md, issue 32).
+    /// fifth of a core with an ECDSA P-256 key (BENCHMARKS.md, "Webhook under attack: handshake rate limit").
     #[arg(long, default_value_t = DEFAULT_HANDSHAKES_PER_SECOND,
         value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub handshakes_per_second: u32,
@@ -152,7 +152,7 @@ pub struct Flags {
     pub connection_threads: Option<u16>,
     /// Worker threads of the process's async runtime (0, the default: one per CPU; at most 256). With 1 every
     /// connection, watch and live read is served on one worker: a review at a steady rate wakes no other
-    /// thread (about a sixth less CPU per review than two workers, BENCHMARKS.md, issue 35), but TLS
+    /// thread (about a sixth less CPU per review than two workers; BENCHMARKS.md), but TLS
     /// handshakes and large bodies then queue with the reviews (p99 5.6-5.9 ms instead of 4.0-4.3 ms under
     /// `hack/soak-webhook.sh`'s attacks) and one pod answers at most about 14,000 reviews/s of 8 KB pods.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=256))]

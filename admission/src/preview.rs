@@ -1,8 +1,8 @@
-//! The library side of `tailor patch` (DESIGN.md §4).
+//! The library side of `tailor patch` (docs/design/principles.md §4).
 //!
 //! - [`preview_patch`]: a pod, a VPA and optional LimitRanges (YAML or JSON text) → the JSON Patch the webhook
 //!   would return and the patched pod.
-//! - [`run_cases`]: admission cases (spec/trace-format.md §2, one object or an array) → one
+//! - [`run_cases`]: admission cases (docs/design/trace-format.md §2, one object or an array) → one
 //!   `{"id","patches","allowed"}` per case, matching the pod to the VPA the way the webhook does with the
 //!   case's `topController` and `selector` standing in for the API server.
 //!
@@ -128,7 +128,7 @@ fn pod_namespace(pod: &Value) -> String {
         .to_owned()
 }
 
-/// Decodes the pod, VPA and LimitRanges with the defaults of trace-format.md §2.1.
+/// Decodes the pod, VPA and LimitRanges with the defaults of docs/design/trace-format.md §2.1.
 fn decode_objects(
     file: &str,
     prefix: &str,
@@ -217,7 +217,8 @@ fn pick_vpa(file: &InputFile<'_>) -> Result<Value, PreviewError> {
     }
 }
 
-/// The recommender's sizing-within-the-cluster decisions in the VPA's status (issue 28), which the webhook
+/// The recommender's sizing-within-the-cluster decisions in the VPA's status (docs/decisions/node-fit.md,
+/// docs/decisions/hpa-coherence.md), which the webhook
 /// follows like any recommendation: a resource left to an HPA (its requests are not patched), a target
 /// capped so the pod fits a node. One note each.
 pub fn sizing_notes(vpa: &VerticalPodAutoscaler) -> Vec<String> {

@@ -1,4 +1,4 @@
-//! What the webhook reports when quota fit (issue 28) changes a patch: the counter
+//! What the webhook reports when quota fit (docs/decisions/quota-fit.md) changes a patch: the counter
 //! `tailor_admission_quota_fit_pods_total{outcome}` (`scaled`, `dropped`, `left_alone`) and a Warning Event
 //! `QuotaFit` on the VPA (the pod may have no name yet), paced and queued by [`crate::vpa_events`].
 

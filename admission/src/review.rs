@@ -1,6 +1,6 @@
 //! AdmissionReview v1 in and out: robust decoding, dispatch by resource, and the wire encoding of the response.
 //!
-//! The rules follow upstream's server (spec/upstream-admission.md §2.2): a body that does not decode as an
+//! The rules follow upstream's server (docs/design/upstream-admission.md §2.2): a body that does not decode as an
 //! `admission.k8s.io/v1` AdmissionReview is answered with a well-formed `allowed: true` review (with the request's
 //! `uid` when one can be found), the handler is chosen by `(request.resource.group, request.resource.resource)`
 //! only, and every other resource is allowed unchanged. A panic inside a handler is caught and answered like a

@@ -1,5 +1,5 @@
-//! Admission of Tailor VPA objects (upstream spec §4): decode, validate with `tailor-core`, reject like the
-//! API server's `NewInvalid`, default `spec.updatePolicy`.
+//! Admission of Tailor VPA objects (docs/design/upstream-admission.md §4): decode, validate with `tailor-core`,
+//! reject like the API server's `NewInvalid`, default `spec.updatePolicy`.
 
 use json_patch::Patch;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -222,8 +222,8 @@ pub fn defaulting_patch(vpa: &VerticalPodAutoscaler) -> Option<Patch> {
     })
 }
 
-/// Reviews a Tailor VPA `CREATE`/`UPDATE` or status write (upstream spec §4.1): denies undecodable, oversized
-/// or invalid objects, returns warnings, and defaults `spec.updatePolicy`.
+/// Reviews a Tailor VPA `CREATE`/`UPDATE` or status write (docs/design/upstream-admission.md §4.1): denies
+/// undecodable, oversized or invalid objects, returns warnings, and defaults `spec.updatePolicy`.
 pub fn review_vpa(review: &Review<'_>, gates: FeatureGates) -> (AdmissionResponse, VpaOutcome) {
     let req = &review.request;
     let kind = req

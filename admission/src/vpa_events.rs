@@ -1,5 +1,6 @@
-//! Warning Events the webhook writes on VPAs: `QuotaFit` (quota fit changed a pod's patch, issue 28) and
-//! `PodAdmittedUnsized` (a pod the VPA probably covers was admitted without its requests, issue 31). The pod
+//! Warning Events the webhook writes on VPAs: `QuotaFit` (quota fit changed a pod's patch,
+//! docs/decisions/quota-fit.md) and `PodAdmittedUnsized` (a pod the VPA probably covers was admitted without
+//! its requests, docs/decisions/unsized-admissions.md). The pod
 //! may have no name yet, so the VPA carries them. A burst of pod creations must not become a burst of Events:
 //! at most one per VPA and reason per [`EVENT_PERIOD`], the next one counting the pods in between; events
 //! wait in a bounded queue written by one task, and a review never waits for it.

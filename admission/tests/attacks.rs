@@ -1,7 +1,7 @@
-//! The webhook under attack (issue 15): each attack, sized to run in seconds, against the real server over
-//! real TLS, while a second client sends valid pod reviews. Every attack must get a bounded, well-formed answer
-//! (or be cut off, for idle connections), and every valid review sent meanwhile must be answered correctly
-//! within 50 ms.
+//! The webhook under attack (docs/decisions/webhook-hardening.md): each attack, sized to run in seconds,
+//! against the real server over real TLS, while a second client sends valid pod reviews. Every attack must get
+//! a bounded, well-formed answer (or be cut off, for idle connections), and every valid review sent meanwhile
+//! must be answered correctly within 50 ms.
 //!
 //! One test binary with one test, so that the attacks run one after another and alone on the machine: the
 //! latency bound is about the server, not about other tests sharing the two cores.

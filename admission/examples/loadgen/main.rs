@@ -6,7 +6,8 @@
 //! connections, either as fast as possible (`--rate 0`, closed loop) or at a fixed rate (open loop; latency is
 //! measured from each request's scheduled start, so a stalled server is not hidden). It checks every answer
 //! (HTTP 200, `allowed: true`, a patch) and prints one JSON line of figures.
-//! `loadgen soak …` does the same at a fixed rate while every attack of issue 15 runs (`hack/soak-webhook.sh`).
+//! `loadgen soak …` does the same at a fixed rate while every attack of `admission/tests/attacks.rs` runs
+//! (`hack/soak-webhook.sh`).
 //! `loadgen handshakes --addr HOST:PORT --ca DIR/ca.crt --connections N --concurrency C` opens N fresh TLS
 //! connections, at most C at a time, each with a full handshake (no session resumption, as the API server's
 //! client) and one review, and counts the ones the server refused (`hack/bench-handshakes.sh`).

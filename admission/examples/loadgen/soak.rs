@@ -1,6 +1,7 @@
-//! `loadgen soak`: valid reviews at a fixed rate while every attack of issue 15 runs against the same server,
-//! for a bounded time. Prints one JSON line: the valid reviews' errors and latency, and per attack what was
-//! sent and how it was answered. `hack/soak-webhook.sh` adds the server's memory and file descriptors.
+//! `loadgen soak`: valid reviews at a fixed rate while every attack of `admission/tests/attacks.rs` runs
+//! against the same server, for a bounded time. Prints one JSON line: the valid reviews' errors and latency,
+//! and per attack what was sent and how it was answered. `hack/soak-webhook.sh` adds the server's memory and
+//! file descriptors.
 
 use std::{
     net::SocketAddr,

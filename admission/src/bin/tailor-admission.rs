@@ -12,7 +12,8 @@ use tailor_admission::settings::Settings;
 use tailor_kube::shutdown::Shutdown;
 
 /// mimalloc returns freed pages to the system within milliseconds: after a multi-megabyte review the webhook's
-/// resident memory falls back instead of keeping the peak, as glibc's arenas would (issue 15).
+/// resident memory falls back instead of keeping the peak, as glibc's arenas would
+/// (docs/decisions/webhook-hardening.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -1,4 +1,4 @@
-//! Start-up boost (upstream spec §3.8).
+//! Start-up boost (docs/design/upstream-admission.md §3.8).
 
 use super::*;
 
@@ -6,7 +6,7 @@ pub(super) fn boost_error(msg: impl Into<String>) -> PodError {
     PodError::Boost(msg.into())
 }
 
-/// The boosted CPU request for `base` (upstream spec §3.8).
+/// The boosted CPU request for `base` (docs/design/upstream-admission.md §3.8).
 pub(super) fn boosted_cpu(
     base: &Amount,
     boost: &GenericStartupBoost,

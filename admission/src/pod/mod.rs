@@ -1,11 +1,13 @@
 //! The pod patch: a pod, the VPA that governs it and the namespace's LimitRanges in; a JSON Patch out
-//! (upstream spec §3.3–§3.9).
+//! (docs/design/upstream-admission.md §3.3–§3.9).
 //!
-//! Order of work, as upstream:
-//! 1. **Recommendation processing** ([`process_recommendation`]): Pod-type LimitRange sums (§3.4), then per
-//!    container and per field (`target`, `lowerBound`, `upperBound`) the Container-type LimitRange bounds
-//!    (§3.5), the policy's `minAllowed`/`maxAllowed`, and for `RequestsOnly` the cap at the current limit.
-//! 2. **Assembly** ([`container_resources`]): requests from `target`; limits kept in proportion (§3.6).
+//! Order of work, as upstream (sections of docs/design/upstream-admission.md):
+//! 1. **Recommendation processing** ([`process_recommendation`]): Pod-type LimitRange sums
+//!    (docs/design/upstream-admission.md §3.4), then per container and per field (`target`, `lowerBound`,
+//!    `upperBound`) the Container-type LimitRange bounds (docs/design/upstream-admission.md §3.5), the
+//!    policy's `minAllowed`/`maxAllowed`, and for `RequestsOnly` the cap at the current limit.
+//! 2. **Assembly** ([`container_resources`]): requests from `target`; limits kept in proportion
+//!    (docs/design/upstream-admission.md §3.6).
 //! 3. **Patch** ([`resource_patches`], [`patch_pod`]): `add` operations for every request and limit,
 //!    Tailor's updates and observed-containers annotations.
 //!

@@ -1,10 +1,10 @@
-//! The JSON patch: resource operations, Tailor's annotations and the whole pod patch (upstream spec
-//! §3.7, §3.1 steps 6–8).
+//! The JSON patch: resource operations, Tailor's annotations and the whole pod patch
+//! (docs/design/upstream-admission.md §3.7, §3.1 steps 6–8).
 
 use super::*;
 
-/// The resource patches for given per-slot resources (upstream spec §3.7–§3.8): operations in container
-/// order and the per-container updates. `resources` is indexed like `slots`.
+/// The resource patches for given per-slot resources (docs/design/upstream-admission.md §3.7–§3.8): operations
+/// in container order and the per-container updates. `resources` is indexed like `slots`.
 /// A start-up CPU boost is not applied where the pod budgets CPU at pod level (`pod_level`).
 pub fn resource_patches(
     vpa: &VerticalPodAutoscaler,
@@ -184,8 +184,9 @@ pub fn observed_containers_value(pod: &Pod) -> String {
         .unwrap_or_default()
 }
 
-/// The patch for a pod that `vpa` governs (upstream spec §3.1 steps 6–8): resources of every container,
-/// then the updates and observed-containers annotations. LimitRanges of other namespaces are ignored.
+/// The patch for a pod that `vpa` governs (docs/design/upstream-admission.md §3.1 steps 6–8): resources of
+/// every container, then the updates and observed-containers annotations. LimitRanges of other namespaces are
+/// ignored.
 ///
 /// Two cases leave the pod's resources alone ([`PodPatch::skipped`]):
 /// - it carries upstream's `vpaUpdates` annotation: upstream's webhook sized it. When the API server
@@ -204,9 +205,9 @@ pub fn patch_pod(
     patch_pod_within(pod, vpa, limit_ranges, &[], options)
 }
 
-/// [`patch_pod`] with the namespace's ResourceQuotas (quota fit, issue 28): raises are cut to the quotas'
-/// headroom ([`fit_to_quotas`]), or every change dropped when the pod without them does not fit, and the
-/// updates annotation says which quota held what back. No quota: exactly [`patch_pod`].
+/// [`patch_pod`] with the namespace's ResourceQuotas (quota fit, docs/decisions/quota-fit.md): raises are cut
+/// to the quotas' headroom ([`fit_to_quotas`]), or every change dropped when the pod without them does not fit,
+/// and the updates annotation says which quota held what back. No quota: exactly [`patch_pod`].
 pub fn patch_pod_within(
     pod: &Pod,
     vpa: &VerticalPodAutoscaler,

@@ -1,4 +1,4 @@
-//! The pod review (upstream spec §3.1).
+//! The pod review (docs/design/upstream-admission.md §3.1).
 
 use super::*;
 
@@ -52,9 +52,10 @@ pub enum PodOutcome {
     Error(String),
 }
 
-/// Reviews a pod `CREATE` (upstream spec §3.1): finds the VPA in `index` and returns the patch. Never
-/// denies; any error (a pod over Tailor's budgets included, see [`crate::review_budgets`]) admits the pod unmodified.
-/// A pod whose sizing inputs equal the last one's against the same VPA gets that pod's patch from `memo`.
+/// Reviews a pod `CREATE` (docs/design/upstream-admission.md §3.1): finds the VPA in `index` and returns the
+/// patch. Never denies; any error (a pod over Tailor's budgets included, see [`crate::review_budgets`]) admits
+/// the pod unmodified. A pod whose sizing inputs equal the last one's against the same VPA gets that pod's
+/// patch from `memo`.
 pub fn review_pod(
     review: &crate::review::Review<'_>,
     index: &tailor_kube::index::Index,
@@ -89,7 +90,8 @@ pub fn review_pod(
     let (vpa, conflict) = match index.matching_vpas(&pod, &namespace) {
         Ok(Some(matched)) => {
             // Several VPAs on one workload: sized from the oldest, as upstream; said in the response's
-            // warnings and the log, in the updater's words (it updates none of them, issue 30).
+            // warnings and the log, in the updater's words (it updates none of them:
+            // docs/decisions/conflicting-vpas.md).
             let conflict = matched.conflict_warning();
             if let Some(w) = &conflict {
                 tracing::warn!(warning = %w, "pod matched by several VPAs");

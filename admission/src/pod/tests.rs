@@ -463,7 +463,7 @@ fn pods_whose_owner_cannot_be_resolved_are_unsized_under_their_own_reason() {
 
 #[test]
 fn the_webhook_never_writes_below_the_pod_floor() {
-    // Issue 30: a memory target of "1" gave a 1-byte request and (proportionally) a 2-byte limit.
+    // Before the pod floor, a memory target of "1" gave a 1-byte request and (proportionally) a 2-byte limit.
     let p = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"generateName": "web-abc-", "namespace": "default", "labels": {"app": "web"}},
@@ -500,8 +500,8 @@ fn the_webhook_never_writes_below_the_pod_floor() {
 
 #[test]
 fn two_vpas_on_one_workload_are_named_in_the_response_warnings() {
-    // Issue 30: the webhook sizes from the oldest VPA, as upstream; it now says so in the updater's words
-    // (which updates none of them).
+    // The webhook sizes from the oldest VPA, as upstream, and says so in the updater's words (which updates
+    // none of them: docs/decisions/conflicting-vpas.md).
     let older = web_vpa(json!([]));
     let mut newer = web_vpa(json!([]));
     newer.metadata.name = Some("web-recreate".into());

@@ -32,7 +32,7 @@ pub struct ConnectionLimits {
     pub handshake_timeout: Duration,
     /// New connections accepted per second, sustained; beyond the burst, a connection is closed before its TLS
     /// handshake, so that a storm of new connections costs an `accept` each, not a key exchange. The default
-    /// caps the handshakes' CPU at about a fifth of a core (BENCHMARKS.md, issue 32). At least 1.
+    /// caps the handshakes' CPU at about a fifth of a core (docs/decisions/handshake-limit.md). At least 1.
     pub handshakes_per_second: u32,
     /// New connections accepted at once before `handshakes_per_second` applies (the bucket refills at that
     /// rate). As large as `max_connections` by default: when every API server replica reconnects together

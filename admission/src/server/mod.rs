@@ -1,8 +1,8 @@
 //! The HTTPS webhook listener (axum on hyper over rustls) and the plain-HTTP operations listener (`/healthz`,
 //! `/readyz`, `/metrics`).
 //!
-//! Request rules (spec/upstream-admission.md §2.2): every path on the webhook port is the webhook and dispatch
-//! depends on the review's resource only; the body must be `application/json` (parameters such as
+//! Request rules (docs/design/upstream-admission.md §2.2): every path on the webhook port is the webhook and
+//! dispatch depends on the review's resource only; the body must be `application/json` (parameters such as
 //! `; charset=utf-8` are accepted) or the answer is 415; bodies over 5 MiB get 413 `request payload too large`;
 //! anything that is not a decodable review gets a well-formed `allowed: true` review.
 //!

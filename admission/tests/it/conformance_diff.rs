@@ -1,7 +1,7 @@
 //! Conformance with upstream's webhook on the differential admission cases
 //! (`tests/data/upstream-diff/admission-cases.json`), through the `tailor patch --case` path.
 //!
-//! Compared as DESIGN.md §3 says: both patches are applied to the input pod, then every container's
+//! Compared as docs/design/principles.md §3 says: both patches are applied to the input pod, then every container's
 //! requests and limits must be semantically equal, and the observed-containers annotation must have the
 //! same value (upstream `vpaObservedContainers` ↔ `tailor.dev/observed-containers`). Ids listed in the
 //! Admission section of DEVIATIONS.md are skipped (their patch must still apply).
@@ -41,7 +41,7 @@ fn check(case: &Value, ours: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// The fields of a case (trace-format.md §2): inputs, then what only the comparison reads.
+/// The fields of a case (docs/design/trace-format.md §2): inputs, then what only the comparison reads.
 const CASE_FIELDS: [&str; 9] = [
     "id",
     "pod",

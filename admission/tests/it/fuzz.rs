@@ -1,6 +1,6 @@
-//! Fuzzing by property (issue 15): the quantity parser, and whole reviews through the production reviewer
-//! (decoder, budgets, matching, pod patch, VPA validation, encoder). `hack/test.sh` runs a short pass; set
-//! `TAILOR_FUZZ_CASES` for a long one (`hack/fuzz.sh`). The pod patch's own property test
+//! Fuzzing by property (docs/decisions/webhook-hardening.md): the quantity parser, and whole reviews through
+//! the production reviewer (decoder, budgets, matching, pod patch, VPA validation, encoder). `hack/test.sh`
+//! runs a short pass; set `TAILOR_FUZZ_CASES` for a long one (`hack/fuzz.sh`). The pod patch's own property test
 //! (`proptest_pod.rs`) takes the same setting.
 
 use std::sync::Arc;
