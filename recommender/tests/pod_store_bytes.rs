@@ -1,5 +1,6 @@
-//! The pod store's bytes per pod (issue 14), counted by a global allocator: its own test binary, so no
-//! other test allocates meanwhile. Fails when a change makes the stored pods grow past the bound.
+//! The pod store's bytes per pod (docs/decisions/recommender-memory.md), counted by a global allocator: its own
+//! test binary, so no other test allocates meanwhile. Fails when a change makes the stored pods grow past the
+//! bound.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
@@ -16,7 +17,7 @@ use tailor_recommender::stores::new_stores;
 static ALLOC: Cap<System> = Cap::new(System, usize::MAX);
 
 /// Bytes of heap per stored pod the store may use: measured 377 bytes with one container, three labels
-/// shared by the ten pods of each ReplicaSet and a 9-digit resourceVersion (issue 14; before, a reflector
+/// shared by the ten pods of each ReplicaSet and a 9-digit resourceVersion (before, a reflector
 /// store of slim pods took about 2.2 KiB).
 const BOUND_BYTES_PER_POD: usize = 512;
 

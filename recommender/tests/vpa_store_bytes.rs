@@ -1,5 +1,6 @@
-//! The VPA store's bytes per VPA (issue 14), counted by a global allocator: its own test binary, so no
-//! other test allocates meanwhile. Fails when a change makes the stored VPAs grow past the bound.
+//! The VPA store's bytes per VPA (docs/decisions/recommender-memory.md), counted by a global allocator: its own
+//! test binary, so no other test allocates meanwhile. Fails when a change makes the stored VPAs grow past the
+//! bound.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
@@ -16,7 +17,7 @@ use tailor_recommender::watched_vpa::WatchedVpa;
 static ALLOC: Cap<System> = Cap::new(System, usize::MAX);
 
 /// Bytes of heap per stored VPA the store may use, for a VPA of one container with a recommendation and
-/// three conditions as the recommender writes them: measured 1,648 bytes (issue 14). The same VPA kept
+/// three conditions as the recommender writes them: measured 1,648 bytes. The same VPA kept
 /// whole (typed status, its recommendation in four maps) takes 3,634 bytes before any store overhead.
 const BOUND_BYTES_PER_VPA: usize = 2_048;
 

@@ -1,6 +1,6 @@
-//! Criterion benchmarks on workload W1 (bench-workload.md): ingestion through the aggregate path and the full
-//! cluster path, and recommendation for every container. Sizes are kept small so a run takes about a minute
-//! on a 2-core machine; `examples/w1_figures.rs` produces the large one-shot figures for BENCHMARKS.md.
+//! Criterion benchmarks on workload W1 (docs/design/bench-workload.md): ingestion through the aggregate path
+//! and the full cluster path, and recommendation for every container. Sizes are kept small so a run takes about
+//! a minute on a 2-core machine; `examples/w1_figures.rs` produces the large one-shot figures for BENCHMARKS.md.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 

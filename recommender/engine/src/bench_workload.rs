@@ -1,5 +1,5 @@
-//! Benchmark workload W1 (`bench-workload.md`): deterministic CPU and memory usage for N containers at a
-//! one-minute resolution, shared by the benchmarks, the heap measurement and the sanity test.
+//! Benchmark workload W1 (`docs/design/bench-workload.md`): deterministic CPU and memory usage for N containers
+//! at a one-minute resolution, shared by the benchmarks, the heap measurement and the sanity test.
 
 use crate::model::{
     AggregationsConfig, ClusterState, ContainerId, ContainerRef, Labels, PodPhase, Sample,

@@ -1,6 +1,7 @@
 //! A day of CPU requests as a few constant steps: the schedule over the 24 hours of the day that minimises the
 //! priced objective of [`crate::risk_price`] (unused CPU + a price per minute above the request) plus a price
-//! per request change, on the container's hourly histograms (the `auto` profile's daily rule, issue 29).
+//! per request change, on the container's hourly histograms (the `auto` profile's daily rule,
+//! docs/decisions/auto-profile.md).
 //!
 //! Following the day hour by hour saves the most CPU but resizes the pod up to 48 times a day; holding one
 //! all-day request resizes it never. A schedule of a few steps sits between: each step's request is the priced

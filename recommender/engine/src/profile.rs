@@ -52,7 +52,7 @@ pub const PROFILES: &[Profile] = &[
     Profile {
         name: "cautious",
         summary: "a higher percentile with a smaller margin: fewer CPU risk minutes than upstream for a few \
-                  per cent more waste (called `balanced` before issue 29: it is not a middle way on cost)",
+                  per cent more waste (called `balanced` before: it is not a middle way on cost)",
         target_cpu_percentile: 0.95,
         target_memory_percentile: 0.95,
         safety_margin_fraction: 0.05,

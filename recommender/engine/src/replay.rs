@@ -1,5 +1,5 @@
-//! Replays a usage trace (trace-format §1) through the model exactly as upstream's reference program does,
-//! and produces the §1.4 output shape.
+//! Replays a usage trace (docs/design/trace-format.md §1) through the model exactly as upstream's reference
+//! program does, and produces the docs/design/trace-format.md §1.4 output shape.
 
 use std::collections::BTreeMap;
 
@@ -24,7 +24,8 @@ pub const NAMESPACE: &str = "default";
 /// Interval between aggregate GC passes (upstream's `aggregateContainerStateGCInterval`).
 pub const GC_INTERVAL: i64 = 3600 * 1_000_000_000;
 
-/// Per-trace overrides of recommender flags (trace-format §1.3). Absent fields keep the base configuration.
+/// Per-trace overrides of recommender flags (docs/design/trace-format.md §1.3). Absent fields keep the base
+/// configuration.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
@@ -87,7 +88,7 @@ pub struct TraceContainer {
     pub ooms: Vec<Vec<Option<f64>>>,
 }
 
-/// A usage trace (trace-format §1.1).
+/// A usage trace (docs/design/trace-format.md §1.1).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Trace {
@@ -127,7 +128,7 @@ pub struct Discarded {
     pub oom: u64,
 }
 
-/// One container's recommendation in the §1.4 shape.
+/// One container's recommendation in the docs/design/trace-format.md §1.4 shape.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OutputRecommendation {
@@ -167,7 +168,7 @@ pub struct TraceExplain {
     pub oom_bumps: Vec<i64>,
 }
 
-/// Replay result (§1.4).
+/// Replay result (docs/design/trace-format.md §1.4).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ReplayOutput {
     /// Trace id.
@@ -728,7 +729,8 @@ impl TraceCluster {
         recommend(config, aggregates, input)
     }
 
-    /// The VPA's recommendation in the §1.4 output shape, with the explanation when asked.
+    /// The VPA's recommendation in the docs/design/trace-format.md §1.4 output shape, with the explanation when
+    /// asked.
     fn recommend(
         &self,
         trace: &Trace,

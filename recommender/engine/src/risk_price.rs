@@ -1,5 +1,6 @@
 //! Pricing CPU risk against waste: the request that minimises unused CPU plus a price for every minute usage is
-//! above it, on a histogram of the container's own usage (the `auto` profile's CPU rule, issue 29).
+//! above it, on a histogram of the container's own usage (the `auto` profile's CPU rule,
+//! docs/decisions/auto-profile.md).
 
 /// How a profile prices CPU risk against waste (the estimate chain's `RiskPriced` step): the CPU request is the one that
 /// minimises, on the container's own history, the CPU requested above usage plus `price` × the time usage is

@@ -1,5 +1,6 @@
 //! Memory for containers whose daily peaks hold steady: a smaller margin over the highest peak seen than
-//! upstream's 15 % over the 90th percentile of peaks (the `auto` profile's memory rule, issue 29).
+//! upstream's 15 % over the 90th percentile of peaks (the `auto` profile's memory rule,
+//! docs/decisions/auto-profile.md).
 
 use crate::histogram::{Histogram, ZERO_TIME};
 use crate::model::AggregateContainerState;

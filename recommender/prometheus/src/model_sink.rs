@@ -1,5 +1,5 @@
 //! A [`HistorySink`] that feeds history into a fresh model, one VPA per workload, and turns it into
-//! recommendations in the shape `tailor recommend` prints for traces (trace-format §1.4).
+//! recommendations in the shape `tailor recommend` prints for traces (docs/design/trace-format.md §1.4).
 
 use std::collections::BTreeMap;
 

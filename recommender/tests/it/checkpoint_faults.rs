@@ -1,5 +1,5 @@
-//! Stored checkpoints that cannot be restored (issue 31): a bad object costs only its own container's
-//! history — skipped, counted, named in its VPA's condition — and every other VPA is restored and
+//! Stored checkpoints that cannot be restored (docs/decisions/checkpoints.md): a bad object costs only its own
+//! container's history — skipped, counted, named in its VPA's condition — and every other VPA is restored and
 //! checkpointed as usual.
 
 use crate::controller::{CHECKPOINTS, one_checkpoint, restarted, sample_list};

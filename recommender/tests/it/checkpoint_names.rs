@@ -1,6 +1,6 @@
-//! Checkpoint names (issue 31 item 7): `<vpa>.<container>`, so no two (VPA, container) pairs share an object
-//! as they do under upstream's `<vpa>-<container>`; objects under upstream's names are still read, and
-//! deleted once the pair has its own.
+//! Checkpoint names (docs/decisions/checkpoints.md): `<vpa>.<container>`, so no two (VPA, container) pairs
+//! share an object as they do under upstream's `<vpa>-<container>`; objects under upstream's names are still
+//! read, and deleted once the pair has its own.
 
 use crate::controller::{CHECKPOINTS, one_checkpoint, restarted};
 use crate::harness::*;

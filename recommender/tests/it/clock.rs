@@ -1,5 +1,5 @@
-//! A forward jump of the recommender's clock (issue 31 item 7): the model's GC measures expiry from the
-//! samples it receives, so the jump neither drops the live aggregates nor lets the next checkpoint save
+//! A forward jump of the recommender's clock (docs/decisions/model-clock.md): the model's GC measures expiry
+//! from the samples it receives, so the jump neither drops the live aggregates nor lets the next checkpoint save
 //! the loss.
 
 use crate::controller::{CHECKPOINTS, add_pods, sample_list, setup};

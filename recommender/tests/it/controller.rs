@@ -1,5 +1,6 @@
 //! The recommender controller against reflector stores fed directly and the stand-in API server (in process):
-//! exact requests for status, checkpoints and deletes, and the scenarios of issue 5.
+//! exact requests for status, checkpoints and deletes, and the controller's scenarios: conditions, OOMs,
+//! checkpoints and restores, API errors, VPA churn, profiles.
 
 use crate::harness::*;
 use k8s_openapi::api::core::v1::{ContainerState, ContainerStateRunning, ContainerStateTerminated};

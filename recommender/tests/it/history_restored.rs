@@ -1,5 +1,5 @@
-//! Prometheus down after a restart (issue 31 item 6): a VPA restored from its checkpoints loads no history and
-//! keeps being checkpointed; new VPAs wait for one of a bounded number of history loads.
+//! Prometheus down after a restart (docs/decisions/history-bootstrap.md): a VPA restored from its checkpoints
+//! loads no history and keeps being checkpointed; new VPAs wait for one of a bounded number of history loads.
 
 use std::time::{Duration, Instant};
 

@@ -1,5 +1,5 @@
-//! Restarts lose nothing and count nothing twice (issue 31 item 2): a recommender restarted many times, with
-//! usage that varies, holds the memory histogram of one that never restarted.
+//! Restarts lose nothing and count nothing twice (docs/decisions/open-memory-windows.md): a recommender
+//! restarted many times, with usage that varies, holds the memory histogram of one that never restarted.
 
 use crate::controller::{CHECKPOINTS, add_pods, restarted_with, sample_list_every, setup};
 use crate::harness::*;

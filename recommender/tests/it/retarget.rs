@@ -1,5 +1,5 @@
-//! A VPA moved to another workload (issue 31 item 3): the old workload's history and checkpoints go, as
-//! upstream drops them; the VPA then recommends what a fresh VPA on the new workload does.
+//! A VPA moved to another workload (docs/decisions/retargeted-vpas.md): the old workload's history and
+//! checkpoints go, as upstream drops them; the VPA then recommends what a fresh VPA on the new workload does.
 
 use crate::controller::{CHECKPOINTS, restarted};
 use crate::harness::*;

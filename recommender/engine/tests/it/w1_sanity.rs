@@ -1,5 +1,5 @@
-//! W1 sanity value (bench-workload.md): container 123 alone in its VPA, default estimator chain, after one and
-//! after seven days → target 7117m / 5527335984 bytes.
+//! W1 sanity value (docs/design/bench-workload.md): container 123 alone in its VPA, default estimator chain,
+//! after one and after seven days → target 7117m / 5527335984 bytes.
 
 use std::collections::BTreeMap;
 

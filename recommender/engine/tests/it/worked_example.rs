@@ -1,5 +1,5 @@
-//! The worked example of upstream-recommender.md §4.2: one container, default flags, 250m every minute for
-//! 24h and a constant 500 MiB → 296m/295m/592m and 628694953/627438575/1257826803 bytes.
+//! The worked example of docs/design/upstream-recommender.md §4.2: one container, default flags, 250m every
+//! minute for 24h and a constant 500 MiB → 296m/295m/592m and 628694953/627438575/1257826803 bytes.
 
 use tailor_engine::replay::{ReplayConfig, Trace, TraceContainer, replay};
 
