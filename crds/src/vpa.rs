@@ -374,11 +374,12 @@ pub mod condition {
     /// Tailor: the updater leaves the VPA's pods, or some of them, alone (another VPA targets the same
     /// workload, or the webhook does not size them); written by the updater, kept by the recommender.
     pub const UPDATES_BLOCKED: &str = "UpdatesBlocked";
-    /// Tailor (issue 28): `True` when `target` was lowered so that the pods fit the largest node or
-    /// Karpenter NodePool instance they can schedule on (named in the message; `uncappedTarget` is not
+    /// Tailor (docs/decisions/node-fit.md): `True` when `target` was lowered so that the pods fit the largest
+    /// node or Karpenter NodePool instance they can schedule on (named in the message; `uncappedTarget` is not
     /// lowered); `False` with reason `NoNodeFits` when they fit none whatever the target.
     pub const CAPPED_TO_NODE_SIZE: &str = "CappedToNodeSize";
-    /// Tailor (issue 28): an HPA scales the workload on CPU or memory utilization; Tailor leaves that
-    /// resource's requests to it (no target or bounds for it are published) and sizes the other.
+    /// Tailor (docs/decisions/hpa-coherence.md): an HPA scales the workload on CPU or memory utilization;
+    /// Tailor leaves that resource's requests to it (no target or bounds for it are published) and sizes the
+    /// other.
     pub const RESOURCES_LEFT_TO_HPA: &str = "ResourcesLeftToHPA";
 }

@@ -1,9 +1,9 @@
-//! Writes the manifest reader benchmark's input (issue 27): `--deployments` Deployments, each with
-//! `--revisions` ReplicaSet revisions, a Tailor VPA and `--pods` running pods, every object of realistic size
-//! (`tailor_tests::workload_objects`), twice under `--out`: `yaml/` as multi-document YAML streams and
-//! `json/` as `kubectl get -o json` Lists (indented as kubectl does), one file per kind and
+//! Writes the manifest reader benchmark's input (docs/decisions/manifest-reader.md): `--deployments`
+//! Deployments, each with `--revisions` ReplicaSet revisions, a Tailor VPA and `--pods` running pods, every
+//! object of realistic size (`tailor_tests::workload_objects`), twice under `--out`: `yaml/` as multi-document
+//! YAML streams and `json/` as `kubectl get -o json` Lists (indented as kubectl does), one file per kind and
 //! `--list-deployments` Deployments (500: as `kubectl get` per group of namespaces, and within what the
-//! readers before issue 27 accepted: 512 MiB per snapshot file, 64 MiB of YAML scalars per file).
+//! readers before the shared one accepted: 512 MiB per snapshot file, 64 MiB of YAML scalars per file).
 //! Prints the bytes written per format. Run through `hack/bench-manifests.sh`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark harness: a panic is its failure report

@@ -1,7 +1,7 @@
-//! Recommender at scale (issue 14): the real `tailor-recommender` binary, as its own process, against the
-//! stand-in API server (in this process) holding `--vpas` Deployments with a VPA each, `--pods-per-vpa`
-//! running pods per Deployment (of realistic size: env, probes, mounts, owner references, managed fields,
-//! container statuses) and their PodMetrics, whose usage changes before every loop.
+//! Recommender at scale (docs/decisions/recommender-memory.md): the real `tailor-recommender` binary, as its
+//! own process, against the stand-in API server (in this process) holding `--vpas` Deployments with a VPA each,
+//! `--pods-per-vpa` running pods per Deployment (of realistic size: env, probes, mounts, owner references,
+//! managed fields, container statuses) and their PodMetrics, whose usage changes before every loop.
 //!
 //! Per loop it reads the recommender's own phase timings and resident memory from its `loop finished` log
 //! line (list/decode of PodMetrics, ingest, recommend, status writes, checkpoint writes), the process's CPU

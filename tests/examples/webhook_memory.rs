@@ -1,8 +1,9 @@
-//! Webhook memory in cluster mode (issue 12): the real `tailor-admission` binary against the stand-in API
-//! server holding `--deployments` Deployments, each with `--revisions` ReplicaSet revisions and a VPA, every
-//! object of realistic size (a pod template of several KB: containers with env, probes, volume mounts, plus
-//! annotations, `managedFields` and status, as `kubectl get -o json` shows them). Prints the webhook's RSS
-//! once its caches are synced, after a settling pause and after reviews, and its peak; one JSON line.
+//! Webhook memory in cluster mode (docs/decisions/webhook-compact-caches.md): the real `tailor-admission`
+//! binary against the stand-in API server holding `--deployments` Deployments, each with `--revisions`
+//! ReplicaSet revisions and a VPA, every object of realistic size (a pod template of several KB: containers
+//! with env, probes, volume mounts, plus annotations, `managedFields` and status, as `kubectl get -o json`
+//! shows them). Prints the webhook's RSS once its caches are synced, after a settling pause and after reviews,
+//! and its peak; one JSON line.
 //!
 //! Run through `hack/bench-webhook-memory.sh` (release builds of both).
 

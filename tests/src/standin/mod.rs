@@ -1,6 +1,6 @@
 //! The stand-in API server: a loopback HTTP(S) server that answers the Kubernetes API requests Tailor's
 //! binaries make, so the real `tailor-recommender` and `tailor-admission` can run here through a
-//! kubeconfig, exactly as in a cluster (DESIGN.md §5).
+//! kubeconfig, exactly as in a cluster (docs/design/principles.md §5).
 //!
 //! It serves discovery (`/api`, `/apis`, `/api/v1`, `/apis/<group>/<version>`), list and watch with
 //! `resourceVersion`s (bookmarks, 410 Gone once the change log is compacted), get / create / replace /

@@ -282,7 +282,7 @@ impl Registry {
             t("batch", "v1", "Job", "jobs", true).with_status(),
             t("batch", "v1", "CronJob", "cronjobs", true).with_status(),
             t("coordination.k8s.io", "v1", "Lease", "leases", true),
-            // Read by the recommender's HPA coherence (issue 28).
+            // Read by the recommender's HPA coherence (docs/decisions/hpa-coherence.md).
             t(
                 "autoscaling",
                 "v2",

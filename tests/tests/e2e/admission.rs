@@ -183,9 +183,9 @@ async fn pod_level_resources_bound_the_webhooks_requests() {
     .await;
 }
 
-/// A new ReplicaSet's pods all at once (issue 31 item 5): the webhook's caches have not seen the ReplicaSet
-/// when its pods arrive, so it reads it live — one read the burst waits on, not one per pod, and no pod of
-/// the burst is admitted unsized.
+/// A new ReplicaSet's pods all at once (docs/decisions/unsized-admissions.md): the webhook's caches have not
+/// seen the ReplicaSet when its pods arrive, so it reads it live — one read the burst waits on, not one per
+/// pod, and no pod of the burst is admitted unsized.
 #[tokio::test]
 #[ignore = "needs a cluster: TAILOR_E2E_KUBECONFIG (hack/kind-e2e.sh)"]
 async fn a_new_replica_sets_burst_of_pods_is_sized_whole() {

@@ -1,6 +1,7 @@
-//! Disruption budgets (issue 30 item 6): an evicted Job pod counts against the Job's `backoffLimit`, so with
-//! the chart's default `updater.evictJobPods: false` (`--evict-job-pods=false`) the updater leaves the pods of
-//! a Job alone under a `Recreate` VPA, while a Deployment beside it under the same kind of VPA is updated.
+//! Disruption budgets (docs/decisions/disruption-budgets.md): an evicted Job pod counts against the Job's
+//! `backoffLimit`, so with the chart's default `updater.evictJobPods: false` (`--evict-job-pods=false`) the
+//! updater leaves the pods of a Job alone under a `Recreate` VPA, while a Deployment beside it under the same
+//! kind of VPA is updated.
 
 use k8s_openapi::api::batch::v1::Job;
 

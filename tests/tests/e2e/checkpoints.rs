@@ -1,6 +1,6 @@
-//! Checkpoints as users and other tools leave them (issue 31): a checkpoint the CRD schema admits but the
-//! recommender cannot decode, applied with kubectl, costs only its own VPA's history (item 1); two VPAs whose
-//! names and container names join to upstream's same checkpoint name each get an object of their own
+//! Checkpoints as users and other tools leave them (docs/decisions/checkpoints.md): a checkpoint the CRD schema
+//! admits but the recommender cannot decode, applied with kubectl, costs only its own VPA's history (item 1);
+//! two VPAs whose names and container names join to upstream's same checkpoint name each get an object of their own
 //! (item 7).
 
 use super::crds::kubectl;

@@ -1,6 +1,6 @@
-//! Two VPAs on one workload (issue 30 item 4), an `Initial` one and a `Recreate` one: with the default
-//! `--skip-conflicting-vpas` the updater acts on neither (the webhook sizes pods from the oldest, so evicting
-//! by the other would loop), says so on both (`UpdatesBlocked` with reason `ConflictingVPAs`, and a
+//! Two VPAs on one workload (docs/decisions/conflicting-vpas.md), an `Initial` one and a `Recreate` one: with
+//! the default `--skip-conflicting-vpas` the updater acts on neither (the webhook sizes pods from the oldest,
+//! so evicting by the other would loop), says so on both (`UpdatesBlocked` with reason `ConflictingVPAs`, and a
 //! `ConflictingVPAs` event), and the webhook warns the client that creates a pod of the workload, in the same
 //! words.
 

@@ -360,7 +360,7 @@ async fn the_checkpoint_crd_refuses_weights_the_recommender_cannot_read() {
                  referenceTimestamp: \"2026-11-01T00:00:00Z\"\n    bucketWeights: {weights}\n"
             )
         };
-        // What no recommender writes (issue 31): refused by the API server, named.
+        // What no recommender writes (docs/decisions/checkpoints.md): refused by the API server, named.
         for weights in [r#"{"16": -1}"#, r#"{"16": 10001}"#, r#"{"16": 0.5}"#] {
             let out = kubectl(&["apply", "-f", "-"], &checkpoint(weights))?;
             let stderr = String::from_utf8_lossy(&out.stderr);

@@ -1,6 +1,6 @@
 //! A VPA whose target is a custom kind with a /scale subresource: the webhook sizes its new pods (mode
-//! `Initial`), and the updater binary evicts them (mode `Recreate`, issue 30 item 2) within the replica budget
-//! it reads from /scale.
+//! `Initial`), and the updater binary evicts them (mode `Recreate`, docs/decisions/scale-lookups.md) within the
+//! replica budget it reads from /scale.
 
 use super::*;
 

@@ -1,6 +1,6 @@
-//! HPA coherence (issue 28): with an HPA scaling a Deployment on CPU utilization, Tailor sizes only its
-//! memory: the VPA publishes no CPU target, says why in `ResourcesLeftToHPA`, and the replacement pods get
-//! the memory recommendation with their CPU request untouched.
+//! HPA coherence (docs/decisions/hpa-coherence.md): with an HPA scaling a Deployment on CPU utilization, Tailor
+//! sizes only its memory: the VPA publishes no CPU target, says why in `ResourcesLeftToHPA`, and the
+//! replacement pods get the memory recommendation with their CPU request untouched.
 
 use super::*;
 

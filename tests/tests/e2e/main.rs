@@ -981,8 +981,8 @@ fn vpa_manifest(name: &str, target: &str, mode: &str) -> Value {
     })
 }
 
-/// The label and taint key of a test's own kwok node (issue 28): pods of namespace NS select
-/// `tailor-e2e/node=NS` and tolerate `tailor-e2e/node=NS:NoSchedule`, so nothing else lands there and the
+/// The label and taint key of a test's own kwok node (node fit, docs/decisions/node-fit.md): pods of namespace
+/// NS select `tailor-e2e/node=NS` and tolerate `tailor-e2e/node=NS:NoSchedule`, so nothing else lands there and the
 /// largest node they can schedule on is known.
 const OWN_NODE_KEY: &str = "tailor-e2e/node";
 

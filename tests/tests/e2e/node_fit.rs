@@ -1,5 +1,5 @@
-//! Node fit (issue 28): a VPA whose usage history wants more CPU than the largest node its pods may
-//! schedule on gets a target that fits that node (`uncappedTarget` keeps the wish, `CappedToNodeSize`
+//! Node fit (docs/decisions/node-fit.md): a VPA whose usage history wants more CPU than the largest node its
+//! pods may schedule on gets a target that fits that node (`uncappedTarget` keeps the wish, `CappedToNodeSize`
 //! names the node), and the replacement pods the webhook sizes from it are scheduled and run.
 
 use super::*;

@@ -1,5 +1,5 @@
-//! Node fit with Karpenter (issue 28): a NodePool whose requirements allow a larger instance than any node
-//! the pods can schedule on now raises the cap to that instance (named in `CappedToNodeSize`). The
+//! Node fit with Karpenter (docs/decisions/node-fit.md): a NodePool whose requirements allow a larger instance
+//! than any node the pods can schedule on now raises the cap to that instance (named in `CappedToNodeSize`). The
 //! NodePool API is a minimal CRD (`hack/cluster/nodepool-crd.yaml`, installed by `hack/cluster.sh up`, and
 //! here when missing); the NodePool carries the test's own taint and label, so it counts for this test's
 //! pods only.

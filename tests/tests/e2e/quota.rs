@@ -1,5 +1,5 @@
-//! Quota fit (issue 28): in a namespace whose ResourceQuota leaves little CPU headroom, a VPA whose
-//! recommendation wants more than that still gets its pods created — the webhook cuts the raise to the
+//! Quota fit (docs/decisions/quota-fit.md): in a namespace whose ResourceQuota leaves little CPU headroom, a
+//! VPA whose recommendation wants more than that still gets its pods created — the webhook cuts the raise to the
 //! headroom instead of letting the quota refuse the pod — and says so in the pod's `tailor.dev/updates`
 //! annotation, in a `QuotaFit` Event on the VPA and in `tailor_admission_quota_fit_pods_total`. Where the
 //! quota leaves nothing, the updater does not evict a pod that would come back the same, and the VPA's

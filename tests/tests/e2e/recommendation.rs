@@ -251,7 +251,8 @@ async fn constant_usage_gives_the_numbers_of_tailor_recommend() {
             },
         )
         .await?;
-        // Within two recommender intervals of the first sample metrics.k8s.io served (issue 33), plus the
+        // Within two recommender intervals of the first sample metrics.k8s.io served
+        // (docs/decisions/real-control-plane.md), plus the
         // test's own polling and API round trips.
         let interval = recommender_interval()?;
         let took = sample_seen.elapsed();

@@ -1,4 +1,4 @@
-//! The updater's reading of what the API server refuses of an in-place resize (issue 30 item 5,
+//! The updater's reading of what the API server refuses of an in-place resize (docs/decisions/resize-precheck.md,
 //! `tailor_updater::resize_check`), held against the real API server: for each case a bare pod is created,
 //! the resize the updater would send is PATCHed to `pods/resize`, and the server's answer must be the
 //! check's (refused exactly when the check refuses).

@@ -83,11 +83,12 @@ async fn recommender_restart_restores_from_checkpoints() {
                 );
             }
         };
-        // Issue 31 item 2: the restart continues each running container's open memory window (saved in the
-        // checkpoint's `tailor.dev/open-memory-windows` annotation, outside the histogram) instead of counting
-        // it again as a closed one: at constant usage, with the pod still running, the memory histogram's
-        // weight stays where it was (it grew by one window per restart before: 0 → 2.5 → 5.1 → …), and the
-        // window is still listed open. Reference-time rescaling over these minutes moves a weight well under 1 %.
+        // docs/decisions/open-memory-windows.md: the restart continues each running container's open memory
+        // window (saved in the checkpoint's `tailor.dev/open-memory-windows` annotation, outside the histogram)
+        // instead of counting it again as a closed one: at constant usage, with the pod still running, the
+        // memory histogram's weight stays where it was (it grew by one window per restart before: 0 → 2.5 → 5.1
+        // → …), and the window is still listed open. Reference-time rescaling over these minutes moves a weight
+        // well under 1 %.
         let memory_weight = |cp: &DynamicObject| {
             cp.data
                 .pointer("/status/memoryHistogram/totalWeight")

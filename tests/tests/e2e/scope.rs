@@ -1,7 +1,7 @@
-//! Webhook scope (issue 30 item 1): the chart keeps the pods of `kube-system` (and of the release namespace
-//! and `admission.webhook.excludeNamespaces`) away from the webhook, so an evicted pod there would come back
-//! with its old requests, to be evicted again forever. A `Recreate` VPA there evicts nothing, and the VPA says
-//! why: the `UpdatesBlocked` condition and an `OutsideWebhookScope` event.
+//! Webhook scope (docs/decisions/webhook-scope.md): the chart keeps the pods of `kube-system` (and of the
+//! release namespace and `admission.webhook.excludeNamespaces`) away from the webhook, so an evicted pod there
+//! would come back with its old requests, to be evicted again forever. A `Recreate` VPA there evicts nothing,
+//! and the VPA says why: the `UpdatesBlocked` condition and an `OutsideWebhookScope` event.
 
 use super::*;
 

@@ -1,5 +1,5 @@
-//! Uninstalling either autoscaler leaves the other working (issue 34, item 2). Needs upstream VPA beside
-//! Tailor (`hack/cluster.sh up --with-upstream`, or upstream's own install on kind).
+//! Uninstalling either autoscaler leaves the other working (docs/decisions/coexistence-with-upstream.md). Needs
+//! upstream VPA beside Tailor (`hack/cluster.sh up --with-upstream`, or upstream's own install on kind).
 //!
 //! An uninstall, as each is uninstalled:
 //! - upstream, as its `hack/vpa-down.sh` does: its three programs stopped, its webhook configuration

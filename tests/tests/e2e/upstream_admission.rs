@@ -41,11 +41,11 @@ struct Case {
     deviation: Option<&'static str>,
 }
 
-/// DEVIATIONS.md, Updater, row "(issue 30, no vector) no lower bound": the webhook raises each container's
-/// recommendation to its share of the recommender's pod minimums (25m, 250Mi) before capping. Upstream's
-/// cases write recommendations of 200Mi (and 4m for one of three containers), below it.
+/// DEVIATIONS.md, Updater, the "no lower bound" row (docs/decisions/pod-floor.md): the webhook raises each
+/// container's recommendation to its share of the recommender's pod minimums (25m, 250Mi) before capping.
+/// Upstream's cases write recommendations of 200Mi (and 4m for one of three containers), below it.
 const FLOOR: &str =
-    "DEVIATIONS.md (issue 30) pod floor: 250Mi/25m per pod shared among sized containers";
+    "DEVIATIONS.md (Updater) pod floor: 250Mi/25m per pod shared among sized containers";
 
 fn container(name: &str, requests: Option<(&str, &str)>, limits: Option<(&str, &str)>) -> Value {
     let mut resources = json!({});

@@ -4,7 +4,8 @@
 //! fixed recommendation (200m/200Mi, written to its status under a recommender name nothing serves); unlike
 //! it, Tailor's real webhook renews the status Lease the updater waits for. The five set-ups share one
 //! namespace, each on its own Deployment of two pods (the updater's default `--min-replicas`; upstream runs
-//! three). The written 200Mi lies below the pod floor (DEVIATIONS.md, issue 30 "no lower bound"), so resized
+//! three). The written 200Mi lies below the pod floor (DEVIATIONS.md, Updater, "no lower bound";
+//! docs/decisions/pod-floor.md), so resized
 //! pods get 250Mi.
 
 use super::*;

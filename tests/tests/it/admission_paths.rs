@@ -335,8 +335,9 @@ spec:
     assert!(!logs.contains("watch failed"), "{logs}");
 }
 
-/// Quota fit (issue 28): the webhook caches the namespace's ResourceQuota, cuts the raise to its headroom,
-/// says so in the updates annotation and records a `QuotaFit` Event on the VPA (through events.k8s.io).
+/// Quota fit (docs/decisions/quota-fit.md): the webhook caches the namespace's ResourceQuota, cuts the raise to
+/// its headroom, says so in the updates annotation and records a `QuotaFit` Event on the VPA (through
+/// events.k8s.io).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quota_fit_cuts_the_patch_and_records_an_event() {
     let server = ApiServer::start().await.unwrap();
@@ -387,8 +388,9 @@ status: {hard: {requests.cpu: 500m}, used: {requests.cpu: 400m}}
     );
 }
 
-/// A pod whose ReplicaSet neither the caches nor the API server know (issue 31): admitted unsized, and the
-/// VPA on the Deployment that ReplicaSet's name was made from gets a `PodAdmittedUnsized` Event saying so.
+/// A pod whose ReplicaSet neither the caches nor the API server know (docs/decisions/unsized-admissions.md):
+/// admitted unsized, and the VPA on the Deployment that ReplicaSet's name was made from gets a
+/// `PodAdmittedUnsized` Event saying so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_admitted_unsized_is_reported_on_its_likely_vpa() {
     let server = ApiServer::start().await.unwrap();

@@ -1,6 +1,6 @@
 //! The real `tailor-recommender` against the stand-in API server holding a checkpoint its schema no longer
-//! admits (written before issue 31 tightened it): only that VPA's history is skipped, named in its status;
-//! the other VPA is restored and checkpointing goes on; the logs stay bounded.
+//! admits (written before the schema was tightened, docs/decisions/checkpoints.md): only that VPA's history is
+//! skipped, named in its status; the other VPA is restored and checkpointing goes on; the logs stay bounded.
 
 use std::time::Duration;
 

@@ -1,5 +1,6 @@
 //! The real `tailor-recommender` and `tailor-admission` binaries against the stand-in API server, through a
-//! kubeconfig, exactly as in a cluster (DESIGN.md §5, issue 12 "run the real binaries here").
+//! kubeconfig, exactly as in a cluster (docs/design/principles.md §5;
+//! docs/decisions/stand-in-api-server.md).
 //!
 //! The binaries must be built first (`cargo build -p tailor-recommender -p tailor-admission -p
 //! tailor-updater`; `hack/test.sh` and `cargo test --workspace` do it): see
@@ -562,7 +563,8 @@ async fn recommender_rides_out_api_faults_and_collects_orphaned_checkpoints() {
 }
 
 /// `--kube-api-qps`/`--kube-api-burst` belong to the recommender alone, the one binary that honours them
-/// (issue 27 item 5): the updater and the webhook, which accepted and ignored them, now refuse them.
+/// (docs/decisions/flags-where-honoured.md): the updater and the webhook, which accepted and ignored them, now
+/// refuse them.
 #[test]
 fn only_the_recommender_accepts_the_client_rate_flags() {
     for (name, accepts) in [

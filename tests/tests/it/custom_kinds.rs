@@ -1,6 +1,7 @@
 //! Targets of a custom kind with a `/scale` subresource (an Argo Rollout, registered on the stand-in from its
-//! CRD): the recommender resolves them through discovery and `GET …/scale`; the webhook must too (issue 12
-//! defect 1); the updater counts the replicas of a pod's creator of such a kind the same way.
+//! CRD): the recommender resolves them through discovery and `GET …/scale`; the webhook must too
+//! (docs/decisions/scale-lookups.md); the updater counts the replicas of a pod's creator of such a kind the
+//! same way.
 
 use std::time::Duration;
 
@@ -146,11 +147,11 @@ async fn admission_patches_a_pod_of_a_custom_kind_with_scale() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn updater_evicts_pods_of_a_custom_kind_within_its_scale_replica_count() {
-    // Issue 30: the binary's index had no `/scale` lookup, so a VPA over a Rollout was "without selector"
-    // every iteration while `tailor plan` evicted. Two pods the Rollout created itself (as an OpenKruise
-    // CloneSet does), requests below the VPA's range: the binary resolves the Rollout through `/scale`,
-    // counts its 2 replicas there, and evicts one pod (2 × tolerance 0.5), not both (upstream: 0 configured
-    // replicas, every pod at once); the second is then alone, below `--min-replicas`, and stays.
+    // The binary's index once had no `/scale` lookup (docs/decisions/scale-lookups.md), so a VPA over a Rollout
+    // was "without selector" every iteration while `tailor plan` evicted. Two pods the Rollout created itself
+    // (as an OpenKruise CloneSet does), requests below the VPA's range: the binary resolves the Rollout through
+    // `/scale`, counts its 2 replicas there, and evicts one pod (2 × tolerance 0.5), not both (upstream: 0
+    // configured replicas, every pod at once); the second is then alone, below `--min-replicas`, and stays.
     let server = ApiServer::start().await.unwrap();
     server.load_yaml(namespace()).unwrap();
     server.load_yaml(ROLLOUT_CRD).unwrap();
@@ -225,9 +226,9 @@ async fn updater_evicts_pods_of_a_custom_kind_within_its_scale_replica_count() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn updater_looks_up_no_scale_for_pods_no_vpa_governs() {
-    // Issue 30: 20 static pods (owned by their Node) and 5 pods of a Tekton TaskRun, no VPA over them: the
-    // updater used to send a discovery GET and a `/scale` GET per owner and iteration, failures never
-    // remembered. A VPA elsewhere in the namespace keeps the iteration running.
+    // docs/decisions/scale-lookups.md: 20 static pods (owned by their Node) and 5 pods of a Tekton TaskRun, no
+    // VPA over them: the updater used to send a discovery GET and a `/scale` GET per owner and iteration,
+    // failures never remembered. A VPA elsewhere in the namespace keeps the iteration running.
     let server = ApiServer::start().await.unwrap();
     server.load_yaml(namespace()).unwrap();
     server.load_yaml(&workload("web", "100m", "64Mi")).unwrap();
@@ -276,7 +277,7 @@ async fn updater_looks_up_no_scale_for_pods_no_vpa_governs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scale_lookups_of_governed_owners_are_bounded_and_their_absence_remembered() {
-    // Issue 30 item 3: 40 Tekton TaskRuns, each named by a Tailor VPA, none with a `/scale` the API
+    // docs/decisions/scale-lookups.md: 40 Tekton TaskRuns, each named by a Tailor VPA, none with a `/scale` the API
     // server knows (its discovery does not serve tekton.dev). Each owner is looked up at most once for the
     // VPA's selector and once for the pods' replica count, and the answer "no /scale" is remembered for
     // SCALE_TTL (10 min): later iterations send no lookup at all.

@@ -1,7 +1,7 @@
-//! `tailor plan` and `tailor-updater` on the same snapshot (issue 30): the snapshot is loaded into the
-//! stand-in, the real updater runs against it, and `tailor plan` reads the same objects from a file; the pods
-//! the binary evicts are exactly those the plan says it would evict. The snapshot holds what issue 30 found
-//! the two disagreeing on, or the updater looping on: a VPA in a namespace the webhook does not serve
+//! `tailor plan` and `tailor-updater` on the same snapshot (docs/decisions/plan-parity.md): the snapshot is
+//! loaded into the stand-in, the real updater runs against it, and `tailor plan` reads the same objects from a
+//! file; the pods the binary evicts are exactly those the plan says it would evict. The snapshot holds what the
+//! two were once found disagreeing on, or the updater looping on: a VPA in a namespace the webhook does not serve
 //! (CoreDNS in `kube-system`, a namespace its `namespaceSelector` leaves out), a pod its `objectSelector`
 //! leaves out, two VPAs on one Deployment,
 //! and pods a custom kind (an Argo Rollout with `/scale`) creates itself.
