@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Handshake benchmark (issue 32): the webhook server's CPU per new TLS connection it serves (full handshake, no
-# session resumption, as the API server's client makes, plus one pod review) against its CPU per new connection
-# it refuses before the handshake (`too_fast`). The ratio is what the handshake rate limit buys; the first
-# figure sets how many handshakes per second fit in a share of a core.
+# Handshake benchmark (docs/decisions/handshake-limit.md): the webhook server's CPU per new TLS connection it
+# serves (full handshake, no session resumption, as the API server's client makes, plus one pod review) against
+# its CPU per new connection it refuses before the handshake (`too_fast`). The ratio is what the handshake rate
+# limit buys; the first figure sets how many handshakes per second fit in a share of a core.
 # Starts target/release/tailor-admission as hack/bench-webhook.sh does (standalone, 1,000 VPAs indexed), drives
 # it with `loadgen handshakes`, and reads the server's utime+stime from /proc/PID/stat around each run.
 # Then a reconnect storm: --storm connections at once (default 1024, the default --max-connections) against the

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# The manifest reader on a big snapshot (issue 27): peak RSS and wall time of `tailor-admission --vpa-dir`
-# until it has loaded its manifests, and of `tailor plan` on a snapshot directory (release builds), on
-# DEPLOYMENTS Deployments x REVISIONS ReplicaSets of realistic size, a Tailor VPA each and PODS pods each
-# (tests/examples/manifest_files.rs), written as multi-document YAML and as `kubectl get -o json` Lists.
-# Target: <= 256 MiB peak RSS for both (DESIGN.md section 6). The input goes to a temporary directory
+# The manifest reader on a big snapshot (docs/decisions/manifest-reader.md): peak RSS and wall time of
+# `tailor-admission --vpa-dir` until it has loaded its manifests, and of `tailor plan` on a snapshot directory
+# (release builds), on DEPLOYMENTS Deployments x REVISIONS ReplicaSets of realistic size, a Tailor VPA each and
+# PODS pods each (tests/examples/manifest_files.rs), written as multi-document YAML and as
+# `kubectl get -o json` Lists.
+# Target: <= 256 MiB peak RSS for both (docs/design/principles.md §6). The input goes to a temporary directory
 # removed at the end (--keep DIR writes it there and keeps it; --input DIR reuses one).
 #
 #   hack/bench-manifests.sh [--deployments N] [--revisions R] [--template-bytes B] [--pods P]
 #                           [--keep DIR | --input DIR] [--tailor BIN] [--admission BIN]
 #
 # Ends with one line: vpa_dir_peak_mib=N plan_peak_mib=M (YAML for --vpa-dir, JSON Lists for plan, as
-# issue 27 measured them); the lines before it give every binary on both formats.
+# BENCHMARKS.md reports them); the lines before it give every binary on both formats.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 gen_args=() keep='' input='' tailor=target/release/tailor admission=target/release/tailor-admission

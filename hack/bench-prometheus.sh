@@ -2,7 +2,7 @@
 # Benchmark of `tailor recommend --prometheus` against VictoriaMetrics (Debian package victoria-metrics):
 # CONTAINERS containers (default 1,000, 4 per pod, 25 pods per namespace) x DAYS days (default 14) at a
 # 1-minute step, imported through /api/v1/import; then prints the CLI's wall time, HTTP queries, bytes
-# received and peak RSS. Targets (DESIGN.md §6): <= 20 s, <= 50 queries.
+# received and peak RSS. Targets (docs/design/principles.md §6): <= 20 s, <= 50 queries.
 # Sizes: TAILOR_BENCH_CONTAINERS, TAILOR_BENCH_DAYS; TAILOR_BENCH_BASELINE=OLD_TAILOR also times an older binary. Keeps the data under target/bench-vm (reused when the
 # sizes match; remove it to regenerate).
 set -euo pipefail

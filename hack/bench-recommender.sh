@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Recommender at scale (issue 14): the release tailor-recommender binary as its own process against the
-# stand-in API server (tests/examples/recommender_scale.rs) holding VPAS Deployments with a VPA each and
-# PODS_PER_VPA running pods each, with PodMetrics whose usage changes every loop. Prints a CSV row per loop
-# (phase times and RSS, also written under target/bench-recommender/) and ends with one line
+# Recommender at scale (docs/decisions/recommender-memory.md): the release tailor-recommender binary as its own
+# process against the stand-in API server (tests/examples/recommender_scale.rs) holding VPAS Deployments with a
+# VPA each and PODS_PER_VPA running pods each, with PodMetrics whose usage changes every loop. Prints a CSV row
+# per loop (phase times and RSS, also written under target/bench-recommender/) and ends with one line
 # `peak_rss_bytes_per_pod=N loop_seconds_per_50k_pods=M`, both of the recommender process alone.
 # Usage: hack/bench-recommender.sh [--vpas N] [--pods-per-vpa P] [--namespaces K] [--loops L]
 #                                  [--interval-seconds S] [--qps Q] [--history-days D] [--label NAME] [--csv PATH]

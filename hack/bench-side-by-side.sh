@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The two recommenders side by side on the real control plane (issue 35, item 5): `hack/cluster.sh up
+# The two recommenders side by side on the real control plane
+# (docs/decisions/measuring-against-upstream.md): `hack/cluster.sh up
 # --with-upstream`, VPAS Deployments of REPLICAS kwok pods each (their usage from kwok's annotations, served by
 # metrics-server), and per Deployment one upstream `autoscaling.k8s.io/v1` VPA and one Tailor
 # `autoscaling.tailor.dev/v1` VPA, both updateMode "Off" (and both updaters stopped). Once every pod runs and has

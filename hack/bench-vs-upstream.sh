@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Tailor's engine beside upstream VPA's recommender model on workload W1 (../shared/spec/bench-workload.md),
-# issue 35. Two programs run the same phases on the same containers, samples and order:
+# Tailor's engine beside upstream VPA's recommender model on workload W1 (docs/design/bench-workload.md;
+# docs/decisions/measuring-against-upstream.md). Two programs run the same phases on the same containers,
+# samples and order:
 #   A  hack/go/vpa-bench (upstream's model.ClusterState and estimators at the version hack/go/versions.env pins,
 #      built by hack/go/build.sh into the tools cache), GOMAXPROCS=1; run twice: with the quality metrics upstream
 #      records for every sample (as it runs) and without them (see its main.go for how);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Webhook memory in cluster mode (issue 12): the release tailor-admission against the stand-in API server
-# holding DEPLOYMENTS Deployments x REVISIONS ReplicaSet revisions (+ one VPA each) of realistic size.
-# Prints the webhook's RSS once synced, settled and after 200 reviews, and its peak (one JSON line).
+# Webhook memory in cluster mode (docs/decisions/webhook-compact-caches.md): the release tailor-admission
+# against the stand-in API server holding DEPLOYMENTS Deployments x REVISIONS ReplicaSet revisions (+ one VPA
+# each) of realistic size. Prints the webhook's RSS once synced, settled and after 200 reviews, and its peak
+# (one JSON line).
 # Usage: hack/bench-webhook-memory.sh [--deployments N] [--revisions R] [--template-bytes B]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -634,7 +634,8 @@ def expect_webhook_options(docs: list[dict]) -> None:
     assert pods["matchConditions"][0]["name"] == "not-a-job"
     assert cfg["metadata"]["annotations"] == {"example.com/owner": "platform"}
     assert "--webhook-timeout-seconds=3" in args(deployment(docs, "admission"))
-    # The updater leaves alone what the webhook never sizes (issue 30): the same namespaces and selector.
+    # The updater leaves alone what the webhook never sizes (docs/decisions/webhook-scope.md): the same
+    # namespaces and selector.
     ua = args(deployment(docs, "updater"))
     assert "--webhook-excluded-namespaces=other-ns,kube-system,monitoring" in ua, ua
     assert '--webhook-object-selector={"matchExpressions":[{"key":"tailor.dev/skip","operator":"DoesNotExist"}]}' \
@@ -679,7 +680,7 @@ SIZING_READS = {("", "nodes"), ("karpenter.sh", "nodepools"), ("autoscaling", "h
 
 
 def expect_sizing_defaults(docs: list[dict]) -> None:
-    """Issue 28: node fit, NodePools and HPA coherence on; read-only grants; no flags, no ConfigMap."""
+    """Sizing within the cluster (node fit, NodePools, HPA coherence) on; read-only grants; no flags or ConfigMap."""
     assert SIZING_READS <= recommender_reads(docs), recommender_reads(docs)
     a = args(deployment(docs, "recommender"))
     assert not [x for x in a if x.startswith(("--node-fit", "--hpa-coherence"))], a
@@ -699,7 +700,7 @@ def reads_quotas(docs: list[dict], component: str) -> bool:
 
 
 def expect_quota_fit(docs: list[dict], enabled: bool) -> None:
-    """Quota fit (issue 28): the webhook and the updater read ResourceQuotas, or are told not to."""
+    """Quota fit (docs/decisions/quota-fit.md): webhook and updater read ResourceQuotas, or are told not to."""
     for component in ("admission", "updater"):
         a = args(deployment(docs, component))
         assert ("--quota-fit=false" not in a) == enabled, (component, a)
@@ -860,7 +861,8 @@ MATRIX: list[tuple[str, dict, Callable[[list[dict]], None] | None, str]] = [
          assert_("--min-tls-version=tls1_3" in args(deployment(d, "admission")), "tls1_3"),
          assert_(not find(d, "PodDisruptionBudget"), "a PDB for a single replica blocks node drains"),
      ), NAMESPACE),
-    # Issue 32: the handshake burst follows connections.max unless set, so a reconnect storm is served.
+    # The handshake burst follows connections.max unless set (docs/decisions/handshake-limit.md), so a reconnect
+    # storm is served.
     ("handshake limit: burst follows max",
      {"admission": {"connections": {"max": 300, "handshakesPerSecond": 250}}},
      lambda d: expect_args(d, "--max-connections=300", "--handshakes-per-second=250", "--handshake-burst=300"),
@@ -869,7 +871,8 @@ MATRIX: list[tuple[str, dict, Callable[[list[dict]], None] | None, str]] = [
      {"admission": {"connections": {"handshakeBurst": 64}}},
      lambda d: expect_args(d, "--max-connections=1024", "--handshakes-per-second=500", "--handshake-burst=64"),
      NAMESPACE),
-    # Issue 35: the patch memo is on by default and can be turned off (0 is passed, not dropped).
+    # The patch memo (docs/decisions/webhook-review-cost.md) is on by default and can be turned off (0 is
+    # passed, not dropped).
     ("patch memo: default", {}, lambda d: expect_args(d, "--patch-memo-mib=4"), NAMESPACE),
     ("patch memo: off", {"admission": {"patchMemoMiB": 0}}, lambda d: expect_args(d, "--patch-memo-mib=0"), NAMESPACE),
 ]

@@ -56,7 +56,7 @@ compare patch --pod examples/patch/pod.yaml --vpa examples/patch/vpa.yaml --limi
 for c in tests/data/admission/unit-cases.json tests/data/upstream-diff/admission-cases.json; do
   compare patch --case "$c"
 done
-# The snapshot reader (issue 27): the example snapshot, with its stale Lease, as JSON.
+# The snapshot reader (docs/decisions/manifest-reader.md): the example snapshot, with its stale Lease, as JSON.
 compare plan examples/plan/ --now 2026-01-10T12:00:00Z
 compare plan examples/plan/ --now 2026-01-10T12:00:00Z --output json
 compare plan examples/plan/snapshot.yaml examples/plan/stale/ --now 2026-01-10T12:00:00Z

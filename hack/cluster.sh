@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane on loopback, built from source (hack/go/build.sh), with Tailor installed by
-# its chart. DESIGN.md §5.
+# its chart. docs/design/principles.md §5, docs/decisions/real-control-plane.md.
 #
 #   hack/cluster.sh up [--nodes N] [--without-tailor] [--with-upstream] [--kubernetes newest|oldest]
 #                      [--kube-api-qps Q]
@@ -362,7 +362,8 @@ EOF
     --metric-resolution 10s --kubelet-request-timeout 5s
   metrics_server_manifest | kubectl apply -f - >&2
   wait_for metrics-server 180 kubectl get --raw /apis/metrics.k8s.io/v1beta1/nodes
-  # The Karpenter NodePool API (a minimal CRD), read by the recommender's node fit (issue 28).
+  # The Karpenter NodePool API (a minimal CRD), read by the recommender's node fit
+  # (docs/decisions/node-fit.md).
   kubectl apply -f "$ROOT/hack/cluster/nodepool-crd.yaml" >&2
   kubectl wait --for condition=established --timeout 60s crd/nodepools.karpenter.sh >&2
 

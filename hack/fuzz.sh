@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Long fuzzing run of the webhook's properties (issue 15): the quantity parser, whole pod reviews through the
-# production reviewer, and the pod patch. The test suite runs the same properties briefly; this runs many more
-# cases, bounded in time. A failure prints the minimal failing input and proptest keeps the seed under
-# admission/tests/it/proptest-regressions/ (commit it: later runs replay it first).
+# Long fuzzing run of the webhook's properties (docs/decisions/webhook-hardening.md): the quantity parser, whole
+# pod reviews through the production reviewer, and the pod patch. The test suite runs the same properties
+# briefly; this runs many more cases, bounded in time. A failure prints the minimal failing input and proptest
+# keeps the seed under admission/tests/it/proptest-regressions/ (commit it: later runs replay it first).
 # Usage: hack/fuzz.sh [--cases N] [--minutes M]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -35,6 +35,6 @@ if [[ ! -x $VENV/bin/python || ! -f $stamp || $(cat "$stamp") != "$want" ]]; the
   echo "$want" >"$stamp"
 fi
 
-# The local control plane of the e2e suite (DESIGN.md §5), built from its Go modules into a per-machine cache
-# (hack/go/build.sh; minutes the first time, nothing afterwards).
+# The local control plane of the e2e suite (docs/design/principles.md §5), built from its Go modules into a
+# per-machine cache (hack/go/build.sh; minutes the first time, nothing afterwards).
 "$ROOT/hack/go/build.sh" >/dev/null

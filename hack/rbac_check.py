@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The chart's RBAC against the API requests the real binaries make (issue 12, defect 7).
+"""The chart's RBAC against the API requests the real binaries make (docs/decisions/stand-in-api-server.md).
 
 Run by hack/checks/rbac.sh with target/venv/bin/python, after the stand-in tests have written their request
 records (hack/test.sh exports TAILOR_STANDIN_RECORD_DIR for `cargo test`; see tests/src/standin/mod.rs).

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Webhook soak (issue 15): tailor-admission (release build, standalone mode, loopback only) answers valid pod
-# reviews at a fixed rate while every attack runs at once — long quantities, 3 MB pods, a 600,000-entry
-# controlledResources list, a 4 MB malformed field, and thousands of idle connections (raw TCP, idle TLS, idle
-# HTTP/2). Bounded in time and count. Prints the load generator's figures, the server's peak and final RSS and
-# open file descriptors (sampled every second), and PASS/FAIL against the targets:
+# Webhook soak (docs/decisions/webhook-hardening.md): tailor-admission (release build, standalone mode, loopback
+# only) answers valid pod reviews at a fixed rate while every attack runs at once — long quantities, 3 MB pods,
+# a 600,000-entry controlledResources list, a 4 MB malformed field, and thousands of idle connections (raw TCP,
+# idle TLS, idle HTTP/2). Bounded in time and count. Prints the load generator's figures, the server's peak and
+# final RSS and open file descriptors (sampled every second), and PASS/FAIL against the targets:
 #   errors on valid reviews 0; p99 of valid reviews <= 5 ms; peak RSS <= 128 MiB; open fds <= max connections + 64.
 # Usage: hack/soak-webhook.sh [--seconds S] [--rate R] [--idle N] [--idle-backoff-ms B] [--payloads true|false]
 #                              [--max-connections M] [--idle-timeout D] [--attacker-nice N]

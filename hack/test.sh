@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The one test entry point (DESIGN.md §5): installs what is missing, runs fmt, clippy, every test and the
-# non-Rust checks under hack/checks/, and ends with a line "N passed, N failed".
+# The one test entry point (docs/design/principles.md §5): installs what is missing, runs fmt, clippy, every
+# test and the non-Rust checks under hack/checks/, and ends with a line "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$(pwd)

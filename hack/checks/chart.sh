@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Chart checks (issue 7): helm lint, a values matrix rendered with the Helm v4 library and validated with
+# Chart checks: helm lint, a values matrix rendered with the Helm v4 library and validated with
 # kubernetes-validate for Kubernetes 1.33 and 1.37, invalid value combinations, CRD copies, and the
 # bash -n and ShellCheck runs over the hack/ scripts. The work is in hack/chart_check.py; its last line is "N passed, N failed".
 set -uo pipefail

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# No shipped function over 80 lines unless hack/checks/long-functions.txt says why it must be long (issue 27).
+# No shipped function over 80 lines unless hack/checks/long-functions.txt says why it must be long
+# (docs/decisions/function-length.md).
 set -uo pipefail
 # shellcheck source=../check-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../check-lib.sh"

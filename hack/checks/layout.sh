@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The crate boundaries of DESIGN.md §2, checked on the real dependency graph: the pure crates (tailor-crds,
-# tailor-core, tailor-engine) stay pure, the graph runs crds -> core -> kube -> components -> cli and the three
-# components never depend on each other, no crate re-exports another's modules, and no crate's modules import
-# each other in a cycle.
+# The crate boundaries of docs/design/principles.md §2, checked on the real dependency graph: the pure crates
+# (tailor-crds, tailor-core, tailor-engine) stay pure, the graph runs crds -> core -> kube -> components -> cli
+# and the three components never depend on each other, no crate re-exports another's modules, and no crate's
+# modules import each other in a cycle.
 set -uo pipefail
 # shellcheck source=../check-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../check-lib.sh"
@@ -29,8 +29,8 @@ pure=(kube-client kube-runtime tokio hyper)
 run "tailor-engine: no kube client, tokio, hyper or clap by default" lacks tailor-engine "${pure[@]}" clap
 run "tailor-crds: no kube client, tokio, hyper or clap" lacks tailor-crds "${pure[@]}" clap
 run "tailor-core: no kube client, tokio, hyper or clap" lacks tailor-core "${pure[@]}" clap
-# Each crate one job (DESIGN.md §2): API types below the pure rules, the pure rules below the plumbing, the
-# three components beside each other, the CLI above them all.
+# Each crate one job (docs/design/principles.md §2): API types below the pure rules, the pure rules below the
+# plumbing, the three components beside each other, the CLI above them all.
 run "tailor-crds depends on no other Tailor crate" \
   lacks tailor-crds tailor-core tailor-kube tailor-engine tailor-prometheus tailor-recommender tailor-admission \
   tailor-updater tailor-cli

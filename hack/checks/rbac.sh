@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The chart's RBAC against the API requests the real binaries made in the stand-in tests (issue 12, defect 7):
-# no request without a rule, no rule without a request or an allow-list entry (charts/tailor/rbac-allowlist.yaml).
-# Needs the request records: hack/test.sh exports TAILOR_STANDIN_RECORD_DIR for its cargo test run, and runs
-# this after it. By hand:
+# The chart's RBAC against the API requests the real binaries made in the stand-in tests
+# (docs/decisions/stand-in-api-server.md): no request without a rule, no rule without a request or an allow-list
+# entry (charts/tailor/rbac-allowlist.yaml). Needs the request records: hack/test.sh exports
+# TAILOR_STANDIN_RECORD_DIR for its cargo test run, and runs this after it. By hand:
 #   TAILOR_STANDIN_RECORD_DIR=$PWD/target/standin-requests cargo test -p tailor-tests --test it
 #   hack/checks/rbac.sh
 # The work is in hack/rbac_check.py; its last line is "rbac: N passed, N failed".

@@ -1,4 +1,4 @@
-// Command vpa-bench feeds workload W1 (../shared/spec/bench-workload.md) through upstream VPA's recommender
+// Command vpa-bench feeds workload W1 (docs/design/bench-workload.md) through upstream VPA's recommender
 // model (k8s.io/autoscaler/vertical-pod-autoscaler, the version hack/go/versions.env pins) exactly as Tailor's
 // `recommender/engine/examples/w1_figures.rs` feeds Tailor's engine: same containers, samples and order, same
 // phases, and the same checksums of the recommendations, so that hack/bench-vs-upstream.sh can put the two
@@ -76,7 +76,7 @@ func (c cpuClock) since() (float64, float64) {
 	return float64(n.proc-c.proc) / 1e9, float64(n.thread-c.thread) / 1e9
 }
 
-// w1 is the workload generator of bench-workload.md.
+// w1 is the workload generator of docs/design/bench-workload.md.
 type w1 struct {
 	noise            []float64
 	baseCPU, baseMem [160]float64
