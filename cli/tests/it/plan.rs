@@ -31,7 +31,8 @@ fn the_example_snapshot_gives_the_expected_table() {
 
 #[test]
 fn sizing_decisions_in_a_vpas_status_are_reported() {
-    // The example snapshot plus a VPA whose recommendation the recommender shaped (issue 28).
+    // The example snapshot plus a VPA whose recommendation the recommender shaped
+    // (docs/decisions/node-fit.md, docs/decisions/hpa-coherence.md).
     let base = std::fs::read_to_string(format!("{ROOT}/examples/plan/snapshot.yaml")).unwrap();
     let extra = r#"
 ---

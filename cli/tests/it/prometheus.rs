@@ -196,8 +196,8 @@ pub(crate) fn workload() -> Vec<Container> {
         .collect()
 }
 
-/// The workload as traces (trace-format §1), one per workload, as `tailor recommend --input` reads them.
-/// The first point of each series is left out: `rate` has no value there.
+/// The workload as traces (docs/design/trace-format.md §1), one per workload, as `tailor recommend --input`
+/// reads them. The first point of each series is left out: `rate` has no value there.
 fn traces(cs: &[Container]) -> Value {
     let mut out = Vec::new();
     for (id, prefix, app) in [

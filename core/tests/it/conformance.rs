@@ -1,5 +1,5 @@
-//! Conformance of the shared policy semantics against upstream's vectors (tests/data/, copied from
-//! ../shared/conformance): policy lookup, the min/max part of capping, validation and its options.
+//! Conformance of the shared policy semantics against upstream's vectors (tests/data/, transcribed from
+//! upstream's unit tests): policy lookup, the min/max part of capping, validation and its options.
 //! Each test prints `conformance: N/M` and fails on any vector that does not match.
 
 use std::collections::{BTreeMap, BTreeSet};
