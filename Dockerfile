@@ -31,7 +31,7 @@ LABEL org.opencontainers.image.title="tailor-recommender" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=builder /out/tailor-recommender /usr/local/bin/tailor-recommender
 # mimalloc: commit memory only when used and return freed pages at once (the recommender's RSS falls back
-# after each loop's writes; BENCHMARKS.md, issue 14).
+# after each loop's writes; docs/decisions/release-profiles.md).
 ENV MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_PURGE_DELAY=0
 USER 65532:65532
 EXPOSE 8942
@@ -44,7 +44,7 @@ LABEL org.opencontainers.image.title="tailor-updater" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=builder /out/tailor-updater /usr/local/bin/tailor-updater
 # mimalloc: commit memory only when used; freed pages go back after the default 10 ms (a purge delay of 0
-# costs an iteration ~80 ms at 5,000 VPAs; BENCHMARKS.md, issue 11).
+# costs an iteration ~80 ms at 5,000 VPAs; docs/decisions/release-profiles.md).
 ENV MIMALLOC_ARENA_EAGER_COMMIT=0
 USER 65532:65532
 EXPOSE 8943
