@@ -13,7 +13,8 @@
 # webhook's router, limits and metrics (--no-floor skips both); and `memo_off_cpu_us_per_review=N`: the webhook
 # with `--patch-memo-mib 0`, every pod sized anew.
 # The last line is `cpu_us_per_review=N`: the server's on-CPU µs per review (utime+stime from /proc) at a steady
-# 2,000 reviews/s with the realistic pod over the first of the --rate-connections (the issue-35 figure).
+# 2,000 reviews/s with the realistic pod over the first of the --rate-connections (the figure
+# docs/decisions/webhook-review-cost.md is about).
 # Server and load generator share this machine's cores; SERVER_CPUS / LOADGEN_CPUS (taskset lists) pin them.
 # TAILOR_BENCH_BINARY=/path/to/an/older/tailor-admission measures that server with today's load generator (run
 # both back to back on the same machine to compare builds: figures move a lot between machines).
