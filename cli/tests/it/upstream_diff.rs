@@ -9,8 +9,8 @@ use tailor_engine::replay::Trace;
 /// Case ids deliberately skipped; each is a row in DEVIATIONS.md. Empty: none.
 const EXCLUDED: [&str; 0] = [];
 
-/// The fields of a case that `tailor recommend` would not read: everything but `expected` (ignored by
-/// trace-format.md) must survive a parse as a trace, or the case would pass with an input ignored.
+/// The fields of a case that `tailor recommend` would not read: everything but `expected` (ignored, as
+/// docs/design/trace-format.md says) must survive a parse as a trace, or the case would pass with an input ignored.
 fn unread_fields(case: &Value) -> Vec<String> {
     let mut input = case.clone();
     if let Some(o) = input.as_object_mut() {
