@@ -48,8 +48,8 @@ enum Command {
     /// Preview fleet onboarding on a cluster snapshot: the Tailor VPAs namespace policies would create,
     /// change and delete, and the workloads they leave out.
     Fleet(Box<fleet::FleetArgs>),
-    /// Render the dashboard's fleet pages offline from a usage trace or Prometheus history: one
-    /// self-contained HTML file (--html), or the fleet as JSON.
+    /// Render the dashboard's fleet pages offline from a usage trace, Prometheus history or a cluster
+    /// snapshot's VPAs: one self-contained HTML file (--html), or the fleet as JSON.
     Report(Box<report::ReportArgs>),
 }
 

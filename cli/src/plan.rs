@@ -26,7 +26,8 @@ pub enum PlanFormat {
     Json,
 }
 
-fn parse_now(s: &str) -> Result<Timestamp, String> {
+/// An RFC 3339 time (`--now`; also `tailor report --now`).
+pub(crate) fn parse_now(s: &str) -> Result<Timestamp, String> {
     s.parse()
         .map_err(|e| format!("{s:?} is not an RFC 3339 time: {e}"))
 }

@@ -1,26 +1,40 @@
 //! `tailor report`: the dashboard's fleet pages as one offline HTML file (or the fleet they show, as JSON),
-//! from the sources `tailor recommend` reads, replayed the same way ([`recommend::each_trace`],
-//! [`prometheus::load_with`]). [`tailor_dashboard`] renders; this module turns each trace or Prometheus
-//! workload and its recommendation into the pages' [`Workload`]:
+//! from one of three sources (a clap group: exactly one): a usage trace (`--input`) or Prometheus history
+//! (`--prometheus`), the sources `tailor recommend` reads, replayed the same way ([`recommend::each_trace`],
+//! [`prometheus::load_with`]); or a cluster snapshot (`--snapshot`), what `tailor plan` reads, whose VPAs
+//! carry their recommendations ([`snapshot`]). [`tailor_dashboard`] renders; this module turns each trace,
+//! Prometheus workload or VPA into the pages' [`Workload`]:
 //!
 //! - VPA: a trace id `namespace/name` is split at its first `/`; an id without one is in namespace
 //!   `default`, where the replay puts every trace pod (and `-o vpa` its VPA). Prometheus workloads keep
-//!   their namespace and name. A `namespace/name` seen again gets ` (2)`, ` (3)`, … after its name, so
-//!   every workload has its own anchor.
-//! - kind: the owner kind Prometheus found, else `Workload` (a trace names none); mode: the trace's
-//!   `updateMode`, else `Off`; profile: the trace's `tailor.dev/profile` annotation, else `--profile`
-//!   unless `upstream`.
+//!   their namespace and name; a snapshot gives one workload per Tailor VPA (`autoscaling.tailor.dev`) and
+//!   per upstream VPA (`autoscaling.k8s.io`). A `namespace/name` seen again gets ` (2)`, ` (3)`, … after its
+//!   name, so every workload has its own anchor.
+//! - kind: the owner kind Prometheus found, the VPA's `targetRef` (empty without one), else `Workload` (a
+//!   trace names none); mode: the trace's `updateMode`, else `Off`; a VPA's, else its project's default
+//!   (`Recreate`, upstream's `Auto`); profile: the trace's or Tailor VPA's `tailor.dev/profile` annotation,
+//!   for a trace else `--profile` unless `upstream`.
 //! - pods: a trace's distinct pods; for Prometheus the pods with a usage sample in the history's last
-//!   five minutes (or two steps, if longer): the history knows no pod phase.
-//! - requests: each container name's largest `cpu_request_cores` / `memory_request_bytes` over the trace's
-//!   pods; unknown for Prometheus, whose history carries none.
+//!   five minutes (or two steps, if longer): the history knows no pod phase; for a VPA the pods in phase
+//!   `Running` it selects, matched as `tailor plan` and the updater match them (the pod's top-most
+//!   controller, the VPA targeting it, the oldest of several, the controller's selector).
+//! - requests (and limits): each container name's largest `cpu_request_cores` / `memory_request_bytes` over
+//!   the trace's pods; unknown for Prometheus, whose history carries none; for a VPA the largest requests
+//!   and limits over its running pods (the status's resources where the pod reports them, else the spec's).
+//! - recommendation: the replay's for a trace or Prometheus; a VPA's status (`target`, `lowerBound`,
+//!   `upperBound`, `uncappedTarget` per container).
 //! - usage: for a trace, its own samples in the engine's VPA histograms (one weight per sample); for
-//!   Prometheus, the model's decaying histograms.
+//!   Prometheus, the model's decaying histograms; for a VPA, its checkpoints' histograms
+//!   (`VerticalPodAutoscalerCheckpoint`s of its group naming it), loaded as the recommender restores them.
 //! - OOM kills of the last day: those in the day before the trace's `now` (else its latest sample or OOM),
-//!   or before the end of the Prometheus history.
-//! - flags: `Oom` for an OOM kill in that day, `LowConfidence` when a recommended container has less than a
-//!   day of history (`tailor recommend`'s table note), `NoPods`, `NoRecommendation`.
-//! - explanation: `tailor recommend --explain`'s text per container, or why the trace could not be run.
+//!   or before the end of the Prometheus history; for a VPA, its pods' containers with an `OOMKilled`
+//!   termination (current or last state) that finished in the day before `--now` (else the present).
+//! - flags: `Oom` for an OOM kill in that day; `LowConfidence` when a recommended container has less than a
+//!   day of history (`tailor recommend`'s table note), or a VPA's `LowConfidence` condition is `True`;
+//!   `UpdatesBlocked` when its `UpdatesBlocked` condition is; `NoPods`; `NoRecommendation`.
+//! - conditions: a VPA's status conditions (none for the other sources).
+//! - explanation: `tailor recommend --explain`'s text per container, or why the trace could not be run; for
+//!   a VPA, that it is upstream's, that it has no `targetRef`, or why a checkpoint is not shown.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -28,6 +42,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use clap::builder::Resettable::Reset;
+use k8s_openapi::jiff::Timestamp;
 use tailor_dashboard::model::{Container, Distribution, Flag, Fleet, Resources, Source, Workload};
 use tailor_engine::histogram::{Histogram, HistogramOptions};
 use tailor_engine::policy::Resources as Amounts;
@@ -39,6 +55,8 @@ use crate::output::{self, Recommendation};
 use crate::prices::PriceArgs;
 use crate::prometheus::{self, Fed};
 use crate::recommend::{self, ModelArgs, TraceFileArgs};
+
+mod snapshot;
 
 /// How far back an OOM kill counts, in seconds.
 const DAY_SECS: f64 = 86_400.0;
@@ -53,8 +71,12 @@ pub enum ReportFormat {
     Json,
 }
 
-/// Arguments of `tailor report`: the sources and model flags of `tailor recommend`, where to write, prices.
+/// Arguments of `tailor report`: one source (a trace or Prometheus history as for `tailor recommend`, or a
+/// cluster snapshot), where to write, prices, and `tailor recommend`'s model flags.
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["input", "prometheus", "snapshot"])))]
+// `--input` as the group says, not as `tailor recommend` (required unless `--prometheus`).
+#[command(mut_arg("input", |a| a.required_unless_present(Reset).conflicts_with(Reset)))]
 #[command(mut_arg("skip_bad_samples", |a| a.help(
     "Drop usage values that cannot be real (negative, not finite, beyond any machine) instead of failing on \
      the first; the count is in the workload's explanation")))]
@@ -65,6 +87,17 @@ pub struct ReportArgs {
     /// The trace file.
     #[command(flatten)]
     pub trace: TraceFileArgs,
+    /// A cluster snapshot instead of usage: files or directories as `tailor plan` reads them (`kubectl get
+    /// -o yaml` output of VPAs, their checkpoints, pods and workloads; repeatable). One workload per Tailor or
+    /// upstream VPA, as its status (recommendation, conditions), the running pods it selects (requests,
+    /// limits, OOM kills) and its checkpoints (usage) say; the model flags do not apply.
+    #[arg(long, value_name = "FILE", help_heading = "Input and output")]
+    pub snapshot: Vec<PathBuf>,
+    /// The snapshot's time (RFC 3339; default: now): OOM kills count in the day before it.
+    // Not `requires = "snapshot"`: clap counts that met by any other argument of the source group.
+    #[arg(long, value_parser = crate::plan::parse_now, conflicts_with_all = ["input", "prometheus"],
+          help_heading = "Input and output")]
+    pub now: Option<Timestamp>,
     /// Write the report to FILE: one self-contained HTML document (every workload, inline styles and SVG
     /// charts, no script, nothing loaded from anywhere).
     #[arg(long, value_name = "FILE", help_heading = "Input and output")]
@@ -112,6 +145,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         .map(|p| p.name.to_string());
     let mut gathered = match &args.trace.input {
         Some(input) => from_traces(input, args, &config, flag_profile)?,
+        None if !args.snapshot.is_empty() => from_snapshot(args)?,
         None => from_prometheus(args, &config, flag_profile)?,
     };
     disambiguate(&mut gathered.workloads);
@@ -189,6 +223,21 @@ fn from_prometheus(
         name: history.prometheus.clone().unwrap_or_default(),
         after,
         code,
+    })
+}
+
+/// The snapshot source: one workload per VPA of the snapshot ([`snapshot`]).
+fn from_snapshot(args: &ReportArgs) -> anyhow::Result<Gathered> {
+    let now = args.now.unwrap_or_else(Timestamp::now);
+    let workloads = snapshot::workloads(&args.snapshot, now)?;
+    let names: Vec<String> = (args.snapshot.iter())
+        .map(|p| p.display().to_string())
+        .collect();
+    Ok(Gathered {
+        workloads,
+        name: names.join(" "),
+        after: Vec::new(),
+        code: ExitCode::SUCCESS,
     })
 }
 

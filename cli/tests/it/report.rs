@@ -292,3 +292,263 @@ fn prometheus_history_gives_the_models_histograms_and_the_pods_at_the_end() {
         number(&c["target"]["memoryBytes"])
     );
 }
+
+const PLAN_SNAPSHOT: &str = "examples/plan/snapshot.yaml";
+const REPORT_SNAPSHOT: &str = "examples/report/snapshot.yaml";
+/// The time examples/report/snapshot.yaml is read at.
+const REPORT_NOW: &str = "2026-01-10T12:00:00Z";
+
+/// A quantity of `resource` as millicores (cpu) or bytes (memory).
+fn amount(q: &Value, resource: &str) -> i64 {
+    let text = match q {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let q = k8s_openapi::apimachinery::pkg::api::resource::Quantity(text);
+    let a = tailor_core::quantity::Amount::parse(&q).unwrap();
+    i64::try_from(a.amount_i128(resource).unwrap()).unwrap()
+}
+
+/// The documents of a YAML snapshot of `kind`.
+fn objects(path: &str, kind: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(Path::new(ROOT).join(path)).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    docs.into_iter().filter(|d| d["kind"] == kind).collect()
+}
+
+fn by_key(fleet: &Value) -> BTreeMap<String, Value> {
+    (fleet["workloads"].as_array().unwrap().iter())
+        .map(|w| {
+            let key = format!(
+                "{}/{}",
+                w["namespace"].as_str().unwrap(),
+                w["vpa"].as_str().unwrap()
+            );
+            (key, w.clone())
+        })
+        .collect()
+}
+
+/// `tailor plan`'s snapshot: one workload per VPA, with the status's four rows per container and the pods
+/// `tailor plan` matches to it.
+#[test]
+fn a_snapshot_gives_one_workload_per_vpa_with_its_status() {
+    let fleet = json_of(&["report", "--snapshot", PLAN_SNAPSHOT, "-o", "json"]);
+    assert_eq!(
+        fleet["source"]["producer"],
+        format!("tailor report {PLAN_SNAPSHOT}")
+    );
+    let workloads = by_key(&fleet);
+    let vpas = objects(PLAN_SNAPSHOT, "VerticalPodAutoscaler");
+    assert_eq!(workloads.len(), vpas.len(), "{workloads:?}");
+    for vpa in &vpas {
+        let key = format!(
+            "{}/{}",
+            vpa["metadata"]["namespace"].as_str().unwrap(),
+            vpa["metadata"]["name"].as_str().unwrap()
+        );
+        let w = &workloads[&key];
+        assert_eq!(w["kind"], vpa["spec"]["targetRef"]["kind"], "{key}");
+        assert_eq!(w["name"], vpa["spec"]["targetRef"]["name"], "{key}");
+        let recs = vpa["status"]["recommendation"]["containerRecommendations"]
+            .as_array()
+            .unwrap();
+        for r in recs {
+            let c = (w["containers"].as_array().unwrap().iter())
+                .find(|c| c["name"] == r["containerName"])
+                .unwrap_or_else(|| panic!("{key}: no container {}", r["containerName"]));
+            for (theirs, ours) in [("cpu", "cpuMillicores"), ("memory", "memoryBytes")] {
+                for bound in ["target", "lowerBound", "upperBound", "uncappedTarget"] {
+                    assert_eq!(
+                        amount(&r[bound][theirs], theirs),
+                        c[bound][ours].as_i64().unwrap(),
+                        "{key} {bound} {theirs}"
+                    );
+                }
+            }
+            assert!(c["requests"]["cpuMillicores"].is_i64(), "{key}: {c}");
+            assert!(c["limits"]["memoryBytes"].is_i64(), "{key}: {c}");
+        }
+        assert!(
+            !w["flags"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("NoRecommendation"))
+        );
+    }
+    // The pods of every VPA `tailor plan` acts on are those it plans for.
+    let plan = json_of(&["plan", PLAN_SNAPSHOT, "-o", "json"]);
+    let mut planned: BTreeMap<String, i64> = BTreeMap::new();
+    for p in plan["pods"].as_array().unwrap() {
+        *planned
+            .entry(p["vpa"].as_str().unwrap().to_owned())
+            .or_default() += 1;
+    }
+    assert!(planned.len() >= 3, "{plan}");
+    for (key, pods) in planned {
+        assert_eq!(workloads[&key]["pods"], pods, "{key}");
+    }
+}
+
+/// examples/report/snapshot.yaml: the largest limits of the running pods, the OOM kill of the last day, the
+/// checkpoints' usage, an upstream VPA, a VPA without a status, one without a targetRef, a pod without
+/// containers.
+#[test]
+fn a_snapshot_shows_limits_ooms_conditions_and_checkpoint_usage() {
+    let args = ["report", "--snapshot", REPORT_SNAPSHOT, "--now", REPORT_NOW];
+    let workloads = by_key(&json_of(&[&args[..], &["-o", "json"]].concat()));
+    let keys: Vec<&str> = workloads.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        ["shop/checkout", "shop/fresh", "shop/legacy", "shop/orphan"]
+    );
+    let checkout = &workloads["shop/checkout"];
+    assert_eq!(checkout["pods"], 2);
+    assert_eq!(checkout["mode"], "InPlaceOrRecreate");
+    assert_eq!(checkout["profile"], "auto");
+    // One pod OOM-killed 9 hours before, the other two days before.
+    assert_eq!(checkout["oomsLastDay"], 1);
+    assert_eq!(checkout["flags"], json!(["Oom", "LowConfidence"]));
+    let app = &checkout["containers"][0];
+    assert_eq!(app["name"], "app");
+    assert_eq!(
+        app["requests"],
+        json!({"cpuMillicores": 500, "memoryBytes": 512 << 20})
+    );
+    assert_eq!(
+        app["limits"],
+        json!({"cpuMillicores": 2000, "memoryBytes": 1 << 30})
+    );
+    for resource in ["cpuUsage", "memoryUsage"] {
+        let d = &app[resource];
+        assert!(d["buckets"].as_array().is_some_and(|b| b.len() >= 2), "{d}");
+        assert_eq!(d["percentiles"].as_array().unwrap().len(), 4, "{d}");
+    }
+    // The checkpoint's CPU histogram peaks near 0.45 cores (bucket 24 of upstream's CPU preset).
+    let median = app["cpuUsage"]["percentiles"][0][1].as_f64().unwrap();
+    assert!((0.4..0.55).contains(&median), "{median}");
+    let proxy = &checkout["containers"][1];
+    assert_eq!(
+        (&proxy["name"], &proxy["limits"]),
+        (&json!("proxy"), &json!({}))
+    );
+    assert!(proxy.get("cpuUsage").is_none(), "no checkpoint: {proxy}");
+
+    let legacy = &workloads["shop/legacy"];
+    assert_eq!(
+        (&legacy["mode"], &legacy["pods"]),
+        (&json!("Auto"), &json!(1))
+    );
+    assert_eq!(legacy["flags"], json!([]));
+    assert!(legacy["explain"].as_str().unwrap().contains("upstream"));
+    let c = &legacy["containers"][0];
+    assert_eq!(
+        c["target"],
+        json!({"cpuMillicores": 150, "memoryBytes": 300 << 20})
+    );
+    assert!(c["memoryUsage"]["buckets"].is_array(), "{c}");
+
+    let fresh = &workloads["shop/fresh"];
+    assert_eq!(fresh["flags"], json!(["NoPods", "NoRecommendation"]));
+    assert_eq!(fresh["containers"], json!([]));
+    let orphan = &workloads["shop/orphan"];
+    assert_eq!(orphan["kind"], "");
+    assert_eq!(
+        orphan["flags"],
+        json!(["UpdatesBlocked", "NoPods", "NoRecommendation"])
+    );
+    assert_eq!(orphan["conditions"][0]["reason"], "NoTarget");
+
+    // A day after the OOM kill, it is no longer of the last day.
+    let later = json_of(&[
+        "report",
+        "--snapshot",
+        REPORT_SNAPSHOT,
+        "--now",
+        "2026-01-11T04:00:00Z",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(by_key(&later)["shop/checkout"]["oomsLastDay"], 0);
+}
+
+/// The HTML report of a snapshot names every VPA, escaped.
+#[test]
+fn a_snapshot_report_names_every_vpa_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let hostile = "dir/x.yaml";
+    std::fs::create_dir_all(dir.path().join("dir")).unwrap();
+    std::fs::write(
+        dir.path().join(hostile),
+        "apiVersion: autoscaling.tailor.dev/v1\nkind: VerticalPodAutoscaler\n\
+         metadata: {name: \"<b>web</b>&'\\\"\", namespace: \"<i>ns\"}\n\
+         spec: {targetRef: {kind: \"<script>\", name: web}}\n",
+    )
+    .unwrap();
+    let html_path = dir.path().join("report.html");
+    let report = Path::new(ROOT).join(REPORT_SNAPSHOT);
+    let out = tailor(&[
+        "report",
+        "--snapshot",
+        report.to_str().unwrap(),
+        "--snapshot",
+        dir.path().join("dir").to_str().unwrap(),
+        "--html",
+        html_path.to_str().unwrap(),
+    ]);
+    ok(&out);
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    for name in ["checkout", "legacy", "fresh", "orphan"] {
+        assert!(html.contains(&format!("shop/{name}")), "{name} not named");
+    }
+    assert!(
+        html.contains("&lt;i&gt;ns/&lt;b&gt;web&lt;/b&gt;&amp;'&quot;"),
+        "the hostile VPA is named, escaped"
+    );
+    // (The page writes the target's name in bold itself: `<b>web</b>` alone is no sign.)
+    for raw in ["<b>web</b>&", "<i>ns", "<script>"] {
+        assert!(!html.contains(raw), "{raw:?} unescaped in the report");
+    }
+}
+
+/// The three sources exclude each other, one is required, and `--now` is the snapshot's.
+#[test]
+fn one_source_at_a_time() {
+    for args in [
+        &["report", "--snapshot", PLAN_SNAPSHOT, "--input", DEMO][..],
+        &[
+            "report",
+            "--snapshot",
+            PLAN_SNAPSHOT,
+            "--prometheus",
+            "http://127.0.0.1:9",
+        ],
+        &[
+            "report",
+            "--input",
+            DEMO,
+            "--prometheus",
+            "http://127.0.0.1:9",
+        ],
+    ] {
+        let out = tailor(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("cannot be used with"), "{args:?}: {stderr}");
+    }
+    let out = tailor(&["report"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--input")
+            && stderr.contains("--prometheus")
+            && stderr.contains("--snapshot"),
+        "{stderr}"
+    );
+    let out = tailor(&["report", "--input", DEMO, "--now", REPORT_NOW]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
+    let out = tailor(&["report", "--snapshot", "no/such/snapshot.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no/such/snapshot.yaml"));
+}
