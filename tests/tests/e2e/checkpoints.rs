@@ -1,7 +1,6 @@
 //! Checkpoints as users and other tools leave them (docs/decisions/checkpoints.md): a checkpoint the CRD schema
-//! admits but the recommender cannot decode, applied with kubectl, costs only its own VPA's history (item 1);
-//! two VPAs whose names and container names join to upstream's same checkpoint name each get an object of their own
-//! (item 7).
+//! admits but the recommender cannot decode, applied with kubectl, costs only its own VPA's history; two VPAs
+//! whose names and container names join to upstream's same checkpoint name each get an object of their own.
 
 use super::crds::kubectl;
 use super::scope::busy_deployment;
