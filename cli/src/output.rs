@@ -1,4 +1,5 @@
-//! Output formats of `tailor recommend`: table (for people), json/yaml (trace-format §1.4), csv, vpa.
+//! Output formats of `tailor recommend`: table (for people), json/yaml (docs/design/trace-format.md §1.4), csv,
+//! vpa.
 //!
 //! The sources (traces, Prometheus) produce [`Recommendations`]; this module only prints them and depends
 //! on neither.
@@ -16,7 +17,7 @@ use tailor_engine::replay::ReplayOutput;
 pub enum OutputFormat {
     /// Human-readable table.
     Table,
-    /// The trace-format §1.4 shape.
+    /// The docs/design/trace-format.md §1.4 shape.
     Json,
     /// The same as YAML.
     Yaml,
@@ -41,7 +42,7 @@ pub struct Target {
 /// One workload's recommendation (id `namespace/name` or the trace id).
 #[derive(Debug, Clone)]
 pub struct Recommendation {
-    /// The recommendation in the §1.4 shape.
+    /// The recommendation in the docs/design/trace-format.md §1.4 shape.
     pub output: ReplayOutput,
     /// What it is for.
     pub target: Target,
@@ -49,7 +50,8 @@ pub struct Recommendation {
     pub skipped: [u64; 2],
 }
 
-/// The upstream release whose algorithm and output shape Tailor follows (trace-format §1.4 `upstream`).
+/// The upstream release whose algorithm and output shape Tailor follows (docs/design/trace-format.md §1.4,
+/// `upstream`).
 pub const UPSTREAM: &str = "vertical-pod-autoscaler/v1.2.2";
 
 /// What a source produced, in output order.
@@ -104,9 +106,9 @@ pub fn write(
     Ok(())
 }
 
-/// The trace-format §1.4 object: `id`, `recommendations`, `discarded`, `error` (when the trace could not be
-/// run), `upstream`; plus Tailor's `explain` (with `--explain`) and `skipped` (samples `--skip-bad-samples`
-/// dropped, when there were any).
+/// The docs/design/trace-format.md §1.4 object: `id`, `recommendations`, `discarded`, `error` (when the trace
+/// could not be run), `upstream`; plus Tailor's `explain` (with `--explain`) and `skipped` (samples
+/// `--skip-bad-samples` dropped, when there were any).
 fn shape(r: &Recommendation, explain: bool) -> Value {
     let o = &r.output;
     let mut v = serde_json::to_value(o).unwrap_or(Value::Null);

@@ -15,7 +15,7 @@ use crate::{input, prometheus};
 /// A usage trace file: `--input` and what to do with impossible values in it. Shared with `tailor report`.
 #[derive(Debug, clap::Args)]
 pub struct TraceFileArgs {
-    /// Usage trace (JSON object or array, trace-format §1) or CSV with header
+    /// Usage trace (JSON object or array, docs/design/trace-format.md §1) or CSV with header
     /// `timestamp,namespace,pod,container,cpu_cores,memory_bytes`; `-` reads stdin.
     #[arg(
         long,
