@@ -391,7 +391,7 @@ fn a_snapshot_gives_one_workload_per_vpa_with_its_status() {
 }
 
 /// examples/report/snapshot.yaml: the largest limits of the running pods, the OOM kill of the last day, the
-/// checkpoints' usage, an upstream VPA, a VPA without a status, one without a targetRef, a pod without
+/// checkpoints' usage, an upstream VPA, a VPA without a status, one whose workload is gone, a pod without
 /// containers.
 #[test]
 fn a_snapshot_shows_limits_ooms_conditions_and_checkpoint_usage() {
@@ -452,7 +452,10 @@ fn a_snapshot_shows_limits_ooms_conditions_and_checkpoint_usage() {
     assert_eq!(fresh["flags"], json!(["NoPods", "NoRecommendation"]));
     assert_eq!(fresh["containers"], json!([]));
     let orphan = &workloads["shop/orphan"];
-    assert_eq!(orphan["kind"], "");
+    assert_eq!(
+        (&orphan["kind"], &orphan["name"]),
+        (&json!("Deployment"), &json!("gone"))
+    );
     assert_eq!(
         orphan["flags"],
         json!(["UpdatesBlocked", "NoPods", "NoRecommendation"])
@@ -472,7 +475,8 @@ fn a_snapshot_shows_limits_ooms_conditions_and_checkpoint_usage() {
     assert_eq!(by_key(&later)["shop/checkout"]["oomsLastDay"], 0);
 }
 
-/// The HTML report of a snapshot names every VPA, escaped.
+/// The HTML report of a snapshot names every VPA, escaped; a VPA without a targetRef (which the API server
+/// would refuse, but a file may hold) is a workload without pods.
 #[test]
 fn a_snapshot_report_names_every_vpa_escaped() {
     let dir = tempfile::tempdir().unwrap();
@@ -482,9 +486,30 @@ fn a_snapshot_report_names_every_vpa_escaped() {
         dir.path().join(hostile),
         "apiVersion: autoscaling.tailor.dev/v1\nkind: VerticalPodAutoscaler\n\
          metadata: {name: \"<b>web</b>&'\\\"\", namespace: \"<i>ns\"}\n\
-         spec: {targetRef: {kind: \"<script>\", name: web}}\n",
+         spec: {targetRef: {kind: \"<script>\", name: web}}\n---\n\
+         apiVersion: autoscaling.k8s.io/v1\nkind: VerticalPodAutoscaler\n\
+         metadata: {name: untargeted, namespace: shop}\nspec: {}\n",
     )
     .unwrap();
+    let fleet = json_of(&[
+        "report",
+        "--snapshot",
+        dir.path().join(hostile).to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    let untargeted = &by_key(&fleet)["shop/untargeted"];
+    assert_eq!(
+        (&untargeted["kind"], &untargeted["pods"]),
+        (&json!(""), &json!(0))
+    );
+    assert_eq!(untargeted["flags"], json!(["NoPods", "NoRecommendation"]));
+    assert!(
+        untargeted["explain"]
+            .as_str()
+            .unwrap()
+            .contains("no targetRef")
+    );
     let html_path = dir.path().join("report.html");
     let report = Path::new(ROOT).join(REPORT_SNAPSHOT);
     let out = tailor(&[
@@ -498,7 +523,7 @@ fn a_snapshot_report_names_every_vpa_escaped() {
     ]);
     ok(&out);
     let html = std::fs::read_to_string(&html_path).unwrap();
-    for name in ["checkout", "legacy", "fresh", "orphan"] {
+    for name in ["checkout", "legacy", "fresh", "orphan", "untargeted"] {
         assert!(html.contains(&format!("shop/{name}")), "{name} not named");
     }
     assert!(
