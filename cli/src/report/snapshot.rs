@@ -168,6 +168,12 @@ pub(super) fn workloads(paths: &[PathBuf], now: Timestamp) -> Result<Vec<Workloa
     let tailor: Vec<Arc<VerticalPodAutoscaler>> =
         read.index.vpas().iter().cloned().map(Arc::new).collect();
     let upstream = read.upstream.iter().cloned().map(Arc::new).collect();
+    // By (upstream, namespace, VPA).
+    let mut checkpoints: BTreeMap<(bool, &str, &str), Vec<&Checkpoint>> = BTreeMap::new();
+    for c in &read.checkpoints {
+        let key = (c.upstream, c.namespace.as_str(), c.vpa.as_str());
+        checkpoints.entry(key).or_default().push(c);
+    }
     let mut out = Vec::new();
     for (vpas, is_upstream) in [(tailor, false), (upstream, true)] {
         // The view remembers each controller's VPA for one iteration: one iteration per set of VPAs.
@@ -182,19 +188,17 @@ pub(super) fn workloads(paths: &[PathBuf], now: Timestamp) -> Result<Vec<Workloa
             }
         }
         for (vpa, pods) in candidates.vpas.iter().zip(&selected) {
-            let checkpoints: Vec<&Checkpoint> = (read.checkpoints.iter())
-                .filter(|c| c.upstream == is_upstream && checkpoint_of(c, vpa))
-                .collect();
-            out.push(workload(vpa, is_upstream, pods, &checkpoints, now));
+            let m = &vpa.metadata;
+            let key = (
+                is_upstream,
+                m.namespace.as_deref().unwrap_or_default(),
+                m.name.as_deref().unwrap_or_default(),
+            );
+            let its = checkpoints.get(&key).map(Vec::as_slice).unwrap_or_default();
+            out.push(workload(vpa, is_upstream, pods, its, now));
         }
     }
     Ok(out)
-}
-
-fn checkpoint_of(c: &Checkpoint, vpa: &VerticalPodAutoscaler) -> bool {
-    let m = &vpa.metadata;
-    Some(c.namespace.as_str()) == m.namespace.as_deref()
-        && Some(c.vpa.as_str()) == m.name.as_deref()
 }
 
 /// CPU in millicores and memory in bytes of a resource list (unknown where absent or unreadable).
