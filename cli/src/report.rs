@@ -44,7 +44,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::builder::Resettable::Reset;
 use k8s_openapi::jiff::Timestamp;
-use tailor_dashboard::model::{Container, Distribution, Flag, Fleet, Resources, Source, Workload};
+use tailor_dashboard::model::{Container, Flag, Fleet, Resources, Source, Usage, Workload};
 use tailor_engine::histogram::{Histogram, HistogramOptions};
 use tailor_engine::policy::Resources as Amounts;
 use tailor_engine::profile::{self, PROFILE_ANNOTATION};
@@ -307,8 +307,8 @@ fn trace_containers(t: &Trace) -> BTreeMap<String, Container> {
             let c = Container {
                 name: name.to_string(),
                 requests,
-                cpu_usage: Distribution::of(&cpu),
-                memory_usage: Distribution::of(&memory),
+                cpu_usage: Usage::of(&cpu),
+                memory_usage: Usage::of(&memory),
                 ..Container::default()
             };
             (name.to_string(), c)
@@ -397,8 +397,8 @@ fn prometheus_facts(fed: &Fed<'_, '_>, step_ms: i64, flag_profile: Option<&str>)
                     name,
                     ..Container::default()
                 });
-            c.cpu_usage = Distribution::of(agg.cpu.histogram());
-            c.memory_usage = Distribution::of(agg.memory.histogram());
+            c.cpu_usage = Usage::of(agg.cpu.histogram());
+            c.memory_usage = Usage::of(agg.memory.histogram());
         }
     }
     facts
@@ -445,7 +445,7 @@ fn workload(f: Facts, r: &Recommendation) -> Workload {
         pods: f.pods,
         ooms_last_day: f.ooms_last_day,
         containers: containers.into_values().collect(),
-        conditions: Vec::new(),
+        conditions: Default::default(),
         flags: (flags.into_iter())
             .filter(|(_, on)| *on)
             .map(|(f, _)| f)

@@ -8,34 +8,26 @@
 use std::time::Instant;
 
 use tailor_dashboard::model::{
-    Bucket, Condition, Container, Distribution, Flag, Fleet, Resources, Source, UpdaterAction,
-    Workload,
+    Condition, Container, Flag, Fleet, Resources, Source, UpdaterAction, Usage, Workload,
 };
 use tailor_dashboard::money::Prices;
 use tailor_dashboard::query::{FleetQuery, PAGE_SIZE};
 use tailor_dashboard::summary::Summary;
 use tailor_dashboard::{fleet_page, workload_page};
+use tailor_engine::histogram::{Histogram, HistogramOptions};
 
 const VPAS: usize = 5_000;
 const PODS_PER_VPA: i64 = 10;
 const ROUNDS: usize = 200;
 
-fn usage(scale: f64) -> Distribution {
-    Distribution {
-        buckets: (0..40)
-            .map(|i| Bucket {
-                start: scale * 1.05f64.powi(i),
-                end: scale * 1.05f64.powi(i + 1),
-                weight: f64::from(i % 7 + 1),
-            })
-            .collect(),
-        percentiles: vec![
-            (0.5, scale * 2.0),
-            (0.9, scale * 3.0),
-            (0.95, scale * 3.5),
-            (0.99, scale * 4.0),
-        ],
+/// A usage histogram as the model holds it: 40 buckets around `scale`, what the recommender publishes (the
+/// workload page reads its buckets and percentiles when shown).
+fn usage(opts: &'static HistogramOptions, scale: f64) -> Usage {
+    let mut h = Histogram::new(opts);
+    for i in 0..40 {
+        h.add_sample(scale * 1.05f64.powi(i), f64::from(i % 7 + 1));
     }
+    Usage::of(&h).unwrap()
 }
 
 fn container(name: &str, i: usize) -> Container {
@@ -48,8 +40,8 @@ fn container(name: &str, i: usize) -> Container {
         lower_bound: Resources::new(m / 2, (2 * m) << 20),
         upper_bound: Resources::new(4 * m, (8 * m) << 20),
         uncapped_target: Resources::new(m, (3 * m) << 20),
-        cpu_usage: Some(usage(m as f64 / 4000.0)),
-        memory_usage: Some(usage((m << 20) as f64)),
+        cpu_usage: Some(usage(HistogramOptions::vpa_cpu(), m as f64 / 4000.0)),
+        memory_usage: Some(usage(HistogramOptions::vpa_memory(), (m << 20) as f64)),
     }
 }
 
@@ -69,7 +61,8 @@ fn fleet() -> Fleet {
                 type_: "RecommendationProvided".into(),
                 status: "True".into(),
                 ..Condition::default()
-            }],
+            }]
+            .into(),
             flags: if i % 97 == 0 { vec![Flag::Oom] } else { vec![] },
             instance_family: Some(["m6i", "c7g", "r6i"][i % 3].into()),
             // The updater's last actions: the most a workload keeps.

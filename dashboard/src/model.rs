@@ -2,7 +2,10 @@
 //! holds (VPA status, its pod cache, the model's histograms, the OOMs it saw) or by `tailor report` from a
 //! trace. It is also the JSON twin of the pages (`/api/v1/...`), so its field names are a public format.
 
-use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tailor_engine::histogram::Histogram;
 
 /// CPU in millicores and memory in bytes; either may be unknown.
@@ -99,6 +102,56 @@ impl Distribution {
     }
 }
 
+/// A container's usage for one resource: the model's histogram itself (what the recommender publishes: a
+/// few dozen bytes, its buckets and percentiles read when a page shows it) or the buckets and percentiles
+/// already read (what a JSON twin deserialises to). Both serialise as a [`Distribution`].
+#[derive(Clone, Debug)]
+pub enum Usage {
+    /// The model's histogram (never empty).
+    Model(Histogram),
+    /// Buckets and percentiles.
+    Shown(Distribution),
+}
+
+impl Usage {
+    /// The usage of `h`; `None` when it is empty.
+    pub fn of(h: &Histogram) -> Option<Usage> {
+        (!h.is_empty()).then(|| Usage::Model(h.clone()))
+    }
+
+    /// Its buckets and percentiles.
+    pub fn distribution(&self) -> Cow<'_, Distribution> {
+        match self {
+            Usage::Model(h) => Cow::Owned(Distribution::of(h).unwrap_or_default()),
+            Usage::Shown(d) => Cow::Borrowed(d),
+        }
+    }
+}
+
+impl From<Distribution> for Usage {
+    fn from(d: Distribution) -> Self {
+        Usage::Shown(d)
+    }
+}
+
+impl PartialEq for Usage {
+    fn eq(&self, other: &Usage) -> bool {
+        self.distribution() == other.distribution()
+    }
+}
+
+impl Serialize for Usage {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.distribution().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Usage {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Distribution::deserialize(d).map(Usage::Shown)
+    }
+}
+
 /// One container of a workload.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -119,14 +172,14 @@ pub struct Container {
     pub uncapped_target: Resources,
     /// CPU usage (cores), when the model holds it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_usage: Option<Distribution>,
+    pub cpu_usage: Option<Usage>,
     /// Memory usage (bytes; peaks per window), when the model holds it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory_usage: Option<Distribution>,
+    pub memory_usage: Option<Usage>,
 }
 
 /// One condition of the VPA's status.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
     /// Type.
@@ -230,8 +283,8 @@ pub struct Workload {
     pub ooms_last_day: i64,
     /// Containers.
     pub containers: Vec<Container>,
-    /// The status's conditions.
-    pub conditions: Vec<Condition>,
+    /// The status's conditions (shared between workloads whose conditions are the same).
+    pub conditions: Arc<[Condition]>,
     /// What needs a look.
     pub flags: Vec<Flag>,
     /// `--explain`-style text, when the source has it.

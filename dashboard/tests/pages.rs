@@ -46,14 +46,15 @@ fn workload(ns: &str, vpa: &str, pods: i64) -> Workload {
             lower_bound: Resources::new(200, 200 << 20),
             upper_bound: Resources::new(400, 400 << 20),
             uncapped_target: Resources::new(250, 256 << 20),
-            cpu_usage: Some(usage),
+            cpu_usage: Some(usage.into()),
             memory_usage: None,
         }],
         conditions: vec![Condition {
             type_: "RecommendationProvided".into(),
             status: "True".into(),
             ..Condition::default()
-        }],
+        }]
+        .into(),
         flags: vec![],
         ..Workload::default()
     }
@@ -76,7 +77,11 @@ fn hostile_names_and_messages_stay_text() {
     let mut w = workload("shop", "web", 2);
     w.profile = Some(HOSTILE.into());
     w.explain = HOSTILE.into();
-    w.conditions[0].message = HOSTILE.into();
+    w.conditions = vec![Condition {
+        message: HOSTILE.into(),
+        ..w.conditions[0].clone()
+    }]
+    .into();
     w.containers[0].name = HOSTILE.into();
     w.updater_actions = vec![UpdaterAction {
         reason: HOSTILE.into(),

@@ -3,7 +3,7 @@
 //! metrics, status patches and checkpoint writes in the same process. Prints loop time, writes per loop,
 //! RSS and live heap (counting allocator); both include the stand-in's objects (the VPAs and the
 //! checkpoints written), while its request record and change log are dropped after every loop. The product's own figures come from `hack/bench-recommender.sh`, which runs the release
-//! binary as its own process against the stand-in API server (issue 14).
+//! binary as its own process against the stand-in API server (docs/decisions/recommender-memory.md).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
@@ -163,6 +163,21 @@ async fn five_thousand_vpas_fifty_thousand_pods() {
         assert_eq!(report.status_errors, 0);
     }
     if let Some(d) = &dashboard {
+        // What the published fleet holds: workloads, histogram buckets, actions, its JSON twin's size.
+        if let Some(f) = d.fleet() {
+            let containers = f.workloads.iter().flat_map(|w| w.containers.iter());
+            let buckets: usize = containers
+                .flat_map(|c| [&c.cpu_usage, &c.memory_usage])
+                .flatten()
+                .map(|u| u.distribution().buckets.len())
+                .sum();
+            let json = serde_json::to_vec(&*f).map_or(0, |j| j.len());
+            println!(
+                "dashboard: {} workloads, {buckets} histogram buckets, JSON {} KiB",
+                f.workloads.len(),
+                json / 1024
+            );
+        }
         // The published fleet's own memory: the live heap with it, then without it.
         let with = ALLOC.allocated();
         d.stand_by();

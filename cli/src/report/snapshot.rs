@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use tailor_core::quantity::Amount;
 use tailor_crds::{ResourceList, VerticalPodAutoscaler, VerticalPodAutoscalerCheckpoint};
-use tailor_dashboard::model::{Condition, Container, Distribution, Flag, Resources, Workload};
+use tailor_dashboard::model::{Condition, Container, Flag, Resources, Usage, Workload};
 use tailor_engine::histogram::{self, Histogram, HistogramOptions};
 use tailor_engine::profile::PROFILE_ANNOTATION;
 use tailor_kube::manifests::index_objects::{IndexObject, ManifestIndex};
@@ -282,7 +282,7 @@ fn containers(
 fn usage(
     cp: Option<&tailor_crds::HistogramCheckpoint>,
     cpu: bool,
-) -> Result<Option<Distribution>, String> {
+) -> Result<Option<Usage>, String> {
     let Some(cp) = cp else {
         return Ok(None);
     };
@@ -307,7 +307,7 @@ fn usage(
     };
     h.load_from_checkpoint(Some(&loaded))
         .map_err(|e| e.to_string())?;
-    Ok(Distribution::of(&h))
+    Ok(Usage::of(&h))
 }
 
 /// The page's workload of one VPA and the pods it selects.
@@ -376,7 +376,7 @@ fn workload(
         pods: running,
         ooms_last_day: ooms,
         containers,
-        conditions,
+        conditions: conditions.into(),
         flags: (flags.into_iter())
             .filter(|(_, on)| *on)
             .map(|(f, _)| f)
@@ -440,6 +440,7 @@ mod tests {
         let d = usage(Some(&cp(&[(10, 10_000), (12, 5_000)], 3.0)), true)
             .expect("loads")
             .expect("not empty");
+        let d = d.distribution();
         assert_eq!(d.buckets.len(), 2);
         assert!((d.buckets.iter().map(|b| b.weight).sum::<f64>() - 3.0).abs() < 1e-9);
         assert_eq!(usage(None, true), Ok(None));

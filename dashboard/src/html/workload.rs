@@ -37,7 +37,7 @@ pub fn section(w: &Workload, fleet: &Fleet, links: Links) -> Markup {
             h3 { "Conditions" }
             table.conditions {
                 tr { th.l { "Type" } th.l { "Status" } th.l { "Reason" } th.l { "Message" } }
-                @for c in &w.conditions {
+                @for c in w.conditions.iter() {
                     tr data-type=(c.type_) { td.l { (c.type_) } td.l { (c.status) } td.l { (c.reason) } td.l { (c.message) } }
                 }
             }
@@ -90,14 +90,14 @@ fn container(c: &Container, _currency: &str) -> Markup {
                 }
             }
         }
-        @if let Some(d) = &c.cpu_usage {
+        @if let Some(d) = c.cpu_usage.as_ref().map(|u| u.distribution()) {
             p.muted { "CPU usage distribution (cores):" }
-            (chart::usage("cpu", d, c.requests.cpu_millicores.map(|m| m as f64 / 1000.0),
+            (chart::usage("cpu", &d, c.requests.cpu_millicores.map(|m| m as f64 / 1000.0),
                 c.target.cpu_millicores.map(|m| m as f64 / 1000.0), |v| cpu(Some((v * 1000.0).round() as i64))))
         }
-        @if let Some(d) = &c.memory_usage {
+        @if let Some(d) = c.memory_usage.as_ref().map(|u| u.distribution()) {
             p.muted { "Memory peak distribution (bytes):" }
-            (chart::usage("memory", d, c.requests.memory_bytes.map(|b| b as f64),
+            (chart::usage("memory", &d, c.requests.memory_bytes.map(|b| b as f64),
                 c.target.memory_bytes.map(|b| b as f64), |v| memory(Some(v.round() as i64))))
         }
     }

@@ -5,12 +5,13 @@
 //! usage histograms of the model, and the updater's last actions ([`super::actions`]). No request to the
 //! API server.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tailor_core::quantity::Amount;
-use tailor_dashboard::model::{Condition, Container, Distribution, Flag, Resources, Workload};
+use tailor_dashboard::model::{Condition, Container, Flag, Resources, Usage, Workload};
 use tailor_engine::units::Nanos;
 
 use tailor_engine::model::{AggregateContainerState, ClusterState, PodPhase};
@@ -122,6 +123,8 @@ fn pod_facts<'a>(
 /// Every VPA of the loop (indexed in the model), as the dashboard shows it, at `now`.
 pub(crate) fn workloads(inputs: &Inputs<'_>, now: Nanos) -> Vec<Workload> {
     let mut out = Vec::with_capacity(inputs.vpas.len());
+    // Most VPAs have the same conditions: one copy each.
+    let mut shared: HashSet<Arc<[Condition]>> = HashSet::new();
     for ((ns, name), entry) in inputs.vpas {
         let Some(vpa) = inputs.stores.vpas.get(&ObjectRef::new(name).within(ns)) else {
             continue;
@@ -136,6 +139,12 @@ pub(crate) fn workloads(inputs: &Inputs<'_>, now: Nanos) -> Vec<Workload> {
         let aggregates = inputs.model.aggregate_state_by_container_name(entry.index);
         let mut w = workload(&vpa, facts, &aggregates);
         w.updater_actions = actions;
+        match shared.get(&w.conditions) {
+            Some(c) => w.conditions = c.clone(),
+            None => {
+                shared.insert(w.conditions.clone());
+            }
+        }
         out.push(w);
     }
     out
@@ -176,8 +185,8 @@ fn containers(
     }
     for (name, agg) in aggregates {
         if let Some(c) = containers.get_mut(name) {
-            c.cpu_usage = Distribution::of(agg.cpu.histogram());
-            c.memory_usage = Distribution::of(agg.memory.histogram());
+            c.cpu_usage = Usage::of(agg.cpu.histogram());
+            c.memory_usage = Usage::of(agg.memory.histogram());
         }
     }
     (containers.into_values().collect(), recommendation.is_some())
@@ -189,7 +198,7 @@ fn workload(
     aggregates: &BTreeMap<String, AggregateContainerState>,
 ) -> Workload {
     let (containers, recommended) = containers(vpa, &facts, aggregates);
-    let conditions: Vec<Condition> = (vpa.conditions().iter())
+    let conditions: Arc<[Condition]> = (vpa.conditions().iter())
         .map(|c| Condition {
             type_: c.type_.clone(),
             status: c.status.clone(),
