@@ -18,6 +18,11 @@
 //! their histograms moved or aged). `--history-days 0` shows every VPA in its first minutes instead, when
 //! nearly every checkpoint moves in every loop.
 //!
+//! With `--recommender-arg --dashboard-address=127.0.0.1:PORT` the dashboard is on, and a poller in this
+//! process opens its fleet page, its JSON twin and one workload page once a second for the whole run, as a
+//! person or a script watching it would (`hack/bench-dashboard-cost.sh` compares such a run with one
+//! without).
+//!
 //! Run through `hack/bench-recommender.sh` (release builds of both).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark harness: a panic is its failure report
@@ -350,6 +355,21 @@ async fn main() {
     .chain(a.extra.iter().cloned())
     .collect();
     let mut rec = Process::spawn("recommender", &bin, &argv);
+    let polls = Arc::new(AtomicU64::new(0));
+    if let Some(addr) = (a.extra.iter()).find_map(|x| x.strip_prefix("--dashboard-address=")) {
+        let addr: std::net::SocketAddr = addr.parse().expect("--dashboard-address=IP:PORT");
+        let polls = polls.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                for path in ["/", "/api/v1/fleet", "/workloads/ns-0/app-0"] {
+                    tailor_tests::process::http_get_status(addr, path).await;
+                }
+                polls.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
     let pid = rec.pid();
     eprintln!(
         "recommender {} (pid {pid}), loop every {interval} s",
@@ -501,6 +521,10 @@ async fn main() {
         csv_path.display()
     );
     rec.terminate(Duration::from_secs(30)).await;
+    let polls = polls.load(Ordering::Relaxed);
+    if polls > 0 {
+        eprintln!("dashboard polled {polls} times (fleet page, JSON twin, a workload page)");
+    }
     println!(
         "peak_rss_bytes_per_pod={} loop_seconds_per_50k_pods={:.3}",
         hwm / pods_total.max(1) as u64,

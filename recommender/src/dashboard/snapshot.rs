@@ -70,7 +70,12 @@ struct PodFacts {
 
 fn raise(map: &mut BTreeMap<String, Resources>, name: &str, r: &Req, zero_unknown: bool) {
     let known = |v: i64| (!zero_unknown || v > 0).then_some(v);
-    let e = map.entry(name.to_string()).or_default();
+    if !map.contains_key(name) {
+        map.insert(name.to_string(), Resources::default());
+    }
+    let Some(e) = map.get_mut(name) else {
+        return;
+    };
     e.cpu_millicores = e.cpu_millicores.max(known(r.cpu));
     e.memory_bytes = e.memory_bytes.max(known(r.memory));
 }
