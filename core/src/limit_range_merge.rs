@@ -1,4 +1,4 @@
-//! The effective LimitRange item of a namespace (upstream spec §3.5).
+//! The effective LimitRange item of a namespace (docs/design/upstream-admission.md §3.5).
 //!
 //! All items of one type (`Container` or `Pod`) that set `min`, `max` or `default` are merged: `max` takes
 //! the lowest value per resource, `min` the highest (only cpu and memory are merged; the first item's lists

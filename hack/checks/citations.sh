@@ -14,8 +14,6 @@
 #    file may use "§" only in a Markdown file, for the file's own numbered sections.
 #
 # Each failure prints path:line and what is wrong. Last line: "citations: N passed, N failed".
-# hack/test.sh skips this check for now: recommender/src, cli/src, core/src, kube/src, dashboard/ and charts/
-# still carry old citations. Run it by hand: hack/checks/citations.sh
 set -uo pipefail
 # shellcheck source=../check-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../check-lib.sh"

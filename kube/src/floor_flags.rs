@@ -1,4 +1,4 @@
-//! The pod floor's flags (issue 30 item 7), shared by the webhook and the updater so that both write the same
+//! The pod floor's flags (docs/decisions/pod-floor.md), shared by the webhook and the updater so that both write the same
 //! least requests: the recommender's flag names and defaults, since the floor is its pod minimums.
 
 use clap::Args;

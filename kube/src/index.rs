@@ -1,4 +1,4 @@
-//! In-memory indexes for pod → VPA matching (upstream spec §3.2) and LimitRange lookup.
+//! In-memory indexes for pod → VPA matching (docs/design/upstream-admission.md §3.2) and LimitRange lookup.
 //!
 //! The server feeds an [`Index`] from kube-rs reflector [`Store`]s; standalone mode (`--vpa-dir`) and tests
 //! build it from plain objects. A lookup never waits on the API server: objects not in the caches are
@@ -503,7 +503,8 @@ impl Index {
         self
     }
 
-    /// Adds the ResourceQuotas pods are fitted into (quota fit, issue 28); without them no quota applies.
+    /// Adds the ResourceQuotas pods are fitted into (quota fit, docs/decisions/quota-fit.md); without them no quota
+    /// applies.
     pub fn with_quotas(mut self, quotas: Arc<dyn crate::quota_cache::QuotaSource>) -> Self {
         self.quotas = Some(quotas);
         self
@@ -586,7 +587,7 @@ impl Index {
             .and_then(|s| s.lookup(&c.api_version, &c.kind, &c.namespace, &c.name))
     }
 
-    /// The topmost well-known-or-scalable controller above `start` (upstream spec §3.2 step 2).
+    /// The topmost well-known-or-scalable controller above `start` (docs/design/upstream-admission.md §3.2 step 2).
     pub fn topmost_controller(
         &self,
         start: &ControllerRef,
@@ -696,8 +697,8 @@ impl Index {
         }
     }
 
-    /// The VPA that governs `pod` in `namespace` (upstream spec §3.2), or `None`: among the VPAs that
-    /// take part ([`is_active`]) and name the pod's top-most controller, the [`strongest`], if the
+    /// The VPA that governs `pod` in `namespace` (docs/design/upstream-admission.md §3.2), or `None`: among
+    /// the VPAs that take part ([`is_active`]) and name the pod's top-most controller, the [`strongest`], if the
     /// controller's selector selects the pod.
     pub fn matching_vpa(
         &self,
@@ -708,7 +709,7 @@ impl Index {
     }
 
     /// [`Index::matching_vpa`], with the names of the other VPAs that target the same controller (a
-    /// conflict the updater refuses to act on: it updates none of them, issue 30).
+    /// conflict the updater refuses to act on: it updates none of them, docs/decisions/conflicting-vpas.md).
     pub fn matching_vpas(&self, pod: &Pod, namespace: &str) -> Result<Option<Matched>, ChainError> {
         let Some(controller) = Self::pod_controller(pod, namespace) else {
             return Ok(None);

@@ -1,4 +1,4 @@
-//! The ResourceQuota cache the webhook and the updater fit pods into (issue 28, quota fit): per quota only
+//! The ResourceQuota cache the webhook and the updater fit pods into (docs/decisions/quota-fit.md): per quota only
 //! what [`tailor_core::quota::Quota`] keeps — the name, the scopes and hard/used of the six tracked keys —
 //! in a namespace → name map, so a review reads its namespace's quotas without scanning the others.
 

@@ -133,7 +133,7 @@ impl ReflectorSet {
         self.tasks.extend(tasks);
     }
 
-    /// The ResourceQuota cache quota fit reads (issue 28).
+    /// The ResourceQuota cache quota fit reads (docs/decisions/quota-fit.md).
     pub fn quotas(&mut self) -> QuotaCache {
         spawn_quota_cache(
             &self.client,

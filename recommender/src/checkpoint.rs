@@ -197,7 +197,7 @@ pub fn checkpoint_name(vpa: &str, container: &str) -> String {
     format!("{prefix}-{hash}.{container}")
 }
 
-/// The name upstream (and Tailor before issue 31) gives the checkpoint of a (VPA, container) pair; such
+/// The name upstream (and Tailor before docs/decisions/checkpoints.md) gives the checkpoint of a (VPA, container) pair; such
 /// objects are still read, and deleted once the pair's checkpoint under [`checkpoint_name`] exists.
 pub fn legacy_checkpoint_name(vpa: &str, container: &str) -> String {
     format!("{vpa}-{container}")

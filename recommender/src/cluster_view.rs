@@ -1,4 +1,4 @@
-//! What the recommender reads of the rest of the cluster to size within it (issue 28): Nodes (slim:
+//! What the recommender reads of the rest of the cluster to size within it (docs/decisions/node-fit.md): Nodes (slim:
 //! labels, taints, allocatable CPU and memory), Karpenter NodePools and HorizontalPodAutoscalers, each
 //! watched into a reflector store when its part is on ([`ViewConfig`]). Each loop turns the nodes and
 //! NodePools into node-fit candidates once ([`Candidates`]).

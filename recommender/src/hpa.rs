@@ -1,4 +1,4 @@
-//! HPA coherence (issue 28): a HorizontalPodAutoscaler scaling a workload on CPU or memory *utilisation*
+//! HPA coherence (docs/decisions/hpa-coherence.md): a HorizontalPodAutoscaler scaling a workload on CPU or memory *utilisation*
 //! (a percentage of the request) fights a VPA that changes that request. When one targets a VPA's workload
 //! through a `Resource` or `ContainerResource` metric with a `Utilization` target, Tailor leaves that
 //! resource to it: the recommender publishes no target or bounds for it (`uncappedTarget` still shows what

@@ -1,4 +1,4 @@
-//! Karpenter NodePools as node-fit candidates (issue 28): with Karpenter the largest node a pod may get is
+//! Karpenter NodePools as node-fit candidates (docs/decisions/node-fit.md): with Karpenter the largest node a pod may get is
 //! not in the node list but whatever a NodePool's requirements allow. Each NodePool (`karpenter.sh/v1`)
 //! becomes one [`Candidate`] per instance type of the table ([`InstanceTable`]) its requirements and
 //! limits allow, with the labels and taints a node launched from it would carry. Pure.

@@ -1,6 +1,6 @@
 //! A `PodMetricsList` body decoded while it arrives: each object is handed on as soon as its last byte is
 //! in, and only the bytes of the object in progress are kept. At 50,000 pods the body is about 20 MB; held
-//! whole, it was the largest allocation of the loop (BENCHMARKS.md, issue 14).
+//! whole, it was the largest allocation of the loop (BENCHMARKS.md, docs/decisions/recommender-memory.md).
 //!
 //! The list's own punctuation (`{`, `"items": [`, commas) is read here; every value (a field name, a
 //! skipped field, one object) is parsed by `serde_json` from the buffered bytes, and one that ends past them

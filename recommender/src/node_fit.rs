@@ -1,4 +1,4 @@
-//! Node fit (issue 28): a VPA's per-container targets capped so that its pods, all containers together,
+//! Node fit (docs/decisions/node-fit.md): a VPA's per-container targets capped so that its pods, all containers together,
 //! fit the largest node they can schedule on. Pure: the pods' shapes ([`PodShape`], read from the slim pods)
 //! and the places a pod may land ([`Candidate`]: the cluster's nodes, and the largest instances Karpenter
 //! NodePools allow, see [`crate::karpenter`]) in; the capped recommendation and what capped it out.

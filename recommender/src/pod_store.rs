@@ -1,6 +1,6 @@
 //! The pod store: every watched pod reduced to what the loop and the OOM observer read, with namespaces,
 //! container names and label sets interned (pods of one ReplicaSet share one label set), in place of a
-//! reflector store of whole objects. About 0.4 KiB per pod instead of 2.2 KiB (issue 14; the test
+//! reflector store of whole objects. About 0.4 KiB per pod instead of 2.2 KiB (docs/decisions/recommender-memory.md; the test
 //! `pod_store_bytes_per_pod_stay_under_the_bound` holds the bound).
 //!
 //! The writer ([`crate::stores::PodFeed`]) follows the watcher's protocol as kube's reflector writer does:

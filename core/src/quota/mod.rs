@@ -1,4 +1,4 @@
-//! Quota fit (issue 28): a pod's raised requests and limits scaled down so that the pod stays within its
+//! Quota fit (docs/decisions/quota-fit.md): a pod's raised requests and limits scaled down so that the pod stays within its
 //! namespace's ResourceQuota headroom (`hard − used`), shared by the webhook (at creation) and the updater
 //! (before an in-place resize or an eviction).
 //!

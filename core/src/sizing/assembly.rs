@@ -1,4 +1,4 @@
-//! Step B: requests and limits from the processed recommendation (upstream spec §3.3, §3.6).
+//! Step B: requests and limits from the processed recommendation (docs/design/upstream-admission.md §3.3, §3.6).
 
 use super::*;
 
@@ -21,7 +21,7 @@ pub struct AssemblyOptions {
     pub add_all: bool,
 }
 
-/// Requests and limits per slot (upstream spec §3.3 step B), from the processed recommendation.
+/// Requests and limits per slot (docs/design/upstream-admission.md §3.3 step B), from the processed recommendation.
 pub fn container_resources(
     vpa: &VerticalPodAutoscaler,
     slots: &[Slot<'_>],

@@ -1,4 +1,4 @@
-//! A floor under what Tailor writes into pods (issue 30 item 7): a recommendation of memory `"1"` gave a
+//! A floor under what Tailor writes into pods (docs/decisions/pod-floor.md): a recommendation of memory `"1"` gave a
 //! patch with a 1-byte request and a 2-byte limit, which kills the container at once. With a floor, each
 //! container's recommendation is raised to its share of a pod minimum before the usual capping (the policy's
 //! `maxAllowed`, LimitRanges) applies, so neither the webhook nor the updater writes less unless a cap says

@@ -1,5 +1,5 @@
 //! Recommendations capped by the effective LimitRange items ([`crate::limit_range_merge`]): Pod-type sums
-//! (upstream spec §3.4) and Container-type bounds (§3.5).
+//! (docs/design/upstream-admission.md §3.4) and Container-type bounds (§3.5).
 
 use super::*;
 
@@ -15,7 +15,7 @@ pub(super) fn amount_of(
 }
 
 /// Applies the pod-sum rule of a Pod-type LimitRange item to one resource and one field of the
-/// recommendations (upstream spec §3.4). Recommendations are matched to pod containers by name; a
+/// recommendations (docs/design/upstream-admission.md §3.4). Recommendations are matched to pod containers by name; a
 /// container without one counts with its current request and is left unchanged.
 pub fn apply_pod_limit_range(
     recommendations: &mut [RecommendedContainerResources],
@@ -111,10 +111,10 @@ pub fn apply_pod_limit_range(
 }
 
 // ---------------------------------------------------------------------------------------------------
-// §3.5 container LimitRange
+// Container LimitRange (docs/design/upstream-admission.md §3.5)
 
 /// Clamps `values` (cpu and memory) into the requests allowed by a Container-type LimitRange item for a
-/// container whose current resources are `current` (upstream spec §3.5). Returns annotations.
+/// container whose current resources are `current` (docs/design/upstream-admission.md §3.5). Returns annotations.
 pub fn cap_to_container_limit_range(
     values: &mut ResourceList,
     current: &CurrentResources<'_>,

@@ -1,8 +1,9 @@
-//! Limits kept in proportion to requests (upstream spec §3.6).
+//! Limits kept in proportion to requests (docs/design/upstream-admission.md §3.6).
 
 use super::*;
 
-/// The limit that keeps `original_limit / original_request` for `recommended_request` (upstream spec §3.6),
+/// The limit that keeps `original_limit / original_request` for `recommended_request`
+/// (docs/design/upstream-admission.md §3.6),
 /// with `default_limit` standing in for a missing or zero original limit. Returns the limit (if any) and
 /// an explanatory annotation (if any).
 pub fn proportional_limit(
@@ -111,8 +112,8 @@ fn scaled_in_128_bits(
     ))
 }
 
-/// Proportional limits for cpu and memory (upstream spec §3.6). Returns the limits that got a value and
-/// the annotations; an empty map means "no limits" (the caller then drops the annotations).
+/// Proportional limits for cpu and memory (docs/design/upstream-admission.md §3.6). Returns the limits that got
+/// a value and the annotations; an empty map means "no limits" (the caller then drops the annotations).
 pub fn proportional_limits(
     current: &CurrentResources<'_>,
     new_requests: &ResourceList,

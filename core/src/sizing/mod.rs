@@ -1,11 +1,14 @@
 //! Pod sizing shared by the admission webhook and the updater: a pod, the VPA that governs it and the
-//! namespace's LimitRanges in; per-container requests and limits out (upstream admission spec §3.3–§3.6,
-//! which the updater's in-place path reuses unchanged, upstream updater spec §5.5 and appendix A).
+//! namespace's LimitRanges in; per-container requests and limits out
+//! (docs/design/upstream-admission.md §3.3–§3.6, which the updater's in-place path reuses unchanged:
+//! docs/design/upstream-updater.md §5.5 and its appendix A).
 //!
-//! 1. **Recommendation processing** ([`process_recommendation`]): Pod-type LimitRange sums (§3.4), then per
-//!    container and per field (`target`, `lowerBound`, `upperBound`) the Container-type LimitRange bounds
-//!    (§3.5), the policy's `minAllowed`/`maxAllowed`, and for `RequestsOnly` the cap at the current limit.
-//! 2. **Assembly** ([`container_resources`]): requests from `target`; limits kept in proportion (§3.6).
+//! 1. **Recommendation processing** ([`process_recommendation`]): Pod-type LimitRange sums
+//!    (docs/design/upstream-admission.md §3.4), then per container and per field (`target`, `lowerBound`,
+//!    `upperBound`) the Container-type LimitRange bounds (docs/design/upstream-admission.md §3.5), the
+//!    policy's `minAllowed`/`maxAllowed`, and for `RequestsOnly` the cap at the current limit.
+//! 2. **Assembly** ([`container_resources`]): requests from `target`; limits kept in proportion
+//!    (docs/design/upstream-admission.md §3.6).
 //!
 //! [`resources_for_slots`] runs both for one pod. Everything here is pure.
 
@@ -64,7 +67,8 @@ pub struct PatchOptions {
     pub honor_max_limit_request_ratio: bool,
     /// Tailor improvement: also size native sidecars (init containers with `restartPolicy: Always`).
     pub native_sidecars: bool,
-    /// Tailor (issue 30): never size a container below its share of this pod minimum ([`apply_floor`]).
+    /// Tailor (docs/decisions/pod-floor.md): never size a container below its share of this pod minimum
+    /// ([`apply_floor`]).
     pub floor: Option<PodFloor>,
 }
 
@@ -202,7 +206,8 @@ impl Slot<'_> {
     }
 }
 
-/// Current resources of a container (upstream spec §3.3): `status.containerStatuses[name].resources` when
+/// Current resources of a container (docs/design/upstream-admission.md §3.3):
+/// `status.containerStatuses[name].resources` when
 /// present, otherwise the spec.
 pub fn current_resources<'a>(
     pod: &'a Pod,

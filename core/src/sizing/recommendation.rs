@@ -1,4 +1,4 @@
-//! Step A: recommendation processing (upstream spec §3.3).
+//! Step A: recommendation processing (docs/design/upstream-admission.md §3.3).
 
 use super::*;
 
@@ -11,7 +11,8 @@ pub struct Processed {
     pub annotations: BTreeMap<String, Vec<String>>,
 }
 
-/// Processes the VPA's recommendation for `slots` (upstream spec §3.3 step A). `None` when the VPA has no
+/// Processes the VPA's recommendation for `slots` (docs/design/upstream-admission.md §3.3 step A). `None` when the VPA
+/// has no
 /// recommendation.
 pub fn process_recommendation(
     vpa: &VerticalPodAutoscaler,
@@ -23,7 +24,7 @@ pub fn process_recommendation(
 }
 
 /// [`process_recommendation`], with the recommendation first raised to `floor` ([`floor_recommendations`];
-/// Tailor, issue 30) and then capped as usual.
+/// Tailor, docs/decisions/pod-floor.md) and then capped as usual.
 pub fn process_recommendation_floored(
     vpa: &VerticalPodAutoscaler,
     slots: &[Slot<'_>],

@@ -27,7 +27,7 @@ use tailor_recommender::history::{HistoryBootstrap, HistoryOptions};
 use tailor_recommender::karpenter::InstanceTable;
 
 /// mimalloc, with `MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_PURGE_DELAY=0` as the image and the chart set them:
-/// chosen on measured RSS (BENCHMARKS.md, issue 14).
+/// chosen on measured RSS (BENCHMARKS.md, docs/decisions/recommender-memory.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -368,7 +368,7 @@ fn main() -> anyhow::Result<()> {
     .context("starting the async runtime")?;
     // Everything runs in a spawned task, like the connection tasks of the API client: with more than one
     // thread, a request's future and its connection then usually share a worker instead of waking the main
-    // thread (parked in `block_on`) and a worker for every request (BENCHMARKS.md, issue 14).
+    // thread (parked in `block_on`) and a worker for every request (BENCHMARKS.md, docs/decisions/recommender-memory.md).
     runtime.block_on(async {
         tokio::spawn(run(args))
             .await
