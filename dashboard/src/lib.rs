@@ -20,6 +20,7 @@ use maud::{Markup, html};
 use html::Links;
 use model::Fleet;
 use query::FleetQuery;
+use summary::Summary;
 
 /// Most updater actions kept per workload.
 pub const MAX_ACTIONS: usize = 10;
@@ -29,20 +30,18 @@ pub const MAX_BUCKETS: usize = 200;
 
 /// The fleet page, served.
 pub fn fleet_page(fleet: &Fleet, query: &FleetQuery) -> String {
-    html::document(
-        "Fleet",
-        fleet,
-        html::fleet::body(fleet, query, Links::Server),
-    )
-    .into_string()
+    fleet_page_with(fleet, &Summary::of(&fleet.workloads, &fleet.prices), query)
+}
+
+/// The fleet page with the fleet's totals already summed (a server sums them once per fleet, not per view).
+pub fn fleet_page_with(fleet: &Fleet, summary: &Summary, query: &FleetQuery) -> String {
+    let body = html::fleet::body(fleet, summary, query, Links::Server);
+    html::document("Fleet", fleet, body).into_string()
 }
 
 /// A workload's page, served; `None` when the fleet has no such VPA.
 pub fn workload_page(fleet: &Fleet, namespace: &str, vpa: &str) -> Option<String> {
-    let w = fleet
-        .workloads
-        .iter()
-        .find(|w| w.namespace == namespace && w.vpa == vpa)?;
+    let w = fleet.workload(namespace, vpa)?;
     let title = format!("{namespace}/{vpa}");
     Some(
         html::document(
@@ -70,8 +69,9 @@ pub fn unavailable_page(why: &str) -> String {
 /// workload's section.
 pub fn report(fleet: &Fleet) -> String {
     let all = FleetQuery::default();
+    let summary = Summary::of(&fleet.workloads, &fleet.prices);
     let body: Markup = html! {
-        section #fleet { (html::fleet::body(fleet, &all, Links::Report)) }
+        section #fleet { (html::fleet::body(fleet, &summary, &all, Links::Report)) }
         @for w in &fleet.workloads { (html::workload::section(w, fleet, Links::Report)) }
     };
     html::document("Tailor report", fleet, body).into_string()

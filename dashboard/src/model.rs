@@ -208,8 +208,9 @@ pub enum Flag {
     NoPods,
     /// No recommendation yet.
     NoRecommendation,
-    /// Running pods the webhook did not size at admission (it was unreachable, or they were created in a
-    /// namespace it does not see), though the mode sizes pods at creation.
+    /// Running pods Tailor never sized — not its webhook at admission (it was unreachable, the pods were
+    /// created before their VPA, or in a namespace it does not see), nor its updater in place since — though
+    /// the mode sizes pods.
     AdmittedUnsized,
 }
 
@@ -273,7 +274,7 @@ pub struct Workload {
     pub profile: Option<String>,
     /// Running pods.
     pub pods: i64,
-    /// Running pods the webhook did not size at admission, when the mode sizes pods at creation.
+    /// Running pods Tailor never sized (see [`Flag::AdmittedUnsized`]), when the mode sizes pods.
     #[serde(default)]
     pub admitted_unsized: i64,
     /// The instance family most running pods run on, when their nodes name one (it picks the prices).
@@ -353,4 +354,16 @@ pub struct Fleet {
     pub prices: crate::money::Prices,
     /// Every workload, in (namespace, VPA) order.
     pub workloads: Vec<Workload>,
+}
+
+impl Fleet {
+    /// The workload of VPA `namespace/vpa`: a binary search when the workloads are in that order, as a
+    /// published fleet's are, else a scan.
+    pub fn workload(&self, namespace: &str, vpa: &str) -> Option<&Workload> {
+        let key = |w: &Workload| (w.namespace.as_str(), w.vpa.as_str()).cmp(&(namespace, vpa));
+        match self.workloads.binary_search_by(key) {
+            Ok(i) => self.workloads.get(i),
+            Err(_) => (self.workloads.iter()).find(|w| w.namespace == namespace && w.vpa == vpa),
+        }
+    }
 }

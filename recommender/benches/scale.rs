@@ -125,8 +125,12 @@ async fn five_thousand_vpas_fifty_thousand_pods() {
         let poller = state.clone();
         std::thread::spawn(move || {
             loop {
-                if let Some(f) = poller.fleet() {
-                    let page = tailor_dashboard::fleet_page(&f, &Default::default());
+                if let Some(p) = poller.fleet() {
+                    let page = tailor_dashboard::fleet_page_with(
+                        &p.fleet,
+                        &p.summary,
+                        &Default::default(),
+                    );
                     std::hint::black_box(page);
                 }
                 std::thread::sleep(std::time::Duration::from_secs(1));
@@ -164,14 +168,15 @@ async fn five_thousand_vpas_fifty_thousand_pods() {
     }
     if let Some(d) = &dashboard {
         // What the published fleet holds: workloads, histogram buckets, actions, its JSON twin's size.
-        if let Some(f) = d.fleet() {
+        if let Some(p) = d.fleet() {
+            let f = &p.fleet;
             let containers = f.workloads.iter().flat_map(|w| w.containers.iter());
             let buckets: usize = containers
                 .flat_map(|c| [&c.cpu_usage, &c.memory_usage])
                 .flatten()
                 .map(|u| u.distribution().buckets.len())
                 .sum();
-            let json = serde_json::to_vec(&*f).map_or(0, |j| j.len());
+            let json = serde_json::to_vec(f).map_or(0, |j| j.len());
             println!(
                 "dashboard: {} workloads, {buckets} histogram buckets, JSON {} KiB",
                 f.workloads.len(),

@@ -10,8 +10,7 @@ use crate::query::{FleetQuery, PAGE_SIZE, Sort};
 use crate::summary::{Summary, Totals};
 
 /// The fleet page's body.
-pub fn body(fleet: &Fleet, query: &FleetQuery, links: Links) -> Markup {
-    let summary = Summary::of(&fleet.workloads, &fleet.prices);
+pub fn body(fleet: &Fleet, summary: &Summary, query: &FleetQuery, links: Links) -> Markup {
     // A report holds every workload; a served page one page of them.
     let size = if links == Links::Report {
         usize::MAX

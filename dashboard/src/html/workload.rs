@@ -19,7 +19,7 @@ pub fn section(w: &Workload, fleet: &Fleet, links: Links) -> Markup {
             }
             @if w.admitted_unsized > 0 {
                 p.warn #admitted-unsized data-count=(w.admitted_unsized) {
-                    (w.admitted_unsized) " running pods were admitted without Tailor's webhook sizing them (it was unreachable, or does not see their namespace)."
+                    (w.admitted_unsized) " running pods were never sized by Tailor: admitted without its webhook (it was unreachable, the pods came before their VPA, or it does not see their namespace) and not resized in place since."
                 }
             }
             @if let Some(f) = &w.instance_family {

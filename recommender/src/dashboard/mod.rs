@@ -4,6 +4,7 @@
 //! to the API server.
 
 pub mod actions;
+pub mod cache;
 pub mod server;
 pub mod snapshot;
 
@@ -13,6 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwapOption;
 use tailor_dashboard::model::{Fleet, Source, Workload};
 use tailor_dashboard::money::{InvalidPrice, Prices};
+use tailor_dashboard::summary::Summary;
 use tailor_engine::units::Nanos;
 
 /// The dashboard's flags (`--dashboard-*`, `--price-*`).
@@ -74,10 +76,22 @@ enum Role {
     Leader,
 }
 
+/// One loop's fleet as the pages read it: the fleet, its totals (summed once, not per view), and the pages
+/// already rendered from it (dropped with it at the next publish).
+#[derive(Debug)]
+pub struct Published {
+    /// The fleet.
+    pub fleet: Fleet,
+    /// Its totals.
+    pub summary: Summary,
+    /// Rendered answers.
+    pub cache: cache::ResponseCache,
+}
+
 /// What the pages read: the last published fleet and this replica's role.
 #[derive(Debug)]
 pub struct DashboardState {
-    fleet: ArcSwapOption<Fleet>,
+    fleet: ArcSwapOption<Published>,
     role: Mutex<Role>,
     prices: Prices,
     producer: String,
@@ -127,7 +141,7 @@ impl DashboardState {
         let generated_at = crate::time::to_time_secs(now)
             .map(|t| t.0.to_string())
             .unwrap_or_default();
-        self.fleet.store(Some(Arc::new(Fleet {
+        let fleet = Fleet {
             source: Source {
                 producer: self.producer.clone(),
                 generated_at,
@@ -135,11 +149,17 @@ impl DashboardState {
             },
             prices: self.prices.clone(),
             workloads,
+        };
+        let summary = Summary::of(&fleet.workloads, &fleet.prices);
+        self.fleet.store(Some(Arc::new(Published {
+            fleet,
+            summary,
+            cache: cache::ResponseCache::default(),
         })));
     }
 
     /// The last published fleet, while this replica leads.
-    pub fn fleet(&self) -> Option<Arc<Fleet>> {
+    pub fn fleet(&self) -> Option<Arc<Published>> {
         if *self.role() != Role::Leader {
             return None;
         }

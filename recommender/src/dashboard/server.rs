@@ -19,11 +19,12 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
-use tailor_dashboard::model::{Fleet, Workload};
+use tailor_dashboard::model::Workload;
 use tailor_dashboard::query::{FleetQuery, MAX_VALUE, PAGE_SIZE};
 use tailor_dashboard::summary::Summary;
 
-use super::DashboardState;
+use super::cache::Answer;
+use super::{DashboardState, Published};
 
 /// What every page may load: its own inline styles and nothing else.
 const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; \
@@ -69,7 +70,7 @@ struct Unavailable {
 }
 
 /// The fleet, or the answer that says why there is none (a standby, or no loop yet).
-fn fleet_or(state: &DashboardState, as_json: bool) -> Result<Arc<Fleet>, Box<Response>> {
+fn fleet_or(state: &DashboardState, as_json: bool) -> Result<Arc<Published>, Box<Response>> {
     match state.fleet() {
         Some(f) => Ok(f),
         None => {
@@ -88,15 +89,55 @@ fn query_of(raw: &HashMap<String, String>) -> FleetQuery {
     FleetQuery::parse(raw.iter().map(|(k, v)| (k.as_str(), v.as_str())))
 }
 
+const HTML: &str = "text/html; charset=utf-8";
+const JSON: &str = "application/json";
+
+/// The answer to `key` from `published`'s cache, or the one `render` makes (kept for the next view); a
+/// `render` error is a 500 and not kept.
+fn cached(
+    published: &Published,
+    key: String,
+    render: impl FnOnce() -> Result<Answer, String>,
+) -> Response {
+    let answer = match published.cache.get(&key) {
+        Some(a) => a,
+        None => match render() {
+            Ok(a) => {
+                published.cache.put(key, a.clone());
+                a
+            }
+            Err(e) => return html(StatusCode::INTERNAL_SERVER_ERROR, e),
+        },
+    };
+    let ct = [(header::CONTENT_TYPE, answer.content_type)];
+    with_headers((StatusCode::OK, ct, answer.body).into_response())
+}
+
+/// `body` as a JSON answer, or why it cannot be encoded.
+fn encoded<T: Serialize>(body: &T) -> Result<Answer, String> {
+    match serde_json::to_vec(body) {
+        Ok(text) => Ok(Answer {
+            content_type: JSON,
+            body: text.into(),
+        }),
+        Err(e) => Err(format!("encoding: {e}")),
+    }
+}
+
 async fn fleet_page(
     State(s): State<Arc<DashboardState>>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     match fleet_or(&s, false) {
-        Ok(f) => html(
-            StatusCode::OK,
-            tailor_dashboard::fleet_page(&f, &query_of(&q)),
-        ),
+        Ok(p) => {
+            let query = query_of(&q);
+            cached(&p, format!("page {query:?}"), || {
+                Ok(Answer {
+                    content_type: HTML,
+                    body: tailor_dashboard::fleet_page_with(&p.fleet, &p.summary, &query).into(),
+                })
+            })
+        }
         Err(r) => *r,
     }
 }
@@ -109,16 +150,21 @@ async fn workload_page(
     State(s): State<Arc<DashboardState>>,
     Path((ns, vpa)): Path<(String, String)>,
 ) -> Response {
-    let f = match fleet_or(&s, false) {
-        Ok(f) => f,
+    let p = match fleet_or(&s, false) {
+        Ok(p) => p,
         Err(r) => return *r,
     };
-    match (bounded(&ns) && bounded(&vpa))
-        .then(|| tailor_dashboard::workload_page(&f, &ns, &vpa))
-        .flatten()
-    {
-        Some(page) => html(StatusCode::OK, page),
-        None => html(
+    let known = bounded(&ns) && bounded(&vpa) && p.fleet.workload(&ns, &vpa).is_some();
+    match known {
+        true => cached(&p, format!("workload {ns}/{vpa}"), || {
+            Ok(Answer {
+                content_type: HTML,
+                body: (tailor_dashboard::workload_page(&p.fleet, &ns, &vpa))
+                    .unwrap_or_default()
+                    .into(),
+            })
+        }),
+        false => html(
             StatusCode::NOT_FOUND,
             "no such VPA among those this recommender handles".into(),
         ),
@@ -131,7 +177,7 @@ async fn workload_page(
 struct FleetAnswer<'a> {
     source: &'a tailor_dashboard::model::Source,
     prices: &'a tailor_dashboard::money::Prices,
-    summary: Summary,
+    summary: &'a Summary,
     query: FleetQuery,
     matched: usize,
     page_size: usize,
@@ -142,38 +188,41 @@ async fn fleet_json(
     State(s): State<Arc<DashboardState>>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let f = match fleet_or(&s, true) {
-        Ok(f) => f,
+    let p = match fleet_or(&s, true) {
+        Ok(p) => p,
         Err(r) => return *r,
     };
     let query = query_of(&q);
-    let (workloads, matched) = query.select(&f.workloads, &f.prices, PAGE_SIZE);
-    let answer = FleetAnswer {
-        source: &f.source,
-        prices: &f.prices,
-        summary: Summary::of(&f.workloads, &f.prices),
-        query: query.clone(),
-        matched,
-        page_size: PAGE_SIZE,
-        workloads,
+    let f = &p.fleet;
+    let render = || {
+        let (workloads, matched) = query.select(&f.workloads, &f.prices, PAGE_SIZE);
+        let answer = FleetAnswer {
+            source: &f.source,
+            prices: &f.prices,
+            summary: &p.summary,
+            query: query.clone(),
+            matched,
+            page_size: PAGE_SIZE,
+            workloads,
+        };
+        encoded(&answer)
     };
-    json(StatusCode::OK, &answer)
+    cached(&p, format!("fleet {query:?}"), render)
 }
 
 async fn workload_json(
     State(s): State<Arc<DashboardState>>,
     Path((ns, vpa)): Path<(String, String)>,
 ) -> Response {
-    let f = match fleet_or(&s, true) {
-        Ok(f) => f,
+    let p = match fleet_or(&s, true) {
+        Ok(p) => p,
         Err(r) => return *r,
     };
-    match f
-        .workloads
-        .iter()
-        .find(|w| w.namespace == ns && w.vpa == vpa)
-    {
-        Some(w) => json(StatusCode::OK, w),
+    let found = (bounded(&ns) && bounded(&vpa))
+        .then(|| p.fleet.workload(&ns, &vpa))
+        .flatten();
+    match found {
+        Some(w) => cached(&p, format!("workload.json {ns}/{vpa}"), || encoded(w)),
         None => json(
             StatusCode::NOT_FOUND,
             &Unavailable {

@@ -1,6 +1,6 @@
 //! The fleet as the dashboard shows it, built from what the recommender holds after a loop: each VPA's
 //! stored status (its recommendation and conditions, as `kubectl` shows them), the pods the model matches
-//! to it (from the pod cache: running pods, their requests and limits, whether the webhook sized them,
+//! to it (from the pod cache: running pods, their requests and limits, whether Tailor sized them,
 //! their OOM kills of the last day, the instance family of their nodes from node fit's node cache), the
 //! usage histograms of the model, and the updater's last actions ([`super::actions`]). No request to the
 //! API server.
@@ -14,7 +14,7 @@ use tailor_core::quantity::Amount;
 use tailor_dashboard::model::{Condition, Container, Flag, Resources, Usage, Workload};
 use tailor_engine::units::Nanos;
 
-use tailor_engine::model::{AggregateContainerState, ClusterState, PodPhase};
+use tailor_engine::model::{ClusterState, PodPhase, UsagePair};
 
 use super::actions::UpdaterActions;
 use crate::cluster_view::SlimNode;
@@ -97,7 +97,7 @@ fn pod_facts<'a>(
     for p in pods {
         if p.phase == PodPhase::Running {
             f.running += 1;
-            f.unsized_pods += i64::from(!p.sized_at_admission);
+            f.unsized_pods += i64::from(!p.sized_by_tailor);
             if let Some(node) = &p.node {
                 let fam = family_of
                     .entry(node.clone())
@@ -141,8 +141,8 @@ pub(crate) fn workloads(inputs: &Inputs<'_>, now: Nanos) -> Vec<Workload> {
             .chain(pods.iter().map(|p| ("Pod", &*p.name)));
         let actions = (inputs.actions).on(ns, objects, tailor_dashboard::MAX_ACTIONS);
         let facts = pod_facts(pods.iter().cloned(), inputs.nodes, now);
-        let aggregates = inputs.model.aggregate_state_by_container_name(entry.index);
-        let mut w = workload(&vpa, facts, &aggregates);
+        let usage = inputs.model.usage_by_container_name(entry.index);
+        let mut w = workload(&vpa, facts, &usage);
         w.updater_actions = actions;
         match shared.get(&w.conditions) {
             Some(c) => w.conditions = c.clone(),
@@ -159,7 +159,7 @@ pub(crate) fn workloads(inputs: &Inputs<'_>, now: Nanos) -> Vec<Workload> {
 fn containers(
     vpa: &WatchedVpa,
     facts: &PodFacts,
-    aggregates: &BTreeMap<String, AggregateContainerState>,
+    usage: &BTreeMap<&str, UsagePair<'_>>,
 ) -> (Vec<Container>, bool) {
     let recommendation = vpa.status.as_ref().and_then(|s| s.recommendation());
     let mut containers: BTreeMap<String, Container> = BTreeMap::new();
@@ -188,21 +188,17 @@ fn containers(
         c.requests = *req;
         c.limits = facts.limits.get(name).copied().unwrap_or_default();
     }
-    for (name, agg) in aggregates {
-        if let Some(c) = containers.get_mut(name) {
-            c.cpu_usage = Usage::of(agg.cpu.histogram());
-            c.memory_usage = Usage::of(agg.memory.histogram());
+    for (name, (cpu, memory)) in usage {
+        if let Some(c) = containers.get_mut(*name) {
+            c.cpu_usage = Usage::of(cpu.histogram());
+            c.memory_usage = Usage::of(memory.histogram());
         }
     }
     (containers.into_values().collect(), recommendation.is_some())
 }
 
-fn workload(
-    vpa: &WatchedVpa,
-    facts: PodFacts,
-    aggregates: &BTreeMap<String, AggregateContainerState>,
-) -> Workload {
-    let (containers, recommended) = containers(vpa, &facts, aggregates);
+fn workload(vpa: &WatchedVpa, facts: PodFacts, usage: &BTreeMap<&str, UsagePair<'_>>) -> Workload {
+    let (containers, recommended) = containers(vpa, &facts, usage);
     let conditions: Arc<[Condition]> = (vpa.conditions().iter())
         .map(|c| Condition {
             type_: c.type_.clone(),

@@ -1,6 +1,7 @@
 //! The cluster model's state ([`ClusterState`]): pods, containers, aggregates keyed by (namespace,
 //! container name, label set), VPAs, per-container-name merging and garbage collection.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use super::aggregate::{AggregateContainerState, AggregationsConfig};
@@ -10,7 +11,10 @@ use super::pod_groups::PodGroups;
 use super::selector::{LabelSet, Labels, Selector, label_set_key};
 use tailor_crds::PodResourcePolicy;
 
-use crate::histogram::ZERO_TIME;
+use crate::histogram::{DecayingHistogram, ZERO_TIME};
+
+/// A container's CPU and memory usage histograms, borrowed from the model or merged.
+pub type UsagePair<'a> = (Cow<'a, DecayingHistogram>, Cow<'a, DecayingHistogram>);
 use crate::units::{Nanos, Resource, ResourceAmount, sat_sub};
 
 type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;
@@ -903,6 +907,30 @@ impl ClusterState {
             out.entry(name.clone())
                 .or_insert_with(|| AggregateContainerState::new(&self.config, self.now))
                 .merge(agg);
+        }
+        out
+    }
+
+    /// The CPU and memory usage histograms of the VPA per container name, as
+    /// [`Self::aggregate_state_by_container_name`] merges them, without building fresh aggregates: a name with
+    /// one source (the common case) borrows its histograms, one with several gets merged copies.
+    pub fn usage_by_container_name(&self, vpa: usize) -> BTreeMap<&str, UsagePair<'_>> {
+        let mut out: BTreeMap<&str, UsagePair<'_>> = BTreeMap::new();
+        let Some(v) = self.vpas.get(vpa) else {
+            return out;
+        };
+        let restored = (v.initial_states.iter()).map(|(n, a)| (n.as_str(), a));
+        let live = self.vpa_aggregates(vpa).into_iter().map(|(n, _, a)| (n, a));
+        for (name, agg) in live.chain(restored) {
+            match out.get_mut(name) {
+                None => {
+                    out.insert(name, (Cow::Borrowed(&agg.cpu), Cow::Borrowed(&agg.memory)));
+                }
+                Some((cpu, memory)) => {
+                    cpu.to_mut().merge(&agg.cpu);
+                    memory.to_mut().merge(&agg.memory);
+                }
+            }
         }
         out
     }

@@ -14,7 +14,7 @@ pub use aggregate::{
 };
 pub use cluster_state::{
     ClusterState, ContainerId, ContainerRef, ModelError, OomBump, OpenWindow, PodPhase, Sample,
-    VpaCheckpoint, VpaState,
+    UsagePair, VpaCheckpoint, VpaState,
 };
 pub use container::{ContainerState, SampleRejected};
 pub use selector::{Labels, Selector};

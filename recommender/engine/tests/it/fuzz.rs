@@ -110,6 +110,17 @@ proptest! {
             }
         }
         let aggs = cluster.aggregate_state_by_container_name(vpa);
+        // The dashboard's borrowed histograms are the merged aggregates' (same percentiles).
+        let usage = cluster.usage_by_container_name(vpa);
+        prop_assert_eq!(usage.len(), aggs.len());
+        for (name, (cpu, memory)) in &usage {
+            let agg = &aggs[*name];
+            for p in [0.5, 0.9, 0.99] {
+                let same = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
+                prop_assert!(same(cpu.histogram().percentile(p), agg.cpu.histogram().percentile(p)));
+                prop_assert!(same(memory.histogram().percentile(p), agg.memory.histogram().percentile(p)));
+            }
+        }
         let empty = Default::default();
         let r = tailor_engine::estimate::recommend(
             &RecommenderConfig::default(),
