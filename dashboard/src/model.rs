@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use tailor_engine::histogram::Histogram;
+use tailor_engine::histogram::{Histogram, HistogramOptions};
 
 /// CPU in millicores and memory in bytes; either may be unknown.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,28 +102,76 @@ impl Distribution {
     }
 }
 
-/// A container's usage for one resource: the model's histogram itself (what the recommender publishes: a
-/// few dozen bytes, its buckets and percentiles read when a page shows it) or the buckets and percentiles
-/// already read (what a JSON twin deserialises to). Both serialise as a [`Distribution`].
+/// A container's usage for one resource: compact, as the recommender publishes it (the model's non-empty
+/// buckets as index and weight on its bucketing scheme, and its percentiles: about a hundred bytes, read into
+/// a [`Distribution`] only when a page shows it), or the buckets and percentiles themselves (what a JSON twin
+/// deserialises to). Both serialise as a [`Distribution`].
 #[derive(Clone, Debug)]
 pub enum Usage {
-    /// The model's histogram (never empty).
-    Model(Histogram),
+    /// The model's histogram, compact.
+    Model(CompactHistogram),
     /// Buckets and percentiles.
     Shown(Distribution),
 }
 
+/// A histogram's non-empty buckets (at most [`crate::MAX_BUCKETS`], the heaviest kept) and its 50th, 90th,
+/// 95th and 99th percentiles.
+#[derive(Clone, Debug)]
+pub struct CompactHistogram {
+    opts: &'static HistogramOptions,
+    buckets: Box<[(u32, f32)]>,
+    percentiles: [f64; 4],
+}
+
+/// The percentiles a distribution shows.
+const PERCENTILES: [f64; 4] = [0.5, 0.9, 0.95, 0.99];
+
 impl Usage {
     /// The usage of `h`; `None` when it is empty.
     pub fn of(h: &Histogram) -> Option<Usage> {
-        (!h.is_empty()).then(|| Usage::Model(h.clone()))
+        if h.is_empty() {
+            return None;
+        }
+        let mut buckets: Vec<(u32, f32)> = (h.buckets())
+            .filter_map(|(i, w)| Some((u32::try_from(i).ok()?, w as f32)))
+            .collect();
+        if buckets.len() > crate::MAX_BUCKETS {
+            buckets.sort_by(|a, b| b.1.total_cmp(&a.1));
+            buckets.truncate(crate::MAX_BUCKETS);
+            buckets.sort_by_key(|b| b.0);
+        }
+        Some(Usage::Model(CompactHistogram {
+            opts: h.options(),
+            buckets: buckets.into(),
+            percentiles: PERCENTILES.map(|p| h.percentile(p)),
+        }))
     }
 
     /// Its buckets and percentiles.
     pub fn distribution(&self) -> Cow<'_, Distribution> {
         match self {
-            Usage::Model(h) => Cow::Owned(Distribution::of(h).unwrap_or_default()),
+            Usage::Model(c) => Cow::Owned(c.distribution()),
             Usage::Shown(d) => Cow::Borrowed(d),
+        }
+    }
+}
+
+impl CompactHistogram {
+    fn distribution(&self) -> Distribution {
+        let last = self.opts.num_buckets().saturating_sub(1);
+        let buckets = (self.buckets.iter())
+            .map(|&(i, weight)| {
+                let i = i as usize;
+                Bucket {
+                    start: self.opts.bucket_start(i),
+                    end: self.opts.bucket_start(if i < last { i + 1 } else { i }),
+                    weight: f64::from(weight),
+                }
+            })
+            .collect();
+        Distribution {
+            buckets,
+            percentiles: PERCENTILES.into_iter().zip(self.percentiles).collect(),
         }
     }
 }

@@ -434,6 +434,7 @@ fn log_loop(r: &LoopReport) {
         status_s = r.phases.status_seconds,
         checkpoint_s = r.phases.checkpoint_seconds,
         total_s = r.phases.total_seconds,
+        dashboard_s = r.phases.dashboard_seconds,
         rss_after_list = r.phases.rss_after_list,
         rss_after_ingest = r.phases.rss_after_ingest,
         rss_after_status = r.phases.rss_after_status,

@@ -414,7 +414,7 @@ async fn main() {
     let mut csv = std::fs::File::create(&csv_path).expect("csv");
     let header = "label,pods,vpas,loop,total_s,cpu_s,list_s,ingest_s,recommend_s,status_s,checkpoint_s,\
                   other_s,status_writes,checkpoints_written,samples,rss_after_list_mib,rss_after_ingest_mib,\
-                  rss_after_status_mib,rss_after_checkpoints_mib,rss_end_mib,rss_peak_in_loop_mib";
+                  rss_after_status_mib,rss_after_checkpoints_mib,rss_end_mib,rss_peak_in_loop_mib,dashboard_s";
     writeln!(csv, "{header}").expect("csv");
     println!("{header}");
 
@@ -454,7 +454,7 @@ async fn main() {
             }
         }
         let row = format!(
-            "{},{pods_total},{},{i},{total:.3},{cpu:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{other:.3},{},{},{},{},{},{},{},{},{}",
+            "{},{pods_total},{},{i},{total:.3},{cpu:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{other:.3},{},{},{},{},{},{},{},{},{},{:.3}",
             a.label,
             a.vpas,
             p[0],
@@ -471,6 +471,7 @@ async fn main() {
             mib(field(&l, "rss_after_checkpoints")),
             mib(rss_end as f64),
             mib(peak as f64),
+            field(&l, "dashboard_s"),
         );
         writeln!(csv, "{row}").expect("csv");
         println!("{row}");
