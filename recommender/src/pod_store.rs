@@ -15,7 +15,7 @@ use tailor_engine::model::{Labels, PodPhase};
 use tailor_engine::units::Nanos;
 use tokio::sync::watch;
 
-use tailor_core::sizing::OBSERVED_CONTAINERS_ANNOTATION;
+use tailor_core::sizing::{IN_PLACE_UPDATED_ANNOTATION, OBSERVED_CONTAINERS_ANNOTATION};
 
 use crate::node_fit::PodShape;
 use crate::slim::{SlimContainerStatus, SlimPod};
@@ -72,9 +72,9 @@ pub struct CompactPod {
     pub shape: Option<Arc<PodShape>>,
     /// `spec.nodeName` (interned), once scheduled.
     pub node: Option<Arc<str>>,
-    /// Whether Tailor's webhook sized the pod at admission (it carries the observed-containers
-    /// annotation).
-    pub sized_at_admission: bool,
+    /// Whether Tailor sized the pod: its webhook at admission (the observed-containers annotation) or its
+    /// updater in place since (the in-place-updated annotation).
+    pub sized_by_tailor: bool,
 }
 
 /// The phase of `status.phase` (absent or unknown values are `Running`, as upstream reads them).
@@ -173,11 +173,13 @@ impl CompactPod {
             .iter()
             .map(|cs| summary(&pod, cs, interner))
             .collect();
-        let sized_at_admission = (pod.metadata.annotations.as_ref())
-            .is_some_and(|a| a.contains_key(OBSERVED_CONTAINERS_ANNOTATION));
+        let sized_by_tailor = (pod.metadata.annotations.as_ref()).is_some_and(|a| {
+            a.contains_key(OBSERVED_CONTAINERS_ANNOTATION)
+                || a.contains_key(IN_PLACE_UPDATED_ANNOTATION)
+        });
         Some(CompactPod {
             node: pod.spec.node_name.as_deref().map(|n| interner.str(n)),
-            sized_at_admission,
+            sized_by_tailor,
             namespace: interner.str(pod.metadata.namespace.as_deref().unwrap_or_default()),
             name,
             resource_version: pod.metadata.resource_version.as_deref().map(Box::from),
