@@ -265,8 +265,8 @@ up() {
   local etcd_data
   etcd_data=$(mktemp -d /dev/shm/tailor-etcd.XXXXXX)
   read -r ETCD_PORT ETCD_PEER_PORT APISERVER_PORT KWOK_PORT METRICS_SERVER_PORT \
-    WEBHOOK_PORT ADMISSION_METRICS_PORT RECOMMENDER_METRICS_PORT UPDATER_METRICS_PORT DASHBOARD_PORT \
-    < <(free_ports 10)
+    WEBHOOK_PORT ADMISSION_METRICS_PORT RECOMMENDER_METRICS_PORT UPDATER_METRICS_PORT DASHBOARD_PORT PROXY_PORT \
+    < <(free_ports 11)
   cat >"$STATE/env" <<EOF
 KUBERNETES_VERSION=$version
 ETCD_PORT=$ETCD_PORT
@@ -279,6 +279,7 @@ ADMISSION_METRICS_PORT=$ADMISSION_METRICS_PORT
 RECOMMENDER_METRICS_PORT=$RECOMMENDER_METRICS_PORT
 UPDATER_METRICS_PORT=$UPDATER_METRICS_PORT
 DASHBOARD_PORT=$DASHBOARD_PORT
+PROXY_PORT=$PROXY_PORT
 BIN_DIR=$BIN_DIR
 WITH_TAILOR=$with_tailor
 EOF
@@ -470,13 +471,68 @@ install_tailor() {
     --set "admission.extraArgs.address=127.0.0.1:$ADMISSION_METRICS_PORT" \
     --set "recommender.extraArgs.address=127.0.0.1:$RECOMMENDER_METRICS_PORT" \
     --set "dashboard.port=$DASHBOARD_PORT" \
-    --set "recommender.extraArgs.dashboard-address=127.0.0.1:$DASHBOARD_PORT" \
+    --set "recommender.extraArgs.dashboard-address=0.0.0.0:$DASHBOARD_PORT" \
     --set "updater.extraArgs.address=127.0.0.1:$UPDATER_METRICS_PORT" >&2
   local c
   for c in admission recommender updater; do tailor_process start "$c" 0; done
   wait_for admission-0 60 curl -fsS "http://127.0.0.1:$ADMISSION_METRICS_PORT/readyz"
   # The webhook patches its CA into its configurations once its certificate is stored.
   wait_for admission-0 60 webhook_has_ca
+  dashboard_service
+}
+
+# The dashboard through its Service, as `kubectl port-forward svc/<release>-dashboard` reaches it on a real
+# cluster. kwok runs no containers, so there is no pod to forward to; instead a kwok node at this machine's own
+# address carries a host-network pod with the recommender's labels and the dashboard port: the Service's
+# EndpointSlice then points at the recommender process, and `kubectl proxy` reaches the Service through the API
+# server's service proxy (which rewrites the pages' links under its path). EndpointSlices refuse loopback
+# addresses, so a machine with nothing but loopback gets the dashboard on its port only.
+dashboard_service() {
+  local ip labels
+  ip=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+(\.[0-9]+){3}$' | grep -v '^127\.' | head -n 1 || true)
+  if [[ -z $ip ]]; then
+    log "no address but loopback: the dashboard's Service has no endpoint here (port $DASHBOARD_PORT only)"
+    return 0
+  fi
+  # shellcheck disable=SC2016 # a go-template, not shell
+  labels=$(kubectl -n "$NAMESPACE" get service "$RELEASE-dashboard" \
+    -o go-template='{{range $k, $v := .spec.selector}}{{$k}}: {{$v}}, {{end}}')
+  kubectl apply -f - >&2 <<EOF
+apiVersion: v1
+kind: Node
+metadata:
+  name: tailor-host
+  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
+  labels: {kubernetes.io/arch: amd64, kubernetes.io/os: linux, kubernetes.io/hostname: tailor-host, type: host}
+spec:
+  # Only the stand-in pod below goes there.
+  taints: [{key: tailor.dev/host-processes, effect: NoSchedule}]
+status:
+  addresses: [{type: InternalIP, address: $ip}, {type: Hostname, address: tailor-host}]
+  allocatable: {cpu: "1", memory: 1Gi, pods: "10"}
+  capacity: {cpu: "1", memory: 1Gi, pods: "10"}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $RELEASE-recommender-host
+  namespace: $NAMESPACE
+  labels: {${labels%, }}
+spec:
+  nodeName: tailor-host
+  hostNetwork: true
+  tolerations: [{operator: Exists}]
+  containers:
+    - name: recommender
+      image: tailor-dev/tailor-recommender:host-process
+      ports: [{name: dashboard, containerPort: $DASHBOARD_PORT}]
+EOF
+  start kubectl-proxy kubectl proxy --address 127.0.0.1 --port "$PROXY_PORT"
+  wait_for kubectl-proxy 60 curl -fsS "$(dashboard_service_url)"
+}
+
+dashboard_service_url() {
+  echo "http://127.0.0.1:$PROXY_PORT/api/v1/namespaces/$NAMESPACE/services/$RELEASE-dashboard:dashboard/proxy/"
 }
 
 webhook_has_ca() {
@@ -625,8 +681,8 @@ down() {
   local name
   # Tailor and the add-ons first, the API server and etcd last.
   local f
-  for f in "$STATE"/pids/recommender-* "$STATE"/pids/updater-* "$STATE"/pids/admission-* \
-    "$STATE"/pids/upstream-*; do
+  for f in "$STATE"/pids/kubectl-proxy "$STATE"/pids/recommender-* "$STATE"/pids/updater-* \
+    "$STATE"/pids/admission-* "$STATE"/pids/upstream-*; do
     [[ -e $f ]] && stop "$(basename "$f")"
   done
   for name in metrics-server kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$name"; done
@@ -649,6 +705,8 @@ status() {
   # Tailor's dashboard, served by the first recommender (the leader while it holds the lease).
   if [[ ${WITH_TAILOR:-0} == 1 && -n ${DASHBOARD_PORT:-} ]]; then
     echo "dashboard: http://127.0.0.1:$DASHBOARD_PORT/"
+    # The same pages through the chart's Service (the API server's service proxy, by kubectl proxy).
+    if running kubectl-proxy; then echo "dashboard-service: $(dashboard_service_url)"; fi
   fi
 }
 

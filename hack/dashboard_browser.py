@@ -108,6 +108,10 @@ def check_workload(driver: webdriver.Chrome, expect: dict, url: str, shots: Path
     target = driver.find_element(By.CSS_SELECTOR, "tr[data-row=target] td.cpu")
     check(int(target.get_attribute("data-millicores")) == want["cpuMillicores"],
           "workload page shows the status's CPU target", target.get_attribute("data-millicores"))
+    limits = driver.find_elements(By.CSS_SELECTOR, "tr[data-row=limits] td.cpu")
+    check(bool(limits), "workload page has the pods' limits row")
+    actions = driver.find_elements(By.CSS_SELECTOR, "#actions, #no-actions")
+    check(bool(actions), "workload page has the updater's last actions (or says there are none)")
     charts = driver.find_elements(By.CSS_SELECTOR, "svg.usage[data-resource=cpu]")
     check(bool(charts), "workload page has the CPU usage chart")
     if charts:
