@@ -243,6 +243,18 @@ pub struct Condition {
     pub message: String,
 }
 
+impl Condition {
+    /// A condition from its fields as the VPA status has them (reason and message optional).
+    pub fn new(type_: &str, status: &str, reason: Option<&str>, message: Option<&str>) -> Self {
+        Condition {
+            type_: type_.to_owned(),
+            status: status.to_owned(),
+            reason: reason.unwrap_or_default().to_owned(),
+            message: message.unwrap_or_default().to_owned(),
+        }
+    }
+}
+
 /// Something about a workload that needs a look.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Flag {

@@ -332,11 +332,13 @@ fn workload(
     let (containers, recommended) = containers(vpa, pods, checkpoints, &mut notes);
     let conditions: Vec<Condition> = (vpa.status.iter())
         .flat_map(|s| s.conditions.iter().flatten())
-        .map(|c| Condition {
-            type_: c.type_.clone(),
-            status: c.status.clone(),
-            reason: c.reason.clone().unwrap_or_default(),
-            message: c.message.clone().unwrap_or_default(),
+        .map(|c| {
+            Condition::new(
+                &c.type_,
+                &c.status,
+                c.reason.as_deref(),
+                c.message.as_deref(),
+            )
         })
         .collect();
     let holds = |t: &str| (conditions.iter()).any(|c| c.type_ == t && c.status == "True");

@@ -200,11 +200,13 @@ fn containers(
 fn workload(vpa: &WatchedVpa, facts: PodFacts, usage: &BTreeMap<&str, UsagePair<'_>>) -> Workload {
     let (containers, recommended) = containers(vpa, &facts, usage);
     let conditions: Arc<[Condition]> = (vpa.conditions().iter())
-        .map(|c| Condition {
-            type_: c.type_.clone(),
-            status: c.status.clone(),
-            reason: c.reason.clone().unwrap_or_default(),
-            message: c.message.clone().unwrap_or_default(),
+        .map(|c| {
+            Condition::new(
+                &c.type_,
+                &c.status,
+                c.reason.as_deref(),
+                c.message.as_deref(),
+            )
         })
         .collect();
     let holds = |t: &str| {
