@@ -115,7 +115,13 @@ impl FleetQuery {
         let saving = |w: &Workload| w.saving_monthly(prices);
         match self.sort {
             Sort::Name => kept.sort_by(|a, b| (&a.namespace, &a.vpa).cmp(&(&b.namespace, &b.vpa))),
-            Sort::Saving => kept.sort_by(|a, b| saving(b).total_cmp(&saving(a))),
+            Sort::Saving => {
+                // Each saving priced once, not once per comparison.
+                let mut keyed: Vec<(f64, &Workload)> =
+                    kept.iter().map(|w| (saving(w), *w)).collect();
+                keyed.sort_by(|a, b| b.0.total_cmp(&a.0));
+                kept = keyed.into_iter().map(|(_, w)| w).collect();
+            }
             Sort::Cpu => kept.sort_by_key(|w| std::cmp::Reverse(w.requested().cpu_millicores)),
             Sort::Memory => kept.sort_by_key(|w| std::cmp::Reverse(w.requested().memory_bytes)),
             Sort::Ooms => kept.sort_by_key(|w| std::cmp::Reverse(w.ooms_last_day)),
