@@ -106,11 +106,10 @@ fn pod_facts<'a>(
                     *f.families.entry(fam.clone()).or_default() += 1;
                 }
             }
-        }
-        if let Some(s) = &p.shape {
-            for (i, (name, req)) in s.containers.iter().enumerate() {
+            // Requests and limits of the running pods only: a finished pod's are not paid for.
+            for (i, (name, req)) in p.shape.iter().flat_map(|s| s.containers.iter().enumerate()) {
                 raise(&mut f.requests, name, req, false);
-                if let Some(l) = s.limits.get(i) {
+                if let Some(l) = p.shape.as_ref().and_then(|s| s.limits.get(i)) {
                     raise(&mut f.limits, name, l, true);
                 }
             }
