@@ -117,7 +117,6 @@ async fn run(env: &E2e, ns: &str, other: &str) -> Result<()> {
         Ok((same && oom).then_some(expect))
     })
     .await?;
-    resized_workload_shows_its_actions(api, ns).await?;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let shots = root.join("target/dashboard-e2e");
     let expect_file = shots.join("expect.json");
@@ -142,7 +141,9 @@ async fn run(env: &E2e, ns: &str, other: &str) -> Result<()> {
     if !out.status.success() {
         bail!("the browser check failed:\n{text}");
     }
-    Ok(())
+    // After the browser, which compares the pages with the status targets just read: the resize takes
+    // longer, and the targets move on meanwhile.
+    resized_workload_shows_its_actions(api, ns).await
 }
 
 /// The resized workload's JSON: once the updater has resized its pods in place, its last actions name the
