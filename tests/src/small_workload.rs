@@ -36,17 +36,57 @@ status: {{replicas: 2}}
 "#
     );
     for i in 0..2 {
-        out.push_str(&format!(
-            r#"
+        let owner = Owner {
+            api_version: "apps/v1",
+            kind: "ReplicaSet",
+            name: &format!("{app}-7c9f"),
+            uid: &format!("rs-{app}"),
+        };
+        let labels = format!("app: {app}, pod-template-hash: 7c9f");
+        let name = format!("{app}-7c9f-{i}");
+        out.push_str(&running_pod(
+            "shop",
+            &name,
+            &format!("pod-{app}-{i}"),
+            &labels,
+            &owner,
+        ));
+    }
+    out
+}
+
+/// The controller a pod names in its owner references.
+pub struct Owner<'a> {
+    /// `apiVersion`.
+    pub api_version: &'a str,
+    /// `kind`.
+    pub kind: &'a str,
+    /// `name`.
+    pub name: &'a str,
+    /// `uid`.
+    pub uid: &'a str,
+}
+
+/// A running pod `name` in `ns` (uid `uid`, labels `labels` as YAML flow-map entries) of `owner`, on
+/// `node-1`, with one container `app` requesting 100m and 128Mi.
+pub fn running_pod(ns: &str, name: &str, uid: &str, labels: &str, owner: &Owner<'_>) -> String {
+    let Owner {
+        api_version,
+        kind,
+        name: owner_name,
+        uid: owner_uid,
+    } = owner;
+    format!(
+        r#"
 ---
 apiVersion: v1
 kind: Pod
 metadata:
-  name: {app}-7c9f-{i}
-  namespace: shop
-  uid: pod-{app}-{i}
-  labels: {{app: {app}, pod-template-hash: 7c9f}}
-  ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: {app}-7c9f, uid: rs-{app}, controller: true}}]
+  name: {name}
+  namespace: {ns}
+  uid: {uid}
+  labels: {{{labels}}}
+  ownerReferences: [{{apiVersion: {api_version}, kind: {kind}, name: {owner_name}, uid: {owner_uid}, controller: true}}]
 spec:
   nodeName: node-1
   containers:
@@ -64,9 +104,7 @@ status:
       imageID: ""
       state: {{running: {{startedAt: "2026-01-01T00:00:00Z"}}}}
 "#
-        ));
-    }
-    out
+    )
 }
 
 /// The PodMetrics of pod `i` of `app` in `shop`: one container `app` using `cpu` and `memory`.

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tailor_tests::process::{Process, binary, free_port, start_updater, write_kubeconfig};
+use tailor_tests::small_workload::{Owner, running_pod};
 use tailor_tests::standin::ApiServer;
 
 use crate::binaries::VPA_API;
@@ -38,35 +39,14 @@ spec:
 /// A running pod `name` of `owner` (`apiVersion, kind, name`) with requests far below the VPAs' range.
 fn pod(ns: &str, name: &str, app: &str, owner: (&str, &str, &str), extra_label: &str) -> String {
     let (api_version, kind, owner_name) = owner;
-    format!(
-        r#"
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: {ns}
-  uid: pod-{ns}-{name}
-  labels: {{app: {app}{extra_label}}}
-  ownerReferences: [{{apiVersion: {api_version}, kind: {kind}, name: {owner_name}, uid: owner-{owner_name}, controller: true}}]
-spec:
-  nodeName: node-1
-  containers:
-    - name: app
-      image: nginx
-      resources: {{requests: {{cpu: 100m, memory: 128Mi}}}}
-status:
-  phase: Running
-  startTime: "2026-01-01T00:00:00Z"
-  containerStatuses:
-    - name: app
-      ready: true
-      restartCount: 0
-      image: nginx
-      imageID: ""
-      state: {{running: {{startedAt: "2026-01-01T00:00:00Z"}}}}
-"#
-    )
+    let owner = Owner {
+        api_version,
+        kind,
+        name: owner_name,
+        uid: &format!("owner-{owner_name}"),
+    };
+    let labels = format!("app: {app}{extra_label}");
+    running_pod(ns, name, &format!("pod-{ns}-{name}"), &labels, &owner)
 }
 
 /// A Deployment and its ReplicaSet `app-1` in `ns`, with two pods (`extra_label` on the second).
