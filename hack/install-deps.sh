@@ -12,6 +12,13 @@ for comp in rustfmt clippy; do
   fi
 done
 
+# cargo-machete for hack/checks/deps.sh (unused dependencies), built from crates.io into ~/.cargo/bin once per
+# version (about a minute on 2 cores).
+MACHETE_VERSION=0.9.2
+if [[ $(cargo machete --version 2>/dev/null) != *"$MACHETE_VERSION"* ]]; then
+  cargo install --quiet --locked cargo-machete --version "$MACHETE_VERSION"
+fi
+
 # Debian packages: prometheus (prometheus, promtool) and victoria-metrics serve the history-source tests;
 # chromium and chromium-driver open the dashboard in a real browser (the e2e dashboard test).
 APT_PACKAGES=(shellcheck prometheus victoria-metrics chromium chromium-driver)
