@@ -57,7 +57,7 @@ LABEL org.opencontainers.image.title="tailor-admission" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=builder /out/tailor-admission /usr/local/bin/tailor-admission
 # mimalloc: commit memory only when used and return freed pages at once (startup RSS 23 MiB instead of 65,
-# and memory falls back after large reviews; BENCHMARKS.md, webhook soak).
+# and memory falls back after large reviews; docs/benchmarks/webhook.md, soak).
 ENV MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_PURGE_DELAY=0
 USER 65532:65532
 EXPOSE 8000 8944
