@@ -220,7 +220,8 @@ fn pick_vpa(file: &InputFile<'_>) -> Result<Value, PreviewError> {
 /// The recommender's sizing-within-the-cluster decisions in the VPA's status (docs/decisions/node-fit.md,
 /// docs/decisions/hpa-coherence.md), which the webhook
 /// follows like any recommendation: a resource left to an HPA (its requests are not patched), a target
-/// capped so the pod fits a node. One note each.
+/// capped so the pod fits a node. One note each; plus the rules the spec breaks and a limit-policy
+/// annotation that does not parse.
 pub fn sizing_notes(vpa: &VerticalPodAutoscaler) -> Vec<String> {
     use tailor_crds::condition::{CAPPED_TO_NODE_SIZE, RESOURCES_LEFT_TO_HPA};
     vpa.status
@@ -232,7 +233,19 @@ pub fn sizing_notes(vpa: &VerticalPodAutoscaler) -> Vec<String> {
         })
         .map(|c| format!("{}: {}", c.type_, c.message.as_deref().unwrap_or_default()))
         .chain(invalid_spec_note(vpa))
+        .chain(limit_policy_note(vpa))
         .collect()
+}
+
+/// The webhook's `LimitPolicyInvalid` warning, when the VPA's limit-policy annotation does not parse
+/// (docs/limit-policy.md): limits then keep their ratio.
+fn limit_policy_note(vpa: &VerticalPodAutoscaler) -> Option<String> {
+    tailor_core::sizing::LimitPolicy::of(vpa).err().map(|e| {
+        format!(
+            "{}: {e}; pods keep their limit/request ratio until it is fixed",
+            crate::vpa_events::LIMIT_POLICY_INVALID
+        )
+    })
 }
 
 /// The rules the VPA breaks, by the same function the webhook refuses it with and the recommender reports it

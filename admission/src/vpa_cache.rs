@@ -1,7 +1,7 @@
 //! The webhook's VPA cache. Per VPA it keeps what matching reads — the target's kind and name and whether
 //! the VPA takes part ([`is_active`]) — and the rest as compact JSON: name, namespace, uid, resourceVersion
-//! and creation time, `spec`, and `status.recommendation` (conditions, labels, annotations and managed
-//! fields dropped). Only the VPAs a pod's controller matches are decoded. A kube-rs `Store` keeps a VPA with
+//! and creation time, the limit-policy annotation (docs/limit-policy.md), `spec`, and
+//! `status.recommendation` (conditions, labels, other annotations and managed fields dropped). Only the VPAs a pod's controller matches are decoded. A kube-rs `Store` keeps a VPA with
 //! one container's recommendation as about 3.7 KiB (an `ObjectMeta`, one B-tree node per resource list, the
 //! store's key); this keeps it in about 0.6 KiB. The last [`DECODED_SLOTS`] VPAs decoded are kept decoded, by
 //! version, so that the pods of one workload decode their VPA once (about 5 µs of a review each).
@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use kube::api::ObjectMeta;
 use kube::runtime::watcher;
 
+use tailor_core::sizing::LIMIT_POLICY_ANNOTATION;
 use tailor_crds::{VerticalPodAutoscaler, VerticalPodAutoscalerStatus};
 use tailor_kube::index::{VpaSource, is_active};
 use tailor_kube::shelf::{CacheStopped, Interner, ShelfReader, ShelfWriter, Sym};
@@ -86,6 +87,12 @@ fn kept(vpa: &VerticalPodAutoscaler) -> VerticalPodAutoscaler {
             // The version the webhook's patch memo tells answers apart by (`crate::pod::Version`).
             resource_version: meta.resource_version.clone(),
             creation_timestamp: meta.creation_timestamp.clone(),
+            // The one annotation sizing reads.
+            annotations: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get_key_value(LIMIT_POLICY_ANNOTATION))
+                .map(|(k, v)| [(k.clone(), v.clone())].into()),
             ..ObjectMeta::default()
         },
         spec: vpa.spec.clone(),
@@ -314,6 +321,20 @@ mod tests {
         );
         assert_eq!(got.metadata.uid.as_deref(), Some("u"));
         assert!(got.metadata.labels.is_none() && got.metadata.annotations.is_none());
+        // The limit-policy annotation is kept (sizing reads it); the others are not.
+        let mut annotated = full.clone();
+        annotated
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(LIMIT_POLICY_ANNOTATION.into(), "cpu=unset".into());
+        writer.apply_watcher_event(&watcher::Event::Apply(annotated));
+        let got = cache.get("ns", "a").unwrap();
+        let kept: Vec<_> = got.metadata.annotations.iter().flatten().collect();
+        assert_eq!(
+            kept,
+            [(&LIMIT_POLICY_ANNOTATION.to_owned(), &"cpu=unset".to_owned())]
+        );
     }
 
     #[test]

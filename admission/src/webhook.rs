@@ -14,13 +14,16 @@ use tailor_kube::index::Index;
 use crate::flags::DEFAULT_PATCH_MEMO_BYTES;
 
 use crate::{
-    pod::{PatchMemo, PodOutcome, review_pod},
+    pod::{LimitPolicyWarning, PatchMemo, PodOutcome, review_pod},
     review::{Review, ReviewResult, Reviewed, Reviewer},
     vpa::{VpaOutcome, review_vpa},
 };
 
 /// Seconds between two warnings about pods admitted unsized (the ones between are counted in the next).
 pub const UNSIZED_WARN_PERIOD_SECS: u64 = 10;
+/// Seconds between two log warnings about VPAs whose limit-policy annotation does not parse (the ones
+/// between are counted in the next; each VPA also gets a paced Event).
+pub const LIMIT_POLICY_WARN_PERIOD_SECS: u64 = 60;
 
 /// Pod and VPA admission over a swappable index.
 pub struct Webhook {
@@ -30,6 +33,8 @@ pub struct Webhook {
     memo: PatchMemo,
     unsized_warned: AtomicU64,
     unsized_quiet: AtomicU64,
+    policy_warned: AtomicU64,
+    policy_quiet: AtomicU64,
     started: std::time::Instant,
     quota: Option<crate::quota_report::QuotaReport>,
     events: Option<crate::vpa_events::VpaEvents>,
@@ -54,6 +59,8 @@ impl Webhook {
             options,
             unsized_warned: AtomicU64::new(0),
             unsized_quiet: AtomicU64::new(0),
+            policy_warned: AtomicU64::new(0),
+            policy_quiet: AtomicU64::new(0),
             started: std::time::Instant::now(),
             quota: None,
             events: None,
@@ -75,19 +82,60 @@ impl Webhook {
     /// Whether to warn about a pod admitted unsized now (at most once per [`UNSIZED_WARN_PERIOD_SECS`]),
     /// and how many were not warned about since the last warning.
     fn unsized_warning(&self) -> Option<u64> {
+        self.paced(
+            &self.unsized_warned,
+            &self.unsized_quiet,
+            UNSIZED_WARN_PERIOD_SECS,
+        )
+    }
+
+    /// Whether a warning last given at `warned` (seconds) is due again after `period`, and how many were held
+    /// back since (counted in `quiet`).
+    fn paced(&self, warned: &AtomicU64, quiet: &AtomicU64, period: u64) -> Option<u64> {
         // Seconds since start, plus one period so that the first one is always warned about.
-        let now = self.started.elapsed().as_secs() + UNSIZED_WARN_PERIOD_SECS;
-        let last = self.unsized_warned.load(Ordering::Acquire);
-        let due = now >= last + UNSIZED_WARN_PERIOD_SECS
-            && self
-                .unsized_warned
+        let now = self.started.elapsed().as_secs() + period;
+        let last = warned.load(Ordering::Acquire);
+        let due = now >= last + period
+            && warned
                 .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok();
         if due {
-            Some(self.unsized_quiet.swap(0, Ordering::AcqRel))
+            Some(quiet.swap(0, Ordering::AcqRel))
         } else {
-            self.unsized_quiet.fetch_add(1, Ordering::AcqRel);
+            quiet.fetch_add(1, Ordering::AcqRel);
             None
+        }
+    }
+
+    /// A pod sized from a VPA whose limit-policy annotation does not parse (`warning`; `None`: nothing to
+    /// say): a log warning (paced) and a `LimitPolicyInvalid` Event on the VPA (paced per VPA by the Event
+    /// writer).
+    fn report_limit_policy(&self, warning: Option<&LimitPolicyWarning>) {
+        let Some(LimitPolicyWarning {
+            namespace,
+            name,
+            uid,
+            error,
+        }) = warning
+        else {
+            return;
+        };
+        if let Some(unwarned) = self.paced(
+            &self.policy_warned,
+            &self.policy_quiet,
+            LIMIT_POLICY_WARN_PERIOD_SECS,
+        ) {
+            tracing::warn!(vpa = %format!("{}/{}", capped(namespace), capped(name)), error = %error,
+                not_warned_since_last = unwarned, "limit policy not followed: limits keep their ratio");
+        }
+        if let Some(events) = &self.events {
+            events.send(tailor_kube::vpa_event::VpaEvent {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                uid: uid.clone(),
+                reason: crate::vpa_events::LIMIT_POLICY_INVALID,
+                note: format!("{error}; pods keep their limit/request ratio until it is fixed"),
+            });
         }
     }
 
@@ -165,8 +213,9 @@ impl Reviewer for Webhook {
             )
         };
         let result = match outcome {
-            PodOutcome::Patched { vpa } => {
+            PodOutcome::Patched { vpa, limit_policy } => {
                 tracing::debug!(uid = %capped(&req.uid), pod = %pod(), %vpa, "pod patched");
+                self.report_limit_policy(limit_policy.as_deref());
                 ReviewResult::Patched
             }
             PodOutcome::NoMatch { reason: None } => ReviewResult::Allowed,
@@ -195,7 +244,9 @@ impl Reviewer for Webhook {
                 vpa_uid,
                 fit,
                 generate_name,
+                limit_policy,
             } => {
+                self.report_limit_policy(limit_policy.as_deref());
                 let notes = fit.notes().join("; ");
                 tracing::info!(uid = %capped(&req.uid), pod = %pod(), %vpa, outcome = fit.outcome.as_str(),
                     quota = %capped(&notes), "pod patch fitted to the namespace's ResourceQuotas");

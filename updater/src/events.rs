@@ -40,13 +40,31 @@ pub fn evicted(pod: &str) -> [UpdaterEvent; 2] {
     ]
 }
 
-/// The event of a successful resize.
-pub fn resized() -> UpdaterEvent {
+/// The event of a successful resize (upstream's message), with what it kept instead of changing (a limit the VPA's limit policy
+/// unsets: the API server refuses removing it in place, docs/limit-policy.md).
+pub fn resized_noting(notes: &[String]) -> UpdaterEvent {
+    let mut message = String::from("Pod was resized in place by VPA Updater.");
+    for note in notes {
+        message.push(' ');
+        message.push_str(note);
+        message.push('.');
+    }
     UpdaterEvent {
         object: EventObject::Pod,
         type_: "Normal",
         reason: "InPlaceResizedByVPA",
-        message: "Pod was resized in place by VPA Updater.".into(),
+        message,
+    }
+}
+
+/// The warning on a VPA whose limit-policy annotation does not parse (docs/limit-policy.md): its pods'
+/// limits keep their ratio meanwhile.
+pub fn limit_policy_invalid(error: &str) -> UpdaterEvent {
+    UpdaterEvent {
+        object: EventObject::Vpa,
+        type_: "Warning",
+        reason: "LimitPolicyInvalid",
+        message: format!("{error}; pods keep their limit/request ratio until it is fixed"),
     }
 }
 

@@ -44,6 +44,9 @@ pub struct UpdaterState {
     /// The replacements of evicted pods, and the workloads whose evictions pause because one came back
     /// without Tailor's webhook.
     pub replacements: crate::replacements::ReplacementWatch,
+    /// The limit-policy error last announced per selected VPA (namespace, name) whose annotation does not
+    /// parse: one warning per VPA and error (docs/limit-policy.md).
+    pub limit_policy_errors: std::collections::HashMap<(String, String), String>,
 }
 
 /// Per-VPA budget decisions (docs/design/upstream-updater.md §3, §5.3–§5.4, §5.8), built fresh for each VPA of
@@ -367,6 +370,7 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
             .collect();
         (state.replacements).retain(|(ns, name)| keys.contains(&(ns.as_str(), name.as_str())));
     }
+    report_limit_policies(state, actuator, &selected);
     if selected.is_empty() {
         state.admission.clean_up();
         return report;
@@ -400,6 +404,38 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
         m.evictions_paused_workloads.set(paused);
     }
     report
+}
+
+/// Warns once (a log line, a `LimitPolicyInvalid` event on the VPA) about each selected VPA whose
+/// limit-policy annotation does not parse (its pods' limits keep their ratio: docs/limit-policy.md), and
+/// again when its error changes; forgets VPAs no longer selected or fixed.
+fn report_limit_policies<A: Actuator>(
+    state: &mut UpdaterState,
+    actuator: &mut A,
+    selected: &[Arc<VerticalPodAutoscaler>],
+) {
+    let mut seen = std::collections::HashSet::new();
+    for vpa in selected {
+        let Err(error) = tailor_core::sizing::LimitPolicy::of(vpa) else {
+            continue;
+        };
+        let m = &vpa.metadata;
+        let key = (
+            m.namespace.clone().unwrap_or_default(),
+            m.name.clone().unwrap_or_default(),
+        );
+        let error = error.to_string();
+        if state.limit_policy_errors.get(&key) != Some(&error) {
+            tracing::warn!(vpa = %format!("{}/{}", key.0, key.1), %error,
+                "limit policy not followed: limits keep their ratio");
+            actuator.vpa_event(vpa, events::limit_policy_invalid(&error));
+            state.limit_policy_errors.insert(key.clone(), error);
+        }
+        seen.insert(key);
+    }
+    state
+        .limit_policy_errors
+        .retain(|key, _| seen.contains(key));
 }
 
 /// The per-VPA gate (docs/design/upstream-updater.md §1.2 steps 2–5): the VPAs of `vpas` whose pods this
@@ -1228,7 +1264,7 @@ pub async fn in_place_update<V: ClusterView, G: Gate, A: Actuator>(
     gate.check_in_place(pod)?;
     let plan = view.resize_plan(pod, vpa, now)?;
     actuator.resize(pod, &plan).await?;
-    actuator.event(pod, vpa, events::resized());
+    actuator.event(pod, vpa, events::resized_noting(&plan.notes));
     gate.in_place_started(pod, state, now);
     Ok(plan)
 }

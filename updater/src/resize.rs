@@ -12,9 +12,9 @@ use tailor_core::limit_range_merge;
 use tailor_core::policy::update_mode;
 use tailor_core::quantity::Amount;
 use tailor_core::sizing::{
-    Assembly, ContainerResources, IN_PLACE_UPDATED_ANNOTATION, PatchOptions, PodError,
-    add_annotation_op, add_op, container_resources_from, escape, leave_alone,
-    parse_boost_annotation, remove_annotation_op,
+    Assembly, ContainerResources, IN_PLACE_UPDATED_ANNOTATION, KEPT_IN_PLACE, LimitContext,
+    PatchOptions, PodError, add_annotation_op, add_op, container_resources_from, escape,
+    leave_alone, parse_boost_annotation, remove_annotation_op,
 };
 use tailor_crds::{RecommendedPodResources, ResourceList, UpdateMode, VerticalPodAutoscaler};
 
@@ -28,6 +28,9 @@ pub struct ResizePlan {
     pub resize: Vec<PatchOperation>,
     /// Operations on the pod itself (the in-place-updated annotation, removal of expired boosts).
     pub annotations: Vec<PatchOperation>,
+    /// What the resize could not do and keeps instead, for its event: a limit the VPA's limit policy unsets
+    /// stays in proportion, since the API server refuses removing a limit in place (docs/limit-policy.md).
+    pub notes: Vec<String>,
 }
 
 /// Why no resize can be computed.
@@ -51,7 +54,9 @@ pub enum ResizeError {
 }
 
 /// What the recommendation provider gives each container of the pod (index-aligned with
-/// `spec.containers`): the webhook's sizing, requests from the processed target and limits in proportion.
+/// `spec.containers`): the webhook's sizing, requests from the processed target and limits in proportion
+/// or by the VPA's limit policy (docs/limit-policy.md) — never removed: the API server refuses removing a
+/// limit in place, so a limit the policy unsets keeps its ratio until the pod is recreated.
 /// `processed` is the pod's processed recommendation (the capping processor's,
 /// docs/design/upstream-updater.md §2.1: the webhook's processing with the same LimitRanges), so it is not
 /// processed again here.
@@ -73,6 +78,12 @@ pub fn provider_resources(
     let from = Assembly {
         recommendation: processed,
         container_item: container_item.as_ref(),
+        limits: LimitContext {
+            limit_ranges,
+            namespace,
+            quota_limits: &[],
+            in_place: true,
+        },
         ..Assembly::default()
     };
     let mut resources = container_resources_from(vpa, &slots, &from, &options)?;
@@ -201,8 +212,15 @@ pub fn plan_resize(
     if resize.is_empty() {
         return Err(ResizeError::NothingToApply);
     }
+    let notes = provided
+        .iter()
+        .flat_map(|r| &r.annotations)
+        .filter(|n| n.ends_with(KEPT_IN_PLACE))
+        .cloned()
+        .collect();
     Ok(ResizePlan {
         resize,
         annotations: annotation_operations(pod, &expired),
+        notes,
     })
 }

@@ -7,9 +7,9 @@
 //!    `upperBound`) the Container-type LimitRange bounds (docs/design/upstream-admission.md §3.5), the
 //!    policy's `minAllowed`/`maxAllowed`, and for `RequestsOnly` the cap at the current limit.
 //! 2. **Assembly** ([`container_resources`]): requests from `target`; limits kept in proportion
-//!    (docs/design/upstream-admission.md §3.6).
-//! 3. **Patch** ([`resource_patches`], [`patch_pod`]): `add` operations for every request and limit,
-//!    Tailor's updates and observed-containers annotations.
+//!    (docs/design/upstream-admission.md §3.6), or by the VPA's limit policy (docs/limit-policy.md).
+//! 3. **Patch** ([`resource_patches`], [`patch_pod`]): `add` operations for every request and limit
+//!    (`remove` for a limit the policy unsets), Tailor's updates and observed-containers annotations.
 //!
 //! Everything here is pure. Tailor-only behaviour sits behind [`PatchOptions`] and is off by default.
 
@@ -36,7 +36,7 @@ use boost::*;
 pub use memo::*;
 pub use patch::*;
 pub use review::*;
-use tailor_core::quota::{Charged, Quota, QuotaFit, QuotaOutcome, fit_to_quotas};
+use tailor_core::quota::{Charged, Quota, QuotaFit, QuotaOutcome, fit_to_quotas, limits_tracked};
 use tailor_core::sizing::*;
 
 /// Why a pod was left alone without looking at the recommendation.
@@ -78,7 +78,12 @@ pub struct PodPatch {
     pub pod_level: Vec<&'static str>,
     /// What quota fit did ([`patch_pod_within`]; `Fits` without quotas).
     pub quota: QuotaFit,
+    /// Why the VPA's limit-policy annotation was not followed (it does not parse: limits kept their ratio,
+    /// docs/limit-policy.md); the webhook reports it.
+    pub limit_policy: Option<LimitPolicyError>,
 }
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_limit_policy;

@@ -18,6 +18,7 @@ pub fn resource_patches(
     let max_boost = parse_opt(options.max_allowed_cpu_boost.as_ref(), || {
         "--max-allowed-cpu-boost".into()
     })?;
+    let limit_policy = LimitPolicy::or_keep_ratio(vpa);
     let mut ops = Vec::new();
     let mut updates = Vec::new();
     let empty = ContainerResources::default();
@@ -63,9 +64,10 @@ pub fn resource_patches(
                             };
                         }
                     }
-                } else {
-                    let (limit, _) =
-                        proportional_limit(CPU, spec_limit, spec_request, Some(&request), None)?;
+                } else if !res.removed_limits.contains(&CPU) {
+                    // The same limit rule as the assembly's (docs/limit-policy.md), from the boosted request.
+                    let rule = limit_policy.rule(slot.name(), CPU);
+                    let limit = boosted_limit(rule, spec_limit, spec_request, &request)?;
                     if let Some(limit) = limit {
                         res.limits.insert(CPU.to_owned(), limit);
                     }
@@ -109,6 +111,17 @@ pub fn resource_patches(
             for (resource, q) in values {
                 container_ops.push(resource_value_op(&base, field, resource, q));
                 items.push(format!("{resource} {label}"));
+            }
+        }
+        // The limit policy's `unset` (docs/limit-policy.md): only a limit the spec has can be removed.
+        let spec_limits = spec_resources.and_then(|r| r.limits.as_ref());
+        for resource in &res.removed_limits {
+            if spec_limits.is_some_and(|l| l.contains_key(*resource)) {
+                container_ops.push(remove_op(&format!(
+                    "{base}/resources/limits/{}",
+                    escape(resource)
+                )));
+                items.push(format!("{resource} limit removed"));
             }
         }
         if container_ops.is_empty() {
@@ -236,7 +249,9 @@ pub fn patch_pod_within(
         });
     }
     let slots = slots(pod, options);
-    let mut resources = resources_for_slots(pod, &slots, vpa, limit_ranges, options)?;
+    let quota_limits = limits_tracked(quotas, pod);
+    let mut resources =
+        resources_for_slots(pod, &slots, vpa, limit_ranges, &quota_limits, options)?;
     let pod_level = leave_pod_level_alone(pod, &mut resources);
     // A VPA in mode Off is matched only for its start-up boost: its recommendation is not applied, so
     // there is nothing to fit.
@@ -270,5 +285,6 @@ pub fn patch_pod_within(
         updates,
         pod_level,
         quota,
+        limit_policy: LimitPolicy::of(vpa).err(),
     })
 }

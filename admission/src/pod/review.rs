@@ -9,6 +9,8 @@ pub enum PodOutcome {
     Patched {
         /// The VPA, as `namespace/name`.
         vpa: String,
+        /// Set when the VPA's limit-policy annotation does not parse (its limits kept their ratio).
+        limit_policy: Option<Box<LimitPolicyWarning>>,
     },
     /// No VPA governs the pod.
     NoMatch {
@@ -47,9 +49,43 @@ pub enum PodOutcome {
         fit: QuotaFit,
         /// The pod's `metadata.generateName`, for the report.
         generate_name: Option<String>,
+        /// Set when the VPA's limit-policy annotation does not parse (its limits kept their ratio).
+        limit_policy: Option<Box<LimitPolicyWarning>>,
     },
     /// An error left the pod unmodified.
     Error(String),
+}
+
+/// A VPA whose limit-policy annotation does not parse (docs/limit-policy.md): the pod's limits kept their
+/// ratio, and the webhook says why in a log line and an Event on the VPA.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitPolicyWarning {
+    /// The VPA's namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its `metadata.uid` (empty when unknown).
+    pub uid: String,
+    /// What is wrong with the annotation.
+    pub error: LimitPolicyError,
+}
+
+impl LimitPolicyWarning {
+    /// The warning for `vpa` in `namespace`, when its annotation did not parse.
+    fn of(
+        vpa: &VerticalPodAutoscaler,
+        namespace: &str,
+        error: Option<LimitPolicyError>,
+    ) -> Option<Box<Self>> {
+        error.map(|error| {
+            Box::new(LimitPolicyWarning {
+                namespace: namespace.to_owned(),
+                name: vpa.metadata.name.clone().unwrap_or_default(),
+                uid: vpa.metadata.uid.clone().unwrap_or_default(),
+                error,
+            })
+        })
+    }
 }
 
 /// Reviews a pod `CREATE` (docs/design/upstream-admission.md §3.1): finds the VPA in `index` and returns the
@@ -155,6 +191,7 @@ pub fn review_pod(
         patch: patch.into(),
         pod_level_only: result.updates.is_empty() && !result.pod_level.is_empty(),
     };
+    let warning = LimitPolicyWarning::of(&vpa, &namespace, result.limit_policy);
     if result.quota.outcome != QuotaOutcome::Fits {
         let (response, outcome) = answered(allowed, answer, conflict, String::new());
         if let PodOutcome::Error(_) = outcome {
@@ -165,13 +202,18 @@ pub fn review_pod(
             vpa_uid: vpa.metadata.uid.clone().unwrap_or_default(),
             fit: result.quota,
             generate_name: pod.metadata.generate_name.clone(),
+            limit_policy: warning,
         };
         return (response, outcome);
     }
     if let Some(key) = key {
         memo.put(&vpa, &limit_ranges, key, answer.clone());
     }
-    answered(allowed, answer, conflict, vpa_label())
+    let (response, mut outcome) = answered(allowed, answer, conflict, vpa_label());
+    if let PodOutcome::Patched { limit_policy, .. } = &mut outcome {
+        *limit_policy = warning;
+    }
+    (response, outcome)
 }
 
 /// The response carrying `answer`'s patch (and the warning about several VPAs), and its outcome against
@@ -192,7 +234,10 @@ fn answered(
             let outcome = if answer.pod_level_only {
                 PodOutcome::PodLevelLeftAlone { vpa }
             } else {
-                PodOutcome::Patched { vpa }
+                PodOutcome::Patched {
+                    vpa,
+                    limit_policy: None,
+                }
             };
             (response, outcome)
         }

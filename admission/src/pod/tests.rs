@@ -234,7 +234,8 @@ fn review_pod_end_to_end() {
     assert_eq!(
         outcome,
         PodOutcome::Patched {
-            vpa: "default/web-vpa".into()
+            vpa: "default/web-vpa".into(),
+            limit_policy: None,
         }
     );
     assert!(resp.allowed);
@@ -518,7 +519,8 @@ fn two_vpas_on_one_workload_are_named_in_the_response_warnings() {
     assert_eq!(
         outcome,
         PodOutcome::Patched {
-            vpa: "default/web-vpa".into()
+            vpa: "default/web-vpa".into(),
+            limit_policy: None,
         }
     );
     let warnings = resp.warnings.unwrap_or_default();

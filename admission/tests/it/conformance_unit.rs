@@ -485,7 +485,7 @@ fn patch(input: &Value, expected: &Value) -> Check {
                     .map_err(|e| e.to_string())?,
                 limits: serde_json::from_value(r.get("limits").cloned().unwrap_or(json!({})))
                     .map_err(|e| e.to_string())?,
-                annotations: Vec::new(),
+                ..Default::default()
             })
         })
         .collect::<Result<_, String>>()?;

@@ -118,5 +118,23 @@ impl Quota {
     }
 }
 
+/// The resources (`cpu`, `memory`) whose `limits.*` a quota of `quotas` that applies to `pod` tracks: the API
+/// server refuses a pod without those limits, so the limit policy's `unset` keeps them
+/// (docs/limit-policy.md).
+pub fn limits_tracked(
+    quotas: &[Quota],
+    pod: &k8s_openapi::api::core::v1::Pod,
+) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for quota in quotas.iter().filter(|q| q.applies_to(pod)) {
+        for bound in quota.bounds.iter().filter(|b| b.limits) {
+            if !out.contains(&bound.resource) {
+                out.push(bound.resource);
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests;

@@ -297,3 +297,31 @@ fn memory_is_cut_to_whole_bytes() {
     );
     assert_eq!(got.millis_i128(), Some(bytes * 1000));
 }
+
+#[test]
+fn the_limits_a_quota_requires_are_those_it_tracks_for_the_pod() {
+    let p = one_container("100m", None);
+    let requests_only = quota(
+        "r",
+        json!({"requests.cpu": "1", "memory": "1Gi"}),
+        json!({}),
+    );
+    assert!(limits_tracked(std::slice::from_ref(&requests_only), &p).is_empty());
+    let limits = quota(
+        "l",
+        json!({"limits.memory": "1Gi", "limits.cpu": "2"}),
+        json!({}),
+    );
+    assert_eq!(
+        limits_tracked(&[requests_only, limits.clone()], &p),
+        ["cpu", "memory"]
+    );
+    // A quota whose scope excludes the pod requires nothing of it.
+    let terminating = quota_with(
+        "t",
+        json!({"hard": {"limits.cpu": "1"}, "scopes": ["Terminating"]}),
+        json!({}),
+    );
+    assert!(limits_tracked(&[terminating], &p).is_empty());
+    assert_eq!(limits_tracked(&[limits.clone(), limits], &p).len(), 2);
+}

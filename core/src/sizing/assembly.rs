@@ -1,4 +1,5 @@
-//! Step B: requests and limits from the processed recommendation (docs/design/upstream-admission.md §3.3, §3.6).
+//! Step B: requests and limits from the processed recommendation (docs/design/upstream-admission.md §3.3, §3.6);
+//! limits by the VPA's limit policy where it has one ([`policy_limits`], docs/limit-policy.md).
 
 use super::*;
 
@@ -9,6 +10,9 @@ pub struct ContainerResources {
     pub requests: ResourceList,
     /// Limits to set.
     pub limits: ResourceList,
+    /// Limits to remove: the limit policy's `unset` (docs/limit-policy.md), only for limits the container
+    /// has and never in place ([`LimitContext::in_place`]).
+    pub removed_limits: Vec<&'static str>,
     /// Annotations (capping notes, limit notes).
     pub annotations: Vec<String>,
 }
@@ -22,6 +26,8 @@ pub struct AssemblyOptions {
 }
 
 /// Requests and limits per slot (docs/design/upstream-admission.md §3.3 step B), from the processed recommendation.
+/// A limit policy is applied without LimitRange or quota bounds: the webhook and the updater give those
+/// through [`container_resources_from`].
 pub fn container_resources(
     vpa: &VerticalPodAutoscaler,
     slots: &[Slot<'_>],
@@ -35,6 +41,7 @@ pub fn container_resources(
         annotations: processed.map(|p| &p.annotations),
         container_item,
         assembly,
+        limits: LimitContext::default(),
     };
     container_resources_from(vpa, slots, &from, options)
 }
@@ -50,6 +57,8 @@ pub struct Assembly<'a> {
     pub container_item: Option<&'a LimitRangeItem>,
     /// Extra behaviour for callers other than the webhook.
     pub assembly: AssemblyOptions,
+    /// What decides limits besides the VPA's limit policy (read only when the VPA has one).
+    pub limits: LimitContext<'a>,
 }
 
 /// [`container_resources`] from a processed recommendation held apart from its notes (the updater keeps
@@ -65,6 +74,10 @@ pub fn container_resources_from(
     let policy = vpa.spec.resource_policy.as_ref();
     let vpa_off = update_mode(&vpa.spec) == UpdateMode::Off;
     let defaults = container_item.and_then(|i| i.default.as_ref());
+    // A VPA without a limit policy (or one that does not parse, which its callers report) keeps the ratio
+    // everywhere, exactly as upstream.
+    let limit_policy = LimitPolicy::or_keep_ratio(vpa);
+    let bounds = (!limit_policy.is_keep_ratio()).then(|| LimitBounds::of(&from.limits));
     let mut out = Vec::with_capacity(slots.len());
     for slot in slots {
         let rec = from.recommendation.and_then(|r| {
@@ -92,41 +105,91 @@ pub fn container_resources_from(
             controlled_values(container_policy(policy, slot.name()))
         };
         if values == ControlledValues::RequestsAndLimits {
-            let (mut limits, notes) =
-                proportional_limits(&slot.current, &resources.requests, defaults)?;
-            if !limits.is_empty() {
-                if options.honor_max_limit_request_ratio
-                    && let Some(item) = container_item
-                {
-                    resources.annotations.extend(cap_to_max_ratio(
-                        &mut limits,
-                        &resources.requests,
-                        item,
-                    )?);
-                }
-                resources.limits = limits;
-                resources.annotations.extend(notes);
-            }
+            let limits = Limits {
+                defaults,
+                container_item,
+                policy: &limit_policy,
+                bounds: bounds.as_ref(),
+            };
+            assemble_limits(&mut resources, slot, &limits, options)?;
         }
         if assembly.add_all {
-            for resource in CPU_AND_MEMORY {
-                if !resources.requests.contains_key(resource)
-                    && let Some(q) = slot.current.request(resource)
-                {
-                    resources.requests.insert(resource.to_owned(), q.clone());
-                }
-                if !resources.limits.contains_key(resource)
-                    && let Some(q) = slot.current.limit(resource)
-                {
-                    resources.limits.insert(resource.to_owned(), q.clone());
-                }
-            }
+            add_current(&mut resources, slot);
         }
         resources.requests.remove("");
         resources.limits.remove("");
         out.push(resources);
     }
     Ok(out)
+}
+
+/// What one container's limits are assembled from.
+struct Limits<'a> {
+    /// The container LimitRange's `default`.
+    defaults: Option<&'a ResourceList>,
+    /// The merged Container-type LimitRange item.
+    container_item: Option<&'a LimitRangeItem>,
+    /// The VPA's limit policy.
+    policy: &'a LimitPolicy,
+    /// Its bounds; `None` when the policy keeps the ratio everywhere.
+    bounds: Option<&'a LimitBounds>,
+}
+
+/// The limits of `resources` (whose requests are set) for `slot`: in proportion
+/// (docs/design/upstream-admission.md §3.6), or by the VPA's limit policy when it has one.
+fn assemble_limits(
+    resources: &mut ContainerResources,
+    slot: &Slot<'_>,
+    from: &Limits<'_>,
+    options: &PatchOptions,
+) -> Result<(), PodError> {
+    if let Some(bounds) = from.bounds {
+        let decided = policy_limits(
+            from.policy,
+            slot,
+            &resources.requests,
+            from.defaults,
+            from.container_item,
+            options,
+            bounds,
+        )?;
+        resources.limits = decided.limits;
+        resources.removed_limits = decided.removed;
+        resources.annotations.extend(decided.notes);
+        return Ok(());
+    }
+    let (mut limits, notes) =
+        proportional_limits(&slot.current, &resources.requests, from.defaults)?;
+    if !limits.is_empty() {
+        if options.honor_max_limit_request_ratio
+            && let Some(item) = from.container_item
+        {
+            resources
+                .annotations
+                .extend(cap_to_max_ratio(&mut limits, &resources.requests, item)?);
+        }
+        resources.limits = limits;
+        resources.annotations.extend(notes);
+    }
+    Ok(())
+}
+
+/// Upstream's in-place path ([`AssemblyOptions::add_all`]): cpu and memory the recommendation does not name
+/// keep their current values (a limit the policy removes is not added back).
+fn add_current(resources: &mut ContainerResources, slot: &Slot<'_>) {
+    for resource in CPU_AND_MEMORY {
+        if !resources.requests.contains_key(resource)
+            && let Some(q) = slot.current.request(resource)
+        {
+            resources.requests.insert(resource.to_owned(), q.clone());
+        }
+        if !resources.limits.contains_key(resource)
+            && !resources.removed_limits.contains(&resource)
+            && let Some(q) = slot.current.limit(resource)
+        {
+            resources.limits.insert(resource.to_owned(), q.clone());
+        }
+    }
 }
 
 /// Tailor improvement: lowers each limit to `request · maxLimitRequestRatio` of the container LimitRange.

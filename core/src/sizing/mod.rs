@@ -8,7 +8,8 @@
 //!    `upperBound`) the Container-type LimitRange bounds (docs/design/upstream-admission.md §3.5), the
 //!    policy's `minAllowed`/`maxAllowed`, and for `RequestsOnly` the cap at the current limit.
 //! 2. **Assembly** ([`container_resources`]): requests from `target`; limits kept in proportion
-//!    (docs/design/upstream-admission.md §3.6).
+//!    (docs/design/upstream-admission.md §3.6), or as the VPA's limit policy says ([`LimitPolicy`],
+//!    [`policy_limits`], docs/limit-policy.md; Tailor, off unless the VPA is annotated).
 //!
 //! [`resources_for_slots`] runs both for one pod. Everything here is pure.
 
@@ -33,19 +34,23 @@ use tailor_crds::{
 mod annotations;
 mod assembly;
 mod floor;
+mod limit_policy;
 mod limit_range_caps;
 mod limits;
 mod ops;
 mod pod_level;
+mod policy_limits;
 mod recommendation;
 
 pub use annotations::*;
 pub use assembly::*;
 pub use floor::*;
+pub use limit_policy::*;
 pub use limit_range_caps::*;
 pub use limits::*;
 pub use ops::*;
 pub use pod_level::*;
+pub use policy_limits::*;
 pub use recommendation::*;
 
 /// Resources that get limits and LimitRange treatment.
@@ -271,12 +276,14 @@ pub fn slots<'a>(pod: &'a Pod, options: &PatchOptions) -> Vec<Slot<'a>> {
 
 /// Per-slot requests and limits for `pod` from `vpa` and the LimitRanges of the pod's namespace (LimitRanges
 /// of other namespaces are ignored): [`process_recommendation`], then [`container_resources`]. The webhook
-/// patches these at creation; the updater resizes running pods to them.
+/// patches these at creation. `quota_limits`: the resources whose `limits.*` a ResourceQuota charging the pod
+/// tracks ([`crate::quota::limits_tracked`]), where the limit policy's `unset` keeps the limit.
 pub fn resources_for_slots(
     pod: &Pod,
     slots: &[Slot<'_>],
     vpa: &VerticalPodAutoscaler,
     limit_ranges: &[LimitRange],
+    quota_limits: &[&'static str],
     options: &PatchOptions,
 ) -> Result<Vec<ContainerResources>, PodError> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
@@ -296,12 +303,17 @@ pub fn resources_for_slots(
         pod_item.as_ref(),
         options.floor.as_ref(),
     )?;
-    container_resources(
-        vpa,
-        slots,
-        processed.as_ref(),
-        container_item.as_ref(),
-        AssemblyOptions::default(),
-        options,
-    )
+    let from = Assembly {
+        recommendation: processed.as_ref().map(|p| &p.recommendation),
+        annotations: processed.as_ref().map(|p| &p.annotations),
+        container_item: container_item.as_ref(),
+        assembly: AssemblyOptions::default(),
+        limits: LimitContext {
+            limit_ranges,
+            namespace,
+            quota_limits,
+            in_place: false,
+        },
+    };
+    container_resources_from(vpa, slots, &from, options)
 }

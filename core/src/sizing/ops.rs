@@ -25,6 +25,13 @@ pub fn add_op(path: &str, value: Value) -> PatchOperation {
     })
 }
 
+/// A `remove` operation (the path must exist in the object patched).
+pub fn remove_op(path: &str) -> PatchOperation {
+    PatchOperation::Remove(RemoveOperation {
+        path: pointer(path),
+    })
+}
+
 /// Path of an annotation.
 pub fn annotation_path(key: &str) -> String {
     format!("/metadata/annotations/{}", escape(key))
@@ -38,7 +45,5 @@ pub fn add_annotation_op(name: &str, value: &str) -> PatchOperation {
 /// `remove /metadata/annotations/<name>`: the updater's un-boost removes the boost annotations the webhook
 /// wrote.
 pub fn remove_annotation_op(name: &str) -> PatchOperation {
-    PatchOperation::Remove(RemoveOperation {
-        path: pointer(&annotation_path(name)),
-    })
+    remove_op(&annotation_path(name))
 }

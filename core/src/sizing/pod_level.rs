@@ -46,6 +46,9 @@ pub fn leave_alone(
         for container in resources.iter_mut() {
             taken |= container.requests.remove(resource).is_some();
             taken |= container.limits.remove(resource).is_some();
+            let removed = container.removed_limits.len();
+            container.removed_limits.retain(|r| *r != resource);
+            taken |= container.removed_limits.len() != removed;
             // Capping and limit notes about it no longer describe anything written.
             container
                 .annotations

@@ -476,7 +476,7 @@ fn single_resize_patch() -> ResizePlan {
             "/spec/containers/0/resources/requests/cpu",
             json!("1"),
         )],
-        annotations: Vec::new(),
+        ..ResizePlan::default()
     }
 }
 
@@ -686,7 +686,7 @@ fn inplace_patch(input: &Value) -> Out {
         provided.push(ContainerResources {
             requests: resource_list(&format!("{path}.requests"), &r.requests)?,
             limits: resource_list(&format!("{path}.limits"), &r.limits)?,
-            annotations: Vec::new(),
+            ..ContainerResources::default()
         });
     }
     let expired = pods::expired_boost_keys(&pod, &vpa, i.now.0);

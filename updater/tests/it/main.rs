@@ -3,6 +3,7 @@
 
 mod budgets;
 mod conformance;
+mod limit_policy;
 mod loop_api;
 mod quota_fit;
 mod resize_refusals;

@@ -1,0 +1,208 @@
+//! The VPA's limit policy (docs/limit-policy.md) in the updater's in-place resize, through `tailor plan`'s
+//! path (the binary's iteration over a snapshot): the policy's limits are the resize's, a limit the policy
+//! unsets is kept in proportion (the API server refuses removing a limit in place) and the resize event says
+//! so, and an annotation that does not parse is a warning on the VPA while limits keep their ratio.
+
+use std::time::Duration;
+
+use json_patch::PatchOperation;
+use serde_json::Value;
+use tailor_updater::config::{FeatureGates, RestrictionConfig};
+use tailor_updater::iteration::IterationConfig;
+use tailor_updater::pods::CompactPod;
+use tailor_updater::preview::plan::{Plan, PlanSettings, plan};
+use tailor_updater::preview::snapshot::Snapshot;
+use tailor_updater::rate_limit::RateSettings;
+use tailor_updater::resize::plan_resize;
+
+const VPA: &str = r#"
+apiVersion: autoscaling.tailor.dev/v1
+kind: VerticalPodAutoscaler
+metadata:
+  name: web
+  namespace: shop
+  creationTimestamp: "2026-01-01T00:00:00Z"
+  annotations: {"tailor.dev/limit-policy": "POLICY"}
+spec:
+  targetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  updatePolicy: {updateMode: InPlaceOrRecreate}
+status:
+  recommendation:
+    containerRecommendations:
+      - containerName: app
+        target: {cpu: 500m, memory: 512Mi}
+        lowerBound: {cpu: 400m, memory: 400Mi}
+        upperBound: {cpu: 600m, memory: 600Mi}
+"#;
+
+/// A running pod of `web` asking 100m/128Mi, with `limits` (YAML flow mapping).
+fn pod(i: usize, limits: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web-1-{i}
+  namespace: shop
+  uid: uid-web-1-{i}
+  labels: {{app: web}}
+  ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: web-1, uid: uid-web-1, controller: true}}]
+spec:
+  nodeName: node-1
+  containers:
+    - name: app
+      image: app
+      resources: {{requests: {{cpu: 100m, memory: 128Mi}}, limits: {limits}}}
+status:
+  phase: Running
+  qosClass: Burstable
+  startTime: "2026-01-01T00:00:00Z"
+"#
+    )
+}
+
+/// Deployment `web` (two pods: the first without a CPU limit, the second with 400m) under the VPA annotated
+/// with `policy`.
+fn snapshot(policy: &str) -> Snapshot {
+    let mut text = String::from(
+        r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop, uid: uid-web}
+spec: {selector: {matchLabels: {app: web}}, template: {}}
+---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: web-1
+  namespace: shop
+  uid: uid-web-1
+  ownerReferences: [{apiVersion: apps/v1, kind: Deployment, name: web, uid: uid-web, controller: true}]
+spec: {replicas: 2, selector: {matchLabels: {app: web}}}
+---"#,
+    );
+    text.push_str(&VPA.replace("POLICY", policy));
+    text.push_str("---");
+    text.push_str(&pod(0, "{memory: 256Mi}"));
+    text.push_str("---");
+    text.push_str(&pod(1, "{cpu: 400m, memory: 256Mi}"));
+    let mut s = Snapshot::default();
+    s.add_file("snapshot.yaml", &text).unwrap();
+    s
+}
+
+async fn planned(policy: &str) -> Plan {
+    let settings = PlanSettings {
+        iteration: IterationConfig {
+            gates: FeatureGates {
+                in_place: true,
+                ..FeatureGates::default()
+            },
+            ..IterationConfig::default()
+        },
+        restriction: RestrictionConfig {
+            min_replicas: 1,
+            eviction_tolerance: 1.0,
+            ..RestrictionConfig::default()
+        },
+        rate: RateSettings::from_flags(-1.0, 1),
+        interval: Duration::from_secs(60),
+        status_lease: None,
+        now: "2026-01-10T12:00:00Z".parse().unwrap(),
+        floor: None,
+        resize_rules: Default::default(),
+    };
+    plan(&snapshot(policy), &settings).await
+}
+
+/// The resize of each pod as `path → value`, `None` for a pod not resized.
+fn resizes(plan: &Plan) -> Vec<Option<Vec<(String, Value)>>> {
+    plan.pods
+        .iter()
+        .map(|p| {
+            assert_eq!(p.action, "resize", "{p:?}");
+            p.patch.as_ref().map(|ops| {
+                ops.iter()
+                    .map(|op| match op {
+                        PatchOperation::Add(a) => (a.path.to_string(), a.value.clone()),
+                        other => panic!("only add operations in a resize: {other:?}"),
+                    })
+                    .collect()
+            })
+        })
+        .collect()
+}
+
+fn op(field: &str, resource: &str, value: &str) -> (String, Value) {
+    (
+        format!("/spec/containers/0/resources/{field}/{resource}"),
+        Value::String(value.into()),
+    )
+}
+
+#[tokio::test]
+async fn in_place_resizes_follow_the_policy_and_keep_a_limit_they_cannot_remove() {
+    let plan = planned("memory=request+256Mi,cpu=unset").await;
+    let got = resizes(&plan);
+    let requests = [
+        op("requests", "cpu", "500m"),
+        op("requests", "memory", "512Mi"),
+    ];
+    // No CPU limit: none is added; memory limit = request + 256Mi.
+    let mut first = requests.to_vec();
+    first.push(op("limits", "memory", "768Mi"));
+    assert_eq!(got[0].as_deref(), Some(first.as_slice()));
+    // A CPU limit the API server would not let the resize remove: kept in proportion (4 × 500m).
+    let mut second = requests.to_vec();
+    second.extend([op("limits", "cpu", "2"), op("limits", "memory", "768Mi")]);
+    assert_eq!(got[1].as_deref(), Some(second.as_slice()));
+    assert!(
+        !plan.notes.iter().any(|n| n.contains("LimitPolicyInvalid")),
+        "{:?}",
+        plan.notes
+    );
+}
+
+#[tokio::test]
+async fn an_annotation_that_does_not_parse_is_a_warning_and_limits_keep_their_ratio() {
+    let plan = planned("memory=request+256Mi,cpu=off").await;
+    let warning = plan
+        .notes
+        .iter()
+        .find(|n| n.starts_with("event LimitPolicyInvalid on VPA shop/web: "))
+        .unwrap_or_else(|| panic!("{:?}", plan.notes));
+    assert!(
+        warning.contains("entry 2 \"cpu=off\": policy \"off\" is not keep-ratio"),
+        "{warning}"
+    );
+    let got = resizes(&plan);
+    assert!(
+        got[1]
+            .as_deref()
+            .unwrap()
+            .contains(&op("limits", "memory", "1Gi")),
+        "keep-ratio (2 × 512Mi): {got:?}"
+    );
+}
+
+#[test]
+fn the_resize_plan_names_the_limit_it_kept() {
+    let snapshot = snapshot("unset-cpu");
+    let vpa = &snapshot.index.vpas()[0];
+    let pod: &CompactPod = &snapshot.pods[1];
+    let recommendation = vpa.status.as_ref().unwrap().recommendation.as_ref();
+    let now = "2026-01-10T12:00:00Z".parse().unwrap();
+    let resize = plan_resize(pod, vpa, recommendation, &[], false, now).unwrap();
+    assert_eq!(
+        resize.notes,
+        [
+            "cpu limit kept in proportion, not unset: the API server refuses removing a limit in place"
+        ]
+    );
+    let event = tailor_updater::events::resized_noting(&resize.notes);
+    assert_eq!(
+        event.message,
+        "Pod was resized in place by VPA Updater. cpu limit kept in proportion, not unset: the API \
+         server refuses removing a limit in place."
+    );
+}
