@@ -3,7 +3,7 @@
 //! Kubernetes quantities are decimal numbers with an SI or binary suffix (or an exponent). Both components
 //! need Go's `Value()` / `MilliValue()` (rounded **up**), exact sums and comparisons, `floor(a·b/c)` without
 //! overflow, and the canonical string form of a result in the format of the quantity it came from.
-//! Everything here is exact (big integers, with a 128-bit fast path in [`small`] that every cluster value
+//! Everything here is exact (big integers, with a 128-bit fast path in `small` that every cluster value
 //! takes), so huge values such as `1Ei` of CPU reach upstream's int64 cap instead of wrapping.
 //!
 //! Why not `kube_quantity`: it parses through `f64` (`9223372036854775807` becomes `...808`), rejects `1Ei`,

@@ -7,7 +7,7 @@
 //! - [`money`]: prices and monthly costs.
 //! - [`summary`]: totals per namespace and for the fleet.
 //! - [`query`]: a fleet page's filters, sort and page, read within bounds.
-//! - [`html`]: the pages.
+//! - [`mod@html`]: the pages.
 
 pub mod html;
 pub mod model;

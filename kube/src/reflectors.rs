@@ -1,5 +1,5 @@
-//! Reflectors: one watch per kind feeding a kube-rs [`Store`], and the seven compact workload caches
-//! ([`crate::workload_cache`]) every binary matches targets against.
+//! Reflectors: one watch per kind feeding a kube-rs [`Store`](kube::runtime::reflector::Store), and the seven
+//! compact workload caches ([`crate::workload_cache`]) every binary matches targets against.
 
 use std::fmt::Debug;
 use std::hash::Hash;

@@ -1,6 +1,6 @@
 //! The checkpoints that exist, without their histograms: the VPA and container of each, fed by a watch
 //! that skips every checkpoint's status unread. Restoring reads the few checkpoints it needs from the API
-//! server ([`crate::ingest::restore`]); garbage collection needs only this index.
+//! server (`crate::ingest::restore`); garbage collection needs only this index.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher;

@@ -1,5 +1,5 @@
 //! What the loop remembers of its writes, per VPA: the histogram shapes its last checkpoint write stored and
-//! digests of its last status write (kept in [`crate::tracked::VpaEntry`], read by the two writers).
+//! digests of its last status write (kept in `crate::tracked::VpaEntry`, read by the two writers).
 
 use std::collections::BTreeMap;
 

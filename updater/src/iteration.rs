@@ -341,7 +341,7 @@ struct Vpa<'a> {
 }
 
 /// Runs one iteration over `vpas` (list order) and the live `pods`: which VPAs are selected
-/// ([`select_vpas`]), whose pods are whose ([`assign_pods`]), then each VPA's pass ([`pass_vpa`]) until
+/// (`select_vpas`), whose pods are whose (`assign_pods`), then each VPA's pass (`pass_vpa`) until
 /// one aborts the iteration.
 #[allow(clippy::too_many_arguments)]
 pub async fn run_once<V: ClusterView, A: Actuator>(

@@ -392,7 +392,7 @@ impl From<Pod> for CompactPod {
 
 impl CompactPod {
     /// The compact form of `pod`: the shared parts (containers, labels, owners, names) through the
-    /// interner, under one lock; what few pods have in [`Rare`].
+    /// interner, under one lock; what few pods have in `Rare`.
     pub fn new(pod: &Pod) -> Self {
         let m = &pod.metadata;
         let namespace = m.namespace.as_deref().unwrap_or_default();

@@ -9,7 +9,7 @@
 //!
 //! - [`namespace_policy`]: a namespace's labels and annotations read into a [`NamespacePolicy`], or the
 //!   reason it is refused.
-//! - [`plan`]: which VPAs to create, change and delete, and which workloads are left out and why.
+//! - [`mod@plan`]: which VPAs to create, change and delete, and which workloads are left out and why.
 
 pub mod namespace_policy;
 pub mod plan;

@@ -6,7 +6,7 @@
 //!   (`cpu`, `memory`, `requests.*`, `limits.*`), hard and used ([`Quota::of`]).
 //! - [`applies_to`](Quota::applies_to): the quota's scopes evaluated against the pod, conservatively (a
 //!   scope that cannot be evaluated counts as matching, so an unknown scope can only make the fit stricter).
-//! - [`pod_total`](charge::pod_total): the pod's charge as the API server's quota evaluator computes it
+//! - [`pod_total`]: the pod's charge as the API server's quota evaluator computes it
 //!   (regular containers and native sidecars summed, init containers as peaks, plus the overhead).
 //! - [`fit_to_quotas`]: the largest share of each raise that fits every quota.
 //!

@@ -73,7 +73,7 @@ pub struct PatchOptions {
     /// Tailor improvement: also size native sidecars (init containers with `restartPolicy: Always`).
     pub native_sidecars: bool,
     /// Tailor (docs/decisions/pod-floor.md): never size a container below its share of this pod minimum
-    /// ([`apply_floor`]).
+    /// ([`floor_recommendations`]).
     pub floor: Option<PodFloor>,
 }
 

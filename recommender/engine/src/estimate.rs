@@ -185,7 +185,8 @@ pub enum Estimator {
         /// Chain used otherwise.
         otherwise: Box<Estimator>,
     },
-    /// For memory whose daily peaks hold steady ([`stable_peak_request`]) the highest peak with a small
+    /// For memory whose daily peaks hold steady
+    /// ([`stable_peak_request`](crate::stable_memory::stable_peak_request)) the highest peak with a small
     /// margin, at most `otherwise`; `otherwise` for CPU, for peaks that spread and with too little history.
     StablePeaks {
         /// When the peaks count as steady and the margin over them.

@@ -377,7 +377,7 @@ pub fn replay(trace: &Trace, base: &ReplayConfig, explain: bool) -> ReplayOutput
 }
 
 /// Like [`replay`], but returns the error. The steps: check the trace's options and policy, turn every sample
-/// and OOM into a time-ordered [`Event`], build the one-VPA cluster of the trace's pods and containers, feed the
+/// and OOM into a time-ordered `Event`, build the one-VPA cluster of the trace's pods and containers, feed the
 /// events through it, and recommend.
 pub fn try_replay(
     trace: &Trace,

@@ -12,7 +12,7 @@
 //! series are grouped by where they were scraped from ([`Source`]: `job` and `metrics_path`), and when several
 //! sources hold one container (kube-prometheus-stack scrapes the kubelet's `/metrics/cadvisor` and
 //! `/metrics/resource`, both with `container_cpu_usage_seconds_total`) one is chosen deterministically,
-//! the cAdvisor one first ([`Source::rank`]); [`Plan::sources`] says which.
+//! the cAdvisor one first ([`Source::rank`]); [`Plan::source_uses`] says which.
 //!
 //! **Raw samples**: CPU and memory are read as raw samples with their real timestamps (an instant query of a
 //! range selector), not resampled at the step, so sparse scrapes and downsampled stores give the usage between

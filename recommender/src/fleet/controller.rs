@@ -1,7 +1,7 @@
 //! The fleet's pass, run by the recommender's leader beside its loop (its own task, its own token
 //! bucket: a namespace of 10,000 workloads is onboarded at `--fleet-qps` while recommendations keep being
 //! written). Each pass reads the view, the VPA store and the upstream VPAs, plans with
-//! [`tailor_core::fleet::plan`], reports what changed (events, metrics, a log line) and writes: deletes
+//! [`tailor_core::fleet::plan()`], reports what changed (events, metrics, a log line) and writes: deletes
 //! first (a workload a user's VPA now covers loses the fleet's at once), then creations and changes.
 //! A pass writes for at most one resync interval, then plans again.
 

@@ -486,7 +486,7 @@ impl State {
             .0
     }
 
-    /// One page of [`Store::list`]: `limit` objects from `offset` (all when `None`), and how many match in
+    /// One page of [`State::list`]: `limit` objects from `offset` (all when `None`), and how many match in
     /// all. Only the page is copied, so paging through a large store costs what the pages hold.
     #[allow(clippy::too_many_arguments)]
     pub fn list_page(

@@ -327,7 +327,7 @@ impl HourlyCpu {
     }
 
     /// The day's plan of requests ([`crate::day_plan::plan`]) on the 24 hourly histograms; `None` unless every
-    /// hour has weight. Computed once for the hour of the newest sample and these prices (see [`PlanMemo`]).
+    /// hour has weight. Computed once for the hour of the newest sample and these prices (see `PlanMemo`).
     pub fn plan(
         &self,
         price: &crate::risk_price::RiskPrice,
