@@ -1,7 +1,8 @@
 //! Cross-component tests that run here: the stand-in API server against a real kube-rs client
 //! ([`standin`]), and the real binaries against the stand-in ([`binaries`], [`lease`], [`updater`],
-//! [`custom_kinds`], [`admission_paths`]), and ARCHITECTURE.md against the repository ([`architecture`]). The
-//! kind e2e suite is the separate `e2e` test binary (it needs a cluster).
+//! [`custom_kinds`], [`admission_paths`]), and ARCHITECTURE.md, README.md's Layout and what the prose says
+//! depends on what against the repository and its Cargo manifests ([`architecture`]). The e2e suite is the
+//! separate `e2e` test binary (it needs a cluster).
 //!
 //! ```sh
 //! cargo build -p tailor-recommender -p tailor-admission -p tailor-updater   # the binaries the tests start
