@@ -103,7 +103,10 @@ step "conformance summary"
 } 2>&1 | grep -oE 'conformance: .*' || echo "no conformance figures printed"
 
 # --- other checks: each script prints "N passed, N failed" as its last line ----------------------------
-# They run after the tests: hack/checks/rbac.sh reads the requests the tests recorded.
+# They run after the tests: hack/checks/rbac.sh reads the requests the tests recorded, and hack/checks/flags.sh
+# compares the flags reference with the --help of the binaries the build step and cargo test left (building
+# only what is missing). hack/checks/deps.sh runs cargo-machete, which the prerequisites step installs;
+# hack/checks/rustdoc.sh runs cargo doc with rustdoc's warnings denied.
 for check in "$ROOT"/hack/checks/*.sh; do
   [[ -e $check ]] || continue
   name=$(basename "$check" .sh)
