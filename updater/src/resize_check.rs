@@ -1,10 +1,10 @@
 //! What the API server's validation refuses of an in-place resize (docs/decisions/resize-precheck.md), checked
 //! before the PATCH: a resize that changes the pod's QoS class (a BestEffort pod gaining requests, a Guaranteed pod
 //! whose requests alone change, a Burstable pod becoming Guaranteed), a memory limit cut under the
-//! `NotRequired` resize policy on servers before 1.34, and any resize of a pod with pod-level resources
-//! (their in-place resize is an alpha gate, off by default). In `InPlace` mode such a PATCH failed every
-//! interval forever; now the pod is skipped with the reason, and `InPlaceOrRecreate` evicts it instead
-//! (upstream's fallback when a resize cannot be done).
+//! `NotRequired` resize policy on servers before 1.34, any resize of a pod with pod-level resources
+//! (their in-place resize is an alpha gate, off by default), and a request or limit removed. In `InPlace`
+//! mode such a PATCH failed every interval forever; now the pod is skipped with the reason, and
+//! `InPlaceOrRecreate` evicts it instead (upstream's fallback when a resize cannot be done).
 
 use json_patch::PatchOperation;
 use tailor_core::quantity;
@@ -128,6 +128,17 @@ fn class(values: &[Values], init_guaranteed: bool) -> Qos {
 
 /// Why the API server would refuse the resize `ops` of `pod`, if it would.
 pub fn refusal(pod: &CompactPod, ops: &[PatchOperation], rules: &ResizeRules) -> Option<String> {
+    // Requests and limits may not be removed in place (any version); the updater's resizes never remove
+    // one (a limit the VPA's limit policy unsets keeps its ratio, docs/limit-policy.md).
+    let removed = ops.iter().find_map(|op| match op {
+        PatchOperation::Remove(r) if r.path.to_string().contains("/resources/") => {
+            Some(r.path.to_string())
+        }
+        _ => None,
+    });
+    if let Some(path) = removed {
+        return Some(format!("the API server refuses removing {path} in place"));
+    }
     if pods::has_pod_level_resources(pod) && !rules.pod_level_resources {
         return Some(
             "the pod sets pod-level resources: the API server refuses resizing its containers in place"
@@ -246,6 +257,20 @@ mod tests {
         let restart: k8s_openapi::api::core::v1::Pod = serde_json::from_value(text).expect("pod");
         let restart = CompactPod::from(restart);
         assert_eq!(refusal(&restart, &cut, &old), None);
+    }
+
+    #[test]
+    fn removing_a_limit_is_refused() {
+        let r = json!({"requests": {"cpu": "100m"}, "limits": {"cpu": "200m"}});
+        let p = pod(r, "Burstable", json!({}));
+        let ops = [tailor_core::sizing::remove_op(
+            "/spec/containers/0/resources/limits/cpu",
+        )];
+        let why = refusal(&p, &ops, &ResizeRules::default()).expect("refused");
+        assert_eq!(
+            why,
+            "the API server refuses removing /spec/containers/0/resources/limits/cpu in place"
+        );
     }
 
     #[test]

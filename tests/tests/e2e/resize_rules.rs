@@ -77,6 +77,14 @@ fn cases() -> Vec<Case> {
             extra_spec: json!({"resources": {"limits": {"cpu": "200m", "memory": "128Mi"}}}),
             ops: json!([add("/requests/cpu", json!("60m"))]),
         },
+        // What the limit policy's `unset` would need in place (docs/limit-policy.md): the updater keeps the
+        // limit instead.
+        Case {
+            name: "limit-removed",
+            resources: req_lim("10m", "32Mi", "20m", "64Mi"),
+            extra_spec: json!({}),
+            ops: json!([{"op": "remove", "path": "/spec/containers/0/resources/limits/cpu"}]),
+        },
     ]
 }
 
@@ -151,13 +159,14 @@ async fn the_resize_check_agrees_with_the_api_server() {
                 ));
             }
         }
-        // Not vacuous: the server refuses the QoS changes and the pod-level case, and accepts the rest
-        // (from 1.34 a memory limit cut under NotRequired is accepted).
+        // Not vacuous: the server refuses the QoS changes, the pod-level case and the removed limit, and
+        // accepts the rest (from 1.34 a memory limit cut under NotRequired is accepted).
         let expected = [
             "besteffort-gains-requests",
             "guaranteed-requests-only",
             "burstable-to-guaranteed",
             "pod-level-resources",
+            "limit-removed",
         ];
         if refused != expected {
             mismatches.push(format!(
