@@ -289,9 +289,19 @@ pub fn review_vpa(review: &Review<'_>, gates: FeatureGates) -> (AdmissionRespons
             validation.warnings,
         );
     }
+    let mut warnings = validation.warnings;
+    // Tailor's limit policy (docs/limit-policy.md): a value that does not parse is not refused (the pods keep
+    // their ratio, and the webhook and the updater report it), but the writer hears of it at once.
+    if req.sub_resource.is_none()
+        && let Err(e) = tailor_core::sizing::LimitPolicy::of(&vpa)
+    {
+        warnings.push(format!(
+            "{e}; pods keep their limit/request ratio until it is fixed"
+        ));
+    }
     let mut response = AdmissionResponse::from(req);
-    if !validation.warnings.is_empty() {
-        response.warnings = Some(bounded_warnings(validation.warnings));
+    if !warnings.is_empty() {
+        response.warnings = Some(bounded_warnings(warnings));
     }
     let mut defaulted = false;
     let status_write = req.sub_resource.is_some();
@@ -356,6 +366,31 @@ mod tests {
             patch,
             json!([{"op": "add", "path": "/spec/updatePolicy", "value": {"updateMode": "Recreate"}}])
         );
+    }
+
+    #[test]
+    fn a_limit_policy_that_does_not_parse_is_admitted_with_a_warning() {
+        let spec = json!({"targetRef": target(), "updatePolicy": {"updateMode": "Recreate"}});
+        let mut object = vpa(spec);
+        object["metadata"]["annotations"] =
+            json!({"tailor.dev/limit-policy": "cpu=unset,gpu=unset"});
+        let (resp, outcome) = review(
+            &request("CREATE", object.clone(), None),
+            FeatureGates::default(),
+        );
+        assert!(resp.allowed);
+        assert_eq!(outcome, VpaOutcome::Accepted { defaulted: false });
+        assert_eq!(
+            resp.warnings,
+            Some(vec![
+                "annotation tailor.dev/limit-policy, entry 2 \"gpu=unset\": resource \"gpu\" is not cpu or \
+                 memory; pods keep their limit/request ratio until it is fixed"
+                    .to_owned()
+            ])
+        );
+        object["metadata"]["annotations"] = json!({"tailor.dev/limit-policy": "cpu=unset"});
+        let (resp, _) = review(&request("CREATE", object, None), FeatureGates::default());
+        assert_eq!(resp.warnings, None);
     }
 
     #[test]
