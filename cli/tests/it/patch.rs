@@ -186,3 +186,61 @@ fn a_vpa_that_does_not_select_the_pod_is_refused_unless_forced() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_limit_policy_sets_and_removes_limits_and_a_bad_one_is_a_note() {
+    // docs/limit-policy.md: memory limit = request + 256Mi, no CPU limit.
+    let args = [
+        "patch",
+        "--pod",
+        "examples/patch/pod.yaml",
+        "--vpa",
+        "examples/patch/vpa-limit-policy.yaml",
+    ];
+    let out = json(&tailor(&args));
+    let r = resources(&out);
+    assert_eq!(r["requests"]["cpu"], "250m");
+    assert_eq!(r["requests"]["memory"], "256Mi");
+    assert_eq!(r["limits"], serde_json::json!({"memory": "512Mi"}));
+    let removed = out["patch"]
+        .as_array()
+        .expect("patch")
+        .iter()
+        .filter(|op| op["op"] == "remove")
+        .map(|op| op["path"].as_str().unwrap_or_default())
+        .collect::<Vec<_>>();
+    assert_eq!(removed, ["/spec/containers/0/resources/limits/cpu"]);
+    let updates = out["pod"]["metadata"]["annotations"]["tailor.dev/updates"]
+        .as_str()
+        .expect("updates annotation");
+    assert!(
+        updates.ends_with("memory limit, cpu limit removed"),
+        "{updates}"
+    );
+    assert!(out.get("notes").is_none(), "{out}");
+
+    // An annotation that does not parse: the example's proportional limits, and a note saying why.
+    let text = std::fs::read_to_string(format!("{ROOT}/examples/patch/vpa-limit-policy.yaml"))
+        .expect("example");
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("patch-limit-policy");
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let bad = dir.join("vpa.yaml");
+    std::fs::write(&bad, text.replace("cpu=unset", "cpu=none")).expect("write");
+    let out = json(&tailor(&[
+        "patch",
+        "--pod",
+        "examples/patch/pod.yaml",
+        "--vpa",
+        bad.to_str().expect("utf-8 path"),
+    ]));
+    let r = resources(&out);
+    assert_eq!(r["limits"]["cpu"], "500m");
+    assert_eq!(r["limits"]["memory"], "512Mi");
+    let notes = out["notes"].as_array().expect("notes");
+    assert!(
+        notes.iter().any(|n| n.as_str().is_some_and(|n| n.starts_with(
+            "LimitPolicyInvalid: annotation tailor.dev/limit-policy, entry 2 \"cpu=none\": policy \"none\""
+        ))),
+        "{notes:?}"
+    );
+}

@@ -210,3 +210,47 @@ fn bad_input_exits_2_naming_the_file() {
     ]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn a_limit_policy_shapes_the_resize_and_a_bad_one_is_a_note() {
+    // The example snapshot with a limit policy on VPA shop/api (docs/limit-policy.md).
+    let base = std::fs::read_to_string(format!("{ROOT}/examples/plan/snapshot.yaml")).unwrap();
+    let annotated = |policy: &str| {
+        let needle = "  name: api\n  namespace: shop\n  uid: uid-vpa-api\n";
+        assert!(base.contains(needle));
+        base.replace(
+            needle,
+            &format!("{needle}  annotations: {{tailor.dev/limit-policy: \"{policy}\"}}\n"),
+        )
+    };
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("plan-limit-policy");
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |policy: &str| {
+        let file = dir.join("snapshot.yaml");
+        std::fs::write(&file, annotated(policy)).unwrap();
+        stdout(&tailor(&["plan", file.to_str().unwrap(), "--now", NOW]))
+    };
+    // Memory: 384Mi + 256Mi. The running pod's CPU limit cannot be removed in place: it keeps its ratio.
+    let got = run("memory=request+256Mi,cpu=unset");
+    let line = "api-5c4b-0  api     InPlaceOrRecreate  resize  [0] cpu request 300m, [0] memory request 384Mi, [0] cpu limit 600m, [0] memory limit 640Mi";
+    assert!(got.contains(line), "missing {line:?} in\n{got}");
+    assert!(!got.contains("LimitPolicyInvalid"), "{got}");
+    // ratio:1.5 of both.
+    let got = run("cpu=ratio:1.5,memory=ratio:1.5");
+    assert!(
+        got.contains("[0] cpu limit 450m, [0] memory limit 576Mi"),
+        "{got}"
+    );
+    // Not parsable: a warning in the notes, and the limits of the example (keep-ratio).
+    let got = run("memory=request+lots");
+    assert!(
+        got.contains("[0] cpu limit 600m, [0] memory limit 768Mi"),
+        "{got}"
+    );
+    assert!(
+        got.contains(
+            "event LimitPolicyInvalid on VPA shop/api: annotation tailor.dev/limit-policy, entry 1"
+        ),
+        "{got}"
+    );
+}
