@@ -53,7 +53,8 @@ pub fn resized_noting(notes: &[String]) -> UpdaterEvent {
         object: EventObject::Pod,
         type_: "Normal",
         reason: "InPlaceResizedByVPA",
-        message,
+        // A pod of many containers must not make the note longer than the API accepts.
+        message: tailor_core::text::cut(&message, tailor_kube::vpa_event::NOTE_BYTES),
     }
 }
 
