@@ -107,6 +107,13 @@ pub struct Flags {
     /// Tailor improvement: also size native sidecars (init containers with restartPolicy: Always).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set)]
     pub native_sidecars: bool,
+    /// Size pods that declare pod-level resources (`spec.resources`): set their envelope from the VPA's
+    /// `tailor.dev/pod` recommendation (published by a recommender run with the same flag) and scale the
+    /// requests their containers declare down into it; a pod the envelope cannot hold is left as it is,
+    /// with a `PodLevelEnvelopeRefused` Event on its VPA. Off: such pods are left alone
+    /// (docs/pod-level-resources.md).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set)]
+    pub pod_level_resources: bool,
     #[command(flatten)]
     pub floor: tailor_kube::floor_flags::PodFloorFlags,
     /// Quota fit: cut a patch's raises to the namespace's ResourceQuota headroom, or leave the

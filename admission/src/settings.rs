@@ -117,6 +117,7 @@ impl Settings {
             honor_max_limit_request_ratio: flags.honor_max_limit_request_ratio,
             native_sidecars: flags.native_sidecars,
             floor: flags.floor.floor(),
+            pod_level_resources: flags.pod_level_resources,
         };
         let metrics_addr = flags.listen.socket_addr()?;
         Ok(Settings {

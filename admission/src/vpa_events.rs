@@ -1,7 +1,8 @@
 //! Warning Events the webhook writes on VPAs: `QuotaFit` (quota fit changed a pod's patch,
 //! docs/decisions/quota-fit.md), `PodAdmittedUnsized` (a pod the VPA probably covers was admitted without
 //! its requests, docs/decisions/unsized-admissions.md) and `LimitPolicyInvalid` (its limit-policy annotation
-//! does not parse, docs/limit-policy.md). The pod
+//! does not parse, docs/limit-policy.md) and `PodLevelEnvelopeRefused` (a pod could not take its pod-level
+//! envelope, docs/pod-level-resources.md). The pod
 //! may have no name yet, so the VPA carries them. A burst of pod creations must not become a burst of Events:
 //! at most one per VPA and reason per [`EVENT_PERIOD`], the next one counting the pods in between; events
 //! wait in a bounded queue written by one task, and a review never waits for it.
@@ -18,6 +19,8 @@ use tokio::sync::mpsc;
 
 /// The reason of the Event on a VPA whose limit-policy annotation does not parse.
 pub const LIMIT_POLICY_INVALID: &str = "LimitPolicyInvalid";
+/// The reason of the Event on a VPA whose pod-level envelope a pod could not take (docs/pod-level-resources.md).
+pub const POD_LEVEL_ENVELOPE_REFUSED: &str = "PodLevelEnvelopeRefused";
 /// At most one Event per VPA and reason in this period.
 pub const EVENT_PERIOD: Duration = Duration::from_secs(60);
 /// Most Events waiting to be written; more are dropped (and counted).
@@ -40,7 +43,7 @@ impl VpaEvents {
         let dropped = Counter::default();
         registry.register(
             "vpa_events_dropped",
-            "Events on VPAs (QuotaFit, PodAdmittedUnsized, LimitPolicyInvalid) not written because their queue was full",
+            "Events on VPAs (QuotaFit, PodAdmittedUnsized, LimitPolicyInvalid, PodLevelEnvelopeRefused) not written because their queue was full",
             dropped.clone(),
         );
         let (tx, rx) = mpsc::channel(EVENT_QUEUE);

@@ -139,6 +139,31 @@ impl Webhook {
         }
     }
 
+    /// A pod whose VPA's pod-level envelope could not be applied (docs/pod-level-resources.md): a log line
+    /// and a `PodLevelEnvelopeRefused` Event on the VPA (paced per VPA by the Event writer).
+    fn report_envelope_refused(
+        &self,
+        pod: &str,
+        namespace: String,
+        name: String,
+        uid: String,
+        refused: &tailor_core::sizing::EnvelopeRefused,
+    ) {
+        tracing::info!(%pod, vpa = %format!("{}/{}", capped(&namespace), capped(&name)), reason = %refused,
+            "pod-level envelope not applied: the pod keeps its pod-level resources");
+        if let Some(events) = &self.events {
+            events.send(tailor_kube::vpa_event::VpaEvent {
+                namespace,
+                name,
+                uid,
+                reason: crate::vpa_events::POD_LEVEL_ENVELOPE_REFUSED,
+                note: format!(
+                    "{pod}: pod-level envelope not applied, the pod keeps its own: {refused}"
+                ),
+            });
+        }
+    }
+
     /// Gives the patch memo `bytes` (`--patch-memo-mib`; 0: off) instead of the default.
     pub fn with_patch_memo_bytes(mut self, bytes: usize) -> Self {
         self.memo = PatchMemo::new(self.options.clone(), bytes);
@@ -213,6 +238,15 @@ impl Reviewer for Webhook {
             )
         };
         let result = match outcome {
+            PodOutcome::EnvelopeRefused {
+                namespace,
+                name,
+                uid,
+                refused,
+            } => {
+                self.report_envelope_refused(&pod(), namespace, name, uid, &refused);
+                ReviewResult::PodLevelLeftAlone
+            }
             PodOutcome::Patched { vpa, limit_policy } => {
                 tracing::debug!(uid = %capped(&req.uid), pod = %pod(), %vpa, "pod patched");
                 self.report_limit_policy(limit_policy.as_deref());

@@ -155,6 +155,8 @@ pub fn run(args: &PatchArgs) -> anyhow::Result<ExitCode> {
         honor_max_limit_request_ratio: args.honor_max_limit_request_ratio,
         native_sidecars: args.native_sidecars,
         floor: args.floor.floor(),
+        // `tailor patch` previews pods as the webhook does without `--pod-level-resources`.
+        pod_level_resources: false,
     };
     let result = if let Some(case) = &args.case {
         let (name, text) = read(case)?;

@@ -81,9 +81,14 @@ pub struct PodPatch {
     /// Why the VPA's limit-policy annotation was not followed (it does not parse: limits kept their ratio,
     /// docs/limit-policy.md); the webhook reports it.
     pub limit_policy: Option<LimitPolicyError>,
+    /// Why the VPA's pod-level envelope was not applied (`--pod-level-resources`, docs/pod-level-resources.md):
+    /// the pod keeps its pod-level resources; the webhook reports it.
+    pub envelope_refused: Option<EnvelopeRefused>,
 }
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_limit_policy;
+#[cfg(test)]
+mod tests_pod_level;

@@ -252,7 +252,7 @@ pub fn patch_pod_within(
     let quota_limits = limits_tracked(quotas, pod);
     let mut resources =
         resources_for_slots(pod, &slots, vpa, limit_ranges, &quota_limits, options)?;
-    let pod_level = leave_pod_level_alone(pod, &mut resources);
+    let mut pod_level = leave_pod_level_alone(pod, &mut resources);
     // A VPA in mode Off is matched only for its start-up boost: its recommendation is not applied, so
     // there is nothing to fit.
     let quota = if quotas.is_empty() || update_mode(&vpa.spec) == UpdateMode::Off {
@@ -267,7 +267,13 @@ pub fn patch_pod_within(
         ops.push(add_op("/metadata/annotations", json!({})));
     }
     ops.extend(resource_ops);
-    let quota_notes = quota.notes();
+    let mut quota_notes = quota.notes();
+    let envelope_refused =
+        if options.pod_level_resources && update_mode(&vpa.spec) != UpdateMode::Off {
+            envelope(pod, vpa, &mut ops, &mut pod_level, &mut quota_notes)
+        } else {
+            None
+        };
     if !updates.is_empty() || !pod_level.is_empty() || !quota_notes.is_empty() {
         let name = vpa.metadata.name.as_deref().unwrap_or_default();
         ops.push(add_annotation_op(
@@ -286,5 +292,29 @@ pub fn patch_pod_within(
         pod_level,
         quota,
         limit_policy: LimitPolicy::of(vpa).err(),
+        envelope_refused,
     })
+}
+
+/// The pod-level envelope (docs/pod-level-resources.md): its operations appended to `ops`, its items to
+/// `notes`, and the resources it sized taken out of `pod_level` (they are no longer left alone). A refusal
+/// leaves the pod's pod-level resources and its containers' requests of them as they are, and is returned.
+fn envelope(
+    pod: &Pod,
+    vpa: &VerticalPodAutoscaler,
+    ops: &mut Vec<PatchOperation>,
+    pod_level: &mut Vec<&'static str>,
+    notes: &mut Vec<String>,
+) -> Option<EnvelopeRefused> {
+    let current = pod.spec.as_ref().and_then(|s| s.resources.as_ref())?;
+    match pod_envelope(pod, vpa) {
+        Ok(envelope) => {
+            let (envelope_ops, items) = envelope_ops(current, &envelope);
+            ops.extend(envelope_ops);
+            notes.extend(items);
+            pod_level.retain(|r| !envelope.iter().any(|e| e.resource == *r));
+            None
+        }
+        Err(refused) => Some(refused),
+    }
 }

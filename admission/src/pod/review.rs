@@ -52,6 +52,18 @@ pub enum PodOutcome {
         /// Set when the VPA's limit-policy annotation does not parse (its limits kept their ratio).
         limit_policy: Option<Box<LimitPolicyWarning>>,
     },
+    /// Patched from VPA `vpa`, but its pod-level envelope was not applied (`--pod-level-resources`,
+    /// docs/pod-level-resources.md): the pod keeps its pod-level resources as without the flag.
+    EnvelopeRefused {
+        /// The VPA's namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Its `metadata.uid` (empty when unknown).
+        uid: String,
+        /// Why.
+        refused: EnvelopeRefused,
+    },
     /// An error left the pod unmodified.
     Error(String),
 }
@@ -192,6 +204,20 @@ pub fn review_pod(
         pod_level_only: result.updates.is_empty() && !result.pod_level.is_empty(),
     };
     let warning = LimitPolicyWarning::of(&vpa, &namespace, result.limit_policy);
+    if let Some(refused) = result.envelope_refused {
+        // Not memoised: each such pod is reported (the Event writer paces them per VPA).
+        let (response, outcome) = answered(allowed, answer, conflict, String::new());
+        if let PodOutcome::Error(_) = outcome {
+            return (response, outcome);
+        }
+        let outcome = PodOutcome::EnvelopeRefused {
+            namespace: namespace.clone(),
+            name: vpa.metadata.name.clone().unwrap_or_default(),
+            uid: vpa.metadata.uid.clone().unwrap_or_default(),
+            refused,
+        };
+        return (response, outcome);
+    }
     if result.quota.outcome != QuotaOutcome::Fits {
         let (response, outcome) = answered(allowed, answer, conflict, String::new());
         if let PodOutcome::Error(_) = outcome {

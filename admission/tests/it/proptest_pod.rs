@@ -193,6 +193,7 @@ proptest! {
             honor_max_limit_request_ratio: ratio,
             native_sidecars: sidecars,
             floor: None,
+            pod_level_resources: false,
         };
         let outcome = patch_pod(&pod, &vpa, &[lr], &options);
         prop_assume!(outcome.is_ok());

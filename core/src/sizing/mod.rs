@@ -38,6 +38,7 @@ mod limit_policy;
 mod limit_range_caps;
 mod limits;
 mod ops;
+mod pod_envelope;
 mod pod_level;
 mod policy_limits;
 mod recommendation;
@@ -49,6 +50,7 @@ pub use limit_policy::*;
 pub use limit_range_caps::*;
 pub use limits::*;
 pub use ops::*;
+pub use pod_envelope::*;
 pub use pod_level::*;
 pub use policy_limits::*;
 pub use recommendation::*;
@@ -75,6 +77,9 @@ pub struct PatchOptions {
     /// Tailor (docs/decisions/pod-floor.md): never size a container below its share of this pod minimum
     /// ([`floor_recommendations`]).
     pub floor: Option<PodFloor>,
+    /// Tailor (docs/pod-level-resources.md, `--pod-level-resources`): a pod that declares `spec.resources` gets
+    /// its envelope from the VPA's [`POD_ROW`] ([`pod_envelope`]) instead of being left alone.
+    pub pod_level_resources: bool,
 }
 
 /// An error that leaves the pod unmodified (upstream admits such pods untouched).
