@@ -40,6 +40,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::builder::Resettable::Reset;
@@ -287,10 +288,10 @@ fn trace_containers(t: &Trace) -> BTreeMap<String, Container> {
             )
         });
         let cpu_request = c.cpu_request_cores.and_then(|v| amount(v * 1000.0));
-        req.cpu_millicores = req.cpu_millicores.max(cpu_request);
-        req.memory_bytes = req
-            .memory_bytes
-            .max(c.memory_request_bytes.and_then(amount));
+        *req = req.max(Resources::of(
+            cpu_request,
+            c.memory_request_bytes.and_then(amount),
+        ));
         for (h, samples) in [
             (&mut *cpu, &c.cpu_samples),
             (&mut *memory, &c.memory_samples),
@@ -305,7 +306,7 @@ fn trace_containers(t: &Trace) -> BTreeMap<String, Container> {
     (by_name.into_iter())
         .map(|(name, (requests, cpu, memory))| {
             let c = Container {
-                name: name.to_string(),
+                name: name.into(),
                 requests,
                 cpu_usage: Usage::of(&cpu),
                 memory_usage: Usage::of(&memory),
@@ -370,7 +371,7 @@ fn prometheus_facts(fed: &Fed<'_, '_>, step_ms: i64, flag_profile: Option<&str>)
         f.containers
             .entry(c.container.clone())
             .or_insert_with(|| Container {
-                name: c.container.clone(),
+                name: c.container.as_str().into(),
                 ..Container::default()
             });
         if fed
@@ -394,7 +395,7 @@ fn prometheus_facts(fed: &Fed<'_, '_>, step_ms: i64, flag_profile: Option<&str>)
                 .containers
                 .entry(name.clone())
                 .or_insert_with(|| Container {
-                    name,
+                    name: name.into(),
                     ..Container::default()
                 });
             c.cpu_usage = Usage::of(agg.cpu.histogram());
@@ -405,10 +406,7 @@ fn prometheus_facts(fed: &Fed<'_, '_>, step_ms: i64, flag_profile: Option<&str>)
 }
 
 fn resources(r: &Amounts) -> Resources {
-    Resources {
-        cpu_millicores: r.cpu,
-        memory_bytes: r.memory,
-    }
+    Resources::of(r.cpu, r.memory)
 }
 
 /// The page's workload: the facts with the recommendation, the flags and the explanation.
@@ -417,7 +415,7 @@ fn workload(f: Facts, r: &Recommendation) -> Workload {
     let mut containers = f.containers;
     for rec in &o.recommendations {
         let c = (containers.entry(rec.container_name.clone())).or_insert_with(|| Container {
-            name: rec.container_name.clone(),
+            name: rec.container_name.as_str().into(),
             ..Container::default()
         });
         c.target = resources(&rec.target);
@@ -436,12 +434,12 @@ fn workload(f: Facts, r: &Recommendation) -> Workload {
         (Flag::NoRecommendation, o.recommendations.is_empty()),
     ];
     Workload {
-        namespace: f.namespace,
-        vpa: f.name.clone(),
-        kind: f.kind,
-        name: f.name,
-        mode: f.mode,
-        profile: f.profile,
+        namespace: f.namespace.into(),
+        vpa: f.name.as_str().into(),
+        kind: f.kind.into(),
+        name: f.name.into(),
+        mode: f.mode.into(),
+        profile: f.profile.map(Into::into),
         pods: f.pods,
         ooms_last_day: f.ooms_last_day,
         containers: containers.into_values().collect(),
@@ -450,7 +448,7 @@ fn workload(f: Facts, r: &Recommendation) -> Workload {
             .filter(|(_, on)| *on)
             .map(|(f, _)| f)
             .collect(),
-        explain: explain(r),
+        explain: explain(r).into(),
         ..Workload::default()
     }
 }
@@ -487,7 +485,7 @@ fn explain(r: &Recommendation) -> String {
 fn disambiguate(workloads: &mut [Workload]) {
     let by_key = |a: &Workload, b: &Workload| (&a.namespace, &a.vpa).cmp(&(&b.namespace, &b.vpa));
     workloads.sort_by(by_key);
-    let keys: Vec<(String, String)> = (workloads.iter())
+    let keys: Vec<(Arc<str>, Arc<str>)> = (workloads.iter())
         .map(|w| (w.namespace.clone(), w.vpa.clone()))
         .collect();
     let mut seen = 1;
@@ -498,7 +496,7 @@ fn disambiguate(workloads: &mut [Workload]) {
             1
         };
         if seen > 1 {
-            w.vpa = format!("{} ({seen})", w.vpa);
+            w.vpa = format!("{} ({seen})", w.vpa).into();
         }
     }
     workloads.sort_by(by_key);

@@ -48,22 +48,26 @@ fn container(name: &str, i: usize) -> Container {
 fn fleet() -> Fleet {
     let workloads = (0..VPAS)
         .map(|i| Workload {
-            namespace: format!("team-{:03}", i % 100),
-            vpa: format!("service-{i:05}"),
+            namespace: format!("team-{:03}", i % 100).into(),
+            vpa: format!("service-{i:05}").into(),
             kind: "Deployment".into(),
-            name: format!("service-{i:05}"),
+            name: format!("service-{i:05}").into(),
             mode: "Recreate".into(),
             profile: (i % 3 == 0).then(|| "cautious".into()),
             pods: PODS_PER_VPA,
             ooms_last_day: i64::from(i % 97 == 0),
-            containers: vec![container("app", i), container("sidecar", i + 7)],
+            containers: vec![container("app", i), container("sidecar", i + 7)].into(),
             conditions: vec![Condition {
                 type_: "RecommendationProvided".into(),
                 status: "True".into(),
                 ..Condition::default()
             }]
             .into(),
-            flags: if i % 97 == 0 { vec![Flag::Oom] } else { vec![] },
+            flags: if i % 97 == 0 {
+                [Flag::Oom].into()
+            } else {
+                Default::default()
+            },
             instance_family: Some(["m6i", "c7g", "r6i"][i % 3].into()),
             // The updater's last actions: the most a workload keeps.
             updater_actions: (0..tailor_dashboard::MAX_ACTIONS)

@@ -8,33 +8,105 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tailor_engine::histogram::{Histogram, HistogramOptions};
 
-/// CPU in millicores and memory in bytes; either may be unknown.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// CPU in millicores and memory in bytes; either may be unknown. Sixteen bytes: an unknown amount is kept as
+/// `i64::MIN`, which no amount reaches (they saturate one above it), so a container's six rows stay small in
+/// the fleet the recommender keeps. Serialised as two optional fields (`cpuMillicores`, `memoryBytes`).
+#[derive(Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "ResourcesFields", into = "ResourcesFields")]
 pub struct Resources {
-    /// CPU, millicores.
+    cpu: i64,
+    memory: i64,
+}
+
+/// The stored form of an unknown amount.
+const UNKNOWN: i64 = i64::MIN;
+
+fn packed(v: Option<i64>) -> i64 {
+    v.map_or(UNKNOWN, |v| v.max(UNKNOWN + 1))
+}
+
+fn unpacked(v: i64) -> Option<i64> {
+    (v != UNKNOWN).then_some(v)
+}
+
+/// [`Resources`] as its JSON has it.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ResourcesFields {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_millicores: Option<i64>,
-    /// Memory, bytes.
+    cpu_millicores: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory_bytes: Option<i64>,
+    memory_bytes: Option<i64>,
+}
+
+impl From<ResourcesFields> for Resources {
+    fn from(f: ResourcesFields) -> Self {
+        Resources::of(f.cpu_millicores, f.memory_bytes)
+    }
+}
+
+impl From<Resources> for ResourcesFields {
+    fn from(r: Resources) -> Self {
+        ResourcesFields {
+            cpu_millicores: r.cpu_millicores(),
+            memory_bytes: r.memory_bytes(),
+        }
+    }
+}
+
+impl Default for Resources {
+    fn default() -> Self {
+        Resources::of(None, None)
+    }
+}
+
+impl std::fmt::Debug for Resources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resources")
+            .field("cpu_millicores", &self.cpu_millicores())
+            .field("memory_bytes", &self.memory_bytes())
+            .finish()
+    }
 }
 
 impl Resources {
     /// Both known.
     pub fn new(cpu_millicores: i64, memory_bytes: i64) -> Self {
+        Resources::of(Some(cpu_millicores), Some(memory_bytes))
+    }
+
+    /// Either may be unknown.
+    pub fn of(cpu_millicores: Option<i64>, memory_bytes: Option<i64>) -> Self {
         Resources {
-            cpu_millicores: Some(cpu_millicores),
-            memory_bytes: Some(memory_bytes),
+            cpu: packed(cpu_millicores),
+            memory: packed(memory_bytes),
         }
+    }
+
+    /// CPU, millicores.
+    pub fn cpu_millicores(self) -> Option<i64> {
+        unpacked(self.cpu)
+    }
+
+    /// Memory, bytes.
+    pub fn memory_bytes(self) -> Option<i64> {
+        unpacked(self.memory)
+    }
+
+    /// Each resource the larger of the two (a known amount above an unknown one).
+    pub fn max(self, other: Resources) -> Self {
+        Resources::of(
+            self.cpu_millicores().max(other.cpu_millicores()),
+            self.memory_bytes().max(other.memory_bytes()),
+        )
     }
 
     /// `self` times `n` (a per-pod figure for `n` pods).
     pub fn times(self, n: i64) -> Self {
-        Resources {
-            cpu_millicores: self.cpu_millicores.map(|c| c.saturating_mul(n)),
-            memory_bytes: self.memory_bytes.map(|m| m.saturating_mul(n)),
-        }
+        Resources::of(
+            self.cpu_millicores().map(|c| c.saturating_mul(n)),
+            self.memory_bytes().map(|m| m.saturating_mul(n)),
+        )
     }
 
     /// The sum, each resource known when known on both sides or on one (an unknown adds nothing).
@@ -43,10 +115,10 @@ impl Resources {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
         };
-        Resources {
-            cpu_millicores: add(self.cpu_millicores, other.cpu_millicores),
-            memory_bytes: add(self.memory_bytes, other.memory_bytes),
-        }
+        Resources::of(
+            add(self.cpu_millicores(), other.cpu_millicores()),
+            add(self.memory_bytes(), other.memory_bytes()),
+        )
     }
 }
 
@@ -205,7 +277,7 @@ impl<'de> Deserialize<'de> for Usage {
 #[serde(rename_all = "camelCase")]
 pub struct Container {
     /// Name.
-    pub name: String,
+    pub name: Arc<str>,
     /// What its running pods request (the largest request among them).
     pub requests: Resources,
     /// Their limits, likewise.
@@ -298,6 +370,93 @@ impl Flag {
     }
 }
 
+/// The flags a workload carries, one bit each; they list (and serialise, as a JSON list) in
+/// [`Flag::ALL`]'s order.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Flags(u8);
+
+impl Flags {
+    /// With `flag`.
+    pub fn insert(&mut self, flag: Flag) {
+        self.0 |= 1 << flag as u8;
+    }
+
+    /// Whether `flag` is set.
+    pub fn contains(self, flag: Flag) -> bool {
+        self.0 & (1 << flag as u8) != 0
+    }
+
+    /// None set.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The flags set, in [`Flag::ALL`]'s order.
+    pub fn iter(self) -> FlagsIter {
+        FlagsIter { set: self, next: 0 }
+    }
+}
+
+/// The flags of a [`Flags`], in [`Flag::ALL`]'s order.
+#[derive(Clone, Debug)]
+pub struct FlagsIter {
+    set: Flags,
+    next: usize,
+}
+
+impl Iterator for FlagsIter {
+    type Item = Flag;
+    fn next(&mut self) -> Option<Flag> {
+        while let Some(&f) = Flag::ALL.get(self.next) {
+            self.next += 1;
+            if self.set.contains(f) {
+                return Some(f);
+            }
+        }
+        None
+    }
+}
+
+impl FromIterator<Flag> for Flags {
+    fn from_iter<I: IntoIterator<Item = Flag>>(flags: I) -> Self {
+        let mut set = Flags::default();
+        flags.into_iter().for_each(|f| set.insert(f));
+        set
+    }
+}
+
+impl<const N: usize> From<[Flag; N]> for Flags {
+    fn from(flags: [Flag; N]) -> Self {
+        flags.into_iter().collect()
+    }
+}
+
+impl IntoIterator for &Flags {
+    type Item = Flag;
+    type IntoIter = FlagsIter;
+    fn into_iter(self) -> FlagsIter {
+        self.iter()
+    }
+}
+
+impl std::fmt::Debug for Flags {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl Serialize for Flags {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Flags {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Vec::<Flag>::deserialize(d).map(|v| v.into_iter().collect())
+    }
+}
+
 /// One thing the updater did or declined to do, from the events it recorded.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -315,23 +474,53 @@ pub struct UpdaterAction {
     pub message: String,
 }
 
+/// The API group a workload's VPA belongs to (one byte in the fleet; its name in the JSON).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ApiGroup {
+    /// `autoscaling.tailor.dev`.
+    #[default]
+    #[serde(rename = "autoscaling.tailor.dev")]
+    Tailor,
+    /// `autoscaling.k8s.io`, upstream VPA's.
+    #[serde(rename = "autoscaling.k8s.io")]
+    Upstream,
+}
+
+impl ApiGroup {
+    /// The group's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ApiGroup::Tailor => "autoscaling.tailor.dev",
+            ApiGroup::Upstream => "autoscaling.k8s.io",
+        }
+    }
+
+    fn is_tailor(&self) -> bool {
+        *self == ApiGroup::Tailor
+    }
+}
+
 /// One VPA and what it sizes.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Workload {
     /// The VPA's namespace.
-    pub namespace: String,
+    pub namespace: Arc<str>,
     /// The VPA's name.
-    pub vpa: String,
+    pub vpa: Arc<str>,
+    /// The VPA's API group: Tailor's, or upstream's for an upstream VPA, which `tailor report --snapshot`
+    /// shows beside Tailor's (left out of the JSON when Tailor's).
+    #[serde(default, skip_serializing_if = "ApiGroup::is_tailor")]
+    pub api_group: ApiGroup,
     /// The target's kind.
-    pub kind: String,
+    pub kind: Arc<str>,
     /// The target's name.
-    pub name: String,
+    pub name: Arc<str>,
     /// `updateMode`.
-    pub mode: String,
+    pub mode: Arc<str>,
     /// The profile (`tailor.dev/profile`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub profile: Option<String>,
+    pub profile: Option<Arc<str>>,
     /// Running pods.
     pub pods: i64,
     /// Running pods Tailor never sized (see [`Flag::AdmittedUnsized`]), when the mode sizes pods.
@@ -339,22 +528,22 @@ pub struct Workload {
     pub admitted_unsized: i64,
     /// The instance family most running pods run on, when their nodes name one (it picks the prices).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instance_family: Option<String>,
+    pub instance_family: Option<Arc<str>>,
     /// OOM kills seen in the last day.
     pub ooms_last_day: i64,
     /// Containers.
-    pub containers: Vec<Container>,
+    pub containers: Box<[Container]>,
     /// The status's conditions (shared between workloads whose conditions are the same).
     pub conditions: Arc<[Condition]>,
     /// What needs a look.
-    pub flags: Vec<Flag>,
+    pub flags: Flags,
     /// `--explain`-style text, when the source has it.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub explain: String,
+    #[serde(default, skip_serializing_if = "str::is_empty")]
+    pub explain: Box<str>,
     /// The updater's last actions on the VPA and its pods, newest first (at most
     /// [`crate::MAX_ACTIONS`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub updater_actions: Vec<UpdaterAction>,
+    #[serde(default, skip_serializing_if = "<[UpdaterAction]>::is_empty")]
+    pub updater_actions: Box<[UpdaterAction]>,
 }
 
 impl Workload {
@@ -420,10 +609,55 @@ impl Fleet {
     /// The workload of VPA `namespace/vpa`: a binary search when the workloads are in that order, as a
     /// published fleet's are, else a scan.
     pub fn workload(&self, namespace: &str, vpa: &str) -> Option<&Workload> {
-        let key = |w: &Workload| (w.namespace.as_str(), w.vpa.as_str()).cmp(&(namespace, vpa));
+        let key = |w: &Workload| (&*w.namespace, &*w.vpa).cmp(&(namespace, vpa));
         match self.workloads.binary_search_by(key) {
             Ok(i) => self.workloads.get(i),
-            Err(_) => (self.workloads.iter()).find(|w| w.namespace == namespace && w.vpa == vpa),
+            Err(_) => {
+                (self.workloads.iter()).find(|w| *w.namespace == *namespace && *w.vpa == *vpa)
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Flag, Flags, Resources};
+
+    #[test]
+    fn resources_keep_unknown_apart_from_zero_and_serialise_as_optional_fields() {
+        let r = Resources::of(Some(0), None);
+        assert_eq!((r.cpu_millicores(), r.memory_bytes()), (Some(0), None));
+        assert_eq!(
+            serde_json::to_string(&r).ok().as_deref(),
+            Some(r#"{"cpuMillicores":0}"#)
+        );
+        let back: Resources = serde_json::from_str(r#"{"memoryBytes":-5}"#).unwrap_or_default();
+        assert_eq!(
+            (back.cpu_millicores(), back.memory_bytes()),
+            (None, Some(-5))
+        );
+        // The one value that stands for "unknown" is never a known amount.
+        let low = Resources::of(Some(i64::MIN), Some(i64::MIN));
+        assert_eq!(low.cpu_millicores(), Some(i64::MIN + 1));
+        assert_eq!(
+            Resources::default().plus(r).times(3).cpu_millicores(),
+            Some(0)
+        );
+        assert_eq!(Resources::default().max(r), r);
+    }
+
+    #[test]
+    fn flags_list_in_the_pages_order_whatever_the_order_given() {
+        let f = Flags::from([Flag::NoRecommendation, Flag::Oom, Flag::AdmittedUnsized]);
+        assert_eq!(
+            f.iter().collect::<Vec<_>>(),
+            [Flag::Oom, Flag::AdmittedUnsized, Flag::NoRecommendation]
+        );
+        let json = serde_json::to_string(&f).unwrap_or_default();
+        assert_eq!(json, r#"["Oom","AdmittedUnsized","NoRecommendation"]"#);
+        assert_eq!(serde_json::from_str::<Flags>(&json).ok(), Some(f));
+        assert!(f.contains(Flag::Oom) && !f.contains(Flag::NoPods));
+        assert!(Flags::default().is_empty());
+        assert!(serde_json::from_str::<Flags>(r#"["Nonsense"]"#).is_err());
     }
 }

@@ -183,8 +183,8 @@ impl Prices {
             Some(p) => (p.vcpu_hour, p.gib_hour),
             None => (self.vcpu_hour, self.gib_hour),
         };
-        let cpu = r.cpu_millicores.unwrap_or(0) as f64 / 1000.0 * vcpu_hour;
-        let memory = r.memory_bytes.unwrap_or(0) as f64 / GIB * gib_hour;
+        let cpu = r.cpu_millicores().unwrap_or(0) as f64 / 1000.0 * vcpu_hour;
+        let memory = r.memory_bytes().unwrap_or(0) as f64 / GIB * gib_hour;
         (cpu + memory) * HOURS_PER_MONTH
     }
 }

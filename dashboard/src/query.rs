@@ -95,8 +95,8 @@ impl FleetQuery {
 
     /// Whether `w` passes the filters.
     pub fn keeps(&self, w: &Workload) -> bool {
-        self.namespace.as_ref().is_none_or(|n| &w.namespace == n)
-            && self.flag.is_none_or(|f| w.flags.contains(&f))
+        self.namespace.as_ref().is_none_or(|n| *w.namespace == **n)
+            && self.flag.is_none_or(|f| w.flags.contains(f))
             && self.search.as_ref().is_none_or(|s| {
                 w.namespace.contains(s.as_str())
                     || w.vpa.contains(s.as_str())
@@ -122,8 +122,8 @@ impl FleetQuery {
                 keyed.sort_by(|a, b| b.0.total_cmp(&a.0));
                 kept = keyed.into_iter().map(|(_, w)| w).collect();
             }
-            Sort::Cpu => kept.sort_by_key(|w| std::cmp::Reverse(w.requested().cpu_millicores)),
-            Sort::Memory => kept.sort_by_key(|w| std::cmp::Reverse(w.requested().memory_bytes)),
+            Sort::Cpu => kept.sort_by_key(|w| std::cmp::Reverse(w.requested().cpu_millicores())),
+            Sort::Memory => kept.sort_by_key(|w| std::cmp::Reverse(w.requested().memory_bytes())),
             Sort::Ooms => kept.sort_by_key(|w| std::cmp::Reverse(w.ooms_last_day)),
         }
         let total = kept.len();

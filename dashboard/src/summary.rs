@@ -69,7 +69,7 @@ impl Summary {
         for w in workloads {
             s.fleet.add(w, prices);
             s.namespaces
-                .entry(w.namespace.clone())
+                .entry(w.namespace.to_string())
                 .or_default()
                 .add(w, prices);
         }

@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use tailor_dashboard::model::{
-    Bucket, Condition, Container, Distribution, Flag, Fleet, Resources, Source, UpdaterAction,
-    Workload,
+    ApiGroup, Bucket, Condition, Container, Distribution, Flag, Fleet, Resources, Source,
+    UpdaterAction, Workload,
 };
 use tailor_dashboard::money::Prices;
 use tailor_dashboard::query::FleetQuery;
@@ -48,14 +48,15 @@ fn workload(ns: &str, vpa: &str, pods: i64) -> Workload {
             uncapped_target: Resources::new(250, 256 << 20),
             cpu_usage: Some(usage.into()),
             memory_usage: None,
-        }],
+        }]
+        .into(),
         conditions: vec![Condition {
             type_: "RecommendationProvided".into(),
             status: "True".into(),
             ..Condition::default()
         }]
         .into(),
-        flags: vec![],
+        flags: Default::default(),
         ..Workload::default()
     }
 }
@@ -88,7 +89,8 @@ fn hostile_names_and_messages_stay_text() {
         message: HOSTILE.into(),
         object: HOSTILE.into(),
         ..UpdaterAction::default()
-    }];
+    }]
+    .into();
     let f = fleet(vec![w]);
     for page in [
         fleet_page(&f, &FleetQuery::default()),
@@ -131,7 +133,7 @@ fn the_fleet_page_is_paged_and_small_at_five_thousand_workloads() {
 #[test]
 fn the_numbers_on_the_pages_are_the_models() {
     let mut w = workload("shop", "web", 2);
-    w.flags = vec![Flag::Oom];
+    w.flags = [Flag::Oom].into();
     w.ooms_last_day = 3;
     let f = fleet(vec![w, workload("shop", "api", 1)]);
     let page = fleet_page(&f, &FleetQuery::default());
@@ -169,7 +171,7 @@ fn the_numbers_on_the_pages_are_the_models() {
 fn unsized_pods_actions_and_family_prices_show_on_the_workload_page() {
     let mut w = workload("shop", "web", 2);
     w.admitted_unsized = 2;
-    w.flags = vec![Flag::AdmittedUnsized];
+    w.flags = [Flag::AdmittedUnsized].into();
     w.instance_family = Some("m6i".into());
     w.updater_actions = vec![UpdaterAction {
         time: "2026-11-29T00:00:00Z".into(),
@@ -177,7 +179,8 @@ fn unsized_pods_actions_and_family_prices_show_on_the_workload_page() {
         reason: "InPlaceResizedByVPA".into(),
         object: "Pod/web-1".into(),
         message: "Pod was resized in place by VPA Updater.".into(),
-    }];
+    }]
+    .into();
     let mut f = fleet(vec![w, workload("shop", "api", 1)]);
     f.prices = Prices::default().with_families(&["m6i=1/0"]).unwrap();
     let page = workload_page(&f, "shop", "web").unwrap();
@@ -204,4 +207,28 @@ fn unsized_pods_actions_and_family_prices_show_on_the_workload_page() {
     let s = tailor_dashboard::summary::Summary::of(&f.workloads, &f.prices);
     let api_monthly = f.prices.monthly(Resources::new(500, 512 << 20));
     assert!((s.fleet.requested_monthly - (730.0 + api_monthly)).abs() < 1e-6);
+}
+
+#[test]
+fn the_kubectl_line_names_the_vpas_own_api_group() {
+    let mut upstream = workload("shop", "legacy", 1);
+    upstream.api_group = ApiGroup::Upstream;
+    let f = fleet(vec![workload("shop", "web", 1), upstream]);
+    let tailor = workload_page(&f, "shop", "web").unwrap();
+    assert!(
+        tailor.contains(
+            "kubectl get verticalpodautoscalers.autoscaling.tailor.dev -n shop web -o yaml"
+        ),
+        "{tailor}"
+    );
+    let legacy = workload_page(&f, "shop", "legacy").unwrap();
+    assert!(
+        legacy.contains(
+            "kubectl get verticalpodautoscalers.autoscaling.k8s.io -n shop legacy -o yaml"
+        ),
+        "{legacy}"
+    );
+    // Tailor's own group is the default, so the twin leaves it out.
+    let json = serde_json::to_value(&f.workloads).unwrap();
+    assert!(json[0].get("apiGroup").is_none() && json[1]["apiGroup"] == "autoscaling.k8s.io");
 }

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use tailor_core::quantity::Amount;
 use tailor_crds::{ResourceList, VerticalPodAutoscaler, VerticalPodAutoscalerCheckpoint};
-use tailor_dashboard::model::{Condition, Container, Flag, Resources, Usage, Workload};
+use tailor_dashboard::model::{ApiGroup, Condition, Container, Flag, Resources, Usage, Workload};
 use tailor_engine::histogram::{self, Histogram, HistogramOptions};
 use tailor_engine::profile::PROFILE_ANNOTATION;
 use tailor_kube::manifests::index_objects::{IndexObject, ManifestIndex};
@@ -207,23 +207,19 @@ fn resources(list: Option<&ResourceList>) -> Resources {
         let a = Amount::parse(list?.get(resource)?).ok()?;
         i64::try_from(a.amount_i128(resource)?).ok()
     };
-    Resources {
-        cpu_millicores: amount("cpu"),
-        memory_bytes: amount("memory"),
-    }
+    Resources::of(amount("cpu"), amount("memory"))
 }
 
 /// Each resource's larger value (an unknown one is the smaller).
 fn largest(a: &mut Resources, b: Resources) {
-    a.cpu_millicores = a.cpu_millicores.max(b.cpu_millicores);
-    a.memory_bytes = a.memory_bytes.max(b.memory_bytes);
+    *a = a.max(b);
 }
 
 fn container<'a>(containers: &'a mut BTreeMap<String, Container>, name: &str) -> &'a mut Container {
     containers
         .entry(name.to_owned())
         .or_insert_with(|| Container {
-            name: name.to_owned(),
+            name: name.into(),
             ..Container::default()
         })
 }
@@ -361,29 +357,35 @@ fn workload(
     let m = &vpa.metadata;
     let mode = (vpa.spec.update_policy.as_ref()).and_then(|p| p.update_mode.as_ref());
     Workload {
-        namespace: m.namespace.clone().unwrap_or_default(),
-        vpa: m.name.clone().unwrap_or_default(),
-        kind: target.map(|t| t.kind.clone()).unwrap_or_default(),
-        name: target.map(|t| t.name.clone()).unwrap_or_default(),
+        namespace: m.namespace.as_deref().unwrap_or_default().into(),
+        vpa: m.name.as_deref().unwrap_or_default().into(),
+        api_group: match upstream {
+            true => ApiGroup::Upstream,
+            false => ApiGroup::Tailor,
+        },
+        kind: target.map_or("", |t| &t.kind).into(),
+        name: target.map_or("", |t| &t.name).into(),
         // Each project's default when unset: upstream's evicts as `Auto`, Tailor's as `Recreate`.
         mode: match (mode, upstream) {
-            (Some(mode), _) => mode.to_string(),
-            (None, true) => "Auto".to_owned(),
-            (None, false) => tailor_core::policy::update_mode(&vpa.spec).to_string(),
+            (Some(mode), _) => mode.to_string().into(),
+            (None, true) => "Auto".into(),
+            (None, false) => tailor_core::policy::update_mode(&vpa.spec)
+                .to_string()
+                .into(),
         },
         profile: (m.annotations.as_ref())
             .and_then(|a| a.get(PROFILE_ANNOTATION))
             .filter(|_| !upstream)
-            .map(|p| p.trim().to_owned()),
+            .map(|p| p.trim().into()),
         pods: running,
         ooms_last_day: ooms,
-        containers,
+        containers: containers.into(),
         conditions: conditions.into(),
         flags: (flags.into_iter())
             .filter(|(_, on)| *on)
             .map(|(f, _)| f)
             .collect(),
-        explain: notes.join("\n"),
+        explain: notes.join("\n").into(),
         ..Workload::default()
     }
 }
@@ -464,10 +466,13 @@ mod tests {
                 .expect("a VPA");
         let now = Timestamp::UNIX_EPOCH;
         let w = workload(&vpa, false, &[], &[], now);
-        assert_eq!((w.kind.as_str(), w.name.as_str(), w.pods), ("", "", 0));
-        assert_eq!(w.flags, [Flag::NoPods, Flag::NoRecommendation]);
+        assert_eq!((&*w.kind, &*w.name, w.pods), ("", "", 0));
+        assert_eq!(
+            w.flags,
+            tailor_dashboard::model::Flags::from([Flag::NoPods, Flag::NoRecommendation])
+        );
         assert!(w.explain.contains("no targetRef"), "{}", w.explain);
         let w = workload(&vpa, true, &[], &[], now);
-        assert_eq!(w.mode, "Auto");
+        assert_eq!(&*w.mode, "Auto");
     }
 }

@@ -441,6 +441,11 @@ fn a_snapshot_shows_limits_ooms_conditions_and_checkpoint_usage() {
     );
     assert_eq!(legacy["flags"], json!([]));
     assert!(legacy["explain"].as_str().unwrap().contains("upstream"));
+    assert_eq!(legacy["apiGroup"], "autoscaling.k8s.io");
+    assert!(
+        checkout.get("apiGroup").is_none(),
+        "Tailor's group is the default"
+    );
     let c = &legacy["containers"][0];
     assert_eq!(
         c["target"],

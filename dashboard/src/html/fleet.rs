@@ -62,10 +62,10 @@ fn totals_table(t: &Totals, currency: &str) -> Markup {
     html! {
         table {
             tr { th.l { "" } th { "CPU" } th { "Memory" } th { "Per month" } }
-            tr { td.l { "Requested now" } td #requested-cpu { (cpu(t.requested.cpu_millicores)) }
-                 td #requested-memory { (memory(t.requested.memory_bytes)) } td #requested-monthly { (money(t.requested_monthly, currency)) } }
-            tr { td.l { "At the targets" } td #recommended-cpu { (cpu(t.recommended.cpu_millicores)) }
-                 td #recommended-memory { (memory(t.recommended.memory_bytes)) } td #recommended-monthly { (money(t.recommended_monthly, currency)) } }
+            tr { td.l { "Requested now" } td #requested-cpu { (cpu(t.requested.cpu_millicores())) }
+                 td #requested-memory { (memory(t.requested.memory_bytes())) } td #requested-monthly { (money(t.requested_monthly, currency)) } }
+            tr { td.l { "At the targets" } td #recommended-cpu { (cpu(t.recommended.cpu_millicores())) }
+                 td #recommended-memory { (memory(t.recommended.memory_bytes())) } td #recommended-monthly { (money(t.recommended_monthly, currency)) } }
             tr { td.l { "Difference" } td { "" } td { "" } td #saving-monthly.(if t.saving_monthly() < 0.0 { "warn" } else { "ok" }) { (money(t.saving_monthly(), currency)) } }
         }
         p.muted { (t.workloads) " workloads, " (t.pods) " running pods." }
@@ -113,10 +113,10 @@ fn workload_table(page: &[&Workload], fleet: &Fleet, query: &FleetQuery, links: 
                     td.l { a href=(links.workload(&w.namespace, &w.vpa)) { (w.namespace) "/" (w.vpa) } }
                     td.l { (w.kind) " " (w.name) } td.l { (w.mode) } td.l { (w.profile.as_deref().unwrap_or("–")) }
                     td.pods data-pods=(w.pods) { (w.pods) }
-                    td.cpu-requested data-millicores=(req.cpu_millicores.unwrap_or(0)) { (cpu(req.cpu_millicores)) }
-                    td.cpu-target data-millicores=(rec.cpu_millicores.unwrap_or(0)) { (cpu(rec.cpu_millicores)) }
-                    td.memory-requested data-bytes=(req.memory_bytes.unwrap_or(0)) { (memory(req.memory_bytes)) }
-                    td.memory-target data-bytes=(rec.memory_bytes.unwrap_or(0)) { (memory(rec.memory_bytes)) }
+                    td.cpu-requested data-millicores=(req.cpu_millicores().unwrap_or(0)) { (cpu(req.cpu_millicores())) }
+                    td.cpu-target data-millicores=(rec.cpu_millicores().unwrap_or(0)) { (cpu(rec.cpu_millicores())) }
+                    td.memory-requested data-bytes=(req.memory_bytes().unwrap_or(0)) { (memory(req.memory_bytes())) }
+                    td.memory-target data-bytes=(rec.memory_bytes().unwrap_or(0)) { (memory(rec.memory_bytes())) }
                     td.saving data-family=(w.instance_family.as_deref().unwrap_or("")) { (money(w.saving_monthly(&fleet.prices), currency)) }
                     td.l { @for f in &w.flags { span.flag data-flag=(format!("{f:?}")) { (f.label()) } } }
                 }

@@ -122,5 +122,5 @@ pub fn money(amount: f64, currency: &str) -> String {
 
 /// `cpu / memory` of `r`.
 pub fn both(r: Resources) -> String {
-    format!("{} / {}", cpu(r.cpu_millicores), memory(r.memory_bytes))
+    format!("{} / {}", cpu(r.cpu_millicores()), memory(r.memory_bytes()))
 }

@@ -25,7 +25,7 @@ pub fn section(w: &Workload, fleet: &Fleet, links: Links) -> Markup {
             @if let Some(f) = &w.instance_family {
                 p.muted #family data-family=(f) {
                     "Most pods run on instance family " b { (f) } ": "
-                    @if fleet.prices.families.contains_key(f) { "its own prices apply." } @else { "no price of its own, the defaults apply." }
+                    @if fleet.prices.families.contains_key(&**f) { "its own prices apply." } @else { "no price of its own, the defaults apply." }
                     " Per month: " (super::money(w.requested_monthly(&fleet.prices), &fleet.prices.currency)) " requested, "
                     (super::money(w.recommended_monthly(&fleet.prices), &fleet.prices.currency)) " at the targets."
                 }
@@ -44,7 +44,7 @@ pub fn section(w: &Workload, fleet: &Fleet, links: Links) -> Markup {
             (actions(&w.updater_actions))
             @if !w.explain.is_empty() { h3 { "Why these numbers" } pre.explain { (w.explain) } }
             h3 { "The same object with kubectl" }
-            pre.kubectl { "kubectl get verticalpodautoscalers.autoscaling.tailor.dev -n " (w.namespace) " " (w.vpa) " -o yaml" }
+            pre.kubectl { "kubectl get verticalpodautoscalers." (w.api_group.name()) " -n " (w.namespace) " " (w.vpa) " -o yaml" }
             @if links == Links::Server { p { a href="/" { "← the fleet" } } }
         }
     }
@@ -85,20 +85,20 @@ fn container(c: &Container, _currency: &str) -> Markup {
             @for (what, r) in rows {
                 tr data-row=(what) {
                     td.l { (what) }
-                    td.cpu data-millicores=(r.cpu_millicores.unwrap_or(0)) { (cpu(r.cpu_millicores)) }
-                    td.memory data-bytes=(r.memory_bytes.unwrap_or(0)) { (memory(r.memory_bytes)) }
+                    td.cpu data-millicores=(r.cpu_millicores().unwrap_or(0)) { (cpu(r.cpu_millicores())) }
+                    td.memory data-bytes=(r.memory_bytes().unwrap_or(0)) { (memory(r.memory_bytes())) }
                 }
             }
         }
         @if let Some(d) = c.cpu_usage.as_ref().map(|u| u.distribution()) {
             p.muted { "CPU usage distribution (cores):" }
-            (chart::usage("cpu", &d, c.requests.cpu_millicores.map(|m| m as f64 / 1000.0),
-                c.target.cpu_millicores.map(|m| m as f64 / 1000.0), |v| cpu(Some((v * 1000.0).round() as i64))))
+            (chart::usage("cpu", &d, c.requests.cpu_millicores().map(|m| m as f64 / 1000.0),
+                c.target.cpu_millicores().map(|m| m as f64 / 1000.0), |v| cpu(Some((v * 1000.0).round() as i64))))
         }
         @if let Some(d) = c.memory_usage.as_ref().map(|u| u.distribution()) {
             p.muted { "Memory peak distribution (bytes):" }
-            (chart::usage("memory", &d, c.requests.memory_bytes.map(|b| b as f64),
-                c.target.memory_bytes.map(|b| b as f64), |v| memory(Some(v.round() as i64))))
+            (chart::usage("memory", &d, c.requests.memory_bytes().map(|b| b as f64),
+                c.target.memory_bytes().map(|b| b as f64), |v| memory(Some(v.round() as i64))))
         }
     }
 }

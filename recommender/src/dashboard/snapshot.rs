@@ -11,7 +11,9 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tailor_core::quantity::Amount;
-use tailor_dashboard::model::{Condition, Container, Flag, Resources, Usage, Workload};
+use tailor_dashboard::model::{
+    ApiGroup, Condition, Container, Flag, Flags, Resources, Usage, Workload,
+};
 use tailor_engine::units::Nanos;
 
 use tailor_engine::model::{ClusterState, PodPhase, UsagePair};
@@ -36,10 +38,7 @@ fn resources(list: Option<&BTreeMap<String, Quantity>>) -> Resources {
     let Some(list) = list else {
         return Resources::default();
     };
-    Resources {
-        cpu_millicores: amount(list, "cpu"),
-        memory_bytes: amount(list, "memory"),
-    }
+    Resources::of(amount(list, "cpu"), amount(list, "memory"))
 }
 
 /// What the snapshot reads besides the model's VPAs.
@@ -76,8 +75,7 @@ fn raise(map: &mut BTreeMap<String, Resources>, name: &str, r: &Req, zero_unknow
     let Some(e) = map.get_mut(name) else {
         return;
     };
-    e.cpu_millicores = e.cpu_millicores.max(known(r.cpu));
-    e.memory_bytes = e.memory_bytes.max(known(r.memory));
+    *e = e.max(Resources::of(known(r.cpu), known(r.memory)));
 }
 
 fn node_family(nodes: Option<&Store<SlimNode>>, node: &str) -> Option<String> {
@@ -124,11 +122,37 @@ fn pod_facts<'a>(
     f
 }
 
+/// One copy of each name and condition list a fleet repeats (namespaces, kinds, modes, container names,
+/// the conditions most VPAs share): the fleet stays resident between loops, so repeats are not kept twice.
+#[derive(Default)]
+struct Shared {
+    strings: HashSet<Arc<str>>,
+    conditions: HashSet<Arc<[Condition]>>,
+}
+
+impl Shared {
+    fn str(&mut self, s: &str) -> Arc<str> {
+        if let Some(a) = self.strings.get(s) {
+            return a.clone();
+        }
+        let a: Arc<str> = s.into();
+        self.strings.insert(a.clone());
+        a
+    }
+
+    fn conditions(&mut self, c: Arc<[Condition]>) -> Arc<[Condition]> {
+        if let Some(a) = self.conditions.get(&c) {
+            return a.clone();
+        }
+        self.conditions.insert(c.clone());
+        c
+    }
+}
+
 /// Every VPA of the loop (indexed in the model), as the dashboard shows it, at `now`.
 pub(crate) fn workloads(inputs: &Inputs<'_>, now: Nanos) -> Vec<Workload> {
     let mut out = Vec::with_capacity(inputs.vpas.len());
-    // Most VPAs have the same conditions: one copy each.
-    let mut shared: HashSet<Arc<[Condition]>> = HashSet::new();
+    let mut shared = Shared::default();
     for ((ns, name), entry) in inputs.vpas {
         let Some(vpa) = inputs.stores.vpas.get(&ObjectRef::new(name).within(ns)) else {
             continue;
@@ -141,14 +165,8 @@ pub(crate) fn workloads(inputs: &Inputs<'_>, now: Nanos) -> Vec<Workload> {
         let actions = (inputs.actions).on(ns, objects, tailor_dashboard::MAX_ACTIONS);
         let facts = pod_facts(pods.iter().cloned(), inputs.nodes, now);
         let usage = inputs.model.usage_by_container_name(entry.index);
-        let mut w = workload(&vpa, facts, &usage);
-        w.updater_actions = actions;
-        match shared.get(&w.conditions) {
-            Some(c) => w.conditions = c.clone(),
-            None => {
-                shared.insert(w.conditions.clone());
-            }
-        }
+        let mut w = workload(&vpa, facts, &usage, &mut shared);
+        w.updater_actions = actions.into();
         out.push(w);
     }
     out
@@ -159,6 +177,7 @@ fn containers(
     vpa: &WatchedVpa,
     facts: &PodFacts,
     usage: &BTreeMap<&str, UsagePair<'_>>,
+    shared: &mut Shared,
 ) -> (Vec<Container>, bool) {
     let recommendation = vpa.status.as_ref().and_then(|s| s.recommendation());
     let mut containers: BTreeMap<String, Container> = BTreeMap::new();
@@ -170,7 +189,7 @@ fn containers(
         containers.insert(
             name.clone(),
             Container {
-                name,
+                name: shared.str(&name),
                 target: resources(Some(&r.target)),
                 lower_bound: resources(r.lower_bound.as_ref()),
                 upper_bound: resources(r.upper_bound.as_ref()),
@@ -181,7 +200,7 @@ fn containers(
     }
     for (name, req) in &facts.requests {
         let c = containers.entry(name.clone()).or_insert_with(|| Container {
-            name: name.clone(),
+            name: shared.str(name),
             ..Container::default()
         });
         c.requests = *req;
@@ -196,8 +215,13 @@ fn containers(
     (containers.into_values().collect(), recommendation.is_some())
 }
 
-fn workload(vpa: &WatchedVpa, facts: PodFacts, usage: &BTreeMap<&str, UsagePair<'_>>) -> Workload {
-    let (containers, recommended) = containers(vpa, &facts, usage);
+fn workload(
+    vpa: &WatchedVpa,
+    facts: PodFacts,
+    usage: &BTreeMap<&str, UsagePair<'_>>,
+    shared: &mut Shared,
+) -> Workload {
+    let (containers, recommended) = containers(vpa, &facts, usage, shared);
     let conditions: Arc<[Condition]> = (vpa.conditions().iter())
         .map(|c| {
             Condition::new(
@@ -220,46 +244,47 @@ fn workload(vpa: &WatchedVpa, facts: PodFacts, usage: &BTreeMap<&str, UsagePair<
     } else {
         facts.unsized_pods
     };
-    let mut flags = Vec::new();
+    let mut flags = Flags::default();
     if facts.ooms > 0 {
-        flags.push(Flag::Oom);
+        flags.insert(Flag::Oom);
     }
     if holds("LowConfidence") {
-        flags.push(Flag::LowConfidence);
+        flags.insert(Flag::LowConfidence);
     }
     if holds("UpdatesBlocked") {
-        flags.push(Flag::UpdatesBlocked);
+        flags.insert(Flag::UpdatesBlocked);
     }
     if admitted_unsized > 0 {
-        flags.push(Flag::AdmittedUnsized);
+        flags.insert(Flag::AdmittedUnsized);
     }
     if facts.running == 0 {
-        flags.push(Flag::NoPods);
+        flags.insert(Flag::NoPods);
     }
     if !recommended {
-        flags.push(Flag::NoRecommendation);
+        flags.insert(Flag::NoRecommendation);
     }
     let m = &vpa.metadata;
     let target = vpa.spec.target_ref.as_ref();
     Workload {
-        namespace: m.namespace.clone().unwrap_or_default(),
-        vpa: m.name.clone().unwrap_or_default(),
-        kind: target.map(|t| t.kind.clone()).unwrap_or_default(),
-        name: target.map(|t| t.name.clone()).unwrap_or_default(),
-        mode: mode.to_string(),
+        namespace: shared.str(m.namespace.as_deref().unwrap_or_default()),
+        vpa: shared.str(m.name.as_deref().unwrap_or_default()),
+        api_group: ApiGroup::Tailor,
+        kind: shared.str(target.map_or("", |t| &t.kind)),
+        name: shared.str(target.map_or("", |t| &t.name)),
+        mode: shared.str(&mode.to_string()),
         profile: (m.annotations.as_ref())
             .and_then(|a| a.get(tailor_engine::profile::PROFILE_ANNOTATION))
-            .cloned(),
+            .map(|p| shared.str(p)),
         pods: facts.running,
         admitted_unsized,
         instance_family: (facts.families.into_iter())
             .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
-            .map(|(f, _)| f),
+            .map(|(f, _)| shared.str(&f)),
         ooms_last_day: facts.ooms,
-        containers,
-        conditions,
+        containers: containers.into(),
+        conditions: shared.conditions(conditions),
         flags,
-        explain: String::new(),
-        updater_actions: Vec::new(),
+        explain: Box::default(),
+        updater_actions: Box::default(),
     }
 }
