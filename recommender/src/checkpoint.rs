@@ -22,6 +22,7 @@ use tailor_crds::{
 };
 
 use crate::time::{from_time, to_time, to_time_secs};
+use tailor_core::sizing::POD_ROW;
 use tailor_engine::histogram::{DecayingHistogram, HistogramCheckpoint, HistogramOptions};
 use tailor_engine::model::AggregateCheckpoint;
 use tailor_engine::units::{Nanos, ResourceAmount};
@@ -175,6 +176,9 @@ pub enum StoredWindows {
     Aggregated(WindowAggregate),
 }
 
+/// The container part of the pod-level row's checkpoint name ([`checkpoint_name`], docs/pod-level-resources.md).
+pub const POD_ROW_CHECKPOINT: &str =
+    "tailor-dev-pod-the-pod-level-envelope-a-name-longer-than-any-container-name";
 /// Longest object name (a DNS subdomain).
 pub const MAX_NAME_LEN: usize = 253;
 
@@ -183,6 +187,13 @@ pub const MAX_NAME_LEN: usize = 253;
 /// `api-app` and `web-api` + `app` the same object, which the two VPAs then overwrite in turn). A pair whose
 /// name would pass 253 characters gets a shortened VPA part with a hash of the whole VPA name.
 pub fn checkpoint_name(vpa: &str, container: &str) -> String {
+    // The pod-level row's name has a `/`, which no object name may have: its checkpoint is named by a last
+    // segment longer than the 63 characters of any container name, so no pair shares it either.
+    let container = if container == POD_ROW {
+        POD_ROW_CHECKPOINT
+    } else {
+        container
+    };
     let name = format!("{vpa}.{container}");
     if name.len() <= MAX_NAME_LEN {
         return name;
@@ -599,6 +610,13 @@ mod tests {
         assert_eq!(checkpoint_name("web", "api-app"), "web.api-app");
         assert_eq!(checkpoint_name("web-api", "app"), "web-api.app");
         assert_ne!(checkpoint_name("a.b", "c"), checkpoint_name("a", "b-c"));
+        // The pod-level row: a valid object name, whose last segment no container name can be.
+        let pod = checkpoint_name("web", POD_ROW);
+        assert!(!pod.contains('/') && pod.len() <= MAX_NAME_LEN, "{pod}");
+        let last = pod.rsplit('.').next().unwrap_or_default();
+        assert!(last.len() > 63 && !pod.starts_with("web.tailor.dev"), "{pod}");
+        let long_pod = checkpoint_name(&"v".repeat(250), POD_ROW);
+        assert!(long_pod.len() <= MAX_NAME_LEN && long_pod.ends_with(POD_ROW_CHECKPOINT));
         // A long VPA name: shortened with a hash, under the limit, distinct from its neighbours.
         let long = "v".repeat(250);
         let (a, b) = (

@@ -49,6 +49,9 @@ pub struct ControllerConfig {
     /// `--feature-gates=PerVPAConfig=true`: a container policy's `oomBumpUpRatio` and `oomMinBumpUp` bump
     /// its OOMs instead of the flags' (upstream's alpha gate, off by default).
     pub per_vpa_config: bool,
+    /// `--pod-level-resources`: pods that declare `spec.resources` also get a pod-level aggregate of their
+    /// summed usage, published as the `tailor.dev/pod` row (docs/pod-level-resources.md). Off by default.
+    pub pod_level_resources: bool,
 }
 
 impl Default for ControllerConfig {
@@ -72,6 +75,7 @@ impl Default for ControllerConfig {
             scale_cache_ttl: Duration::from_secs(600),
             aggregate_gc_interval: Duration::from_secs(3600),
             per_vpa_config: false,
+            pod_level_resources: false,
         }
     }
 }

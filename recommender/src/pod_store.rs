@@ -75,6 +75,9 @@ pub struct CompactPod {
     /// Whether Tailor sized the pod: its webhook at admission (the observed-containers annotation) or its
     /// updater in place since (the in-place-updated annotation).
     pub sized_by_tailor: bool,
+    /// Whether the pod declares pod-level resources (`spec.resources` with a CPU or memory request or limit):
+    /// with `--pod-level-resources`, the model keeps its summed usage (docs/pod-level-resources.md).
+    pub pod_level: bool,
 }
 
 /// The phase of `status.phase` (absent or unknown values are `Running`, as upstream reads them).
@@ -177,7 +180,14 @@ impl CompactPod {
             a.contains_key(OBSERVED_CONTAINERS_ANNOTATION)
                 || a.contains_key(IN_PLACE_UPDATED_ANNOTATION)
         });
+        let pod_level = pod.spec.resources.as_ref().is_some_and(|r| {
+            [&r.requests, &r.limits]
+                .into_iter()
+                .flatten()
+                .any(|m| m.contains_key("cpu") || m.contains_key("memory"))
+        });
         Some(CompactPod {
+            pod_level,
             node: pod.spec.node_name.as_deref().map(|n| interner.str(n)),
             sized_by_tailor,
             namespace: interner.str(pod.metadata.namespace.as_deref().unwrap_or_default()),

@@ -76,6 +76,9 @@ pub struct SlimPodSpec {
     /// `nodeName` (the dashboard prices a workload by its nodes' instance family).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_name: Option<String>,
+    /// Pod-level `resources` (whether the pod budgets at pod level, docs/pod-level-resources.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<SlimResources>,
 }
 
 /// A container status: what OOM detection compares.

@@ -27,6 +27,7 @@ use crate::time::to_time_secs;
 use crate::watched_vpa::{StoredStatus, WatchedVpa};
 use crate::write_request::patch_discarding;
 pub use crate::written::{LastWrite, StatusDigest};
+use tailor_core::sizing::POD_ROW;
 use tailor_engine::estimate::{ContainerRecommendation, VpaInput, confidence, recommend};
 use tailor_engine::model::AggregateContainerState;
 use tailor_engine::policy::{IntegerBounds, Resources};
@@ -274,7 +275,26 @@ pub fn size_within_cluster(
     }
     if !view.candidates.is_empty() && !shapes.is_empty() {
         let floor = |container: &str, r: Resource| min_allowed(policy, container, r);
-        let outcome = fit_all(recs, shapes, |p| view.candidates.frontier(p), &floor);
+        // The pod-level row (docs/pod-level-resources.md) is not a container: node fit sizes the containers,
+        // whose sum the envelope follows.
+        let containers = match recs.iter().position(|r| r.container_name == POD_ROW) {
+            Some(i) => {
+                let last = recs.len() - 1;
+                recs.swap(i, last);
+                Some((i, last))
+            }
+            None => None,
+        };
+        let end = containers.map_or(recs.len(), |(_, last)| last);
+        let outcome = fit_all(
+            &mut recs[..end],
+            shapes,
+            |p| view.candidates.frontier(p),
+            &floor,
+        );
+        if let Some((i, last)) = containers {
+            recs.swap(i, last);
+        }
         notes.node_fit = NodeFitNote::of(&outcome);
     }
     notes

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use tailor_core::policy::{container_policy, needs_recommendation};
 use tailor_core::quantity::binary_suffix;
+use tailor_core::sizing::POD_ROW;
 use tailor_crds::PodResourcePolicy;
 
 use crate::day_plan::{ChangePrice, DayPlan};
@@ -1156,10 +1157,18 @@ pub fn recommend(
     if active.is_empty() {
         return Ok(out);
     }
-    let min = config.min_resources(active.len());
+    // The pod-level row (docs/pod-level-resources.md) is not a container: the pod minimum is shared by the
+    // containers as without it, and the row, the pod's whole, gets all of it.
+    let containers = active.iter().filter(|(n, _)| n.as_str() != POD_ROW).count();
+    let container_min = config.min_resources(containers);
     let chains = chains_of(config);
     let mut raw = BTreeMap::new();
     for (name, agg) in &active {
+        let min = if name.as_str() == POD_ROW {
+            config.min_resources(1)
+        } else {
+            container_min
+        };
         let controlled = policy::controlled(cpolicy(name));
         raw.insert(
             (*name).clone(),

@@ -91,6 +91,12 @@ struct Args {
     /// Only track pods some VPA selects (Tailor's default: on; `--memory-saver=false` tracks all pods).
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     memory_saver: bool,
+    /// Size pods that declare pod-level resources (`spec.resources`): keep a pod-level aggregate of each
+    /// such pod's summed container usage, checkpointed like a container's, and publish its envelope in the
+    /// VPA's status as the recommendation of the reserved container name `tailor.dev/pod` (no container can
+    /// have it). Run the webhook and the updater with the same flag to apply it (docs/pod-level-resources.md).
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pod_level_resources: bool,
     /// After a restart, continue the memory-peak windows each checkpoint saved in its
     /// `tailor.dev/open-memory-windows` annotation (Tailor's default). `false` drops them as upstream does,
     /// losing each container's current memory peak: the numbers then follow upstream's across restarts too.
@@ -317,6 +323,7 @@ impl Args {
             aggregations: engine.aggregations,
             recommender: engine.recommender,
             per_vpa_config: gates.per_vpa_config,
+            pod_level_resources: self.pod_level_resources,
             ..ControllerConfig::default()
         })
     }

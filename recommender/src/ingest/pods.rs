@@ -5,6 +5,7 @@ use std::sync::Arc;
 use super::{PodEntry, PodFilter};
 use crate::pod_store::CompactPod;
 use crate::run_loop::Recommender;
+use tailor_core::sizing::POD_ROW;
 use tailor_engine::model::{ContainerId, PodPhase};
 
 impl Recommender {
@@ -71,6 +72,16 @@ impl Recommender {
             };
             if let Err(e) = self.model.add_or_update_container(id) {
                 tracing::warn!(error = %e, "container not added to the model");
+            }
+        }
+        if self.cfg.pod_level_resources && pod.pod_level {
+            let id = ContainerId {
+                namespace: &pod.namespace,
+                pod: &pod.name,
+                container: POD_ROW,
+            };
+            if let Err(e) = self.model.add_or_update_container(id) {
+                tracing::warn!(error = %e, "pod-level aggregate not added to the model");
             }
         }
         let (ns, name) = (pod.namespace.clone(), pod.name.clone());

@@ -7,6 +7,7 @@ use crate::error::Error;
 use crate::metrics_api::PodMetrics;
 use crate::run_loop::{LoopReport, Recommender};
 use crate::tracked::PodEntry;
+use tailor_core::sizing::POD_ROW;
 use tailor_engine::model::{ClusterState, ContainerId, ModelError, OomBump, Sample};
 use tailor_engine::units::Resource;
 
@@ -163,9 +164,15 @@ fn feed(
     else {
         return;
     };
+    let mut summed: [Option<i64>; 2] = [None, None];
     for c in pm.containers {
         if entry.pod.init_containers.iter().any(|n| **n == *c.name) {
             continue;
+        }
+        for (slot, usage) in summed.iter_mut().zip([c.cpu_millicores, c.memory_bytes]) {
+            if let Some(u) = usage {
+                *slot = Some(slot.unwrap_or(0).saturating_add(u));
+            }
         }
         let id = ContainerId {
             namespace: &pm.namespace,
@@ -200,5 +207,205 @@ fn feed(
             };
             counts[slot] += 1;
         }
+    }
+    if entry.pod.pod_level {
+        feed_pod_level(model, &pm.namespace, &pm.name, pm.timestamp, summed);
+    }
+}
+
+/// The pod's summed usage at one sample time (CPU millicores, memory bytes of its regular containers) into
+/// its pod-level aggregate, which the model has only with `--pod-level-resources`
+/// (docs/pod-level-resources.md). Not counted among the samples: it repeats the containers'.
+fn feed_pod_level(
+    model: &mut ClusterState,
+    namespace: &str,
+    pod: &str,
+    time: i64,
+    summed: [Option<i64>; 2],
+) {
+    let id = ContainerId {
+        namespace,
+        pod,
+        container: POD_ROW,
+    };
+    let Ok(target) = model.container_ref(id) else {
+        return;
+    };
+    for (resource, usage) in [Resource::Cpu, Resource::Memory].into_iter().zip(summed) {
+        let Some(usage) = usage else { continue };
+        let sample = Sample {
+            time,
+            resource,
+            usage,
+        };
+        // A rejected sum (out of order, say) is rejected for the containers as well.
+        let _ = model.add_sample_to(target, sample);
+    }
+}
+
+#[cfg(test)]
+mod pod_level_tests {
+    //! The pod-level aggregate (docs/pod-level-resources.md): the pod's summed usage at each sample time, with
+    //! the containers' decay and estimators.
+
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::metrics_list::ContainerUsage;
+    use crate::pod_store::{CompactPod, Interner};
+    use tailor_engine::estimate::{RecommenderConfig, VpaInput, recommend};
+    use tailor_engine::model::{AggregationsConfig, PodPhase, Selector, VpaState};
+
+    const MINUTE: i64 = 60_000_000_000;
+
+    /// A model with one VPA over pod `web-0`, whose containers are `containers` (and the pod row when
+    /// `pod_level`).
+    fn model(containers: &[&str], pod_level: bool) -> (ClusterState, usize) {
+        let mut model = ClusterState::new(AggregationsConfig::default(), 0);
+        let vpa = model.add_vpa(VpaState::new("ns", "web", Selector::everything()));
+        model.add_or_update_pod("ns", "web-0", &Default::default(), PodPhase::Running);
+        let rows = containers
+            .iter()
+            .copied()
+            .chain(pod_level.then_some(POD_ROW));
+        for container in rows {
+            let id = ContainerId {
+                namespace: "ns",
+                pod: "web-0",
+                container,
+            };
+            model.add_or_update_container(id).unwrap();
+        }
+        (model, vpa)
+    }
+
+    fn pods(pod_level: bool) -> HashMap<Arc<str>, HashMap<Box<str>, PodEntry>> {
+        let mut spec = serde_json::json!({"containers": [{"name": "app"}, {"name": "side"}]});
+        if pod_level {
+            spec["resources"] = serde_json::json!({"requests": {"cpu": "1"}});
+        }
+        let slim = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-0", "namespace": "ns"}, "spec": spec, "status": {}
+        }))
+        .unwrap();
+        let pod = CompactPod::of(slim, &mut Interner::default()).unwrap();
+        assert_eq!(pod.pod_level, pod_level);
+        let entry = PodEntry {
+            pod: Arc::new(pod),
+            seen: 0,
+        };
+        HashMap::from([(
+            Arc::from("ns"),
+            HashMap::from([(Box::from("web-0"), entry)]),
+        )])
+    }
+
+    /// Usage at minute `i`: the two containers take turns at peaking (300m+200m CPU and 400Mi+300Mi memory
+    /// on average), so the sum of their percentiles is well above the percentile of their sum.
+    fn usage(i: i64) -> [(i64, i64); 2] {
+        let swing = if i % 2 == 0 { 150 } else { -150 };
+        let mi = 1 << 20;
+        [
+            (300 + swing, (400 + swing) * mi),
+            (200 - swing, (300 - swing) * mi),
+        ]
+    }
+
+    fn targets(model: &ClusterState, vpa: usize) -> BTreeMap<String, (i64, i64)> {
+        let empty = BTreeMap::new();
+        let input = VpaInput {
+            policy: None,
+            annotations: &empty,
+            explain: false,
+        };
+        let aggregates = model.aggregate_state_by_container_name(vpa);
+        let r = recommend(&RecommenderConfig::default(), &aggregates, input).unwrap();
+        r.containers
+            .into_iter()
+            .map(|c| {
+                let t = c.target;
+                (
+                    c.container_name,
+                    (t.cpu.unwrap_or(0), t.memory.unwrap_or(0)),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_pod_row_is_the_estimator_applied_to_the_summed_usage() {
+        let (mut with_row, vpa) = model(&["app", "side"], true);
+        let (mut reference, ref_vpa) = model(&["whole"], false);
+        let pods = pods(true);
+        let (mut counts, mut newest) = ([0; 4], 0);
+        for i in 0..600 {
+            let t = 1_700_000_000_000_000_000 + i * MINUTE;
+            let u = usage(i);
+            let containers = ["app", "side"]
+                .iter()
+                .zip(u)
+                .map(|(name, (cpu, mem))| ContainerUsage {
+                    name: (*name).into(),
+                    cpu_millicores: Some(cpu),
+                    memory_bytes: Some(mem),
+                })
+                .collect();
+            let pm = PodMetrics {
+                namespace: "ns".into(),
+                name: "web-0".into(),
+                timestamp: t,
+                containers,
+            };
+            feed(&mut with_row, &pods, pm, &mut counts, &mut newest);
+            let whole = ContainerId {
+                namespace: "ns",
+                pod: "web-0",
+                container: "whole",
+            };
+            for (resource, amount) in [
+                (Resource::Cpu, u[0].0 + u[1].0),
+                (Resource::Memory, u[0].1 + u[1].1),
+            ] {
+                let sample = Sample {
+                    time: t,
+                    resource,
+                    usage: amount,
+                };
+                reference.add_sample(whole, sample).unwrap();
+            }
+        }
+        // The summed samples are not counted: they repeat the containers'.
+        assert_eq!(counts, [1200, 1200, 0, 0]);
+        let got = targets(&with_row, vpa);
+        let want = targets(&reference, ref_vpa)["whole"];
+        let pod = got[POD_ROW];
+        let within = |a: i64, b: i64| (a - b).abs() <= b / 100;
+        assert!(
+            within(pod.0, want.0) && within(pod.1, want.1),
+            "{pod:?} vs {want:?}"
+        );
+        // Not the sum of the containers' targets: they peak in turn.
+        let sum = (got["app"].0 + got["side"].0, got["app"].1 + got["side"].1);
+        assert!(pod.0 < sum.0 && pod.1 < sum.1, "{pod:?} vs {sum:?}");
+    }
+
+    #[test]
+    fn without_the_pod_row_nothing_is_summed() {
+        let (mut model, vpa) = model(&["app", "side"], false);
+        let pods = pods(true);
+        let (mut counts, mut newest) = ([0; 4], 0);
+        let containers = vec![ContainerUsage {
+            name: "app".into(),
+            cpu_millicores: Some(100),
+            memory_bytes: Some(1 << 20),
+        }];
+        let pm = PodMetrics {
+            namespace: "ns".into(),
+            name: "web-0".into(),
+            timestamp: MINUTE,
+            containers,
+        };
+        feed(&mut model, &pods, pm, &mut counts, &mut newest);
+        assert!(!targets(&model, vpa).contains_key(POD_ROW));
     }
 }
