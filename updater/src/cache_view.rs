@@ -813,6 +813,10 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         Ok(value)
     }
 
+    fn pod_level_resources(&self) -> bool {
+        self.gates.pod_level_resources
+    }
+
     fn priority(
         &self,
         pod: &CompactPod,

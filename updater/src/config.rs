@@ -11,6 +11,9 @@ pub struct FeatureGates {
     pub in_place: bool,
     /// `PerVPAConfig`: honour `updatePolicy.evictAfterOOMSeconds`.
     pub per_vpa_config: bool,
+    /// Not one of upstream's gates: Tailor's `--pod-level-resources` (docs/pod-level-resources.md), a pod
+    /// whose pod-level requests stray from its VPA's `tailor.dev/pod` envelope is a candidate for eviction.
+    pub pod_level_resources: bool,
 }
 
 impl FeatureGates {

@@ -145,6 +145,13 @@ pub struct UpdaterFlags {
     /// Alpha features: `CPUStartupBoost`, `InPlace`, `PerVPAConfig` (`Name=true,…`; `AllAlpha=true`).
     #[arg(long, default_value = "", value_parser = FeatureGates::parse, help_heading = "When to update")]
     pub feature_gates: FeatureGates,
+    /// Update pods that declare pod-level resources (`spec.resources`) whose pod-level requests stray from
+    /// their VPA's `tailor.dev/pod` envelope (published by a recommender run with the same flag) as a
+    /// container's would: by eviction, in `Recreate`, `Auto` and `InPlaceOrRecreate` modes, within the usual
+    /// budgets; never in place. Run the webhook with the same flag, which sets the envelope at creation
+    /// (docs/pod-level-resources.md).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, help_heading = "When to update")]
+    pub pod_level_resources: bool,
     /// Comma-separated namespaces the webhook does not serve (the chart passes its release namespace,
     /// `kube-system` and `admission.webhook.excludeNamespaces`): their VPAs' pods are left alone, since an
     /// evicted pod would come back unchanged.
@@ -196,6 +203,14 @@ fn object_selector(s: &str) -> Result<ObjectSelector, String> {
 }
 
 impl UpdaterFlags {
+    /// `--feature-gates` with `--pod-level-resources`.
+    pub fn gates(&self) -> FeatureGates {
+        FeatureGates {
+            pod_level_resources: self.pod_level_resources,
+            ..self.feature_gates
+        }
+    }
+
     /// The iteration settings these flags describe, with Tailor's improvements on.
     pub fn iteration_config(&self, ignored_namespaces: &str) -> IterationConfig {
         IterationConfig {
@@ -206,7 +221,7 @@ impl UpdaterFlags {
                 evict_after_oom_threshold: self.evict_after_oom_threshold,
                 quick_oom_max_age: Some(self.in_recommendation_bounds_eviction_lifetime_threshold),
             },
-            gates: self.feature_gates,
+            gates: self.gates(),
             ignored_namespaces: ignored_namespaces
                 .split(',')
                 .filter(|s| !s.is_empty())

@@ -107,6 +107,11 @@ pub trait ClusterView {
         vpa: &VerticalPodAutoscaler,
         pod: &CompactPod,
     ) -> Result<Option<Arc<RecommendedPodResources>>, String>;
+    /// Whether pods that declare pod-level resources are compared with their VPA's envelope
+    /// (`--pod-level-resources`, docs/pod-level-resources.md).
+    fn pod_level_resources(&self) -> bool {
+        false
+    }
     /// The priority of `pod` for `rec` (docs/design/upstream-updater.md §2.3).
     fn priority(
         &self,
@@ -1206,7 +1211,10 @@ fn offer<V: ClusterView>(
     vpa_report: &mut VpaReport,
 ) {
     let result = view.processed(vpa, pod).and_then(|rec| {
-        let priority = view.priority(pod, rec.as_ref())?;
+        let mut priority = view.priority(pod, rec.as_ref())?;
+        if view.pod_level_resources() {
+            crate::priority::add_pod_level(&mut priority, pod, vpa).map_err(|e| e.to_string())?;
+        }
         calc.add_pod(Arc::clone(pod), rec, priority, &state.infeasible, now)
             .map_err(|e| e.to_string())
     });

@@ -18,8 +18,8 @@ use k8s_openapi::jiff::Timestamp;
 use tailor_core::policy::container_policy;
 use tailor_core::quantity::{self, QuantityError};
 use tailor_core::sizing::{
-    OBSERVED_CONTAINERS_ANNOTATION, STARTUP_BOOST_ANNOTATION_PREFIX, current_resources,
-    parse_observed_containers, pod_level_resources,
+    CPU, MEMORY, OBSERVED_CONTAINERS_ANNOTATION, STARTUP_BOOST_ANNOTATION_PREFIX,
+    current_resources, parse_observed_containers, pod_level_resources,
 };
 use tailor_crds::{ResourceList, VerticalPodAutoscaler};
 
@@ -141,6 +141,9 @@ struct Rare {
     /// Whether `spec.resources` is set (which resources it names: `pod_level_names`).
     pod_level: bool,
     pod_level_names: &'static [&'static str],
+    /// The pod-level requests of CPU and memory in thousandths (a request absent: the limit; `None`: neither,
+    /// or unreadable), what the envelope is compared with (docs/pod-level-resources.md).
+    pod_level_requests: [Option<i64>; 2],
 }
 
 /// What the pod cache keeps of a pod, and what every decision reads (see the module documentation).
@@ -532,6 +535,7 @@ impl Rare {
             boosts,
             resize,
             pod_level_names: pod_level_names(&pod_level_resources(pod)),
+            pod_level_requests: [CPU, MEMORY].map(|r| pod_level_request_milli(pod, r)),
             pod_level,
         };
         (!rare.oom_kills.is_empty()
@@ -540,6 +544,14 @@ impl Rare {
             || rare.pod_level)
             .then(|| Box::new(rare))
     }
+}
+
+/// `pod`'s pod-level request of `resource` in thousandths (the limit when there is no request).
+fn pod_level_request_milli(pod: &Pod, resource: &str) -> Option<i64> {
+    let r = pod.spec.as_ref()?.resources.as_ref()?;
+    let q = (r.requests.as_ref().and_then(|m| m.get(resource)))
+        .or_else(|| r.limits.as_ref()?.get(resource))?;
+    quantity::milli_value(q).ok()
 }
 
 fn pod_level_names(list: &[&'static str]) -> &'static [&'static str] {
@@ -595,6 +607,16 @@ pub fn init_containers_guaranteed(pod: &CompactPod) -> bool {
 /// Whether the pod sets pod-level resources (`spec.resources`).
 pub fn has_pod_level_resources(pod: &CompactPod) -> bool {
     pod.rare.as_ref().is_some_and(|r| r.pod_level)
+}
+
+/// The pod-level request of `resource` (`cpu` or `memory`) in thousandths, when the pod sets one.
+pub fn pod_level_request(pod: &CompactPod, resource: &str) -> Option<i64> {
+    let i = match resource {
+        CPU => 0,
+        MEMORY => 1,
+        _ => return None,
+    };
+    pod.rare.as_ref()?.pod_level_requests[i]
 }
 
 /// Whether the pod's `Ready` condition is `False` (running but not serving: a replica down already).

@@ -4,7 +4,9 @@ use std::cmp::Ordering;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use tailor_core::quantity::{self, QuantityError};
-use tailor_crds::{RecommendedContainerResources, RecommendedPodResources, ResourceList};
+use tailor_crds::{
+    RecommendedContainerResources, RecommendedPodResources, ResourceList, VerticalPodAutoscaler,
+};
 
 use crate::pods::{self, CompactPod};
 
@@ -283,6 +285,44 @@ pub fn priority_for(
     Ok(out)
 }
 
+/// Adds the pod-level envelope to `out` (`--pod-level-resources`, docs/pod-level-resources.md): for each
+/// resource `pod` budgets at pod level and `vpa`'s `tailor.dev/pod` row recommends, the pod-level request is
+/// compared with the row as a container's request with its recommendation (outside `[lowerBound,
+/// upperBound]`, below target, relative difference; the containers skip those resources). Nothing without
+/// the row.
+pub fn add_pod_level(
+    out: &mut PodPriority,
+    pod: &CompactPod,
+    vpa: &VerticalPodAutoscaler,
+) -> Result<(), QuantityError> {
+    let Some(row) = tailor_core::sizing::pod_row(vpa) else {
+        return Ok(());
+    };
+    let bound = |list: Option<&ResourceList>, resource: &str| {
+        list.and_then(|l| l.get(resource))
+            .map(quantity::milli_value)
+            .transpose()
+    };
+    for &resource in pods::pod_level(pod) {
+        let Some(target) = row.target.get(resource) else {
+            continue;
+        };
+        let target = quantity::milli_value(target)?;
+        let Some(request) = pods::pod_level_request(pod, resource) else {
+            out.scale_up = true;
+            out.outside_recommended_range = true;
+            continue;
+        };
+        out.scale_up |= target > request;
+        let below = bound(row.lower_bound.as_ref(), resource)?.is_some_and(|l| request < l);
+        let above = bound(row.upper_bound.as_ref(), resource)?.is_some_and(|u| request > u);
+        out.outside_recommended_range |= below || above;
+        let r = (request as f64).max(1.0);
+        out.resource_diff += (r - target as f64).abs() / r;
+    }
+    Ok(())
+}
+
 /// [`MilliCache::cmp`] of a request and a bound, both already parsed.
 fn cmp_request(
     (request, exact): (&Quantity, Option<i64>),
@@ -381,5 +421,62 @@ mod pod_level_tests {
         .expect("priority");
         assert!(!both.outside_recommended_range && !both.scale_up);
         assert_eq!(both.resource_diff, 0.0);
+    }
+
+    fn vpa(pod_row: serde_json::Value) -> VerticalPodAutoscaler {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "v", "namespace": "ns"},
+            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+            "status": {"recommendation": {"containerRecommendations": [
+                {"containerName": "app", "target": {"cpu": "1"}},
+                pod_row
+            ]}}
+        }))
+        .expect("vpa")
+    }
+
+    fn pod(pod_resources: serde_json::Value) -> CompactPod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"resources": pod_resources,
+                     "containers": [{"name": "app", "resources": {"requests": {"cpu": "100m"}}}]}
+        }))
+        .expect("pod")
+    }
+
+    #[test]
+    fn the_envelope_makes_a_candidate_of_a_pod_whose_pod_level_requests_stray() {
+        let row = serde_json::json!({"containerName": tailor_core::sizing::POD_ROW,
+            "target": {"cpu": "500m", "memory": "700Mi"},
+            "lowerBound": {"cpu": "400m", "memory": "600Mi"},
+            "upperBound": {"cpu": "800m", "memory": "1Gi"}});
+        let v = vpa(row);
+        let decide = |pod_resources: serde_json::Value| {
+            let mut p = PodPriority::default();
+            add_pod_level(&mut p, &pod(pod_resources), &v).expect("priority");
+            p
+        };
+        // Far above the envelope: outside the range, a scale-down.
+        let big = decide(serde_json::json!({"requests": {"cpu": "2", "memory": "2Gi"}}));
+        assert!(big.outside_recommended_range && !big.scale_up);
+        assert!(big.resource_diff > 1.0, "{}", big.resource_diff);
+        // Below it: a scale-up.
+        let small = decide(serde_json::json!({"requests": {"cpu": "100m"}}));
+        assert!(small.outside_recommended_range && small.scale_up);
+        // Within the bounds: not outside, a small difference only.
+        let near = decide(serde_json::json!({"limits": {"cpu": "550m", "memory": "700Mi"}}));
+        assert!(!near.outside_recommended_range && !near.scale_up);
+        assert!(near.resource_diff < 0.1, "{}", near.resource_diff);
+        // No row, or no pod-level resources: nothing added.
+        let none = vpa(serde_json::json!({"containerName": "other", "target": {"cpu": "1"}}));
+        let mut p = PodPriority::default();
+        add_pod_level(
+            &mut p,
+            &pod(serde_json::json!({"requests": {"cpu": "2"}})),
+            &none,
+        )
+        .unwrap();
+        add_pod_level(&mut p, &pod(serde_json::json!(null)), &v).unwrap();
+        assert_eq!(p, PodPriority::default());
     }
 }

@@ -98,7 +98,7 @@ impl Settings {
             status,
             iteration: u.iteration_config(&flags.ignored_vpa_object_namespaces),
             restriction: u.restriction_config(),
-            gates: u.feature_gates,
+            gates: u.gates(),
             floor: u.floor.floor(),
             rate: RateSettings::from_flags(u.eviction_rate_limit, u.eviction_rate_burst),
             lease,
