@@ -147,9 +147,9 @@ pub struct UpdaterFlags {
     pub feature_gates: FeatureGates,
     /// Update pods that declare pod-level resources (`spec.resources`) whose pod-level requests stray from
     /// their VPA's `tailor.dev/pod` envelope (published by a recommender run with the same flag) as a
-    /// container's would: by eviction, in `Recreate`, `Auto` and `InPlaceOrRecreate` modes, within the usual
-    /// budgets; never in place. Run the webhook with the same flag, which sets the envelope at creation
-    /// (docs/pod-level-resources.md).
+    /// container's would: by eviction in `Recreate` and `Auto` modes, within the usual budgets; never in
+    /// place (`InPlaceOrRecreate` leaves such pods as its resize check already does). Run the webhook with the
+    /// same flag, which sets the envelope at creation (docs/pod-level-resources.md).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, help_heading = "When to update")]
     pub pod_level_resources: bool,
     /// Comma-separated namespaces the webhook does not serve (the chart passes its release namespace,
