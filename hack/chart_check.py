@@ -715,6 +715,17 @@ def expect_quota_fit_off(docs: list[dict]) -> None:
     expect_quota_fit(docs, enabled=False)
 
 
+def expect_pod_level_resources(enabled: bool) -> Callable[[list[dict]], None]:
+    """`podLevelResources.enabled` passes `--pod-level-resources` to all three components, or to none."""
+    def check(docs: list[dict]) -> None:
+        for component in ("recommender", "admission", "updater"):
+            a = args(deployment(docs, component))
+            assert ("--pod-level-resources=true" in a) == enabled, (component, a)
+            assert not any(x.startswith("--pod-level-resources") and x != "--pod-level-resources=true"
+                           for x in a), (component, a)
+    return check
+
+
 def expect_instance_types(docs: list[dict]) -> None:
     rec = deployment(docs, "recommender")
     assert "--node-fit-instance-types=/etc/tailor/instance-types/instance-types.yaml" in args(rec), args(rec)
@@ -799,6 +810,9 @@ MATRIX: list[tuple[str, dict, Callable[[list[dict]], None] | None, str]] = [
     ("recommender: node fit and HPA coherence off", {"recommender": {
         "nodeFit": {"enabled": False}, "hpaCoherence": {"enabled": False}}}, expect_sizing_off, NAMESPACE),
     ("quota fit off", {"quotaFit": {"enabled": False}}, expect_quota_fit_off, NAMESPACE),
+    ("pod-level resources off (default)", {}, expect_pod_level_resources(False), NAMESPACE),
+    ("pod-level resources on", {"podLevelResources": {"enabled": True}}, expect_pod_level_resources(True),
+     NAMESPACE),
     ("fleet onboarding off (default)", {}, expect_fleet_off, NAMESPACE),
     ("dashboard on (default)", {}, expect_dashboard(True), NAMESPACE),
     ("dashboard off", {"dashboard": {"enabled": False}}, expect_dashboard(False), NAMESPACE),
