@@ -97,7 +97,7 @@ step "conformance summary"
 {
   cargo test -q -p tailor-core --test it conformance:: -- --nocapture
   cargo test -q -p tailor-admission --test it conformance_ -- --nocapture
-  cargo test -q -p tailor-updater --test it conformance:: -- --nocapture
+  cargo test -q -p tailor-conformance --test it updater:: -- --nocapture
   cargo test -q -p tailor-recommender --test it unit_vectors:: -- --nocapture
   cargo test -q -p tailor-cli --test it upstream_diff:: -- --nocapture
 } 2>&1 | grep -oE 'conformance: .*' || echo "no conformance figures printed"

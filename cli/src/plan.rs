@@ -8,8 +8,8 @@ use std::process::ExitCode;
 
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
+use tailor_conformance::updater as case;
 use tailor_updater::flags::UpdaterFlags;
-use tailor_updater::preview::case;
 use tailor_updater::preview::plan::{PlanSettings, plan, table};
 use tailor_updater::preview::snapshot::Snapshot;
 use tailor_updater::rate_limit::RateSettings;

@@ -9,10 +9,9 @@ set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../check-lib.sh"
 cd "$(dirname "$0")/../.." || exit 1
 
-# Two builds, as hack/test.sh does: built together with the CLI, the updater's library would carry the CLI's
-# `vectors` feature, and target/debug/tailor-updater would be rebuilt with it.
+# The three daemons and the CLI, each binary as hack/test.sh builds it.
 build() {
-  cargo build -q -p tailor-recommender -p tailor-admission -p tailor-updater && cargo build -q -p tailor-cli
+  cargo build -q -p tailor-recommender -p tailor-admission -p tailor-updater -p tailor-cli
 }
 
 tmp=$(mktemp -d)

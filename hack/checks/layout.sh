@@ -47,17 +47,21 @@ run "tailor-updater depends on neither the webhook nor the recommender" \
   lacks tailor-updater tailor-admission tailor-recommender tailor-cli
 run "tailor-admission depends on neither the recommender nor the updater" \
   lacks tailor-admission tailor-recommender tailor-updater tailor-cli
+# Upstream's test doubles live in tailor-conformance, which only the CLI and the tests link.
+for daemon in tailor-recommender tailor-admission tailor-updater; do
+  run "$daemon links no conformance harness or test double" lacks "$daemon" tailor-conformance
+done
 # No crate re-exports another's modules: `pub use` names only the crate's own items.
 no_foreign_reexports() {
   local hits
   hits=$(grep -rnE '^\s*pub(\([a-z]+\))?\s+use\s+(::)?(tailor_[a-z_]+|kube|k8s_openapi)\b' --include=*.rs \
     crds/src core/src kube/src admission/src updater/src recommender/src recommender/engine/src \
-    recommender/prometheus/src cli/src tests/src)
+    recommender/prometheus/src conformance/src cli/src tests/src)
   [[ -z $hits ]] || { echo "$hits"; return 1; }
 }
 run "no crate re-exports another crate's modules" no_foreign_reexports
 for src in crds/src core/src kube/src admission/src recommender/src recommender/engine/src \
-  recommender/prometheus/src cli/src updater/src; do
+  recommender/prometheus/src conformance/src cli/src updater/src; do
   [[ -d $src ]] || { echo "$src is missing"; failed=$((failed + 1)); continue; }
   run "no import cycle between the modules of $src" python3 hack/module_cycles.py "$src"
 done

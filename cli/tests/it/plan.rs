@@ -136,7 +136,7 @@ fn updater_vectors_through_case() {
     let out: Value = serde_json::from_str(&stdout(&tailor(&[
         "plan",
         "--case",
-        "updater/tests/data/updater/unit-cases.json",
+        "conformance/tests/data/updater/unit-cases.json",
     ])))
     .unwrap();
     let list = out.as_array().unwrap();
@@ -148,7 +148,7 @@ fn updater_vectors_through_case() {
 #[test]
 fn a_vector_with_an_unread_field_exits_2_naming_the_case_and_field() {
     let text =
-        std::fs::read_to_string(format!("{ROOT}/updater/tests/data/updater/unit-cases.json"))
+        std::fs::read_to_string(format!("{ROOT}/conformance/tests/data/updater/unit-cases.json"))
             .unwrap();
     let doc: Value = serde_json::from_str(&text).unwrap();
     let mut case = doc["cases"]

@@ -1,8 +1,6 @@
-//! Offline previews of the updater for `tailor plan`: one iteration over a cluster snapshot ([`plan`]), and,
-//! with the `vectors` feature, upstream's updater vectors evaluated through the shipped functions (`case`,
-//! which carries upstream's test doubles and so stays out of the `tailor-updater` binary).
+//! Offline previews of the updater for `tailor plan`: one iteration over a cluster snapshot ([`plan`]).
+//! Upstream's updater vectors, with the test doubles they name, are evaluated by the `tailor-conformance`
+//! crate, outside this library.
 
-#[cfg(feature = "vectors")]
-pub mod case;
 pub mod plan;
 pub mod snapshot;

@@ -1,8 +1,7 @@
-//! Integration tests of tailor-updater: conformance with upstream's updater vectors.
+//! Integration tests of tailor-updater (its conformance with upstream's updater vectors is in tailor-conformance).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod budgets;
-mod conformance;
 mod limit_policy;
 mod loop_api;
 mod quota_fit;

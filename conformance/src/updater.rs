@@ -1,5 +1,5 @@
-//! Upstream's updater vectors (`tests/data/updater/*.json` of this crate, the format of
-//! `conformance/updater/README.md`) evaluated through the functions the updater runs: `tailor plan --case`
+//! Upstream's updater vectors (`tests/data/updater/*.json` of this crate, in the format its
+//! `conformance/tests/data/updater/README.md` describes) evaluated through the functions the updater runs: `tailor plan --case`
 //! prints what each gives, and the conformance test compares it with the vectors' expectations.
 //!
 //! Every input field is read: each kind's input is parsed into a type that names every field the README
@@ -13,8 +13,8 @@
 //! keys map to Tailor's (`vpaCpuStartupBoost/` ↔ `cpu-startup-boost.tailor.dev/`, `vpaObservedContainers` ↔
 //! `tailor.dev/observed-containers`), metric names `vpa_updater_` ↔ `tailor_updater_`.
 //!
-//! Compiled only with the crate's `vectors` feature (enabled by the `tailor` CLI and by this crate's tests),
-//! so that the `tailor-updater` binary carries none of these test doubles.
+//! They live in this crate, not in `tailor-updater`, so that the updater's library and binary carry none of
+//! these test doubles.
 
 mod inputs;
 
@@ -36,32 +36,32 @@ use tailor_crds::{
     VerticalPodAutoscaler,
 };
 
-use crate::calculator::PriorityCalculator;
-use crate::config::{PriorityConfig, RestrictionConfig};
-use crate::events::{EventObject, UpdaterEvent};
-use crate::eviction_admission::{self, EvictionAdmission};
-use crate::infeasible::{InfeasibleAttempts, is_infeasible_error};
-use crate::iteration::{
-    ActError, Actuator, Candidates, ClusterView, Gate, IterationConfig, UpdaterState, evict_pod,
-    in_place_update,
-};
-use crate::metrics::{GaugeKind, IterationGauges, Metrics, VpaLabel};
-use crate::pods::CompactPod;
-use crate::priority::{PodPriority, has_lower_resource, list_has_lower, pod_priority};
-use crate::rate_limit::{RateSettings, TokenBucket};
-use crate::resize::{ResizeError, ResizePlan, resize_operations};
-use crate::restriction::{
-    Creator, InPlaceDecision, ReplicaLookup, Restriction, RestrictionError, unknown_kind_replicas,
-};
-use crate::run_loop::{AdmissionStatus, Outcome, Updater};
-use crate::skip::Skip;
-use crate::{lease, modes, pods};
 use inputs::{
     AttemptsOp, Controller, Cycle, ErrorInput, GaugeIteration, GetResponse, LoopAdmission,
     LoopPriorityProcessor, LoopRateLimit, LoopRecommendationProcessor, LowerResourceInput,
     MetricCall, Mocks, PatchCalculators, PriorityProcessor, PriorityThresholds,
     RecommendationProcessor, StepOp, object, parse,
 };
+use tailor_updater::calculator::PriorityCalculator;
+use tailor_updater::config::{PriorityConfig, RestrictionConfig};
+use tailor_updater::events::{EventObject, UpdaterEvent};
+use tailor_updater::eviction_admission::{self, EvictionAdmission};
+use tailor_updater::infeasible::{InfeasibleAttempts, is_infeasible_error};
+use tailor_updater::iteration::{
+    ActError, Actuator, Candidates, ClusterView, Gate, IterationConfig, UpdaterState, evict_pod,
+    in_place_update,
+};
+use tailor_updater::metrics::{GaugeKind, IterationGauges, Metrics, VpaLabel};
+use tailor_updater::pods::CompactPod;
+use tailor_updater::priority::{PodPriority, has_lower_resource, list_has_lower, pod_priority};
+use tailor_updater::rate_limit::{RateSettings, TokenBucket};
+use tailor_updater::resize::{ResizeError, ResizePlan, resize_operations};
+use tailor_updater::restriction::{
+    Creator, InPlaceDecision, ReplicaLookup, Restriction, RestrictionError, unknown_kind_replicas,
+};
+use tailor_updater::run_loop::{AdmissionStatus, Outcome, Updater};
+use tailor_updater::skip::Skip;
+use tailor_updater::{lease, modes, pods};
 
 /// A vector that cannot be evaluated (the CLI exits 2): malformed, carrying a field the evaluation does
 /// not read, or asking for a behaviour it cannot reproduce. The message names the field's path.
@@ -557,8 +557,8 @@ async fn restriction(input: &Value) -> Out {
         count_readiness: true,
         daemonset_max_unavailable: 0,
         evict_job_pods: true,
-        deferred_timeout: crate::config::DEFERRED_TIMEOUT,
-        in_progress_timeout: crate::config::IN_PROGRESS_TIMEOUT,
+        deferred_timeout: tailor_updater::config::DEFERRED_TIMEOUT,
+        in_progress_timeout: tailor_updater::config::IN_PROGRESS_TIMEOUT,
     };
     check_controllers(&i.controllers)?;
     let all = pods_of("input.pods", &i.pods)?;

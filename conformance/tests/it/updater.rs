@@ -1,5 +1,5 @@
 //! Conformance with upstream's updater unit vectors (`tests/data/updater/*.json`): each vector is evaluated
-//! by `tailor_updater::preview::case` (what `tailor plan --case` prints), through the functions the updater
+//! by `tailor_conformance::updater` (what `tailor plan --case` prints), through the functions the updater
 //! binary runs, and compared with the vector's expectation. Ids listed in the "Updater" section of
 //! DEVIATIONS.md would be skipped (none is).
 //!
@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
-use tailor_updater::preview::case::{evaluate_case, matches};
+use tailor_conformance::updater::{evaluate_case, matches};
 
 fn deviation_ids() -> BTreeSet<String> {
     let path = format!("{}/../DEVIATIONS.md", env!("CARGO_MANIFEST_DIR"));
