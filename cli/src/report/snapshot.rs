@@ -306,6 +306,21 @@ fn usage(
     Ok(Usage::of(&h))
 }
 
+/// The conditions of the VPA's status.
+fn conditions(vpa: &VerticalPodAutoscaler) -> Vec<Condition> {
+    (vpa.status.iter())
+        .flat_map(|s| s.conditions.iter().flatten())
+        .map(|c| {
+            Condition::new(
+                &c.type_,
+                &c.status,
+                c.reason.as_deref(),
+                c.message.as_deref(),
+            )
+        })
+        .collect()
+}
+
 /// The page's workload of one VPA and the pods it selects.
 fn workload(
     vpa: &VerticalPodAutoscaler,
@@ -326,17 +341,7 @@ fn workload(
         notes.push("The VPA has no targetRef: it selects no pod.".to_owned());
     }
     let (containers, recommended) = containers(vpa, pods, checkpoints, &mut notes);
-    let conditions: Vec<Condition> = (vpa.status.iter())
-        .flat_map(|s| s.conditions.iter().flatten())
-        .map(|c| {
-            Condition::new(
-                &c.type_,
-                &c.status,
-                c.reason.as_deref(),
-                c.message.as_deref(),
-            )
-        })
-        .collect();
+    let conditions = conditions(vpa);
     let holds = |t: &str| (conditions.iter()).any(|c| c.type_ == t && c.status == "True");
     let running = pods.iter().filter(|p| p.running).count();
     let running = i64::try_from(running).unwrap_or(i64::MAX);
