@@ -51,6 +51,22 @@ run "tailor-admission depends on neither the recommender nor the updater" \
 for daemon in tailor-recommender tailor-admission tailor-updater; do
   run "$daemon links no conformance harness or test double" lacks "$daemon" tailor-conformance
 done
+# Each daemon's binary is a shell: flags, settings and the daemon live in its library, the binary only
+# parses and starts them (at most 60 lines, `main` at most 30).
+thin_binary() {
+  local file=$1 lines main
+  lines=$(wc -l <"$file")
+  main=$(awk '/^(async )?fn main\(/ {on = 1} on {n++} on && /^}/ {print n; exit}' "$file")
+  ((lines <= 60)) || { echo "$file: $lines lines"; return 1; }
+  if [[ -z $main ]] || ((main > 30)); then
+    echo "$file: main is ${main:-not found} lines"
+    return 1
+  fi
+}
+for bin in recommender/src/bin/tailor-recommender.rs admission/src/bin/tailor-admission.rs \
+  updater/src/bin/tailor-updater.rs; do
+  run "$bin is a thin shell" thin_binary "$bin"
+done
 # No crate re-exports another's modules: `pub use` names only the crate's own items.
 no_foreign_reexports() {
   local hits

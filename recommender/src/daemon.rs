@@ -442,3 +442,27 @@ fn log_loop(r: &LoopReport) {
         "loop finished"
     );
 }
+
+/// The async runtime of `--runtime-threads` threads (1: the current thread only; 0: one per CPU).
+pub fn runtime(threads: u16) -> anyhow::Result<tokio::runtime::Runtime> {
+    let mut builder = match threads {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        n => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            if n > 1 {
+                b.worker_threads(usize::from(n));
+            }
+            b
+        }
+    };
+    (builder.enable_all().build()).map_err(|e| anyhow::anyhow!("starting the async runtime: {e}"))
+}
+
+/// Flags → validated settings → the daemon → run until SIGTERM or a lost lease.
+pub async fn run(flags: crate::flags::Flags) -> anyhow::Result<()> {
+    flags.log.init();
+    let settings = flags.daemon_settings()?;
+    let daemon = Daemon::start(settings).await?;
+    daemon.run(Shutdown::on_signal()).await?;
+    Ok(())
+}
