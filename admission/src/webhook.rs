@@ -144,11 +144,14 @@ impl Webhook {
     fn report_envelope_refused(
         &self,
         pod: &str,
-        namespace: String,
-        name: String,
-        uid: String,
-        refused: &tailor_core::sizing::EnvelopeRefused,
-    ) {
+        refusal: crate::pod::EnvelopeRefusal,
+    ) -> ReviewResult {
+        let crate::pod::EnvelopeRefusal {
+            namespace,
+            name,
+            uid,
+            refused,
+        } = refusal;
         tracing::info!(%pod, vpa = %format!("{}/{}", capped(&namespace), capped(&name)), reason = %refused,
             "pod-level envelope not applied: the pod keeps its pod-level resources");
         if let Some(events) = &self.events {
@@ -162,6 +165,7 @@ impl Webhook {
                 ),
             });
         }
+        ReviewResult::PodLevelLeftAlone
     }
 
     /// Gives the patch memo `bytes` (`--patch-memo-mib`; 0: off) instead of the default.
@@ -238,15 +242,7 @@ impl Reviewer for Webhook {
             )
         };
         let result = match outcome {
-            PodOutcome::EnvelopeRefused {
-                namespace,
-                name,
-                uid,
-                refused,
-            } => {
-                self.report_envelope_refused(&pod(), namespace, name, uid, &refused);
-                ReviewResult::PodLevelLeftAlone
-            }
+            PodOutcome::EnvelopeRefused(refusal) => self.report_envelope_refused(&pod(), *refusal),
             PodOutcome::Patched { vpa, limit_policy } => {
                 tracing::debug!(uid = %capped(&req.uid), pod = %pod(), %vpa, "pod patched");
                 self.report_limit_policy(limit_policy.as_deref());

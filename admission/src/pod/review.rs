@@ -54,18 +54,23 @@ pub enum PodOutcome {
     },
     /// Patched from VPA `vpa`, but its pod-level envelope was not applied (`--pod-level-resources`,
     /// docs/pod-level-resources.md): the pod keeps its pod-level resources as without the flag.
-    EnvelopeRefused {
-        /// The VPA's namespace.
-        namespace: String,
-        /// Its name.
-        name: String,
-        /// Its `metadata.uid` (empty when unknown).
-        uid: String,
-        /// Why.
-        refused: EnvelopeRefused,
-    },
+    EnvelopeRefused(Box<EnvelopeRefusal>),
     /// An error left the pod unmodified.
     Error(String),
+}
+
+/// A pod that could not take its VPA's pod-level envelope (docs/pod-level-resources.md), for the log line and
+/// the Event on the VPA.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnvelopeRefusal {
+    /// The VPA's namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its `metadata.uid` (empty when unknown).
+    pub uid: String,
+    /// Why.
+    pub refused: EnvelopeRefused,
 }
 
 /// A VPA whose limit-policy annotation does not parse (docs/limit-policy.md): the pod's limits kept their
@@ -210,12 +215,12 @@ pub fn review_pod(
         if let PodOutcome::Error(_) = outcome {
             return (response, outcome);
         }
-        let outcome = PodOutcome::EnvelopeRefused {
+        let outcome = PodOutcome::EnvelopeRefused(Box::new(EnvelopeRefusal {
             namespace: namespace.clone(),
             name: vpa.metadata.name.clone().unwrap_or_default(),
             uid: vpa.metadata.uid.clone().unwrap_or_default(),
             refused,
-        };
+        }));
         return (response, outcome);
     }
     if result.quota.outcome != QuotaOutcome::Fits {
