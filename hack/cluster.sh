@@ -3,7 +3,7 @@
 # its chart. docs/design/principles.md §5, docs/decisions/real-control-plane.md.
 #
 #   hack/cluster.sh up [--nodes N] [--without-tailor] [--with-upstream] [--kubernetes newest|oldest]
-#                      [--kube-api-qps Q]
+#                      [--kube-api-qps Q] [--helm-set KEY=VALUE]...
 #       etcd (tmpfs, no fsync), kube-apiserver (RBAC, service-account tokens, aggregation, an audit log of every
 #       request), kube-controller-manager, kube-scheduler, kwok managing N fake nodes (pods reach Running; usage
 #       from the pod annotations kwok.x-k8s.io/usage-cpu / -memory) and metrics-server serving the real
@@ -15,7 +15,9 @@
 #       with their usual flags, each with a token of its ServiceAccount from upstream's deploy/vpa-rbac.yaml;
 #       its admission controller registers itself (by URL). --kube-api-qps Q sets the client rate limit of
 #       kube-controller-manager and kube-scheduler (QPS Q, burst 2Q; their defaults are 20 and 50), for clusters
-#       of thousands of pods (hack/bench-side-by-side.sh).
+#       of thousands of pods (hack/bench-side-by-side.sh). --helm-set KEY=VALUE is passed to `helm install` as
+#       --set after the cluster's values (e.g. admission.webhook.excludeNamespaces={a,b} for
+#       hack/bench-pod-creation.sh).
 #   hack/cluster.sh down
 #       stops every process it started and removes the cluster's state (the audit log is kept in
 #       target/cluster/audit.log until the next `up`).
@@ -210,9 +212,11 @@ load_env() { [[ -f $STATE/env ]] || die "no cluster (run hack/cluster.sh up)"; s
 
 up() {
   local nodes=2 with_tailor=1 with_upstream=0 which=kubernetes qps=
+  HELM_SETS=()
   while (($#)); do
     case $1 in
       --nodes) nodes=$2; shift 2 ;;
+      --helm-set) HELM_SETS+=(--set "$2"); shift 2 ;;
       --without-tailor) with_tailor=0; shift ;;
       --with-upstream) with_upstream=1; shift ;;
       --kube-api-qps) qps=$2; shift 2 ;;
@@ -384,7 +388,7 @@ nodes_ready() { # nodes_ready N: N nodes Ready.
 
 # The kwok configuration: its own stages (from the module kwok was built from: nodes become Ready and keep a
 # lease; pods become Ready, complete, and are deleted), the kubelet-like /metrics/resource endpoint and the
-# usage from annotations, plus the kubelet stages of the e2e tests (hack/cluster/kwok-kubelet.yaml).
+# usage from annotations (per container too, hack/cluster/kwok-usage.yaml), plus the kubelet stages of the e2e tests (hack/cluster/kwok-kubelet.yaml).
 kwok_config() {
   local src
   src=$(cd "$ROOT/hack/go/kwok" && GOFLAGS=-mod=readonly go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) ||
@@ -394,7 +398,10 @@ kwok_config() {
     stage/pod/fast/pod-ready.yaml stage/pod/fast/pod-complete.yaml stage/pod/fast/pod-delete.yaml \
     metrics/resource/metrics-resource.yaml metrics/usage/usage-from-annotation.yaml; do
     echo "---"
-    if [[ $f == */pod-complete.yaml ]]; then
+    if [[ $f == */usage-from-annotation.yaml ]]; then
+      # The same, with per-container annotations winning (hack/cluster/kwok-usage.yaml).
+      cat "$ROOT/hack/cluster/kwok-usage.yaml"
+    elif [[ $f == */pod-complete.yaml ]]; then
       # Job pods complete at once, as a short job's would, unless annotated to run on (the Job tests of
       # tests/tests/e2e/budgets.rs need a Job's pods running under a VPA).
       awk '{print} /^    matchExpressions:$/ && !done {
@@ -472,7 +479,7 @@ install_tailor() {
     --set "recommender.extraArgs.address=127.0.0.1:$RECOMMENDER_METRICS_PORT" \
     --set "dashboard.port=$DASHBOARD_PORT" \
     --set "recommender.extraArgs.dashboard-address=0.0.0.0:$DASHBOARD_PORT" \
-    --set "updater.extraArgs.address=127.0.0.1:$UPDATER_METRICS_PORT" >&2
+    --set "updater.extraArgs.address=127.0.0.1:$UPDATER_METRICS_PORT" "${HELM_SETS[@]}" >&2
   local c
   for c in admission recommender updater; do tailor_process start "$c" 0; done
   wait_for admission-0 60 curl -fsS "http://127.0.0.1:$ADMISSION_METRICS_PORT/readyz"
@@ -732,5 +739,5 @@ case ${1:-} in
     export PATH="$STATE/bin:$PATH" KUBECONFIG=$STATE/admin.kubeconfig
     if [[ ${1:-} == list ]]; then tailor_list "${2:?component}"; else tailor_process "$@"; fi
     ;;
-  *) sed -n '2,39p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,41p' "$0" >&2; exit 2 ;;
 esac

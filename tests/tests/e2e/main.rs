@@ -36,6 +36,7 @@ mod in_place;
 mod limit_policy;
 mod node_fit;
 mod node_pool;
+mod pod_level;
 mod quota;
 mod readme;
 mod recommendation;
