@@ -614,7 +614,10 @@ mod tests {
         let pod = checkpoint_name("web", POD_ROW);
         assert!(!pod.contains('/') && pod.len() <= MAX_NAME_LEN, "{pod}");
         let last = pod.rsplit('.').next().unwrap_or_default();
-        assert!(last.len() > 63 && !pod.starts_with("web.tailor.dev"), "{pod}");
+        assert!(
+            last.len() > 63 && !pod.starts_with("web.tailor.dev"),
+            "{pod}"
+        );
         let long_pod = checkpoint_name(&"v".repeat(250), POD_ROW);
         assert!(long_pod.len() <= MAX_NAME_LEN && long_pod.ends_with(POD_ROW_CHECKPOINT));
         // A long VPA name: shortened with a hash, under the limit, distinct from its neighbours.
