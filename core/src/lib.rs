@@ -29,5 +29,6 @@ pub mod quota;
 pub mod sizing;
 pub mod target;
 pub mod text;
+pub mod trimmed;
 pub mod validation;
 pub mod workload;

@@ -247,24 +247,7 @@ fn slim_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
     })
 }
 
-impl<K: WorkloadKind> k8s_openapi::Resource for SlimWorkload<K> {
-    const API_VERSION: &'static str = K::API_VERSION;
-    const GROUP: &'static str = K::GROUP;
-    const KIND: &'static str = K::KIND;
-    const VERSION: &'static str = K::VERSION;
-    const URL_PATH_SEGMENT: &'static str = K::URL_PATH_SEGMENT;
-    type Scope = k8s_openapi::NamespaceResourceScope;
-}
-
-impl<K: WorkloadKind> k8s_openapi::Metadata for SlimWorkload<K> {
-    type Ty = ObjectMeta;
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::trimmed_resource!([K: WorkloadKind] SlimWorkload<K> => K);
 
 impl<K: WorkloadKind> Workload for SlimWorkload<K> {
     fn pod_selector(&self) -> Option<LabelSelector> {

@@ -20,24 +20,7 @@ pub struct CheckpointHead {
     pub spec: VerticalPodAutoscalerCheckpointSpec,
 }
 
-impl k8s_openapi::Resource for CheckpointHead {
-    const API_VERSION: &'static str = "autoscaling.tailor.dev/v1";
-    const GROUP: &'static str = "autoscaling.tailor.dev";
-    const KIND: &'static str = "VerticalPodAutoscalerCheckpoint";
-    const VERSION: &'static str = "v1";
-    const URL_PATH_SEGMENT: &'static str = "verticalpodautoscalercheckpoints";
-    type Scope = k8s_openapi::NamespaceResourceScope;
-}
-
-impl k8s_openapi::Metadata for CheckpointHead {
-    type Ty = ObjectMeta;
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+tailor_core::trimmed_resource!(CheckpointHead: "autoscaling.tailor.dev", "v1", "VerticalPodAutoscalerCheckpoint", "verticalpodautoscalercheckpoints", Namespaced);
 
 /// What the index keeps of one checkpoint (under its namespace and name).
 #[derive(Clone, Debug, PartialEq)]

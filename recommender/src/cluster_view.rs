@@ -55,24 +55,7 @@ pub struct SlimNode {
     pub status: SlimNodeStatus,
 }
 
-impl k8s_openapi::Resource for SlimNode {
-    const API_VERSION: &'static str = "v1";
-    const GROUP: &'static str = "";
-    const KIND: &'static str = "Node";
-    const VERSION: &'static str = "v1";
-    const URL_PATH_SEGMENT: &'static str = "nodes";
-    type Scope = k8s_openapi::ClusterResourceScope;
-}
-
-impl k8s_openapi::Metadata for SlimNode {
-    type Ty = ObjectMeta;
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+tailor_core::trimmed_resource!(SlimNode => k8s_openapi::api::core::v1::Node);
 
 fn strip_meta(m: ObjectMeta) -> ObjectMeta {
     ObjectMeta {

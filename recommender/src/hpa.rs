@@ -92,24 +92,7 @@ pub struct SlimHpa {
     pub spec: HpaSpec,
 }
 
-impl k8s_openapi::Resource for SlimHpa {
-    const API_VERSION: &'static str = "autoscaling/v2";
-    const GROUP: &'static str = "autoscaling";
-    const KIND: &'static str = "HorizontalPodAutoscaler";
-    const VERSION: &'static str = "v2";
-    const URL_PATH_SEGMENT: &'static str = "horizontalpodautoscalers";
-    type Scope = k8s_openapi::NamespaceResourceScope;
-}
-
-impl k8s_openapi::Metadata for SlimHpa {
-    type Ty = ObjectMeta;
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+tailor_core::trimmed_resource!(SlimHpa => k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler);
 
 /// Keeps of an HPA only what coherence reads (name, namespace, resourceVersion and the spec).
 pub fn strip(mut h: SlimHpa) -> SlimHpa {

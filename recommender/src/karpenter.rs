@@ -120,24 +120,7 @@ pub struct NodePool {
     pub spec: NodePoolSpec,
 }
 
-impl k8s_openapi::Resource for NodePool {
-    const API_VERSION: &'static str = "karpenter.sh/v1";
-    const GROUP: &'static str = "karpenter.sh";
-    const KIND: &'static str = "NodePool";
-    const VERSION: &'static str = "v1";
-    const URL_PATH_SEGMENT: &'static str = "nodepools";
-    type Scope = k8s_openapi::ClusterResourceScope;
-}
-
-impl k8s_openapi::Metadata for NodePool {
-    type Ty = ObjectMeta;
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+tailor_core::trimmed_resource!(NodePool: "karpenter.sh", "v1", "NodePool", "nodepools", Cluster);
 
 /// One entry of an instance-type table file: allocatable requests as a launched node offers them to pods.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

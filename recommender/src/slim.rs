@@ -126,24 +126,7 @@ pub struct SlimPod {
     pub status: SlimPodStatus,
 }
 
-impl k8s_openapi::Resource for SlimPod {
-    const API_VERSION: &'static str = "v1";
-    const GROUP: &'static str = "";
-    const KIND: &'static str = "Pod";
-    const VERSION: &'static str = "v1";
-    const URL_PATH_SEGMENT: &'static str = "pods";
-    type Scope = k8s_openapi::NamespaceResourceScope;
-}
-
-impl k8s_openapi::Metadata for SlimPod {
-    type Ty = ObjectMeta;
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+tailor_core::trimmed_resource!(SlimPod => k8s_openapi::api::core::v1::Pod);
 
 impl SlimPod {
     /// The slim form of a full Pod (through its JSON form, as the watch would deliver it).

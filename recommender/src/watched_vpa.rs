@@ -99,24 +99,7 @@ impl From<VerticalPodAutoscaler> for WatchedVpa {
     }
 }
 
-impl k8s_openapi::Resource for WatchedVpa {
-    const API_VERSION: &'static str = "autoscaling.tailor.dev/v1";
-    const GROUP: &'static str = "autoscaling.tailor.dev";
-    const KIND: &'static str = "VerticalPodAutoscaler";
-    const VERSION: &'static str = "v1";
-    const URL_PATH_SEGMENT: &'static str = "verticalpodautoscalers";
-    type Scope = k8s_openapi::NamespaceResourceScope;
-}
-
-impl k8s_openapi::Metadata for WatchedVpa {
-    type Ty = ObjectMeta;
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+tailor_core::trimmed_resource!(WatchedVpa: "autoscaling.tailor.dev", "v1", "VerticalPodAutoscaler", "verticalpodautoscalers", Namespaced);
 
 #[cfg(test)]
 mod tests {

@@ -56,24 +56,7 @@ impl<'de> Deserialize<'de> for StoredCheckpoint {
     }
 }
 
-impl k8s_openapi::Resource for StoredCheckpoint {
-    const API_VERSION: &'static str = "autoscaling.tailor.dev/v1";
-    const GROUP: &'static str = "autoscaling.tailor.dev";
-    const KIND: &'static str = "VerticalPodAutoscalerCheckpoint";
-    const VERSION: &'static str = "v1";
-    const URL_PATH_SEGMENT: &'static str = "verticalpodautoscalercheckpoints";
-    type Scope = k8s_openapi::NamespaceResourceScope;
-}
-
-impl k8s_openapi::Metadata for StoredCheckpoint {
-    type Ty = ObjectMeta;
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+tailor_core::trimmed_resource!(StoredCheckpoint: "autoscaling.tailor.dev", "v1", "VerticalPodAutoscalerCheckpoint", "verticalpodautoscalercheckpoints", Namespaced);
 
 #[cfg(test)]
 mod tests {
