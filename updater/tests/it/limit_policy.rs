@@ -3,16 +3,11 @@
 //! unsets is kept in proportion (the API server refuses removing a limit in place) and the resize event says
 //! so, and an annotation that does not parse is a warning on the VPA while limits keep their ratio.
 
-use std::time::Duration;
-
 use json_patch::PatchOperation;
 use serde_json::Value;
-use tailor_updater::config::{FeatureGates, RestrictionConfig};
-use tailor_updater::iteration::IterationConfig;
 use tailor_updater::pods::CompactPod;
-use tailor_updater::preview::plan::{Plan, PlanSettings, plan};
+use tailor_updater::preview::plan::{Plan, plan};
 use tailor_updater::preview::snapshot::Snapshot;
-use tailor_updater::rate_limit::RateSettings;
 use tailor_updater::resize::plan_resize;
 
 const VPA: &str = r#"
@@ -92,26 +87,7 @@ spec: {replicas: 2, selector: {matchLabels: {app: web}}}
 }
 
 async fn planned(policy: &str) -> Plan {
-    let settings = PlanSettings {
-        iteration: IterationConfig {
-            gates: FeatureGates {
-                in_place: true,
-                ..FeatureGates::default()
-            },
-            ..IterationConfig::default()
-        },
-        restriction: RestrictionConfig {
-            min_replicas: 1,
-            eviction_tolerance: 1.0,
-            ..RestrictionConfig::default()
-        },
-        rate: RateSettings::from_flags(-1.0, 1),
-        interval: Duration::from_secs(60),
-        status_lease: None,
-        now: "2026-01-10T12:00:00Z".parse().unwrap(),
-        floor: None,
-        resize_rules: Default::default(),
-    };
+    let settings = crate::fixtures::in_place_plan_settings(false);
     plan(&snapshot(policy), &settings).await
 }
 

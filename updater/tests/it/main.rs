@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod budgets;
+mod fixtures;
 mod limit_policy;
 mod loop_api;
 mod quota_fit;

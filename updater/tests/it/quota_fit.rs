@@ -3,13 +3,8 @@
 //! ResourceQuota leaves more or less headroom. A resize whose raise does not fit is not sent; an eviction
 //! whose replacement quota fit would size as the pod is now is not made (it would repeat forever).
 
-use std::time::Duration;
-
-use tailor_updater::config::{FeatureGates, RestrictionConfig};
-use tailor_updater::iteration::IterationConfig;
-use tailor_updater::preview::plan::{PlanSettings, plan};
+use tailor_updater::preview::plan::plan;
 use tailor_updater::preview::snapshot::Snapshot;
-use tailor_updater::rate_limit::RateSettings;
 
 fn snapshot(mode: &str, used_cpu: Option<&str>) -> Snapshot {
     let mut text = format!(
@@ -91,27 +86,7 @@ async fn planned(
     mode: &str,
     used_cpu: Option<&str>,
 ) -> (Vec<(String, Option<String>)>, Vec<String>) {
-    let settings = PlanSettings {
-        iteration: IterationConfig {
-            gates: FeatureGates {
-                in_place: true,
-                ..FeatureGates::default()
-            },
-            in_place_honours_deferrals: true,
-            ..IterationConfig::default()
-        },
-        restriction: RestrictionConfig {
-            min_replicas: 1,
-            eviction_tolerance: 1.0,
-            ..RestrictionConfig::default()
-        },
-        rate: RateSettings::from_flags(-1.0, 1),
-        interval: Duration::from_secs(60),
-        status_lease: None,
-        now: "2026-01-10T12:00:00Z".parse().unwrap(),
-        floor: None,
-        resize_rules: Default::default(),
-    };
+    let settings = crate::fixtures::in_place_plan_settings(true);
     let planned = plan(&snapshot(mode, used_cpu), &settings).await;
     let pods = planned
         .pods

@@ -4,13 +4,8 @@
 //! the PATCH used to fail every interval. A pod read without `status.qosClass` (a snapshot from manifests) gets the
 //! same check, its class computed from its spec.
 
-use std::time::Duration;
-
-use tailor_updater::config::{FeatureGates, RestrictionConfig};
-use tailor_updater::iteration::IterationConfig;
-use tailor_updater::preview::plan::{PlanSettings, plan};
+use tailor_updater::preview::plan::plan;
 use tailor_updater::preview::snapshot::Snapshot;
-use tailor_updater::rate_limit::RateSettings;
 
 /// Deployment `web` with two pods that request nothing, under a VPA in `mode`; `reported` puts the API
 /// server's `status.qosClass` on the pods.
@@ -82,27 +77,7 @@ async fn actions(mode: &str) -> Vec<(String, Option<String>)> {
 }
 
 async fn actions_of(mode: &str, reported: bool) -> Vec<(String, Option<String>)> {
-    let settings = PlanSettings {
-        iteration: IterationConfig {
-            gates: FeatureGates {
-                in_place: true,
-                ..FeatureGates::default()
-            },
-            in_place_honours_deferrals: true,
-            ..IterationConfig::default()
-        },
-        restriction: RestrictionConfig {
-            min_replicas: 1,
-            eviction_tolerance: 1.0,
-            ..RestrictionConfig::default()
-        },
-        rate: RateSettings::from_flags(-1.0, 1),
-        interval: Duration::from_secs(60),
-        status_lease: None,
-        now: "2026-01-10T12:00:00Z".parse().unwrap(),
-        floor: None,
-        resize_rules: Default::default(),
-    };
+    let settings = crate::fixtures::in_place_plan_settings(true);
     plan(&snapshot(mode, reported), &settings)
         .await
         .pods

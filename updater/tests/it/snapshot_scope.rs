@@ -3,13 +3,8 @@
 //! out, gets no eviction planned there, as the deployed updater (given the same scope by the chart) makes
 //! none; flags given on the command line still win.
 
-use std::time::Duration;
-
-use tailor_updater::config::RestrictionConfig;
-use tailor_updater::iteration::IterationConfig;
 use tailor_updater::preview::plan::{PlanSettings, plan};
 use tailor_updater::preview::snapshot::Snapshot;
-use tailor_updater::rate_limit::RateSettings;
 use tailor_updater::scope::WebhookScope;
 
 /// Deployment `web` with two pods far below their VPA's range, in namespace `ns`.
@@ -92,20 +87,7 @@ webhooks:
 "#;
 
 fn settings() -> PlanSettings {
-    PlanSettings {
-        iteration: IterationConfig::default(),
-        restriction: RestrictionConfig {
-            min_replicas: 1,
-            eviction_tolerance: 1.0,
-            ..RestrictionConfig::default()
-        },
-        rate: RateSettings::from_flags(-1.0, 1),
-        interval: Duration::from_secs(60),
-        status_lease: None,
-        now: "2026-01-10T12:00:00Z".parse().unwrap(),
-        floor: None,
-        resize_rules: Default::default(),
-    }
+    crate::fixtures::plan_settings()
 }
 
 fn snapshot(with_webhook: bool) -> Snapshot {
