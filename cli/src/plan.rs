@@ -12,7 +12,7 @@ use tailor_conformance::updater as case;
 use tailor_updater::flags::UpdaterFlags;
 use tailor_updater::preview::plan::{PlanSettings, plan, table};
 use tailor_updater::preview::snapshot::Snapshot;
-use tailor_updater::rate_limit::RateSettings;
+use tailor_kube::rate::RateSettings;
 use tailor_updater::resize_check::ResizeRules;
 
 use crate::error::InputError;

@@ -54,7 +54,7 @@ use tailor_updater::iteration::{
 use tailor_updater::metrics::{GaugeKind, IterationGauges, Metrics, VpaLabel};
 use tailor_updater::pods::CompactPod;
 use tailor_updater::priority::{PodPriority, has_lower_resource, list_has_lower, pod_priority};
-use tailor_updater::rate_limit::{RateSettings, TokenBucket};
+use tailor_kube::rate::{RateSettings, TokenBucket};
 use tailor_updater::resize::{ResizeError, ResizePlan, resize_operations};
 use tailor_updater::restriction::{
     Creator, InPlaceDecision, ReplicaLookup, Restriction, RestrictionError, unknown_kind_replicas,

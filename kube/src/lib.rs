@@ -13,6 +13,7 @@ pub mod listen;
 pub mod log;
 pub mod manifests;
 pub mod quota_cache;
+pub mod rate;
 pub mod reflector_set;
 pub mod reflectors;
 pub mod scale;

@@ -1,35 +1,27 @@
-//! A token bucket for API requests (`--kube-api-qps`, `--kube-api-burst`), shared by all workers.
+//! The recommender's API write pacing (`--kube-api-qps`, `--kube-api-burst`), shared by all workers: the
+//! daemons' one token bucket ([`tailor_kube::rate::TokenBucket`]) behind a lock, waited on asynchronously.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use tokio::sync::Mutex;
+use tailor_kube::rate::{RateSettings, TokenBucket};
 use tokio::time::{Duration, Instant};
-
-#[derive(Debug)]
-struct Bucket {
-    tokens: f64,
-    last: Instant,
-}
 
 /// Client-side rate limiter: `qps` tokens per second, at most `burst` saved up. `qps <= 0` disables it.
 #[derive(Debug, Clone)]
 pub struct RateLimiter {
-    qps: f64,
-    burst: f64,
-    bucket: Arc<Mutex<Bucket>>,
+    bucket: Arc<Mutex<TokenBucket>>,
+    start: Instant,
 }
 
 impl RateLimiter {
     /// A full bucket.
     pub fn new(qps: f64, burst: u32) -> Self {
-        let burst = f64::from(burst.max(1));
         RateLimiter {
-            qps,
-            burst,
-            bucket: Arc::new(Mutex::new(Bucket {
-                tokens: burst,
-                last: Instant::now(),
-            })),
+            bucket: Arc::new(Mutex::new(TokenBucket::new(RateSettings::from_flags(
+                qps,
+                burst.max(1),
+            )))),
+            start: Instant::now(),
         }
     }
 
@@ -38,25 +30,16 @@ impl RateLimiter {
         RateLimiter::new(0.0, 1)
     }
 
-    /// Waits for a token.
+    /// Waits for a token (taken at once, so callers queue behind each other's waits).
     pub async fn acquire(&self) {
-        if self.qps <= 0.0 || !self.qps.is_finite() {
-            return;
-        }
-        loop {
-            let wait = {
-                let mut b = self.bucket.lock().await;
-                let now = Instant::now();
-                let elapsed = now.duration_since(b.last).as_secs_f64();
-                b.tokens = (b.tokens + elapsed * self.qps).min(self.burst);
-                b.last = now;
-                if b.tokens >= 1.0 {
-                    b.tokens -= 1.0;
-                    return;
-                }
-                (1.0 - b.tokens) / self.qps
-            };
-            tokio::time::sleep(Duration::from_secs_f64(wait)).await;
+        let now = self.start.elapsed().as_secs_f64();
+        let wait = {
+            let mut bucket = self.bucket.lock().unwrap_or_else(PoisonError::into_inner);
+            // No deadline, and a burst of at least one: the bucket always grants, after its wait.
+            bucket.reserve(now, f64::INFINITY).unwrap_or(Duration::ZERO)
+        };
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
         }
     }
 }

@@ -28,7 +28,7 @@ use tailor_updater::metrics::{IterationGauges, Metrics};
 use tailor_updater::pods::CompactPod;
 use tailor_updater::preview::plan::DryRun;
 use tailor_updater::preview::snapshot::Snapshot;
-use tailor_updater::rate_limit::RateSettings;
+use tailor_kube::rate::RateSettings;
 
 /// The binary's allocator (mimalloc), counted.
 #[global_allocator]

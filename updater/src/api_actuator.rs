@@ -12,8 +12,8 @@ use crate::event_queue::{EVENT_QUEUE, EventQueue};
 use crate::events::{EventObject, UpdaterEvent};
 use crate::iteration::{ActError, Actuator};
 use crate::pods::CompactPod;
-use crate::rate_limit::{RateSettings, TokenBucket};
 use crate::resize::ResizePlan;
+use tailor_kube::rate::{RateSettings, TokenBucket};
 
 /// Evictions, resizes and events through the API, paced by the two token buckets.
 pub struct ApiActuator {

@@ -217,7 +217,7 @@ pub enum ActError {
     Api(#[from] kube::Error),
     /// The rate limiter refused to wait.
     #[error(transparent)]
-    RateLimit(#[from] crate::rate_limit::WaitError),
+    RateLimit(#[from] tailor_kube::rate::WaitError),
     /// Any other failure (dry runs, simulated PodDisruptionBudgets).
     #[error("{0}")]
     Other(String),

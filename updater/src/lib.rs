@@ -4,7 +4,7 @@
 //! The decisions are pure (time is a parameter): [`priority`] and [`calculator`] (which pods, in which
 //! order), [`eviction_admission`] (`evictionRequirements`), [`restriction`] (budgets per controller group,
 //! in-place decisions and fallbacks), [`resize`] (the resize and annotation patches), [`lease`] (is the
-//! webhook alive), [`rate_limit`]. [`iteration`] runs one pass over injected lookups and actions; the
+//! webhook alive), the token bucket (`tailor_kube::rate`). [`iteration`] runs one pass over injected lookups and actions; the
 //! binary's [`cache_view`] and [`api_actuator`] supply the caches and the API, `tailor plan` a snapshot.
 //!
 //! The binary itself is flags ([`flags::Flags`]) → validated [`settings`] → the [`daemon`] (its [`caches`]
@@ -34,7 +34,6 @@ pub mod preview;
 pub mod priority;
 pub mod qos;
 pub mod quota;
-pub mod rate_limit;
 pub mod replacements;
 pub mod resize;
 pub mod resize_check;

@@ -12,7 +12,7 @@ use tailor_kube::listen::ListenAddressError;
 use crate::config::{FeatureGates, RestrictionConfig};
 use crate::flags::Flags;
 use crate::iteration::IterationConfig;
-use crate::rate_limit::RateSettings;
+use tailor_kube::rate::RateSettings;
 
 /// Why the command line cannot run.
 #[derive(Debug, thiserror::Error)]

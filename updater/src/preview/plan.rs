@@ -20,11 +20,11 @@ use crate::iteration::{ActError, Action, Actuator, IterationConfig, UpdaterState
 use crate::lease;
 use crate::metrics::IterationGauges;
 use crate::pods::{self, CompactPod};
-use crate::rate_limit::{RateSettings, TokenBucket};
 use crate::resize::ResizePlan;
 use crate::restriction::{Creator, ReplicaLookup, unknown_kind_replicas};
 use crate::run_loop::{pods_in_key_order, vpas_in_key_order};
 use crate::skip::Skip;
+use tailor_kube::rate::{RateSettings, TokenBucket};
 
 /// Replica counts read from the snapshot's controllers (docs/design/upstream-updater.md §3.1 table).
 #[derive(Debug, Default)]

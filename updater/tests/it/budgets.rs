@@ -10,7 +10,7 @@ use tailor_updater::config::RestrictionConfig;
 use tailor_updater::iteration::IterationConfig;
 use tailor_updater::preview::plan::{Plan, PlanSettings, plan};
 use tailor_updater::preview::snapshot::Snapshot;
-use tailor_updater::rate_limit::RateSettings;
+use tailor_kube::rate::RateSettings;
 
 const NOW: &str = "2026-01-10T12:00:00Z";
 

@@ -21,7 +21,7 @@ use tailor_updater::flags::UpdaterFlags;
 use tailor_updater::iteration::{Action, UpdaterState};
 use tailor_updater::metrics::Metrics;
 use tailor_updater::pods::CompactPod;
-use tailor_updater::rate_limit::RateSettings;
+use tailor_kube::rate::RateSettings;
 use tailor_updater::run_loop::{Outcome, StatusCheck, Updater};
 use tailor_updater::skip::Skip;
 

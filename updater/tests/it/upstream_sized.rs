@@ -12,7 +12,7 @@ use tailor_updater::config::RestrictionConfig;
 use tailor_updater::iteration::IterationConfig;
 use tailor_updater::preview::plan::{PlanSettings, plan};
 use tailor_updater::preview::snapshot::Snapshot;
-use tailor_updater::rate_limit::RateSettings;
+use tailor_kube::rate::RateSettings;
 
 /// Pod `name` of Deployment `web` (ReplicaSet `web-1`), requests below the VPA's range; `upstream` adds
 /// upstream's annotation.

@@ -1,4 +1,6 @@
-//! Token buckets for evictions and in-place resizes (docs/design/upstream-updater.md §3.5).
+//! The token bucket every daemon paces its API requests with: the updater's evictions and in-place resizes
+//! (docs/design/upstream-updater.md §3.5), the recommender's status and checkpoint writes (`--kube-api-qps`),
+//! with an injected clock so a plan or a test can run it on made-up time.
 //!
 //! A small bucket rather than a crate: the flags allow fractional rates and Go's `rate.Limiter` semantics
 //! (a burst of 0 with a positive rate refuses every wait), which the common limiter crates do not model.
@@ -15,7 +17,8 @@ pub struct RateSettings {
 }
 
 impl RateSettings {
-    /// From `--eviction-rate-limit` and `--eviction-rate-burst`.
+    /// From a rate flag and its burst flag (`--eviction-rate-limit`/`--eviction-rate-burst`,
+    /// `--kube-api-qps`/`--kube-api-burst`).
     pub fn from_flags(rate: f64, burst: u32) -> Self {
         if rate <= 0.0 || !rate.is_finite() {
             RateSettings {
@@ -80,5 +83,47 @@ impl TokenBucket {
         }
         self.tokens -= 1.0;
         Ok(Duration::from_secs_f64(wait))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_then_one_token_per_period_each_reservation_queued_behind_the_last() {
+        let mut b = TokenBucket::new(RateSettings::from_flags(10.0, 2));
+        let waits: Vec<f64> = (0..4)
+            .map(|_| {
+                b.reserve(0.0, f64::INFINITY)
+                    .map_or(-1.0, |d| d.as_secs_f64())
+            })
+            .collect();
+        assert_eq!(waits.len(), 4);
+        assert!(waits[0] == 0.0 && waits[1] == 0.0, "{waits:?}");
+        assert!(
+            (waits[2] - 0.1).abs() < 1e-9 && (waits[3] - 0.2).abs() < 1e-9,
+            "{waits:?}"
+        );
+        // A wait past the deadline takes no token.
+        assert!(matches!(
+            b.reserve(0.0, 0.05),
+            Err(WaitError::PastDeadline(_))
+        ));
+        assert!(
+            (b.reserve(0.3, f64::INFINITY)
+                .map_or(-1.0, |d| d.as_secs_f64())
+                - 0.0)
+                .abs()
+                < 1e-9
+        );
+    }
+
+    #[test]
+    fn unlimited_never_waits_and_a_zero_burst_never_grants() {
+        let mut free = TokenBucket::new(RateSettings::from_flags(0.0, 0));
+        assert_eq!(free.reserve(0.0, 0.0), Ok(Duration::ZERO));
+        let mut shut = TokenBucket::new(RateSettings::from_flags(5.0, 0));
+        assert_eq!(shut.reserve(0.0, f64::INFINITY), Err(WaitError::ZeroBurst));
     }
 }
