@@ -12,9 +12,10 @@
 # `floor_with_review_cpu_us_per_review=N`: that server running the webhook's review (`--review-dir`) without the
 # webhook's router, limits and metrics (--no-floor skips both); and `memo_off_cpu_us_per_review=N`: the webhook
 # with `--patch-memo-mib 0`, every pod sized anew.
-# The last line is `cpu_us_per_review=N`: the server's on-CPU µs per review (utime+stime from /proc) at a steady
+# Then `cpu_us_per_review=N`: the server's on-CPU µs per review (utime+stime from /proc) at a steady
 # 2,000 reviews/s with the realistic pod over the first of the --rate-connections (the figure
-# docs/decisions/webhook-review-cost.md is about).
+# docs/decisions/webhook-review-cost.md is about), and last, unless --no-floor, `webhook_over_floor=R`: that
+# figure over the floor's, both from this run.
 # Server and load generator share this machine's cores; SERVER_CPUS / LOADGEN_CPUS (taskset lists) pin them.
 # TAILOR_BENCH_BINARY=/path/to/an/older/tailor-admission measures that server with today's load generator (run
 # both back to back on the same machine to compare builds: figures move a lot between machines).
@@ -146,7 +147,12 @@ if [ -n "$FLOOR" ]; then
       sleep 0.1
     done
     run --connections "$FINAL_CONNECTIONS" --rate 2000 --pod realistic --label "$mode-rate-2000-realistic-c$FINAL_CONNECTIONS"
-    echo "${mode}_cpu_us_per_review=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["server_cpu_us_per_review"]))' "$WORK/last.json")"
+    us=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["server_cpu_us_per_review"]))' "$WORK/last.json")
+    echo "${mode}_cpu_us_per_review=$us"
+    if [ "$mode" = floor ]; then FLOOR_US=$us; fi
   done
 fi
 echo "cpu_us_per_review=$FINAL"
+if [ -n "${FLOOR_US:-}" ] && [ "$FLOOR_US" -gt 0 ]; then
+  echo "webhook_over_floor=$(python3 -c 'import sys; print(f"{int(sys.argv[1]) / int(sys.argv[2]):.2f}")' "$FINAL" "$FLOOR_US")"
+fi
