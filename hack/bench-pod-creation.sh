@@ -1,0 +1,231 @@
+#!/usr/bin/env bash
+# How much slower a rollout gets with a VPA webhook in the pod-creation path, on the real local control plane
+# (hack/cluster.sh up --with-upstream): bursts of DEPLOYMENTS Deployments × REPLICAS kwok pods, created by
+# `kubectl apply` of fresh Deployments (each gets a new ReplicaSet), three ways alternated in one run, none,
+# tailor, upstream, none, tailor, upstream, … for ROUNDS rounds after WARMUP unmeasured rounds:
+#   none      namespace bench-none: no mutating webhook is called (both webhooks' namespaceSelector excludes it);
+#   tailor    namespace bench-tailor: Tailor's pod webhook only (pods.admission.tailor.dev), and one Tailor VPA
+#             (autoscaling.tailor.dev/v1, updateMode Initial) per Deployment carrying a recommendation;
+#   upstream  namespace bench-upstream: upstream VPA's admission controller only (vpa.k8s.io,
+#             UPSTREAM_VPA_VERSION of hack/go/versions.env), and one upstream VPA (autoscaling.k8s.io/v1) per
+#             Deployment with the same recommendation.
+# The webhooks stay registered all run long, scoped by namespace with their own settings: Tailor's chart value
+# admission.webhook.excludeNamespaces={bench-none,bench-upstream} (hack/cluster.sh up --helm-set), upstream's
+# --ignored-vpa-object-namespaces=bench-none,bench-tailor (its admission controller re-registers with it).
+# The API server then skips a webhook whose selector leaves the namespace out, so "none" pays only the selector
+# check, as any namespace a webhook excludes does. The recommendations are written by hand to the VPAs' status
+# under a recommender nothing serves (spec.recommenders), so they stay as written; both recommenders and both
+# updaters are stopped during the bursts (not in the creation path; on two cores their loops would only add
+# noise; --keep-loops leaves them running).
+#
+# Per burst (hack/bench_pod_creation.py burst, which says how each figure is taken): the time from `kubectl
+# apply` to all pods created (the last pod creation to complete, from the API server's audit log: the pod passed
+# admission and was stored; the webhook acts on nothing later) and to all Running (kwok's, as a watch saw it);
+# the API server's apiserver_admission_webhook_admission_duration_seconds for the mode's webhook (type admit,
+# CREATE; p50/p99 from the /metrics delta around the burst, interpolated within its buckets 5, 25, 100 ms, …, so
+# a p99 under 5 ms only says "under 5 ms"; the mean from _sum/_count is exact) and the webhook's own review
+# time; every pod creation's latency (audit log, exact); the CPU time of the API server, etcd, the controller
+# manager, the scheduler, kwok and both webhooks; how many pods were admitted with the recommendation and which
+# webhooks each creation called. Then the Deployments are deleted, the burst ends once no pod or ReplicaSet is
+# left, and SETTLE seconds pass. Ends with one line (the medians of the measured bursts' "created" times; the
+# p99 from the histogram summed over them):
+#   creation_overhead_tailor_pct=X creation_overhead_upstream_pct=Y webhook_p99_ms_tailor=Z webhook_p99_ms_upstream=W
+#
+# Usage: hack/bench-pod-creation.sh [--deployments N] [--replicas R] [--rounds R] [--warmup-rounds W]
+#                                   [--kube-api-qps Q] [--settle S] [--keep-loops] [--out DIR]
+# Defaults: 20 Deployments × 100 replicas (2,000 pods a burst), 3 rounds after 1 warm-up round, the
+# controller-manager and scheduler at 500 QPS (burst 1,000; at their default 20 the ReplicaSet controller's
+# client rate limit, not admission, sets the pace), 5 s settle. About 15 minutes on 2 cores.
+# Tailor's webhook is the image's build (profile dist, fat LTO; about 10 minutes cold on two cores), or
+# TAILOR_ADMISSION=PATH; its recommender and updater are hack/cluster.sh's debug builds. The cluster has its own
+# state directory (TAILOR_CLUSTER_DIR, default OUT/cluster) and is brought down at the end, also on failure
+# (KEEP_CLUSTER=1 leaves it up). Records: OUT/bursts.jsonl, OUT/run.txt (default target/bench-pod-creation).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+CLUSTER=$ROOT/hack/cluster.sh
+HELPER=$ROOT/hack/bench_pod_creation.py
+
+log() { printf 'pod-creation: %s\n' "$*" >&2; }
+die() { printf 'pod-creation: %s\n' "$*" >&2; exit 1; }
+
+deployments=20 replicas=100 rounds=3 warmup=1 qps=500 settle=5 keep_loops=0
+out=$ROOT/target/bench-pod-creation
+while (($#)); do
+  case $1 in
+    --deployments) deployments=$2; shift 2 ;;
+    --replicas) replicas=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --warmup-rounds) warmup=$2; shift 2 ;;
+    --kube-api-qps) qps=$2; shift 2 ;;
+    --settle) settle=$2; shift 2 ;;
+    --keep-loops) keep_loops=1; shift ;;
+    --out) out=$2; shift 2 ;;
+    -h | --help) sed -n '2,42p' "$0"; exit 0 ;;
+    *) die "unknown argument $1 (see the header of hack/bench-pod-creation.sh)" ;;
+  esac
+done
+for n in deployments replicas rounds qps; do [[ ${!n} =~ ^[1-9][0-9]*$ ]] || die "--$n takes a positive integer"; done
+for n in warmup settle; do [[ ${!n} =~ ^[0-9]+$ ]] || die "--${n/warmup/warmup-rounds} takes an integer"; done
+pods=$((deployments * replicas))
+# kwok nodes take 110 pods each: about 100 a node, and one spare.
+nodes=$(((pods + 99) / 100 + 1))
+((nodes <= 999)) || die "$pods pods need more than 999 kwok nodes"
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+STATE=${TAILOR_CLUSTER_DIR:-$out/cluster}
+export TAILOR_CLUSTER_DIR=$STATE
+
+# The sizes: the template's requests (limits twice them) and the recommendation the webhooks apply.
+TEMPLATE_CPU=50m TEMPLATE_MEMORY=64Mi REC_CPU=150m REC_MEMORY=300Mi
+FIXED_RECOMMENDER=bench-fixed
+
+# --- one cluster on the machine ----------------------------------------------------------------------------------
+ours=
+[[ -f $STATE/pids/kube-apiserver ]] && ours=$(cat "$STATE/pids/kube-apiserver")
+for pid in $(pgrep -x kube-apiserver || true); do
+  [[ $pid == "$ours" ]] || die "a kube-apiserver not started from $STATE runs (pid $pid): one cluster at a time on this machine"
+done
+
+# --- binaries (built before anything is measured) ---------------------------------------------------------------
+target=${CARGO_TARGET_DIR:-$ROOT/target}
+log "building tailor-recommender, tailor-admission and tailor-updater (debug, as hack/cluster.sh does)"
+cargo build -q -p tailor-recommender -p tailor-admission -p tailor-updater
+if [[ -z ${TAILOR_ADMISSION:-} ]]; then
+  log "building tailor-admission (profile dist, as the image ships it)"
+  cargo build -q --profile dist -p tailor-admission --bin tailor-admission
+  TAILOR_ADMISSION=$target/dist/tailor-admission
+fi
+[[ -x $TAILOR_ADMISSION ]] || die "no tailor-admission at $TAILOR_ADMISSION"
+rm -rf "${out:?}/bin" "${out:?}/manifests" "${out:?}/bursts.jsonl"
+mkdir -p "$out/bin" "$out/manifests"
+for c in recommender updater; do ln -s "$target/debug/tailor-$c" "$out/bin/tailor-$c"; done
+ln -s "$(realpath "$TAILOR_ADMISSION")" "$out/bin/tailor-admission"
+export TAILOR_BIN_DIR=$out/bin
+
+# --- the cluster ---------------------------------------------------------------------------------------------------
+cleanup() {
+  local rc=$?
+  if [[ ${KEEP_CLUSTER:-0} == 1 ]]; then
+    log "KEEP_CLUSTER=1: the cluster stays up (TAILOR_CLUSTER_DIR=$STATE hack/cluster.sh down stops it)"
+  else
+    "$CLUSTER" down || true
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+{
+  echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/^Mem:/ {print $2}') GiB"
+  echo "size: $deployments Deployments × $replicas replicas ($pods pods a burst) on $nodes kwok nodes; $rounds rounds after $warmup warm-up round(s); controller-manager and scheduler at $qps QPS"
+  echo "tailor: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- admission core kube crds 2>/dev/null || echo +changes)," \
+    "webhook $(realpath "$TAILOR_ADMISSION"); upstream: $(sed -n 's/^UPSTREAM_VPA_VERSION=//p' hack/go/versions.env)"
+  echo "started: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee "$out/run.txt" >&2
+
+t_up=$SECONDS
+env_lines=$("$CLUSTER" up --with-upstream --nodes "$nodes" --kube-api-qps "$qps" \
+  --helm-set 'admission.webhook.excludeNamespaces={bench-none,bench-upstream}') || die "the cluster did not come up"
+eval "$env_lines"
+log "cluster up in $((SECONDS - t_up)) s"
+
+# Upstream's admission controller scoped away from the other two namespaces; it deletes and re-creates its
+# configuration when it starts.
+"$CLUSTER" upstream restart admission-controller --ignored-vpa-object-namespaces=bench-none,bench-tailor
+upstream_scoped() {
+  kubectl get mutatingwebhookconfiguration vpa-webhook-config \
+    -o jsonpath='{.webhooks[0].namespaceSelector.matchExpressions[0].values}' 2>/dev/null | grep -q bench-tailor
+}
+for _ in $(seq 1 120); do upstream_scoped && break; sleep 0.5; done
+upstream_scoped || die "upstream's webhook configuration did not take --ignored-vpa-object-namespaces"
+if ((keep_loops == 0)); then
+  "$CLUSTER" tailor stop recommender 0
+  "$CLUSTER" tailor stop updater 0
+  "$CLUSTER" upstream stop recommender
+  "$CLUSTER" upstream stop updater
+fi
+{
+  echo "webhooks (name: namespaceSelector):"
+  kubectl get mutatingwebhookconfigurations -o go-template='{{range .items}}{{range .webhooks}}  {{.name}}: {{.namespaceSelector}}{{"\n"}}{{end}}{{end}}'
+  echo "loops (recommenders, updaters): $( ((keep_loops)) && echo running || echo stopped)"
+} | tee -a "$out/run.txt" >&2
+
+# --- the workload ----------------------------------------------------------------------------------------------------
+deployment() { # deployment NAMESPACE NAME
+  cat <<EOF
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $2, namespace: $1}
+spec:
+  replicas: $replicas
+  selector: {matchLabels: {app: $2}}
+  template:
+    metadata:
+      labels: {app: $2}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers:
+      - name: app
+        image: registry.k8s.io/pause:3.10
+        resources:
+          requests: {cpu: $TEMPLATE_CPU, memory: $TEMPLATE_MEMORY}
+          limits: {cpu: $((2 * ${TEMPLATE_CPU%m}))m, memory: $((2 * ${TEMPLATE_MEMORY%Mi}))Mi}
+EOF
+}
+vpa() { # vpa GROUP NAMESPACE NAME
+  cat <<EOF
+---
+apiVersion: $1/v1
+kind: VerticalPodAutoscaler
+metadata: {name: $3, namespace: $2}
+spec:
+  targetRef: {apiVersion: apps/v1, kind: Deployment, name: $3}
+  updatePolicy: {updateMode: Initial}
+  recommenders: [{name: $FIXED_RECOMMENDER}]
+EOF
+}
+declare -A GROUP=([tailor]=autoscaling.tailor.dev [upstream]=autoscaling.k8s.io)
+declare -A WEBHOOK=([none]='' [tailor]=pods.admission.tailor.dev [upstream]=vpa.k8s.io)
+modes=(none tailor upstream)
+for mode in "${modes[@]}"; do
+  ns=bench-$mode
+  kubectl create namespace "$ns" >/dev/null
+  for ((i = 0; i < deployments; i++)); do deployment "$ns" "$(printf 'app-%02d' "$i")"; done >"$out/manifests/$ns.yaml"
+  [[ $mode == none ]] && continue
+  for ((i = 0; i < deployments; i++)); do vpa "${GROUP[$mode]}" "$ns" "$(printf 'app-%02d' "$i")"; done |
+    kubectl apply -f - >/dev/null
+done
+status=$(printf '{"status":{"recommendation":{"containerRecommendations":[{"containerName":"app","target":%s,"lowerBound":%s,"upperBound":%s}]}}}' \
+  "{\"cpu\":\"$REC_CPU\",\"memory\":\"$REC_MEMORY\"}" "{\"cpu\":\"$REC_CPU\",\"memory\":\"$REC_MEMORY\"}" \
+  "{\"cpu\":\"$REC_CPU\",\"memory\":\"$REC_MEMORY\"}")
+for mode in tailor upstream; do
+  for ((i = 0; i < deployments; i++)); do
+    kubectl patch "verticalpodautoscalers.${GROUP[$mode]}" "$(printf 'app-%02d' "$i")" -n "bench-$mode" \
+      --subresource status --type merge -p "$status" >/dev/null
+  done
+done
+# The webhooks' VPA watches deliver the statuses within milliseconds; the warm-up round checks they did.
+sleep 3
+
+# --- the bursts ------------------------------------------------------------------------------------------------------
+python3 "$HELPER" header
+for ((r = 1; r <= warmup + rounds; r++)); do
+  for mode in "${modes[@]}"; do
+    round=$r flag=()
+    if ((r <= warmup)); then flag=(--warmup); else round=$((r - warmup)); fi
+    python3 "$HELPER" burst --state "$STATE" --mode "$mode" --round "$round" "${flag[@]}" \
+      --namespace "bench-$mode" --manifest "$out/manifests/bench-$mode.yaml" --pods "$pods" \
+      --webhook "${WEBHOOK[$mode]}" --template-cpu "$TEMPLATE_CPU" --template-memory "$TEMPLATE_MEMORY" \
+      --expect-cpu "$REC_CPU" --expect-memory "$REC_MEMORY" --record "$out/bursts.jsonl" ||
+      die "the $mode burst of round $r failed (logs: $STATE/logs)"
+    sleep "$settle"
+  done
+done
+echo "finished: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg), $((SECONDS - t_up)) s after up" |
+  tee -a "$out/run.txt" >&2
+cat "$out/run.txt"
+echo
+python3 "$HELPER" report --record "$out/bursts.jsonl" | tee "$out/report.txt"
