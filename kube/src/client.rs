@@ -71,16 +71,19 @@ pub struct ClientFlags {
     pub kubeconfig: Option<PathBuf>,
 }
 
-/// The client-side limit of API requests (`--kube-api-qps`, `--kube-api-burst`, as upstream), flattened
-/// only by a binary that honours it: the recommender, whose status and checkpoint writes take a token each.
-/// The updater's writes are bounded by its eviction and in-place rate limits, and the webhook makes too few
-/// calls to need one, so neither accepts these flags.
+/// The client-side limit of API writes (`--kube-api-qps`, `--kube-api-burst`, upstream's names), flattened
+/// only by a binary that honours it: the recommender, whose VPA status writes and checkpoint writes and
+/// deletions take a token each. Unlike upstream's, it does not pace reads and watches: a watch or list never
+/// waits behind a loop's writes, and neither does the leader lease. The updater's writes are bounded by its
+/// eviction and in-place rate limits, and the webhook makes too few calls to need one, so neither accepts
+/// these flags.
 #[derive(Clone, Debug, clap::Args)]
 pub struct ApiRateFlags {
-    /// Client-side limit of API requests per second.
+    /// API writes per second: each VPA status write and checkpoint write or deletion takes a token (reads
+    /// and watches are not paced); 0 = no limit.
     #[arg(long, default_value_t = 50.0)]
     pub kube_api_qps: f64,
-    /// Client-side burst of API requests (with --kube-api-qps).
+    /// Writes allowed at once above --kube-api-qps.
     #[arg(long, default_value_t = 100)]
     pub kube_api_burst: u32,
 }
