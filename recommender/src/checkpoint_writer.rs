@@ -535,6 +535,48 @@ mod tests {
     use super::*;
     use crate::checkpoint_index::{CheckpointHead, CheckpointIndexWriter};
 
+    #[test]
+    fn the_pod_level_aggregate_is_checkpointed_and_restored_like_a_container_one() {
+        use tailor_core::sizing::POD_ROW;
+        use tailor_engine::model::{AggregateContainerState, AggregationsConfig};
+        let config = AggregationsConfig::default();
+        let now = 1_700_000_000_000_000_000;
+        let mut agg = AggregateContainerState::new(&config, now);
+        for i in 0..100 {
+            agg.add_cpu_cores(
+                0.5 + f64::from(i % 3) * 0.1,
+                0.1,
+                now + i64::from(i) * 60_000_000_000,
+            );
+        }
+        let meta = ObjectMeta {
+            name: Some("web".into()),
+            namespace: Some("ns".into()),
+            uid: Some("u1".into()),
+            ..Default::default()
+        };
+        let content = VpaCheckpoint {
+            states: BTreeMap::from([(POD_ROW.to_owned(), agg.clone())]),
+            open_windows: Vec::new(),
+        };
+        let desired = desired_checkpoints(&meta, content, now + 6_000_000_000_000);
+        let [Ok(cp)] = desired.as_slice() else {
+            panic!("{desired:?}");
+        };
+        assert_eq!(cp.name, checkpoint::checkpoint_name("web", POD_ROW));
+        assert_eq!(cp.object.spec.container_name.as_deref(), Some(POD_ROW));
+        let status = cp.object.status.as_ref().expect("status");
+        let mut restored = AggregateContainerState::new(&config, now);
+        restored
+            .load_from_checkpoint(&checkpoint::from_api_status(status))
+            .expect("restored");
+        assert_eq!(restored.total_samples_count, agg.total_samples_count);
+        for p in [0.5, 0.9, 0.95] {
+            let (a, b) = (agg.cpu.percentile(p), restored.cpu.percentile(p));
+            assert!((a - b).abs() <= a * 0.01, "p{p}: {a} vs {b}");
+        }
+    }
+
     fn checkpoint(ns: &str, name: &str, vpa: &str) -> CheckpointHead {
         let mut c = CheckpointHead::default();
         c.metadata.name = Some(name.into());
