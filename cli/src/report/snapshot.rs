@@ -233,9 +233,11 @@ fn containers(
     notes: &mut Vec<String>,
 ) -> (Vec<Container>, bool) {
     let mut out = BTreeMap::new();
+    // The pod-level envelope's row is not a container: counted as one, it would add to the pod's cost.
     let recommended = (vpa.status.iter())
         .filter_map(|s| s.recommendation.as_ref())
-        .flat_map(|r| r.container_recommendations.iter().flatten());
+        .flat_map(|r| r.container_recommendations.iter().flatten())
+        .filter(|r| r.container_name.as_deref() != Some(tailor_core::sizing::POD_ROW));
     let mut any = false;
     for r in recommended {
         any = true;
@@ -479,5 +481,30 @@ mod tests {
         assert!(w.explain.contains("no targetRef"), "{}", w.explain);
         let w = workload(&vpa, true, &[], &[], now);
         assert_eq!(&*w.mode, "Auto");
+    }
+}
+
+#[cfg(test)]
+mod envelope_tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The pod-level envelope's row is not listed as a container, so it adds nothing to the pod's cost.
+    #[test]
+    fn the_pod_level_envelope_row_is_not_a_container() {
+        let rec = |name: &str, cpu: &str| json!({"containerName": name, "target": {"cpu": cpu, "memory": "100Mi"}});
+        let vpa: VerticalPodAutoscaler = serde_json::from_value(json!({
+            "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+            "status": {"recommendation": {"containerRecommendations": [
+                rec("app", "300m"), rec("sidecar", "200m"), rec(tailor_core::sizing::POD_ROW, "450m")]}}
+        }))
+        .expect("a VPA");
+        let (containers, recommended) = containers(&vpa, &[], &[], &mut Vec::new());
+        let names: Vec<&str> = containers.iter().map(|c| &*c.name).collect();
+        assert_eq!(names, ["app", "sidecar"]);
+        assert!(recommended);
     }
 }

@@ -181,9 +181,10 @@ fn containers(
 ) -> (Vec<Container>, bool) {
     let recommendation = vpa.status.as_ref().and_then(|s| s.recommendation());
     let mut containers: BTreeMap<String, Container> = BTreeMap::new();
-    for r in recommendation
-        .iter()
+    // The pod-level envelope's row is not a container: counted as one, it would add to the pod's cost.
+    for r in (recommendation.iter())
         .flat_map(|r| r.container_recommendations.iter().flatten())
+        .filter(|r| r.container_name.as_deref() != Some(tailor_core::sizing::POD_ROW))
     {
         let name = r.container_name.clone().unwrap_or_default();
         containers.insert(
