@@ -42,6 +42,7 @@ use inputs::{
     MetricCall, Mocks, PatchCalculators, PriorityProcessor, PriorityThresholds,
     RecommendationProcessor, StepOp, object, parse,
 };
+use tailor_kube::rate::{RateSettings, TokenBucket};
 use tailor_updater::calculator::PriorityCalculator;
 use tailor_updater::config::{PriorityConfig, RestrictionConfig};
 use tailor_updater::events::{EventObject, UpdaterEvent};
@@ -54,7 +55,6 @@ use tailor_updater::iteration::{
 use tailor_updater::metrics::{GaugeKind, IterationGauges, Metrics, VpaLabel};
 use tailor_updater::pods::CompactPod;
 use tailor_updater::priority::{PodPriority, has_lower_resource, list_has_lower, pod_priority};
-use tailor_kube::rate::{RateSettings, TokenBucket};
 use tailor_updater::resize::{ResizeError, ResizePlan, resize_operations};
 use tailor_updater::restriction::{
     Creator, InPlaceDecision, ReplicaLookup, Restriction, RestrictionError, unknown_kind_replicas,

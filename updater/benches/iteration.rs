@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use tailor_core::workload::SlimWorkload;
 use tailor_crds::VerticalPodAutoscaler;
 use tailor_kube::index::{Index, IndexStores};
+use tailor_kube::rate::RateSettings;
 use tailor_kube::reflectors::workload_stores;
 use tailor_updater::cache_view::{CacheView, ReplicaStores, ScaleReplicas, strip_controller};
 use tailor_updater::config::{FeatureGates, RestrictionConfig};
@@ -28,7 +29,6 @@ use tailor_updater::metrics::{IterationGauges, Metrics};
 use tailor_updater::pods::CompactPod;
 use tailor_updater::preview::plan::DryRun;
 use tailor_updater::preview::snapshot::Snapshot;
-use tailor_kube::rate::RateSettings;
 
 /// The binary's allocator (mimalloc), counted.
 #[global_allocator]

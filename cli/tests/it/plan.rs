@@ -147,9 +147,10 @@ fn updater_vectors_through_case() {
 
 #[test]
 fn a_vector_with_an_unread_field_exits_2_naming_the_case_and_field() {
-    let text =
-        std::fs::read_to_string(format!("{ROOT}/conformance/tests/data/updater/unit-cases.json"))
-            .unwrap();
+    let text = std::fs::read_to_string(format!(
+        "{ROOT}/conformance/tests/data/updater/unit-cases.json"
+    ))
+    .unwrap();
     let doc: Value = serde_json::from_str(&text).unwrap();
     let mut case = doc["cases"]
         .as_array()

@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use tailor_kube::rate::RateSettings;
 use tailor_updater::config::RestrictionConfig;
 use tailor_updater::iteration::IterationConfig;
 use tailor_updater::preview::plan::{Plan, PlanSettings, plan};
 use tailor_updater::preview::snapshot::Snapshot;
-use tailor_kube::rate::RateSettings;
 
 const NOW: &str = "2026-01-10T12:00:00Z";
 

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
+use tailor_kube::rate::RateSettings;
 use tailor_updater::config::{FeatureGates, RestrictionConfig};
 use tailor_updater::iteration::IterationConfig;
 use tailor_updater::preview::plan::PlanSettings;
-use tailor_kube::rate::RateSettings;
 
 /// A plan at 2026-01-10 12:00 with upstream's iteration defaults.
 pub fn plan_settings() -> PlanSettings {

@@ -15,13 +15,13 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 use tailor_crds::VerticalPodAutoscaler;
 use tailor_kube::index::{Index, IndexObjects};
+use tailor_kube::rate::RateSettings;
 use tailor_updater::api_actuator::ApiActuator;
 use tailor_updater::cache_view::{CacheView, ReplicaStores};
 use tailor_updater::flags::UpdaterFlags;
 use tailor_updater::iteration::{Action, UpdaterState};
 use tailor_updater::metrics::Metrics;
 use tailor_updater::pods::CompactPod;
-use tailor_kube::rate::RateSettings;
 use tailor_updater::run_loop::{Outcome, StatusCheck, Updater};
 use tailor_updater::skip::Skip;
 

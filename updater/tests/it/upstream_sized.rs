@@ -8,11 +8,11 @@
 
 use std::time::Duration;
 
+use tailor_kube::rate::RateSettings;
 use tailor_updater::config::RestrictionConfig;
 use tailor_updater::iteration::IterationConfig;
 use tailor_updater::preview::plan::{PlanSettings, plan};
 use tailor_updater::preview::snapshot::Snapshot;
-use tailor_kube::rate::RateSettings;
 
 /// Pod `name` of Deployment `web` (ReplicaSet `web-1`), requests below the VPA's range; `upstream` adds
 /// upstream's annotation.
