@@ -33,9 +33,12 @@
 #
 # Usage: hack/bench-pod-creation.sh [--deployments N] [--replicas R] [--rounds R] [--warmup-rounds W]
 #                                   [--kube-api-qps Q] [--settle S] [--keep-loops] [--out DIR]
+#                                   [--tailor-arg CHANGE]... [--upstream-arg CHANGE]...
 # Defaults: 20 Deployments × 100 replicas (2,000 pods a burst), 3 rounds after 1 warm-up round, the
 # controller-manager and scheduler at 500 QPS (burst 1,000; at their default 20 the ReplicaSet controller's
-# client rate limit, not admission, sets the pace), 5 s settle. About 15 minutes on 2 cores.
+# client rate limit, not admission, sets the pace), 5 s settle. About 15 minutes on 2 cores (25 with --rounds 5).
+# --tailor-arg / --upstream-arg change a webhook's command line before the bursts (hack/cluster.sh's CHANGE:
+# --KEY=VALUE, !--KEY), e.g. --tailor-arg --runtime-threads=1.
 # Tailor's webhook is the image's build (profile dist, fat LTO; about 10 minutes cold on two cores), or
 # TAILOR_ADMISSION=PATH; its recommender and updater are hack/cluster.sh's debug builds. The cluster has its own
 # state directory (TAILOR_CLUSTER_DIR, default OUT/cluster) and is brought down at the end, also on failure
@@ -51,6 +54,7 @@ die() { printf 'pod-creation: %s\n' "$*" >&2; exit 1; }
 
 deployments=20 replicas=100 rounds=3 warmup=1 qps=500 settle=5 keep_loops=0
 out=$ROOT/target/bench-pod-creation
+tailor_args=() upstream_args=()
 while (($#)); do
   case $1 in
     --deployments) deployments=$2; shift 2 ;;
@@ -61,7 +65,9 @@ while (($#)); do
     --settle) settle=$2; shift 2 ;;
     --keep-loops) keep_loops=1; shift ;;
     --out) out=$2; shift 2 ;;
-    -h | --help) sed -n '2,42p' "$0"; exit 0 ;;
+    --tailor-arg) tailor_args+=("$2"); shift 2 ;;
+    --upstream-arg) upstream_args+=("$2"); shift 2 ;;
+    -h | --help) sed -n '2,45p' "$0"; exit 0 ;;
     *) die "unknown argument $1 (see the header of hack/bench-pod-creation.sh)" ;;
   esac
 done
@@ -133,13 +139,21 @@ log "cluster up in $((SECONDS - t_up)) s"
 
 # Upstream's admission controller scoped away from the other two namespaces; it deletes and re-creates its
 # configuration when it starts.
-"$CLUSTER" upstream restart admission-controller --ignored-vpa-object-namespaces=bench-none,bench-tailor
+"$CLUSTER" upstream restart admission-controller --ignored-vpa-object-namespaces=bench-none,bench-tailor \
+  "${upstream_args[@]}"
 upstream_scoped() {
   kubectl get mutatingwebhookconfiguration vpa-webhook-config \
     -o jsonpath='{.webhooks[0].namespaceSelector.matchExpressions[0].values}' 2>/dev/null | grep -q bench-tailor
 }
 for _ in $(seq 1 120); do upstream_scoped && break; sleep 0.5; done
 upstream_scoped || die "upstream's webhook configuration did not take --ignored-vpa-object-namespaces"
+if ((${#tailor_args[@]})); then
+  "$CLUSTER" tailor restart admission 0 "${tailor_args[@]}"
+  # shellcheck disable=SC1091 # written by hack/cluster.sh up
+  port=$(source "$STATE/env" && echo "$ADMISSION_METRICS_PORT")
+  for _ in $(seq 1 120); do curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break; sleep 0.5; done
+  curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null || die "Tailor's webhook is not ready after its restart"
+fi
 if ((keep_loops == 0)); then
   "$CLUSTER" tailor stop recommender 0
   "$CLUSTER" tailor stop updater 0
@@ -150,6 +164,9 @@ fi
   echo "webhooks (name: namespaceSelector):"
   kubectl get mutatingwebhookconfigurations -o go-template='{{range .items}}{{range .webhooks}}  {{.name}}: {{.namespaceSelector}}{{"\n"}}{{end}}{{end}}'
   echo "loops (recommenders, updaters): $( ((keep_loops)) && echo running || echo stopped)"
+  for side in admission-0 upstream-admission-controller; do # hack/cluster.sh supervise RESTARTS BINARY ARGS...
+    echo "$side: $(tr '\0' '\n' <"$STATE/cmd/$side" | tail -n +4 | tr '\n' ' ')"
+  done
 } | tee -a "$out/run.txt" >&2
 
 # --- the workload ----------------------------------------------------------------------------------------------------

@@ -375,16 +375,35 @@ SERVER_HIST = {"tailor": ("ADMISSION_METRICS_PORT", "tailor_admission_review_dur
                             {"resource": "Pod"})}
 
 
-def server_hist(api, mode):
+def server_metrics(api, mode):
+    """The mode's webhook's review-time histogram and its counters ({sample: value}), or (None, None)."""
     if mode not in SERVER_HIST:
-        return None
+        return None, None
     port, name, want = SERVER_HIST[mode]
     c = http.client.HTTPConnection("127.0.0.1", int(api.env[port]), timeout=10)
     try:
         c.request("GET", "/metrics")
-        return histogram(c.getresponse().read().decode(), name, want)
+        text = c.getresponse().read().decode()
     finally:
         c.close()
+    counters = {line.split()[2] for line in text.splitlines()
+                if line.startswith("# TYPE ") and line.split()[3:4] == ["counter"]}
+    values = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        sample, _, value = line.rpartition(" ")
+        metric = sample.split("{")[0]
+        if metric in counters or metric.removesuffix("_total") in counters:
+            values[sample] = float(value)
+    return histogram(text, name, want), values
+
+
+def counter_deltas(before, after):
+    """The counters that moved."""
+    if before is None:
+        return None
+    return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0)}
 
 
 def burst(a):
@@ -396,12 +415,12 @@ def burst(a):
     load0 = os.getloadavg()[0]
     offset = audit.stat().st_size
     w0 = webhook_hist(api, a.webhook)
-    s0 = server_hist(api, a.mode)
+    s0, k0 = server_metrics(api, a.mode)
     c0 = cpu_snapshot(state)
     wall0, r = watch_burst(api, a.namespace, a.pods, a.manifest, a.timeout)
     c1 = cpu_snapshot(state)
     w1 = webhook_hist(api, a.webhook)
-    s1 = server_hist(api, a.mode)
+    s1, k1 = server_metrics(api, a.mode)
     load1 = os.getloadavg()[0]
     first, last, n, latencies, webhooks = audited_creates(audit, offset, a.namespace, wall0)
     sized, unsized, other = sizing(api, a.namespace, expect)
@@ -416,6 +435,7 @@ def burst(a):
         "webhooks_called": webhooks, "sized": sized, "unsized": unsized, "other": other,
         "webhook_hist": hist_to_json(delta(w0, w1)) if a.webhook else None,
         "server_hist": hist_to_json(delta(s0, s1)) if s0 is not None else None,
+        "server_counters": counter_deltas(k0, k1),
         "cpu_s": {k: (c1[k] - c0[k]) if c0[k] is not None and c1[k] is not None else None for k in c0},
     }
     with open(a.record, "a") as f:
@@ -518,6 +538,14 @@ def report(a):
               f"{statistics.median(cpu_all(r) for r in by[m]):>10.1f}"
               f"{statistics.median(r['cpu_s']['kube-apiserver'] or 0 for r in by[m]):>10.1f}"
               f"{num(per_pod, '.0f'):>10}{missed:>8}")
+    print()
+    print("The webhooks' own counters that moved, summed over the measured bursts:")
+    for m in ("tailor", "upstream"):
+        total = {}
+        for r in by[m]:
+            for k, v in (r.get("server_counters") or {}).items():
+                total[k] = total.get(k, 0) + v
+        print(f"  {m}: " + (", ".join(f"{k} {v:g}" for k, v in sorted(total.items())) or "-"))
     for p in problems:
         print(f"WARNING: {p}")
     print()
