@@ -9,6 +9,13 @@
 #   upstream  namespace bench-upstream: upstream VPA's admission controller only (vpa.k8s.io,
 #             UPSTREAM_VPA_VERSION of hack/go/versions.env), and one upstream VPA (autoscaling.k8s.io/v1) per
 #             Deployment with the same recommendation.
+# How the API server reaches each webhook: Tailor's chart registers a Service, and the API server speaks HTTP/1.1
+# to a Service-referenced webhook (one request per connection at a time, connections opened as the burst needs
+# them; k8s.io/apiserver's webhook client, for load balancing across replicas), as it would to upstream's
+# registered by Service, its default. hack/cluster.sh registers upstream's by URL at 127.0.0.1, and to a URL on
+# loopback the API server speaks HTTP/2 (one multiplexed connection), which no Service-referenced webhook gets.
+# So upstream's is re-registered here at this machine's first non-loopback address (a serving certificate for
+# it signed by the cluster's CA): HTTP/1.1 on both sides, as in a cluster. --upstream-h2 keeps the loopback URL.
 # The webhooks stay registered all run long, scoped by namespace with their own settings: Tailor's chart value
 # admission.webhook.excludeNamespaces={bench-none,bench-upstream} (hack/cluster.sh up --helm-set), upstream's
 # --ignored-vpa-object-namespaces=bench-none,bench-tailor (its admission controller re-registers with it).
@@ -33,7 +40,7 @@
 #
 # Usage: hack/bench-pod-creation.sh [--deployments N] [--replicas R] [--rounds R] [--warmup-rounds W]
 #                                   [--kube-api-qps Q] [--settle S] [--keep-loops] [--out DIR]
-#                                   [--tailor-arg CHANGE]... [--upstream-arg CHANGE]...
+#                                   [--tailor-arg CHANGE]... [--upstream-arg CHANGE]... [--upstream-h2]
 # Defaults: 20 Deployments × 100 replicas (2,000 pods a burst), 3 rounds after 1 warm-up round, the
 # controller-manager and scheduler at 500 QPS (burst 1,000; at their default 20 the ReplicaSet controller's
 # client rate limit, not admission, sets the pace), 5 s settle. About 15 minutes on 2 cores (25 with --rounds 5).
@@ -52,7 +59,7 @@ HELPER=$ROOT/hack/bench_pod_creation.py
 log() { printf 'pod-creation: %s\n' "$*" >&2; }
 die() { printf 'pod-creation: %s\n' "$*" >&2; exit 1; }
 
-deployments=20 replicas=100 rounds=3 warmup=1 qps=500 settle=5 keep_loops=0
+deployments=20 replicas=100 rounds=3 warmup=1 qps=500 settle=5 keep_loops=0 upstream_h2=0
 out=$ROOT/target/bench-pod-creation
 tailor_args=() upstream_args=()
 while (($#)); do
@@ -64,10 +71,11 @@ while (($#)); do
     --kube-api-qps) qps=$2; shift 2 ;;
     --settle) settle=$2; shift 2 ;;
     --keep-loops) keep_loops=1; shift ;;
+    --upstream-h2) upstream_h2=1; shift ;;
     --out) out=$2; shift 2 ;;
     --tailor-arg) tailor_args+=("$2"); shift 2 ;;
     --upstream-arg) upstream_args+=("$2"); shift 2 ;;
-    -h | --help) sed -n '2,45p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,52p' "$0"; exit 0 ;;
     *) die "unknown argument $1 (see the header of hack/bench-pod-creation.sh)" ;;
   esac
 done
@@ -137,16 +145,30 @@ env_lines=$("$CLUSTER" up --with-upstream --nodes "$nodes" --kube-api-qps "$qps"
 eval "$env_lines"
 log "cluster up in $((SECONDS - t_up)) s"
 
-# Upstream's admission controller scoped away from the other two namespaces; it deletes and re-creates its
-# configuration when it starts.
+# Upstream's admission controller scoped away from the other two namespaces and (unless --upstream-h2) at this
+# machine's address; it deletes and re-creates its configuration when it starts.
+address=127.0.0.1 moved=()
+if ((upstream_h2 == 0)); then
+  address=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+(\.[0-9]+){3}$' | grep -v '^127\.' | head -n 1 || true)
+  [[ -n $address ]] || die "no address but loopback for upstream's webhook (--upstream-h2 keeps it on loopback)"
+  pki=$STATE/pki
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=vpa-webhook \
+    -keyout "$pki/upstream-webhook-host.key" -out "$pki/upstream-webhook-host.csr" 2>/dev/null
+  printf 'subjectAltName=IP:%s,IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' "$address" >"$pki/host.ext"
+  openssl x509 -req -in "$pki/upstream-webhook-host.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+    -days 2 -extfile "$pki/host.ext" -out "$pki/upstream-webhook-host.crt" 2>/dev/null
+  moved=("--webhook-address=https://$address" "--tls-cert-file=$pki/upstream-webhook-host.crt"
+    "--tls-private-key=$pki/upstream-webhook-host.key")
+fi
 "$CLUSTER" upstream restart admission-controller --ignored-vpa-object-namespaces=bench-none,bench-tailor \
-  "${upstream_args[@]}"
-upstream_scoped() {
+  "${moved[@]}" "${upstream_args[@]}"
+upstream_registered() {
   kubectl get mutatingwebhookconfiguration vpa-webhook-config \
-    -o jsonpath='{.webhooks[0].namespaceSelector.matchExpressions[0].values}' 2>/dev/null | grep -q bench-tailor
+    -o jsonpath='{.webhooks[0].namespaceSelector.matchExpressions[0].values} {.webhooks[0].clientConfig.url}' \
+    2>/dev/null | grep -q "bench-tailor.* https://$address:"
 }
-for _ in $(seq 1 120); do upstream_scoped && break; sleep 0.5; done
-upstream_scoped || die "upstream's webhook configuration did not take --ignored-vpa-object-namespaces"
+for _ in $(seq 1 120); do upstream_registered && break; sleep 0.5; done
+upstream_registered || die "upstream's webhook configuration did not take its new namespaces and address"
 if ((${#tailor_args[@]})); then
   "$CLUSTER" tailor restart admission 0 "${tailor_args[@]}"
   # shellcheck disable=SC1091 # written by hack/cluster.sh up
@@ -161,8 +183,8 @@ if ((keep_loops == 0)); then
   "$CLUSTER" upstream stop updater
 fi
 {
-  echo "webhooks (name: namespaceSelector):"
-  kubectl get mutatingwebhookconfigurations -o go-template='{{range .items}}{{range .webhooks}}  {{.name}}: {{.namespaceSelector}}{{"\n"}}{{end}}{{end}}'
+  echo "webhooks (name: namespaceSelector, client config):"
+  kubectl get mutatingwebhookconfigurations -o go-template='{{range .items}}{{range .webhooks}}  {{.name}}: {{.namespaceSelector}} {{with .clientConfig.url}}url {{.}}{{end}}{{with .clientConfig.service}}service {{.namespace}}/{{.name}}:{{.port}}{{end}}{{"\n"}}{{end}}{{end}}'
   echo "loops (recommenders, updaters): $( ((keep_loops)) && echo running || echo stopped)"
   for side in admission-0 upstream-admission-controller; do # hack/cluster.sh supervise RESTARTS BINARY ARGS...
     echo "$side: $(tr '\0' '\n' <"$STATE/cmd/$side" | tail -n +4 | tr '\n' ' ')"

@@ -15,7 +15,9 @@
       tailor_admission_review_duration_seconds, upstream's vpa_admission_controller_admission_latency_seconds);
       from the audit log, every pod creation's latency as the API server saw it (received to response; exact
       quantiles) and which webhooks it called (the mutation annotations); the CPU time of the control-plane
-      processes and of both webhooks (/proc); and afterwards how many pods carry the recommended requests.
+      processes and of both webhooks (/proc); the most TCP connections open to each webhook's port at once
+      (/proc/net/tcp: one with HTTP/2, many with HTTP/1.1); and afterwards how many pods carry the
+      recommended requests.
       Then deletes the Deployments and waits until no pod and no ReplicaSet is left. Appends one JSON line to
       FILE and prints its row.
   bench_pod_creation.py header
@@ -225,9 +227,26 @@ class Watch:
             self.conn.close()
 
 
-def watch_burst(api, ns, pods, manifest, timeout):
+def established(ports):
+    """{port: established TCP connections whose local end is that port} (the webhooks' server ends)."""
+    counts = dict.fromkeys(ports, 0)
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            port = int(f[1].rsplit(":", 1)[1], 16)
+            if f[3] == "01" and port in counts:
+                counts[port] += 1
+    return counts
+
+
+def watch_burst(api, ns, pods, manifest, timeout, ports):
     """Runs kubectl apply with the watch open until every pod exists and runs. Returns the wall-clock time the
-    apply started, its duration and the time the last pod was seen Running (s after the start)."""
+    apply started, its duration, the time the last pod was seen Running (s after the start) and the most
+    connections each webhook port had open at once (sampled every 0.2 s)."""
     rv = api.json(f"/api/v1/namespaces/{ns}/pods?limit=500")
     if rv["items"]:
         raise RuntimeError(f"{len(rv['items'])} pods already in {ns}")
@@ -236,8 +255,14 @@ def watch_burst(api, ns, pods, manifest, timeout):
     apply = subprocess.Popen(["kubectl", "apply", "-f", manifest], stdout=subprocess.DEVNULL)
     created, running = set(), set()
     apply_s = running_s = None
+    peak = dict.fromkeys(ports.values(), 0)
+    sampled = 0.0
     try:
         while len(created) < pods or len(running) < pods:
+            if time.monotonic() - sampled > 0.2:
+                sampled = time.monotonic()
+                for port, n in established(peak).items():
+                    peak[port] = max(peak[port], n)
             if time.monotonic() - t0 > timeout:
                 raise RuntimeError(f"after {timeout} s: {len(created)} of {pods} pods created, {len(running)} running")
             line = watch.next()
@@ -258,7 +283,8 @@ def watch_burst(api, ns, pods, manifest, timeout):
         raise RuntimeError("kubectl apply failed")
     if apply_s is None:
         apply_s = time.monotonic() - t0
-    return wall0, {"apply_s": apply_s, "running_s": running_s, "watch_reopened": watch.reopened}
+    return wall0, {"apply_s": apply_s, "running_s": running_s, "watch_reopened": watch.reopened,
+                   "peak_connections": {name: peak[port] for name, port in ports.items()}}
 
 
 def webhook_hist(api, webhook):
@@ -394,6 +420,8 @@ def server_metrics(api, mode):
             continue
         sample, _, value = line.rpartition(" ")
         metric = sample.split("{")[0]
+        if metric.startswith(("go_", "process_", "promhttp_")):  # the Go runtime's and the host's
+            continue
         if metric in counters or metric.removesuffix("_total") in counters:
             values[sample] = float(value)
     return histogram(text, name, want), values
@@ -417,7 +445,8 @@ def burst(a):
     w0 = webhook_hist(api, a.webhook)
     s0, k0 = server_metrics(api, a.mode)
     c0 = cpu_snapshot(state)
-    wall0, r = watch_burst(api, a.namespace, a.pods, a.manifest, a.timeout)
+    ports = {"tailor": int(api.env["WEBHOOK_PORT"]), "upstream": int(api.env["UPSTREAM_WEBHOOK_PORT"])}
+    wall0, r = watch_burst(api, a.namespace, a.pods, a.manifest, a.timeout, ports)
     c1 = cpu_snapshot(state)
     w1 = webhook_hist(api, a.webhook)
     s1, k1 = server_metrics(api, a.mode)
@@ -511,7 +540,7 @@ def report(a):
     print("Medians over the measured bursts; webhook latency (the API server's histogram) pooled over them.")
     print(f"{'mode':<9}{'bursts':>7}{'created s':>10}{'vs none':>9}{'running s':>10}{'vs none':>9}"
           f"{'webhook p50/p99/mean ms':>25}{'≤5 ms':>7}{'srv mean ms':>12}{'POST p50/p99 ms':>17}"
-          f"{'cpu all s':>10}{'cpu api s':>10}{'wh µs/pod':>10}{'missed':>8}")
+          f"{'cpu all s':>10}{'cpu api s':>10}{'wh µs/pod':>10}{'conns':>7}{'missed':>8}")
     p99 = {}
     problems = []
     for m in modes:
@@ -524,6 +553,8 @@ def report(a):
         own = OWN[m]
         per_pod = (statistics.median(r["cpu_s"][own] / r["pods"] * 1e6 for r in by[m])
                    if own and all(r["cpu_s"].get(own) is not None for r in by[m]) else None)
+        # The most connections the API server held open to the mode's webhook during a burst.
+        conns = max((r.get("peak_connections", {}).get(m, 0) for r in by[m]), default=0) if m != "none" else "-"
         # Pods the mode's webhook should have sized and did not; for "none", pods something changed anyway.
         missed = sum(r["pods"] - (r["unsized"] if m == "none" else r["sized"]) for r in by[m])
         for r in by[m]:
@@ -537,7 +568,21 @@ def report(a):
               f"{ms(mean(srv) if srv else None):>12}{post:>17}"
               f"{statistics.median(cpu_all(r) for r in by[m]):>10.1f}"
               f"{statistics.median(r['cpu_s']['kube-apiserver'] or 0 for r in by[m]):>10.1f}"
-              f"{num(per_pod, '.0f'):>10}{missed:>8}")
+              f"{num(per_pod, '.0f'):>10}{conns:>7}{missed:>8}")
+    # Each round's bursts ran back to back: the ratio to the same round's no-webhook burst cancels load that
+    # drifts over minutes (the machine's other work), which the medians above do not.
+    print()
+    print("Per round, created over the same round's no-webhook burst (then their median):")
+    rounds = sorted({r["round"] for r in measured})
+    for m in ("tailor", "upstream"):
+        ratios = []
+        for n in rounds:
+            base = [r["created_s"] for r in by["none"] if r["round"] == n]
+            mine = [r["created_s"] for r in by[m] if r["round"] == n]
+            if base and mine:
+                ratios.append(pct(mine[0], base[0]))
+        print(f"  {m}: " + " ".join(f"{x:+.1f}%" for x in ratios)
+              + (f"; median {statistics.median(ratios):+.1f}%" if ratios else ""))
     print()
     print("The webhooks' own counters that moved, summed over the measured bursts:")
     for m in ("tailor", "upstream"):
