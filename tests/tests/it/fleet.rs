@@ -175,7 +175,16 @@ async fn recommender_onboards_a_labelled_namespace_and_lets_go_when_the_label_go
         "{applies:?}"
     );
     // The upstream-covered and the opted-out workloads got none; the decisions are events.
-    let events = server.list("events.k8s.io/v1", "Event", None);
+    // Each event follows its VPA's write, so the last one may still be on its way.
+    let events = (server.wait_for(WAIT, |s| {
+        let events = s.list("events.k8s.io/v1", "Event", None);
+        let n = (events.iter())
+            .filter(|e| e["reason"] == "FleetCreated")
+            .count();
+        (n >= 4).then_some(events)
+    }))
+    .await
+    .unwrap_or_else(|| server.list("events.k8s.io/v1", "Event", None));
     let reasons: Vec<&str> = events.iter().filter_map(|e| e["reason"].as_str()).collect();
     assert_eq!(
         reasons.iter().filter(|r| **r == "FleetCreated").count(),
