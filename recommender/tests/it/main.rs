@@ -12,6 +12,7 @@ mod fleet;
 mod harness;
 mod history_faults;
 mod history_restored;
+mod job_runs;
 mod lease;
 mod restarts;
 mod retarget;

@@ -1,0 +1,190 @@
+//! A CronJob's runs in the model: each run's pods carry their Job's labels (`controller-uid`, `job-name` and
+//! their `batch.kubernetes.io/` forms), so each run gets its own aggregates, merged per container name when
+//! its VPA is recommended (docs/decisions/job-runs.md). These tests hold that 10,000 finished runs neither
+//! stall the loop nor stay in memory once their aggregates expire, on upstream's schedule (no sample for the
+//! memory aggregation interval times its count, checked at each aggregate GC), and that another VPA's recommendation is the
+//! same as without them.
+
+use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobSpec, JobTemplateSpec};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::watcher;
+use tailor_core::workload::SlimWorkload;
+use tailor_recommender::config::ControllerConfig;
+use tailor_recommender::slim::SlimPod;
+
+use crate::controller::{APP, add_pods, cpu_at, mem_at};
+use crate::harness::*;
+
+const RUNS: usize = 10_000;
+const HOUR: i64 = 3600;
+/// Upstream's expiry: the memory aggregation interval (24 h) times its count (8), after the last sample.
+const EXPIRY_HOURS: i64 = 24 * 8;
+
+/// CronJob `nightly`, its job template labelled `app=nightly`.
+fn cron_job() -> CronJob {
+    CronJob {
+        metadata: ObjectMeta {
+            name: Some("nightly".into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        spec: Some(CronJobSpec {
+            schedule: "* * * * *".into(),
+            job_template: JobTemplateSpec {
+                metadata: None,
+                spec: Some(JobSpec {
+                    template: PodTemplateSpec {
+                        metadata: Some(ObjectMeta {
+                            labels: Some(labels(&[("app", "nightly")])),
+                            ..Default::default()
+                        }),
+                        spec: None,
+                    },
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// The pod of run `run` in `phase`, with the labels the Job controller sets.
+fn run_pod(run: usize, phase: &str) -> SlimPod {
+    let job = format!("nightly-{run}");
+    let uid = format!("uid-{run}");
+    let lbl = [
+        ("app", "nightly"),
+        ("controller-uid", uid.as_str()),
+        ("batch.kubernetes.io/controller-uid", uid.as_str()),
+        ("job-name", job.as_str()),
+        ("batch.kubernetes.io/job-name", job.as_str()),
+    ];
+    let mut p = full_pod("default", &format!("{job}-x"), &lbl, &["task"]);
+    if let Some(s) = p.status.as_mut() {
+        s.phase = Some(phase.into());
+    }
+    SlimPod::from_pod(&p).unwrap()
+}
+
+/// One loop's metrics: the web pod, and the running runs' pods when `runs` is set.
+fn samples(secs: i64, runs: bool) -> serde_json::Value {
+    let names: Vec<String> = (0..RUNS).map(|r| format!("nightly-{r}-x")).collect();
+    let mut items: Vec<PodSample<'_>> = vec![(
+        "default",
+        "web-0",
+        secs,
+        vec![("app", cpu_at(0, secs / 60), mem_at(0, secs / 60))],
+    )];
+    if runs {
+        items.extend(names.iter().enumerate().map(|(r, n)| {
+            let mcpu = 100 + (r % 10) as i64 * 10;
+            ("default", n.as_str(), secs, vec![("task", mcpu, 64 << 20)])
+        }));
+    }
+    metrics_list(&items)
+}
+
+async fn harness(with_cron_job: bool) -> Harness {
+    let mut h = Harness::new(ControllerConfig::default()).await;
+    crate::controller::setup(&mut h);
+    add_pods(&mut h, 1);
+    if with_cron_job {
+        h.writers
+            .workloads
+            .cron_jobs
+            .apply_watcher_event(&watcher::Event::Apply(SlimWorkload::of(&cron_job())));
+        let mut v = vpa("default", "nightly", "CronJob", "nightly");
+        if let Some(t) = v.spec.target_ref.as_mut() {
+            t.api_version = Some("batch/v1".into());
+        }
+        h.apply_vpa(&v);
+    }
+    h
+}
+
+fn web_target(h: &Harness) -> (i64, i64) {
+    target(&h.vpa("default", "web"), "app", "target")
+}
+
+/// 10,000 finished runs of one CronJob: the loop stays fast, the runs' aggregates expire 8 days (the memory
+/// aggregation interval times its count) after their last sample whether their pods are still listed or gone, their label sets are released once the
+/// pods are gone, and the web VPA's recommendation is the one it gets without the CronJob.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_finished_runs_age_out_and_leave_other_vpas_alone() {
+    let mut h = harness(true).await;
+    let mut control = harness(false).await;
+    assert_eq!(control.rec.model().aggregate_count(), 0);
+    for r in 0..RUNS {
+        h.writers
+            .pods
+            .handle(watcher::Event::Apply(run_pod(r, "Running")));
+    }
+    let (report, _) = h.loop_with(0, Ok(samples(0, true))).await;
+    control.loop_with(0, Ok(samples(0, false))).await;
+    assert_eq!(report.samples_accepted, 2 * (RUNS as u64 + 1));
+    assert_eq!(h.rec.model().aggregate_count(), RUNS + 1);
+    let running_heap = h.rec.model().histogram_heap_bytes();
+    // Every run finishes; half of them fail.
+    for r in 0..RUNS {
+        let phase = if r % 2 == 0 { "Succeeded" } else { "Failed" };
+        h.writers
+            .pods
+            .handle(watcher::Event::Apply(run_pod(r, phase)));
+    }
+    let mut slowest = 0.0f64;
+    // Loops at these hours; each gets a web sample, which keeps the GC clock at `now` (run_loop::gc_clock).
+    for hour in [
+        1,
+        2,
+        3,
+        100,
+        EXPIRY_HOURS - 1,
+        EXPIRY_HOURS,
+        EXPIRY_HOURS + 1,
+    ] {
+        let secs = hour * HOUR;
+        let (report, _) = h.loop_with(secs, Ok(samples(secs, false))).await;
+        control.loop_with(secs, Ok(samples(secs, false))).await;
+        slowest = slowest.max(report.phases.total_seconds);
+        assert_eq!(report.pods, RUNS + 1, "finished pods stay in the model");
+        assert_eq!(web_target(&h), web_target(&control), "hour {hour}");
+        let nightly = h.vpa("default", "nightly");
+        let recommended = nightly.status.and_then(|s| s.recommendation).is_some();
+        assert!(
+            recommended || hour >= EXPIRY_HOURS,
+            "the runs' merged aggregates give the CronJob's VPA a recommendation (hour {hour})"
+        );
+        let expected = if hour < EXPIRY_HOURS { RUNS + 1 } else { 1 };
+        assert_eq!(h.rec.model().aggregate_count(), expected, "hour {hour}");
+    }
+    let expired_heap = h.rec.model().histogram_heap_bytes();
+    assert_eq!(expired_heap, control.rec.model().histogram_heap_bytes());
+    println!(
+        "{RUNS} finished runs: slowest loop {slowest:.3} s, histogram heap {running_heap} bytes with \
+         their aggregates, {expired_heap} after they expired"
+    );
+    assert!(slowest < 20.0, "a loop took {slowest} s");
+    // The finished pods are deleted (the Job's TTL or the CronJob's history limit): their slots and label
+    // sets are released at the next GC.
+    for r in 0..RUNS {
+        h.writers
+            .pods
+            .handle(watcher::Event::Delete(run_pod(r, "Succeeded")));
+    }
+    for hour in EXPIRY_HOURS + 2..=EXPIRY_HOURS + 3 {
+        let secs = hour * HOUR;
+        let (report, _) = h.loop_with(secs, Ok(samples(secs, false))).await;
+        control.loop_with(secs, Ok(samples(secs, false))).await;
+        assert_eq!(report.pods, 1);
+        assert_eq!(web_target(&h), web_target(&control));
+    }
+    let model = h.rec.model();
+    assert_eq!(model.aggregate_count(), 1);
+    assert_eq!(
+        model.label_set_count(),
+        control.rec.model().label_set_count()
+    );
+    let _ = APP;
+}
