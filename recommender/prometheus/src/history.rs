@@ -349,7 +349,7 @@ impl HistoryConfig {
     }
 
     /// Matchers every container series query carries.
-    fn base_matchers(&self) -> Vec<String> {
+    pub(crate) fn base_matchers(&self) -> Vec<String> {
         let (p, c) = (&self.pod_label, &self.container_label);
         let mut m = Vec::new();
         if !self.cadvisor_job.is_empty() {

@@ -8,6 +8,7 @@
 //! - `flags` (feature `flags`): `PrometheusFlags`, the flag group both front ends share.
 //! - [`sigv4`]: AWS SigV4 request signing (Amazon Managed Prometheus) with the standard credential chain.
 //! - [`model_sink`]: feeding loaded samples into the engine's model.
+//! - [`run_peak`]: the peak of one finished run of a container (a Job's pod), one query at its end.
 
 pub mod client;
 pub mod feeder;
@@ -17,5 +18,6 @@ pub mod history;
 pub mod model_sink;
 pub mod owners;
 mod proxy;
+pub mod run_peak;
 pub mod sigv4;
 pub mod stream;
