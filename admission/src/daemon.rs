@@ -13,8 +13,10 @@ use tailor_kube::shutdown::Shutdown;
 
 use crate::caches;
 use crate::certs::{self, CertError, CertResolver, Reloader};
+use crate::job_retries::{JobReadSettings, LiveJobOoms};
 use crate::live_owners::{LiveOwnerSettings, LiveOwners};
 use crate::metrics::Metrics;
+use crate::pod::RetryBump;
 use crate::quota_report::QuotaReport;
 use crate::selfmanaged::{SelfManaged, SelfManagedError};
 use crate::server::{AppState, LargeReviews, Readiness, Server, ServerError};
@@ -166,18 +168,31 @@ impl Daemon {
             IndexSource::Cluster {
                 namespace,
                 quota_fit,
+                oom_retry,
                 lease,
             } => {
+                let client = self.client.clone().ok_or(DaemonError::NoClient)?;
                 let mode = ClusterMode {
-                    client: self.client.clone().ok_or(DaemonError::NoClient)?,
+                    client: client.clone(),
                     namespace,
                     quota_fit: *quota_fit,
                     lease: lease.clone(),
                 };
                 let index = mode.start(&mut self.metrics, &self.readiness, shutdown);
-                let webhook = Webhook::new(index.index, gates, options)
+                let mut webhook = Webhook::new(index.index, gates, options)
                     .with_patch_memo_bytes(memo_bytes)
                     .with_events(index.events);
+                if let Some(rule) = oom_retry {
+                    let history = LiveJobOoms::new(
+                        client,
+                        tokio::runtime::Handle::current(),
+                        JobReadSettings::default(),
+                    );
+                    webhook = webhook.with_retry_bump(RetryBump {
+                        history: Arc::new(history),
+                        rule: *rule,
+                    });
+                }
                 Ok(Arc::new(match index.report {
                     Some(report) => webhook.with_quota_report(report),
                     None => webhook,

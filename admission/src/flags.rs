@@ -114,6 +114,19 @@ pub struct Flags {
     /// (docs/pod-level-resources.md).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set)]
     pub pod_level_resources: bool,
+    /// Job retries after an OOM kill: a pod that replaces an OOM-killed pod of the same Job gets that
+    /// attempt's memory request bumped (the larger of request × `--oom-bump-up-ratio` and request +
+    /// `--oom-min-bump-up-bytes`; a container policy's `oomBumpUpRatio`/`oomMinBumpUp` win), so memory grows per
+    /// retry up to the VPA's `maxAllowed`; each raise is an `OOMRetryBump` Event on the VPA. Reads the Job's
+    /// failed pods once per wave of retries (needs list on pods). Cluster mode only (docs/jobs.md).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = true, action = ArgAction::Set)]
+    pub oom_retry_bump: bool,
+    /// The retry bump's ratio, as the recommender's flag of the same name (at least 1).
+    #[arg(long, default_value_t = 1.2, value_parser = at_least_one)]
+    pub oom_bump_up_ratio: f64,
+    /// The retry bump's smallest increase in bytes, as the recommender's flag of the same name.
+    #[arg(long, default_value_t = 104_857_600.0, value_parser = non_negative)]
+    pub oom_min_bump_up_bytes: f64,
     #[command(flatten)]
     pub floor: tailor_kube::floor_flags::PodFloorFlags,
     /// Quota fit: cut a patch's raises to the namespace's ResourceQuota headroom, or leave the
@@ -180,6 +193,20 @@ pub const DEFAULT_PATCH_MEMO_BYTES: usize = (DEFAULT_PATCH_MEMO_MIB as usize) <<
 
 fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn at_least_one(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 1.0 => Ok(v),
+        _ => Err("must be a number of at least 1".into()),
+    }
+}
+
+fn non_negative(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err("must be a number of at least 0".into()),
+    }
 }
 
 fn positive_duration(s: &str) -> Result<Duration, String> {

@@ -12,6 +12,7 @@ pub mod caches;
 pub mod certs;
 pub mod daemon;
 pub mod flags;
+pub mod job_retries;
 pub mod live_owners;
 pub mod manifests;
 pub mod metrics;

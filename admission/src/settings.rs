@@ -41,6 +41,8 @@ pub enum IndexSource {
         namespace: String,
         /// Whether ResourceQuotas are watched and pods fitted into them.
         quota_fit: bool,
+        /// `--oom-retry-bump`: the rule, when on.
+        oom_retry: Option<tailor_core::sizing::OomBumpRule>,
         /// The status Lease renewed while the webhook runs.
         lease: StatusLeaseSettings,
     },
@@ -163,6 +165,12 @@ fn index_source(flags: &Flags) -> Result<IndexSource, StatusLeaseError> {
     Ok(IndexSource::Cluster {
         namespace: flags.vpa_object_namespace.clone(),
         quota_fit: flags.quota_fit,
+        oom_retry: flags
+            .oom_retry_bump
+            .then_some(tailor_core::sizing::OomBumpRule {
+                ratio: flags.oom_bump_up_ratio,
+                min_bytes: flags.oom_min_bump_up_bytes,
+            }),
         lease,
     })
 }

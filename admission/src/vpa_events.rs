@@ -2,7 +2,8 @@
 //! docs/decisions/quota-fit.md), `PodAdmittedUnsized` (a pod the VPA probably covers was admitted without
 //! its requests, docs/decisions/unsized-admissions.md) and `LimitPolicyInvalid` (its limit-policy annotation
 //! does not parse, docs/limit-policy.md) and `PodLevelEnvelopeRefused` (a pod could not take its pod-level
-//! envelope, docs/pod-level-resources.md). The pod
+//! envelope, docs/pod-level-resources.md), and `OOMRetryBump` (a Job pod's retry got more memory after an OOM
+//! kill, docs/jobs.md). The pod
 //! may have no name yet, so the VPA carries them. A burst of pod creations must not become a burst of Events:
 //! at most one per VPA and reason per [`EVENT_PERIOD`], the next one counting the pods in between; events
 //! wait in a bounded queue written by one task, and a review never waits for it.
@@ -21,6 +22,9 @@ use tokio::sync::mpsc;
 pub const LIMIT_POLICY_INVALID: &str = "LimitPolicyInvalid";
 /// The reason of the Event on a VPA whose pod-level envelope a pod could not take (docs/pod-level-resources.md).
 pub const POD_LEVEL_ENVELOPE_REFUSED: &str = "PodLevelEnvelopeRefused";
+/// The reason of the Event on a VPA whose Job pod's retry was admitted with more memory after an OOM kill
+/// (docs/jobs.md). One per retry: the Job controller's back-off spaces them, so they are not paced.
+pub const OOM_RETRY_BUMP: &str = "OOMRetryBump";
 /// At most one Event per VPA and reason in this period.
 pub const EVENT_PERIOD: Duration = Duration::from_secs(60);
 /// Most Events waiting to be written; more are dropped (and counted).
@@ -43,7 +47,7 @@ impl VpaEvents {
         let dropped = Counter::default();
         registry.register(
             "vpa_events_dropped",
-            "Events on VPAs (QuotaFit, PodAdmittedUnsized, LimitPolicyInvalid, PodLevelEnvelopeRefused) not written because their queue was full",
+            "Events on VPAs (QuotaFit, PodAdmittedUnsized, LimitPolicyInvalid, PodLevelEnvelopeRefused, OOMRetryBump) not written because their queue was full",
             dropped.clone(),
         );
         let (tx, rx) = mpsc::channel(EVENT_QUEUE);
@@ -110,8 +114,12 @@ impl EventGate {
 async fn write_events(mut rx: mpsc::Receiver<VpaEvent>, recorder: Recorder) {
     let mut gate = EventGate::default();
     while let Some(mut e) = rx.recv().await {
-        let Some(held) = gate.admit(&e.namespace, &e.name, e.reason, Instant::now()) else {
-            continue;
+        let held = match e.reason {
+            OOM_RETRY_BUMP => 0,
+            reason => match gate.admit(&e.namespace, &e.name, reason, Instant::now()) {
+                Some(held) => held,
+                None => continue,
+            },
         };
         if held > 0 {
             e.note

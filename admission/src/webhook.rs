@@ -14,7 +14,7 @@ use tailor_kube::index::Index;
 use crate::flags::DEFAULT_PATCH_MEMO_BYTES;
 
 use crate::{
-    pod::{LimitPolicyWarning, PatchMemo, PodOutcome, review_pod},
+    pod::{LimitPolicyWarning, OomRetry, PatchMemo, PodOutcome, RetryBump, review_pod_with},
     review::{Review, ReviewResult, Reviewed, Reviewer},
     vpa::{VpaOutcome, review_vpa},
 };
@@ -38,6 +38,7 @@ pub struct Webhook {
     started: std::time::Instant,
     quota: Option<crate::quota_report::QuotaReport>,
     events: Option<crate::vpa_events::VpaEvents>,
+    retries: Option<RetryBump>,
 }
 
 impl std::fmt::Debug for Webhook {
@@ -64,7 +65,14 @@ impl Webhook {
             started: std::time::Instant::now(),
             quota: None,
             events: None,
+            retries: None,
         }
+    }
+
+    /// Raises the memory of a Job pod's retry after its earlier attempts' OOM kills (docs/jobs.md).
+    pub fn with_retry_bump(mut self, retries: RetryBump) -> Self {
+        self.retries = Some(retries);
+        self
     }
 
     /// Writes a `PodAdmittedUnsized` Event on the VPAs that probably cover a pod admitted unsized.
@@ -229,10 +237,50 @@ impl Webhook {
     }
 }
 
-impl Reviewer for Webhook {
-    fn review_pod(&self, review: &Review<'_>) -> Reviewed {
-        let index = self.index.load();
-        let (response, outcome) = review_pod(review, &index, &self.options, &self.memo);
+impl Webhook {
+    /// A Job pod's retry admitted with more memory: a log line and an `OOMRetryBump` Event on the VPA per
+    /// retry (not paced: the Job controller's back-off already spaces retries).
+    fn report_oom_retry(&self, retry: OomRetry) {
+        let raises: Vec<String> = (retry.raises.iter())
+            .map(|r| {
+                let mib = |b: i64| format!("{}Mi", (b.max(0) as u64).div_ceil(1 << 20));
+                let from = r.target.map_or_else(|| "none".to_owned(), mib);
+                let cap = match r.max_allowed {
+                    Some(m) if r.raised >= m => format!(", held at maxAllowed {}", mib(m)),
+                    _ => String::new(),
+                };
+                format!(
+                    "{}: memory target {from} -> {} (an attempt was OOM-killed at {}{cap})",
+                    capped(&r.container),
+                    mib(r.capped()),
+                    mib(r.killed_at)
+                )
+            })
+            .collect();
+        let note = format!(
+            "{} of Job {} (retry after {} OOM-killed attempt(s)): {}",
+            capped(&retry.pod),
+            capped(&retry.job),
+            retry.killed_pods,
+            raises.join("; ")
+        );
+        tracing::info!(vpa = %format!("{}/{}", capped(&retry.namespace), capped(&retry.name)), %note,
+            "Job retry admitted with more memory after an OOM kill");
+        if let Some(events) = &self.events {
+            events.send(tailor_kube::vpa_event::VpaEvent {
+                namespace: retry.namespace,
+                name: retry.name,
+                uid: retry.uid,
+                reason: crate::vpa_events::OOM_RETRY_BUMP,
+                note,
+            });
+        }
+    }
+}
+
+impl Webhook {
+    /// What a pod review's `outcome` counts as, reported (log lines, Events, the quota report).
+    fn result_of(&self, review: &Review<'_>, outcome: PodOutcome) -> ReviewResult {
         let req = &review.request;
         let pod = || {
             format!(
@@ -241,7 +289,7 @@ impl Reviewer for Webhook {
                 capped(&req.name)
             )
         };
-        let result = match outcome {
+        match outcome {
             PodOutcome::EnvelopeRefused(refusal) => self.report_envelope_refused(&pod(), *refusal),
             PodOutcome::Patched { vpa, limit_policy } => {
                 tracing::debug!(uid = %capped(&req.uid), pod = %pod(), %vpa, "pod patched");
@@ -306,7 +354,24 @@ impl Reviewer for Webhook {
                 tracing::warn!(uid = %capped(&req.uid), pod = %pod(), error = %capped(&error), "pod admitted unmodified");
                 ReviewResult::Error
             }
-        };
+        }
+    }
+}
+
+impl Reviewer for Webhook {
+    fn review_pod(&self, review: &Review<'_>) -> Reviewed {
+        let index = self.index.load();
+        let (response, outcome, retry) = review_pod_with(
+            review,
+            &index,
+            &self.options,
+            &self.memo,
+            self.retries.as_ref(),
+        );
+        let result = self.result_of(review, outcome);
+        if let Some(retry) = retry {
+            self.report_oom_retry(*retry);
+        }
         Reviewed { response, result }
     }
 

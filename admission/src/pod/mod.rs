@@ -91,4 +91,6 @@ mod tests;
 #[cfg(test)]
 mod tests_limit_policy;
 #[cfg(test)]
+mod tests_oom_retry;
+#[cfg(test)]
 mod tests_pod_level;

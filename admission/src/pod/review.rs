@@ -1,6 +1,10 @@
 //! The pod review (docs/design/upstream-admission.md §3.1).
 
+use std::sync::Arc;
+
 use super::*;
+use crate::job_retries::{JobOomHistory, job_owner};
+use tailor_core::sizing::{OomBumpRule, RetryRaise, raise_for_retry};
 
 /// What happened to a pod review (for metrics and logs).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,6 +119,44 @@ pub fn review_pod(
     options: &PatchOptions,
     memo: &PatchMemo,
 ) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
+    let (response, outcome, _) = review_pod_with(review, index, options, memo, None);
+    (response, outcome)
+}
+
+/// [`review_pod`], with the memory of a Job pod's retry raised after its earlier attempts' OOM kills
+/// (`retries`; docs/jobs.md): the raise made, if any, comes back for the Event that reports it.
+pub fn review_pod_with(
+    review: &crate::review::Review<'_>,
+    index: &tailor_kube::index::Index,
+    options: &PatchOptions,
+    memo: &PatchMemo,
+    retries: Option<&RetryBump>,
+) -> (
+    kube::core::admission::AdmissionResponse,
+    PodOutcome,
+    Option<Box<OomRetry>>,
+) {
+    let mut raised = None;
+    let (response, outcome) = review_decoded(review, index, options, memo, |pod, ns, vpa| {
+        let (vpa, retry) = retries?.raise(pod, ns, vpa)?;
+        raised = Some(Box::new(retry));
+        Some(Arc::new(vpa))
+    });
+    let sized = matches!(
+        outcome,
+        PodOutcome::Patched { .. } | PodOutcome::QuotaFitted { .. }
+    );
+    (response, outcome, raised.filter(|_| sized))
+}
+
+/// The body of [`review_pod_with`]; `raise` may answer a VPA with raised targets for the pod.
+fn review_decoded(
+    review: &crate::review::Review<'_>,
+    index: &tailor_kube::index::Index,
+    options: &PatchOptions,
+    memo: &PatchMemo,
+    raise: impl FnOnce(&Pod, &str, &Arc<VerticalPodAutoscaler>) -> Option<Arc<VerticalPodAutoscaler>>,
+) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
     use kube::core::admission::AdmissionResponse;
     let req = &review.request;
     let allowed = AdmissionResponse::from(req);
@@ -164,8 +206,49 @@ pub fn review_pod(
             );
         }
     };
-    let limit_ranges = index.shared_limit_ranges(&namespace);
-    let quotas = index.quotas(&namespace);
+    // A raised VPA is this pod's alone: never memoised.
+    let (vpa, raised) = match raise(&pod, &namespace, &vpa) {
+        Some(raised) => (raised, true),
+        None => (vpa, false),
+    };
+    let matched = MatchedPod {
+        pod: &pod,
+        namespace: &namespace,
+        vpa,
+        conflict,
+        memoise: !raised,
+    };
+    size_matched(allowed, matched, index, options, memo)
+}
+
+/// A pod matched to the VPA that sizes it.
+struct MatchedPod<'a> {
+    pod: &'a Pod,
+    namespace: &'a str,
+    vpa: Arc<VerticalPodAutoscaler>,
+    /// The warning about several VPAs on the workload.
+    conflict: Option<String>,
+    /// Whether the answer may come from, and go to, the memo.
+    memoise: bool,
+}
+
+/// The patch of a matched pod (memoised, quota-fitted, or with its envelope refused), and its outcome.
+fn size_matched(
+    allowed: kube::core::admission::AdmissionResponse,
+    matched: MatchedPod<'_>,
+    index: &tailor_kube::index::Index,
+    options: &PatchOptions,
+    memo: &PatchMemo,
+) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
+    let MatchedPod {
+        pod,
+        namespace,
+        vpa,
+        conflict,
+        memoise,
+    } = matched;
+    let limit_ranges = index.shared_limit_ranges(namespace);
+    let quotas = index.quotas(namespace);
     let vpa_label = || {
         format!(
             "{namespace}/{}",
@@ -173,8 +256,8 @@ pub fn review_pod(
         )
     };
     // Quota fit reads the quotas' usage, which every pod changes: such pods are never memoised.
-    let key = (quotas.is_empty() && memo.serves(options))
-        .then(|| sizing_key(&pod, &namespace))
+    let key = (quotas.is_empty() && memoise && memo.serves(options))
+        .then(|| sizing_key(pod, namespace))
         .flatten();
     if let Some(answer) = key
         .as_deref()
@@ -183,22 +266,12 @@ pub fn review_pod(
         return answered(allowed, answer, conflict, vpa_label());
     }
     let owned_limit_ranges: Vec<_> = limit_ranges.iter().map(|lr| (**lr).clone()).collect();
-    let result = match patch_pod_within(&pod, &vpa, &owned_limit_ranges, &quotas, options) {
+    let result = match patch_pod_within(pod, &vpa, &owned_limit_ranges, &quotas, options) {
         Ok(result) => result,
         Err(e) => return (allowed, PodOutcome::Error(e.to_string())),
     };
     if let Some(reason) = result.skipped {
-        let outcome = match reason {
-            SkipReason::UpstreamManaged => PodOutcome::SkippedUpstream,
-            SkipReason::AlreadySized => PodOutcome::AlreadySized,
-        };
-        if result.patch.0.is_empty() {
-            return (allowed, outcome);
-        }
-        return match allowed.clone().with_patch(result.patch) {
-            Ok(response) => (response, outcome),
-            Err(e) => (allowed, PodOutcome::Error(e.to_string())),
-        };
+        return skipped(allowed, reason, result.patch);
     }
     let patch = match serde_json::to_vec(&result.patch) {
         Ok(patch) => patch,
@@ -208,20 +281,14 @@ pub fn review_pod(
         patch: patch.into(),
         pod_level_only: result.updates.is_empty() && !result.pod_level.is_empty(),
     };
-    let warning = LimitPolicyWarning::of(&vpa, &namespace, result.limit_policy);
+    let warning = LimitPolicyWarning::of(&vpa, namespace, result.limit_policy);
     if let Some(refused) = result.envelope_refused {
         // Not memoised: each such pod is reported (the Event writer paces them per VPA).
         let (response, outcome) = answered(allowed, answer, conflict, String::new());
         if let PodOutcome::Error(_) = outcome {
             return (response, outcome);
         }
-        let outcome = PodOutcome::EnvelopeRefused(Box::new(EnvelopeRefusal {
-            namespace: namespace.clone(),
-            name: vpa.metadata.name.clone().unwrap_or_default(),
-            uid: vpa.metadata.uid.clone().unwrap_or_default(),
-            refused,
-        }));
-        return (response, outcome);
+        return (response, envelope_refused(&vpa, namespace, refused));
     }
     if result.quota.outcome != QuotaOutcome::Fits {
         let (response, outcome) = answered(allowed, answer, conflict, String::new());
@@ -245,6 +312,39 @@ pub fn review_pod(
         *limit_policy = warning;
     }
     (response, outcome)
+}
+
+/// The outcome of a pod whose VPA's pod-level envelope it could not take.
+fn envelope_refused(
+    vpa: &VerticalPodAutoscaler,
+    namespace: &str,
+    refused: EnvelopeRefused,
+) -> PodOutcome {
+    PodOutcome::EnvelopeRefused(Box::new(EnvelopeRefusal {
+        namespace: namespace.to_owned(),
+        name: vpa.metadata.name.clone().unwrap_or_default(),
+        uid: vpa.metadata.uid.clone().unwrap_or_default(),
+        refused,
+    }))
+}
+
+/// A pod left alone for `reason`; `patch` only removes Tailor's annotations of an earlier call, if any.
+fn skipped(
+    allowed: kube::core::admission::AdmissionResponse,
+    reason: SkipReason,
+    patch: Patch,
+) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
+    let outcome = match reason {
+        SkipReason::UpstreamManaged => PodOutcome::SkippedUpstream,
+        SkipReason::AlreadySized => PodOutcome::AlreadySized,
+    };
+    if patch.0.is_empty() {
+        return (allowed, outcome);
+    }
+    match allowed.clone().with_patch(patch) {
+        Ok(response) => (response, outcome),
+        Err(e) => (allowed, PodOutcome::Error(e.to_string())),
+    }
 }
 
 /// The response carrying `answer`'s patch (and the warning about several VPAs), and its outcome against
@@ -273,5 +373,85 @@ fn answered(
             (response, outcome)
         }
         Err(e) => (allowed, PodOutcome::Error(e.to_string())),
+    }
+}
+
+/// The retry bump (docs/jobs.md): where the Job's OOM kills are read, and the bump rule.
+#[derive(Clone)]
+pub struct RetryBump {
+    /// The Job's earlier attempts.
+    pub history: Arc<dyn JobOomHistory>,
+    /// `--oom-bump-up-ratio` and `--oom-min-bump-up-bytes`.
+    pub rule: OomBumpRule,
+}
+
+impl std::fmt::Debug for RetryBump {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RetryBump")
+            .field("rule", &self.rule)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A Job pod's retry admitted with more memory, for the log line and the Event on the VPA.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OomRetry {
+    /// The VPA's namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its `metadata.uid` (empty when unknown).
+    pub uid: String,
+    /// The pod: its name, or its `generateName` followed by `*` while it has none.
+    pub pod: String,
+    /// The Job.
+    pub job: String,
+    /// The Job's failed pods with an OOM-killed container.
+    pub killed_pods: u32,
+    /// What was raised.
+    pub raises: Vec<RetryRaise>,
+}
+
+impl RetryBump {
+    /// For a pod of a Job whose earlier attempts were OOM-killed, `vpa` with the memory targets raised, and
+    /// what was raised; `None` when nothing is (not a Job pod, mode `Off`, no OOM kill, history unknown).
+    fn raise(
+        &self,
+        pod: &Pod,
+        namespace: &str,
+        vpa: &VerticalPodAutoscaler,
+    ) -> Option<(VerticalPodAutoscaler, OomRetry)> {
+        if update_mode(&vpa.spec) == UpdateMode::Off {
+            return None;
+        }
+        let (job, uid) = job_owner(pod)?;
+        let ooms = self.history.ooms(namespace, uid)?;
+        let spec = pod.spec.as_ref()?;
+        let killed: Vec<(String, i64)> = (ooms.containers.iter())
+            .filter(|(name, _)| spec.containers.iter().any(|c| c.name == *name))
+            .cloned()
+            .collect();
+        if killed.is_empty() {
+            return None;
+        }
+        let mut raised = vpa.clone();
+        let raises = raise_for_retry(&mut raised, &killed, self.rule);
+        if raises.is_empty() {
+            return None;
+        }
+        let retry = OomRetry {
+            namespace: namespace.to_owned(),
+            name: vpa.metadata.name.clone().unwrap_or_default(),
+            uid: vpa.metadata.uid.clone().unwrap_or_default(),
+            pod: match (&pod.metadata.name, &pod.metadata.generate_name) {
+                (Some(name), _) if !name.is_empty() => name.clone(),
+                (_, Some(prefix)) => format!("{prefix}*"),
+                _ => "(unnamed)".to_owned(),
+            },
+            job: job.to_owned(),
+            killed_pods: ooms.killed_pods,
+            raises,
+        };
+        Some((raised, retry))
     }
 }

@@ -18,6 +18,7 @@ mod binaries;
 mod custom_kinds;
 mod dashboard;
 mod fleet;
+mod job_retries;
 mod lease;
 mod plan_parity;
 mod standin;

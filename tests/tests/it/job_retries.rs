@@ -1,0 +1,148 @@
+//! The real `tailor-admission` sizing a Job pod's retry after an OOM kill (docs/jobs.md): it lists the Job's
+//! failed pods by the Job's uid label, raises the memory of the container that was OOM-killed by the OOM rule,
+//! and writes an `OOMRetryBump` Event on the VPA.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tailor_tests::process::{post_review, start_admission, wait_admission_ready};
+use tailor_tests::standin::ApiServer;
+use tailor_tests::standin::tls::TestCa;
+
+use crate::binaries::namespace;
+
+const WAIT: Duration = Duration::from_secs(15);
+
+const JOBS: &str = r#"
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: nightly, namespace: shop, uid: uid-nightly}
+spec:
+  schedule: "* * * * *"
+  jobTemplate: {spec: {template: {metadata: {labels: {app: nightly}},
+    spec: {restartPolicy: Never, containers: [{name: task, image: busybox}]}}}}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: nightly-1
+  namespace: shop
+  uid: uid-nightly-1
+  ownerReferences: [{apiVersion: batch/v1, kind: CronJob, name: nightly, uid: uid-nightly, controller: true}]
+spec:
+  template: {metadata: {labels: {app: nightly}}, spec: {restartPolicy: Never, containers: [{name: task, image: busybox}]}}
+"#;
+
+/// A pod of Job `nightly-1`; `phase` and the container's termination reason when it has ended.
+fn job_pod(name: &str, memory: &str, ended: Option<&str>) -> Value {
+    let mut p = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "shop",
+            "labels": {"app": "nightly", "batch.kubernetes.io/controller-uid": "uid-nightly-1",
+                       "batch.kubernetes.io/job-name": "nightly-1"},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "nightly-1",
+                "uid": "uid-nightly-1", "controller": true}]},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "task", "image": "busybox",
+            "resources": {"requests": {"memory": memory}, "limits": {"memory": memory}}}]}
+    });
+    if let Some(reason) = ended {
+        p["status"] = json!({"phase": "Failed", "containerStatuses": [{"name": "task", "image": "busybox",
+            "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 137, "reason": reason}}}]});
+    }
+    p
+}
+
+fn review(uid: &str, pod: &Value) -> Value {
+    json!({
+        "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "shop", "operation": "CREATE", "userInfo": {"username": "job-controller"},
+            "object": pod, "dryRun": false
+        }
+    })
+}
+
+/// The memory request the answer's patch sets on the first container.
+fn patched_memory(answer: &Value) -> Option<String> {
+    use base64::Engine as _;
+    let patch = answer["response"]["patch"].as_str()?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(patch)
+        .ok()?;
+    let ops: Vec<Value> = serde_json::from_slice(&bytes).ok()?;
+    (ops.iter())
+        .find(|op| op["path"] == "/spec/containers/0/resources/requests/memory")
+        .and_then(|op| op["value"].as_str().map(str::to_owned))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_retry_after_an_oom_kill_gets_more_memory_and_an_event() {
+    let server = ApiServer::start().await.unwrap();
+    server.load_yaml(namespace()).unwrap();
+    server.load_yaml(JOBS).unwrap();
+    server
+        .put(json!({
+            "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
+            "metadata": {"name": "nightly", "namespace": "shop", "uid": "uid-vpa"},
+            "spec": {"targetRef": {"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly"},
+                     "updatePolicy": {"updateMode": "Recreate"},
+                     "resourcePolicy": {"containerPolicies": [
+                         {"containerName": "*", "maxAllowed": {"memory": "1Gi"}}]}},
+            "status": {"recommendation": {"containerRecommendations": [
+                {"containerName": "task", "target": {"cpu": "100m", "memory": "256Mi"}}]}}
+        }))
+        .unwrap();
+    // One attempt OOM-killed at 256Mi, one that failed for another reason at a larger size.
+    server
+        .put(job_pod("nightly-1-a", "256Mi", Some("OOMKilled")))
+        .unwrap();
+    server
+        .put(job_pod("nightly-1-b", "900Mi", Some("Error")))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("webhook-ca").unwrap();
+    let cert = ca.issue(&["localhost", "127.0.0.1"]).unwrap();
+    let (adm, addrs) = start_admission(&server, dir.path(), "admission", &cert, &[]).await;
+    wait_admission_ready(&adm, &addrs, WAIT).await;
+
+    let mut retry = job_pod("", "256Mi", None);
+    retry["metadata"]["generateName"] = json!("nightly-1-");
+    let answer = post_review(addrs.webhook, &ca.ca_pem, &review("r-1", &retry)).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    let memory = patched_memory(&answer);
+    assert_eq!(memory.as_deref(), Some("356Mi"), "256Mi + 100Mi: {answer}");
+    let event = server
+        .wait_for(WAIT, |s| {
+            s.list("events.k8s.io/v1", "Event", Some("shop"))
+                .into_iter()
+                .find(|e| e["reason"] == "OOMRetryBump")
+        })
+        .await
+        .unwrap_or_else(|| panic!("no OOMRetryBump event:\n{}", adm.log_lines().join("\n")));
+    assert_eq!(event["regarding"]["name"], "nightly", "{event}");
+    let note = event["note"].as_str().unwrap_or_default();
+    assert!(
+        note.starts_with("nightly-1-* of Job nightly-1") && note.contains("256Mi -> 356Mi"),
+        "{event}"
+    );
+    // One list of the Job's failed pods, by its uid label and phase, one page.
+    let lists: Vec<_> = (server.requests().into_iter())
+        .filter(|r| r.user == "admission" && r.verb() == "list" && r.resource() == "pods")
+        .map(|r| r.query)
+        .collect();
+    assert_eq!(lists.len(), 1, "{lists:?}");
+    let q = |k: &str| lists[0].get(k).map(String::as_str);
+    assert_eq!(
+        (q("labelSelector"), q("fieldSelector"), q("limit")),
+        (
+            Some("batch.kubernetes.io/controller-uid=uid-nightly-1"),
+            Some("status.phase=Failed"),
+            Some("100")
+        ),
+        "{lists:?}"
+    );
+}
