@@ -36,6 +36,8 @@ pub struct DaemonSettings {
     pub address: SocketAddr,
     /// The Prometheus history of new VPAs, when asked for.
     pub history: Option<HistoryBootstrap>,
+    /// Run peaks of finished Job pods from Prometheus, when asked for (the worker starts with the loop).
+    pub job_runs: Option<crate::job_runs::JobRunOptions>,
     /// Leader election (`None`: not asked for).
     pub lease: Option<LeaseSettings>,
     /// How the Kubernetes client is made.
@@ -227,6 +229,7 @@ impl Daemon {
         if let Some(h) = s.history {
             rec = rec.with_history(h);
         }
+        rec.set_job_runs(s.job_runs.map(crate::job_runs::JobRunPeaks::new));
         if let Some(d) = &self.dashboard {
             rec = rec.with_dashboard(d.clone());
         }

@@ -14,6 +14,14 @@ use tailor_prometheus::flags::PrometheusFlags;
 use crate::dashboard::DashboardFlags;
 use crate::fleet::FleetFlags;
 
+/// A rate above zero (queries a second).
+fn positive_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a rate above 0")),
+    }
+}
+
 /// A duration flag's value (`90s`, `10m`, `1h30m`).
 pub fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| e.to_string())
@@ -169,6 +177,32 @@ pub struct Flags {
         help_heading = "History from Prometheus"
     )]
     pub history_fetch_concurrency: u64,
+    /// Read each finished Job run's peak from the Prometheus history: once a pod of a Job whose VPA targets
+    /// that Job or its CronJob has Succeeded or Failed, one query per container for its largest working set
+    /// and CPU rate over the run, fed as samples at the run's end (a run shorter than a metrics-API scrape is
+    /// otherwise unseen). Acts only with --prometheus-address and Job pods, so nothing else changes; `false`
+    /// turns it off.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
+          action = clap::ArgAction::Set, help_heading = "History from Prometheus")]
+    pub job_run_peaks: bool,
+    /// Finished runs waiting for their peak query at most; beyond, the oldest is dropped (and counted in
+    /// tailor_recommender_job_run_peaks_total{result="dropped"}).
+    #[arg(
+        long,
+        default_value_t = crate::job_runs::DEFAULT_MAX_PENDING as u64,
+        value_parser = clap::value_parser!(u64).range(1..=1_000_000),
+        help_heading = "History from Prometheus"
+    )]
+    pub job_run_peaks_queue: u64,
+    /// Run-peak queries started per second at most; at most --prometheus-concurrency run at once, each
+    /// limited by --prometheus-query-timeout and never retried (a failed run is skipped).
+    #[arg(
+        long,
+        default_value_t = crate::job_runs::DEFAULT_QPS,
+        value_parser = positive_rate,
+        help_heading = "History from Prometheus"
+    )]
+    pub job_run_peaks_qps: f64,
     /// Prometheus connection and query flags (shared with `tailor recommend`).
     #[command(flatten)]
     pub prometheus: PrometheusFlags,

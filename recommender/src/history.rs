@@ -85,6 +85,11 @@ impl HistoryBootstrap {
         self.started.contains(key)
     }
 
+    /// Whether the VPA's history is merged into its restored state (or it needs none).
+    pub fn merged(&self, key: &VpaKey) -> bool {
+        self.started.contains(key) && !self.tasks.contains_key(key)
+    }
+
     /// Marks the VPA as needing no history (its checkpoints were restored): no task is started for it.
     pub fn skip(&mut self, key: VpaKey) {
         self.started.insert(key);

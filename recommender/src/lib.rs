@@ -23,6 +23,7 @@ pub mod history;
 pub mod hpa;
 pub mod http;
 pub mod ingest;
+pub mod job_runs;
 pub mod karpenter;
 pub mod metrics;
 pub mod metrics_api;

@@ -40,6 +40,12 @@ pub struct Metrics {
     /// (`node_capped`, `no_node_fits`, `left_to_hpa`): what the `CappedToNodeSize` and `ResourcesLeftToHPA`
     /// conditions say, countable for alerts.
     pub sized_within_cluster: Family<Labels, Gauge>,
+    /// Finished Job runs' peaks (`--job-run-peaks`) by `result`: `queued`, `fed` (samples fed), `empty` (the
+    /// store had no sample), `rejected` (the model refused a sample: pod gone, out of order), `failed` (the
+    /// query failed: the run is skipped), `dropped` (the queue was full: the oldest run is skipped).
+    pub job_run_peaks: Family<Labels, Counter>,
+    /// Finished Job runs waiting for their peak query.
+    pub job_run_peaks_pending: Gauge,
     /// Unix time of the last finished loop.
     pub last_loop_timestamp: Gauge,
     /// Fleet onboarding (`tailor_fleet_*`; registered only when the feature is on).
@@ -86,6 +92,8 @@ impl Metrics {
             checkpoint_writes: Family::default(),
             errors: Family::default(),
             sized_within_cluster: Family::default(),
+            job_run_peaks: Family::default(),
+            job_run_peaks_pending: Gauge::default(),
             last_loop_timestamp: Gauge::default(),
             fleet: FleetMetrics::default(),
             recommendations: None,
@@ -134,6 +142,7 @@ impl Metrics {
             "VPAs whose recommendation node fit capped (node_capped), that fit no node (no_node_fits) or that leave a resource to an HPA (left_to_hpa), as of the last loop",
             m.sized_within_cluster.clone(),
         );
+        m.register_job_run_peaks(registry);
         registry.register(
             "last_loop_timestamp_seconds",
             "Unix time the last loop finished",
@@ -143,6 +152,20 @@ impl Metrics {
             registry: root,
             ..m
         }
+    }
+
+    /// The run peaks' metrics (`--job-run-peaks`).
+    fn register_job_run_peaks(&self, registry: &mut Registry) {
+        registry.register(
+            "job_run_peaks",
+            "Finished Job runs' peaks read from the history store, by result",
+            self.job_run_peaks.clone(),
+        );
+        registry.register(
+            "job_run_peaks_pending",
+            "Finished Job runs waiting for their peak query",
+            self.job_run_peaks_pending.clone(),
+        );
     }
 
     /// The fleet's metrics (`tailor_fleet_*`) registered too.

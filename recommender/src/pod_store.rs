@@ -21,11 +21,13 @@ use crate::node_fit::PodShape;
 use crate::slim::{SlimContainerStatus, SlimPod};
 use crate::time::from_time;
 
-/// A terminated container state, as far as the OOM observer reads it.
+/// A terminated container state, as far as the OOM observer and the run peaks ([`crate::job_runs`]) read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Terminated {
     /// The reason is `OOMKilled`.
     pub oom_killed: bool,
+    /// `startedAt`.
+    pub started_at: Option<Nanos>,
     /// `finishedAt`.
     pub finished_at: Option<Nanos>,
 }
@@ -147,6 +149,7 @@ fn terminated(s: Option<&ContainerState>) -> Option<Terminated> {
     let t = s?.terminated.as_ref()?;
     Some(Terminated {
         oom_killed: t.reason.as_deref() == Some("OOMKilled"),
+        started_at: t.started_at.as_ref().and_then(from_time),
         finished_at: t.finished_at.as_ref().and_then(from_time),
     })
 }

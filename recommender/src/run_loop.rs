@@ -119,6 +119,8 @@ pub struct Recommender {
     pub(crate) loops: u64,
     pub(crate) vpas_changed: bool,
     pub(crate) history: Option<HistoryBootstrap>,
+    /// Run peaks of finished Job pods from the history store (`--job-run-peaks`).
+    pub(crate) job_runs: Option<crate::job_runs::JobRunPeaks>,
     pub(crate) fence: Fence,
     /// Time of the latest sample the model accepted (0 before the first).
     pub(crate) newest_sample: Nanos,
@@ -183,6 +185,7 @@ impl Recommender {
             loops: 0,
             vpas_changed: true,
             history: None,
+            job_runs: None,
             fence: Fence::unfenced(),
             newest_sample: 0,
             view: crate::cluster_view::ClusterView::default(),
@@ -242,6 +245,11 @@ impl Recommender {
     pub fn with_history(mut self, history: HistoryBootstrap) -> Self {
         self.history = Some(history);
         self
+    }
+
+    /// Reads the peak of each finished Job run from the history store (see [`crate::job_runs`]); `None` stops.
+    pub fn set_job_runs(&mut self, runs: Option<crate::job_runs::JobRunPeaks>) {
+        self.job_runs = runs;
     }
 
     /// Starts the history of VPAs that have none yet (after checkpoints were restored, so history ends where
@@ -344,6 +352,7 @@ impl Recommender {
             }
         };
         self.record_ooms(&mut report);
+        self.job_run_peaks(&owned, &mut report);
         self.delete_pods(gone);
         self.metrics.step("load_metrics", t.elapsed().as_secs_f64());
         report.phases.ingest_seconds =

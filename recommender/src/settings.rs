@@ -14,6 +14,7 @@ use crate::config::ControllerConfig;
 use crate::daemon::DaemonSettings;
 use crate::flags::{Flags, duration};
 use crate::history::{HistoryBootstrap, HistoryOptions};
+use crate::job_runs::JobRunOptions;
 use crate::karpenter::InstanceTable;
 
 impl Flags {
@@ -23,6 +24,7 @@ impl Flags {
         let view = self.view_config()?;
         let address = self.listen.socket_addr().context("--address")?;
         let history = history_bootstrap(self, controller.aggregations)?;
+        let job_runs = job_run_options(self)?;
         if self.storage == "prometheus" {
             tracing::warn!("--storage=prometheus: checkpoints are neither read nor written");
         }
@@ -59,6 +61,7 @@ impl Flags {
             view,
             address,
             history,
+            job_runs,
             client: self.client.clone(),
             rate: self.rate.clone(),
             shutdown_timeout: self.shutdown_timeout,
@@ -135,15 +138,41 @@ impl Flags {
     }
 }
 
+/// The Prometheus API, when `--prometheus-address` is given or `--storage=prometheus`.
+fn prometheus_url(args: &Flags) -> Option<String> {
+    match (&args.prometheus_address, args.storage.as_str()) {
+        (Some(u), _) => Some(u.clone()),
+        (None, "prometheus") => Some("http://prometheus.monitoring.svc".to_string()),
+        (None, _) => None,
+    }
+}
+
+/// The run peaks' settings, when `--job-run-peaks` is on and there is a Prometheus API: its own client,
+/// without retries (a failed run is skipped).
+fn job_run_options(args: &Flags) -> anyhow::Result<Option<JobRunOptions>> {
+    let Some(url) = prometheus_url(args).filter(|_| args.job_run_peaks) else {
+        return Ok(None);
+    };
+    let mut config = args.prometheus.client_config(&url)?;
+    config.retries = 0;
+    let step = duration(&args.history_resolution)
+        .map_err(|e| anyhow::anyhow!("--history-resolution {:?}: {e}", args.history_resolution))?;
+    Ok(Some(JobRunOptions {
+        client: PromClient::new(config)?,
+        query: args.prometheus.history_config(step),
+        max_pending: usize::try_from(args.job_run_peaks_queue).unwrap_or(usize::MAX),
+        qps: args.job_run_peaks_qps,
+        concurrency: args.prometheus.prometheus_concurrency.max(1),
+    }))
+}
+
 /// The history bootstrap, when `--prometheus-address` is given or `--storage=prometheus`.
 fn history_bootstrap(
     args: &Flags,
     aggregations: AggregationsConfig,
 ) -> anyhow::Result<Option<HistoryBootstrap>> {
-    let url = match (&args.prometheus_address, args.storage.as_str()) {
-        (Some(u), _) => u.clone(),
-        (None, "prometheus") => "http://prometheus.monitoring.svc".to_string(),
-        (None, _) => return Ok(None),
+    let Some(url) = prometheus_url(args) else {
+        return Ok(None);
     };
     let length = duration(&args.history_length)
         .map_err(|e| anyhow::anyhow!("--history-length {:?}: {e}", args.history_length))?;

@@ -6,6 +6,7 @@
 
 mod pods;
 mod restore;
+mod runs;
 pub mod stored;
 mod usage;
 mod vpas;

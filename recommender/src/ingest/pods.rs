@@ -96,6 +96,9 @@ impl Recommender {
     pub(crate) fn delete_pods(&mut self, gone: Vec<(Arc<str>, Box<str>)>) {
         for (ns, name) in gone {
             self.model.delete_pod(&ns, &name);
+            if let Some(j) = self.job_runs.as_mut() {
+                j.forget_pod(&ns, &name);
+            }
             if let Some(m) = self.pods.get_mut(&ns) {
                 m.remove(&name);
                 if m.is_empty() {

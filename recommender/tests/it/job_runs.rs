@@ -3,7 +3,8 @@
 //! its VPA is recommended (docs/decisions/job-runs.md). These tests hold that 10,000 finished runs neither
 //! stall the loop nor stay in memory once their aggregates expire, on upstream's schedule (no sample for the
 //! memory aggregation interval times its count, checked at each aggregate GC), and that another VPA's recommendation is the
-//! same as without them.
+//! same as without them. With a history store, each finished run's peak is read once and fed at its end; a
+//! store that is down costs the runs' peaks and nothing else.
 
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
@@ -12,6 +13,15 @@ use kube::runtime::watcher;
 use tailor_core::workload::SlimWorkload;
 use tailor_recommender::config::ControllerConfig;
 use tailor_recommender::slim::SlimPod;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use tailor_prometheus::client::{ClientConfig, PromClient};
+use tailor_prometheus::history::HistoryConfig;
+use tailor_recommender::job_runs::{JobRunOptions, JobRunPeaks};
+use tailor_tests::prom_stub::{Reply, stub};
 
 use crate::controller::{APP, add_pods, cpu_at, mem_at};
 use crate::harness::*;
@@ -64,8 +74,21 @@ fn run_pod(run: usize, phase: &str) -> SlimPod {
     let mut p = full_pod("default", &format!("{job}-x"), &lbl, &["task"]);
     if let Some(s) = p.status.as_mut() {
         s.phase = Some(phase.into());
+        if phase != "Running" {
+            s.container_statuses = Some(vec![terminated("task", 0, 30)]);
+        }
     }
     SlimPod::from_pod(&p).unwrap()
+}
+
+/// The status of container `name` that ran from `start` to `end` (seconds after T0) and exited.
+fn terminated(name: &str, start: i64, end: i64) -> k8s_openapi::api::core::v1::ContainerStatus {
+    serde_json::from_value(
+        serde_json::json!({"name": name, "restartCount": 0, "ready": false,
+        "image": "x", "imageID": "y", "state": {"terminated": {"exitCode": 0,
+            "startedAt": rfc3339(start), "finishedAt": rfc3339(end)}}}),
+    )
+    .unwrap()
 }
 
 /// One loop's metrics: the web pod, and the running runs' pods when `runs` is set.
@@ -116,6 +139,17 @@ async fn ten_thousand_finished_runs_age_out_and_leave_other_vpas_alone() {
     let mut h = harness(true).await;
     let mut control = harness(false).await;
     assert_eq!(control.rec.model().aggregate_count(), 0);
+    // Every run's peak is asked for; the store has none (an empty answer).
+    let queries = Arc::new(AtomicUsize::new(0));
+    let q = queries.clone();
+    let server = stub(move |_, _| {
+        q.fetch_add(1, Ordering::SeqCst);
+        Reply::Full(
+            200,
+            r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#.into(),
+        )
+    });
+    h.rec.set_job_runs(Some(job_runs(server.port, RUNS)));
     for r in 0..RUNS {
         h.writers
             .pods
@@ -159,11 +193,17 @@ async fn ten_thousand_finished_runs_age_out_and_leave_other_vpas_alone() {
         let expected = if hour < EXPIRY_HOURS { RUNS + 1 } else { 1 };
         assert_eq!(h.rec.model().aggregate_count(), expected, "hour {hour}");
     }
+    assert_eq!(
+        counted(&h, "queued"),
+        RUNS as u64,
+        "each run is queued once"
+    );
+    let asked = queries.load(Ordering::SeqCst);
     let expired_heap = h.rec.model().histogram_heap_bytes();
     assert_eq!(expired_heap, control.rec.model().histogram_heap_bytes());
     println!(
         "{RUNS} finished runs: slowest loop {slowest:.3} s, histogram heap {running_heap} bytes with \
-         their aggregates, {expired_heap} after they expired"
+         their aggregates, {expired_heap} after they expired; {asked} run peaks asked for meanwhile"
     );
     assert!(slowest < 20.0, "a loop took {slowest} s");
     // The finished pods are deleted (the Job's TTL or the CronJob's history limit): their slots and label
@@ -187,4 +227,146 @@ async fn ten_thousand_finished_runs_age_out_and_leave_other_vpas_alone() {
         control.rec.model().label_set_count()
     );
     let _ = APP;
+}
+
+/// Run `run` of `nightly`, finished (Succeeded) after running from `start` to `end` (seconds after T0).
+fn finished_run_pod(run: usize, start: i64, end: i64) -> SlimPod {
+    let job = format!("nightly-{run}");
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("{job}-x"), "namespace": "default",
+            "labels": {"app": "nightly", "job-name": job, "batch.kubernetes.io/job-name": job}},
+        "spec": {"containers": [{"name": "task"}]},
+        "status": {"phase": "Succeeded", "containerStatuses": [{"name": "task", "restartCount": 0,
+            "ready": false, "image": "x", "imageID": "y",
+            "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                "startedAt": rfc3339(start), "finishedAt": rfc3339(end)}}}]}
+    }))
+    .unwrap();
+    SlimPod::from_pod(&pod).unwrap()
+}
+
+/// A run's peak as the store answers it: 1 GiB and 1.5 cores.
+fn peak_answer() -> String {
+    let t = T0_SECS;
+    format!(
+        r#"{{"status":"success","data":{{"resultType":"vector","result":[
+            {{"metric":{{"resource":"memory"}},"value":[{t},"1073741824"]}},
+            {{"metric":{{"resource":"cpu"}},"value":[{t},"1.5"]}}]}}}}"#
+    )
+}
+
+/// Run peaks read from the stub on `port`, 1,000 queries a second, two at once.
+fn job_runs(port: u16, max_pending: usize) -> JobRunPeaks {
+    let client = PromClient::new(ClientConfig {
+        url: format!("http://127.0.0.1:{port}"),
+        retries: 0,
+        query_timeout: Duration::from_secs(2),
+        ..Default::default()
+    })
+    .unwrap();
+    JobRunPeaks::new(JobRunOptions {
+        client,
+        query: HistoryConfig::default(),
+        max_pending,
+        qps: 1000.0,
+        concurrency: 2,
+    })
+}
+
+fn counted(h: &Harness, result: &'static str) -> u64 {
+    h.metrics
+        .job_run_peaks
+        .get_or_create(&vec![("result", result)])
+        .get()
+}
+
+/// Waits (at most 10 s) until `done` holds.
+async fn until(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Three short runs nobody scraped get their peaks from the store, once each, in the loop after the queries
+/// answer; the CronJob's VPA is recommended from them. With the store down, two more runs are skipped and
+/// counted, the loop does not wait, and the web VPA is recommended as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_runs_get_their_peak_from_the_store_once() {
+    let queries = Arc::new(AtomicUsize::new(0));
+    let down = Arc::new(AtomicBool::new(false));
+    let (q, d) = (queries.clone(), down.clone());
+    let server = stub(move |r, _| {
+        if d.load(Ordering::SeqCst) {
+            return Reply::Full(503, "down".into());
+        }
+        if r.path == "/api/v1/query" && r.get("query").contains("nightly-") {
+            q.fetch_add(1, Ordering::SeqCst);
+        }
+        Reply::Full(200, peak_answer())
+    });
+    let mut h = harness(true).await;
+    let mut control = harness(false).await;
+    h.rec.set_job_runs(Some(job_runs(server.port, 100)));
+    for r in 0..3 {
+        h.writers
+            .pods
+            .handle(watcher::Event::Apply(finished_run_pod(
+                r,
+                10 * r as i64,
+                10 * r as i64 + 20,
+            )));
+    }
+    h.loop_with(60, Ok(samples(60, false))).await;
+    assert_eq!(counted(&h, "queued"), 3);
+    until("three run-peak queries", || {
+        queries.load(Ordering::SeqCst) == 3
+    })
+    .await;
+    // The answers are fed in a later loop; wait until the worker handed them back.
+    let mut secs = 120;
+    while counted(&h, "fed") < 6 {
+        h.loop_with(secs, Ok(samples(secs, false))).await;
+        secs += 60;
+        assert!(secs < 60 * 200, "the peaks were never fed");
+    }
+    let (mcpu, bytes) = target(&h.vpa("default", "nightly"), "task", "target");
+    assert!(
+        bytes >= 1 << 30,
+        "memory target {bytes} below the run's 1 GiB peak"
+    );
+    assert!(mcpu >= 1500, "CPU target {mcpu}m below the run's 1.5 cores");
+    // At most once: later loops query nothing again.
+    for _ in 0..3 {
+        h.loop_with(secs, Ok(samples(secs, false))).await;
+        secs += 60;
+    }
+    assert_eq!(queries.load(Ordering::SeqCst), 3);
+    assert_eq!(counted(&h, "queued"), 3);
+    // The store goes down: two more runs are skipped, counted as failed; no loop waits for them.
+    down.store(true, Ordering::SeqCst);
+    for r in 3..5 {
+        h.writers
+            .pods
+            .handle(watcher::Event::Apply(finished_run_pod(
+                r,
+                secs - 50,
+                secs - 30,
+            )));
+    }
+    let mut slowest = 0.0f64;
+    while counted(&h, "failed") < 2 {
+        let (report, _) = h.loop_with(secs, Ok(samples(secs, false))).await;
+        slowest = slowest.max(report.phases.total_seconds);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        secs += 60;
+        assert!(secs < 60 * 400, "the failed runs were never counted");
+    }
+    assert_eq!(counted(&h, "fed"), 6);
+    assert!(slowest < 2.0, "a loop took {slowest} s with the store down");
+    for s in (60..secs).step_by(60) {
+        control.loop_with(s, Ok(samples(s, false))).await;
+    }
+    assert_eq!(web_target(&h), web_target(&control));
 }
