@@ -8,8 +8,12 @@ use std::time::Duration;
 
 use serde_json::json;
 use tailor_dashboard::money::Prices;
-use tailor_engine::backtest::{self, Actuation, BacktestConfig, Score, Strategy, StrategyResult};
-use tailor_engine::backtest_workloads::{SUITE, TUNING_DRAWS, VALIDATION_DRAWS};
+use tailor_engine::backtest::{
+    self, Actuation, BacktestConfig, JobConfig, JobHandling, Score, Strategy, StrategyResult,
+};
+use tailor_engine::backtest_workloads::{
+    JOB_SUITE, SUITE, TUNING_DRAWS, VALIDATION_DRAWS, Workload,
+};
 use tailor_engine::estimate_flags::EstimationFlags;
 use tailor_engine::replay::{ReplayConfig, Trace, TraceContainer};
 use tailor_prometheus::feeder::HistorySink;
@@ -45,6 +49,15 @@ pub enum SuiteSet {
     Validation,
 }
 
+/// Which shapes `--suite` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SuiteShapes {
+    /// The nineteen service and batch shapes (QUALITY.md's main tables).
+    Services,
+    /// The Job/CronJob shapes: runs shorter than a metrics scrape, sampled every second (use with --jobs).
+    Jobs,
+}
+
 /// Arguments of `tailor backtest`.
 #[derive(Debug, clap::Args)]
 pub struct BacktestArgs {
@@ -66,6 +79,28 @@ pub struct BacktestArgs {
         conflicts_with = "suite_set"
     )]
     pub suite_draw: Option<u64>,
+    /// Which shapes `--suite` runs: `services` or `jobs` (the Job/CronJob shapes).
+    #[arg(long, value_enum, default_value_t = SuiteShapes::Services, requires = "suite")]
+    pub suite_shapes: SuiteShapes,
+    /// Replay every trace container as one run of a Job (a pod of its own, sized at admission, killed when
+    /// its memory passes its limit and retried from the start), once per handling given: `upstream` (the
+    /// model sees a metrics scrape every --job-scrape and the OOMs; a retry gets the recommendation as it
+    /// stands) and `tailor` (also each finished attempt's peak from the history source; a retry after an
+    /// OOM gets max(prev × --oom-bump-up-ratio, prev + --oom-min-bump-up-bytes) of memory, per retry, at most
+    /// the policy's maxAllowed). Results under `tailor` are named `<strategy>+jobs`.
+    #[arg(long, value_enum, value_delimiter = ',', conflicts_with = "frontier")]
+    pub jobs: Vec<JobHandling>,
+    /// With --jobs: the metrics scrape interval both handlings sample at (metrics-server's).
+    #[arg(long, value_parser = duration, default_value = "60s")]
+    pub job_scrape: Duration,
+    /// With --jobs tailor: the history source's resolution the run's memory peak is read at (`0s`: every
+    /// sample of the trace, one a second in the jobs shapes).
+    #[arg(long, value_parser = duration, default_value = "0s")]
+    pub job_history_step: Duration,
+    /// With --jobs tailor: the window of the CPU rate whose peak over the run is read (`rate(...[W])`; a
+    /// run shorter than W contributes its mean CPU).
+    #[arg(long, value_parser = duration, default_value = "60s")]
+    pub job_rate_window: Duration,
     /// History from a Prometheus-compatible API (`--prometheus URL` and its flags), as for `tailor recommend`.
     #[command(flatten)]
     pub history: prometheus::PrometheusArgs,
@@ -174,18 +209,36 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<ExitCode> {
         out.flush()?;
         return Ok(ExitCode::SUCCESS);
     }
-    let results = run_all(&traces, &config, &strategies, &cfg)?;
+    let results = if args.jobs.is_empty() {
+        run_all(&traces, &config, &strategies, &cfg)?
+    } else {
+        let mut all = Vec::new();
+        for handling in dedup(&args.jobs) {
+            let jobs = JobConfig {
+                scrape: nanos(args.job_scrape),
+                history_step: nanos(args.job_history_step),
+                rate_window: nanos(args.job_rate_window),
+                ..JobConfig::new(handling)
+            };
+            all.extend(run_all_jobs(&traces, &config, &strategies, &cfg, &jobs)?);
+        }
+        all
+    };
+    let jobs = !args.jobs.is_empty();
     if let Some(dir) = &args.plot {
         plot::write_all(dir, &results)?;
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match args.output {
         BacktestFormat::Json => {
-            serde_json::to_writer_pretty(&mut out, &to_json(&results, &prices))?;
+            serde_json::to_writer_pretty(&mut out, &to_json(&results, &prices, jobs))?;
             writeln!(out)?;
         }
         BacktestFormat::Table => write_table(&mut out, &results, &prices)?,
         BacktestFormat::Markdown => write_markdown(&mut out, &results, &prices)?,
+    }
+    if jobs && args.output != BacktestFormat::Json {
+        write_job_runs(&mut out, &results, args.output == BacktestFormat::Markdown)?;
     }
     out.flush()?;
     if let Some(e) = incomplete {
@@ -203,7 +256,11 @@ fn load(args: &BacktestArgs) -> anyhow::Result<(Vec<Trace>, Option<String>)> {
             (None, SuiteSet::Tuning) => TUNING_DRAWS.to_vec(),
             (None, SuiteSet::Validation) => VALIDATION_DRAWS.to_vec(),
         };
-        return Ok((suite(&draws), None));
+        let shapes = match args.suite_shapes {
+            SuiteShapes::Services => SUITE,
+            SuiteShapes::Jobs => JOB_SUITE,
+        };
+        return Ok((suite_of(shapes, &draws), None));
     }
     if args.history.prometheus.is_some() {
         let read = prometheus::read(&args.history, |plan, feed| {
@@ -247,7 +304,12 @@ fn load(args: &BacktestArgs) -> anyhow::Result<(Vec<Trace>, Option<String>)> {
 
 /// Every shape of the suite at each of `draws`, shape by shape; trace ids are `shape#draw`.
 pub fn suite(draws: &[u64]) -> Vec<Trace> {
-    SUITE
+    suite_of(SUITE, draws)
+}
+
+/// Every one of `shapes` at each of `draws`, shape by shape; trace ids are `shape#draw`.
+pub fn suite_of(shapes: &[Workload], draws: &[u64]) -> Vec<Trace> {
+    shapes
         .iter()
         .flat_map(|w| {
             draws.iter().map(move |&d| {
@@ -269,7 +331,7 @@ pub fn run_all(
     let mut out: Vec<StrategyResult> = strategies
         .iter()
         .map(|s| StrategyResult {
-            name: s.name(),
+            name: s.name().to_string(),
             containers: Vec::new(),
             decisions: Vec::new(),
         })
@@ -285,8 +347,89 @@ pub fn run_all(
     Ok(out)
 }
 
-/// One score as JSON; `requested_cost` is the requests' cost at `prices`.
-fn score_json(s: &Score, prices: &Prices) -> serde_json::Value {
+/// The handlings asked for, each once, in the order given.
+fn dedup(handlings: &[JobHandling]) -> Vec<JobHandling> {
+    let mut out: Vec<JobHandling> = Vec::new();
+    for h in handlings {
+        if !out.contains(h) {
+            out.push(*h);
+        }
+    }
+    out
+}
+
+/// Every trace as a Job's runs under every strategy with `jobs`; per strategy the containers of all traces.
+pub fn run_all_jobs(
+    traces: &[Trace],
+    config: &ReplayConfig,
+    strategies: &[Strategy],
+    cfg: &BacktestConfig,
+    jobs: &JobConfig,
+) -> anyhow::Result<Vec<StrategyResult>> {
+    let mut out: Vec<StrategyResult> = Vec::new();
+    for t in traces {
+        let results = backtest::run_jobs(t, config, strategies, cfg, jobs)
+            .map_err(|e| InputError(e.to_string()))?;
+        if out.is_empty() {
+            out = results;
+            continue;
+        }
+        for (acc, r) in out.iter_mut().zip(results) {
+            acc.containers.extend(r.containers);
+            acc.decisions.extend(r.decisions);
+        }
+    }
+    Ok(out)
+}
+
+/// Per strategy, the Job runs scored, the attempts OOM-killed and the runs that failed every attempt.
+fn write_job_runs(
+    w: &mut impl Write,
+    results: &[StrategyResult],
+    markdown: bool,
+) -> std::io::Result<()> {
+    writeln!(w)?;
+    if markdown {
+        writeln!(w, "| strategy | runs | OOM kills | failed runs |")?;
+        writeln!(w, "|---|---|---|---|")?;
+    } else {
+        writeln!(
+            w,
+            "{:<36} {:>9} {:>9} {:>9}",
+            "JOBS", "RUNS", "OOM-KILLS", "FAILED"
+        )?;
+    }
+    for r in results {
+        let s = backtest::total(&r.containers);
+        if markdown {
+            writeln!(
+                w,
+                "| {} | {} | {} | {} |",
+                r.name, s.runs, s.oom_kills, s.failed_runs
+            )?;
+        } else {
+            writeln!(
+                w,
+                "{:<36} {:>9} {:>9} {:>9}",
+                r.name, s.runs, s.oom_kills, s.failed_runs
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// One score as JSON; `requested_cost` is the requests' cost at `prices`; `jobs` adds the Job run counts.
+fn score_json(s: &Score, prices: &Prices, jobs: bool) -> serde_json::Value {
+    let mut v = score_json_base(s, prices);
+    if let (true, Some(o)) = (jobs, v.as_object_mut()) {
+        o.insert("runs".into(), json!(s.runs));
+        o.insert("oom_kills".into(), json!(s.oom_kills));
+        o.insert("failed_runs".into(), json!(s.failed_runs));
+    }
+    v
+}
+
+fn score_json_base(s: &Score, prices: &Prices) -> serde_json::Value {
     json!({
         "cpu_waste_core_hours": s.cpu_waste_core_hours,
         "memory_waste_gib_hours": s.memory_waste_gib_hours,
@@ -306,8 +449,8 @@ fn score_json(s: &Score, prices: &Prices) -> serde_json::Value {
     })
 }
 
-/// The `-o json` document.
-pub fn to_json(results: &[StrategyResult], prices: &Prices) -> serde_json::Value {
+/// The `-o json` document; `jobs` adds the Job run counts to every score.
+pub fn to_json(results: &[StrategyResult], prices: &Prices, jobs: bool) -> serde_json::Value {
     let strategies: Vec<_> = results
         .iter()
         .map(|r| {
@@ -315,7 +458,7 @@ pub fn to_json(results: &[StrategyResult], prices: &Prices) -> serde_json::Value
                 .containers
                 .iter()
                 .map(|c| {
-                    let mut v = score_json(&c.score, prices);
+                    let mut v = score_json(&c.score, prices, jobs);
                     if let Some(o) = v.as_object_mut() {
                         o.insert("name".into(), json!(c.name));
                     }
@@ -324,7 +467,7 @@ pub fn to_json(results: &[StrategyResult], prices: &Prices) -> serde_json::Value
                 .collect();
             json!({
                 "name": r.name,
-                "total": score_json(&backtest::total(&r.containers), prices),
+                "total": score_json(&backtest::total(&r.containers), prices, jobs),
                 "containers": containers,
             })
         })
@@ -384,7 +527,7 @@ pub fn write_table(
     writeln!(w, "totals")?;
     writeln!(w, "{}", header.replacen("CONTAINER", "STRATEGY ", 1))?;
     for r in results {
-        row(w, r.name, &backtest::total(&r.containers), prices)?;
+        row(w, &r.name, &backtest::total(&r.containers), prices)?;
     }
     writeln!(
         w,
@@ -422,7 +565,7 @@ fn write_markdown_totals(
         w,
         "| strategy | cost (core-h) | vs {} | CPU waste core-h (% of use) | memory waste GiB-h (% of use) | \
          CPU risk min | memory risk min | OOM-risk samples | uncovered OOMs | changes/pod-day | requested ({}) |",
-        results.first().map_or("first", |r| r.name),
+        results.first().map_or("first", |r| r.name.as_str()),
         prices.currency
     )?;
     writeln!(w, "|---|---|---|---|---|---|---|---|---|---|---|")?;

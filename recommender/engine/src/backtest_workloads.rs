@@ -40,6 +40,8 @@ pub enum Family {
     Aperiodic,
     /// Dominated by memory behaviour or pod turnover.
     Lifecycle,
+    /// Short Job runs, a new pod each, sampled every second ([`JOB_SUITE`]).
+    Jobs,
 }
 
 /// A workload shape: name, one-line description, its family, and the function building a trace from a seed.
@@ -231,6 +233,131 @@ pub const SUITE: &[Workload] = &[
         "memory spikes 2-5 times a day, OOM-killed above its limit (recorded OOMs, new pod)"
     ),
 ];
+
+/// The Job/CronJob shapes (`tailor backtest --suite --suite-shapes jobs`): runs shorter than a metrics
+/// scrape, sampled every [`JOB_SAMPLE_SECONDS`] so that a run's true peak is in the trace. Not part of
+/// [`SUITE`]: its tables stay as they were.
+pub const JOB_SUITE: &[Workload] = &[
+    shape!(
+        "cron-short",
+        Jobs,
+        cron_short,
+        101,
+        "CronJob every 2-60 min, a new pod per run of 10-50 s, a memory peak of 2-6 s at 1.3-2x its level"
+    ),
+    shape!(
+        "cron-spiky",
+        Jobs,
+        cron_spiky,
+        102,
+        "CronJob every 5-60 min, runs of 20-50 s whose 1-3 s peak is 3-6x their mean memory and CPU"
+    ),
+];
+
+/// Seconds between two samples of a Job run (the trace's own resolution inside runs).
+pub const JOB_SAMPLE_SECONDS: f64 = 1.0;
+
+/// One CronJob shape's drawn parameters; sizes vary per run by `size_noise`.
+struct Cron {
+    id: &'static str,
+    /// Minutes between scheduled runs.
+    every: usize,
+    /// Seconds after the scheduled minute a run starts (before its own 0-3 s of jitter).
+    phase: f64,
+    /// Run length range (seconds).
+    length: (f64, f64),
+    cores: f64,
+    memory: f64,
+    /// Peak memory as a multiple of the run's level, and its length in seconds.
+    peak: (f64, f64),
+    peak_seconds: (f64, f64),
+    /// CPU during the peak as a multiple of the run's level.
+    cpu_peak: f64,
+    size_noise: f64,
+}
+
+/// A `*` container policy capping memory at `bytes` (the VPA's `maxAllowed`).
+fn max_allowed_memory(bytes: f64) -> Option<tailor_crds::PodResourcePolicy> {
+    let mib = (bytes / MIB).ceil();
+    serde_json::from_value(serde_json::json!({
+        "containerPolicies": [{"containerName": "*", "maxAllowed": {"memory": format!("{mib}Mi")}}]
+    }))
+    .ok()
+}
+
+/// One CronJob's runs: a pod per scheduled run, sampled every [`JOB_SAMPLE_SECONDS`]; memory ramps to its
+/// level in the first fifth of the run and holds, with one peak at a random moment.
+fn cron_runs(rng: &mut XorShiftRng, p: &Cron) -> Trace {
+    let top = p.memory * p.peak.1 * (1.0 + p.size_noise);
+    let mut cs = Vec::new();
+    for (run, minute) in (0..DAYS * DAY).step_by(p.every.max(1)).enumerate() {
+        let begin = 60.0 * minute as f64 + p.phase + uni(rng, 0.0, 3.0);
+        let length = uni(rng, p.length.0, p.length.1);
+        let size = noise(rng, p.size_noise);
+        let factor = uni(rng, p.peak.0, p.peak.1);
+        let peak_len = uni(rng, p.peak_seconds.0, p.peak_seconds.1);
+        let peak_at = uni(rng, 0.2 * length, (length - peak_len).max(0.2 * length));
+        // A human-set request that holds every run: what the pods had before any recommendation.
+        let mut c = container("job", &format!("{}-{run}", p.id), p.cores * 2.0, top * 1.2);
+        let mut s = 0.0;
+        while s < length {
+            let level = (0.3 + 0.7 * s / (0.2 * length)).min(1.0);
+            let in_peak = s >= peak_at && s < peak_at + peak_len;
+            let (cpu_f, mem_f) = if in_peak {
+                (p.cpu_peak, factor)
+            } else {
+                (1.0, level)
+            };
+            let at = START + begin + s;
+            let cpu = p.cores * size * cpu_f * noise(rng, 0.2);
+            let mem = p.memory * size * mem_f * noise(rng, 0.02);
+            c.cpu_samples.push([at, (cpu.max(0.0) * 1e4).round() / 1e4]);
+            c.memory_samples.push([at, mem.max(0.0).round()]);
+            s += JOB_SAMPLE_SECONDS;
+        }
+        cs.push(c);
+    }
+    let mut t = trace(p.id, cs);
+    t.policy = max_allowed_memory(top * uni(rng, 1.5, 3.0));
+    t
+}
+
+fn cron_short(rng: &mut XorShiftRng) -> Trace {
+    let every = [2, 3, 5, 10, 15, 20, 30, 60][(rng.random::<f64>() * 8.0) as usize % 8];
+    let lo = uni(rng, 10.0, 40.0);
+    let p = Cron {
+        id: "cron-short",
+        every,
+        phase: uni(rng, 0.0, 60.0),
+        length: (lo, (lo + 10.0).min(50.0)),
+        cores: log_uni(rng, 0.1, 1.0),
+        memory: log_uni(rng, 64.0, 512.0) * MIB,
+        peak: (1.3, uni(rng, 1.4, 2.0)),
+        peak_seconds: (2.0, 6.0),
+        cpu_peak: 1.5,
+        size_noise: 0.1,
+    };
+    cron_runs(rng, &p)
+}
+
+fn cron_spiky(rng: &mut XorShiftRng) -> Trace {
+    let every = [5, 10, 15, 20, 30, 60][(rng.random::<f64>() * 6.0) as usize % 6];
+    let lo = uni(rng, 20.0, 40.0);
+    let high = uni(rng, 3.0, 6.0);
+    let p = Cron {
+        id: "cron-spiky",
+        every,
+        phase: uni(rng, 0.0, 60.0),
+        length: (lo, (lo + 10.0).min(50.0)),
+        cores: log_uni(rng, 0.05, 0.5),
+        memory: log_uni(rng, 32.0, 256.0) * MIB,
+        peak: (high * 0.8, high),
+        peak_seconds: (1.0, 3.0),
+        cpu_peak: uni(rng, 3.0, 5.0),
+        size_noise: 0.1,
+    };
+    cron_runs(rng, &p)
+}
 
 fn t(k: usize) -> f64 {
     START + 60.0 * k as f64

@@ -6,6 +6,7 @@
 //! `first sample + warmup` on are scored; a sample stands for its container's median sampling interval.
 
 pub mod actuation;
+pub mod jobs;
 pub mod krr;
 pub mod score;
 pub mod strategy;
@@ -15,6 +16,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 pub use actuation::{Actuation, Applied, Rec};
+pub use jobs::{JobConfig, JobHandling};
 pub use score::Score;
 pub use strategy::Strategy;
 
@@ -125,8 +127,8 @@ pub struct Decision {
 /// One strategy's result on one trace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StrategyResult {
-    /// Strategy name.
-    pub name: &'static str,
+    /// Strategy name (with `+jobs` when run under Tailor's Job handling).
+    pub name: String,
     /// Per container name.
     pub containers: Vec<ContainerResult>,
     /// Decisions (when asked for).
@@ -140,6 +142,51 @@ pub fn run(
     strategies: &[Strategy],
     cfg: &BacktestConfig,
 ) -> Result<Vec<StrategyResult>, BacktestError> {
+    let (config, events, plan) = prepare(trace, base, strategies, cfg)?;
+    let runners: Vec<Runner<'_>> = strategies
+        .iter()
+        .map(|s| Runner::new(trace, &config, *s, &plan, cfg))
+        .collect();
+    replay_all(trace, &config, &plan, cfg, &events, runners).map_err(|source| {
+        BacktestError::Trace {
+            id: trace.id.clone(),
+            source,
+        }
+    })
+}
+
+/// Backtests `trace` as the runs of a Job or CronJob (every trace container one run, a pod of its own)
+/// under each strategy, with `jobs` saying what the recommender observes of a run and how a run
+/// OOM-killed is retried ([`jobs`]).
+pub fn run_jobs(
+    trace: &Trace,
+    base: &ReplayConfig,
+    strategies: &[Strategy],
+    cfg: &BacktestConfig,
+    jobs: &JobConfig,
+) -> Result<Vec<StrategyResult>, BacktestError> {
+    if jobs.scrape <= 0 || jobs.history_step < 0 {
+        return Err(BacktestError::Config(
+            "the scrape interval must be greater than zero and the history step not negative"
+                .into(),
+        ));
+    }
+    let (config, events, plan) = prepare(trace, base, strategies, cfg)?;
+    jobs::replay(trace, &config, strategies, &plan, cfg, jobs, &events).map_err(|source| {
+        BacktestError::Trace {
+            id: trace.id.clone(),
+            source,
+        }
+    })
+}
+
+/// Checks the settings and the trace; the trace's configuration, its events in replay order and the plan.
+fn prepare(
+    trace: &Trace,
+    base: &ReplayConfig,
+    strategies: &[Strategy],
+    cfg: &BacktestConfig,
+) -> Result<(ReplayConfig, Vec<Event>, Plan), BacktestError> {
     if cfg.every <= 0 {
         return Err(BacktestError::Config(
             "--every must be greater than zero".into(),
@@ -174,11 +221,7 @@ pub fn run(
     }
     let events = trace_events(trace).map_err(err)?;
     let plan = Plan::new(trace, &events, cfg)?;
-    let runners: Vec<Runner<'_>> = strategies
-        .iter()
-        .map(|s| Runner::new(trace, &config, *s, &plan, cfg))
-        .collect();
-    replay_all(trace, &config, &plan, cfg, &events, runners).map_err(err)
+    Ok((config, events, plan))
 }
 
 /// Replays the events once for every strategy: the model strategies share one model (fed once; they differ
@@ -301,6 +344,85 @@ enum Engine {
     Krr(krr::KrrSimple),
 }
 
+/// The recommender behind `strategy`, with `config` as upstream's flags.
+fn engine_for(strategy: Strategy, config: &ReplayConfig, cfg: &BacktestConfig) -> Engine {
+    match strategy {
+        Strategy::KrrSimple => Engine::Krr(krr::KrrSimple::default()),
+        Strategy::Upstream | Strategy::Profile(_) => {
+            let mut rc = match strategy {
+                Strategy::Profile(p) => p.apply(&config.recommender),
+                _ => config.recommender.clone(),
+            };
+            // Following the daily curve needs resizes of running pods; at admission only, a pod
+            // started at night would keep its night request through the afternoon.
+            if cfg.actuation == Actuation::Admission {
+                rc.cpu_time_of_day = None;
+            }
+            Engine::Model(Box::new(rc))
+        }
+    }
+}
+
+/// `engine`'s recommendations at `at` by index into `names` (the model's `aggregates` for a model strategy).
+fn recommendations(
+    engine: &mut Engine,
+    names: &[String],
+    at: Nanos,
+    model: Option<(&TraceCluster, &Aggregates)>,
+) -> Result<Vec<(usize, Rec)>, TraceError> {
+    Ok(match engine {
+        Engine::Model(rc) => model
+            .map(|(m, aggregates)| m.recommend_from(rc, aggregates))
+            .transpose()?
+            .unwrap_or_default()
+            .containers
+            .iter()
+            .filter_map(|c| {
+                let i = names.binary_search(&c.container_name).ok()?;
+                Some((
+                    i,
+                    Rec {
+                        target: c.target,
+                        lower: c.lower_bound,
+                        upper: c.upper_bound,
+                    },
+                ))
+            })
+            .collect(),
+        Engine::Krr(k) => k
+            .recommend(at)
+            .into_iter()
+            .filter_map(|(n, target)| {
+                let i = names.binary_search(&n).ok()?;
+                Some((
+                    i,
+                    Rec {
+                        target,
+                        ..Rec::default()
+                    },
+                ))
+            })
+            .collect(),
+    })
+}
+
+/// The decision record of `recs` at `at`.
+fn decision(names: &[String], at: Nanos, recs: &[(usize, Rec)]) -> Decision {
+    Decision {
+        at,
+        recommendations: recs
+            .iter()
+            .map(|(i, r)| OutputRecommendation {
+                container_name: names[*i].clone(),
+                target: r.target,
+                lower_bound: r.lower,
+                upper_bound: r.upper,
+                uncapped_target: Resources::default(),
+            })
+            .collect(),
+    }
+}
+
 /// One container instance's state.
 #[derive(Clone, Copy, Default)]
 struct Instance {
@@ -331,21 +453,7 @@ impl<'t> Runner<'t> {
         plan: &'t Plan,
         cfg: &'t BacktestConfig,
     ) -> Self {
-        let engine = match strategy {
-            Strategy::KrrSimple => Engine::Krr(krr::KrrSimple::default()),
-            Strategy::Upstream | Strategy::Profile(_) => {
-                let mut rc = match strategy {
-                    Strategy::Profile(p) => p.apply(&config.recommender),
-                    _ => config.recommender.clone(),
-                };
-                // Following the daily curve needs resizes of running pods; at admission only, a pod
-                // started at night would keep its night request through the afternoon.
-                if cfg.actuation == Actuation::Admission {
-                    rc.cpu_time_of_day = None;
-                }
-                Engine::Model(Box::new(rc))
-            }
-        };
+        let engine = engine_for(strategy, config, cfg);
         Runner {
             trace,
             strategy,
@@ -383,7 +491,7 @@ impl<'t> Runner<'t> {
             })
             .collect();
         StrategyResult {
-            name: self.strategy.name(),
+            name: self.strategy.name().to_string(),
             containers,
             decisions: self.decisions,
         }
@@ -395,54 +503,9 @@ impl<'t> Runner<'t> {
         at: Nanos,
         model: Option<(&TraceCluster, &Aggregates)>,
     ) -> Result<(), TraceError> {
-        let recs: Vec<(usize, Rec)> = match &mut self.engine {
-            Engine::Model(rc) => model
-                .map(|(m, aggregates)| m.recommend_from(rc, aggregates))
-                .transpose()?
-                .unwrap_or_default()
-                .containers
-                .iter()
-                .filter_map(|c| {
-                    let i = self.plan.names.binary_search(&c.container_name).ok()?;
-                    Some((
-                        i,
-                        Rec {
-                            target: c.target,
-                            lower: c.lower_bound,
-                            upper: c.upper_bound,
-                        },
-                    ))
-                })
-                .collect(),
-            Engine::Krr(k) => k
-                .recommend(at)
-                .into_iter()
-                .filter_map(|(n, target)| {
-                    let i = self.plan.names.binary_search(&n).ok()?;
-                    Some((
-                        i,
-                        Rec {
-                            target,
-                            ..Rec::default()
-                        },
-                    ))
-                })
-                .collect(),
-        };
+        let recs = recommendations(&mut self.engine, &self.plan.names, at, model)?;
         if self.cfg.keep_decisions {
-            self.decisions.push(Decision {
-                at,
-                recommendations: recs
-                    .iter()
-                    .map(|(i, r)| OutputRecommendation {
-                        container_name: self.plan.names[*i].clone(),
-                        target: r.target,
-                        lower_bound: r.lower,
-                        upper_bound: r.upper,
-                        uncapped_target: Resources::default(),
-                    })
-                    .collect(),
-            });
+            self.decisions.push(decision(&self.plan.names, at, &recs));
         }
         self.latest = recs.into_iter().collect();
         for (ci, inst) in self.instances.iter_mut().enumerate() {

@@ -36,6 +36,12 @@ pub struct Score {
     pub cpu_request_core_hours: f64,
     /// Memory requested (GiB-hours), likewise.
     pub memory_request_gib_hours: f64,
+    /// Job runs started in the scored time (only under `--jobs`).
+    pub runs: u64,
+    /// Job attempts OOM-killed at their limit (only under `--jobs`; each is also an OOM-risk sample).
+    pub oom_kills: u64,
+    /// Job runs whose every attempt was OOM-killed (only under `--jobs`).
+    pub failed_runs: u64,
 }
 
 impl Score {
@@ -53,6 +59,9 @@ impl Score {
         self.pod_days += o.pod_days;
         self.cpu_request_core_hours += o.cpu_request_core_hours;
         self.memory_request_gib_hours += o.memory_request_gib_hours;
+        self.runs += o.runs;
+        self.oom_kills += o.oom_kills;
+        self.failed_runs += o.failed_runs;
     }
 
     /// Scores one CPU sample of `cores` that stands for `minutes` against a request of `millis` millicores.
