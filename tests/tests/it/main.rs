@@ -19,6 +19,7 @@ mod custom_kinds;
 mod dashboard;
 mod fleet;
 mod job_retries;
+mod job_runs;
 mod lease;
 mod plan_parity;
 mod standin;
