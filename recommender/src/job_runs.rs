@@ -184,7 +184,7 @@ pub fn is_job_pod(pod: &CompactPod) -> bool {
 fn finished_runs(pod: &CompactPod) -> impl Iterator<Item = Run> + '_ {
     pod.statuses.iter().filter_map(move |s| {
         let t = s.terminated?;
-        let (start, end) = (t.started_at?, t.finished_at?);
+        let (start, end) = (s.run_started_at?, t.finished_at?);
         Some(Run {
             namespace: pod.namespace.to_string(),
             pod: pod.name.to_string(),

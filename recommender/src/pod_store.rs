@@ -21,13 +21,11 @@ use crate::node_fit::PodShape;
 use crate::slim::{SlimContainerStatus, SlimPod};
 use crate::time::from_time;
 
-/// A terminated container state, as far as the OOM observer and the run peaks ([`crate::job_runs`]) read it.
+/// A terminated container state, as far as the OOM observer reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Terminated {
     /// The reason is `OOMKilled`.
     pub oom_killed: bool,
-    /// `startedAt`.
-    pub started_at: Option<Nanos>,
     /// `finishedAt`.
     pub finished_at: Option<Nanos>,
 }
@@ -43,6 +41,8 @@ pub struct StatusSummary {
     pub running: bool,
     /// The current state, when terminated.
     pub terminated: Option<Terminated>,
+    /// The current terminated state's `startedAt`: with `finishedAt`, a finished run ([`crate::job_runs`]).
+    pub run_started_at: Option<Nanos>,
     /// The last state, when terminated.
     pub last_terminated: Option<Terminated>,
     /// The container's memory request in bytes (status resources first, then the spec; 0 when absent or
@@ -149,7 +149,6 @@ fn terminated(s: Option<&ContainerState>) -> Option<Terminated> {
     let t = s?.terminated.as_ref()?;
     Some(Terminated {
         oom_killed: t.reason.as_deref() == Some("OOMKilled"),
-        started_at: t.started_at.as_ref().and_then(from_time),
         finished_at: t.finished_at.as_ref().and_then(from_time),
     })
 }
@@ -160,6 +159,9 @@ fn summary(pod: &SlimPod, cs: &SlimContainerStatus, interner: &mut Interner) -> 
         restart_count: cs.restart_count,
         running: cs.state.as_ref().is_some_and(|s| s.running.is_some()),
         terminated: terminated(cs.state.as_ref()),
+        run_started_at: (cs.state.as_ref())
+            .and_then(|s| s.terminated.as_ref()?.started_at.as_ref())
+            .and_then(from_time),
         last_terminated: terminated(cs.last_state.as_ref()),
         memory_request: pod
             .memory_request(&cs.name)
