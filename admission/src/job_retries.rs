@@ -33,6 +33,8 @@ pub struct JobOoms {
     pub killed_pods: u32,
     /// Per container, the largest memory request (else limit) of an attempt it was OOM-killed in, in bytes.
     pub containers: Vec<(String, i64)>,
+    /// The OOM-killed attempt with the most memory (the last one bumped), as (name, uid).
+    pub last_killed: Option<(String, String)>,
 }
 
 /// Where the webhook learns a Job's OOM kills; `None` when it could not tell (read failed, shed, timed out).
@@ -64,6 +66,8 @@ pub struct FailedPods {
 #[derive(Debug, Default, Deserialize)]
 struct FailedPod {
     #[serde(default)]
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    #[serde(default)]
     spec: FailedSpec,
     #[serde(default)]
     status: FailedStatus,
@@ -88,6 +92,7 @@ impl FailedPods {
     /// The OOM kills in these pods: containers of `Failed` pods whose state (or last state) ended `OOMKilled`.
     pub fn ooms(&self) -> JobOoms {
         let mut out = JobOoms::default();
+        let mut largest = 0;
         for pod in &self.items {
             if pod.status.phase.as_deref() != Some("Failed") {
                 continue;
@@ -106,6 +111,13 @@ impl FailedPods {
                     continue;
                 };
                 killed = true;
+                if bytes > largest || out.last_killed.is_none() {
+                    largest = bytes;
+                    out.last_killed = Some((
+                        pod.metadata.name.clone().unwrap_or_default(),
+                        pod.metadata.uid.clone().unwrap_or_default(),
+                    ));
+                }
                 let room = out.containers.len() < MAX_CONTAINERS;
                 match out.containers.iter_mut().find(|(n, _)| *n == cs.name) {
                     Some((_, b)) => *b = (*b).max(bytes),
@@ -339,6 +351,7 @@ mod tests {
         let ooms = pods.ooms();
         assert_eq!(ooms.killed_pods, 2);
         assert_eq!(ooms.containers, [("job".to_owned(), 356 << 20)]);
+        assert_eq!(ooms.last_killed, Some(("b".to_owned(), String::new())));
     }
 
     #[test]

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 use prometheus_client::metrics::counter::Counter;
@@ -36,7 +37,7 @@ pub const GATE_ENTRIES: usize = 4096;
 /// The queue of Events to write, and the count of those dropped because it was full.
 #[derive(Clone, Debug)]
 pub struct VpaEvents {
-    tx: mpsc::Sender<VpaEvent>,
+    tx: mpsc::Sender<Queued>,
     dropped: Counter,
 }
 
@@ -64,10 +65,22 @@ impl VpaEvents {
 
     /// Queues `event` without waiting; a full queue drops it and counts it.
     pub fn send(&self, event: VpaEvent) {
-        if self.tx.try_send(event).is_err() {
+        self.send_related(event, None);
+    }
+
+    /// [`VpaEvents::send`] with the Event's `related` object.
+    pub fn send_related(&self, event: VpaEvent, related: Option<ObjectReference>) {
+        if self.tx.try_send(Queued { event, related }).is_err() {
             self.dropped.inc();
         }
     }
+}
+
+/// An Event waiting to be written.
+#[derive(Debug)]
+struct Queued {
+    event: VpaEvent,
+    related: Option<ObjectReference>,
 }
 
 /// One Event per VPA and reason per [`EVENT_PERIOD`]; the ones in between are counted into the next.
@@ -111,9 +124,13 @@ impl EventGate {
     }
 }
 
-async fn write_events(mut rx: mpsc::Receiver<VpaEvent>, recorder: Recorder) {
+async fn write_events(mut rx: mpsc::Receiver<Queued>, recorder: Recorder) {
     let mut gate = EventGate::default();
-    while let Some(mut e) = rx.recv().await {
+    while let Some(Queued {
+        event: mut e,
+        related,
+    }) = rx.recv().await
+    {
         let held = match e.reason {
             OOM_RETRY_BUMP => 0,
             reason => match gate.admit(&e.namespace, &e.name, reason, Instant::now()) {
@@ -125,7 +142,7 @@ async fn write_events(mut rx: mpsc::Receiver<VpaEvent>, recorder: Recorder) {
             e.note
                 .push_str(&format!(" (and {held} more pods since the last event)"));
         }
-        e.publish(&recorder, "Admit").await;
+        e.publish_related(&recorder, "Admit", related).await;
     }
 }
 

@@ -266,14 +266,26 @@ impl Webhook {
         );
         tracing::info!(vpa = %format!("{}/{}", capped(&retry.namespace), capped(&retry.name)), %note,
             "Job retry admitted with more memory after an OOM kill");
+        // The killed attempt as the related object: the recorder would fold raises after different attempts
+        // into the first one's series.
+        let related =
+            (retry.last_killed).map(|(name, uid)| k8s_openapi::api::core::v1::ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                namespace: Some(retry.namespace.clone()),
+                name: Some(name),
+                uid: (!uid.is_empty()).then_some(uid),
+                ..Default::default()
+            });
         if let Some(events) = &self.events {
-            events.send(tailor_kube::vpa_event::VpaEvent {
+            let event = tailor_kube::vpa_event::VpaEvent {
                 namespace: retry.namespace,
                 name: retry.name,
                 uid: retry.uid,
                 reason: crate::vpa_events::OOM_RETRY_BUMP,
                 note,
-            });
+            };
+            events.send_related(event, related);
         }
     }
 }

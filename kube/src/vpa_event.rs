@@ -30,6 +30,18 @@ impl VpaEvent {
     /// Writes the event through `recorder` with `action` (e.g. `Restore`, `Admit`), within a timeout;
     /// whether it was recorded (failures are logged at debug level).
     pub async fn publish(&self, recorder: &Recorder, action: &str) -> bool {
+        self.publish_related(recorder, action, None).await
+    }
+
+    /// [`VpaEvent::publish`] with a `related` object (the Event's second object). The recorder folds events
+    /// with the same VPA, reason, action and related object into one series, so a related object also keeps
+    /// events about different objects apart.
+    pub async fn publish_related(
+        &self,
+        recorder: &Recorder,
+        action: &str,
+        related: Option<ObjectReference>,
+    ) -> bool {
         let reference = ObjectReference {
             api_version: Some("autoscaling.tailor.dev/v1".into()),
             kind: Some("VerticalPodAutoscaler".into()),
@@ -43,7 +55,7 @@ impl VpaEvent {
             reason: self.reason.into(),
             note: Some(cut(&self.note, NOTE_BYTES)),
             action: action.into(),
-            secondary: None,
+            secondary: related,
         };
         match tokio::time::timeout(PUBLISH_TIMEOUT, recorder.publish(&event, &reference)).await {
             Ok(Ok(())) => true,

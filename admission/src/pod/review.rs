@@ -408,6 +408,8 @@ pub struct OomRetry {
     pub job: String,
     /// The Job's failed pods with an OOM-killed container.
     pub killed_pods: u32,
+    /// The OOM-killed attempt with the most memory, as (name, uid): the Event's related object.
+    pub last_killed: Option<(String, String)>,
     /// What was raised.
     pub raises: Vec<RetryRaise>,
 }
@@ -450,6 +452,7 @@ impl RetryBump {
             },
             job: job.to_owned(),
             killed_pods: ooms.killed_pods,
+            last_killed: ooms.last_killed.clone(),
             raises,
         };
         Some((raised, retry))

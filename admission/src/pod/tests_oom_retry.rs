@@ -40,6 +40,7 @@ fn killed(bytes: i64) -> Option<JobOoms> {
     Some(JobOoms {
         killed_pods: 1,
         containers: vec![("task".into(), bytes)],
+        last_killed: Some(("nightly-1-a".into(), "pod-uid".into())),
     })
 }
 
@@ -150,6 +151,10 @@ fn a_retry_after_an_oom_kill_gets_the_bumped_memory_and_its_report() {
         ("nightly", "nightly-1")
     );
     assert_eq!(retry.raises[0].target, Some(256 * MI));
+    assert_eq!(
+        retry.last_killed.as_ref().map(|(n, _)| n.as_str()),
+        Some("nightly-1-a")
+    );
     assert_eq!(history.lookups.load(Ordering::Relaxed), 1);
     // The raised answer is not memoised: the next pod is asked about again, and a Job without OOM kills
     // gets the VPA's target.

@@ -33,6 +33,7 @@ mod differential;
 mod fleet;
 mod hpa;
 mod in_place;
+mod jobs;
 mod limit_policy;
 mod node_fit;
 mod node_pool;

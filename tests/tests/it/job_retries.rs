@@ -124,6 +124,10 @@ async fn a_job_retry_after_an_oom_kill_gets_more_memory_and_an_event() {
         .await
         .unwrap_or_else(|| panic!("no OOMRetryBump event:\n{}", adm.log_lines().join("\n")));
     assert_eq!(event["regarding"]["name"], "nightly", "{event}");
+    assert_eq!(
+        event["related"]["name"], "nightly-1-a",
+        "the attempt bumped: {event}"
+    );
     let note = event["note"].as_str().unwrap_or_default();
     assert!(
         note.starts_with("nightly-1-* of Job nightly-1") && note.contains("256Mi -> 356Mi"),
