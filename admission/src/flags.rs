@@ -116,8 +116,9 @@ pub struct Flags {
     pub pod_level_resources: bool,
     /// Job retries after an OOM kill: a pod that replaces an OOM-killed pod of the same Job gets that
     /// attempt's memory request bumped (the larger of request × `--oom-bump-up-ratio` and request +
-    /// `--oom-min-bump-up-bytes`; a container policy's `oomBumpUpRatio`/`oomMinBumpUp` win), so memory grows per
-    /// retry up to the VPA's `maxAllowed`; each raise is an `OOMRetryBump` Event on the VPA. Reads the Job's
+    /// `--oom-min-bump-up-bytes`; under `PerVPAConfig` a container policy's `oomBumpUpRatio`/`oomMinBumpUp`
+    /// win), so memory grows per retry up to the VPA's `maxAllowed`; each raise is an `OOMRetryBump` Event on
+    /// the VPA. Reads the Job's
     /// failed pods once per wave of retries (needs list on pods). Cluster mode only (docs/jobs.md).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = true, action = ArgAction::Set)]
     pub oom_retry_bump: bool,

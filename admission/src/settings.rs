@@ -128,7 +128,7 @@ impl Settings {
             gates,
             options,
             patch_memo_bytes: flags.patch_memo_mib as usize * (1 << 20),
-            index: index_source(&flags)?,
+            index: index_source(&flags, gates)?,
             certs: cert_source(&flags),
             body_timeout: Duration::from_secs(flags.webhook_timeout_seconds.max(1)),
             connections: connection_limits(&flags),
@@ -150,7 +150,7 @@ impl Settings {
     }
 }
 
-fn index_source(flags: &Flags) -> Result<IndexSource, StatusLeaseError> {
+fn index_source(flags: &Flags, gates: FeatureGates) -> Result<IndexSource, StatusLeaseError> {
     if let Some(dir) = &flags.vpa_dir {
         return Ok(IndexSource::Manifests(dir.clone()));
     }
@@ -170,6 +170,7 @@ fn index_source(flags: &Flags) -> Result<IndexSource, StatusLeaseError> {
             .then_some(tailor_core::sizing::OomBumpRule {
                 ratio: flags.oom_bump_up_ratio,
                 min_bytes: flags.oom_min_bump_up_bytes,
+                per_vpa_config: gates.per_vpa_config,
             }),
         lease,
     })

@@ -14,13 +14,16 @@ use crate::quantity::{self, Amount, Format};
 use tailor_crds::ContainerScalingMode;
 
 /// The OOM bump: the recommender's `--oom-bump-up-ratio` and `--oom-min-bump-up-bytes`, which a container
-/// policy's `oomBumpUpRatio` and `oomMinBumpUp` override.
+/// policy's `oomBumpUpRatio` and `oomMinBumpUp` override under the `PerVPAConfig` feature gate (as in the
+/// recommender).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct OomBumpRule {
     /// Multiplier of the OOM-killed memory (at least 1).
     pub ratio: f64,
     /// Smallest increase, in bytes (at least 0).
     pub min_bytes: f64,
+    /// Feature gate `PerVPAConfig`: a container policy's own values win.
+    pub per_vpa_config: bool,
 }
 
 impl Default for OomBumpRule {
@@ -29,14 +32,18 @@ impl Default for OomBumpRule {
         Self {
             ratio: 1.2,
             min_bytes: 104_857_600.0,
+            per_vpa_config: false,
         }
     }
 }
 
 impl OomBumpRule {
-    /// This rule with the container policy's overrides (values out of range are ignored, as the
-    /// recommender ignores them).
+    /// This rule with the container policy's overrides under `PerVPAConfig` (values out of range are ignored,
+    /// as the recommender ignores them).
     pub fn for_policy(self, policy: Option<&ContainerResourcePolicy>) -> Self {
+        if !self.per_vpa_config {
+            return self;
+        }
         let value = |q: Option<&Quantity>| {
             q.and_then(|q| quantity::milli_value(q).ok())
                 .map(|milli| milli as f64 / 1000.0)
@@ -48,6 +55,7 @@ impl OomBumpRule {
             min_bytes: value(policy.and_then(|p| p.oom_min_bump_up.as_ref()))
                 .filter(|b| b.is_finite() && *b >= 0.0)
                 .unwrap_or(self.min_bytes),
+            per_vpa_config: true,
         }
     }
 
@@ -215,10 +223,21 @@ mod tests {
     }
 
     #[test]
-    fn a_policy_overrides_the_rule_and_a_higher_target_stays() {
+    fn a_policy_overrides_the_rule_under_its_gate_and_a_higher_target_stays() {
         let policy = json!({"containerName": "job", "oomBumpUpRatio": "2", "oomMinBumpUp": "0"});
         let mut v = vpa(policy.clone(), None);
         let raises = raise_for_retry(&mut v, &[("job".into(), 300 * MI)], OomBumpRule::default());
+        assert_eq!(
+            raises[0].raised,
+            400 * MI,
+            "without PerVPAConfig the flags' rule"
+        );
+        let gated = OomBumpRule {
+            per_vpa_config: true,
+            ..OomBumpRule::default()
+        };
+        let mut v = vpa(policy.clone(), None);
+        let raises = raise_for_retry(&mut v, &[("job".into(), 300 * MI)], gated);
         assert_eq!(raises[0].raised, 600 * MI);
         assert_eq!(
             raises[0].target, None,
