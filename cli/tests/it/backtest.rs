@@ -286,3 +286,55 @@ fn a_bad_price_is_an_error_naming_its_flag() {
         assert!(stderr.contains(&format!("{flag}: ")), "{stderr}");
     }
 }
+
+/// `--jobs upstream,tailor` replays the Job shapes under both handlings, named `upstream` and
+/// `upstream+jobs`, with the run counts in JSON and a runs table in Markdown; `--suite-shapes` needs
+/// `--suite`.
+#[test]
+fn job_shapes_under_both_handlings() {
+    let args = |format: &'static str| {
+        [
+            "backtest",
+            "--suite",
+            "--suite-shapes",
+            "jobs",
+            "--suite-draw",
+            "7",
+            "--strategy",
+            "upstream",
+            "--jobs",
+            "upstream,tailor",
+            "-o",
+            format,
+        ]
+    };
+    let o = tailor(&args("json"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = v["strategies"].as_array().unwrap();
+    let names: Vec<_> = s.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["upstream", "upstream+jobs"]);
+    let runs = |i: usize| s[i]["total"]["runs"].as_u64().unwrap();
+    assert!(runs(0) > 100 && runs(0) == runs(1), "{v}");
+    for strategy in s {
+        let total = &strategy["total"];
+        assert_eq!(total["oom_kills"], total["oom_risk_samples"], "{total}");
+    }
+    let containers: Vec<_> = s[0]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(containers, ["cron-short#7/job", "cron-spiky#7/job"]);
+    let m = tailor(&args("markdown"));
+    assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
+    let text = String::from_utf8_lossy(&m.stdout);
+    assert!(
+        text.contains("| strategy | runs | OOM kills | failed runs |"),
+        "{text}"
+    );
+    assert!(text.contains("| upstream+jobs |"), "{text}");
+    let o = tailor(&["backtest", "--input", "x.csv", "--suite-shapes", "jobs"]);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -3,6 +3,8 @@
 //! *draw* of a shape is one seed; the suite is judged on two disjoint sets of draws, [`TUNING_DRAWS`] (what
 //! profiles may be tuned on) and [`VALIDATION_DRAWS`] (what they are judged on). `tailor backtest --suite`
 //! runs them; `examples/workloads/README.md` says what each shape models and where it comes from.
+//! [`JOB_SUITE`] holds the Job/CronJob shapes, sampled every second inside their short runs, run apart
+//! (`--suite-shapes jobs`).
 //!
 //! The shapes follow published characterisations of production container usage — the Google 2019 Borg trace
 //! (Tirmazi et al., EuroSys 2020; Rzadca et al., "Autopilot", EuroSys 2020), the Alibaba 2017/2018 cluster

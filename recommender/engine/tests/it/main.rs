@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test, bench and example code: a panic is a failure report
 
 mod backtest;
+mod backtest_jobs;
 mod fuzz;
 mod matching;
 mod w1_sanity;
