@@ -188,6 +188,7 @@ impl Daemon {
                         tokio::runtime::Handle::current(),
                         JobReadSettings::default(),
                     );
+                    history.register(self.metrics.registry_mut());
                     webhook = webhook.with_retry_bump(RetryBump {
                         history: Arc::new(history),
                         rule: *rule,

@@ -10,11 +10,14 @@
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::{counter::Counter, family::Family};
+use prometheus_client::registry::Registry;
 use serde::Deserialize;
 use tailor_core::quantity;
 use tailor_core::sizing::MEMORY;
@@ -170,15 +173,27 @@ impl Default for JobReadSettings {
     }
 }
 
-/// Read counts, for metrics and tests.
-#[derive(Debug, Default)]
+/// How a lookup ended, the label of `tailor_admission_job_failed_pod_reads_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReadResult {
+    result: &'static str,
+}
+
+/// Read counts: `read`, `failed` (an error or the timeout) and `shed` (a bound reached).
+#[derive(Clone, Debug, Default)]
 pub struct JobReadStats {
-    /// Reads answered.
-    pub read: AtomicU64,
-    /// Reads that failed or timed out.
-    pub failed: AtomicU64,
-    /// Lookups not read because a bound was reached.
-    pub shed: AtomicU64,
+    results: Family<ReadResult, Counter>,
+}
+
+impl JobReadStats {
+    fn count(&self, result: &'static str) {
+        self.results.get_or_create(&ReadResult { result }).inc();
+    }
+
+    /// The count of lookups that ended with `result`.
+    pub fn get(&self, result: &'static str) -> u64 {
+        self.results.get_or_create(&ReadResult { result }).get()
+    }
 }
 
 type Remembered = HashMap<(String, String), (Instant, Arc<JobOoms>)>;
@@ -216,6 +231,15 @@ impl LiveJobOoms {
     /// Read counts.
     pub fn stats(&self) -> &JobReadStats {
         &self.stats
+    }
+
+    /// Registers `tailor_admission_job_failed_pod_reads_total{result}`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "job_failed_pod_reads",
+            "Reads of a Job's failed pods for the OOM retry bump, by result (read, failed, shed)",
+            self.stats.results.clone(),
+        );
     }
 
     fn remembered(&self, key: &(String, String)) -> Option<Arc<JobOoms>> {
@@ -292,7 +316,7 @@ impl JobOomHistory for LiveJobOoms {
                 })
                 .is_ok();
         if !admitted {
-            self.stats.shed.fetch_add(1, Ordering::Relaxed);
+            self.stats.count("shed");
             return None;
         }
         let read = async {
@@ -303,19 +327,19 @@ impl JobOomHistory for LiveJobOoms {
         self.in_flight.fetch_sub(1, Ordering::AcqRel);
         match answer {
             Ok(Ok(pods)) => {
-                self.stats.read.fetch_add(1, Ordering::Relaxed);
+                self.stats.count("read");
                 let ooms = Arc::new(pods.ooms());
                 self.remember(key, ooms.clone());
                 Some(ooms)
             }
             Ok(Err(e)) => {
-                self.stats.failed.fetch_add(1, Ordering::Relaxed);
+                self.stats.count("failed");
                 tracing::warn!(namespace = %tailor_core::text::capped(namespace), error = %e,
                     "reading a Job's failed pods failed; its retry gets the VPA's target");
                 None
             }
             Err(_) => {
-                self.stats.failed.fetch_add(1, Ordering::Relaxed);
+                self.stats.count("failed");
                 tracing::warn!(namespace = %tailor_core::text::capped(namespace),
                     "reading a Job's failed pods timed out; its retry gets the VPA's target");
                 None

@@ -39,6 +39,7 @@ pub struct Webhook {
     quota: Option<crate::quota_report::QuotaReport>,
     events: Option<crate::vpa_events::VpaEvents>,
     retries: Option<RetryBump>,
+    retry_bumps: prometheus_client::metrics::counter::Counter,
 }
 
 impl std::fmt::Debug for Webhook {
@@ -66,6 +67,7 @@ impl Webhook {
             quota: None,
             events: None,
             retries: None,
+            retry_bumps: Default::default(),
         }
     }
 
@@ -182,9 +184,14 @@ impl Webhook {
         self
     }
 
-    /// Registers the webhook's own metrics (the patch memo's).
+    /// Registers the webhook's own metrics (the patch memo's, the OOM retry bumps).
     pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
         self.memo.register(registry);
+        registry.register(
+            "oom_retry_bumps",
+            "Job pods admitted with more memory after an earlier attempt of their Job was OOM-killed",
+            self.retry_bumps.clone(),
+        );
     }
 
     /// Replaces the index (standalone mode re-reading its manifests).
@@ -241,6 +248,7 @@ impl Webhook {
     /// A Job pod's retry admitted with more memory: a log line and an `OOMRetryBump` Event on the VPA per
     /// retry (not paced: the Job controller's back-off already spaces retries).
     fn report_oom_retry(&self, retry: OomRetry) {
+        self.retry_bumps.inc();
         let raises: Vec<String> = (retry.raises.iter())
             .map(|r| {
                 let mib = |b: i64| format!("{}Mi", (b.max(0) as u64).div_ceil(1 << 20));

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tailor_tests::process::{post_review, start_admission, wait_admission_ready};
+use tailor_tests::process::{http_get_body, post_review, start_admission, wait_admission_ready};
 use tailor_tests::standin::ApiServer;
 use tailor_tests::standin::tls::TestCa;
 
@@ -149,4 +149,14 @@ async fn a_job_retry_after_an_oom_kill_gets_more_memory_and_an_event() {
         ),
         "{lists:?}"
     );
+    let metrics = http_get_body(addrs.ops, "/metrics").await;
+    for line in [
+        "tailor_admission_oom_retry_bumps_total 1",
+        "tailor_admission_job_failed_pod_reads_total{result=\"read\"} 1",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "{line} missing:\n{metrics}"
+        );
+    }
 }
