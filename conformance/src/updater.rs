@@ -53,7 +53,7 @@ use tailor_updater::iteration::{
     in_place_update,
 };
 use tailor_updater::metrics::{GaugeKind, IterationGauges, Metrics, VpaLabel};
-use tailor_updater::pods::CompactPod;
+use tailor_updater::pods::CachedPod;
 use tailor_updater::priority::{PodPriority, has_lower_resource, list_has_lower, pod_priority};
 use tailor_updater::resize::{ResizeError, ResizePlan, resize_operations};
 use tailor_updater::restriction::{
@@ -157,11 +157,11 @@ fn fix_pod(mut v: Value) -> Value {
 }
 
 /// The pod at `path`, as the binary's cache holds it.
-fn pod_of(path: &str, v: &Value) -> Result<CompactPod, CaseError> {
-    object::<Pod>(path, &fix_pod(v.clone())).map(CompactPod::from)
+fn pod_of(path: &str, v: &Value) -> Result<CachedPod, CaseError> {
+    object::<Pod>(path, &fix_pod(v.clone())).map(CachedPod::from)
 }
 
-fn pods_of(path: &str, list: &[Value]) -> Result<Vec<Arc<CompactPod>>, CaseError> {
+fn pods_of(path: &str, list: &[Value]) -> Result<Vec<Arc<CachedPod>>, CaseError> {
     list.iter()
         .enumerate()
         .map(|(n, p)| pod_of(&format!("{path}[{n}]"), p).map(Arc::new))
@@ -327,7 +327,7 @@ fn eviction_admission_loop_init(input: &Value) -> Out {
     let all = pods_of("input.pods", &i.pods)?;
     let mut admission = EvictionAdmission::default();
     for (n, init) in i.loop_inits.iter().enumerate() {
-        let mut owned: Vec<(VerticalPodAutoscaler, Vec<Arc<CompactPod>>)> = Vec::new();
+        let mut owned: Vec<(VerticalPodAutoscaler, Vec<Arc<CachedPod>>)> = Vec::new();
         for (m, entry) in init.iter().enumerate() {
             let path = format!("input.loopInits[{n}][{m}]");
             if let Some(name) = entry
@@ -447,13 +447,13 @@ impl Actuator for Recorder {
         self.in_place.reserve(0.0, 0.0)?;
         Ok(())
     }
-    async fn evict(&mut self, _pod: &CompactPod) -> Result<(), ActError> {
+    async fn evict(&mut self, _pod: &CachedPod) -> Result<(), ActError> {
         Ok(())
     }
-    async fn resize(&mut self, _pod: &CompactPod, _plan: &ResizePlan) -> Result<(), ActError> {
+    async fn resize(&mut self, _pod: &CachedPod, _plan: &ResizePlan) -> Result<(), ActError> {
         Ok(())
     }
-    fn event(&mut self, _pod: &CompactPod, _vpa: &VerticalPodAutoscaler, event: UpdaterEvent) {
+    fn event(&mut self, _pod: &CachedPod, _vpa: &VerticalPodAutoscaler, event: UpdaterEvent) {
         self.events.push(event);
     }
     fn vpa_event(&mut self, _vpa: &VerticalPodAutoscaler, event: UpdaterEvent) {
@@ -492,10 +492,10 @@ impl ClusterView for FakeCalculators {
     fn fetch_selector(&self, _vpa: &VerticalPodAutoscaler) -> Result<(), String> {
         Ok(())
     }
-    fn controlling_vpa(&self, _pod: &CompactPod, _selected: &Candidates) -> Option<usize> {
+    fn controlling_vpa(&self, _pod: &CachedPod, _selected: &Candidates) -> Option<usize> {
         None
     }
-    fn gate(&self, _vpa: &VerticalPodAutoscaler, _pods: &[Arc<CompactPod>]) -> Restriction {
+    fn gate(&self, _vpa: &VerticalPodAutoscaler, _pods: &[Arc<CachedPod>]) -> Restriction {
         Restriction::new(
             &VerticalPodAutoscaler::default(),
             &[],
@@ -507,7 +507,7 @@ impl ClusterView for FakeCalculators {
     fn processed(
         &self,
         vpa: &VerticalPodAutoscaler,
-        _pod: &CompactPod,
+        _pod: &CachedPod,
     ) -> Result<Option<Arc<RecommendedPodResources>>, String> {
         Ok(vpa
             .status
@@ -517,14 +517,14 @@ impl ClusterView for FakeCalculators {
     }
     fn priority(
         &self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         rec: Option<&Arc<RecommendedPodResources>>,
     ) -> Result<PodPriority, String> {
         pod_priority(pod, rec.map(|r| r.as_ref())).map_err(|e| e.to_string())
     }
     fn resize_plan(
         &self,
-        _pod: &CompactPod,
+        _pod: &CachedPod,
         _vpa: &VerticalPodAutoscaler,
         _now: Timestamp,
     ) -> Result<ResizePlan, ResizeError> {
@@ -648,7 +648,7 @@ async fn restriction(input: &Value) -> Out {
     Ok(json!({"results": results, "successCount": successes, "eventsPerStep": events}))
 }
 
-fn pod_case(input: &Value, f: impl Fn(&CompactPod) -> Value) -> Out {
+fn pod_case(input: &Value, f: impl Fn(&CachedPod) -> Value) -> Out {
     let i: inputs::PodInput = parse(input)?;
     Ok(f(&pod_of("input.pod", &i.pod)?))
 }
@@ -961,7 +961,7 @@ impl MockGate {
 impl Gate for MockGate {
     fn can_evict(
         &mut self,
-        _pod: &CompactPod,
+        _pod: &CachedPod,
         _s: &mut UpdaterState,
         _now: Timestamp,
     ) -> Result<(), Skip> {
@@ -972,7 +972,7 @@ impl Gate for MockGate {
     }
     fn can_in_place_update(
         &mut self,
-        _pod: &CompactPod,
+        _pod: &CachedPod,
         _vpa: &VerticalPodAutoscaler,
         _s: &mut UpdaterState,
         _now: Timestamp,
@@ -983,7 +983,7 @@ impl Gate for MockGate {
     }
     fn can_unboost(
         &mut self,
-        _pod: &CompactPod,
+        _pod: &CachedPod,
         _vpa: &VerticalPodAutoscaler,
         _now: Timestamp,
     ) -> bool {
@@ -993,15 +993,15 @@ impl Gate for MockGate {
     }
     fn check_evict(
         &mut self,
-        _pod: &CompactPod,
+        _pod: &CachedPod,
         _s: &mut UpdaterState,
         _now: Timestamp,
     ) -> Result<(), RestrictionError> {
         self.calls().evict += 1;
         Ok(())
     }
-    fn evicted(&mut self, _pod: &CompactPod) {}
-    fn check_in_place(&mut self, pod: &CompactPod) -> Result<(), RestrictionError> {
+    fn evicted(&mut self, _pod: &CachedPod) {}
+    fn check_in_place(&mut self, pod: &CachedPod) -> Result<(), RestrictionError> {
         self.calls().in_place += 1;
         if self.mocks.in_place_update_fails {
             Err(RestrictionError::NotInGroup {
@@ -1012,8 +1012,8 @@ impl Gate for MockGate {
             Ok(())
         }
     }
-    fn in_place_started(&mut self, _pod: &CompactPod, _s: &mut UpdaterState, _now: Timestamp) {}
-    fn deferral_reason(&self, _pod: &CompactPod) -> Skip {
+    fn in_place_started(&mut self, _pod: &CachedPod, _s: &mut UpdaterState, _now: Timestamp) {}
+    fn deferral_reason(&self, _pod: &CachedPod) -> Skip {
         Skip::ResizeDeferred
     }
 }
@@ -1044,7 +1044,7 @@ impl ClusterView for LoopView {
             .map(|_| ())
             .ok_or_else(|| "no selector".into())
     }
-    fn controlling_vpa(&self, pod: &CompactPod, selected: &Candidates) -> Option<usize> {
+    fn controlling_vpa(&self, pod: &CachedPod, selected: &Candidates) -> Option<usize> {
         let owner = pods::controller(pod)?;
         // Upstream: among the VPAs of the pod's top-most controller whose selector selects the pod, the
         // strongest (the binary reads one selector per target, so it can pick the strongest first).
@@ -1066,7 +1066,7 @@ impl ClusterView for LoopView {
             .iter()
             .position(|v| std::ptr::eq(v.as_ref(), strongest))
     }
-    fn gate(&self, _vpa: &VerticalPodAutoscaler, _pods: &[Arc<CompactPod>]) -> MockGate {
+    fn gate(&self, _vpa: &VerticalPodAutoscaler, _pods: &[Arc<CachedPod>]) -> MockGate {
         MockGate {
             mocks: self.mocks,
             calls: self.calls.clone(),
@@ -1075,7 +1075,7 @@ impl ClusterView for LoopView {
     fn processed(
         &self,
         vpa: &VerticalPodAutoscaler,
-        _pod: &CompactPod,
+        _pod: &CachedPod,
     ) -> Result<Option<Arc<RecommendedPodResources>>, String> {
         match self.recommendations {
             LoopRecommendationProcessor::Identity => Ok(vpa
@@ -1087,7 +1087,7 @@ impl ClusterView for LoopView {
     }
     fn priority(
         &self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         rec: Option<&Arc<RecommendedPodResources>>,
     ) -> Result<PodPriority, String> {
         match self.priorities {
@@ -1098,7 +1098,7 @@ impl ClusterView for LoopView {
     }
     fn resize_plan(
         &self,
-        _pod: &CompactPod,
+        _pod: &CachedPod,
         _vpa: &VerticalPodAutoscaler,
         _now: Timestamp,
     ) -> Result<ResizePlan, ResizeError> {

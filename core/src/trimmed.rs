@@ -7,7 +7,7 @@
 /// `metadata: ObjectMeta` field. Either the API coordinates come from the full type it trims:
 ///
 /// ```ignore
-/// tailor_core::trimmed_resource!(SlimPod => k8s_openapi::api::core::v1::Pod);
+/// tailor_core::trimmed_resource!(WatchedPod => k8s_openapi::api::core::v1::Pod);
 /// tailor_core::trimmed_resource!([K: WorkloadKind] SlimWorkload<K> => K);
 /// ```
 ///

@@ -20,7 +20,7 @@ use tailor_prometheus::client::PromClient;
 use tailor_prometheus::history::HistoryConfig;
 use tailor_prometheus::run_peak::{Run, RunPeak, run_peak};
 
-use crate::pod_store::CompactPod;
+use crate::pod_store::StoredPod;
 
 /// The labels the Job controller puts on its pods (the legacy name and the `batch.kubernetes.io/` one).
 pub const JOB_NAME_LABELS: [&str; 2] = ["batch.kubernetes.io/job-name", "job-name"];
@@ -141,7 +141,7 @@ impl JobRunPeaks {
 
     /// Queues the runs of a finished Job pod's containers that ended after `watermark(container)`, and
     /// remembers the pod. Returns how many runs were queued.
-    pub fn queue_pod(&mut self, pod: &CompactPod, watermark: impl Fn(&str) -> i64) -> usize {
+    pub fn queue_pod(&mut self, pod: &StoredPod, watermark: impl Fn(&str) -> i64) -> usize {
         (self.queued_pods.entry(pod.namespace.clone()).or_default()).insert(pod.name.clone());
         let runs: Vec<Run> = finished_runs(pod)
             .filter(|r| r.end_ms.saturating_mul(1_000_000) > watermark(&r.container))
@@ -176,12 +176,12 @@ impl JobRunPeaks {
 }
 
 /// Whether the pod belongs to a Job (it carries the Job controller's job-name label).
-pub fn is_job_pod(pod: &CompactPod) -> bool {
+pub fn is_job_pod(pod: &StoredPod) -> bool {
     JOB_NAME_LABELS.iter().any(|l| pod.labels.contains_key(*l))
 }
 
 /// The runs of the pod's containers that terminated with both times known.
-fn finished_runs(pod: &CompactPod) -> impl Iterator<Item = Run> + '_ {
+fn finished_runs(pod: &StoredPod) -> impl Iterator<Item = Run> + '_ {
     pod.statuses.iter().filter_map(move |s| {
         let t = s.terminated?;
         let (start, end) = (s.run_started_at?, t.finished_at?);

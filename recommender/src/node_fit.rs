@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::{
 };
 use tailor_engine::estimate::ContainerRecommendation;
 
-use crate::slim::SlimPod;
+use crate::slim::WatchedPod;
 
 /// At most this many `nodeSelector` entries, affinity terms, expressions per term, values per expression,
 /// tolerations, taints or containers are read from one object; a pod past any of them gets no shape (and
@@ -252,7 +252,7 @@ fn bounded<'a, T>(items: &'a [T], what: &'static str) -> Result<&'a [T], ShapeEr
 }
 
 impl Placement {
-    fn of(pod: &SlimPod) -> Result<Placement, ShapeError> {
+    fn of(pod: &WatchedPod) -> Result<Placement, ShapeError> {
         let spec = &pod.spec;
         let selector = spec.node_selector.as_ref();
         if selector.is_some_and(|s| s.len() > MAX_ITEMS) {
@@ -328,7 +328,7 @@ pub struct PodShape {
 
 impl PodShape {
     /// The shape of `pod`; an error when something is unreadable or past [`MAX_ITEMS`].
-    pub fn of(pod: &SlimPod) -> Result<PodShape, ShapeError> {
+    pub fn of(pod: &WatchedPod) -> Result<PodShape, ShapeError> {
         let spec = &pod.spec;
         let requests = |c: &crate::slim::SlimContainer| {
             Req::of(c.resources.as_ref().and_then(|r| r.requests.as_ref()))
@@ -871,7 +871,7 @@ mod tests {
     }
 
     fn pod(json: serde_json::Value) -> PodShape {
-        let p: SlimPod = serde_json::from_value(json).unwrap();
+        let p: WatchedPod = serde_json::from_value(json).unwrap();
         PodShape::of(&p).unwrap()
     }
 
@@ -1030,11 +1030,11 @@ mod tests {
         let many: Vec<serde_json::Value> = (0..=MAX_ITEMS)
             .map(|i| serde_json::json!({"key": format!("k{i}"), "operator": "Exists"}))
             .collect();
-        let p: SlimPod = serde_json::from_value(serde_json::json!({"metadata": {"name": "p"},
+        let p: WatchedPod = serde_json::from_value(serde_json::json!({"metadata": {"name": "p"},
             "spec": {"containers": [], "tolerations": many}}))
         .unwrap();
         assert_eq!(PodShape::of(&p), Err(ShapeError::TooMany("tolerations")));
-        let p: SlimPod = serde_json::from_value(serde_json::json!({"metadata": {"name": "p"},
+        let p: WatchedPod = serde_json::from_value(serde_json::json!({"metadata": {"name": "p"},
             "spec": {"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}}))
         .unwrap();
         assert!(matches!(PodShape::of(&p), Err(ShapeError::Quantity(_))));

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::Event;
 
-use super::pod_store::CompactPod;
+use super::pod_store::StoredPod;
 use super::time::from_time;
 use tailor_engine::units::Nanos;
 
@@ -49,7 +49,7 @@ pub struct OomRecord {
 /// OOMs visible in the change from `old` to `new` (upstream's rules): a container that is now terminated
 /// with `OOMKilled` (newly terminated or restarted since), or one running again after a restart whose last
 /// state is `OOMKilled`. The memory is the container's memory request (status before spec).
-pub fn pod_ooms(old: Option<&CompactPod>, new: &CompactPod) -> Vec<OomRecord> {
+pub fn pod_ooms(old: Option<&StoredPod>, new: &StoredPod) -> Vec<OomRecord> {
     let Some(old) = old else { return Vec::new() };
     let mut out = Vec::new();
     for cs in new.statuses.iter() {

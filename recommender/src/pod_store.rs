@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tailor_core::sizing::{IN_PLACE_UPDATED_ANNOTATION, OBSERVED_CONTAINERS_ANNOTATION};
 
 use crate::node_fit::PodShape;
-use crate::slim::{SlimContainerStatus, SlimPod};
+use crate::slim::{SlimContainerStatus, WatchedPod};
 use crate::time::from_time;
 
 /// A terminated container state, as far as the OOM observer reads it.
@@ -52,7 +52,7 @@ pub struct StatusSummary {
 
 /// A pod as the store keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CompactPod {
+pub struct StoredPod {
     /// Namespace (interned).
     pub namespace: Arc<str>,
     /// Name.
@@ -153,7 +153,7 @@ fn terminated(s: Option<&ContainerState>) -> Option<Terminated> {
     })
 }
 
-fn summary(pod: &SlimPod, cs: &SlimContainerStatus, interner: &mut Interner) -> StatusSummary {
+fn summary(pod: &WatchedPod, cs: &SlimContainerStatus, interner: &mut Interner) -> StatusSummary {
     StatusSummary {
         name: interner.str(&cs.name),
         restart_count: cs.restart_count,
@@ -170,9 +170,9 @@ fn summary(pod: &SlimPod, cs: &SlimContainerStatus, interner: &mut Interner) -> 
     }
 }
 
-impl CompactPod {
+impl StoredPod {
     /// The compact form of `pod`, sharing strings and label sets through `interner`; `None` without a name.
-    pub fn of(pod: SlimPod, interner: &mut Interner) -> Option<CompactPod> {
+    pub fn of(pod: WatchedPod, interner: &mut Interner) -> Option<StoredPod> {
         let name: Box<str> = pod.metadata.name.as_deref()?.into();
         let shape = PodShape::of(&pod).ok().map(|s| interner.shape(s));
         let statuses = pod
@@ -191,7 +191,7 @@ impl CompactPod {
                 .flatten()
                 .any(|m| m.contains_key("cpu") || m.contains_key("memory"))
         });
-        Some(CompactPod {
+        Some(StoredPod {
             pod_level,
             node: pod.spec.node_name.as_deref().map(|n| interner.str(n)),
             sized_by_tailor,
@@ -223,7 +223,7 @@ impl CompactPod {
     }
 }
 
-type Table = HashMap<Arc<str>, HashMap<Box<str>, Arc<CompactPod>>>;
+type Table = HashMap<Arc<str>, HashMap<Box<str>, Arc<StoredPod>>>;
 
 /// What the store holds behind its lock.
 #[derive(Debug, Default)]
@@ -235,7 +235,7 @@ pub(crate) struct Inner {
     removed: usize,
 }
 
-fn insert(table: &mut Table, pod: CompactPod) {
+fn insert(table: &mut Table, pod: StoredPod) {
     table
         .entry(pod.namespace.clone())
         .or_default()
@@ -243,15 +243,15 @@ fn insert(table: &mut Table, pod: CompactPod) {
 }
 
 impl Inner {
-    pub(crate) fn get(&self, namespace: &str, name: &str) -> Option<&Arc<CompactPod>> {
+    pub(crate) fn get(&self, namespace: &str, name: &str) -> Option<&Arc<StoredPod>> {
         self.live.get(namespace).and_then(|m| m.get(name))
     }
 
-    pub(crate) fn apply(&mut self, pod: CompactPod) {
+    pub(crate) fn apply(&mut self, pod: StoredPod) {
         insert(&mut self.live, pod);
     }
 
-    pub(crate) fn init_apply(&mut self, pod: CompactPod) {
+    pub(crate) fn init_apply(&mut self, pod: StoredPod) {
         insert(self.relist.get_or_insert_with(Table::default), pod);
     }
 
@@ -321,7 +321,7 @@ impl PodStore {
     }
 
     /// Every stored pod.
-    pub fn state(&self) -> Vec<Arc<CompactPod>> {
+    pub fn state(&self) -> Vec<Arc<StoredPod>> {
         self.read()
             .live
             .values()
@@ -330,7 +330,7 @@ impl PodStore {
     }
 
     /// One pod.
-    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<CompactPod>> {
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<StoredPod>> {
         self.read().get(namespace, name).cloned()
     }
 

@@ -115,7 +115,7 @@ pub struct SlimPodStatus {
 
 /// A Pod reduced to what the recommender reads; watched and stored in place of `Pod`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SlimPod {
+pub struct WatchedPod {
     /// Metadata (stripped further before storing).
     pub metadata: ObjectMeta,
     /// Containers.
@@ -126,11 +126,11 @@ pub struct SlimPod {
     pub status: SlimPodStatus,
 }
 
-tailor_core::trimmed_resource!(SlimPod => k8s_openapi::api::core::v1::Pod);
+tailor_core::trimmed_resource!(WatchedPod => k8s_openapi::api::core::v1::Pod);
 
-impl SlimPod {
+impl WatchedPod {
     /// The slim form of a full Pod (through its JSON form, as the watch would deliver it).
-    pub fn from_pod(pod: &Pod) -> Result<SlimPod, serde_json::Error> {
+    pub fn from_pod(pod: &Pod) -> Result<WatchedPod, serde_json::Error> {
         serde_json::to_value(pod).and_then(serde_json::from_value)
     }
 
@@ -159,12 +159,12 @@ impl SlimPod {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pod_store::{CompactPod, Interner};
+    use crate::pod_store::{Interner, StoredPod};
     use tailor_engine::model::PodPhase;
 
     #[test]
     fn a_full_pod_reads_and_compacts_to_what_the_loop_needs() {
-        let pod: SlimPod = serde_json::from_value(serde_json::json!({
+        let pod: WatchedPod = serde_json::from_value(serde_json::json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "web-0", "namespace": "default", "labels": {"app": "web"},
                 "resourceVersion": "7",
@@ -184,7 +184,7 @@ mod tests {
             Some("300Mi")
         );
         let mut interner = Interner::default();
-        let s = CompactPod::of(pod, &mut interner).unwrap();
+        let s = StoredPod::of(pod, &mut interner).unwrap();
         assert_eq!(s.labels["app"], "web");
         assert_eq!((&*s.namespace, &*s.name), ("default", "web-0"));
         assert_eq!(s.resource_version.as_deref(), Some("7"));

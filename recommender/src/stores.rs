@@ -23,8 +23,8 @@ use super::checkpoint_index::{CheckpointHead, CheckpointIndex, CheckpointIndexWr
 use super::error::Error;
 use super::metrics::Metrics;
 use super::oom::{OomQueue, eviction_ooms, pod_ooms};
-use super::pod_store::{CompactPod, PodStore};
-use super::slim::SlimPod;
+use super::pod_store::{PodStore, StoredPod};
+use super::slim::WatchedPod;
 use super::watched_vpa::WatchedVpa;
 
 /// Read handles of every store.
@@ -87,11 +87,11 @@ pub struct PodFeed {
 impl PodFeed {
     /// Handles one pod watch event: compacts the object, detects OOMs against the stored copy (which a
     /// relist keeps until `InitDone`) and stores it.
-    pub fn handle(&mut self, event: watcher::Event<SlimPod>) {
+    pub fn handle(&mut self, event: watcher::Event<WatchedPod>) {
         let mut inner = self.store.write();
         match event {
             watcher::Event::Apply(o) => {
-                if let Some(new) = CompactPod::of(o, &mut inner.interner) {
+                if let Some(new) = StoredPod::of(o, &mut inner.interner) {
                     self.ooms.push(pod_ooms(
                         inner.get(&new.namespace, &new.name).map(|p| &**p),
                         &new,
@@ -100,7 +100,7 @@ impl PodFeed {
                 }
             }
             watcher::Event::InitApply(o) => {
-                if let Some(new) = CompactPod::of(o, &mut inner.interner) {
+                if let Some(new) = StoredPod::of(o, &mut inner.interner) {
                     self.ooms.push(pod_ooms(
                         inner.get(&new.namespace, &new.name).map(|p| &**p),
                         &new,
@@ -162,7 +162,7 @@ fn spawn_pod_watch(
     mut feed: PodFeed,
     metrics: Arc<Metrics>,
 ) -> JoinHandle<()> {
-    let pods = api::<SlimPod>(client, namespace);
+    let pods = api::<WatchedPod>(client, namespace);
     tokio::spawn(async move {
         let cfg = watcher::Config::default().fields("status.phase!=Pending");
         let mut stream = watcher(pods, cfg).default_backoff().boxed();

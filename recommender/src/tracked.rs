@@ -55,7 +55,7 @@ impl VpaEntry {
 /// skip unchanged pods and init containers) and the loop that last saw it.
 #[derive(Debug)]
 pub(crate) struct PodEntry {
-    pub(crate) pod: std::sync::Arc<crate::pod_store::CompactPod>,
+    pub(crate) pod: std::sync::Arc<crate::pod_store::StoredPod>,
     pub(crate) seen: u64,
 }
 

@@ -10,7 +10,7 @@ use cap::Cap;
 use kube::runtime::watcher;
 use serde_json::json;
 use tailor_recommender::oom::OomQueue;
-use tailor_recommender::slim::SlimPod;
+use tailor_recommender::slim::WatchedPod;
 use tailor_recommender::stores::new_stores;
 
 #[global_allocator]
@@ -23,7 +23,7 @@ static ALLOC: Cap<System> = Cap::new(System, usize::MAX);
 const BOUND_BYTES_PER_POD: usize = 512;
 
 /// A running pod of ReplicaSet `rs` as the watch delivers it (the slim type drops the rest on decoding).
-fn pod(ns: &str, rs: usize, p: usize) -> SlimPod {
+fn pod(ns: &str, rs: usize, p: usize) -> WatchedPod {
     let app = format!("app-{rs}");
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",

@@ -26,7 +26,7 @@ use tailor_updater::cache_view::{CacheView, ReplicaStores, ScaleReplicas, strip_
 use tailor_updater::config::{FeatureGates, RestrictionConfig};
 use tailor_updater::iteration::{IterationConfig, Report, UpdaterState, run_once};
 use tailor_updater::metrics::{IterationGauges, Metrics};
-use tailor_updater::pods::CompactPod;
+use tailor_updater::pods::CachedPod;
 use tailor_updater::preview::plan::DryRun;
 use tailor_updater::preview::snapshot::Snapshot;
 
@@ -129,7 +129,7 @@ fn bench_iteration(
     view: &mut CacheView,
     actuator: &mut DryRun,
     list_vpas: &dyn Fn() -> Vec<std::sync::Arc<VerticalPodAutoscaler>>,
-    list_pods: &dyn Fn() -> Vec<std::sync::Arc<CompactPod>>,
+    list_pods: &dyn Fn() -> Vec<std::sync::Arc<CachedPod>>,
     metrics: &Metrics,
     now: Timestamp,
 ) -> Report {
@@ -171,9 +171,9 @@ fn main() {
         })
         .collect();
     let before = ALLOC.allocated();
-    let compacted: Vec<std::sync::Arc<CompactPod>> = raw
+    let compacted: Vec<std::sync::Arc<CachedPod>> = raw
         .iter()
-        .map(|p| std::sync::Arc::new(CompactPod::new(p)))
+        .map(|p| std::sync::Arc::new(CachedPod::new(p)))
         .collect();
     let compact_bytes = (ALLOC.allocated() - before) / 1000;
     drop(compacted);
@@ -181,7 +181,7 @@ fn main() {
 
     // The binary's caches: one kube-rs store per kind, the index over them.
     let mut vpa_writer: Writer<VerticalPodAutoscaler> = Writer::default();
-    let mut pod_writer: Writer<CompactPod> = Writer::default();
+    let mut pod_writer: Writer<CachedPod> = Writer::default();
     let mut rs_writer: Writer<ReplicaSet> = Writer::default();
     let vpa_store = vpa_writer.as_reader();
     let pod_store = pod_writer.as_reader();
@@ -248,7 +248,7 @@ fn main() {
             let p: Pod =
                 serde_json::from_value(pod_json(&ns, &rs, i, (v * per + i).is_multiple_of(5)))
                     .unwrap();
-            apply(&mut pod_writer, CompactPod::from(p));
+            apply(&mut pod_writer, CachedPod::from(p));
         }
     }
     let pod_bytes = ALLOC.allocated() - base;
@@ -310,8 +310,8 @@ fn main() {
         "vpas={vpas_n} pods={n_pods} iterations={iterations} evictions_per_iteration={evictions} resizes_per_iteration={resizes}"
     );
     println!(
-        "pod_object_bytes full={full_bytes} compact={compact_bytes} (size_of CompactPod={})",
-        std::mem::size_of::<CompactPod>()
+        "pod_object_bytes full={full_bytes} compact={compact_bytes} (size_of CachedPod={})",
+        std::mem::size_of::<CachedPod>()
     );
     println!(
         "cache_bytes_per_pod={} pods={} vpas={} workloads_and_index={} peak_rss_mib={} iteration_heap_delta_mib={}",

@@ -11,7 +11,7 @@ use tailor_crds::VerticalPodAutoscaler;
 use crate::event_queue::{EVENT_QUEUE, EventQueue};
 use crate::events::{EventObject, UpdaterEvent};
 use crate::iteration::{ActError, Actuator};
-use crate::pods::CompactPod;
+use crate::pods::CachedPod;
 use crate::resize::ResizePlan;
 use tailor_kube::rate::{RateSettings, TokenBucket};
 
@@ -82,7 +82,7 @@ impl ApiActuator {
         Ok(())
     }
 
-    fn pods(&self, pod: &CompactPod) -> Api<k8s_openapi::api::core::v1::Pod> {
+    fn pods(&self, pod: &CachedPod) -> Api<k8s_openapi::api::core::v1::Pod> {
         Api::namespaced(
             self.client.clone(),
             pod.metadata.namespace.as_deref().unwrap_or("default"),
@@ -104,13 +104,13 @@ impl Actuator for ApiActuator {
         self.wait(false).await
     }
 
-    async fn evict(&mut self, pod: &CompactPod) -> Result<(), ActError> {
+    async fn evict(&mut self, pod: &CachedPod) -> Result<(), ActError> {
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         self.pods(pod).evict(name, &EvictParams::default()).await?;
         Ok(())
     }
 
-    async fn resize(&mut self, pod: &CompactPod, plan: &ResizePlan) -> Result<(), ActError> {
+    async fn resize(&mut self, pod: &CachedPod, plan: &ResizePlan) -> Result<(), ActError> {
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         let api = self.pods(pod);
         let resize: Patch<()> = Patch::Json(json_patch::Patch(plan.resize.clone()));
@@ -125,7 +125,7 @@ impl Actuator for ApiActuator {
         Ok(())
     }
 
-    fn event(&mut self, pod: &CompactPod, vpa: &VerticalPodAutoscaler, event: UpdaterEvent) {
+    fn event(&mut self, pod: &CachedPod, vpa: &VerticalPodAutoscaler, event: UpdaterEvent) {
         let reference = match event.object {
             EventObject::Pod => pod.object_ref(&()),
             EventObject::Vpa => vpa.object_ref(&()),

@@ -21,7 +21,7 @@ use tailor_kube::index::{ControllerRef, Index};
 use crate::FastMap;
 use crate::config::{FeatureGates, RestrictionConfig};
 use crate::iteration::{Candidates, ClusterView};
-use crate::pods::{self, CompactPod, Owner};
+use crate::pods::{self, CachedPod, Owner};
 use crate::priority::{MilliCache, ParsedRecommendation, PodPriority, priority_for};
 use crate::resize::{ResizeError, ResizePlan, plan_resize};
 use crate::restriction::{Creator, ReplicaLookup, Restriction, unknown_kind_replicas};
@@ -112,7 +112,7 @@ impl ScaleReplicas {
     /// The creators of other kinds among `pods` that `wanted` accepts (those of pods some VPA governs),
     /// bounded by [`MAX_SCALE_ENTRIES`], with their API versions.
     pub fn wanted(
-        pods: &[Arc<CompactPod>],
+        pods: &[Arc<CachedPod>],
         wanted: impl Fn(&Creator, &str) -> bool,
     ) -> HashMap<Creator, String> {
         let mut out: HashMap<Creator, String> = HashMap::new();
@@ -704,7 +704,7 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
             .ok_or_else(|| format!("{c} has no selector"))
     }
 
-    fn controlling_vpa(&self, pod: &CompactPod, selected: &Candidates) -> Option<usize> {
+    fn controlling_vpa(&self, pod: &CachedPod, selected: &Candidates) -> Option<usize> {
         // No selected VPA in the pod's namespace: nothing to match, and no `/scale` lookup of its owner
         // (static pods, Tekton or KubeVirt pods cost nothing: docs/decisions/scale-lookups.md).
         if !selected.has_namespace(pods::namespace(pod)) {
@@ -735,14 +735,14 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         if found { strongest } else { None }
     }
 
-    fn gate(&self, vpa: &VerticalPodAutoscaler, pods: &[Arc<CompactPod>]) -> Restriction {
+    fn gate(&self, vpa: &VerticalPodAutoscaler, pods: &[Arc<CachedPod>]) -> Restriction {
         Restriction::new(vpa, pods, &self.replicas, &self.restriction, self.gates)
     }
 
     fn processed(
         &self,
         vpa: &VerticalPodAutoscaler,
-        pod: &CompactPod,
+        pod: &CachedPod,
     ) -> Result<Option<Arc<RecommendedPodResources>>, String> {
         let ns = pods::namespace(pod);
         let limit_ranges = self.limit_ranges(ns);
@@ -819,7 +819,7 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
 
     fn priority(
         &self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         rec: Option<&Arc<RecommendedPodResources>>,
     ) -> Result<PodPriority, String> {
         // No recommendation, or one held only by the caller (computed for this pod alone: LimitRanges,
@@ -883,7 +883,7 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
 
     fn resize_plan(
         &self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         vpa: &VerticalPodAutoscaler,
         now: Timestamp,
     ) -> Result<ResizePlan, ResizeError> {
@@ -899,7 +899,7 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
     fn quota_hold(
         &self,
         vpa: &VerticalPodAutoscaler,
-        pod: &CompactPod,
+        pod: &CachedPod,
         purpose: crate::quota::QuotaUse,
     ) -> Option<crate::skip::Skip> {
         let ns = pods::namespace(pod);
@@ -970,7 +970,7 @@ impl<R: ReplicaLookup> CacheView<R> {
     /// The resize plan of `pod` (cached for pods alike), before the API server's rules are checked.
     fn computed_plan(
         &self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         vpa: &VerticalPodAutoscaler,
         now: Timestamp,
     ) -> Result<ResizePlan, ResizeError> {
@@ -1052,7 +1052,7 @@ fn uses_requests_only(vpa: &VerticalPodAutoscaler) -> bool {
 pub fn processed_recommendation(
     index: &Index,
     vpa: &VerticalPodAutoscaler,
-    pod: &CompactPod,
+    pod: &CachedPod,
 ) -> Result<Option<RecommendedPodResources>, String> {
     let ns = pods::namespace(pod);
     let limit_ranges: Vec<LimitRange> = index.limit_ranges(ns);
@@ -1062,7 +1062,7 @@ pub fn processed_recommendation(
 /// [`processed_recommendation`] with explicit LimitRanges and the webhook's pod floor.
 pub fn processed_with(
     vpa: &VerticalPodAutoscaler,
-    pod: &CompactPod,
+    pod: &CachedPod,
     limit_ranges: &[LimitRange],
     floor: Option<&tailor_core::sizing::PodFloor>,
 ) -> Result<Option<RecommendedPodResources>, String> {
@@ -1128,7 +1128,7 @@ mod tests {
         .expect("vpa")
     }
 
-    fn pod() -> CompactPod {
+    fn pod() -> CachedPod {
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": "p", "namespace": "ns", "uid": "pod-uid"},
             "spec": {"containers": [{"name": "app",

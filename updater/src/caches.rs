@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use crate::cache_view::{
     NamespaceLabels, ReplicaStores, ScaleReplicas, governed_creator, strip_controller,
 };
-use crate::pods::CompactPod;
+use crate::pods::CachedPod;
 
 /// The pods an iteration looks at: scheduled and not finished.
 const POD_FIELDS: &str = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
@@ -38,7 +38,7 @@ pub struct Caches {
     /// Tailor VPAs.
     pub vpas: Store<VerticalPodAutoscaler>,
     /// Scheduled pods that have not finished, compact.
-    pub pods: Store<CompactPod>,
+    pub pods: Store<CachedPod>,
     /// Upstream VPAs (`autoscaling.k8s.io`), trimmed, when the API serves them.
     pub upstream: tailor_kube::upstream_vpa::UpstreamVpas,
 }
@@ -74,7 +74,7 @@ impl Caches {
             daemon_sets: reflectors.store(strip_controller),
             scaled: ScaleReplicas::default(),
         };
-        let pods = reflectors.store_where::<CompactPod>(POD_FIELDS, std::convert::identity);
+        let pods = reflectors.store_where::<CachedPod>(POD_FIELDS, std::convert::identity);
         let stores = IndexStores {
             vpas: Arc::new(vpas.clone()),
             workloads,
@@ -114,7 +114,7 @@ impl Caches {
 /// returns. Also sets `synced` (what `/readyz` reads).
 fn signal_synced(
     vpas: Store<VerticalPodAutoscaler>,
-    pods: Store<CompactPod>,
+    pods: Store<CachedPod>,
     synced: Arc<AtomicBool>,
 ) -> watch::Receiver<bool> {
     let (synced_tx, synced_rx) = watch::channel(false);
@@ -158,7 +158,7 @@ struct ReplicaRefresh {
     replicas: ScaleReplicas,
     index: Index,
     vpas: Store<VerticalPodAutoscaler>,
-    pods: Store<CompactPod>,
+    pods: Store<CachedPod>,
     period: Duration,
 }
 

@@ -14,7 +14,7 @@ use tailor_crds::{
 use crate::config::{FeatureGates, PriorityConfig};
 use crate::eviction_admission::EvictionAdmission;
 use crate::infeasible::InfeasibleAttempts;
-use crate::pods::{self, CompactPod};
+use crate::pods::{self, CachedPod};
 use crate::priority::{PodPriority, has_lower_resource};
 use crate::skip::Skip;
 
@@ -22,7 +22,7 @@ use crate::skip::Skip;
 #[derive(Clone, Debug)]
 pub struct Candidate {
     /// The pod.
-    pub pod: Arc<CompactPod>,
+    pub pod: Arc<CachedPod>,
     /// Its priority.
     pub priority: PodPriority,
     /// The processed recommendation it would be updated to.
@@ -57,7 +57,7 @@ impl<'a> PriorityCalculator<'a> {
     /// `Ok(None)` when accepted, otherwise why it was rejected.
     pub fn add_pod(
         &mut self,
-        pod: Arc<CompactPod>,
+        pod: Arc<CachedPod>,
         recommendation: Option<Arc<RecommendedPodResources>>,
         priority: PodPriority,
         infeasible: &InfeasibleAttempts,
@@ -101,7 +101,7 @@ impl<'a> PriorityCalculator<'a> {
     /// Whether a container of the pod was OOM-killed after running less than the threshold
     /// (docs/design/upstream-updater.md §2.4). With [`PriorityConfig::quick_oom_max_age`], a kill older than
     /// that no longer counts (Tailor option).
-    fn quick_oom(&self, pod: &CompactPod, now: Timestamp) -> bool {
+    fn quick_oom(&self, pod: &CachedPod, now: Timestamp) -> bool {
         let threshold = match self
             .vpa
             .spec
@@ -137,7 +137,7 @@ impl<'a> PriorityCalculator<'a> {
     pub fn sorted(
         mut self,
         admission: &EvictionAdmission,
-    ) -> Result<(Vec<Candidate>, Vec<Arc<CompactPod>>), QuantityError> {
+    ) -> Result<(Vec<Candidate>, Vec<Arc<CachedPod>>), QuantityError> {
         self.accepted
             .sort_by(|a, b| a.priority.cmp_desc(&b.priority));
         let mut out = Vec::with_capacity(self.accepted.len());

@@ -9,7 +9,7 @@ use tailor_crds::{
 };
 
 use crate::FastMap;
-use crate::pods::{self, CompactPod};
+use crate::pods::{self, CachedPod};
 use crate::priority::container_recommendation;
 
 /// Requirements per pod (`namespace/name`), rebuilt every iteration.
@@ -23,7 +23,7 @@ impl EvictionAdmission {
     /// `updatePolicy` are not entered (they are always admitted).
     pub fn loop_init<'a>(
         &mut self,
-        assignment: impl IntoIterator<Item = (&'a VerticalPodAutoscaler, &'a [Arc<CompactPod>])>,
+        assignment: impl IntoIterator<Item = (&'a VerticalPodAutoscaler, &'a [Arc<CachedPod>])>,
     ) {
         self.requirements.clear();
         for (vpa, vpa_pods) in assignment {
@@ -48,14 +48,14 @@ impl EvictionAdmission {
     }
 
     /// The requirements recorded for a pod (`None` = not in the map).
-    pub fn requirements(&self, pod: &CompactPod) -> Option<&[EvictionRequirement]> {
+    pub fn requirements(&self, pod: &CachedPod) -> Option<&[EvictionRequirement]> {
         self.requirements.get(pods::pod_key(pod)).map(|r| &r[..])
     }
 
     /// Whether `pod` may be updated towards `rec` (docs/design/upstream-updater.md §4).
     pub fn admit(
         &self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         rec: Option<&RecommendedPodResources>,
     ) -> Result<bool, QuantityError> {
         admit(pod, self.requirements(pod), rec)
@@ -64,7 +64,7 @@ impl EvictionAdmission {
 
 /// The admission rule for one pod with its requirements (`None` = pod not in the map → admitted).
 pub fn admit(
-    pod: &CompactPod,
+    pod: &CachedPod,
     requirements: Option<&[EvictionRequirement]>,
     rec: Option<&RecommendedPodResources>,
 ) -> Result<bool, QuantityError> {

@@ -5,14 +5,14 @@ use tailor_core::quantity::QuantityError;
 use tailor_crds::VerticalPodAutoscaler;
 
 use crate::iteration::{Gate, UpdaterState};
-use crate::pods::{self, CompactPod, ResizeStatus};
+use crate::pods::{self, CachedPod, ResizeStatus};
 use crate::restriction::{InPlaceDecision, Restriction, RestrictionError};
 use crate::skip::Skip;
 
 impl Gate for Restriction {
     fn can_evict(
         &mut self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         state: &mut UpdaterState,
         now: Timestamp,
     ) -> Result<(), Skip> {
@@ -21,7 +21,7 @@ impl Gate for Restriction {
 
     fn can_in_place_update(
         &mut self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         vpa: &VerticalPodAutoscaler,
         state: &mut UpdaterState,
         now: Timestamp,
@@ -31,7 +31,7 @@ impl Gate for Restriction {
 
     fn can_unboost(
         &mut self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         vpa: &VerticalPodAutoscaler,
         now: Timestamp,
     ) -> bool {
@@ -40,26 +40,26 @@ impl Gate for Restriction {
 
     fn check_evict(
         &mut self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         state: &mut UpdaterState,
         now: Timestamp,
     ) -> Result<(), RestrictionError> {
         Restriction::check_evict(self, pod, &mut state.timers, now)
     }
 
-    fn evicted(&mut self, pod: &CompactPod) {
+    fn evicted(&mut self, pod: &CachedPod) {
         Restriction::evicted(self, pod);
     }
 
-    fn check_in_place(&mut self, pod: &CompactPod) -> Result<(), RestrictionError> {
+    fn check_in_place(&mut self, pod: &CachedPod) -> Result<(), RestrictionError> {
         Restriction::check_in_place(self, pod)
     }
 
-    fn in_place_started(&mut self, pod: &CompactPod, state: &mut UpdaterState, now: Timestamp) {
+    fn in_place_started(&mut self, pod: &CachedPod, state: &mut UpdaterState, now: Timestamp) {
         Restriction::in_place_started(self, pod, &mut state.timers, now);
     }
 
-    fn deferral_reason(&self, pod: &CompactPod) -> Skip {
+    fn deferral_reason(&self, pod: &CachedPod) -> Skip {
         if !self.contains(pod) {
             Skip::BelowMinReplicas
         } else if pods::is_pending(pod) {

@@ -20,7 +20,7 @@ use crate::eviction_admission::EvictionAdmission;
 use crate::infeasible::{InfeasibleAttempts, is_infeasible_error};
 use crate::metrics::{GaugeKind, IterationGauges, Metrics, VpaLabel};
 use crate::modes::{self, Path};
-use crate::pods::{self, CompactPod};
+use crate::pods::{self, CachedPod};
 use crate::priority::PodPriority;
 use crate::quota::QuotaUse;
 use crate::resize::{ResizeError, ResizePlan};
@@ -55,40 +55,36 @@ pub trait Gate {
     /// `CanEvict`, with the reason when refused.
     fn can_evict(
         &mut self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         state: &mut UpdaterState,
         now: Timestamp,
     ) -> Result<(), Skip>;
     /// `CanInPlaceUpdate`.
     fn can_in_place_update(
         &mut self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         vpa: &VerticalPodAutoscaler,
         state: &mut UpdaterState,
         now: Timestamp,
     ) -> Result<InPlaceDecision, QuantityError>;
     /// `CanUnboost`.
-    fn can_unboost(
-        &mut self,
-        pod: &CompactPod,
-        vpa: &VerticalPodAutoscaler,
-        now: Timestamp,
-    ) -> bool;
+    fn can_unboost(&mut self, pod: &CachedPod, vpa: &VerticalPodAutoscaler, now: Timestamp)
+    -> bool;
     /// Checks an eviction before the API call.
     fn check_evict(
         &mut self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         state: &mut UpdaterState,
         now: Timestamp,
     ) -> Result<(), RestrictionError>;
     /// Counts a successful eviction.
-    fn evicted(&mut self, pod: &CompactPod);
+    fn evicted(&mut self, pod: &CachedPod);
     /// Checks an in-place update before the PATCH.
-    fn check_in_place(&mut self, pod: &CompactPod) -> Result<(), RestrictionError>;
+    fn check_in_place(&mut self, pod: &CachedPod) -> Result<(), RestrictionError>;
     /// Counts a started in-place update.
-    fn in_place_started(&mut self, pod: &CompactPod, state: &mut UpdaterState, now: Timestamp);
+    fn in_place_started(&mut self, pod: &CachedPod, state: &mut UpdaterState, now: Timestamp);
     /// Why an in-place update of `pod` is deferred (for reports).
-    fn deferral_reason(&self, pod: &CompactPod) -> Skip;
+    fn deferral_reason(&self, pod: &CachedPod) -> Skip;
 }
 
 /// What the iteration reads from the cluster's caches (pure lookups).
@@ -98,14 +94,14 @@ pub trait ClusterView {
     /// Reads the VPA's target selector (docs/design/upstream-updater.md §1.2 step 3); an error skips the VPA.
     fn fetch_selector(&self, vpa: &VerticalPodAutoscaler) -> Result<(), String>;
     /// Index into `selected` of the VPA that governs `pod` (docs/design/upstream-updater.md §1.2 step 6).
-    fn controlling_vpa(&self, pod: &CompactPod, selected: &Candidates) -> Option<usize>;
+    fn controlling_vpa(&self, pod: &CachedPod, selected: &Candidates) -> Option<usize>;
     /// The budgets of `vpa`'s live pods.
-    fn gate(&self, vpa: &VerticalPodAutoscaler, pods: &[Arc<CompactPod>]) -> Self::Gate;
+    fn gate(&self, vpa: &VerticalPodAutoscaler, pods: &[Arc<CachedPod>]) -> Self::Gate;
     /// The processed (capped) recommendation for `pod` (docs/design/upstream-updater.md §2.1).
     fn processed(
         &self,
         vpa: &VerticalPodAutoscaler,
-        pod: &CompactPod,
+        pod: &CachedPod,
     ) -> Result<Option<Arc<RecommendedPodResources>>, String>;
     /// Whether pods that declare pod-level resources are compared with their VPA's envelope
     /// (`--pod-level-resources`, docs/pod-level-resources.md).
@@ -115,13 +111,13 @@ pub trait ClusterView {
     /// The priority of `pod` for `rec` (docs/design/upstream-updater.md §2.3).
     fn priority(
         &self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         rec: Option<&Arc<RecommendedPodResources>>,
     ) -> Result<PodPriority, String>;
     /// The two patches that resize `pod` to `vpa`'s recommendation.
     fn resize_plan(
         &self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         vpa: &VerticalPodAutoscaler,
         now: Timestamp,
     ) -> Result<ResizePlan, ResizeError>;
@@ -130,7 +126,7 @@ pub trait ClusterView {
     fn quota_hold(
         &self,
         _vpa: &VerticalPodAutoscaler,
-        _pod: &CompactPod,
+        _pod: &CachedPod,
         _purpose: QuotaUse,
     ) -> Option<Skip> {
         None
@@ -241,15 +237,15 @@ pub trait Actuator {
     /// Waits for an in-place token; an error aborts the iteration.
     fn wait_in_place(&mut self) -> impl Future<Output = Result<(), ActError>>;
     /// Posts the Eviction of `pod`.
-    fn evict(&mut self, pod: &CompactPod) -> impl Future<Output = Result<(), ActError>>;
+    fn evict(&mut self, pod: &CachedPod) -> impl Future<Output = Result<(), ActError>>;
     /// Sends the resize PATCH, then the annotation PATCH (whose failure is only logged).
     fn resize(
         &mut self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         plan: &ResizePlan,
     ) -> impl Future<Output = Result<(), ActError>>;
     /// Records an event on the pod or on `vpa`.
-    fn event(&mut self, pod: &CompactPod, vpa: &VerticalPodAutoscaler, event: UpdaterEvent);
+    fn event(&mut self, pod: &CachedPod, vpa: &VerticalPodAutoscaler, event: UpdaterEvent);
     /// Records an event on `vpa` alone (why the updater leaves it or some of its pods alone).
     fn vpa_event(&mut self, vpa: &VerticalPodAutoscaler, event: UpdaterEvent);
     /// Replaces `vpa`'s `status.conditions` (the `UpdatesBlocked` condition changed).
@@ -355,7 +351,7 @@ pub async fn run_once<V: ClusterView, A: Actuator>(
     view: &V,
     actuator: &mut A,
     vpas: &[Arc<VerticalPodAutoscaler>],
-    list_pods: impl FnOnce() -> Vec<Arc<CompactPod>>,
+    list_pods: impl FnOnce() -> Vec<Arc<CachedPod>>,
     now: Timestamp,
     gauges: &mut IterationGauges,
     metrics: Option<&Metrics>,
@@ -550,13 +546,13 @@ fn assign_pods<V: ClusterView>(
     state: &mut UpdaterState,
     view: &V,
     selected: &Candidates,
-    all_pods: &[Arc<CompactPod>],
-) -> (Vec<Vec<Arc<CompactPod>>>, Vec<usize>) {
-    let live: Vec<&Arc<CompactPod>> = all_pods
+    all_pods: &[Arc<CachedPod>],
+) -> (Vec<Vec<Arc<CachedPod>>>, Vec<usize>) {
+    let live: Vec<&Arc<CachedPod>> = all_pods
         .iter()
         .filter(|p| !pods::is_terminating(p))
         .collect();
-    let mut assigned: Vec<Vec<Arc<CompactPod>>> = vec![Vec::new(); selected.vpas.len()];
+    let mut assigned: Vec<Vec<Arc<CachedPod>>> = vec![Vec::new(); selected.vpas.len()];
     for pod in &live {
         if let Some(i) = view.controlling_vpa(pod, selected)
             && let Some(list) = assigned.get_mut(i)
@@ -598,7 +594,7 @@ async fn pass_vpa<V: ClusterView, A: Actuator>(
     view: &V,
     actuator: &mut A,
     vpa: &VerticalPodAutoscaler,
-    vpa_pods: &[Arc<CompactPod>],
+    vpa_pods: &[Arc<CachedPod>],
     now: Timestamp,
     gauges: &mut IterationGauges,
     metrics: Option<&Metrics>,
@@ -652,7 +648,7 @@ async fn pass_vpa<V: ClusterView, A: Actuator>(
     aborted
 }
 
-fn set(report: &mut VpaReport, pod: &CompactPod, action: Action) {
+fn set(report: &mut VpaReport, pod: &CachedPod, action: Action) {
     report.pods.insert(pods::name(pod).to_owned(), action);
 }
 
@@ -692,14 +688,14 @@ struct VpaPass<'p, V: ClusterView, A: Actuator> {
 #[derive(Default)]
 struct Chosen {
     /// Pods to evict, in priority order.
-    evictions: Vec<Arc<CompactPod>>,
+    evictions: Vec<Arc<CachedPod>>,
     in_place_updatable: usize,
     evictable: usize,
 }
 
 impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
     /// Runs every step over `vpa_pods`.
-    async fn run(&mut self, vpa_pods: &[Arc<CompactPod>]) -> Result<(), String> {
+    async fn run(&mut self, vpa_pods: &[Arc<CachedPod>]) -> Result<(), String> {
         let mode_text = self.entry.label.mode;
         self.gauges.add(
             GaugeKind::ControlledPods,
@@ -743,7 +739,7 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
         self.block(events::quota_held(count, &first));
     }
 
-    fn set(&mut self, pod: &CompactPod, action: Action) {
+    fn set(&mut self, pod: &CachedPod, action: Action) {
         set(&mut self.vpa_report, pod, action);
     }
 
@@ -755,7 +751,7 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
     }
 
     /// Judges the replacements of the VPA's evicted pods among its live pods ([`crate::replacements`]).
-    fn watch_replacements(&mut self, vpa_pods: &[Arc<CompactPod>]) {
+    fn watch_replacements(&mut self, vpa_pods: &[Arc<CachedPod>]) {
         let key = self.key();
         if let Some(pod) = self.state.replacements.observe(&key, vpa_pods, self.now) {
             tracing::warn!(
@@ -772,11 +768,11 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
     /// The pods the webhook sizes. Pods it never sizes count in the budgets but are not updated
     /// (docs/decisions/webhook-scope.md); nor are pods that carry a mark of upstream VPA (its numbers win on a
     /// workload both cover, README). Either kind blocks the VPA's updates, its condition saying why.
-    fn in_webhook_scope(&mut self, vpa_pods: &[Arc<CompactPod>]) -> Vec<Arc<CompactPod>> {
+    fn in_webhook_scope(&mut self, vpa_pods: &[Arc<CachedPod>]) -> Vec<Arc<CachedPod>> {
         let size = self.size;
         let mut outside = 0usize;
         let mut upstream: Option<(usize, &'static str)> = None;
-        let mut in_scope: Vec<Arc<CompactPod>> = Vec::with_capacity(vpa_pods.len());
+        let mut in_scope: Vec<Arc<CachedPod>> = Vec::with_capacity(vpa_pods.len());
         for pod in vpa_pods {
             if let Some(mark) = pods::upstream_mark(pod) {
                 let (count, _) = upstream.get_or_insert((0, mark));
@@ -822,8 +818,8 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
     /// recommendation; returns the pods without a boost, which the mode's pass may update.
     async fn unboost(
         &mut self,
-        pods_in_scope: &[Arc<CompactPod>],
-    ) -> Result<Vec<Arc<CompactPod>>, String> {
+        pods_in_scope: &[Arc<CachedPod>],
+    ) -> Result<Vec<Arc<CachedPod>>, String> {
         let vpa = self.entry.vpa;
         if !(self.config.gates.cpu_startup_boost && has_startup_boost(&vpa.spec)) {
             return Ok(pods_in_scope.to_vec());
@@ -854,7 +850,7 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
     /// Waits for the in-place rate limiter, then resizes `pod` (docs/design/upstream-updater.md §5.5) and
     /// records the resize. The outer `Err` aborts the iteration (the limiter failed); the inner one is this
     /// pod's failure, for the caller to record.
-    async fn resize(&mut self, pod: &CompactPod) -> Result<Result<(), InPlaceError>, String> {
+    async fn resize(&mut self, pod: &CachedPod) -> Result<Result<(), InPlaceError>, String> {
         if let Err(e) = self.actuator.wait_in_place().await {
             if let Some(m) = self.metrics {
                 m.record_failed_in_place_update(
@@ -886,7 +882,7 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
     /// Mode `InPlaceOrRecreate` / `InPlace` (docs/design/upstream-updater.md §5): offers the pods the budgets
     /// let through, resizes them in priority order, and returns the ones to evict instead (never in mode
     /// `InPlace`).
-    async fn resize_in_place(&mut self, available: &[Arc<CompactPod>]) -> Result<Chosen, String> {
+    async fn resize_in_place(&mut self, available: &[Arc<CachedPod>]) -> Result<Chosen, String> {
         let config = self.config;
         let mut calc = PriorityCalculator::new(self.entry.vpa, &config.priority, config.gates);
         self.offer_for_resize(available, &mut calc);
@@ -911,7 +907,7 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
     /// evicted); reports why the others are left alone.
     fn offer_for_resize(
         &mut self,
-        available: &[Arc<CompactPod>],
+        available: &[Arc<CachedPod>],
         calc: &mut PriorityCalculator<'_>,
     ) {
         let (vpa, now) = (self.entry.vpa, self.now);
@@ -960,7 +956,7 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
     /// it); a pod to evict instead joins `chosen.evictions`.
     async fn resize_candidate(
         &mut self,
-        pod: &Arc<CompactPod>,
+        pod: &Arc<CachedPod>,
         chosen: &mut Chosen,
     ) -> Result<(), String> {
         let (vpa, now) = (self.entry.vpa, self.now);
@@ -1016,7 +1012,7 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
     }
 
     /// Remembers that `pod` cannot take the VPA's current recommendation in place (mode `InPlace`).
-    fn record_infeasible(&mut self, pod: &CompactPod) {
+    fn record_infeasible(&mut self, pod: &CachedPod) {
         if let Some(raw) = self
             .entry
             .vpa
@@ -1029,7 +1025,7 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
     }
 
     /// A failed resize in mode `InPlace`: remembered when the kubelet found it infeasible, counted, reported.
-    fn in_place_failed(&mut self, pod: &CompactPod, e: &InPlaceError) {
+    fn in_place_failed(&mut self, pod: &CachedPod, e: &InPlaceError) {
         let infeasible =
             matches!(e, InPlaceError::Act(ActError::Api(api)) if is_infeasible_error(Some(api)));
         if infeasible {
@@ -1067,7 +1063,7 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
     }
 
     /// Mode `Recreate` (and `Auto`): the pods the budgets let through, in priority order.
-    fn choose_evictions(&mut self, available: &[Arc<CompactPod>]) -> Chosen {
+    fn choose_evictions(&mut self, available: &[Arc<CachedPod>]) -> Chosen {
         let (vpa, now, config) = (self.entry.vpa, self.now, self.config);
         let mut calc = PriorityCalculator::new(vpa, &config.priority, config.gates);
         for pod in available {
@@ -1085,7 +1081,7 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
                 &mut self.vpa_report,
             );
         }
-        let evictions: Vec<Arc<CompactPod>> = self
+        let evictions: Vec<Arc<CachedPod>> = self
             .sorted(calc)
             .map(|sorted| sorted.into_iter().map(|c| c.pod).collect())
             .unwrap_or_default();
@@ -1107,8 +1103,8 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
     /// eviction rate limiter allow it.
     async fn evict(
         &mut self,
-        evictions: &[Arc<CompactPod>],
-        vpa_pods: &[Arc<CompactPod>],
+        evictions: &[Arc<CachedPod>],
+        vpa_pods: &[Arc<CachedPod>],
     ) -> Result<(), String> {
         let (vpa, now, key) = (self.entry.vpa, self.now, self.key());
         let probe = (self.config.unsized_replacement_probe_interval)
@@ -1193,7 +1189,7 @@ fn skip_of(e: &InPlaceError) -> Skip {
     }
 }
 
-fn decision_skip<G: Gate>(gate: &G, pod: &CompactPod, decision: InPlaceDecision) -> Skip {
+fn decision_skip<G: Gate>(gate: &G, pod: &CachedPod, decision: InPlaceDecision) -> Skip {
     match decision {
         InPlaceDecision::Deferred => gate.deferral_reason(pod),
         InPlaceDecision::InfeasibleCached => Skip::InfeasibleCached,
@@ -1206,7 +1202,7 @@ fn offer<V: ClusterView>(
     state: &UpdaterState,
     calc: &mut PriorityCalculator<'_>,
     vpa: &VerticalPodAutoscaler,
-    pod: &Arc<CompactPod>,
+    pod: &Arc<CachedPod>,
     now: Timestamp,
     vpa_report: &mut VpaReport,
 ) {
@@ -1245,7 +1241,7 @@ pub async fn evict_pod<G: Gate, A: Actuator>(
     actuator: &mut A,
     gate: &mut G,
     state: &mut UpdaterState,
-    pod: &CompactPod,
+    pod: &CachedPod,
     vpa: &VerticalPodAutoscaler,
     now: Timestamp,
 ) -> Result<(), InPlaceError> {
@@ -1265,7 +1261,7 @@ pub async fn in_place_update<V: ClusterView, G: Gate, A: Actuator>(
     actuator: &mut A,
     gate: &mut G,
     state: &mut UpdaterState,
-    pod: &CompactPod,
+    pod: &CachedPod,
     vpa: &VerticalPodAutoscaler,
     now: Timestamp,
 ) -> Result<ResizePlan, InPlaceError> {

@@ -2,7 +2,7 @@
 //! resize policies and start-up boost annotations
 //! (docs/design/upstream-updater.md §2.1, §2.2, §3.2, §5.3, §5.7, §5.8).
 //!
-//! The pod cache keeps each pod as a [`CompactPod`]: the few fields the decisions read, with what many pods
+//! The pod cache keeps each pod as a [`CachedPod`]: the few fields the decisions read, with what many pods
 //! share (namespaces' owners, label sets, container names, resource lists, observed-container lists)
 //! interned process-wide, and every quantity parsed once when the pod is cached. The decision functions
 //! read it directly; `tailor plan` and the conformance vectors convert their pods the same way.
@@ -149,7 +149,7 @@ struct Rare {
 /// What the pod cache keeps of a pod, and what every decision reads (see the module documentation).
 #[derive(Clone, Debug, serde::Deserialize)]
 #[serde(from = "Pod")]
-pub struct CompactPod {
+pub struct CachedPod {
     /// Name, namespace, UID and resourceVersion only (what the cache keys by and events name).
     pub metadata: ObjectMeta,
     key: Arc<str>,
@@ -176,7 +176,7 @@ pub struct CompactPod {
     restart_on_resize: bool,
 }
 
-impl kube::Resource for CompactPod {
+impl kube::Resource for CachedPod {
     type DynamicType = ();
     type Scope = k8s_openapi::NamespaceResourceScope;
 
@@ -387,13 +387,13 @@ fn lock() -> std::sync::MutexGuard<'static, Interner> {
     INTERNER.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl From<Pod> for CompactPod {
+impl From<Pod> for CachedPod {
     fn from(pod: Pod) -> Self {
-        CompactPod::new(&pod)
+        CachedPod::new(&pod)
     }
 }
 
-impl CompactPod {
+impl CachedPod {
     /// The compact form of `pod`: the shared parts (containers, labels, owners, names) through the
     /// interner, under one lock; what few pods have in `Rare`.
     pub fn new(pod: &Pod) -> Self {
@@ -427,7 +427,7 @@ impl CompactPod {
         let observed =
             interner.observed(annotations.and_then(|a| a.get(OBSERVED_CONTAINERS_ANNOTATION)));
         drop(interner);
-        CompactPod {
+        CachedPod {
             metadata: ObjectMeta {
                 name: m.name.clone(),
                 namespace: m.namespace.clone(),
@@ -565,52 +565,52 @@ fn pod_level_names(list: &[&'static str]) -> &'static [&'static str] {
 }
 
 /// `namespace/name`, the key upstream uses for pods in its maps.
-pub fn pod_key(pod: &CompactPod) -> &str {
+pub fn pod_key(pod: &CachedPod) -> &str {
     &pod.key
 }
 
 /// The pod's key as a shared string (map keys without copying).
-pub fn shared_key(pod: &CompactPod) -> Arc<str> {
+pub fn shared_key(pod: &CachedPod) -> Arc<str> {
     Arc::clone(&pod.key)
 }
 
 /// The pod's name (empty when absent).
-pub fn name(pod: &CompactPod) -> &str {
+pub fn name(pod: &CachedPod) -> &str {
     pod.metadata.name.as_deref().unwrap_or_default()
 }
 
 /// The pod's namespace (empty when absent).
-pub fn namespace(pod: &CompactPod) -> &str {
+pub fn namespace(pod: &CachedPod) -> &str {
     pod.metadata.namespace.as_deref().unwrap_or_default()
 }
 
 /// The pod's UID (empty when absent).
-pub fn uid(pod: &CompactPod) -> &str {
+pub fn uid(pod: &CachedPod) -> &str {
     pod.metadata.uid.as_deref().unwrap_or_default()
 }
 
 /// Whether the pod's phase is `Pending` (scheduled, not yet running; an absent phase counts as running).
-pub fn is_pending(pod: &CompactPod) -> bool {
+pub fn is_pending(pod: &CachedPod) -> bool {
     pod.pending
 }
 
 /// The pod's QoS class as the API server reported it, or computed from its spec without a status.
-pub fn qos(pod: &CompactPod) -> Qos {
+pub fn qos(pod: &CachedPod) -> Qos {
     pod.qos
 }
 
 /// Whether the pod's init containers would keep it `Guaranteed` (see [`Qos::Guaranteed`]).
-pub fn init_containers_guaranteed(pod: &CompactPod) -> bool {
+pub fn init_containers_guaranteed(pod: &CachedPod) -> bool {
     pod.init_guaranteed
 }
 
 /// Whether the pod sets pod-level resources (`spec.resources`).
-pub fn has_pod_level_resources(pod: &CompactPod) -> bool {
+pub fn has_pod_level_resources(pod: &CachedPod) -> bool {
     pod.rare.as_ref().is_some_and(|r| r.pod_level)
 }
 
 /// The pod-level request of `resource` (`cpu` or `memory`) in thousandths, when the pod sets one.
-pub fn pod_level_request(pod: &CompactPod, resource: &str) -> Option<i64> {
+pub fn pod_level_request(pod: &CachedPod, resource: &str) -> Option<i64> {
     let i = match resource {
         CPU => 0,
         MEMORY => 1,
@@ -620,63 +620,63 @@ pub fn pod_level_request(pod: &CompactPod, resource: &str) -> Option<i64> {
 }
 
 /// Whether the pod's `Ready` condition is `False` (running but not serving: a replica down already).
-pub fn is_unready(pod: &CompactPod) -> bool {
+pub fn is_unready(pod: &CachedPod) -> bool {
     pod.unready
 }
 
 /// Whether the pod is being deleted.
-pub fn is_terminating(pod: &CompactPod) -> bool {
+pub fn is_terminating(pod: &CachedPod) -> bool {
     pod.terminating
 }
 
 /// The pod's `status.startTime`.
-pub fn start_time(pod: &CompactPod) -> Option<Timestamp> {
+pub fn start_time(pod: &CachedPod) -> Option<Timestamp> {
     pod.start_time
 }
 
 /// The containers of `spec.containers`.
-pub fn containers(pod: &CompactPod) -> &[ContainerInfo] {
+pub fn containers(pod: &CachedPod) -> &[ContainerInfo] {
     &pod.containers
 }
 
 /// The container list, shared by the pods that have the same one (identity for per-iteration caches).
-pub fn container_list(pod: &CompactPod) -> &Arc<[ContainerInfo]> {
+pub fn container_list(pod: &CachedPod) -> &Arc<[ContainerInfo]> {
     &pod.containers
 }
 
 /// The resources (`cpu`, `memory`) the pod sets at pod level (`spec.resources`).
-pub fn pod_level(pod: &CompactPod) -> &'static [&'static str] {
+pub fn pod_level(pod: &CachedPod) -> &'static [&'static str] {
     pod.rare.as_ref().map_or(&[], |r| r.pod_level_names)
 }
 
 /// Containers whose last termination was an OOM kill.
-pub fn oom_kills(pod: &CompactPod) -> &[OomKill] {
+pub fn oom_kills(pod: &CachedPod) -> &[OomKill] {
     pod.rare.as_ref().map_or(&[], |r| &r.oom_kills)
 }
 
-fn resize_conditions(pod: &CompactPod) -> &[ResizeCondition] {
+fn resize_conditions(pod: &CachedPod) -> &[ResizeCondition] {
     pod.rare.as_ref().map_or(&[], |r| &r.resize)
 }
 
 /// The first owner reference with `controller: true` (the pod's creator, docs/design/upstream-updater.md §3.1).
-pub fn creator(pod: &CompactPod) -> Option<&Arc<Owner>> {
+pub fn creator(pod: &CachedPod) -> Option<&Arc<Owner>> {
     pod.creator.as_ref()
 }
 
 /// The last owner reference with `controller: true` (what target resolution follows).
-pub fn controller(pod: &CompactPod) -> Option<&Arc<Owner>> {
+pub fn controller(pod: &CachedPod) -> Option<&Arc<Owner>> {
     pod.controller.as_ref()
 }
 
 /// The containers the webhook observed, from the observed-containers annotation; `None` (all observed)
 /// when the annotation is absent or any name in it is invalid (docs/design/upstream-updater.md §2.2).
-pub fn observed_containers(pod: &CompactPod) -> Option<&[String]> {
+pub fn observed_containers(pod: &CachedPod) -> Option<&[String]> {
     pod.observed.as_deref()
 }
 
 /// The observed-container list, shared by the pods that have the same one (identity for per-iteration
 /// caches).
-pub fn observed_list(pod: &CompactPod) -> Option<&Arc<[String]>> {
+pub fn observed_list(pod: &CachedPod) -> Option<&Arc<[String]>> {
     pod.observed.as_ref()
 }
 
@@ -688,7 +688,7 @@ pub fn is_observed(observed: Option<&[String]>, container: &str) -> bool {
 
 /// Whether a resize is under way: the first resize condition's status is `True`
 /// (docs/design/upstream-updater.md §3.2).
-pub fn is_in_place_updating(pod: &CompactPod) -> bool {
+pub fn is_in_place_updating(pod: &CachedPod) -> bool {
     resize_conditions(pod)
         .first()
         .is_some_and(|c| c.status_true)
@@ -725,13 +725,13 @@ impl ResizeStatus {
     }
 }
 
-fn condition(pod: &CompactPod, pending: bool) -> Option<&ResizeCondition> {
+fn condition(pod: &CachedPod, pending: bool) -> Option<&ResizeCondition> {
     resize_conditions(pod).iter().find(|c| c.pending == pending)
 }
 
 /// The resize status of a pod (docs/design/upstream-updater.md §5.7): `PodResizePending` wins over
 /// `PodResizeInProgress`.
-pub fn resize_status(pod: &CompactPod) -> ResizeStatus {
+pub fn resize_status(pod: &CachedPod) -> ResizeStatus {
     if !is_in_place_updating(pod) {
         return ResizeStatus::None;
     }
@@ -754,23 +754,23 @@ pub fn resize_status(pod: &CompactPod) -> ResizeStatus {
 }
 
 /// The `PodResizePending` condition's reason, if that condition exists (its status is not checked).
-pub fn pending_reason(pod: &CompactPod) -> Option<&str> {
+pub fn pending_reason(pod: &CachedPod) -> Option<&str> {
     condition(pod, true).map(|c| c.reason.as_deref().unwrap_or_default())
 }
 
 /// The `PodResizeInProgress` condition's reason and whether it has a message, if that condition exists.
-pub fn in_progress_state(pod: &CompactPod) -> Option<(&str, bool)> {
+pub fn in_progress_state(pod: &CachedPod) -> Option<(&str, bool)> {
     condition(pod, false).map(|c| (c.reason.as_deref().unwrap_or_default(), c.message))
 }
 
 /// Whether resizing the pod restarts no container: no container in `spec.containers` has a
 /// `RestartContainer` resize policy (docs/design/upstream-updater.md §5.3 step 7).
-pub fn is_non_disruptive(pod: &CompactPod) -> bool {
+pub fn is_non_disruptive(pod: &CachedPod) -> bool {
     !pod.restart_on_resize
 }
 
 /// Whether the pod has an annotations map at all.
-pub fn has_annotations(pod: &CompactPod) -> bool {
+pub fn has_annotations(pod: &CachedPod) -> bool {
     pod.has_annotations
 }
 
@@ -793,18 +793,18 @@ fn upstream_mark_of(annotations: &BTreeMap<String, String>) -> u8 {
 
 /// The first of upstream VPA's marks ([`UPSTREAM_MARKS`]) the pod carries: upstream sized or resized it, so
 /// an upstream VPA covers its workload too (an evicted pod would come back with upstream's numbers).
-pub fn upstream_mark(pod: &CompactPod) -> Option<&'static str> {
+pub fn upstream_mark(pod: &CachedPod) -> Option<&'static str> {
     let i = usize::from(pod.upstream_mark).checked_sub(1)?;
     UPSTREAM_MARKS.get(i).copied()
 }
 
 /// Whether the pod carries any of upstream VPA's marks ([`upstream_mark`]).
-pub fn sized_by_upstream(pod: &CompactPod) -> bool {
+pub fn sized_by_upstream(pod: &CachedPod) -> bool {
     pod.upstream_mark != 0
 }
 
 /// The start-up boost annotations of a pod (key → value), `None` when it has none.
-pub fn boost_annotations(pod: &CompactPod) -> Option<&BTreeMap<String, String>> {
+pub fn boost_annotations(pod: &CachedPod) -> Option<&BTreeMap<String, String>> {
     pod.rare
         .as_ref()
         .map(|r| &r.boosts)
@@ -812,7 +812,7 @@ pub fn boost_annotations(pod: &CompactPod) -> Option<&BTreeMap<String, String>> 
 }
 
 /// Whether the pod carries any start-up boost annotation (a boost is, or was, in progress).
-pub fn has_boost_annotation(pod: &CompactPod) -> bool {
+pub fn has_boost_annotation(pod: &CachedPod) -> bool {
     boost_annotations(pod).is_some()
 }
 
@@ -826,7 +826,7 @@ pub fn boost_key(container: &str) -> String {
 /// passed since the pod became ready. The duration is the VPA's `startupBoost.cpu.durationSeconds`, overridden
 /// by the container policy's when that one sets it.
 pub fn expired_boost_keys(
-    pod: &CompactPod,
+    pod: &CachedPod,
     vpa: &VerticalPodAutoscaler,
     now: Timestamp,
 ) -> Vec<String> {
@@ -869,11 +869,11 @@ pub fn go_zero_time() -> Timestamp {
 }
 
 /// Labels of the pod (an empty map when absent).
-pub fn labels(pod: &CompactPod) -> &BTreeMap<String, String> {
+pub fn labels(pod: &CachedPod) -> &BTreeMap<String, String> {
     &pod.labels
 }
 
 /// The label set, shared by the pods that have the same one (identity for per-iteration caches).
-pub fn label_set(pod: &CompactPod) -> &Arc<BTreeMap<String, String>> {
+pub fn label_set(pod: &CachedPod) -> &Arc<BTreeMap<String, String>> {
     &pod.labels
 }

@@ -8,7 +8,7 @@ use tailor_crds::{
     RecommendedContainerResources, RecommendedPodResources, ResourceList, VerticalPodAutoscaler,
 };
 
-use crate::pods::{self, CompactPod};
+use crate::pods::{self, CachedPod};
 
 /// The update priority of a pod.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -128,7 +128,7 @@ impl MilliCache {
 /// The priority of `pod` for the processed recommendation `rec` (docs/design/upstream-updater.md §2.3). Only
 /// observed containers count.
 pub fn pod_priority(
-    pod: &CompactPod,
+    pod: &CachedPod,
     rec: Option<&RecommendedPodResources>,
 ) -> Result<PodPriority, QuantityError> {
     pod_priority_with(pod, rec, &mut MilliCache::default())
@@ -136,7 +136,7 @@ pub fn pod_priority(
 
 /// [`pod_priority`] with quantities parsed through `cache`.
 pub fn pod_priority_with(
-    pod: &CompactPod,
+    pod: &CachedPod,
     rec: Option<&RecommendedPodResources>,
     cache: &mut MilliCache,
 ) -> Result<PodPriority, QuantityError> {
@@ -219,7 +219,7 @@ fn exact_of(parsed: &pods::Milli) -> Result<Option<i64>, QuantityError> {
 /// The priority of `pod` for a parsed processed recommendation (docs/design/upstream-updater.md §2.3): what
 /// [`pod_priority`] computes.
 pub fn priority_for(
-    pod: &CompactPod,
+    pod: &CachedPod,
     rec: &ParsedRecommendation,
 ) -> Result<PodPriority, QuantityError> {
     let observed = pods::observed_containers(pod);
@@ -292,7 +292,7 @@ pub fn priority_for(
 /// the row.
 pub fn add_pod_level(
     out: &mut PodPriority,
-    pod: &CompactPod,
+    pod: &CachedPod,
     vpa: &VerticalPodAutoscaler,
 ) -> Result<(), QuantityError> {
     let Some(row) = tailor_core::sizing::pod_row(vpa) else {
@@ -396,7 +396,7 @@ mod pod_level_tests {
                 "upperBound": {"cpu": "2", "memory": "2Gi"}}]
         }))
         .expect("recommendation");
-        let pod = |pod_resources: serde_json::Value| -> CompactPod {
+        let pod = |pod_resources: serde_json::Value| -> CachedPod {
             serde_json::from_value(serde_json::json!({
                 "metadata": {"name": "p", "namespace": "ns"},
                 "spec": {"resources": pod_resources,
@@ -435,7 +435,7 @@ mod pod_level_tests {
         .expect("vpa")
     }
 
-    fn pod(pod_resources: serde_json::Value) -> CompactPod {
+    fn pod(pod_resources: serde_json::Value) -> CachedPod {
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": "p", "namespace": "ns"},
             "spec": {"resources": pod_resources,

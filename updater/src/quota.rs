@@ -13,7 +13,7 @@ use tailor_core::quantity::Amount;
 use tailor_core::quota::{Charged, Quota, QuotaFit, QuotaOutcome, fit_to_quotas};
 use tailor_core::sizing::{ContainerResources, PatchOptions, PodError, slots};
 
-use crate::pods::{self, CompactPod};
+use crate::pods::{self, CachedPod};
 
 /// What the check is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,7 +27,7 @@ pub enum QuotaUse {
 /// Why quota fit holds the update back (the text of [`crate::skip::Skip::Quota`]); `None` when the update
 /// may go ahead. `provided` is what the pod would get (from [`crate::resize::provider_resources`]).
 pub fn quota_hold(
-    pod: &CompactPod,
+    pod: &CachedPod,
     provided: &[ContainerResources],
     quotas: &[Quota],
     purpose: QuotaUse,
@@ -58,7 +58,7 @@ fn text(fit: &QuotaFit) -> String {
 }
 
 /// The pod as the quota rule reads it: its containers with their current requests and limits.
-fn as_pod(pod: &CompactPod) -> Pod {
+fn as_pod(pod: &CachedPod) -> Pod {
     let containers = pods::containers(pod)
         .iter()
         .map(|c| Container {
@@ -82,7 +82,7 @@ fn as_pod(pod: &CompactPod) -> Pod {
 }
 
 /// Whether `fitted` leaves every container's requests and limits as they are.
-fn unchanged(pod: &CompactPod, fitted: &[ContainerResources]) -> bool {
+fn unchanged(pod: &CachedPod, fitted: &[ContainerResources]) -> bool {
     pods::containers(pod).iter().zip(fitted).all(|(info, res)| {
         let same = |now: Option<&std::sync::Arc<crate::pods::Amounts>>,
                     new: &tailor_crds::ResourceList| {
@@ -105,13 +105,13 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use serde_json::json;
 
-    fn pod() -> CompactPod {
+    fn pod() -> CachedPod {
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": "web-1", "namespace": "ns", "uid": "u"},
             "spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "100m"}}}]}
         }))
         .unwrap();
-        CompactPod::new(&pod)
+        CachedPod::new(&pod)
     }
 
     fn quota(used: &str) -> Quota {

@@ -24,7 +24,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::calculator::add;
-use crate::pods::{self, CompactPod};
+use crate::pods::{self, CachedPod};
 
 /// Default time after a workload's pause begins before one probe eviction is let through
 /// (`--unsized-replacement-probe-interval`).
@@ -61,11 +61,11 @@ pub struct ReplacementWatch {
 }
 
 /// Whether a pod went through a webhook that sizes pods: Tailor's (observed-containers) or upstream's.
-fn went_through_a_webhook(pod: &CompactPod) -> bool {
+fn went_through_a_webhook(pod: &CachedPod) -> bool {
     pods::observed_containers(pod).is_some() || pods::sized_by_upstream(pod)
 }
 
-fn uids(pods: &[Arc<CompactPod>]) -> HashSet<Arc<str>> {
+fn uids(pods: &[Arc<CachedPod>]) -> HashSet<Arc<str>> {
     pods.iter().map(|p| Arc::from(pods::uid(p))).collect()
 }
 
@@ -75,7 +75,7 @@ impl ReplacementWatch {
     pub fn observe(
         &mut self,
         key: &Key,
-        pods: &[Arc<CompactPod>],
+        pods: &[Arc<CachedPod>],
         now: Timestamp,
     ) -> Option<String> {
         let watch = self.watches.get(key)?;
@@ -83,7 +83,7 @@ impl ReplacementWatch {
             Watch::Waiting { at, before, .. } => (before, Some(*at)),
             Watch::Paused { before, .. } => (before, None),
         };
-        let fresh: Vec<&Arc<CompactPod>> = pods
+        let fresh: Vec<&Arc<CachedPod>> = pods
             .iter()
             .filter(|p| !before.contains(pods::uid(p)))
             .collect();
@@ -157,7 +157,7 @@ impl ReplacementWatch {
 
     /// Records an eviction of one of `key`'s pods at `now`; `pods` are its live pods before the eviction.
     /// Evictions of one iteration share one watch (its UIDs are those before the first).
-    pub fn evicted(&mut self, key: &Key, pods: &[Arc<CompactPod>], now: Timestamp) {
+    pub fn evicted(&mut self, key: &Key, pods: &[Arc<CachedPod>], now: Timestamp) {
         let probe = match self.watches.get(key) {
             Some(Watch::Waiting { .. }) => return,
             Some(Watch::Paused { .. }) => true,
@@ -203,7 +203,7 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Pod;
 
-    fn pod(name: &str, sized: bool) -> Arc<CompactPod> {
+    fn pod(name: &str, sized: bool) -> Arc<CachedPod> {
         let annotations = if sized {
             serde_json::json!({"tailor.dev/observed-containers": "app"})
         } else {
@@ -215,7 +215,7 @@ mod tests {
             "spec": {"containers": [{"name": "app"}]}
         }))
         .unwrap();
-        Arc::new(CompactPod::from(p))
+        Arc::new(CachedPod::from(p))
     }
 
     fn at(secs: i64) -> Timestamp {
@@ -271,7 +271,7 @@ mod tests {
             "spec": {"containers": [{"name": "app"}]}
         }))
         .unwrap();
-        assert_eq!(w.observe(&k, &[Arc::new(CompactPod::from(p))], at(5)), None);
+        assert_eq!(w.observe(&k, &[Arc::new(CachedPod::from(p))], at(5)), None);
         assert_eq!(w.paused(), 0);
     }
 

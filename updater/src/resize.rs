@@ -18,7 +18,7 @@ use tailor_core::sizing::{
 };
 use tailor_crds::{RecommendedPodResources, ResourceList, UpdateMode, VerticalPodAutoscaler};
 
-use crate::pods::{self, CompactPod};
+use crate::pods::{self, CachedPod};
 use crate::sizing;
 
 /// The two patches of one in-place update.
@@ -61,7 +61,7 @@ pub enum ResizeError {
 /// docs/design/upstream-updater.md §2.1: the webhook's processing with the same LimitRanges), so it is not
 /// processed again here.
 pub fn provider_resources(
-    pod: &CompactPod,
+    pod: &CachedPod,
     vpa: &VerticalPodAutoscaler,
     processed: Option<&RecommendedPodResources>,
     limit_ranges: &[LimitRange],
@@ -94,7 +94,7 @@ pub fn provider_resources(
 /// The resize operations (docs/design/upstream-updater.md §5.5 calculator 1) for `provided` (from
 /// [`provider_resources`]) and the boost keys that expired (`expired`, from [`pods::expired_boost_keys`]).
 pub fn resize_operations(
-    pod: &CompactPod,
+    pod: &CachedPod,
     vpa: &VerticalPodAutoscaler,
     provided: &[ContainerResources],
     expired: &[String],
@@ -181,7 +181,7 @@ fn canonical(value: &k8s_openapi::apimachinery::pkg::api::resource::Quantity) ->
 
 /// The pod patch of an in-place update (docs/design/upstream-updater.md §5.5 calculators 2 and 3): the
 /// in-place-updated annotation and the removal of expired boost annotations.
-pub fn annotation_operations(pod: &CompactPod, expired: &[String]) -> Vec<PatchOperation> {
+pub fn annotation_operations(pod: &CachedPod, expired: &[String]) -> Vec<PatchOperation> {
     let mut ops = Vec::new();
     if !pods::has_annotations(pod) {
         ops.push(add_op("/metadata/annotations", json!({})));
@@ -195,7 +195,7 @@ pub fn annotation_operations(pod: &CompactPod, expired: &[String]) -> Vec<PatchO
 /// Both patches of an in-place update of `pod` to `vpa`'s recommendation at `now`, from the pod's processed
 /// recommendation `processed` (see [`provider_resources`]).
 pub fn plan_resize(
-    pod: &CompactPod,
+    pod: &CachedPod,
     vpa: &VerticalPodAutoscaler,
     processed: Option<&RecommendedPodResources>,
     limit_ranges: &[LimitRange],

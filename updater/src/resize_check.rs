@@ -9,7 +9,7 @@
 use json_patch::PatchOperation;
 use tailor_core::quantity;
 
-use crate::pods::{self, CompactPod};
+use crate::pods::{self, CachedPod};
 use crate::qos::Qos;
 
 /// What the API server accepts, by version.
@@ -127,7 +127,7 @@ fn class(values: &[Values], init_guaranteed: bool) -> Qos {
 }
 
 /// Why the API server would refuse the resize `ops` of `pod`, if it would.
-pub fn refusal(pod: &CompactPod, ops: &[PatchOperation], rules: &ResizeRules) -> Option<String> {
+pub fn refusal(pod: &CachedPod, ops: &[PatchOperation], rules: &ResizeRules) -> Option<String> {
     // Requests and limits may not be removed in place (any version); the updater's resizes never remove
     // one (a limit the VPA's limit policy unsets keeps its ratio, docs/limit-policy.md).
     let removed = ops.iter().find_map(|op| match op {
@@ -179,7 +179,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn pod(resources: serde_json::Value, qos: &str, extra: serde_json::Value) -> CompactPod {
+    fn pod(resources: serde_json::Value, qos: &str, extra: serde_json::Value) -> CachedPod {
         let mut p = json!({
             "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
             "spec": {"containers": [{"name": "app", "resources": resources}]},
@@ -191,7 +191,7 @@ mod tests {
             }
         }
         let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(p).expect("pod");
-        CompactPod::from(pod)
+        CachedPod::from(pod)
     }
 
     fn set(field: &str, resource: &str, value: &str) -> PatchOperation {
@@ -255,7 +255,7 @@ mod tests {
             "status": {"phase": "Running", "qosClass": "Burstable"}
         });
         let restart: k8s_openapi::api::core::v1::Pod = serde_json::from_value(text).expect("pod");
-        let restart = CompactPod::from(restart);
+        let restart = CachedPod::from(restart);
         assert_eq!(refusal(&restart, &cut, &old), None);
     }
 

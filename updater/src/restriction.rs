@@ -12,7 +12,7 @@ use crate::FastMap;
 use crate::calculator::add;
 use crate::config::{FeatureGates, RestrictionConfig};
 use crate::infeasible::InfeasibleAttempts;
-use crate::pods::{self, CompactPod, Owner, ResizeStatus};
+use crate::pods::{self, CachedPod, Owner, ResizeStatus};
 use crate::priority::has_lower_resource;
 use crate::skip::Skip;
 
@@ -40,7 +40,7 @@ pub struct Creator {
 
 impl Creator {
     /// The creator of `pod`.
-    pub fn of(pod: &CompactPod) -> Self {
+    pub fn of(pod: &CachedPod) -> Self {
         let owner = pods::creator(pod);
         Creator {
             namespace: pods::namespace(pod).to_owned(),
@@ -97,7 +97,7 @@ impl InPlaceTimers {
         self.started.retain(|k, _| keep(k));
     }
 
-    fn first_seen(&mut self, pod: &CompactPod, now: Timestamp, by_patch: bool) -> Timestamp {
+    fn first_seen(&mut self, pod: &CachedPod, now: Timestamp, by_patch: bool) -> Timestamp {
         let key = pods::pod_key(pod);
         let uid = pod.metadata.uid.as_deref();
         match self.started.get(key) {
@@ -195,7 +195,7 @@ impl Restriction {
     /// Builds the groups of `vpa`'s live pods (docs/design/upstream-updater.md §3.1).
     pub fn new(
         vpa: &VerticalPodAutoscaler,
-        vpa_pods: &[Arc<CompactPod>],
+        vpa_pods: &[Arc<CachedPod>],
         replicas: &dyn ReplicaLookup,
         config: &RestrictionConfig,
         gates: FeatureGates,
@@ -213,7 +213,7 @@ impl Restriction {
         ) && config.in_place_skip_disruption_budget;
         // Grouped by (namespace, kind, name) of the creator, in order of first appearance.
         let mut index: FastMap<(&str, &str, &str), usize> = FastMap::default();
-        let mut by_creator: Vec<Vec<&Arc<CompactPod>>> = Vec::new();
+        let mut by_creator: Vec<Vec<&Arc<CachedPod>>> = Vec::new();
         // The previous pod's creator (interned: pods of one controller share it) and group, so that a
         // run of pods of one creator is grouped without hashing its key for every pod.
         let mut last: Option<(&Arc<Owner>, &str, usize)> = None;
@@ -300,24 +300,24 @@ impl Restriction {
         }
     }
 
-    fn group(&self, pod: &CompactPod) -> Option<&Group> {
+    fn group(&self, pod: &CachedPod) -> Option<&Group> {
         self.groups.get(*self.pod_group.get(pods::pod_key(pod))?)
     }
 
-    fn group_mut(&mut self, pod: &CompactPod) -> Option<&mut Group> {
+    fn group_mut(&mut self, pod: &CachedPod) -> Option<&mut Group> {
         let i = *self.pod_group.get(pods::pod_key(pod))?;
         self.groups.get_mut(i)
     }
 
     /// Whether the pod's group kept it (it can be disrupted at all).
-    pub fn contains(&self, pod: &CompactPod) -> bool {
+    pub fn contains(&self, pod: &CachedPod) -> bool {
         self.group(pod).is_some()
     }
 
     /// `CanEvict` (docs/design/upstream-updater.md §3.3), with the reason when refused.
     pub fn can_evict(
         &self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         timers: &mut InPlaceTimers,
         now: Timestamp,
     ) -> Result<(), Skip> {
@@ -354,7 +354,7 @@ impl Restriction {
     /// Checks an eviction before the API call (docs/design/upstream-updater.md §3.4).
     pub fn check_evict(
         &self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         timers: &mut InPlaceTimers,
         now: Timestamp,
     ) -> Result<(), RestrictionError> {
@@ -369,13 +369,13 @@ impl Restriction {
     }
 
     /// Whether `count_readiness` counts `pod` as down already (Running, `Ready` condition `False`).
-    fn down_already(&self, pod: &CompactPod) -> bool {
+    fn down_already(&self, pod: &CachedPod) -> bool {
         self.config.count_readiness && pods::is_unready(pod)
     }
 
     /// Counts a successful eviction against the group (pending pods, and with `count_readiness` unready
     /// ones, cost nothing).
-    pub fn evicted(&mut self, pod: &CompactPod) {
+    pub fn evicted(&mut self, pod: &CachedPod) {
         let pending = pods::is_pending(pod) || self.down_already(pod);
         if let Some(group) = self.group_mut(pod)
             && !pending
@@ -386,7 +386,7 @@ impl Restriction {
 
     /// Checks an in-place update before the PATCH (docs/design/upstream-updater.md §5.5): only group
     /// membership; the budget is not re-checked.
-    pub fn check_in_place(&self, pod: &CompactPod) -> Result<(), RestrictionError> {
+    pub fn check_in_place(&self, pod: &CachedPod) -> Result<(), RestrictionError> {
         if self.contains(pod) {
             Ok(())
         } else {
@@ -401,7 +401,7 @@ impl Restriction {
     /// fallback timer.
     pub fn in_place_started(
         &mut self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         timers: &mut InPlaceTimers,
         now: Timestamp,
     ) {
@@ -416,7 +416,7 @@ impl Restriction {
     /// `CanInPlaceUpdate` (docs/design/upstream-updater.md §5.3).
     pub fn can_in_place_update(
         &self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         vpa: &VerticalPodAutoscaler,
         infeasible: &InfeasibleAttempts,
         timers: &mut InPlaceTimers,
@@ -473,7 +473,7 @@ impl Restriction {
     /// or infeasible may fall back to eviction when the budget allows.
     pub fn can_evict_in_placing_pod(
         &self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         timers: &mut InPlaceTimers,
         now: Timestamp,
     ) -> bool {
@@ -502,7 +502,7 @@ impl Restriction {
     /// `CanUnboost` (docs/design/upstream-updater.md §5.8).
     pub fn can_unboost(
         &self,
-        pod: &CompactPod,
+        pod: &CachedPod,
         vpa: &VerticalPodAutoscaler,
         now: Timestamp,
     ) -> bool {

@@ -16,7 +16,7 @@ use crate::cache_view::CacheView;
 use crate::iteration::{Actuator, ClusterView, IterationConfig, Report, UpdaterState, run_once};
 use crate::lease;
 use crate::metrics::{IterationGauges, Metrics};
-use crate::pods::{self, CompactPod};
+use crate::pods::{self, CachedPod};
 
 /// Whether the admission webhook is known to be alive: upstream's `StatusValidator`
 /// (docs/design/upstream-updater.md §1.2 step 1). The binary reads the webhook's status Lease ([`StatusCheck`]);
@@ -76,7 +76,7 @@ pub fn vpas_in_key_order(
 }
 
 /// `pods` in namespace/name order (see [`vpas_in_key_order`]).
-pub fn pods_in_key_order(mut pods: Vec<Arc<CompactPod>>) -> Vec<Arc<CompactPod>> {
+pub fn pods_in_key_order(mut pods: Vec<Arc<CachedPod>>) -> Vec<Arc<CachedPod>> {
     pods.sort_unstable_by(|a, b| pods::pod_key(a).cmp(pods::pod_key(b)));
     pods
 }
@@ -122,7 +122,7 @@ pub struct Updater<V = CacheView, A = ApiActuator, S = StatusCheck> {
     /// Lists VPAs.
     pub vpas: Lister<VerticalPodAutoscaler>,
     /// Lists pods.
-    pub pods: Lister<CompactPod>,
+    pub pods: Lister<CachedPod>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
 }

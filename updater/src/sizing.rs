@@ -5,10 +5,10 @@
 use k8s_openapi::api::core::v1::Container;
 use tailor_core::sizing::{CurrentResources, Slot};
 
-use crate::pods::{self, CompactPod};
+use crate::pods::{self, CachedPod};
 
 /// The containers the slots of `pod` refer to: only their names are read.
-pub fn containers(pod: &CompactPod) -> Vec<Container> {
+pub fn containers(pod: &CachedPod) -> Vec<Container> {
     pods::containers(pod)
         .iter()
         .map(|c| Container {
@@ -19,7 +19,7 @@ pub fn containers(pod: &CompactPod) -> Vec<Container> {
 }
 
 /// The slots of `pod` over `containers` (from [`containers`]), in the order of `spec.containers`.
-pub fn slots<'a>(pod: &'a CompactPod, containers: &'a [Container]) -> Vec<Slot<'a>> {
+pub fn slots<'a>(pod: &'a CachedPod, containers: &'a [Container]) -> Vec<Slot<'a>> {
     containers
         .iter()
         .zip(pods::containers(pod))

@@ -19,7 +19,7 @@ use tailor_kube::manifests::{self, Keep, Object, Walk};
 use tailor_updater::cache_view::CacheView;
 use tailor_updater::config::{FeatureGates, RestrictionConfig};
 use tailor_updater::iteration::{Candidates, ClusterView};
-use tailor_updater::pods::{self, CompactPod};
+use tailor_updater::pods::{self, CachedPod};
 use tailor_updater::preview::plan::SnapshotReplicas;
 
 use crate::error::InputError;
@@ -31,7 +31,7 @@ const MAX_TOTAL_WEIGHT: f64 = 1e60;
 
 /// One pod: compact as the updater matches it to its VPA, with its phase and OOM kills.
 struct SnapshotPod {
-    compact: CompactPod,
+    compact: CachedPod,
     running: bool,
     /// The `finishedAt` of each `OOMKilled` termination (current state, then last state), per container
     /// status that has one.
@@ -55,7 +55,7 @@ impl SnapshotPod {
             })
             .collect();
         SnapshotPod {
-            compact: CompactPod::new(pod),
+            compact: CachedPod::new(pod),
             running: status.and_then(|s| s.phase.as_deref()) == Some("Running"),
             oom_kills,
         }

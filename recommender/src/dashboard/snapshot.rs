@@ -21,7 +21,7 @@ use tailor_engine::model::{ClusterState, PodPhase, UsagePair};
 use super::actions::UpdaterActions;
 use crate::cluster_view::SlimNode;
 use crate::node_fit::Req;
-use crate::pod_store::CompactPod;
+use crate::pod_store::StoredPod;
 use crate::stores::Stores;
 use crate::tracked::{VpaEntry, VpaKey};
 use crate::watched_vpa::WatchedVpa;
@@ -86,7 +86,7 @@ fn node_family(nodes: Option<&Store<SlimNode>>, node: &str) -> Option<String> {
 }
 
 fn pod_facts<'a>(
-    pods: impl Iterator<Item = std::sync::Arc<CompactPod>> + 'a,
+    pods: impl Iterator<Item = std::sync::Arc<StoredPod>> + 'a,
     nodes: Option<&Store<SlimNode>>,
     now: Nanos,
 ) -> PodFacts {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::{PodEntry, PodFilter};
-use crate::pod_store::CompactPod;
+use crate::pod_store::StoredPod;
 use crate::run_loop::Recommender;
 use tailor_core::sizing::POD_ROW;
 use tailor_engine::model::{ContainerId, PodPhase};
@@ -61,7 +61,7 @@ impl Recommender {
         gone
     }
 
-    fn add_pod(&mut self, pod: Arc<CompactPod>, generation: u64) {
+    fn add_pod(&mut self, pod: Arc<StoredPod>, generation: u64) {
         self.model
             .add_or_update_pod(&pod.namespace, &pod.name, &pod.labels, pod.phase);
         for c in pod.containers.iter() {

@@ -252,7 +252,7 @@ mod pod_level_tests {
 
     use super::*;
     use crate::metrics_list::ContainerUsage;
-    use crate::pod_store::{CompactPod, Interner};
+    use crate::pod_store::{Interner, StoredPod};
     use tailor_engine::estimate::{RecommenderConfig, VpaInput, recommend};
     use tailor_engine::model::{AggregationsConfig, PodPhase, Selector, VpaState};
 
@@ -288,7 +288,7 @@ mod pod_level_tests {
             "metadata": {"name": "web-0", "namespace": "ns"}, "spec": spec, "status": {}
         }))
         .unwrap();
-        let pod = CompactPod::of(slim, &mut Interner::default()).unwrap();
+        let pod = StoredPod::of(slim, &mut Interner::default()).unwrap();
         assert_eq!(pod.pod_level, pod_level);
         let entry = PodEntry {
             pod: Arc::new(pod),

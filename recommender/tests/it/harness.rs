@@ -26,7 +26,7 @@ use tailor_recommender::metrics::Metrics;
 use tailor_recommender::oom::OomQueue;
 use tailor_recommender::ratelimit::RateLimiter;
 use tailor_recommender::run_loop::Recommender;
-use tailor_recommender::slim::SlimPod;
+use tailor_recommender::slim::WatchedPod;
 use tailor_recommender::stores::{Stores, Writers, new_stores};
 use tailor_recommender::watched_vpa::WatchedVpa;
 use tailor_tests::standin::{Action, ApiServer, Fault, Match, Options};
@@ -291,8 +291,8 @@ pub fn owned_replica_set(ns: &str, name: &str, owner: &str, sel: &[(&str, &str)]
 
 /// A running pod with the given containers (memory request 300Mi each), in the form the pod watch
 /// delivers.
-pub fn pod(ns: &str, name: &str, lbl: &[(&str, &str)], containers: &[&str]) -> SlimPod {
-    SlimPod::from_pod(&full_pod(ns, name, lbl, containers)).unwrap()
+pub fn pod(ns: &str, name: &str, lbl: &[(&str, &str)], containers: &[&str]) -> WatchedPod {
+    WatchedPod::from_pod(&full_pod(ns, name, lbl, containers)).unwrap()
 }
 
 /// The full Pod behind [`pod`].

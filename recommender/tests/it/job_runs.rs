@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher;
 use tailor_core::workload::SlimWorkload;
 use tailor_recommender::config::ControllerConfig;
-use tailor_recommender::slim::SlimPod;
+use tailor_recommender::slim::WatchedPod;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -61,7 +61,7 @@ fn cron_job() -> CronJob {
 }
 
 /// The pod of run `run` in `phase`, with the labels the Job controller sets.
-fn run_pod(run: usize, phase: &str) -> SlimPod {
+fn run_pod(run: usize, phase: &str) -> WatchedPod {
     let job = format!("nightly-{run}");
     let uid = format!("uid-{run}");
     let lbl = [
@@ -78,7 +78,7 @@ fn run_pod(run: usize, phase: &str) -> SlimPod {
             s.container_statuses = Some(vec![terminated("task", 0, 30)]);
         }
     }
-    SlimPod::from_pod(&p).unwrap()
+    WatchedPod::from_pod(&p).unwrap()
 }
 
 /// The status of container `name` that ran from `start` to `end` (seconds after T0) and exited.
@@ -230,7 +230,7 @@ async fn ten_thousand_finished_runs_age_out_and_leave_other_vpas_alone() {
 }
 
 /// Run `run` of `nightly`, finished (Succeeded) after running from `start` to `end` (seconds after T0).
-fn finished_run_pod(run: usize, start: i64, end: i64) -> SlimPod {
+fn finished_run_pod(run: usize, start: i64, end: i64) -> WatchedPod {
     let job = format!("nightly-{run}");
     let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
         "metadata": {"name": format!("{job}-x"), "namespace": "default",
@@ -242,7 +242,7 @@ fn finished_run_pod(run: usize, start: i64, end: i64) -> SlimPod {
                 "startedAt": rfc3339(start), "finishedAt": rfc3339(end)}}}]}
     }))
     .unwrap();
-    SlimPod::from_pod(&pod).unwrap()
+    WatchedPod::from_pod(&pod).unwrap()
 }
 
 /// A run's peak as the store answers it: 1 GiB and 1.5 cores.

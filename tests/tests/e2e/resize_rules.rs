@@ -5,7 +5,7 @@
 
 use super::*;
 use json_patch::PatchOperation;
-use tailor_updater::pods::CompactPod;
+use tailor_updater::pods::CachedPod;
 use tailor_updater::resize_check::{ResizeRules, refusal};
 
 /// One case: the container's resources, extra pod spec fields, and the resize operations.
@@ -128,7 +128,7 @@ async fn the_resize_check_agrees_with_the_api_server() {
                 .next()
                 .ok_or_else(|| anyhow!("pod {} not running", case.name))?;
             let ops: Vec<PatchOperation> = serde_json::from_value(case.ops.clone())?;
-            let ours = refusal(&CompactPod::from(pod), &ops, &rules);
+            let ours = refusal(&CachedPod::from(pod), &ops, &rules);
             let answer = pods
                 .patch_subresource(
                     "resize",

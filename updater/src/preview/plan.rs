@@ -19,7 +19,7 @@ use crate::events::UpdaterEvent;
 use crate::iteration::{ActError, Action, Actuator, IterationConfig, UpdaterState, run_once};
 use crate::lease;
 use crate::metrics::IterationGauges;
-use crate::pods::{self, CompactPod};
+use crate::pods::{self, CachedPod};
 use crate::resize::ResizePlan;
 use crate::restriction::{Creator, ReplicaLookup, unknown_kind_replicas};
 use crate::run_loop::{pods_in_key_order, vpas_in_key_order};
@@ -137,7 +137,7 @@ impl Actuator for DryRun {
         self.wait(false)
     }
 
-    async fn evict(&mut self, pod: &CompactPod) -> Result<(), ActError> {
+    async fn evict(&mut self, pod: &CachedPod) -> Result<(), ActError> {
         let ns = pods::namespace(pod);
         let labels = pods::labels(pod);
         let matching: Vec<usize> = self
@@ -159,11 +159,11 @@ impl Actuator for DryRun {
         Ok(())
     }
 
-    async fn resize(&mut self, _pod: &CompactPod, _plan: &ResizePlan) -> Result<(), ActError> {
+    async fn resize(&mut self, _pod: &CachedPod, _plan: &ResizePlan) -> Result<(), ActError> {
         Ok(())
     }
 
-    fn event(&mut self, _pod: &CompactPod, _vpa: &VerticalPodAutoscaler, _event: UpdaterEvent) {}
+    fn event(&mut self, _pod: &CachedPod, _vpa: &VerticalPodAutoscaler, _event: UpdaterEvent) {}
 
     async fn set_conditions(
         &mut self,

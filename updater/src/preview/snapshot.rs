@@ -15,7 +15,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use tailor_kube::manifests::index_objects::{IndexObject, ManifestIndex, Workload};
 use tailor_kube::manifests::{self, Keep, ManifestError, Object, Walk};
 
-use crate::pods::CompactPod;
+use crate::pods::CachedPod;
 use tailor_kube::upstream_vpa::{UpstreamVpa, UpstreamVpaObject};
 
 /// (kind, namespace, name) of a controller.
@@ -28,7 +28,7 @@ pub struct Snapshot {
     /// compact caches the binary uses) and custom controllers with a selector (in place of `/scale`).
     pub index: ManifestIndex,
     /// Pods, compact as the updater caches them.
-    pub pods: Vec<Arc<CompactPod>>,
+    pub pods: Vec<Arc<CachedPod>>,
     /// Configured replicas of ReplicaSets, StatefulSets and ReplicationControllers (`spec.replicas`) and
     /// of DaemonSets (`status.numberReady`).
     pub replicas: HashMap<ControllerKey, Option<i32>>,
@@ -54,7 +54,7 @@ pub struct Snapshot {
 /// What a plan keeps of one snapshot object.
 enum Kept {
     Index(Box<IndexObject>),
-    Pod(Arc<CompactPod>),
+    Pod(Arc<CachedPod>),
     Pdb(Box<PodDisruptionBudget>),
     Quota(Box<ResourceQuota>),
     Lease(Box<Lease>),
@@ -68,7 +68,7 @@ impl Keep for Kept {
     fn keep(o: Object) -> Result<Self, String> {
         Ok(match (o.group(), o.kind.as_str()) {
             (_, "") => return Err("no kind".into()),
-            ("", "Pod") => Kept::Pod(Arc::new(CompactPod::new(&o.decode::<Pod>()?))),
+            ("", "Pod") => Kept::Pod(Arc::new(CachedPod::new(&o.decode::<Pod>()?))),
             ("policy", "PodDisruptionBudget") => Kept::Pdb(Box::new(o.decode()?)),
             ("", "ResourceQuota") => Kept::Quota(Box::new(o.decode()?)),
             ("coordination.k8s.io", "Lease") => Kept::Lease(Box::new(o.decode()?)),

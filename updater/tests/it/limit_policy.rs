@@ -5,7 +5,7 @@
 
 use json_patch::PatchOperation;
 use serde_json::Value;
-use tailor_updater::pods::CompactPod;
+use tailor_updater::pods::CachedPod;
 use tailor_updater::preview::plan::{Plan, plan};
 use tailor_updater::preview::snapshot::Snapshot;
 use tailor_updater::resize::plan_resize;
@@ -165,7 +165,7 @@ async fn an_annotation_that_does_not_parse_is_a_warning_and_limits_keep_their_ra
 fn the_resize_plan_names_the_limit_it_kept() {
     let snapshot = snapshot("unset-cpu");
     let vpa = &snapshot.index.vpas()[0];
-    let pod: &CompactPod = &snapshot.pods[1];
+    let pod: &CachedPod = &snapshot.pods[1];
     let recommendation = vpa.status.as_ref().unwrap().recommendation.as_ref();
     let now = "2026-01-10T12:00:00Z".parse().unwrap();
     let resize = plan_resize(pod, vpa, recommendation, &[], false, now).unwrap();

@@ -21,7 +21,7 @@ use tailor_updater::cache_view::{CacheView, ReplicaStores};
 use tailor_updater::flags::UpdaterFlags;
 use tailor_updater::iteration::{Action, UpdaterState};
 use tailor_updater::metrics::Metrics;
-use tailor_updater::pods::CompactPod;
+use tailor_updater::pods::CachedPod;
 use tailor_updater::run_loop::{Outcome, StatusCheck, Updater};
 use tailor_updater::skip::Skip;
 
@@ -263,7 +263,7 @@ fn merge(base: &mut Value, extra: &Value) {
 struct Harness {
     api: FakeApi,
     updater: Updater,
-    pods: Arc<Mutex<Vec<Arc<CompactPod>>>>,
+    pods: Arc<Mutex<Vec<Arc<CachedPod>>>>,
 }
 
 fn harness(
@@ -310,9 +310,9 @@ fn harness(
         daemon_sets: Writer::default().as_reader(),
         scaled: Default::default(),
     };
-    let pods: Arc<Mutex<Vec<Arc<CompactPod>>>> = Arc::new(Mutex::new(
+    let pods: Arc<Mutex<Vec<Arc<CachedPod>>>> = Arc::new(Mutex::new(
         pods.into_iter()
-            .map(|p| Arc::new(CompactPod::from(p)))
+            .map(|p| Arc::new(CachedPod::from(p)))
             .collect(),
     ));
     let listed = pods.clone();
@@ -360,7 +360,7 @@ impl Harness {
     fn set_pods(&self, pods: Vec<Pod>) {
         *self.pods.lock().unwrap() = pods
             .into_iter()
-            .map(|p| Arc::new(CompactPod::from(p)))
+            .map(|p| Arc::new(CachedPod::from(p)))
             .collect();
     }
 }
@@ -732,8 +732,8 @@ async fn controllers_of_other_kinds_get_their_replica_count_from_scale() {
             {"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "web", "uid": "cs", "controller": true}]}}),
         )
     };
-    let pods: Vec<Arc<CompactPod>> = (0..4)
-        .map(|i| Arc::new(CompactPod::from(owned(i))))
+    let pods: Vec<Arc<CachedPod>> = (0..4)
+        .map(|i| Arc::new(CachedPod::from(owned(i))))
         .collect();
     let scaled = ScaleReplicas::default();
     scaled

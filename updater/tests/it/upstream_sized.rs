@@ -300,7 +300,7 @@ mod loop_runs {
     use tailor_updater::events::UpdaterEvent;
     use tailor_updater::iteration::{ActError, Actuator, UpdaterState};
     use tailor_updater::metrics::Metrics;
-    use tailor_updater::pods::CompactPod;
+    use tailor_updater::pods::CachedPod;
     use tailor_updater::preview::plan::SnapshotReplicas;
     use tailor_updater::preview::snapshot::Snapshot;
     use tailor_updater::resize::ResizePlan;
@@ -324,15 +324,15 @@ mod loop_runs {
         async fn wait_in_place(&mut self) -> Result<(), ActError> {
             Ok(())
         }
-        async fn evict(&mut self, _pod: &CompactPod) -> Result<(), ActError> {
+        async fn evict(&mut self, _pod: &CachedPod) -> Result<(), ActError> {
             self.evictions += 1;
             Ok(())
         }
-        async fn resize(&mut self, _pod: &CompactPod, _plan: &ResizePlan) -> Result<(), ActError> {
+        async fn resize(&mut self, _pod: &CachedPod, _plan: &ResizePlan) -> Result<(), ActError> {
             self.resizes += 1;
             Ok(())
         }
-        fn event(&mut self, _pod: &CompactPod, _vpa: &VerticalPodAutoscaler, _e: UpdaterEvent) {}
+        fn event(&mut self, _pod: &CachedPod, _vpa: &VerticalPodAutoscaler, _e: UpdaterEvent) {}
         fn vpa_event(&mut self, _vpa: &VerticalPodAutoscaler, event: UpdaterEvent) {
             self.events.push(event);
         }
