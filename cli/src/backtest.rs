@@ -93,9 +93,10 @@ pub struct BacktestArgs {
     /// With --jobs: the metrics scrape interval both handlings sample at (metrics-server's).
     #[arg(long, value_parser = duration, default_value = "60s")]
     pub job_scrape: Duration,
-    /// With --jobs tailor: the history source's resolution the run's memory peak is read at (`0s`: every
-    /// sample of the trace, one a second in the jobs shapes).
-    #[arg(long, value_parser = duration, default_value = "0s")]
+    /// With --jobs tailor: the history source's scrape interval: the run's memory peak is the largest
+    /// scraped working set, its CPU peak the largest rate between two scrapes (`0s`: every sample of the
+    /// trace, one a second in the jobs shapes).
+    #[arg(long, value_parser = duration, default_value = "15s")]
     pub job_history_step: Duration,
     /// With --jobs tailor: the window of the CPU rate whose peak over the run is read (`rate(...[W])`; a
     /// run shorter than W contributes its mean CPU).

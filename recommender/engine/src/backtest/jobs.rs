@@ -44,7 +44,8 @@ pub struct JobConfig {
     pub handling: JobHandling,
     /// Metrics scrape interval (ns, > 0): what both recommenders sample.
     pub scrape: Nanos,
-    /// Resolution of the history source the memory peak is read from (ns); 0 = every sample of the trace.
+    /// Scrape interval of the history source the run's peaks are read from (ns): memory the largest scraped
+    /// working set, CPU the largest rate between two scrapes; 0 = every sample of the trace.
     pub history_step: Nanos,
     /// Window of the CPU rate whose peak is read (ns, `rate(...[window])`): the highest mean CPU over a
     /// full window of the run, or the run's mean when the run is shorter.
@@ -54,13 +55,13 @@ pub struct JobConfig {
 }
 
 impl JobConfig {
-    /// `handling` with metrics-server's 60 s scrape, the trace's own resolution in the history source and
-    /// a Job's default back-off limit.
+    /// `handling` with metrics-server's 60 s scrape, a history source scraping every 15 s, a one-minute rate
+    /// window and a Job's default back-off limit.
     pub fn new(handling: JobHandling) -> Self {
         JobConfig {
             handling,
             scrape: 60 * SECOND,
-            history_step: 0,
+            history_step: 15 * SECOND,
             rate_window: 60 * SECOND,
             backoff_limit: 6,
         }
@@ -113,6 +114,39 @@ pub fn rate_peak(samples: &[(Nanos, f64)], window: Nanos) -> Option<f64> {
         }
     }
     best.is_finite().then_some(best)
+}
+
+/// The largest CPU rate a store scraping the usage counter every `step` (> 0) reads: the counter (CPU
+/// `samples` integrated, each standing for `sample_secs`) at each tick in the run, and the highest rate between
+/// two ticks at most `window` apart, the later one as far as possible from the earlier; none with fewer than
+/// two ticks (a rate needs two points).
+pub fn scraped_rate_peak(
+    samples: &[(Nanos, f64)],
+    sample_secs: f64,
+    step: Nanos,
+    window: Nanos,
+) -> Option<f64> {
+    let mut obs = Observer::new(step, samples.first()?.0);
+    let mut points: Vec<(Nanos, f64)> = Vec::new();
+    let mut counter = 0.0;
+    for &(t, v) in samples {
+        obs.sample(t, counter, &mut |at, c| points.push((at, c)));
+        counter += v * sample_secs;
+    }
+    obs.last = Some(counter);
+    obs.until(samples.last()?.0, &mut |at, c| points.push((at, c)));
+    let mut best: Option<f64> = None;
+    let mut lo = 0usize;
+    for (j, &(t, c)) in points.iter().enumerate() {
+        while t.saturating_sub(points[lo].0) >= window && lo < j {
+            lo += 1;
+        }
+        if lo < j {
+            let rate = (c - points[lo].1) / ((t - points[lo].0) as f64 / SECOND as f64);
+            best = Some(best.map_or(rate, |b: f64| b.max(rate)));
+        }
+    }
+    best
 }
 
 /// One run: its trace container and its samples in time order.
@@ -421,10 +455,14 @@ impl<'t> JobRunner<'t> {
         });
         if history {
             let done = end.saturating_add(SECOND);
-            let peaks = [
-                (Kind::Cpu, rate_peak(&cpu, self.jobs.rate_window)),
-                (Kind::Memory, peak),
-            ];
+            let cpu_peak = match self.jobs.history_step {
+                0 => rate_peak(&cpu, self.jobs.rate_window),
+                step => {
+                    let secs = self.plan.minutes[run.container].0 * 60.0;
+                    scraped_rate_peak(&cpu, secs, step, self.jobs.rate_window)
+                }
+            };
+            let peaks = [(Kind::Cpu, cpu_peak), (Kind::Memory, peak)];
             for (kind, p) in peaks {
                 if let Some(p) = p {
                     seen.push(event(done, kind, model_ci, p));
@@ -550,6 +588,23 @@ mod tests {
         // 3 s windows: the last one (7, 8, 9) is the highest.
         assert_eq!(rate_peak(&s, 3 * SECOND), Some(8.0));
         assert_eq!(rate_peak(&[], SECOND), None);
+    }
+
+    #[test]
+    fn a_scraped_rate_needs_two_scrapes_and_reads_the_mean_between_them() {
+        // 1 core for 10 s, then 3 cores for 10 s, then 1 core: one sample a second from t = 5 s.
+        let s: Vec<(Nanos, f64)> = (5..45)
+            .map(|i| (i * SECOND, if (15..25).contains(&i) { 3.0 } else { 1.0 }))
+            .collect();
+        // Ticks at 15, 30 and 45 s (45 is past the last sample): 15 → 30 covers 10 s at 3 and 5 s at 1.
+        let r = scraped_rate_peak(&s, 1.0, 15 * SECOND, 60 * SECOND).unwrap();
+        // The counter at 15 s holds samples 5-14 (10 core-s), at 30 s samples 5-29 (45 core-s).
+        assert!((r - 35.0 / 15.0).abs() < 1e-9, "{r}");
+        // A 10 s run sees one tick at most: no rate.
+        assert_eq!(
+            scraped_rate_peak(&s[..10], 1.0, 15 * SECOND, 60 * SECOND),
+            None
+        );
     }
 
     #[test]
