@@ -1,6 +1,9 @@
 //! The pod annotations Tailor writes at admission and reads back in the updater, with their parsers.
 
-use super::*;
+use super::CPU_AND_MEMORY;
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use std::collections::BTreeMap;
 
 /// Annotation listing what Tailor changed (upstream: `vpaUpdates`).
 pub const UPDATES_ANNOTATION: &str = "tailor.dev/updates";

@@ -1,7 +1,23 @@
 //! Step B: requests and limits from the processed recommendation (docs/design/upstream-admission.md §3.3, §3.6);
 //! limits by the VPA's limit policy where it has one ([`policy_limits`], docs/limit-policy.md).
 
-use super::*;
+use super::{
+    CPU_AND_MEMORY, LimitBounds, LimitContext, LimitPolicy, PatchOptions, PodError, Processed,
+    Slot, parse, policy_limits, proportional_limits,
+};
+use crate::policy::container_policy;
+use crate::policy::controlled_values;
+use crate::policy::update_mode;
+use crate::quantity;
+use crate::quantity::Amount;
+use k8s_openapi::api::core::v1::LimitRangeItem;
+use num_bigint::BigInt;
+use std::collections::BTreeMap;
+use tailor_crds::ControlledValues;
+use tailor_crds::RecommendedPodResources;
+use tailor_crds::ResourceList;
+use tailor_crds::UpdateMode;
+use tailor_crds::VerticalPodAutoscaler;
 
 /// New requests and limits for one container; `None` maps mean "nothing to set".
 #[derive(Clone, Debug, Default, PartialEq)]

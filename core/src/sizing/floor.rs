@@ -5,7 +5,11 @@
 //! so, and the updater's priorities see the same floored range (a pod at the floor is in range, not evicted
 //! again). Off in [`PatchOptions::default`] (upstream has none); the binaries switch it on by flag.
 
-use super::*;
+use super::{CPU_AND_MEMORY, MEMORY, PodError, parse};
+use crate::quantity;
+use crate::quantity::Amount;
+use std::collections::BTreeMap;
+use tailor_crds::RecommendedContainerResources;
 
 /// The least resources of a pod, shared out equally among its sized containers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,6 +99,8 @@ pub fn floor_recommendations(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sizing::*;
+    use k8s_openapi::api::core::v1::LimitRangeItem;
 
     fn vpa(policy: serde_json::Value, memory: &str) -> VerticalPodAutoscaler {
         serde_json::from_value(serde_json::json!({

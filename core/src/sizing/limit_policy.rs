@@ -18,8 +18,12 @@
 
 use std::fmt;
 
-use super::*;
+use super::{CPU, MEMORY, is_dns1123_label};
+use crate::quantity::Amount;
+use crate::quantity::QuantityError;
 use crate::text::cut;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use tailor_crds::VerticalPodAutoscaler;
 
 /// The VPA annotation holding the limit policy.
 pub const LIMIT_POLICY_ANNOTATION: &str = "tailor.dev/limit-policy";
@@ -307,6 +311,7 @@ fn parse_ratio(text: &str) -> Result<u32, EntryError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn rule(policy: &LimitPolicy, container: &str, resource: &str) -> String {
         policy.rule(container, resource).to_string()

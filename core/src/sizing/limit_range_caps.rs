@@ -1,7 +1,19 @@
 //! Recommendations capped by the effective LimitRange items ([`crate::limit_range_merge`]): Pod-type sums
 //! (docs/design/upstream-admission.md §3.4) and Container-type bounds (§3.5).
 
-use super::*;
+use super::{
+    CPU, CPU_AND_MEMORY, CurrentResources, Field, PodError, Slot, parse, proportional_limit,
+};
+use crate::limit_range_merge;
+use crate::quantity;
+use crate::quantity::Amount;
+use crate::quantity::Format;
+use k8s_openapi::api::core::v1::LimitRangeItem;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use num_bigint::BigInt;
+use num_traits::Zero;
+use tailor_crds::RecommendedContainerResources;
+use tailor_crds::ResourceList;
 
 pub(super) fn amount_of(
     resource: &str,

@@ -1,6 +1,10 @@
 //! Limits kept in proportion to requests (docs/design/upstream-admission.md §3.6).
 
-use super::*;
+use super::{CPU, CPU_AND_MEMORY, CurrentResources, PodError, parse_opt};
+use crate::quantity;
+use crate::quantity::Amount;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use tailor_crds::ResourceList;
 
 /// The limit that keeps `original_limit / original_request` for `recommended_request`
 /// (docs/design/upstream-admission.md §3.6),

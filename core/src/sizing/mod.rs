@@ -13,23 +13,12 @@
 //!
 //! [`resources_for_slots`] runs both for one pod. Everything here is pure.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{
-    Container, LimitRange, LimitRangeItem, Pod, ResourceRequirements,
-};
+use k8s_openapi::api::core::v1::{Container, LimitRange, Pod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use num_bigint::BigInt;
-use num_traits::Zero;
 
-use crate::capping;
 use crate::limit_range_merge;
-use crate::policy::{container_policy, controlled_values, update_mode};
-use crate::quantity::{self, Amount, Format, QuantityError};
-use tailor_crds::{
-    ControlledValues, RecommendedContainerResources, RecommendedPodResources, ResourceList,
-    UpdateMode, VerticalPodAutoscaler,
-};
+use crate::quantity::{Amount, QuantityError};
+use tailor_crds::{RecommendedContainerResources, ResourceList, VerticalPodAutoscaler};
 
 mod annotations;
 mod assembly;

@@ -8,7 +8,18 @@
 use json_patch::PatchOperation;
 use serde_json::Value;
 
-use super::*;
+use super::{
+    LimitPolicy, LimitRule, add_op, is_native_sidecar, pod_level_resources, proportional_limit,
+    remove_op,
+};
+use crate::quantity;
+use crate::quantity::Amount;
+use crate::quantity::Format;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use tailor_crds::RecommendedContainerResources;
+use tailor_crds::VerticalPodAutoscaler;
 
 /// The container name under which the recommender publishes a pod's envelope. Container names are
 /// DNS-1123 labels (no `.` or `/`), so no container can have it; readers that do not know it ignore the row,

@@ -17,7 +17,18 @@
 
 use std::cmp::Ordering;
 
-use super::*;
+use super::{
+    CPU, CPU_AND_MEMORY, LimitPolicy, LimitRule, PatchOptions, PodError, Slot, cap_to_max_ratio,
+    parse, parse_opt, proportional_limit,
+};
+use crate::limit_range_merge;
+use crate::quantity;
+use crate::quantity::Amount;
+use k8s_openapi::api::core::v1::LimitRange;
+use k8s_openapi::api::core::v1::LimitRangeItem;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use num_bigint::BigInt;
+use tailor_crds::ResourceList;
 
 /// The end of the note on a limit `unset` keeps because the pod is resized in place (the updater repeats
 /// such notes in its resize event).

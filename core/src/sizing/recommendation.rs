@@ -1,6 +1,20 @@
 //! Step A: recommendation processing (docs/design/upstream-admission.md §3.3).
 
-use super::*;
+use super::{
+    CPU_AND_MEMORY, Field, PodError, PodFloor, Slot, apply_pod_limit_range,
+    cap_to_container_limit_range, floor_recommendations,
+};
+use crate::capping;
+use crate::policy::container_policy;
+use crate::policy::controlled_values;
+use crate::quantity::Amount;
+use k8s_openapi::api::core::v1::LimitRangeItem;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use std::collections::BTreeMap;
+use tailor_crds::ControlledValues;
+use tailor_crds::RecommendedContainerResources;
+use tailor_crds::RecommendedPodResources;
+use tailor_crds::VerticalPodAutoscaler;
 
 /// The processed recommendation and the annotations per container name.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -1,6 +1,9 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::sizing::*;
+use k8s_openapi::api::core::v1::Pod;
+use tailor_crds::VerticalPodAutoscaler;
 
 /// A VPA recommending `target` for `app` (and 50m/64Mi for `side`), annotated with `policy` when given.
 fn vpa(policy: Option<&str>, target: Value, resource_policy: Value) -> VerticalPodAutoscaler {
