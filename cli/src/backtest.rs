@@ -98,8 +98,8 @@ pub struct BacktestArgs {
     /// trace, one a second in the jobs shapes).
     #[arg(long, value_parser = duration, default_value = "15s")]
     pub job_history_step: Duration,
-    /// With --jobs tailor: the window of the CPU rate whose peak over the run is read (`rate(...[W])`; a
-    /// run shorter than W contributes its mean CPU).
+    /// With --jobs tailor: the window of the CPU rate whose largest value over the run is read
+    /// (`rate(...[W])`).
     #[arg(long, value_parser = duration, default_value = "60s")]
     pub job_rate_window: Duration,
     /// History from a Prometheus-compatible API (`--prometheus URL` and its flags), as for `tailor recommend`.
