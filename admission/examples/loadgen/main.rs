@@ -28,8 +28,11 @@ use hyper_util::rt::TokioIo;
 use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject};
 use serde_json::json;
 
+mod fixture;
 mod pods;
 mod soak;
+
+use fixture::workload;
 
 use pods::{PodShape, review_body, review_body_of};
 
@@ -126,67 +129,13 @@ enum Cmd {
     },
 }
 
-fn workload(i: usize, namespaces: usize) -> (String, String) {
-    (format!("bench-{}", i % namespaces), format!("app-{i}"))
-}
-
 fn setup(dir: PathBuf, vpas: usize, namespaces: usize) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir.join("manifests"))?;
     let certs = tailor_admission::certs::generate(&["localhost".into(), "127.0.0.1".into()], 7)?;
     std::fs::write(dir.join("ca.crt"), &certs.ca_cert_pem)?;
     std::fs::write(dir.join("tls.crt"), &certs.cert_pem)?;
     std::fs::write(dir.join("tls.key"), &certs.key_pem)?;
-    let mut out = String::new();
-    for i in 0..vpas {
-        let (ns, name) = workload(i, namespaces);
-        out.push_str(&format!(
-            r#"---
-apiVersion: autoscaling.tailor.dev/v1
-kind: VerticalPodAutoscaler
-metadata: {{name: {name}, namespace: {ns}, creationTimestamp: "2026-01-01T00:00:00Z"}}
-spec:
-  targetRef: {{apiVersion: apps/v1, kind: Deployment, name: {name}}}
-  updatePolicy: {{updateMode: Recreate}}
-  resourcePolicy:
-    containerPolicies:
-      - {{containerName: "*", minAllowed: {{cpu: 10m, memory: 32Mi}}, maxAllowed: {{cpu: "4", memory: 8Gi}}}}
-status:
-  recommendation:
-    containerRecommendations:
-      - containerName: app
-        target: {{cpu: {cpu}m, memory: {mem}Mi}}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: {name}, namespace: {ns}, uid: d-{i}}}
-spec:
-  selector: {{matchLabels: {{app: {name}}}}}
-  template:
-    metadata: {{labels: {{app: {name}}}}}
-    spec: {{containers: [{{name: app, image: nginx}}]}}
----
-apiVersion: apps/v1
-kind: ReplicaSet
-metadata:
-  name: {name}-7f9c
-  namespace: {ns}
-  uid: rs-{i}
-  ownerReferences: [{{apiVersion: apps/v1, kind: Deployment, name: {name}, uid: d-{i}, controller: true}}]
-spec:
-  selector: {{matchLabels: {{app: {name}, pod-template-hash: 7f9c}}}}
-  template:
-    metadata: {{labels: {{app: {name}, pod-template-hash: 7f9c}}}}
-    spec: {{containers: [{{name: app, image: nginx}}]}}
-"#,
-            cpu = 100 + i % 400,
-            mem = 128 + i % 512,
-        ));
-    }
-    for n in 0..namespaces {
-        out.push_str(&format!(
-            "---\napiVersion: v1\nkind: LimitRange\nmetadata: {{name: limits, namespace: bench-{n}}}\nspec:\n  limits:\n    - type: Container\n      max: {{cpu: \"8\", memory: 16Gi}}\n"
-        ));
-    }
+    let out = fixture::manifests(vpas, namespaces);
     std::fs::write(dir.join("manifests/bench.yaml"), out)?;
     println!(
         "wrote {vpas} VPAs in {namespaces} namespaces and certificates to {}",
