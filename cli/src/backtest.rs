@@ -102,6 +102,11 @@ pub struct BacktestArgs {
     /// (`rate(...[W])`).
     #[arg(long, value_parser = duration, default_value = "60s")]
     pub job_rate_window: Duration,
+    /// With --jobs tailor: the memory target percentile of the Job's VPA when above the strategy's settings,
+    /// as the recommender's --job-target-memory-percentile (the chart's 0.99); a profile's own percentile wins.
+    /// Unset: the strategy's.
+    #[arg(long, value_parser = job_percentile)]
+    pub job_target_memory_percentile: Option<f64>,
     /// History from a Prometheus-compatible API (`--prometheus URL` and its flags), as for `tailor recommend`.
     #[command(flatten)]
     pub history: prometheus::PrometheusArgs,
@@ -213,17 +218,7 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<ExitCode> {
     let results = if args.jobs.is_empty() {
         run_all(&traces, &config, &strategies, &cfg)?
     } else {
-        let mut all = Vec::new();
-        for handling in dedup(&args.jobs) {
-            let jobs = JobConfig {
-                scrape: nanos(args.job_scrape),
-                history_step: nanos(args.job_history_step),
-                rate_window: nanos(args.job_rate_window),
-                ..JobConfig::new(handling)
-            };
-            all.extend(run_all_jobs(&traces, &config, &strategies, &cfg, &jobs)?);
-        }
-        all
+        run_job_handlings(args, &traces, &config, &strategies, &cfg)?
     };
     let jobs = !args.jobs.is_empty();
     if let Some(dir) = &args.plot {
@@ -357,6 +352,33 @@ fn dedup(handlings: &[JobHandling]) -> Vec<JobHandling> {
         }
     }
     out
+}
+
+/// The traces under each `--jobs` handling; the Tailor handling's memory percentile raised to
+/// `--job-target-memory-percentile` when that is higher.
+fn run_job_handlings(
+    args: &BacktestArgs,
+    traces: &[Trace],
+    config: &ReplayConfig,
+    strategies: &[Strategy],
+    cfg: &BacktestConfig,
+) -> anyhow::Result<Vec<StrategyResult>> {
+    let mut all = Vec::new();
+    for handling in dedup(&args.jobs) {
+        let jobs = JobConfig {
+            scrape: nanos(args.job_scrape),
+            history_step: nanos(args.job_history_step),
+            rate_window: nanos(args.job_rate_window),
+            ..JobConfig::new(handling)
+        };
+        let mut config = config.clone();
+        if let (JobHandling::Tailor, Some(p)) = (handling, args.job_target_memory_percentile) {
+            let r = &mut config.recommender;
+            r.target_memory_percentile = r.target_memory_percentile.max(p);
+        }
+        all.extend(run_all_jobs(traces, &config, strategies, cfg, &jobs)?);
+    }
+    Ok(all)
 }
 
 /// Every trace as a Job's runs under every strategy with `jobs`; per strategy the containers of all traces.
@@ -713,5 +735,13 @@ impl HistorySink for TraceSink {
             c.ooms
                 .extend(ooms.iter().map(|&(t, b)| vec![Some(secs(t)), b]));
         }
+    }
+}
+
+/// A percentile in (0, 1].
+fn job_percentile(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if p > 0.0 && p <= 1.0 => Ok(p),
+        _ => Err("must be a number above 0 and at most 1".into()),
     }
 }

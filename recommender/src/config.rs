@@ -52,6 +52,9 @@ pub struct ControllerConfig {
     /// `--pod-level-resources`: pods that declare `spec.resources` also get a pod-level aggregate of their
     /// summed usage, published as the `tailor.dev/pod` row (docs/pod-level-resources.md). Off by default.
     pub pod_level_resources: bool,
+    /// `--job-target-memory-percentile`: the memory target percentile of VPAs on a Job or a CronJob, when
+    /// higher than theirs (docs/jobs.md). None: upstream's.
+    pub job_target_memory_percentile: Option<f64>,
 }
 
 impl Default for ControllerConfig {
@@ -76,6 +79,7 @@ impl Default for ControllerConfig {
             aggregate_gc_interval: Duration::from_secs(3600),
             per_vpa_config: false,
             pod_level_resources: false,
+            job_target_memory_percentile: None,
         }
     }
 }

@@ -89,6 +89,12 @@ pub struct Flags {
     /// have it). Run the webhook and the updater with the same flag to apply it (docs/pod-level-resources.md).
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub pod_level_resources: bool,
+    /// Memory target percentile for VPAs whose target is a Job or a CronJob (0 < p <= 1), instead of
+    /// --target-memory-percentile or the profile's when higher: every run is one more draw of the same
+    /// process, a metrics scrape catches a run's short peak only now and then, and an OOM kill costs the
+    /// whole run (docs/jobs.md). Unset: upstream's percentile for them too.
+    #[arg(long, value_parser = percentile)]
+    pub job_target_memory_percentile: Option<f64>,
     /// After a restart, continue the memory-peak windows each checkpoint saved in its
     /// `tailor.dev/open-memory-windows` annotation (Tailor's default). `false` drops them as upstream does,
     /// losing each container's current memory peak: the numbers then follow upstream's across restarts too.
@@ -226,4 +232,12 @@ pub struct Flags {
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
           action = clap::ArgAction::Set, help_heading = "Sizing within the cluster")]
     pub hpa_coherence: bool,
+}
+
+/// A percentile in (0, 1].
+fn percentile(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if p > 0.0 && p <= 1.0 => Ok(p),
+        _ => Err("must be a number above 0 and at most 1".into()),
+    }
 }

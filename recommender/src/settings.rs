@@ -133,6 +133,7 @@ impl Flags {
             recommender: engine.recommender,
             per_vpa_config: gates.per_vpa_config,
             pod_level_resources: self.pod_level_resources,
+            job_target_memory_percentile: self.job_target_memory_percentile,
             ..ControllerConfig::default()
         })
     }

@@ -172,6 +172,15 @@ pub fn profile_rule(
     Some((reason.into(), message))
 }
 
+/// `percentile` when `v` targets a Job or a CronJob (`--job-target-memory-percentile`, docs/jobs.md).
+fn job_memory_percentile(v: &WatchedVpa, percentile: Option<f64>) -> Option<f64> {
+    let target = v.spec.target_ref.as_ref()?;
+    let batch = (target.api_version.as_deref()).is_some_and(|a| a.starts_with("batch/"));
+    (batch && matches!(target.kind.as_str(), "Job" | "CronJob"))
+        .then_some(percentile)
+        .flatten()
+}
+
 /// What one container's CPU rule means, for [`profile_rule`]'s message.
 fn cpu_rule_note(c: &str, rule: &str) -> String {
     match rule {
@@ -872,6 +881,14 @@ impl Recommender {
             std::borrow::Cow::Owned(c)
         } else {
             config
+        };
+        let config = match job_memory_percentile(v, self.cfg.job_target_memory_percentile) {
+            Some(p) if p > config.target_memory_percentile => {
+                let mut c = config.into_owned();
+                c.target_memory_percentile = p;
+                std::borrow::Cow::Owned(c)
+            }
+            _ => config,
         };
         // Explanations only where a profile decides per container: their rules become the
         // `TailorProfileRule` condition.

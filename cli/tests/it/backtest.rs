@@ -338,3 +338,51 @@ fn job_shapes_under_both_handlings() {
     let o = tailor(&["backtest", "--input", "x.csv", "--suite-shapes", "jobs"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// `--job-target-memory-percentile` applies to the Tailor handling only: the `upstream` result is the same
+/// as without it, and the Job VPA's memory comes from the higher percentile (more memory wasted, no more kills).
+#[test]
+fn the_job_memory_percentile_moves_only_the_tailor_handling() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "backtest",
+            "--suite",
+            "--suite-shapes",
+            "jobs",
+            "--suite-draw",
+            "7",
+            "--strategy",
+            "upstream",
+            "--jobs",
+            "upstream,tailor",
+            "-o",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let o = tailor(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["strategies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["total"].clone())
+            .collect::<Vec<_>>()
+    };
+    let plain = run(&[]);
+    let p99 = run(&["--job-target-memory-percentile", "0.99"]);
+    assert_eq!(plain[0], p99[0], "upstream's handling is untouched");
+    let number =
+        |t: &serde_json::Value, k: &str| t[k].as_f64().unwrap_or_else(|| panic!("{k} in {t}"));
+    assert!(
+        number(&p99[1], "memory_waste_gib_hours") > number(&plain[1], "memory_waste_gib_hours")
+    );
+    assert!(number(&p99[1], "oom_kills") <= number(&plain[1], "oom_kills"));
+    let o = tailor(&[
+        "backtest",
+        "--suite",
+        "--job-target-memory-percentile",
+        "1.5",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "a percentile above 1 is refused");
+}

@@ -110,7 +110,11 @@ fn samples(secs: i64, runs: bool) -> serde_json::Value {
 }
 
 async fn harness(with_cron_job: bool) -> Harness {
-    let mut h = Harness::new(ControllerConfig::default()).await;
+    harness_with(with_cron_job, ControllerConfig::default()).await
+}
+
+async fn harness_with(with_cron_job: bool, config: ControllerConfig) -> Harness {
+    let mut h = Harness::new(config).await;
     crate::controller::setup(&mut h);
     add_pods(&mut h, 1);
     if with_cron_job {
@@ -369,4 +373,50 @@ async fn finished_runs_get_their_peak_from_the_store_once() {
         control.loop_with(s, Ok(samples(s, false))).await;
     }
     assert_eq!(web_target(&h), web_target(&control));
+}
+
+/// `--job-target-memory-percentile` (docs/jobs.md): a CronJob's VPA gets its memory target from the runs' higher
+/// percentile, a Deployment's VPA beside it keeps upstream's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_memory_percentile_raises_only_job_targets() {
+    const N: usize = 100;
+    let mut upstream = harness(true).await;
+    let config = ControllerConfig {
+        job_target_memory_percentile: Some(0.99),
+        ..ControllerConfig::default()
+    };
+    let mut jobs = harness_with(true, config).await;
+    // Runs of one process whose peaks differ: 200 MiB plus 8 MiB for each run before.
+    let names: Vec<String> = (0..N).map(|r| format!("nightly-{r}-x")).collect();
+    let mut items: Vec<PodSample<'_>> = vec![(
+        "default",
+        "web-0",
+        0,
+        vec![("app", cpu_at(0, 0), mem_at(0, 0))],
+    )];
+    items.extend((names.iter().enumerate()).map(|(r, n)| {
+        (
+            "default",
+            n.as_str(),
+            0,
+            vec![("task", 100, (200 + 8 * r as i64) << 20)],
+        )
+    }));
+    let samples = metrics_list(&items);
+    for h in [&mut upstream, &mut jobs] {
+        for r in 0..N {
+            h.writers
+                .pods
+                .handle(watcher::Event::Apply(run_pod(r, "Running")));
+        }
+        h.loop_with(0, Ok(samples.clone())).await;
+    }
+    let memory = |h: &Harness| target(&h.vpa("default", "nightly"), "task", "target").1;
+    let (p90, p99) = (memory(&upstream), memory(&jobs));
+    assert!(p99 > p90, "p99 {p99} not above p90 {p90}");
+    assert_eq!(
+        web_target(&jobs),
+        web_target(&upstream),
+        "the Deployment's VPA keeps upstream's percentile"
+    );
 }
