@@ -51,7 +51,11 @@ fn subquery_step(len: i64) -> i64 {
 }
 
 /// The run's query, evaluated at its end: one series labelled `resource="memory"` and one `resource="cpu"`,
-/// each the largest over every source that scraped the container.
+/// each the largest over every source that scraped the container. A run with too few scrapes for a rate
+/// (one inside the rate window) gets its mean CPU instead: the counter, which starts at zero with the
+/// container, at its last scrape, over the time from the container's start to that scrape. Without it a
+/// run shorter than two scrapes would give memory alone, and a VPA whose runs are all that short a CPU
+/// target at the minimum.
 pub fn run_peak_query(cfg: &HistoryConfig, run: &Run) -> String {
     let mut m = cfg.base_matchers();
     m.push(format!(
@@ -73,9 +77,11 @@ pub fn run_peak_query(cfg: &HistoryConfig, run: &Run) -> String {
         .as_secs()
         .max(1);
     let step = subquery_step(len);
+    let start = run.start_ms.div_euclid(1000);
     format!(
         "label_replace(max(max_over_time({mem}{{{sel}}}[{len}s])), \"resource\", \"memory\", \"\", \"\") or \
-         label_replace(max(max_over_time(rate({cpu}{{{sel}}}[{window}s])[{len}s:{step}s])), \"resource\", \"cpu\", \"\", \"\")",
+         label_replace(max(max_over_time(rate({cpu}{{{sel}}}[{window}s])[{len}s:{step}s])) or \
+         (max({cpu}{{{sel}}}) / clamp_min(max(timestamp({cpu}{{{sel}}})) - {start}, 1)), \"resource\", \"cpu\", \"\", \"\")",
         mem = cfg.memory_metric,
         cpu = cfg.cpu_metric,
     )
@@ -126,15 +132,16 @@ mod tests {
             cluster: Some(("cluster".into(), "eu".into())),
             ..Default::default()
         };
+        let sel = "cluster=\"eu\", pod_name!=\"\", container!=\"\", container!=\"POD\", namespace=\"batch\", \
+                   pod_name=\"nightly-29001-x\\\"y\", container=\"task\"";
+        let cpu = format!("container_cpu_usage_seconds_total{{{sel}}}");
         assert_eq!(
             run_peak_query(&cfg, &run(89_500)),
-            "label_replace(max(max_over_time(container_memory_working_set_bytes{cluster=\"eu\", pod_name!=\"\", \
-             container!=\"\", container!=\"POD\", namespace=\"batch\", pod_name=\"nightly-29001-x\\\"y\", \
-             container=\"task\"}[90s])), \"resource\", \"memory\", \"\", \"\") or \
-             label_replace(max(max_over_time(rate(container_cpu_usage_seconds_total{cluster=\"eu\", \
-             pod_name!=\"\", container!=\"\", container!=\"POD\", namespace=\"batch\", \
-             pod_name=\"nightly-29001-x\\\"y\", container=\"task\"}[60s])[90s:15s])), \"resource\", \"cpu\", \
-             \"\", \"\")"
+            format!(
+                "label_replace(max(max_over_time(container_memory_working_set_bytes{{{sel}}}[90s])), \"resource\", \
+                 \"memory\", \"\", \"\") or label_replace(max(max_over_time(rate({cpu}[60s])[90s:15s])) or \
+                 (max({cpu}) / clamp_min(max(timestamp({cpu})) - 1000, 1)), \"resource\", \"cpu\", \"\", \"\")"
+            )
         );
     }
 

@@ -46,7 +46,10 @@ impl Drop for Server {
 /// `(pod, container, memory MiB per scrape, CPU cores per scrape interval)`, scraped every 15 s from START.
 type Container<'a> = (&'a str, &'a str, &'a [f64], &'a [f64]);
 
-fn openmetrics(containers: &[Container<'_>]) -> String {
+/// A run scraped once: `(pod, memory MiB, CPU counter in core-seconds, scrape time)`.
+type Flash<'a> = (&'a str, f64, f64, i64);
+
+fn openmetrics(containers: &[Container<'_>], flashes: &[Flash<'_>]) -> String {
     let mut mem = String::from("# TYPE container_memory_working_set_bytes gauge\n");
     let mut cpu = String::from("# TYPE container_cpu_usage_seconds counter\n");
     for (pod, c, mib, cores) in containers {
@@ -66,15 +69,25 @@ fn openmetrics(containers: &[Container<'_>]) -> String {
             ));
         }
     }
+    for (pod, mib, counter, t) in flashes {
+        let l = format!("namespace=\"batch\",pod=\"{pod}\",container=\"task\",job=\"kubelet\"");
+        mem.push_str(&format!(
+            "container_memory_working_set_bytes{{{l}}} {} {t}\n",
+            mib * MIB
+        ));
+        cpu.push_str(&format!(
+            "container_cpu_usage_seconds_total{{{l}}} {counter} {t}\n"
+        ));
+    }
     format!("{mem}{cpu}# EOF\n")
 }
 
-fn start(containers: &[Container<'_>]) -> Server {
+fn start(containers: &[Container<'_>], flashes: &[Flash<'_>]) -> Server {
     let dir = std::env::temp_dir().join(format!("tailor-run-peak-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let om = dir.join("runs.om");
-    std::fs::write(&om, openmetrics(containers)).unwrap();
+    std::fs::write(&om, openmetrics(containers, flashes)).unwrap();
     let data = dir.join("data");
     let out = Command::new(binary("promtool"))
         .args(["tsdb", "create-blocks-from", "openmetrics"])
@@ -135,11 +148,14 @@ async fn the_run_peak_query_reads_the_runs_largest_memory_and_cpu_rate() {
     let task_cpu = [0.5, 0.5, 2.0, 2.0, 0.5, 0.5];
     let busy = [500.0; 7];
     let busy_cpu = [8.0; 6];
-    let mut server = start(&[
-        ("nightly-1-x", "task", &task_mem, &task_cpu),
-        ("nightly-1-x", "sidecar", &busy, &busy_cpu),
-        ("nightly-2-x", "task", &busy, &busy_cpu),
-    ]);
+    let mut server = start(
+        &[
+            ("nightly-1-x", "task", &task_mem, &task_cpu),
+            ("nightly-1-x", "sidecar", &busy, &busy_cpu),
+            ("nightly-2-x", "task", &busy, &busy_cpu),
+        ],
+        &[("flash-1-x", 64.0, 5.0, START + 105)],
+    );
     let client = PromClient::new(ClientConfig {
         url: server.url.clone(),
         retries: 0,
@@ -172,4 +188,18 @@ async fn the_run_peak_query_reads_the_runs_largest_memory_and_cpu_rate() {
     };
     let peak = run_peak(&client, &cfg, &unseen).await.unwrap();
     assert_eq!(peak, Default::default());
+    // A run of 10 s scraped once, 5 s after its start, with 5 core-seconds used: no rate, its mean instead.
+    let flash = Run {
+        pod: "flash-1-x".into(),
+        start_ms: (START + 100) * 1000,
+        end_ms: (START + 110) * 1000,
+        ..unseen
+    };
+    let peak = run_peak(&client, &cfg, &flash).await.unwrap();
+    assert_eq!(peak.memory_bytes, Some(64.0 * MIB), "{peak:?}");
+    assert_eq!(
+        peak.cpu_cores,
+        Some(1.0),
+        "5 core-seconds over the 5 s to its scrape: {peak:?}"
+    );
 }
