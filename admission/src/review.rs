@@ -185,13 +185,13 @@ pub struct Review<'a> {
     /// `request.oldObject` as sent (`None` when absent or `null`).
     pub old_object: Option<&'a RawValue>,
     /// `request.object` decoded as a slim pod in the body's one pass, until [`Review::take_pod`] takes it.
-    pod: RefCell<Option<Result<Pod, PodTooLarge>>>,
+    pod: RefCell<Option<Result<Box<Pod>, PodTooLarge>>>,
 }
 
 impl Review<'_> {
     /// The request's object as the pod a review reads ([`crate::slim_pod`]): the one decoded in the body's
     /// pass, or decoded now from [`Review::object`]. `None` when the request has no object (or it was taken).
-    pub fn take_pod(&self) -> Option<Result<Pod, PodDecodeError>> {
+    pub fn take_pod(&self) -> Option<Result<Box<Pod>, PodDecodeError>> {
         let decoded = self
             .pod
             .try_borrow_mut()
@@ -199,7 +199,7 @@ impl Review<'_> {
             .and_then(|mut pod| pod.take());
         match decoded {
             Some(pod) => Some(pod.map_err(PodDecodeError::from)),
-            None => self.object.map(|raw| decode_pod(raw.get())),
+            None => self.object.map(|raw| decode_pod(raw.get()).map(Box::new)),
         }
     }
 }

@@ -35,7 +35,7 @@ pub struct WireRequestIn<'a, const POD: bool> {
     /// `object` as text, unless decoded into `pod`.
     pub object: Option<&'a RawValue>,
     /// `object` decoded as a slim pod (one pass of a pod review).
-    pub pod: Option<Result<Pod, PodTooLarge>>,
+    pub pod: Option<Result<Box<Pod>, PodTooLarge>>,
     pub old_object: Option<&'a RawValue>,
     pub dry_run: bool,
     pub options: Option<RawExtension>,

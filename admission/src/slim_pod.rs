@@ -43,18 +43,19 @@ pub enum PodDecodeError {
 /// Decodes the fields of a pod that a review reads (see the module's documentation), within the budgets.
 pub fn decode_pod(text: &str) -> Result<Pod, PodDecodeError> {
     let DecodedPod(pod) = serde_json::from_str(text)?;
-    Ok(pod?)
+    Ok(*pod?)
 }
 
 /// A pod decoded slim from any deserializer, or the budget it exceeds: what [`decode_pod`] gives, for a decoder
 /// that meets the pod inside a larger document (the review's one pass over its body, [`crate::review::decode_one_pass`]).
-/// Past a budget the decoder only counts, so exceeding one is not a decoding error.
-pub struct DecodedPod(pub Result<Pod, PodTooLarge>);
+/// Past a budget the decoder only counts, so exceeding one is not a decoding error. Boxed: a `Pod` is kilobytes,
+/// and the review moves its decoded parts several times on their way to the handler.
+pub struct DecodedPod(pub Result<Box<Pod>, PodTooLarge>);
 
 impl<'de> Deserialize<'de> for DecodedPod {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let pod = SlimPod::deserialize(d)?;
-        Ok(DecodedPod(pod.check().map(|()| Pod::from(pod))))
+        Ok(DecodedPod(pod.check().map(|()| Box::new(Pod::from(pod)))))
     }
 }
 
