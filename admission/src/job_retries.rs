@@ -8,11 +8,8 @@
 //! alone), one page of at most [`MAX_FAILED_PODS`] failed pods, answers remembered for a few seconds per Job
 //! (a wave of replacements costs one read) and at most [`MAX_REMEMBERED`] of them.
 
-use std::collections::HashMap;
-use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -21,6 +18,8 @@ use prometheus_client::registry::Registry;
 use serde::Deserialize;
 use tailor_core::quantity;
 use tailor_core::sizing::MEMORY;
+
+use crate::live_reads::{AnswerMemo, ReadGate, can_block};
 
 /// Failed pods read per Job at most (one page).
 pub const MAX_FAILED_PODS: u32 = 100;
@@ -196,16 +195,13 @@ impl JobReadStats {
     }
 }
 
-type Remembered = HashMap<(String, String), (Instant, Arc<JobOoms>)>;
-
 /// Reads a Job's failed pods from the API server, within [`JobReadSettings`].
 pub struct LiveJobOoms {
     client: kube::Client,
     runtime: tokio::runtime::Handle,
     settings: JobReadSettings,
-    remembered: Mutex<Remembered>,
-    in_flight: AtomicUsize,
-    limiter: governor::DefaultDirectRateLimiter,
+    remembered: AnswerMemo<(String, String), Arc<JobOoms>>,
+    gate: ReadGate,
     stats: JobReadStats,
 }
 
@@ -216,14 +212,12 @@ impl LiveJobOoms {
         runtime: tokio::runtime::Handle,
         settings: JobReadSettings,
     ) -> Self {
-        let per_second = NonZeroU32::new(settings.per_second).unwrap_or(NonZeroU32::MIN);
         Self {
             client,
             runtime,
             settings,
-            remembered: Mutex::default(),
-            in_flight: AtomicUsize::new(0),
-            limiter: governor::RateLimiter::direct(governor::Quota::per_second(per_second)),
+            remembered: AnswerMemo::new(settings.ttl, MAX_REMEMBERED),
+            gate: ReadGate::new(settings.in_flight, settings.per_second),
             stats: JobReadStats::default(),
         }
     }
@@ -240,31 +234,6 @@ impl LiveJobOoms {
             "Reads of a Job's failed pods for the OOM retry bump, by result (read, failed, shed)",
             self.stats.results.clone(),
         );
-    }
-
-    fn remembered(&self, key: &(String, String)) -> Option<Arc<JobOoms>> {
-        let remembered = self
-            .remembered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        (remembered.get(key))
-            .filter(|(at, _)| at.elapsed() < self.settings.ttl)
-            .map(|(_, ooms)| ooms.clone())
-    }
-
-    fn remember(&self, key: (String, String), ooms: Arc<JobOoms>) {
-        let mut remembered = self
-            .remembered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if remembered.len() >= MAX_REMEMBERED {
-            let ttl = self.settings.ttl;
-            remembered.retain(|_, (at, _)| at.elapsed() < ttl);
-            if remembered.len() >= MAX_REMEMBERED {
-                return;
-            }
-        }
-        remembered.insert(key, (Instant::now(), ooms));
     }
 
     async fn read(&self, namespace: &str, job_uid: &str) -> Result<FailedPods, ReadError> {
@@ -299,37 +268,27 @@ fn valid_namespace(ns: &str) -> bool {
 impl JobOomHistory for LiveJobOoms {
     fn ooms(&self, namespace: &str, job_uid: &str) -> Option<Arc<JobOoms>> {
         let key = (namespace.to_owned(), job_uid.to_owned());
-        if let Some(ooms) = self.remembered(&key) {
+        if let Some(ooms) = self.remembered.get(&key) {
             return Some(ooms);
         }
         if !valid_namespace(namespace) || !valid_uid(job_uid) {
             return None;
         }
-        let can_block = tokio::runtime::Handle::try_current().map_or(true, |h| {
-            h.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread
-        });
-        let admitted = can_block
-            && self.limiter.check().is_ok()
-            && (self.in_flight)
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                    (n < self.settings.in_flight).then_some(n + 1)
-                })
-                .is_ok();
-        if !admitted {
+        let Some(slot) = can_block().then(|| self.gate.enter()).flatten() else {
             self.stats.count("shed");
             return None;
-        }
+        };
         let read = async {
             tokio::time::timeout(self.settings.timeout, self.read(namespace, job_uid)).await
         };
         // Blocks this review's thread only: on a runtime worker the others take over its tasks meanwhile.
         let answer = tokio::task::block_in_place(|| self.runtime.block_on(read));
-        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        drop(slot);
         match answer {
             Ok(Ok(pods)) => {
                 self.stats.count("read");
                 let ooms = Arc::new(pods.ooms());
-                self.remember(key, ooms.clone());
+                self.remembered.put(key, ooms.clone());
                 Some(ooms)
             }
             Ok(Err(e)) => {

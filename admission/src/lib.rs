@@ -14,6 +14,7 @@ pub mod daemon;
 pub mod flags;
 pub mod job_retries;
 pub mod live_owners;
+pub mod live_reads;
 pub mod manifests;
 pub mod metrics;
 pub mod quota_report;

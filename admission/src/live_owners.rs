@@ -11,10 +11,9 @@
 //! starting their own (or being shed): a burst of pods of one new ReplicaSet costs one read.
 
 use std::collections::HashMap;
-use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
@@ -24,6 +23,8 @@ use kube::{Api, Client};
 use tailor_core::target::{WorkloadInfo, workload_info};
 use tailor_core::workload::{SlimWorkload, WorkloadKind};
 use tailor_kube::index::{OwnerAnswer, OwnerFallback};
+
+use crate::live_reads::{AnswerMemo, ReadGate, can_block};
 
 /// Answers remembered at most.
 pub const MAX_REMEMBERED: usize = 4_096;
@@ -81,10 +82,9 @@ pub struct LiveOwners {
     client: Client,
     runtime: tokio::runtime::Handle,
     settings: LiveOwnerSettings,
-    remembered: Mutex<HashMap<Key, (Instant, Option<WorkloadInfo>)>>,
+    remembered: AnswerMemo<Key, Option<WorkloadInfo>>,
     flights: Mutex<HashMap<Key, Arc<Flight>>>,
-    in_flight: AtomicUsize,
-    limiter: governor::DefaultDirectRateLimiter,
+    gate: ReadGate,
     stats: LiveOwnerStats,
 }
 
@@ -95,15 +95,13 @@ impl LiveOwners {
         runtime: tokio::runtime::Handle,
         settings: LiveOwnerSettings,
     ) -> Self {
-        let per_second = NonZeroU32::new(settings.per_second).unwrap_or(NonZeroU32::MIN);
         Self {
             client,
             runtime,
             settings,
-            remembered: Mutex::default(),
+            remembered: AnswerMemo::new(settings.ttl, MAX_REMEMBERED),
             flights: Mutex::default(),
-            in_flight: AtomicUsize::new(0),
-            limiter: governor::RateLimiter::direct(governor::Quota::per_second(per_second)),
+            gate: ReadGate::new(settings.in_flight, settings.per_second),
             stats: LiveOwnerStats::default(),
         }
     }
@@ -111,32 +109,6 @@ impl LiveOwners {
     /// Found / absent / failed / shed counts.
     pub fn stats(&self) -> &LiveOwnerStats {
         &self.stats
-    }
-
-    fn remembered(&self, key: &Key) -> Option<Option<WorkloadInfo>> {
-        let remembered = self
-            .remembered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        remembered
-            .get(key)
-            .filter(|(at, _)| at.elapsed() < self.settings.ttl)
-            .map(|(_, info)| info.clone())
-    }
-
-    fn remember(&self, key: Key, info: Option<WorkloadInfo>) {
-        let mut remembered = self
-            .remembered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if remembered.len() >= MAX_REMEMBERED {
-            let ttl = self.settings.ttl;
-            remembered.retain(|_, (at, _)| at.elapsed() < ttl);
-            if remembered.len() >= MAX_REMEMBERED {
-                return;
-            }
-        }
-        remembered.insert(key, (Instant::now(), info));
     }
 
     async fn read(
@@ -175,44 +147,34 @@ impl LiveOwners {
     /// within the bounds (joining a read of the same owner already in flight), with why it was not found.
     pub fn answer(&self, kind: &str, namespace: &str, name: &str) -> OwnerAnswer {
         let key = (kind.to_owned(), namespace.to_owned(), name.to_owned());
-        if let Some(info) = self.remembered(&key) {
+        if let Some(info) = self.remembered.get(&key) {
             return info.map_or(OwnerAnswer::Absent, OwnerAnswer::Found);
         }
-        // A current-thread runtime's only thread cannot wait for a read it would have to run itself.
-        let can_block = tokio::runtime::Handle::try_current().map_or(true, |h| {
-            h.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread
-        });
-        if !can_block {
+        if !can_block() {
             self.stats.shed.fetch_add(1, Ordering::Relaxed);
             return OwnerAnswer::Shed;
         }
-        let (flight, leader) = {
+        let (flight, slot) = {
             let mut flights = self.flights.lock().unwrap_or_else(PoisonError::into_inner);
             match flights.get(&key) {
-                Some(flight) => (flight.clone(), false),
+                Some(flight) => (flight.clone(), None),
                 None => {
-                    let admitted = self.limiter.check().is_ok()
-                        && self
-                            .in_flight
-                            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                                (n < self.settings.in_flight).then_some(n + 1)
-                            })
-                            .is_ok();
-                    if !admitted {
+                    let Some(slot) = self.gate.enter() else {
                         self.stats.shed.fetch_add(1, Ordering::Relaxed);
                         return OwnerAnswer::Shed;
-                    }
+                    };
                     let flight = Arc::new(Flight::default());
                     flights.insert(key.clone(), flight.clone());
-                    (flight, true)
+                    (flight, Some(slot))
                 }
             }
         };
-        if !leader {
+        let Some(slot) = slot else {
             self.stats.joined.fetch_add(1, Ordering::Relaxed);
             return self.wait_for(&flight);
-        }
+        };
         let answer = self.read_bounded(kind, namespace, name, &key);
+        drop(slot);
         *flight.answer.lock().unwrap_or_else(PoisonError::into_inner) = Some(answer.clone());
         flight.done.notify_all();
         self.flights
@@ -242,7 +204,6 @@ impl LiveOwners {
         };
         // Blocks this review's thread only: on a runtime worker the others take over its tasks meanwhile.
         let answer = tokio::task::block_in_place(|| self.runtime.block_on(read));
-        self.in_flight.fetch_sub(1, Ordering::AcqRel);
         let target = || format!("{kind} {namespace}/{name}");
         match answer {
             Ok(Ok(info)) => {
@@ -254,7 +215,7 @@ impl LiveOwners {
                 counter.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(controller = %tailor_core::text::capped(&target()), found = info.is_some(),
                     "owner missing from the cache; read it from the API server");
-                self.remember(key.clone(), info.clone());
+                self.remembered.put(key.clone(), info.clone());
                 info.map_or(OwnerAnswer::Absent, OwnerAnswer::Found)
             }
             Ok(Err(e)) => {

@@ -181,7 +181,7 @@ fn a_pod_tailor_sized_earlier_in_the_admission_is_left_as_it_is() {
 }
 
 /// The body of a pod CREATE review as the API server sends it.
-fn pod_request(object: Value, version: &str) -> Vec<u8> {
+pub(super) fn pod_request(object: Value, version: &str) -> Vec<u8> {
     crate::review::tests::as_api_server_sends(&json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::tests::pod_request;
 use super::*;
 use crate::job_retries::{JobOomHistory, JobOoms};
 use tailor_core::sizing::OomBumpRule;
@@ -109,17 +110,6 @@ fn review(
     let mut doc = p;
     json_patch::patch(&mut doc, &patch.0).unwrap();
     (doc, outcome, retry)
-}
-
-fn pod_request(object: Value, version: &str) -> Vec<u8> {
-    crate::review::tests::as_api_server_sends(&json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": version, "resource": "pods"},
-            "name": "", "namespace": "default", "operation": "CREATE", "userInfo": {}, "object": object
-        }
-    }))
 }
 
 fn memory(doc: &Value) -> (i64, i64) {

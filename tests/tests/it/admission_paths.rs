@@ -12,7 +12,7 @@ use tailor_tests::process::{post_review, start_admission, wait_admission_ready};
 use tailor_tests::standin::ApiServer;
 use tailor_tests::standin::tls::TestCa;
 
-use crate::binaries::{namespace, vpa, workload};
+use crate::binaries::{namespace, pod_review as review, vpa, workload};
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -166,19 +166,6 @@ fn pod(kind: &str, api_version: &str, owner: &str) -> Value {
             "ownerReferences": [{"apiVersion": api_version, "kind": kind, "name": owner,
                 "uid": format!("uid-{owner}"), "controller": true}]},
         "spec": {"containers": [{"name": "app", "image": "nginx"}]}
-    })
-}
-
-fn review(uid: &str, pod: &Value) -> Value {
-    json!({
-        "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "shop", "operation": "CREATE", "userInfo": {"username": "controller"},
-            "object": pod, "dryRun": false
-        }
     })
 }
 

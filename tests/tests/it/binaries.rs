@@ -37,6 +37,20 @@ pub(crate) fn vpa(name: &str, target: &str) -> Value {
     })
 }
 
+/// A pod `CREATE` review of `pod` in namespace `shop`, as the API server sends it.
+pub(crate) fn pod_review(uid: &str, pod: &Value) -> Value {
+    json!({
+        "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "shop", "operation": "CREATE", "userInfo": {"username": "controller"},
+            "object": pod, "dryRun": false
+        }
+    })
+}
+
 pub(crate) fn namespace() -> &'static str {
     "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n"
 }

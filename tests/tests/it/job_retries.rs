@@ -9,7 +9,7 @@ use tailor_tests::process::{http_get_body, post_review, start_admission, wait_ad
 use tailor_tests::standin::ApiServer;
 use tailor_tests::standin::tls::TestCa;
 
-use crate::binaries::namespace;
+use crate::binaries::{namespace, pod_review as review};
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -51,19 +51,6 @@ fn job_pod(name: &str, memory: &str, ended: Option<&str>) -> Value {
             "state": {"terminated": {"exitCode": 137, "reason": reason}}}]});
     }
     p
-}
-
-fn review(uid: &str, pod: &Value) -> Value {
-    json!({
-        "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "shop", "operation": "CREATE", "userInfo": {"username": "job-controller"},
-            "object": pod, "dryRun": false
-        }
-    })
 }
 
 /// The memory request the answer's patch sets on the first container.
