@@ -118,8 +118,9 @@ pub fn rate_peak(samples: &[(Nanos, f64)], window: Nanos) -> Option<f64> {
 
 /// The largest CPU rate a store scraping the usage counter every `step` (> 0) reads: the counter (CPU
 /// `samples` integrated, each standing for `sample_secs`) at each tick in the run, and the highest rate between
-/// two ticks at most `window` apart, the later one as far as possible from the earlier; none with fewer than
-/// two ticks (a rate needs two points).
+/// two ticks at most `window` apart, the later one as far as possible from the earlier. With fewer than two
+/// ticks (no rate), the run's mean as the recommender's query reads it: the counter at the last tick over the
+/// time since the run's first sample (at least a second); none without a tick.
 pub fn scraped_rate_peak(
     samples: &[(Nanos, f64)],
     sample_secs: f64,
@@ -146,7 +147,11 @@ pub fn scraped_rate_peak(
             best = Some(best.map_or(rate, |b: f64| b.max(rate)));
         }
     }
-    best
+    best.or_else(|| {
+        let start = samples.first()?.0;
+        let &(t, c) = points.last()?;
+        Some(c / (t.saturating_sub(start) as f64 / SECOND as f64).max(1.0))
+    })
 }
 
 /// One run: its trace container and its samples in time order.
@@ -600,11 +605,18 @@ mod tests {
         let r = scraped_rate_peak(&s, 1.0, 15 * SECOND, 60 * SECOND).unwrap();
         // The counter at 15 s holds samples 5-14 (10 core-s), at 30 s samples 5-29 (45 core-s).
         assert!((r - 35.0 / 15.0).abs() < 1e-9, "{r}");
-        // A 10 s run sees one tick at most: no rate.
+        // A 10 s run between two ticks is never scraped: nothing.
         assert_eq!(
             scraped_rate_peak(&s[..10], 1.0, 15 * SECOND, 60 * SECOND),
             None
         );
+        // A 15 s run (10-24 s) scraped once, at 15 s: no rate, its mean up to that tick instead (5 core-s
+        // over 5 s).
+        assert_eq!(
+            scraped_rate_peak(&s[5..20], 1.0, 15 * SECOND, 60 * SECOND),
+            Some(1.0)
+        );
+        assert_eq!(scraped_rate_peak(&[], 1.0, 15 * SECOND, 60 * SECOND), None);
     }
 
     #[test]
