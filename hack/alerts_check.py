@@ -47,6 +47,7 @@ def firing_series(t: int) -> dict[str, list[tuple[dict, list[tuple[int, float]]]
         "tailor_recommender_last_loop_timestamp_seconds": [({}, flat(t - 3600))],
         "tailor_recommender_vpa_objects": [({}, flat(12))],
         "tailor_recommender_ooms_total": [({"source": "pod", "result": "recorded"}, ramp(0, 1))],
+        "tailor_recommender_job_run_peaks_total": [({"result": "failed"}, ramp(0, 1)), ({"result": "fed"}, ramp(0, 4))],
         "tailor_recommender_status_writes_total": [({"result": "ok"}, ramp(0, 5))],
         "tailor_recommender_step_duration_seconds_bucket": [({"step": "total", "le": le}, ramp(0, n))
                                                             for le, n in (("0.1", 1), ("1", 2), ("+Inf", 2))],
@@ -103,6 +104,8 @@ tests:
         values: '0+60x30'
       - series: 'tailor_recommender_ooms_total{source="pod",result="recorded"}'
         values: '0+1x30'
+      - series: 'tailor_recommender_job_run_peaks_total{result="failed"}'
+        values: '0+1x90'
     alert_rule_test:
       - eval_time: 20m
         alertname: TailorRecommenderNotWriting
@@ -116,6 +119,12 @@ tests:
       - eval_time: 20m
         alertname: TailorOOMAfterSizing
         exp_alerts: [{exp_labels: {severity: info}}]
+      - eval_time: 20m
+        alertname: TailorJobRunPeaksMissing
+        exp_alerts: []
+      - eval_time: 80m
+        alertname: TailorJobRunPeaksMissing
+        exp_alerts: [{exp_labels: {severity: warning}}]
   - interval: 1m
     input_series:
       - series: tailor_recommender_last_loop_timestamp_seconds
@@ -130,11 +139,16 @@ tests:
         values: '0+60x30'
       - series: 'tailor_recommender_ooms_total{source="pod",result="recorded"}'
         values: '0x30'
+      - series: 'tailor_recommender_job_run_peaks_total{result="failed"}'
+        values: '5x90'
+      - series: 'tailor_recommender_job_run_peaks_total{result="fed"}'
+        values: '0+3x90'
     alert_rule_test:
       - {eval_time: 20m, alertname: TailorRecommenderNotWriting, exp_alerts: []}
       - {eval_time: 20m, alertname: TailorWebhookAdmittingUnsized, exp_alerts: []}
       - {eval_time: 20m, alertname: TailorUpdaterBlocked, exp_alerts: []}
       - {eval_time: 20m, alertname: TailorOOMAfterSizing, exp_alerts: []}
+      - {eval_time: 80m, alertname: TailorJobRunPeaksMissing, exp_alerts: []}
 """
 
 
@@ -195,8 +209,8 @@ def server_checks(url: str, groups: dict, dashboard: dict, t: int) -> None:
         if health and all(h == "ok" for h, _ in health.values()):
             break
         time.sleep(0.2)
-    report(len(health) == 4 and all(h == "ok" for h, _ in health.values()),
-           "real Prometheus: the four rules load and evaluate with health ok", json.dumps(health))
+    report(len(health) == len(groups["groups"][0]["rules"]) and all(h == "ok" for h, _ in health.values()),
+           "real Prometheus: every rule loads and evaluates with health ok", json.dumps(health))
     for panel in dashboard["panels"]:
         for target in panel["targets"]:
             expr = target["expr"].replace("$__rate_interval", "5m")
