@@ -287,26 +287,29 @@ fn a_bad_price_is_an_error_naming_its_flag() {
     }
 }
 
+/// The Job shapes of draw 7 under both Job handlings with upstream's strategy.
+const JOB_SHAPES: [&str; 10] = [
+    "backtest",
+    "--suite",
+    "--suite-shapes",
+    "jobs",
+    "--suite-draw",
+    "7",
+    "--strategy",
+    "upstream",
+    "--jobs",
+    "upstream,tailor",
+];
+
 /// `--jobs upstream,tailor` replays the Job shapes under both handlings, named `upstream` and
 /// `upstream+jobs`, with the run counts in JSON and a runs table in Markdown; `--suite-shapes` needs
 /// `--suite`.
 #[test]
 fn job_shapes_under_both_handlings() {
     let args = |format: &'static str| {
-        [
-            "backtest",
-            "--suite",
-            "--suite-shapes",
-            "jobs",
-            "--suite-draw",
-            "7",
-            "--strategy",
-            "upstream",
-            "--jobs",
-            "upstream,tailor",
-            "-o",
-            format,
-        ]
+        let mut a = JOB_SHAPES.to_vec();
+        a.extend(["-o", format]);
+        a
     };
     let o = tailor(&args("json"));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -344,20 +347,8 @@ fn job_shapes_under_both_handlings() {
 #[test]
 fn the_job_memory_percentile_moves_only_the_tailor_handling() {
     let run = |extra: &[&str]| {
-        let mut args = vec![
-            "backtest",
-            "--suite",
-            "--suite-shapes",
-            "jobs",
-            "--suite-draw",
-            "7",
-            "--strategy",
-            "upstream",
-            "--jobs",
-            "upstream,tailor",
-            "-o",
-            "json",
-        ];
+        let mut args = JOB_SHAPES.to_vec();
+        args.extend(["-o", "json"]);
         args.extend_from_slice(extra);
         let o = tailor(&args);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
