@@ -13,8 +13,8 @@ use tailor_kube::shutdown::Shutdown;
 
 use crate::caches;
 use crate::certs::{self, CertError, CertResolver, Reloader};
-use crate::job_retries::{JobReadSettings, LiveJobOoms};
-use crate::live_owners::{LiveOwnerSettings, LiveOwners};
+use crate::job_retries::{FAILED_POD_READS, LiveJobOoms};
+use crate::live_owners::{LiveOwners, OWNER_READS};
 use crate::metrics::Metrics;
 use crate::pod::RetryBump;
 use crate::quota_report::QuotaReport;
@@ -186,7 +186,7 @@ impl Daemon {
                     let history = LiveJobOoms::new(
                         client,
                         tokio::runtime::Handle::current(),
-                        JobReadSettings::default(),
+                        FAILED_POD_READS,
                     );
                     history.register(self.metrics.registry_mut());
                     webhook = webhook.with_retry_bump(RetryBump {
@@ -286,7 +286,7 @@ impl ClusterMode<'_> {
         let live = LiveOwners::new(
             client.clone(),
             tokio::runtime::Handle::current(),
-            LiveOwnerSettings::default(),
+            OWNER_READS,
         );
         let mut index = Index::from_stores(stores)
             .with_scale_lookup(Arc::new(scale))

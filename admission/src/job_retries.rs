@@ -19,7 +19,7 @@ use serde::Deserialize;
 use tailor_core::quantity;
 use tailor_core::sizing::MEMORY;
 
-use crate::live_reads::{AnswerMemo, ReadGate, can_block};
+use crate::live_reads::{AnswerMemo, ReadGate, ReadSettings, can_block};
 
 /// Failed pods read per Job at most (one page).
 pub const MAX_FAILED_PODS: u32 = 100;
@@ -148,29 +148,14 @@ fn memory_of(c: &k8s_openapi::api::core::v1::Container) -> Option<i64> {
     pick(r.requests.as_ref()).or_else(|| pick(r.limits.as_ref()))
 }
 
-/// Bounds of the reads.
-#[derive(Clone, Copy, Debug)]
-pub struct JobReadSettings {
-    /// Longest wait for one read (the review waits this long at most).
-    pub timeout: Duration,
-    /// Reads at once.
-    pub in_flight: usize,
-    /// Reads started per second.
-    pub per_second: u32,
-    /// How long an answer is reused (shorter than the Job controller's first retry delay, 10 s).
-    pub ttl: Duration,
-}
-
-impl Default for JobReadSettings {
-    fn default() -> Self {
-        Self {
-            timeout: Duration::from_secs(1),
-            in_flight: 2,
-            per_second: 20,
-            ttl: Duration::from_secs(3),
-        }
-    }
-}
+/// The failed-pod reads' bounds: a second per read, two at once, twenty a second, answers reused for 3 s
+/// (shorter than the Job controller's first retry delay, 10 s).
+pub const FAILED_POD_READS: ReadSettings = ReadSettings {
+    timeout: Duration::from_secs(1),
+    in_flight: 2,
+    per_second: 20,
+    ttl: Duration::from_secs(3),
+};
 
 /// How a lookup ended, the label of `tailor_admission_job_failed_pod_reads_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -195,11 +180,11 @@ impl JobReadStats {
     }
 }
 
-/// Reads a Job's failed pods from the API server, within [`JobReadSettings`].
+/// Reads a Job's failed pods from the API server, within its [`ReadSettings`] ([`FAILED_POD_READS`] in the webhook).
 pub struct LiveJobOoms {
     client: kube::Client,
     runtime: tokio::runtime::Handle,
-    settings: JobReadSettings,
+    settings: ReadSettings,
     remembered: AnswerMemo<(String, String), Arc<JobOoms>>,
     gate: ReadGate,
     stats: JobReadStats,
@@ -210,14 +195,14 @@ impl LiveJobOoms {
     pub fn new(
         client: kube::Client,
         runtime: tokio::runtime::Handle,
-        settings: JobReadSettings,
+        settings: ReadSettings,
     ) -> Self {
         Self {
             client,
             runtime,
             settings,
             remembered: AnswerMemo::new(settings.ttl, MAX_REMEMBERED),
-            gate: ReadGate::new(settings.in_flight, settings.per_second),
+            gate: ReadGate::new(&settings),
             stats: JobReadStats::default(),
         }
     }

@@ -4,9 +4,9 @@
 //! briefly.
 //!
 //! Bounds, since the webhook's port has no client authentication and owner references come from the review:
-//! each read waits at most [`LiveOwnerSettings::timeout`], at most [`LiveOwnerSettings::in_flight`] reads run
-//! at once and [`LiveOwnerSettings::per_second`] start per second (a lookup over either bound is answered
-//! "unknown" at once), answers — "absent" included — are remembered for [`LiveOwnerSettings::ttl`], and at
+//! each read waits at most [`ReadSettings::timeout`], at most [`ReadSettings::in_flight`] reads run
+//! at once and [`ReadSettings::per_second`] start per second (a lookup over either bound is answered
+//! "unknown" at once), answers — "absent" included — are remembered for [`ReadSettings::ttl`], and at
 //! most [`MAX_REMEMBERED`] of them. Lookups of an owner already being read wait for that read instead of
 //! starting their own (or being shed): a burst of pods of one new ReplicaSet costs one read.
 
@@ -24,34 +24,18 @@ use tailor_core::target::{WorkloadInfo, workload_info};
 use tailor_core::workload::{SlimWorkload, WorkloadKind};
 use tailor_kube::index::{OwnerAnswer, OwnerFallback};
 
-use crate::live_reads::{AnswerMemo, ReadGate, can_block};
+use crate::live_reads::{AnswerMemo, ReadGate, ReadSettings, can_block};
 
 /// Answers remembered at most.
 pub const MAX_REMEMBERED: usize = 4_096;
 
-/// Bounds of the live reads.
-#[derive(Clone, Copy, Debug)]
-pub struct LiveOwnerSettings {
-    /// Longest wait for one read (the review waits this long at most).
-    pub timeout: Duration,
-    /// Reads at once.
-    pub in_flight: usize,
-    /// Reads started per second.
-    pub per_second: u32,
-    /// How long an answer is reused.
-    pub ttl: Duration,
-}
-
-impl Default for LiveOwnerSettings {
-    fn default() -> Self {
-        Self {
-            timeout: Duration::from_secs(1),
-            in_flight: 2,
-            per_second: 20,
-            ttl: Duration::from_secs(30),
-        }
-    }
-}
+/// The owner reads' bounds: a second per read, two at once, twenty a second, answers reused for 30 s.
+pub const OWNER_READS: ReadSettings = ReadSettings {
+    timeout: Duration::from_secs(1),
+    in_flight: 2,
+    per_second: 20,
+    ttl: Duration::from_secs(30),
+};
 
 /// What the live reads did, for metrics and logs.
 #[derive(Debug, Default)]
@@ -81,7 +65,7 @@ type Key = (String, String, String);
 pub struct LiveOwners {
     client: Client,
     runtime: tokio::runtime::Handle,
-    settings: LiveOwnerSettings,
+    settings: ReadSettings,
     remembered: AnswerMemo<Key, Option<WorkloadInfo>>,
     flights: Mutex<HashMap<Key, Arc<Flight>>>,
     gate: ReadGate,
@@ -90,18 +74,14 @@ pub struct LiveOwners {
 
 impl LiveOwners {
     /// Reads through `client` on `runtime` (the server's runtime: reviews block their own thread only).
-    pub fn new(
-        client: Client,
-        runtime: tokio::runtime::Handle,
-        settings: LiveOwnerSettings,
-    ) -> Self {
+    pub fn new(client: Client, runtime: tokio::runtime::Handle, settings: ReadSettings) -> Self {
         Self {
             client,
             runtime,
             settings,
             remembered: AnswerMemo::new(settings.ttl, MAX_REMEMBERED),
             flights: Mutex::default(),
-            gate: ReadGate::new(settings.in_flight, settings.per_second),
+            gate: ReadGate::new(&settings),
             stats: LiveOwnerStats::default(),
         }
     }

@@ -19,6 +19,19 @@ pub fn can_block() -> bool {
     })
 }
 
+/// Bounds of one kind of live read.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadSettings {
+    /// Longest wait for one read (the review waits this long at most).
+    pub timeout: Duration,
+    /// Reads at once.
+    pub in_flight: usize,
+    /// Reads started per second.
+    pub per_second: u32,
+    /// How long an answer is reused.
+    pub ttl: Duration,
+}
+
 /// At most `in_flight` reads at once and `per_second` started per second.
 pub struct ReadGate {
     running: AtomicUsize,
@@ -27,12 +40,13 @@ pub struct ReadGate {
 }
 
 impl ReadGate {
-    /// A gate letting `in_flight` reads run at once, `per_second` (at least 1) start per second.
-    pub fn new(in_flight: usize, per_second: u32) -> Self {
-        let per_second = NonZeroU32::new(per_second).unwrap_or(NonZeroU32::MIN);
+    /// A gate letting `settings.in_flight` reads run at once, `settings.per_second` (at least 1) start per
+    /// second.
+    pub fn new(settings: &ReadSettings) -> Self {
+        let per_second = NonZeroU32::new(settings.per_second).unwrap_or(NonZeroU32::MIN);
         Self {
             running: AtomicUsize::new(0),
-            in_flight,
+            in_flight: settings.in_flight,
             limiter: governor::RateLimiter::direct(governor::Quota::per_second(per_second)),
         }
     }
@@ -104,9 +118,18 @@ impl<K: Eq + Hash, V: Clone> AnswerMemo<K, V> {
 mod tests {
     use super::*;
 
+    fn settings(in_flight: usize, per_second: u32) -> ReadSettings {
+        ReadSettings {
+            timeout: Duration::from_secs(1),
+            in_flight,
+            per_second,
+            ttl: Duration::from_secs(1),
+        }
+    }
+
     #[test]
     fn the_gate_holds_reads_at_once_and_frees_a_slot_when_dropped() {
-        let gate = ReadGate::new(2, 1_000);
+        let gate = ReadGate::new(&settings(2, 1_000));
         let (a, b) = (gate.enter(), gate.enter());
         assert!(a.is_some() && b.is_some());
         assert!(gate.enter().is_none(), "two at once");
@@ -116,9 +139,15 @@ mod tests {
 
     #[test]
     fn the_gate_holds_reads_per_second() {
-        let gate = ReadGate::new(100, 2);
+        let gate = ReadGate::new(&settings(100, 2));
+        let begun = Instant::now();
         let started = (0..10).filter_map(|_| gate.enter()).count();
-        assert_eq!(started, 2);
+        // Two at once, one more per half second the loop took (on however slow a machine).
+        let allowed = 2 + (begun.elapsed().as_secs_f64() * 2.0).floor() as usize;
+        assert!(
+            (2..=allowed).contains(&started),
+            "{started} started, {allowed} allowed"
+        );
     }
 
     #[test]

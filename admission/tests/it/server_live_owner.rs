@@ -11,7 +11,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::client::Body;
 use serde_json::json;
-use tailor_admission::live_owners::{LiveOwnerSettings, LiveOwners};
+use tailor_admission::live_owners::{LiveOwners, OWNER_READS};
+use tailor_admission::live_reads::ReadSettings;
 use tailor_crds::VerticalPodAutoscaler;
 use tailor_kube::index::{Index, IndexObjects};
 
@@ -114,7 +115,7 @@ async fn owners_missing_from_the_cache_are_read_live_within_bounds() {
     let client = kube::Client::new(service, "default");
     let (asked_tx, mut asked) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(serve(handle, asked_tx));
-    let settings = LiveOwnerSettings {
+    let settings = ReadSettings {
         timeout: Duration::from_millis(500),
         in_flight: 2,
         per_second: 4,
@@ -184,7 +185,7 @@ async fn a_burst_of_a_new_replica_sets_pods_waits_on_one_read() {
     let live = Arc::new(LiveOwners::new(
         client,
         tokio::runtime::Handle::current(),
-        LiveOwnerSettings::default(),
+        OWNER_READS,
     ));
     let index = Arc::new(
         Index::from_objects(IndexObjects {
