@@ -11,8 +11,7 @@ use prometheus_client::{
 use crate::review::{ResourceKind, ReviewResult};
 
 /// Content type of the `/metrics` answer.
-pub const OPENMETRICS_CONTENT_TYPE: &str =
-    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub const OPENMETRICS_CONTENT_TYPE: &str = tailor_kube::admin::OPENMETRICS;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReviewLabels {

@@ -18,7 +18,7 @@ use crate::config::ControllerConfig;
 use crate::dashboard::DashboardState;
 use crate::fleet::{FleetConfig, FleetController, FleetView, sources, writer::ApiWriter};
 use crate::history::HistoryBootstrap;
-use crate::http::{Health, router};
+use crate::http::{self, Health};
 use crate::metrics::Metrics;
 use crate::oom::OomQueue;
 use crate::ratelimit::RateLimiter;
@@ -103,19 +103,14 @@ impl Daemon {
             Some(_) => Health::standby(interval),
             None => Health::new(interval),
         });
-        let addr = settings.address;
-        let listener = tokio::net::TcpListener::bind(addr)
+        // Logs the bound address (with port 0 the OS picks one; tests and operators read it there).
+        http::admin(health.clone(), metrics.clone())
+            .serve(settings.address)
             .await
-            .map_err(|source| DaemonError::Bind { addr, source })?;
-        // The bound address (with port 0 the OS picks one; tests and operators read it here).
-        let bound = listener.local_addr().unwrap_or(addr);
-        let app = router(health.clone(), metrics.clone());
-        tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                tracing::error!(error = %e, "HTTP server failed");
-            }
-        });
-        tracing::info!(addr = %bound, "serving /metrics and /healthz");
+            .map_err(|e| DaemonError::Bind {
+                addr: e.addr,
+                source: e.source,
+            })?;
         let dashboard = match settings.dashboard.clone() {
             Some((addr, prices)) => {
                 Some(serve_dashboard(addr, prices, settings.lease.as_ref()).await?)

@@ -1,15 +1,20 @@
-//! The HTTP side: `/healthz` (fails when no loop finished within five intervals) and `/metrics`.
+//! The recommender's probes, served by the admin server of [`tailor_kube::admin`]: `/healthz` and upstream's
+//! `/health-check` (fail when no loop finished within five intervals) and `/metrics`.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
-use axum::routing::get;
+use tailor_kube::admin::{AdminServer, OPENMETRICS, Probes, Routes};
 
 use super::metrics::Metrics;
+
+/// The recommender's routes: `/health-check` as upstream, no `/readyz`, `/metrics` as OpenMetrics.
+const ROUTES: Routes = Routes {
+    ok: "ok",
+    health_check: true,
+    readyz: false,
+    metrics_content_type: OPENMETRICS,
+};
 
 /// Liveness: when the process started and when the last loop finished.
 #[derive(Debug)]
@@ -66,43 +71,28 @@ impl Health {
     }
 }
 
-#[derive(Clone)]
-struct AppState {
+/// What the admin endpoints read.
+struct RecommenderProbes {
     health: Arc<Health>,
     metrics: Arc<Metrics>,
 }
 
-async fn healthz(State(s): State<AppState>) -> impl IntoResponse {
-    if s.health.healthy() {
-        (StatusCode::OK, "ok")
-    } else {
-        (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "no recommender loop finished recently",
-        )
+impl Probes for RecommenderProbes {
+    fn live(&self) -> Result<(), String> {
+        match self.health.healthy() {
+            true => Ok(()),
+            false => Err("no recommender loop finished recently".into()),
+        }
+    }
+
+    fn metrics(&self) -> String {
+        self.metrics.encode()
     }
 }
 
-async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        s.metrics.encode(),
-    )
-}
-
-/// The router serving `/healthz`, `/health-check` (upstream's path) and `/metrics`.
-pub fn router(health: Arc<Health>, metrics_: Arc<Metrics>) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/health-check", get(healthz))
-        .route("/metrics", get(metrics))
-        .with_state(AppState {
-            health,
-            metrics: metrics_,
-        })
+/// The admin server of `/healthz`, `/health-check` (upstream's path) and `/metrics`.
+pub fn admin(health: Arc<Health>, metrics: Arc<Metrics>) -> AdminServer {
+    AdminServer::new(Arc::new(RecommenderProbes { health, metrics }), ROUTES)
 }
 
 #[cfg(test)]
@@ -124,11 +114,13 @@ mod tests {
 
     #[tokio::test]
     async fn serves_metrics_and_health() {
+        use axum::http::StatusCode;
         use tower::ServiceExt;
-        let app = router(
+        let app = admin(
             Arc::new(Health::new(Duration::from_secs(60))),
             Arc::new(Metrics::new()),
-        );
+        )
+        .router();
         let req = |p: &str| {
             axum::http::Request::get(p)
                 .body(axum::body::Body::empty())
@@ -136,8 +128,14 @@ mod tests {
         };
         let r = app.clone().oneshot(req("/healthz")).await.unwrap();
         assert_eq!(r.status(), StatusCode::OK);
+        let r = app.clone().oneshot(req("/health-check")).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
         let r = app.oneshot(req("/metrics")).await.unwrap();
         assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(
+            r.headers()[axum::http::header::CONTENT_TYPE],
+            "application/openmetrics-text; version=1.0.0; charset=utf-8"
+        );
         let body = axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap();
         assert!(String::from_utf8_lossy(&body).contains("# EOF"));
     }

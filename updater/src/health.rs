@@ -1,18 +1,24 @@
-//! The updater's HTTP endpoints: `/metrics`, `/healthz` (and upstream's `/health-check`: an iteration
-//! within five intervals) and `/readyz` (the VPA and pod caches have listed).
+//! The updater's probes, served by the admin server of [`tailor_kube::admin`]: `/metrics`, `/healthz` (and
+//! upstream's `/health-check`: an iteration within five intervals) and `/readyz` (the VPA and pod caches
+//! have listed).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::routing::get;
 use k8s_openapi::jiff::Timestamp;
+use tailor_kube::admin::{AdminServer, ListenError, PLAIN_TEXT, Probes, Routes};
 
 use crate::metrics::Metrics;
+
+/// The updater's routes: `/health-check` as upstream, `/readyz`, and `/metrics` as plain text.
+const ROUTES: Routes = Routes {
+    ok: "OK",
+    health_check: true,
+    readyz: true,
+    metrics_content_type: PLAIN_TEXT,
+};
 
 /// What the endpoints read; cheap to clone.
 #[derive(Clone)]
@@ -23,16 +29,6 @@ pub struct Health {
     last_iteration: Arc<AtomicI64>,
     started: Arc<AtomicI64>,
     interval: Duration,
-}
-
-/// The endpoints could not listen.
-#[derive(Debug, thiserror::Error)]
-#[error("listen on {addr}")]
-pub struct ListenError {
-    /// The address asked for.
-    pub addr: SocketAddr,
-    /// Why binding failed.
-    pub source: std::io::Error,
 }
 
 fn unix_now() -> i64 {
@@ -63,51 +59,34 @@ impl Health {
 
     /// Binds `addr` and serves the endpoints in the background; returns the bound address.
     pub async fn serve(&self, addr: SocketAddr) -> Result<SocketAddr, ListenError> {
-        let app = Router::new()
-            .route("/healthz", get(healthz))
-            .route("/health-check", get(healthz))
-            .route("/readyz", get(readyz))
-            .route("/metrics", get(serve_metrics))
-            .with_state(self.clone());
-        let listener = tokio::net::TcpListener::bind(addr)
+        AdminServer::new(Arc::new(self.clone()), ROUTES)
+            .serve(addr)
             .await
-            .map_err(|source| ListenError { addr, source })?;
-        let bound = listener.local_addr().unwrap_or(addr);
-        tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                tracing::error!(error = %e, "HTTP server failed");
-            }
-        });
-        tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
-        Ok(bound)
     }
 }
 
-async fn healthz(State(h): State<Health>) -> (StatusCode, String) {
-    let last = h
-        .last_iteration
-        .load(Ordering::Relaxed)
-        .max(h.started.load(Ordering::Relaxed));
-    let limit = 5 * h.interval.as_secs() as i64 + 1;
-    let age = unix_now() - last;
-    if age > limit {
-        (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("Error: last activity more than {age}s ago"),
-        )
-    } else {
-        (StatusCode::OK, "OK".into())
+impl Probes for Health {
+    /// Live while an iteration ended (or the updater started) within five intervals and a second.
+    fn live(&self) -> Result<(), String> {
+        let last =
+            (self.last_iteration.load(Ordering::Relaxed)).max(self.started.load(Ordering::Relaxed));
+        let limit = 5 * self.interval.as_secs() as i64 + 1;
+        let age = unix_now() - last;
+        if age > limit {
+            return Err(format!("Error: last activity more than {age}s ago"));
+        }
+        Ok(())
     }
-}
 
-async fn readyz(State(h): State<Health>) -> (StatusCode, &'static str) {
-    if h.synced.load(Ordering::Relaxed) {
-        (StatusCode::OK, "OK")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced yet")
+    /// Ready once the caches have listed.
+    fn ready(&self) -> Result<(), String> {
+        match self.synced.load(Ordering::Relaxed) {
+            true => Ok(()),
+            false => Err("caches not synced yet".into()),
+        }
     }
-}
 
-async fn serve_metrics(State(h): State<Health>) -> String {
-    h.metrics.encode()
+    fn metrics(&self) -> String {
+        self.metrics.encode()
+    }
 }

@@ -1,5 +1,5 @@
 //! The HTTPS webhook listener (axum on hyper over rustls) and the plain-HTTP operations listener (`/healthz`,
-//! `/readyz`, `/metrics`).
+//! `/readyz`, `/metrics`: the admin server of [`tailor_kube::admin`], on a port and a runtime of its own).
 //!
 //! Request rules (docs/design/upstream-admission.md §2.2): every path on the webhook port is the webhook and
 //! dispatch depends on the review's resource only; the body must be `application/json` (parameters such as
@@ -33,7 +33,6 @@ use axum::{
     extract::{Request, State},
     http::{HeaderValue, Method, StatusCode, header},
     response::{IntoResponse, Response},
-    routing::get,
 };
 use http_body_util::{BodyExt, Limited};
 use hyper_util::{
@@ -41,6 +40,7 @@ use hyper_util::{
     server::{conn::auto, graceful::GracefulShutdown},
     service::TowerToHyperService,
 };
+use tailor_kube::admin::{AdminServer, Probes, Routes};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
@@ -220,36 +220,45 @@ pub fn webhook_router(state: Arc<AppState>) -> Router {
     Router::new().fallback(webhook).with_state(state)
 }
 
-/// The operations router: `/healthz`, `/readyz`, `/metrics`.
-pub fn ops_router(state: Arc<AppState>) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .with_state(state)
+/// The operations endpoints' routes: `/healthz`, `/readyz`, and `/metrics` as OpenMetrics.
+const OPS_ROUTES: Routes = Routes {
+    ok: "ok",
+    health_check: false,
+    readyz: true,
+    metrics_content_type: OPENMETRICS_CONTENT_TYPE,
+};
+
+/// What the operations endpoints read: live while the process answers, ready per [`Readiness`].
+struct OpsProbes {
+    readiness: Readiness,
+    metrics: Arc<Metrics>,
 }
 
-async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    if state.readiness.is_ready() {
-        "ok".into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: caches not synced or shutting down",
-        )
-            .into_response()
+impl Probes for OpsProbes {
+    fn live(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn ready(&self) -> Result<(), String> {
+        match self.readiness.is_ready() {
+            true => Ok(()),
+            false => Err("not ready: caches not synced or shutting down".into()),
+        }
+    }
+
+    fn metrics(&self) -> String {
+        self.metrics.encode()
     }
 }
 
-async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static(OPENMETRICS_CONTENT_TYPE),
-        )],
-        state.metrics.encode(),
-    )
-        .into_response()
+/// The operations endpoints (`/healthz`, `/readyz`, `/metrics`), served by the admin server of
+/// [`tailor_kube::admin`].
+pub fn ops_admin(state: &AppState) -> AdminServer {
+    let probes = OpsProbes {
+        readiness: state.readiness.clone(),
+        metrics: state.metrics.clone(),
+    };
+    AdminServer::new(Arc::new(probes), OPS_ROUTES)
 }
 
 /// Whether a `Content-Type` is JSON: `application/json`, case-insensitive, parameters allowed.
@@ -657,7 +666,7 @@ impl Server {
         let ops = match self.ops {
             Some(listener) => Some(spawn_ops(
                 listener,
-                ops_router(self.state.clone()),
+                ops_admin(&self.state).router(),
                 stopped(stop_rx.clone()),
             )?),
             None => None,
