@@ -4,14 +4,15 @@
 //!
 //! Every replica renews the same Lease; a renewal that loses a race (409 Conflict or AlreadyExists) is not an
 //! error, because another live replica has just written it. A failed renewal is retried twice with backoff
-//! (100 ms, then 300 ms), each attempt bounded by one interval.
+//! (100 ms, then 300 ms), each attempt bounded by one interval. The read and the write are
+//! [`tailor_kube::lease`]'s; this module adds the interval, the retries and the readiness gate.
 
 use std::{future::Future, time::Duration};
 
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
-use kube::{Api, Client, api::PostParams};
+use kube::Client;
+use tailor_kube::lease::{LeaseError, LeaseWriter, Stamp, Written};
 
 /// Default name of the status Lease (upstream's is `vpa-admission-controller`, so both can run side by side).
 pub const DEFAULT_NAME: &str = "tailor-admission";
@@ -113,31 +114,21 @@ impl StatusLeaseSettings {
 
     /// `leaseDurationSeconds`: the interval in whole seconds, at least 1.
     pub fn duration_seconds(&self) -> i32 {
-        i32::try_from(self.interval.as_secs())
-            .unwrap_or(i32::MAX)
-            .max(1)
+        tailor_kube::lease::duration_seconds(self.interval)
     }
 }
 
 /// Keeps the status Lease fresh.
 pub struct StatusLease {
-    api: Api<Lease>,
+    writer: LeaseWriter,
     settings: StatusLeaseSettings,
-}
-
-fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
-}
-
-fn is_not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
 impl StatusLease {
     /// A writer of the Lease in `settings` through `client`.
     pub fn new(client: Client, settings: StatusLeaseSettings) -> Self {
         StatusLease {
-            api: Api::namespaced(client, &settings.namespace),
+            writer: LeaseWriter::new(client, &settings.namespace, &settings.name),
             settings,
         }
     }
@@ -147,60 +138,32 @@ impl StatusLease {
         &self.settings
     }
 
-    fn api_error(&self, source: kube::Error) -> StatusLeaseError {
-        StatusLeaseError::Api {
-            namespace: self.settings.namespace.clone(),
-            name: self.settings.name.clone(),
-            source,
-        }
-    }
-
     /// One attempt at time `now`: reads the Lease, creates it when missing, otherwise sets the holder,
     /// duration and `renewTime` and replaces it (with its `resourceVersion`). A 409 (another replica renewed
     /// or created it first) counts as success.
     pub async fn renew_once(&self, now: Timestamp) -> Result<(), StatusLeaseError> {
-        let pp = PostParams::default();
-        let existing = match self.api.get(&self.settings.name).await {
-            Ok(lease) => Some(lease),
-            Err(e) if is_not_found(&e) => None,
-            Err(e) => return Err(self.api_error(e)),
+        let stamp = Stamp {
+            holder: Some(self.settings.holder.clone()),
+            duration_seconds: self.settings.duration_seconds(),
+            renew_time: Some(MicroTime(now)),
         };
-        let result = match existing {
-            None => {
-                let lease = Lease {
-                    metadata: ObjectMeta {
-                        name: Some(self.settings.name.clone()),
-                        namespace: Some(self.settings.namespace.clone()),
-                        ..Default::default()
-                    },
-                    spec: Some(LeaseSpec {
-                        holder_identity: Some(self.settings.holder.clone()),
-                        lease_duration_seconds: Some(self.settings.duration_seconds()),
-                        renew_time: Some(MicroTime(now)),
-                        ..Default::default()
-                    }),
-                };
-                self.api.create(&pp, &lease).await.map(drop)
-            }
-            Some(mut lease) => {
-                let mut spec = lease.spec.take().unwrap_or_default();
-                spec.holder_identity = Some(self.settings.holder.clone());
-                spec.lease_duration_seconds = Some(self.settings.duration_seconds());
-                spec.renew_time = Some(MicroTime(now));
-                lease.spec = Some(spec);
-                self.api
-                    .replace(&self.settings.name, &pp, &lease)
-                    .await
-                    .map(drop)
-            }
-        };
-        match result {
-            Ok(()) => Ok(()),
-            Err(e) if is_conflict(&e) => {
+        match self.writer.renew(&stamp).await {
+            Ok(Written::Created(_) | Written::Replaced(_)) => Ok(()),
+            Ok(Written::Conflict(_)) => {
                 tracing::debug!(lease = %self.settings.name, "status lease written by another replica first");
                 Ok(())
             }
-            Err(e) => Err(self.api_error(e)),
+            Err(LeaseError::Api { source, .. }) => Err(StatusLeaseError::Api {
+                namespace: self.settings.namespace.clone(),
+                name: self.settings.name.clone(),
+                source,
+            }),
+            // Calls are not bounded one by one here (a whole attempt is, in `renew`).
+            Err(LeaseError::Timeout { after, .. }) => Err(StatusLeaseError::Timeout {
+                namespace: self.settings.namespace.clone(),
+                name: self.settings.name.clone(),
+                after,
+            }),
         }
     }
 

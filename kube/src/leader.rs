@@ -9,18 +9,22 @@
 //! outlives the renew deadline, so a hung connection trips the deadline instead of keeping a stale leader.
 //! The [`Fence`] of an elector tells writers whether they may write: it allows writes only until the renew
 //! deadline of the last successful renewal, and stops allowing them the moment the lease is lost or released.
+//!
+//! The reads and writes themselves are [`crate::lease`]'s; this module adds the holder, expiry and fencing.
 
 use std::future::Future;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::PostParams;
-use kube::{Api, Client};
+use kube::Client;
 use tokio::sync::watch;
 use tokio::time::Instant;
+
+pub use crate::lease::LeaseError;
+use crate::lease::{LeaseWriter, Stamp, Written};
 
 /// Nanoseconds since the Unix epoch.
 type Nanos = i64;
@@ -37,42 +41,6 @@ fn to_micro_time(t: Nanos) -> Option<MicroTime> {
 
 /// The recommender's lease name (upstream's is `vpa-recommender-lease`, so both can run side by side).
 pub const DEFAULT_LEASE_NAME: &str = "tailor-recommender";
-
-/// A failed call of the elector.
-#[derive(Debug, thiserror::Error)]
-pub enum LeaseError {
-    /// The API server answered with an error.
-    #[error("{op} lease {namespace}/{lease}: {source}")]
-    Api {
-        /// The call (`get`, `create`, `update`).
-        op: &'static str,
-        /// Lease namespace.
-        namespace: String,
-        /// Lease name.
-        lease: String,
-        /// The client's error.
-        #[source]
-        source: kube::Error,
-    },
-    /// The API server did not answer in time.
-    #[error("{op} lease {namespace}/{lease}: no answer within {after:?}")]
-    Timeout {
-        /// The call (`get`, `create`, `update`, or `renew` for a whole attempt).
-        op: &'static str,
-        /// Lease namespace.
-        namespace: String,
-        /// Lease name.
-        lease: String,
-        /// How long it waited.
-        after: Duration,
-    },
-}
-
-impl LeaseError {
-    fn is_conflict(&self) -> bool {
-        matches!(self, LeaseError::Api { source: kube::Error::Api(s), .. } if s.code == 409)
-    }
-}
 
 /// How a held lease was lost.
 #[derive(Debug, thiserror::Error)]
@@ -307,10 +275,19 @@ impl Fence {
 
 /// Acquires, renews and releases the lease.
 pub struct LeaderElector {
-    api: Api<Lease>,
+    writer: LeaseWriter,
     settings: LeaseSettings,
     observed: Mutex<Option<Observed>>,
     holding: watch::Sender<Holding>,
+}
+
+/// The lease as written when this replica holds it after the write; `None` when another writer got there
+/// first.
+fn held(written: Written) -> Option<Lease> {
+    match written {
+        Written::Created(lease) | Written::Replaced(lease) => Some(lease),
+        Written::Conflict(_) => None,
+    }
 }
 
 fn wall_now() -> Nanos {
@@ -321,7 +298,8 @@ impl LeaderElector {
     /// An elector for `settings` through `client`.
     pub fn new(client: Client, settings: LeaseSettings) -> Self {
         LeaderElector {
-            api: Api::namespaced(client, &settings.namespace),
+            writer: LeaseWriter::new(client, &settings.namespace, &settings.name)
+                .with_call_timeout(settings.call_timeout()),
             settings,
             observed: Mutex::new(None),
             holding: watch::Sender::new(None),
@@ -340,10 +318,13 @@ impl LeaderElector {
         &self.settings
     }
 
-    fn duration_secs(&self) -> i32 {
-        i32::try_from(self.settings.lease_duration.as_secs())
-            .unwrap_or(i32::MAX)
-            .max(1)
+    /// What this replica writes on each acquisition or renewal at `now`.
+    fn stamp(&self, now: Nanos) -> Stamp {
+        Stamp {
+            holder: Some(self.settings.identity.clone()),
+            duration_seconds: crate::lease::duration_seconds(self.settings.lease_duration),
+            renew_time: to_micro_time(now),
+        }
     }
 
     /// Writes are allowed until this long after the start of a successful renewal.
@@ -355,30 +336,6 @@ impl LeaderElector {
 
     fn stop_holding(&self) {
         self.holding.send_replace(None);
-    }
-
-    /// One API call under [`LeaseSettings::call_timeout`].
-    async fn call<T>(
-        &self,
-        op: &'static str,
-        fut: impl Future<Output = Result<T, kube::Error>>,
-    ) -> Result<T, LeaseError> {
-        let after = self.settings.call_timeout();
-        match tokio::time::timeout(after, fut).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(source)) => Err(LeaseError::Api {
-                op,
-                namespace: self.settings.namespace.clone(),
-                lease: self.settings.name.clone(),
-                source,
-            }),
-            Err(_) => Err(LeaseError::Timeout {
-                op,
-                namespace: self.settings.namespace.clone(),
-                lease: self.settings.name.clone(),
-                after,
-            }),
-        }
     }
 
     /// Remembers `lease` as seen at `at`; returns the local time since which its record is unchanged.
@@ -417,36 +374,20 @@ impl LeaderElector {
 
     /// The attempt: the lease as written when this replica holds it afterwards.
     async fn attempt(&self, now: Nanos, start: Instant) -> Result<Option<Lease>, LeaseError> {
-        let me = self.settings.identity.clone();
-        let stamp = to_micro_time(now);
-        let pp = PostParams::default();
-        let name = self.settings.name.as_str();
-        let Some(mut lease) = self.call("get", self.api.get_opt(name)).await? else {
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(self.settings.name.clone()),
-                    namespace: Some(self.settings.namespace.clone()),
-                    ..Default::default()
-                },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some(me),
-                    lease_duration_seconds: Some(self.duration_secs()),
-                    acquire_time: stamp.clone(),
-                    renew_time: stamp,
-                    lease_transitions: Some(0),
-                    ..Default::default()
-                }),
+        let stamp = self.stamp(now);
+        let Some(mut lease) = self.writer.read().await? else {
+            let mut spec = LeaseSpec {
+                acquire_time: stamp.renew_time.clone(),
+                lease_transitions: Some(0),
+                ..Default::default()
             };
-            return match self.call("create", self.api.create(&pp, &lease)).await {
-                Ok(created) => Ok(Some(created)),
-                Err(e) if e.is_conflict() => Ok(None),
-                Err(e) => Err(e),
-            };
+            stamp.apply(&mut spec);
+            return Ok(held(self.writer.write(None, spec).await?));
         };
         let unchanged_since = self.observe(&lease, start);
         let mut spec = lease.spec.take().unwrap_or_default();
         let holder = spec.holder_identity.clone().unwrap_or_default();
-        if holder != me {
+        if holder != self.settings.identity {
             let valid_for = spec
                 .lease_duration_seconds
                 .and_then(|s| u64::try_from(s).ok())
@@ -456,21 +397,11 @@ impl LeaderElector {
             if !holder.is_empty() && Instant::now() < unchanged_since + valid_for {
                 return Ok(None);
             }
-            spec.holder_identity = Some(me);
-            spec.acquire_time = stamp.clone();
+            spec.acquire_time = stamp.renew_time.clone();
             spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
         }
-        spec.renew_time = stamp;
-        spec.lease_duration_seconds = Some(self.duration_secs());
-        lease.spec = Some(spec);
-        match self
-            .call("update", self.api.replace(name, &pp, &lease))
-            .await
-        {
-            Ok(written) => Ok(Some(written)),
-            Err(e) if e.is_conflict() => Ok(None),
-            Err(e) => Err(e),
-        }
+        stamp.apply(&mut spec);
+        Ok(held(self.writer.write(Some(lease), spec).await?))
     }
 
     /// Waits until this replica holds the lease.
@@ -538,24 +469,23 @@ impl LeaderElector {
     /// replica holds it, so another replica takes over at its next attempt.
     pub async fn release(&self) -> Result<(), LeaseError> {
         self.stop_holding();
-        let name = self.settings.name.as_str();
-        let Some(mut lease) = self.call("get", self.api.get_opt(name)).await? else {
+        let Some(mut lease) = self.writer.read().await? else {
             return Ok(());
         };
         let mut spec = lease.spec.take().unwrap_or_default();
         if spec.holder_identity.as_deref() != Some(self.settings.identity.as_str()) {
             return Ok(());
         }
-        spec.holder_identity = None;
-        spec.lease_duration_seconds = Some(1);
-        spec.renew_time = to_micro_time(wall_now());
-        lease.spec = Some(spec);
-        self.call(
-            "update",
-            self.api.replace(name, &PostParams::default(), &lease),
-        )
-        .await?;
-        Ok(())
+        let released = Stamp {
+            holder: None,
+            duration_seconds: 1,
+            renew_time: to_micro_time(wall_now()),
+        };
+        released.apply(&mut spec);
+        match self.writer.write(Some(lease), spec).await? {
+            Written::Conflict(e) => Err(e),
+            Written::Created(_) | Written::Replaced(_) => Ok(()),
+        }
     }
 
     /// [`LeaderElector::release`] within `budget` (part of the SIGTERM budget), its outcome logged: what
