@@ -2,6 +2,7 @@
 //! so `anyhow` stays out of the library.
 
 pub mod backtest;
+pub mod cluster_snapshot;
 pub mod convert;
 pub mod crds;
 pub mod error;

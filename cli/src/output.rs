@@ -48,6 +48,38 @@ pub struct Recommendation {
     pub target: Target,
     /// Usage samples dropped as impossible by `--skip-bad-samples`: (CPU, memory).
     pub skipped: [u64; 2],
+    /// With `--snapshot`: the conditions sizing within the cluster set on the VPA.
+    pub cluster: Vec<ClusterCondition>,
+}
+
+/// A VPA condition set by sizing within the cluster (`CappedToNodeSize`, `ResourcesLeftToHPA`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterCondition {
+    /// Condition type.
+    pub type_: String,
+    /// `True` or `False`.
+    pub status: String,
+    /// Reason.
+    pub reason: String,
+    /// Message.
+    pub message: String,
+}
+
+impl ClusterCondition {
+    /// A condition as the recommender writes it.
+    pub fn new(type_: &str, status: bool, reason: &str, message: &str) -> ClusterCondition {
+        ClusterCondition {
+            type_: type_.into(),
+            status: if status { "True" } else { "False" }.into(),
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The condition in the API's JSON form.
+    fn to_json(&self) -> Value {
+        json!({"type": self.type_, "status": self.status, "reason": self.reason, "message": self.message})
+    }
 }
 
 /// The upstream release whose algorithm and output shape Tailor follows (docs/design/trace-format.md §1.4,
@@ -124,6 +156,10 @@ fn shape(r: &Recommendation, explain: bool) -> Value {
                 "skipped".into(),
                 json!({"cpu": r.skipped[0], "memory": r.skipped[1]}),
             );
+        }
+        if !r.cluster.is_empty() {
+            let conditions: Vec<Value> = r.cluster.iter().map(ClusterCondition::to_json).collect();
+            m.insert("conditions".into(), Value::Array(conditions));
         }
         m.insert("upstream".into(), json!(UPSTREAM));
     }
@@ -249,6 +285,12 @@ fn write_table(w: &mut dyn Write, items: &[Recommendation], explain: bool) -> an
                 )
             });
             let mut notes = Vec::new();
+            if i == 0 {
+                notes.extend(
+                    (item.cluster.iter())
+                        .map(|c| format!("{}={}: {}", c.type_, c.status, c.message)),
+                );
+            }
             if i == 0 && skipped > 0 {
                 notes.push(format!(
                     "{skipped} bad sample(s) skipped ({} cpu, {} memory)",
@@ -504,6 +546,7 @@ mod tests {
                     ..Target::default()
                 },
                 skipped: [0, 0],
+                cluster: Vec::new(),
             }],
             single: false,
         };

@@ -335,6 +335,7 @@ pub(crate) fn load_with<F>(
                     },
                     output: w.output,
                     skipped: [0, 0],
+                    cluster: Vec::new(),
                 };
                 Some((r, f))
             })

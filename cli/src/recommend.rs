@@ -8,6 +8,7 @@ use tailor_engine::estimate_flags::EstimationFlags;
 use tailor_engine::replay::{ReplayConfig, Trace, replay};
 use tailor_engine::samples::BadSamples;
 
+use crate::cluster_snapshot::{ClusterSnapshot, SnapshotArgs};
 use crate::error::InputError;
 use crate::output::{self, OutputFormat, Recommendation, Recommendations, Target};
 use crate::{input, prometheus};
@@ -105,6 +106,9 @@ pub struct RecommendArgs {
     /// Prometheus history, profile and estimation flags.
     #[command(flatten)]
     pub model: ModelArgs,
+    /// Sizing within a cluster snapshot.
+    #[command(flatten)]
+    pub cluster: SnapshotArgs,
 }
 
 /// Runs `tailor recommend`: reads the source, prints the recommendations, then reports what failed.
@@ -121,11 +125,13 @@ pub fn run(args: &RecommendArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
+    let cluster = args.cluster.load()?;
     let Some(input) = &args.trace.input else {
-        return run_prometheus(args, &config);
+        return run_prometheus(args, &config, cluster.as_ref());
     };
     let name = TraceFileArgs::name(input);
-    let recs = from_trace_file(input, &name, &config, args.trace.rule())?;
+    let mut recs = from_trace_file(input, &name, &config, args.trace.rule())?;
+    size_within(&mut recs, cluster.as_ref());
     print(&recs, args)?;
     let failed: Vec<String> = recs
         .items
@@ -168,6 +174,7 @@ pub(crate) fn each_trace(
                 update_mode: t.update_mode.clone(),
             },
             skipped: p.skipped,
+            cluster: Vec::new(),
         };
         each(&t, r);
     })
@@ -187,9 +194,30 @@ pub(crate) fn from_trace_file(
     Ok(Recommendations { items, single })
 }
 
+/// With `--snapshot`, each recommendation sized within the snapshot's cluster; a trace whose VPA the
+/// snapshot lacks is printed as it is, with a warning.
+fn size_within(recs: &mut Recommendations, cluster: Option<&ClusterSnapshot>) {
+    let Some(cluster) = cluster else {
+        return;
+    };
+    for r in &mut recs.items {
+        if !cluster.size(r) {
+            eprintln!(
+                "warning: --snapshot has no Tailor VPA {:?}: its recommendation is not sized within the cluster",
+                r.output.id
+            );
+        }
+    }
+}
+
 /// The Prometheus source: prints what loaded, then the load's summary, then why it is incomplete (exit 1).
-fn run_prometheus(args: &RecommendArgs, config: &ReplayConfig) -> anyhow::Result<ExitCode> {
-    let loaded = prometheus::load(&args.model.history, config, args.explain)?;
+fn run_prometheus(
+    args: &RecommendArgs,
+    config: &ReplayConfig,
+    cluster: Option<&ClusterSnapshot>,
+) -> anyhow::Result<ExitCode> {
+    let mut loaded = prometheus::load(&args.model.history, config, args.explain)?;
+    size_within(&mut loaded.recommendations, cluster);
     print(&loaded.recommendations, args)?;
     eprintln!("{}", loaded.summary);
     if let Some(e) = loaded.incomplete {

@@ -1,115 +1,23 @@
 //! What the recommender reads of the rest of the cluster to size within it (docs/decisions/node-fit.md): Nodes (slim:
 //! labels, taints, allocatable CPU and memory), Karpenter NodePools and HorizontalPodAutoscalers, each
-//! watched into a reflector store when its part is on ([`ViewConfig`]). Each loop turns the nodes and
-//! NodePools into node-fit candidates once ([`Candidates`]).
+//! watched into a reflector store when its part is on ([`ViewConfig`]). Each loop reads the stores into
+//! one [`FitView`] ([`loop_view`]), which the pure sizing within the cluster reads.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ListParams;
 use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use kube::{Api, Client};
-use serde::{Deserialize, Serialize};
+use tailor_cluster_fit::hpa::SlimHpa;
+use tailor_cluster_fit::karpenter::{InstanceTable, NodePool};
+use tailor_cluster_fit::nodes::{SlimNode, strip_node, strip_pool};
+use tailor_cluster_fit::view::{Candidates, FitView};
 use tailor_kube::reflector_set::ReflectorSet;
 use tailor_kube::reflectors::{OnWatchError, spawn_reflector};
 use tokio::task::JoinHandle;
-
-use crate::hpa::SlimHpa;
-use crate::karpenter::{InstanceTable, NodePool, SlimTaint};
-use crate::node_fit::{Candidate, MAX_ITEMS, Placement, Req, Taint};
-
-/// `spec` of a Node: taints and whether it is cordoned.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SlimNodeSpec {
-    /// Taints.
-    #[serde(default)]
-    pub taints: Vec<SlimTaint>,
-    /// Cordoned.
-    #[serde(default)]
-    pub unschedulable: bool,
-}
-
-/// `status` of a Node: what it offers pods.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SlimNodeStatus {
-    /// Allocatable resources (only `cpu` and `memory` are kept).
-    #[serde(default)]
-    pub allocatable: BTreeMap<String, Quantity>,
-}
-
-/// A Node, as far as node fit reads it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SlimNode {
-    /// Metadata (name and labels kept).
-    pub metadata: ObjectMeta,
-    /// Spec.
-    #[serde(default)]
-    pub spec: SlimNodeSpec,
-    /// Status.
-    #[serde(default)]
-    pub status: SlimNodeStatus,
-}
-
-tailor_core::trimmed_resource!(SlimNode => k8s_openapi::api::core::v1::Node);
-
-fn strip_meta(m: ObjectMeta) -> ObjectMeta {
-    ObjectMeta {
-        name: m.name,
-        labels: m.labels,
-        resource_version: m.resource_version,
-        ..ObjectMeta::default()
-    }
-}
-
-/// Keeps of a Node only what node fit reads.
-pub fn strip_node(mut n: SlimNode) -> SlimNode {
-    n.metadata = strip_meta(n.metadata);
-    n.status
-        .allocatable
-        .retain(|k, _| k == "cpu" || k == "memory");
-    n
-}
-
-/// Keeps of a NodePool only what node fit reads.
-pub fn strip_pool(mut p: NodePool) -> NodePool {
-    p.metadata = ObjectMeta {
-        name: p.metadata.name,
-        resource_version: p.metadata.resource_version,
-        ..ObjectMeta::default()
-    };
-    p
-}
-
-impl SlimNode {
-    /// The node as a candidate; `None` past [`MAX_ITEMS`] labels or taints, or with an unreadable
-    /// allocatable. A cordoned node carries the `node.kubernetes.io/unschedulable` taint.
-    pub fn candidate(&self) -> Option<Candidate> {
-        let labels = self.metadata.labels.clone().unwrap_or_default();
-        if labels.len() > MAX_ITEMS || self.spec.taints.len() > MAX_ITEMS {
-            return None;
-        }
-        let mut taints: Vec<Taint> = self.spec.taints.iter().map(SlimTaint::taint).collect();
-        if self.spec.unschedulable {
-            taints.push(Taint {
-                key: "node.kubernetes.io/unschedulable".into(),
-                value: String::new(),
-                effect: "NoSchedule".into(),
-            });
-        }
-        let allocatable = Req::of(Some(&self.status.allocatable)).ok()?;
-        Some(Candidate::node(
-            self.metadata.name.as_deref().unwrap_or_default(),
-            &labels,
-            taints,
-            allocatable,
-        ))
-    }
-}
 
 /// Which parts of the view are on (flags `--node-fit`, `--node-fit-karpenter`, `--hpa-coherence`).
 #[derive(Debug, Clone)]
@@ -191,7 +99,7 @@ pub fn spawn_view_watchers(
         reflectors.reflect_cluster(w, strip_node);
     }
     if let Some(w) = writers.hpas {
-        reflectors.reflect(w, crate::hpa::strip);
+        reflectors.reflect(w, tailor_cluster_fit::hpa::strip);
     }
     let mut tasks = reflectors.into_tasks();
     if let Some(w) = writers.pools {
@@ -227,98 +135,14 @@ pub async fn wait_until_ready(view: &ClusterView) {
     }
 }
 
-/// At most this many placements are remembered per loop (more are computed each time they are asked).
-pub const MAX_CACHED_PLACEMENTS: usize = 1024;
-
-/// One loop's node-fit candidates, and the frontier of each placement asked for.
-#[derive(Debug, Default)]
-pub struct Candidates {
-    all: Vec<Candidate>,
-    cache: HashMap<Placement, Vec<usize>>,
-}
-
-impl Candidates {
-    /// The candidates of the view's nodes and NodePools now.
-    pub fn of(view: &ClusterView) -> Candidates {
-        let mut all: Vec<Candidate> = view
-            .nodes
-            .iter()
-            .flat_map(|s| s.state())
-            .filter_map(|n| n.candidate())
-            .collect();
-        for p in view.pools.iter().flat_map(|s| s.state()) {
-            all.extend(crate::karpenter::candidates(&p, &view.instance_types));
-        }
-        all.sort_by(|a, b| {
-            (a.kind as u8, &a.name, &a.instance).cmp(&(b.kind as u8, &b.name, &b.instance))
-        });
-        Candidates {
-            all,
-            cache: HashMap::new(),
-        }
-    }
-
-    /// Whether there is none (node fit then caps nothing).
-    pub fn is_empty(&self) -> bool {
-        self.all.is_empty()
-    }
-
-    /// Works out (and remembers, up to [`MAX_CACHED_PLACEMENTS`]) the candidates a pod placed by `p` may
-    /// land on.
-    pub fn prepare(&mut self, p: &Placement) {
-        if self.cache.len() < MAX_CACHED_PLACEMENTS && !self.cache.contains_key(p) {
-            let indices = crate::node_fit::frontier_indices(p, &self.all);
-            self.cache.insert(p.clone(), indices);
-        }
-    }
-
-    /// The candidates a pod placed by `p` may land on ([`crate::node_fit::frontier`]), remembered by
-    /// [`Candidates::prepare`] or worked out now.
-    pub fn frontier(&self, p: &Placement) -> Vec<&Candidate> {
-        match self.cache.get(p) {
-            Some(v) => v.iter().filter_map(|&i| self.all.get(i)).collect(),
-            None => crate::node_fit::frontier(p, &self.all),
-        }
-    }
-}
-
-/// HPAs by the workload they scale: `(namespace, kind, name)`.
-type HpaIndex = HashMap<(String, String, String), Vec<Arc<SlimHpa>>>;
-
-/// What one loop reads of the view: the node-fit candidates and the HPAs by target.
-#[derive(Debug, Default)]
-pub struct LoopView {
-    /// Node-fit candidates.
-    pub candidates: Candidates,
-    hpas: HpaIndex,
-    /// Whether HPA coherence is on.
-    pub hpa_coherence: bool,
-}
-
-impl LoopView {
-    /// The view's state now.
-    pub fn of(view: &ClusterView) -> LoopView {
-        let mut hpas = HpaIndex::new();
-        for h in view.hpas.iter().flat_map(|s| s.state()) {
-            let t = &h.spec.scale_target_ref;
-            let key = (
-                h.metadata.namespace.clone().unwrap_or_default(),
-                t.kind.clone(),
-                t.name.clone(),
-            );
-            hpas.entry(key).or_default().push(h);
-        }
-        LoopView {
-            candidates: Candidates::of(view),
-            hpas,
-            hpa_coherence: view.hpas.is_some(),
-        }
-    }
-
-    /// The HPAs scaling `kind`/`name` in `namespace`.
-    pub fn hpas_of(&self, namespace: &str, kind: &str, name: &str) -> &[Arc<SlimHpa>] {
-        self.hpas
-            .get(&(namespace.to_string(), kind.to_string(), name.to_string()))
-            .map_or(&[], Vec::as_slice)
-    }
+/// The view's state now, as sizing within the cluster reads it.
+pub fn loop_view(view: &ClusterView) -> FitView {
+    let nodes: Vec<Arc<SlimNode>> = view.nodes.iter().flat_map(Store::state).collect();
+    let pools: Vec<Arc<NodePool>> = view.pools.iter().flat_map(Store::state).collect();
+    let candidates = Candidates::of(
+        nodes.iter().map(|n| &**n),
+        pools.iter().map(|p| &**p),
+        &view.instance_types,
+    );
+    FitView::new(candidates, view.hpas.as_ref().map(Store::state))
 }

@@ -17,9 +17,9 @@ use tokio::sync::watch;
 
 use tailor_core::sizing::{IN_PLACE_UPDATED_ANNOTATION, OBSERVED_CONTAINERS_ANNOTATION};
 
-use crate::node_fit::PodShape;
 use crate::slim::{SlimContainerStatus, WatchedPod};
 use crate::time::from_time;
+use tailor_cluster_fit::node_fit::PodShape;
 
 /// A terminated container state, as far as the OOM observer reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,7 +174,7 @@ impl StoredPod {
     /// The compact form of `pod`, sharing strings and label sets through `interner`; `None` without a name.
     pub fn of(pod: WatchedPod, interner: &mut Interner) -> Option<StoredPod> {
         let name: Box<str> = pod.metadata.name.as_deref()?.into();
-        let shape = PodShape::of(&pod).ok().map(|s| interner.shape(s));
+        let shape = PodShape::of(&pod.spec).ok().map(|s| interner.shape(s));
         let statuses = pod
             .status
             .container_statuses

@@ -15,7 +15,7 @@ use crate::daemon::DaemonSettings;
 use crate::flags::{Flags, duration};
 use crate::history::{HistoryBootstrap, HistoryOptions};
 use crate::job_runs::JobRunOptions;
-use crate::karpenter::InstanceTable;
+use tailor_cluster_fit::karpenter::InstanceTable;
 
 impl Flags {
     /// The validated settings of the daemon (the Prometheus client, when asked for, made here).
@@ -71,12 +71,8 @@ impl Flags {
     pub fn view_config(&self) -> anyhow::Result<ViewConfig> {
         let instance_types = match &self.node_fit_instance_types {
             None => InstanceTable::builtin(),
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("--node-fit-instance-types {}", path.display()))?;
-                InstanceTable::parse(&text)
-                    .with_context(|| format!("--node-fit-instance-types {}", path.display()))?
-            }
+            Some(path) => InstanceTable::read_file(path)
+                .with_context(|| format!("--node-fit-instance-types {}", path.display()))?,
         };
         Ok(ViewConfig {
             node_fit: self.node_fit,

@@ -12,8 +12,8 @@ use kube::api::{Patch, PatchParams};
 use serde_json::value::RawValue;
 use tailor_crds::condition as cond;
 use tailor_crds::{
-    PodResourcePolicy, RecommendedContainerResources, RecommendedPodResources, ResourceList,
-    UpdateMode, VerticalPodAutoscaler, VerticalPodAutoscalerCondition, VerticalPodAutoscalerStatus,
+    RecommendedContainerResources, RecommendedPodResources, ResourceList, UpdateMode,
+    VerticalPodAutoscaler, VerticalPodAutoscalerCondition, VerticalPodAutoscalerStatus,
 };
 use tailor_kube::leader::Fence;
 
@@ -27,16 +27,16 @@ use crate::time::to_time_secs;
 use crate::watched_vpa::{StoredStatus, WatchedVpa};
 use crate::write_request::patch_discarding;
 pub use crate::written::{LastWrite, StatusDigest};
-use tailor_core::sizing::POD_ROW;
 use tailor_engine::estimate::{ContainerRecommendation, VpaInput, confidence, recommend};
 use tailor_engine::model::AggregateContainerState;
-use tailor_engine::policy::{IntegerBounds, Resources};
+use tailor_engine::policy::Resources;
 use tailor_engine::units::Nanos;
 
-use crate::cluster_view::LoopView;
-use crate::hpa::{leave_to_hpa, left_to_hpa};
-use crate::node_fit::{
-    CandidateKind, FitOutcome, MAX_SHAPES, PodShape, Resource, capped_message, fit_all,
+use crate::cluster_view::loop_view;
+use tailor_cluster_fit::node_fit::{MAX_SHAPES, PodShape};
+use tailor_cluster_fit::view::FitView;
+use tailor_cluster_fit::within::{
+    ClusterNotes, LEFT_TO_HPA_REASON, NodeFitNote, size_within_cluster,
 };
 
 const DAY: i64 = 86_400_000_000_000;
@@ -196,51 +196,6 @@ fn cpu_rule_note(c: &str, rule: &str) -> String {
     }
 }
 
-/// The `CappedToNodeSize` condition of a VPA.
-#[derive(Debug, Clone, PartialEq)]
-pub enum NodeFitNote {
-    /// `True`: the target was lowered (reason `LargestNode` or `LargestNodePoolInstance`).
-    Capped {
-        /// Reason.
-        reason: &'static str,
-        /// Message naming the node or NodePool.
-        message: String,
-    },
-    /// `False`, reason `NoNodeFits`: the pods fit nowhere whatever the target (message: why).
-    NoneFits(String),
-}
-
-impl NodeFitNote {
-    /// The note for a node-fit outcome (`None` when nothing is to be said).
-    pub fn of(outcome: &FitOutcome) -> Option<NodeFitNote> {
-        match outcome {
-            FitOutcome::Capped {
-                by,
-                kind,
-                allocatable,
-                lowered,
-            } => Some(NodeFitNote::Capped {
-                reason: match kind {
-                    CandidateKind::Node => "LargestNode",
-                    CandidateKind::NodePool => "LargestNodePoolInstance",
-                },
-                message: capped_message(by, *allocatable, lowered),
-            }),
-            FitOutcome::NoneFits(m) => Some(NodeFitNote::NoneFits(m.clone())),
-            FitOutcome::Fits | FitOutcome::Unknown => None,
-        }
-    }
-}
-
-/// What sizing within the cluster did to one recommendation (see [`crate::node_fit`], [`crate::hpa`]).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ClusterNotes {
-    /// Node fit.
-    pub node_fit: Option<NodeFitNote>,
-    /// `ResourcesLeftToHPA` message.
-    pub left_to_hpa: Option<String>,
-}
-
 impl SizedWithinCluster {
     /// Counts what sizing within the cluster did to one VPA's planned status.
     fn count(&mut self, f: &Findings) {
@@ -253,74 +208,6 @@ impl SizedWithinCluster {
             self.left_to_hpa += 1;
         }
     }
-}
-
-/// The HPA and node-fit post-processing of one VPA's engine recommendation, in that order: resources an
-/// HPA scales on by utilization are taken out ([`crate::hpa`]), then the targets are capped so the pods
-/// fit the largest node or NodePool instance they may land on ([`crate::node_fit`]; `shapes` are the
-/// VPA's pods' distinct shapes; `policy` is its `resourcePolicy`, whose `minAllowed` node fit never goes
-/// below). The one place both are decided: the webhook, the updater and the previews all size from the
-/// published result.
-pub fn size_within_cluster(
-    recs: &mut [ContainerRecommendation],
-    view: &LoopView,
-    target: Option<(&str, Option<&str>, &str, &str)>,
-    shapes: &[&PodShape],
-    policy: Option<&PodResourcePolicy>,
-) -> ClusterNotes {
-    let mut notes = ClusterNotes::default();
-    if view.hpa_coherence
-        && let Some((namespace, api_version, kind, name)) = target
-        && let Some(left) = left_to_hpa(
-            view.hpas_of(namespace, kind, name).iter().map(|h| &**h),
-            namespace,
-            api_version,
-            kind,
-            name,
-        )
-    {
-        leave_to_hpa(recs, &left);
-        notes.left_to_hpa = Some(left.message());
-    }
-    if !view.candidates.is_empty() && !shapes.is_empty() {
-        let floor = |container: &str, r: Resource| min_allowed(policy, container, r);
-        // The pod-level row (docs/pod-level-resources.md) is not a container: node fit sizes the containers,
-        // whose sum the envelope follows.
-        let containers = match recs.iter().position(|r| r.container_name == POD_ROW) {
-            Some(i) => {
-                let last = recs.len() - 1;
-                recs.swap(i, last);
-                Some((i, last))
-            }
-            None => None,
-        };
-        let end = containers.map_or(recs.len(), |(_, last)| last);
-        let outcome = fit_all(
-            &mut recs[..end],
-            shapes,
-            |p| view.candidates.frontier(p),
-            &floor,
-        );
-        if let Some((i, last)) = containers {
-            recs.swap(i, last);
-        }
-        notes.node_fit = NodeFitNote::of(&outcome);
-    }
-    notes
-}
-
-/// A container policy's `minAllowed` for `r` in millicores or bytes; 0 when unset or unreadable (an
-/// unreadable policy is reported as `ConfigUnsupported` before node fit runs).
-fn min_allowed(policy: Option<&PodResourcePolicy>, container: &str, r: Resource) -> i64 {
-    let policy = tailor_core::policy::container_policy(policy, container);
-    let Ok(bounds) = IntegerBounds::compile(policy, &ResourceList::new()) else {
-        return 0;
-    };
-    match r {
-        Resource::Cpu => bounds.min.cpu,
-        Resource::Memory => bounds.min.memory,
-    }
-    .unwrap_or(0)
 }
 
 fn set(
@@ -452,22 +339,17 @@ pub fn plan_status(
         None => remove(&mut conditions, cond::FETCHING_HISTORY),
     }
     match &f.node_fit {
-        Some(NodeFitNote::Capped { reason, message }) => set(
-            &mut conditions,
-            cond::CAPPED_TO_NODE_SIZE,
-            true,
-            reason,
-            message,
-            now,
-        ),
-        Some(NodeFitNote::NoneFits(m)) => set(
-            &mut conditions,
-            cond::CAPPED_TO_NODE_SIZE,
-            false,
-            "NoNodeFits",
-            m,
-            now,
-        ),
+        Some(note) => {
+            let (status, reason, message) = note.condition();
+            set(
+                &mut conditions,
+                cond::CAPPED_TO_NODE_SIZE,
+                status,
+                reason,
+                message,
+                now,
+            );
+        }
         None => remove(&mut conditions, cond::CAPPED_TO_NODE_SIZE),
     }
     match &f.left_to_hpa {
@@ -475,7 +357,7 @@ pub fn plan_status(
             &mut conditions,
             cond::RESOURCES_LEFT_TO_HPA,
             true,
-            "HorizontalPodAutoscaler",
+            LEFT_TO_HPA_REASON,
             m,
             now,
         ),
@@ -756,7 +638,7 @@ impl Recommender {
         metrics_ok: bool,
     ) -> Vec<StatusWrite> {
         let mut writes = Vec::new();
-        let mut view = LoopView::of(&self.view);
+        let mut view = loop_view(&self.view);
         let mut sized = SizedWithinCluster::default();
         for v in owned {
             let key = key_of(v);
@@ -788,7 +670,7 @@ impl Recommender {
         key: &VpaKey,
         metrics_ok: bool,
         now: Nanos,
-        view: &mut LoopView,
+        view: &mut FitView,
     ) -> Option<Findings> {
         let e = self.vpas.get(key)?;
         let mut invalid_spec =
@@ -860,7 +742,7 @@ impl Recommender {
         v: &WatchedVpa,
         index: usize,
         in_place: bool,
-        view: &mut LoopView,
+        view: &mut FitView,
     ) -> Result<VpaRecommendation, String> {
         let aggregates = self.model.aggregate_state_by_container_name(index);
         let empty = BTreeMap::new();

@@ -15,6 +15,7 @@ mod prometheus_faults;
 mod prometheus_stores;
 mod report;
 mod sigv4;
+mod snapshot;
 mod upstream_diff;
 
 /// The repository's root: the examples the tests read are named from it.

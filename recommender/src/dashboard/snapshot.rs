@@ -19,12 +19,12 @@ use tailor_engine::units::Nanos;
 use tailor_engine::model::{ClusterState, PodPhase, UsagePair};
 
 use super::actions::UpdaterActions;
-use crate::cluster_view::SlimNode;
-use crate::node_fit::Req;
 use crate::pod_store::StoredPod;
 use crate::stores::Stores;
 use crate::tracked::{VpaEntry, VpaKey};
 use crate::watched_vpa::WatchedVpa;
+use tailor_cluster_fit::node_fit::Req;
+use tailor_cluster_fit::nodes::SlimNode;
 
 /// How far back an OOM kill counts.
 const DAY: Nanos = 86_400 * 1_000_000_000;

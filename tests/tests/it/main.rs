@@ -22,5 +22,6 @@ mod job_retries;
 mod job_runs;
 mod lease;
 mod plan_parity;
+mod recommend_parity;
 mod standin;
 mod updater;

@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::{
 };
 use tailor_engine::estimate::ContainerRecommendation;
 
-use crate::slim::WatchedPod;
+use crate::pod_spec::{SlimContainer, SlimPodSpec};
 
 /// At most this many `nodeSelector` entries, affinity terms, expressions per term, values per expression,
 /// tolerations, taints or containers are read from one object; a pod past any of them gets no shape (and
@@ -252,8 +252,7 @@ fn bounded<'a, T>(items: &'a [T], what: &'static str) -> Result<&'a [T], ShapeEr
 }
 
 impl Placement {
-    fn of(pod: &WatchedPod) -> Result<Placement, ShapeError> {
-        let spec = &pod.spec;
+    fn of(spec: &SlimPodSpec) -> Result<Placement, ShapeError> {
         let selector = spec.node_selector.as_ref();
         if selector.is_some_and(|s| s.len() > MAX_ITEMS) {
             return Err(ShapeError::TooMany("nodeSelector"));
@@ -327,14 +326,12 @@ pub struct PodShape {
 }
 
 impl PodShape {
-    /// The shape of `pod`; an error when something is unreadable or past [`MAX_ITEMS`].
-    pub fn of(pod: &WatchedPod) -> Result<PodShape, ShapeError> {
-        let spec = &pod.spec;
-        let requests = |c: &crate::slim::SlimContainer| {
-            Req::of(c.resources.as_ref().and_then(|r| r.requests.as_ref()))
-        };
+    /// The shape of a pod with `spec`; an error when something is unreadable or past [`MAX_ITEMS`].
+    pub fn of(spec: &SlimPodSpec) -> Result<PodShape, ShapeError> {
+        let requests =
+            |c: &SlimContainer| Req::of(c.resources.as_ref().and_then(|r| r.requests.as_ref()));
         Ok(PodShape {
-            placement: Placement::of(pod)?,
+            placement: Placement::of(spec)?,
             containers: bounded(&spec.containers, "containers")?
                 .iter()
                 .map(|c| Ok((c.name.as_str().into(), requests(c)?)))
@@ -871,8 +868,12 @@ mod tests {
     }
 
     fn pod(json: serde_json::Value) -> PodShape {
-        let p: WatchedPod = serde_json::from_value(json).unwrap();
-        PodShape::of(&p).unwrap()
+        PodShape::of(&spec_of(json)).unwrap()
+    }
+
+    /// The spec of a pod written as JSON (`{"metadata": …, "spec": …}`).
+    fn spec_of(json: serde_json::Value) -> SlimPodSpec {
+        serde_json::from_value(json["spec"].clone()).unwrap()
     }
 
     const GI: i64 = 1 << 30;
@@ -1030,13 +1031,11 @@ mod tests {
         let many: Vec<serde_json::Value> = (0..=MAX_ITEMS)
             .map(|i| serde_json::json!({"key": format!("k{i}"), "operator": "Exists"}))
             .collect();
-        let p: WatchedPod = serde_json::from_value(serde_json::json!({"metadata": {"name": "p"},
-            "spec": {"containers": [], "tolerations": many}}))
-        .unwrap();
+        let p = spec_of(serde_json::json!({"metadata": {"name": "p"},
+            "spec": {"containers": [], "tolerations": many}}));
         assert_eq!(PodShape::of(&p), Err(ShapeError::TooMany("tolerations")));
-        let p: WatchedPod = serde_json::from_value(serde_json::json!({"metadata": {"name": "p"},
-            "spec": {"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}}))
-        .unwrap();
+        let p = spec_of(serde_json::json!({"metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}}));
         assert!(matches!(PodShape::of(&p), Err(ShapeError::Quantity(_))));
     }
 

@@ -31,6 +31,9 @@ const OPEN_WELL_KNOWN: [&str; 6] = [
     "kubernetes.io/arch",
 ];
 
+/// At most this many bytes of an instance-type file are read.
+pub const MAX_TABLE_BYTES: u64 = 16 << 20;
+
 /// At most this many instance types are read from a table.
 pub const MAX_INSTANCE_TYPES: usize = 4096;
 
@@ -172,6 +175,9 @@ pub enum TableError {
     /// Too many entries.
     #[error("instance types: more than {MAX_INSTANCE_TYPES} entries")]
     TooMany,
+    /// The file could not be read.
+    #[error("instance types: {0}")]
+    Read(std::io::Error),
 }
 
 /// The labels derived from an AWS-style name (`m6i.4xlarge`): family, category, generation, size.
@@ -400,6 +406,25 @@ impl InstanceTable {
             }
         }
         InstanceTable { types }
+    }
+
+    /// The table of a file (a YAML or JSON list of [`InstanceTypeEntry`]; at most [`MAX_TABLE_BYTES`]); the
+    /// caller names the file in its error.
+    pub fn read_file(path: &std::path::Path) -> Result<InstanceTable, TableError> {
+        use std::io::Read;
+        let read = TableError::Read;
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .map_err(read)?
+            .take(MAX_TABLE_BYTES + 1)
+            .read_to_string(&mut text)
+            .map_err(read)?;
+        if text.len() as u64 > MAX_TABLE_BYTES {
+            return Err(TableError::Parse(format!(
+                "larger than {MAX_TABLE_BYTES} bytes"
+            )));
+        }
+        InstanceTable::parse(&text)
     }
 
     /// A table from a file's text (a YAML or JSON list of [`InstanceTypeEntry`]).
