@@ -37,7 +37,10 @@ use axum::{
 use http_body_util::{BodyExt, Limited};
 use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
-    server::{conn::auto, graceful::GracefulShutdown},
+    server::{
+        conn::auto,
+        graceful::{GracefulShutdown, Watcher},
+    },
     service::TowerToHyperService,
 };
 use tailor_kube::admin::{AdminServer, Probes, Routes};
@@ -427,15 +430,7 @@ pub async fn serve_tls(
     let acceptor = TlsAcceptor::from(tls);
     let graceful = GracefulShutdown::new();
     let registry = Registry::new(limits);
-    // Connections are served on single-threaded runtimes (see [`workers`]); on the caller's runtime when
-    // `limits.threads` is 0 or their threads cannot be started.
-    let workers = (limits.threads > 0)
-        .then(|| workers::Workers::start(limits.threads, "tailor-conn"))
-        .and_then(|started| {
-            started
-                .inspect_err(|e| tracing::warn!(error = %e, "cannot start connection threads; serving on the main runtime"))
-                .ok()
-        });
+    let workers = start_workers(limits.threads);
     let mut last_accept_warning: Option<Instant> = None;
     tokio::pin!(shutdown);
     loop {
@@ -445,12 +440,7 @@ pub async fn serve_tls(
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
                 Err(e) => {
-                    // Typically EMFILE: back off briefly instead of spinning, and warn at most once a second.
-                    if last_accept_warning.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-                        tracing::warn!(error = %e, open = registry.len(), "accept failed");
-                        last_accept_warning = Some(Instant::now());
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    accept_failed(&e, &registry, &mut last_accept_warning).await;
                     continue;
                 }
             },
@@ -478,83 +468,15 @@ pub async fn serve_tls(
                 continue;
             }
         };
-        let acceptor = acceptor.clone();
-        let router = router.clone();
-        let watcher = graceful.watcher();
-        let registry = registry.clone();
-        let metrics = metrics.clone();
-        let connection = async move {
-            metrics.connections_open().inc();
-            let state = registered.state.clone();
-            let tcp = match tokio::net::TcpStream::from_std(tcp) {
-                Ok(tcp) => tcp,
-                Err(e) => {
-                    tracing::debug!(%peer, error = %e, "cannot register the connection");
-                    drop(registered);
-                    metrics.connections_open().dec();
-                    return;
-                }
-            };
-            let handshake = tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp));
-            let stream = tokio::select! {
-                handshake = handshake => match handshake {
-                    Ok(Ok(stream)) => Some(stream),
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                        metrics.connection_closed(ConnectionClose::Handshake);
-                        None
-                    }
-                    Err(_) => {
-                        tracing::debug!(%peer, "TLS handshake timed out");
-                        metrics.connection_closed(ConnectionClose::Handshake);
-                        None
-                    }
-                },
-                why = registry.closed(&state) => {
-                    metrics.connection_closed(why);
-                    None
-                }
-            };
-            if let Some(stream) = stream {
-                let conn_state = state.clone();
-                let service = tower::ServiceExt::map_request(
-                    router,
-                    move |req: hyper::Request<hyper::body::Incoming>| {
-                        let mut req = req;
-                        req.extensions_mut()
-                            .insert(RequestGuard::new(conn_state.request()));
-                        req
-                    },
-                );
-                let service = TowerToHyperService::new(service);
-                let mut builder = auto::Builder::new(TokioExecutor::new());
-                builder
-                    .http1()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(limits.idle_timeout)
-                    .keep_alive(true);
-                builder
-                    .http2()
-                    .timer(TokioTimer::new())
-                    // Pings find peers that vanished without closing.
-                    .keep_alive_interval(Some(Duration::from_secs(30)))
-                    .keep_alive_timeout(Duration::from_secs(10));
-                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                tokio::select! {
-                    result = watcher.watch(conn) => {
-                        if let Err(e) = result {
-                            tracing::debug!(%peer, error = %e, "connection ended with an error");
-                        }
-                    }
-                    why = registry.closed(&state) => {
-                        tracing::debug!(%peer, reason = ?why, "closing connection");
-                        metrics.connection_closed(why);
-                    }
-                }
-            }
-            drop(registered);
-            metrics.connections_open().dec();
-        };
+        let connection = Connection {
+            acceptor: acceptor.clone(),
+            router: router.clone(),
+            watcher: graceful.watcher(),
+            registry: registry.clone(),
+            metrics: metrics.clone(),
+            limits,
+        }
+        .serve(tcp, peer, registered);
         match &workers {
             Some(workers) => workers.spawn(connection),
             None => drop(tokio::spawn(connection)),
@@ -567,6 +489,141 @@ pub async fn serve_tls(
     {
         tracing::warn!("in-flight connections did not finish within {drain:?}; closing them");
     }
+}
+
+/// The single-threaded runtimes connections are served on (see [`workers`]); none, so that they are served on
+/// the caller's runtime, when `threads` is 0 or the threads cannot be started.
+fn start_workers(threads: usize) -> Option<workers::Workers> {
+    (threads > 0)
+        .then(|| workers::Workers::start(threads, "tailor-conn"))
+        .and_then(|started| {
+            started
+                .inspect_err(|e| tracing::warn!(error = %e, "cannot start connection threads; serving on the main runtime"))
+                .ok()
+        })
+}
+
+/// A failed `accept` (typically EMFILE): backs off briefly instead of spinning, and warns at most once a second.
+async fn accept_failed(
+    e: &std::io::Error,
+    registry: &Registry,
+    last_warning: &mut Option<Instant>,
+) {
+    if last_warning.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+        tracing::warn!(error = %e, open = registry.len(), "accept failed");
+        *last_warning = Some(Instant::now());
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+}
+
+/// What the task of one accepted connection takes from the accept loop.
+struct Connection {
+    acceptor: TlsAcceptor,
+    router: Router,
+    watcher: Watcher,
+    registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
+    limits: ConnectionLimits,
+}
+
+impl Connection {
+    /// Serves the registered connection `tcp` from its TLS handshake to its close, counted in the open
+    /// connections meanwhile.
+    async fn serve(
+        self,
+        tcp: std::net::TcpStream,
+        peer: SocketAddr,
+        registered: connections::Registered,
+    ) {
+        self.metrics.connections_open().inc();
+        let state = registered.state.clone();
+        let tcp = match tokio::net::TcpStream::from_std(tcp) {
+            Ok(tcp) => tcp,
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "cannot register the connection");
+                drop(registered);
+                self.metrics.connections_open().dec();
+                return;
+            }
+        };
+        if let Some(stream) = self.handshake(tcp, peer, &state).await {
+            let conn_state = state.clone();
+            let service = tower::ServiceExt::map_request(
+                self.router,
+                move |req: hyper::Request<hyper::body::Incoming>| {
+                    let mut req = req;
+                    req.extensions_mut()
+                        .insert(RequestGuard::new(conn_state.request()));
+                    req
+                },
+            );
+            let service = TowerToHyperService::new(service);
+            let builder = http_builder(&self.limits);
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            tokio::select! {
+                result = self.watcher.watch(conn) => {
+                    if let Err(e) = result {
+                        tracing::debug!(%peer, error = %e, "connection ended with an error");
+                    }
+                }
+                why = self.registry.closed(&state) => {
+                    tracing::debug!(%peer, reason = ?why, "closing connection");
+                    self.metrics.connection_closed(why);
+                }
+            }
+        }
+        drop(registered);
+        self.metrics.connections_open().dec();
+    }
+
+    /// The TLS handshake of `tcp` within the handshake deadline; none (counted as a closed connection) when it
+    /// fails, times out, or the registry closes the connection first.
+    async fn handshake(
+        &self,
+        tcp: tokio::net::TcpStream,
+        peer: SocketAddr,
+        state: &connections::ConnState,
+    ) -> Option<tokio_rustls::server::TlsStream<tokio::net::TcpStream>> {
+        let handshake =
+            tokio::time::timeout(self.limits.handshake_timeout, self.acceptor.accept(tcp));
+        tokio::select! {
+            handshake = handshake => match handshake {
+                Ok(Ok(stream)) => Some(stream),
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    self.metrics.connection_closed(ConnectionClose::Handshake);
+                    None
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    self.metrics.connection_closed(ConnectionClose::Handshake);
+                    None
+                }
+            },
+            why = self.registry.closed(state) => {
+                self.metrics.connection_closed(why);
+                None
+            }
+        }
+    }
+}
+
+/// The HTTP/1.1 and HTTP/2 settings of a webhook connection: HTTP/1.1 keep-alive with the idle timeout as the
+/// header-read deadline, HTTP/2 pings.
+fn http_builder(limits: &ConnectionLimits) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.idle_timeout)
+        .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        // Pings find peers that vanished without closing.
+        .keep_alive_interval(Some(Duration::from_secs(30)))
+        .keep_alive_timeout(Duration::from_secs(10));
+    builder
 }
 
 /// Marks its connection busy while a request is being handled (kept in the request's extensions, so it lives
