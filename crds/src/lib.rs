@@ -17,7 +17,15 @@ pub use checkpoint::{
     VerticalPodAutoscalerCheckpointStatus,
 };
 pub use crd::{crds, crds_yaml};
-pub use vpa::*;
+pub use vpa::{
+    ContainerResourcePolicy, ContainerScalingMode, ControlledValues, CrossVersionObjectReference,
+    EvictionChangeRequirement, EvictionRequirement, GenericStartupBoost, MAX_CONTAINER_POLICIES,
+    MAX_CONTAINER_RECOMMENDATIONS, MAX_CONTROLLED_RESOURCES, PodResourcePolicy, PodUpdatePolicy,
+    RecommendedContainerResources, RecommendedPodResources, ResourceList, StartupBoost,
+    StartupBoostType, UpdateMode, VerticalPodAutoscaler, VerticalPodAutoscalerCondition,
+    VerticalPodAutoscalerRecommenderSelector, VerticalPodAutoscalerSpec,
+    VerticalPodAutoscalerStatus, condition,
+};
 
 /// The API group of Tailor's resources.
 pub const GROUP: &str = "autoscaling.tailor.dev";

@@ -56,7 +56,7 @@ pub fn pod_total(amounts: &PodAmounts, share: i128) -> i128 {
 }
 
 /// The pod's total before the change.
-pub fn pod_total_before(amounts: &PodAmounts) -> i128 {
+pub(crate) fn pod_total_before(amounts: &PodAmounts) -> i128 {
     total_with(amounts, |c| c.before)
 }
 
@@ -99,7 +99,7 @@ fn read(
 
 /// The amounts of `resource` (limits when `limits`) in `pod`: now, and after the slots' new `resources`
 /// (indexed like `slots`; an absent entry leaves the amount).
-pub fn pod_amounts(
+pub(crate) fn pod_amounts(
     pod: &Pod,
     slots: &[Slot<'_>],
     resources: &[ContainerResources],

@@ -7,7 +7,8 @@
 
 use num_bigint::BigInt;
 
-use super::{Bound, PodAmounts, Quota, SHARE_SCALE, pod_amounts, pod_total, pod_total_before};
+use super::charge::{PodAmounts, SHARE_SCALE, pod_amounts, pod_total, pod_total_before};
+use super::{Bound, Quota};
 use crate::quantity::{Amount, Format};
 use crate::sizing::{CPU, ContainerResources, MEMORY, PodError, Slot, pod_level_resources};
 

@@ -21,9 +21,9 @@ mod charge;
 mod fit;
 mod scope;
 
-pub use charge::*;
-pub use fit::*;
-pub use scope::*;
+pub use charge::{Change, PodAmounts, SHARE_SCALE, pod_total};
+pub use fit::{Binding, Charged, QuotaFit, QuotaOutcome, fit_to_quotas};
+pub use scope::ScopeTerm;
 
 /// The quota keys the fit reads: the bare `cpu`/`memory` mean requests.
 pub const TRACKED_KEYS: [&str; 6] = [

@@ -8,9 +8,9 @@ use k8s_openapi::api::core::v1::{Pod, ResourceQuotaSpec};
 use super::Quota;
 
 /// At most this many scope terms are kept per quota; a quota with more is fitted as if it matched.
-pub const MAX_SCOPE_TERMS: usize = 16;
+pub(crate) const MAX_SCOPE_TERMS: usize = 16;
 /// At most this many priority class names are kept per term; a longer list is an [`ScopeTerm::Unknown`].
-pub const MAX_SCOPE_VALUES: usize = 64;
+pub(crate) const MAX_SCOPE_VALUES: usize = 64;
 
 /// One scope condition of a quota; all of a quota's terms must hold for the pod to be charged to it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -36,7 +36,7 @@ pub fn parse_observed_containers(value: &str) -> Result<Vec<String>, String> {
 }
 
 /// Whether `s` is a DNS-1123 label (lowercase alphanumerics and `-`, at most 63, alphanumeric at both ends).
-pub fn is_dns1123_label(s: &str) -> bool {
+pub(crate) fn is_dns1123_label(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= 63

@@ -1,9 +1,10 @@
 //! Step B: requests and limits from the processed recommendation (docs/design/upstream-admission.md §3.3, §3.6);
 //! limits by the VPA's limit policy where it has one ([`policy_limits`], docs/limit-policy.md).
 
+use super::limits::proportional_limits;
 use super::{
     CPU_AND_MEMORY, LimitBounds, LimitContext, LimitPolicy, PatchOptions, PodError, Processed,
-    Slot, parse, policy_limits, proportional_limits,
+    Slot, parse, policy_limits,
 };
 use crate::policy::container_policy;
 use crate::policy::controlled_values;

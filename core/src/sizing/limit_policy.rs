@@ -18,7 +18,8 @@
 
 use std::fmt;
 
-use super::{CPU, MEMORY, is_dns1123_label};
+use super::annotations::is_dns1123_label;
+use super::{CPU, MEMORY};
 use crate::quantity::Amount;
 use crate::quantity::QuantityError;
 use crate::text::cut;

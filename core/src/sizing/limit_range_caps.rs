@@ -15,7 +15,7 @@ use num_traits::Zero;
 use tailor_crds::RecommendedContainerResources;
 use tailor_crds::ResourceList;
 
-pub(super) fn amount_of(
+fn amount_of(
     resource: &str,
     q: Option<&Quantity>,
     context: impl FnOnce() -> String,
@@ -127,7 +127,7 @@ pub fn apply_pod_limit_range(
 
 /// Clamps `values` (cpu and memory) into the requests allowed by a Container-type LimitRange item for a
 /// container whose current resources are `current` (docs/design/upstream-admission.md §3.5). Returns annotations.
-pub fn cap_to_container_limit_range(
+pub(crate) fn cap_to_container_limit_range(
     values: &mut ResourceList,
     current: &CurrentResources<'_>,
     item: &LimitRangeItem,

@@ -118,7 +118,7 @@ fn scaled_in_128_bits(
 
 /// Proportional limits for cpu and memory (docs/design/upstream-admission.md §3.6). Returns the limits that got
 /// a value and the annotations; an empty map means "no limits" (the caller then drops the annotations).
-pub fn proportional_limits(
+pub(crate) fn proportional_limits(
     current: &CurrentResources<'_>,
     new_requests: &ResourceList,
     defaults: Option<&ResourceList>,

@@ -33,25 +33,39 @@ mod pod_level;
 mod policy_limits;
 mod recommendation;
 
-pub use annotations::*;
-pub use assembly::*;
-pub use floor::*;
-pub use limit_policy::*;
-pub use limit_range_caps::*;
-pub use limits::*;
-pub use oom_retry::*;
-pub use ops::*;
-pub use pod_envelope::*;
-pub use pod_level::*;
-pub use policy_limits::*;
-pub use recommendation::*;
+pub use annotations::{
+    IN_PLACE_UPDATED_ANNOTATION, OBSERVED_CONTAINERS_ANNOTATION, STARTUP_BOOST_ANNOTATION_PREFIX,
+    UPDATES_ANNOTATION, UPSTREAM_UPDATES_ANNOTATION, boost_annotation_value,
+    parse_boost_annotation, parse_observed_containers,
+};
+pub use assembly::{
+    Assembly, AssemblyOptions, ContainerResources, container_resources, container_resources_from,
+};
+pub use floor::{PodFloor, floor_recommendations};
+pub use limit_policy::{
+    EntryError, LIMIT_POLICY_ANNOTATION, LimitPolicy, LimitPolicyError, LimitRule,
+    MAX_POLICY_BYTES, MAX_POLICY_ENTRIES, MAX_RATIO,
+};
+pub use limit_range_caps::apply_pod_limit_range;
+pub use limits::proportional_limit;
+pub use oom_retry::{OomBumpRule, RetryRaise, raise_for_retry};
+pub use ops::{add_annotation_op, add_op, escape, remove_annotation_op, remove_op};
+pub use pod_envelope::{
+    EnvelopeRefused, EnvelopeResource, POD_ROW, envelope_ops, pod_envelope, pod_level_request,
+    pod_row,
+};
+pub use pod_level::{leave_alone, leave_pod_level_alone, pod_level_note, pod_level_resources};
+pub use policy_limits::{
+    KEPT_IN_PLACE, LimitBounds, LimitContext, PolicyLimits, boosted_limit, policy_limits,
+};
+pub use recommendation::{Processed, process_recommendation, process_recommendation_floored};
 
 /// Resources that get limits and LimitRange treatment.
 pub const CPU: &str = "cpu";
 /// Memory, the other resource with limits and LimitRange treatment.
 pub const MEMORY: &str = "memory";
 /// Both resources sized in proportion.
-pub const CPU_AND_MEMORY: [&str; 2] = [CPU, MEMORY];
+pub(crate) const CPU_AND_MEMORY: [&str; 2] = [CPU, MEMORY];
 
 /// Knobs of the pod patch. The default reproduces upstream exactly.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -234,7 +248,7 @@ pub fn current_resources<'a>(
 }
 
 /// Whether an init container is a native sidecar (`restartPolicy: Always`).
-pub fn is_native_sidecar(container: &Container) -> bool {
+pub(crate) fn is_native_sidecar(container: &Container) -> bool {
     container.restart_policy.as_deref() == Some("Always")
 }
 

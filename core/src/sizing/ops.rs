@@ -33,7 +33,7 @@ pub fn remove_op(path: &str) -> PatchOperation {
 }
 
 /// Path of an annotation.
-pub fn annotation_path(key: &str) -> String {
+fn annotation_path(key: &str) -> String {
     format!("/metadata/annotations/{}", escape(key))
 }
 

@@ -17,9 +17,10 @@
 
 use std::cmp::Ordering;
 
+use super::assembly::cap_to_max_ratio;
 use super::{
-    CPU, CPU_AND_MEMORY, LimitPolicy, LimitRule, PatchOptions, PodError, Slot, cap_to_max_ratio,
-    parse, parse_opt, proportional_limit,
+    CPU, CPU_AND_MEMORY, LimitPolicy, LimitRule, PatchOptions, PodError, Slot, parse, parse_opt,
+    proportional_limit,
 };
 use crate::limit_range_merge;
 use crate::quantity;

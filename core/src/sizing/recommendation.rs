@@ -1,8 +1,8 @@
 //! Step A: recommendation processing (docs/design/upstream-admission.md §3.3).
 
+use super::limit_range_caps::cap_to_container_limit_range;
 use super::{
-    CPU_AND_MEMORY, Field, PodError, PodFloor, Slot, apply_pod_limit_range,
-    cap_to_container_limit_range, floor_recommendations,
+    CPU_AND_MEMORY, Field, PodError, PodFloor, Slot, apply_pod_limit_range, floor_recommendations,
 };
 use crate::capping;
 use crate::policy::container_policy;
