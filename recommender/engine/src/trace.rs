@@ -219,6 +219,34 @@ pub fn parse_csv_checked<R: std::io::Read>(
         .has_headers(true)
         .trim(csv::Trim::All)
         .from_reader(data);
+    check_csv_header(name, &mut rdr)?;
+    let mut groups = CsvGroups::new();
+    for rec in rdr.records() {
+        let rec = rec.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line());
+            ParseError(format!("{name}:{line}: {e}"))
+        })?;
+        let row = CsvRow::parse(name, &rec, rule)?;
+        let skipped = Rules::take_skipped();
+        row.add_to(&mut groups, skipped);
+    }
+    if groups.is_empty() {
+        return Err(ParseError(format!("{name}: no data rows")));
+    }
+    Ok(groups
+        .into_values()
+        .map(|(trace, _, skipped)| Parsed { trace, skipped })
+        .collect())
+}
+
+/// (namespace, workload) → its trace, the index of its containers, and the samples skipped in its rows.
+type CsvGroups = BTreeMap<(String, String), (Trace, ContainerIndex, [u64; 2])>;
+
+/// Reads the CSV header and requires it to be [`CSV_HEADER`].
+fn check_csv_header<R: std::io::Read>(
+    name: &str,
+    rdr: &mut csv::Reader<R>,
+) -> Result<(), ParseError> {
     let headers = rdr
         .headers()
         .map_err(|e| ParseError(format!("{name}:1: {e}")))?
@@ -231,13 +259,25 @@ pub fn parse_csv_checked<R: std::io::Read>(
             got.join(",")
         )));
     }
-    // (namespace, workload) -> (pods, containers index by (pod, container))
-    let mut groups: BTreeMap<(String, String), (Trace, ContainerIndex, [u64; 2])> = BTreeMap::new();
-    for rec in rdr.records() {
-        let rec = rec.map_err(|e| {
-            let line = e.position().map_or(0, |p| p.line());
-            ParseError(format!("{name}:{line}: {e}"))
-        })?;
+    Ok(())
+}
+
+/// One CSV data row, its fields checked.
+struct CsvRow<'a> {
+    ts: f64,
+    ns: &'a str,
+    pod: &'a str,
+    container: &'a str,
+    /// None when the cell is empty or the sample was skipped under [`BadSamples::Skip`].
+    cpu: Option<f64>,
+    /// As `cpu`.
+    mem: Option<f64>,
+}
+
+impl<'a> CsvRow<'a> {
+    /// The row's fields in column order, impossible usage values following `rule`; errors name the line and
+    /// field.
+    fn parse(name: &str, rec: &'a csv::StringRecord, rule: BadSamples) -> Result<Self, ParseError> {
         let line = rec.position().map_or(0, |p| p.line());
         let field = |i: usize| rec.get(i).unwrap_or("");
         let ts = parse_time(field(0)).ok_or_else(|| {
@@ -279,7 +319,27 @@ pub fn parse_csv_checked<R: std::io::Read>(
         };
         let cpu = checked(4, "cpu_cores", Resource::Cpu)?;
         let mem = checked(5, "memory_bytes", Resource::Memory)?;
-        let skipped = Rules::take_skipped();
+        Ok(CsvRow {
+            ts,
+            ns,
+            pod,
+            container,
+            cpu,
+            mem,
+        })
+    }
+
+    /// Adds the row's samples to its workload's trace (creating the trace, pod and container on first sight),
+    /// and `skipped` to the workload's skipped samples.
+    fn add_to(self, groups: &mut CsvGroups, skipped: [u64; 2]) {
+        let CsvRow {
+            ts,
+            ns,
+            pod,
+            container,
+            cpu,
+            mem,
+        } = self;
         let workload = workload_of(pod);
         let (trace, index, skips) = groups
             .entry((ns.to_string(), workload.clone()))
@@ -296,29 +356,7 @@ pub fn parse_csv_checked<R: std::io::Read>(
             });
         skips[0] += skipped[0];
         skips[1] += skipped[1];
-        let key = (pod.to_string(), container.to_string());
-        let ci = match index.get(&key) {
-            Some(&i) => i,
-            None => {
-                let pods = trace.pods.get_or_insert_with(Vec::new);
-                if !pods.iter().any(|p| p.name == pod) {
-                    let labels = [("app".to_string(), workload.clone())]
-                        .into_iter()
-                        .collect();
-                    pods.push(TracePod {
-                        name: pod.to_string(),
-                        labels: Some(labels),
-                    });
-                }
-                trace.containers.push(TraceContainer {
-                    name: container.to_string(),
-                    pod: Some(pod.to_string()),
-                    ..Default::default()
-                });
-                index.insert(key, trace.containers.len() - 1);
-                trace.containers.len() - 1
-            }
-        };
+        let ci = container_slot(trace, index, &workload, pod, container);
         let c = &mut trace.containers[ci];
         if let Some(v) = cpu {
             c.cpu_samples.push([ts, v]);
@@ -328,13 +366,40 @@ pub fn parse_csv_checked<R: std::io::Read>(
         }
         trace.now = Some(trace.now.map_or(ts, |n: f64| n.max(ts)));
     }
-    if groups.is_empty() {
-        return Err(ParseError(format!("{name}: no data rows")));
+}
+
+/// The index in `trace.containers` of `container` of `pod`, adding the pod (labelled `app: workload`) and the
+/// container to the trace on first sight.
+fn container_slot(
+    trace: &mut Trace,
+    index: &mut ContainerIndex,
+    workload: &str,
+    pod: &str,
+    container: &str,
+) -> usize {
+    let key = (pod.to_string(), container.to_string());
+    match index.get(&key) {
+        Some(&i) => i,
+        None => {
+            let pods = trace.pods.get_or_insert_with(Vec::new);
+            if !pods.iter().any(|p| p.name == pod) {
+                let labels = [("app".to_string(), workload.to_string())]
+                    .into_iter()
+                    .collect();
+                pods.push(TracePod {
+                    name: pod.to_string(),
+                    labels: Some(labels),
+                });
+            }
+            trace.containers.push(TraceContainer {
+                name: container.to_string(),
+                pod: Some(pod.to_string()),
+                ..Default::default()
+            });
+            index.insert(key, trace.containers.len() - 1);
+            trace.containers.len() - 1
+        }
     }
-    Ok(groups
-        .into_values()
-        .map(|(trace, _, skipped)| Parsed { trace, skipped })
-        .collect())
 }
 
 #[cfg(test)]
