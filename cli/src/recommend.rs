@@ -8,23 +8,25 @@ use tailor_engine::estimate_flags::EstimationFlags;
 use tailor_engine::replay::{ReplayConfig, Trace, replay};
 use tailor_engine::samples::BadSamples;
 
+#[cfg(feature = "full")]
 use crate::cluster_snapshot::{ClusterSnapshot, SnapshotArgs};
 use crate::error::InputError;
+use crate::input;
 use crate::output::{self, OutputFormat, Recommendation, Recommendations, Target};
-use crate::{input, prometheus};
+#[cfg(feature = "full")]
+use crate::prometheus;
 
 /// A usage trace file: `--input` and what to do with impossible values in it. Shared with `tailor report`.
 #[derive(Debug, clap::Args)]
 pub struct TraceFileArgs {
     /// Usage trace (JSON object or array, docs/design/trace-format.md §1) or CSV with header
     /// `timestamp,namespace,pod,container,cpu_cores,memory_bytes`; `-` reads stdin.
-    #[arg(
-        long,
-        short,
-        required_unless_present = "prometheus",
-        conflicts_with = "prometheus",
-        help_heading = "Input and output"
+    #[arg(long, short, help_heading = "Input and output")]
+    #[cfg_attr(
+        feature = "full",
+        arg(required_unless_present = "prometheus", conflicts_with = "prometheus")
     )]
+    #[cfg_attr(not(feature = "full"), arg(required = true))]
     pub input: Option<PathBuf>,
     /// Drop usage values that cannot be real (negative, not finite, beyond any machine) instead of failing on
     /// the first; the count is reported per workload (table notes, `skipped` in JSON/YAML).
@@ -57,6 +59,7 @@ impl TraceFileArgs {
 #[derive(Debug, clap::Args)]
 pub struct ModelArgs {
     /// History from a Prometheus-compatible API (`--prometheus URL` and its flags).
+    #[cfg(feature = "full")]
     #[command(flatten)]
     pub history: prometheus::PrometheusArgs,
 
@@ -107,6 +110,7 @@ pub struct RecommendArgs {
     #[command(flatten)]
     pub model: ModelArgs,
     /// Sizing within a cluster snapshot.
+    #[cfg(feature = "full")]
     #[command(flatten)]
     pub cluster: SnapshotArgs,
 }
@@ -125,13 +129,18 @@ pub fn run(args: &RecommendArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
+    #[cfg(feature = "full")]
     let cluster = args.cluster.load()?;
     let Some(input) = &args.trace.input else {
+        #[cfg(feature = "full")]
         return run_prometheus(args, &config, cluster.as_ref());
+        #[cfg(not(feature = "full"))]
+        return Err(InputError("--input is required".into()).into());
     };
     let name = TraceFileArgs::name(input);
-    let mut recs = from_trace_file(input, &name, &config, args.trace.rule())?;
-    size_within(&mut recs, cluster.as_ref());
+    let recs = from_trace_file(input, &name, &config, args.trace.rule())?;
+    #[cfg(feature = "full")]
+    let recs = size_within(recs, cluster.as_ref());
     print(&recs, args)?;
     let failed: Vec<String> = recs
         .items
@@ -196,9 +205,10 @@ pub(crate) fn from_trace_file(
 
 /// With `--snapshot`, each recommendation sized within the snapshot's cluster; a trace whose VPA the
 /// snapshot lacks is printed as it is, with a warning.
-fn size_within(recs: &mut Recommendations, cluster: Option<&ClusterSnapshot>) {
+#[cfg(feature = "full")]
+fn size_within(mut recs: Recommendations, cluster: Option<&ClusterSnapshot>) -> Recommendations {
     let Some(cluster) = cluster else {
-        return;
+        return recs;
     };
     for r in &mut recs.items {
         if !cluster.size(r) {
@@ -208,16 +218,18 @@ fn size_within(recs: &mut Recommendations, cluster: Option<&ClusterSnapshot>) {
             );
         }
     }
+    recs
 }
 
 /// The Prometheus source: prints what loaded, then the load's summary, then why it is incomplete (exit 1).
+#[cfg(feature = "full")]
 fn run_prometheus(
     args: &RecommendArgs,
     config: &ReplayConfig,
     cluster: Option<&ClusterSnapshot>,
 ) -> anyhow::Result<ExitCode> {
     let mut loaded = prometheus::load(&args.model.history, config, args.explain)?;
-    size_within(&mut loaded.recommendations, cluster);
+    loaded.recommendations = size_within(std::mem::take(&mut loaded.recommendations), cluster);
     print(&loaded.recommendations, args)?;
     eprintln!("{}", loaded.summary);
     if let Some(e) = loaded.incomplete {
