@@ -253,127 +253,23 @@ pub fn plan_status(
     now: &Time,
 ) -> VerticalPodAutoscalerStatus {
     let mut conditions = old.to_vec();
-    remove(&mut conditions, cond::CONFIG_DEPRECATED);
-    match &f.invalid_spec {
-        Some(m) => set(
-            &mut conditions,
-            cond::CONFIG_UNSUPPORTED,
-            true,
-            INVALID_SPEC_REASON,
-            m,
-            now,
-        ),
-        None => match &f.unsupported {
-            Some(m) => set(
-                &mut conditions,
-                cond::CONFIG_UNSUPPORTED,
-                true,
-                TARGET_REASON,
-                m,
-                now,
-            ),
-            None => remove(&mut conditions, cond::CONFIG_UNSUPPORTED),
-        },
-    }
-    if f.pods_matched {
-        remove(&mut conditions, cond::NO_PODS_MATCHED);
-    } else {
-        set(
-            &mut conditions,
-            cond::NO_PODS_MATCHED,
-            true,
-            "NoPodsMatched",
-            NO_PODS_MATCHED_MESSAGE,
-            now,
-        );
-    }
-    let provided = has_entries(f.recommendation.as_ref());
-    if provided {
-        set(
-            &mut conditions,
-            cond::RECOMMENDATION_PROVIDED,
-            true,
-            "",
-            "",
-            now,
-        );
-    } else if f.pods_matched {
-        set(
-            &mut conditions,
-            cond::RECOMMENDATION_PROVIDED,
-            false,
-            "",
-            "",
-            now,
-        );
-    } else {
-        set(
-            &mut conditions,
-            cond::RECOMMENDATION_PROVIDED,
-            false,
-            "NoPodsMatched",
-            NO_PODS_MATCHED_MESSAGE,
-            now,
-        );
-    }
-    match (&f.low_confidence, provided) {
-        (Some(m), true) => set(
-            &mut conditions,
-            cond::LOW_CONFIDENCE,
-            true,
-            "LowConfidence",
-            m,
-            now,
-        ),
-        _ => remove(&mut conditions, cond::LOW_CONFIDENCE),
-    }
-    match &f.fetching_history {
-        Some(m) => set(
-            &mut conditions,
-            cond::FETCHING_HISTORY,
-            true,
-            "FetchingHistory",
-            m,
-            now,
-        ),
-        None => remove(&mut conditions, cond::FETCHING_HISTORY),
-    }
-    match &f.node_fit {
-        Some(note) => {
-            let (status, reason, message) = note.condition();
-            set(
-                &mut conditions,
-                cond::CAPPED_TO_NODE_SIZE,
-                status,
-                reason,
-                message,
-                now,
-            );
-        }
-        None => remove(&mut conditions, cond::CAPPED_TO_NODE_SIZE),
-    }
-    match &f.left_to_hpa {
-        Some(m) => set(
-            &mut conditions,
-            cond::RESOURCES_LEFT_TO_HPA,
-            true,
-            LEFT_TO_HPA_REASON,
-            m,
-            now,
-        ),
-        None => remove(&mut conditions, cond::RESOURCES_LEFT_TO_HPA),
-    }
-    match &f.checkpoint_skipped {
-        Some(m) => set(
-            &mut conditions,
-            cond::CHECKPOINT_SKIPPED,
-            true,
-            "InvalidCheckpoint",
-            m,
-            now,
-        ),
-        None => remove(&mut conditions, cond::CHECKPOINT_SKIPPED),
-    }
+    plan_config_conditions(&mut conditions, f, now);
+    let provided = plan_recommendation_conditions(&mut conditions, f, now);
+    set_or_remove(
+        &mut conditions,
+        cond::FETCHING_HISTORY,
+        "FetchingHistory",
+        f.fetching_history.as_deref(),
+        now,
+    );
+    plan_cluster_conditions(&mut conditions, f, now);
+    set_or_remove(
+        &mut conditions,
+        cond::CHECKPOINT_SKIPPED,
+        "InvalidCheckpoint",
+        f.checkpoint_skipped.as_deref(),
+        now,
+    );
     match (&f.profile_rule, provided) {
         (Some((reason, m)), true) => set(&mut conditions, PROFILE_RULE, true, reason, m, now),
         _ => remove(&mut conditions, PROFILE_RULE),
@@ -384,6 +280,130 @@ pub fn plan_status(
         conditions: Some(conditions),
         observed_generation: f.generation,
     }
+}
+
+/// Sets condition `type_` True with `reason` and `message` when there is a message; removes it when not.
+fn set_or_remove(
+    conditions: &mut Vec<VerticalPodAutoscalerCondition>,
+    type_: &str,
+    reason: &str,
+    message: Option<&str>,
+    now: &Time,
+) {
+    match message {
+        Some(m) => set(conditions, type_, true, reason, m, now),
+        None => remove(conditions, type_),
+    }
+}
+
+/// The spec's conditions: `ConfigDeprecated` is always removed; `ConfigUnsupported` says why the spec is
+/// invalid, else why the target cannot be resolved, else is removed.
+fn plan_config_conditions(
+    conditions: &mut Vec<VerticalPodAutoscalerCondition>,
+    f: &Findings,
+    now: &Time,
+) {
+    remove(conditions, cond::CONFIG_DEPRECATED);
+    match &f.invalid_spec {
+        Some(m) => set(
+            conditions,
+            cond::CONFIG_UNSUPPORTED,
+            true,
+            INVALID_SPEC_REASON,
+            m,
+            now,
+        ),
+        None => set_or_remove(
+            conditions,
+            cond::CONFIG_UNSUPPORTED,
+            TARGET_REASON,
+            f.unsupported.as_deref(),
+            now,
+        ),
+    }
+}
+
+/// The pods' and the recommendation's conditions: `NoPodsMatched`, `RecommendationProvided` (with the
+/// no-pods reason when no pod matches) and `LowConfidence` (only beside a recommendation). Returns whether a
+/// recommendation is provided.
+fn plan_recommendation_conditions(
+    conditions: &mut Vec<VerticalPodAutoscalerCondition>,
+    f: &Findings,
+    now: &Time,
+) -> bool {
+    if f.pods_matched {
+        remove(conditions, cond::NO_PODS_MATCHED);
+    } else {
+        set(
+            conditions,
+            cond::NO_PODS_MATCHED,
+            true,
+            "NoPodsMatched",
+            NO_PODS_MATCHED_MESSAGE,
+            now,
+        );
+    }
+    let provided = has_entries(f.recommendation.as_ref());
+    if provided {
+        set(conditions, cond::RECOMMENDATION_PROVIDED, true, "", "", now);
+    } else if f.pods_matched {
+        set(
+            conditions,
+            cond::RECOMMENDATION_PROVIDED,
+            false,
+            "",
+            "",
+            now,
+        );
+    } else {
+        set(
+            conditions,
+            cond::RECOMMENDATION_PROVIDED,
+            false,
+            "NoPodsMatched",
+            NO_PODS_MATCHED_MESSAGE,
+            now,
+        );
+    }
+    let low_confidence = f.low_confidence.as_deref().filter(|_| provided);
+    set_or_remove(
+        conditions,
+        cond::LOW_CONFIDENCE,
+        "LowConfidence",
+        low_confidence,
+        now,
+    );
+    provided
+}
+
+/// The conditions of sizing within the cluster: `CappedToNodeSize` from node fit's note, and
+/// `ResourcesLeftToHPA`.
+fn plan_cluster_conditions(
+    conditions: &mut Vec<VerticalPodAutoscalerCondition>,
+    f: &Findings,
+    now: &Time,
+) {
+    match &f.node_fit {
+        Some(note) => {
+            let (status, reason, message) = note.condition();
+            set(
+                conditions,
+                cond::CAPPED_TO_NODE_SIZE,
+                status,
+                reason,
+                message,
+                now,
+            );
+        }
+        None => remove(conditions, cond::CAPPED_TO_NODE_SIZE),
+    }
+    set_or_remove(
+        conditions,
+        cond::RESOURCES_LEFT_TO_HPA,
+        LEFT_TO_HPA_REASON,
+        f.left_to_hpa.as_deref(),
+        now,
+    );
 }
 
 /// The `ConfigUnsupported` message of VPA `name` whose spec breaks a validation rule: the webhook's own
