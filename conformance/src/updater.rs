@@ -1159,20 +1159,7 @@ async fn updater_loop(input: &Value) -> Out {
             ),
         ));
     }
-    let status = match (
-        c.use_admission_controller_status,
-        c.admission_controller_status_valid,
-    ) {
-        // Upstream consults no validator then; its answer cannot matter.
-        (false, _) => None,
-        (true, Some(valid)) => Some(VectorStatus { valid }),
-        (true, None) => {
-            return Err(at(
-                "input.config.admissionControllerStatusValid",
-                "required when useAdmissionControllerStatus is true",
-            ));
-        }
-    };
+    let status = loop_status(c)?;
     let rate = |r: &LoopRateLimit| match r {
         LoopRateLimit::Unlimited => RateSettings::from_flags(0.0, 0),
     };
@@ -1182,30 +1169,9 @@ async fn updater_loop(input: &Value) -> Out {
         c.priority_processor,
         c.eviction_admission,
     );
-    let config = IterationConfig {
-        priority: priority_config(&PriorityThresholds {
-            min_change_priority: c.min_change_priority,
-            pod_lifetime_update_threshold: c.pod_lifetime_update_threshold,
-            evict_after_oom_threshold: c.evict_after_oom_threshold,
-        }),
-        gates: (&i.feature_gates).into(),
-        ignored_namespaces: c.ignored_namespaces.clone(),
-        in_place_honours_deferrals: true,
-        fair_order: true,
-        webhook_scope: Default::default(),
-        skip_conflicting_vpas: true,
-        unsized_replacement_probe_interval: None,
-    };
+    let config = loop_iteration_config(&i);
     check_controllers(&i.controllers)?;
-    let mut selectors = BTreeMap::new();
-    for (name, text) in &i.selectors {
-        let path = format!("input.selectors.{name}");
-        let parsed = tailor_core::label_selector::parse(text).map_err(|e| at(&path, e))?;
-        // A selector that cannot be evaluated (an empty set) is refused here, not read as "no match".
-        tailor_core::target::selector_matches(&parsed, &BTreeMap::new())
-            .map_err(|e| at(&path, e))?;
-        selectors.insert(name.clone(), parsed);
-    }
+    let selectors = loop_selectors(&i.selectors)?;
     let several = i.cycles.is_some();
     let calls = Arc::new(Mutex::new(Calls::default()));
     let mut updater = Updater {
@@ -1227,67 +1193,144 @@ async fn updater_loop(input: &Value) -> Out {
     };
     let mut per_cycle = Vec::new();
     for (path, cycle) in loop_cycles(i)? {
-        let vpas: Vec<Arc<VerticalPodAutoscaler>> = cycle
-            .vpas
-            .iter()
-            .enumerate()
-            .map(|(n, v)| vpa_of(&format!("{path}.vpas[{n}]"), v).map(Arc::new))
-            .collect::<Result<_, _>>()?;
-        // The iteration runs the shipped scaling-direction admission, which admits every pod while no
-        // VPA has `evictionRequirements`.
-        match admission {
-            LoopAdmission::AdmitAll => {
-                if let Some(n) = vpas.iter().position(|v| {
-                    v.spec.update_policy.as_ref().is_some_and(|p| {
-                        p.eviction_requirements
-                            .as_ref()
-                            .is_some_and(|r| !r.is_empty())
-                    })
-                }) {
-                    return Err(at(
-                        &format!("{path}.vpas[{n}].spec.updatePolicy.evictionRequirements"),
-                        "config.evictionAdmission \"admitAll\" admits every pod; the shipped admission would not",
-                    ));
-                }
-            }
-        }
-        let all = pods_of(&format!("{path}.pods"), &cycle.pods)?;
-        *calls
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Calls::default();
-        updater.view.mocks = cycle.mocks;
-        updater.view.fetched.set(false);
-        updater.vpas = Box::new(move || vpas.clone());
-        updater.pods = Box::new(move || all.clone());
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
-        let outcome = updater.iterate(Timestamp::now(), deadline).await;
-        let (alive, pods_listed) = match &outcome {
-            Outcome::AdmissionNotAlive(_) => (false, false),
-            Outcome::Ran(report) => (true, report.pods_listed),
-        };
-        let calls = calls
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !calls.unexpected.is_empty() {
-            return Err(at(
-                &format!("{path}.mocks"),
-                format!("unmocked calls {:?}", calls.unexpected),
-            ));
-        }
-        per_cycle.push(json!({
-            "admissionAlive": alive,
-            "selectorFetched": updater.view.fetched.get(),
-            "evictCalls": calls.evict,
-            "inPlaceUpdateCalls": calls.in_place,
-            "canUnboostCalls": calls.unboost,
-            "podsListed": pods_listed,
-        }));
+        per_cycle.push(loop_cycle(&mut updater, &calls, &path, cycle, admission).await?);
     }
     Ok(if several {
         json!({"perCycle": per_cycle})
     } else {
         per_cycle.pop().unwrap_or(Value::Null)
     })
+}
+
+/// The updater of loop vectors, over upstream's doubles.
+type LoopUpdater = Updater<LoopView, Recorder, VectorStatus>;
+
+/// The status validator of a loop vector's `config`: none when the updater does not use the admission
+/// controller's status, else the vector's answer (then required).
+fn loop_status(c: &inputs::LoopConfig) -> Result<Option<VectorStatus>, CaseError> {
+    match (
+        c.use_admission_controller_status,
+        c.admission_controller_status_valid,
+    ) {
+        // Upstream consults no validator then; its answer cannot matter.
+        (false, _) => Ok(None),
+        (true, Some(valid)) => Ok(Some(VectorStatus { valid })),
+        (true, None) => Err(at(
+            "input.config.admissionControllerStatusValid",
+            "required when useAdmissionControllerStatus is true",
+        )),
+    }
+}
+
+/// The iteration settings of a loop vector: its `config`'s thresholds and ignored namespaces and its feature
+/// gates, with the binary's behaviour everywhere else.
+fn loop_iteration_config(i: &inputs::LoopInput) -> IterationConfig {
+    let c = &i.config;
+    IterationConfig {
+        priority: priority_config(&PriorityThresholds {
+            min_change_priority: c.min_change_priority,
+            pod_lifetime_update_threshold: c.pod_lifetime_update_threshold,
+            evict_after_oom_threshold: c.evict_after_oom_threshold,
+        }),
+        gates: (&i.feature_gates).into(),
+        ignored_namespaces: c.ignored_namespaces.clone(),
+        in_place_honours_deferrals: true,
+        fair_order: true,
+        webhook_scope: Default::default(),
+        skip_conflicting_vpas: true,
+        unsized_replacement_probe_interval: None,
+    }
+}
+
+/// A loop vector's `selectors` by VPA name, parsed as the binary parses a `/scale` selector.
+fn loop_selectors(
+    texts: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, LabelSelector>, CaseError> {
+    let mut selectors = BTreeMap::new();
+    for (name, text) in texts {
+        let path = format!("input.selectors.{name}");
+        let parsed = tailor_core::label_selector::parse(text).map_err(|e| at(&path, e))?;
+        // A selector that cannot be evaluated (an empty set) is refused here, not read as "no match".
+        tailor_core::target::selector_matches(&parsed, &BTreeMap::new())
+            .map_err(|e| at(&path, e))?;
+        selectors.insert(name.clone(), parsed);
+    }
+    Ok(selectors)
+}
+
+/// One cycle of a loop vector (at `path`): its VPAs, pods and mocks given to `updater`, one
+/// [`Updater::iterate`], and what it did as the vector's `expected` says it.
+async fn loop_cycle(
+    updater: &mut LoopUpdater,
+    calls: &Mutex<Calls>,
+    path: &str,
+    cycle: Cycle,
+    admission: LoopAdmission,
+) -> Out {
+    let vpas = cycle_vpas(path, &cycle.vpas, admission)?;
+    let all = pods_of(&format!("{path}.pods"), &cycle.pods)?;
+    *calls
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Calls::default();
+    updater.view.mocks = cycle.mocks;
+    updater.view.fetched.set(false);
+    updater.vpas = Box::new(move || vpas.clone());
+    updater.pods = Box::new(move || all.clone());
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    let outcome = updater.iterate(Timestamp::now(), deadline).await;
+    let (alive, pods_listed) = match &outcome {
+        Outcome::AdmissionNotAlive(_) => (false, false),
+        Outcome::Ran(report) => (true, report.pods_listed),
+    };
+    let calls = calls
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !calls.unexpected.is_empty() {
+        return Err(at(
+            &format!("{path}.mocks"),
+            format!("unmocked calls {:?}", calls.unexpected),
+        ));
+    }
+    Ok(json!({
+        "admissionAlive": alive,
+        "selectorFetched": updater.view.fetched.get(),
+        "evictCalls": calls.evict,
+        "inPlaceUpdateCalls": calls.in_place,
+        "canUnboostCalls": calls.unboost,
+        "podsListed": pods_listed,
+    }))
+}
+
+/// A cycle's VPAs; under `admission`, none may have what the shipped admission would refuse to admit.
+fn cycle_vpas(
+    path: &str,
+    list: &[Value],
+    admission: LoopAdmission,
+) -> Result<Vec<Arc<VerticalPodAutoscaler>>, CaseError> {
+    let vpas: Vec<Arc<VerticalPodAutoscaler>> = list
+        .iter()
+        .enumerate()
+        .map(|(n, v)| vpa_of(&format!("{path}.vpas[{n}]"), v).map(Arc::new))
+        .collect::<Result<_, _>>()?;
+    // The iteration runs the shipped scaling-direction admission, which admits every pod while no
+    // VPA has `evictionRequirements`.
+    match admission {
+        LoopAdmission::AdmitAll => {
+            if let Some(n) = vpas.iter().position(|v| {
+                v.spec.update_policy.as_ref().is_some_and(|p| {
+                    p.eviction_requirements
+                        .as_ref()
+                        .is_some_and(|r| !r.is_empty())
+                })
+            }) {
+                return Err(at(
+                    &format!("{path}.vpas[{n}].spec.updatePolicy.evictionRequirements"),
+                    "config.evictionAdmission \"admitAll\" admits every pod; the shipped admission would not",
+                ));
+            }
+        }
+    }
+    Ok(vpas)
 }
 
 /// Evaluates one vector (`kind`, `input`) and returns what the shipped functions give, shaped like the
