@@ -345,6 +345,68 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
             snapshot.ignored.len()
         ));
     }
+    let (admission_alive, alive_reason) = admission_from_lease(snapshot, settings, &mut notes);
+    // In the order the binary hands them over (namespace/name), so that ties fall the same way.
+    notes.extend(snapshot.index.vpas().iter().flat_map(sizing_notes));
+    let vpas = vpas_in_key_order(
+        snapshot
+            .index
+            .vpas()
+            .iter()
+            .cloned()
+            .map(Arc::new)
+            .collect(),
+    );
+    let pods = pods_in_key_order(snapshot.pods.clone());
+    let view = snapshot_view(snapshot, settings);
+    let iteration = iteration_for(snapshot, settings, &mut notes);
+    let mut actuator = DryRun::new(snapshot, settings.rate, settings.interval);
+    let mut state = UpdaterState::default();
+    let mut gauges = IterationGauges::default();
+    let report = run_once(
+        &iteration,
+        &mut state,
+        &view,
+        &mut actuator,
+        &vpas,
+        || pods.clone(),
+        settings.now,
+        &mut gauges,
+        None,
+    )
+    .await;
+    announce_blocked(&mut actuator, &vpas, &report, settings.now);
+    notes.append(&mut actuator.notes);
+    let out = pod_plans(&report, admission_alive);
+    if let Some(why) = alive_reason {
+        notes.push(format!(
+            "admission not alive: {why}; nothing would be updated"
+        ));
+    }
+    Plan {
+        now: settings.now.to_string(),
+        admission_alive,
+        pods: out,
+        skipped_vpas: report
+            .skipped_vpas
+            .iter()
+            .map(|(ns, name, reason)| SkippedVpa {
+                vpa: format!("{ns}/{name}"),
+                reason: reason.clone(),
+            })
+            .collect(),
+        aborted: report.aborted,
+        notes,
+    }
+}
+
+/// Whether the webhook is alive by its status lease in the snapshot (always, when not checked), and why not;
+/// a lease missing from the snapshot is assumed alive, said in a note.
+fn admission_from_lease(
+    snapshot: &Snapshot,
+    settings: &PlanSettings,
+    notes: &mut Vec<String>,
+) -> (bool, Option<String>) {
     let mut admission_alive = true;
     let mut alive_reason = None;
     if let Some((name, timeout)) = &settings.status_lease {
@@ -366,18 +428,12 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
             )),
         }
     }
-    // In the order the binary hands them over (namespace/name), so that ties fall the same way.
-    notes.extend(snapshot.index.vpas().iter().flat_map(sizing_notes));
-    let vpas = vpas_in_key_order(
-        snapshot
-            .index
-            .vpas()
-            .iter()
-            .cloned()
-            .map(Arc::new)
-            .collect(),
-    );
-    let pods = pods_in_key_order(snapshot.pods.clone());
+    (admission_alive, alive_reason)
+}
+
+/// The binary's cache view, filled from the snapshot: its VPA index with its ResourceQuotas, controllers'
+/// replicas, upstream VPAs and namespaces' labels, with the settings' floor and resize rules.
+fn snapshot_view(snapshot: &Snapshot, settings: &PlanSettings) -> CacheView<SnapshotReplicas> {
     let mut view =
         CacheView::new(
             snapshot.index.index().with_quotas(Arc::new(
@@ -407,24 +463,12 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
             })
             .collect(),
     ));
-    let iteration = iteration_for(snapshot, settings, &mut notes);
-    let mut actuator = DryRun::new(snapshot, settings.rate, settings.interval);
-    let mut state = UpdaterState::default();
-    let mut gauges = IterationGauges::default();
-    let report = run_once(
-        &iteration,
-        &mut state,
-        &view,
-        &mut actuator,
-        &vpas,
-        || pods.clone(),
-        settings.now,
-        &mut gauges,
-        None,
-    )
-    .await;
-    announce_blocked(&mut actuator, &vpas, &report, settings.now);
-    notes.append(&mut actuator.notes);
+    view
+}
+
+/// One [`PodPlan`] per pod of the iteration's report, in its order; every pod is skipped when the webhook is
+/// not alive.
+fn pod_plans(report: &crate::iteration::Report, admission_alive: bool) -> Vec<PodPlan> {
     let mut out = Vec::new();
     for v in &report.vpas {
         for (pod, action) in &v.pods {
@@ -445,26 +489,7 @@ pub async fn plan(snapshot: &Snapshot, settings: &PlanSettings) -> Plan {
             });
         }
     }
-    if let Some(why) = alive_reason {
-        notes.push(format!(
-            "admission not alive: {why}; nothing would be updated"
-        ));
-    }
-    Plan {
-        now: settings.now.to_string(),
-        admission_alive,
-        pods: out,
-        skipped_vpas: report
-            .skipped_vpas
-            .iter()
-            .map(|(ns, name, reason)| SkippedVpa {
-                vpa: format!("{ns}/{name}"),
-                reason: reason.clone(),
-            })
-            .collect(),
-        aborted: report.aborted,
-        notes,
-    }
+    out
 }
 
 /// A short text for a resize patch: `cpu request 250m, memory limit 512Mi`.
