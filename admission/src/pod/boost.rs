@@ -1,6 +1,11 @@
 //! Start-up boost (docs/design/upstream-admission.md §3.8).
 
-use super::*;
+use std::cmp::Ordering;
+
+use num_bigint::BigInt;
+use tailor_core::quantity::Amount;
+use tailor_core::sizing::{PodError, parse};
+use tailor_crds::{GenericStartupBoost, StartupBoostType};
 
 pub(super) fn boost_error(msg: impl Into<String>) -> PodError {
     PodError::Boost(msg.into())

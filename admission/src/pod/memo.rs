@@ -28,13 +28,11 @@ use kube::Resource;
 use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
 use prometheus_client::registry::Registry;
 use serde::Serialize;
-use tailor_core::sizing::PatchOptions;
+use tailor_core::sizing::{PatchOptions, UPDATES_ANNOTATION, UPSTREAM_UPDATES_ANNOTATION};
 use tailor_crds::VerticalPodAutoscaler;
 
-use super::{UPDATES_ANNOTATION, UPSTREAM_UPDATES_ANNOTATION};
-
 /// Shards, each with its own lock and share of the memo's bytes.
-pub const MEMO_SHARDS: usize = 1 << SHARD_BITS;
+const MEMO_SHARDS: usize = 1 << SHARD_BITS;
 const SHARD_BITS: u32 = 4;
 /// Pods whose sizing inputs take more than this are not memoised (their reviews are sized every time).
 pub const MAX_KEY_BYTES: usize = 16 << 10;

@@ -12,32 +12,26 @@
 //!    (`remove` for a limit the policy unsets), Tailor's updates and observed-containers annotations.
 //!
 //! Everything here is pure. Tailor-only behaviour sits behind [`PatchOptions`] and is off by default.
+//!
+//! [`process_recommendation`]: tailor_core::sizing::process_recommendation
+//! [`container_resources`]: tailor_core::sizing::container_resources
+//! [`PatchOptions`]: tailor_core::sizing::PatchOptions
 
-use std::cmp::Ordering;
-
-use json_patch::{Patch, PatchOperation};
-use k8s_openapi::api::core::v1::{LimitRange, Pod};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use num_bigint::BigInt;
-use serde_json::{Value, json};
-use tailor_core::policy::{container_policy, controlled_values, scaling_mode, update_mode};
-use tailor_core::quantity::Amount;
-use tailor_crds::{
-    ContainerScalingMode, ControlledValues, GenericStartupBoost, StartupBoostType, UpdateMode,
-    VerticalPodAutoscaler,
-};
+use json_patch::Patch;
+use tailor_core::quota::QuotaFit;
+use tailor_core::sizing::{EnvelopeRefused, LimitPolicyError};
 
 mod boost;
 mod memo;
 mod patch;
 mod review;
 
-use boost::*;
-pub use memo::*;
-pub use patch::*;
-pub use review::*;
-use tailor_core::quota::{Charged, Quota, QuotaFit, QuotaOutcome, fit_to_quotas, limits_tracked};
-use tailor_core::sizing::*;
+pub use memo::{Answer, MAX_KEY_BYTES, PatchMemo, Version, sizing_key};
+pub use patch::{
+    observed_containers_value, patch_pod, patch_pod_within, resource_patches, resource_value_op,
+};
+pub use review::{EnvelopeRefusal, LimitPolicyWarning, PodOutcome, RetryBump, review_pod};
+pub(crate) use review::{OomRetry, review_pod_with};
 
 /// Why a pod was left alone without looking at the recommendation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,7 +68,7 @@ pub struct PodPatch {
     /// Per-container changes, in container order (only containers that got operations).
     pub updates: Vec<ContainerUpdate>,
     /// Resources the recommendation would have changed but the pod budgets at pod level
-    /// ([`pod_level_resources`]): left alone in every container.
+    /// ([`pod_level_resources`](tailor_core::sizing::pod_level_resources)): left alone in every container.
     pub pod_level: Vec<&'static str>,
     /// What quota fit did ([`patch_pod_within`]; `Fits` without quotas).
     pub quota: QuotaFit,

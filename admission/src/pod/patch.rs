@@ -1,7 +1,27 @@
 //! The JSON patch: resource operations, Tailor's annotations and the whole pod patch
 //! (docs/design/upstream-admission.md §3.7, §3.1 steps 6–8).
 
-use super::*;
+use std::cmp::Ordering;
+
+use json_patch::{Patch, PatchOperation};
+use k8s_openapi::api::core::v1::{LimitRange, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use num_bigint::BigInt;
+use serde_json::{Value, json};
+use tailor_core::policy::{container_policy, controlled_values, scaling_mode, update_mode};
+use tailor_core::quantity::Amount;
+use tailor_core::quota::{Charged, Quota, QuotaFit, fit_to_quotas, limits_tracked};
+use tailor_core::sizing::{
+    CPU, ContainerResources, EnvelopeRefused, LimitPolicy, OBSERVED_CONTAINERS_ANNOTATION,
+    PatchOptions, PodError, STARTUP_BOOST_ANNOTATION_PREFIX, Slot, UPDATES_ANNOTATION,
+    UPSTREAM_UPDATES_ANNOTATION, add_annotation_op, add_op, boost_annotation_value, boosted_limit,
+    envelope_ops, escape, leave_pod_level_alone, parse, parse_opt, pod_envelope, pod_level_note,
+    pod_level_resources, remove_annotation_op, remove_op, resources_for_slots, slots,
+};
+use tailor_crds::{ContainerScalingMode, ControlledValues, UpdateMode, VerticalPodAutoscaler};
+
+use super::boost::boosted_cpu;
+use super::{ContainerUpdate, PodPatch, SkipReason};
 
 /// The resource patches for given per-slot resources (docs/design/upstream-admission.md §3.7–§3.8): operations
 /// in container order and the per-container updates. `resources` is indexed like `slots`.
@@ -153,7 +173,7 @@ pub fn resource_value_op(
 }
 
 /// The canonical string form of a quantity (Go's `Quantity.String()`); unparsable text is kept as is.
-pub fn canonical(q: &Quantity) -> Quantity {
+fn canonical(q: &Quantity) -> Quantity {
     Amount::parse(q)
         .map(|a| a.to_quantity())
         .unwrap_or_else(|_| q.clone())
@@ -161,7 +181,7 @@ pub fn canonical(q: &Quantity) -> Quantity {
 
 /// The text of the updates annotation: `Pod resources updated by <vpa>: container 0: …; container 1: …`,
 /// then a note per resource left alone because the pod budgets it at pod level, then `notes` (quota fit).
-pub fn updates_annotation_value(
+fn updates_annotation_value(
     vpa_name: &str,
     updates: &[ContainerUpdate],
     pod_level: &[&str],

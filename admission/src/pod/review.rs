@@ -2,7 +2,16 @@
 
 use std::sync::Arc;
 
-use super::*;
+use json_patch::Patch;
+use k8s_openapi::api::core::v1::Pod;
+use tailor_core::policy::update_mode;
+use tailor_core::quota::{QuotaFit, QuotaOutcome};
+use tailor_core::sizing::{EnvelopeRefused, LimitPolicyError, PatchOptions};
+use tailor_crds::{UpdateMode, VerticalPodAutoscaler};
+
+use super::SkipReason;
+use super::memo::{Answer, PatchMemo, sizing_key};
+use super::patch::patch_pod_within;
 use crate::job_retries::{JobOomHistory, job_owner};
 use tailor_core::sizing::{OomBumpRule, RetryRaise, raise_for_retry};
 
@@ -125,7 +134,7 @@ pub fn review_pod(
 
 /// [`review_pod`], with the memory of a Job pod's retry raised after its earlier attempts' OOM kills
 /// (`retries`; docs/jobs.md): the raise made, if any, comes back for the Event that reports it.
-pub fn review_pod_with(
+pub(crate) fn review_pod_with(
     review: &crate::review::Review<'_>,
     index: &tailor_kube::index::Index,
     options: &PatchOptions,
@@ -395,7 +404,7 @@ impl std::fmt::Debug for RetryBump {
 
 /// A Job pod's retry admitted with more memory, for the log line and the Event on the VPA.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OomRetry {
+pub(crate) struct OomRetry {
     /// The VPA's namespace.
     pub namespace: String,
     /// Its name.

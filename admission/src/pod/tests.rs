@@ -1,3 +1,11 @@
+use k8s_openapi::api::core::v1::{LimitRange, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde_json::{Value, json};
+use tailor_core::sizing::{
+    OBSERVED_CONTAINERS_ANNOTATION, PatchOptions, UPDATES_ANNOTATION, UPSTREAM_UPDATES_ANNOTATION,
+};
+use tailor_crds::VerticalPodAutoscaler;
+
 use super::*;
 use tailor_kube::index::{Index, IndexObjects};
 

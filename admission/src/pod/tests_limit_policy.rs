@@ -2,8 +2,16 @@
 //! the same assembly as keep-ratio, `remove` operations for unset limits, the boost, quotas, and an
 //! annotation that does not parse.
 
+use std::cmp::Ordering;
+
+use json_patch::PatchOperation;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use proptest::prelude::*;
+use serde_json::{Value, json};
 use tailor_core::quota::Quota;
+use tailor_core::sizing::{LIMIT_POLICY_ANNOTATION, PatchOptions, UPDATES_ANNOTATION};
+use tailor_crds::VerticalPodAutoscaler;
 use tailor_kube::index::{Index, IndexObjects};
 
 use super::*;

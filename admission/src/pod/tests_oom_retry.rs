@@ -6,7 +6,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::tests::pod_request;
 use super::*;
 use crate::job_retries::{JobOomHistory, JobOoms};
-use tailor_core::sizing::OomBumpRule;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde_json::{Value, json};
+use tailor_core::sizing::{OomBumpRule, PatchOptions};
+use tailor_crds::VerticalPodAutoscaler;
 use tailor_kube::index::{Index, IndexObjects};
 
 const MI: i64 = 1 << 20;

@@ -1,6 +1,12 @@
 //! The pod-level envelope at admission (docs/pod-level-resources.md): set from the VPA's `tailor.dev/pod`
 //! row behind `--pod-level-resources`, container requests scaled into it, refusals, and the gate off.
 
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde_json::{Value, json};
+use tailor_core::sizing::{POD_ROW, PatchOptions, UPDATES_ANNOTATION};
+use tailor_crds::VerticalPodAutoscaler;
+
 use super::*;
 
 fn options() -> PatchOptions {
