@@ -5,7 +5,10 @@
 use std::path::Path;
 
 use anyhow::Context;
-use plotters::prelude::*;
+use plotters::prelude::{
+    BLACK, ChartBuilder, Circle, Color, IntoDrawingArea, LineSeries, PathElement, RGBColor,
+    SVGBackend, WHITE,
+};
 use serde_json::json;
 use tailor_dashboard::money::Prices;
 use tailor_engine::backtest::{self, Score, Strategy, StrategyResult, strategy::MAX_STRATEGIES};

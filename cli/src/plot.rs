@@ -4,7 +4,10 @@
 use std::path::Path;
 
 use anyhow::Context;
-use plotters::prelude::*;
+use plotters::prelude::{
+    BLACK, BLUE, ChartBuilder, Circle, Color, DrawingArea, DrawingBackend, GREEN, IntoDrawingArea,
+    LineSeries, MAGENTA, PathElement, RED, SVGBackend, SeriesLabelPosition, TriangleMarker, WHITE,
+};
 use tailor_engine::backtest::{Point, Series, StrategyResult};
 
 /// Points drawn per line at most (longer series are thinned evenly; breaches are thinned separately).
