@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The crate boundaries of docs/design/principles.md §2, checked on the real dependency graph: the pure crates
 # (tailor-crds, tailor-core, tailor-engine) stay pure, the graph runs crds -> core -> kube -> components -> cli
-# and the three components never depend on each other, no crate re-exports another's modules, and no crate's
-# modules import each other in a cycle.
+# and the three components never depend on each other, no crate re-exports another's modules, no crate's
+# modules import each other in a cycle, and shipped code imports no globs.
 set -uo pipefail
 # shellcheck source=../check-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../check-lib.sh"
@@ -81,5 +81,10 @@ for src in crds/src core/src kube/src admission/src recommender/src recommender/
   [[ -d $src ]] || { echo "$src is missing"; failed=$((failed + 1)); continue; }
   run "no import cycle between the modules of $src" python3 hack/module_cycles.py "$src"
 done
+# Shipped code names what it imports (`use a::{B, c}`), so a reader finds where a name comes from; a glob
+# (`use a::*`, `pub use a::*`) is for test modules and test files only (glob_imports.py).
+run "no glob imports in shipped code" python3 hack/glob_imports.py crds/src core/src kube/src admission/src \
+  updater/src recommender/src recommender/engine/src recommender/prometheus/src recommender/cluster-fit/src \
+  dashboard/src conformance/src cli/src
 echo "layout: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]
