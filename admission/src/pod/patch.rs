@@ -4,7 +4,7 @@
 use std::cmp::Ordering;
 
 use json_patch::{Patch, PatchOperation};
-use k8s_openapi::api::core::v1::{LimitRange, Pod};
+use k8s_openapi::api::core::v1::{LimitRange, Pod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use num_bigint::BigInt;
 use serde_json::{Value, json};
@@ -18,7 +18,10 @@ use tailor_core::sizing::{
     envelope_ops, escape, leave_pod_level_alone, parse, parse_opt, pod_envelope, pod_level_note,
     pod_level_resources, remove_annotation_op, remove_op, resources_for_slots, slots,
 };
-use tailor_crds::{ContainerScalingMode, ControlledValues, UpdateMode, VerticalPodAutoscaler};
+use tailor_crds::{
+    ContainerResourcePolicy, ContainerScalingMode, ControlledValues, GenericStartupBoost,
+    UpdateMode, VerticalPodAutoscaler,
+};
 
 use super::boost::boosted_cpu;
 use super::{ContainerUpdate, PodPatch, SkipReason};
@@ -26,6 +29,8 @@ use super::{ContainerUpdate, PodPatch, SkipReason};
 /// The resource patches for given per-slot resources (docs/design/upstream-admission.md §3.7–§3.8): operations
 /// in container order and the per-container updates. `resources` is indexed like `slots`.
 /// A start-up CPU boost is not applied where the pod budgets CPU at pod level (`pod_level`).
+/// Per container, in this order: the start-up boost, the new requests and limits, the limits the limit policy
+/// unsets.
 pub fn resource_patches(
     vpa: &VerticalPodAutoscaler,
     slots: &[Slot<'_>],
@@ -41,9 +46,8 @@ pub fn resource_patches(
     let limit_policy = LimitPolicy::or_keep_ratio(vpa);
     let mut ops = Vec::new();
     let mut updates = Vec::new();
-    let empty = ContainerResources::default();
     for (i, slot) in slots.iter().enumerate() {
-        let mut res = resources.get(i).cloned().unwrap_or_else(|| empty.clone());
+        let mut res = resources.get(i).cloned().unwrap_or_default();
         let container_policy = container_policy(policy, slot.name());
         let mut container_ops = Vec::new();
         if vpa_off {
@@ -59,91 +63,21 @@ pub fn resource_patches(
                 .or(vpa.spec.startup_boost.as_ref())
                 .and_then(|b| b.cpu.as_ref());
             if let Some(boost) = boost {
-                let spec_resources = slot.container.resources.as_ref();
-                let spec_request = spec_resources
-                    .and_then(|r| r.requests.as_ref())
-                    .and_then(|m| m.get(CPU));
-                let spec_limit = spec_resources
-                    .and_then(|r| r.limits.as_ref())
-                    .and_then(|m| m.get(CPU));
-                let base = match res.requests.get(CPU).or(spec_request) {
-                    Some(q) => parse(q, || format!("cpu request of {}", slot.name()))?,
-                    None => Amount::zero(),
-                };
-                let boosted = boosted_cpu(&base, boost, max_boost.as_ref())?;
-                let mut request = boosted.to_quantity();
-                if controlled_values(container_policy) == ControlledValues::RequestsOnly {
-                    if let Some(limit) = spec_limit {
-                        let limit = parse(limit, || format!("cpu limit of {}", slot.name()))?;
-                        if boosted.cmp_value(&limit) == Ordering::Greater {
-                            let lm = limit.millis();
-                            request = if lm <= BigInt::from(1) {
-                                limit.to_quantity()
-                            } else {
-                                Amount::from_millis(lm - 1, limit.format).to_quantity()
-                            };
-                        }
-                    }
-                } else if !res.removed_limits.contains(&CPU) {
-                    // The same limit rule as the assembly's (docs/limit-policy.md), from the boosted request.
-                    let rule = limit_policy.rule(slot.name(), CPU);
-                    let limit = boosted_limit(rule, spec_limit, spec_request, &request)?;
-                    if let Some(limit) = limit {
-                        res.limits.insert(CPU.to_owned(), limit);
-                    }
-                }
-                res.requests.insert(CPU.to_owned(), request);
-                let key = format!("{STARTUP_BOOST_ANNOTATION_PREFIX}{}", slot.name());
-                container_ops.push(add_annotation_op(
-                    &key,
-                    &boost_annotation_value(spec_resources),
-                ));
+                container_ops.push(startup_boost(
+                    slot,
+                    container_policy,
+                    boost,
+                    &limit_policy,
+                    max_boost.as_ref(),
+                    &mut res,
+                )?);
             }
         }
         let mut items = res.annotations.clone();
         let base = slot.path();
         let spec_resources = slot.container.resources.as_ref();
-        let needs_requests = !res.requests.is_empty();
-        let needs_limits = !res.limits.is_empty();
-        if (needs_requests || needs_limits) && spec_resources.is_none() {
-            container_ops.push(add_op(&format!("{base}/resources"), json!({})));
-        }
-        for (field, values, has_map, label) in [
-            (
-                "requests",
-                &res.requests,
-                spec_resources.is_some_and(|r| r.requests.is_some()),
-                "request",
-            ),
-            (
-                "limits",
-                &res.limits,
-                spec_resources.is_some_and(|r| r.limits.is_some()),
-                "limit",
-            ),
-        ] {
-            if values.is_empty() {
-                continue;
-            }
-            if !has_map {
-                container_ops.push(add_op(&format!("{base}/resources/{field}"), json!({})));
-            }
-            for (resource, q) in values {
-                container_ops.push(resource_value_op(&base, field, resource, q));
-                items.push(format!("{resource} {label}"));
-            }
-        }
-        // The limit policy's `unset` (docs/limit-policy.md): only a limit the spec has can be removed.
-        let spec_limits = spec_resources.and_then(|r| r.limits.as_ref());
-        for resource in &res.removed_limits {
-            if spec_limits.is_some_and(|l| l.contains_key(*resource)) {
-                container_ops.push(remove_op(&format!(
-                    "{base}/resources/limits/{}",
-                    escape(resource)
-                )));
-                items.push(format!("{resource} limit removed"));
-            }
-        }
+        request_and_limit_ops(&base, spec_resources, &res, &mut container_ops, &mut items);
+        removed_limit_ops(&base, spec_resources, &res, &mut container_ops, &mut items);
         if container_ops.is_empty() {
             continue;
         }
@@ -156,6 +90,133 @@ pub fn resource_patches(
         });
     }
     Ok((ops, updates))
+}
+
+/// The start-up CPU boost of one container (docs/design/upstream-admission.md §3.8): its CPU request in `res`
+/// raised by `boost` (at most to `max`, `--max-allowed-cpu-boost`) from the new request, else the spec's; its
+/// CPU limit by the same limit rule as the assembly's unless `RequestsOnly` keeps the limit. Returns the
+/// annotation that keeps the spec's resources.
+fn startup_boost(
+    slot: &Slot<'_>,
+    container_policy: Option<&ContainerResourcePolicy>,
+    boost: &GenericStartupBoost,
+    limit_policy: &LimitPolicy,
+    max: Option<&Amount>,
+    res: &mut ContainerResources,
+) -> Result<PatchOperation, PodError> {
+    let name = slot.name();
+    let spec_resources = slot.container.resources.as_ref();
+    let spec_request = spec_resources
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|m| m.get(CPU));
+    let spec_limit = spec_resources
+        .and_then(|r| r.limits.as_ref())
+        .and_then(|m| m.get(CPU));
+    let base = match res.requests.get(CPU).or(spec_request) {
+        Some(q) => parse(q, || format!("cpu request of {name}"))?,
+        None => Amount::zero(),
+    };
+    let boosted = boosted_cpu(&base, boost, max)?;
+    let mut request = boosted.to_quantity();
+    if controlled_values(container_policy) == ControlledValues::RequestsOnly {
+        if let Some(limit) = spec_limit {
+            request = under_limit(&boosted, limit, name)?.unwrap_or(request);
+        }
+    } else if !res.removed_limits.contains(&CPU) {
+        // The same limit rule as the assembly's (docs/limit-policy.md), from the boosted request.
+        let rule = limit_policy.rule(name, CPU);
+        let limit = boosted_limit(rule, spec_limit, spec_request, &request)?;
+        if let Some(limit) = limit {
+            res.limits.insert(CPU.to_owned(), limit);
+        }
+    }
+    res.requests.insert(CPU.to_owned(), request);
+    let key = format!("{STARTUP_BOOST_ANNOTATION_PREFIX}{name}");
+    Ok(add_annotation_op(
+        &key,
+        &boost_annotation_value(spec_resources),
+    ))
+}
+
+/// Under `RequestsOnly` the CPU limit stays, so a boosted request above it becomes one millicore less than
+/// the limit (the limit itself when that is at most 1m); `None` when the boosted request is not above it.
+fn under_limit(
+    boosted: &Amount,
+    limit: &Quantity,
+    name: &str,
+) -> Result<Option<Quantity>, PodError> {
+    let limit = parse(limit, || format!("cpu limit of {name}"))?;
+    if boosted.cmp_value(&limit) != Ordering::Greater {
+        return Ok(None);
+    }
+    let lm = limit.millis();
+    Ok(Some(if lm <= BigInt::from(1) {
+        limit.to_quantity()
+    } else {
+        Amount::from_millis(lm - 1, limit.format).to_quantity()
+    }))
+}
+
+/// `add` operations for the container's new requests, then its new limits, under `base` (its path), each map
+/// the spec lacks (and `resources` itself) added empty first; an item per value (`cpu request`, …).
+fn request_and_limit_ops(
+    base: &str,
+    spec_resources: Option<&ResourceRequirements>,
+    res: &ContainerResources,
+    ops: &mut Vec<PatchOperation>,
+    items: &mut Vec<String>,
+) {
+    let needs_requests = !res.requests.is_empty();
+    let needs_limits = !res.limits.is_empty();
+    if (needs_requests || needs_limits) && spec_resources.is_none() {
+        ops.push(add_op(&format!("{base}/resources"), json!({})));
+    }
+    for (field, values, has_map, label) in [
+        (
+            "requests",
+            &res.requests,
+            spec_resources.is_some_and(|r| r.requests.is_some()),
+            "request",
+        ),
+        (
+            "limits",
+            &res.limits,
+            spec_resources.is_some_and(|r| r.limits.is_some()),
+            "limit",
+        ),
+    ] {
+        if values.is_empty() {
+            continue;
+        }
+        if !has_map {
+            ops.push(add_op(&format!("{base}/resources/{field}"), json!({})));
+        }
+        for (resource, q) in values {
+            ops.push(resource_value_op(base, field, resource, q));
+            items.push(format!("{resource} {label}"));
+        }
+    }
+}
+
+/// The limit policy's `unset` (docs/limit-policy.md): a `remove` operation and an item per limit in
+/// `res.removed_limits` that the spec has (only those can be removed).
+fn removed_limit_ops(
+    base: &str,
+    spec_resources: Option<&ResourceRequirements>,
+    res: &ContainerResources,
+    ops: &mut Vec<PatchOperation>,
+    items: &mut Vec<String>,
+) {
+    let spec_limits = spec_resources.and_then(|r| r.limits.as_ref());
+    for resource in &res.removed_limits {
+        if spec_limits.is_some_and(|l| l.contains_key(*resource)) {
+            ops.push(remove_op(&format!(
+                "{base}/resources/limits/{}",
+                escape(resource)
+            )));
+            items.push(format!("{resource} limit removed"));
+        }
+    }
 }
 
 /// `add <container>/resources/<field>/<resource> "<quantity>"` with the quantity in canonical form;
