@@ -110,9 +110,14 @@ def functions(path: pathlib.Path):
     for m in FN.finditer(text):
         if any(a <= m.start() < b for a, b in skip):
             continue
-        # The body opens at the first `{` after the signature, unless a `;` comes first (a declaration).
-        j = m.end()
-        while j < len(text) and text[j] not in "{;":
+        # The body opens at the first `{` after the signature, unless a `;` comes first (a declaration). A `;`
+        # inside brackets or parentheses is part of a type (`[u64; 2]`), not the end of a declaration.
+        j, depth = m.end(), 0
+        while j < len(text) and not (depth == 0 and text[j] in "{;"):
+            if text[j] in "([":
+                depth += 1
+            elif text[j] in ")]":
+                depth = max(0, depth - 1)
             j += 1
         if j >= len(text) or text[j] == ";":
             continue
