@@ -6,18 +6,38 @@
 A module `a` depends on `b` when `a`'s file (a.rs, or every file under a/) names `crate::b` or, from a
 top-level file, `super::b`. Prints each cycle found (one strongly connected component per line) and exits 1
 when there is one; `use super::*` inside unit-test modules is not a dependency.
+
+A folder whose mod.rs declares only public submodules (doc comments and `pub mod x;` lines: a room that
+groups modules by role, such as the recommender's `views/`) is not a module of its own: each module in it
+counts as one, named `room::x`, and `crate::room::x` names it.
 """
 import pathlib
 import re
 import sys
 
 
+def is_room(d: pathlib.Path) -> bool:
+    """Whether folder `d` only groups modules: its mod.rs has doc comments and `pub mod x;` lines only."""
+    mod = d / "mod.rs"
+    if not mod.is_file():
+        return False
+    lines = [l.strip() for l in mod.read_text().splitlines() if l.strip()]
+    return all(l.startswith("//") or re.fullmatch(r"pub mod \w+;", l) for l in lines)
+
+
 def modules(src: pathlib.Path, root: str) -> dict[str, list[pathlib.Path]]:
-    """Top-level module name -> the files that make it up (the crate root is excluded)."""
+    """Top-level module name -> the files that make it up (the crate root is excluded); a room's modules
+    are named `room::x`."""
     out: dict[str, list[pathlib.Path]] = {}
     for f in src.iterdir():
         if f.is_file() and f.suffix == ".rs" and f.name != root:
             out.setdefault(f.stem, []).append(f)
+        elif f.is_dir() and f.name != "bin" and is_room(f):
+            for g in f.iterdir():
+                if g.is_file() and g.suffix == ".rs" and g.name != "mod.rs":
+                    out.setdefault(f"{f.name}::{g.stem}", []).append(g)
+                elif g.is_dir():
+                    out.setdefault(f"{f.name}::{g.name}", []).extend(sorted(g.rglob("*.rs")))
         elif f.is_dir() and f.name != "bin":
             out.setdefault(f.name, []).extend(sorted(f.rglob("*.rs")))
     return out
@@ -46,13 +66,18 @@ def deps(mods: dict[str, list[pathlib.Path]], src: pathlib.Path) -> dict[str, se
             # Comments (doc links included) are not dependencies.
             text = re.sub(r"//[^\n]*", "", strip_tests(f.read_text()))
             top_level = f.parent == src
-            refs = set(re.findall(r"\bcrate::(\w+)", text))
+            paths = re.findall(r"\bcrate::(\w+(?:::\w+)?)", text)
             if top_level:
-                refs |= set(re.findall(r"\bsuper::(\w+)", text))
+                paths += re.findall(r"\bsuper::(\w+(?:::\w+)?)", text)
             # `use crate::{a, b::c}` groups
             for group in re.findall(r"\bcrate::\{([^}]*)\}", text):
-                refs |= {g.strip().split("::")[0] for g in group.split(",") if g.strip()}
-            graph[name] |= {r for r in refs if r in mods and r != name}
+                paths += [g.strip() for g in group.split(",") if g.strip()]
+            for path in paths:
+                parts = path.split("::")
+                # A room's module is its first two segments; any other module its first.
+                ref = "::".join(parts[:2]) if "::".join(parts[:2]) in mods else parts[0]
+                if ref in mods and ref != name:
+                    graph[name].add(ref)
     return graph
 
 

@@ -18,7 +18,7 @@ use harness::*;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tailor_core::workload::SlimWorkload;
-use tailor_recommender::config::ControllerConfig;
+use tailor_recommender::process::config::ControllerConfig;
 
 /// Counts live heap bytes (the `cap` allocator wraps the system one), to tell retained memory from
 /// allocator slack in RSS.

@@ -16,7 +16,7 @@ pub enum Error {
     },
     /// The metrics API could not be listed.
     #[error("metrics API: {0}")]
-    MetricsApi(#[from] crate::metrics_api::SourceError),
+    MetricsApi(#[from] crate::views::metrics_api::SourceError),
     /// PodMetrics items that could not be read were skipped.
     #[error("metrics API: {count} malformed PodMetrics item(s) skipped")]
     MalformedMetrics {

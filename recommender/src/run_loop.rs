@@ -1,28 +1,28 @@
 //! The loop: one iteration ([`Recommender::run_once`]) runs the steps in order — VPAs and pods into the
 //! model ([`crate::ingest`]), usage from the metrics API and OOMs from the observer, recommendations into
-//! VPA status ([`crate::status_writer`]), checkpoints and their GC ([`crate::checkpoint_writer`]) and the
+//! VPA status ([`crate::writers::status_writer`]), checkpoints and their GC ([`crate::writers::checkpoint_writer`]) and the
 //! model's GC — each timed and counted. [`Recommender::run`] repeats it on a ticker. Time enters only as a
 //! parameter of `run_once`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::watched_vpa::WatchedVpa;
+use crate::views::watched_vpa::WatchedVpa;
 use kube::Client;
 use tailor_kube::leader::Fence;
 use tokio::time::Instant;
 
-use crate::config::ControllerConfig;
 use crate::error::Error;
-use crate::history::HistoryBootstrap;
-use crate::metrics::Metrics;
-use crate::metrics_api::MetricsApiSource;
-use crate::oom::OomQueue;
-use crate::ratelimit::RateLimiter;
-use crate::stores::Stores;
-use crate::target::ScaleLookups;
+use crate::process::config::ControllerConfig;
+use crate::process::metrics::Metrics;
 use crate::time::from_timestamp;
 use crate::tracked::{PodEntry, VpaEntry, VpaKey, key_of};
+use crate::views::history::HistoryBootstrap;
+use crate::views::metrics_api::MetricsApiSource;
+use crate::views::oom::OomQueue;
+use crate::views::stores::Stores;
+use crate::views::target::ScaleLookups;
+use crate::writers::ratelimit::RateLimiter;
 use tailor_engine::model::ClusterState;
 use tailor_engine::units::Nanos;
 
@@ -120,14 +120,14 @@ pub struct Recommender {
     pub(crate) vpas_changed: bool,
     pub(crate) history: Option<HistoryBootstrap>,
     /// Run peaks of finished Job pods from the history store (`--job-run-peaks`).
-    pub(crate) job_runs: Option<crate::job_runs::JobRunPeaks>,
+    pub(crate) job_runs: Option<crate::views::job_runs::JobRunPeaks>,
     pub(crate) fence: Fence,
     /// Time of the latest sample the model accepted (0 before the first).
     pub(crate) newest_sample: Nanos,
     /// Events on VPAs (a checkpoint that could not be restored).
-    pub(crate) events: crate::events::EventSink,
+    pub(crate) events: crate::writers::events::EventSink,
     /// Nodes, NodePools and HPAs (node fit and HPA coherence; empty = off).
-    pub(crate) view: crate::cluster_view::ClusterView,
+    pub(crate) view: crate::views::cluster_view::ClusterView,
     /// Where the fleet is published after each loop, when the dashboard is on.
     pub(crate) dashboard: Option<Arc<crate::dashboard::DashboardState>>,
 }
@@ -169,7 +169,7 @@ impl Recommender {
         Recommender {
             model: ClusterState::new(cfg.aggregations, gc),
             source: MetricsApiSource::new(client.clone(), &cfg.vpa_object_namespace),
-            events: crate::events::EventSink::new(client.clone()),
+            events: crate::writers::events::EventSink::new(client.clone()),
             cfg,
             client,
             stores,
@@ -188,7 +188,7 @@ impl Recommender {
             job_runs: None,
             fence: Fence::unfenced(),
             newest_sample: 0,
-            view: crate::cluster_view::ClusterView::default(),
+            view: crate::views::cluster_view::ClusterView::default(),
             dashboard: None,
         }
     }
@@ -218,8 +218,8 @@ impl Recommender {
         self.dashboard = dashboard;
     }
 
-    /// Sizes within the cluster `view` shows: node fit and HPA coherence (see [`crate::cluster_view`]).
-    pub fn with_cluster_view(mut self, view: crate::cluster_view::ClusterView) -> Self {
+    /// Sizes within the cluster `view` shows: node fit and HPA coherence (see [`crate::views::cluster_view`]).
+    pub fn with_cluster_view(mut self, view: crate::views::cluster_view::ClusterView) -> Self {
         self.view = view;
         self
     }
@@ -241,14 +241,14 @@ impl Recommender {
         &self.fence
     }
 
-    /// Loads every new VPA's usage history in the background (see [`crate::history`]).
+    /// Loads every new VPA's usage history in the background (see [`crate::views::history`]).
     pub fn with_history(mut self, history: HistoryBootstrap) -> Self {
         self.history = Some(history);
         self
     }
 
-    /// Reads the peak of each finished Job run from the history store (see [`crate::job_runs`]); `None` stops.
-    pub fn set_job_runs(&mut self, runs: Option<crate::job_runs::JobRunPeaks>) {
+    /// Reads the peak of each finished Job run from the history store (see [`crate::views::job_runs`]); `None` stops.
+    pub fn set_job_runs(&mut self, runs: Option<crate::views::job_runs::JobRunPeaks>) {
         self.job_runs = runs;
     }
 
@@ -281,7 +281,9 @@ impl Recommender {
                 .model
                 .vpas()
                 .get(e.index)
-                .map(|m| crate::history::history_end(&m.initial_states, now.div_euclid(1_000_000)))
+                .map(|m| {
+                    crate::views::history::history_end(&m.initial_states, now.div_euclid(1_000_000))
+                })
                 .unwrap_or(now.div_euclid(1_000_000));
             h.start(key, &t.kind, &t.name, end);
         }
@@ -290,7 +292,7 @@ impl Recommender {
                 continue;
             };
             if let Some(m) = self.model.vpa_mut(e.index) {
-                crate::history::merge_into(&mut m.initial_states, aggs);
+                crate::views::history::merge_into(&mut m.initial_states, aggs);
             }
         }
         let gone: Vec<VpaKey> = self
@@ -357,13 +359,13 @@ impl Recommender {
         self.metrics.step("load_metrics", t.elapsed().as_secs_f64());
         report.phases.ingest_seconds =
             ingest_start.elapsed().as_secs_f64() - report.phases.list_seconds;
-        report.phases.rss_after_ingest = crate::metrics::resident_bytes();
+        report.phases.rss_after_ingest = crate::process::metrics::resident_bytes();
 
         let t = Instant::now();
         self.update_vpas(&owned, now, report.metrics_ok, &mut report)
             .await;
         self.metrics.step("update_vpas", t.elapsed().as_secs_f64());
-        report.phases.rss_after_status = crate::metrics::resident_bytes();
+        report.phases.rss_after_status = crate::process::metrics::resident_bytes();
 
         if self.cfg.checkpoints_enabled {
             let t = Instant::now();
@@ -377,7 +379,7 @@ impl Recommender {
             self.metrics
                 .step("checkpoint_gc", t.elapsed().as_secs_f64());
             report.phases.checkpoint_seconds += t.elapsed().as_secs_f64();
-            report.phases.rss_after_checkpoints = crate::metrics::resident_bytes();
+            report.phases.rss_after_checkpoints = crate::process::metrics::resident_bytes();
         }
 
         let t = Instant::now();

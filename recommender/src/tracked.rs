@@ -1,6 +1,6 @@
 //! What the controller tracks per VPA and per pod besides the model: the state the loop's steps share.
 
-use crate::watched_vpa::WatchedVpa;
+use crate::views::watched_vpa::WatchedVpa;
 use tailor_engine::units::Nanos;
 
 /// `(namespace, name)` of a VPA.
@@ -20,9 +20,9 @@ pub(crate) struct VpaEntry {
     /// When its checkpoints were last written without error.
     pub(crate) last_checkpoint: Option<Nanos>,
     /// The histograms that write stored.
-    pub(crate) checkpoint_shapes: Option<crate::written::WrittenShapes>,
+    pub(crate) checkpoint_shapes: Option<crate::writers::written::WrittenShapes>,
     /// Digests of the stored status the last write was based on, and of what was written.
-    pub(crate) last_written: Option<crate::written::LastWrite>,
+    pub(crate) last_written: Option<crate::writers::written::LastWrite>,
     /// `ConfigUnsupported` message of the target resolution.
     pub(crate) unsupported: Option<String>,
     /// When a missing recommendation was last logged.
@@ -55,7 +55,7 @@ impl VpaEntry {
 /// skip unchanged pods and init containers) and the loop that last saw it.
 #[derive(Debug)]
 pub(crate) struct PodEntry {
-    pub(crate) pod: std::sync::Arc<crate::pod_store::StoredPod>,
+    pub(crate) pod: std::sync::Arc<crate::views::pod_store::StoredPod>,
     pub(crate) seen: u64,
 }
 

@@ -9,9 +9,9 @@ use std::alloc::System;
 use cap::Cap;
 use kube::runtime::watcher;
 use serde_json::json;
-use tailor_recommender::oom::OomQueue;
-use tailor_recommender::stores::new_stores;
-use tailor_recommender::watched_vpa::WatchedVpa;
+use tailor_recommender::views::oom::OomQueue;
+use tailor_recommender::views::stores::new_stores;
+use tailor_recommender::views::watched_vpa::WatchedVpa;
 
 #[global_allocator]
 static ALLOC: Cap<System> = Cap::new(System, usize::MAX);

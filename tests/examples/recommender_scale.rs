@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tailor_engine::model::{AggregateContainerState, AggregationsConfig, SampleSink as _};
 use tailor_engine::units::Nanos;
-use tailor_recommender::checkpoint;
+use tailor_recommender::writers::checkpoint;
 use tailor_tests::process::{
     Process, binary, free_port, proc_status_kib, workspace_root, write_kubeconfig,
 };

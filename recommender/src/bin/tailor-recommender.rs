@@ -1,11 +1,11 @@
 //! `tailor-recommender`: the in-cluster recommender. Watches Tailor VPAs, pods and workloads, samples
 //! `metrics.k8s.io`, writes recommendations into VPA status and keeps checkpoints. Flags ([`Flags`]) →
-//! validated settings (`tailor_recommender::settings`) → the daemon → run.
+//! validated settings (`tailor_recommender::process::settings`) → the daemon → run.
 
 use anyhow::Context as _;
 use clap::Parser as _;
-use tailor_recommender::daemon;
-use tailor_recommender::flags::Flags;
+use tailor_recommender::process::daemon;
+use tailor_recommender::process::flags::Flags;
 
 /// mimalloc, with `MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_PURGE_DELAY=0` as the image and the chart set them:
 /// chosen on measured RSS (BENCHMARKS.md, docs/decisions/recommender-memory.md).

@@ -15,7 +15,7 @@ use tailor_dashboard::model::UpdaterAction;
 use tokio::task::JoinHandle;
 
 use crate::error::Error;
-use crate::metrics::Metrics;
+use crate::process::metrics::Metrics;
 
 /// The component the updater records its events as.
 pub const UPDATER_COMPONENT: &str = "tailor-updater";
@@ -172,7 +172,7 @@ pub fn spawn_watch(
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    let forbidden = crate::stores::is_forbidden(&e);
+                    let forbidden = crate::views::stores::is_forbidden(&e);
                     metrics.record(&Error::Watch {
                         kind: "Event",
                         message: e.to_string(),

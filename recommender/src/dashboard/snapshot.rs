@@ -19,10 +19,10 @@ use tailor_engine::units::Nanos;
 use tailor_engine::model::{ClusterState, PodPhase, UsagePair};
 
 use super::actions::UpdaterActions;
-use crate::pod_store::StoredPod;
-use crate::stores::Stores;
 use crate::tracked::{VpaEntry, VpaKey};
-use crate::watched_vpa::WatchedVpa;
+use crate::views::pod_store::StoredPod;
+use crate::views::stores::Stores;
+use crate::views::watched_vpa::WatchedVpa;
 use tailor_cluster_fit::node_fit::Req;
 use tailor_cluster_fit::nodes::SlimNode;
 
@@ -112,7 +112,7 @@ fn pod_facts<'a>(
                 }
             }
         }
-        let recent = |t: &Option<crate::pod_store::Terminated>| {
+        let recent = |t: &Option<crate::views::pod_store::Terminated>| {
             t.is_some_and(|t| t.oom_killed && t.finished_at.is_some_and(|at| now - at <= DAY))
         };
         for s in p.statuses.iter() {

@@ -23,8 +23,8 @@ use super::FleetConfig;
 use super::metrics::FleetMetrics;
 use super::sources::{FleetInputs, FleetView};
 use super::writer::{EventTarget, FleetEvent, FleetWriter, WriteError, reference};
-use crate::ratelimit::RateLimiter;
-use crate::watched_vpa::WatchedVpa;
+use crate::views::watched_vpa::WatchedVpa;
+use crate::writers::ratelimit::RateLimiter;
 
 /// Events about skipped workloads and refused namespaces recorded per pass at most (the rest are logged).
 pub const EVENTS_PER_PASS: usize = 100;

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use super::{PodEntry, PodFilter};
-use crate::pod_store::StoredPod;
 use crate::run_loop::Recommender;
+use crate::views::pod_store::StoredPod;
 use tailor_core::sizing::POD_ROW;
 use tailor_engine::model::{ContainerId, PodPhase};
 

@@ -1,19 +1,19 @@
 //! Checkpoints into the model: the restored aggregates of VPAs new to the model with their open memory
 //! windows added back (windows listed by pod are continued in containers that still run).
 //! The checkpoints are read from the API server when needed (the watch keeps only which exist,
-//! [`crate::checkpoint_index`]): page by page when many are due (at start), one by one otherwise.
+//! [`crate::views::checkpoint_index`]): page by page when many are due (at start), one by one otherwise.
 
 use std::collections::{BTreeSet, HashMap};
 
 use kube::api::{Api, ListParams};
 
-use crate::checkpoint::{self, OpenWindow, StoredWindows};
 use crate::error::Error;
 use crate::ingest::VpaKey;
 use crate::ingest::stored::StoredCheckpoint;
 use crate::run_loop::{LoopReport, Recommender};
 use crate::time::from_time;
-use crate::written::shapes_of;
+use crate::writers::checkpoint::{self, OpenWindow, StoredWindows};
+use crate::writers::written::shapes_of;
 use tailor_engine::model::{AggregateContainerState, ContainerId, Sample};
 use tailor_engine::units::{Nanos, Resource};
 
@@ -78,7 +78,7 @@ impl Recommender {
                 let message = format!(
                     "Checkpoint {name} was skipped ({why}): container {container} starts without its history"
                 );
-                if events.len() < crate::events::EVENTS_PER_LOOP {
+                if events.len() < crate::writers::events::EVENTS_PER_LOOP {
                     events.push(tailor_kube::vpa_event::VpaEvent {
                         namespace: key.0.to_string(),
                         name: key.1.to_string(),
@@ -162,10 +162,10 @@ impl Recommender {
         });
         let namespaces: std::collections::HashSet<&str> =
             due.iter().map(|(ns, _)| ns.as_str()).collect();
-        let superseded =
-            crate::checkpoint_index::superseded_checkpoints(&self.stores.checkpoints, |ns| {
-                namespaces.contains(ns)
-            });
+        let superseded = crate::views::checkpoint_index::superseded_checkpoints(
+            &self.stores.checkpoints,
+            |ns| namespaces.contains(ns),
+        );
         for key in superseded {
             due.remove(&key);
         }

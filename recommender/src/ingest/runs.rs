@@ -1,15 +1,15 @@
 //! Finished Job runs into the run-peak queue, and the peaks read since the last loop into the model
-//! ([`crate::job_runs`]).
+//! ([`crate::views::job_runs`]).
 
 use std::sync::Arc;
 
 use tailor_engine::model::{ContainerId, Sample};
 use tailor_engine::units::{Nanos, Resource};
 
-use crate::job_runs::{Drained, is_job_pod};
 use crate::run_loop::{LoopReport, Recommender};
 use crate::tracked::key_of;
-use crate::watched_vpa::WatchedVpa;
+use crate::views::job_runs::{Drained, is_job_pod};
+use crate::views::watched_vpa::WatchedVpa;
 
 /// Target kinds whose pods are a Job's runs.
 const JOB_KINDS: [&str; 2] = ["Job", "CronJob"];

@@ -4,9 +4,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::error::Error;
-use crate::metrics_api::PodMetrics;
 use crate::run_loop::{LoopReport, Recommender};
 use crate::tracked::PodEntry;
+use crate::views::metrics_api::PodMetrics;
 use tailor_core::sizing::POD_ROW;
 use tailor_engine::model::{ClusterState, ContainerId, ModelError, OomBump, Sample};
 use tailor_engine::units::Resource;
@@ -25,7 +25,7 @@ impl Recommender {
             .await;
         self.newest_sample = newest;
         report.phases.list_seconds = t.elapsed().as_secs_f64();
-        report.phases.rss_after_list = crate::metrics::resident_bytes();
+        report.phases.rss_after_list = crate::process::metrics::resident_bytes();
         self.metrics
             .step("metrics_list", report.phases.list_seconds);
         // Samples fed before an error (the list is fed as it arrives) are counted as well.
@@ -251,8 +251,8 @@ mod pod_level_tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::metrics_list::ContainerUsage;
-    use crate::pod_store::{Interner, StoredPod};
+    use crate::views::metrics_list::ContainerUsage;
+    use crate::views::pod_store::{Interner, StoredPod};
     use tailor_engine::estimate::{RecommenderConfig, VpaInput, recommend};
     use tailor_engine::model::{AggregationsConfig, PodPhase, Selector, VpaState};
 

@@ -9,8 +9,8 @@ use tailor_kube::scale::scale_selector;
 use super::{VpaAction, VpaEntry, VpaKey, key_of, recommender_names, resource_policy, vpa_action};
 use crate::error::Error;
 use crate::run_loop::Recommender;
-use crate::target::{self, ScaleEntry, StoreLookup, TargetKey};
-use crate::watched_vpa::WatchedVpa;
+use crate::views::target::{self, ScaleEntry, StoreLookup, TargetKey};
+use crate::views::watched_vpa::WatchedVpa;
 use tailor_engine::model::VpaState;
 use tailor_engine::units::Nanos;
 

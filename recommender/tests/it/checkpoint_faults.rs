@@ -156,7 +156,7 @@ async fn an_absurd_total_weight_is_skipped_like_any_bad_checkpoint() {
 
 #[tokio::test]
 async fn ooms_replayed_after_a_restart_are_not_counted_twice() {
-    use tailor_recommender::oom::{OomRecord, OomSource};
+    use tailor_recommender::views::oom::{OomRecord, OomSource};
     let (before, checkpoint) = one_checkpoint().await;
     // Written at the last loop of the first process (59 minutes in).
     let written = tailor_recommender::time::parse_rfc3339(

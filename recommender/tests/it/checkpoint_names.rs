@@ -7,7 +7,7 @@ use crate::harness::*;
 use kube::runtime::watcher;
 use serde_json::json;
 use tailor_core::workload::SlimWorkload;
-use tailor_recommender::config::ControllerConfig;
+use tailor_recommender::process::config::ControllerConfig;
 
 /// VPA `web` over pods with container `api-app`, VPA `web-api` over pods with container `app`.
 fn colliding(h: &mut Harness) {

@@ -4,7 +4,7 @@
 
 use crate::controller::{CHECKPOINTS, add_pods, sample_list, setup};
 use crate::harness::*;
-use tailor_recommender::config::ControllerConfig;
+use tailor_recommender::process::config::ControllerConfig;
 
 const DAY: i64 = 86_400;
 

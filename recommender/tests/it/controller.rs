@@ -11,8 +11,8 @@ use tailor_core::workload::SlimWorkload;
 use tailor_crds::{VerticalPodAutoscaler, VerticalPodAutoscalerCheckpoint};
 use tailor_engine::model::Selector;
 use tailor_engine::replay::{ReplayConfig, Trace, TraceContainer, TracePod, try_replay};
-use tailor_recommender::config::ControllerConfig;
-use tailor_recommender::slim::SlimContainerStatus;
+use tailor_recommender::process::config::ControllerConfig;
+use tailor_recommender::views::slim::SlimContainerStatus;
 
 const VPA_STATUS: &str = "/apis/autoscaling.tailor.dev/v1/namespaces/default/verticalpodautoscalers/web/status?&fieldManager=tailor-recommender";
 pub(crate) const CHECKPOINTS: &str =
@@ -684,7 +684,7 @@ async fn the_open_windows_of_4000_pods_fit_in_a_bounded_annotation_and_restore()
         .unwrap();
     // Under the API server's 256 KiB of annotations (short pod names: every window listed).
     assert!(
-        annotation.len() < tailor_recommender::checkpoint::LISTED_WINDOW_BYTES + 8 * 1024,
+        annotation.len() < tailor_recommender::writers::checkpoint::LISTED_WINDOW_BYTES + 8 * 1024,
         "annotation of {} bytes for {pods} pods",
         annotation.len()
     );
@@ -825,7 +825,7 @@ async fn eviction_events_become_ooms_with_their_usage() {
         "reason": "Evicted",
     }))
     .unwrap();
-    let records = tailor_recommender::oom::eviction_ooms(&ev);
+    let records = tailor_recommender::views::oom::eviction_ooms(&ev);
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].memory_bytes, 1 << 30);
     h.ooms.push(records);

@@ -16,7 +16,7 @@ use tailor_recommender::fleet::controller::FleetController;
 use tailor_recommender::fleet::metrics::FleetMetrics;
 use tailor_recommender::fleet::writer::{EventTarget, FleetEvent, FleetWriter, WriteError};
 use tailor_recommender::fleet::{FleetFlags, FleetView};
-use tailor_recommender::watched_vpa::WatchedVpa;
+use tailor_recommender::views::watched_vpa::WatchedVpa;
 
 /// One call the controller made.
 #[derive(Clone, Debug, PartialEq)]

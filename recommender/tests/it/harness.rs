@@ -20,15 +20,15 @@ use tailor_crds::{
     VerticalPodAutoscalerSpec,
 };
 use tailor_engine::units::Nanos;
-use tailor_recommender::checkpoint_index::CheckpointHead;
-use tailor_recommender::config::ControllerConfig;
-use tailor_recommender::metrics::Metrics;
-use tailor_recommender::oom::OomQueue;
-use tailor_recommender::ratelimit::RateLimiter;
+use tailor_recommender::process::config::ControllerConfig;
+use tailor_recommender::process::metrics::Metrics;
 use tailor_recommender::run_loop::Recommender;
-use tailor_recommender::slim::WatchedPod;
-use tailor_recommender::stores::{Stores, Writers, new_stores};
-use tailor_recommender::watched_vpa::WatchedVpa;
+use tailor_recommender::views::checkpoint_index::CheckpointHead;
+use tailor_recommender::views::oom::OomQueue;
+use tailor_recommender::views::slim::WatchedPod;
+use tailor_recommender::views::stores::{Stores, Writers, new_stores};
+use tailor_recommender::views::watched_vpa::WatchedVpa;
+use tailor_recommender::writers::ratelimit::RateLimiter;
 use tailor_tests::standin::{Action, ApiServer, Fault, Match, Options};
 use tower::ServiceExt as _;
 

@@ -1,4 +1,4 @@
-//! The controller's history bootstrap ([`tailor_recommender::history`]) against a faulty Prometheus, played by
+//! The controller's history bootstrap ([`tailor_recommender::views::history`]) against a faulty Prometheus, played by
 //! the stub shared with the `tailor` CLI's tests (`tests/src/prom_stub.rs`, in `tailor-tests`).
 
 use std::collections::BTreeMap;
@@ -9,9 +9,11 @@ use std::time::Duration;
 use tailor_engine::model::AggregationsConfig;
 use tailor_prometheus::client::{ClientConfig, PromClient};
 use tailor_prometheus::history::HistoryConfig;
-use tailor_recommender::history::{HistoryBootstrap, HistoryOptions, history_end, merge_into};
-use tailor_recommender::status_writer::{Findings, plan_status};
 use tailor_recommender::time::to_time_secs;
+use tailor_recommender::views::history::{
+    HistoryBootstrap, HistoryOptions, history_end, merge_into,
+};
+use tailor_recommender::writers::status_writer::{Findings, plan_status};
 
 use tailor_tests::prom_stub::{END, Reply, healthy, is_history, stub, window_start};
 

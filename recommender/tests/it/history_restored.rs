@@ -9,9 +9,9 @@ use tailor_engine::model::AggregationsConfig;
 use tailor_prometheus::client::{ClientConfig, PromClient};
 use tailor_prometheus::history::HistoryConfig;
 use tailor_recommender::Recommender;
-use tailor_recommender::config::ControllerConfig;
-use tailor_recommender::history::{HistoryBootstrap, HistoryOptions};
-use tailor_recommender::ratelimit::RateLimiter;
+use tailor_recommender::process::config::ControllerConfig;
+use tailor_recommender::views::history::{HistoryBootstrap, HistoryOptions};
+use tailor_recommender::writers::ratelimit::RateLimiter;
 
 /// History from a Prometheus that refuses every connection, `concurrency` loads at once.
 fn unreachable_history(concurrency: usize) -> HistoryBootstrap {

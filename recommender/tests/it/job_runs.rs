@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher;
 use tailor_core::workload::SlimWorkload;
-use tailor_recommender::config::ControllerConfig;
-use tailor_recommender::slim::WatchedPod;
+use tailor_recommender::process::config::ControllerConfig;
+use tailor_recommender::views::slim::WatchedPod;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use tailor_prometheus::client::{ClientConfig, PromClient};
 use tailor_prometheus::history::HistoryConfig;
-use tailor_recommender::job_runs::{JobRunOptions, JobRunPeaks};
+use tailor_recommender::views::job_runs::{JobRunOptions, JobRunPeaks};
 use tailor_tests::prom_stub::{Reply, stub};
 
 use crate::controller::{APP, add_pods, cpu_at, mem_at};

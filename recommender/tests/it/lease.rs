@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tailor_kube::leader::{LeaderElector, LeaseSettings};
 use tailor_kube::leader::{LeaseError, LeaseLost};
 use tailor_recommender::Stopped;
-use tailor_recommender::config::ControllerConfig;
+use tailor_recommender::process::config::ControllerConfig;
 
 const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/tailor/leases/tailor-recommender";
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/tailor/leases";

@@ -4,7 +4,7 @@
 use crate::controller::{CHECKPOINTS, add_pods, restarted_with, sample_list_every, setup};
 use crate::harness::*;
 use serde_json::Value;
-use tailor_recommender::config::ControllerConfig;
+use tailor_recommender::process::config::ControllerConfig;
 
 /// Loops 30 minutes apart, over five days (five memory windows per pod, some closed between restarts).
 const STEP: i64 = 1800;

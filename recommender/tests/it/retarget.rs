@@ -6,7 +6,7 @@ use crate::harness::*;
 use kube::runtime::watcher;
 use tailor_core::workload::SlimWorkload;
 use tailor_crds::VerticalPodAutoscalerCheckpoint;
-use tailor_recommender::config::ControllerConfig;
+use tailor_recommender::process::config::ControllerConfig;
 
 const BIG: &[(&str, &str)] = &[("app", "big")];
 const SMALL: &[(&str, &str)] = &[("app", "small")];

@@ -21,13 +21,13 @@ use tailor_engine::model::{
 use tailor_engine::policy::Resources;
 use tailor_engine::quantity::parse_milli;
 use tailor_engine::units::{self, Nanos, Resource};
-use tailor_recommender::checkpoint_writer::{
-    CheckpointCandidate, checkpoint_plan, fetching_history, may_start,
-};
 use tailor_recommender::ingest::PodFilter;
 use tailor_recommender::selection;
-use tailor_recommender::status_writer::{Findings, plan_status, to_api_recommendation};
-use tailor_recommender::target::{self, TargetKey, TargetLookup};
+use tailor_recommender::views::target::{self, TargetKey, TargetLookup};
+use tailor_recommender::writers::checkpoint_writer::{
+    CheckpointCandidate, checkpoint_plan, fetching_history, may_start,
+};
+use tailor_recommender::writers::status_writer::{Findings, plan_status, to_api_recommendation};
 
 const OWNED_ELSEWHERE: [&str; 3] = ["container_policy", "capping", "limitrange_capping"];
 /// Vector ids deliberately skipped (each is a row in DEVIATIONS.md). Empty: none.

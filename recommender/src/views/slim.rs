@@ -85,7 +85,7 @@ impl WatchedPod {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pod_store::{Interner, StoredPod};
+    use crate::views::pod_store::{Interner, StoredPod};
     use tailor_engine::model::PodPhase;
 
     #[test]

@@ -20,7 +20,7 @@ use tailor_prometheus::client::PromClient;
 use tailor_prometheus::history::HistoryConfig;
 use tailor_prometheus::run_peak::{Run, RunPeak, run_peak};
 
-use crate::pod_store::StoredPod;
+use crate::views::pod_store::StoredPod;
 
 /// The labels the Job controller puts on its pods (the legacy name and the `batch.kubernetes.io/` one).
 pub const JOB_NAME_LABELS: [&str; 2] = ["batch.kubernetes.io/job-name", "job-name"];

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::Event;
 
-use super::pod_store::StoredPod;
-use super::time::from_time;
+use crate::time::from_time;
+use crate::views::pod_store::StoredPod;
 use tailor_engine::units::Nanos;
 
 /// Where an OOM record came from.

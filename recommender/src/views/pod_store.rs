@@ -3,7 +3,7 @@
 //! reflector store of whole objects. About 0.4 KiB per pod instead of 2.2 KiB (docs/decisions/recommender-memory.md; the test
 //! `pod_store_bytes_per_pod_stay_under_the_bound` holds the bound).
 //!
-//! The writer ([`crate::stores::PodFeed`]) follows the watcher's protocol as kube's reflector writer does:
+//! The writer ([`crate::views::stores::PodFeed`]) follows the watcher's protocol as kube's reflector writer does:
 //! a relist fills a buffer that replaces the store at `InitDone`, so the store (and the OOM observer's
 //! comparison) keeps the previous copies until then.
 
@@ -17,8 +17,8 @@ use tokio::sync::watch;
 
 use tailor_core::sizing::{IN_PLACE_UPDATED_ANNOTATION, OBSERVED_CONTAINERS_ANNOTATION};
 
-use crate::slim::{SlimContainerStatus, WatchedPod};
 use crate::time::from_time;
+use crate::views::slim::{SlimContainerStatus, WatchedPod};
 use tailor_cluster_fit::node_fit::PodShape;
 
 /// A terminated container state, as far as the OOM observer reads it.
@@ -41,7 +41,7 @@ pub struct StatusSummary {
     pub running: bool,
     /// The current state, when terminated.
     pub terminated: Option<Terminated>,
-    /// The current terminated state's `startedAt`: with `finishedAt`, a finished run ([`crate::job_runs`]).
+    /// The current terminated state's `startedAt`: with `finishedAt`, a finished run ([`crate::views::job_runs`]).
     pub run_started_at: Option<Nanos>,
     /// The last state, when terminated.
     pub last_terminated: Option<Terminated>,

@@ -19,13 +19,13 @@ use tailor_kube::reflectors::{
 use tailor_kube::shelf::CacheStopped;
 use tokio::task::JoinHandle;
 
-use super::checkpoint_index::{CheckpointHead, CheckpointIndex, CheckpointIndexWriter};
-use super::error::Error;
-use super::metrics::Metrics;
-use super::oom::{OomQueue, eviction_ooms, pod_ooms};
-use super::pod_store::{PodStore, StoredPod};
-use super::slim::WatchedPod;
-use super::watched_vpa::WatchedVpa;
+use crate::error::Error;
+use crate::process::metrics::Metrics;
+use crate::views::checkpoint_index::{CheckpointHead, CheckpointIndex, CheckpointIndexWriter};
+use crate::views::oom::{OomQueue, eviction_ooms, pod_ooms};
+use crate::views::pod_store::{PodStore, StoredPod};
+use crate::views::slim::WatchedPod;
+use crate::views::watched_vpa::WatchedVpa;
 
 /// Read handles of every store.
 #[derive(Clone)]

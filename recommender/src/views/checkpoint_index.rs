@@ -64,8 +64,8 @@ impl CheckpointIndexWriter {
     }
 }
 
-/// `(namespace, name)` of checkpoints under upstream's name ([`crate::checkpoint::legacy_checkpoint_name`]) whose
-/// (VPA, container) also has one under Tailor's ([`crate::checkpoint::checkpoint_name`]), in namespaces `watched`:
+/// `(namespace, name)` of checkpoints under upstream's name ([`crate::writers::checkpoint::legacy_checkpoint_name`]) whose
+/// (VPA, container) also has one under Tailor's ([`crate::writers::checkpoint::checkpoint_name`]), in namespaces `watched`:
 /// superseded, read no more and deleted by GC. An object under a name two pairs share is superseded only
 /// for the pair its spec names.
 pub fn superseded_checkpoints(
@@ -80,9 +80,9 @@ pub fn superseded_checkpoints(
             return;
         }
         let pair = (ns.to_owned(), c.vpa.to_string(), c.container.to_string());
-        if name == crate::checkpoint::checkpoint_name(&pair.1, &pair.2) {
+        if name == crate::writers::checkpoint::checkpoint_name(&pair.1, &pair.2) {
             current.insert(pair);
-        } else if name == crate::checkpoint::legacy_checkpoint_name(&pair.1, &pair.2) {
+        } else if name == crate::writers::checkpoint::legacy_checkpoint_name(&pair.1, &pair.2) {
             legacy.push((pair, name.to_owned()));
         }
     });

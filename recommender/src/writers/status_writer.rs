@@ -19,20 +19,20 @@ use tailor_kube::leader::Fence;
 
 use crate::error::Error;
 use crate::ingest::{VpaKey, key_of};
-use crate::metrics::SizedWithinCluster;
-use crate::ratelimit::RateLimiter;
+use crate::process::metrics::SizedWithinCluster;
 use crate::run_loop::{FIELD_MANAGER, LoopReport, Recommender};
 use crate::selection::{RECOMMENDATION_MISSING_LOG_PERIOD, track_missing_recommendation};
 use crate::time::to_time_secs;
-use crate::watched_vpa::{StoredStatus, WatchedVpa};
-use crate::write_request::patch_discarding;
-pub use crate::written::{LastWrite, StatusDigest};
+use crate::views::watched_vpa::{StoredStatus, WatchedVpa};
+use crate::writers::ratelimit::RateLimiter;
+use crate::writers::write_request::patch_discarding;
+pub use crate::writers::written::{LastWrite, StatusDigest};
 use tailor_engine::estimate::{ContainerRecommendation, VpaInput, confidence, recommend};
 use tailor_engine::model::AggregateContainerState;
 use tailor_engine::policy::Resources;
 use tailor_engine::units::Nanos;
 
-use crate::cluster_view::loop_view;
+use crate::views::cluster_view::loop_view;
 use tailor_cluster_fit::node_fit::{MAX_SHAPES, PodShape};
 use tailor_cluster_fit::view::FitView;
 use tailor_cluster_fit::within::{
@@ -980,7 +980,7 @@ mod tests {
                 left_to_hpa: 1
             }
         );
-        let metrics = crate::metrics::Metrics::new();
+        let metrics = crate::process::metrics::Metrics::new();
         metrics.sized_within_cluster(&sized);
         let text = metrics.encode();
         for reason in ["node_capped", "no_node_fits", "left_to_hpa"] {

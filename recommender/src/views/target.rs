@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use tailor_core::target::WorkloadInfo;
 use tailor_crds::CrossVersionObjectReference;
 
-use super::stores::Stores;
+use crate::views::stores::Stores;
 use tailor_core::target::is_well_known;
 use tailor_engine::model::Selector;
 use tailor_engine::units::Nanos;

@@ -9,12 +9,12 @@ use anyhow::{Context, bail};
 use tailor_engine::model::AggregationsConfig;
 use tailor_prometheus::client::PromClient;
 
-use crate::cluster_view::ViewConfig;
-use crate::config::ControllerConfig;
-use crate::daemon::DaemonSettings;
-use crate::flags::{Flags, duration};
-use crate::history::{HistoryBootstrap, HistoryOptions};
-use crate::job_runs::JobRunOptions;
+use crate::process::config::ControllerConfig;
+use crate::process::daemon::DaemonSettings;
+use crate::process::flags::{Flags, duration};
+use crate::views::cluster_view::ViewConfig;
+use crate::views::history::{HistoryBootstrap, HistoryOptions};
+use crate::views::job_runs::JobRunOptions;
 use tailor_cluster_fit::karpenter::InstanceTable;
 
 impl Flags {

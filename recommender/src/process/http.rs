@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use tailor_kube::admin::{AdminServer, OPENMETRICS, Probes, Routes};
 
-use super::metrics::Metrics;
+use crate::process::metrics::Metrics;
 
 /// The recommender's routes: `/health-check` as upstream, no `/readyz`, `/metrics` as OpenMetrics.
 const ROUTES: Routes = Routes {

@@ -1,7 +1,7 @@
 //! Live usage from `metrics.k8s.io/v1beta1` PodMetrics (metrics-server): one CPU and one memory sample per
 //! container per poll, stamped with the PodMetrics timestamp.
 //!
-//! The list is decoded while it arrives ([`crate::metrics_list`]) and each pod handed to a callback (the
+//! The list is decoded while it arrives ([`crate::views::metrics_list`]) and each pod handed to a callback (the
 //! loop feeds its samples straight into the model): neither the response text nor a list of objects is
 //! ever held whole.
 
@@ -9,8 +9,8 @@ use futures::AsyncBufReadExt as _;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::{Api, Client};
 
-use crate::metrics_list::ListDecoder;
-pub use crate::metrics_list::{ContainerUsage, PodMetrics};
+use crate::views::metrics_list::ListDecoder;
+pub use crate::views::metrics_list::{ContainerUsage, PodMetrics};
 
 /// Errors reading the metrics API.
 #[derive(Debug, thiserror::Error)]

@@ -1,4 +1,4 @@
-//! The recommender's flags, as `tailor-recommender --help` lists them; [`crate::settings`] validates them into
+//! The recommender's flags, as `tailor-recommender --help` lists them; [`crate::process::settings`] validates them into
 //! the daemon's settings. Names and defaults follow the upstream VPA recommender.
 
 use std::time::Duration;
@@ -178,7 +178,7 @@ pub struct Flags {
     /// Histories loaded from Prometheus at once; the other new VPAs wait for a slot.
     #[arg(
         long,
-        default_value_t = crate::history::DEFAULT_CONCURRENCY as u64,
+        default_value_t = crate::views::history::DEFAULT_CONCURRENCY as u64,
         value_parser = clap::value_parser!(u64).range(1..=256),
         help_heading = "History from Prometheus"
     )]
@@ -195,7 +195,7 @@ pub struct Flags {
     /// tailor_recommender_job_run_peaks_total{result="dropped"}).
     #[arg(
         long,
-        default_value_t = crate::job_runs::DEFAULT_MAX_PENDING as u64,
+        default_value_t = crate::views::job_runs::DEFAULT_MAX_PENDING as u64,
         value_parser = clap::value_parser!(u64).range(1..=1_000_000),
         help_heading = "History from Prometheus"
     )]
@@ -204,7 +204,7 @@ pub struct Flags {
     /// limited by --prometheus-query-timeout and never retried (a failed run is skipped).
     #[arg(
         long,
-        default_value_t = crate::job_runs::DEFAULT_QPS,
+        default_value_t = crate::views::job_runs::DEFAULT_QPS,
         value_parser = positive_rate,
         help_heading = "History from Prometheus"
     )]

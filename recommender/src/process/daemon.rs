@@ -13,17 +13,17 @@ use tailor_kube::shelf::CacheStopped;
 use tailor_kube::shutdown::Shutdown;
 use tokio::task::JoinHandle;
 
-use crate::cluster_view::{self, ClusterView, ViewConfig, new_view, spawn_view_watchers};
-use crate::config::ControllerConfig;
 use crate::dashboard::DashboardState;
 use crate::fleet::{FleetConfig, FleetController, FleetView, sources, writer::ApiWriter};
-use crate::history::HistoryBootstrap;
-use crate::http::{self, Health};
-use crate::metrics::Metrics;
-use crate::oom::OomQueue;
-use crate::ratelimit::RateLimiter;
+use crate::process::config::ControllerConfig;
+use crate::process::http::{self, Health};
+use crate::process::metrics::Metrics;
 use crate::run_loop::{LoopReport, Recommender, Stopped, wall_now};
-use crate::stores::{Stores, new_stores, spawn_watchers, wait_until_ready};
+use crate::views::cluster_view::{self, ClusterView, ViewConfig, new_view, spawn_view_watchers};
+use crate::views::history::HistoryBootstrap;
+use crate::views::oom::OomQueue;
+use crate::views::stores::{Stores, new_stores, spawn_watchers, wait_until_ready};
+use crate::writers::ratelimit::RateLimiter;
 use tailor_dashboard::money::Prices;
 
 /// Everything the recommender binary runs with, checked.
@@ -37,7 +37,7 @@ pub struct DaemonSettings {
     /// The Prometheus history of new VPAs, when asked for.
     pub history: Option<HistoryBootstrap>,
     /// Run peaks of finished Job pods from Prometheus, when asked for (the worker starts with the loop).
-    pub job_runs: Option<crate::job_runs::JobRunOptions>,
+    pub job_runs: Option<crate::views::job_runs::JobRunOptions>,
     /// Leader election (`None`: not asked for).
     pub lease: Option<LeaseSettings>,
     /// How the Kubernetes client is made.
@@ -224,7 +224,7 @@ impl Daemon {
         if let Some(h) = s.history {
             rec = rec.with_history(h);
         }
-        rec.set_job_runs(s.job_runs.map(crate::job_runs::JobRunPeaks::new));
+        rec.set_job_runs(s.job_runs.map(crate::views::job_runs::JobRunPeaks::new));
         if let Some(d) = &self.dashboard {
             rec = rec.with_dashboard(d.clone());
         }
@@ -457,7 +457,7 @@ pub fn runtime(threads: u16) -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 /// Flags → validated settings → the daemon → run until SIGTERM or a lost lease.
-pub async fn run(flags: crate::flags::Flags) -> anyhow::Result<()> {
+pub async fn run(flags: crate::process::flags::Flags) -> anyhow::Result<()> {
     flags.log.init();
     let settings = flags.daemon_settings()?;
     let daemon = Daemon::start(settings).await?;

@@ -16,16 +16,16 @@ use tailor_crds::{VerticalPodAutoscalerCheckpoint, VerticalPodAutoscalerConditio
 use tailor_kube::leader::Fence;
 use tokio::time::Instant;
 
-use crate::checkpoint::{self, WindowAggregate};
-use crate::checkpoint_index::CheckpointIndex;
 use crate::error::Error;
 use crate::ingest::stored::StoredCheckpoint;
 use crate::ingest::{VpaKey, key_of};
-use crate::ratelimit::RateLimiter;
 use crate::run_loop::{FIELD_MANAGER, LoopReport, Recommender};
-use crate::watched_vpa::WatchedVpa;
-use crate::write_request::patch_discarding;
-pub use crate::written::{HistogramShape, WrittenShapes, shapes_of};
+use crate::views::checkpoint_index::CheckpointIndex;
+use crate::views::watched_vpa::WatchedVpa;
+use crate::writers::checkpoint::{self, WindowAggregate};
+use crate::writers::ratelimit::RateLimiter;
+use crate::writers::write_request::patch_discarding;
+pub use crate::writers::written::{HistogramShape, WrittenShapes, shapes_of};
 use tailor_engine::model::VpaCheckpoint;
 use tailor_engine::units::Nanos;
 
@@ -437,7 +437,7 @@ impl Recommender {
         let mut doomed = orphaned_checkpoints(&self.stores.checkpoints, &existing, |ns| {
             self.cfg.namespace_watched(ns)
         });
-        doomed.extend(crate::checkpoint_index::superseded_checkpoints(
+        doomed.extend(crate::views::checkpoint_index::superseded_checkpoints(
             &self.stores.checkpoints,
             |ns| self.cfg.namespace_watched(ns),
         ));
@@ -533,7 +533,7 @@ impl Recommender {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint_index::{CheckpointHead, CheckpointIndexWriter};
+    use crate::views::checkpoint_index::{CheckpointHead, CheckpointIndexWriter};
 
     #[test]
     fn the_pod_level_aggregate_is_checkpointed_and_restored_like_a_container_one() {

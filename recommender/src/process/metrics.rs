@@ -2,7 +2,7 @@
 
 use crate::error::Error;
 use crate::fleet::metrics::FleetMetrics;
-use crate::recommendation_metrics::RecommendationMetrics;
+use crate::process::recommendation_metrics::RecommendationMetrics;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

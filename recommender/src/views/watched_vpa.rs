@@ -11,7 +11,7 @@ use tailor_crds::{
     VerticalPodAutoscalerSpec,
 };
 
-use crate::written::StatusDigest;
+use crate::writers::written::StatusDigest;
 
 /// Metadata as the VPA store keeps it: managed fields and every label but the managed-by one (which, with
 /// the fleet's annotation, marks the VPAs the fleet created) go; annotations stay (post-processor switches).
