@@ -10,10 +10,10 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use tailor_conformance::updater as case;
 use tailor_kube::rate::RateSettings;
-use tailor_updater::flags::UpdaterFlags;
+use tailor_updater::decisions::resize_check::ResizeRules;
 use tailor_updater::preview::plan::{PlanSettings, plan, table};
 use tailor_updater::preview::snapshot::Snapshot;
-use tailor_updater::resize_check::ResizeRules;
+use tailor_updater::process::flags::UpdaterFlags;
 
 use crate::error::InputError;
 

@@ -43,25 +43,28 @@ use inputs::{
     RecommendationProcessor, StepOp, object, parse,
 };
 use tailor_kube::rate::{RateSettings, TokenBucket};
-use tailor_updater::calculator::PriorityCalculator;
-use tailor_updater::config::{PriorityConfig, RestrictionConfig};
-use tailor_updater::events::{EventObject, UpdaterEvent};
-use tailor_updater::eviction_admission::{self, EvictionAdmission};
-use tailor_updater::infeasible::{InfeasibleAttempts, is_infeasible_error};
+use tailor_updater::decisions::calculator::PriorityCalculator;
+use tailor_updater::decisions::config::{PriorityConfig, RestrictionConfig};
+use tailor_updater::decisions::eviction_admission::{self, EvictionAdmission};
+use tailor_updater::decisions::infeasible::{InfeasibleAttempts, is_infeasible_error};
+use tailor_updater::decisions::modes;
+use tailor_updater::decisions::priority::{
+    PodPriority, has_lower_resource, list_has_lower, pod_priority,
+};
+use tailor_updater::decisions::resize::{ResizeError, ResizePlan, resize_operations};
+use tailor_updater::decisions::restriction::{
+    Creator, InPlaceDecision, ReplicaLookup, Restriction, RestrictionError, unknown_kind_replicas,
+};
+use tailor_updater::decisions::skip::Skip;
 use tailor_updater::iteration::{
     ActError, Actuator, Candidates, ClusterView, Gate, IterationConfig, UpdaterState, evict_pod,
     in_place_update,
 };
-use tailor_updater::metrics::{GaugeKind, IterationGauges, Metrics, VpaLabel};
-use tailor_updater::pods::CachedPod;
-use tailor_updater::priority::{PodPriority, has_lower_resource, list_has_lower, pod_priority};
-use tailor_updater::resize::{ResizeError, ResizePlan, resize_operations};
-use tailor_updater::restriction::{
-    Creator, InPlaceDecision, ReplicaLookup, Restriction, RestrictionError, unknown_kind_replicas,
-};
+use tailor_updater::process::metrics::{GaugeKind, IterationGauges, Metrics, VpaLabel};
 use tailor_updater::run_loop::{AdmissionStatus, Outcome, Updater};
-use tailor_updater::skip::Skip;
-use tailor_updater::{lease, modes, pods};
+use tailor_updater::views::pods::CachedPod;
+use tailor_updater::views::{lease, pods};
+use tailor_updater::writers::events::{EventObject, UpdaterEvent};
 
 /// A vector that cannot be evaluated (the CLI exits 2): malformed, carrying a field the evaluation does
 /// not read, or asking for a behaviour it cannot reproduce. The message names the field's path.
@@ -557,8 +560,8 @@ async fn restriction(input: &Value) -> Out {
         count_readiness: true,
         daemonset_max_unavailable: 0,
         evict_job_pods: true,
-        deferred_timeout: tailor_updater::config::DEFERRED_TIMEOUT,
-        in_progress_timeout: tailor_updater::config::IN_PROGRESS_TIMEOUT,
+        deferred_timeout: tailor_updater::decisions::config::DEFERRED_TIMEOUT,
+        in_progress_timeout: tailor_updater::decisions::config::IN_PROGRESS_TIMEOUT,
     };
     check_controllers(&i.controllers)?;
     let all = pods_of("input.pods", &i.pods)?;

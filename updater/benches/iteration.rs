@@ -22,13 +22,15 @@ use tailor_crds::VerticalPodAutoscaler;
 use tailor_kube::index::{Index, IndexStores};
 use tailor_kube::rate::RateSettings;
 use tailor_kube::reflectors::workload_stores;
-use tailor_updater::cache_view::{CacheView, ReplicaStores, ScaleReplicas, strip_controller};
-use tailor_updater::config::{FeatureGates, RestrictionConfig};
+use tailor_updater::decisions::config::{FeatureGates, RestrictionConfig};
 use tailor_updater::iteration::{IterationConfig, Report, UpdaterState, run_once};
-use tailor_updater::metrics::{IterationGauges, Metrics};
-use tailor_updater::pods::CachedPod;
 use tailor_updater::preview::plan::DryRun;
 use tailor_updater::preview::snapshot::Snapshot;
+use tailor_updater::process::metrics::{IterationGauges, Metrics};
+use tailor_updater::views::cache_view::{
+    CacheView, ReplicaStores, ScaleReplicas, strip_controller,
+};
+use tailor_updater::views::pods::CachedPod;
 
 /// The binary's allocator (mimalloc), counted.
 #[global_allocator]

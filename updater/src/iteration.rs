@@ -12,20 +12,20 @@ use tailor_core::policy::{has_startup_boost, update_mode};
 use tailor_core::quantity::QuantityError;
 use tailor_crds::{RecommendedPodResources, UpdateMode, VerticalPodAutoscaler};
 
-use crate::calculator::PriorityCalculator;
-use crate::config::{FeatureGates, PriorityConfig};
-use crate::conflicts::Conflicts;
-use crate::events::{self, UpdaterEvent};
-use crate::eviction_admission::EvictionAdmission;
-use crate::infeasible::{InfeasibleAttempts, is_infeasible_error};
-use crate::metrics::{GaugeKind, IterationGauges, Metrics, VpaLabel};
-use crate::modes::{self, Path};
-use crate::pods::{self, CachedPod};
-use crate::priority::PodPriority;
-use crate::quota::QuotaUse;
-use crate::resize::{ResizeError, ResizePlan};
-use crate::restriction::{InPlaceDecision, InPlaceTimers, RestrictionError};
-use crate::skip::Skip;
+use crate::decisions::calculator::PriorityCalculator;
+use crate::decisions::config::{FeatureGates, PriorityConfig};
+use crate::decisions::conflicts::Conflicts;
+use crate::decisions::eviction_admission::EvictionAdmission;
+use crate::decisions::infeasible::{InfeasibleAttempts, is_infeasible_error};
+use crate::decisions::modes::{self, Path};
+use crate::decisions::priority::PodPriority;
+use crate::decisions::quota::QuotaUse;
+use crate::decisions::resize::{ResizeError, ResizePlan};
+use crate::decisions::restriction::{InPlaceDecision, InPlaceTimers, RestrictionError};
+use crate::decisions::skip::Skip;
+use crate::process::metrics::{GaugeKind, IterationGauges, Metrics, VpaLabel};
+use crate::views::pods::{self, CachedPod};
+use crate::writers::events::{self, UpdaterEvent};
 
 /// The mutable state an updater keeps between iterations.
 #[derive(Debug, Default)]
@@ -43,7 +43,7 @@ pub struct UpdaterState {
     pub announced: std::collections::HashMap<(String, String), String>,
     /// The replacements of evicted pods, and the workloads whose evictions pause because one came back
     /// without Tailor's webhook.
-    pub replacements: crate::replacements::ReplacementWatch,
+    pub replacements: crate::decisions::replacements::ReplacementWatch,
     /// The limit-policy error last announced per selected VPA (namespace, name) whose annotation does not
     /// parse: one warning per VPA and error (docs/limit-policy.md).
     pub limit_policy_errors: std::collections::HashMap<(String, String), String>,
@@ -136,7 +136,7 @@ pub trait ClusterView {
     /// The labels of `namespace`, when known (for the webhook's namespace selector).
     fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>>;
     /// The upstream VPA (`autoscaling.k8s.io`) in a mode other than `Off` that targets `vpa`'s workload
-    /// too ([`crate::upstream`]); `Err` while upstream VPAs are not known yet. Views without upstream VPAs
+    /// too ([`crate::decisions::upstream`]); `Err` while upstream VPAs are not known yet. Views without upstream VPAs
     /// have none.
     fn upstream_vpa(
         &self,
@@ -277,12 +277,12 @@ pub struct IterationConfig {
     /// Tailor (docs/decisions/webhook-scope.md): pods the webhook never sizes are left alone (upstream acts on
     /// them, and an evicted pod comes back unchanged, to be evicted again). Default: every pod in scope, as
     /// upstream.
-    pub webhook_scope: crate::scope::WebhookScope,
+    pub webhook_scope: crate::decisions::scope::WebhookScope,
     /// Tailor (docs/decisions/conflicting-vpas.md, docs/design/upstream-updater.md §8 item 8): no VPA of a
     /// workload that several VPAs target is acted on, and each of them gets a warning event.
     pub skip_conflicting_vpas: bool,
     /// Tailor: how often a workload whose evictions pause (a replacement came back without Tailor's
-    /// webhook) gets one probe eviction (`None`: [`crate::replacements::PROBE_AFTER`]).
+    /// webhook) gets one probe eviction (`None`: [`crate::decisions::replacements::PROBE_AFTER`]).
     pub unsized_replacement_probe_interval: Option<std::time::Duration>,
 }
 
@@ -329,7 +329,7 @@ pub struct Report {
     pub pods_listed: bool,
     /// VPAs (namespace, name) whose pods, or some of them, are left alone, and why (their
     /// `UpdatesBlocked` condition).
-    pub blocked: BTreeMap<(String, String), crate::conditions::Blocked>,
+    pub blocked: BTreeMap<(String, String), crate::decisions::conditions::Blocked>,
     /// VPAs (namespace, name) left out before it could be told whether they are blocked (upstream VPAs
     /// not listed yet): their `UpdatesBlocked` condition stays as it is.
     pub undecided: std::collections::BTreeSet<(String, String)>,
@@ -516,7 +516,7 @@ fn beside_upstream<V: ClusterView>(
     match view.upstream_vpa(vpa) {
         Ok(None) => false,
         Ok(Some(upstream)) => {
-            let text = crate::upstream::stand_down_message(&upstream);
+            let text = crate::decisions::upstream::stand_down_message(&upstream);
             let why = format!("upstream VPA {}", upstream.key());
             block(report, key, events::sized_by_upstream(&text), why);
             true
@@ -530,11 +530,12 @@ fn beside_upstream<V: ClusterView>(
 }
 
 /// Leaves the VPA `key` out for `why`, with `event`'s reason and message for its `UpdatesBlocked`
-/// condition (the event itself goes out with a change of the condition, [`crate::conditions::change`]).
+/// condition (the event itself goes out with a change of the condition, [`crate::decisions::conditions::change`]).
 fn block(report: &mut Report, key: (String, String), event: UpdaterEvent, why: String) {
-    report
-        .blocked
-        .insert(key.clone(), crate::conditions::Blocked::of(event));
+    report.blocked.insert(
+        key.clone(),
+        crate::decisions::conditions::Blocked::of(event),
+    );
     report.skipped_vpas.push((key.0, key.1, why));
 }
 
@@ -743,14 +744,14 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
         set(&mut self.vpa_report, pod, action);
     }
 
-    fn key(&self) -> crate::replacements::Key {
+    fn key(&self) -> crate::decisions::replacements::Key {
         (
             self.vpa_report.namespace.clone(),
             self.vpa_report.name.clone(),
         )
     }
 
-    /// Judges the replacements of the VPA's evicted pods among its live pods ([`crate::replacements`]).
+    /// Judges the replacements of the VPA's evicted pods among its live pods ([`crate::decisions::replacements`]).
     fn watch_replacements(&mut self, vpa_pods: &[Arc<CachedPod>]) {
         let key = self.key();
         if let Some(pod) = self.state.replacements.observe(&key, vpa_pods, self.now) {
@@ -811,7 +812,7 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
             self.vpa_report.namespace.clone(),
             self.vpa_report.name.clone(),
         );
-        (self.report.blocked).insert(key, crate::conditions::Blocked::of(event));
+        (self.report.blocked).insert(key, crate::decisions::conditions::Blocked::of(event));
     }
 
     /// Start-up boost pass (docs/design/upstream-updater.md §5.8): resizes pods whose boost expired back to the
@@ -1047,7 +1048,7 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
     fn sorted(
         &mut self,
         calc: PriorityCalculator<'_>,
-    ) -> Option<Vec<crate::calculator::Candidate>> {
+    ) -> Option<Vec<crate::decisions::calculator::Candidate>> {
         match calc.sorted(&self.state.admission) {
             Ok((sorted, refused)) => {
                 for pod in refused {
@@ -1108,7 +1109,7 @@ impl<V: ClusterView, A: Actuator> VpaPass<'_, V, A> {
     ) -> Result<(), String> {
         let (vpa, now, key) = (self.entry.vpa, self.now, self.key());
         let probe = (self.config.unsized_replacement_probe_interval)
-            .unwrap_or(crate::replacements::PROBE_AFTER);
+            .unwrap_or(crate::decisions::replacements::PROBE_AFTER);
         for pod in evictions {
             if let Some(skip) = self.view.quota_hold(vpa, pod, QuotaUse::Replace) {
                 self.set(pod, Action::Skip(skip));
@@ -1209,7 +1210,8 @@ fn offer<V: ClusterView>(
     let result = view.processed(vpa, pod).and_then(|rec| {
         let mut priority = view.priority(pod, rec.as_ref())?;
         if view.pod_level_resources() {
-            crate::priority::add_pod_level(&mut priority, pod, vpa).map_err(|e| e.to_string())?;
+            crate::decisions::priority::add_pod_level(&mut priority, pod, vpa)
+                .map_err(|e| e.to_string())?;
         }
         calc.add_pod(Arc::clone(pod), rec, priority, &state.infeasible, now)
             .map_err(|e| e.to_string())

@@ -11,12 +11,12 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use tailor_crds::VerticalPodAutoscaler;
 
-use crate::api_actuator::ApiActuator;
-use crate::cache_view::CacheView;
 use crate::iteration::{Actuator, ClusterView, IterationConfig, Report, UpdaterState, run_once};
-use crate::lease;
-use crate::metrics::{IterationGauges, Metrics};
-use crate::pods::{self, CachedPod};
+use crate::process::metrics::{IterationGauges, Metrics};
+use crate::views::cache_view::CacheView;
+use crate::views::lease;
+use crate::views::pods::{self, CachedPod};
+use crate::writers::api_actuator::ApiActuator;
 
 /// Whether the admission webhook is known to be alive: upstream's `StatusValidator`
 /// (docs/design/upstream-updater.md §1.2 step 1). The binary reads the webhook's status Lease ([`StatusCheck`]);
@@ -88,7 +88,7 @@ pub fn announce<A: Actuator>(
     announced: &mut std::collections::HashMap<(String, String), String>,
     vpa: &VerticalPodAutoscaler,
     key: (String, String),
-    event: Option<crate::events::UpdaterEvent>,
+    event: Option<crate::writers::events::UpdaterEvent>,
 ) {
     let Some(event) = event else {
         return;
@@ -162,7 +162,8 @@ impl<V: ClusterView, A: Actuator, S: AdmissionStatus> Updater<V, A, S> {
             if report.undecided.contains(&key) {
                 continue;
             }
-            let Some(change) = crate::conditions::change(vpa, report.blocked.get(&key), &time)
+            let Some(change) =
+                crate::decisions::conditions::change(vpa, report.blocked.get(&key), &time)
             else {
                 continue;
             };

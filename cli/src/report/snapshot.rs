@@ -16,11 +16,11 @@ use tailor_engine::histogram::{self, Histogram, HistogramOptions};
 use tailor_engine::profile::PROFILE_ANNOTATION;
 use tailor_kube::manifests::index_objects::{IndexObject, ManifestIndex};
 use tailor_kube::manifests::{self, Keep, Object, Walk};
-use tailor_updater::cache_view::CacheView;
-use tailor_updater::config::{FeatureGates, RestrictionConfig};
+use tailor_updater::decisions::config::{FeatureGates, RestrictionConfig};
 use tailor_updater::iteration::{Candidates, ClusterView};
-use tailor_updater::pods::{self, CachedPod};
 use tailor_updater::preview::plan::SnapshotReplicas;
+use tailor_updater::views::cache_view::CacheView;
+use tailor_updater::views::pods::{self, CachedPod};
 
 use crate::error::InputError;
 

@@ -17,9 +17,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use super::CaseError;
-use tailor_updater::config::FeatureGates;
-use tailor_updater::priority::PodPriority;
-use tailor_updater::restriction::InPlaceDecision;
+use tailor_updater::decisions::config::FeatureGates;
+use tailor_updater::decisions::priority::PodPriority;
+use tailor_updater::decisions::restriction::InPlaceDecision;
 
 /// Parses a vector's `input` as `T`; an error names the offending field's path (`input.config.foo`).
 pub(super) fn parse<T: DeserializeOwned>(input: &Value) -> Result<T, CaseError> {

@@ -1,12 +1,12 @@
 //! The updater's reading of what the API server refuses of an in-place resize (docs/decisions/resize-precheck.md,
-//! `tailor_updater::resize_check`), held against the real API server: for each case a bare pod is created,
+//! `tailor_updater::decisions::resize_check`), held against the real API server: for each case a bare pod is created,
 //! the resize the updater would send is PATCHed to `pods/resize`, and the server's answer must be the
 //! check's (refused exactly when the check refuses).
 
 use super::*;
 use json_patch::PatchOperation;
-use tailor_updater::pods::CachedPod;
-use tailor_updater::resize_check::{ResizeRules, refusal};
+use tailor_updater::decisions::resize_check::{ResizeRules, refusal};
+use tailor_updater::views::pods::CachedPod;
 
 /// One case: the container's resources, extra pod spec fields, and the resize operations.
 struct Case {

@@ -4,9 +4,9 @@
 use anyhow::Context as _;
 use clap::Parser as _;
 use tailor_kube::shutdown::Shutdown;
-use tailor_updater::daemon::Daemon;
-use tailor_updater::flags::Flags;
-use tailor_updater::settings::Settings;
+use tailor_updater::process::daemon::Daemon;
+use tailor_updater::process::flags::Flags;
+use tailor_updater::process::settings::Settings;
 
 /// mimalloc, as the recommender and the webhook use, with `MIMALLOC_ARENA_EAGER_COMMIT=0` as the image and
 /// the chart set it: an iteration allocates and frees millions of small objects, which glibc's malloc made

@@ -13,17 +13,17 @@ use tailor_core::target::selector_matches;
 use tailor_crds::VerticalPodAutoscaler;
 
 use super::snapshot::Snapshot;
-use crate::cache_view::{CacheView, NamespaceLabels};
-use crate::config::RestrictionConfig;
-use crate::events::UpdaterEvent;
+use crate::decisions::config::RestrictionConfig;
+use crate::decisions::resize::ResizePlan;
+use crate::decisions::restriction::{Creator, ReplicaLookup, unknown_kind_replicas};
+use crate::decisions::skip::Skip;
 use crate::iteration::{ActError, Action, Actuator, IterationConfig, UpdaterState, run_once};
-use crate::lease;
-use crate::metrics::IterationGauges;
-use crate::pods::{self, CachedPod};
-use crate::resize::ResizePlan;
-use crate::restriction::{Creator, ReplicaLookup, unknown_kind_replicas};
+use crate::process::metrics::IterationGauges;
 use crate::run_loop::{pods_in_key_order, vpas_in_key_order};
-use crate::skip::Skip;
+use crate::views::cache_view::{CacheView, NamespaceLabels};
+use crate::views::lease;
+use crate::views::pods::{self, CachedPod};
+use crate::writers::events::UpdaterEvent;
 use tailor_kube::rate::{RateSettings, TokenBucket};
 
 /// Replica counts read from the snapshot's controllers (docs/design/upstream-updater.md §3.1 table).
@@ -216,7 +216,7 @@ pub fn sizing_notes(vpa: &VerticalPodAutoscaler) -> Vec<String> {
 }
 
 /// The events the binary would record on VPAs `report` blocks, as the binary decides them: one for each
-/// `UpdatesBlocked` condition that would change ([`crate::conditions::change`]).
+/// `UpdatesBlocked` condition that would change ([`crate::decisions::conditions::change`]).
 fn announce_blocked(
     actuator: &mut DryRun,
     vpas: &[Arc<VerticalPodAutoscaler>],
@@ -230,7 +230,9 @@ fn announce_blocked(
             vpa.metadata.namespace.clone().unwrap_or_default(),
             vpa.metadata.name.clone().unwrap_or_default(),
         );
-        if let Some(change) = crate::conditions::change(vpa, report.blocked.get(&key), &time) {
+        if let Some(change) =
+            crate::decisions::conditions::change(vpa, report.blocked.get(&key), &time)
+        {
             crate::run_loop::announce(actuator, &mut announced, vpa, key, change.event);
         }
     }
@@ -258,7 +260,7 @@ pub struct PlanSettings {
     pub floor: Option<tailor_core::sizing::PodFloor>,
     /// What the cluster's API server accepts of an in-place resize (its version; the binary reads it
     /// from `/version`).
-    pub resize_rules: crate::resize_check::ResizeRules,
+    pub resize_rules: crate::decisions::resize_check::ResizeRules,
 }
 
 /// One pod in the plan.
@@ -319,13 +321,13 @@ fn iteration_for(
     notes: &mut Vec<String>,
 ) -> crate::iteration::IterationConfig {
     let mut iteration = settings.iteration.clone();
-    if iteration.webhook_scope == crate::scope::WebhookScope::default()
+    if iteration.webhook_scope == crate::decisions::scope::WebhookScope::default()
         && let Some(scope) = &snapshot.webhook_scope
     {
         iteration.webhook_scope = scope.clone();
         notes.push(format!(
             "webhook scope from the snapshot's MutatingWebhookConfiguration ({}): namespaces excluded: {}",
-            crate::scope::POD_WEBHOOK_NAME,
+            crate::decisions::scope::POD_WEBHOOK_NAME,
             if scope.excluded_namespaces.is_empty() {
                 "none".to_owned()
             } else {

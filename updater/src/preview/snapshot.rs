@@ -3,7 +3,7 @@
 //! iteration reads: the pod → VPA index's objects (VPAs, LimitRanges, the well-known workloads slim, custom
 //! controllers in place of `/scale`), pods compact as the updater caches them, controllers' replica counts,
 //! ResourceQuotas, PodDisruptionBudgets, Leases, Namespaces and upstream `autoscaling.k8s.io` VPAs (trimmed:
-//! the updater stands down on the workloads they cover, [`crate::upstream`]).
+//! the updater stands down on the workloads they cover, [`crate::decisions::upstream`]).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -15,7 +15,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use tailor_kube::manifests::index_objects::{IndexObject, ManifestIndex, Workload};
 use tailor_kube::manifests::{self, Keep, ManifestError, Object, Walk};
 
-use crate::pods::CachedPod;
+use crate::views::pods::CachedPod;
 use tailor_kube::upstream_vpa::{UpstreamVpa, UpstreamVpaObject};
 
 /// (kind, namespace, name) of a controller.
@@ -45,8 +45,8 @@ pub struct Snapshot {
     /// Upstream VPAs, trimmed (those without a `targetRef` are left out).
     pub upstream_vpas: Vec<UpstreamVpa>,
     /// The scope of Tailor's pod webhook, from a MutatingWebhookConfiguration in the snapshot that registers
-    /// one ([`crate::scope::POD_WEBHOOK_NAME`]).
-    pub webhook_scope: Option<crate::scope::WebhookScope>,
+    /// one ([`crate::decisions::scope::POD_WEBHOOK_NAME`]).
+    pub webhook_scope: Option<crate::decisions::scope::WebhookScope>,
     /// Documents of other kinds, ignored (`apiVersion/kind`, for the user).
     pub ignored: Vec<String>,
 }
@@ -60,7 +60,7 @@ enum Kept {
     Lease(Box<Lease>),
     Namespace(Box<Namespace>),
     Upstream(Option<UpstreamVpa>),
-    Webhook(Option<Box<crate::scope::WebhookScope>>),
+    Webhook(Option<Box<crate::decisions::scope::WebhookScope>>),
     Ignored(String),
 }
 
@@ -78,8 +78,8 @@ impl Keep for Kept {
                     o.decode()?;
                 Kept::Webhook(
                     (config.webhooks.iter().flatten())
-                        .find(|w| w.name == crate::scope::POD_WEBHOOK_NAME)
-                        .map(|w| Box::new(crate::scope::WebhookScope::of_webhook(w))),
+                        .find(|w| w.name == crate::decisions::scope::POD_WEBHOOK_NAME)
+                        .map(|w| Box::new(crate::decisions::scope::WebhookScope::of_webhook(w))),
                 )
             }
             (tailor_crds::UPSTREAM_GROUP, "VerticalPodAutoscaler") => {

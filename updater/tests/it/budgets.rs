@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tailor_kube::rate::RateSettings;
-use tailor_updater::config::RestrictionConfig;
+use tailor_updater::decisions::config::RestrictionConfig;
 use tailor_updater::iteration::IterationConfig;
 use tailor_updater::preview::plan::{Plan, PlanSettings, plan};
 use tailor_updater::preview::snapshot::Snapshot;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use tailor_kube::rate::RateSettings;
-use tailor_updater::config::{FeatureGates, RestrictionConfig};
+use tailor_updater::decisions::config::{FeatureGates, RestrictionConfig};
 use tailor_updater::iteration::IterationConfig;
 use tailor_updater::preview::plan::PlanSettings;
 

@@ -5,10 +5,10 @@
 
 use json_patch::PatchOperation;
 use serde_json::Value;
-use tailor_updater::pods::CachedPod;
+use tailor_updater::decisions::resize::plan_resize;
 use tailor_updater::preview::plan::{Plan, plan};
 use tailor_updater::preview::snapshot::Snapshot;
-use tailor_updater::resize::plan_resize;
+use tailor_updater::views::pods::CachedPod;
 
 const VPA: &str = r#"
 apiVersion: autoscaling.tailor.dev/v1
@@ -175,7 +175,7 @@ fn the_resize_plan_names_the_limit_it_kept() {
             "cpu limit kept in proportion, not unset: the API server refuses removing a limit in place"
         ]
     );
-    let event = tailor_updater::events::resized_noting(&resize.notes);
+    let event = tailor_updater::writers::events::resized_noting(&resize.notes);
     assert_eq!(
         event.message,
         "Pod was resized in place by VPA Updater. cpu limit kept in proportion, not unset: the API \

@@ -16,14 +16,14 @@ use serde_json::{Value, json};
 use tailor_crds::VerticalPodAutoscaler;
 use tailor_kube::index::{Index, IndexObjects};
 use tailor_kube::rate::RateSettings;
-use tailor_updater::api_actuator::ApiActuator;
-use tailor_updater::cache_view::{CacheView, ReplicaStores};
-use tailor_updater::flags::UpdaterFlags;
+use tailor_updater::decisions::skip::Skip;
 use tailor_updater::iteration::{Action, UpdaterState};
-use tailor_updater::metrics::Metrics;
-use tailor_updater::pods::CachedPod;
+use tailor_updater::process::flags::UpdaterFlags;
+use tailor_updater::process::metrics::Metrics;
 use tailor_updater::run_loop::{Outcome, StatusCheck, Updater};
-use tailor_updater::skip::Skip;
+use tailor_updater::views::cache_view::{CacheView, ReplicaStores};
+use tailor_updater::views::pods::CachedPod;
+use tailor_updater::writers::api_actuator::ApiActuator;
 
 /// The clock of the tests.
 const NOW: &str = "2026-01-10T12:00:00Z";
@@ -491,7 +491,8 @@ async fn evictions_pause_when_a_replacement_comes_back_unsized() {
     let (_, reqs) = h.iterate_at(later(60)).await;
     assert!(evicted(&reqs).is_empty(), "{reqs:?}");
     // After the pause's period one probe goes, and only one.
-    let probe_at = i64::try_from(tailor_updater::replacements::PROBE_AFTER.as_secs()).unwrap() + 1;
+    let probe_at =
+        i64::try_from(tailor_updater::decisions::replacements::PROBE_AFTER.as_secs()).unwrap() + 1;
     h.api.set_lease(Some(-probe_at));
     let (_, reqs) = h.iterate_at(later(probe_at)).await;
     assert_eq!(evicted(&reqs).len(), 1, "one probe: {reqs:?}");
@@ -720,9 +721,11 @@ async fn a_boosted_pod_is_unboosted_in_place() {
 
 #[tokio::test]
 async fn controllers_of_other_kinds_get_their_replica_count_from_scale() {
-    use tailor_updater::cache_view::ScaleReplicas;
-    use tailor_updater::config::RestrictionConfig;
-    use tailor_updater::restriction::{Creator, InPlaceTimers, ReplicaLookup, Restriction};
+    use tailor_updater::decisions::config::RestrictionConfig;
+    use tailor_updater::decisions::restriction::{
+        Creator, InPlaceTimers, ReplicaLookup, Restriction,
+    };
+    use tailor_updater::views::cache_view::ScaleReplicas;
     let (client, _api) = FakeApi::start();
     let owned = |i: usize| {
         pod(

@@ -3,9 +3,9 @@
 //! out, gets no eviction planned there, as the deployed updater (given the same scope by the chart) makes
 //! none; flags given on the command line still win.
 
+use tailor_updater::decisions::scope::WebhookScope;
 use tailor_updater::preview::plan::{PlanSettings, plan};
 use tailor_updater::preview::snapshot::Snapshot;
-use tailor_updater::scope::WebhookScope;
 
 /// Deployment `web` with two pods far below their VPA's range, in namespace `ns`.
 fn workload(ns: &str) -> String {

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use tailor_kube::rate::RateSettings;
-use tailor_updater::config::RestrictionConfig;
+use tailor_updater::decisions::config::RestrictionConfig;
 use tailor_updater::iteration::IterationConfig;
 use tailor_updater::preview::plan::{PlanSettings, plan};
 use tailor_updater::preview::snapshot::Snapshot;
@@ -295,16 +295,16 @@ mod loop_runs {
 
     use tailor_crds::{VerticalPodAutoscaler, VerticalPodAutoscalerCondition};
     use tailor_kube::upstream_vpa::UpstreamVpas;
-    use tailor_updater::cache_view::CacheView;
-    use tailor_updater::config::RestrictionConfig;
-    use tailor_updater::events::UpdaterEvent;
+    use tailor_updater::decisions::config::RestrictionConfig;
+    use tailor_updater::decisions::resize::ResizePlan;
     use tailor_updater::iteration::{ActError, Actuator, UpdaterState};
-    use tailor_updater::metrics::Metrics;
-    use tailor_updater::pods::CachedPod;
     use tailor_updater::preview::plan::SnapshotReplicas;
     use tailor_updater::preview::snapshot::Snapshot;
-    use tailor_updater::resize::ResizePlan;
+    use tailor_updater::process::metrics::Metrics;
     use tailor_updater::run_loop::{StatusCheck, Updater};
+    use tailor_updater::views::cache_view::CacheView;
+    use tailor_updater::views::pods::CachedPod;
+    use tailor_updater::writers::events::UpdaterEvent;
 
     type Vpas = Arc<Mutex<Vec<Arc<VerticalPodAutoscaler>>>>;
 

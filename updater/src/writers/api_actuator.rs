@@ -8,11 +8,11 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource};
 use tailor_crds::VerticalPodAutoscaler;
 
-use crate::event_queue::{EVENT_QUEUE, EventQueue};
-use crate::events::{EventObject, UpdaterEvent};
+use crate::decisions::resize::ResizePlan;
 use crate::iteration::{ActError, Actuator};
-use crate::pods::CachedPod;
-use crate::resize::ResizePlan;
+use crate::views::pods::CachedPod;
+use crate::writers::event_queue::{EVENT_QUEUE, EventQueue};
+use crate::writers::events::{EventObject, UpdaterEvent};
 use tailor_kube::rate::{RateSettings, TokenBucket};
 
 /// Evictions, resizes and events through the API, paced by the two token buckets.

@@ -13,7 +13,7 @@ use tailor_core::quantity::Amount;
 use tailor_core::quota::{Charged, Quota, QuotaFit, QuotaOutcome, fit_to_quotas};
 use tailor_core::sizing::{ContainerResources, PatchOptions, PodError, slots};
 
-use crate::pods::{self, CachedPod};
+use crate::views::pods::{self, CachedPod};
 
 /// What the check is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,8 +24,8 @@ pub enum QuotaUse {
     Replace,
 }
 
-/// Why quota fit holds the update back (the text of [`crate::skip::Skip::Quota`]); `None` when the update
-/// may go ahead. `provided` is what the pod would get (from [`crate::resize::provider_resources`]).
+/// Why quota fit holds the update back (the text of [`crate::decisions::skip::Skip::Quota`]); `None` when the update
+/// may go ahead. `provided` is what the pod would get (from [`crate::decisions::resize::provider_resources`]).
 pub fn quota_hold(
     pod: &CachedPod,
     provided: &[ContainerResources],
@@ -84,7 +84,7 @@ fn as_pod(pod: &CachedPod) -> Pod {
 /// Whether `fitted` leaves every container's requests and limits as they are.
 fn unchanged(pod: &CachedPod, fitted: &[ContainerResources]) -> bool {
     pods::containers(pod).iter().zip(fitted).all(|(info, res)| {
-        let same = |now: Option<&std::sync::Arc<crate::pods::Amounts>>,
+        let same = |now: Option<&std::sync::Arc<crate::views::pods::Amounts>>,
                     new: &tailor_crds::ResourceList| {
             new.iter().all(|(resource, q)| {
                 let current = now.and_then(|a| a.list().get(resource));

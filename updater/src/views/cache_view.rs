@@ -2,7 +2,7 @@
 //! snapshot's objects (`tailor plan`): VPA matching, and processed recommendations, resize plans and
 //! priorities kept per VPA across iterations while their inputs are unchanged; namespace labels; the
 //! replica counts of pod creators ([`ReplicaStores`], with [`ScaleReplicas`] for controllers of other
-//! kinds). The binary's writes go through [`crate::api_actuator`].
+//! kinds). The binary's writes go through [`crate::writers::api_actuator`].
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -19,12 +19,12 @@ use tailor_crds::{RecommendedPodResources, VerticalPodAutoscaler};
 use tailor_kube::index::{ControllerRef, Index};
 
 use crate::FastMap;
-use crate::config::{FeatureGates, RestrictionConfig};
+use crate::decisions::config::{FeatureGates, RestrictionConfig};
+use crate::decisions::priority::{MilliCache, ParsedRecommendation, PodPriority, priority_for};
+use crate::decisions::resize::{ResizeError, ResizePlan, plan_resize};
+use crate::decisions::restriction::{Creator, ReplicaLookup, Restriction, unknown_kind_replicas};
 use crate::iteration::{Candidates, ClusterView};
-use crate::pods::{self, CachedPod, Owner};
-use crate::priority::{MilliCache, ParsedRecommendation, PodPriority, priority_for};
-use crate::resize::{ResizeError, ResizePlan, plan_resize};
-use crate::restriction::{Creator, ReplicaLookup, Restriction, unknown_kind_replicas};
+use crate::views::pods::{self, CachedPod, Owner};
 
 /// Replica counts of controllers of other kinds, read from their `/scale` subresource in the background
 /// (Tailor: upstream counts 0 replicas for them, so every pod is disruptable,
@@ -337,7 +337,7 @@ pub struct CacheView<R: ReplicaLookup = ReplicaStores> {
     /// the webhook's.
     pub floor: Option<tailor_core::sizing::PodFloor>,
     /// What the API server accepts of an in-place resize (its version's rules).
-    pub resize_rules: crate::resize_check::ResizeRules,
+    pub resize_rules: crate::decisions::resize_check::ResizeRules,
     /// Namespace labels (for the webhook's namespace selector; `None`: not watched).
     pub namespaces: Option<NamespaceLabels>,
     /// Upstream VPAs (`None`: none).
@@ -589,7 +589,7 @@ impl<R: ReplicaLookup> CacheView<R> {
             gates,
             now,
             floor: None,
-            resize_rules: crate::resize_check::ResizeRules::default(),
+            resize_rules: crate::decisions::resize_check::ResizeRules::default(),
             namespaces: None,
             upstream: None,
             caches: IterationCaches::default(),
@@ -890,7 +890,7 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         // What the API server would refuse is not sent (docs/decisions/resize-precheck.md): the caller skips
         // or evicts instead.
         let plan = self.computed_plan(pod, vpa, now)?;
-        match crate::resize_check::refusal(pod, &plan.resize, &self.resize_rules) {
+        match crate::decisions::resize_check::refusal(pod, &plan.resize, &self.resize_rules) {
             Some(why) => Err(ResizeError::Refused(why)),
             None => Ok(plan),
         }
@@ -900,8 +900,8 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         &self,
         vpa: &VerticalPodAutoscaler,
         pod: &CachedPod,
-        purpose: crate::quota::QuotaUse,
-    ) -> Option<crate::skip::Skip> {
+        purpose: crate::decisions::quota::QuotaUse,
+    ) -> Option<crate::decisions::skip::Skip> {
         let ns = pods::namespace(pod);
         let quotas = self.index.quotas(ns);
         if quotas.is_empty() {
@@ -910,13 +910,17 @@ impl<R: ReplicaLookup> ClusterView for CacheView<R> {
         // Errors here are the sizing's, reported by the resize or left to the eviction as before.
         let processed = self.processed(vpa, pod).ok()?;
         let limit_ranges = self.limit_ranges(ns);
-        let provided =
-            crate::resize::provider_resources(pod, vpa, processed.as_deref(), &limit_ranges)
-                .ok()?;
-        crate::quota::quota_hold(pod, &provided, &quotas, purpose)
+        let provided = crate::decisions::resize::provider_resources(
+            pod,
+            vpa,
+            processed.as_deref(),
+            &limit_ranges,
+        )
+        .ok()?;
+        crate::decisions::quota::quota_hold(pod, &provided, &quotas, purpose)
             .ok()
             .flatten()
-            .map(crate::skip::Skip::Quota)
+            .map(crate::decisions::skip::Skip::Quota)
     }
 
     fn begin_iteration(&mut self, now: Timestamp) {
@@ -1077,8 +1081,8 @@ pub fn processed_with(
         limit_range_merge::in_namespace(limit_ranges, ns),
         limit_range_merge::POD,
     );
-    let containers = crate::sizing::containers(pod);
-    let slots = crate::sizing::slots(pod, &containers);
+    let containers = crate::decisions::sizing::containers(pod);
+    let slots = crate::decisions::sizing::slots(pod, &containers);
     let processed =
         process_recommendation_floored(vpa, &slots, container.as_ref(), pod_item.as_ref(), floor)
             .map_err(|e| e.to_string())?;

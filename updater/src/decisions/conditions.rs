@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tailor_crds::condition::UPDATES_BLOCKED;
 use tailor_crds::{VerticalPodAutoscaler, VerticalPodAutoscalerCondition};
 
-use crate::events::{EventObject, UpdaterEvent};
+use crate::writers::events::{EventObject, UpdaterEvent};
 
 /// Longest condition message written.
 pub const MAX_MESSAGE: usize = 1_024;

@@ -52,7 +52,7 @@ pub enum Skip {
     /// back with upstream's numbers.
     SizedByUpstream(&'static str),
     /// Evictions are paused: a replacement of an evicted pod was admitted without Tailor's webhook
-    /// ([`crate::replacements`]).
+    /// ([`crate::decisions::replacements`]).
     ReplacementsUnsized,
     /// Quota fit (docs/decisions/quota-fit.md): the raise does not fit the namespace's ResourceQuota headroom
     /// in place, or the replacement of an evicted pod would get the requests it has now (the text says which

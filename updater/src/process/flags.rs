@@ -1,5 +1,5 @@
 //! The updater's flag group (docs/design/upstream-updater.md §6), shared by the `tailor-updater` binary and
-//! `tailor plan`, and the binary's whole command line ([`Flags`]), which [`crate::settings`] validates.
+//! `tailor plan`, and the binary's whole command line ([`Flags`]), which [`crate::process::settings`] validates.
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use tailor_kube::leader::LeaderFlags;
 use tailor_kube::listen::ListenFlags;
 use tailor_kube::log::LogFlags;
 
-use crate::config::{FeatureGates, PriorityConfig, RestrictionConfig};
+use crate::decisions::config::{FeatureGates, PriorityConfig, RestrictionConfig};
 use crate::iteration::IterationConfig;
 
 fn duration(s: &str) -> Result<Duration, String> {
@@ -191,13 +191,13 @@ pub struct ObjectSelector(
 );
 
 fn namespaces(s: &str) -> Result<Namespaces, String> {
-    crate::scope::parse_namespaces(s)
+    crate::decisions::scope::parse_namespaces(s)
         .map(Namespaces)
         .map_err(|e| e.to_string())
 }
 
 fn object_selector(s: &str) -> Result<ObjectSelector, String> {
-    crate::scope::parse_selector(s)
+    crate::decisions::scope::parse_selector(s)
         .map(ObjectSelector)
         .map_err(|e| e.to_string())
 }
@@ -229,7 +229,7 @@ impl UpdaterFlags {
                 .collect(),
             in_place_honours_deferrals: true,
             fair_order: true,
-            webhook_scope: crate::scope::WebhookScope {
+            webhook_scope: crate::decisions::scope::WebhookScope {
                 excluded_namespaces: self.webhook_excluded_namespaces.0.clone(),
                 object_selector: self.webhook_object_selector.0.clone(),
                 namespace_selector: self.webhook_namespace_selector.0.clone(),

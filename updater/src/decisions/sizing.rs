@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::Container;
 use tailor_core::sizing::{CurrentResources, Slot};
 
-use crate::pods::{self, CachedPod};
+use crate::views::pods::{self, CachedPod};
 
 /// The containers the slots of `pod` refer to: only their names are read.
 pub fn containers(pod: &CachedPod) -> Vec<Container> {

@@ -18,8 +18,8 @@ use tailor_core::sizing::{
 };
 use tailor_crds::{RecommendedPodResources, ResourceList, UpdateMode, VerticalPodAutoscaler};
 
-use crate::pods::{self, CachedPod};
-use crate::sizing;
+use crate::decisions::sizing;
+use crate::views::pods::{self, CachedPod};
 
 /// The two patches of one in-place update.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -48,7 +48,7 @@ pub enum ResizeError {
     /// Nothing would change.
     #[error("no resource patches were calculated to apply")]
     NothingToApply,
-    /// The API server would refuse the resize (see [`crate::resize_check`]).
+    /// The API server would refuse the resize (see [`crate::decisions::resize_check`]).
     #[error("{0}")]
     Refused(String),
 }

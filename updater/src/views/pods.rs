@@ -23,7 +23,7 @@ use tailor_core::sizing::{
 };
 use tailor_crds::{ResourceList, VerticalPodAutoscaler};
 
-use crate::qos::Qos;
+use crate::decisions::qos::Qos;
 
 /// Pod condition the kubelet sets while a resize waits (`Deferred` or `Infeasible`).
 pub const RESIZE_PENDING: &str = "PodResizePending";
@@ -164,7 +164,7 @@ pub struct CachedPod {
     /// The `Ready` condition is `False` (a pod without one is not counted unready).
     unready: bool,
     /// `status.qosClass` (what the API server computed at creation; a resize may not change it), or without
-    /// a status the class computed from the spec ([`crate::qos::of_spec`]).
+    /// a status the class computed from the spec ([`crate::decisions::qos::of_spec`]).
     qos: Qos,
     /// Whether every init container would keep a `Guaranteed` pod `Guaranteed` (cpu and memory limits,
     /// requests equal or unset); true without init containers.
@@ -446,7 +446,10 @@ impl CachedPod {
             pending: status.and_then(|s| s.phase.as_deref()) == Some("Pending"),
             unready: conditions(status).any(|c| c.type_ == "Ready" && c.status == "False"),
             qos: match qos_class(status) {
-                Qos::Unknown => pod.spec.as_ref().map_or(Qos::Unknown, crate::qos::of_spec),
+                Qos::Unknown => pod
+                    .spec
+                    .as_ref()
+                    .map_or(Qos::Unknown, crate::decisions::qos::of_spec),
                 reported => reported,
             },
             init_guaranteed: init_guaranteed(pod),

@@ -2,7 +2,7 @@
 //! kinds, the controllers whose replica counts bound evictions, the scheduled pods and, when the webhook
 //! selects namespaces by label, Namespaces), started through one [`ReflectorSet`], the background reads
 //! of controllers of other kinds through their `/scale` subresource, and upstream VPAs
-//! ([`crate::upstream`]).
+//! ([`crate::decisions::upstream`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,15 +19,15 @@ use tailor_kube::reflectors::workload_stores;
 use tailor_kube::scale_cache::{ScaleCache, ScaleCacheSettings};
 use tokio::sync::watch;
 
-use crate::cache_view::{
+use crate::views::cache_view::{
     NamespaceLabels, ReplicaStores, ScaleReplicas, governed_creator, strip_controller,
 };
-use crate::pods::CachedPod;
+use crate::views::pods::CachedPod;
 
 /// The pods an iteration looks at: scheduled and not finished.
 const POD_FIELDS: &str = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
 
-/// Read handles of the caches, as the iteration's [`CacheView`](crate::cache_view::CacheView) takes them.
+/// Read handles of the caches, as the iteration's [`CacheView`](crate::views::cache_view::CacheView) takes them.
 pub struct Caches {
     /// Pod → VPA matching, LimitRanges, `/scale` and (with quota fit) ResourceQuotas.
     pub index: Index,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::calculator::add;
+use crate::decisions::calculator::add;
 
 /// Whether the lease proves a live webhook at `now`: created, or renewed, less than `timeout` ago.
 pub fn is_valid(lease: &Lease, timeout: Duration, now: Timestamp) -> bool {

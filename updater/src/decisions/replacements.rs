@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
-use crate::calculator::add;
-use crate::pods::{self, CachedPod};
+use crate::decisions::calculator::add;
+use crate::views::pods::{self, CachedPod};
 
 /// Default time after a workload's pause begins before one probe eviction is let through
 /// (`--unsized-replacement-probe-interval`).

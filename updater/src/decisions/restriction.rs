@@ -9,12 +9,12 @@ use tailor_core::quantity::QuantityError;
 use tailor_crds::{UpdateMode, VerticalPodAutoscaler};
 
 use crate::FastMap;
-use crate::calculator::add;
-use crate::config::{FeatureGates, RestrictionConfig};
-use crate::infeasible::InfeasibleAttempts;
-use crate::pods::{self, CachedPod, Owner, ResizeStatus};
-use crate::priority::has_lower_resource;
-use crate::skip::Skip;
+use crate::decisions::calculator::add;
+use crate::decisions::config::{FeatureGates, RestrictionConfig};
+use crate::decisions::infeasible::InfeasibleAttempts;
+use crate::decisions::priority::has_lower_resource;
+use crate::decisions::skip::Skip;
+use crate::views::pods::{self, CachedPod, Owner, ResizeStatus};
 
 /// `updatePolicy.updateMode` as written: `Recreate` when absent; an explicit empty string stays empty
 /// (docs/design/upstream-updater.md §5.3).

@@ -4,10 +4,10 @@ use k8s_openapi::jiff::Timestamp;
 use tailor_core::quantity::QuantityError;
 use tailor_crds::VerticalPodAutoscaler;
 
+use crate::decisions::restriction::{InPlaceDecision, Restriction, RestrictionError};
+use crate::decisions::skip::Skip;
 use crate::iteration::{Gate, UpdaterState};
-use crate::pods::{self, CachedPod, ResizeStatus};
-use crate::restriction::{InPlaceDecision, Restriction, RestrictionError};
-use crate::skip::Skip;
+use crate::views::pods::{self, CachedPod, ResizeStatus};
 
 impl Gate for Restriction {
     fn can_evict(

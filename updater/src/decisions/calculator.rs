@@ -11,12 +11,12 @@ use tailor_crds::{
     ContainerScalingMode, RecommendedPodResources, UpdateMode, VerticalPodAutoscaler,
 };
 
-use crate::config::{FeatureGates, PriorityConfig};
-use crate::eviction_admission::EvictionAdmission;
-use crate::infeasible::InfeasibleAttempts;
-use crate::pods::{self, CachedPod};
-use crate::priority::{PodPriority, has_lower_resource};
-use crate::skip::Skip;
+use crate::decisions::config::{FeatureGates, PriorityConfig};
+use crate::decisions::eviction_admission::EvictionAdmission;
+use crate::decisions::infeasible::InfeasibleAttempts;
+use crate::decisions::priority::{PodPriority, has_lower_resource};
+use crate::decisions::skip::Skip;
+use crate::views::pods::{self, CachedPod};
 
 /// A pod the calculator accepted, with what it was accepted for.
 #[derive(Clone, Debug)]

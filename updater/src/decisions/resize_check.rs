@@ -9,8 +9,8 @@
 use json_patch::PatchOperation;
 use tailor_core::quantity;
 
-use crate::pods::{self, CachedPod};
-use crate::qos::Qos;
+use crate::decisions::qos::Qos;
+use crate::views::pods::{self, CachedPod};
 
 /// What the API server accepts, by version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

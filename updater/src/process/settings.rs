@@ -1,5 +1,5 @@
 //! The `tailor-updater` binary's validated configuration: [`Settings::from_flags`] turns its command line
-//! ([`Flags`]) into the values the daemon ([`crate::daemon`]) runs with, and refuses what cannot work.
+//! ([`Flags`]) into the values the daemon ([`crate::process::daemon`]) runs with, and refuses what cannot work.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -9,9 +9,9 @@ use tailor_kube::client::ClientFlags;
 use tailor_kube::leader::{InvalidLeaseSettings, LeaseSettings};
 use tailor_kube::listen::ListenAddressError;
 
-use crate::config::{FeatureGates, RestrictionConfig};
-use crate::flags::Flags;
+use crate::decisions::config::{FeatureGates, RestrictionConfig};
 use crate::iteration::IterationConfig;
+use crate::process::flags::Flags;
 use tailor_kube::rate::RateSettings;
 
 /// Why the command line cannot run.

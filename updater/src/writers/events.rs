@@ -80,7 +80,7 @@ pub fn resize_skipped() -> UpdaterEvent {
 }
 
 /// The warning on a VPA the updater does not act on because another VPA targets the same workload
-/// (`message` from [`crate::conflicts::Conflicts`]).
+/// (`message` from [`crate::decisions::conflicts::Conflicts`]).
 pub fn conflicting_vpas(message: &str) -> UpdaterEvent {
     UpdaterEvent {
         object: EventObject::Vpa,
@@ -111,7 +111,7 @@ pub fn outside_webhook(message: &str) -> UpdaterEvent {
 }
 
 /// The warning on a VPA whose evictions pause because a replacement of an evicted pod was admitted without
-/// Tailor's webhook ([`crate::replacements`]).
+/// Tailor's webhook ([`crate::decisions::replacements`]).
 pub fn replacements_unsized(message: &str) -> UpdaterEvent {
     UpdaterEvent {
         object: EventObject::Vpa,

@@ -14,15 +14,15 @@ use tailor_kube::shutdown::Shutdown;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::api_actuator::ApiActuator;
-use crate::cache_view::CacheView;
-use crate::caches::{CacheSettings, Caches};
-use crate::health::Health;
+use crate::decisions::resize_check::ResizeRules;
 use crate::iteration::UpdaterState;
-use crate::metrics::Metrics;
-use crate::resize_check::ResizeRules;
+use crate::process::health::Health;
+use crate::process::metrics::Metrics;
+use crate::process::settings::Settings;
 use crate::run_loop::{Outcome, StatusCheck, Updater, pods_in_key_order, vpas_in_key_order};
-use crate::settings::Settings;
+use crate::views::cache_view::CacheView;
+use crate::views::caches::{CacheSettings, Caches};
+use crate::writers::api_actuator::ApiActuator;
 
 /// Most per-VPA debug lines an iteration writes.
 const MAX_SKIP_LINES: usize = 50;

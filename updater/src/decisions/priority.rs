@@ -8,7 +8,7 @@ use tailor_crds::{
     RecommendedContainerResources, RecommendedPodResources, ResourceList, VerticalPodAutoscaler,
 };
 
-use crate::pods::{self, CachedPod};
+use crate::views::pods::{self, CachedPod};
 
 /// The update priority of a pod.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -10,7 +10,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use tailor_kube::admin::{AdminServer, ListenError, PLAIN_TEXT, Probes, Routes};
 
-use crate::metrics::Metrics;
+use crate::process::metrics::Metrics;
 
 /// The updater's routes: `/health-check` as upstream, `/readyz`, and `/metrics` as plain text.
 const ROUTES: Routes = Routes {

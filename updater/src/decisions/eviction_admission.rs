@@ -9,8 +9,8 @@ use tailor_crds::{
 };
 
 use crate::FastMap;
-use crate::pods::{self, CachedPod};
-use crate::priority::container_recommendation;
+use crate::decisions::priority::container_recommendation;
+use crate::views::pods::{self, CachedPod};
 
 /// Requirements per pod (`namespace/name`), rebuilt every iteration.
 #[derive(Clone, Debug, Default)]
