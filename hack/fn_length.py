@@ -15,62 +15,10 @@ import pathlib
 import re
 import sys
 
-CHAR_LIT = re.compile(r"'(?:\\u\{[0-9a-fA-F]+\}|\\x[0-9a-fA-F]{2}|\\.|[^\\'\n])'")
+from rust_text import blank as blank_out
+
 FN = re.compile(r"\bfn\s+(\w+)")
 TEST_MOD = re.compile(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*([;{])")
-
-
-def blank_out(text: str) -> str:
-    """`text` with comments, strings and char literals replaced by spaces (newlines kept), so that braces
-    and `fn` inside them do not count."""
-    out = list(text)
-    i, n = 0, len(text)
-
-    def blank(a: int, b: int) -> None:
-        for k in range(a, b):
-            if out[k] != "\n":
-                out[k] = " "
-
-    while i < n:
-        c = text[i]
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            blank(i, j)
-            i = j
-        elif text.startswith("/*", i):
-            depth, j = 1, i + 2
-            while j < n and depth:
-                if text.startswith("/*", j):
-                    depth, j = depth + 1, j + 2
-                elif text.startswith("*/", j):
-                    depth, j = depth - 1, j + 2
-                else:
-                    j += 1
-            blank(i, j)
-            i = j
-        elif m := re.match(r'b?r(#*)"', text[i : i + 260]) if c in "rb" and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")) else None:
-            close = '"' + m.group(1)
-            j = text.find(close, i + m.end())
-            j = n if j < 0 else j + len(close)
-            blank(i, j)
-            i = j
-        elif c == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            blank(i, j + 1)
-            i = j + 1
-        elif c == "'":
-            m = CHAR_LIT.match(text, i)
-            if m:
-                blank(i, m.end())
-                i = m.end()
-            else:
-                i += 1  # a lifetime
-        else:
-            i += 1
-    return "".join(out)
 
 
 def block_end(text: str, open_at: int) -> int:
