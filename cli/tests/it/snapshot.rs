@@ -23,6 +23,18 @@ fn sized(extra: &[&str]) -> Value {
     serde_json::from_str(&stdout(&tailor(&args))).unwrap()
 }
 
+/// `tailor recommend --input DEMO -o json`, parsed: the recommendations without a snapshot.
+fn unsized_demo() -> Value {
+    serde_json::from_str(&stdout(&tailor(&[
+        "recommend",
+        "--input",
+        DEMO,
+        "-o",
+        "json",
+    ])))
+    .unwrap()
+}
+
 /// The item `id` of a JSON array of recommendations.
 fn item<'a>(all: &'a Value, id: &str) -> &'a Value {
     all.as_array()
@@ -88,14 +100,7 @@ fn the_example_caps_web_to_its_node_and_leaves_workers_cpu_to_the_hpa() {
 #[test]
 fn each_rule_has_the_daemons_switch() {
     let all = sized(&["--node-fit=false", "--hpa-coherence=false"]);
-    let plain: Value = serde_json::from_str(&stdout(&tailor(&[
-        "recommend",
-        "--input",
-        DEMO,
-        "-o",
-        "json",
-    ])))
-    .unwrap();
+    let plain = unsized_demo();
     assert_eq!(
         all, plain,
         "with both rules off the snapshot changes nothing"
@@ -141,14 +146,7 @@ fn a_trace_without_a_vpa_in_the_snapshot_is_printed_unsized_with_a_warning() {
         "json",
     ]);
     let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    let plain: Value = serde_json::from_str(&stdout(&tailor(&[
-        "recommend",
-        "--input",
-        DEMO,
-        "-o",
-        "json",
-    ])))
-    .unwrap();
+    let plain = unsized_demo();
     assert_eq!(printed, plain);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
