@@ -103,6 +103,9 @@ pub struct Phases {
 pub struct Recommender {
     pub(crate) cfg: ControllerConfig,
     pub(crate) client: Client,
+    /// Where status and checkpoint writes go: the API server through `client`, unless replaced
+    /// ([`Recommender::set_writes`]).
+    pub(crate) writes: Arc<dyn crate::writers::edge::Writes>,
     pub(crate) stores: Stores,
     pub(crate) ooms: OomQueue,
     pub(crate) metrics: Arc<Metrics>,
@@ -170,6 +173,10 @@ impl Recommender {
             model: ClusterState::new(cfg.aggregations, gc),
             source: MetricsApiSource::new(client.clone(), &cfg.vpa_object_namespace),
             events: crate::writers::events::EventSink::new(client.clone()),
+            writes: Arc::new(crate::writers::edge::ApiWrites::new(
+                client.clone(),
+                FIELD_MANAGER,
+            )),
             cfg,
             client,
             stores,
@@ -222,6 +229,13 @@ impl Recommender {
     pub fn with_cluster_view(mut self, view: crate::views::cluster_view::ClusterView) -> Self {
         self.view = view;
         self
+    }
+
+    /// Sends status and checkpoint writes to `writes` instead of the API server: a record for a test or a
+    /// dry run ([`crate::writers::edge::RecordedWrites`]). Reads, Events and the leader lease still use the
+    /// client.
+    pub fn set_writes(&mut self, writes: Arc<dyn crate::writers::edge::Writes>) {
+        self.writes = writes;
     }
 
     /// Writes only while `fence` allows (the leader lease is held): every status patch, checkpoint apply

@@ -9,22 +9,19 @@ use std::sync::Arc;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{DeleteParams, Patch, PatchParams};
-use kube::{Api, Client};
 use tailor_crds::condition as cond;
 use tailor_crds::{VerticalPodAutoscalerCheckpoint, VerticalPodAutoscalerCondition};
 use tailor_kube::leader::Fence;
 use tokio::time::Instant;
 
 use crate::error::Error;
-use crate::ingest::stored::StoredCheckpoint;
 use crate::ingest::{VpaKey, key_of};
-use crate::run_loop::{FIELD_MANAGER, LoopReport, Recommender};
+use crate::run_loop::{LoopReport, Recommender};
 use crate::views::checkpoint_index::CheckpointIndex;
 use crate::views::watched_vpa::WatchedVpa;
 use crate::writers::checkpoint::{self, WindowAggregate};
+use crate::writers::edge::Writes;
 use crate::writers::ratelimit::RateLimiter;
-use crate::writers::write_request::patch_discarding;
 pub use crate::writers::written::{HistogramShape, WrittenShapes, shapes_of};
 use tailor_engine::model::VpaCheckpoint;
 use tailor_engine::units::Nanos;
@@ -164,16 +161,16 @@ pub struct Applied {
     pub errors: Vec<Error>,
 }
 
-/// Applies each checkpoint with one server-side apply PATCH (field manager [`FIELD_MANAGER`], forced),
-/// each only if `fence` allows it when its turn comes ([`Error::NotLeader`] otherwise).
+/// Applies each checkpoint through `writes` (one server-side apply PATCH each, field manager
+/// [`FIELD_MANAGER`](crate::run_loop::FIELD_MANAGER), forced), each only if `fence` allows it when its turn comes ([`Error::NotLeader`]
+/// otherwise).
 pub async fn apply_checkpoints(
-    client: Client,
+    writes: &dyn Writes,
     limiter: RateLimiter,
     fence: Fence,
     checkpoints: Vec<Result<DesiredCheckpoint, Error>>,
 ) -> Applied {
     let mut out = Applied::default();
-    let pp = PatchParams::apply(FIELD_MANAGER).force();
     for c in checkpoints {
         let c = match c {
             Ok(c) => c,
@@ -189,15 +186,7 @@ pub async fn apply_checkpoints(
             });
             continue;
         }
-        let patch = Patch::Apply(&c.object);
-        let applied = patch_discarding::<VerticalPodAutoscalerCheckpoint, _>(
-            &client,
-            &c.namespace,
-            &c.name,
-            None,
-            &pp,
-            &patch,
-        );
+        let applied = writes.apply_checkpoint(&c.namespace, &c.name, &c.object);
         match applied.await {
             Ok(_) => out.written.push(c.name),
             Err(source) => out.errors.push(Error::CheckpointWrite {
@@ -244,9 +233,9 @@ pub struct Deleted {
     pub finished: bool,
 }
 
-/// Deletes `doomed` checkpoints one by one until `deadline`, while `fence` allows writes.
+/// Deletes `doomed` checkpoints through `writes` one by one until `deadline`, while `fence` allows writes.
 pub async fn delete_checkpoints(
-    client: Client,
+    writes: &dyn Writes,
     limiter: RateLimiter,
     fence: &Fence,
     doomed: Vec<(String, String)>,
@@ -269,12 +258,9 @@ pub async fn delete_checkpoints(
             });
             break;
         }
-        // The deleted object comes back in the answer: decoded leniently, so that deleting one that does
-        // not decode (a bad checkpoint) still succeeds.
-        let api: Api<StoredCheckpoint> = Api::namespaced(client.clone(), &ns);
-        match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => out.deleted.push((ns, name)),
-            Err(kube::Error::Api(s)) if s.code == 404 => out.missing.push((ns, name)),
+        match writes.delete_checkpoint(&ns, &name).await {
+            Ok(true) => out.deleted.push((ns, name)),
+            Ok(false) => out.missing.push((ns, name)),
             Err(source) => {
                 out.finished = false;
                 out.errors.push(Error::CheckpointDelete {
@@ -373,13 +359,13 @@ impl Recommender {
                     shapes_of(&self.model.aggregate_state_by_container_name(e.index))
                 });
                 let checkpoints = desired_checkpoints(&vpa.metadata, content, now);
-                let (client, limiter) = (self.client.clone(), self.limiter.clone());
+                let (writes, limiter) = (self.writes.clone(), self.limiter.clone());
                 let fence = self.fence.clone();
                 in_flight.push(async move {
                     (
                         key,
                         shapes,
-                        apply_checkpoints(client, limiter, fence, checkpoints).await,
+                        apply_checkpoints(&*writes, limiter, fence, checkpoints).await,
                     )
                 });
                 started += 1;
@@ -444,7 +430,7 @@ impl Recommender {
         doomed.sort();
         doomed.dedup();
         let out = delete_checkpoints(
-            self.client.clone(),
+            &*self.writes,
             self.limiter.clone(),
             &self.fence,
             doomed,
@@ -490,7 +476,7 @@ impl Recommender {
         });
         doomed.sort();
         let out = delete_checkpoints(
-            self.client.clone(),
+            &*self.writes,
             self.limiter.clone(),
             &self.fence,
             doomed,

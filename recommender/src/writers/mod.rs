@@ -3,6 +3,7 @@
 
 pub mod checkpoint;
 pub mod checkpoint_writer;
+pub mod edge;
 pub mod events;
 pub mod ratelimit;
 pub mod status_writer;

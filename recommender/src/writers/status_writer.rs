@@ -7,25 +7,23 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::Client;
-use kube::api::{Patch, PatchParams};
 use serde_json::value::RawValue;
 use tailor_crds::condition as cond;
 use tailor_crds::{
     RecommendedContainerResources, RecommendedPodResources, ResourceList, UpdateMode,
-    VerticalPodAutoscaler, VerticalPodAutoscalerCondition, VerticalPodAutoscalerStatus,
+    VerticalPodAutoscalerCondition, VerticalPodAutoscalerStatus,
 };
 use tailor_kube::leader::Fence;
 
 use crate::error::Error;
 use crate::ingest::{VpaKey, key_of};
 use crate::process::metrics::SizedWithinCluster;
-use crate::run_loop::{FIELD_MANAGER, LoopReport, Recommender};
+use crate::run_loop::{LoopReport, Recommender};
 use crate::selection::{RECOMMENDATION_MISSING_LOG_PERIOD, track_missing_recommendation};
 use crate::time::to_time_secs;
 use crate::views::watched_vpa::{StoredStatus, WatchedVpa};
+use crate::writers::edge::Writes;
 use crate::writers::ratelimit::RateLimiter;
-use crate::writers::write_request::patch_discarding;
 pub use crate::writers::written::{LastWrite, StatusDigest};
 use tailor_engine::estimate::{ContainerRecommendation, VpaInput, confidence, recommend};
 use tailor_engine::model::AggregateContainerState;
@@ -556,25 +554,20 @@ impl StatusWrite {
     }
 }
 
-/// Sends the planned writes, `workers` at a time, each only if `fence` allows it when its turn comes
-/// ([`Error::NotLeader`] otherwise); returns each write with its outcome.
+/// Sends the planned writes to `writes`, `workers` at a time, each only if `fence` allows it when its turn
+/// comes ([`Error::NotLeader`] otherwise); returns each write with its outcome.
 pub async fn write_statuses(
-    client: Client,
+    writes: &dyn Writes,
     limiter: RateLimiter,
     fence: &Fence,
     workers: usize,
-    writes: Vec<StatusWrite>,
+    planned: Vec<StatusWrite>,
 ) -> Vec<(StatusWrite, Result<(), Error>)> {
-    let pp = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..Default::default()
-    };
-    futures::stream::iter(writes)
+    futures::stream::iter(planned)
         .map(|w| {
-            let (client, limiter, pp) = (client.clone(), limiter.clone(), pp.clone());
-            let fence = fence.clone();
+            let (limiter, fence) = (limiter.clone(), fence.clone());
             async move {
-                let r = patch_status(client, limiter, &fence, &pp, &w).await;
+                let r = patch_status(writes, limiter, &fence, &w).await;
                 (w, r)
             }
         })
@@ -584,10 +577,9 @@ pub async fn write_statuses(
 }
 
 async fn patch_status(
-    client: Client,
+    writes: &dyn Writes,
     limiter: RateLimiter,
     fence: &Fence,
-    pp: &PatchParams,
     w: &StatusWrite,
 ) -> Result<(), Error> {
     let (namespace, vpa) = (&w.key.0, &w.key.1);
@@ -597,20 +589,14 @@ async fn patch_status(
             what: format!("VPA {namespace}/{vpa} status"),
         });
     }
-    patch_discarding::<VerticalPodAutoscaler, _>(
-        &client,
-        namespace,
-        vpa,
-        Some("status"),
-        pp,
-        &Patch::Merge(&w.body),
-    )
-    .await
-    .map_err(|source| Error::StatusWrite {
-        namespace: namespace.clone(),
-        vpa: vpa.clone(),
-        source,
-    })
+    writes
+        .patch_status(namespace, vpa, &w.body)
+        .await
+        .map_err(|source| Error::StatusWrite {
+            namespace: namespace.clone(),
+            vpa: vpa.clone(),
+            source,
+        })
 }
 
 impl Recommender {
@@ -636,7 +622,7 @@ impl Recommender {
             .step("recommend", report.phases.recommend_seconds);
         let t = tokio::time::Instant::now();
         let results = write_statuses(
-            self.client.clone(),
+            &*self.writes,
             self.limiter.clone(),
             &self.fence,
             self.cfg.update_worker_count,

@@ -62,6 +62,29 @@ where
     client.request_text(req).await.map(drop)
 }
 
+/// Sends a DELETE of the namespaced object `name` of kind `K` (default options) without decoding the object
+/// that comes back (so an object that would not decode, a bad checkpoint, is deleted all the same);
+/// `false` when it was already gone (404).
+pub async fn delete_discarding<K>(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<bool, kube::Error>
+where
+    K: Resource<Scope = NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    let mut req = Request::new(K::url_path(&K::DynamicType::default(), Some(namespace)))
+        .delete(name, &kube::api::DeleteParams::default())
+        .map_err(kube::Error::BuildRequest)?;
+    req.extensions_mut().insert("delete");
+    match client.request_text(req).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

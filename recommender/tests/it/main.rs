@@ -17,3 +17,4 @@ mod lease;
 mod restarts;
 mod retarget;
 mod unit_vectors;
+mod writes;

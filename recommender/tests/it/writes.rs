@@ -1,0 +1,120 @@
+//! The loop's writes sent to a record ([`RecordedWrites`]) instead of the API server: two recommenders fed
+//! the same objects and the same usage, one writing to the stand-in API server and one to a record, plan the
+//! same writes in the same order — so a test or a dry run reading the record sees exactly what the API
+//! server would get — and the recorded one sends the API server no write at all.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tailor_recommender::process::config::ControllerConfig;
+use tailor_recommender::writers::edge::{Recorded as Write, RecordedWrites};
+
+use crate::controller::{add_pods, sample_list, setup};
+use crate::harness::{Harness, Recorded};
+
+/// A write as the API server received it: (kind, namespace, name, body).
+type Seen = (&'static str, String, String, Value);
+
+/// `v` with every fractional number rounded to 12 significant digits: the stand-in reads an apply patch as
+/// YAML, whose float parser can move the last digit of a histogram's total weight.
+fn rounded(v: Value) -> Value {
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or_default();
+            serde_json::json!(format!("{f:.12e}"))
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(rounded).collect()),
+        Value::Object(o) => Value::Object(o.into_iter().map(|(k, v)| (k, rounded(v))).collect()),
+        other => other,
+    }
+}
+
+/// The writes among the stand-in's requests.
+fn sent(requests: &[Recorded]) -> Vec<Seen> {
+    let mut out = Vec::new();
+    for r in requests {
+        let path = r.uri.split('?').next().unwrap_or_default();
+        let ns = (path.split("/namespaces/").nth(1))
+            .and_then(|s| s.split('/').next())
+            .unwrap_or_default()
+            .to_owned();
+        let name = path
+            .trim_end_matches("/status")
+            .rsplit('/')
+            .next()
+            .unwrap_or_default();
+        match r.method.as_str() {
+            "PATCH" if path.ends_with("/status") => {
+                out.push(("status", ns, name.to_owned(), rounded(r.body.clone())))
+            }
+            "PATCH" => out.push(("checkpoint", ns, name.to_owned(), rounded(r.body.clone()))),
+            "DELETE" => out.push(("delete", ns, name.to_owned(), Value::Null)),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The record's writes in the same form.
+fn recorded(writes: Vec<Write>) -> Vec<Seen> {
+    writes
+        .into_iter()
+        .map(|w| match w {
+            Write::Status(ns, name, body) => ("status", ns, name, rounded(body)),
+            Write::Checkpoint(ns, name, object) => ("checkpoint", ns, name, rounded(object)),
+            Write::Deleted(ns, name) => ("delete", ns, name, Value::Null),
+        })
+        .collect()
+}
+
+/// The recorded status writes as the requests the watch would have reflected.
+fn as_requests(writes: &[Seen]) -> Vec<Recorded> {
+    (writes.iter().filter(|w| w.0 == "status"))
+        .map(|(_, ns, name, body)| Recorded {
+            method: "PATCH".into(),
+            uri: format!(
+                "/apis/autoscaling.tailor.dev/v1/namespaces/{ns}/verticalpodautoscalers/{name}/status"
+            ),
+            content_type: Some("application/merge-patch+json".into()),
+            body: body.clone(),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn recorded_writes_are_what_the_api_server_would_get_and_none_is_sent() {
+    let mut through_api = Harness::new(ControllerConfig::default()).await;
+    let mut dry = Harness::new(ControllerConfig::default()).await;
+    let record = RecordedWrites::default();
+    dry.rec.set_writes(Arc::new(record.clone()));
+    for h in [&mut through_api, &mut dry] {
+        setup(h);
+        add_pods(h, 2);
+    }
+    let mut total = 0;
+    for i in 0..5 {
+        let (_, requests) = through_api.loop_with(i * 60, Ok(sample_list(2, i))).await;
+        let expected = sent(&requests);
+        let before = record.writes().len();
+        let (_, dry_requests) = dry.loop_with(i * 60, Ok(sample_list(2, i))).await;
+        assert_eq!(
+            sent(&dry_requests),
+            [],
+            "loop {i}: the recorded recommender sent a write"
+        );
+        let got = recorded(record.writes().split_off(before));
+        // The watch delivers the statuses the record holds, as it would have delivered the API's.
+        dry.reflect_status_patches(&as_requests(&got));
+        assert_eq!(
+            got, expected,
+            "loop {i}: the record differs from the API server's writes"
+        );
+        total += got.len();
+    }
+    let kinds: Vec<&str> = recorded(record.writes()).iter().map(|w| w.0).collect();
+    assert!(
+        kinds.contains(&"status") && kinds.contains(&"checkpoint"),
+        "{kinds:?}"
+    );
+    assert!(total >= 2, "some writes were planned: {total}");
+}
