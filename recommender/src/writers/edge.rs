@@ -5,6 +5,7 @@
 //! and the leader fence stay in the write steps, before the call, so every implementation gets the same
 //! calls in the same order. Events go through kube-runtime's recorder ([`crate::writers::events`]), not here.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -128,7 +129,7 @@ pub enum Recorded {
 /// deleted. At most [`RecordedWrites::MAX`] are kept (the oldest are dropped), so a long dry run stays small.
 #[derive(Debug, Clone, Default)]
 pub struct RecordedWrites {
-    writes: Arc<Mutex<Vec<Recorded>>>,
+    writes: Arc<Mutex<VecDeque<Recorded>>>,
 }
 
 impl RecordedWrites {
@@ -137,18 +138,16 @@ impl RecordedWrites {
 
     /// The writes so far, oldest first.
     pub fn writes(&self) -> Vec<Recorded> {
-        self.writes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        let writes = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
+        writes.iter().cloned().collect()
     }
 
     fn keep(&self, w: Recorded) {
         let mut writes = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
         if writes.len() >= Self::MAX {
-            writes.remove(0);
+            writes.pop_front();
         }
-        writes.push(w);
+        writes.push_back(w);
     }
 }
 
