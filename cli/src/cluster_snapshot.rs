@@ -29,8 +29,9 @@ use tailor_kube::manifests::{self, Keep, Object, Walk};
 use crate::error::InputError;
 use crate::output::{ClusterCondition, Recommendation};
 
-/// At most this many pods of a snapshot are read (a larger cluster: pass the namespaces that matter).
-pub const MAX_PODS: usize = 200_000;
+/// At most this many pods, Nodes, NodePools and HPAs of a snapshot are read together (a larger cluster: pass
+/// the namespaces that matter).
+pub const MAX_OBJECTS: usize = 200_000;
 
 /// `--snapshot` and the switches of sizing within the cluster (the daemon's defaults: all on).
 #[derive(Debug, clap::Args)]
@@ -167,14 +168,14 @@ struct Read {
 
 impl Read {
     fn add(&mut self, kept: Kept) -> Result<(), InputError> {
+        let held = self.pods.len() + self.nodes.len() + self.pools.len() + self.hpas.len();
+        if held >= MAX_OBJECTS && !matches!(kept, Kept::Index(_) | Kept::Other) {
+            return Err(InputError(format!(
+                "--snapshot: more than {MAX_OBJECTS} pods, Nodes, NodePools and HPAs: pass fewer namespaces"
+            )));
+        }
         match kept {
             Kept::Index(o) => self.index.add(*o),
-            Kept::Pod(p) if self.pods.len() >= MAX_PODS => {
-                return Err(InputError(format!(
-                    "--snapshot: more than {MAX_PODS} pods (pod {}/…): pass fewer namespaces",
-                    p.namespace
-                )));
-            }
             Kept::Pod(p) => self.pods.push(*p),
             Kept::Node(n) => self.nodes.push(*n),
             Kept::Pool(p) => self.pools.push(*p),
