@@ -9,15 +9,13 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::Value;
 use tailor_cluster_fit::hpa::SlimHpa;
 use tailor_cluster_fit::karpenter::{InstanceTable, NodePool};
 use tailor_cluster_fit::node_fit::{MAX_SHAPES, PodShape};
 use tailor_cluster_fit::nodes::SlimNode;
 use tailor_cluster_fit::pod_spec::SlimPodSpec;
 use tailor_cluster_fit::view::{Candidates, FitView};
-use tailor_cluster_fit::within::{ClusterNotes, LEFT_TO_HPA_REASON, size_within_cluster};
-use tailor_crds::condition as cond;
+use tailor_cluster_fit::within::{ClusterNotes, cluster_conditions, size_within_cluster};
 use tailor_crds::{PodResourcePolicy, VerticalPodAutoscaler};
 use tailor_engine::estimate::ContainerRecommendation;
 use tailor_engine::model::Selector;
@@ -27,6 +25,7 @@ use tailor_kube::manifests::index_objects::{IndexObject, ManifestIndex};
 use tailor_kube::manifests::{self, Keep, Object, Walk};
 
 use crate::error::InputError;
+use crate::fleet::text_at;
 use crate::output::{ClusterCondition, Recommendation};
 
 /// At most this many pods, Nodes, NodePools and HPAs of a snapshot are read together (a larger cluster: pass
@@ -124,13 +123,6 @@ impl Keep for Kept {
             },
         })
     }
-}
-
-fn text_at(v: &Value, pointer: &str) -> String {
-    v.pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
 }
 
 fn pod(o: &Object) -> Result<SnapshotPod, String> {
@@ -294,7 +286,7 @@ impl ClusterSnapshot {
             out.upper_bound = rec.upper_bound;
             out.uncapped_target = rec.uncapped_target;
         }
-        r.cluster = conditions(notes);
+        r.cluster = conditions(&notes);
         true
     }
 }
@@ -350,24 +342,12 @@ fn engine_form(r: &OutputRecommendation) -> ContainerRecommendation {
 }
 
 /// The conditions the recommender sets on the VPA for what sizing within the cluster did.
-fn conditions(notes: ClusterNotes) -> Vec<ClusterCondition> {
-    let mut out = Vec::new();
-    if let Some(note) = &notes.node_fit {
-        let (status, reason, message) = note.condition();
-        out.push(ClusterCondition::new(
-            cond::CAPPED_TO_NODE_SIZE,
-            status,
-            reason,
-            message,
-        ));
-    }
-    if let Some(message) = &notes.left_to_hpa {
-        out.push(ClusterCondition::new(
-            cond::RESOURCES_LEFT_TO_HPA,
-            true,
-            LEFT_TO_HPA_REASON,
-            message,
-        ));
-    }
-    out
+fn conditions(notes: &ClusterNotes) -> Vec<ClusterCondition> {
+    cluster_conditions(notes.node_fit.as_ref(), notes.left_to_hpa.as_deref())
+        .into_iter()
+        .filter_map(|(type_, state)| {
+            let (status, reason, message) = state?;
+            Some(ClusterCondition::new(type_, status, reason, message))
+        })
+        .collect()
 }

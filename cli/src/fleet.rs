@@ -147,7 +147,7 @@ fn settings(args: &FleetArgs) -> Result<FleetSettings, InputError> {
 }
 
 /// A string at `pointer` of `value` (empty when absent or not a string).
-fn text_at(value: &Value, pointer: &str) -> String {
+pub(crate) fn text_at(value: &Value, pointer: &str) -> String {
     (value.pointer(pointer).and_then(Value::as_str))
         .unwrap_or_default()
         .to_owned()

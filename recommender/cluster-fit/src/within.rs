@@ -4,6 +4,7 @@
 //! `tailor recommend --snapshot` both call [`size_within_cluster`], so the offline answer is the daemon's.
 
 use tailor_core::sizing::POD_ROW;
+use tailor_crds::condition as cond;
 use tailor_crds::{PodResourcePolicy, ResourceList};
 use tailor_engine::estimate::ContainerRecommendation;
 use tailor_engine::policy::IntegerBounds;
@@ -59,6 +60,29 @@ impl NodeFitNote {
             FitOutcome::Fits | FitOutcome::Unknown => None,
         }
     }
+}
+
+/// A condition as sizing within the cluster decides it: `Some((status, reason, message))` to set, `None`
+/// to remove.
+pub type ConditionState<'a> = Option<(bool, &'a str, &'a str)>;
+
+/// The VPA conditions sizing within the cluster owns, each with what node fit and HPA coherence decided
+/// of it: `CappedToNodeSize` and `ResourcesLeftToHPA`, in that order. The recommender sets or removes
+/// each; `tailor recommend --snapshot` prints those set.
+pub fn cluster_conditions<'a>(
+    node_fit: Option<&'a NodeFitNote>,
+    left_to_hpa: Option<&'a str>,
+) -> [(&'static str, ConditionState<'a>); 2] {
+    [
+        (
+            cond::CAPPED_TO_NODE_SIZE,
+            node_fit.map(NodeFitNote::condition),
+        ),
+        (
+            cond::RESOURCES_LEFT_TO_HPA,
+            left_to_hpa.map(|m| (true, LEFT_TO_HPA_REASON, m)),
+        ),
+    ]
 }
 
 /// What sizing within the cluster did to one recommendation (see [`crate::node_fit`], [`crate::hpa`]).

@@ -34,7 +34,7 @@ use crate::views::cluster_view::loop_view;
 use tailor_cluster_fit::node_fit::{MAX_SHAPES, PodShape};
 use tailor_cluster_fit::view::FitView;
 use tailor_cluster_fit::within::{
-    ClusterNotes, LEFT_TO_HPA_REASON, NodeFitNote, size_within_cluster,
+    ClusterNotes, NodeFitNote, cluster_conditions, size_within_cluster,
 };
 
 const DAY: i64 = 86_400_000_000_000;
@@ -381,27 +381,12 @@ fn plan_cluster_conditions(
     f: &Findings,
     now: &Time,
 ) {
-    match &f.node_fit {
-        Some(note) => {
-            let (status, reason, message) = note.condition();
-            set(
-                conditions,
-                cond::CAPPED_TO_NODE_SIZE,
-                status,
-                reason,
-                message,
-                now,
-            );
+    for (type_, state) in cluster_conditions(f.node_fit.as_ref(), f.left_to_hpa.as_deref()) {
+        match state {
+            Some((status, reason, message)) => set(conditions, type_, status, reason, message, now),
+            None => remove(conditions, type_),
         }
-        None => remove(conditions, cond::CAPPED_TO_NODE_SIZE),
     }
-    set_or_remove(
-        conditions,
-        cond::RESOURCES_LEFT_TO_HPA,
-        LEFT_TO_HPA_REASON,
-        f.left_to_hpa.as_deref(),
-        now,
-    );
 }
 
 /// The `ConfigUnsupported` message of VPA `name` whose spec breaks a validation rule: the webhook's own
