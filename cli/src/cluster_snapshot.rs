@@ -5,7 +5,7 @@
 //! ([`tailor_cluster_fit::within::size_within_cluster`]) caps each trace's recommendation. A trace goes with
 //! the VPA its id names (`namespace/name`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -228,12 +228,23 @@ impl ClusterSnapshot {
         } = read;
         let vpas_read: Vec<VerticalPodAutoscaler> = index.vpas().to_vec();
         let index = index.into_index();
+        // Pods by namespace, once: a VPA only looks at its own namespace's.
+        let mut by_namespace: HashMap<&str, Vec<&SnapshotPod>> = HashMap::new();
+        for p in &pods {
+            by_namespace
+                .entry(p.namespace.as_str())
+                .or_default()
+                .push(p);
+        }
         let vpas = vpas_read
             .iter()
             .map(|v| {
                 let namespace = v.metadata.namespace.clone().unwrap_or_default();
                 let name = v.metadata.name.clone().unwrap_or_default();
-                let facts = facts(v, &namespace, &index, &pods);
+                let in_namespace = by_namespace
+                    .get(namespace.as_str())
+                    .map_or(&[][..], Vec::as_slice);
+                let facts = facts(v, &namespace, &index, in_namespace);
                 ((namespace, name), facts)
             })
             .collect();
@@ -291,13 +302,13 @@ impl ClusterSnapshot {
     }
 }
 
-/// The VPA's target, policy, and the distinct shapes (at most [`MAX_SHAPES`]) of the pods its target's
-/// selector matches in its namespace, as the recommender's model matches them.
+/// The VPA's target, policy, and the distinct shapes (at most [`MAX_SHAPES`]) of the pods of its
+/// namespace (`pods`) its target's selector matches, as the recommender's model matches them.
 fn facts(
     v: &VerticalPodAutoscaler,
     namespace: &str,
     index: &Index,
-    pods: &[SnapshotPod],
+    pods: &[&SnapshotPod],
 ) -> VpaFacts {
     let target = v.spec.target_ref.as_ref();
     let selector = target.and_then(|t| {
@@ -312,9 +323,7 @@ fn facts(
     });
     let mut shapes: Vec<PodShape> = Vec::new();
     if let Some(selector) = selector {
-        let matched = pods
-            .iter()
-            .filter(|p| p.namespace == namespace && selector.matches(&p.labels));
+        let matched = pods.iter().filter(|p| selector.matches(&p.labels));
         for shape in matched.filter_map(|p| p.shape.as_ref()) {
             if shapes.len() >= MAX_SHAPES {
                 break;
