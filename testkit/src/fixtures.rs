@@ -1,0 +1,1 @@
+//! Fluent builders for the VPAs and pods tests are made of.

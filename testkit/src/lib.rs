@@ -1,0 +1,7 @@
+//! Test support that every crate's tests share, and that no shipped crate links (only dev-dependencies):
+//! fluent builders for the objects tests are made of ([`fixtures`]).
+//!
+//! It depends on the API types only (`tailor-crds`, `k8s-openapi`), so the unit tests of `tailor-core` and of
+//! every crate above it can use it without a second copy of their own types.
+
+pub mod fixtures;
