@@ -127,8 +127,6 @@ pub struct Recommender {
     pub(crate) fence: Fence,
     /// Time of the latest sample the model accepted (0 before the first).
     pub(crate) newest_sample: Nanos,
-    /// Events on VPAs (a checkpoint that could not be restored).
-    pub(crate) events: crate::writers::events::EventSink,
     /// Nodes, NodePools and HPAs (node fit and HPA coherence; empty = off).
     pub(crate) view: crate::views::cluster_view::ClusterView,
     /// Where the fleet is published after each loop, when the dashboard is on.
@@ -172,7 +170,6 @@ impl Recommender {
         Recommender {
             model: ClusterState::new(cfg.aggregations, gc),
             source: MetricsApiSource::new(client.clone(), &cfg.vpa_object_namespace),
-            events: crate::writers::events::EventSink::new(client.clone()),
             writes: Arc::new(crate::writers::edge::ApiWrites::new(
                 client.clone(),
                 FIELD_MANAGER,
@@ -231,9 +228,9 @@ impl Recommender {
         self
     }
 
-    /// Sends status and checkpoint writes to `writes` instead of the API server: a record for a test or a
-    /// dry run ([`crate::writers::edge::RecordedWrites`]). Reads, Events and the leader lease still use the
-    /// client.
+    /// Sends status and checkpoint writes and Events to `writes` instead of the API server: a record for a
+    /// test ([`crate::writers::edge::RecordedWrites`]) or stdout for a dry run
+    /// ([`crate::writers::edge::PrintedWrites`]). Reads still use the client.
     pub fn set_writes(&mut self, writes: Arc<dyn crate::writers::edge::Writes>) {
         self.writes = writes;
     }

@@ -132,10 +132,20 @@ pub struct Process {
     name: String,
     child: Child,
     logs: Arc<Mutex<Vec<String>>>,
+    stdout: Arc<Mutex<Vec<String>>>,
+}
+
+/// Collects the lines of `from` into `sink` on a thread of its own until the pipe closes.
+fn collect_lines(from: impl std::io::Read + Send + 'static, sink: Arc<Mutex<Vec<String>>>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines().map_while(Result::ok) {
+            sink.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+        }
+    });
 }
 
 impl Process {
-    /// Starts `binary` with `args` (stderr captured; `RUST_LOG`, `NAMESPACE` and `POD_NAME` cleared so
+    /// Starts `binary` with `args` (stderr and stdout captured; `RUST_LOG`, `NAMESPACE` and `POD_NAME` cleared so
     /// the flags decide; the allocator settings the image and the chart set).
     pub fn spawn(name: &str, binary: &Path, args: &[String]) -> Process {
         let mut child = Command::new(binary)
@@ -146,23 +156,33 @@ impl Process {
             .env("MIMALLOC_ARENA_EAGER_COMMIT", "0")
             .env("MIMALLOC_PURGE_DELAY", "0")
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()));
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let sink = logs.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                sink.lock().unwrap_or_else(|p| p.into_inner()).push(line);
-            }
-        });
+        let (logs, stdout) = Default::default();
+        collect_lines(
+            child.stderr.take().expect("stderr is piped"),
+            Arc::clone(&logs),
+        );
+        collect_lines(
+            child.stdout.take().expect("stdout is piped"),
+            Arc::clone(&stdout),
+        );
         Process {
             name: name.into(),
             child,
             logs,
+            stdout,
         }
+    }
+
+    /// Every line the process wrote on stdout so far.
+    pub fn stdout_lines(&self) -> Vec<String> {
+        self.stdout
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The process id.

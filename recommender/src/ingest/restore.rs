@@ -141,7 +141,7 @@ impl Recommender {
         }
         // The condition names the checkpoint for a day; the event tells whoever watches events now.
         if !events.is_empty() && self.fence.allows_writes() {
-            self.events.record(&events).await;
+            crate::writers::events::record(self.writes.as_ref(), &events, "Restore").await;
         }
     }
 

@@ -28,6 +28,8 @@ use tailor_dashboard::money::Prices;
 
 /// Everything the recommender binary runs with, checked.
 pub struct DaemonSettings {
+    /// Print the writes instead of sending them (no lease, no fleet onboarding: both are `None` then).
+    pub dry_run: bool,
     /// The loop's settings.
     pub controller: ControllerConfig,
     /// Node fit and HPA coherence.
@@ -227,6 +229,10 @@ impl Daemon {
         rec.set_job_runs(s.job_runs.map(crate::views::job_runs::JobRunPeaks::new));
         if let Some(d) = &self.dashboard {
             rec = rec.with_dashboard(d.clone());
+        }
+        if s.dry_run {
+            tracing::info!("dry run: writes are printed on stdout, not sent");
+            rec.set_writes(Arc::new(crate::writers::edge::PrintedWrites));
         }
         let health = self.health;
         let stopped = rec

@@ -144,6 +144,11 @@ pub struct Flags {
     /// `--leader-elect` and the lease flags.
     #[command(flatten)]
     pub leader: LeaderFlags,
+    /// Run the loop without writing: every write it would make (status patches, checkpoint applies and
+    /// deletes, Events) is printed as one JSON line on stdout instead. No leader lease is taken (whatever
+    /// `--leader-elect` says) and fleet onboarding stays off; reads still go to the API server.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub dry_run: bool,
     /// After SIGTERM, everything (the loop in progress is abandoned; final checkpoints; releasing the
     /// leader lease) ends within this long. Keep the pod's `terminationGracePeriodSeconds` above it.
     #[arg(long, value_parser = duration, default_value = "20s")]

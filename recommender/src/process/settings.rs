@@ -50,13 +50,19 @@ impl Flags {
                  the loop's budget, so other VPAs' status writes wait behind them while a namespace is onboarded"
             );
         }
+        if self.dry_run && (self.leader.leader_elect || fleet.is_some()) {
+            tracing::warn!(
+                "--dry-run: no leader lease is taken and fleet onboarding is off, whatever the flags ask"
+            );
+        }
         Ok(DaemonSettings {
+            dry_run: self.dry_run,
             recommendation_metrics: self
                 .recommendation_metrics
                 .then_some(self.recommendation_metrics_max_series),
             dashboard,
-            fleet,
-            lease: self.leader.validated()?,
+            fleet: fleet.filter(|_| !self.dry_run),
+            lease: self.leader.validated()?.filter(|_| !self.dry_run),
             controller,
             view,
             address,

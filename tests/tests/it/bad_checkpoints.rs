@@ -12,7 +12,8 @@ use crate::binaries::{VPA_API, namespace, vpa, workload};
 
 const WAIT: Duration = Duration::from_secs(20);
 
-fn checkpoint(vpa: &str, weights: Value) -> Value {
+/// Checkpoint `{vpa}.app` in `shop` with the CPU bucket weights `weights` (`{"16": -1}` is one the schema refuses).
+pub(crate) fn checkpoint(vpa: &str, weights: Value) -> Value {
     json!({
         "apiVersion": VPA_API, "kind": "VerticalPodAutoscalerCheckpoint",
         "metadata": {"name": format!("{vpa}.app"), "namespace": "shop"},

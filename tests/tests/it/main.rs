@@ -16,6 +16,7 @@ mod architecture;
 mod bad_checkpoints;
 mod binaries;
 mod custom_kinds;
+mod dry_run;
 mod dashboard;
 mod fleet;
 mod job_retries;
