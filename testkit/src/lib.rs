@@ -5,3 +5,5 @@
 //! every crate above it can use it without a second copy of their own types.
 
 pub mod fixtures;
+/// Typed API scenarios: a `kube::Client` whose API server is the test (named scenarios, steps, stateful fakes).
+pub mod scenario;
