@@ -209,44 +209,17 @@ impl LeaseWriter {
 
 #[cfg(test)]
 mod tests {
-    use http::{Method, Request, Response, StatusCode};
-    use kube::client::Body;
-    use serde_json::{Value, json};
-    use tower_test::mock::{Handle, pair};
+    use http::StatusCode;
+    use serde_json::json;
+    use tailor_testkit::scenario::{ApiServer, Reply, Scenario, Step, api_server};
 
     use super::*;
 
     const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l";
 
-    fn writer() -> (LeaseWriter, Handle<Request<Body>, Response<Body>>) {
-        let (service, handle) = pair::<Request<Body>, Response<Body>>();
-        let writer = LeaseWriter::new(Client::new(service, "ns"), "ns", "l");
-        (writer, handle)
-    }
-
-    /// Answers the next call, which must be `method` on `path`, with `code` and `body`; returns the body
-    /// sent.
-    async fn answer(
-        api: &mut Handle<Request<Body>, Response<Body>>,
-        (method, path): (Method, &str),
-        code: StatusCode,
-        body: Value,
-    ) -> Value {
-        let (req, send) = api.next_request().await.expect("a call");
-        assert_eq!((req.method(), req.uri().path()), (&method, path));
-        let sent = req.into_body().collect_bytes().await.expect("body");
-        let response = Response::builder()
-            .status(code)
-            .header("content-type", "application/json")
-            .body(Body::from(serde_json::to_vec(&body).expect("json")))
-            .expect("response");
-        send.send_response(response);
-        serde_json::from_slice(&sent).unwrap_or(Value::Null)
-    }
-
-    fn status(code: StatusCode, reason: &str) -> Value {
-        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-               "message": reason, "reason": reason, "code": code.as_u16()})
+    fn writer() -> (LeaseWriter, ApiServer) {
+        let (client, api) = api_server("ns");
+        (LeaseWriter::new(client, "ns", "l"), api)
     }
 
     fn stamp() -> Stamp {
@@ -259,65 +232,51 @@ mod tests {
 
     #[tokio::test]
     async fn an_absent_lease_is_created_and_already_exists_is_a_conflict() {
-        let (writer, mut api) = writer();
-        let task = tokio::spawn(async move { writer.renew(&stamp()).await });
-        let not_found = status(StatusCode::NOT_FOUND, "NotFound");
-        answer(
-            &mut api,
-            (Method::GET, LEASE),
-            StatusCode::NOT_FOUND,
-            not_found,
-        )
-        .await;
+        let (writer, api) = writer();
         let leases = "/apis/coordination.k8s.io/v1/namespaces/ns/leases";
-        let exists = status(StatusCode::CONFLICT, "AlreadyExists");
-        let sent = answer(
-            &mut api,
-            (Method::POST, leases),
-            StatusCode::CONFLICT,
-            exists,
-        )
-        .await;
-        assert_eq!(sent["metadata"]["name"], "l");
-        assert_eq!(sent["metadata"]["namespace"], "ns");
-        assert_eq!(
-            sent["spec"],
-            json!({"holderIdentity": "me", "leaseDurationSeconds": 10,
-                   "renewTime": "1970-01-01T00:00:00.000000Z"})
-        );
-        let written = task.await.expect("task").expect("a conflict is no error");
+        let created = Step::post(leases).check(|sent| {
+            assert_eq!(sent.body["metadata"]["name"], "l");
+            assert_eq!(sent.body["metadata"]["namespace"], "ns");
+            assert_eq!(
+                sent.body["spec"],
+                json!({"holderIdentity": "me", "leaseDurationSeconds": 10,
+                       "renewTime": "1970-01-01T00:00:00.000000Z"})
+            );
+        });
+        let scenario = Scenario::new("an absent lease another writer creates first")
+            .then(Step::get(LEASE).reply(Reply::error(StatusCode::NOT_FOUND, "NotFound")))
+            .then(created.reply(Reply::error(StatusCode::CONFLICT, "AlreadyExists")));
+        let (written, _) = api.verify(scenario, writer.renew(&stamp())).await;
+        let written = written.expect("a conflict is no error");
         assert!(matches!(written, Written::Conflict(e) if e.is_conflict()));
     }
 
     #[tokio::test]
     async fn a_lease_is_replaced_under_the_version_read_keeping_its_other_fields() {
-        let (writer, mut api) = writer();
-        let task = tokio::spawn(async move { writer.renew(&stamp()).await });
-        let stored = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        let (writer, api) = writer();
+        let stored: Lease = serde_json::from_value(json!({
             "metadata": {"name": "l", "namespace": "ns", "resourceVersion": "7"},
-            "spec": {"holderIdentity": "other", "leaseTransitions": 2}});
-        answer(&mut api, (Method::GET, LEASE), StatusCode::OK, stored).await;
-        let (req, send) = api.next_request().await.expect("the replace");
-        assert_eq!((req.method(), req.uri().path()), (&Method::PUT, LEASE));
-        let sent: Value =
-            serde_json::from_slice(&req.into_body().collect_bytes().await.unwrap()).expect("json");
-        assert_eq!(sent["metadata"]["resourceVersion"], "7");
-        assert_eq!(sent["spec"]["holderIdentity"], "me");
-        assert_eq!(sent["spec"]["leaseTransitions"], 2);
-        send.send_response(Response::new(Body::from(
-            serde_json::to_vec(&sent).unwrap(),
-        )));
-        let written = task.await.expect("task").expect("replaced");
-        assert!(matches!(written, Written::Replaced(_)));
+            "spec": {"holderIdentity": "other", "leaseTransitions": 2}}))
+        .expect("a lease");
+        let replaced = Step::put(LEASE).check(|sent| {
+            assert_eq!(sent.body["metadata"]["resourceVersion"], "7");
+            assert_eq!(sent.body["spec"]["holderIdentity"], "me");
+            assert_eq!(sent.body["spec"]["leaseTransitions"], 2);
+        });
+        let scenario = Scenario::new("a lease another holder renewed")
+            .then(Step::get(LEASE).reply(Reply::object(&stored)))
+            .then(replaced.echo());
+        let (written, _) = api.verify(scenario, writer.renew(&stamp())).await;
+        assert!(matches!(written.expect("replaced"), Written::Replaced(_)));
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_bounded_call_times_out_under_its_name() {
-        let (writer, mut api) = writer();
+        let (writer, api) = writer();
         let writer = writer.with_call_timeout(Duration::from_secs(2));
-        let task = tokio::spawn(async move { writer.read().await });
-        let _held = api.next_request().await.expect("the read");
-        let err = task.await.expect("task").expect_err("no answer");
+        let scenario = Scenario::new("the read is never answered").then(Step::get(LEASE).hold());
+        let (read, _held) = api.verify(scenario, writer.read()).await;
+        let err = read.expect_err("no answer");
         assert!(
             matches!(err, LeaseError::Timeout { op: "get", .. }),
             "{err}"

@@ -168,39 +168,30 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use http::{Request, Response};
     use k8s_openapi::api::core::v1::{Namespace, Pod};
-    use kube::client::Body;
-    use tower_test::mock::{Handle, pair};
+    use tailor_testkit::scenario::{ApiServer, Reply, api_server};
 
     use super::*;
 
-    fn mock() -> (Client, Handle<Request<Body>, Response<Body>>) {
-        let (service, handle) = pair::<Request<Body>, Response<Body>>();
-        (Client::new(service, "default"), handle)
-    }
-
-    fn empty_list(kind: &str) -> Response<Body> {
-        let list = serde_json::json!({
-            "apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": "1"}, "items": [],
-        });
-        Response::new(Body::from(serde_json::to_vec(&list).unwrap()))
-    }
-
-    /// Answers the first request (a list) with an empty list and returns its URI.
-    async fn answer_list(handle: &mut Handle<Request<Body>, Response<Body>>, kind: &str) -> String {
-        let (request, send) = handle.next_request().await.expect("a list request");
-        send.send_response(empty_list(kind));
-        request.uri().to_string()
+    /// Answers the first request (a list) with an empty list of `K` and returns its URI.
+    async fn answer_list<K>(api: &mut ApiServer) -> String
+    where
+        K: Resource + serde::Serialize,
+        K::DynamicType: Default,
+    {
+        let list = api.next().await;
+        let uri = list.received.uri();
+        list.reply(Reply::list::<K>(&[], "1"));
+        uri
     }
 
     #[tokio::test]
     async fn a_store_lists_its_namespace_with_its_field_selector_and_becomes_ready() {
-        let (client, mut handle) = mock();
+        let (client, mut api) = api_server("default");
         let config = watcher::Config::default();
         let mut set = ReflectorSet::new(&client, "team", config, Arc::new(|_| {}));
         let pods = set.store_where::<Pod>("spec.nodeName!=", std::convert::identity);
-        let uri = answer_list(&mut handle, "PodList").await;
+        let uri = answer_list::<Pod>(&mut api).await;
         assert!(uri.starts_with("/api/v1/namespaces/team/pods?"), "{uri}");
         assert!(uri.contains("fieldSelector=spec.nodeName"), "{uri}");
         let ready = tokio::time::timeout(Duration::from_secs(5), pods.wait_until_ready()).await;
@@ -213,11 +204,11 @@ mod tests {
 
     #[tokio::test]
     async fn cluster_scoped_kinds_are_watched_everywhere() {
-        let (client, mut handle) = mock();
+        let (client, mut api) = api_server("default");
         let config = watcher::Config::default();
         let mut set = ReflectorSet::new(&client, "team", config, Arc::new(|_| {}));
         let _namespaces = set.cluster_store::<Namespace>(strip_managed);
-        let uri = answer_list(&mut handle, "NamespaceList").await;
+        let uri = answer_list::<Namespace>(&mut api).await;
         assert!(uri.starts_with("/api/v1/namespaces?"), "{uri}");
         assert!(!uri.contains("fieldSelector"), "{uri}");
     }
