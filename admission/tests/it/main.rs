@@ -8,7 +8,6 @@ mod conformance_diff;
 mod conformance_support;
 mod conformance_unit;
 mod fuzz;
-mod mock_api;
 mod proptest_pod;
 mod server_admission;
 mod server_binary;

@@ -1,65 +1,55 @@
 //! Cluster mode, a pod whose owner the caches do not hold yet (a rollout's new ReplicaSet): the index reads it
-//! live through [`LiveOwners`] against a mocked API server, within its bounds — one read per owner, "absent"
-//! remembered, a slow server costs the review at most the timeout, and reads over the rate are shed.
+//! live through [`LiveOwners`] against a fake API server (a served scenario of `tailor-testkit`), within its
+//! bounds — one read per owner, "absent" remembered, a slow server costs the review at most the timeout, and
+//! reads over the rate are shed.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use http::{Request, Response, StatusCode};
-use k8s_openapi::api::apps::v1::Deployment;
+use http::StatusCode;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
-use kube::client::Body;
 use serde_json::json;
 use tailor_admission::live_owners::{LiveOwners, OWNER_READS};
 use tailor_admission::live_reads::ReadSettings;
 use tailor_crds::VerticalPodAutoscaler;
 use tailor_kube::index::{Index, IndexObjects};
-
-use crate::mock_api::respond;
-
-type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+use tailor_testkit::scenario::{ApiServer, Journal, Reply, api_server, failure};
 
 const RS_PATH: &str = "/apis/apps/v1/namespaces/shop/replicasets/";
 
-/// `web-new` exists, `slow` answers after 3 s, everything else is 404; returns the paths asked for.
-async fn serve(mut handle: Handle, asked: tokio::sync::mpsc::UnboundedSender<String>) {
-    while let Some((req, send)) = handle.next_request().await {
-        let path = req.uri().path().to_owned();
-        let _ = asked.send(path.clone());
-        let name = path.strip_prefix(RS_PATH).unwrap_or_default().to_owned();
-        tokio::spawn(async move {
-            if name == "burst" {
-                // A new ReplicaSet read while a burst of its pods is reviewed.
-                tokio::time::sleep(Duration::from_millis(200)).await;
+/// `web-new` exists, `slow` answers after 3 s, everything else is 404; the journal holds the paths asked for.
+fn serve(api: ApiServer) -> Journal {
+    api.serve(|req| {
+        let name = req.path.strip_prefix(RS_PATH).unwrap_or_default();
+        match name {
+            // A new ReplicaSet read while a burst of its pods is reviewed.
+            "burst" => Reply::object(&replica_set(name)).after(Duration::from_millis(200)),
+            "web-new" => Reply::object(&replica_set(name)),
+            "slow" => Reply::json(json!({}))
+                .code(StatusCode::NOT_FOUND)
+                .after(Duration::from_secs(3)),
+            _ => {
+                let mut not_found = failure(StatusCode::NOT_FOUND, "NotFound");
+                not_found.message = Some("not found".into());
+                Reply::status(&not_found)
             }
-            match name.as_str() {
-                "web-new" | "burst" => respond(
-                    send,
-                    StatusCode::OK,
-                    json!({
-                        "apiVersion": "apps/v1", "kind": "ReplicaSet",
-                        "metadata": {"name": name, "namespace": "shop", "uid": "rs-2",
-                            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
-                                                 "uid": "d-1", "controller": true}]},
-                        "spec": {"selector": {"matchLabels": {"app": "web"}},
-                                 "template": {"metadata": {"labels": {"app": "web"}},
-                                              "spec": {"containers": [{"name": "app", "image": "web"}]}}}
-                    }),
-                ),
-                "slow" => {
-                    tokio::time::sleep(Duration::from_secs(3)).await;
-                    respond(send, StatusCode::NOT_FOUND, json!({}));
-                }
-                _ => respond(
-                    send,
-                    StatusCode::NOT_FOUND,
-                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
-                           "code": 404, "message": "not found"}),
-                ),
-            }
-        });
-    }
+        }
+    })
+}
+
+fn replica_set(name: &str) -> ReplicaSet {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": name, "namespace": "shop", "uid": "rs-2",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                                 "uid": "d-1", "controller": true}]},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "app", "image": "web"}]}}}
+    }))
+    .expect("replica set")
 }
 
 fn vpa() -> VerticalPodAutoscaler {
@@ -111,10 +101,8 @@ async fn matches(index: &Arc<Index>, owner: &str, blocking: bool) -> (bool, Dura
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn owners_missing_from_the_cache_are_read_live_within_bounds() {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(service, "default");
-    let (asked_tx, mut asked) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(serve(handle, asked_tx));
+    let (client, api) = api_server("default");
+    let asked = serve(api);
     let settings = ReadSettings {
         timeout: Duration::from_millis(500),
         in_flight: 2,
@@ -147,10 +135,7 @@ async fn owners_missing_from_the_cache_are_read_live_within_bounds() {
     assert!(!matched);
     assert!(waited < Duration::from_millis(1500), "waited {waited:?}");
 
-    let mut paths = Vec::new();
-    while let Ok(p) = asked.try_recv() {
-        paths.push(p);
-    }
+    let paths = asked.paths();
     let count = |name: &str| {
         paths
             .iter()
@@ -177,10 +162,8 @@ async fn owners_missing_from_the_cache_are_read_live_within_bounds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_a_new_replica_sets_pods_waits_on_one_read() {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(service, "default");
-    let (asked_tx, mut asked) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(serve(handle, asked_tx));
+    let (client, api) = api_server("default");
+    let asked = serve(api);
     // The default bounds: two reads in flight.
     let live = Arc::new(LiveOwners::new(
         client,
@@ -207,7 +190,7 @@ async fn a_burst_of_a_new_replica_sets_pods_waits_on_one_read() {
         assert!(b.await.unwrap(), "a pod of the burst was admitted unsized");
     }
     let mut reads = 0;
-    while let Ok(p) = asked.try_recv() {
+    for p in asked.paths() {
         assert_eq!(p, format!("{RS_PATH}burst"));
         reads += 1;
     }

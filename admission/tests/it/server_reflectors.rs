@@ -1,36 +1,62 @@
-//! In-cluster mode against a mocked API server (kube-rs `Client` over a tower-test service): one reflector
-//! per cached kind lists its resource, readiness stays false until every initial list has been answered, and
-//! the cached VPAs keep neither `managedFields` nor annotations.
+//! In-cluster mode against a mocked API server (`tailor-testkit`'s scenarios, answered step by step): one
+//! reflector per cached kind lists its resource, readiness stays false until every initial list has been
+//! answered, and the cached VPAs keep neither `managedFields` nor annotations.
 
 use std::time::{Duration, Instant};
 
-use http::{Request, Response, StatusCode};
-use kube::client::Body;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{LimitRange, ReplicationController};
 use serde_json::json;
 use tailor_admission::{caches, server::Readiness};
+use tailor_crds::VerticalPodAutoscaler;
+use tailor_testkit::scenario::{Reply, api_server};
 
-const LISTS: [(&str, &str); 9] = [
+/// An empty list of `K`.
+fn empty<K>() -> Reply
+where
+    K: kube::Resource<DynamicType = ()> + serde::Serialize,
+{
+    Reply::list::<K>(&[], "10")
+}
+
+/// The one VPA, with the managed fields and annotations the cache drops.
+fn vpas() -> Reply {
+    let vpa: VerticalPodAutoscaler = serde_json::from_value(json!({
+        "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
+        "metadata": {"name": "web", "namespace": "shop", "resourceVersion": "5",
+            "managedFields": [{"manager": "kubectl", "operation": "Apply", "apiVersion": "autoscaling.tailor.dev/v1"}],
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "me"}},
+        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}
+    }))
+    .unwrap();
+    Reply::list(&[vpa], "10")
+}
+
+/// A list path and its answer.
+type List = (&'static str, fn() -> Reply);
+
+const LISTS: [List; 9] = [
     (
         "/apis/autoscaling.tailor.dev/v1/verticalpodautoscalers",
-        "VerticalPodAutoscalerList",
+        vpas,
     ),
-    ("/apis/apps/v1/deployments", "DeploymentList"),
-    ("/apis/apps/v1/replicasets", "ReplicaSetList"),
-    ("/apis/apps/v1/statefulsets", "StatefulSetList"),
-    ("/apis/apps/v1/daemonsets", "DaemonSetList"),
-    ("/apis/batch/v1/jobs", "JobList"),
-    ("/apis/batch/v1/cronjobs", "CronJobList"),
+    ("/apis/apps/v1/deployments", empty::<Deployment>),
+    ("/apis/apps/v1/replicasets", empty::<ReplicaSet>),
+    ("/apis/apps/v1/statefulsets", empty::<StatefulSet>),
+    ("/apis/apps/v1/daemonsets", empty::<DaemonSet>),
+    ("/apis/batch/v1/jobs", empty::<Job>),
+    ("/apis/batch/v1/cronjobs", empty::<CronJob>),
     (
         "/api/v1/replicationcontrollers",
-        "ReplicationControllerList",
+        empty::<ReplicationController>,
     ),
-    ("/api/v1/limitranges", "LimitRangeList"),
+    ("/api/v1/limitranges", empty::<LimitRange>),
 ];
 
 #[tokio::test]
 async fn ready_only_after_every_initial_list() {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(service, "default");
+    let (client, mut api) = api_server("default");
     let readiness = Readiness::new();
     let stores = caches::start_reflectors(client, "", readiness.clone());
 
@@ -43,17 +69,15 @@ async fn ready_only_after_every_initial_list() {
             "ready before all lists were answered: {listed:?}"
         );
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let (req, send) = tokio::time::timeout(remaining, handle.next_request())
+        let request = tokio::time::timeout(remaining, api.next())
             .await
-            .expect("reflectors did not list every kind")
-            .expect("service dropped");
-        let path = req.uri().path().to_owned();
-        let query = req.uri().query().unwrap_or_default().to_owned();
-        if query.contains("watch=true") {
-            held_watches.push(send); // keep the watch open (no events)
+            .expect("reflectors did not list every kind");
+        let path = request.received.path.clone();
+        if request.received.query.contains("watch=true") {
+            held_watches.push(request.hold()); // keep the watch open (no events)
             continue;
         }
-        let (_, kind) = LISTS
+        let (_, list) = LISTS
             .iter()
             .find(|(p, _)| *p == path)
             .unwrap_or_else(|| panic!("unexpected {path}"));
@@ -62,25 +86,7 @@ async fn ready_only_after_every_initial_list() {
             tokio::time::sleep(Duration::from_millis(200)).await;
             assert!(!readiness.is_ready());
         }
-        let items = if *kind == "VerticalPodAutoscalerList" {
-            json!([{
-                "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-                "metadata": {"name": "web", "namespace": "shop", "resourceVersion": "5",
-                    "managedFields": [{"manager": "kubectl", "operation": "Apply", "apiVersion": "autoscaling.tailor.dev/v1"}],
-                    "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "me"}},
-                "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}
-            }])
-        } else {
-            json!([])
-        };
-        let body = json!({"apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": "10"}, "items": items});
-        send.send_response(
-            Response::builder()
-                .status(StatusCode::OK)
-                .header("content-type", "application/json")
-                .body(Body::from(serde_json::to_vec(&body).unwrap()))
-                .unwrap(),
-        );
+        request.reply(list());
         listed.insert(path);
     }
 

@@ -1,65 +1,62 @@
 //! Cluster mode, controllers of other kinds: the `/scale` cache the server builds its index with, against a
-//! mocked API server (kube-rs `Client` over a tower-test service). A VPA over an Argo Rollout gets its
+//! fake API server (a served scenario of `tailor-testkit`). A VPA over an Argo Rollout gets its
 //! selector from discovery + `GET …/scale` in the background; pods of the Rollout's ReplicaSets then match,
 //! and nothing is read again within the TTL.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{Request, Response, StatusCode};
+use http::StatusCode;
 use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::api::core::v1::Pod;
-use kube::client::Body;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use kube::runtime::watcher;
 use serde_json::json;
 use tailor_admission::vpa_cache::VpaCacheWriter;
 use tailor_crds::VerticalPodAutoscaler;
 use tailor_kube::index::{Index, IndexObjects, ScaleLookup};
 use tailor_kube::scale_cache::{ScaleCache, ScaleCacheSettings};
-
-use crate::mock_api::respond;
-
-type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+use tailor_testkit::scenario::{ApiServer, Journal, Reply, api_server, failure};
 
 const ROLLOUTS: &str = "argoproj.io/v1alpha1";
 
-/// Answers like an API server with Argo Rollouts installed; returns the paths asked for.
-async fn serve(mut handle: Handle, requests: tokio::sync::mpsc::UnboundedSender<String>) {
-    while let Some((req, send)) = handle.next_request().await {
-        let path = req.uri().path().to_owned();
-        let _ = requests.send(path.clone());
-        match path.as_str() {
-            "/apis/argoproj.io/v1alpha1" => respond(
-                send,
-                StatusCode::OK,
-                json!({
-                    "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": ROLLOUTS,
-                    "resources": [
-                        {"name": "rollouts", "singularName": "rollout", "namespaced": true, "kind": "Rollout",
-                         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-                        {"name": "rollouts/scale", "singularName": "", "namespaced": true, "kind": "Scale",
-                         "group": "autoscaling", "version": "v1", "verbs": ["get", "patch", "update"]}
-                    ]
-                }),
-            ),
-            "/apis/argoproj.io/v1alpha1/namespaces/shop/rollouts/web/scale" => respond(
-                send,
-                StatusCode::OK,
-                json!({
-                    "kind": "Scale", "apiVersion": "autoscaling/v1",
-                    "metadata": {"name": "web", "namespace": "shop", "uid": "r-1", "resourceVersion": "7"},
-                    "spec": {"replicas": 3},
-                    "status": {"replicas": 3, "selector": "app=web,track notin (canary)"}
-                }),
-            ),
-            _ => respond(
-                send,
-                StatusCode::NOT_FOUND,
-                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
-                       "code": 404, "message": "the server could not find the requested resource"}),
-            ),
+/// Answers like an API server with Argo Rollouts installed; the journal holds the paths asked for.
+fn serve(api: ApiServer) -> Journal {
+    api.serve(|req| match req.path.as_str() {
+        "/apis/argoproj.io/v1alpha1" => Reply::object(&rollout_resources()),
+        "/apis/argoproj.io/v1alpha1/namespaces/shop/rollouts/web/scale" => {
+            Reply::object(&rollout_scale())
         }
-    }
+        _ => {
+            let mut not_found = failure(StatusCode::NOT_FOUND, "NotFound");
+            not_found.message = Some("the server could not find the requested resource".into());
+            Reply::status(&not_found)
+        }
+    })
+}
+
+fn rollout_resources() -> APIResourceList {
+    serde_json::from_value(json!({
+        "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": ROLLOUTS,
+        "resources": [
+            {"name": "rollouts", "singularName": "rollout", "namespaced": true, "kind": "Rollout",
+             "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+            {"name": "rollouts/scale", "singularName": "", "namespaced": true, "kind": "Scale",
+             "group": "autoscaling", "version": "v1", "verbs": ["get", "patch", "update"]}
+        ]
+    }))
+    .expect("resource list")
+}
+
+fn rollout_scale() -> Scale {
+    serde_json::from_value(json!({
+        "kind": "Scale", "apiVersion": "autoscaling/v1",
+        "metadata": {"name": "web", "namespace": "shop", "uid": "r-1", "resourceVersion": "7"},
+        "spec": {"replicas": 3},
+        "status": {"replicas": 3, "selector": "app=web,track notin (canary)"}
+    }))
+    .expect("scale")
 }
 
 fn vpa_over_rollout() -> VerticalPodAutoscaler {
@@ -98,10 +95,8 @@ fn pod(track: &str) -> Pod {
 
 #[tokio::test]
 async fn rollout_pods_match_through_the_background_scale_cache() {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(service, "default");
-    let (requests, mut asked) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(serve(handle, requests));
+    let (client, api) = api_server("default");
+    let asked = serve(api);
 
     let mut vpas = VpaCacheWriter::default();
     vpas.apply_watcher_event(&watcher::Event::Apply(vpa_over_rollout()));
@@ -164,10 +159,7 @@ async fn rollout_pods_match_through_the_background_scale_cache() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let _ = stop.send(());
 
-    let mut paths = Vec::new();
-    while let Ok(p) = asked.try_recv() {
-        paths.push(p);
-    }
+    let paths = asked.paths();
     let count = |p: &str| paths.iter().filter(|x| x.as_str() == p).count();
     assert_eq!(
         count("/apis/argoproj.io/v1alpha1/namespaces/shop/rollouts/web/scale"),

@@ -1,19 +1,15 @@
-//! The webhook's status Lease against a mocked API server (kube-rs `Client` over a tower-test service): the
-//! exact calls and bodies for a missing Lease (created), an existing one (renewed with its resourceVersion),
-//! a lost race (409 ignored), a failing API server (retried, then the error), and the settings' fallbacks.
+//! The webhook's status Lease against a mocked API server (typed scenarios of `tailor-testkit`): the exact
+//! calls and bodies for a missing Lease (created), an existing one (renewed with its resourceVersion), a lost
+//! race (409 ignored), a failing API server (retried, then the error), and the settings' fallbacks.
 
 use std::time::Duration;
 
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, StatusCode};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
-use kube::client::Body;
-use serde_json::{Value, json};
+use serde_json::json;
 use tailor_admission::status_lease::{StatusLease, StatusLeaseError, StatusLeaseSettings};
-
-use crate::mock_api::respond;
-
-type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
-type Send = tower_test::mock::SendResponse<Response<Body>>;
+use tailor_testkit::scenario::{ApiServer, Reply, Scenario, Step, api_server};
 
 const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/tailor/leases/tailor-admission";
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/tailor/leases";
@@ -27,40 +23,24 @@ fn settings() -> StatusLeaseSettings {
     }
 }
 
-fn lease() -> (StatusLease, Handle) {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    (
-        StatusLease::new(kube::Client::new(service, "tailor"), settings()),
-        handle,
-    )
+fn lease() -> (StatusLease, ApiServer) {
+    let (client, api) = api_server("tailor");
+    (StatusLease::new(client, settings()), api)
 }
 
-async fn expect(handle: &mut Handle, method: Method, path: &str) -> (Value, Send) {
-    let (req, send) = tokio::time::timeout(Duration::from_secs(60), handle.next_request())
-        .await
-        .expect("the expected API call did not come")
-        .expect("service dropped");
-    assert_eq!(req.method(), method, "{}", req.uri());
-    assert_eq!(req.uri().path(), path);
-    let body = req.into_body().collect_bytes().await.unwrap();
-    let body = if body.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&body).unwrap()
-    };
-    (body, send)
-}
-
-fn status(code: StatusCode, reason: &str) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-           "message": reason, "reason": reason, "code": code.as_u16()})
-}
-
-fn stored_lease(renew_time: &str) -> Value {
-    json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+fn stored_lease(renew_time: &str) -> Lease {
+    serde_json::from_value(
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": "tailor-admission", "namespace": "tailor", "resourceVersion": "41"},
         "spec": {"holderIdentity": "tailor-admission-old-pod", "leaseDurationSeconds": 10,
-                 "renewTime": renew_time}})
+                 "renewTime": renew_time}}),
+    )
+    .unwrap()
+}
+
+/// The GET of a renewal, answered with the Lease another pod renewed 10 s ago.
+fn read_stored() -> Step {
+    Step::get(LEASE).reply(Reply::object(&stored_lease("2026-11-23T22:39:50.000000Z")))
 }
 
 fn now() -> Timestamp {
@@ -69,143 +49,116 @@ fn now() -> Timestamp {
 
 #[tokio::test]
 async fn missing_lease_is_created_with_holder_duration_and_renew_time() {
-    let (lease, mut api) = lease();
-    let task = tokio::spawn(async move { lease.renew_once(now()).await });
-    let (_, send) = expect(&mut api, Method::GET, LEASE).await;
-    respond(
-        send,
-        StatusCode::NOT_FOUND,
-        status(StatusCode::NOT_FOUND, "NotFound"),
-    );
-    let (body, send) = expect(&mut api, Method::POST, LEASES).await;
-    assert_eq!(body["metadata"]["name"], "tailor-admission");
-    assert_eq!(body["metadata"]["namespace"], "tailor");
-    assert_eq!(
-        body["spec"]["holderIdentity"],
-        "tailor-admission-7d9f-abcde"
-    );
-    assert_eq!(body["spec"]["leaseDurationSeconds"], 10);
-    assert_eq!(body["spec"]["renewTime"], "2026-11-23T22:40:00.123456Z");
-    let mut created = body.clone();
-    created["metadata"]["resourceVersion"] = json!("1");
-    respond(send, StatusCode::CREATED, created);
-    task.await.unwrap().unwrap();
+    let (lease, api) = lease();
+    let create = Step::post(LEASES)
+        .check(|sent| {
+            let body = &sent.body;
+            assert_eq!(body["metadata"]["name"], "tailor-admission");
+            assert_eq!(body["metadata"]["namespace"], "tailor");
+            assert_eq!(
+                body["spec"]["holderIdentity"],
+                "tailor-admission-7d9f-abcde"
+            );
+            assert_eq!(body["spec"]["leaseDurationSeconds"], 10);
+            assert_eq!(body["spec"]["renewTime"], "2026-11-23T22:40:00.123456Z");
+        })
+        .reply_with(|sent| {
+            let mut created = sent.body.clone();
+            created["metadata"]["resourceVersion"] = json!("1");
+            Reply::json(created).code(StatusCode::CREATED)
+        });
+    let scenario = Scenario::new("a missing lease")
+        .then(Step::get(LEASE).reply(Reply::error(StatusCode::NOT_FOUND, "NotFound")))
+        .then(create);
+    let (renewed, _) = api.verify(scenario, lease.renew_once(now())).await;
+    renewed.unwrap();
 }
 
 #[tokio::test]
 async fn existing_lease_is_renewed_with_its_resource_version() {
-    let (lease, mut api) = lease();
-    let task = tokio::spawn(async move { lease.renew_once(now()).await });
-    let (_, send) = expect(&mut api, Method::GET, LEASE).await;
-    respond(
-        send,
-        StatusCode::OK,
-        stored_lease("2026-11-23T22:39:50.000000Z"),
-    );
-    let (body, send) = expect(&mut api, Method::PUT, LEASE).await;
-    assert_eq!(body["metadata"]["resourceVersion"], "41");
-    assert_eq!(
-        body["spec"]["holderIdentity"],
-        "tailor-admission-7d9f-abcde"
-    );
-    assert_eq!(body["spec"]["leaseDurationSeconds"], 10);
-    assert_eq!(body["spec"]["renewTime"], "2026-11-23T22:40:00.123456Z");
-    respond(send, StatusCode::OK, body);
-    task.await.unwrap().unwrap();
+    let (lease, api) = lease();
+    let replace = Step::put(LEASE).check(|sent| {
+        let body = &sent.body;
+        assert_eq!(body["metadata"]["resourceVersion"], "41");
+        assert_eq!(
+            body["spec"]["holderIdentity"],
+            "tailor-admission-7d9f-abcde"
+        );
+        assert_eq!(body["spec"]["leaseDurationSeconds"], 10);
+        assert_eq!(body["spec"]["renewTime"], "2026-11-23T22:40:00.123456Z");
+    });
+    let scenario = Scenario::new("an existing lease")
+        .then(read_stored())
+        .then(replace.echo());
+    let (renewed, _) = api.verify(scenario, lease.renew_once(now())).await;
+    renewed.unwrap();
 }
 
 #[tokio::test]
 async fn conflicts_and_already_exists_are_not_errors() {
     // Another replica replaced the Lease between our read and write: 409 Conflict on the PUT.
-    let (lease, mut api) = lease();
-    let task = tokio::spawn(async move { lease.renew_once(now()).await });
-    let (_, send) = expect(&mut api, Method::GET, LEASE).await;
-    respond(
-        send,
-        StatusCode::OK,
-        stored_lease("2026-11-23T22:39:50.000000Z"),
-    );
-    let (_, send) = expect(&mut api, Method::PUT, LEASE).await;
-    respond(
-        send,
-        StatusCode::CONFLICT,
-        status(StatusCode::CONFLICT, "Conflict"),
-    );
-    task.await.unwrap().unwrap();
+    let (lease, api) = lease();
+    let conflict = Reply::error(StatusCode::CONFLICT, "Conflict");
+    let scenario = Scenario::new("replaced by another replica")
+        .then(read_stored())
+        .then(Step::put(LEASE).reply(conflict));
+    let (renewed, _) = api.verify(scenario, lease.renew_once(now())).await;
+    renewed.unwrap();
 
     // Another replica created it first: 409 AlreadyExists on the POST.
-    let (lease, mut api) = self::lease();
-    let task = tokio::spawn(async move { lease.renew_once(now()).await });
-    let (_, send) = expect(&mut api, Method::GET, LEASE).await;
-    respond(
-        send,
-        StatusCode::NOT_FOUND,
-        status(StatusCode::NOT_FOUND, "NotFound"),
-    );
-    let (_, send) = expect(&mut api, Method::POST, LEASES).await;
-    respond(
-        send,
-        StatusCode::CONFLICT,
-        status(StatusCode::CONFLICT, "AlreadyExists"),
-    );
-    task.await.unwrap().unwrap();
+    let (lease, api) = self::lease();
+    let exists = Reply::error(StatusCode::CONFLICT, "AlreadyExists");
+    let scenario = Scenario::new("created by another replica")
+        .then(Step::get(LEASE).reply(Reply::error(StatusCode::NOT_FOUND, "NotFound")))
+        .then(Step::post(LEASES).reply(exists));
+    let (renewed, _) = api.verify(scenario, lease.renew_once(now())).await;
+    renewed.unwrap();
 }
 
 #[tokio::test(start_paused = true)]
 async fn renewal_retries_three_times_then_reports_the_error() {
-    let (lease, mut api) = lease();
-    let task = tokio::spawn(async move { lease.renew().await });
+    let (lease, api) = lease();
+    let forbidden = Reply::error(StatusCode::FORBIDDEN, "Forbidden");
+    let mut scenario = Scenario::new("every read forbidden");
     for _ in 0..3 {
-        let (_, send) = expect(&mut api, Method::GET, LEASE).await;
-        respond(
-            send,
-            StatusCode::FORBIDDEN,
-            status(StatusCode::FORBIDDEN, "Forbidden"),
-        );
+        scenario = scenario.then(Step::get(LEASE).reply(forbidden.clone()));
     }
-    let err = task.await.unwrap().unwrap_err();
+    // The lease (and its client) is gone with the future, as after a task.
+    let (renewed, mut api) = api
+        .verify(scenario, async move { lease.renew().await })
+        .await;
+    let err = renewed.unwrap_err();
     assert!(
         matches!(&err, StatusLeaseError::Api { source: kube::Error::Api(s), .. } if s.code == 403),
         "{err}"
     );
     assert!(err.to_string().contains("tailor/tailor-admission"), "{err}");
     // No fourth attempt: the client is gone without another request.
-    let next = tokio::time::timeout(Duration::from_secs(5), api.next_request()).await;
-    assert!(!matches!(next, Ok(Some(_))), "a fourth attempt was made");
+    api.quiet(Duration::from_secs(5)).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_attempt_is_retried_and_can_succeed() {
-    let (lease, mut api) = lease();
-    let task = tokio::spawn(async move { lease.renew().await });
-    let (_, send) = expect(&mut api, Method::GET, LEASE).await;
-    respond(
-        send,
-        StatusCode::INTERNAL_SERVER_ERROR,
-        status(StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
-    );
-    let (_, send) = expect(&mut api, Method::GET, LEASE).await;
-    respond(
-        send,
-        StatusCode::OK,
-        stored_lease("2026-11-23T22:39:50.000000Z"),
-    );
-    let (body, send) = expect(&mut api, Method::PUT, LEASE).await;
-    respond(send, StatusCode::OK, body);
-    task.await.unwrap().unwrap();
+    let (lease, api) = lease();
+    let failed = Reply::error(StatusCode::INTERNAL_SERVER_ERROR, "InternalError");
+    let scenario = Scenario::new("one failed read, then a renewal")
+        .then(Step::get(LEASE).reply(failed))
+        .then(read_stored())
+        .then(Step::put(LEASE).echo());
+    let (renewed, _) = api.verify(scenario, lease.renew()).await;
+    renewed.unwrap();
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_unanswered_attempt_times_out_after_one_interval() {
-    let (lease, mut api) = lease();
-    let task = tokio::spawn(async move { lease.renew().await });
+    let (lease, api) = lease();
     // Hold every request without answering; each attempt gives up after the 10 s interval.
-    let mut held = Vec::new();
-    for _ in 0..3 {
-        let (_, send) = expect(&mut api, Method::GET, LEASE).await;
-        held.push(send);
-    }
-    let err = task.await.unwrap().unwrap_err();
+    let scenario = Scenario::new("no read answered")
+        .then(Step::get(LEASE).hold())
+        .then(Step::get(LEASE).hold())
+        .then(Step::get(LEASE).hold());
+    let (renewed, _held) = api.verify(scenario, lease.renew()).await;
+    let err = renewed.unwrap_err();
     assert!(
         matches!(err, StatusLeaseError::Timeout { after, .. } if after == Duration::from_secs(10)),
         "{err}"
@@ -214,23 +167,21 @@ async fn an_unanswered_attempt_times_out_after_one_interval() {
 
 #[tokio::test(start_paused = true)]
 async fn run_renews_every_interval_until_shutdown() {
-    let (lease, mut api) = lease();
+    let (lease, api) = lease();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let start = tokio::time::Instant::now();
+    let mut scenario = Scenario::new("a renewal every interval");
+    for round in 0..3 {
+        let on_time = read_stored().check(move |_| {
+            assert_eq!(start.elapsed().as_secs(), round * 10, "renewal {round}");
+        });
+        scenario = scenario.then(on_time).then(Step::put(LEASE).echo());
+    }
+    let renewals = api.run(scenario);
     let task = tokio::spawn(lease.run(|_| true, async move {
         let _ = stopped.await;
     }));
-    let start = tokio::time::Instant::now();
-    for round in 0..3 {
-        let (_, send) = expect(&mut api, Method::GET, LEASE).await;
-        assert_eq!(start.elapsed().as_secs(), round * 10, "renewal {round}");
-        respond(
-            send,
-            StatusCode::OK,
-            stored_lease("2026-11-23T22:39:50.000000Z"),
-        );
-        let (body, send) = expect(&mut api, Method::PUT, LEASE).await;
-        respond(send, StatusCode::OK, body);
-    }
+    let _api = renewals.done().await;
     stop.send(()).unwrap();
     task.await.unwrap();
 }
@@ -279,20 +230,10 @@ fn settings_fall_back_to_namespace_env_then_kube_system_and_pod_name_then_host_n
 }
 
 /// Answers one renewal (GET, then PUT).
-async fn renew(api: &mut Handle) {
-    let (_, send) = expect(api, Method::GET, LEASE).await;
-    respond(
-        send,
-        StatusCode::OK,
-        stored_lease("2026-11-23T22:39:50.000000Z"),
-    );
-    let (body, send) = expect(api, Method::PUT, LEASE).await;
-    respond(send, StatusCode::OK, body);
-}
-
-/// Whether the mock API server has a request waiting.
-async fn pending(api: &mut Handle) -> bool {
-    futures::FutureExt::now_or_never(api.next_request()).is_some()
+async fn renew(api: &mut ApiServer) {
+    let stored = Reply::object(&stored_lease("2026-11-23T22:39:50.000000Z"));
+    api.answer(Method::GET, LEASE, stored).await;
+    api.expect(Method::PUT, LEASE).await.echo();
 }
 
 #[tokio::test(start_paused = true)]
@@ -310,7 +251,7 @@ async fn the_lease_is_renewed_only_while_the_caches_are_synced_and_current() {
     let start = tokio::time::Instant::now();
     // Caches not synced: 35 s pass without a write.
     tokio::time::sleep(Duration::from_millis(35_500)).await;
-    assert!(!pending(&mut api).await, "renewed before the caches synced");
+    assert!(!api.pending().await, "renewed before the caches synced");
     readiness.set_synced();
     // Renewed at the next check (every second), then every interval.
     renew(&mut api).await;
@@ -325,19 +266,19 @@ async fn the_lease_is_renewed_only_while_the_caches_are_synced_and_current() {
     tokio::time::sleep(Duration::from_secs(4)).await;
     readiness.record_watch_error();
     tokio::time::sleep(Duration::from_millis(9_500)).await;
-    assert!(!pending(&mut api).await, "renewed with a watch failing");
+    assert!(!api.pending().await, "renewed with a watch failing");
     renew(&mut api).await;
     assert_eq!(start.elapsed().as_secs(), 60);
     // A watch failing every few seconds (the caches are lost): never renewed.
     for _ in 0..10 {
         tokio::time::sleep(Duration::from_secs(5)).await;
         readiness.record_watch_error();
-        assert!(!pending(&mut api).await, "renewed with the caches lost");
+        assert!(!api.pending().await, "renewed with the caches lost");
     }
     // Shutting down (the watches quiet again): not renewed either.
     readiness.set_stopping();
     tokio::time::sleep(Duration::from_secs(30)).await;
-    assert!(!pending(&mut api).await, "renewed while shutting down");
+    assert!(!api.pending().await, "renewed while shutting down");
     stop.send(()).unwrap();
     task.await.unwrap();
 }
