@@ -1,14 +1,16 @@
-//! The updater's iteration against a fake API server (kube-rs mock service): evictions, in-place resizes,
-//! budgets, PodDisruptionBudgets, the webhook's lease and un-boosting, for each mode.
+//! The updater's iteration against a fake API server (a served scenario of `tailor-testkit`): evictions,
+//! in-place resizes, budgets, PodDisruptionBudgets, the webhook's lease and un-boosting, for each mode.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use http::{Request, Response};
+use http::StatusCode;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::autoscaling::v1::Scale;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIResourceList, Status};
 use k8s_openapi::jiff::Timestamp;
-use kube::client::Body;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use kube::{Api, Client};
@@ -16,6 +18,7 @@ use serde_json::{Value, json};
 use tailor_crds::VerticalPodAutoscaler;
 use tailor_kube::index::{Index, IndexObjects};
 use tailor_kube::rate::RateSettings;
+use tailor_testkit::scenario::{Journal, Received, Reply, api_server, failure_with_causes};
 use tailor_updater::decisions::skip::Skip;
 use tailor_updater::iteration::{Action, UpdaterState};
 use tailor_updater::process::flags::UpdaterFlags;
@@ -39,170 +42,148 @@ fn ago(secs: i64) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-#[derive(Debug, Clone)]
-struct Recorded {
-    method: String,
-    path: String,
-    body: Value,
-}
-
+/// What the fake API server answers, which the tests change between iterations.
 #[derive(Default)]
 struct State {
-    requests: Vec<Recorded>,
-    lease: Option<Value>,
+    lease: Option<Lease>,
     /// Pod name → HTTP codes of successive eviction answers (default 201).
     evictions: HashMap<String, Vec<u16>>,
     /// Pod name → resize answer: 200, or 403 with a NodeCapacity cause.
     resize: HashMap<String, u16>,
 }
 
-#[derive(Clone, Default)]
+/// A fake API server: every request answered from [`State`] by [`answer`], and kept in the journal.
+#[derive(Clone)]
 struct FakeApi {
     state: Arc<Mutex<State>>,
+    journal: Journal,
 }
 
-fn status(code: u16, reason: &str, causes: Value) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": reason,
-           "reason": reason, "code": code, "details": {"causes": causes}})
+fn kruise_resources() -> APIResourceList {
+    serde_json::from_value(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "apps.kruise.io/v1alpha1",
+        "resources": [
+            {"name": "clonesets", "singularName": "cloneset", "namespaced": true, "kind": "CloneSet", "verbs": ["get", "list", "watch"]},
+            {"name": "clonesets/scale", "singularName": "", "namespaced": true, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}]}))
+    .unwrap()
+}
+
+fn cloneset_scale() -> Scale {
+    serde_json::from_value(json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
+        "metadata": {"name": "web", "namespace": "default"}, "spec": {"replicas": 4}, "status": {"replicas": 4, "selector": "app=web"}}))
+    .unwrap()
+}
+
+/// A Pod named `name` in `default` and nothing else, as a patch of it answers here.
+fn named_pod(name: &str) -> Pod {
+    let mut pod = Pod::default();
+    pod.metadata.name = Some(name.to_owned());
+    pod.metadata.namespace = Some("default".to_owned());
+    pod
+}
+
+fn eviction(s: &mut State, pod: &str) -> Reply {
+    let code = s
+        .evictions
+        .get_mut(pod)
+        .and_then(|q| {
+            if q.is_empty() {
+                None
+            } else {
+                Some(q.remove(0))
+            }
+        })
+        .unwrap_or(201);
+    if code == 429 {
+        let refused = [("DisruptionBudget", "")];
+        let status =
+            failure_with_causes(StatusCode::TOO_MANY_REQUESTS, "TooManyRequests", &refused);
+        Reply::status(&status)
+    } else {
+        let evicted = Status {
+            status: Some("Success".into()),
+            ..Status::default()
+        };
+        Reply::object(&evicted).code(StatusCode::CREATED)
+    }
+}
+
+fn resize(s: &State, pod: &str) -> Reply {
+    match s.resize.get(pod).copied().unwrap_or(200) {
+        403 => {
+            let cause = [("NodeCapacity", "node too small")];
+            Reply::status(&failure_with_causes(
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                &cause,
+            ))
+        }
+        _ => Reply::object(&named_pod(pod)),
+    }
+}
+
+/// Routes `req` over the state: discovery and `/scale` of an OpenKruise CloneSet, the webhook's Lease,
+/// evictions and resizes as the state says, patches of the VPA and of pods; anything else (Events, status
+/// writes) is created as sent.
+fn answer(s: &mut State, req: &Received) -> Reply {
+    let segments: Vec<&str> = req.path.split('/').collect();
+    let pod = segments
+        .iter()
+        .position(|s| *s == "pods")
+        .and_then(|i| segments.get(i + 1))
+        .map(|s| s.to_string());
+    let path = req.path.as_str();
+    if path == "/apis/apps.kruise.io/v1alpha1" {
+        return Reply::object(&kruise_resources());
+    }
+    if path == "/apis/apps.kruise.io/v1alpha1/namespaces/default/clonesets/web/scale" {
+        return Reply::object(&cloneset_scale());
+    }
+    if path.contains("/leases/") {
+        return match &s.lease {
+            Some(l) => Reply::object(l),
+            None => Reply::status(&failure_with_causes(StatusCode::NOT_FOUND, "NotFound", &[])),
+        };
+    }
+    if path.ends_with("/eviction") {
+        return eviction(s, &pod.unwrap_or_default());
+    }
+    if path.ends_with("/resize") {
+        return resize(s, &pod.unwrap_or_default());
+    }
+    if req.method == "PATCH" && path.contains("/verticalpodautoscalers/") {
+        let vpa: VerticalPodAutoscaler = serde_json::from_value(
+            json!({"apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
+                "metadata": {"name": "web", "namespace": "default"},
+                "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}}),
+        )
+        .unwrap();
+        return Reply::object(&vpa);
+    }
+    if let Some(pod) = pod.filter(|_| req.method == "PATCH") {
+        return Reply::object(&named_pod(&pod));
+    }
+    Reply::json(req.body.clone()).code(StatusCode::CREATED)
 }
 
 impl FakeApi {
     fn start() -> (Client, FakeApi) {
-        let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-        let api = FakeApi::default();
-        let server = api.clone();
-        tokio::spawn(async move {
-            while let Some((req, send)) = handle.next_request().await {
-                let (code, body) = server.answer(req).await;
-                send.send_response(
-                    Response::builder()
-                        .status(code)
-                        .header("content-type", "application/json")
-                        .body(Body::from(serde_json::to_vec(&body).unwrap()))
-                        .unwrap(),
-                );
-            }
-        });
-        (Client::new(svc, "default"), api)
+        let (client, server) = api_server("default");
+        let state = Arc::new(Mutex::new(State::default()));
+        let routed = state.clone();
+        let journal = server.serve(move |req| answer(&mut routed.lock().unwrap(), req));
+        (client, FakeApi { state, journal })
     }
 
-    async fn answer(&self, req: Request<Body>) -> (u16, Value) {
-        use http_body_util::BodyExt;
-        let method = req.method().to_string();
-        let path = req.uri().path().to_string();
-        let bytes = req
-            .into_body()
-            .collect()
-            .await
-            .map(|b| b.to_bytes())
-            .unwrap_or_default();
-        let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        let mut s = self.state.lock().unwrap();
-        s.requests.push(Recorded {
-            method: method.clone(),
-            path: path.clone(),
-            body: body.clone(),
-        });
-        let segments: Vec<&str> = path.split('/').collect();
-        let pod = segments
-            .iter()
-            .position(|s| *s == "pods")
-            .and_then(|i| segments.get(i + 1))
-            .map(|s| s.to_string());
-        if path == "/apis/apps.kruise.io/v1alpha1" {
-            return (
-                200,
-                json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "apps.kruise.io/v1alpha1",
-                "resources": [
-                    {"name": "clonesets", "singularName": "cloneset", "namespaced": true, "kind": "CloneSet", "verbs": ["get", "list", "watch"]},
-                    {"name": "clonesets/scale", "singularName": "", "namespaced": true, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}]}),
-            );
-        }
-        if path == "/apis/apps.kruise.io/v1alpha1/namespaces/default/clonesets/web/scale" {
-            return (
-                200,
-                json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
-                "metadata": {"name": "web", "namespace": "default"}, "spec": {"replicas": 4}, "status": {"replicas": 4, "selector": "app=web"}}),
-            );
-        }
-        if path.contains("/leases/") {
-            return match &s.lease {
-                Some(l) => (200, l.clone()),
-                None => (404, status(404, "NotFound", json!([]))),
-            };
-        }
-        if path.ends_with("/eviction") {
-            let name = pod.unwrap_or_default();
-            let code = s
-                .evictions
-                .get_mut(&name)
-                .and_then(|q| {
-                    if q.is_empty() {
-                        None
-                    } else {
-                        Some(q.remove(0))
-                    }
-                })
-                .unwrap_or(201);
-            return if code == 429 {
-                (
-                    429,
-                    status(
-                        429,
-                        "TooManyRequests",
-                        json!([{"reason": "DisruptionBudget"}]),
-                    ),
-                )
-            } else {
-                (
-                    201,
-                    json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "metadata": {}}),
-                )
-            };
-        }
-        if path.ends_with("/resize") {
-            let name = pod.unwrap_or_default();
-            return match s.resize.get(&name).copied().unwrap_or(200) {
-                403 => (
-                    403,
-                    status(
-                        403,
-                        "Forbidden",
-                        json!([{"reason": "NodeCapacity", "message": "node too small"}]),
-                    ),
-                ),
-                _ => (
-                    200,
-                    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}}),
-                ),
-            };
-        }
-        if method == "PATCH" && path.contains("/verticalpodautoscalers/") {
-            return (
-                200,
-                json!({"apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-                    "metadata": {"name": "web", "namespace": "default"},
-                    "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}}),
-            );
-        }
-        if method == "PATCH" && pod.is_some() {
-            return (
-                200,
-                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": "default"}}),
-            );
-        }
-        (201, body)
-    }
-
-    fn take(&self) -> Vec<Recorded> {
-        std::mem::take(&mut self.state.lock().unwrap().requests)
+    fn take(&self) -> Vec<Received> {
+        self.journal.take()
     }
 
     fn set_lease(&self, renewed_secs_ago: Option<i64>) {
         self.state.lock().unwrap().lease = renewed_secs_ago.map(|s| {
-            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            serde_json::from_value(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                    "metadata": {"name": "tailor-admission", "namespace": "tailor", "creationTimestamp": ago(86400)},
-                   "spec": {"holderIdentity": "tailor-admission-0", "renewTime": format!("{}.000000Z", ago(s).trim_end_matches('Z'))}})
+                   "spec": {"holderIdentity": "tailor-admission-0", "renewTime": format!("{}.000000Z", ago(s).trim_end_matches('Z'))}}))
+            .unwrap()
         });
     }
 }
@@ -345,11 +326,11 @@ fn harness(
 }
 
 impl Harness {
-    async fn iterate(&mut self) -> (Outcome, Vec<Recorded>) {
+    async fn iterate(&mut self) -> (Outcome, Vec<Received>) {
         self.iterate_at(now()).await
     }
 
-    async fn iterate_at(&mut self, at: Timestamp) -> (Outcome, Vec<Recorded>) {
+    async fn iterate_at(&mut self, at: Timestamp) -> (Outcome, Vec<Received>) {
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
         let outcome = self.updater.iterate(at, deadline).await;
         // Events are recorded in the background.
@@ -365,7 +346,7 @@ impl Harness {
     }
 }
 
-fn evicted(reqs: &[Recorded]) -> Vec<String> {
+fn evicted(reqs: &[Received]) -> Vec<String> {
     let mut out: Vec<String> = reqs
         .iter()
         .filter(|r| r.method == "POST" && r.path.ends_with("/eviction"))
@@ -375,7 +356,7 @@ fn evicted(reqs: &[Recorded]) -> Vec<String> {
     out
 }
 
-fn resized(reqs: &[Recorded]) -> Vec<&Recorded> {
+fn resized(reqs: &[Received]) -> Vec<&Received> {
     reqs.iter()
         .filter(|r| r.method == "PATCH" && r.path.ends_with("/resize"))
         .collect()
@@ -453,7 +434,7 @@ async fn evictions_pause_when_a_replacement_comes_back_unsized() {
     let (_, mut reqs) = h.iterate().await;
     // The event follows the condition's write through the event queue, a task of its own: wait for it
     // (whatever this machine's speed), at most 10 s.
-    let event_seen = |reqs: &[Recorded]| {
+    let event_seen = |reqs: &[Received]| {
         reqs.iter().any(|r| {
             r.path.contains("/events") && r.body.to_string().contains("ReplacementsUnsized")
         })
@@ -464,7 +445,7 @@ async fn evictions_pause_when_a_replacement_comes_back_unsized() {
         reqs.extend(h.api.take());
     }
     assert!(evicted(&reqs).is_empty(), "evictions must pause: {reqs:?}");
-    let said = |reqs: &[Recorded], what: &str| {
+    let said = |reqs: &[Received], what: &str| {
         reqs.iter().any(|r| {
             r.body.to_string().contains(what) && r.body.to_string().contains("ReplacementsUnsized")
         })
