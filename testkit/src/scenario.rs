@@ -338,9 +338,13 @@ impl ApiServer {
             return Some(waiting);
         }
         let (request, send) = self.handle.next_request().await?;
+        Some(self.receive(request, send).await)
+    }
+
+    async fn receive(&mut self, request: Request<Body>, send: Sender) -> Pending {
         let received = Received::read(request).await;
         self.received.push(received.clone());
-        Some(Pending { received, send })
+        Pending { received, send }
     }
 
     /// The next request, whatever it is; fails the test when none comes within the wait.
@@ -375,8 +379,10 @@ impl ApiServer {
 
     /// Whether a request is waiting now (kept for [`ApiServer::next`]).
     pub async fn pending(&mut self) -> bool {
-        if self.waiting.is_none() {
-            self.waiting = self.next_request().now_or_never().flatten();
+        if self.waiting.is_none()
+            && let Some(Some((request, send))) = self.handle.next_request().now_or_never()
+        {
+            self.waiting = Some(self.receive(request, send).await);
         }
         self.waiting.is_some()
     }
@@ -423,6 +429,10 @@ impl ApiServer {
         let journal = Journal::default();
         let kept = journal.clone();
         tokio::spawn(async move {
+            if let Some(Pending { received, send }) = self.waiting.take() {
+                kept.push(received.clone());
+                handler(&received).send(send);
+            }
             while let Some((request, send)) = self.handle.next_request().await {
                 let received = Received::read(request).await;
                 kept.push(received.clone());
@@ -670,6 +680,39 @@ mod tests {
         let more = tokio::time::timeout(Duration::from_millis(100), events.next()).await;
         assert!(more.is_err(), "the stream stays open");
         assert!(journal.take()[0].query.contains("watch=true"));
+    }
+
+    #[tokio::test]
+    async fn a_failed_check_fails_the_test_with_its_own_message() {
+        let (client, api) = api_server("default");
+        let pods: Api<Pod> = Api::default_namespaced(client);
+        let check =
+            Step::post("/api/v1/namespaces/default/pods").check(|_| panic!("the check failed"));
+        let scenario = Scenario::new("a check that fails").then(check.echo());
+        let verified = tokio::spawn(async move {
+            let (pp, b) = (PostParams::default(), pod("b"));
+            api.verify(scenario, pods.create(&pp, &b)).await.0.is_err()
+        });
+        let failed = verified.await.unwrap_err().into_panic();
+        assert_eq!(*failed.downcast_ref::<&str>().unwrap(), "the check failed");
+    }
+
+    #[tokio::test]
+    async fn a_pending_request_is_kept_for_the_next_step() {
+        let (client, mut api) = api_server("default");
+        let pods: Api<Pod> = Api::default_namespaced(client);
+        assert!(!api.pending().await);
+        let task = tokio::spawn(async move { pods.get("a").await });
+        while !api.pending().await {
+            tokio::task::yield_now().await;
+        }
+        let path = "/api/v1/namespaces/default/pods/a";
+        api.answer(Method::GET, path, Reply::object(&pod("a")))
+            .await;
+        assert_eq!(
+            task.await.unwrap().unwrap().metadata.name.as_deref(),
+            Some("a")
+        );
     }
 
     #[tokio::test]
