@@ -102,8 +102,9 @@ pub struct Phases {
 /// The controller state across loops: the model and what the loop remembers about the objects in it.
 pub struct Recommender {
     pub(crate) cfg: ControllerConfig,
-    pub(crate) client: Client,
-    /// Where status and checkpoint writes go: the API server through `client`, unless replaced
+    /// The reads that are not watches: checkpoints to restore, `/scale` selectors.
+    pub(crate) reads: crate::views::api_reads::ApiReads,
+    /// Where status and checkpoint writes and Events go: the API server, unless replaced
     /// ([`Recommender::set_writes`]).
     pub(crate) writes: Arc<dyn crate::writers::edge::Writes>,
     pub(crate) stores: Stores,
@@ -157,7 +158,8 @@ pub enum Stopped {
 }
 
 impl Recommender {
-    /// A recommender over `stores`, writing through `client` under `limiter`.
+    /// A recommender over `stores`; `client` makes its reads that are not watches (the metrics API,
+    /// checkpoints, `/scale`) and its writes, paced by `limiter`. The loop keeps no client of its own.
     pub fn new(
         cfg: ControllerConfig,
         client: Client,
@@ -174,8 +176,8 @@ impl Recommender {
                 client.clone(),
                 FIELD_MANAGER,
             )),
+            reads: crate::views::api_reads::ApiReads::new(client, &cfg.vpa_object_namespace),
             cfg,
-            client,
             stores,
             ooms,
             metrics,
@@ -230,7 +232,7 @@ impl Recommender {
 
     /// Sends status and checkpoint writes and Events to `writes` instead of the API server: a record for a
     /// test ([`crate::writers::edge::RecordedWrites`]) or stdout for a dry run
-    /// ([`crate::writers::edge::PrintedWrites`]). Reads still use the client.
+    /// ([`crate::writers::edge::PrintedWrites`]). Reads stay on the API server.
     pub fn set_writes(&mut self, writes: Arc<dyn crate::writers::edge::Writes>) {
         self.writes = writes;
     }

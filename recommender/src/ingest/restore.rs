@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use kube::api::{Api, ListParams};
+use kube::api::ListParams;
 
 use crate::error::Error;
 use crate::ingest::VpaKey;
@@ -184,22 +184,16 @@ impl Recommender {
         if due.len() <= GET_AT_MOST {
             for (ns, name) in due {
                 self.limiter.acquire().await;
-                let api: Api<StoredCheckpoint> = Api::namespaced(self.client.clone(), ns);
-                if let Some(cp) = api.get_opt(name).await? {
+                if let Some(cp) = self.reads.checkpoint(ns, name).await? {
                     loaded.extend(self.load(cp, now));
                 }
             }
             return Ok(loaded);
         }
-        let api: Api<StoredCheckpoint> = if self.cfg.vpa_object_namespace.is_empty() {
-            Api::all(self.client.clone())
-        } else {
-            Api::namespaced(self.client.clone(), &self.cfg.vpa_object_namespace)
-        };
         let mut params = ListParams::default().limit(PAGE);
         loop {
             self.limiter.acquire().await;
-            let page = api.list(&params).await?;
+            let page = self.reads.checkpoint_page(&params).await?;
             for cp in page.items {
                 let key = (
                     cp.metadata.namespace.clone().unwrap_or_default(),

@@ -4,8 +4,6 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use tailor_kube::scale::scale_selector;
-
 use super::{VpaAction, VpaEntry, VpaKey, key_of, recommender_names, resource_policy, vpa_action};
 use crate::error::Error;
 use crate::run_loop::Recommender;
@@ -38,15 +36,10 @@ impl Recommender {
             }
             self.limiter.acquire().await;
             // The error is kept as text: it is cached and becomes part of the `ConfigUnsupported` message.
-            let selector = scale_selector(
-                &self.client,
-                &key.api_version,
-                &key.kind,
-                &key.namespace,
-                &key.name,
-            )
-            .await
-            .map_err(|e| e.to_string());
+            let selector = (self.reads)
+                .scale_selector(&key.api_version, &key.kind, &key.namespace, &key.name)
+                .await
+                .map_err(|e| e.to_string());
             if let Err(message) = &selector {
                 self.record_error(&Error::Scale {
                     target: format!("{} {}/{}", key.kind, key.namespace, key.name),

@@ -1,7 +1,8 @@
 //! What the recommender reads of the cluster, and from where: the reflector stores and the slim objects in
-//! them, usage from the metrics API and from a history store, OOM kills, the checkpoints that exist, the
+//! them, the reads that are not watches (a checkpoint, a page of them, a `/scale` selector), usage from the metrics API and from a history store, OOM kills, the checkpoints that exist, the
 //! view node fit and HPA coherence size within, and target resolution over the stores.
 
+pub mod api_reads;
 pub mod checkpoint_index;
 pub mod cluster_view;
 pub mod history;

@@ -9,7 +9,7 @@ use tailor_crds::VerticalPodAutoscalerCheckpoint;
 
 /// `checkpoint` as VPA `name`'s (VPA `name` of the `web` Deployment added to `h`), `bad` with a bucket
 /// weight the typed decoder refuses.
-fn add_vpa(h: &mut Harness, checkpoint: &Value, name: &str, bad: bool) {
+pub(crate) fn add_vpa(h: &mut Harness, checkpoint: &Value, name: &str, bad: bool) {
     h.apply_vpa(&vpa("default", name, "Deployment", "web"));
     let mut c = checkpoint.clone();
     c["metadata"]["name"] = json!(format!("{name}.app"));

@@ -1,15 +1,16 @@
 //! The loop's writes sent to a record ([`RecordedWrites`]) instead of the API server: two recommenders fed
 //! the same objects and the same usage, one writing to the stand-in API server and one to a record, plan the
 //! same writes in the same order — so a test or a dry run reading the record sees exactly what the API
-//! server would get — and the recorded one sends the API server no write at all.
+//! server would get — and the recorded one sends the API server no write at all, Events included.
 
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tailor_recommender::process::config::ControllerConfig;
 use tailor_recommender::writers::edge::{Recorded as Write, RecordedWrites};
 
-use crate::controller::{add_pods, sample_list, setup};
+use crate::checkpoint_faults::add_vpa;
+use crate::controller::{add_pods, one_checkpoint, restarted, sample_list, setup};
 use crate::harness::{Harness, Recorded};
 
 /// A write as the API server received it: (kind, namespace, name, body).
@@ -42,6 +43,15 @@ fn sent(requests: &[Recorded]) -> Vec<Seen> {
             }
             "PATCH" => out.push(("checkpoint", ns, name.to_owned(), r.body.clone())),
             "DELETE" => out.push(("delete", ns, name.to_owned(), Value::Null)),
+            "POST" if path.ends_with("/events") => {
+                let b = &r.body;
+                let what = json!({"reason": b["reason"], "action": b["action"], "note": b["note"]});
+                let vpa = b["regarding"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                out.push(("event", ns, vpa, what));
+            }
             _ => {}
         }
     }
@@ -56,6 +66,10 @@ fn recorded(writes: Vec<Write>) -> Vec<Seen> {
             Write::Status(ns, name, body) => ("status", ns, name, as_read(body)),
             Write::Checkpoint(ns, name, object) => ("checkpoint", ns, name, as_read(object)),
             Write::Deleted(ns, name) => ("delete", ns, name, Value::Null),
+            Write::Event(e, action) => {
+                let what = json!({"reason": e.reason, "action": action, "note": e.note});
+                ("event", e.namespace, e.name, what)
+            }
         })
         .collect()
 }
@@ -110,4 +124,33 @@ async fn recorded_writes_are_what_the_api_server_would_get_and_none_is_sent() {
         "{kinds:?}"
     );
     assert!(total >= 2, "some writes were planned: {total}");
+}
+
+#[tokio::test]
+async fn the_event_of_a_skipped_checkpoint_goes_to_the_record_and_not_to_the_api_server() {
+    let (before, checkpoint) = one_checkpoint().await;
+    let mut b = restarted(&before, 2, Vec::new()).await;
+    let record = RecordedWrites::default();
+    b.rec.set_writes(Arc::new(record.clone()));
+    add_vpa(&mut b, &checkpoint, "bad", true);
+    let (report, requests) = b.loop_with(3600, Ok(sample_list(2, 60))).await;
+    assert_eq!(report.checkpoints_skipped, 1);
+    let events: Vec<Seen> = (recorded(record.writes()).into_iter())
+        .filter(|w| w.0 == "event")
+        .collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    let (_, ns, vpa, what) = &events[0];
+    assert_eq!((ns.as_str(), vpa.as_str()), ("default", "bad"));
+    assert_eq!(what["reason"], "CheckpointSkipped");
+    assert_eq!(what["action"], "Restore");
+    assert!(
+        what["note"].as_str().is_some_and(|n| n.contains("bad.app")),
+        "{what}"
+    );
+    assert_eq!(sent(&requests), [], "the recorded recommender sent a write");
+    let posts: Vec<&str> = (requests.iter())
+        .filter(|r| r.method != "GET")
+        .map(|r| r.uri.as_str())
+        .collect();
+    assert!(posts.is_empty(), "requests other than reads: {posts:?}");
 }
