@@ -858,23 +858,23 @@ mod tests {
     use crate::reflectors::workload_stores;
     use kube::runtime::{reflector, watcher};
     use serde_json::json;
+    use tailor_testkit::fixtures::{PodFixture, VpaFixture};
 
     fn vpa(name: &str, created: &str, mode: &str) -> VerticalPodAutoscaler {
-        serde_json::from_value(json!({
-            "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-            "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created},
-            "spec": {"targetRef": {"kind": "Deployment", "name": "web"}, "updatePolicy": {"updateMode": mode}}
-        }))
-        .unwrap()
+        VpaFixture::new("ns", name)
+            .created(created)
+            .target_kind("Deployment", "web")
+            .mode(mode)
+            .build()
     }
 
     fn pod() -> Pod {
-        serde_json::from_value(json!({
-            "metadata": {"name": "p", "namespace": "ns", "labels": {"app": "web", "tier": "fe"},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "1", "controller": true}]},
-            "spec": {"containers": []}
-        }))
-        .unwrap()
+        PodFixture::new("ns", "p")
+            .label("app", "web")
+            .label("tier", "fe")
+            .owner("Deployment", "web")
+            .owner_uid("1")
+            .build()
     }
 
     fn deployment(selector: serde_json::Value) -> Deployment {

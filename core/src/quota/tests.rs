@@ -3,18 +3,13 @@ use crate::sizing::{ContainerResources, PatchOptions, slots};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{Value, json};
-
-fn pod(spec: Value) -> Pod {
-    serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec}))
-        .unwrap()
-}
+use tailor_testkit::fixtures::PodFixture;
 
 fn one_container(cpu: &str, limit: Option<&str>) -> Pod {
-    let mut resources = json!({"requests": {"cpu": cpu, "memory": "100Mi"}});
-    if let Some(l) = limit {
-        resources["limits"] = json!({"cpu": l});
-    }
-    pod(json!({"containers": [{"name": "app", "resources": resources}]}))
+    let limits = limit.map_or(Value::Null, |l| json!({"cpu": l}));
+    PodFixture::new("ns", "p")
+        .container("app", json!({"cpu": cpu, "memory": "100Mi"}), limits)
+        .build()
 }
 
 fn quota(name: &str, hard: Value, used: Value) -> Quota {
@@ -192,13 +187,12 @@ fn a_running_pod_counts_its_own_amount_as_headroom() {
 
 #[test]
 fn init_containers_count_as_peaks_and_sidecars_as_sums() {
-    let p = pod(json!({
-        "initContainers": [
-            {"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}},
-            {"name": "setup", "resources": {"requests": {"cpu": "600m"}}}
-        ],
-        "containers": [{"name": "app", "resources": {"requests": {"cpu": "100m"}}}]
-    }));
+    let p = PodFixture::new("ns", "p")
+        .init_container(json!({"name": "side", "restartPolicy": "Always",
+                               "resources": {"requests": {"cpu": "100m"}}}))
+        .init_container(json!({"name": "setup", "resources": {"requests": {"cpu": "600m"}}}))
+        .container("app", json!({"cpu": "100m"}), Value::Null)
+        .build();
     // Before: max(100m + 100m, 600m + 100m) = 700m; headroom 1: the app may reach 900m.
     let mut res = raise("2", None);
     let q = quota(

@@ -101,30 +101,24 @@ mod tests {
     use super::*;
     use crate::sizing::*;
     use k8s_openapi::api::core::v1::LimitRangeItem;
+    use serde_json::json;
+    use tailor_testkit::fixtures::{PodFixture, VpaFixture};
 
     fn vpa(policy: serde_json::Value, memory: &str) -> VerticalPodAutoscaler {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-            "metadata": {"name": "v", "namespace": "ns"},
-            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"},
-                     "resourcePolicy": policy},
-            "status": {"recommendation": {"containerRecommendations": [
-                {"containerName": "app", "target": {"cpu": "2m", "memory": memory},
-                 "lowerBound": {"cpu": "1m", "memory": memory},
-                 "upperBound": {"cpu": "1", "memory": "1Gi"}},
-                {"containerName": "side", "target": {"cpu": "2m", "memory": memory}}]}}
-        }))
-        .expect("vpa")
+        VpaFixture::new("ns", "v")
+            .target("Deployment", "d")
+            .resource_policy(policy)
+            .recommendation_row(json!({"containerName": "app", "target": {"cpu": "2m", "memory": memory},
+                "lowerBound": {"cpu": "1m", "memory": memory}, "upperBound": {"cpu": "1", "memory": "1Gi"}}))
+            .recommendation("side", "2m", memory)
+            .build()
     }
 
     fn pod(limits: serde_json::Value) -> Pod {
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "p", "namespace": "ns"},
-            "spec": {"containers": [
-                {"name": "app", "resources": {"requests": {"cpu": "10m", "memory": "100Mi"}, "limits": limits}},
-                {"name": "side"}]}
-        }))
-        .expect("pod")
+        PodFixture::new("ns", "p")
+            .container("app", json!({"cpu": "10m", "memory": "100Mi"}), limits)
+            .container_resources("side", json!(null))
+            .build()
     }
 
     fn processed(

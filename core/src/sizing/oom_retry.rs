@@ -160,24 +160,19 @@ fn recommendation_row<'a>(
 mod tests {
     use super::*;
     use serde_json::json;
+    use tailor_testkit::fixtures::VpaFixture;
 
     const MI: i64 = 1 << 20;
 
     fn vpa(policy: serde_json::Value, target: Option<&str>) -> VerticalPodAutoscaler {
-        let mut v: VerticalPodAutoscaler = serde_json::from_value(json!({
-            "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-            "metadata": {"name": "v", "namespace": "ns"},
-            "spec": {"targetRef": {"apiVersion": "batch/v1", "kind": "CronJob", "name": "c"},
-                     "resourcePolicy": {"containerPolicies": [policy]}},
-        }))
-        .expect("fixture");
-        if let Some(t) = target {
-            v.status =
-                serde_json::from_value(json!({"recommendation": {"containerRecommendations": [
-                {"containerName": "job", "target": {"cpu": "100m", "memory": t}}]}}))
-                .expect("fixture");
+        let v = VpaFixture::new("ns", "v")
+            .target("CronJob", "c")
+            .container_policy(policy);
+        match target {
+            Some(t) => v.recommendation("job", "100m", t),
+            None => v,
         }
-        v
+        .build()
     }
 
     fn memory_target(v: &VerticalPodAutoscaler) -> Option<i64> {

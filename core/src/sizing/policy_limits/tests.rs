@@ -4,32 +4,30 @@ use super::*;
 use crate::sizing::*;
 use k8s_openapi::api::core::v1::Pod;
 use tailor_crds::VerticalPodAutoscaler;
+use tailor_testkit::fixtures::{PodFixture, VpaFixture};
 
 /// A VPA recommending `target` for `app` (and 50m/64Mi for `side`), annotated with `policy` when given.
 fn vpa(policy: Option<&str>, target: Value, resource_policy: Value) -> VerticalPodAutoscaler {
     let annotations = policy.map_or(json!({}), |p| json!({LIMIT_POLICY_ANNOTATION: p}));
-    serde_json::from_value(json!({
-        "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": "v", "namespace": "ns", "annotations": annotations},
-        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"},
-                 "resourcePolicy": resource_policy},
-        "status": {"recommendation": {"containerRecommendations": [
-            {"containerName": "app", "target": target},
-            {"containerName": "side", "target": {"cpu": "50m", "memory": "64Mi"}}]}}
-    }))
-    .expect("vpa")
+    VpaFixture::new("ns", "v")
+        .annotations(annotations)
+        .target("Deployment", "d")
+        .resource_policy(resource_policy)
+        .recommendation_target("app", target)
+        .recommendation("side", "50m", "64Mi")
+        .build()
 }
 
 /// `app` asks 100m/100Mi with `limits`; `side` asks 10m/10Mi with 20m/20Mi.
 fn pod(limits: Value) -> Pod {
-    serde_json::from_value(json!({
-        "metadata": {"name": "p", "namespace": "ns"},
-        "spec": {"containers": [
-            {"name": "app", "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}, "limits": limits}},
-            {"name": "side", "resources": {"requests": {"cpu": "10m", "memory": "10Mi"},
-                                           "limits": {"cpu": "20m", "memory": "20Mi"}}}]}
-    }))
-    .expect("pod")
+    PodFixture::new("ns", "p")
+        .container("app", json!({"cpu": "100m", "memory": "100Mi"}), limits)
+        .container(
+            "side",
+            json!({"cpu": "10m", "memory": "10Mi"}),
+            json!({"cpu": "20m", "memory": "20Mi"}),
+        )
+        .build()
 }
 
 fn limit_range(items: Value) -> LimitRange {
