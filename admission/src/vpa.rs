@@ -322,6 +322,7 @@ pub fn review_vpa(review: &Review<'_>, gates: FeatureGates) -> (AdmissionRespons
 mod tests {
     use super::*;
     use serde_json::Value;
+    use tailor_testkit::fixtures::VpaFixture;
 
     /// The review body the API server would send.
     fn request_value(operation: &str, object: Value, old: Option<Value>) -> Value {
@@ -347,8 +348,7 @@ mod tests {
     }
 
     fn vpa(spec: Value) -> Value {
-        json!({"apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-               "metadata": {"name": "web", "namespace": "default"}, "spec": spec})
+        VpaFixture::new("default", "web").spec(spec).json()
     }
 
     fn target() -> Value {

@@ -242,22 +242,23 @@ mod tests {
     use super::*;
     use serde_json::json;
     use tailor_crds::RecommendedContainerResources;
+    use tailor_testkit::fixtures::VpaFixture;
 
     fn vpa(name: &str, target: &str, mode: &str) -> VerticalPodAutoscaler {
-        serde_json::from_value(json!({
-            "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-            "metadata": {"name": name, "namespace": "ns", "uid": "u", "resourceVersion": "9",
-                "creationTimestamp": "2026-01-01T00:00:00Z", "labels": {"team": "a"},
-                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}},
-            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
-                "updatePolicy": {"updateMode": mode},
-                "resourcePolicy": {"containerPolicies": [{"containerName": "*", "minAllowed": {"cpu": "10m"}}]}},
-            "status": {"recommendation": {"containerRecommendations": [{"containerName": "app",
+        VpaFixture::new("ns", name)
+            .uid("u")
+            .resource_version("9")
+            .created("2026-01-01T00:00:00Z")
+            .label("team", "a")
+            .annotation("kubectl.kubernetes.io/last-applied-configuration", "{}")
+            .target("Deployment", target)
+            .mode(mode)
+            .container_policy(json!({"containerName": "*", "minAllowed": {"cpu": "10m"}}))
+            .recommendation_row(json!({"containerName": "app",
                 "target": {"cpu": "250m", "memory": "300Mi"}, "lowerBound": {"cpu": "200m"},
-                "upperBound": {"cpu": "1"}, "uncappedTarget": {"cpu": "250m"}}]},
-                "conditions": [{"type": "RecommendationProvided", "status": "True"}]}
-        }))
-        .unwrap()
+                "upperBound": {"cpu": "1"}, "uncappedTarget": {"cpu": "250m"}}))
+            .condition("RecommendationProvided", "True")
+            .build()
     }
 
     #[test]

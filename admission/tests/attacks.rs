@@ -27,6 +27,7 @@ use tailor_admission::{
 };
 use tailor_core::sizing::PatchOptions;
 use tailor_core::validation::FeatureGates;
+use tailor_testkit::fixtures::PodFixture;
 use tokio::io::AsyncReadExt;
 
 /// The bound on each valid review's answer while an attack runs.
@@ -81,15 +82,12 @@ spec:
 }
 
 fn pod(namespace: &str, containers: Value) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {
-            "generateName": "web-5d9c-", "namespace": namespace, "labels": {"app": "web"},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d9c",
-                "uid": format!("rs-{namespace}"), "controller": true}]
-        },
-        "spec": {"containers": containers}
-    })
+    PodFixture::generated(namespace, "web-5d9c-")
+        .label("app", "web")
+        .owner("ReplicaSet", "web-5d9c")
+        .owner_uid(&format!("rs-{namespace}"))
+        .containers(containers)
+        .json()
 }
 
 fn app(requests: Value) -> Value {

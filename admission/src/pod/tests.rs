@@ -5,6 +5,7 @@ use tailor_core::sizing::{
     OBSERVED_CONTAINERS_ANNOTATION, PatchOptions, UPDATES_ANNOTATION, UPSTREAM_UPDATES_ANNOTATION,
 };
 use tailor_crds::VerticalPodAutoscaler;
+use tailor_testkit::fixtures::{PodFixture, VpaFixture};
 
 use super::*;
 use tailor_kube::index::{Index, IndexObjects};
@@ -13,35 +14,25 @@ fn pod(v: Value) -> Pod {
     serde_json::from_value(v).unwrap()
 }
 
-fn vpa(v: Value) -> VerticalPodAutoscaler {
-    serde_json::from_value(v).unwrap()
-}
-
 fn web_vpa(policies: Value) -> VerticalPodAutoscaler {
-    vpa(json!({
-        "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": "web-vpa", "namespace": "default", "creationTimestamp": "2024-06-01T00:00:00Z"},
-        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-                 "resourcePolicy": {"containerPolicies": policies}},
-        "status": {"recommendation": {"containerRecommendations": [
-            {"containerName": "app", "target": {"cpu": "200m", "memory": "256Mi"}},
-            {"containerName": "proxy", "target": {"cpu": "50m", "memory": "64Mi"}}
-        ]}}
-    }))
+    VpaFixture::new("default", "web-vpa")
+        .created("2024-06-01T00:00:00Z")
+        .target("Deployment", "web")
+        .container_policies(policies)
+        .recommendation("app", "200m", "256Mi")
+        .recommendation("proxy", "50m", "64Mi")
+        .build()
 }
 
 fn web_pod() -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"generateName": "web-abc-", "namespace": "default", "labels": {"app": "web"},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc",
-                                 "uid": "1", "controller": true}]},
-        "spec": {
-            "containers": [{"name": "app", "resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "400m"}}}],
-            "initContainers": [{"name": "proxy", "restartPolicy": "Always",
-                                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]
-        }
-    })
+    PodFixture::generated("default", "web-abc-")
+        .label("app", "web")
+        .owner("ReplicaSet", "web-abc")
+        .owner_uid("1")
+        .container("app", json!({"cpu": "100m"}), json!({"cpu": "400m"}))
+        .init_container(json!({"name": "proxy", "restartPolicy": "Always",
+                               "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}))
+        .json()
 }
 
 fn apply(pod_json: &Value, patch: &Patch) -> Value {
@@ -479,13 +470,10 @@ fn the_webhook_never_writes_below_the_pod_floor() {
         "spec": {"containers": [{"name": "app", "resources": {
             "requests": {"cpu": "100m", "memory": "100Mi"}, "limits": {"memory": "200Mi"}}}]}
     });
-    let v = vpa(json!({
-        "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": "web-vpa", "namespace": "default"},
-        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
-        "status": {"recommendation": {"containerRecommendations": [
-            {"containerName": "app", "target": {"cpu": "200m", "memory": "1"}}]}}
-    }));
+    let v = VpaFixture::new("default", "web-vpa")
+        .target("Deployment", "web")
+        .recommendation("app", "200m", "1")
+        .build();
     let upstream = patch_pod(&pod(p.clone()), &v, &[], &PatchOptions::default()).unwrap();
     let doc = apply(&p, &upstream.patch);
     assert_eq!(

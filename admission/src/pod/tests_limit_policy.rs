@@ -13,37 +13,36 @@ use tailor_core::quota::Quota;
 use tailor_core::sizing::{LIMIT_POLICY_ANNOTATION, PatchOptions, UPDATES_ANNOTATION};
 use tailor_crds::VerticalPodAutoscaler;
 use tailor_kube::index::{Index, IndexObjects};
+use tailor_testkit::fixtures::{PodFixture, VpaFixture};
 
 use super::*;
 
 fn vpa(policy: Option<&str>, extra_spec: Value) -> VerticalPodAutoscaler {
-    let mut v = json!({
-        "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": "web-vpa", "namespace": "default", "uid": "vpa-uid",
-                     "creationTimestamp": "2024-06-01T00:00:00Z"},
-        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
-        "status": {"recommendation": {"containerRecommendations": [
-            {"containerName": "app", "target": {"cpu": "200m", "memory": "256Mi"}}]}}
-    });
-    if let Some(p) = policy {
-        v["metadata"]["annotations"] = json!({ LIMIT_POLICY_ANNOTATION: p });
+    let v = VpaFixture::new("default", "web-vpa")
+        .uid("vpa-uid")
+        .created("2024-06-01T00:00:00Z")
+        .target("Deployment", "web")
+        .recommendation("app", "200m", "256Mi")
+        .spec_fields(extra_spec);
+    match policy {
+        Some(p) => v.annotation(LIMIT_POLICY_ANNOTATION, p),
+        None => v,
     }
-    if let (Some(spec), Some(extra)) = (v["spec"].as_object_mut(), extra_spec.as_object()) {
-        spec.extend(extra.clone());
-    }
-    serde_json::from_value(v).unwrap()
+    .build()
 }
 
 /// `app` asks 100m/128Mi with limits 400m/256Mi (ratios 4 and 2).
 fn pod_json() -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"generateName": "web-abc-", "namespace": "default", "labels": {"app": "web"},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc",
-                                 "uid": "1", "controller": true}]},
-        "spec": {"containers": [{"name": "app", "resources": {
-            "requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "400m", "memory": "256Mi"}}}]}
-    })
+    PodFixture::generated("default", "web-abc-")
+        .label("app", "web")
+        .owner("ReplicaSet", "web-abc")
+        .owner_uid("1")
+        .container(
+            "app",
+            json!({"cpu": "100m", "memory": "128Mi"}),
+            json!({"cpu": "400m", "memory": "256Mi"}),
+        )
+        .json()
 }
 
 /// The patched pod.

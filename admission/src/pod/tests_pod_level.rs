@@ -6,6 +6,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{Value, json};
 use tailor_core::sizing::{POD_ROW, PatchOptions, UPDATES_ANNOTATION};
 use tailor_crds::VerticalPodAutoscaler;
+use tailor_testkit::fixtures::{PodFixture, VpaFixture};
 
 use super::*;
 
@@ -17,29 +18,23 @@ fn options() -> PatchOptions {
 }
 
 fn vpa(pod_row: Value) -> VerticalPodAutoscaler {
-    serde_json::from_value(json!({
-        "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": "web-vpa", "namespace": "default", "uid": "u1"},
-        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-                 "updatePolicy": {"updateMode": "Recreate"}},
-        "status": {"recommendation": {"containerRecommendations": [
-            {"containerName": "app", "target": {"cpu": "300m", "memory": "400Mi"}},
-            {"containerName": "sidecar", "target": {"cpu": "200m", "memory": "300Mi"}},
-            {"containerName": POD_ROW, "target": pod_row}
-        ]}}
-    }))
-    .unwrap()
+    VpaFixture::new("default", "web-vpa")
+        .uid("u1")
+        .target("Deployment", "web")
+        .mode("Recreate")
+        .recommendation("app", "300m", "400Mi")
+        .recommendation("sidecar", "200m", "300Mi")
+        .recommendation_target(POD_ROW, pod_row)
+        .build()
 }
 
 fn pod_json(pod_resources: Value, app: Value, sidecar: Value) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"generateName": "web-abc-", "namespace": "default", "annotations": {}},
-        "spec": {
-            "resources": pod_resources,
-            "containers": [{"name": "app", "resources": app}, {"name": "sidecar", "resources": sidecar}]
-        }
-    })
+    PodFixture::generated("default", "web-abc-")
+        .annotations(json!({}))
+        .pod_resources(pod_resources)
+        .container_resources("app", app)
+        .container_resources("sidecar", sidecar)
+        .json()
 }
 
 fn patched(p: &Value, v: &VerticalPodAutoscaler, o: &PatchOptions) -> (Value, PodPatch) {

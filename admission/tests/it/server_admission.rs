@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use tailor_admission::{manifests, server::Readiness, webhook::Webhook};
 use tailor_core::sizing::PatchOptions;
 use tailor_core::validation::FeatureGates;
+use tailor_testkit::fixtures::PodFixture;
 
 const MANIFESTS: &str = r#"
 apiVersion: autoscaling.tailor.dev/v1
@@ -94,40 +95,31 @@ items:
 
 /// A pod of ReplicaSet `web-5d9c` as the ReplicaSet controller creates it (no name yet, generateName set).
 fn pod(namespace: &str, annotations: Option<Value>) -> Value {
-    let mut metadata = json!({
-        "generateName": "web-5d9c-",
-        "namespace": namespace,
-        "labels": {"app": "web", "pod-template-hash": "5d9c"},
-        "ownerReferences": [{
-            "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d9c",
-            "uid": if namespace == "shop" { "rs-1" } else { "rs-2" },
-            "controller": true, "blockOwnerDeletion": true
-        }]
-    });
-    if let Some(a) = annotations {
-        metadata["annotations"] = a;
+    let pod = PodFixture::generated(namespace, "web-5d9c-")
+        .label("app", "web")
+        .label("pod-template-hash", "5d9c")
+        .owner("ReplicaSet", "web-5d9c")
+        .owner_uid(if namespace == "shop" { "rs-1" } else { "rs-2" })
+        .owner_blocks_deletion()
+        .container(
+            "app",
+            json!({"cpu": "100m", "memory": "100Mi"}),
+            json!({"cpu": "200m", "memory": "200Mi"}),
+        )
+        .image("nginx")
+        .container("sidecar", json!({"cpu": "10m"}), Value::Null)
+        .image("envoy")
+        .spec_fields(json!({
+            "restartPolicy": "Always", "dnsPolicy": "ClusterFirst", "serviceAccountName": "default"
+        }));
+    let mut pod = match annotations {
+        Some(a) => pod.annotations(a),
+        None => pod,
     }
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata,
-        "spec": {
-            "containers": [
-                {
-                    "name": "app", "image": "nginx",
-                    "resources": {
-                        "requests": {"cpu": "100m", "memory": "100Mi"},
-                        "limits": {"cpu": "200m", "memory": "200Mi"}
-                    }
-                },
-                {"name": "sidecar", "image": "envoy", "resources": {"requests": {"cpu": "10m"}}}
-            ],
-            "restartPolicy": "Always",
-            "dnsPolicy": "ClusterFirst",
-            "serviceAccountName": "default"
-        },
-        "status": {}
-    })
+    .json();
+    // As the API server sends a pod it has not created yet: an empty status.
+    pod["status"] = json!({});
+    pod
 }
 
 async fn start_webhook(dir: &std::path::Path) -> (Running, GeneratedCertsAlias) {

@@ -11,6 +11,7 @@ use tailor_admission::{
     review::{Review, ReviewResult, Reviewed, Reviewer},
     server::Readiness,
 };
+use tailor_testkit::fixtures::PodFixture;
 
 /// Patches every pod with one annotation; denies every VPA.
 struct Stub;
@@ -37,11 +38,11 @@ impl Reviewer for Stub {
 }
 
 fn pod() -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "default", "annotations": {}},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}]}
-    })
+    PodFixture::new("default", "p")
+        .annotations(json!({}))
+        .container_resources("c", Value::Null)
+        .image("busybox")
+        .json()
 }
 
 #[tokio::test]
