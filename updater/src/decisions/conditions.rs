@@ -116,15 +116,13 @@ pub fn updated_conditions(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tailor_testkit::fixtures::VpaFixture;
 
     fn vpa(conditions: serde_json::Value) -> VerticalPodAutoscaler {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-            "metadata": {"name": "web", "namespace": "shop"},
-            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
-            "status": {"conditions": conditions}
-        }))
-        .expect("vpa")
+        VpaFixture::new("shop", "web")
+            .target("Deployment", "web")
+            .conditions(conditions)
+            .build()
     }
 
     fn now() -> Time {

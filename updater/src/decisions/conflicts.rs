@@ -95,17 +95,14 @@ impl Conflicts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tailor_testkit::fixtures::VpaFixture;
 
     fn vpa(name: &str, mode: &str, target: &str, created: &str) -> Arc<VerticalPodAutoscaler> {
-        Arc::new(
-            serde_json::from_value(serde_json::json!({
-                "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-                "metadata": {"name": name, "namespace": "shop", "creationTimestamp": created},
-                "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
-                         "updatePolicy": {"updateMode": mode}}
-            }))
-            .expect("vpa"),
-        )
+        let v = VpaFixture::new("shop", name)
+            .created(created)
+            .target("Deployment", target)
+            .mode(mode);
+        Arc::new(v.build())
     }
 
     #[test]

@@ -386,6 +386,7 @@ pub fn list_has_lower(old: &ResourceList, new: &ResourceList) -> Result<bool, Qu
 #[cfg(test)]
 mod pod_level_tests {
     use super::*;
+    use tailor_testkit::fixtures::{PodFixture, VpaFixture};
 
     #[test]
     fn resources_budgeted_at_pod_level_never_make_a_candidate() {
@@ -424,24 +425,23 @@ mod pod_level_tests {
     }
 
     fn vpa(pod_row: serde_json::Value) -> VerticalPodAutoscaler {
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "v", "namespace": "ns"},
-            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
-            "status": {"recommendation": {"containerRecommendations": [
-                {"containerName": "app", "target": {"cpu": "1"}},
-                pod_row
-            ]}}
-        }))
-        .expect("vpa")
+        VpaFixture::new("ns", "v")
+            .target("Deployment", "web")
+            .recommendation_target("app", serde_json::json!({"cpu": "1"}))
+            .recommendation_row(pod_row)
+            .build()
     }
 
     fn pod(pod_resources: serde_json::Value) -> CachedPod {
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "p", "namespace": "ns"},
-            "spec": {"resources": pod_resources,
-                     "containers": [{"name": "app", "resources": {"requests": {"cpu": "100m"}}}]}
-        }))
-        .expect("pod")
+        let pod = PodFixture::new("ns", "p")
+            .pod_resources(pod_resources)
+            .container(
+                "app",
+                serde_json::json!({"cpu": "100m"}),
+                serde_json::Value::Null,
+            )
+            .build();
+        CachedPod::from(pod)
     }
 
     #[test]

@@ -104,13 +104,13 @@ mod tests {
     use k8s_openapi::api::core::v1::ResourceQuota;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use serde_json::json;
+    use tailor_testkit::fixtures::PodFixture;
 
     fn pod() -> CachedPod {
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": "web-1", "namespace": "ns", "uid": "u"},
-            "spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "100m"}}}]}
-        }))
-        .unwrap();
+        let pod = PodFixture::new("ns", "web-1")
+            .uid("u")
+            .container("app", json!({"cpu": "100m"}), serde_json::Value::Null)
+            .build();
         CachedPod::new(&pod)
     }
 

@@ -201,7 +201,7 @@ impl ReplacementWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::Pod;
+    use tailor_testkit::fixtures::PodFixture;
 
     fn pod(name: &str, sized: bool) -> Arc<CachedPod> {
         let annotations = if sized {
@@ -209,12 +209,11 @@ mod tests {
         } else {
             serde_json::json!({})
         };
-        let p: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"),
-                         "annotations": annotations},
-            "spec": {"containers": [{"name": "app"}]}
-        }))
-        .unwrap();
+        let p = PodFixture::new("ns", name)
+            .uid(&format!("uid-{name}"))
+            .annotations(annotations)
+            .container_resources("app", serde_json::Value::Null)
+            .build();
         Arc::new(CachedPod::from(p))
     }
 
@@ -265,12 +264,11 @@ mod tests {
         let mut w = ReplacementWatch::default();
         let k = key("web");
         w.evicted(&k, &[pod("a", true)], at(0));
-        let p: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "u", "namespace": "ns", "uid": "uid-u",
-                         "annotations": {"vpaUpdates": "Pod resources updated by x"}},
-            "spec": {"containers": [{"name": "app"}]}
-        }))
-        .unwrap();
+        let p = PodFixture::new("ns", "u")
+            .uid("uid-u")
+            .annotation("vpaUpdates", "Pod resources updated by x")
+            .container_resources("app", serde_json::Value::Null)
+            .build();
         assert_eq!(w.observe(&k, &[Arc::new(CachedPod::from(p))], at(5)), None);
         assert_eq!(w.paused(), 0);
     }

@@ -178,19 +178,16 @@ pub fn refusal(pod: &CachedPod, ops: &[PatchOperation], rules: &ResizeRules) -> 
 mod tests {
     use super::*;
     use serde_json::json;
+    use tailor_testkit::fixtures::PodFixture;
 
     fn pod(resources: serde_json::Value, qos: &str, extra: serde_json::Value) -> CachedPod {
-        let mut p = json!({
-            "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
-            "spec": {"containers": [{"name": "app", "resources": resources}]},
-            "status": {"phase": "Running", "qosClass": qos}
-        });
-        if let (Some(spec), Some(extra)) = (p["spec"].as_object_mut(), extra.as_object()) {
-            for (k, v) in extra {
-                spec.insert(k.clone(), v.clone());
-            }
-        }
-        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(p).expect("pod");
+        let pod = PodFixture::new("ns", "p")
+            .uid("u")
+            .container_resources("app", resources)
+            .phase("Running")
+            .qos(qos)
+            .spec_fields(extra)
+            .build();
         CachedPod::from(pod)
     }
 

@@ -1092,7 +1092,9 @@ pub fn processed_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use tailor_kube::index::IndexObjects;
+    use tailor_testkit::fixtures::{PodFixture, VpaFixture};
 
     /// Every creator has one configured replica.
     struct OneReplica;
@@ -1117,30 +1119,28 @@ mod tests {
     }
 
     fn vpa(uid: &str, resource_version: &str, cpu: &str) -> VerticalPodAutoscaler {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "autoscaling.tailor.dev/v1",
-            "kind": "VerticalPodAutoscaler",
-            "metadata": {"name": uid, "namespace": "ns", "uid": uid,
-                         "resourceVersion": resource_version},
-            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"},
-                     "updatePolicy": {"updateMode": "InPlaceOrRecreate"}},
-            "status": {"recommendation": {"containerRecommendations": [{"containerName": "app",
-                "target": {"cpu": cpu, "memory": "100Mi"},
-                "lowerBound": {"cpu": cpu, "memory": "100Mi"},
-                "upperBound": {"cpu": cpu, "memory": "100Mi"}}]}}
-        }))
-        .expect("vpa")
+        let all = json!({"cpu": cpu, "memory": "100Mi"});
+        VpaFixture::new("ns", uid)
+            .uid(uid)
+            .resource_version(resource_version)
+            .target("Deployment", "d")
+            .mode("InPlaceOrRecreate")
+            .recommendation_row(json!({"containerName": "app",
+                "target": all, "lowerBound": all, "upperBound": all}))
+            .build()
     }
 
     fn pod() -> CachedPod {
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "p", "namespace": "ns", "uid": "pod-uid"},
-            "spec": {"containers": [{"name": "app",
-                "resources": {"requests": {"cpu": "100m", "memory": "100Mi"},
-                              "limits": {"cpu": "200m", "memory": "200Mi"}}}]},
-            "status": {"phase": "Running"}
-        }))
-        .expect("pod")
+        let pod = PodFixture::new("ns", "p")
+            .uid("pod-uid")
+            .container(
+                "app",
+                json!({"cpu": "100m", "memory": "100Mi"}),
+                json!({"cpu": "200m", "memory": "200Mi"}),
+            )
+            .phase("Running")
+            .build();
+        CachedPod::from(pod)
     }
 
     fn cpu_max(cpu: &str) -> LimitRange {

@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use serde_json::{Value, json};
 use tailor_kube::rate::RateSettings;
+use tailor_testkit::fixtures::{PodFixture, VpaFixture};
 use tailor_updater::decisions::config::RestrictionConfig;
 use tailor_updater::iteration::IterationConfig;
 use tailor_updater::preview::plan::{Plan, PlanSettings, plan};
@@ -17,50 +19,33 @@ const NOW: &str = "2026-01-10T12:00:00Z";
 /// A running pod of `owner` (kind, name) with requests below the VPA's range; `ready` sets its Ready
 /// condition.
 fn pod(name: &str, app: &str, (kind, owner): (&str, &str), ready: bool) -> String {
-    let api = if kind == "Job" { "batch/v1" } else { "apps/v1" };
-    format!(
-        r#"
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: shop
-  uid: uid-{name}
-  labels: {{app: {app}}}
-  ownerReferences: [{{apiVersion: {api}, kind: {kind}, name: {owner}, uid: uid-{owner}, controller: true}}]
-spec:
-  nodeName: node-1
-  containers: [{{name: app, image: app, resources: {{requests: {{cpu: 100m, memory: 300Mi}}}}}}]
-status:
-  phase: Running
-  startTime: "2026-01-01T00:00:00Z"
-  conditions: [{{type: Ready, status: "{}"}}]
-"#,
-        if ready { "True" } else { "False" }
-    )
+    PodFixture::new("shop", name)
+        .uid(&format!("uid-{name}"))
+        .label("app", app)
+        .owner(kind, owner)
+        .container(
+            "app",
+            json!({"cpu": "100m", "memory": "300Mi"}),
+            Value::Null,
+        )
+        .image("app")
+        .running_on("node-1", "2026-01-01T00:00:00Z")
+        .condition("Ready", if ready { "True" } else { "False" })
+        .manifest()
 }
 
 fn vpa(kind: &str, name: &str) -> String {
-    let api = if kind == "Job" { "batch/v1" } else { "apps/v1" };
-    format!(
-        r#"
----
-apiVersion: autoscaling.tailor.dev/v1
-kind: VerticalPodAutoscaler
-metadata: {{name: {name}, namespace: shop, creationTimestamp: "2026-01-01T00:00:00Z"}}
-spec:
-  targetRef: {{apiVersion: {api}, kind: {kind}, name: {name}}}
-  updatePolicy: {{updateMode: Recreate}}
-status:
-  recommendation:
-    containerRecommendations:
-      - containerName: app
-        target: {{cpu: 500m, memory: 512Mi}}
-        lowerBound: {{cpu: 400m, memory: 400Mi}}
-        upperBound: {{cpu: 600m, memory: 600Mi}}
-"#
-    )
+    VpaFixture::new("shop", name)
+        .created("2026-01-01T00:00:00Z")
+        .target(kind, name)
+        .mode("Recreate")
+        .recommendation_bounds(
+            "app",
+            ("400m", "400Mi"),
+            ("500m", "512Mi"),
+            ("600m", "600Mi"),
+        )
+        .manifest()
 }
 
 /// A StatefulSet `db` of 3 (db-1 running but not Ready), a DaemonSet `agent` on 10 nodes, a Job `batch`

@@ -4,7 +4,8 @@
 //! so, and an annotation that does not parse is a warning on the VPA while limits keep their ratio.
 
 use json_patch::PatchOperation;
-use serde_json::Value;
+use serde_json::{Value, json};
+use tailor_testkit::fixtures::PodFixture;
 use tailor_updater::decisions::resize::plan_resize;
 use tailor_updater::preview::plan::{Plan, plan};
 use tailor_updater::preview::snapshot::Snapshot;
@@ -30,30 +31,17 @@ status:
         upperBound: {cpu: 600m, memory: 600Mi}
 "#;
 
-/// A running pod of `web` asking 100m/128Mi, with `limits` (YAML flow mapping).
-fn pod(i: usize, limits: &str) -> String {
-    format!(
-        r#"
-apiVersion: v1
-kind: Pod
-metadata:
-  name: web-1-{i}
-  namespace: shop
-  uid: uid-web-1-{i}
-  labels: {{app: web}}
-  ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: web-1, uid: uid-web-1, controller: true}}]
-spec:
-  nodeName: node-1
-  containers:
-    - name: app
-      image: app
-      resources: {{requests: {{cpu: 100m, memory: 128Mi}}, limits: {limits}}}
-status:
-  phase: Running
-  qosClass: Burstable
-  startTime: "2026-01-01T00:00:00Z"
-"#
-    )
+/// A running pod of `web` asking 100m/128Mi, with `limits`.
+fn pod(i: usize, limits: Value) -> String {
+    PodFixture::new("shop", &format!("web-1-{i}"))
+        .uid(&format!("uid-web-1-{i}"))
+        .label("app", "web")
+        .owner("ReplicaSet", "web-1")
+        .container("app", json!({"cpu": "100m", "memory": "128Mi"}), limits)
+        .image("app")
+        .running_on("node-1", "2026-01-01T00:00:00Z")
+        .qos("Burstable")
+        .manifest()
 }
 
 /// Deployment `web` (two pods: the first without a CPU limit, the second with 400m) under the VPA annotated
@@ -77,10 +65,8 @@ spec: {replicas: 2, selector: {matchLabels: {app: web}}}
 ---"#,
     );
     text.push_str(&VPA.replace("POLICY", policy));
-    text.push_str("---");
-    text.push_str(&pod(0, "{memory: 256Mi}"));
-    text.push_str("---");
-    text.push_str(&pod(1, "{cpu: 400m, memory: 256Mi}"));
+    text.push_str(&pod(0, json!({"memory": "256Mi"})));
+    text.push_str(&pod(1, json!({"cpu": "400m", "memory": "256Mi"})));
     let mut s = Snapshot::default();
     s.add_file("snapshot.yaml", &text).unwrap();
     s

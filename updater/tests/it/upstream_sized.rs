@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
+use serde_json::{Value, json};
 use tailor_kube::rate::RateSettings;
+use tailor_testkit::fixtures::PodFixture;
 use tailor_updater::decisions::config::RestrictionConfig;
 use tailor_updater::iteration::IterationConfig;
 use tailor_updater::preview::plan::{PlanSettings, plan};
@@ -18,36 +20,30 @@ use tailor_updater::preview::snapshot::Snapshot;
 /// upstream's annotation.
 fn pod(name: &str, upstream: bool) -> String {
     let annotations = if upstream {
-        r#"{vpaUpdates: "Pod resources updated by web: container 0: cpu request, memory request"}"#
+        json!({"vpaUpdates": "Pod resources updated by web: container 0: cpu request, memory request"})
     } else {
-        "{}"
+        json!({})
     };
     pod_with(name, annotations)
 }
 
-/// Pod `name` of Deployment `web` with `annotations` (a YAML flow map).
-fn pod_with(name: &str, annotations: &str) -> String {
-    format!(
-        r#"
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: shop
-  uid: uid-{name}
-  labels: {{app: web}}
-  annotations: {annotations}
-  ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: web-1, uid: uid-rs, controller: true}}]
-spec:
-  nodeName: node-1
-  containers: [{{name: app, image: app, resources: {{requests: {{cpu: 100m, memory: 300Mi}}}}}}]
-status:
-  phase: Running
-  startTime: "2026-01-01T00:00:00Z"
-  conditions: [{{type: Ready, status: "True"}}]
-"#
-    )
+/// Pod `name` of Deployment `web` with `annotations`.
+fn pod_with(name: &str, annotations: Value) -> String {
+    PodFixture::new("shop", name)
+        .uid(&format!("uid-{name}"))
+        .label("app", "web")
+        .annotations(annotations)
+        .owner("ReplicaSet", "web-1")
+        .owner_uid("uid-rs")
+        .container(
+            "app",
+            json!({"cpu": "100m", "memory": "300Mi"}),
+            Value::Null,
+        )
+        .image("app")
+        .running_on("node-1", "2026-01-01T00:00:00Z")
+        .condition("Ready", "True")
+        .manifest()
 }
 
 fn snapshot(upstream_sized: &[bool]) -> Snapshot {
@@ -254,11 +250,14 @@ async fn an_upstream_vpa_that_is_off_or_elsewhere_changes_nothing() {
 #[tokio::test]
 async fn every_mark_upstream_leaves_on_a_pod_is_recognised() {
     for (mark, annotations) in [
-        ("vpaInPlaceUpdated", r#"{vpaInPlaceUpdated: "true"}"#),
-        ("vpaObservedContainers", r#"{vpaObservedContainers: app}"#),
+        ("vpaInPlaceUpdated", json!({"vpaInPlaceUpdated": "true"})),
+        (
+            "vpaObservedContainers",
+            json!({"vpaObservedContainers": "app"}),
+        ),
         (
             "vpaUpdates",
-            r#"{vpaUpdates: "Pod resources updated by web"}"#,
+            json!({"vpaUpdates": "Pod resources updated by web"}),
         ),
     ] {
         let pods = [pod_with("web-0", annotations), pod("web-1", false)];
@@ -405,7 +404,7 @@ async fn the_loop_stands_down_with_one_event_that_says_what_the_condition_says()
         // Some pods carry upstream's marks, some do not: the upstream VPA decides, not the pods.
         let pods = [
             pod("web-0", false),
-            pod_with("web-1", r#"{vpaInPlaceUpdated: "true"}"#),
+            pod_with("web-1", json!({"vpaInPlaceUpdated": "true"})),
             pod("web-2", true),
         ];
         let s = snapshot_of(mode, &pods, &upstream);
