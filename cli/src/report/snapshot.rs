@@ -400,11 +400,12 @@ fn workload(
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+    use tailor_testkit::fixtures::PodFixture;
 
     use super::*;
 
-    fn pod(value: serde_json::Value) -> SnapshotPod {
-        SnapshotPod::of(&serde_json::from_value::<Pod>(value).expect("a pod"))
+    fn pod(pod: PodFixture) -> SnapshotPod {
+        SnapshotPod::of(&pod.build())
     }
 
     fn killed(name: &str, reason: &str, finished: Option<&str>) -> serde_json::Value {
@@ -418,15 +419,12 @@ mod tests {
         let mut twice = killed("a", "OOMKilled", Some("2026-01-10T10:00:00Z"));
         twice["state"] = json!({"terminated": {"exitCode": 137, "reason": "OOMKilled",
                                                "finishedAt": "2026-01-10T11:00:00Z"}});
-        let p = pod(json!({
-            "metadata": {"name": "p", "namespace": "ns"},
-            "status": {"phase": "Running", "containerStatuses": [
-                twice,
-                killed("b", "OOMKilled", Some("2026-01-09T11:00:00Z")),
-                killed("c", "Error", Some("2026-01-10T11:00:00Z")),
-                killed("d", "OOMKilled", None),
-            ]}
-        }));
+        let p = pod(PodFixture::new("ns", "p")
+            .phase("Running")
+            .container_status(twice)
+            .container_status(killed("b", "OOMKilled", Some("2026-01-09T11:00:00Z")))
+            .container_status(killed("c", "Error", Some("2026-01-10T11:00:00Z")))
+            .container_status(killed("d", "OOMKilled", None)));
         assert!(p.running);
         // a: two kills, one container; b: a day and an hour before; c: not an OOM kill; d: no time.
         assert_eq!(p.ooms_last_day(now), 1);
@@ -436,7 +434,7 @@ mod tests {
         assert_eq!(at("2026-01-10T10:30:00Z"), 2);
         assert_eq!(at("2026-01-09T12:00:00Z"), 1);
         assert_eq!(at("2026-01-08T00:00:00Z"), 0);
-        let bare = pod(json!({"metadata": {"name": "q"}, "spec": {"containers": []}}));
+        let bare = pod(PodFixture::new("ns", "q"));
         assert!(!bare.running && bare.oom_kills.is_empty());
         assert!(pods::containers(&bare.compact).is_empty());
     }

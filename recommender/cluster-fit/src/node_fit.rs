@@ -842,7 +842,9 @@ pub fn capped_message(by: &str, allocatable: Req, lowered: &[Lowered]) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{Value, json};
     use tailor_engine::policy::Resources;
+    use tailor_testkit::fixtures::PodFixture;
 
     /// No container policy sets `minAllowed`.
     const NO_FLOOR: fn(&str, Resource) -> i64 = |_, _| 0;
@@ -867,13 +869,13 @@ mod tests {
         }
     }
 
-    fn pod(json: serde_json::Value) -> PodShape {
-        PodShape::of(&spec_of(json)).unwrap()
+    fn pod(pod: PodFixture) -> PodShape {
+        PodShape::of(&spec_of(pod)).unwrap()
     }
 
-    /// The spec of a pod written as JSON (`{"metadata": …, "spec": …}`).
-    fn spec_of(json: serde_json::Value) -> SlimPodSpec {
-        serde_json::from_value(json["spec"].clone()).unwrap()
+    /// The spec of a pod as the recommender's pod watch decodes it.
+    fn spec_of(pod: PodFixture) -> SlimPodSpec {
+        serde_json::from_value(pod.spec_json()).unwrap()
     }
 
     const GI: i64 = 1 << 30;
@@ -892,11 +894,9 @@ mod tests {
 
     #[test]
     fn a_pod_that_fits_is_left_alone_and_one_that_does_not_is_scaled_to_the_largest_node() {
-        let shape = pod(
-            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [
-            {"name": "app", "resources": {"requests": {"cpu": "1"}}},
-            {"name": "proxy", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}]}}),
-        );
+        let shape = pod(PodFixture::new("ns", "p")
+            .container("app", json!({"cpu": "1"}), Value::Null)
+            .container("proxy", json!({"cpu": "2", "memory": "1Gi"}), Value::Null));
         let nodes = [node("small", 8_000, 16), node("big", 32_000, 64)];
         let f = frontier(&shape.placement, &nodes);
         assert_eq!(f.len(), 1, "the small node is dominated");
@@ -925,12 +925,13 @@ mod tests {
 
     #[test]
     fn two_recommended_containers_share_the_room_in_proportion_and_sidecars_and_overhead_count() {
-        let shape = pod(serde_json::json!({"metadata": {"name": "p"}, "spec": {
-            "overhead": {"cpu": "500m"},
-            "initContainers": [
-                {"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1500m"}}},
-                {"name": "setup", "resources": {"requests": {"cpu": "4"}}}],
-            "containers": [{"name": "a"}, {"name": "b"}]}}));
+        let shape = pod(PodFixture::new("ns", "p")
+            .spec_fields(json!({"overhead": {"cpu": "500m"}}))
+            .init_container(json!({"name": "side", "restartPolicy": "Always",
+                                   "resources": {"requests": {"cpu": "1500m"}}}))
+            .init_container(json!({"name": "setup", "resources": {"requests": {"cpu": "4"}}}))
+            .container_resources("a", Value::Null)
+            .container_resources("b", Value::Null));
         let nodes = [node("n", 10_000, 64)];
         let f = frontier(&shape.placement, &nodes);
         let mut recs = vec![rec("a", 12_000, GI), rec("b", 4_000, GI)];
@@ -943,9 +944,9 @@ mod tests {
         assert_eq!(recs[1].target.cpu, Some(2_000));
 
         // An init container larger than the node: nothing can help.
-        let shape = pod(serde_json::json!({"metadata": {"name": "p"}, "spec": {
-            "initContainers": [{"name": "setup", "resources": {"requests": {"cpu": "11"}}}],
-            "containers": [{"name": "a"}]}}));
+        let shape = pod(PodFixture::new("ns", "p")
+            .init_container(json!({"name": "setup", "resources": {"requests": {"cpu": "11"}}}))
+            .container_resources("a", Value::Null));
         let mut recs = vec![rec("a", 12_000, GI)];
         assert!(matches!(
             fit(
@@ -981,26 +982,20 @@ mod tests {
         let names = |f: Vec<&Candidate>| f.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
         assert_eq!(names(frontier(&plain, &nodes)), ["soft"]);
 
-        let tolerant = pod(
-            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [],
-            "tolerations": [{"key": "gpu", "operator": "Exists"}]}}),
-        );
+        let tolerant = pod(PodFixture::new("ns", "p").spec_fields(json!({
+            "tolerations": [{"key": "gpu", "operator": "Exists"}]})));
         assert_eq!(names(frontier(&tolerant.placement, &nodes)), ["gpu"]);
 
-        let selected = pod(
-            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [],
-            "nodeSelector": {"kubernetes.io/hostname": "plain"}}}),
-        );
+        let selected = pod(PodFixture::new("ns", "p").spec_fields(json!({
+            "nodeSelector": {"kubernetes.io/hostname": "plain"}})));
         assert_eq!(names(frontier(&selected.placement, &nodes)), ["plain"]);
 
-        let affinity = pod(
-            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [],
+        let affinity = pod(PodFixture::new("ns", "p").spec_fields(json!({
             "tolerations": [{"operator": "Exists"}],
             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [
                     {"matchExpressions": [{"key": "pool", "operator": "NotIn", "values": ["gpu"]}]},
-                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["plain"]}]}]}}}}}),
-        );
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["plain"]}]}]}}}})));
         assert_eq!(names(frontier(&affinity.placement, &nodes)), ["soft"]);
     }
 
@@ -1029,25 +1024,21 @@ mod tests {
     #[test]
     fn shapes_past_the_bounds_are_refused() {
         let many: Vec<serde_json::Value> = (0..=MAX_ITEMS)
-            .map(|i| serde_json::json!({"key": format!("k{i}"), "operator": "Exists"}))
+            .map(|i| json!({"key": format!("k{i}"), "operator": "Exists"}))
             .collect();
-        let p = spec_of(serde_json::json!({"metadata": {"name": "p"},
-            "spec": {"containers": [], "tolerations": many}}));
+        let p = spec_of(PodFixture::new("ns", "p").spec_fields(json!({"tolerations": many})));
         assert_eq!(PodShape::of(&p), Err(ShapeError::TooMany("tolerations")));
-        let p = spec_of(serde_json::json!({"metadata": {"name": "p"},
-            "spec": {"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}}));
+        let p =
+            spec_of(PodFixture::new("ns", "p").container("a", json!({"cpu": "lots"}), Value::Null));
         assert!(matches!(PodShape::of(&p), Err(ShapeError::Quantity(_))));
     }
 
     #[test]
     fn every_shape_of_a_vpa_is_fitted() {
-        let small = pod(
-            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app"}],
-            "nodeSelector": {"kubernetes.io/hostname": "small"}}}),
-        );
-        let any = pod(
-            serde_json::json!({"metadata": {"name": "q"}, "spec": {"containers": [{"name": "app"}]}}),
-        );
+        let small = pod(PodFixture::new("ns", "p")
+            .container_resources("app", Value::Null)
+            .spec_fields(json!({"nodeSelector": {"kubernetes.io/hostname": "small"}})));
+        let any = pod(PodFixture::new("ns", "q").container_resources("app", Value::Null));
         let nodes = [node("small", 8_000, 16), node("big", 32_000, 64)];
         let mut recs = vec![rec("app", 12_000, GI)];
         let out = fit_all(
@@ -1067,9 +1058,7 @@ mod tests {
 
     #[test]
     fn min_allowed_wins_over_the_node_and_the_message_says_so() {
-        let shape = pod(
-            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app"}]}}),
-        );
+        let shape = pod(PodFixture::new("ns", "p").container_resources("app", Value::Null));
         let nodes = [node("big", 32_000, 64)];
         let f = frontier(&shape.placement, &nodes);
         let floor = |c: &str, r: Resource| {
