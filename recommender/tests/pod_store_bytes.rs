@@ -12,6 +12,7 @@ use serde_json::json;
 use tailor_recommender::views::oom::OomQueue;
 use tailor_recommender::views::slim::WatchedPod;
 use tailor_recommender::views::stores::new_stores;
+use tailor_testkit::fixtures::PodFixture;
 
 #[global_allocator]
 static ALLOC: Cap<System> = Cap::new(System, usize::MAX);
@@ -25,21 +26,28 @@ const BOUND_BYTES_PER_POD: usize = 512;
 /// A running pod of ReplicaSet `rs` as the watch delivers it (the slim type drops the rest on decoding).
 fn pod(ns: &str, rs: usize, p: usize) -> WatchedPod {
     let app = format!("app-{rs}");
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": format!("{app}-5d8f7c9b4-{p:05}"), "namespace": ns, "uid": format!("uid-{rs}-{p}"),
-            "resourceVersion": format!("{}", 100_000_000 + rs * 10 + p),
-            "creationTimestamp": "2026-11-01T10:00:00Z",
-            "labels": {"app": app, "pod-template-hash": "5d8f7c9b4", "team": "payments"},
-            "annotations": {"prometheus.io/scrape": "true"},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("{app}-5d8f7c9b4"),
-                                 "uid": "rs", "controller": true}]},
-        "spec": {"containers": [{"name": "app", "image": "registry.example.com/app:1",
-            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}}}]},
-        "status": {"phase": "Running", "containerStatuses": [{"name": "app", "restartCount": 0, "ready": true,
-            "image": "x", "imageID": "y", "state": {"running": {"startedAt": "2026-11-01T10:00:05Z"}}}]}
-    }))
-    .unwrap()
+    let fixture = PodFixture::new(ns, &format!("{app}-5d8f7c9b4-{p:05}"))
+        .uid(&format!("uid-{rs}-{p}"))
+        .resource_version(&format!("{}", 100_000_000 + rs * 10 + p))
+        .created("2026-11-01T10:00:00Z")
+        .label("app", &app)
+        .label("pod-template-hash", "5d8f7c9b4")
+        .label("team", "payments")
+        .annotation("prometheus.io/scrape", "true")
+        .owner("ReplicaSet", &format!("{app}-5d8f7c9b4"))
+        .owner_uid("rs")
+        .container(
+            "app",
+            json!({"cpu": "100m", "memory": "128Mi"}),
+            json!({"memory": "256Mi"}),
+        )
+        .image("registry.example.com/app:1")
+        .phase("Running")
+        .container_status(
+            json!({"name": "app", "restartCount": 0, "ready": true, "image": "x",
+            "imageID": "y", "state": {"running": {"startedAt": "2026-11-01T10:00:05Z"}}}),
+        );
+    serde_json::from_value(fixture.json()).unwrap()
 }
 
 #[test]

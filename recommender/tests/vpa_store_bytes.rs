@@ -12,6 +12,7 @@ use serde_json::json;
 use tailor_recommender::views::oom::OomQueue;
 use tailor_recommender::views::stores::new_stores;
 use tailor_recommender::views::watched_vpa::WatchedVpa;
+use tailor_testkit::fixtures::VpaFixture;
 
 #[global_allocator]
 static ALLOC: Cap<System> = Cap::new(System, usize::MAX);
@@ -25,23 +26,25 @@ const BOUND_BYTES_PER_VPA: usize = 2_048;
 fn vpa(ns: &str, i: usize) -> WatchedVpa {
     let rec = |cpu: &str, mem: &str| json!({"cpu": cpu, "memory": mem});
     let cond = |t: &str, s: &str| json!({"type": t, "status": s, "lastTransitionTime": "2026-11-01T10:00:00Z"});
-    serde_json::from_value(json!({
-        "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": format!("app-{i}"), "namespace": ns, "uid": format!("uid-{i}"),
-            "resourceVersion": format!("{}", 100_000_000 + i), "generation": 1,
-            "creationTimestamp": "2026-11-01T10:00:00Z", "labels": {"team": "payments"},
-            "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
-        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": format!("app-{i}")},
-            "updatePolicy": {"updateMode": "Off"}},
-        "status": {
-            "recommendation": {"containerRecommendations": [{"containerName": "app",
-                "target": rec("163m", "272629760"), "lowerBound": rec("102m", "262144000"),
-                "upperBound": rec("1297m", "1358954496"), "uncappedTarget": rec("163m", "272629760")}]},
-            "conditions": [cond("LowConfidence", "True"), cond("NoPodsMatched", "False"),
-                cond("RecommendationProvided", "True")],
-            "observedGeneration": 1}
-    }))
-    .unwrap()
+    let fixture = VpaFixture::new(ns, &format!("app-{i}"))
+        .uid(&format!("uid-{i}"))
+        .resource_version(&format!("{}", 100_000_000 + i))
+        .generation(1)
+        .created("2026-11-01T10:00:00Z")
+        .label("team", "payments")
+        .managed_fields(json!([{"manager": "kubectl", "operation": "Apply"}]))
+        .target("Deployment", &format!("app-{i}"))
+        .mode("Off")
+        .recommendation_row(json!({"containerName": "app",
+            "target": rec("163m", "272629760"), "lowerBound": rec("102m", "262144000"),
+            "upperBound": rec("1297m", "1358954496"), "uncappedTarget": rec("163m", "272629760")}))
+        .conditions(json!([
+            cond("LowConfidence", "True"),
+            cond("NoPodsMatched", "False"),
+            cond("RecommendationProvided", "True")
+        ]))
+        .observed_generation(1);
+    serde_json::from_value(fixture.json()).unwrap()
 }
 
 #[test]

@@ -17,6 +17,7 @@ use tailor_recommender::fleet::metrics::FleetMetrics;
 use tailor_recommender::fleet::writer::{EventTarget, FleetEvent, FleetWriter, WriteError};
 use tailor_recommender::fleet::{FleetFlags, FleetView};
 use tailor_recommender::views::watched_vpa::WatchedVpa;
+use tailor_testkit::fixtures::VpaFixture;
 
 /// One call the controller made.
 #[derive(Clone, Debug, PartialEq)]
@@ -109,14 +110,13 @@ fn vpa(
     labels: serde_json::Value,
     annotations: serde_json::Value,
 ) -> WatchedVpa {
-    serde_json::from_value(json!({
-        "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": name, "namespace": ns, "uid": format!("vpa-uid-{name}"),
-            "labels": labels, "annotations": annotations},
-        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
-            "updatePolicy": {"updateMode": "Off"}}
-    }))
-    .expect("vpa")
+    let fixture = VpaFixture::new(ns, name)
+        .uid(&format!("vpa-uid-{name}"))
+        .labels(labels)
+        .annotations(annotations)
+        .target("Deployment", target)
+        .mode("Off");
+    serde_json::from_value(fixture.json()).expect("vpa")
 }
 
 /// A controller over one namespace `shop` labelled `mode`, with `deployments` and `vpas`, everything

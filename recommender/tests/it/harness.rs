@@ -9,16 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, ReplicaSet, ReplicaSetSpec};
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus, ResourceRequirements};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kube::Client;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use tailor_crds::{
-    CrossVersionObjectReference, VerticalPodAutoscaler, VerticalPodAutoscalerCheckpoint,
-    VerticalPodAutoscalerSpec,
-};
+use tailor_crds::{VerticalPodAutoscaler, VerticalPodAutoscalerCheckpoint};
 use tailor_engine::units::Nanos;
 use tailor_recommender::process::config::ControllerConfig;
 use tailor_recommender::process::metrics::Metrics;
@@ -29,6 +25,7 @@ use tailor_recommender::views::slim::WatchedPod;
 use tailor_recommender::views::stores::{Stores, Writers, new_stores};
 use tailor_recommender::views::watched_vpa::WatchedVpa;
 use tailor_recommender::writers::ratelimit::RateLimiter;
+use tailor_testkit::fixtures::{PodFixture, VpaFixture};
 use tailor_tests::standin::{Action, ApiServer, Fault, Match, Options};
 use tower::ServiceExt as _;
 
@@ -226,21 +223,11 @@ pub fn labels(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
 
 /// A Tailor VPA targeting `kind/target`.
 pub fn vpa(ns: &str, name: &str, kind: &str, target: &str) -> VerticalPodAutoscaler {
-    let mut v = VerticalPodAutoscaler::new(
-        name,
-        VerticalPodAutoscalerSpec {
-            target_ref: Some(CrossVersionObjectReference {
-                api_version: Some("apps/v1".into()),
-                kind: kind.into(),
-                name: target.into(),
-            }),
-            ..Default::default()
-        },
-    );
-    v.metadata.namespace = Some(ns.into());
-    v.metadata.uid = Some(format!("uid-{name}"));
-    v.metadata.generation = Some(1);
-    v
+    VpaFixture::new(ns, name)
+        .uid(&format!("uid-{name}"))
+        .generation(1)
+        .target_ref("apps/v1", kind, target)
+        .build()
 }
 
 /// A Deployment selecting `sel`.
@@ -297,32 +284,14 @@ pub fn pod(ns: &str, name: &str, lbl: &[(&str, &str)], containers: &[&str]) -> W
 
 /// The full Pod behind [`pod`].
 pub fn full_pod(ns: &str, name: &str, lbl: &[(&str, &str)], containers: &[&str]) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some(ns.into()),
-            labels: Some(labels(lbl)),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            containers: containers
-                .iter()
-                .map(|c| Container {
-                    name: c.to_string(),
-                    resources: Some(ResourceRequirements {
-                        requests: Some([("memory".to_string(), Quantity("300Mi".into()))].into()),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }),
-        status: Some(PodStatus {
-            phase: Some("Running".into()),
-            ..Default::default()
-        }),
-    }
+    let pod = PodFixture::new(ns, name).labels(json!(labels(lbl)));
+    containers
+        .iter()
+        .fold(pod, |p, c| {
+            p.container(c, json!({"memory": "300Mi"}), Value::Null)
+        })
+        .phase("Running")
+        .build()
 }
 
 /// `(namespace, name)` of a VPA.
