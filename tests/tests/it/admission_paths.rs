@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
+use tailor_testkit::fixtures::PodFixture;
 use tailor_tests::process::{post_review, start_admission, wait_admission_ready};
 use tailor_tests::standin::ApiServer;
 use tailor_tests::standin::tls::TestCa;
@@ -159,14 +160,12 @@ webhooks:
 
 /// A pod, its owner reference, in `shop`.
 fn pod(kind: &str, api_version: &str, owner: &str) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"generateName": format!("{owner}-"), "namespace": "shop",
-            "labels": {"app": "web"},
-            "ownerReferences": [{"apiVersion": api_version, "kind": kind, "name": owner,
-                "uid": format!("uid-{owner}"), "controller": true}]},
-        "spec": {"containers": [{"name": "app", "image": "nginx"}]}
-    })
+    PodFixture::generated("shop", &format!("{owner}-"))
+        .label("app", "web")
+        .owner_ref(api_version, kind, owner)
+        .container_resources("app", Value::Null)
+        .image("nginx")
+        .json()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tailor_testkit::fixtures::VpaFixture;
 use tailor_tests::process::{
     Process, post_review, start_admission, start_recommender, wait_admission_ready,
 };
@@ -30,11 +31,9 @@ pub(crate) fn workload(app: &str, cpu: &str, memory: &str) -> String {
 
 /// A VPA `name` in `shop` over Deployment `target`.
 pub(crate) fn vpa(name: &str, target: &str) -> Value {
-    json!({
-        "apiVersion": VPA_API, "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": name, "namespace": "shop"},
-        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target}},
-    })
+    VpaFixture::new("shop", name)
+        .target("Deployment", target)
+        .json()
 }
 
 /// A pod `CREATE` review of `pod` in namespace `shop`, as the API server sends it.

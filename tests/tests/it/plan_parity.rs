@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde_json::Value;
+use tailor_testkit::fixtures::VpaFixture;
 use tailor_tests::process::{Process, binary, free_port, start_updater, write_kubeconfig};
 use tailor_tests::small_workload::{Owner, running_pod};
 use tailor_tests::standin::ApiServer;
@@ -106,24 +107,18 @@ fn vpa(
     mode: &str,
     created: &str,
 ) -> String {
-    format!(
-        r#"
----
-apiVersion: {VPA_API}
-kind: VerticalPodAutoscaler
-metadata: {{name: {name}, namespace: {ns}, uid: vpa-{ns}-{name}, creationTimestamp: "{created}"}}
-spec:
-  targetRef: {{apiVersion: {api_version}, kind: {kind}, name: {target}}}
-  updatePolicy: {{updateMode: {mode}}}
-status:
-  recommendation:
-    containerRecommendations:
-      - containerName: app
-        target: {{cpu: 500m, memory: 512Mi}}
-        lowerBound: {{cpu: 400m, memory: 400Mi}}
-        upperBound: {{cpu: 600m, memory: 600Mi}}
-"#
-    )
+    VpaFixture::new(ns, name)
+        .uid(&format!("vpa-{ns}-{name}"))
+        .created(created)
+        .target_ref(api_version, kind, target)
+        .mode(mode)
+        .recommendation_bounds(
+            "app",
+            ("400m", "400Mi"),
+            ("500m", "512Mi"),
+            ("600m", "600Mi"),
+        )
+        .manifest()
 }
 
 /// The snapshot: the cases above, in `kube-system`, `shop` (labelled for the webhook) and `lab` (not
