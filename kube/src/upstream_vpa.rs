@@ -448,6 +448,7 @@ async fn watch(client: Client, namespace: String, vpas: UpstreamVpas) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tailor_testkit::fixtures::VpaFixture;
 
     fn object(
         ns: &str,
@@ -468,12 +469,9 @@ mod tests {
     }
 
     fn tailor_vpa(ns: &str, target: &str) -> VerticalPodAutoscaler {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-            "metadata": {"name": target, "namespace": ns},
-            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target}}
-        }))
-        .expect("vpa")
+        VpaFixture::new(ns, target)
+            .target("Deployment", target)
+            .build()
     }
 
     fn name(found: Result<Option<UpstreamVpa>, String>) -> Option<String> {

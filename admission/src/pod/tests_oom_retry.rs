@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use tailor_core::sizing::{OomBumpRule, PatchOptions};
 use tailor_crds::VerticalPodAutoscaler;
 use tailor_kube::index::{Index, IndexObjects};
+use tailor_testkit::fixtures::{PodFixture, VpaFixture};
 
 const MI: i64 = 1 << 20;
 
@@ -49,17 +50,13 @@ fn killed(bytes: i64) -> Option<JobOoms> {
 }
 
 fn cron_vpa(mode: &str) -> VerticalPodAutoscaler {
-    serde_json::from_value(json!({
-        "apiVersion": "autoscaling.tailor.dev/v1", "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": "nightly", "namespace": "default", "uid": "vpa-uid"},
-        "spec": {"targetRef": {"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly"},
-                 "updatePolicy": {"updateMode": mode},
-                 "resourcePolicy": {"containerPolicies": [
-                     {"containerName": "*", "maxAllowed": {"memory": "1Gi"}}]}},
-        "status": {"recommendation": {"containerRecommendations": [
-            {"containerName": "task", "target": {"cpu": "100m", "memory": "256Mi"}}]}}
-    }))
-    .unwrap()
+    VpaFixture::new("default", "nightly")
+        .uid("vpa-uid")
+        .target("CronJob", "nightly")
+        .mode(mode)
+        .container_policy(json!({"containerName": "*", "maxAllowed": {"memory": "1Gi"}}))
+        .recommendation("task", "100m", "256Mi")
+        .build()
 }
 
 fn index(mode: &str) -> Index {
@@ -85,14 +82,14 @@ fn index(mode: &str) -> Index {
 }
 
 fn job_pod() -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"generateName": "nightly-1-", "namespace": "default", "labels": {"app": "nightly"},
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "nightly-1",
-                                 "uid": "job-uid-1", "controller": true}]},
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "task",
-            "resources": {"requests": {"memory": "256Mi"}, "limits": {"memory": "256Mi"}}}]}
-    })
+    let memory = json!({"memory": "256Mi"});
+    PodFixture::generated("default", "nightly-1-")
+        .label("app", "nightly")
+        .owner("Job", "nightly-1")
+        .owner_uid("job-uid-1")
+        .spec_fields(json!({"restartPolicy": "Never"}))
+        .container("task", memory.clone(), memory)
+        .json()
 }
 
 fn review(

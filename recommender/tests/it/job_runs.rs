@@ -13,6 +13,7 @@ use kube::runtime::watcher;
 use tailor_core::workload::SlimWorkload;
 use tailor_recommender::process::config::ControllerConfig;
 use tailor_recommender::views::slim::WatchedPod;
+use tailor_testkit::fixtures::PodFixture;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -236,16 +237,17 @@ async fn ten_thousand_finished_runs_age_out_and_leave_other_vpas_alone() {
 /// Run `run` of `nightly`, finished (Succeeded) after running from `start` to `end` (seconds after T0).
 fn finished_run_pod(run: usize, start: i64, end: i64) -> WatchedPod {
     let job = format!("nightly-{run}");
-    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": format!("{job}-x"), "namespace": "default",
-            "labels": {"app": "nightly", "job-name": job, "batch.kubernetes.io/job-name": job}},
-        "spec": {"containers": [{"name": "task"}]},
-        "status": {"phase": "Succeeded", "containerStatuses": [{"name": "task", "restartCount": 0,
+    let pod = PodFixture::new("default", &format!("{job}-x"))
+        .label("app", "nightly")
+        .label("job-name", &job)
+        .label("batch.kubernetes.io/job-name", &job)
+        .container_resources("task", serde_json::Value::Null)
+        .phase("Succeeded")
+        .container_status(serde_json::json!({"name": "task", "restartCount": 0,
             "ready": false, "image": "x", "imageID": "y",
             "state": {"terminated": {"exitCode": 0, "reason": "Completed",
-                "startedAt": rfc3339(start), "finishedAt": rfc3339(end)}}}]}
-    }))
-    .unwrap();
+                "startedAt": rfc3339(start), "finishedAt": rfc3339(end)}}}))
+        .build();
     WatchedPod::from_pod(&pod).unwrap()
 }
 

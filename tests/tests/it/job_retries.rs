@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tailor_testkit::fixtures::PodFixture;
 use tailor_tests::process::{http_get_body, post_review, start_admission, wait_admission_ready};
 use tailor_tests::standin::ApiServer;
 use tailor_tests::standin::tls::TestCa;
@@ -35,22 +36,22 @@ spec:
 
 /// A pod of Job `nightly-1`; `phase` and the container's termination reason when it has ended.
 fn job_pod(name: &str, memory: &str, ended: Option<&str>) -> Value {
-    let mut p = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "shop",
-            "labels": {"app": "nightly", "batch.kubernetes.io/controller-uid": "uid-nightly-1",
-                       "batch.kubernetes.io/job-name": "nightly-1"},
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "nightly-1",
-                "uid": "uid-nightly-1", "controller": true}]},
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "task", "image": "busybox",
-            "resources": {"requests": {"memory": memory}, "limits": {"memory": memory}}}]}
-    });
-    if let Some(reason) = ended {
-        p["status"] = json!({"phase": "Failed", "containerStatuses": [{"name": "task", "image": "busybox",
-            "imageID": "", "ready": false, "restartCount": 0,
-            "state": {"terminated": {"exitCode": 137, "reason": reason}}}]});
+    let memory = json!({"memory": memory});
+    let pod = PodFixture::new("shop", name)
+        .label("app", "nightly")
+        .label("batch.kubernetes.io/controller-uid", "uid-nightly-1")
+        .label("batch.kubernetes.io/job-name", "nightly-1")
+        .owner("Job", "nightly-1")
+        .spec_fields(json!({"restartPolicy": "Never"}))
+        .container("task", memory.clone(), memory)
+        .image("busybox");
+    match ended {
+        Some(reason) => pod.phase("Failed").container_status(json!({"name": "task",
+            "image": "busybox", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 137, "reason": reason}}})),
+        None => pod,
     }
-    p
+    .json()
 }
 
 /// The memory request the answer's patch sets on the first container.

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{Value, json};
+use tailor_testkit::fixtures::PodFixture;
 use tailor_tests::process::{http_get_body, proc_status_kib, start_recommender};
 use tailor_tests::prom_stub::{Reply, healthy, stub};
 use tailor_tests::standin::ApiServer;
@@ -31,23 +32,28 @@ fn cron_job() -> Value {
 /// Run `run`'s pod, Succeeded (or Failed, for odd runs) after 20 seconds.
 fn run_pod(run: usize) -> Value {
     let job = format!("nightly-{run}");
+    let uid = format!("uid-{job}");
     let phase = if run.is_multiple_of(2) {
         "Succeeded"
     } else {
         "Failed"
     };
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": format!("{job}-x"), "namespace": "shop", "uid": format!("uid-{job}"),
-            "labels": {"app": "nightly", "controller-uid": format!("uid-{job}"), "job-name": job,
-                "batch.kubernetes.io/controller-uid": format!("uid-{job}"),
-                "batch.kubernetes.io/job-name": job}},
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "task", "image": "task:1"}]},
-        "status": {"phase": phase, "containerStatuses": [{"name": "task", "restartCount": 0,
-            "ready": false, "image": "task:1", "imageID": "x",
+    PodFixture::new("shop", &format!("{job}-x"))
+        .uid(&uid)
+        .label("app", "nightly")
+        .label("controller-uid", &uid)
+        .label("job-name", &job)
+        .label("batch.kubernetes.io/controller-uid", &uid)
+        .label("batch.kubernetes.io/job-name", &job)
+        .spec_fields(json!({"restartPolicy": "Never"}))
+        .container_resources("task", Value::Null)
+        .image("task:1")
+        .phase(phase)
+        .container_status(json!({"name": "task", "restartCount": 0, "ready": false,
+            "image": "task:1", "imageID": "x",
             "state": {"terminated": {"exitCode": run % 2, "startedAt": "2026-11-01T10:00:00Z",
-                "finishedAt": "2026-11-01T10:00:20Z"}}}]},
-    })
+                "finishedAt": "2026-11-01T10:00:20Z"}}}))
+        .json()
 }
 
 /// A counter of the recommender's `/metrics`, 0 while absent.
