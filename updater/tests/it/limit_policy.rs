@@ -5,31 +5,27 @@
 
 use json_patch::PatchOperation;
 use serde_json::{Value, json};
-use tailor_testkit::fixtures::PodFixture;
+use tailor_testkit::fixtures::{PodFixture, VpaFixture};
 use tailor_updater::decisions::resize::plan_resize;
 use tailor_updater::preview::plan::{Plan, plan};
 use tailor_updater::preview::snapshot::Snapshot;
 use tailor_updater::views::pods::CachedPod;
 
-const VPA: &str = r#"
-apiVersion: autoscaling.tailor.dev/v1
-kind: VerticalPodAutoscaler
-metadata:
-  name: web
-  namespace: shop
-  creationTimestamp: "2026-01-01T00:00:00Z"
-  annotations: {"tailor.dev/limit-policy": "POLICY"}
-spec:
-  targetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
-  updatePolicy: {updateMode: InPlaceOrRecreate}
-status:
-  recommendation:
-    containerRecommendations:
-      - containerName: app
-        target: {cpu: 500m, memory: 512Mi}
-        lowerBound: {cpu: 400m, memory: 400Mi}
-        upperBound: {cpu: 600m, memory: 600Mi}
-"#;
+/// The VPA over Deployment `web`, annotated with the limit `policy`.
+fn vpa(policy: &str) -> String {
+    VpaFixture::new("shop", "web")
+        .created("2026-01-01T00:00:00Z")
+        .annotation("tailor.dev/limit-policy", policy)
+        .target("Deployment", "web")
+        .mode("InPlaceOrRecreate")
+        .recommendation_bounds(
+            "app",
+            ("400m", "400Mi"),
+            ("500m", "512Mi"),
+            ("600m", "600Mi"),
+        )
+        .manifest()
+}
 
 /// A running pod of `web` asking 100m/128Mi, with `limits`.
 fn pod(i: usize, limits: Value) -> String {
@@ -62,9 +58,9 @@ metadata:
   uid: uid-web-1
   ownerReferences: [{apiVersion: apps/v1, kind: Deployment, name: web, uid: uid-web, controller: true}]
 spec: {replicas: 2, selector: {matchLabels: {app: web}}}
----"#,
+"#,
     );
-    text.push_str(&VPA.replace("POLICY", policy));
+    text.push_str(&vpa(policy));
     text.push_str(&pod(0, json!({"memory": "256Mi"})));
     text.push_str(&pod(1, json!({"cpu": "400m", "memory": "256Mi"})));
     let mut s = Snapshot::default();

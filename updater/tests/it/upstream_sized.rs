@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tailor_kube::rate::RateSettings;
-use tailor_testkit::fixtures::PodFixture;
+use tailor_testkit::fixtures::{PodFixture, VpaFixture};
 use tailor_updater::decisions::config::RestrictionConfig;
 use tailor_updater::iteration::IterationConfig;
 use tailor_updater::preview::plan::{PlanSettings, plan};
@@ -71,23 +71,21 @@ metadata:
   labels: {app: web}
   ownerReferences: [{apiVersion: apps/v1, kind: Deployment, name: web, uid: uid-web, controller: true}]
 spec: {replicas: 4, selector: {matchLabels: {app: web}}, template: {}}
----
-apiVersion: autoscaling.tailor.dev/v1
-kind: VerticalPodAutoscaler
-metadata: {name: web, namespace: shop, creationTimestamp: "2026-01-01T00:00:00Z"}
-spec:
-  targetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
-  updatePolicy: {updateMode: MODE}
-status:
-  recommendation:
-    containerRecommendations:
-      - containerName: app
-        target: {cpu: 500m, memory: 512Mi}
-        lowerBound: {cpu: 400m, memory: 400Mi}
-        upperBound: {cpu: 600m, memory: 600Mi}
 "#,
-    )
-    .replace("MODE", mode);
+    );
+    text.push_str(
+        &VpaFixture::new("shop", "web")
+            .created("2026-01-01T00:00:00Z")
+            .target("Deployment", "web")
+            .mode(mode)
+            .recommendation_bounds(
+                "app",
+                ("400m", "400Mi"),
+                ("500m", "512Mi"),
+                ("600m", "600Mi"),
+            )
+            .manifest(),
+    );
     for pod in pods {
         text.push_str(pod);
     }
