@@ -7,7 +7,6 @@
 mod pods;
 mod restore;
 mod runs;
-pub mod stored;
 mod usage;
 mod vpas;
 

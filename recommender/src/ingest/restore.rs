@@ -9,7 +9,7 @@ use kube::api::ListParams;
 
 use crate::error::Error;
 use crate::ingest::VpaKey;
-use crate::ingest::stored::StoredCheckpoint;
+use crate::views::stored_checkpoint::StoredCheckpoint;
 use crate::run_loop::{LoopReport, Recommender};
 use crate::time::from_time;
 use crate::writers::checkpoint::{self, OpenWindow, StoredWindows};
@@ -270,7 +270,7 @@ impl Recommender {
         if let Err(source) = agg.load_from_checkpoint(&stored_cp) {
             loaded.skipped = Some(tailor_core::text::cut(
                 &source.to_string(),
-                crate::ingest::stored::MESSAGE_LEN,
+                crate::views::stored_checkpoint::MESSAGE_LEN,
             ));
             self.record_error(&Error::CheckpointLoad {
                 namespace: ns,

@@ -6,7 +6,7 @@ use kube::Client;
 use kube::api::{Api, ListParams, ObjectList};
 use tailor_kube::scale::{ScaleError, scale_selector};
 
-use crate::ingest::stored::StoredCheckpoint;
+use crate::views::stored_checkpoint::StoredCheckpoint;
 
 /// Reads through one client, within one namespace or all of them.
 #[derive(Clone)]
