@@ -1,6 +1,7 @@
 //! What the recommender reads of the cluster, and from where: the reflector stores and the slim objects in
-//! them, the reads that are not watches (a checkpoint, a page of them, a `/scale` selector) and how a checkpoint reads back, usage from the metrics API and from a history store, OOM kills, the checkpoints that exist, the
-//! view node fit and HPA coherence size within, and target resolution over the stores.
+//! them, the reads that are not watches (a checkpoint, a page of them, a `/scale` selector) and how a
+//! checkpoint reads back, usage from the metrics API and from a history store, OOM kills, the checkpoints
+//! that exist, the view node fit and HPA coherence size within, and target resolution over the stores.
 
 pub mod api_reads;
 pub mod checkpoint_index;
