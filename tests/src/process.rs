@@ -47,7 +47,31 @@ fn newest_source(dir: &Path, newest: &mut SystemTime) {
     }
 }
 
-/// The source directories each binary is built from (a change there relinks it).
+/// The sources cargo built `binary` from, as its dep-info file beside it lists them (`<binary>.d`, one line
+/// `<binary>: <source> <source> …`, a space inside a path escaped as `\ `). Only the files compiled into the
+/// binary: a unit-test module under `src/` is not one, so editing it does not make the binary stale. `None`
+/// without the file (a binary built elsewhere).
+fn dep_info_sources(binary: &Path) -> Option<Vec<PathBuf>> {
+    let text = std::fs::read_to_string(binary.with_extension("d")).ok()?;
+    let (_, sources) = text.lines().next()?.split_once(": ")?;
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut chars = sources.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => current.extend(chars.next()),
+            ' ' if !current.is_empty() => out.push(PathBuf::from(std::mem::take(&mut current))),
+            ' ' => {}
+            c => current.push(c),
+        }
+    }
+    if !current.is_empty() {
+        out.push(PathBuf::from(current));
+    }
+    Some(out)
+}
+
+/// The source directories each binary is built from, for a binary without a dep-info file.
 fn sources_of(name: &str) -> &'static [&'static str] {
     match name {
         "tailor-recommender" => &[
@@ -90,10 +114,22 @@ pub fn binary(name: &str) -> PathBuf {
             )
         });
     if std::env::var_os("TAILOR_BIN_DIR").is_none() {
-        let root = workspace_root();
         let mut newest = SystemTime::UNIX_EPOCH;
-        for d in sources_of(name) {
-            newest_source(&root.join(d), &mut newest);
+        match dep_info_sources(&path) {
+            Some(sources) => {
+                for m in sources
+                    .iter()
+                    .filter_map(|s| s.metadata().and_then(|m| m.modified()).ok())
+                {
+                    newest = newest.max(m);
+                }
+            }
+            None => {
+                let root = workspace_root();
+                for d in sources_of(name) {
+                    newest_source(&root.join(d), &mut newest);
+                }
+            }
         }
         assert!(
             built >= newest,
