@@ -9,9 +9,9 @@ use kube::api::ListParams;
 
 use crate::error::Error;
 use crate::ingest::VpaKey;
-use crate::views::stored_checkpoint::StoredCheckpoint;
 use crate::run_loop::{LoopReport, Recommender};
 use crate::time::from_time;
+use crate::views::stored_checkpoint::StoredCheckpoint;
 use crate::writers::checkpoint::{self, OpenWindow, StoredWindows};
 use crate::writers::written::shapes_of;
 use tailor_engine::model::{AggregateContainerState, ContainerId, Sample};
