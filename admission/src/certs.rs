@@ -385,7 +385,9 @@ impl Reloader {
 pub struct GeneratedCerts {
     /// CA certificate (goes into the webhook's `caBundle`).
     pub ca_cert_pem: String,
-    /// Serving certificate (leaf then CA).
+    /// Serving certificate, the leaf alone: the API server trusts the CA through the `caBundle`, so sending
+    /// the CA too would only give it one more certificate to parse and one more chain to check on every new
+    /// connection.
     pub cert_pem: String,
     /// Serving private key (PKCS#8).
     pub key_pem: String,
@@ -445,7 +447,7 @@ pub fn generate(names: &[String], days: i64) -> Result<GeneratedCerts, CertError
     let leaf_cert = leaf.signed_by(&leaf_key, &issuer).map_err(err)?;
     Ok(GeneratedCerts {
         ca_cert_pem: ca_cert.pem(),
-        cert_pem: format!("{}{}", leaf_cert.pem(), ca_cert.pem()),
+        cert_pem: leaf_cert.pem(),
         key_pem: leaf_key.serialize_pem(),
     })
 }
@@ -463,7 +465,7 @@ mod tests {
         let g = generate(&service_dns_names("tailor-admission", "tailor"), 30).unwrap();
         let pair = certified_key_from_pem(g.cert_pem.as_bytes(), g.key_pem.as_bytes(), "generated")
             .unwrap();
-        assert_eq!(pair.cert.len(), 2);
+        assert_eq!(pair.cert.len(), 1, "the leaf alone is served");
     }
 
     #[test]
