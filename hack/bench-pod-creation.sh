@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # How much slower a rollout gets with a VPA webhook in the pod-creation path, on the real local control plane
 # (hack/cluster.sh up --with-upstream): bursts of DEPLOYMENTS Deployments × REPLICAS kwok pods, created by
-# `kubectl apply` of fresh Deployments (each gets a new ReplicaSet), three ways alternated in one run, none,
-# tailor, upstream, none, tailor, upstream, … for ROUNDS rounds after WARMUP unmeasured rounds:
-#   none      namespace bench-none: no mutating webhook is called (both webhooks' namespaceSelector excludes it);
+# `kubectl apply` of fresh Deployments (each gets a new ReplicaSet), four ways alternated in one run, none,
+# floor, tailor, upstream, none, floor, … for ROUNDS rounds after WARMUP unmeasured rounds:
+#   none      namespace bench-none: no mutating webhook is called (every webhook's namespaceSelector excludes it);
+#   floor     namespace bench-floor: the cheapest webhook an API server can call (admission/examples/floor.rs
+#             --allow: the same TLS and HTTP as Tailor's, answering `allowed` with the request's uid and no
+#             patch), registered like upstream's below: what calling any mutating webhook costs;
 #   tailor    namespace bench-tailor: Tailor's pod webhook only (pods.admission.tailor.dev), and one Tailor VPA
 #             (autoscaling.tailor.dev/v1, updateMode Initial) per Deployment carrying a recommendation;
 #   upstream  namespace bench-upstream: upstream VPA's admission controller only (vpa.k8s.io,
@@ -16,9 +19,11 @@
 # loopback the API server speaks HTTP/2 (one multiplexed connection), which no Service-referenced webhook gets.
 # So upstream's is re-registered here at this machine's first non-loopback address (a serving certificate for
 # it signed by the cluster's CA): HTTP/1.1 on both sides, as in a cluster. --upstream-h2 keeps the loopback URL.
+# The floor is registered by URL beside upstream's (same address, same certificate).
 # The webhooks stay registered all run long, scoped by namespace with their own settings: Tailor's chart value
-# admission.webhook.excludeNamespaces={bench-none,bench-upstream} (hack/cluster.sh up --helm-set), upstream's
-# --ignored-vpa-object-namespaces=bench-none,bench-tailor (its admission controller re-registers with it).
+# admission.webhook.excludeNamespaces={bench-none,bench-floor,bench-upstream} (hack/cluster.sh up --helm-set),
+# upstream's --ignored-vpa-object-namespaces=bench-none,bench-floor,bench-tailor (its admission controller
+# re-registers with it), the floor's namespaceSelector only bench-floor.
 # The API server then skips a webhook whose selector leaves the namespace out, so "none" pays only the selector
 # check, as any namespace a webhook excludes does. The recommendations are written by hand to the VPAs' status
 # under a recommender nothing serves (spec.recommenders), so they stay as written; both recommenders and both
@@ -37,13 +42,15 @@
 # left, and SETTLE seconds pass. Ends with one line (the medians of the measured bursts' "created" times; the
 # p99 from the histogram summed over them):
 #   creation_overhead_tailor_pct=X creation_overhead_upstream_pct=Y webhook_p99_ms_tailor=Z webhook_p99_ms_upstream=W
+# after one with the floor: creation_overhead_floor_pct= webhook_p99_ms_floor= tailor_over_floor_pct= (Tailor's
+# median over the floor's: what Tailor's webhook adds beyond what calling any webhook costs).
 #
 # Usage: hack/bench-pod-creation.sh [--deployments N] [--replicas R] [--rounds R] [--warmup-rounds W]
 #                                   [--kube-api-qps Q] [--settle S] [--keep-loops] [--out DIR]
 #                                   [--tailor-arg CHANGE]... [--upstream-arg CHANGE]... [--upstream-h2]
 # Defaults: 20 Deployments × 100 replicas (2,000 pods a burst), 3 rounds after 1 warm-up round, the
 # controller-manager and scheduler at 500 QPS (burst 1,000; at their default 20 the ReplicaSet controller's
-# client rate limit, not admission, sets the pace), 5 s settle. About 15 minutes on 2 cores (25 with --rounds 5).
+# client rate limit, not admission, sets the pace), 5 s settle. About 20 minutes on 2 cores (33 with --rounds 5).
 # --tailor-arg / --upstream-arg change a webhook's command line before the bursts (hack/cluster.sh's CHANGE:
 # --KEY=VALUE, !--KEY), e.g. --tailor-arg --runtime-threads=1.
 # Tailor's webhook is the image's build (profile dist, fat LTO; about 10 minutes cold on two cores), or
@@ -110,6 +117,8 @@ if [[ -z ${TAILOR_ADMISSION:-} ]]; then
   cargo build -q --profile dist -p tailor-admission --bin tailor-admission
   TAILOR_ADMISSION=$target/dist/tailor-admission
 fi
+log "building the floor webhook (admission/examples/floor.rs, release)"
+cargo build -q --release -p tailor-admission --example floor
 [[ -x $TAILOR_ADMISSION ]] || die "no tailor-admission at $TAILOR_ADMISSION"
 rm -rf "${out:?}/bin" "${out:?}/manifests" "${out:?}/bursts.jsonl"
 mkdir -p "$out/bin" "$out/manifests"
@@ -120,6 +129,7 @@ export TAILOR_BIN_DIR=$out/bin
 # --- the cluster ---------------------------------------------------------------------------------------------------
 cleanup() {
   local rc=$?
+  [[ -f $STATE/pids/bench-floor ]] && kill "$(cat "$STATE/pids/bench-floor")" 2>/dev/null
   if [[ ${KEEP_CLUSTER:-0} == 1 ]]; then
     log "KEEP_CLUSTER=1: the cluster stays up (TAILOR_CLUSTER_DIR=$STATE hack/cluster.sh down stops it)"
   else
@@ -141,7 +151,8 @@ trap 'exit 143' TERM
 
 t_up=$SECONDS
 env_lines=$("$CLUSTER" up --with-upstream --nodes "$nodes" --kube-api-qps "$qps" \
-  --helm-set 'admission.webhook.excludeNamespaces={bench-none,bench-upstream}') || die "the cluster did not come up"
+  --helm-set 'admission.webhook.excludeNamespaces={bench-none,bench-floor,bench-upstream}') ||
+  die "the cluster did not come up"
 eval "$env_lines"
 log "cluster up in $((SECONDS - t_up)) s"
 
@@ -151,16 +162,38 @@ address=127.0.0.1 moved=()
 if ((upstream_h2 == 0)); then
   address=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+(\.[0-9]+){3}$' | grep -v '^127\.' | head -n 1 || true)
   [[ -n $address ]] || die "no address but loopback for upstream's webhook (--upstream-h2 keeps it on loopback)"
-  pki=$STATE/pki
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=vpa-webhook \
-    -keyout "$pki/upstream-webhook-host.key" -out "$pki/upstream-webhook-host.csr" 2>/dev/null
-  printf 'subjectAltName=IP:%s,IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' "$address" >"$pki/host.ext"
-  openssl x509 -req -in "$pki/upstream-webhook-host.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
-    -days 2 -extfile "$pki/host.ext" -out "$pki/upstream-webhook-host.crt" 2>/dev/null
+fi
+pki=$STATE/pki
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=vpa-webhook \
+  -keyout "$pki/upstream-webhook-host.key" -out "$pki/upstream-webhook-host.csr" 2>/dev/null
+printf 'subjectAltName=IP:%s,IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' "$address" >"$pki/host.ext"
+openssl x509 -req -in "$pki/upstream-webhook-host.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+  -days 2 -extfile "$pki/host.ext" -out "$pki/upstream-webhook-host.crt" 2>/dev/null
+if ((upstream_h2 == 0)); then
   moved=("--webhook-address=https://$address" "--tls-cert-file=$pki/upstream-webhook-host.crt"
     "--tls-private-key=$pki/upstream-webhook-host.key")
 fi
-"$CLUSTER" upstream restart admission-controller --ignored-vpa-object-namespaces=bench-none,bench-tailor \
+# The floor: started here (its pid where hack/bench_pod_creation.py reads the processes' CPU time), by URL.
+floor_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+"$target/release/examples/floor" --allow --bind "$address" --port "$floor_port" \
+  --cert "$pki/upstream-webhook-host.crt" --key "$pki/upstream-webhook-host.key" >"$out/floor.log" 2>&1 &
+echo $! >"$STATE/pids/bench-floor"
+export FLOOR_PORT=$floor_port
+floor_config=$(printf '%s\n' \
+  'apiVersion: admissionregistration.k8s.io/v1' \
+  'kind: MutatingWebhookConfiguration' \
+  'metadata: {name: bench-floor}' \
+  'webhooks:' \
+  '- name: floor.bench.tailor.dev' \
+  '  admissionReviewVersions: [v1]' \
+  '  sideEffects: None' \
+  '  failurePolicy: Fail' \
+  '  timeoutSeconds: 10' \
+  "  clientConfig: {url: \"https://$address:$floor_port/\", caBundle: $(base64 -w0 "$pki/ca.crt")}" \
+  '  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: bench-floor}}' \
+  '  rules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods], scope: Namespaced}]')
+kubectl apply -f - <<<"$floor_config" >/dev/null || die "registering the floor webhook failed"
+"$CLUSTER" upstream restart admission-controller --ignored-vpa-object-namespaces=bench-none,bench-floor,bench-tailor \
   "${moved[@]}" "${upstream_args[@]}"
 upstream_registered() {
   kubectl get mutatingwebhookconfiguration vpa-webhook-config \
@@ -227,13 +260,13 @@ spec:
 EOF
 }
 declare -A GROUP=([tailor]=autoscaling.tailor.dev [upstream]=autoscaling.k8s.io)
-declare -A WEBHOOK=([none]='' [tailor]=pods.admission.tailor.dev [upstream]=vpa.k8s.io)
-modes=(none tailor upstream)
+declare -A WEBHOOK=([none]='' [floor]=floor.bench.tailor.dev [tailor]=pods.admission.tailor.dev [upstream]=vpa.k8s.io)
+modes=(none floor tailor upstream)
 for mode in "${modes[@]}"; do
   ns=bench-$mode
   kubectl create namespace "$ns" >/dev/null
   for ((i = 0; i < deployments; i++)); do deployment "$ns" "$(printf 'app-%02d' "$i")"; done >"$out/manifests/$ns.yaml"
-  [[ $mode == none ]] && continue
+  [[ $mode == none || $mode == floor ]] && continue
   for ((i = 0; i < deployments; i++)); do vpa "${GROUP[$mode]}" "$ns" "$(printf 'app-%02d' "$i")"; done |
     kubectl apply -f - >/dev/null
 done

@@ -25,6 +25,8 @@
   bench_pod_creation.py report --record FILE
       Every burst's row, the medians per mode, and the summary line
       creation_overhead_tailor_pct=X creation_overhead_upstream_pct=Y webhook_p99_ms_tailor=Z webhook_p99_ms_upstream=W
+      and, when the record has floor bursts, creation_overhead_floor_pct=F webhook_p99_ms_floor=P
+      tailor_over_floor_pct=T (Tailor's median over the floor's)
       (overheads: the mode's median time to all pods created over the no-webhook median of the same run; p99:
       from the API server's webhook histogram summed over the mode's measured bursts, interpolated within its
       buckets, 5, 25, 100, 500 ms, …).
@@ -363,7 +365,8 @@ def sizing(api, ns, expect):
 PROCESSES = {"kube-apiserver": ("kube-apiserver", None), "etcd": ("etcd", None),
              "controller-manager": ("kube-controller-manager", None), "scheduler": ("kube-scheduler", None),
              "kwok": ("kwok", None), "tailor-webhook": ("admission-0", "tailor-admission"),
-             "upstream-webhook": ("upstream-admission-controller", "admission-controller")}
+             "upstream-webhook": ("upstream-admission-controller", "admission-controller"),
+             "floor-webhook": ("bench-floor", None)}
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -446,6 +449,8 @@ def burst(a):
     s0, k0 = server_metrics(api, a.mode)
     c0 = cpu_snapshot(state)
     ports = {"tailor": int(api.env["WEBHOOK_PORT"]), "upstream": int(api.env["UPSTREAM_WEBHOOK_PORT"])}
+    if os.environ.get("FLOOR_PORT"):
+        ports["floor"] = int(os.environ["FLOOR_PORT"])
     wall0, r = watch_burst(api, a.namespace, a.pods, a.manifest, a.timeout, ports)
     c1 = cpu_snapshot(state)
     w1 = webhook_hist(api, a.webhook)
@@ -482,7 +487,9 @@ def num(x, fmt):
 
 
 # The mode's webhook process in the CPU columns.
-OWN = {"none": None, "tailor": "tailor-webhook", "upstream": "upstream-webhook"}
+OWN = {"none": None, "floor": "floor-webhook", "tailor": "tailor-webhook", "upstream": "upstream-webhook"}
+# Modes whose pods no webhook changes.
+UNCHANGED = ("none", "floor")
 
 HEADER = (f"{'mode':<9}{'round':>6}{'apply':>7}{'first':>7}{'created':>9}{'running':>9}{'deleted':>9}"
           f"{'sized':>11}{'calls':>7}{'wh p50':>8}{'wh p99':>8}{'wh mean':>9}{'srv mean':>10}"
@@ -530,8 +537,11 @@ def report(a):
     for r in recs:
         print(row(r))
     measured = [r for r in recs if not r["warmup"]]
-    modes = ["none", "tailor", "upstream"]
+    modes = ["none", "floor", "tailor", "upstream"]
     by = {m: [r for r in measured if r["mode"] == m] for m in modes}
+    if not by["floor"]:  # a record from before the floor mode
+        modes.remove("floor")
+        del by["floor"]
     if not all(by.values()):
         sys.exit("report: a mode has no measured burst")
     med = {m: statistics.median(r["created_s"] for r in by[m]) for m in modes}
@@ -556,7 +566,7 @@ def report(a):
         # The most connections the API server held open to the mode's webhook during a burst.
         conns = max((r.get("peak_connections", {}).get(m, 0) for r in by[m]), default=0) if m != "none" else "-"
         # Pods the mode's webhook should have sized and did not; for "none", pods something changed anyway.
-        missed = sum(r["pods"] - (r["unsized"] if m == "none" else r["sized"]) for r in by[m])
+        missed = sum(r["pods"] - (r["unsized"] if m in UNCHANGED else r["sized"]) for r in by[m])
         for r in by[m]:
             others = {k: v for k, v in r["webhooks_called"].items() if k != r["webhook"]}
             if others:
@@ -574,7 +584,7 @@ def report(a):
     print()
     print("Per round, created over the same round's no-webhook burst (then their median):")
     rounds = sorted({r["round"] for r in measured})
-    for m in ("tailor", "upstream"):
+    for m in modes[1:]:
         ratios = []
         for n in rounds:
             base = [r["created_s"] for r in by["none"] if r["round"] == n]
@@ -597,6 +607,9 @@ def report(a):
     print(f"creation_overhead_tailor_pct={pct(med['tailor'], med['none']):.1f} "
           f"creation_overhead_upstream_pct={pct(med['upstream'], med['none']):.1f} "
           f"webhook_p99_ms_tailor={ms(p99['tailor'])} webhook_p99_ms_upstream={ms(p99['upstream'])}")
+    if "floor" in modes:
+        print(f"creation_overhead_floor_pct={pct(med['floor'], med['none']):.1f} "
+              f"webhook_p99_ms_floor={ms(p99['floor'])} tailor_over_floor_pct={pct(med['tailor'], med['floor']):.1f}")
 
 
 def main():

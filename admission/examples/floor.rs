@@ -5,7 +5,10 @@
 //! request at a steady rate is what the machine's kernel (loopback TCP, wake-ups), TLS and HTTP cost without
 //! any decoding, matching or patching; `tailor-admission`'s figure minus this one is the review's own cost.
 //!
-//! `floor --cert tls.crt --key tls.key --port P [--threads N] [--review-dir DIR]`: N = 0 serves on a
+//! `--allow` answers what the API server needs and nothing more (the request's uid, `allowed: true`, no
+//! patch): the cheapest webhook an API server can call, the floor of `hack/bench-pod-creation.sh`.
+//!
+//! `floor --cert tls.crt --key tls.key --port P [--bind IP] [--threads N] [--review-dir DIR | --allow]`: N = 0 serves on a
 //! multi-threaded runtime (the webhook's default), N ≥ 1 on a single-threaded runtime per connection thread
 //! (`--connection-threads N`). With `--review-dir` each request is reviewed (`review::handle` over the VPAs in
 //! DIR) and answered with the webhook's answer: the floor plus the review, without the webhook's router, request
@@ -39,6 +42,43 @@ struct Args {
     /// answer: the review on this bare server, without the webhook's router, limits and metrics.
     #[arg(long)]
     review_dir: Option<PathBuf>,
+    /// Answer `allowed: true` with the request's uid and no patch (what an API server checks).
+    #[arg(long, conflicts_with = "review_dir")]
+    allow: bool,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: std::net::IpAddr,
+}
+
+/// `--allow`.
+static ALLOW: OnceLock<()> = OnceLock::new();
+
+/// The request's uid: the first `"uid":"…"` of the review, which the API server writes before the object
+/// (at most 64 bytes of `[0-9A-Za-z-]`; empty otherwise).
+fn request_uid(body: &[u8]) -> &[u8] {
+    const KEY: &[u8] = b"\"uid\":\"";
+    let Some(at) = body.windows(KEY.len()).position(|w| w == KEY) else {
+        return b"";
+    };
+    let rest = &body[at + KEY.len()..];
+    let end = rest.iter().take(64).position(|&b| b == b'"').unwrap_or(0);
+    let uid = &rest[..end];
+    if uid.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-') {
+        uid
+    } else {
+        b""
+    }
+}
+
+/// The `--allow` answer for a review.
+fn allowed(body: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":""#,
+    );
+    out.extend_from_slice(request_uid(body));
+    out.extend_from_slice(br#"","allowed":true}}"#);
+    Bytes::from(out)
 }
 
 /// The reviewer of `--review-dir`.
@@ -55,6 +95,7 @@ async fn answer(
     std::hint::black_box(&body);
     let out = match WEBHOOK.get() {
         Some(webhook) => Bytes::from(review::handle(&body, webhook).body),
+        None if ALLOW.get().is_some() => allowed(&body),
         None => Bytes::from_static(ANSWER.as_bytes()),
     };
     Ok(Response::builder()
@@ -85,6 +126,9 @@ fn main() -> anyhow::Result<()> {
         );
         let _ = WEBHOOK.set(webhook);
     }
+    if args.allow {
+        let _ = ALLOW.set(());
+    }
     let key = certs::certified_key_from_pem(
         &std::fs::read(&args.cert)?,
         &std::fs::read(&args.key)?,
@@ -92,7 +136,7 @@ fn main() -> anyhow::Result<()> {
     )?;
     let config = certs::server_config(CertResolver::new(key), MinTlsVersion::Tls12)?;
     let acceptor = TlsAcceptor::from(Arc::new(config));
-    let listener = std::net::TcpListener::bind(("127.0.0.1", args.port))?;
+    let listener = std::net::TcpListener::bind((args.bind, args.port))?;
     listener.set_nonblocking(true)?;
     if args.threads == 0 {
         let runtime = tokio::runtime::Builder::new_multi_thread()
