@@ -8,6 +8,7 @@
 //! To add a method: one line of doc, the field it sets, and a test that uses it.
 
 mod json;
+mod metadata;
 mod pod;
 mod vpa;
 

@@ -13,7 +13,7 @@ use crate::binaries::{VPA_API, namespace, vpa, workload};
 const WAIT: Duration = Duration::from_secs(20);
 
 /// Checkpoint `{vpa}.app` in `shop` with the CPU bucket weights `weights` (`{"16": -1}` is one the schema refuses).
-pub(crate) fn checkpoint(vpa: &str, weights: Value) -> Value {
+fn checkpoint(vpa: &str, weights: Value) -> Value {
     json!({
         "apiVersion": VPA_API, "kind": "VerticalPodAutoscalerCheckpoint",
         "metadata": {"name": format!("{vpa}.app"), "namespace": "shop"},
@@ -37,16 +37,23 @@ fn condition(server: &ApiServer, name: &str, type_: &str) -> Option<Value> {
         .cloned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bad_checkpoint_costs_only_its_own_vpas_history() {
+/// A stand-in with VPAs `web` and `api` in `shop` over their Deployments (running pods and their usage), and
+/// api's checkpoint one the schema refuses.
+pub(crate) async fn web_and_api_with_a_bad_checkpoint() -> ApiServer {
     let server = ApiServer::start().await.unwrap();
     server.load_yaml(namespace()).unwrap();
     server.load_yaml(&workload("web", "250m", "200Mi")).unwrap();
     server.load_yaml(&workload("api", "250m", "200Mi")).unwrap();
     server.put(vpa("web", "web")).unwrap();
     server.put(vpa("api", "api")).unwrap();
-    server.put(checkpoint("web", json!({"60": 10000}))).unwrap();
     server.put(checkpoint("api", json!({"16": -1}))).unwrap();
+    server
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_checkpoint_costs_only_its_own_vpas_history() {
+    let server = web_and_api_with_a_bad_checkpoint().await;
+    server.put(checkpoint("web", json!({"60": 10000}))).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (rec, metrics) = start_recommender(&server, dir.path(), "recommender", &[]);
 

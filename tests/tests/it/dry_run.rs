@@ -5,12 +5,11 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tailor_tests::process::{Process, start_recommender};
-use tailor_tests::standin::ApiServer;
 
-use crate::bad_checkpoints::checkpoint;
-use crate::binaries::{VPA_API, namespace, vpa, workload};
+use crate::bad_checkpoints::web_and_api_with_a_bad_checkpoint;
+use crate::binaries::VPA_API;
 
 /// The stdout lines of `p` that are dry-run writes, parsed.
 fn printed(p: &Process) -> Vec<Value> {
@@ -38,13 +37,7 @@ async fn wait_printed(p: &Process, what: &str, pred: impl Fn(&Value) -> bool) ->
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dry_run_prints_every_write_and_sends_none() {
-    let server = ApiServer::start().await.unwrap();
-    server.load_yaml(namespace()).unwrap();
-    server.load_yaml(&workload("web", "250m", "200Mi")).unwrap();
-    server.load_yaml(&workload("api", "250m", "200Mi")).unwrap();
-    server.put(vpa("web", "web")).unwrap();
-    server.put(vpa("api", "api")).unwrap();
-    server.put(checkpoint("api", json!({"16": -1}))).unwrap();
+    let server = web_and_api_with_a_bad_checkpoint().await;
     let dir = tempfile::tempdir().unwrap();
     let flags = [
         "--dry-run",
