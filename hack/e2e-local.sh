@@ -96,6 +96,8 @@ echo "e2e (real control plane, Kubernetes $version): $p passed, $f failed"
 # The live differential's own summary (tests/tests/e2e/differential.rs), when it ran.
 grep -E '^live differential: ' "$log" | tail -n 1
 
+python3 "$ROOT/hack/cluster/e2e_times.py" "$TAILOR_CLUSTER_DIR/audit.log"
+
 records=()
 [[ -n ${TAILOR_STANDIN_RECORD_DIR:-} ]] &&
   records=(--records "$TAILOR_STANDIN_RECORD_DIR" --records-name "requests-audit-$which.jsonl")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs and a fresh machine lacks: rustfmt/clippy components, Debian packages,
-# and a Python virtualenv under target/venv with the chart and schema checkers. Idempotent and quiet when
-# everything is present.
+# a Python virtualenv under target/venv with the chart and schema checkers, and (unless --without-go) the
+# Go-built control plane. Idempotent and quiet when everything is present.
+# Usage: hack/install-deps.sh [--without-go]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -43,5 +44,8 @@ if [[ ! -x $VENV/bin/python || ! -f $stamp || $(cat "$stamp") != "$want" ]]; the
 fi
 
 # The local control plane of the e2e suite (docs/design/principles.md §5), built from its Go modules into a
-# per-machine cache (hack/go/build.sh; minutes the first time, nothing afterwards).
-"$ROOT/hack/go/build.sh" >/dev/null
+# per-machine cache (hack/go/build.sh; minutes the first time, nothing afterwards). hack/test.sh passes
+# --without-go and builds it in the background beside the Rust steps instead.
+if [[ ${1:-} != --without-go ]]; then
+  "$ROOT/hack/go/build.sh" >/dev/null
+fi

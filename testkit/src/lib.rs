@@ -6,6 +6,8 @@
 //! the unit tests of `tailor-core` and of every crate above it can use it without a second copy of their own
 //! types, and without building kube's client unless they ask for the scenarios.
 
+/// The conformance figures, printed and kept for the suite's summary.
+pub mod conformance;
 pub mod fixtures;
 /// Typed API scenarios: a `kube::Client` whose API server is the test (named scenarios, steps, stateful fakes).
 #[cfg(feature = "scenario")]

@@ -185,7 +185,9 @@ fn upstream_diff_admission_cases() {
         let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
         assert_eq!(keys, ["allowed", "id", "patches"]);
     }
-    println!("conformance: {passed}/{total}");
+    tailor_testkit::conformance::report(&format!(
+        "conformance: {passed}/{total} (admission differential cases)"
+    ));
     assert!(
         failures.is_empty(),
         "{} failures:\n{}",

@@ -1574,7 +1574,9 @@ fn upstream_unit_vectors() {
             Err(msg) => failures.push(format!("{id} ({kind}): {msg}")),
         }
     }
-    println!("conformance: {passed}/{total}");
+    tailor_testkit::conformance::report(&format!(
+        "conformance: {passed}/{total} (admission unit vectors)"
+    ));
     assert!(
         unknown.is_empty(),
         "vector kinds without a runner: {unknown:?}"

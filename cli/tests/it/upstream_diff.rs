@@ -96,6 +96,8 @@ fn upstream_diff_conformance() {
             failures.push(format!("{id}:\n  expected {e}\n  got      {o}"));
         }
     }
-    println!("conformance: {passed}/{total} (upstream v1.2.2 differential cases)");
+    tailor_testkit::conformance::report(&format!(
+        "conformance: {passed}/{total} (upstream v1.2.2 differential cases)"
+    ));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -70,10 +70,10 @@ async fn updater_vectors() {
             }
         }
     }
-    println!(
+    tailor_testkit::conformance::report(&format!(
         "conformance: {passed}/{total} updater vectors (skipped by DEVIATIONS.md: {})",
         skip.len()
-    );
+    ));
     assert!(
         failures.is_empty(),
         "{} failures:\n{}",

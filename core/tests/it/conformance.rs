@@ -146,10 +146,10 @@ fn run(file: &str, kinds: &[&str], check: impl Fn(&Value) -> Option<Result<(), S
             Err(why) => failures.push(format!("{}: {why}", v["id"])),
         }
     }
-    println!(
+    tailor_testkit::conformance::report(&format!(
         "conformance: {passed}/{total} ({file}: {})",
         kinds.join(", ")
-    );
+    ));
     assert!(total > 0, "no vectors of {kinds:?} in {file}");
     assert!(failures.is_empty(), "failures:\n{}", failures.join("\n"));
 }

@@ -1679,9 +1679,9 @@ fn unit_vectors_conformance() {
             passed += 1;
         }
     }
-    println!(
+    tailor_testkit::conformance::report(&format!(
         "conformance: {passed}/{total} (unit vectors; {elsewhere} of kinds owned by crds/admission not run here)"
-    );
+    ));
     assert!(unknown.is_empty(), "vectors of unknown kinds: {unknown:?}");
     assert!(
         out.failures.is_empty(),
