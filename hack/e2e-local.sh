@@ -74,8 +74,13 @@ for pair in "${PAIRS[@]}"; do
   run=$(selected $pair | paste -sd' ')
   [[ -n $run ]] && paired_runs+=("$run")
 done
-# count ARGS...: how many e2e tests a run with these filters and skips selects.
-count() { (cd "$ROOT/tests" && "$e2e_bin" --ignored --list "$@" 2>/dev/null) | grep -c ': test$'; }
+# count ARGS...: how many e2e tests a run with these filters and skips selects (1 when the binary cannot list
+# them: the run then fails where it shows why, instead of being left out).
+count() {
+  local listed
+  listed=$(cd "$ROOT/tests" && "$e2e_bin" --ignored --list "$@" 2>/dev/null) || { echo 1; return; }
+  grep -c ': test$' <<<"$listed"
+}
 shared_n=$(count "${filters[@]}" "${skips[@]}")
 # up DIR: brings a cluster up in DIR; prints the lines to eval (KUBECONFIG, PATH).
 up() {
