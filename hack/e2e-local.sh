@@ -167,15 +167,15 @@ else
 fi
 
 p=0 f=0 ap=0 af=0
+: >"$LOG_DIR/e2e-local-$which.log"
 for name in "${lanes[@]}"; do
+  cat "$LOG_DIR/e2e-local-$which-$name.log" >>"$LOG_DIR/e2e-local-$which.log"
   while read -r rp rf; do p=$((p + rp)); f=$((f + rf)); done <"$LOG_DIR/e2e-local-$which-$name.log.result"
   read -r rp rf < <(sed -nE 's/^audit: ([0-9]+) passed, ([0-9]+) failed.*/\1 \2/p' \
     "$LOG_DIR/e2e-local-$which-$name.log.audit" | tail -n 1)
   ap=$((ap + ${rp:-0}))
   af=$((af + ${rf:-1}))
 done
-cat "$LOG_DIR/e2e-local-$which-shared.log" \
-  "$LOG_DIR/e2e-local-$which-disruptive.log" >"$LOG_DIR/e2e-local-$which.log" 2>/dev/null
 if [[ $((p + f)) -eq 0 ]]; then f=1; echo "no e2e test ran"; fi
 echo "e2e (real control plane, Kubernetes $version): $p passed, $f failed"
 echo "audit (${#lanes[@]} cluster(s)): $ap passed, $af failed"
