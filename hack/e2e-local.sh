@@ -31,8 +31,8 @@ LANES=${TAILOR_E2E_LANES:-2}
 # The test binary first, so that the cluster does not wait for the compiler. The lanes run it directly (from
 # tests/, as cargo does): two `cargo test` runs at once would wait on each other's lock of the build directory.
 cargo build -q -p tailor-cli 2>&1 | tail -n 20 >&2 # tailor recommend, which the e2e suite compares with
-cargo test -q -p tailor-tests --test e2e --no-run 2>&1 | tail -n 20 >&2
-e2e_bin=$(cargo test -q -p tailor-tests --test e2e --no-run --message-format=json 2>/dev/null |
+# One build: the compiler's messages rendered on stderr, the artifacts as JSON on stdout, read for the path.
+e2e_bin=$(cargo test -q -p tailor-tests --test e2e --no-run --message-format=json-render-diagnostics |
   python3 -c 'import json, sys
 for line in sys.stdin:
     m = json.loads(line)
