@@ -10,7 +10,6 @@ use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use base64::Engine as _;
-use k8s_openapi::api::core::v1::Pod;
 use kube::core::{
     DynamicObject, Status,
     admission::{AdmissionRequest, AdmissionResponse},
@@ -20,7 +19,7 @@ use serde_json::value::RawValue;
 use tailor_core::text::capped;
 
 use crate::review_budgets::PodTooLarge;
-use crate::slim_pod::{PodDecodeError, decode_pod};
+use crate::slim_pod::{PodDecodeError, SlimPod, read_pod};
 
 /// API version of every review Tailor reads and writes.
 pub const API_VERSION: &str = "admission.k8s.io/v1";
@@ -185,13 +184,13 @@ pub struct Review<'a> {
     /// `request.oldObject` as sent (`None` when absent or `null`).
     pub old_object: Option<&'a RawValue>,
     /// `request.object` decoded as a slim pod in the body's one pass, until [`Review::take_pod`] takes it.
-    pod: RefCell<Option<Result<Box<Pod>, PodTooLarge>>>,
+    pod: RefCell<Option<Result<Box<SlimPod<'a>>, PodTooLarge>>>,
 }
 
-impl Review<'_> {
-    /// The request's object as the pod a review reads ([`crate::slim_pod`]): the one decoded in the body's
-    /// pass, or decoded now from [`Review::object`]. `None` when the request has no object (or it was taken).
-    pub fn take_pod(&self) -> Option<Result<Box<Pod>, PodDecodeError>> {
+impl<'a> Review<'a> {
+    /// The request's object as the pod a review reads ([`crate::slim_pod`]): the one read in the body's
+    /// pass, or read now from [`Review::object`]. `None` when the request has no object (or it was taken).
+    pub fn take_pod(&self) -> Option<Result<Box<SlimPod<'a>>, PodDecodeError>> {
         let decoded = self
             .pod
             .try_borrow_mut()
@@ -199,7 +198,7 @@ impl Review<'_> {
             .and_then(|mut pod| pod.take());
         match decoded {
             Some(pod) => Some(pod.map_err(PodDecodeError::from)),
-            None => self.object.map(|raw| decode_pod(raw.get()).map(Box::new)),
+            None => self.object.map(|raw| read_pod(raw.get())),
         }
     }
 }
@@ -493,7 +492,12 @@ pub(crate) mod tests {
             one.old_object.map(|r| r.get()),
             two.old_object.map(|r| r.get())
         );
-        let pod = |r: &Review<'_>| r.take_pod().map(|p| p.map_err(|e| e.to_string()));
+        let pod = |r: &Review<'_>| {
+            r.take_pod().map(|p| {
+                p.map_err(|e| e.to_string())
+                    .and_then(|p| p.into_pod().map_err(|e| e.to_string()))
+            })
+        };
         assert_eq!(pod(&one), pod(&two), "{text}");
         if ResourceKind::of(&one.request.resource.group, &one.request.resource.resource)
             != ResourceKind::Pod
@@ -537,6 +541,7 @@ pub(crate) mod tests {
             one.take_pod()
                 .unwrap()
                 .unwrap()
+                .pod
                 .metadata
                 .generate_name
                 .as_deref(),

@@ -9,7 +9,6 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use k8s_openapi::api::authentication::v1::UserInfo;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::core::admission::Operation;
 use kube::core::{GroupVersionKind, GroupVersionResource};
@@ -17,7 +16,7 @@ use serde::de::{Deserialize, Deserializer, Error, IgnoredAny, MapAccess, Visitor
 use serde_json::value::RawValue;
 
 use crate::review_budgets::PodTooLarge;
-use crate::slim_pod::DecodedPod;
+use crate::slim_pod::{DecodedPod, SlimPod};
 
 /// The decoded `request` (`POD`: decode a core pod's object in the same pass).
 pub struct WireRequestIn<'a, const POD: bool> {
@@ -35,7 +34,7 @@ pub struct WireRequestIn<'a, const POD: bool> {
     /// `object` as text, unless decoded into `pod`.
     pub object: Option<&'a RawValue>,
     /// `object` decoded as a slim pod (one pass of a pod review).
-    pub pod: Option<Result<Box<Pod>, PodTooLarge>>,
+    pub pod: Option<Result<Box<SlimPod<'a>>, PodTooLarge>>,
     pub old_object: Option<&'a RawValue>,
     pub dry_run: bool,
     pub options: Option<RawExtension>,
@@ -91,7 +90,7 @@ struct Seen<'a> {
     operation: Option<Operation>,
     user_info: Option<UserInfo>,
     object: Option<Option<&'a RawValue>>,
-    pod: Option<Option<DecodedPod>>,
+    pod: Option<Option<DecodedPod<'a>>>,
     old_object: Option<Option<&'a RawValue>>,
     dry_run: Option<bool>,
     options: Option<Option<RawExtension>>,

@@ -1,7 +1,12 @@
-//! The pod as a review reads it: only the fields that matching and sizing look at are decoded, straight from
-//! the review's text into a sparse [`Pod`]; everything else (env, probes, volumes, `managedFields`, …) is
-//! skipped without building anything. A pod as the API server sends it is mostly such fields: decoding all of
-//! it into k8s-openapi's types (and `managedFields` into a JSON tree) was most of a review's CPU.
+//! The pod as a review reads it: only the fields that matching and sizing look at are read from the review's
+//! text; everything else (env, probes, volumes, `managedFields`, …) is skipped without building anything. A pod
+//! as the API server sends it is mostly such fields: decoding all of it into k8s-openapi's types (and
+//! `managedFields` into a JSON tree) was most of a review's CPU.
+//!
+//! Read in two steps. The body's pass decodes the metadata (what matching reads) and keeps the fields of `spec`
+//! and `status` that sizing reads as their text ([`PodText`]), which is also the patch memo's key: the pods a
+//! controller creates from one template are recognised as equal without being decoded, and only a pod that is
+//! sized has those fields decoded ([`PodText::decode_into`]).
 //!
 //! Read (everything else is left at its default):
 //! - `metadata`: `name`, `generateName`, `namespace`, `labels`, `annotations`, `ownerReferences`;
@@ -9,8 +14,9 @@
 //!   for quota fit `overhead`, `priorityClassName`, `activeDeadlineSeconds`;
 //! - `status`: `containerStatuses` and `initContainerStatuses` (each `name`, `resources`).
 //!
-//! As k8s-openapi's decoder, a missing or `null` field takes its default; a field of the wrong type is an error.
-//! A malformed field that sizing does not read is no longer an error: the pod is sized as any other.
+//! As k8s-openapi's decoder, a missing or `null` field takes its default; a field of the wrong type is an error
+//! (for a field of `spec` and `status`, when the pod is sized). A malformed field that sizing does not read is
+//! no error: the pod is sized as any other.
 //!
 //! The budgets of [`crate::review_budgets`] are kept in the same pass: at most [`MAX_CONTAINERS`] containers per list,
 //! [`MAX_LABELS`] labels and [`MAX_ANNOTATION_BYTES`] of annotations are built; past a budget the rest is only
@@ -19,13 +25,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{
-    Container, ContainerStatus, Pod, PodSpec, PodStatus, ResourceRequirements,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::Deserialize;
-use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeOwned, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 
 use crate::review_budgets::{MAX_ANNOTATION_BYTES, MAX_CONTAINERS, MAX_LABELS, PodTooLarge};
 
@@ -42,31 +46,136 @@ pub enum PodDecodeError {
 
 /// Decodes the fields of a pod that a review reads (see the module's documentation), within the budgets.
 pub fn decode_pod(text: &str) -> Result<Pod, PodDecodeError> {
-    let DecodedPod(pod) = serde_json::from_str(text)?;
-    Ok(*pod?)
+    Ok(read_pod(text)?.into_pod()?)
 }
 
-/// A pod decoded slim from any deserializer, or the budget it exceeds: what [`decode_pod`] gives, for a decoder
-/// that meets the pod inside a larger document (the review's one pass over its body, [`crate::review::decode_one_pass`]).
-/// Past a budget the decoder only counts, so exceeding one is not a decoding error. Boxed: a `Pod` is kilobytes,
-/// and the review moves its decoded parts several times on their way to the handler.
-pub struct DecodedPod(pub Result<Box<Pod>, PodTooLarge>);
+/// Reads a pod as the review's pass does: its metadata decoded, its spec's and status's sizing fields kept as
+/// `text`'s slices, within the budgets.
+pub fn read_pod(text: &str) -> Result<Box<SlimPod<'_>>, PodDecodeError> {
+    let DecodedPod(pod) = serde_json::from_str(text)?;
+    Ok(pod?)
+}
 
-impl<'de> Deserialize<'de> for DecodedPod {
+/// A pod read slim from any deserializer, or the budget it exceeds: what [`decode_pod`] reads, for a decoder
+/// that meets the pod inside a larger document (the review's one pass over its body, [`crate::review::decode_one_pass`]).
+/// Past a budget the decoder only counts, so exceeding one is not a decoding error. Boxed: the review moves
+/// its decoded parts several times on their way to the handler.
+pub struct DecodedPod<'a>(pub Result<Box<SlimPod<'a>>, PodTooLarge>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for DecodedPod<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let pod = SlimPod::deserialize(d)?;
-        Ok(DecodedPod(pod.check().map(|()| Box::new(Pod::from(pod)))))
+        let pod = WirePod::deserialize(d)?;
+        Ok(DecodedPod(pod.check().map(|()| Box::new(pod.into()))))
+    }
+}
+
+/// A pod as the review's pass read it: its metadata decoded, the sizing fields of its spec and status as text.
+#[derive(Debug)]
+pub struct SlimPod<'a> {
+    /// The pod with its metadata; `spec` and `status` are `None` until [`PodText::decode_into`] sets them.
+    pub pod: Pod,
+    /// The fields of `spec` and `status` that sizing reads, as sent.
+    pub text: PodText<'a>,
+}
+
+impl SlimPod<'_> {
+    /// The whole slim pod, its spec and status decoded.
+    pub fn into_pod(self) -> Result<Pod, serde_json::Error> {
+        let SlimPod { mut pod, text } = self;
+        text.decode_into(&mut pod)?;
+        Ok(pod)
+    }
+}
+
+/// The fields of a pod's `spec` and `status` that sizing reads, as the review's text (see the module's
+/// documentation): decoded only for a pod that is sized, and compared as they are for the patch memo.
+#[derive(Debug, Default)]
+pub struct PodText<'a> {
+    spec: Option<WireSpec<'a>>,
+    status: Option<WireStatus<'a>>,
+}
+
+/// Appends `raw` to a key: absent, or its length and text (so that no two different sequences of fields write
+/// the same bytes).
+fn key_field(key: &mut Vec<u8>, raw: Option<&RawValue>) {
+    match raw {
+        None => key.push(0),
+        Some(raw) => {
+            key.push(1);
+            key.extend_from_slice(&(raw.get().len() as u64).to_le_bytes());
+            key.extend_from_slice(raw.get().as_bytes());
+        }
+    }
+}
+
+/// Appends a list's length to a key (`u64::MAX` for no list).
+fn key_len(key: &mut Vec<u8>, len: Option<usize>) {
+    let len = len.map_or(u64::MAX, |n| n as u64);
+    key.extend_from_slice(&len.to_le_bytes());
+}
+
+/// Decodes one kept field (`None`: absent or `null`).
+fn decoded<T: DeserializeOwned>(raw: Option<&RawValue>) -> Result<Option<T>, serde_json::Error> {
+    raw.map(|raw| serde_json::from_str(raw.get())).transpose()
+}
+
+impl PodText<'_> {
+    /// Appends the kept fields to `key`, each with its place: two pods write the same bytes exactly when their
+    /// kept fields are the same text, and so decode to the same spec and status.
+    pub fn write_key(&self, key: &mut Vec<u8>) {
+        match &self.spec {
+            None => key.push(0),
+            Some(spec) => {
+                key.push(1);
+                for list in [&spec.containers, &spec.init_containers] {
+                    key_len(key, list.as_ref().map(|l| l.items.len()));
+                    for c in list.iter().flat_map(|l| &l.items) {
+                        key_field(key, c.name);
+                        key_field(key, c.resources);
+                        key_field(key, c.restart_policy);
+                    }
+                }
+                for raw in [
+                    spec.resources,
+                    spec.overhead,
+                    spec.priority_class_name,
+                    spec.active_deadline_seconds,
+                ] {
+                    key_field(key, raw);
+                }
+            }
+        }
+        match &self.status {
+            None => key.push(0),
+            Some(status) => {
+                key.push(1);
+                for list in [&status.container_statuses, &status.init_container_statuses] {
+                    key_len(key, list.as_ref().map(Vec::len));
+                    for s in list.iter().flatten() {
+                        key_field(key, s.name);
+                        key_field(key, s.resources);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Decodes the kept fields into `pod`'s `spec` and `status` (each `None` when the pod had none).
+    pub fn decode_into(&self, pod: &mut Pod) -> Result<(), serde_json::Error> {
+        pod.spec = self.spec.as_ref().map(WireSpec::decode).transpose()?;
+        pod.status = self.status.as_ref().map(WireStatus::decode).transpose()?;
+        Ok(())
     }
 }
 
 #[derive(Deserialize)]
-struct SlimPod {
+struct WirePod<'a> {
     #[serde(default)]
     metadata: Option<SlimMeta>,
-    #[serde(default)]
-    spec: Option<SlimSpec>,
-    #[serde(default)]
-    status: Option<SlimStatus>,
+    #[serde(default, borrow)]
+    spec: Option<WireSpec<'a>>,
+    #[serde(default, borrow)]
+    status: Option<WireStatus<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -86,79 +195,109 @@ struct SlimMeta {
     owner_references: Option<Vec<OwnerReference>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct SlimSpec {
-    #[serde(default)]
-    containers: Option<Containers>,
-    #[serde(default)]
-    init_containers: Option<Containers>,
-    #[serde(default)]
-    resources: Option<ResourceRequirements>,
+struct WireSpec<'a> {
+    #[serde(default, borrow)]
+    containers: Option<Containers<'a>>,
+    #[serde(default, borrow)]
+    init_containers: Option<Containers<'a>>,
+    #[serde(default, borrow)]
+    resources: Option<&'a RawValue>,
     // Read by quota fit (`tailor_core::quota`): the pod's charge and its quota scopes.
-    #[serde(default)]
-    overhead: Option<BTreeMap<String, Quantity>>,
-    #[serde(default)]
-    priority_class_name: Option<String>,
-    #[serde(default)]
-    active_deadline_seconds: Option<i64>,
+    #[serde(default, borrow)]
+    overhead: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    priority_class_name: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    active_deadline_seconds: Option<&'a RawValue>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct SlimContainer {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    resources: Option<ResourceRequirements>,
-    #[serde(default)]
-    restart_policy: Option<String>,
+struct WireContainer<'a> {
+    #[serde(default, borrow)]
+    name: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    resources: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    restart_policy: Option<&'a RawValue>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct SlimStatus {
-    #[serde(default)]
-    container_statuses: Option<Vec<SlimContainerStatus>>,
-    #[serde(default)]
-    init_container_statuses: Option<Vec<SlimContainerStatus>>,
+struct WireStatus<'a> {
+    #[serde(default, borrow)]
+    container_statuses: Option<Vec<WireContainerStatus<'a>>>,
+    #[serde(default, borrow)]
+    init_container_statuses: Option<Vec<WireContainerStatus<'a>>>,
 }
 
-#[derive(Deserialize)]
-struct SlimContainerStatus {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    resources: Option<ResourceRequirements>,
+#[derive(Debug, Deserialize)]
+struct WireContainerStatus<'a> {
+    #[serde(default, borrow)]
+    name: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    resources: Option<&'a RawValue>,
 }
 
-impl From<SlimContainer> for Container {
-    fn from(c: SlimContainer) -> Self {
-        Container {
-            name: c.name.unwrap_or_default(),
-            resources: c.resources,
-            restart_policy: c.restart_policy,
+impl WireContainer<'_> {
+    fn decode(&self) -> Result<Container, serde_json::Error> {
+        Ok(Container {
+            name: decoded(self.name)?.unwrap_or_default(),
+            resources: decoded(self.resources)?,
+            restart_policy: decoded(self.restart_policy)?,
             ..Container::default()
-        }
+        })
     }
 }
 
-impl From<SlimContainerStatus> for ContainerStatus {
-    fn from(s: SlimContainerStatus) -> Self {
-        ContainerStatus {
-            name: s.name.unwrap_or_default(),
-            resources: s.resources,
+impl WireContainerStatus<'_> {
+    fn decode(&self) -> Result<ContainerStatus, serde_json::Error> {
+        Ok(ContainerStatus {
+            name: decoded(self.name)?.unwrap_or_default(),
+            resources: decoded(self.resources)?,
             ..ContainerStatus::default()
-        }
+        })
     }
 }
 
-fn all<S, T: From<S>>(list: Option<Vec<S>>) -> Option<Vec<T>> {
-    list.map(|l| l.into_iter().map(T::from).collect())
+impl WireSpec<'_> {
+    fn decode(&self) -> Result<PodSpec, serde_json::Error> {
+        let list = |l: &Option<Containers<'_>>| {
+            l.as_ref()
+                .map(|l| l.items.iter().map(WireContainer::decode).collect())
+                .transpose()
+        };
+        Ok(PodSpec {
+            containers: list(&self.containers)?.unwrap_or_default(),
+            init_containers: list(&self.init_containers)?,
+            resources: decoded(self.resources)?,
+            overhead: decoded(self.overhead)?,
+            priority_class_name: decoded(self.priority_class_name)?,
+            active_deadline_seconds: decoded(self.active_deadline_seconds)?,
+            ..PodSpec::default()
+        })
+    }
 }
 
-impl From<SlimPod> for Pod {
-    fn from(pod: SlimPod) -> Self {
+impl WireStatus<'_> {
+    fn decode(&self) -> Result<PodStatus, serde_json::Error> {
+        let list = |l: &Option<Vec<WireContainerStatus<'_>>>| {
+            l.as_ref()
+                .map(|l| l.iter().map(WireContainerStatus::decode).collect())
+                .transpose()
+        };
+        Ok(PodStatus {
+            container_statuses: list(&self.container_statuses)?,
+            init_container_statuses: list(&self.init_container_statuses)?,
+            ..PodStatus::default()
+        })
+    }
+}
+
+impl<'a> From<WirePod<'a>> for SlimPod<'a> {
+    fn from(pod: WirePod<'a>) -> Self {
         let metadata = pod
             .metadata
             .map(|m| ObjectMeta {
@@ -171,33 +310,25 @@ impl From<SlimPod> for Pod {
                 ..ObjectMeta::default()
             })
             .unwrap_or_default();
-        let spec = pod.spec.map(|s| PodSpec {
-            containers: all(s.containers.map(|c| c.items)).unwrap_or_default(),
-            init_containers: all(s.init_containers.map(|c| c.items)),
-            resources: s.resources,
-            overhead: s.overhead,
-            priority_class_name: s.priority_class_name,
-            active_deadline_seconds: s.active_deadline_seconds,
-            ..PodSpec::default()
-        });
-        let status = pod.status.map(|s| PodStatus {
-            container_statuses: all(s.container_statuses),
-            init_container_statuses: all(s.init_container_statuses),
-            ..PodStatus::default()
-        });
-        Pod {
-            metadata,
-            spec,
-            status,
+        SlimPod {
+            pod: Pod {
+                metadata,
+                spec: None,
+                status: None,
+            },
+            text: PodText {
+                spec: pod.spec,
+                status: pod.status,
+            },
         }
     }
 }
 
-impl SlimPod {
+impl WirePod<'_> {
     /// The budgets, in the order they are reported.
     fn check(&self) -> Result<(), PodTooLarge> {
         let spec = self.spec.as_ref();
-        let count = |c: Option<&Containers>| c.map_or(0, |c| c.count);
+        let count = |c: Option<&Containers<'_>>| c.map_or(0, |c| c.count);
         for (list, count) in [
             (
                 "containers",
@@ -227,21 +358,22 @@ impl SlimPod {
     }
 }
 
-/// A container list: at most [`MAX_CONTAINERS`] decoded, all counted.
-struct Containers {
-    items: Vec<SlimContainer>,
+/// A container list: at most [`MAX_CONTAINERS`] kept, all counted.
+#[derive(Debug)]
+struct Containers<'a> {
+    items: Vec<WireContainer<'a>>,
     count: usize,
 }
 
-impl<'de> Deserialize<'de> for Containers {
+impl<'de: 'a, 'a> Deserialize<'de> for Containers<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Containers;
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Containers<'a>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a list of containers")
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Containers, A::Error> {
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Containers<'a>, A::Error> {
                 let mut out = Containers {
                     items: Vec::new(),
                     count: 0,
@@ -259,7 +391,7 @@ impl<'de> Deserialize<'de> for Containers {
                 Ok(out)
             }
         }
-        d.deserialize_seq(V)
+        d.deserialize_seq(V(std::marker::PhantomData))
     }
 }
 
@@ -334,6 +466,7 @@ impl<'de> Deserialize<'de> for Annotations {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use serde_json::json;
 
     fn decode(v: serde_json::Value) -> Result<Pod, PodDecodeError> {
@@ -406,7 +539,7 @@ mod tests {
             .map(|i| json!({"name": i.to_string()}))
             .collect();
         let text = json!({"spec": {"containers": containers}}).to_string();
-        let pod: SlimPod = serde_json::from_str(&text).unwrap();
+        let pod: WirePod<'_> = serde_json::from_str(&text).unwrap();
         let list = pod.spec.and_then(|s| s.containers).unwrap();
         assert_eq!(
             (list.items.len(), list.count),

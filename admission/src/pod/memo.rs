@@ -10,8 +10,9 @@
 //!   reload, and an entry keeps the old allocation (a `Weak`), so an address is never reused while an entry
 //!   names it;
 //! - the pod's sizing inputs, compared byte for byte ([`sizing_key`]): its namespace, whether it has
-//!   annotations and Tailor's or upstream's, and its whole `spec` and `status` as the review decoded them
-//!   (containers' names, resources and restart policies, pod-level resources);
+//!   annotations and Tailor's or upstream's, and the text of every field of its `spec` and `status` that sizing
+//!   reads (containers' names, resources and restart policies, pod-level resources; [`PodText`]), as sent: a
+//!   pod that is answered from here is never decoded further;
 //! - the patch options.
 //!
 //! One entry per VPA (by namespace and name): a new version of a VPA replaces its entry at the next miss.
@@ -23,13 +24,14 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, Weak};
 
-use k8s_openapi::api::core::v1::{LimitRange, Pod, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{LimitRange, Pod};
 use kube::Resource;
 use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
 use prometheus_client::registry::Registry;
-use serde::Serialize;
 use tailor_core::sizing::{PatchOptions, UPDATES_ANNOTATION, UPSTREAM_UPDATES_ANNOTATION};
 use tailor_crds::VerticalPodAutoscaler;
+
+use crate::slim_pod::PodText;
 
 /// Shards, each with its own lock and share of the memo's bytes.
 const MEMO_SHARDS: usize = 1 << SHARD_BITS;
@@ -166,32 +168,22 @@ fn shard_of(slot: u64) -> usize {
     (slot >> (64 - SHARD_BITS)) as usize
 }
 
-/// The pod's sizing inputs, as [`sizing_key`] writes them.
-#[derive(Serialize)]
-struct SizingInputs<'a> {
-    namespace: &'a str,
-    annotated: bool,
-    sized_by_tailor: bool,
-    sized_by_upstream: bool,
-    spec: Option<&'a PodSpec>,
-    status: Option<&'a PodStatus>,
-}
-
-/// The bytes a memoised answer is looked up by: everything of `pod` that its patch is computed from (see the
-/// module's documentation). `None` when they pass [`MAX_KEY_BYTES`].
-pub fn sizing_key(pod: &Pod, namespace: &str) -> Option<Vec<u8>> {
+/// The bytes a memoised answer is looked up by: everything of the pod that its patch is computed from (see the
+/// module's documentation): its namespace, whether it has annotations and Tailor's or upstream's (from `pod`'s
+/// metadata), and the sizing fields of its spec and status as sent (`text`). `None` when they pass
+/// [`MAX_KEY_BYTES`].
+pub fn sizing_key(pod: &Pod, text: &PodText<'_>, namespace: &str) -> Option<Vec<u8>> {
     let annotations = pod.metadata.annotations.as_ref();
     let has = |key: &str| annotations.is_some_and(|a| a.contains_key(key));
-    let inputs = SizingInputs {
-        namespace,
-        annotated: annotations.is_some(),
-        sized_by_tailor: has(UPDATES_ANNOTATION),
-        sized_by_upstream: has(UPSTREAM_UPDATES_ANNOTATION),
-        spec: pod.spec.as_ref(),
-        status: pod.status.as_ref(),
-    };
-    let mut key = Vec::with_capacity(1024);
-    serde_json::to_writer(&mut key, &inputs).ok()?;
+    let mut key = Vec::with_capacity(512);
+    key.extend_from_slice(&(namespace.len() as u64).to_le_bytes());
+    key.extend_from_slice(namespace.as_bytes());
+    key.extend_from_slice(&[
+        u8::from(annotations.is_some()),
+        u8::from(has(UPDATES_ANNOTATION)),
+        u8::from(has(UPSTREAM_UPDATES_ANNOTATION)),
+    ]);
+    text.write_key(&mut key);
     (key.len() <= MAX_KEY_BYTES).then_some(key)
 }
 

@@ -13,6 +13,7 @@ use super::SkipReason;
 use super::memo::{Answer, PatchMemo, sizing_key};
 use super::patch::patch_pod_within;
 use crate::job_retries::{JobOomHistory, job_owner};
+use crate::slim_pod::{PodText, SlimPod};
 use tailor_core::sizing::{OomBumpRule, RetryRaise, raise_for_retry};
 
 /// What happened to a pod review (for metrics and logs).
@@ -179,8 +180,11 @@ fn review_decoded(
         .take_pod()
         .ok_or_else(|| "request has no object".to_owned())
         .and_then(|pod| pod.map_err(|e| e.to_string()));
-    let mut pod = match decoded {
-        Ok(pod) => pod,
+    let (mut pod, text) = match decoded {
+        Ok(slim) => {
+            let SlimPod { pod, text } = *slim;
+            (pod, text)
+        }
         Err(e) => return (allowed, PodOutcome::Error(e)),
     };
     let namespace = pod
@@ -215,13 +219,26 @@ fn review_decoded(
             );
         }
     };
+    // The retry bump reads a Job pod's containers.
+    let mut decoded = false;
+    if job_owner(&pod).is_some() {
+        if let Err(e) = text.decode_into(&mut pod) {
+            return (
+                allowed,
+                PodOutcome::Error(format!("cannot decode pod: {e}")),
+            );
+        }
+        decoded = true;
+    }
     // A raised VPA is this pod's alone: never memoised.
     let (vpa, raised) = match raise(&pod, &namespace, &vpa) {
         Some(raised) => (raised, true),
         None => (vpa, false),
     };
     let matched = MatchedPod {
-        pod: &pod,
+        pod: &mut pod,
+        text: &text,
+        decoded,
         namespace: &namespace,
         vpa,
         conflict,
@@ -232,7 +249,12 @@ fn review_decoded(
 
 /// A pod matched to the VPA that sizes it.
 struct MatchedPod<'a> {
-    pod: &'a Pod,
+    /// The pod; its spec and status are decoded from `text` when it is sized.
+    pod: &'a mut Pod,
+    /// The sizing fields of its spec and status as sent (the memo's key).
+    text: &'a PodText<'a>,
+    /// Whether `text` is already decoded into `pod`.
+    decoded: bool,
     namespace: &'a str,
     vpa: Arc<VerticalPodAutoscaler>,
     /// The warning about several VPAs on the workload.
@@ -251,6 +273,8 @@ fn size_matched(
 ) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
     let MatchedPod {
         pod,
+        text,
+        decoded,
         namespace,
         vpa,
         conflict,
@@ -266,7 +290,7 @@ fn size_matched(
     };
     // Quota fit reads the quotas' usage, which every pod changes: such pods are never memoised.
     let key = (quotas.is_empty() && memoise && memo.serves(options))
-        .then(|| sizing_key(pod, namespace))
+        .then(|| sizing_key(pod, text, namespace))
         .flatten();
     if let Some(answer) = key
         .as_deref()
@@ -274,6 +298,13 @@ fn size_matched(
     {
         return answered(allowed, answer, conflict, vpa_label());
     }
+    if !decoded && let Err(e) = text.decode_into(pod) {
+        return (
+            allowed,
+            PodOutcome::Error(format!("cannot decode pod: {e}")),
+        );
+    }
+    let pod = &*pod;
     let owned_limit_ranges: Vec<_> = limit_ranges.iter().map(|lr| (**lr).clone()).collect();
     let result = match patch_pod_within(pod, &vpa, &owned_limit_ranges, &quotas, options) {
         Ok(result) => result,

@@ -621,7 +621,7 @@ fn quota_fit_leaves_a_pod_that_does_not_fit_anyway_alone() {
 const MEMO: usize = crate::flags::DEFAULT_PATCH_MEMO_BYTES;
 
 /// The memo's metric `tailor_admission_patch_memo_<name>`, as `/metrics` shows it.
-fn memo_metric(memo: &PatchMemo, name: &str) -> usize {
+pub(super) fn memo_metric(memo: &PatchMemo, name: &str) -> usize {
     let mut registry = prometheus_client::registry::Registry::with_prefix("tailor_admission");
     memo.register(&mut registry);
     let mut text = String::new();
@@ -652,10 +652,25 @@ fn pods_of_one_template_share_one_answer() {
     let index = web_index(vec![web_vpa(json!([]))]);
     let options = PatchOptions::default();
     let memo = PatchMemo::new(options.clone(), MEMO);
-    let first = memo_review(&web_pod(), &index, &options, &memo);
+    // Each pod of a ReplicaSet gets its own service account token volume (a random name) mounted in each
+    // container: a field sizing does not read.
+    let with_token = |name: &str| {
+        let mut pod = web_pod();
+        pod["spec"]["volumes"] = json!([{"name": name, "projected": {"sources": []}}]);
+        for list in ["containers", "initContainers"] {
+            pod["spec"][list][0]["volumeMounts"] = json!([{"name": name, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]);
+        }
+        pod
+    };
+    let first = memo_review(
+        &with_token("kube-api-access-abcde"),
+        &index,
+        &options,
+        &memo,
+    );
     assert_eq!(memo_metric(&memo, "hits_total"), 0);
-    // Another pod of the same ReplicaSet: other name, other labels besides the selector's.
-    let mut next = web_pod();
+    // Another pod of the same ReplicaSet: other name, other labels besides the selector's, another token.
+    let mut next = with_token("kube-api-access-vwxyz");
     next["metadata"]["name"] = json!("web-abc-x1");
     next["metadata"]["labels"]["pod-template-hash"] = json!("abc");
     let second = memo_review(&next, &index, &options, &memo);
@@ -663,6 +678,28 @@ fn pods_of_one_template_share_one_answer() {
     assert_eq!(first, second);
     assert!(first.0.is_some() && matches!(first.2, PodOutcome::Patched { .. }));
     assert!(memo_metric(&memo, "size_bytes") > 0 && memo_metric(&memo, "size_bytes") <= MEMO);
+}
+
+#[test]
+fn a_sizing_field_of_the_wrong_type_is_an_error_only_for_a_pod_that_is_sized() {
+    let options = PatchOptions::default();
+    let memo = PatchMemo::new(options.clone(), MEMO);
+    let mut pod = web_pod();
+    pod["spec"]["containers"][0]["resources"] = json!(3);
+    let (patch, _, outcome) =
+        memo_review(&pod, &web_index(vec![web_vpa(json!([]))]), &options, &memo);
+    assert_eq!(patch, None);
+    assert!(
+        matches!(&outcome, PodOutcome::Error(e) if e.starts_with("cannot decode pod: invalid type")),
+        "{outcome:?}"
+    );
+    assert_eq!(memo_metric(&memo, "size_bytes"), 0, "nothing memoised");
+    // No VPA covers it: nothing reads the field.
+    let (patch, _, outcome) = memo_review(&pod, &web_index(Vec::new()), &options, &memo);
+    assert_eq!(
+        (patch, outcome),
+        (None, PodOutcome::NoMatch { reason: None })
+    );
 }
 
 #[test]
@@ -818,7 +855,7 @@ mod memo_matches_sizing {
         fn a_pod_gets_its_own_answer(
             before in arb_pod(),
             other in arb_pod(),
-            part in 0usize..7,
+            part in 0usize..8,
             native_sidecars in any::<bool>(),
             memo_sidecars in any::<bool>(),
         ) {
@@ -832,6 +869,7 @@ mod memo_matches_sizing {
                 3 => pod["spec"]["resources"] = other["spec"]["resources"].clone(),
                 4 => pod["status"] = other["status"].clone(),
                 5 => pod["metadata"]["generateName"] = json!("web-abc-new-"),
+                6 => pod["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "t", "mountPath": "/t"}]),
                 _ => pod = other.clone(),
             }
             let index = web_index(vec![web_vpa(json!([{"containerName": "other", "mode": "Off"}]))]);

@@ -149,9 +149,16 @@ fn a_retry_after_an_oom_kill_gets_the_bumped_memory_and_its_report() {
     // The raised answer is not memoised: the next pod is asked about again, and a Job without OOM kills
     // gets the VPA's target.
     let (bump, _) = retries(None);
-    let (doc, _, retry) = review(&index("Recreate"), &memo, &bump);
+    let index = index("Recreate");
+    let (doc, _, retry) = review(&index, &memo, &bump);
     assert_eq!(memory(&doc), (256 * MI, 256 * MI));
     assert!(retry.is_none());
+    // That answer is memoised (a Job pod's spec was decoded for the bump, its text still keys the memo): the
+    // Job's next pod is answered from it.
+    assert_eq!(super::tests::memo_metric(&memo, "hits_total"), 0);
+    let (doc, _, _) = review(&index, &memo, &bump);
+    assert_eq!(memory(&doc), (256 * MI, 256 * MI));
+    assert_eq!(super::tests::memo_metric(&memo, "hits_total"), 1);
 }
 
 #[test]
