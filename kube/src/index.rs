@@ -470,7 +470,7 @@ impl Index {
         scale: StaticScaleLookup,
     ) -> Self {
         Self {
-            vpas: Arc::new(StaticSource::new(vpas)),
+            vpas: Arc::new(crate::static_vpas::StaticVpas::new(vpas)),
             workloads,
             limit_ranges: Box::new(StaticSource::new(limit_ranges)),
             quotas: None,
@@ -728,8 +728,10 @@ impl Index {
         let Some(selector) = self.selector(&top) else {
             return Ok(None);
         };
-        let labels = pod.metadata.labels.clone().unwrap_or_default();
-        if !selector_matches(&selector, &labels)? {
+        static NO_LABELS: std::collections::BTreeMap<String, String> =
+            std::collections::BTreeMap::new();
+        let labels = pod.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
+        if !selector_matches(&selector, labels)? {
             return Ok(None);
         }
         let names: Vec<String> = if candidates.len() > 1 {
