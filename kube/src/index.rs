@@ -10,6 +10,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
+mod static_vpas;
+pub use static_vpas::StaticVpas;
+
 use crate::reflectors::{WorkloadStores, workload_stores};
 use crate::workload_cache::{CompactWorkload, WorkloadCacheWriter};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
@@ -470,7 +473,7 @@ impl Index {
         scale: StaticScaleLookup,
     ) -> Self {
         Self {
-            vpas: Arc::new(crate::static_vpas::StaticVpas::new(vpas)),
+            vpas: Arc::new(StaticVpas::new(vpas)),
             workloads,
             limit_ranges: Box::new(StaticSource::new(limit_ranges)),
             quotas: None,
@@ -728,8 +731,7 @@ impl Index {
         let Some(selector) = self.selector(&top) else {
             return Ok(None);
         };
-        static NO_LABELS: std::collections::BTreeMap<String, String> =
-            std::collections::BTreeMap::new();
+        static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
         let labels = pod.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
         if !selector_matches(&selector, labels)? {
             return Ok(None);

@@ -23,7 +23,6 @@ pub mod scale;
 pub mod scale_cache;
 pub mod shelf;
 pub mod shutdown;
-pub mod static_vpas;
 pub mod upstream_vpa;
 pub mod vpa_event;
 pub mod workload_cache;

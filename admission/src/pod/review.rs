@@ -195,40 +195,14 @@ fn review_decoded(
         .or_else(|| req.namespace.clone())
         .unwrap_or_else(|| "default".to_owned());
     pod.metadata.namespace = Some(namespace.clone());
-    let (vpa, conflict) = match index.matching_vpas(&pod, &namespace) {
-        Ok(Some(matched)) => {
-            // Several VPAs on one workload: sized from the oldest, as upstream; said in the response's
-            // warnings and the log, in the updater's words (it updates none of them:
-            // docs/decisions/conflicting-vpas.md).
-            let conflict = matched.conflict_warning();
-            if let Some(w) = &conflict {
-                tracing::warn!(warning = %w, "pod matched by several VPAs");
-            }
-            (matched.vpa, conflict)
-        }
-        Ok(None) => return (allowed, PodOutcome::NoMatch { reason: None }),
-        Err(e) => {
-            return (
-                allowed,
-                PodOutcome::Unsized {
-                    reason: crate::review::UnsizedReason::of(&e),
-                    detail: e.to_string(),
-                    vpas: index.likely_vpas(&e),
-                    generate_name: pod.metadata.generate_name.clone(),
-                },
-            );
-        }
+    let (vpa, conflict) = match matching_vpa(&pod, &namespace, index) {
+        Ok(matched) => matched,
+        Err(outcome) => return (allowed, outcome),
     };
     // The retry bump reads a Job pod's containers.
-    let mut decoded = false;
-    if job_owner(&pod).is_some() {
-        if let Err(e) = text.decode_into(&mut pod) {
-            return (
-                allowed,
-                PodOutcome::Error(format!("cannot decode pod: {e}")),
-            );
-        }
-        decoded = true;
+    let decoded = job_owner(&pod).is_some();
+    if decoded && let Err(outcome) = decode_sizing(&text, &mut pod) {
+        return (allowed, outcome);
     }
     // A raised VPA is this pod's alone: never memoised.
     let (vpa, raised) = match raise(&pod, &namespace, &vpa) {
@@ -245,6 +219,40 @@ fn review_decoded(
         memoise: !raised,
     };
     size_matched(allowed, matched, index, options, memo)
+}
+
+/// The VPA that sizes `pod`, and the warning when several name its workload; otherwise the outcome (no VPA,
+/// or an owner chain that could not be resolved).
+fn matching_vpa(
+    pod: &Pod,
+    namespace: &str,
+    index: &tailor_kube::index::Index,
+) -> Result<(Arc<VerticalPodAutoscaler>, Option<String>), PodOutcome> {
+    match index.matching_vpas(pod, namespace) {
+        Ok(Some(matched)) => {
+            // Several VPAs on one workload: sized from the oldest, as upstream; said in the response's
+            // warnings and the log, in the updater's words (it updates none of them:
+            // docs/decisions/conflicting-vpas.md).
+            let conflict = matched.conflict_warning();
+            if let Some(w) = &conflict {
+                tracing::warn!(warning = %w, "pod matched by several VPAs");
+            }
+            Ok((matched.vpa, conflict))
+        }
+        Ok(None) => Err(PodOutcome::NoMatch { reason: None }),
+        Err(e) => Err(PodOutcome::Unsized {
+            reason: crate::review::UnsizedReason::of(&e),
+            detail: e.to_string(),
+            vpas: index.likely_vpas(&e),
+            generate_name: pod.metadata.generate_name.clone(),
+        }),
+    }
+}
+
+/// Decodes the pod's sizing fields (`text`) into `pod`; the outcome when one of them does not decode.
+fn decode_sizing(text: &PodText<'_>, pod: &mut Pod) -> Result<(), PodOutcome> {
+    text.decode_into(pod)
+        .map_err(|e| PodOutcome::Error(format!("cannot decode pod: {e}")))
 }
 
 /// A pod matched to the VPA that sizes it.
@@ -298,11 +306,8 @@ fn size_matched(
     {
         return answered(allowed, answer, conflict, vpa_label());
     }
-    if !decoded && let Err(e) = text.decode_into(pod) {
-        return (
-            allowed,
-            PodOutcome::Error(format!("cannot decode pod: {e}")),
-        );
+    if !decoded && let Err(outcome) = decode_sizing(text, pod) {
+        return (allowed, outcome);
     }
     let pod = &*pod;
     let owned_limit_ranges: Vec<_> = limit_ranges.iter().map(|lr| (**lr).clone()).collect();
@@ -324,25 +329,18 @@ fn size_matched(
     let warning = LimitPolicyWarning::of(&vpa, namespace, result.limit_policy);
     if let Some(refused) = result.envelope_refused {
         // Not memoised: each such pod is reported (the Event writer paces them per VPA).
-        let (response, outcome) = answered(allowed, answer, conflict, String::new());
-        if let PodOutcome::Error(_) = outcome {
-            return (response, outcome);
-        }
-        return (response, envelope_refused(&vpa, namespace, refused));
+        let refused = envelope_refused(&vpa, namespace, refused);
+        return reported(allowed, answer, conflict, refused);
     }
     if result.quota.outcome != QuotaOutcome::Fits {
-        let (response, outcome) = answered(allowed, answer, conflict, String::new());
-        if let PodOutcome::Error(_) = outcome {
-            return (response, outcome);
-        }
-        let outcome = PodOutcome::QuotaFitted {
+        let fitted = PodOutcome::QuotaFitted {
             vpa: vpa_label(),
             vpa_uid: vpa.metadata.uid.clone().unwrap_or_default(),
             fit: result.quota,
             generate_name: pod.metadata.generate_name.clone(),
             limit_policy: warning,
         };
-        return (response, outcome);
+        return reported(allowed, answer, conflict, fitted);
     }
     if let Some(key) = key {
         memo.put(&vpa, &limit_ranges, key, answer.clone());
@@ -352,6 +350,20 @@ fn size_matched(
         *limit_policy = warning;
     }
     (response, outcome)
+}
+
+/// The response carrying `answer` with `outcome` as its outcome (a pod that is reported, never memoised),
+/// unless the response could not be made.
+fn reported(
+    allowed: kube::core::admission::AdmissionResponse,
+    answer: Answer,
+    conflict: Option<String>,
+    outcome: PodOutcome,
+) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
+    match answered(allowed, answer, conflict, String::new()) {
+        (response, error @ PodOutcome::Error(_)) => (response, error),
+        (response, _) => (response, outcome),
+    }
 }
 
 /// The outcome of a pod whose VPA's pod-level envelope it could not take.

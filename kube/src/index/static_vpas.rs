@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tailor_crds::VerticalPodAutoscaler;
 
-use crate::index::{ObjectSource, StaticSource, VpaSource, is_active};
+use super::{ObjectSource, StaticSource, VpaSource, is_active};
 
 /// VPAs indexed by namespace, and the active ones by target.
 #[derive(Debug, Default)]
