@@ -95,15 +95,20 @@ pub struct PodText<'a> {
     status: Option<WireStatus<'a>>,
 }
 
-/// Appends `raw` to a key: absent, or its length and text (so that no two different sequences of fields write
-/// the same bytes).
+/// Appends `bytes` to a key with their length first, so that no two different sequences of parts write the
+/// same bytes.
+pub(crate) fn key_bytes(key: &mut Vec<u8>, bytes: &[u8]) {
+    key.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+    key.extend_from_slice(bytes);
+}
+
+/// Appends `raw` to a key: absent, or its text ([`key_bytes`]).
 fn key_field(key: &mut Vec<u8>, raw: Option<&RawValue>) {
     match raw {
         None => key.push(0),
         Some(raw) => {
             key.push(1);
-            key.extend_from_slice(&(raw.get().len() as u64).to_le_bytes());
-            key.extend_from_slice(raw.get().as_bytes());
+            key_bytes(key, raw.get().as_bytes());
         }
     }
 }

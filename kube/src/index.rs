@@ -11,7 +11,7 @@ use std::fmt;
 use std::sync::Arc;
 
 mod static_vpas;
-pub use static_vpas::StaticVpas;
+use static_vpas::StaticVpas;
 
 use crate::reflectors::{WorkloadStores, workload_stores};
 use crate::workload_cache::{CompactWorkload, WorkloadCacheWriter};

@@ -31,7 +31,7 @@ use prometheus_client::registry::Registry;
 use tailor_core::sizing::{PatchOptions, UPDATES_ANNOTATION, UPSTREAM_UPDATES_ANNOTATION};
 use tailor_crds::VerticalPodAutoscaler;
 
-use crate::slim_pod::PodText;
+use crate::slim_pod::{PodText, key_bytes};
 
 /// Shards, each with its own lock and share of the memo's bytes.
 const MEMO_SHARDS: usize = 1 << SHARD_BITS;
@@ -176,8 +176,7 @@ pub fn sizing_key(pod: &Pod, text: &PodText<'_>, namespace: &str) -> Option<Vec<
     let annotations = pod.metadata.annotations.as_ref();
     let has = |key: &str| annotations.is_some_and(|a| a.contains_key(key));
     let mut key = Vec::with_capacity(512);
-    key.extend_from_slice(&(namespace.len() as u64).to_le_bytes());
-    key.extend_from_slice(namespace.as_bytes());
+    key_bytes(&mut key, namespace.as_bytes());
     key.extend_from_slice(&[
         u8::from(annotations.is_some()),
         u8::from(has(UPDATES_ANNOTATION)),
