@@ -2,8 +2,8 @@
 //! at a one-minute resolution, shared by the benchmarks, the heap measurement and the sanity test.
 
 use crate::model::{
-    AggregationsConfig, ClusterState, ContainerId, ContainerRef, Labels, PodPhase, Sample,
-    Selector, VpaState,
+    AggregationsConfig, ClusterState, ContainerId, ContainerRef, Labels, PodPhase, SAMPLE_BATCH,
+    Sample, Selector, VpaState,
 };
 use crate::units::{Resource, cpu_amount_from_cores, memory_amount_from_bytes};
 
@@ -148,28 +148,36 @@ pub fn container_refs(cluster: &ClusterState, names: &[(String, String)]) -> Vec
 }
 
 impl W1 {
-    /// [`W1::add_tick`] through `ClusterState::add_sample_to`, the containers resolved by [`container_refs`].
+    /// [`W1::add_tick`] through `ClusterState::add_samples_to`, the containers resolved by [`container_refs`]:
+    /// each group of containers' CPU and memory samples go in as one batch, as the recommender feeds a poll.
     pub fn add_tick_by_ref(&self, cluster: &mut ClusterState, refs: &[ContainerRef], k: usize) {
         let (time, d) = (W1::time(k), W1::diurnal(k));
-        for (i, &c) in refs.iter().enumerate() {
-            let cpu = cpu_amount_from_cores(self.cpu(i, k, d));
-            let _ = cluster.add_sample_to(
-                c,
-                Sample {
-                    time,
-                    resource: Resource::Cpu,
-                    usage: cpu,
-                },
-            );
-            let mem = memory_amount_from_bytes(self.mem(i, k));
-            let _ = cluster.add_sample_to(
-                c,
-                Sample {
-                    time,
-                    resource: Resource::Memory,
-                    usage: mem,
-                },
-            );
+        let per_batch = SAMPLE_BATCH / 2;
+        let mut batch = Vec::with_capacity(SAMPLE_BATCH);
+        for (g, group) in refs.chunks(per_batch).enumerate() {
+            batch.clear();
+            for (j, &c) in group.iter().enumerate() {
+                let i = g * per_batch + j;
+                let cpu = cpu_amount_from_cores(self.cpu(i, k, d));
+                let mem = memory_amount_from_bytes(self.mem(i, k));
+                batch.push((
+                    c,
+                    Sample {
+                        time,
+                        resource: Resource::Cpu,
+                        usage: cpu,
+                    },
+                ));
+                batch.push((
+                    c,
+                    Sample {
+                        time,
+                        resource: Resource::Memory,
+                        usage: mem,
+                    },
+                ));
+            }
+            cluster.add_samples_to(&batch, |_, _| {});
         }
     }
 }

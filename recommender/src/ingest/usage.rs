@@ -8,7 +8,9 @@ use crate::run_loop::{LoopReport, Recommender};
 use crate::tracked::PodEntry;
 use crate::views::metrics_api::PodMetrics;
 use tailor_core::sizing::POD_ROW;
-use tailor_engine::model::{ClusterState, ContainerId, ModelError, OomBump, Sample};
+use tailor_engine::model::{
+    ClusterState, ContainerId, ContainerRef, ModelError, OomBump, SAMPLE_BATCH, Sample,
+};
 use tailor_engine::units::Resource;
 
 impl Recommender {
@@ -16,13 +18,10 @@ impl Recommender {
     pub(crate) async fn load_metrics(&mut self, report: &mut LoopReport) -> Result<(), Error> {
         self.limiter.acquire().await;
         let t = tokio::time::Instant::now();
-        let mut counts = [0u64; 4];
-        let mut newest = self.newest_sample;
-        let (model, pods) = (&mut self.model, &self.pods);
-        let polled = self
-            .source
-            .poll(&mut |pm| feed(model, pods, pm, &mut counts, &mut newest))
-            .await;
+        let mut feed = Feed::new(&mut self.model, &self.pods, self.newest_sample);
+        let polled = self.source.poll(&mut |pm| feed.pod(pm)).await;
+        feed.finish();
+        let (counts, newest) = (feed.counts, feed.newest);
         self.newest_sample = newest;
         report.phases.list_seconds = t.elapsed().as_secs_f64();
         report.phases.rss_after_list = crate::process::metrics::resident_bytes();
@@ -148,98 +147,153 @@ impl Recommender {
     }
 }
 
-/// One pod's usage into the model (pods the loop does not track and init containers are skipped);
-/// `counts` are accepted CPU, accepted memory, rejected CPU and rejected memory samples; `newest` the
-/// latest time of an accepted sample.
-fn feed(
-    model: &mut ClusterState,
-    pods: &HashMap<Arc<str>, HashMap<Box<str>, PodEntry>>,
-    pm: PodMetrics,
-    counts: &mut [u64; 4],
-    newest: &mut i64,
-) {
-    let Some(entry) = pods
-        .get(pm.namespace.as_str())
-        .and_then(|m| m.get(pm.name.as_str()))
-    else {
-        return;
-    };
-    let mut summed: [Option<i64>; 2] = [None, None];
-    for c in pm.containers {
-        if entry.pod.init_containers.iter().any(|n| **n == *c.name) {
-            continue;
-        }
-        for (slot, usage) in summed.iter_mut().zip([c.cpu_millicores, c.memory_bytes]) {
-            if let Some(u) = usage {
-                *slot = Some(slot.unwrap_or(0).saturating_add(u));
-            }
-        }
-        let id = ContainerId {
-            namespace: &pm.namespace,
-            pod: &pm.name,
-            container: &c.name,
-        };
-        // The names are looked up once for both samples.
-        let target = model.container_ref(id);
-        let samples = [
-            (Resource::Cpu, c.cpu_millicores),
-            (Resource::Memory, c.memory_bytes),
-        ];
-        for (resource, usage) in samples {
-            let Some(usage) = usage else { continue };
-            let sample = Sample {
-                time: pm.timestamp,
-                resource,
-                usage,
-            };
-            let ok = match target {
-                Ok(c) => model.add_sample_to(c, sample).is_ok(),
-                Err(_) => false,
-            };
-            if ok {
-                *newest = (*newest).max(pm.timestamp);
-            }
-            let slot = match (resource, ok) {
-                (Resource::Cpu, true) => 0,
-                (Resource::Cpu, false) => 2,
-                (_, true) => 1,
-                (_, false) => 3,
-            };
-            counts[slot] += 1;
+/// How many samples a poll buffers before feeding them ([`ClusterState::add_samples_to`] reads each group of
+/// [`SAMPLE_BATCH`] ahead of applying it).
+const FEED_BUFFER: usize = 16 * SAMPLE_BATCH;
+
+/// One poll's samples on their way into the model: pod by pod, each container looked up by its names once,
+/// then fed in batches. Init containers and pods the loop does not track are skipped.
+pub(crate) struct Feed<'a> {
+    model: &'a mut ClusterState,
+    pods: &'a HashMap<Arc<str>, HashMap<Box<str>, PodEntry>>,
+    batch: Vec<(ContainerRef, Sample)>,
+    /// Per sample of `batch`: whether it counts (a pod row's sum repeats its containers' samples).
+    counted: Vec<bool>,
+    /// Accepted CPU, accepted memory, rejected CPU and rejected memory samples.
+    pub(crate) counts: [u64; 4],
+    /// The latest time of an accepted sample.
+    pub(crate) newest: i64,
+}
+
+impl<'a> Feed<'a> {
+    pub(crate) fn new(
+        model: &'a mut ClusterState,
+        pods: &'a HashMap<Arc<str>, HashMap<Box<str>, PodEntry>>,
+        newest: i64,
+    ) -> Self {
+        Feed {
+            model,
+            pods,
+            batch: Vec::with_capacity(FEED_BUFFER),
+            counted: Vec::with_capacity(FEED_BUFFER),
+            counts: [0; 4],
+            newest,
         }
     }
-    if entry.pod.pod_level {
-        feed_pod_level(model, &pm.namespace, &pm.name, pm.timestamp, summed);
+
+    /// One pod's usage.
+    pub(crate) fn pod(&mut self, pm: PodMetrics) {
+        let Some(entry) =
+            (self.pods.get(pm.namespace.as_str())).and_then(|m| m.get(pm.name.as_str()))
+        else {
+            return;
+        };
+        let pod_level = entry.pod.pod_level;
+        let mut summed: [Option<i64>; 2] = [None, None];
+        for c in &pm.containers {
+            if entry.pod.init_containers.iter().any(|n| **n == *c.name) {
+                continue;
+            }
+            for (slot, usage) in summed.iter_mut().zip([c.cpu_millicores, c.memory_bytes]) {
+                if let Some(u) = usage {
+                    *slot = Some(slot.unwrap_or(0).saturating_add(u));
+                }
+            }
+            let id = ContainerId {
+                namespace: &pm.namespace,
+                pod: &pm.name,
+                container: &c.name,
+            };
+            // The names are looked up once for both samples.
+            let target = self.model.container_ref(id).ok();
+            self.push(
+                target,
+                pm.timestamp,
+                [c.cpu_millicores, c.memory_bytes],
+                true,
+            );
+        }
+        if pod_level {
+            // The pod's summed usage at one sample time (CPU millicores, memory bytes of its regular
+            // containers) into its pod-level aggregate, which the model has only with `--pod-level-resources`
+            // (docs/pod-level-resources.md). A rejected sum (out of order, say) is rejected for the containers
+            // as well.
+            let id = ContainerId {
+                namespace: &pm.namespace,
+                pod: &pm.name,
+                container: POD_ROW,
+            };
+            if let Ok(target) = self.model.container_ref(id) {
+                self.push(Some(target), pm.timestamp, summed, false);
+            }
+        }
+    }
+
+    /// Queues a container's CPU and memory samples; a container the model does not hold has them rejected.
+    fn push(
+        &mut self,
+        target: Option<ContainerRef>,
+        time: i64,
+        usage: [Option<i64>; 2],
+        counted: bool,
+    ) {
+        for (resource, usage) in [Resource::Cpu, Resource::Memory].into_iter().zip(usage) {
+            let Some(usage) = usage else { continue };
+            match target {
+                Some(c) => {
+                    self.batch.push((
+                        c,
+                        Sample {
+                            time,
+                            resource,
+                            usage,
+                        },
+                    ));
+                    self.counted.push(counted);
+                }
+                None if counted => self.counts[count_slot(resource, false)] += 1,
+                None => {}
+            }
+        }
+        if self.batch.len() >= FEED_BUFFER {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        let (counts, newest, counted, batch) = (
+            &mut self.counts,
+            &mut self.newest,
+            &self.counted,
+            &self.batch,
+        );
+        self.model.add_samples_to(batch, |i, result| {
+            if !counted[i] {
+                return;
+            }
+            let (_, sample) = batch[i];
+            if result.is_ok() {
+                *newest = (*newest).max(sample.time);
+            }
+            counts[count_slot(sample.resource, result.is_ok())] += 1;
+        });
+        self.batch.clear();
+        self.counted.clear();
+    }
+
+    /// Feeds what is still queued; the counts are final after this.
+    pub(crate) fn finish(&mut self) {
+        self.flush();
     }
 }
 
-/// The pod's summed usage at one sample time (CPU millicores, memory bytes of its regular containers) into
-/// its pod-level aggregate, which the model has only with `--pod-level-resources`
-/// (docs/pod-level-resources.md). Not counted among the samples: it repeats the containers'.
-fn feed_pod_level(
-    model: &mut ClusterState,
-    namespace: &str,
-    pod: &str,
-    time: i64,
-    summed: [Option<i64>; 2],
-) {
-    let id = ContainerId {
-        namespace,
-        pod,
-        container: POD_ROW,
-    };
-    let Ok(target) = model.container_ref(id) else {
-        return;
-    };
-    for (resource, usage) in [Resource::Cpu, Resource::Memory].into_iter().zip(summed) {
-        let Some(usage) = usage else { continue };
-        let sample = Sample {
-            time,
-            resource,
-            usage,
-        };
-        // A rejected sum (out of order, say) is rejected for the containers as well.
-        let _ = model.add_sample_to(target, sample);
+/// Where a sample is counted in [`Feed::counts`].
+fn count_slot(resource: Resource, accepted: bool) -> usize {
+    match (resource, accepted) {
+        (Resource::Cpu, true) => 0,
+        (Resource::Cpu, false) => 2,
+        (_, true) => 1,
+        (_, false) => 3,
     }
 }
 
@@ -337,7 +391,7 @@ mod pod_level_tests {
         let (mut with_row, vpa) = model(&["app", "side"], true);
         let (mut reference, ref_vpa) = model(&["whole"], false);
         let pods = pods(true);
-        let (mut counts, mut newest) = ([0; 4], 0);
+        let mut feed = Feed::new(&mut with_row, &pods, 0);
         for i in 0..600 {
             let t = 1_700_000_000_000_000_000 + i * MINUTE;
             let u = usage(i);
@@ -356,7 +410,7 @@ mod pod_level_tests {
                 timestamp: t,
                 containers,
             };
-            feed(&mut with_row, &pods, pm, &mut counts, &mut newest);
+            feed.pod(pm);
             let whole = ContainerId {
                 namespace: "ns",
                 pod: "web-0",
@@ -374,8 +428,10 @@ mod pod_level_tests {
                 reference.add_sample(whole, sample).unwrap();
             }
         }
+        feed.finish();
         // The summed samples are not counted: they repeat the containers'.
-        assert_eq!(counts, [1200, 1200, 0, 0]);
+        assert_eq!(feed.counts, [1200, 1200, 0, 0]);
+        assert_eq!(feed.newest, 1_700_000_000_000_000_000 + 599 * MINUTE);
         let got = targets(&with_row, vpa);
         let want = targets(&reference, ref_vpa)["whole"];
         let pod = got[POD_ROW];
@@ -393,7 +449,6 @@ mod pod_level_tests {
     fn without_the_pod_row_nothing_is_summed() {
         let (mut model, vpa) = model(&["app", "side"], false);
         let pods = pods(true);
-        let (mut counts, mut newest) = ([0; 4], 0);
         let containers = vec![ContainerUsage {
             name: "app".into(),
             cpu_millicores: Some(100),
@@ -405,7 +460,53 @@ mod pod_level_tests {
             timestamp: MINUTE,
             containers,
         };
-        feed(&mut model, &pods, pm, &mut counts, &mut newest);
+        let mut feed = Feed::new(&mut model, &pods, 0);
+        feed.pod(pm);
+        feed.finish();
+        assert_eq!(feed.counts, [1, 1, 0, 0]);
         assert!(!targets(&model, vpa).contains_key(POD_ROW));
+    }
+
+    /// Over several buffers' worth of samples, each rejection is counted where one sample at a time counts it:
+    /// out-of-order samples, and a container the model does not hold.
+    #[test]
+    fn a_poll_fed_in_batches_counts_what_one_at_a_time_counts() {
+        let (mut model, _) = model(&["app"], false);
+        let pods = pods(false);
+        let mut feed = Feed::new(&mut model, &pods, 0);
+        let polls = 3 * FEED_BUFFER / 4;
+        let mut late = 0;
+        for i in 0..polls as i64 {
+            // Every tenth poll repeats an earlier time: its CPU sample is out of order, its memory one too.
+            let timestamp = if i % 10 == 9 {
+                late += 1;
+                (i - 5) * MINUTE
+            } else {
+                (i + 1) * MINUTE
+            };
+            let containers = ["app", "side"]
+                .iter()
+                .map(|name| ContainerUsage {
+                    name: (*name).into(),
+                    cpu_millicores: Some(100 + i),
+                    memory_bytes: Some((64 + i) << 20),
+                })
+                .collect();
+            feed.pod(PodMetrics {
+                namespace: "ns".into(),
+                name: "web-0".into(),
+                timestamp,
+                containers,
+            });
+        }
+        feed.finish();
+        let polls = polls as u64;
+        // "side" is not in this model: each of its samples is rejected.
+        let accepted = polls - late;
+        assert_eq!(
+            feed.counts,
+            [accepted, accepted, late + polls, late + polls]
+        );
+        assert_eq!(feed.newest, polls as i64 * MINUTE);
     }
 }

@@ -13,6 +13,9 @@ use tailor_crds::PodResourcePolicy;
 
 use crate::histogram::{DecayingHistogram, ZERO_TIME};
 
+mod batch;
+pub use batch::SAMPLE_BATCH;
+
 /// A container's CPU and memory usage histograms, borrowed from the model or merged.
 pub type UsagePair<'a> = (Cow<'a, DecayingHistogram>, Cow<'a, DecayingHistogram>);
 use crate::units::{Nanos, Resource, ResourceAmount, sat_sub};
@@ -93,6 +96,13 @@ struct Containers {
 impl Containers {
     fn iter(&self) -> impl Iterator<Item = &ContainerEntry> {
         self.first.iter().chain(self.rest.iter())
+    }
+
+    fn get(&self, i: usize) -> Option<&ContainerEntry> {
+        match i {
+            0 => self.first.as_ref(),
+            _ => self.rest.get(i - 1),
+        }
     }
 
     fn push(&mut self, e: ContainerEntry) {
