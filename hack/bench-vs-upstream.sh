@@ -11,8 +11,10 @@
 # Go runtime's garbage-collection threads, and its main thread's clock beside it). Both print a checksum of the
 # recommendations of two phases; the script stops with an error when they differ.
 #
-# Usage: hack/bench-vs-upstream.sh [--reps R] [--sizes "10000x7 100000x1"] [--cpu C] [--out DIR]
-#                                  [--upstream-from DIR]
+# Usage: hack/bench-vs-upstream.sh [--reps R] [--upstream-reps U] [--sizes "10000x7 100000x1"] [--cpu C]
+#                                  [--out DIR] [--upstream-from DIR]
+# --upstream-reps U runs upstream (both ways) in the first U of the R rounds only (default R): its runs take
+# most of the time and vary little between rounds; the medians are then of U upstream runs and R of Tailor's.
 # --upstream-from DIR takes upstream's figures from an earlier run's output directory instead of running it
 # again (upstream does not change between two runs; its runs take most of the time): only Tailor runs, R times
 # (--reps 0: none; the table of what --out already holds).
@@ -24,17 +26,19 @@
 # (default target/bench-vs-upstream/<time>).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-reps=3 sizes="10000x7 100000x1" cpu=1 out="" upstream_from=""
+reps=3 upstream_reps="" sizes="10000x7 100000x1" cpu=1 out="" upstream_from=""
 while (($#)); do
   case $1 in
     --reps) reps=$2; shift 2 ;;
+    --upstream-reps) upstream_reps=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
     --cpu) cpu=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --upstream-from) upstream_from=$2; shift 2 ;;
-    *) echo "usage: $0 [--reps R] [--sizes \"NxD ...\"] [--cpu C] [--out DIR] [--upstream-from DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--reps R] [--upstream-reps U] [--sizes \"NxD ...\"] [--cpu C] [--out DIR] [--upstream-from DIR]" >&2; exit 2 ;;
   esac
 done
+upstream_reps=${upstream_reps:-$reps}
 out=${out:-${CARGO_TARGET_DIR:-target}/bench-vs-upstream/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"
 
@@ -70,9 +74,10 @@ run() { # run SIZE REP SIDE: writes $out/SIZE-SIDE-REP.txt
 
 for size in $sizes; do
   for rep in $(seq 1 "$reps"); do
-    [[ -n $upstream_from ]] || run "$size" "$rep" upstream
+    upstream_now=$([[ -z $upstream_from ]] && ((rep <= upstream_reps)) && echo yes || true)
+    [[ -z $upstream_now ]] || run "$size" "$rep" upstream
     run "$size" "$rep" tailor
-    [[ -n $upstream_from ]] || run "$size" "$rep" upstream-noquality
+    [[ -z $upstream_now ]] || run "$size" "$rep" upstream-noquality
   done
   if [[ -n $upstream_from ]]; then
     cp "$upstream_from/$size"-upstream-*.txt "$out/"
