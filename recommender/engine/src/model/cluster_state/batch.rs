@@ -4,8 +4,7 @@
 //! waits on memory: the pod entry, the aggregate and the histogram's buckets. Fed one at a time, those waits
 //! follow one another. Here each group of [`SAMPLE_BATCH`] samples is first only read — a few loads per sample,
 //! independent of each other, so the CPU keeps their cache misses in flight together — and then applied in
-//! order, from cache. The result is the same as feeding them one by one (docs/benchmarks/engine.md, "Batched
-//! samples").
+//! order, from cache. The result is the same as feeding them one by one (docs/decisions/batched-samples.md).
 
 use super::{ClusterState, ContainerRef, ModelError, Sample};
 use crate::units::Resource;
