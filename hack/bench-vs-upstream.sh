@@ -74,7 +74,8 @@ run() { # run SIZE REP SIDE: writes $out/SIZE-SIDE-REP.txt
 
 for size in $sizes; do
   for rep in $(seq 1 "$reps"); do
-    upstream_now=$([[ -z $upstream_from ]] && ((rep <= upstream_reps)) && echo yes || true)
+    upstream_now=""
+    if [[ -z $upstream_from ]] && ((rep <= upstream_reps)); then upstream_now=yes; fi
     [[ -z $upstream_now ]] || run "$size" "$rep" upstream
     run "$size" "$rep" tailor
     [[ -z $upstream_now ]] || run "$size" "$rep" upstream-noquality

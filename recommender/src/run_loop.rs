@@ -75,7 +75,7 @@ pub struct LoopReport {
 /// running the binary can tell where time and memory go.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Phases {
-    /// Listing the PodMetrics, with each pod's samples fed into the model as its object arrives.
+    /// Listing the PodMetrics, with each pod's samples fed into the model (in batches) as its object arrives.
     pub list_seconds: f64,
     /// VPAs, pods, checkpoint restores and OOMs into the model (samples: in `list_seconds`).
     pub ingest_seconds: f64,

@@ -14,7 +14,8 @@ use tailor_engine::model::{
 use tailor_engine::units::Resource;
 
 impl Recommender {
-    /// Feeds one PodMetrics poll into the model, each pod's samples as soon as its object is decoded.
+    /// Feeds one PodMetrics poll into the model: each pod's samples are queued as soon as its object is
+    /// decoded, and fed in batches ([`Feed`]).
     pub(crate) async fn load_metrics(&mut self, report: &mut LoopReport) -> Result<(), Error> {
         self.limiter.acquire().await;
         let t = tokio::time::Instant::now();
