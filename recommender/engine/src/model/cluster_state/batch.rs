@@ -4,7 +4,8 @@
 //! waits on memory: the pod entry, the aggregate and the histogram's buckets. Fed one at a time, those waits
 //! follow one another. Here each group of [`SAMPLE_BATCH`] samples is first only read — a few loads per sample,
 //! independent of each other, so the CPU keeps their cache misses in flight together — and then applied in
-//! order, from cache. The result is the same as feeding them one by one (docs/decisions/batched-samples.md).
+//! order, from cache; the next group is read just before a group is applied, so that its misses also overlap
+//! that work. The result is the same as feeding them one by one (docs/decisions/batched-samples.md).
 
 use super::{ClusterState, ContainerRef, ModelError, Sample};
 use crate::units::Resource;
@@ -36,18 +37,29 @@ impl ClusterState {
         read_ahead: bool,
         mut done: impl FnMut(usize, Result<(), ModelError>),
     ) {
-        for (k, group) in samples.chunks(SAMPLE_BATCH).enumerate() {
-            if read_ahead {
-                let touched: f64 = (group.iter())
-                    .map(|&(c, s)| self.read_ahead(c, s.resource))
-                    .sum();
-                // The sum is unused: it only keeps the reads from being optimised away.
-                std::hint::black_box(touched);
+        let mut groups = samples.chunks(SAMPLE_BATCH).enumerate().peekable();
+        if read_ahead && let Some((_, first)) = groups.peek() {
+            self.read_group(first);
+        }
+        while let Some((k, group)) = groups.next() {
+            // The next group is read before this one is applied, so that its misses are in flight while
+            // this group's samples are applied.
+            if read_ahead && let Some((_, next)) = groups.peek() {
+                self.read_group(next);
             }
             for (j, &(c, s)) in group.iter().enumerate() {
                 done(k * SAMPLE_BATCH + j, self.add_sample_to(c, s));
             }
         }
+    }
+
+    /// Reads ahead what applying `group` will touch ([`Self::read_ahead`]).
+    fn read_group(&self, group: &[(ContainerRef, Sample)]) {
+        let touched: f64 = (group.iter())
+            .map(|&(c, s)| self.read_ahead(c, s.resource))
+            .sum();
+        // The sum is unused: it only keeps the reads from being optimised away.
+        std::hint::black_box(touched);
     }
 
     /// Reads what feeding a `resource` sample to `c` will touch: its pod entry, its aggregate, and the lowest,
