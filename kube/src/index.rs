@@ -595,10 +595,15 @@ impl Index {
         &self,
         start: &ControllerRef,
     ) -> Result<Option<ControllerRef>, ChainError> {
+        self.topmost_from(start.clone())
+    }
+
+    /// [`Index::topmost_controller`], taking `start` over.
+    fn topmost_from(&self, start: ControllerRef) -> Result<Option<ControllerRef>, ChainError> {
         // The controllers passed, in order: the last one is the top-most so far. Chains are a few links
         // long, so a cycle is found by scanning them (by kind, namespace and name; not API version).
         let mut chain: Vec<ControllerRef> = Vec::with_capacity(4);
-        let mut current = start.clone();
+        let mut current = start;
         for _ in 0..MAX_CHAIN {
             if chain.iter().any(|c| {
                 c.kind == current.kind && c.name == current.name && c.namespace == current.namespace
@@ -695,7 +700,7 @@ impl Index {
         namespace: &str,
     ) -> Result<Option<ControllerRef>, ChainError> {
         match Self::pod_controller(pod, namespace) {
-            Some(controller) => self.topmost_controller(&controller),
+            Some(controller) => self.topmost_from(controller),
             None => Ok(None),
         }
     }
@@ -721,7 +726,7 @@ impl Index {
         if !self.vpas.has_active(namespace) {
             return Ok(None);
         }
-        let Some(top) = self.topmost_controller(&controller)? else {
+        let Some(top) = self.topmost_from(controller)? else {
             return Ok(None);
         };
         let candidates = self.vpas.active_targeting(namespace, &top.kind, &top.name);

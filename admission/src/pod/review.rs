@@ -407,8 +407,9 @@ fn answered(
     conflict: Option<String>,
     vpa: String,
 ) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
-    // `with_patch` marks the response as a JSON patch; the patch itself is already serialised.
-    match allowed.clone().with_patch(json_patch::Patch(Vec::new())) {
+    // `with_patch` marks the response as a JSON patch; the patch itself is already serialised. An empty patch
+    // always serialises; were it not to, the pod is admitted unchanged (the caller sets the uid).
+    match allowed.with_patch(json_patch::Patch(Vec::new())) {
         Ok(mut response) => {
             response.patch = Some(answer.patch.to_vec());
             if let Some(w) = conflict {
@@ -424,7 +425,10 @@ fn answered(
             };
             (response, outcome)
         }
-        Err(e) => (allowed, PodOutcome::Error(e.to_string())),
+        Err(e) => (
+            crate::review::allowed_response(""),
+            PodOutcome::Error(e.to_string()),
+        ),
     }
 }
 
