@@ -9,7 +9,6 @@
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use base64::Engine as _;
 use kube::core::{
     DynamicObject, Status,
     admission::{AdmissionRequest, AdmissionResponse},
@@ -376,13 +375,25 @@ struct WireResponse<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<&'a Status>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<String>,
+    patch: Option<Base64Patch<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     patch_type: Option<&'static str>,
     #[serde(skip_serializing_if = "std::collections::HashMap::is_empty")]
     audit_annotations: &'a std::collections::HashMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     warnings: Option<&'a Vec<String>>,
+}
+
+/// A patch written as base64 straight into the response's text (no intermediate string).
+struct Base64Patch<'a>(&'a [u8]);
+
+impl Serialize for Base64Patch<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&base64::display::Base64Display::new(
+            self.0,
+            &base64::engine::general_purpose::STANDARD,
+        ))
+    }
 }
 
 /// Encodes a response as the AdmissionReview the API server expects: `apiVersion`/`kind` always set, the patch
@@ -395,10 +406,7 @@ pub fn encode(response: &AdmissionResponse) -> Vec<u8> {
         && status.reason.is_empty()
         && status.details.is_none()
         && status.metadata.is_none();
-    let patch = response
-        .patch
-        .as_ref()
-        .map(|p| base64::engine::general_purpose::STANDARD.encode(p));
+    let patch = response.patch.as_deref().map(Base64Patch);
     let wire = WireReview {
         api_version: API_VERSION,
         kind: KIND,
@@ -422,6 +430,7 @@ pub fn encode(response: &AdmissionResponse) -> Vec<u8> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use base64::Engine as _;
     use kube::core::admission::AdmissionReview;
     use proptest::prelude::*;
     use serde_json::{Value, json};
