@@ -5,7 +5,10 @@
 # for the small pod (one container, ≈ 1.7 KB of review) and the realistic one (≈ 8 KB: init container, sidecar,
 # env, probes, volumes, managedFields; admission/examples/loadgen/pods.rs).
 # Usage: hack/bench-webhook.sh [--vpas N] [--seconds S] [--connections "C1 C2 …"] [--rate-connections "C …"]
-#        [--pods "small realistic"] [--no-floor]
+#        [--pods "small realistic"] [--no-floor] [--profile dist|release]
+# The server and the floor are built with the same cargo profile: `dist` by default, the image's build (fat LTO,
+# one codegen unit; Dockerfile), so the figures are those of what ships; `--profile release` is quicker to build
+# while iterating. The load generator is always a release build.
 # Before the last line, `floor_cpu_us_per_review=N`: the same measurement against admission/examples/floor.rs, a
 # server with the webhook's TLS configuration and HTTP/1.1 keep-alive that answers every review with a fixed
 # patch without reading it (the kernel's loopback TCP, wake-ups, TLS and HTTP on this machine), and
@@ -28,6 +31,7 @@ CONNECTIONS_LIST="4 8 16 32"
 RATE_CONNECTIONS_LIST="4 8"
 PODS="small realistic"
 FLOOR=1
+PROFILE=dist
 while [ $# -gt 0 ]; do
   case "$1" in
     --vpas) VPAS=$2; shift 2 ;;
@@ -36,12 +40,19 @@ while [ $# -gt 0 ]; do
     --rate-connections) RATE_CONNECTIONS_LIST=$2; shift 2 ;;
     --pods) PODS=$2; shift 2 ;;
     --no-floor) FLOOR=""; shift ;;
+    --profile) PROFILE=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
 
-cargo build --release -q -p tailor-admission --bin tailor-admission --example loadgen --example floor
-BIN=${TAILOR_BENCH_BINARY:-target/release/tailor-admission}
+case "$PROFILE" in
+  dist|release) ;;
+  *) echo "--profile must be dist or release" >&2; exit 2 ;;
+esac
+cargo build --profile "$PROFILE" -q -p tailor-admission --bin tailor-admission --example floor
+cargo build --release -q -p tailor-admission --example loadgen
+BIN=${TAILOR_BENCH_BINARY:-target/$PROFILE/tailor-admission}
+FLOOR_BIN=target/$PROFILE/examples/floor
 LOADGEN=target/release/examples/loadgen
 WORK=$(mktemp -d)
 SERVER_PID=""
@@ -82,7 +93,7 @@ stop_server() {
 start_server
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "server: $BIN, $VPAS VPAs indexed; loadgen threads: ${LOADGEN_THREADS:-1} (server and loadgen share the cores)"
+echo "server: $BIN (floor: $FLOOR_BIN), $VPAS VPAs indexed; loadgen threads: ${LOADGEN_THREADS:-1} (server and loadgen share the cores)"
 TICKS=$(getconf CLK_TCK)
 server_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
 # One loadgen run; also prints the server's on-CPU time per review (robust against other load on the
@@ -139,7 +150,7 @@ if [ -n "$FLOOR" ]; then
     review_args=()
     [ "$mode" = floor_with_review ] && review_args=(--review-dir "$WORK/manifests")
     # shellcheck disable=SC2086
-    ${SERVER_CPUS:+taskset -c $SERVER_CPUS} target/release/examples/floor --cert "$WORK/tls.crt" --key "$WORK/tls.key" \
+    ${SERVER_CPUS:+taskset -c $SERVER_CPUS} "$FLOOR_BIN" --cert "$WORK/tls.crt" --key "$WORK/tls.key" \
       --port "$PORT" "${review_args[@]}" &
     SERVER_PID=$!
     for _ in $(seq 1 50); do
