@@ -153,7 +153,7 @@ const W1_FEED: usize = 256;
 
 impl W1 {
     /// [`W1::add_tick`] through `ClusterState::add_samples_to`, the containers resolved by [`container_refs`]:
-    /// the CPU and memory samples of [`W1_FEED`] / 2 containers at a time go in as one batch, as the
+    /// the CPU and memory samples of 128 containers at a time (256 samples) go in as one batch, as the
     /// recommender feeds a poll.
     pub fn add_tick_by_ref(&self, cluster: &mut ClusterState, refs: &[ContainerRef], k: usize) {
         let (time, d) = (W1::time(k), W1::diurnal(k));
