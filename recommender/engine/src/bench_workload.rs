@@ -2,8 +2,8 @@
 //! at a one-minute resolution, shared by the benchmarks, the heap measurement and the sanity test.
 
 use crate::model::{
-    AggregationsConfig, ClusterState, ContainerId, ContainerRef, Labels, PodPhase, Sample,
-    Selector, VpaState,
+    AggregationsConfig, ClusterState, ContainerId, ContainerRef, FEED_SAMPLES, Labels, PodPhase,
+    Sample, Selector, VpaState,
 };
 use crate::units::{Resource, cpu_amount_from_cores, memory_amount_from_bytes};
 
@@ -147,18 +147,14 @@ pub fn container_refs(cluster: &ClusterState, names: &[(String, String)]) -> Vec
         .collect()
 }
 
-/// Samples per `ClusterState::add_samples_to` call in [`W1::add_tick_by_ref`]: what the recommender's poll
-/// queues before feeding.
-const W1_FEED: usize = 256;
-
 impl W1 {
     /// [`W1::add_tick`] through `ClusterState::add_samples_to`, the containers resolved by [`container_refs`]:
-    /// the CPU and memory samples of 128 containers at a time (256 samples) go in as one batch, as the
+    /// the CPU and memory samples of [`FEED_SAMPLES`] / 2 containers at a time go in as one batch, as the
     /// recommender feeds a poll.
     pub fn add_tick_by_ref(&self, cluster: &mut ClusterState, refs: &[ContainerRef], k: usize) {
         let (time, d) = (W1::time(k), W1::diurnal(k));
-        let per_batch = W1_FEED / 2;
-        let mut batch = Vec::with_capacity(W1_FEED);
+        let per_batch = FEED_SAMPLES / 2;
+        let mut batch = Vec::with_capacity(FEED_SAMPLES);
         for (g, group) in refs.chunks(per_batch).enumerate() {
             batch.clear();
             for (j, &c) in group.iter().enumerate() {

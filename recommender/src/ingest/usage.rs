@@ -9,7 +9,7 @@ use crate::tracked::PodEntry;
 use crate::views::metrics_api::PodMetrics;
 use tailor_core::sizing::POD_ROW;
 use tailor_engine::model::{
-    ClusterState, ContainerId, ContainerRef, ModelError, OomBump, SAMPLE_BATCH, Sample,
+    ClusterState, ContainerId, ContainerRef, FEED_SAMPLES, ModelError, OomBump, Sample,
 };
 use tailor_engine::units::Resource;
 
@@ -148,10 +148,6 @@ impl Recommender {
     }
 }
 
-/// How many samples a poll buffers before feeding them ([`ClusterState::add_samples_to`] reads each group of
-/// [`SAMPLE_BATCH`] ahead of applying it).
-const FEED_BUFFER: usize = 16 * SAMPLE_BATCH;
-
 /// One poll's samples on their way into the model: pod by pod, each container looked up by its names once,
 /// then fed in batches. Init containers and pods the loop does not track are skipped.
 pub(crate) struct Feed<'a> {
@@ -175,8 +171,8 @@ impl<'a> Feed<'a> {
         Feed {
             model,
             pods,
-            batch: Vec::with_capacity(FEED_BUFFER),
-            counted: Vec::with_capacity(FEED_BUFFER),
+            batch: Vec::with_capacity(FEED_SAMPLES),
+            counted: Vec::with_capacity(FEED_SAMPLES),
             counts: [0; 4],
             newest,
         }
@@ -256,7 +252,7 @@ impl<'a> Feed<'a> {
                 None => {}
             }
         }
-        if self.batch.len() >= FEED_BUFFER {
+        if self.batch.len() >= FEED_SAMPLES {
             self.flush();
         }
     }
@@ -475,7 +471,7 @@ mod pod_level_tests {
         let (mut model, _) = model(&["app"], false);
         let pods = pods(false);
         let mut feed = Feed::new(&mut model, &pods, 0);
-        let polls = 3 * FEED_BUFFER / 4;
+        let polls = 3 * FEED_SAMPLES / 4;
         let mut late = 0;
         for i in 0..polls as i64 {
             // Every tenth poll repeats an earlier time: its CPU sample is out of order, its memory one too.

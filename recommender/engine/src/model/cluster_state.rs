@@ -14,7 +14,7 @@ use tailor_crds::PodResourcePolicy;
 use crate::histogram::{DecayingHistogram, ZERO_TIME};
 
 mod batch;
-pub use batch::SAMPLE_BATCH;
+pub use batch::{FEED_SAMPLES, SAMPLE_BATCH};
 
 /// A container's CPU and memory usage histograms, borrowed from the model or merged.
 pub type UsagePair<'a> = (Cow<'a, DecayingHistogram>, Cow<'a, DecayingHistogram>);

@@ -13,8 +13,8 @@ pub use aggregate::{
     AggregateCheckpoint, AggregateContainerState, AggregationsConfig, CheckpointError, SampleSink,
 };
 pub use cluster_state::{
-    ClusterState, ContainerId, ContainerRef, ModelError, OomBump, OpenWindow, PodPhase,
-    SAMPLE_BATCH, Sample, UsagePair, VpaCheckpoint, VpaState,
+    ClusterState, ContainerId, ContainerRef, FEED_SAMPLES, ModelError, OomBump, OpenWindow,
+    PodPhase, SAMPLE_BATCH, Sample, UsagePair, VpaCheckpoint, VpaState,
 };
 pub use container::{ContainerState, SampleRejected};
 pub use selector::{Labels, Selector};

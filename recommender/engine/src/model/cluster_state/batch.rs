@@ -14,6 +14,10 @@ use crate::units::Resource;
 /// less).
 pub const SAMPLE_BATCH: usize = 16;
 
+/// How many samples a caller hands [`ClusterState::add_samples_to`] at once: several groups, so that each
+/// group's reads overlap the one before it being applied. The recommender's poll and W1 both feed this many.
+pub const FEED_SAMPLES: usize = 16 * SAMPLE_BATCH;
+
 /// From this many aggregates on, a batch is read before it is applied. Below it the model fits the caches
 /// of a server CPU, and reading ahead costs about a tenth more time (W1 at 10,000 containers); at 30,000 the
 /// samples already wait on memory.
