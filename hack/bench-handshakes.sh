@@ -3,7 +3,8 @@
 # serves (full handshake, no session resumption, as the API server's client makes, plus one pod review) against
 # its CPU per new connection it refuses before the handshake (`too_fast`). The ratio is what the handshake rate
 # limit buys; the first figure sets how many handshakes per second fit in a share of a core.
-# Starts target/release/tailor-admission as hack/bench-webhook.sh does (standalone, 1,000 VPAs indexed), drives
+# Starts target/release/tailor-admission (a release build; hack/bench-webhook.sh measures the dist build) in the
+# mode hack/bench-webhook.sh uses (standalone, 1,000 VPAs indexed), drives
 # it with `loadgen handshakes`, and reads the server's utime+stime from /proc/PID/stat around each run.
 # Then a reconnect storm: --storm connections at once (default 1024, the default --max-connections) against the
 # server's default limits and against the old ones (200/s, burst 200), counting the connections refused.
