@@ -176,7 +176,8 @@ pub trait Reviewer: Send + Sync + 'static {
 /// (see [`Review::take_pod`]).
 #[derive(Debug)]
 pub struct Review<'a> {
-    /// The request; its `object` and `old_object` are always `None` (see [`Review::object`]).
+    /// The request; its `object` and `old_object` are always `None` (see [`Review::object`]), and its
+    /// `user_info` and `options` empty: the decoder skips them, since no decision reads them.
     pub request: AdmissionRequest<DynamicObject>,
     /// `request.object` as sent (`None` when absent or `null`, and when already decoded as a pod).
     pub object: Option<&'a RawValue>,
@@ -228,7 +229,13 @@ pub fn decode_one_pass(body: &[u8]) -> Result<Review<'_>, DecodeError> {
 }
 
 fn decode_as<const POD: bool>(body: &[u8]) -> Result<Review<'_>, DecodeError> {
-    let review: WireReviewIn<'_, POD> = serde_json::from_slice(body)?;
+    // Text checked once: read from bytes, serde_json checks every string it keeps (each key, label and kept
+    // field) on its own. A body that is not UTF-8 is read from bytes, which accepts what it accepted before
+    // (bytes in strings it skips are not checked).
+    let review: WireReviewIn<'_, POD> = match std::str::from_utf8(body) {
+        Ok(text) => serde_json::from_str(text)?,
+        Err(_) => serde_json::from_slice(body)?,
+    };
     let types = kube::core::TypeMeta {
         api_version: review.api_version,
         kind: review.kind,
@@ -246,11 +253,12 @@ fn decode_as<const POD: bool>(body: &[u8]) -> Result<Review<'_>, DecodeError> {
         name: r.name,
         namespace: r.namespace,
         operation: r.operation,
-        user_info: r.user_info,
+        // Skipped by the decoder (crate::review_wire): nothing reads them.
+        user_info: Default::default(),
         object: None,
         old_object: None,
         dry_run: r.dry_run,
-        options: r.options,
+        options: None,
     };
     Ok(Review {
         request,
@@ -700,15 +708,21 @@ pub(crate) mod tests {
         let sent: Value = serde_json::from_slice(body).unwrap();
         let theirs = theirs.or_else(|| {
             // Objects are left to the handlers (as Go's RawExtension does): the derived decoder may refuse
-            // one that is not shaped like a DynamicObject, but must accept the rest of the review.
+            // one that is not shaped like a DynamicObject, but must accept the rest of the review. Ours skips
+            // the content of `userInfo` and `options` (present, since ours accepted).
             let mut without = sent.clone();
             without["request"]["object"] = Value::Null;
             without["request"]["oldObject"] = Value::Null;
+            without["request"]["userInfo"] = json!({});
+            without["request"]["options"] = Value::Null;
             let r = serde_json::from_value::<AdmissionReview<DynamicObject>>(without).ok();
             assert!(r.is_some(), "{text}");
             r.and_then(|r| r.request)
         });
         let Some(mut theirs) = theirs else { return };
+        // Skipped by ours: nothing reads them.
+        theirs.user_info = Default::default();
+        theirs.options = None;
         let raw = |r: Option<&RawValue>| r.map(|r| serde_json::from_str::<Value>(r.get()).unwrap());
         let or_null = |v: &Value| Some(v.clone()).filter(|v| !v.is_null());
         assert_eq!(raw(ours.object), or_null(&sent["request"]["object"]));
@@ -756,6 +770,61 @@ pub(crate) mod tests {
         let mut r = review("", "pods");
         r.as_object_mut().unwrap().remove("apiVersion");
         same_as_serde(&serde_json::to_vec(&r).unwrap());
+    }
+
+    #[test]
+    fn skipped_fields_keep_their_presence_rules() {
+        // Required, and refused when repeated, as in the derived decoder; the content is not read.
+        let mut r = review("", "pods");
+        r["request"].as_object_mut().unwrap().remove("userInfo");
+        let err = decode(&serde_json::to_vec(&r).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("userInfo"), "{err}");
+        let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{
+            "uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},
+            "resource":{"group":"","version":"v1","resource":"pods"},"operation":"CREATE",
+            "userInfo":{"username":"a"},"userInfo":{"username":"b"}}}"#;
+        let err = decode(body).unwrap_err();
+        assert!(
+            err.to_string().contains("duplicate field `userInfo`"),
+            "{err}"
+        );
+        let twice = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{
+            "uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},
+            "resource":{"group":"","version":"v1","resource":"pods"},"operation":"CREATE",
+            "userInfo":{},"options":{},"options":null}}"#;
+        let err = decode(twice).unwrap_err();
+        assert!(
+            err.to_string().contains("duplicate field `options`"),
+            "{err}"
+        );
+        // Present, whatever their content: the request comes back without them.
+        let mut r = review("", "pods");
+        r["request"]["userInfo"] =
+            json!({"username": "me", "groups": ["g"], "extra": {"k": ["v"]}});
+        r["request"]["options"] = json!({"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"});
+        let body = serde_json::to_vec(&r).unwrap();
+        let ours = decode(&body).unwrap();
+        assert_eq!(ours.request.user_info, Default::default());
+        assert_eq!(ours.request.options, None);
+        assert_eq!(ours.request.uid, "u-1");
+    }
+
+    #[test]
+    fn bodies_not_utf8_decode_as_before() {
+        let mut body = serde_json::to_vec(&review("", "pods")).unwrap();
+        // A byte that is not UTF-8 in a string nobody reads: read from bytes, accepted as before.
+        let at = body.len() - 2;
+        body.splice(at..at, br#","x":"a"#.iter().copied().chain([0xff, b'"']));
+        assert!(std::str::from_utf8(&body).is_err());
+        let ours = decode_one_pass(&body).unwrap();
+        assert_eq!(ours.request.uid, "u-1");
+        // In a string that is read: refused, as before.
+        let bad = serde_json::to_vec(&review("", "pods"))
+            .unwrap()
+            .iter()
+            .flat_map(|&b| if b == b'u' { vec![0xff] } else { vec![b] })
+            .collect::<Vec<u8>>();
+        assert!(decode(&bad).is_err());
     }
 
     #[test]
