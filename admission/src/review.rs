@@ -9,15 +9,13 @@
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use kube::core::{
-    DynamicObject, Status,
-    admission::{AdmissionRequest, AdmissionResponse},
-};
+use kube::core::{Status, admission::AdmissionResponse};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use tailor_core::text::capped;
 
 use crate::review_budgets::PodTooLarge;
+pub use crate::review_wire::{Gvk, Gvr, Request};
 use crate::slim_pod::{PodDecodeError, SlimPod, read_pod};
 
 /// API version of every review Tailor reads and writes.
@@ -153,9 +151,9 @@ pub struct Reviewed {
 
 impl Reviewed {
     /// Allowed without a patch.
-    pub fn allowed<T: kube::Resource>(req: &AdmissionRequest<T>) -> Self {
+    pub fn allowed(req: &Request<'_>) -> Self {
         Reviewed {
-            response: AdmissionResponse::from(req),
+            response: req.response(),
             result: ReviewResult::Allowed,
         }
     }
@@ -176,9 +174,8 @@ pub trait Reviewer: Send + Sync + 'static {
 /// (see [`Review::take_pod`]).
 #[derive(Debug)]
 pub struct Review<'a> {
-    /// The request; its `object` and `old_object` are always `None` (see [`Review::object`]), and its
-    /// `user_info` and `options` empty: the decoder skips them, since no decision reads them.
-    pub request: AdmissionRequest<DynamicObject>,
+    /// The request's fields (its objects are [`Review::object`] and [`Review::old_object`]).
+    pub request: Request<'a>,
     /// `request.object` as sent (`None` when absent or `null`, and when already decoded as a pod).
     pub object: Option<&'a RawValue>,
     /// `request.oldObject` as sent (`None` when absent or `null`).
@@ -236,32 +233,9 @@ fn decode_as<const POD: bool>(body: &[u8]) -> Result<Review<'_>, DecodeError> {
         Ok(text) => serde_json::from_str(text)?,
         Err(_) => serde_json::from_slice(body)?,
     };
-    let types = kube::core::TypeMeta {
-        api_version: review.api_version,
-        kind: review.kind,
-    };
     let r = review.request.ok_or(DecodeError::NoRequest)?;
-    let request = AdmissionRequest {
-        types,
-        uid: r.uid,
-        kind: r.kind,
-        resource: r.resource,
-        sub_resource: r.sub_resource,
-        request_kind: r.request_kind,
-        request_resource: r.request_resource,
-        request_sub_resource: r.request_sub_resource,
-        name: r.name,
-        namespace: r.namespace,
-        operation: r.operation,
-        // Skipped by the decoder (crate::review_wire): nothing reads them.
-        user_info: Default::default(),
-        object: None,
-        old_object: None,
-        dry_run: r.dry_run,
-        options: None,
-    };
     Ok(Review {
-        request,
+        request: r.request,
         object: r.object,
         old_object: r.old_object,
         pod: RefCell::new(r.pod),
@@ -271,8 +245,11 @@ fn decode_as<const POD: bool>(body: &[u8]) -> Result<Review<'_>, DecodeError> {
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WireReviewIn<'a, const POD: bool> {
-    api_version: String,
-    kind: String,
+    // Required, as in the derived decoder; the response always carries `admission.k8s.io/v1`.
+    #[serde(rename = "apiVersion", borrow)]
+    _api_version: crate::review_wire::Text<'a>,
+    #[serde(rename = "kind", borrow)]
+    _kind: crate::review_wire::Text<'a>,
     #[serde(default, borrow)]
     request: Option<crate::review_wire::WireRequestIn<'a, POD>>,
 }
@@ -335,34 +312,44 @@ pub fn handle(body: &[u8], reviewer: &dyn Reviewer) -> Handled {
         }
     };
     let mut response = reviewed.response;
-    response.uid.clone_from(&req.uid);
+    if response.uid != req.uid {
+        response.uid.clear();
+        response.uid.push_str(&req.uid);
+    }
     Handled {
         body: encode(&response),
         resource,
         result: reviewed.result,
-        uid: review.request.uid,
+        uid: review.request.uid.into_owned(),
     }
 }
 
 /// Runs a handler, turning a panic into an allowed response without patch.
-fn guarded(req: &AdmissionRequest<DynamicObject>, f: impl FnOnce() -> Reviewed) -> Reviewed {
+fn guarded(req: &Request<'_>, f: impl FnOnce() -> Reviewed) -> Reviewed {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(_) => {
             tracing::error!(uid = %capped(&req.uid), "admission handler panicked; allowing unchanged");
             Reviewed {
-                response: AdmissionResponse::from(req),
+                response: req.response(),
                 result: ReviewResult::Error,
             }
         }
     }
 }
 
-/// An `allowed: true` response without patch for the given uid.
+/// An `allowed: true` response without patch for the given uid. Its `types` are empty: [`encode`] writes the
+/// review's `apiVersion` and `kind` itself.
 pub fn allowed_response(uid: &str) -> AdmissionResponse {
-    let mut response = AdmissionResponse::invalid("");
-    response.allowed = true;
-    response.result = Status::default();
+    static ALLOWED: std::sync::LazyLock<AdmissionResponse> = std::sync::LazyLock::new(|| {
+        let mut response = AdmissionResponse::invalid("");
+        response.types = Default::default();
+        response.allowed = true;
+        response.result = Status::default();
+        response
+    });
+    // Nothing in the template is allocated, so the clone is not either.
+    let mut response = ALLOWED.clone();
     response.uid = uid.to_owned();
     response
 }
@@ -439,6 +426,7 @@ pub fn encode(response: &AdmissionResponse) -> Vec<u8> {
 pub(crate) mod tests {
     use super::*;
     use base64::Engine as _;
+    use kube::core::DynamicObject;
     use kube::core::admission::AdmissionReview;
     use proptest::prelude::*;
     use serde_json::{Value, json};
@@ -583,13 +571,13 @@ pub(crate) mod tests {
             ]))
             .unwrap();
             Reviewed {
-                response: AdmissionResponse::from(req).with_patch(patch).unwrap(),
+                response: req.response().with_patch(patch).unwrap(),
                 result: ReviewResult::Patched,
             }
         }
         fn review_vpa(&self, review: &Review<'_>) -> Reviewed {
             Reviewed {
-                response: AdmissionResponse::from(&review.request).deny("nope"),
+                response: review.request.response().deny("nope"),
                 result: ReviewResult::Denied,
             }
         }
@@ -719,20 +707,23 @@ pub(crate) mod tests {
             assert!(r.is_some(), "{text}");
             r.and_then(|r| r.request)
         });
-        let Some(mut theirs) = theirs else { return };
-        // Skipped by ours: nothing reads them.
-        theirs.user_info = Default::default();
-        theirs.options = None;
+        let Some(theirs) = theirs else { return };
         let raw = |r: Option<&RawValue>| r.map(|r| serde_json::from_str::<Value>(r.get()).unwrap());
         let or_null = |v: &Value| Some(v.clone()).filter(|v| !v.is_null());
         assert_eq!(raw(ours.object), or_null(&sent["request"]["object"]));
         assert_eq!(raw(ours.old_object), or_null(&sent["request"]["oldObject"]));
-        theirs.object = None;
-        theirs.old_object = None;
-        assert_eq!(
-            serde_json::to_value(&ours.request).unwrap(),
-            serde_json::to_value(&theirs).unwrap()
-        );
+        // Every other field as the derived decoder read it, but for those ours skips (nothing reads them).
+        let mut theirs = serde_json::to_value(&theirs).unwrap();
+        for skipped in ["object", "oldObject", "userInfo", "options"] {
+            theirs.as_object_mut().unwrap().remove(skipped);
+        }
+        // kube's resource type also writes its `apiVersion` (group/version), a field of its own.
+        for resource in ["resource", "requestResource"] {
+            if let Some(r) = theirs[resource].as_object_mut() {
+                r.remove("api_version");
+            }
+        }
+        assert_eq!(serde_json::to_value(&ours.request).unwrap(), theirs);
     }
 
     #[test]
@@ -797,16 +788,37 @@ pub(crate) mod tests {
             err.to_string().contains("duplicate field `options`"),
             "{err}"
         );
-        // Present, whatever their content: the request comes back without them.
+        // Present, whatever their content: the request is read without them.
         let mut r = review("", "pods");
-        r["request"]["userInfo"] =
-            json!({"username": "me", "groups": ["g"], "extra": {"k": ["v"]}});
-        r["request"]["options"] = json!({"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"});
+        r["request"]["userInfo"] = json!({"username": 5, "groups": "g", "extra": []});
+        r["request"]["options"] = json!([1]);
         let body = serde_json::to_vec(&r).unwrap();
         let ours = decode(&body).unwrap();
-        assert_eq!(ours.request.user_info, Default::default());
-        assert_eq!(ours.request.options, None);
         assert_eq!(ours.request.uid, "u-1");
+        assert_eq!(ours.request.resource.resource, "pods");
+    }
+
+    #[test]
+    fn escaped_strings_are_read_as_well() {
+        // The request's strings point into the body; one with escapes is unescaped into its own.
+        let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{
+            "uid":"u\u002d1","kind":{"group":"","version":"v1","kind":"P\u006fd"},
+            "resource":{"group":"","version":"v1","resource":"p\u006fds"},"operation":"CREATE",
+            "namespace":"n\"s","userInfo":{}}}"#;
+        let ours = decode(body).unwrap();
+        assert_eq!(ours.request.uid, "u-1");
+        assert_eq!(ours.request.kind.kind, "Pod");
+        assert_eq!(
+            ResourceKind::of(
+                &ours.request.resource.group,
+                &ours.request.resource.resource
+            ),
+            ResourceKind::Pod
+        );
+        assert_eq!(ours.request.namespace.as_deref(), Some("n\"s"));
+        let plain = serde_json::to_vec(&review("", "pods")).unwrap();
+        let ours = decode(&plain).unwrap();
+        assert!(matches!(ours.request.uid, std::borrow::Cow::Borrowed(_)));
     }
 
     #[test]

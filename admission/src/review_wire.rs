@@ -1,6 +1,6 @@
 //! The `request` of an incoming AdmissionReview as it is decoded ([`crate::review::decode`]): the request's
-//! fields, and each object either kept as the body's text or, for a pod review decoded in one pass
-//! (`POD = true`), decoded straight into the slim pod ([`crate::slim_pod`]) while the body is read.
+//! fields ([`Request`]), and each object either kept as the body's text or, for a pod review decoded in one
+//! pass (`POD = true`), decoded straight into the slim pod ([`crate::slim_pod`]) while the body is read.
 //!
 //! Accepts what a derived decoder of these fields accepts: required `uid`, `kind`, `resource`, `operation`
 //! and `userInfo`, the others defaulted when absent, unknown fields skipped, a repeated field refused.
@@ -8,36 +8,98 @@
 //! request's options, and building them (the user's groups and extra, the options as a JSON tree) was a tenth
 //! of a review's allocations. Their presence rules are kept (`userInfo` required, neither repeated); their
 //! content is not checked, so this decoder accepts some bodies the derived one refuses, never the reverse.
+//! The request's strings point into the body unless they hold escapes (the API server writes none in them).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 
 use kube::core::admission::Operation;
-use kube::core::{GroupVersionKind, GroupVersionResource};
 use serde::de::{Deserialize, Deserializer, Error, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::review_budgets::PodTooLarge;
 use crate::slim_pod::{DecodedPod, SlimPod};
 
+/// A group, version and kind, as a request names them (`kind`, `requestKind`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+pub struct Gvk<'a> {
+    /// API group ("" for the core group).
+    #[serde(borrow)]
+    pub group: Cow<'a, str>,
+    /// Version.
+    #[serde(borrow)]
+    pub version: Cow<'a, str>,
+    /// Kind.
+    #[serde(borrow)]
+    pub kind: Cow<'a, str>,
+}
+
+/// A group, version and resource, as a request names them (`resource`, `requestResource`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+pub struct Gvr<'a> {
+    /// API group ("" for the core group).
+    #[serde(borrow)]
+    pub group: Cow<'a, str>,
+    /// Version.
+    #[serde(borrow)]
+    pub version: Cow<'a, str>,
+    /// Plural resource name.
+    #[serde(borrow)]
+    pub resource: Cow<'a, str>,
+}
+
+/// The fields of an AdmissionRequest the webhook reads, as Kubernetes names them (serialised the same way),
+/// borrowed from the body.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Request<'a> {
+    /// The request's uid, which the response repeats.
+    pub uid: Cow<'a, str>,
+    /// Kind of the object.
+    pub kind: Gvk<'a>,
+    /// Resource being requested; it alone chooses the handler.
+    pub resource: Gvr<'a>,
+    /// Subresource (`status`), if any.
+    pub sub_resource: Option<Cow<'a, str>>,
+    /// Kind of the original request, when the API server converted it.
+    pub request_kind: Option<Gvk<'a>>,
+    /// Resource of the original request.
+    pub request_resource: Option<Gvr<'a>>,
+    /// Subresource of the original request.
+    pub request_sub_resource: Option<Cow<'a, str>>,
+    /// Name of the object ("" when the server generates it).
+    pub name: Cow<'a, str>,
+    /// Namespace of the object.
+    pub namespace: Option<Cow<'a, str>>,
+    /// CREATE, UPDATE, DELETE or CONNECT.
+    pub operation: Operation,
+    /// Whether the request is a dry run.
+    pub dry_run: bool,
+}
+
+impl Request<'_> {
+    /// `allowed: true` for this request: its uid, no patch.
+    pub fn response(&self) -> kube::core::admission::AdmissionResponse {
+        crate::review::allowed_response(&self.uid)
+    }
+}
+
+/// A string of the body: borrowed from it unless it holds escapes.
+#[derive(serde::Deserialize)]
+#[serde(transparent)]
+pub(crate) struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+
 /// The decoded `request` (`POD`: decode a core pod's object in the same pass).
 pub struct WireRequestIn<'a, const POD: bool> {
-    pub uid: String,
-    pub kind: GroupVersionKind,
-    pub resource: GroupVersionResource,
-    pub sub_resource: Option<String>,
-    pub request_kind: Option<GroupVersionKind>,
-    pub request_resource: Option<GroupVersionResource>,
-    pub request_sub_resource: Option<String>,
-    pub name: String,
-    pub namespace: Option<String>,
-    pub operation: Operation,
+    /// The request's fields.
+    pub request: Request<'a>,
     /// `object` as text, unless decoded into `pod`.
     pub object: Option<&'a RawValue>,
     /// `object` decoded as a slim pod (one pass of a pod review).
     pub pod: Option<Result<Box<SlimPod<'a>>, PodTooLarge>>,
+    /// `oldObject` as text.
     pub old_object: Option<&'a RawValue>,
-    pub dry_run: bool,
 }
 
 #[derive(serde::Deserialize)]
@@ -78,15 +140,15 @@ fn once<'de, A: MapAccess<'de>, T: Deserialize<'de>>(
 /// The request's fields as they arrive, each `None` until seen.
 #[derive(Default)]
 struct Seen<'a> {
-    uid: Option<String>,
-    kind: Option<GroupVersionKind>,
-    resource: Option<GroupVersionResource>,
-    sub_resource: Option<Option<String>>,
-    request_kind: Option<Option<GroupVersionKind>>,
-    request_resource: Option<Option<GroupVersionResource>>,
-    request_sub_resource: Option<Option<String>>,
-    name: Option<String>,
-    namespace: Option<Option<String>>,
+    uid: Option<Text<'a>>,
+    kind: Option<Gvk<'a>>,
+    resource: Option<Gvr<'a>>,
+    sub_resource: Option<Option<Text<'a>>>,
+    request_kind: Option<Option<Gvk<'a>>>,
+    request_resource: Option<Option<Gvr<'a>>>,
+    request_sub_resource: Option<Option<Text<'a>>>,
+    name: Option<Text<'a>>,
+    namespace: Option<Option<Text<'a>>>,
     operation: Option<Operation>,
     /// Seen, not built (see the module's documentation).
     user_info: Option<IgnoredAny>,
@@ -111,23 +173,26 @@ impl<'a> Seen<'a> {
         if self.user_info.is_none() {
             return Err(E::missing_field("userInfo"));
         }
-        Ok(WireRequestIn {
-            uid: self.uid.ok_or_else(|| E::missing_field("uid"))?,
+        let request = Request {
+            uid: self.uid.ok_or_else(|| E::missing_field("uid"))?.0,
             kind: self.kind.ok_or_else(|| E::missing_field("kind"))?,
             resource: self.resource.ok_or_else(|| E::missing_field("resource"))?,
-            sub_resource: self.sub_resource.flatten(),
+            sub_resource: self.sub_resource.flatten().map(|t| t.0),
             request_kind: self.request_kind.flatten(),
             request_resource: self.request_resource.flatten(),
-            request_sub_resource: self.request_sub_resource.flatten(),
-            name: self.name.unwrap_or_default(),
-            namespace: self.namespace.flatten(),
+            request_sub_resource: self.request_sub_resource.flatten().map(|t| t.0),
+            name: self.name.map(|t| t.0).unwrap_or_default(),
+            namespace: self.namespace.flatten().map(|t| t.0),
             operation: self
                 .operation
                 .ok_or_else(|| E::missing_field("operation"))?,
+            dry_run: self.dry_run.unwrap_or_default(),
+        };
+        Ok(WireRequestIn {
+            request,
             object: self.object.flatten(),
             pod: self.pod.flatten().map(|DecodedPod(pod)| pod),
             old_object: self.old_object.flatten(),
-            dry_run: self.dry_run.unwrap_or_default(),
         })
     }
 }

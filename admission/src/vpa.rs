@@ -185,12 +185,12 @@ fn rejection(kind: &str, name: &str, message: String, causes: Vec<StatusCause>) 
 }
 
 fn deny(
-    req: &kube::core::admission::AdmissionRequest<kube::core::DynamicObject>,
+    req: &crate::review::Request<'_>,
     status: Status,
     warnings: Vec<String>,
 ) -> (AdmissionResponse, VpaOutcome) {
     let message = status.message.clone();
-    let mut response = AdmissionResponse::from(req);
+    let mut response = req.response();
     response.allowed = false;
     response.result = status;
     if !warnings.is_empty() {
@@ -229,7 +229,7 @@ pub fn review_vpa(review: &Review<'_>, gates: FeatureGates) -> (AdmissionRespons
     let kind = req
         .request_kind
         .as_ref()
-        .map(|k| k.kind.clone())
+        .map(|k| k.kind.to_string())
         .filter(|k| !k.is_empty())
         .unwrap_or_else(|| DEFAULT_KIND.to_owned());
     // List lengths first, on the raw text: a list of a million entries is refused before it is decoded.
@@ -299,7 +299,7 @@ pub fn review_vpa(review: &Review<'_>, gates: FeatureGates) -> (AdmissionRespons
             "{e}; pods keep their limit/request ratio until it is fixed"
         ));
     }
-    let mut response = AdmissionResponse::from(req);
+    let mut response = req.response();
     if !warnings.is_empty() {
         response.warnings = Some(bounded_warnings(warnings));
     }

@@ -167,9 +167,8 @@ fn review_decoded(
     memo: &PatchMemo,
     raise: impl FnOnce(&Pod, &str, &Arc<VerticalPodAutoscaler>) -> Option<Arc<VerticalPodAutoscaler>>,
 ) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
-    use kube::core::admission::AdmissionResponse;
     let req = &review.request;
-    let allowed = AdmissionResponse::from(req);
+    let allowed = req.response();
     if req.resource.version != "v1" {
         return (
             allowed,
@@ -192,7 +191,7 @@ fn review_decoded(
         .namespace
         .clone()
         .filter(|ns| !ns.is_empty())
-        .or_else(|| req.namespace.clone())
+        .or_else(|| req.namespace.as_deref().map(str::to_owned))
         .unwrap_or_else(|| "default".to_owned());
     pod.metadata.namespace = Some(namespace.clone());
     let (vpa, conflict) = match matching_vpa(&pod, &namespace, index) {

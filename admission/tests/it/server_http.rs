@@ -5,7 +5,6 @@ use std::{sync::Arc, time::Duration};
 
 use crate::server_common::*;
 use hyper::StatusCode;
-use kube::core::admission::AdmissionResponse;
 use serde_json::{Value, json};
 use tailor_admission::{
     review::{Review, ReviewResult, Reviewed, Reviewer},
@@ -24,14 +23,14 @@ impl Reviewer for Stub {
         ]))
         .unwrap();
         Reviewed {
-            response: AdmissionResponse::from(req).with_patch(patch).unwrap(),
+            response: req.response().with_patch(patch).unwrap(),
             result: ReviewResult::Patched,
         }
     }
     fn review_vpa(&self, review: &Review<'_>) -> Reviewed {
         let req = &review.request;
         Reviewed {
-            response: AdmissionResponse::from(req).deny("stub says no"),
+            response: req.response().deny("stub says no"),
             result: ReviewResult::Denied,
         }
     }

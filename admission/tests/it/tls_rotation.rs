@@ -19,7 +19,6 @@ use std::{
 };
 
 use crate::server_common::*;
-use kube::core::admission::AdmissionResponse;
 use rustls_pki_types::{CertificateDer, pem::PemObject};
 use serde_json::json;
 use tailor_admission::{
@@ -37,7 +36,7 @@ impl Reviewer for AllowAll {
     fn review_vpa(&self, review: &Review<'_>) -> Reviewed {
         let req = &review.request;
         Reviewed {
-            response: AdmissionResponse::from(req),
+            response: req.response(),
             result: tailor_admission::review::ReviewResult::Allowed,
         }
     }
