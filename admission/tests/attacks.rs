@@ -368,10 +368,12 @@ async fn negative_targets_are_never_patched(fixture: &Fixture) {
     assert!(patch.contains("256Mi"), "{patch}");
 }
 
-/// Opens `n` TCP connections that never start TLS and `n` TLS connections that never send a byte of HTTP.
+/// Opens `n` TCP connections that never start TLS and `n` TLS connections that, in turn, never send a byte of
+/// HTTP, send a request head that never ends, or send one request, read its answer and send nothing more.
 async fn idle_connections(fixture: &Fixture, n: usize) -> Vec<Box<dyn IdleConn>> {
+    use tokio::io::AsyncWriteExt;
     let mut out: Vec<Box<dyn IdleConn>> = Vec::new();
-    for _ in 0..n {
+    for i in 0..n {
         out.push(Box::new(
             tokio::net::TcpStream::connect(fixture.server.webhook)
                 .await
@@ -387,9 +389,31 @@ async fn idle_connections(fixture: &Fixture, n: usize) -> Vec<Box<dyn IdleConn>>
             )
             .await;
         // At the limit the server may already have shed the connection during the handshake.
-        if let Ok(tls) = tls {
-            out.push(Box::new(tls));
+        let Ok(mut tls) = tls else { continue };
+        match i % 3 {
+            1 => {
+                let _ = tls
+                    .write_all(b"POST / HTTP/1.1\r\nHost: localhost\r\nContent-")
+                    .await;
+            }
+            2 => {
+                // A GET is answered at once (405) and the connection kept alive; read the answer out.
+                let _ = tls
+                    .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                    .await;
+                let mut answer = Vec::new();
+                let mut buf = [0u8; 512];
+                while !answer.windows(4).any(|w| w == b"\r\n\r\n") || !answer.ends_with(b"POSTed") {
+                    match tokio::time::timeout(Duration::from_millis(200), tls.read(&mut buf)).await
+                    {
+                        Ok(Ok(n)) if n > 0 => answer.extend_from_slice(&buf[..n]),
+                        _ => break,
+                    }
+                }
+            }
+            _ => {}
         }
+        out.push(Box::new(tls));
     }
     out
 }

@@ -29,12 +29,10 @@ use std::{
 
 use axum::{
     Router,
-    body::Body,
-    extract::{Request, State},
     http::{HeaderValue, Method, StatusCode, header},
-    response::{IntoResponse, Response},
 };
-use http_body_util::{BodyExt, Limited};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
 use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
     server::{
@@ -267,20 +265,27 @@ pub fn is_json_content_type(value: Option<&HeaderValue>) -> bool {
     essence.eq_ignore_ascii_case("application/json")
 }
 
-fn plain(status: StatusCode, text: &'static str) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        text,
-    )
-        .into_response()
+/// A webhook answer: its body is always whole when it is sent.
+type Answer = hyper::Response<Full<Bytes>>;
+
+fn plain(status: StatusCode, text: &'static str) -> Answer {
+    let mut answer = hyper::Response::new(Full::new(Bytes::from_static(text.as_bytes())));
+    *answer.status_mut() = status;
+    answer.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    answer
 }
 
-/// The webhook handler: checks method, content type and size, then reviews.
-pub async fn webhook(State(state): State<Arc<AppState>>, req: Request) -> Response {
+/// The webhook handler: checks method, content type and size, then reviews. `_busy` keeps the connection
+/// marked busy until the answer is ready.
+async fn webhook(
+    state: Arc<AppState>,
+    req: hyper::Request<Incoming>,
+    _busy: RequestGuard,
+) -> Answer {
     let started = Instant::now();
-    // Keeps the connection marked busy until the answer is ready (the request's parts go with its body).
-    let _busy = req.extensions().get::<RequestGuard>().cloned();
     if req.method() != Method::POST {
         state.metrics.rejected(Rejection::Method);
         return plain(
@@ -377,7 +382,7 @@ pub async fn webhook(State(state): State<Arc<AppState>>, req: Request) -> Respon
         .review(handled.resource, handled.result, started.elapsed());
     tracing::debug!(uid = %tailor_core::text::capped(&handled.uid), resource = handled.resource.as_str(), result = handled.result.as_str(),
         "admission review answered");
-    let mut response = Response::new(Body::from(handled.body));
+    let mut response = hyper::Response::new(Full::new(Bytes::from(handled.body)));
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -545,18 +550,15 @@ impl Connection {
             let conn_state = state.clone();
             let app = self.state.clone();
             // The handler itself, without a router: every path reaches it, and a router's matching, extension
-            // and response mapping were a tenth of a review's own CPU at a steady rate.
-            let service =
-                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    let guard = RequestGuard::new(conn_state.request());
-                    let app = app.clone();
-                    async move {
-                        let mut req = req.map(Body::new);
-                        req.extensions_mut().insert(guard);
-                        Ok::<_, std::convert::Infallible>(webhook(State(app), req).await)
-                    }
-                });
-            let builder = http_builder(&self.limits);
+            // and response mapping were a tenth of a review's own CPU at a steady rate. Neither is the request
+            // boxed into a framework's body type, nor the guard carried in its extensions (a map allocated per
+            // request).
+            let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+                let guard = RequestGuard::new(conn_state.request());
+                let app = app.clone();
+                async move { Ok::<_, std::convert::Infallible>(webhook(app, req, guard).await) }
+            });
+            let builder = http_builder();
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
             tokio::select! {
                 result = self.watcher.watch(conn) => {
@@ -606,15 +608,13 @@ impl Connection {
     }
 }
 
-/// The HTTP/1.1 and HTTP/2 settings of a webhook connection: HTTP/1.1 keep-alive with the idle timeout as the
-/// header-read deadline, HTTP/2 pings.
-fn http_builder(limits: &ConnectionLimits) -> auto::Builder<TokioExecutor> {
+/// The HTTP/1.1 and HTTP/2 settings of a webhook connection: HTTP/1.1 keep-alive, HTTP/2 pings. HTTP/1.1 has no
+/// header-read timer of hyper's: the registry's idle rule ([`connections`]) already closes a connection whose
+/// head has not arrived within the idle timeout (no request has started on it), and hyper's timer was armed
+/// and dropped again for every request.
+fn http_builder() -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.idle_timeout)
-        .keep_alive(true);
+    builder.http1().header_read_timeout(None).keep_alive(true);
     builder
         .http2()
         .timer(TokioTimer::new())
@@ -624,17 +624,16 @@ fn http_builder(limits: &ConnectionLimits) -> auto::Builder<TokioExecutor> {
     builder
 }
 
-/// Marks its connection busy while a request is being handled (kept in the request's extensions, so it lives
-/// until the handler has produced the response).
-#[derive(Clone, Debug)]
+/// Marks its connection busy while a request is being handled (the handler holds it until its answer is ready).
+#[derive(Debug)]
 struct RequestGuard {
-    _in_flight: Arc<connections::InFlight>,
+    _in_flight: connections::InFlight,
 }
 
 impl RequestGuard {
     fn new(in_flight: connections::InFlight) -> Self {
         RequestGuard {
-            _in_flight: Arc::new(in_flight),
+            _in_flight: in_flight,
         }
     }
 }
