@@ -144,7 +144,7 @@ fn stages(c: &mut Criterion) {
     g.bench_function("memo_key", |b| {
         b.iter(|| {
             let (slim, ns) = next(&slim, &at);
-            black_box(sizing_key(&slim.pod, &slim.text, ns))
+            black_box(sizing_key(&slim.text, ns))
         })
     });
     // What a pod that is sized decodes after the memo missed: its spec's and status's sizing fields.

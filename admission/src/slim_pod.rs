@@ -3,10 +3,12 @@
 //! as the API server sends it is mostly such fields: decoding all of it into k8s-openapi's types (and
 //! `managedFields` into a JSON tree) was most of a review's CPU.
 //!
-//! Read in two steps. The body's pass decodes the metadata (what matching reads) and keeps the fields of `spec`
+//! Read in two steps. The body's pass decodes the metadata that matching reads and keeps the fields of `spec`
 //! and `status` that sizing reads as their text ([`PodText`]), which is also the patch memo's key: the pods a
 //! controller creates from one template are recognised as equal without being decoded, and only a pod that is
-//! sized has those fields decoded ([`PodText::decode_into`]).
+//! sized has those fields decoded ([`PodText::decode_into`]). The annotations are kept as text too: the pass
+//! measures them and notes whether Tailor's or upstream's updates annotation is among them (all the memo's key
+//! needs), and they are decoded with the spec.
 //!
 //! Read (everything else is left at its default):
 //! - `metadata`: `name`, `generateName`, `namespace`, `labels`, `annotations`, `ownerReferences`;
@@ -30,6 +32,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
+
+use tailor_core::sizing::{UPDATES_ANNOTATION, UPSTREAM_UPDATES_ANNOTATION};
 
 use crate::review_budgets::{MAX_ANNOTATION_BYTES, MAX_CONTAINERS, MAX_LABELS, PodTooLarge};
 
@@ -93,6 +97,7 @@ impl SlimPod<'_> {
 pub struct PodText<'a> {
     spec: Option<WireSpec<'a>>,
     status: Option<WireStatus<'a>>,
+    annotations: Option<Annotations<'a>>,
 }
 
 /// Appends `bytes` to a key with their length first, so that no two different sequences of parts write the
@@ -165,18 +170,32 @@ impl PodText<'_> {
         }
     }
 
-    /// Decodes the kept fields into `pod`'s `spec` and `status` (each `None` when the pod had none).
+    /// Decodes the kept fields into `pod`'s `spec`, `status` and annotations (each `None` when the pod had
+    /// none).
     pub fn decode_into(&self, pod: &mut Pod) -> Result<(), serde_json::Error> {
         pod.spec = self.spec.as_ref().map(WireSpec::decode).transpose()?;
         pod.status = self.status.as_ref().map(WireStatus::decode).transpose()?;
+        pod.metadata.annotations = decoded(self.annotations.as_ref().map(|a| a.text))?;
         Ok(())
+    }
+
+    /// Whether the pod has annotations (`metadata.annotations` present and not `null`).
+    pub fn has_annotations(&self) -> bool {
+        self.annotations.is_some()
+    }
+
+    /// Whether the pod carries Tailor's updates annotation, and whether it carries upstream's.
+    pub fn updates_annotations(&self) -> (bool, bool) {
+        self.annotations
+            .as_ref()
+            .map_or((false, false), |a| (a.tailor, a.upstream))
     }
 }
 
 #[derive(Deserialize)]
 struct WirePod<'a> {
-    #[serde(default)]
-    metadata: Option<SlimMeta>,
+    #[serde(default, borrow)]
+    metadata: Option<SlimMeta<'a>>,
     #[serde(default, borrow)]
     spec: Option<WireSpec<'a>>,
     #[serde(default, borrow)]
@@ -185,7 +204,7 @@ struct WirePod<'a> {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct SlimMeta {
+struct SlimMeta<'a> {
     #[serde(default)]
     name: Option<String>,
     #[serde(default)]
@@ -194,8 +213,8 @@ struct SlimMeta {
     namespace: Option<String>,
     #[serde(default)]
     labels: Option<Labels>,
-    #[serde(default)]
-    annotations: Option<Annotations>,
+    #[serde(default, borrow)]
+    annotations: Option<Annotations<'a>>,
     #[serde(default)]
     owner_references: Option<Vec<OwnerReference>>,
 }
@@ -303,16 +322,19 @@ impl WireStatus<'_> {
 
 impl<'a> From<WirePod<'a>> for SlimPod<'a> {
     fn from(pod: WirePod<'a>) -> Self {
+        let mut annotations = None;
         let metadata = pod
             .metadata
-            .map(|m| ObjectMeta {
-                name: m.name,
-                generate_name: m.generate_name,
-                namespace: m.namespace,
-                labels: m.labels.map(|l| l.map),
-                annotations: m.annotations.map(|a| a.map),
-                owner_references: m.owner_references,
-                ..ObjectMeta::default()
+            .map(|m| {
+                annotations = m.annotations;
+                ObjectMeta {
+                    name: m.name,
+                    generate_name: m.generate_name,
+                    namespace: m.namespace,
+                    labels: m.labels.map(|l| l.map),
+                    owner_references: m.owner_references,
+                    ..ObjectMeta::default()
+                }
             })
             .unwrap_or_default();
         SlimPod {
@@ -324,6 +346,7 @@ impl<'a> From<WirePod<'a>> for SlimPod<'a> {
             text: PodText {
                 spec: pod.spec,
                 status: pod.status,
+                annotations,
             },
         }
     }
@@ -436,30 +459,63 @@ impl<'de> Deserialize<'de> for Labels {
     }
 }
 
-/// Annotations: kept while their keys and values total at most [`MAX_ANNOTATION_BYTES`], all measured.
-struct Annotations {
-    map: BTreeMap<String, String>,
+/// Annotations as sent: measured (their keys and values, for [`MAX_ANNOTATION_BYTES`]) and searched for the
+/// updates annotations in the pass, without building a map; decoded only for a pod that is sized.
+#[derive(Debug)]
+struct Annotations<'a> {
+    text: &'a RawValue,
     bytes: usize,
+    /// Whether Tailor's updates annotation is among them.
+    tailor: bool,
+    /// Whether upstream's is.
+    upstream: bool,
 }
 
-impl<'de> Deserialize<'de> for Annotations {
+impl<'de: 'a, 'a> Deserialize<'de> for Annotations<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <&'a RawValue>::deserialize(d)?;
+        let Measured {
+            bytes,
+            tailor,
+            upstream,
+        } = serde_json::from_str(text.get()).map_err(serde::de::Error::custom)?;
+        Ok(Annotations {
+            text,
+            bytes,
+            tailor,
+            upstream,
+        })
+    }
+}
+
+/// What the pass learns of the annotations' text: a map of strings to strings, or an error.
+struct Measured {
+    bytes: usize,
+    tailor: bool,
+    upstream: bool,
+}
+
+impl<'de> Deserialize<'de> for Measured {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Annotations;
+            type Value = Measured;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a map of annotations")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Annotations, A::Error> {
-                let mut out = Annotations {
-                    map: BTreeMap::new(),
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Measured, A::Error> {
+                let mut out = Measured {
                     bytes: 0,
+                    tailor: false,
+                    upstream: false,
                 };
-                while let Some((k, v)) = map.next_entry::<String, String>()? {
-                    out.bytes = out.bytes.saturating_add(k.len()).saturating_add(v.len());
-                    if out.bytes <= MAX_ANNOTATION_BYTES {
-                        out.map.insert(k, v);
-                    }
+                while let Some((k, v)) = map.next_entry::<Text<'de>, Text<'de>>()? {
+                    out.bytes = out
+                        .bytes
+                        .saturating_add(k.0.len())
+                        .saturating_add(v.0.len());
+                    out.tailor |= k.0 == UPDATES_ANNOTATION;
+                    out.upstream |= k.0 == UPSTREAM_UPDATES_ANNOTATION;
                 }
                 Ok(out)
             }
@@ -467,6 +523,11 @@ impl<'de> Deserialize<'de> for Annotations {
         d.deserialize_map(V)
     }
 }
+
+/// A string of the text: borrowed from it unless it holds escapes.
+#[derive(Deserialize)]
+#[serde(transparent)]
+struct Text<'a>(#[serde(borrow)] std::borrow::Cow<'a, str>);
 
 #[cfg(test)]
 mod tests {
@@ -521,6 +582,34 @@ mod tests {
             decode(json!({"spec": {"containers": 3}})),
             Err(PodDecodeError::Json(_))
         ));
+    }
+
+    #[test]
+    fn annotations_are_decoded_with_the_spec() {
+        let text =
+            json!({"metadata": {"annotations": {"a": "b", UPDATES_ANNOTATION: "x"}}, "spec": {}})
+                .to_string();
+        let slim = read_pod(&text).unwrap();
+        assert_eq!(slim.pod.metadata.annotations, None, "not built in the pass");
+        assert!(slim.text.has_annotations());
+        assert_eq!(slim.text.updates_annotations(), (true, false));
+        let annotations = slim.into_pod().unwrap().metadata.annotations.unwrap();
+        assert_eq!(annotations.get("a").map(String::as_str), Some("b"));
+        assert_eq!(annotations.len(), 2);
+        // A key written with escapes is the same key.
+        let escaped = r#"{"metadata":{"annotations":{"vpa\u0055pdates":"x"}}}"#;
+        assert_eq!(
+            read_pod(escaped).unwrap().text.updates_annotations(),
+            (false, true)
+        );
+        // `null` is none; anything but a map of strings is refused in the pass, as the map's decoder does.
+        let none = read_pod(r#"{"metadata":{"annotations":null}}"#).unwrap();
+        assert!(!none.text.has_annotations());
+        assert_eq!(none.into_pod().unwrap().metadata.annotations, None);
+        for bad in [json!({"a": 1}), json!([]), json!("a")] {
+            let pod = json!({"metadata": {"annotations": bad}});
+            assert!(matches!(decode(pod), Err(PodDecodeError::Json(_))), "{bad}");
+        }
     }
 
     #[test]

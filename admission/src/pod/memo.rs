@@ -24,11 +24,11 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, Weak};
 
-use k8s_openapi::api::core::v1::{LimitRange, Pod};
+use k8s_openapi::api::core::v1::LimitRange;
 use kube::Resource;
 use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
 use prometheus_client::registry::Registry;
-use tailor_core::sizing::{PatchOptions, UPDATES_ANNOTATION, UPSTREAM_UPDATES_ANNOTATION};
+use tailor_core::sizing::PatchOptions;
 use tailor_crds::VerticalPodAutoscaler;
 
 use crate::slim_pod::{PodText, key_bytes};
@@ -169,18 +169,17 @@ fn shard_of(slot: u64) -> usize {
 }
 
 /// The bytes a memoised answer is looked up by: everything of the pod that its patch is computed from (see the
-/// module's documentation): its namespace, whether it has annotations and Tailor's or upstream's (from `pod`'s
-/// metadata), and the sizing fields of its spec and status as sent (`text`). `None` when they pass
-/// [`MAX_KEY_BYTES`].
-pub fn sizing_key(pod: &Pod, text: &PodText<'_>, namespace: &str) -> Option<Vec<u8>> {
-    let annotations = pod.metadata.annotations.as_ref();
-    let has = |key: &str| annotations.is_some_and(|a| a.contains_key(key));
+/// module's documentation): its namespace, whether it has annotations and Tailor's or upstream's updates
+/// annotation, and the sizing fields of its spec and status as sent (all read from `text`). `None` when they
+/// pass [`MAX_KEY_BYTES`].
+pub fn sizing_key(text: &PodText<'_>, namespace: &str) -> Option<Vec<u8>> {
+    let (tailor, upstream) = text.updates_annotations();
     let mut key = Vec::with_capacity(512);
     key_bytes(&mut key, namespace.as_bytes());
     key.extend_from_slice(&[
-        u8::from(annotations.is_some()),
-        u8::from(has(UPDATES_ANNOTATION)),
-        u8::from(has(UPSTREAM_UPDATES_ANNOTATION)),
+        u8::from(text.has_annotations()),
+        u8::from(tailor),
+        u8::from(upstream),
     ]);
     text.write_key(&mut key);
     (key.len() <= MAX_KEY_BYTES).then_some(key)

@@ -297,7 +297,7 @@ fn size_matched(
     };
     // Quota fit reads the quotas' usage, which every pod changes: such pods are never memoised.
     let key = (quotas.is_empty() && memoise && memo.serves(options))
-        .then(|| sizing_key(pod, text, namespace))
+        .then(|| sizing_key(text, namespace))
         .flatten();
     if let Some(answer) = key
         .as_deref()
