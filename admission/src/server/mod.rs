@@ -1,4 +1,4 @@
-//! The HTTPS webhook listener (axum on hyper over rustls) and the plain-HTTP operations listener (`/healthz`,
+//! The HTTPS webhook listener (hyper over rustls) and the plain-HTTP operations listener (`/healthz`,
 //! `/readyz`, `/metrics`: the admin server of [`tailor_kube::admin`], on a port and a runtime of its own).
 //!
 //! Request rules (docs/design/upstream-admission.md §2.2): every path on the webhook port is the webhook and
