@@ -88,7 +88,7 @@ impl Request<'_> {
 /// A string of the body: borrowed from it unless it holds escapes.
 #[derive(serde::Deserialize)]
 #[serde(transparent)]
-pub(crate) struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+pub(crate) struct Text<'a>(#[serde(borrow)] pub(crate) Cow<'a, str>);
 
 /// The decoded `request` (`POD`: decode a core pod's object in the same pass).
 pub struct WireRequestIn<'a, const POD: bool> {

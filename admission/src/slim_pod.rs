@@ -36,6 +36,7 @@ use serde_json::value::RawValue;
 use tailor_core::sizing::{UPDATES_ANNOTATION, UPSTREAM_UPDATES_ANNOTATION};
 
 use crate::review_budgets::{MAX_ANNOTATION_BYTES, MAX_CONTAINERS, MAX_LABELS, PodTooLarge};
+use crate::review_wire::Text;
 
 /// Why a pod's object was not sized.
 #[derive(Debug, thiserror::Error)]
@@ -523,11 +524,6 @@ impl<'de> Deserialize<'de> for Measured {
         d.deserialize_map(V)
     }
 }
-
-/// A string of the text: borrowed from it unless it holds escapes.
-#[derive(Deserialize)]
-#[serde(transparent)]
-struct Text<'a>(#[serde(borrow)] std::borrow::Cow<'a, str>);
 
 #[cfg(test)]
 mod tests {
