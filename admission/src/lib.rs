@@ -8,6 +8,7 @@
 //! The binary is flags (`flags`) → validated `settings` → the `daemon` (cluster mode's caches, or
 //! `standalone` mode's manifests; the certificate; the listeners) → run.
 
+mod body_text;
 pub mod caches;
 pub mod certs;
 pub mod daemon;

@@ -247,9 +247,9 @@ fn decode_as<const POD: bool>(body: &[u8]) -> Result<Review<'_>, DecodeError> {
 struct WireReviewIn<'a, const POD: bool> {
     // Required, as in the derived decoder; the response always carries `admission.k8s.io/v1`.
     #[serde(rename = "apiVersion", borrow)]
-    _api_version: crate::review_wire::Text<'a>,
+    _api_version: crate::body_text::Text<'a>,
     #[serde(rename = "kind", borrow)]
-    _kind: crate::review_wire::Text<'a>,
+    _kind: crate::body_text::Text<'a>,
     #[serde(default, borrow)]
     request: Option<crate::review_wire::WireRequestIn<'a, POD>>,
 }
@@ -335,6 +335,13 @@ fn guarded(req: &Request<'_>, f: impl FnOnce() -> Reviewed) -> Reviewed {
                 result: ReviewResult::Error,
             }
         }
+    }
+}
+
+impl Request<'_> {
+    /// `allowed: true` for this request: its uid, no patch.
+    pub fn response(&self) -> AdmissionResponse {
+        allowed_response(&self.uid)
     }
 }
 

@@ -18,6 +18,7 @@ use kube::core::admission::Operation;
 use serde::de::{Deserialize, Deserializer, Error, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
+use crate::body_text::Text;
 use crate::review_budgets::PodTooLarge;
 use crate::slim_pod::{DecodedPod, SlimPod};
 
@@ -77,18 +78,6 @@ pub struct Request<'a> {
     /// Whether the request is a dry run.
     pub dry_run: bool,
 }
-
-impl Request<'_> {
-    /// `allowed: true` for this request: its uid, no patch.
-    pub fn response(&self) -> kube::core::admission::AdmissionResponse {
-        crate::review::allowed_response(&self.uid)
-    }
-}
-
-/// A string of the body: borrowed from it unless it holds escapes.
-#[derive(serde::Deserialize)]
-#[serde(transparent)]
-pub(crate) struct Text<'a>(#[serde(borrow)] pub(crate) Cow<'a, str>);
 
 /// The decoded `request` (`POD`: decode a core pod's object in the same pass).
 pub struct WireRequestIn<'a, const POD: bool> {

@@ -35,8 +35,8 @@ use serde_json::value::RawValue;
 
 use tailor_core::sizing::{UPDATES_ANNOTATION, UPSTREAM_UPDATES_ANNOTATION};
 
+use crate::body_text::Text;
 use crate::review_budgets::{MAX_ANNOTATION_BYTES, MAX_CONTAINERS, MAX_LABELS, PodTooLarge};
-use crate::review_wire::Text;
 
 /// Why a pod's object was not sized.
 #[derive(Debug, thiserror::Error)]

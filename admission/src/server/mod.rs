@@ -415,7 +415,7 @@ impl Default for ShutdownTiming {
     }
 }
 
-/// Serves [`webhook`] with `state` over TLS on `listener` (every path and method reaches it) until `shutdown`
+/// Serves the webhook handler with `state` over TLS on `listener` (every path and method reaches it) until `shutdown`
 /// resolves, then drains in-flight connections for at most `drain`. Connections are bounded by `limits` (see
 /// [`connections`]).
 pub async fn serve_tls(
