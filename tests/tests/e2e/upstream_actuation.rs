@@ -9,6 +9,8 @@ use super::*;
 
 /// The recommender every VPA here names: none serves it, so the recommendation written stays.
 const FIXED: &str = "upstream-e2e-fixed";
+/// How long an event the updater writes after an API call may take to be listed.
+const EVENT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A workload of `kind` named `name` with `replicas` pods of one container `app` at 100m/100Mi.
 fn workload(kind: &str, name: &str, replicas: i32) -> Value {
@@ -415,14 +417,21 @@ async fn upstream_actuation_deferred_resize_falls_back_to_eviction() {
         })
         .await?;
         // The updater's clock starts at its resize: its event's time (whole seconds, so a margin of a few).
-        let resized_at = env
-            .pod_events(&ns, "InPlaceResizedByVPA")
-            .await?
-            .into_iter()
-            .filter(|(uid, _)| original.contains(uid))
-            .map(|(_, at)| at)
-            .min()
-            .context("a resize reported Deferred without an InPlaceResizedByVPA event")?;
+        // The event is written after the resize call returns, so the kubelet's condition can be seen first.
+        let resized_at = wait_for(
+            "the InPlaceResizedByVPA event of a resize reported Deferred",
+            EVENT_TIMEOUT,
+            || async {
+                Ok(env
+                    .pod_events(&ns, "InPlaceResizedByVPA")
+                    .await?
+                    .into_iter()
+                    .filter(|(uid, _)| original.contains(uid))
+                    .map(|(_, at)| at)
+                    .min())
+            },
+        )
+        .await?;
         let margin = Duration::from_secs(5);
         eprintln!("deferred: resized at {resized_at}; waiting out the updater's {timeout:?}");
         while Timestamp::now() < resized_at + (timeout - margin) {
