@@ -171,58 +171,51 @@ warm() {
   pin "${LOADGEN_CPUS:-}" "$LOADGEN" run --addr "127.0.0.1:$PORT" --ca "$WORK/ca.crt" --vpas "$VPAS" \
     --seconds 1 --warmup 0 --connections "$FINAL_CONNECTIONS" --rate 2000 --pod realistic --label warm-up >/dev/null
 }
-FLOOR_US=""
+ratio() { python3 -c 'import sys; print(f"{float(sys.argv[1]) / float(sys.argv[2]):.2f}")' "$1" "$2"; }
+median() { python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
+whole() { python3 -c 'import sys; print(round(float(sys.argv[1])))' "$1"; }
 if [ -n "$FLOOR" ]; then
   # The floor with the webhook's review in it: the review on the bare server, without the webhook's router,
   # limits and metrics.
   stop_server
   start_floor --review-dir "$WORK/manifests"
   run --connections "$FINAL_CONNECTIONS" --rate 2000 --pod realistic --label "floor_with_review-rate-2000-realistic-c$FINAL_CONNECTIONS"
-  echo "floor_with_review_cpu_us_per_review=$(python3 -c 'print(round(float(input())))' <<<"$(last_us)")"
+  echo "floor_with_review_cpu_us_per_review=$(whole "$(last_us)")"
+  WEBHOOK_SAMPLES=$FINAL
+  FLOOR_SAMPLES=""
+  RATIOS=""
   if [ "$RATIO_ROUNDS" -eq 0 ]; then
+    # One floor sample against the webhook's measurement above.
     stop_server
     start_floor
     run --connections "$FINAL_CONNECTIONS" --rate 2000 --pod realistic --label "floor-rate-2000-realistic-c$FINAL_CONNECTIONS"
-    FLOOR_US=$(last_us)
-    FLOOR_SAMPLES=$FLOOR_US
-    WEBHOOK_SAMPLES=$FINAL
-  else
-    WEBHOOK_SAMPLES=$FINAL
-    FLOOR_SAMPLES=""
-    RATIOS=""
-    for round in $(seq 1 "$RATIO_ROUNDS"); do
-      stop_server
-      start_server
-      warm
-      run --connections "$FINAL_CONNECTIONS" --rate 2000 --pod realistic --label "ratio-round-$round-webhook" >/dev/null
-      w=$(last_us)
-      stop_server
-      start_floor
-      warm
-      run --connections "$FINAL_CONNECTIONS" --rate 2000 --pod realistic --label "ratio-round-$round-floor" >/dev/null
-      f=$(last_us)
-      r=$(python3 -c 'import sys; print(f"{float(sys.argv[1]) / float(sys.argv[2]):.2f}")' "$w" "$f")
-      echo "ratio round $round: webhook ${w} µs, floor ${f} µs, ratio ${r}"
-      WEBHOOK_SAMPLES="$WEBHOOK_SAMPLES $w"
-      FLOOR_SAMPLES="$FLOOR_SAMPLES $f"
-      RATIOS="$RATIOS $r"
-    done
+    FLOOR_SAMPLES=$(last_us)
+    RATIOS=$(ratio "$FINAL" "$FLOOR_SAMPLES")
   fi
-fi
-median() { python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
-if [ -n "$FLOOR" ]; then
+  for round in $(seq 1 "$RATIO_ROUNDS"); do
+    stop_server
+    start_server
+    warm
+    run --connections "$FINAL_CONNECTIONS" --rate 2000 --pod realistic --label "ratio-round-$round-webhook" >/dev/null
+    w=$(last_us)
+    stop_server
+    start_floor
+    warm
+    run --connections "$FINAL_CONNECTIONS" --rate 2000 --pod realistic --label "ratio-round-$round-floor" >/dev/null
+    f=$(last_us)
+    r=$(ratio "$w" "$f")
+    echo "ratio round $round: webhook ${w} µs, floor ${f} µs, ratio ${r}"
+    WEBHOOK_SAMPLES="$WEBHOOK_SAMPLES $w"
+    FLOOR_SAMPLES="$FLOOR_SAMPLES $f"
+    RATIOS="$RATIOS $r"
+  done
   # shellcheck disable=SC2086
   FINAL=$(median $WEBHOOK_SAMPLES)
   # shellcheck disable=SC2086
-  FLOOR_US=$(median $FLOOR_SAMPLES)
-  echo "floor_cpu_us_per_review=$(python3 -c 'print(round(float(input())))' <<<"$FLOOR_US")"
+  echo "floor_cpu_us_per_review=$(whole "$(median $FLOOR_SAMPLES)")"
 fi
-echo "cpu_us_per_review=$(python3 -c 'print(round(float(input())))' <<<"$FINAL")"
-if [ -n "$FLOOR_US" ]; then
-  if [ "$RATIO_ROUNDS" -eq 0 ]; then
-    echo "webhook_over_floor=$(python3 -c 'import sys; print(f"{float(sys.argv[1]) / float(sys.argv[2]):.2f}")' "$FINAL" "$FLOOR_US")"
-  else
-    # shellcheck disable=SC2086
-    echo "webhook_over_floor=$(python3 -c 'import sys; print(f"{float(sys.argv[1]):.2f}")' "$(median $RATIOS)")"
-  fi
+echo "cpu_us_per_review=$(whole "$FINAL")"
+if [ -n "$FLOOR" ]; then
+  # shellcheck disable=SC2086
+  echo "webhook_over_floor=$(python3 -c 'import sys; print(f"{float(sys.argv[1]):.2f}")' "$(median $RATIOS)")"
 fi
