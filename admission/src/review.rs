@@ -376,31 +376,23 @@ struct WireResponse<'a> {
     allowed: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<&'a Status>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<Base64Patch<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch_type: Option<&'static str>,
     #[serde(skip_serializing_if = "std::collections::HashMap::is_empty")]
     audit_annotations: &'a std::collections::HashMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     warnings: Option<&'a Vec<String>>,
 }
 
-/// A patch written as base64 straight into the response's text (no intermediate string).
-struct Base64Patch<'a>(&'a [u8]);
-
-impl Serialize for Base64Patch<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(&base64::display::Base64Display::new(
-            self.0,
-            &base64::engine::general_purpose::STANDARD,
-        ))
-    }
-}
+/// The review's text up to the response's last field: the two closing braces are written by [`encode`].
+const CLOSE: &[u8] = b"}}";
 
 /// Encodes a response as the AdmissionReview the API server expects: `apiVersion`/`kind` always set, the patch
 /// base64-encoded with `patchType: JSONPatch`, `status` only when it carries something.
+///
+/// The patch is appended as base64 straight into the text, after the fields serde writes: base64's alphabet
+/// needs no escaping in a JSON string, so the kilobyte or two of a patch is not run through the string escaper.
 pub fn encode(response: &AdmissionResponse) -> Vec<u8> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
     let status = &response.result;
     let status_empty = status.status.is_none()
         && status.code == 0
@@ -408,7 +400,6 @@ pub fn encode(response: &AdmissionResponse) -> Vec<u8> {
         && status.reason.is_empty()
         && status.details.is_none()
         && status.metadata.is_none();
-    let patch = response.patch.as_deref().map(Base64Patch);
     let wire = WireReview {
         api_version: API_VERSION,
         kind: KIND,
@@ -416,17 +407,37 @@ pub fn encode(response: &AdmissionResponse) -> Vec<u8> {
             uid: &response.uid,
             allowed: response.allowed,
             status: (!status_empty).then_some(status),
-            patch_type: patch.as_ref().map(|_| "JSONPatch"),
-            patch,
             audit_annotations: &response.audit_annotations,
             warnings: response.warnings.as_ref().filter(|w| !w.is_empty()),
         },
     };
+    let patch = response.patch.as_deref();
+    let patch_len = patch.map_or(0, |p| p.len().div_ceil(3) * 4 + 40);
+    let mut out = Vec::with_capacity(160 + response.uid.len() + patch_len);
     // Serialising these plain structs cannot fail; fall back to a fixed allowed review all the same.
-    serde_json::to_vec(&wire).unwrap_or_else(|_| {
-        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"","allowed":true}}"#
-            .to_vec()
-    })
+    if serde_json::to_writer(&mut out, &wire).is_err() || !out.ends_with(CLOSE) {
+        return br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"","allowed":true}}"#
+            .to_vec();
+    }
+    if let Some(patch) = patch {
+        // The response always holds `uid` and `allowed`, so the patch follows a field.
+        out.truncate(out.len() - CLOSE.len());
+        out.extend_from_slice(br#","patch":""#);
+        let start = out.len();
+        out.resize(
+            start + base64::encoded_len(patch.len(), true).unwrap_or(0),
+            0,
+        );
+        let written = out
+            .get_mut(start..)
+            .map(|tail| STANDARD.encode_slice(patch, tail));
+        if !matches!(written, Some(Ok(n)) if n == out.len() - start) {
+            return encode(&allowed_response(&response.uid));
+        }
+        out.extend_from_slice(br#"","patchType":"JSONPatch""#);
+        out.extend_from_slice(CLOSE);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -623,6 +634,49 @@ pub(crate) mod tests {
         assert_eq!(v["apiVersion"], "admission.k8s.io/v1");
         assert_eq!(v["kind"], "AdmissionReview");
         v["response"].clone()
+    }
+
+    /// The patch appended after serde's fields reads back as the bytes it was made from, with its type, beside
+    /// every other field, and a response without a patch carries neither.
+    #[test]
+    fn encoded_patches_read_back() {
+        let table = b"[]{}\"/:az09\\";
+        let long: Vec<u8> = (0..2000).map(|i| table[i % table.len()]).collect();
+        let patches: [Option<&[u8]>; 6] = [
+            None,
+            Some(b""),
+            Some(b"["),
+            Some(b"[]"),
+            Some(b"[1]"),
+            Some(&long),
+        ];
+        for patch in patches {
+            for warnings in [None, Some(vec!["two \"VPAs\"\n".to_owned()])] {
+                let mut r = allowed_response("u-\"1\"\\");
+                r.patch = patch.map(<[u8]>::to_vec);
+                r.warnings = warnings.clone();
+                r.audit_annotations.insert("k".into(), "v".into());
+                let v: Value = serde_json::from_slice(&encode(&r)).unwrap();
+                assert_eq!(
+                    (v["apiVersion"].as_str(), v["kind"].as_str()),
+                    (Some(API_VERSION), Some(KIND))
+                );
+                let resp = v["response"].as_object().unwrap();
+                assert_eq!(resp["uid"], "u-\"1\"\\");
+                assert_eq!(resp["allowed"], true);
+                assert_eq!(resp["auditAnnotations"], json!({"k": "v"}));
+                assert_eq!(resp.get("warnings").cloned(), warnings.map(|w| json!(w)));
+                let sent = resp.get("patch").map(|p| {
+                    base64::engine::general_purpose::STANDARD
+                        .decode(p.as_str().unwrap())
+                        .unwrap()
+                });
+                assert_eq!(sent.as_deref(), patch, "{patch:?}");
+                let typed = resp.get("patchType").and_then(Value::as_str);
+                assert_eq!(typed, patch.map(|_| "JSONPatch"));
+                assert!(!resp.contains_key("status"));
+            }
+        }
     }
 
     #[test]

@@ -351,18 +351,17 @@ fn size_matched(
     (response, outcome)
 }
 
-/// The response carrying `answer` with `outcome` as its outcome (a pod that is reported, never memoised),
-/// unless the response could not be made.
+/// The response carrying `answer` with `outcome` as its outcome (a pod that is reported, never memoised).
 fn reported(
     allowed: kube::core::admission::AdmissionResponse,
     answer: Answer,
     conflict: Option<String>,
     outcome: PodOutcome,
 ) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
-    match answered(allowed, answer, conflict, String::new()) {
-        (response, error @ PodOutcome::Error(_)) => (response, error),
-        (response, _) => (response, outcome),
-    }
+    (
+        answered(allowed, answer, conflict, String::new()).0,
+        outcome,
+    )
 }
 
 /// The outcome of a pod whose VPA's pod-level envelope it could not take.
@@ -399,36 +398,27 @@ fn skipped(
 }
 
 /// The response carrying `answer`'s patch (and the warning about several VPAs), and its outcome against
-/// VPA `vpa` (`namespace/name`).
+/// VPA `vpa` (`namespace/name`). The patch is already serialised: it is set as it is, and
+/// [`crate::review::encode`] marks it as a JSON patch.
 fn answered(
-    allowed: kube::core::admission::AdmissionResponse,
+    mut response: kube::core::admission::AdmissionResponse,
     answer: Answer,
     conflict: Option<String>,
     vpa: String,
 ) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
-    // `with_patch` marks the response as a JSON patch; the patch itself is already serialised. An empty patch
-    // always serialises; were it not to, the pod is admitted unchanged (the caller sets the uid).
-    match allowed.with_patch(json_patch::Patch(Vec::new())) {
-        Ok(mut response) => {
-            response.patch = Some(answer.patch.to_vec());
-            if let Some(w) = conflict {
-                response.warnings = Some(vec![w]);
-            }
-            let outcome = if answer.pod_level_only {
-                PodOutcome::PodLevelLeftAlone { vpa }
-            } else {
-                PodOutcome::Patched {
-                    vpa,
-                    limit_policy: None,
-                }
-            };
-            (response, outcome)
-        }
-        Err(e) => (
-            crate::review::allowed_response(""),
-            PodOutcome::Error(e.to_string()),
-        ),
+    response.patch = Some(answer.patch.to_vec());
+    if let Some(w) = conflict {
+        response.warnings = Some(vec![w]);
     }
+    let outcome = if answer.pod_level_only {
+        PodOutcome::PodLevelLeftAlone { vpa }
+    } else {
+        PodOutcome::Patched {
+            vpa,
+            limit_policy: None,
+        }
+    };
+    (response, outcome)
 }
 
 /// The retry bump (docs/jobs.md): where the Job's OOM kills are read, and the bump rule.
