@@ -4,6 +4,6 @@
 use std::borrow::Cow;
 
 /// A string of the body: borrowed from it unless it holds escapes.
-#[derive(serde::Deserialize)]
+#[derive(Debug, serde::Deserialize)]
 #[serde(transparent)]
 pub(crate) struct Text<'a>(#[serde(borrow)] pub(crate) Cow<'a, str>);

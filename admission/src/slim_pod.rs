@@ -34,6 +34,7 @@ use serde::de::{DeserializeOwned, Deserializer, IgnoredAny, MapAccess, SeqAccess
 use serde_json::value::RawValue;
 
 use tailor_core::sizing::{UPDATES_ANNOTATION, UPSTREAM_UPDATES_ANNOTATION};
+use tailor_core::target::LabelLookup;
 
 use crate::body_text::Text;
 use crate::review_budgets::{MAX_ANNOTATION_BYTES, MAX_CONTAINERS, MAX_LABELS, PodTooLarge};
@@ -99,6 +100,7 @@ pub struct PodText<'a> {
     spec: Option<WireSpec<'a>>,
     status: Option<WireStatus<'a>>,
     annotations: Option<Annotations<'a>>,
+    labels: Option<Labels<'a>>,
 }
 
 /// Appends `bytes` to a key with their length first, so that no two different sequences of parts write the
@@ -171,12 +173,13 @@ impl PodText<'_> {
         }
     }
 
-    /// Decodes the kept fields into `pod`'s `spec`, `status` and annotations (each `None` when the pod had
-    /// none).
+    /// Decodes the kept fields into `pod`'s `spec`, `status`, labels and annotations (each `None` when the
+    /// pod had none).
     pub fn decode_into(&self, pod: &mut Pod) -> Result<(), serde_json::Error> {
         pod.spec = self.spec.as_ref().map(WireSpec::decode).transpose()?;
         pod.status = self.status.as_ref().map(WireStatus::decode).transpose()?;
         pod.metadata.annotations = decoded(self.annotations.as_ref().map(|a| a.text))?;
+        pod.metadata.labels = self.labels.as_ref().map(Labels::to_map);
         Ok(())
     }
 
@@ -212,8 +215,8 @@ struct SlimMeta<'a> {
     generate_name: Option<String>,
     #[serde(default)]
     namespace: Option<String>,
-    #[serde(default)]
-    labels: Option<Labels>,
+    #[serde(default, borrow)]
+    labels: Option<Labels<'a>>,
     #[serde(default, borrow)]
     annotations: Option<Annotations<'a>>,
     #[serde(default)]
@@ -323,16 +326,16 @@ impl WireStatus<'_> {
 
 impl<'a> From<WirePod<'a>> for SlimPod<'a> {
     fn from(pod: WirePod<'a>) -> Self {
-        let mut annotations = None;
+        let (mut annotations, mut labels) = (None, None);
         let metadata = pod
             .metadata
             .map(|m| {
                 annotations = m.annotations;
+                labels = m.labels;
                 ObjectMeta {
                     name: m.name,
                     generate_name: m.generate_name,
                     namespace: m.namespace,
-                    labels: m.labels.map(|l| l.map),
                     owner_references: m.owner_references,
                     ..ObjectMeta::default()
                 }
@@ -348,6 +351,7 @@ impl<'a> From<WirePod<'a>> for SlimPod<'a> {
                 spec: pod.spec,
                 status: pod.status,
                 annotations,
+                labels,
             },
         }
     }
@@ -424,28 +428,55 @@ impl<'de: 'a, 'a> Deserialize<'de> for Containers<'a> {
     }
 }
 
-/// Labels: at most [`MAX_LABELS`] decoded, all counted.
-struct Labels {
-    map: BTreeMap<String, String>,
+/// Labels: at most [`MAX_LABELS`] kept as the body's strings, all counted. Matching looks them up as they
+/// are; they are copied into a map only for a pod that is sized.
+#[derive(Debug)]
+struct Labels<'a> {
+    items: Vec<(Text<'a>, Text<'a>)>,
     count: usize,
 }
 
-impl<'de> Deserialize<'de> for Labels {
+impl Labels<'_> {
+    /// The labels as a decoded map holds them.
+    fn to_map(&self) -> BTreeMap<String, String> {
+        let mut map = BTreeMap::new();
+        for (k, v) in &self.items {
+            map.insert(k.0.to_string(), v.0.to_string());
+        }
+        map
+    }
+}
+
+impl LabelLookup for Labels<'_> {
+    fn label(&self, key: &str) -> Option<&str> {
+        // A key sent twice holds its last value, as in a decoded map.
+        let (_, value) = self.items.iter().rev().find(|(k, _)| k.0 == key)?;
+        Some(&value.0)
+    }
+}
+
+impl LabelLookup for PodText<'_> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.labels.as_ref()?.label(key)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Labels<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Labels;
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Labels<'a>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a map of labels")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Labels, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Labels<'a>, A::Error> {
                 let mut out = Labels {
-                    map: BTreeMap::new(),
+                    items: Vec::new(),
                     count: 0,
                 };
                 while out.count < MAX_LABELS {
-                    match map.next_entry::<String, String>()? {
-                        Some((k, v)) => drop(out.map.insert(k, v)),
+                    match map.next_entry::<Text<'a>, Text<'a>>()? {
+                        Some(entry) => out.items.push(entry),
                         None => return Ok(out),
                     }
                     out.count += 1;
@@ -456,7 +487,7 @@ impl<'de> Deserialize<'de> for Labels {
                 Ok(out)
             }
         }
-        d.deserialize_map(V)
+        d.deserialize_map(V(std::marker::PhantomData))
     }
 }
 
@@ -604,6 +635,33 @@ mod tests {
         assert_eq!(none.into_pod().unwrap().metadata.annotations, None);
         for bad in [json!({"a": 1}), json!([]), json!("a")] {
             let pod = json!({"metadata": {"annotations": bad}});
+            assert!(matches!(decode(pod), Err(PodDecodeError::Json(_))), "{bad}");
+        }
+    }
+
+    /// Matching reads the labels as sent, as the decoded map holds them: a key sent twice has its last value,
+    /// and a key or value written with escapes is the same string.
+    #[test]
+    fn labels_are_looked_up_as_the_map_holds_them() {
+        let text =
+            r#"{"metadata":{"labels":{"app":"a","tier":"f\u0065","app":"b","\u0061pp2":"c"}}}"#;
+        let slim = read_pod(text).unwrap();
+        assert_eq!(slim.pod.metadata.labels, None, "not built in the pass");
+        let map = decode_pod(text).unwrap().metadata.labels.unwrap();
+        for key in ["app", "tier", "app2", "missing"] {
+            assert_eq!(
+                slim.text.label(key),
+                map.get(key).map(String::as_str),
+                "{key}"
+            );
+        }
+        assert_eq!(slim.text.label("app"), Some("b"));
+        assert_eq!(map.len(), 3);
+        let none = read_pod(r#"{"metadata":{"labels":null}}"#).unwrap();
+        assert_eq!(none.text.label("app"), None);
+        assert_eq!(none.into_pod().unwrap().metadata.labels, None);
+        for bad in [json!({"a": 1}), json!([]), json!("a")] {
+            let pod = json!({"metadata": {"labels": bad}});
             assert!(matches!(decode(pod), Err(PodDecodeError::Json(_))), "{bad}");
         }
     }

@@ -8,9 +8,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::ReplicationController;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    LabelSelector, LabelSelectorRequirement, OwnerReference,
-};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use kube::Resource;
 
 /// Kinds read from caches, matched by kind whatever the group (as upstream does). Any other kind is
@@ -133,44 +131,67 @@ pub enum SelectorError {
     },
 }
 
+/// A pod's labels as a selector reads them: the value of a key, if set.
+pub trait LabelLookup {
+    /// The value of label `key`.
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl LabelLookup for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
+impl<T: LabelLookup + ?Sized> LabelLookup for &T {
+    fn label(&self, key: &str) -> Option<&str> {
+        (**self).label(key)
+    }
+}
+
 /// Whether `labels` satisfy a Kubernetes label selector (`matchLabels` and `matchExpressions`, all must
 /// hold). An empty selector matches everything.
-pub fn selector_matches(
+pub fn selector_matches<L: LabelLookup + ?Sized>(
     selector: &LabelSelector,
-    labels: &BTreeMap<String, String>,
+    labels: &L,
 ) -> Result<bool, SelectorError> {
     for (k, v) in selector.match_labels.iter().flatten() {
-        if labels.get(k) != Some(v) {
+        if labels.label(k) != Some(v.as_str()) {
             return Ok(false);
         }
     }
     for req in selector.match_expressions.iter().flatten() {
-        if !requirement_matches(req, labels)? {
+        let values = req.values.as_deref().unwrap_or_default();
+        if !requirement_holds(&req.key, &req.operator, values, labels)? {
             return Ok(false);
         }
     }
     Ok(true)
 }
 
-fn requirement_matches(
-    req: &LabelSelectorRequirement,
-    labels: &BTreeMap<String, String>,
+/// Whether `labels` satisfy one `matchExpressions` entry, given as its key, operator and values (a selector
+/// kept in another form than k8s-openapi's is matched with the same rule).
+pub fn requirement_holds<V: AsRef<str>, L: LabelLookup + ?Sized>(
+    key: &str,
+    operator: &str,
+    values: &[V],
+    labels: &L,
 ) -> Result<bool, SelectorError> {
-    let values = req.values.as_deref().unwrap_or_default();
-    let value = labels.get(&req.key);
+    let value = labels.label(key);
+    let listed = |v: &str| values.iter().any(|x| x.as_ref() == v);
     let needs_values = |operator| SelectorError::NeedsValues {
-        key: req.key.clone(),
+        key: key.to_owned(),
         operator,
     };
-    match req.operator.as_str() {
+    match operator {
         "In" if values.is_empty() => Err(needs_values("In")),
-        "In" => Ok(value.is_some_and(|v| values.contains(v))),
+        "In" => Ok(value.is_some_and(listed)),
         "NotIn" if values.is_empty() => Err(needs_values("NotIn")),
-        "NotIn" => Ok(value.is_none_or(|v| !values.contains(v))),
+        "NotIn" => Ok(value.is_none_or(|v| !listed(v))),
         "Exists" => Ok(value.is_some()),
         "DoesNotExist" => Ok(value.is_none()),
         other => Err(SelectorError::UnknownOperator {
-            key: req.key.clone(),
+            key: key.to_owned(),
             operator: other.to_owned(),
         }),
     }
@@ -179,6 +200,7 @@ fn requirement_matches(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
     use serde_json::json;
 
     fn labels(kv: &[(&str, &str)]) -> BTreeMap<String, String> {

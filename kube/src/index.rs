@@ -23,7 +23,7 @@ use kube::Resource;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tailor_core::policy::{has_startup_boost, update_mode};
-use tailor_core::target::WorkloadInfo;
+use tailor_core::target::{LabelLookup, SelectorError, WorkloadInfo};
 use tailor_core::workload::{SlimWorkload, WorkloadKind};
 use tailor_crds::{UpdateMode, VerticalPodAutoscaler};
 
@@ -439,6 +439,18 @@ impl CachedPart for SelectorPart {
     }
 }
 
+/// Whether the workload's pod selector selects some labels ([`CompactWorkload::selects`]).
+struct SelectsPart<'l, L: ?Sized> {
+    labels: &'l L,
+}
+
+impl<L: LabelLookup + ?Sized> CachedPart for SelectsPart<'_, L> {
+    type Out = Option<Result<bool, SelectorError>>;
+    fn of<K: WorkloadKind>(&self, cached: &CompactWorkload) -> Self::Out {
+        cached.selects::<K, L>(self.labels)
+    }
+}
+
 impl Index {
     /// An index over plain objects (workloads cached as the server caches them, VPAs whole as the updater's
     /// store holds them); objects of other kinds answer from [`IndexObjects::scale`].
@@ -692,6 +704,23 @@ impl Index {
         }
     }
 
+    /// Whether the label selector of a controller ([`Index::selector`]) selects `labels`; `None` when it has
+    /// none. A cached workload's selector is matched as cached, without building it.
+    pub fn selects<L: LabelLookup + ?Sized>(
+        &self,
+        c: &ControllerRef,
+        labels: &L,
+    ) -> Option<Result<bool, SelectorError>> {
+        let part = SelectsPart { labels };
+        let of_full = |s: LabelSelector| tailor_core::target::selector_matches(&s, labels);
+        match self.well_known(&c.kind, &c.namespace, &c.name, part, |i| {
+            i.selector.map(of_full)
+        }) {
+            Some(selects) => selects.ok().flatten(),
+            None => self.scale_info(c).and_then(|i| i.selector).map(of_full),
+        }
+    }
+
     /// The top-most well-known or scalable controller of `pod` (its controller owner, walked up), `None`
     /// for bare and static pods.
     pub fn pod_top_controller(
@@ -719,6 +748,19 @@ impl Index {
     /// [`Index::matching_vpa`], with the names of the other VPAs that target the same controller (a
     /// conflict the updater refuses to act on: it updates none of them, docs/decisions/conflicting-vpas.md).
     pub fn matching_vpas(&self, pod: &Pod, namespace: &str) -> Result<Option<Matched>, ChainError> {
+        static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+        let labels = pod.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
+        self.matching_vpas_labelled(pod, labels, namespace)
+    }
+
+    /// [`Index::matching_vpas`] with the pod's labels read from `labels` instead of its `metadata.labels`
+    /// (the webhook keeps them as the review's text).
+    pub fn matching_vpas_labelled<L: LabelLookup + ?Sized>(
+        &self,
+        pod: &Pod,
+        labels: &L,
+        namespace: &str,
+    ) -> Result<Option<Matched>, ChainError> {
         let Some(controller) = Self::pod_controller(pod, namespace) else {
             return Ok(None);
         };
@@ -733,13 +775,10 @@ impl Index {
         if candidates.is_empty() {
             return Ok(None);
         }
-        let Some(selector) = self.selector(&top) else {
-            return Ok(None);
-        };
-        static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
-        let labels = pod.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
-        if !selector_matches(&selector, labels)? {
-            return Ok(None);
+        match self.selects(&top, labels) {
+            Some(Ok(true)) => {}
+            Some(Err(e)) => return Err(ChainError::Selector(e.to_string())),
+            Some(Ok(false)) | None => return Ok(None),
         }
         let names: Vec<String> = if candidates.len() > 1 {
             candidates

@@ -13,7 +13,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use kube::runtime::watcher;
 
 use crate::shelf::{CacheStopped, Interner, ShelfReader, ShelfWriter, Sym};
-use tailor_core::target::{WorkloadInfo, controller_owner};
+use tailor_core::target::{
+    LabelLookup, SelectorError, WorkloadInfo, controller_owner, requirement_holds, selector_matches,
+};
 use tailor_core::workload::{SlimSpec, SlimWorkload, WorkloadKind};
 
 /// The controller owner of a cached workload.
@@ -97,6 +99,20 @@ impl CompactWorkload {
         K::SlimSpec::selector_from_kept(self.kept_selector())
     }
 
+    /// Whether the pod selector of [`Self::selector`] selects `labels`, matched on the kept form without
+    /// building the selector; `None` when the workload has none.
+    pub fn selects<K: WorkloadKind, L: LabelLookup + ?Sized>(
+        &self,
+        labels: &L,
+    ) -> Option<Result<bool, SelectorError>> {
+        match &self.selector {
+            Some(kept) => Some(kept.selects(labels)),
+            // Built only for a kind that gives a selector without a kept one (a CronJob without template
+            // labels): the empty selector.
+            None => K::SlimSpec::selector_from_kept(None).map(|s| selector_matches(&s, labels)),
+        }
+    }
+
     /// Owner and pod selector as [`tailor_core::target::workload_info`] gives them for the full object of kind
     /// `K`.
     pub fn info<K: WorkloadKind>(&self) -> WorkloadInfo {
@@ -104,6 +120,24 @@ impl CompactWorkload {
             owner: self.owner_reference(),
             selector: self.selector::<K>(),
         }
+    }
+}
+
+impl Selector {
+    /// [`selector_matches`] of this selector as [`CompactWorkload::kept_selector`] builds it.
+    fn selects<L: LabelLookup + ?Sized>(&self, labels: &L) -> Result<bool, SelectorError> {
+        for (k, v) in self.labels.iter().flatten() {
+            if labels.label(k) != Some(&**v) {
+                return Ok(false);
+            }
+        }
+        for r in self.expressions.iter().flatten() {
+            let values = r.values.as_deref().unwrap_or_default();
+            if !requirement_holds(&r.key, &r.operator, values, labels)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 }
 
@@ -245,6 +279,48 @@ mod tests {
                 "matchExpressions": [{"key": "tier", "operator": "Exists"}]}}
         }))
         .unwrap()
+    }
+
+    /// Matching on the kept form answers as matching the selector built from it did, errors included; a
+    /// CronJob without template labels selects every pod, another kind without a selector none.
+    #[test]
+    fn the_kept_selector_selects_as_the_built_one() {
+        use proptest::prelude::*;
+        let key = || prop::sample::select(vec!["app", "tier", "x"]);
+        let value = || prop::sample::select(vec!["a", "b", ""]);
+        let operator = prop::sample::select(vec!["In", "NotIn", "Exists", "DoesNotExist", "in"]);
+        let values = prop::option::of(prop::collection::vec(value(), 0..3));
+        let requirement =
+            (key(), operator, values).prop_map(|(k, op, v)| LabelSelectorRequirement {
+                key: k.into(),
+                operator: op.into(),
+                values: v.map(|v| v.into_iter().map(str::to_owned).collect()),
+            });
+        let map = || prop::collection::btree_map(key(), value(), 0..3);
+        let owned = |m: BTreeMap<&str, &str>| -> BTreeMap<String, String> {
+            m.into_iter().map(|(k, v)| (k.into(), v.into())).collect()
+        };
+        let selector = (
+            prop::option::of(map()),
+            prop::option::of(prop::collection::vec(requirement, 0..3)),
+        );
+        proptest!(|((match_labels, match_expressions) in selector, labels in map())| {
+            let selector = LabelSelector { match_labels: match_labels.map(owned), match_expressions };
+            let labels = owned(labels);
+            let cached = CompactWorkload {
+                owner: None,
+                selector: Some(compact_selector(&mut Interner::default(), &selector)),
+            };
+            let built = cached.selector::<ReplicaSet>().map(|s| selector_matches(&s, &labels));
+            prop_assert_eq!(cached.selects::<ReplicaSet, _>(&labels), built);
+        });
+        let none = CompactWorkload {
+            owner: None,
+            selector: None,
+        };
+        let labels = BTreeMap::from([("app".to_owned(), "a".to_owned())]);
+        assert_eq!(none.selects::<CronJob, _>(&labels), Some(Ok(true)));
+        assert_eq!(none.selects::<ReplicaSet, _>(&labels), None);
     }
 
     #[test]

@@ -194,7 +194,7 @@ fn review_decoded(
         .or_else(|| req.namespace.as_deref().map(str::to_owned))
         .unwrap_or_else(|| "default".to_owned());
     pod.metadata.namespace = Some(namespace.clone());
-    let (vpa, conflict) = match matching_vpa(&pod, &namespace, index) {
+    let (vpa, conflict) = match matching_vpa(&pod, &text, &namespace, index) {
         Ok(matched) => matched,
         Err(outcome) => return (allowed, outcome),
     };
@@ -220,14 +220,15 @@ fn review_decoded(
     size_matched(allowed, matched, index, options, memo)
 }
 
-/// The VPA that sizes `pod`, and the warning when several name its workload; otherwise the outcome (no VPA,
+/// The VPA that sizes `pod` (its labels read from `text`), and the warning when several name its workload; otherwise the outcome (no VPA,
 /// or an owner chain that could not be resolved).
 fn matching_vpa(
     pod: &Pod,
+    text: &PodText<'_>,
     namespace: &str,
     index: &tailor_kube::index::Index,
 ) -> Result<(Arc<VerticalPodAutoscaler>, Option<String>), PodOutcome> {
-    match index.matching_vpas(pod, namespace) {
+    match index.matching_vpas_labelled(pod, text, namespace) {
         Ok(Some(matched)) => {
             // Several VPAs on one workload: sized from the oldest, as upstream; said in the response's
             // warnings and the log, in the updater's words (it updates none of them:

@@ -678,7 +678,7 @@ fn selects(
         return *hit;
     }
     let hit = matching.target.as_ref().is_some_and(|(_, selector)| {
-        tailor_core::target::selector_matches(selector, labels).unwrap_or(false)
+        tailor_core::target::selector_matches(selector, &**labels).unwrap_or(false)
     });
     if matching.labels.len() < LABEL_SETS {
         matching.labels.push((ByAddress(Arc::clone(labels)), hit));
