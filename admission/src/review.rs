@@ -9,7 +9,7 @@
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use kube::core::{Status, admission::AdmissionResponse};
+use kube::core::Status;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use tailor_core::text::capped;
@@ -144,7 +144,7 @@ impl UnsizedReason {
 #[derive(Clone, Debug)]
 pub struct Reviewed {
     /// Response (its `uid` is overwritten with the request's).
-    pub response: AdmissionResponse,
+    pub response: Response,
     /// Metrics label.
     pub result: ReviewResult,
 }
@@ -340,25 +340,51 @@ fn guarded(req: &Request<'_>, f: impl FnOnce() -> Reviewed) -> Reviewed {
 
 impl Request<'_> {
     /// `allowed: true` for this request: its uid, no patch.
-    pub fn response(&self) -> AdmissionResponse {
+    pub fn response(&self) -> Response {
         allowed_response(&self.uid)
     }
 }
 
-/// An `allowed: true` response without patch for the given uid. Its `types` are empty: [`encode`] writes the
-/// review's `apiVersion` and `kind` itself.
-pub fn allowed_response(uid: &str) -> AdmissionResponse {
-    static ALLOWED: std::sync::LazyLock<AdmissionResponse> = std::sync::LazyLock::new(|| {
-        let mut response = AdmissionResponse::invalid("");
-        response.types = Default::default();
-        response.allowed = true;
-        response.result = Status::default();
-        response
-    });
-    // Nothing in the template is allocated, so the clone is not either.
-    let mut response = ALLOWED.clone();
-    response.uid = uid.to_owned();
-    response
+/// The response of a review: the fields of an AdmissionReview's `response` the webhook writes ([`encode`]
+/// adds `apiVersion`, `kind` and the patch's type). The webhook's own type rather than kube's
+/// `AdmissionResponse`: that one holds fields the webhook never sends, and has no constructor that allocates
+/// nothing, so each review used to copy a template of it.
+#[derive(Clone, Debug, Default)]
+pub struct Response {
+    /// The request's uid.
+    pub uid: String,
+    /// Whether the object is admitted.
+    pub allowed: bool,
+    /// Why not: sent only when it carries something.
+    pub result: Status,
+    /// A JSON patch, serialised; sent base64-encoded with `patchType: JSONPatch`.
+    pub patch: Option<Vec<u8>>,
+    /// Warnings for the client (`kubectl` prints them).
+    pub warnings: Option<Vec<String>>,
+}
+
+impl Response {
+    /// Not admitted, for `reason` (the status message).
+    pub fn deny(mut self, reason: impl ToString) -> Self {
+        self.allowed = false;
+        self.result.message = reason.to_string();
+        self
+    }
+
+    /// Admitted with `patch`, serialised.
+    pub fn with_patch(mut self, patch: json_patch::Patch) -> Result<Self, serde_json::Error> {
+        self.patch = Some(serde_json::to_vec(&patch)?);
+        Ok(self)
+    }
+}
+
+/// An `allowed: true` response without patch for the given uid.
+pub fn allowed_response(uid: &str) -> Response {
+    Response {
+        uid: uid.to_owned(),
+        allowed: true,
+        ..Response::default()
+    }
 }
 
 #[derive(Serialize)]
@@ -376,8 +402,6 @@ struct WireResponse<'a> {
     allowed: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<&'a Status>,
-    #[serde(skip_serializing_if = "std::collections::HashMap::is_empty")]
-    audit_annotations: &'a std::collections::HashMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     warnings: Option<&'a Vec<String>>,
 }
@@ -390,7 +414,7 @@ const CLOSE: &[u8] = b"}}";
 ///
 /// The patch is appended as base64 straight into the text, after the fields serde writes: base64's alphabet
 /// needs no escaping in a JSON string, so the kilobyte or two of a patch is not run through the string escaper.
-pub fn encode(response: &AdmissionResponse) -> Vec<u8> {
+pub fn encode(response: &Response) -> Vec<u8> {
     use base64::Engine as _;
     use base64::engine::general_purpose::STANDARD;
     let status = &response.result;
@@ -407,7 +431,6 @@ pub fn encode(response: &AdmissionResponse) -> Vec<u8> {
             uid: &response.uid,
             allowed: response.allowed,
             status: (!status_empty).then_some(status),
-            audit_annotations: &response.audit_annotations,
             warnings: response.warnings.as_ref().filter(|w| !w.is_empty()),
         },
     };
@@ -655,7 +678,6 @@ pub(crate) mod tests {
                 let mut r = allowed_response("u-\"1\"\\");
                 r.patch = patch.map(<[u8]>::to_vec);
                 r.warnings = warnings.clone();
-                r.audit_annotations.insert("k".into(), "v".into());
                 let v: Value = serde_json::from_slice(&encode(&r)).unwrap();
                 assert_eq!(
                     (v["apiVersion"].as_str(), v["kind"].as_str()),
@@ -664,7 +686,6 @@ pub(crate) mod tests {
                 let resp = v["response"].as_object().unwrap();
                 assert_eq!(resp["uid"], "u-\"1\"\\");
                 assert_eq!(resp["allowed"], true);
-                assert_eq!(resp["auditAnnotations"], json!({"k": "v"}));
                 assert_eq!(resp.get("warnings").cloned(), warnings.map(|w| json!(w)));
                 let sent = resp.get("patch").map(|p| {
                     base64::engine::general_purpose::STANDARD

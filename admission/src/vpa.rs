@@ -4,7 +4,7 @@
 use json_patch::Patch;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::core::Status;
-use kube::core::admission::{AdmissionResponse, Operation};
+use kube::core::admission::Operation;
 use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -15,7 +15,7 @@ use tailor_core::validation::{
 };
 use tailor_crds::{ResourceList, VerticalPodAutoscaler};
 
-use crate::review::Review;
+use crate::review::{Response, Review};
 use tailor_core::quantity::Amount;
 use tailor_core::sizing::add_op;
 
@@ -188,7 +188,7 @@ fn deny(
     req: &crate::review::Request<'_>,
     status: Status,
     warnings: Vec<String>,
-) -> (AdmissionResponse, VpaOutcome) {
+) -> (Response, VpaOutcome) {
     let message = status.message.clone();
     let mut response = req.response();
     response.allowed = false;
@@ -224,7 +224,7 @@ pub fn defaulting_patch(vpa: &VerticalPodAutoscaler) -> Option<Patch> {
 
 /// Reviews a Tailor VPA `CREATE`/`UPDATE` or status write (docs/design/upstream-admission.md §4.1): denies
 /// undecodable, oversized or invalid objects, returns warnings, and defaults `spec.updatePolicy`.
-pub fn review_vpa(review: &Review<'_>, gates: FeatureGates) -> (AdmissionResponse, VpaOutcome) {
+pub fn review_vpa(review: &Review<'_>, gates: FeatureGates) -> (Response, VpaOutcome) {
     let req = &review.request;
     let kind = req
         .request_kind
@@ -343,7 +343,7 @@ mod tests {
         serde_json::to_vec(&request_value(operation, object, old)).unwrap()
     }
 
-    fn review(body: &[u8], gates: FeatureGates) -> (AdmissionResponse, VpaOutcome) {
+    fn review(body: &[u8], gates: FeatureGates) -> (Response, VpaOutcome) {
         review_vpa(&crate::review::decode(body).unwrap(), gates)
     }
 

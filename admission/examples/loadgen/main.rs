@@ -8,6 +8,8 @@
 //! (HTTP 200, `allowed: true`, a patch) and prints one JSON line of figures.
 //! `loadgen soak …` does the same at a fixed rate while every attack of `admission/tests/attacks.rs` runs
 //! (`hack/soak-webhook.sh`).
+//! `loadgen cold --dir DIR` makes reviews one at a time after other data filled the caches, for counting
+//! under callgrind (`hack/bench-review-cachegrind.sh`).
 //! `loadgen handshakes --addr HOST:PORT --ca DIR/ca.crt --connections N --concurrency C` opens N fresh TLS
 //! connections, at most C at a time, each with a full handshake (no session resumption, as the API server's
 //! client) and one review, and counts the ones the server refused (`hack/bench-handshakes.sh`).
@@ -70,6 +72,27 @@ enum Cmd {
         /// review starts with the caches holding someone else's data, as a review at a steady rate does.
         #[arg(long, default_value_t = 32)]
         evict_mib: usize,
+    },
+    /// Reviews made one at a time after other data filled the caches, to be counted under callgrind
+    /// (`hack/bench-review-cachegrind.sh`): every workload is reviewed twice first (the patch memo filled),
+    /// then `reviews` reviews, each after `evict_mib` MiB written. Only `cold_review` is meant to be counted.
+    Cold {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long, default_value_t = 50)]
+        reviews: usize,
+        #[arg(long, default_value_t = 1000)]
+        vpas: usize,
+        #[arg(long, default_value_t = 50)]
+        namespaces: usize,
+        /// The pod the reviews carry.
+        #[arg(long, value_enum, default_value_t = PodShape::Realistic)]
+        pod: PodShape,
+        #[arg(long, default_value_t = 8)]
+        evict_mib: usize,
+        /// Without the patch memo: every review sizes its pod.
+        #[arg(long)]
+        memo_off: bool,
     },
     /// Send reviews and report throughput and latency.
     Run {
@@ -619,6 +642,60 @@ fn micro(
     Ok(())
 }
 
+/// `loadgen cold`: see [`Cmd::Cold`].
+fn cold(
+    dir: PathBuf,
+    reviews: usize,
+    vpas: usize,
+    namespaces: usize,
+    pod: PodShape,
+    evict_mib: usize,
+    memo_off: bool,
+) -> anyhow::Result<()> {
+    use tailor_admission::{manifests, review, webhook::Webhook};
+    let loaded = manifests::load_dir(&dir.join("manifests"))?;
+    let memo = if memo_off {
+        0
+    } else {
+        tailor_admission::flags::DEFAULT_PATCH_MEMO_BYTES
+    };
+    let webhook = Webhook::new(
+        loaded.objects.into_index(),
+        Default::default(),
+        Default::default(),
+    )
+    .with_patch_memo_bytes(memo);
+    let bodies: Vec<Bytes> = (0..vpas)
+        .map(|i| review_body_of(pod, i, namespaces))
+        .collect();
+    for _ in 0..2 {
+        for body in &bodies {
+            std::hint::black_box(review::handle(body, &webhook));
+        }
+    }
+    let mut evict = vec![0u8; evict_mib << 20];
+    for i in 0..reviews {
+        for (j, line) in evict.chunks_mut(64).enumerate() {
+            line[0] = line[0].wrapping_add(j as u8);
+        }
+        std::hint::black_box(&evict);
+        // A stride through the workloads: no two reviews in a row are of neighbouring ones.
+        cold_review(&bodies[(i * 7) % bodies.len()], &webhook);
+    }
+    Ok(())
+}
+
+/// One review of `loadgen cold`, kept out of line so that callgrind can count it alone.
+#[inline(never)]
+fn cold_review(body: &[u8], webhook: &tailor_admission::webhook::Webhook) {
+    let handled = tailor_admission::review::handle(body, webhook);
+    assert_eq!(
+        handled.result,
+        tailor_admission::review::ReviewResult::Patched
+    );
+    std::hint::black_box(handled);
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let threads: usize = std::env::var("LOADGEN_THREADS")
@@ -657,6 +734,15 @@ fn main() -> anyhow::Result<()> {
             vpas,
             namespaces,
         } => setup(dir, vpas, namespaces),
+        Cmd::Cold {
+            dir,
+            reviews,
+            vpas,
+            namespaces,
+            pod,
+            evict_mib,
+            memo_off,
+        } => cold(dir, reviews, vpas, namespaces, pod, evict_mib, memo_off),
         Cmd::Micro {
             dir,
             iterations,

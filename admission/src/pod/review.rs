@@ -128,7 +128,7 @@ pub fn review_pod(
     index: &tailor_kube::index::Index,
     options: &PatchOptions,
     memo: &PatchMemo,
-) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
+) -> (crate::review::Response, PodOutcome) {
     let (response, outcome, _) = review_pod_with(review, index, options, memo, None);
     (response, outcome)
 }
@@ -141,11 +141,7 @@ pub(crate) fn review_pod_with(
     options: &PatchOptions,
     memo: &PatchMemo,
     retries: Option<&RetryBump>,
-) -> (
-    kube::core::admission::AdmissionResponse,
-    PodOutcome,
-    Option<Box<OomRetry>>,
-) {
+) -> (crate::review::Response, PodOutcome, Option<Box<OomRetry>>) {
     let mut raised = None;
     let (response, outcome) = review_decoded(review, index, options, memo, |pod, ns, vpa| {
         let (vpa, retry) = retries?.raise(pod, ns, vpa)?;
@@ -166,7 +162,7 @@ fn review_decoded(
     options: &PatchOptions,
     memo: &PatchMemo,
     raise: impl FnOnce(&Pod, &str, &Arc<VerticalPodAutoscaler>) -> Option<Arc<VerticalPodAutoscaler>>,
-) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
+) -> (crate::review::Response, PodOutcome) {
     let req = &review.request;
     let allowed = req.response();
     if req.resource.version != "v1" {
@@ -273,12 +269,12 @@ struct MatchedPod<'a> {
 
 /// The patch of a matched pod (memoised, quota-fitted, or with its envelope refused), and its outcome.
 fn size_matched(
-    allowed: kube::core::admission::AdmissionResponse,
+    allowed: crate::review::Response,
     matched: MatchedPod<'_>,
     index: &tailor_kube::index::Index,
     options: &PatchOptions,
     memo: &PatchMemo,
-) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
+) -> (crate::review::Response, PodOutcome) {
     let MatchedPod {
         pod,
         text,
@@ -354,11 +350,11 @@ fn size_matched(
 
 /// The response carrying `answer` with `outcome` as its outcome (a pod that is reported, never memoised).
 fn reported(
-    allowed: kube::core::admission::AdmissionResponse,
+    allowed: crate::review::Response,
     answer: Answer,
     conflict: Option<String>,
     outcome: PodOutcome,
-) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
+) -> (crate::review::Response, PodOutcome) {
     (
         answered(allowed, answer, conflict, String::new()).0,
         outcome,
@@ -381,10 +377,10 @@ fn envelope_refused(
 
 /// A pod left alone for `reason`; `patch` only removes Tailor's annotations of an earlier call, if any.
 fn skipped(
-    allowed: kube::core::admission::AdmissionResponse,
+    allowed: crate::review::Response,
     reason: SkipReason,
     patch: Patch,
-) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
+) -> (crate::review::Response, PodOutcome) {
     let outcome = match reason {
         SkipReason::UpstreamManaged => PodOutcome::SkippedUpstream,
         SkipReason::AlreadySized => PodOutcome::AlreadySized,
@@ -402,11 +398,11 @@ fn skipped(
 /// VPA `vpa` (`namespace/name`). The patch is already serialised: it is set as it is, and
 /// [`crate::review::encode`] marks it as a JSON patch.
 fn answered(
-    mut response: kube::core::admission::AdmissionResponse,
+    mut response: crate::review::Response,
     answer: Answer,
     conflict: Option<String>,
     vpa: String,
-) -> (kube::core::admission::AdmissionResponse, PodOutcome) {
+) -> (crate::review::Response, PodOutcome) {
     response.patch = Some(answer.patch.to_vec());
     if let Some(w) = conflict {
         response.warnings = Some(vec![w]);
