@@ -40,10 +40,10 @@ case "$REVIEWS$TOP" in
   ''|*[!0-9]*) echo "--reviews and --top must be whole numbers" >&2; exit 2 ;;
 esac
 [ "$REVIEWS" -gt 0 ] || { echo "--reviews must be at least 1" >&2; exit 2; }
-command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null || {
+if ! command -v valgrind >/dev/null || ! command -v callgrind_annotate >/dev/null; then
   echo "valgrind is needed (Debian: apt-get install valgrind)" >&2
   exit 1
-}
+fi
 
 # The load generator in the profile measured: what it counts is the webhook's library code.
 cargo build --profile "$PROFILE" -q -p tailor-admission --example loadgen
