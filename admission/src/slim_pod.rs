@@ -432,9 +432,15 @@ impl<'de: 'a, 'a> Deserialize<'de> for Containers<'a> {
 /// are; they are copied into a map only for a pod that is sized.
 #[derive(Debug)]
 struct Labels<'a> {
+    /// In the order sent, or, past [`SORTED_FROM`] labels, sorted by key (stably: a key sent twice keeps its
+    /// values in the order sent).
     items: Vec<(Text<'a>, Text<'a>)>,
     count: usize,
 }
+
+/// From this many labels on, they are sorted once and looked up by halving: a selector's keys are each looked
+/// up, and a scan of [`MAX_LABELS`] per key would let one pod cost a review many times the usual.
+const SORTED_FROM: usize = 16;
 
 impl Labels<'_> {
     /// The labels as a decoded map holds them.
@@ -450,8 +456,13 @@ impl Labels<'_> {
 impl LabelLookup for Labels<'_> {
     fn label(&self, key: &str) -> Option<&str> {
         // A key sent twice holds its last value, as in a decoded map.
-        let (_, value) = self.items.iter().rev().find(|(k, _)| k.0 == key)?;
-        Some(&value.0)
+        let (k, value) = if self.items.len() >= SORTED_FROM {
+            let after = self.items.partition_point(|(k, _)| *k.0 <= *key);
+            self.items.get(after.checked_sub(1)?)?
+        } else {
+            self.items.iter().rev().find(|(k, _)| k.0 == key)?
+        };
+        (k.0 == key).then_some(&*value.0)
     }
 }
 
@@ -474,15 +485,21 @@ impl<'de: 'a, 'a> Deserialize<'de> for Labels<'a> {
                     items: Vec::new(),
                     count: 0,
                 };
-                while out.count < MAX_LABELS {
+                let mut ended = false;
+                while out.count < MAX_LABELS && !ended {
                     match map.next_entry::<Text<'a>, Text<'a>>()? {
-                        Some(entry) => out.items.push(entry),
-                        None => return Ok(out),
+                        Some(entry) => {
+                            out.items.push(entry);
+                            out.count += 1;
+                        }
+                        None => ended = true,
                     }
+                }
+                while !ended && map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {
                     out.count += 1;
                 }
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {
-                    out.count += 1;
+                if out.items.len() >= SORTED_FROM {
+                    out.items.sort_by(|(a, _), (b, _)| a.0.cmp(&b.0));
                 }
                 Ok(out)
             }
@@ -657,6 +674,25 @@ mod tests {
         }
         assert_eq!(slim.text.label("app"), Some("b"));
         assert_eq!(map.len(), 3);
+        // Many labels are looked up by halving, with the same answers.
+        let mut many: Vec<String> = (0..40)
+            .map(|i| format!(r#""k{}":"v{i}""#, 39 - i))
+            .collect();
+        many.push(r#""k7":"again""#.to_owned());
+        many.push(r#""k\u0030":"escaped""#.to_owned());
+        let text = format!(r#"{{"metadata":{{"labels":{{{}}}}}}}"#, many.join(","));
+        let slim = read_pod(&text).unwrap();
+        let map = decode_pod(&text).unwrap().metadata.labels.unwrap();
+        for key in ["k0", "k7", "k39", "k4", "k40", "", "a", "z"] {
+            assert_eq!(
+                slim.text.label(key),
+                map.get(key).map(String::as_str),
+                "{key}"
+            );
+        }
+        assert_eq!(slim.text.label("k7"), Some("again"));
+        assert_eq!(slim.text.label("k0"), Some("escaped"));
+        assert_eq!(slim.into_pod().unwrap().metadata.labels, Some(map));
         let none = read_pod(r#"{"metadata":{"labels":null}}"#).unwrap();
         assert_eq!(none.text.label("app"), None);
         assert_eq!(none.into_pod().unwrap().metadata.labels, None);
