@@ -406,7 +406,7 @@ struct WireResponse<'a> {
     warnings: Option<&'a Vec<String>>,
 }
 
-/// The review's text up to the response's last field: the two closing braces are written by [`encode`].
+/// How the review's text ends: the response object's closing brace, then the review's.
 const CLOSE: &[u8] = b"}}";
 
 /// Encodes a response as the AdmissionReview the API server expects: `apiVersion`/`kind` always set, the patch

@@ -155,22 +155,39 @@ pub fn selector_matches<L: LabelLookup + ?Sized>(
     selector: &LabelSelector,
     labels: &L,
 ) -> Result<bool, SelectorError> {
-    for (k, v) in selector.match_labels.iter().flatten() {
-        if labels.label(k) != Some(v.as_str()) {
+    let pairs = (selector.match_labels.iter().flatten()).map(|(k, v)| (k.as_str(), v.as_str()));
+    let requirements = selector.match_expressions.iter().flatten().map(|r| {
+        let values = r.values.as_deref().unwrap_or_default();
+        (r.key.as_str(), r.operator.as_str(), values)
+    });
+    selector_parts_match(pairs, requirements, labels)
+}
+
+/// [`selector_matches`] of a selector given as its parts, for a selector kept in another form than
+/// k8s-openapi's: its `matchLabels` pairs, and its `matchExpressions` as key, operator and values.
+pub fn selector_parts_match<'s, V, L>(
+    pairs: impl IntoIterator<Item = (&'s str, &'s str)>,
+    requirements: impl IntoIterator<Item = (&'s str, &'s str, &'s [V])>,
+    labels: &L,
+) -> Result<bool, SelectorError>
+where
+    V: AsRef<str> + 's,
+    L: LabelLookup + ?Sized,
+{
+    for (k, v) in pairs {
+        if labels.label(k) != Some(v) {
             return Ok(false);
         }
     }
-    for req in selector.match_expressions.iter().flatten() {
-        let values = req.values.as_deref().unwrap_or_default();
-        if !requirement_holds(&req.key, &req.operator, values, labels)? {
+    for (key, operator, values) in requirements {
+        if !requirement_holds(key, operator, values, labels)? {
             return Ok(false);
         }
     }
     Ok(true)
 }
 
-/// Whether `labels` satisfy one `matchExpressions` entry, given as its key, operator and values (a selector
-/// kept in another form than k8s-openapi's is matched with the same rule).
+/// Whether `labels` satisfy one `matchExpressions` entry, given as its key, operator and values.
 pub fn requirement_holds<V: AsRef<str>, L: LabelLookup + ?Sized>(
     key: &str,
     operator: &str,

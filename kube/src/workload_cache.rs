@@ -14,7 +14,8 @@ use kube::runtime::watcher;
 
 use crate::shelf::{CacheStopped, Interner, ShelfReader, ShelfWriter, Sym};
 use tailor_core::target::{
-    LabelLookup, SelectorError, WorkloadInfo, controller_owner, requirement_holds, selector_matches,
+    LabelLookup, SelectorError, WorkloadInfo, controller_owner, selector_matches,
+    selector_parts_match,
 };
 use tailor_core::workload::{SlimSpec, SlimWorkload, WorkloadKind};
 
@@ -126,18 +127,12 @@ impl CompactWorkload {
 impl Selector {
     /// [`selector_matches`] of this selector as [`CompactWorkload::kept_selector`] builds it.
     fn selects<L: LabelLookup + ?Sized>(&self, labels: &L) -> Result<bool, SelectorError> {
-        for (k, v) in self.labels.iter().flatten() {
-            if labels.label(k) != Some(&**v) {
-                return Ok(false);
-            }
-        }
-        for r in self.expressions.iter().flatten() {
+        let pairs = self.labels.iter().flatten().map(|(k, v)| (&**k, &**v));
+        let requirements = self.expressions.iter().flatten().map(|r| {
             let values = r.values.as_deref().unwrap_or_default();
-            if !requirement_holds(&r.key, &r.operator, values, labels)? {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+            (&*r.key, &*r.operator, values)
+        });
+        selector_parts_match(pairs, requirements, labels)
     }
 }
 
