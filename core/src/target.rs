@@ -188,7 +188,7 @@ where
 }
 
 /// Whether `labels` satisfy one `matchExpressions` entry, given as its key, operator and values.
-pub fn requirement_holds<V: AsRef<str>, L: LabelLookup + ?Sized>(
+fn requirement_holds<V: AsRef<str>, L: LabelLookup + ?Sized>(
     key: &str,
     operator: &str,
     values: &[V],

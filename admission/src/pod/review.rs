@@ -355,10 +355,7 @@ fn reported(
     conflict: Option<String>,
     outcome: PodOutcome,
 ) -> (crate::review::Response, PodOutcome) {
-    (
-        answered(allowed, answer, conflict, String::new()).0,
-        outcome,
-    )
+    (with_answer(allowed, &answer, conflict), outcome)
 }
 
 /// The outcome of a pod whose VPA's pod-level envelope it could not take.
@@ -394,19 +391,27 @@ fn skipped(
     }
 }
 
-/// The response carrying `answer`'s patch (and the warning about several VPAs), and its outcome against
-/// VPA `vpa` (`namespace/name`). The patch is already serialised: it is set as it is, and
-/// [`crate::review::encode`] marks it as a JSON patch.
-fn answered(
+/// `response` carrying `answer`'s patch and the warning about several VPAs. The patch is already serialised:
+/// it is set as it is, and [`crate::review::encode`] marks it as a JSON patch.
+fn with_answer(
     mut response: crate::review::Response,
-    answer: Answer,
+    answer: &Answer,
     conflict: Option<String>,
-    vpa: String,
-) -> (crate::review::Response, PodOutcome) {
+) -> crate::review::Response {
     response.patch = Some(answer.patch.to_vec());
     if let Some(w) = conflict {
         response.warnings = Some(vec![w]);
     }
+    response
+}
+
+/// The response carrying `answer` ([`with_answer`]), and its outcome against VPA `vpa` (`namespace/name`).
+fn answered(
+    response: crate::review::Response,
+    answer: Answer,
+    conflict: Option<String>,
+    vpa: String,
+) -> (crate::review::Response, PodOutcome) {
     let outcome = if answer.pod_level_only {
         PodOutcome::PodLevelLeftAlone { vpa }
     } else {
@@ -415,7 +420,7 @@ fn answered(
             limit_policy: None,
         }
     };
-    (response, outcome)
+    (with_answer(response, &answer, conflict), outcome)
 }
 
 /// The retry bump (docs/jobs.md): where the Job's OOM kills are read, and the bump rule.
