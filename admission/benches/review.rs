@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::{LimitRange, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tailor_admission::pod::{patch_pod_within, sizing_key};
 use tailor_admission::review::{self, ReviewResult};
 use tailor_admission::slim_pod::SlimPod;
@@ -86,7 +87,7 @@ fn slim_pods(bodies: &[hyper::body::Bytes]) -> Vec<(SlimPod<'_>, String)> {
         .map(|b| {
             let review = review::decode_one_pass(b).unwrap();
             let slim = *review.take_pod().unwrap().unwrap();
-            let ns = slim.pod.metadata.namespace.clone().unwrap();
+            let ns = slim.meta.namespace.clone().unwrap();
             (slim, ns)
         })
         .collect()
@@ -138,7 +139,11 @@ fn stages(c: &mut Criterion) {
     g.bench_function("match", |b| {
         b.iter(|| {
             let (slim, ns) = next(&slim, &at);
-            black_box(f.index.matching_vpas(&slim.pod, ns).unwrap())
+            black_box(
+                f.index
+                    .matching_vpas_labelled(&slim.meta, &slim.text, ns)
+                    .unwrap(),
+            )
         })
     });
     g.bench_function("memo_key", |b| {
@@ -151,9 +156,7 @@ fn stages(c: &mut Criterion) {
     g.bench_function("decode_sizing", |b| {
         b.iter(|| {
             let (slim, _) = next(&slim, &at);
-            let mut pod = Pod::default();
-            slim.text.decode_into(&mut pod).unwrap();
-            black_box(pod)
+            black_box(slim.text.pod(ObjectMeta::default()).unwrap())
         })
     });
     let pods = decoded_pods(&f.bodies);

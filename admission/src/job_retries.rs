@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::{counter::Counter, family::Family};
 use prometheus_client::registry::Registry;
@@ -45,9 +45,9 @@ pub trait JobOomHistory: Send + Sync {
     fn ooms(&self, namespace: &str, job_uid: &str) -> Option<Arc<JobOoms>>;
 }
 
-/// The controller owner of `pod` when it is a Job: its name and uid.
-pub fn job_owner(pod: &Pod) -> Option<(&str, &str)> {
-    let owners = pod.metadata.owner_references.as_deref()?;
+/// The controller owner of the pod of `meta` when it is a Job: its name and uid.
+pub fn job_owner(meta: &ObjectMeta) -> Option<(&str, &str)> {
+    let owners = meta.owner_references.as_deref()?;
     let job = owners.iter().find(|o| o.controller == Some(true))?;
     (job.kind == "Job" && job.api_version.starts_with("batch/") && valid_uid(&job.uid))
         .then_some((job.name.as_str(), job.uid.as_str()))
@@ -335,12 +335,12 @@ mod tests {
 
     #[test]
     fn only_a_controlling_batch_job_with_a_plain_uid_is_looked_up() {
-        let pod = |owner: serde_json::Value| -> Pod {
+        let pod = |owner: serde_json::Value| -> k8s_openapi::api::core::v1::Pod {
             serde_json::from_value(json!({"metadata": {"ownerReferences": [owner]}}))
                 .expect("fixture")
         };
         let job = json!({"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "0a-1b", "controller": true});
-        assert_eq!(job_owner(&pod(job.clone())), Some(("j", "0a-1b")));
+        assert_eq!(job_owner(&pod(job.clone()).metadata), Some(("j", "0a-1b")));
         let mut not_controller = job.clone();
         not_controller["controller"] = json!(false);
         let mut other_group = job.clone();
@@ -348,7 +348,7 @@ mod tests {
         let mut injected = job.clone();
         injected["uid"] = json!("x,batch.kubernetes.io/job-name!=y");
         for p in [not_controller, other_group, injected] {
-            assert_eq!(job_owner(&pod(p.clone())), None, "{p}");
+            assert_eq!(job_owner(&pod(p.clone()).metadata), None, "{p}");
         }
     }
 }

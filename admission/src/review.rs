@@ -587,8 +587,7 @@ pub(crate) mod tests {
             one.take_pod()
                 .unwrap()
                 .unwrap()
-                .pod
-                .metadata
+                .meta
                 .generate_name
                 .as_deref(),
             Some("web-")

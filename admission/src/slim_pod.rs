@@ -6,7 +6,7 @@
 //! Read in two steps. The body's pass decodes the metadata that matching reads and keeps the fields of `spec`
 //! and `status` that sizing reads as their text ([`PodText`]), which is also the patch memo's key: the pods a
 //! controller creates from one template are recognised as equal without being decoded, and only a pod that is
-//! sized has those fields decoded ([`PodText::decode_into`]). The annotations are kept as text too: the pass
+//! sized has those fields decoded ([`PodText::pod`]). The annotations are kept as text too: the pass
 //! measures them and notes whether Tailor's or upstream's updates annotation is among them (all the memo's key
 //! needs), and they are decoded with the spec.
 //!
@@ -76,10 +76,12 @@ impl<'de: 'a, 'a> Deserialize<'de> for DecodedPod<'a> {
 }
 
 /// A pod as the review's pass read it: its metadata decoded, the sizing fields of its spec and status as text.
+/// No [`Pod`] is built until the pod is sized ([`PodText::pod`]): k8s-openapi's `Pod` is over 2 KB, mostly
+/// the spec's fields the review never reads, and a pod answered from the patch memo needs none of it.
 #[derive(Debug)]
 pub struct SlimPod<'a> {
-    /// The pod with its metadata; `spec` and `status` are `None` until [`PodText::decode_into`] sets them.
-    pub pod: Pod,
+    /// The pod's metadata, without its labels and annotations (kept in `text` until the pod is sized).
+    pub meta: ObjectMeta,
     /// The fields of `spec` and `status` that sizing reads, as sent.
     pub text: PodText<'a>,
 }
@@ -87,9 +89,7 @@ pub struct SlimPod<'a> {
 impl SlimPod<'_> {
     /// The whole slim pod, its spec and status decoded.
     pub fn into_pod(self) -> Result<Pod, serde_json::Error> {
-        let SlimPod { mut pod, text } = self;
-        text.decode_into(&mut pod)?;
-        Ok(pod)
+        self.text.pod(self.meta)
     }
 }
 
@@ -173,14 +173,16 @@ impl PodText<'_> {
         }
     }
 
-    /// Decodes the kept fields into `pod`'s `spec`, `status`, labels and annotations (each `None` when the
-    /// pod had none).
-    pub fn decode_into(&self, pod: &mut Pod) -> Result<(), serde_json::Error> {
-        pod.spec = self.spec.as_ref().map(WireSpec::decode).transpose()?;
-        pod.status = self.status.as_ref().map(WireStatus::decode).transpose()?;
-        pod.metadata.annotations = decoded(self.annotations.as_ref().map(|a| a.text))?;
-        pod.metadata.labels = self.labels.as_ref().map(Labels::to_map);
-        Ok(())
+    /// The pod with `metadata` and the kept fields decoded: its `spec`, `status`, labels and annotations
+    /// (each `None` when the pod had none).
+    pub fn pod(&self, mut metadata: ObjectMeta) -> Result<Pod, serde_json::Error> {
+        metadata.annotations = decoded(self.annotations.as_ref().map(|a| a.text))?;
+        metadata.labels = self.labels.as_ref().map(Labels::to_map);
+        Ok(Pod {
+            metadata,
+            spec: self.spec.as_ref().map(WireSpec::decode).transpose()?,
+            status: self.status.as_ref().map(WireStatus::decode).transpose()?,
+        })
     }
 
     /// Whether the pod has annotations (`metadata.annotations` present and not `null`).
@@ -342,11 +344,7 @@ impl<'a> From<WirePod<'a>> for SlimPod<'a> {
             })
             .unwrap_or_default();
         SlimPod {
-            pod: Pod {
-                metadata,
-                spec: None,
-                status: None,
-            },
+            meta: metadata,
             text: PodText {
                 spec: pod.spec,
                 status: pod.status,
@@ -634,7 +632,7 @@ mod tests {
             json!({"metadata": {"annotations": {"a": "b", UPDATES_ANNOTATION: "x"}}, "spec": {}})
                 .to_string();
         let slim = read_pod(&text).unwrap();
-        assert_eq!(slim.pod.metadata.annotations, None, "not built in the pass");
+        assert_eq!(slim.meta.annotations, None, "not built in the pass");
         assert!(slim.text.has_annotations());
         assert_eq!(slim.text.updates_annotations(), (true, false));
         let annotations = slim.into_pod().unwrap().metadata.annotations.unwrap();
@@ -663,7 +661,7 @@ mod tests {
         let text =
             r#"{"metadata":{"labels":{"app":"a","tier":"f\u0065","app":"b","\u0061pp2":"c"}}}"#;
         let slim = read_pod(text).unwrap();
-        assert_eq!(slim.pod.metadata.labels, None, "not built in the pass");
+        assert_eq!(slim.meta.labels, None, "not built in the pass");
         let map = decode_pod(text).unwrap().metadata.labels.unwrap();
         for key in ["app", "tier", "app2", "missing"] {
             assert_eq!(

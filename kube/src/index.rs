@@ -18,7 +18,7 @@ use crate::workload_cache::{CompactWorkload, WorkloadCacheWriter};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{LimitRange, Pod, ReplicationController};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kube::Resource;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -688,7 +688,12 @@ impl Index {
 
     /// The pod's controller (last ownerReference with `controller: true`), `None` for bare and static pods.
     pub fn pod_controller(pod: &Pod, namespace: &str) -> Option<ControllerRef> {
-        let owner = controller_owner(pod.metadata.owner_references.as_ref())?;
+        Self::controller_of(&pod.metadata, namespace)
+    }
+
+    /// [`Index::pod_controller`] from the pod's metadata alone.
+    pub fn controller_of(meta: &ObjectMeta, namespace: &str) -> Option<ControllerRef> {
+        let owner = controller_owner(meta.owner_references.as_ref())?;
         if owner.kind == "Node" {
             return None;
         }
@@ -750,18 +755,18 @@ impl Index {
     pub fn matching_vpas(&self, pod: &Pod, namespace: &str) -> Result<Option<Matched>, ChainError> {
         static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
         let labels = pod.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
-        self.matching_vpas_labelled(pod, labels, namespace)
+        self.matching_vpas_labelled(&pod.metadata, labels, namespace)
     }
 
-    /// [`Index::matching_vpas`] with the pod's labels read from `labels` instead of its `metadata.labels`
-    /// (the webhook keeps them as the review's text).
+    /// [`Index::matching_vpas`] from the pod's metadata, its labels read from `labels` instead of
+    /// `metadata.labels` (the webhook keeps them as the review's text and builds no `Pod` to match).
     pub fn matching_vpas_labelled<L: LabelLookup + ?Sized>(
         &self,
-        pod: &Pod,
+        meta: &ObjectMeta,
         labels: &L,
         namespace: &str,
     ) -> Result<Option<Matched>, ChainError> {
-        let Some(controller) = Self::pod_controller(pod, namespace) else {
+        let Some(controller) = Self::controller_of(meta, namespace) else {
             return Ok(None);
         };
         // Nothing to match in this namespace: skip the ownership walk.

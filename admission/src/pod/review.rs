@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use json_patch::Patch;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tailor_core::policy::update_mode;
 use tailor_core::quota::{QuotaFit, QuotaOutcome};
 use tailor_core::sizing::{EnvelopeRefused, LimitPolicyError, PatchOptions};
@@ -175,56 +176,71 @@ fn review_decoded(
         .take_pod()
         .ok_or_else(|| "request has no object".to_owned())
         .and_then(|pod| pod.map_err(|e| e.to_string()));
-    let (mut pod, text) = match decoded {
+    let (mut meta, text) = match decoded {
         Ok(slim) => {
-            let SlimPod { pod, text } = *slim;
-            (pod, text)
+            let SlimPod { meta, text } = *slim;
+            (meta, text)
         }
         Err(e) => return (allowed, PodOutcome::Error(e)),
     };
-    let namespace = pod
-        .metadata
+    let namespace = meta
         .namespace
-        .clone()
+        .take()
         .filter(|ns| !ns.is_empty())
         .or_else(|| req.namespace.as_deref().map(str::to_owned))
         .unwrap_or_else(|| "default".to_owned());
-    pod.metadata.namespace = Some(namespace.clone());
-    let (vpa, conflict) = match matching_vpa(&pod, &text, &namespace, index) {
+    let (vpa, conflict) = match matching_vpa(&meta, &text, &namespace, index) {
         Ok(matched) => matched,
         Err(outcome) => return (allowed, outcome),
     };
-    // The retry bump reads a Job pod's containers.
-    let decoded = job_owner(&pod).is_some();
-    if decoded && let Err(outcome) = decode_sizing(&text, &mut pod) {
-        return (allowed, outcome);
-    }
-    // A raised VPA is this pod's alone: never memoised.
-    let (vpa, raised) = match raise(&pod, &namespace, &vpa) {
-        Some(raised) => (raised, true),
-        None => (vpa, false),
+    // The retry bump reads a Job pod's containers: such a pod is built now.
+    let pod = if job_owner(&meta).is_some() {
+        match sized_pod(&text, meta, &namespace) {
+            Ok(pod) => PodSoFar::Sized(Box::new(pod)),
+            Err(outcome) => return (allowed, outcome),
+        }
+    } else {
+        PodSoFar::Slim(meta)
     };
+    // A raised VPA is this pod's alone: never memoised.
+    let raised = match &pod {
+        PodSoFar::Sized(pod) => raise(pod, &namespace, &vpa),
+        PodSoFar::Slim(_) => None,
+    };
+    let memoise = raised.is_none();
     let matched = MatchedPod {
-        pod: &mut pod,
+        pod,
         text: &text,
-        decoded,
         namespace: &namespace,
-        vpa,
+        vpa: raised.unwrap_or(vpa),
         conflict,
-        memoise: !raised,
+        memoise,
     };
     size_matched(allowed, matched, index, options, memo)
 }
 
-/// The VPA that sizes `pod` (its labels read from `text`), and the warning when several name its workload; otherwise the outcome (no VPA,
-/// or an owner chain that could not be resolved).
+/// A pod as far as the review built it: its metadata alone while it is only matched (and answered from the
+/// memo), the whole pod once it is sized.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per review, on the stack: boxing the metadata would allocate for every review"
+)]
+enum PodSoFar {
+    /// The metadata the review decoded, without its namespace; the spec and status are still text.
+    Slim(ObjectMeta),
+    /// The pod with its sizing fields decoded.
+    Sized(Box<Pod>),
+}
+
+/// The VPA that sizes the pod of `meta` (its labels read from `text`), and the warning when several name its
+/// workload; otherwise the outcome (no VPA, or an owner chain that could not be resolved).
 fn matching_vpa(
-    pod: &Pod,
+    meta: &ObjectMeta,
     text: &PodText<'_>,
     namespace: &str,
     index: &tailor_kube::index::Index,
 ) -> Result<(Arc<VerticalPodAutoscaler>, Option<String>), PodOutcome> {
-    match index.matching_vpas_labelled(pod, text, namespace) {
+    match index.matching_vpas_labelled(meta, text, namespace) {
         Ok(Some(matched)) => {
             // Several VPAs on one workload: sized from the oldest, as upstream; said in the response's
             // warnings and the log, in the updater's words (it updates none of them:
@@ -240,25 +256,25 @@ fn matching_vpa(
             reason: crate::review::UnsizedReason::of(&e),
             detail: e.to_string(),
             vpas: index.likely_vpas(&e),
-            generate_name: pod.metadata.generate_name.clone(),
+            generate_name: meta.generate_name.clone(),
         }),
     }
 }
 
-/// Decodes the pod's sizing fields (`text`) into `pod`; the outcome when one of them does not decode.
-fn decode_sizing(text: &PodText<'_>, pod: &mut Pod) -> Result<(), PodOutcome> {
-    text.decode_into(pod)
+/// The pod of `meta` in `namespace` with its sizing fields (`text`) decoded; the outcome when one of them
+/// does not decode.
+fn sized_pod(text: &PodText<'_>, mut meta: ObjectMeta, namespace: &str) -> Result<Pod, PodOutcome> {
+    meta.namespace = Some(namespace.to_owned());
+    text.pod(meta)
         .map_err(|e| PodOutcome::Error(format!("cannot decode pod: {e}")))
 }
 
 /// A pod matched to the VPA that sizes it.
 struct MatchedPod<'a> {
     /// The pod; its spec and status are decoded from `text` when it is sized.
-    pod: &'a mut Pod,
+    pod: PodSoFar,
     /// The sizing fields of its spec and status as sent (the memo's key).
     text: &'a PodText<'a>,
-    /// Whether `text` is already decoded into `pod`.
-    decoded: bool,
     namespace: &'a str,
     vpa: Arc<VerticalPodAutoscaler>,
     /// The warning about several VPAs on the workload.
@@ -278,7 +294,6 @@ fn size_matched(
     let MatchedPod {
         pod,
         text,
-        decoded,
         namespace,
         vpa,
         conflict,
@@ -302,9 +317,13 @@ fn size_matched(
     {
         return answered(allowed, answer, conflict, vpa_label());
     }
-    if !decoded && let Err(outcome) = decode_sizing(text, pod) {
-        return (allowed, outcome);
-    }
+    let pod = match pod {
+        PodSoFar::Sized(pod) => pod,
+        PodSoFar::Slim(meta) => match sized_pod(text, meta, namespace) {
+            Ok(pod) => Box::new(pod),
+            Err(outcome) => return (allowed, outcome),
+        },
+    };
     let pod = &*pod;
     let owned_limit_ranges: Vec<_> = limit_ranges.iter().map(|lr| (**lr).clone()).collect();
     let result = match patch_pod_within(pod, &vpa, &owned_limit_ranges, &quotas, options) {
@@ -473,7 +492,7 @@ impl RetryBump {
         if update_mode(&vpa.spec) == UpdateMode::Off {
             return None;
         }
-        let (job, uid) = job_owner(pod)?;
+        let (job, uid) = job_owner(&pod.metadata)?;
         let ooms = self.history.ooms(namespace, uid)?;
         let spec = pod.spec.as_ref()?;
         let killed: Vec<(String, i64)> = (ooms.containers.iter())
