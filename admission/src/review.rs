@@ -8,6 +8,7 @@
 
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 
 use kube::core::Status;
 use serde::Serialize;
@@ -357,8 +358,8 @@ pub struct Response {
     pub allowed: bool,
     /// Why not: sent only when it carries something.
     pub result: Status,
-    /// A JSON patch, serialised; sent base64-encoded with `patchType: JSONPatch`.
-    pub patch: Option<Vec<u8>>,
+    /// A JSON patch, sent with `patchType: JSONPatch`.
+    pub patch: Option<EncodedPatch>,
     /// Warnings for the client (`kubectl` prints them).
     pub warnings: Option<Vec<String>>,
 }
@@ -373,8 +374,36 @@ impl Response {
 
     /// Admitted with `patch`, serialised.
     pub fn with_patch(mut self, patch: json_patch::Patch) -> Result<Self, serde_json::Error> {
-        self.patch = Some(serde_json::to_vec(&patch)?);
+        self.patch = Some(EncodedPatch::of_json(&serde_json::to_vec(&patch)?));
         Ok(self)
+    }
+}
+
+/// A JSON patch as a response sends it: its JSON text in base64. Encoded once when the patch is made, so that
+/// a patch the memo answers with again is shared, not copied and encoded again for every pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncodedPatch(Arc<str>);
+
+impl EncodedPatch {
+    /// The patch whose JSON text is `json`.
+    pub fn of_json(json: &[u8]) -> Self {
+        use base64::Engine as _;
+        EncodedPatch(
+            base64::engine::general_purpose::STANDARD
+                .encode(json)
+                .into(),
+        )
+    }
+
+    /// The patch's JSON text.
+    pub fn json(&self) -> Result<Vec<u8>, base64::DecodeError> {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.decode(self.0.as_bytes())
+    }
+
+    /// The base64 text, as sent.
+    pub fn as_base64(&self) -> &str {
+        &self.0
     }
 }
 
@@ -412,11 +441,9 @@ const CLOSE: &[u8] = b"}}";
 /// Encodes a response as the AdmissionReview the API server expects: `apiVersion`/`kind` always set, the patch
 /// base64-encoded with `patchType: JSONPatch`, `status` only when it carries something.
 ///
-/// The patch is appended as base64 straight into the text, after the fields serde writes: base64's alphabet
+/// The patch's base64 is appended straight into the text, after the fields serde writes: base64's alphabet
 /// needs no escaping in a JSON string, so the kilobyte or two of a patch is not run through the string escaper.
 pub fn encode(response: &Response) -> Vec<u8> {
-    use base64::Engine as _;
-    use base64::engine::general_purpose::STANDARD;
     let status = &response.result;
     let status_empty = status.status.is_none()
         && status.code == 0
@@ -434,8 +461,8 @@ pub fn encode(response: &Response) -> Vec<u8> {
             warnings: response.warnings.as_ref().filter(|w| !w.is_empty()),
         },
     };
-    let patch = response.patch.as_deref();
-    let patch_len = patch.map_or(0, |p| p.len().div_ceil(3) * 4 + 40);
+    let patch = response.patch.as_ref().map(EncodedPatch::as_base64);
+    let patch_len = patch.map_or(0, |p| p.len() + 40);
     let mut out = Vec::with_capacity(160 + response.uid.len() + patch_len);
     // Serialising these plain structs cannot fail; fall back to a fixed allowed review all the same.
     if serde_json::to_writer(&mut out, &wire).is_err() || !out.ends_with(CLOSE) {
@@ -446,17 +473,7 @@ pub fn encode(response: &Response) -> Vec<u8> {
         // The response always holds `uid` and `allowed`, so the patch follows a field.
         out.truncate(out.len() - CLOSE.len());
         out.extend_from_slice(br#","patch":""#);
-        let start = out.len();
-        out.resize(
-            start + base64::encoded_len(patch.len(), true).unwrap_or(0),
-            0,
-        );
-        let written = out
-            .get_mut(start..)
-            .map(|tail| STANDARD.encode_slice(patch, tail));
-        if !matches!(written, Some(Ok(n)) if n == out.len() - start) {
-            return encode(&allowed_response(&response.uid));
-        }
+        out.extend_from_slice(patch.as_bytes());
         out.extend_from_slice(br#"","patchType":"JSONPatch""#);
         out.extend_from_slice(CLOSE);
     }
@@ -675,7 +692,7 @@ pub(crate) mod tests {
         for patch in patches {
             for warnings in [None, Some(vec!["two \"VPAs\"\n".to_owned()])] {
                 let mut r = allowed_response("u-\"1\"\\");
-                r.patch = patch.map(<[u8]>::to_vec);
+                r.patch = patch.map(EncodedPatch::of_json);
                 r.warnings = warnings.clone();
                 let v: Value = serde_json::from_slice(&encode(&r)).unwrap();
                 assert_eq!(

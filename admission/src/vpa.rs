@@ -361,7 +361,8 @@ mod tests {
         let (resp, outcome) = review(&req, FeatureGates::default());
         assert!(resp.allowed);
         assert_eq!(outcome, VpaOutcome::Accepted { defaulted: true });
-        let patch: Value = serde_json::from_slice(resp.patch.as_deref().unwrap()).unwrap();
+        let patch: Value =
+            serde_json::from_slice(&resp.patch.as_ref().unwrap().json().unwrap()).unwrap();
         assert_eq!(
             patch,
             json!([{"op": "add", "path": "/spec/updatePolicy", "value": {"updateMode": "Recreate"}}])

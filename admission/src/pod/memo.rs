@@ -31,6 +31,7 @@ use prometheus_client::registry::Registry;
 use tailor_core::sizing::PatchOptions;
 use tailor_crds::VerticalPodAutoscaler;
 
+use crate::review::EncodedPatch;
 use crate::slim_pod::{PodText, key_bytes};
 
 /// Shards, each with its own lock and share of the memo's bytes.
@@ -48,8 +49,8 @@ const LIMIT_RANGE_OVERHEAD: usize = 96 + std::mem::size_of::<LimitRange>();
 /// What the review answered, without the parts that differ per pod (uid, warnings).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Answer {
-    /// The JSON patch, serialised.
-    pub patch: Arc<[u8]>,
+    /// The JSON patch, encoded as the response sends it.
+    pub patch: EncodedPatch,
     /// Whether the patch only carried the updates annotation (every resource budgeted at pod level).
     pub pod_level_only: bool,
 }
@@ -107,7 +108,7 @@ impl Entry {
     fn bytes(&self) -> usize {
         entry_bytes(
             self.key.len(),
-            self.answer.patch.len(),
+            self.answer.patch.as_base64().len(),
             self.limit_ranges.len(),
         )
     }
@@ -260,7 +261,11 @@ impl PatchMemo {
         key: Vec<u8>,
         answer: Answer,
     ) {
-        let bytes = entry_bytes(key.len(), answer.patch.len(), limit_ranges.len());
+        let bytes = entry_bytes(
+            key.len(),
+            answer.patch.as_base64().len(),
+            limit_ranges.len(),
+        );
         let budget = self.max_bytes / MEMO_SHARDS;
         if bytes > budget {
             return;

@@ -30,7 +30,7 @@ pub use memo::{Answer, MAX_KEY_BYTES, PatchMemo, Version, sizing_key};
 pub use patch::{
     observed_containers_value, patch_pod, patch_pod_within, resource_patches, resource_value_op,
 };
-pub use review::{EnvelopeRefusal, LimitPolicyWarning, PodOutcome, RetryBump, review_pod};
+pub use review::{EnvelopeRefusal, LimitPolicyWarning, PodOutcome, RetryBump, VpaName, review_pod};
 pub(crate) use review::{OomRetry, review_pod_with};
 
 /// Why a pod was left alone without looking at the recommendation.

@@ -14,16 +14,17 @@ use super::SkipReason;
 use super::memo::{Answer, PatchMemo, sizing_key};
 use super::patch::patch_pod_within;
 use crate::job_retries::{JobOomHistory, job_owner};
+use crate::review::EncodedPatch;
 use crate::slim_pod::{PodText, SlimPod};
 use tailor_core::sizing::{OomBumpRule, RetryRaise, raise_for_retry};
 
 /// What happened to a pod review (for metrics and logs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PodOutcome {
-    /// Patched from VPA `vpa` (`namespace/name`).
+    /// Patched from VPA `vpa`.
     Patched {
-        /// The VPA, as `namespace/name`.
-        vpa: String,
+        /// The VPA.
+        vpa: VpaName,
         /// Set when the VPA's limit-policy annotation does not parse (its limits kept their ratio).
         limit_policy: Option<Box<LimitPolicyWarning>>,
     },
@@ -51,8 +52,8 @@ pub enum PodOutcome {
     /// Matched `vpa`, but every resource the recommendation would change is budgeted at pod level
     /// (`spec.resources`): only the updates annotation says so.
     PodLevelLeftAlone {
-        /// The VPA, as `namespace/name`.
-        vpa: String,
+        /// The VPA.
+        vpa: VpaName,
     },
     /// Patched from VPA `vpa`, but quota fit cut or dropped its raises, or left the pod alone.
     QuotaFitted {
@@ -73,6 +74,35 @@ pub enum PodOutcome {
     /// An error left the pod unmodified.
     Error(String),
 }
+
+/// The VPA a pod was sized from, named as `namespace/name` (the pod's namespace) when a log line writes it:
+/// a review answered without a log line formats nothing.
+#[derive(Clone, Debug)]
+pub struct VpaName {
+    namespace: String,
+    vpa: Arc<VerticalPodAutoscaler>,
+}
+
+impl VpaName {
+    /// The VPA's name.
+    pub fn name(&self) -> &str {
+        self.vpa.metadata.name.as_deref().unwrap_or_default()
+    }
+}
+
+impl std::fmt::Display for VpaName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name())
+    }
+}
+
+impl PartialEq for VpaName {
+    fn eq(&self, other: &Self) -> bool {
+        self.namespace == other.namespace && self.name() == other.name()
+    }
+}
+
+impl Eq for VpaName {}
 
 /// A pod that could not take its VPA's pod-level envelope (docs/pod-level-resources.md), for the log line and
 /// the Event on the VPA.
@@ -211,7 +241,7 @@ fn review_decoded(
     let matched = MatchedPod {
         pod,
         text: &text,
-        namespace: &namespace,
+        namespace,
         vpa: raised.unwrap_or(vpa),
         conflict,
         memoise,
@@ -275,7 +305,7 @@ struct MatchedPod<'a> {
     pod: PodSoFar,
     /// The sizing fields of its spec and status as sent (the memo's key).
     text: &'a PodText<'a>,
-    namespace: &'a str,
+    namespace: String,
     vpa: Arc<VerticalPodAutoscaler>,
     /// The warning about several VPAs on the workload.
     conflict: Option<String>,
@@ -294,19 +324,14 @@ fn size_matched(
     let MatchedPod {
         pod,
         text,
-        namespace,
+        namespace: pod_namespace,
         vpa,
         conflict,
         memoise,
     } = matched;
+    let namespace = pod_namespace.as_str();
     let limit_ranges = index.shared_limit_ranges(namespace);
     let quotas = index.quotas(namespace);
-    let vpa_label = || {
-        format!(
-            "{namespace}/{}",
-            vpa.metadata.name.as_deref().unwrap_or_default()
-        )
-    };
     // Quota fit reads the quotas' usage, which every pod changes: such pods are never memoised.
     let key = (quotas.is_empty() && memoise && memo.serves(options))
         .then(|| sizing_key(text, namespace))
@@ -315,7 +340,11 @@ fn size_matched(
         .as_deref()
         .and_then(|key| memo.get(&vpa, &limit_ranges, key))
     {
-        return answered(allowed, answer, conflict, vpa_label());
+        let vpa = VpaName {
+            namespace: pod_namespace,
+            vpa,
+        };
+        return answered(allowed, answer, conflict, vpa);
     }
     let pod = match pod {
         PodSoFar::Sized(pod) => pod,
@@ -338,7 +367,7 @@ fn size_matched(
         Err(e) => return (allowed, PodOutcome::Error(e.to_string())),
     };
     let answer = Answer {
-        patch: patch.into(),
+        patch: EncodedPatch::of_json(&patch),
         pod_level_only: result.updates.is_empty() && !result.pod_level.is_empty(),
     };
     let warning = LimitPolicyWarning::of(&vpa, namespace, result.limit_policy);
@@ -349,7 +378,10 @@ fn size_matched(
     }
     if result.quota.outcome != QuotaOutcome::Fits {
         let fitted = PodOutcome::QuotaFitted {
-            vpa: vpa_label(),
+            vpa: format!(
+                "{namespace}/{}",
+                vpa.metadata.name.as_deref().unwrap_or_default()
+            ),
             vpa_uid: vpa.metadata.uid.clone().unwrap_or_default(),
             fit: result.quota,
             generate_name: pod.metadata.generate_name.clone(),
@@ -360,7 +392,11 @@ fn size_matched(
     if let Some(key) = key {
         memo.put(&vpa, &limit_ranges, key, answer.clone());
     }
-    let (response, mut outcome) = answered(allowed, answer, conflict, vpa_label());
+    let vpa = VpaName {
+        namespace: pod_namespace,
+        vpa,
+    };
+    let (response, mut outcome) = answered(allowed, answer, conflict, vpa);
     if let PodOutcome::Patched { limit_policy, .. } = &mut outcome {
         *limit_policy = warning;
     }
@@ -417,19 +453,19 @@ fn with_answer(
     answer: &Answer,
     conflict: Option<String>,
 ) -> crate::review::Response {
-    response.patch = Some(answer.patch.to_vec());
+    response.patch = Some(answer.patch.clone());
     if let Some(w) = conflict {
         response.warnings = Some(vec![w]);
     }
     response
 }
 
-/// The response carrying `answer` ([`with_answer`]), and its outcome against VPA `vpa` (`namespace/name`).
+/// The response carrying `answer` ([`with_answer`]), and its outcome against VPA `vpa`.
 fn answered(
     response: crate::review::Response,
     answer: Answer,
     conflict: Option<String>,
-    vpa: String,
+    vpa: VpaName,
 ) -> (crate::review::Response, PodOutcome) {
     let outcome = if answer.pod_level_only {
         PodOutcome::PodLevelLeftAlone { vpa }

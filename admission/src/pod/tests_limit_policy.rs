@@ -189,7 +189,7 @@ fn review(index: &Index, memo: &PatchMemo) -> (Option<Vec<u8>>, PodOutcome) {
     }));
     let review = crate::review::decode_one_pass(&body).unwrap();
     let (response, outcome) = review_pod(&review, index, &PatchOptions::default(), memo);
-    (response.patch, outcome)
+    (response.patch.map(|p| p.json().unwrap()), outcome)
 }
 
 #[test]
@@ -207,7 +207,7 @@ fn the_review_names_the_vpa_whose_annotation_does_not_parse() {
     else {
         panic!("{outcome:?}");
     };
-    assert_eq!(label, "default/web-vpa");
+    assert_eq!(label.to_string(), "default/web-vpa");
     assert_eq!(
         (
             warning.namespace.as_str(),

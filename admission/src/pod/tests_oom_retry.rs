@@ -106,7 +106,10 @@ fn review(
         memo,
         Some(bump),
     );
-    let patch: Patch = serde_json::from_slice(resp.patch.as_deref().unwrap_or(b"[]")).unwrap();
+    let patch: Patch = serde_json::from_slice(
+        &(resp.patch.as_ref()).map_or_else(|| b"[]".to_vec(), |p| p.json().unwrap()),
+    )
+    .unwrap();
     let mut doc = p;
     json_patch::patch(&mut doc, &patch.0).unwrap();
     (doc, outcome, retry)
