@@ -15,7 +15,7 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use kube::core::admission::Operation;
-use serde::de::{Deserialize, Deserializer, Error, IgnoredAny, MapAccess, Visitor};
+use serde::de::{Deserialize, Deserializer, Error, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::body_text::Text;
@@ -23,31 +23,169 @@ use crate::review_budgets::PodTooLarge;
 use crate::slim_pod::{DecodedPod, SlimPod};
 
 /// A group, version and kind, as a request names them (`kind`, `requestKind`).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Gvk<'a> {
     /// API group ("" for the core group).
-    #[serde(borrow)]
     pub group: Cow<'a, str>,
     /// Version.
-    #[serde(borrow)]
     pub version: Cow<'a, str>,
     /// Kind.
-    #[serde(borrow)]
     pub kind: Cow<'a, str>,
 }
 
 /// A group, version and resource, as a request names them (`resource`, `requestResource`).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Gvr<'a> {
     /// API group ("" for the core group).
-    #[serde(borrow)]
     pub group: Cow<'a, str>,
     /// Version.
-    #[serde(borrow)]
     pub version: Cow<'a, str>,
     /// Plural resource name.
-    #[serde(borrow)]
     pub resource: Cow<'a, str>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Gvk<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let [group, version, kind] = Triple::Kind.decode(d)?;
+        Ok(Gvk {
+            group,
+            version,
+            kind,
+        })
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Gvr<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let [group, version, resource] = Triple::Resource.decode(d)?;
+        Ok(Gvr {
+            group,
+            version,
+            resource,
+        })
+    }
+}
+
+/// [`Gvk`] or [`Gvr`]: `group`, `version` and a third field. Both are read by one decoder, which accepts what
+/// the derived decoder of each accepts (a map with the three fields, others skipped, none repeated; or a
+/// sequence of the three): a review reads four of them, and two derived decoders of the same shape were two
+/// copies of the same code to fetch.
+#[derive(Clone, Copy)]
+enum Triple {
+    Kind,
+    Resource,
+}
+
+/// A key of a [`Triple`]'s map.
+enum TripleKey {
+    Group,
+    Version,
+    Kind,
+    Resource,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for TripleKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = TripleKey;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("field identifier")
+            }
+            fn visit_str<E: Error>(self, v: &str) -> Result<TripleKey, E> {
+                Ok(match v {
+                    "group" => TripleKey::Group,
+                    "version" => TripleKey::Version,
+                    "kind" => TripleKey::Kind,
+                    "resource" => TripleKey::Resource,
+                    _ => TripleKey::Other,
+                })
+            }
+        }
+        d.deserialize_identifier(V)
+    }
+}
+
+impl Triple {
+    fn name(self) -> &'static str {
+        match self {
+            Triple::Kind => "Gvk",
+            Triple::Resource => "Gvr",
+        }
+    }
+
+    fn third(self) -> &'static str {
+        match self {
+            Triple::Kind => "kind",
+            Triple::Resource => "resource",
+        }
+    }
+
+    fn decode<'de: 'a, 'a, D: Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> Result<[Cow<'a, str>; 3], D::Error> {
+        let fields: &'static [&'static str] = match self {
+            Triple::Kind => &["group", "version", "kind"],
+            Triple::Resource => &["group", "version", "resource"],
+        };
+        d.deserialize_struct(self.name(), fields, TripleVisitor(self, PhantomData))
+    }
+}
+
+struct TripleVisitor<'a>(Triple, PhantomData<&'a ()>);
+
+/// What a [`Triple`] given as a sequence is short of, in the derived decoder's words.
+struct ThreeElements(Triple);
+
+impl serde::de::Expected for ThreeElements {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "struct {} with 3 elements", self.0.name())
+    }
+}
+
+impl<'de: 'a, 'a> Visitor<'de> for TripleVisitor<'a> {
+    type Value = [Cow<'a, str>; 3];
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "struct {}", self.0.name())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut seen: [Option<Cow<'a, str>>; 3] = [None, None, None];
+        let names = ["group", "version", self.0.third()];
+        while let Some(key) = map.next_key::<TripleKey>()? {
+            let at = match (key, self.0) {
+                (TripleKey::Group, _) => 0,
+                (TripleKey::Version, _) => 1,
+                (TripleKey::Kind, Triple::Kind) | (TripleKey::Resource, Triple::Resource) => 2,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+            };
+            if seen[at].is_some() {
+                return Err(A::Error::duplicate_field(names[at]));
+            }
+            seen[at] = Some(map.next_value::<Text<'a>>()?.0);
+        }
+        let [group, version, third] = seen;
+        Ok([
+            group.ok_or_else(|| A::Error::missing_field(names[0]))?,
+            version.ok_or_else(|| A::Error::missing_field(names[1]))?,
+            third.ok_or_else(|| A::Error::missing_field(names[2]))?,
+        ])
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let expected = ThreeElements(self.0);
+        let mut next = |at: usize| match seq.next_element::<Text<'a>>()? {
+            Some(text) => Ok(text.0),
+            None => Err(A::Error::invalid_length(at, &expected)),
+        };
+        Ok([next(0)?, next(1)?, next(2)?])
+    }
 }
 
 /// The fields of an AdmissionRequest the webhook reads, as Kubernetes names them (serialised the same way),
@@ -238,5 +376,109 @@ impl<'de: 'a, 'a, const POD: bool> Visitor<'de> for RequestVisitor<'a, POD> {
 impl<'de: 'a, 'a, const POD: bool> Deserialize<'de> for WireRequestIn<'a, POD> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_map(RequestVisitor(PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What serde derives for [`Gvk`] and [`Gvr`]: the decoders the shared one stands for (named as they are,
+    /// since the derived error messages name the type).
+    mod derived {
+        use std::borrow::Cow;
+
+        #[derive(Debug, serde::Deserialize)]
+        pub struct Gvk<'a> {
+            #[serde(borrow)]
+            pub group: Cow<'a, str>,
+            #[serde(borrow)]
+            pub version: Cow<'a, str>,
+            #[serde(borrow)]
+            pub kind: Cow<'a, str>,
+        }
+
+        #[derive(Debug, serde::Deserialize)]
+        pub struct Gvr<'a> {
+            #[serde(borrow)]
+            pub group: Cow<'a, str>,
+            #[serde(borrow)]
+            pub version: Cow<'a, str>,
+            #[serde(borrow)]
+            pub resource: Cow<'a, str>,
+        }
+    }
+
+    /// Both decoders of `text` give the same value, or fail with the same message.
+    fn same_as_derived(text: &str) -> Result<(), TestCaseError> {
+        let ours = serde_json::from_str::<Gvk<'_>>(text)
+            .map(|g| [g.group, g.version, g.kind])
+            .map_err(|e| e.to_string());
+        let derived = serde_json::from_str::<derived::Gvk<'_>>(text)
+            .map(|g| [g.group, g.version, g.kind])
+            .map_err(|e| e.to_string());
+        prop_assert_eq!(ours, derived, "Gvk of {}", text);
+        let ours = serde_json::from_str::<Gvr<'_>>(text)
+            .map(|g| [g.group, g.version, g.resource])
+            .map_err(|e| e.to_string());
+        let derived = serde_json::from_str::<derived::Gvr<'_>>(text)
+            .map(|g| [g.group, g.version, g.resource])
+            .map_err(|e| e.to_string());
+        prop_assert_eq!(ours, derived, "Gvr of {}", text);
+        Ok(())
+    }
+
+    #[test]
+    fn kinds_and_resources_decode_as_derived() {
+        for text in [
+            r#"{"group":"","version":"v1","kind":"Pod","resource":"pods"}"#,
+            r#"{"group":"apps","version":"v1","resource":"deployments"}"#,
+            r#"{"group":"a\"b","version":"v\u0031","kind":"K"}"#,
+            r#"{"group":"","group":"","version":"v1","kind":"Pod"}"#,
+            r#"{"group":"","version":"v1","kind":"Pod","kind":"Pod"}"#,
+            r#"{"group":"","version":"v1","resource":"r","resource":"r","kind":"K"}"#,
+            r#"{"group":"","version":"v1","kind":"K","kind":"K","resource":"r"}"#,
+            r#"{"group":"","version":"v1","kind":5}"#,
+            r#"{"group":null,"version":"v1","kind":"K"}"#,
+            r#"{"version":"v1"}"#,
+            r#"{"other":{"kind":1},"group":"","version":"v1","kind":"K"}"#,
+            r#"["", "v1", "Pod"]"#,
+            r#"["", "v1"]"#,
+            r#"["", "v1", "Pod", "x"]"#,
+            r#"[]"#,
+            r#""text""#,
+            r#"null"#,
+            r#"{}"#,
+        ] {
+            same_as_derived(text).unwrap();
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_object_decodes_as_derived(
+            fields in prop::collection::vec(
+                (prop_oneof![Just("group"), Just("version"), Just("kind"), Just("resource"), Just("x")],
+                 prop_oneof![
+                     "[a-z\\\\\"]{0,4}".prop_map(|s| serde_json::to_string(&s).unwrap()),
+                     Just("1".to_owned()),
+                     Just("null".to_owned()),
+                     Just("[\"a\"]".to_owned()),
+                 ]),
+                0..6,
+            ),
+            as_seq in any::<bool>(),
+        ) {
+            // Built as text, so that a field may come twice.
+            let text = if as_seq {
+                let items: Vec<&str> = fields.iter().map(|(_, v)| v.as_str()).collect();
+                format!("[{}]", items.join(","))
+            } else {
+                let items: Vec<String> = fields.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+                format!("{{{}}}", items.join(","))
+            };
+            same_as_derived(&text)?;
+        }
     }
 }
