@@ -271,16 +271,21 @@ impl<S: ObjectSource<VerticalPodAutoscaler>> VpaSource for S {
 #[derive(Clone, Debug)]
 pub struct StaticSource<K> {
     objects: Vec<Arc<K>>,
-    by_key: HashMap<(String, String), usize>,
-    by_namespace: HashMap<String, Vec<usize>>,
+    /// namespace → name → index in `objects`: looked up with the review's strings, without copying them.
+    by_key: HashMap<String, HashMap<String, usize, StaticHasher>, StaticHasher>,
+    by_namespace: HashMap<String, Vec<usize>, StaticHasher>,
 }
+
+/// The hasher of the fixed sets' maps: foldhash (seeded per process), as the caches' maps use. A review looks
+/// up several of them by namespace and name, and SipHash was the larger part of each lookup.
+pub(crate) type StaticHasher = foldhash::fast::RandomState;
 
 impl<K> Default for StaticSource<K> {
     fn default() -> Self {
         Self {
             objects: Vec::new(),
-            by_key: HashMap::new(),
-            by_namespace: HashMap::new(),
+            by_key: HashMap::default(),
+            by_namespace: HashMap::default(),
         }
     }
 }
@@ -290,20 +295,15 @@ impl<K: Resource> StaticSource<K> {
     pub fn new(objects: Vec<K>) -> Self {
         let mut source = Self::default();
         for object in objects {
-            let key = (
-                object.meta().namespace.clone().unwrap_or_default(),
-                object.meta().name.clone().unwrap_or_default(),
-            );
-            match source.by_key.get(&key) {
+            let namespace = object.meta().namespace.clone().unwrap_or_default();
+            let name = object.meta().name.clone().unwrap_or_default();
+            let names = source.by_key.entry(namespace.clone()).or_default();
+            match names.get(&name) {
                 Some(&i) => source.objects[i] = Arc::new(object),
                 None => {
                     let i = source.objects.len();
-                    source
-                        .by_namespace
-                        .entry(key.0.clone())
-                        .or_default()
-                        .push(i);
-                    source.by_key.insert(key, i);
+                    names.insert(name, i);
+                    source.by_namespace.entry(namespace).or_default().push(i);
                     source.objects.push(Arc::new(object));
                 }
             }
@@ -324,8 +324,8 @@ impl<K> StaticSource<K> {
 
 impl<K: Send + Sync> ObjectSource<K> for StaticSource<K> {
     fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
-        self.by_key
-            .get(&(namespace.to_owned(), name.to_owned()))
+        (self.by_key.get(namespace))
+            .and_then(|names| names.get(name))
             .and_then(|&i| self.objects.get(i).cloned())
     }
 

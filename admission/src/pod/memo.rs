@@ -21,7 +21,7 @@
 //! memo's bytes each; a shard that would pass its share is emptied first.
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, Weak};
 
 use k8s_openapi::api::core::v1::LimitRange;
@@ -134,9 +134,9 @@ fn entry_bytes(key: usize, patch: usize, limit_ranges: usize) -> usize {
 
 #[derive(Default)]
 struct Shard {
-    /// By a hash of the VPA's namespace and name ([`vpa_slot`]); two VPAs whose names collide share an
-    /// entry, and each misses on the other's version.
-    entries: HashMap<u64, Entry>,
+    /// By a hash of the VPA's namespace and name ([`PatchMemo::slot`]); two VPAs whose names collide share
+    /// an entry, and each misses on the other's version.
+    entries: HashMap<u64, Entry, SlotHasher>,
     bytes: usize,
 }
 
@@ -144,6 +144,7 @@ struct Shard {
 pub struct PatchMemo {
     options: PatchOptions,
     max_bytes: usize,
+    slots: SlotHasher,
     shards: Vec<Mutex<Shard>>,
     hits: Counter,
     misses: Counter,
@@ -156,13 +157,10 @@ impl std::fmt::Debug for PatchMemo {
     }
 }
 
-/// The map key of a VPA's entry: a hash of its namespace and name.
-fn vpa_slot(vpa: &VerticalPodAutoscaler) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    vpa.metadata.namespace.hash(&mut h);
-    vpa.metadata.name.hash(&mut h);
-    h.finish()
-}
+/// The hasher of the slots and of the shards' maps: foldhash, seeded per process. Every review hashes a VPA's
+/// names and looks its slot up; SipHash made that several times dearer, for no gain here: a VPA's names are
+/// chosen by whoever may create VPAs, and two that collide only share an entry.
+type SlotHasher = foldhash::fast::RandomState;
 
 /// The shard of an entry: the slot's high bits.
 fn shard_of(slot: u64) -> usize {
@@ -193,6 +191,7 @@ impl PatchMemo {
         PatchMemo {
             options,
             max_bytes,
+            slots: SlotHasher::default(),
             shards: (0..MEMO_SHARDS).map(|_| Mutex::default()).collect(),
             hits: Counter::default(),
             misses: Counter::default(),
@@ -225,8 +224,15 @@ impl PatchMemo {
         self.max_bytes > 0 && self.options == *options
     }
 
+    /// The map key of a VPA's entry: a hash of its namespace and name.
+    fn slot(&self, vpa: &VerticalPodAutoscaler) -> u64 {
+        let meta = &vpa.metadata;
+        self.slots
+            .hash_one((meta.namespace.as_deref(), meta.name.as_deref()))
+    }
+
     fn shard(&self, vpa: &VerticalPodAutoscaler) -> (u64, &Mutex<Shard>) {
-        let slot = vpa_slot(vpa);
+        let slot = self.slot(vpa);
         (slot, &self.shards[shard_of(slot)])
     }
 
@@ -284,7 +290,7 @@ impl PatchMemo {
         }
         if shard.bytes + bytes > budget {
             // Entries of VPAs deleted since are dropped here too.
-            shard.entries = HashMap::new();
+            shard.entries = HashMap::default();
             shard.bytes = 0;
         }
         shard.bytes += bytes;
@@ -302,11 +308,12 @@ mod tests {
     #[test]
     fn vpas_fill_every_shard_evenly() {
         let mut load = [0usize; MEMO_SHARDS];
+        let memo = PatchMemo::new(PatchOptions::default(), 1 << 20);
         for i in 0..1600 {
             let mut vpa = VerticalPodAutoscaler::default();
             vpa.metadata.namespace = Some(format!("team-{}", i % 40));
             vpa.metadata.name = Some(format!("app-{i}"));
-            load[shard_of(vpa_slot(&vpa))] += 1;
+            load[shard_of(memo.slot(&vpa))] += 1;
         }
         let (min, max) = (load.iter().min().unwrap(), load.iter().max().unwrap());
         assert!(*min >= 60 && *max <= 140, "{load:?}");

@@ -8,16 +8,20 @@ use std::sync::Arc;
 
 use tailor_crds::VerticalPodAutoscaler;
 
-use super::{ObjectSource, StaticSource, VpaSource, is_active};
+use super::{ObjectSource, StaticHasher, StaticSource, VpaSource, is_active};
 
 /// VPAs indexed by namespace, and the active ones by target.
 #[derive(Debug, Default)]
 pub struct StaticVpas {
     source: StaticSource<VerticalPodAutoscaler>,
     /// Namespaces with at least one active VPA.
-    active_namespaces: HashSet<String>,
+    active_namespaces: HashSet<String, StaticHasher>,
     /// Active VPAs by namespace, then by `targetRef.name` (the kind is compared on lookup).
-    active_by_target: HashMap<String, HashMap<String, Vec<Arc<VerticalPodAutoscaler>>>>,
+    active_by_target: HashMap<
+        String,
+        HashMap<String, Vec<Arc<VerticalPodAutoscaler>>, StaticHasher>,
+        StaticHasher,
+    >,
 }
 
 impl StaticVpas {
