@@ -11,7 +11,6 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use kube::core::Status;
-use serde::Serialize;
 use serde_json::value::RawValue;
 use tailor_core::text::capped;
 
@@ -416,33 +415,13 @@ pub fn allowed_response(uid: &str) -> Response {
     }
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct WireReview<'a> {
-    api_version: &'static str,
-    kind: &'static str,
-    response: WireResponse<'a>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct WireResponse<'a> {
-    uid: &'a str,
-    allowed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<&'a Status>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    warnings: Option<&'a Vec<String>>,
-}
-
-/// How the review's text ends: the response object's closing brace, then the review's.
-const CLOSE: &[u8] = b"}}";
-
 /// Encodes a response as the AdmissionReview the API server expects: `apiVersion`/`kind` always set, the patch
-/// base64-encoded with `patchType: JSONPatch`, `status` only when it carries something.
+/// base64-encoded with `patchType: JSONPatch`, `status` only when it carries something, `warnings` only when
+/// there are some.
 ///
-/// The patch's base64 is appended straight into the text, after the fields serde writes: base64's alphabet
-/// needs no escaping in a JSON string, so the kilobyte or two of a patch is not run through the string escaper.
+/// Written field by field: the fixed parts as they are, the uid, status and warnings through serde_json (which
+/// escapes them), and the patch's base64 as it is (its alphabet needs no escaping in a JSON string). A derived
+/// serialiser of the whole review was more code for a cold review to fetch, to write the same text.
 pub fn encode(response: &Response) -> Vec<u8> {
     let status = &response.result;
     let status_empty = status.status.is_none()
@@ -451,32 +430,44 @@ pub fn encode(response: &Response) -> Vec<u8> {
         && status.reason.is_empty()
         && status.details.is_none()
         && status.metadata.is_none();
-    let wire = WireReview {
-        api_version: API_VERSION,
-        kind: KIND,
-        response: WireResponse {
-            uid: &response.uid,
-            allowed: response.allowed,
-            status: (!status_empty).then_some(status),
-            warnings: response.warnings.as_ref().filter(|w| !w.is_empty()),
-        },
-    };
+    let warnings = response.warnings.as_ref().filter(|w| !w.is_empty());
     let patch = response.patch.as_ref().map(EncodedPatch::as_base64);
     let patch_len = patch.map_or(0, |p| p.len() + 40);
     let mut out = Vec::with_capacity(160 + response.uid.len() + patch_len);
-    // Serialising these plain structs cannot fail; fall back to a fixed allowed review all the same.
-    if serde_json::to_writer(&mut out, &wire).is_err() || !out.ends_with(CLOSE) {
+    for part in [
+        r#"{"apiVersion":""#,
+        API_VERSION,
+        r#"","kind":""#,
+        KIND,
+        r#"","response":{"uid":"#,
+    ] {
+        out.extend_from_slice(part.as_bytes());
+    }
+    // Serialising strings and these plain structs cannot fail; fall back to a fixed allowed review all the same.
+    let mut written = serde_json::to_writer(&mut out, &response.uid);
+    out.extend_from_slice(if response.allowed {
+        br#","allowed":true"#
+    } else {
+        br#","allowed":false"#
+    });
+    if !status_empty && written.is_ok() {
+        out.extend_from_slice(br#","status":"#);
+        written = serde_json::to_writer(&mut out, status);
+    }
+    if let Some(warnings) = warnings.filter(|_| written.is_ok()) {
+        out.extend_from_slice(br#","warnings":"#);
+        written = serde_json::to_writer(&mut out, warnings);
+    }
+    if written.is_err() {
         return br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"","allowed":true}}"#
             .to_vec();
     }
     if let Some(patch) = patch {
-        // The response always holds `uid` and `allowed`, so the patch follows a field.
-        out.truncate(out.len() - CLOSE.len());
         out.extend_from_slice(br#","patch":""#);
         out.extend_from_slice(patch.as_bytes());
         out.extend_from_slice(br#"","patchType":"JSONPatch""#);
-        out.extend_from_slice(CLOSE);
     }
+    out.extend_from_slice(b"}}");
     out
 }
 
