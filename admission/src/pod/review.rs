@@ -84,6 +84,11 @@ pub struct VpaName {
 }
 
 impl VpaName {
+    /// `vpa`, which sized a pod in `namespace`.
+    fn new(namespace: String, vpa: Arc<VerticalPodAutoscaler>) -> Self {
+        VpaName { namespace, vpa }
+    }
+
     /// The VPA's name.
     pub fn name(&self) -> &str {
         self.vpa.metadata.name.as_deref().unwrap_or_default()
@@ -262,6 +267,16 @@ enum PodSoFar {
     Sized(Box<Pod>),
 }
 
+impl PodSoFar {
+    /// The whole pod in `namespace`, its sizing fields decoded from `text` if they were not yet.
+    fn sized(self, text: &PodText<'_>, namespace: &str) -> Result<Box<Pod>, PodOutcome> {
+        match self {
+            PodSoFar::Sized(pod) => Ok(pod),
+            PodSoFar::Slim(meta) => sized_pod(text, meta, namespace).map(Box::new),
+        }
+    }
+}
+
 /// The VPA that sizes the pod of `meta` (its labels read from `text`), and the warning when several name its
 /// workload; otherwise the outcome (no VPA, or an owner chain that could not be resolved).
 fn matching_vpa(
@@ -340,18 +355,11 @@ fn size_matched(
         .as_deref()
         .and_then(|key| memo.get(&vpa, &limit_ranges, key))
     {
-        let vpa = VpaName {
-            namespace: pod_namespace,
-            vpa,
-        };
-        return answered(allowed, answer, conflict, vpa);
+        return answered(allowed, answer, conflict, VpaName::new(pod_namespace, vpa));
     }
-    let pod = match pod {
-        PodSoFar::Sized(pod) => pod,
-        PodSoFar::Slim(meta) => match sized_pod(text, meta, namespace) {
-            Ok(pod) => Box::new(pod),
-            Err(outcome) => return (allowed, outcome),
-        },
+    let pod = match pod.sized(text, namespace) {
+        Ok(pod) => pod,
+        Err(outcome) => return (allowed, outcome),
     };
     let pod = &*pod;
     let owned_limit_ranges: Vec<_> = limit_ranges.iter().map(|lr| (**lr).clone()).collect();
@@ -392,10 +400,7 @@ fn size_matched(
     if let Some(key) = key {
         memo.put(&vpa, &limit_ranges, key, answer.clone());
     }
-    let vpa = VpaName {
-        namespace: pod_namespace,
-        vpa,
-    };
+    let vpa = VpaName::new(pod_namespace, vpa);
     let (response, mut outcome) = answered(allowed, answer, conflict, vpa);
     if let PodOutcome::Patched { limit_policy, .. } = &mut outcome {
         *limit_policy = warning;
