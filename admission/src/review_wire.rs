@@ -115,10 +115,11 @@ impl Triple {
         }
     }
 
-    fn third(self) -> &'static str {
+    /// The field names, in the order of the decoded values.
+    fn fields(self) -> &'static [&'static str; 3] {
         match self {
-            Triple::Kind => "kind",
-            Triple::Resource => "resource",
+            Triple::Kind => &["group", "version", "kind"],
+            Triple::Resource => &["group", "version", "resource"],
         }
     }
 
@@ -126,11 +127,7 @@ impl Triple {
         self,
         d: D,
     ) -> Result<[Cow<'a, str>; 3], D::Error> {
-        let fields: &'static [&'static str] = match self {
-            Triple::Kind => &["group", "version", "kind"],
-            Triple::Resource => &["group", "version", "resource"],
-        };
-        d.deserialize_struct(self.name(), fields, TripleVisitor(self, PhantomData))
+        d.deserialize_struct(self.name(), self.fields(), TripleVisitor(self, PhantomData))
     }
 }
 
@@ -154,7 +151,7 @@ impl<'de: 'a, 'a> Visitor<'de> for TripleVisitor<'a> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut seen: [Option<Cow<'a, str>>; 3] = [None, None, None];
-        let names = ["group", "version", self.0.third()];
+        let names = self.0.fields();
         while let Some(key) = map.next_key::<TripleKey>()? {
             let at = match (key, self.0) {
                 (TripleKey::Group, _) => 0,

@@ -229,14 +229,14 @@ fn review_decoded(
         Err(outcome) => return (allowed, outcome),
     };
     // The retry bump reads a Job pod's containers: such a pod is built now.
-    let pod = if job_owner(&meta).is_some() {
-        match sized_pod(&text, meta, &namespace) {
-            Ok(pod) => PodSoFar::Sized(Box::new(pod)),
+    let job = job_owner(&meta).is_some();
+    let mut pod = PodSoFar::Slim(meta);
+    if job {
+        match pod.sized(&text, &namespace) {
+            Ok(sized) => pod = PodSoFar::Sized(sized),
             Err(outcome) => return (allowed, outcome),
         }
-    } else {
-        PodSoFar::Slim(meta)
-    };
+    }
     // A raised VPA is this pod's alone: never memoised.
     let raised = match &pod {
         PodSoFar::Sized(pod) => raise(pod, &namespace, &vpa),
@@ -386,10 +386,7 @@ fn size_matched(
     }
     if result.quota.outcome != QuotaOutcome::Fits {
         let fitted = PodOutcome::QuotaFitted {
-            vpa: format!(
-                "{namespace}/{}",
-                vpa.metadata.name.as_deref().unwrap_or_default()
-            ),
+            vpa: VpaName::new(pod_namespace.clone(), vpa.clone()).to_string(),
             vpa_uid: vpa.metadata.uid.clone().unwrap_or_default(),
             fit: result.quota,
             generate_name: pod.metadata.generate_name.clone(),
